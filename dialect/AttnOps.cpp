@@ -1,0 +1,637 @@
+//===- AttnOps.cpp - Operations of the attn dialect -----------------------===//
+//
+// Verifiers, tiling and canonicalization of attn.attention and
+// attn.online_attention. Both ops share one operand layout (query, key,
+// value, optional mask and diagonal) and one set of attributes, so their
+// verification and their slicing for tiles live in shared helpers here: the
+// rules of ../shared/spec/attention.md are stated once.
+//
+//===----------------------------------------------------------------------===//
+#include "dialect/AttnOps.h"
+
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Arith/Utils/Utils.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/PatternMatch.h"
+
+#include <cmath>
+#include <string>
+
+using namespace mlir;
+using namespace mlir::attn;
+
+#define GET_OP_CLASSES
+#include "dialect/AttnOps.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// Verification shared by both ops
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+std::string dimToString(int64_t dim) {
+  return ShapedType::isDynamic(dim) ? "?" : std::to_string(dim);
+}
+
+bool dimsCompatible(int64_t a, int64_t b) {
+  return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) || a == b;
+}
+
+bool isAttentionElementType(Type type) {
+  return type.isF32() || type.isF16() || type.isBF16();
+}
+
+/// Checks that `type` is ranked with `rank` dims; `layout` names them.
+LogicalResult verifyRank(Operation *op, StringRef name, Type type,
+                         int64_t rank, StringRef layout) {
+  auto shaped = dyn_cast<ShapedType>(type);
+  if (!shaped || !shaped.hasRank())
+    return op->emitOpError() << name << " must be a ranked " << layout
+                             << " tensor, found " << type;
+  if (shaped.getRank() != rank)
+    return op->emitOpError() << name << " must have rank " << rank << " ("
+                             << layout << "), found rank "
+                             << shaped.getRank();
+  return success();
+}
+
+/// Checks one dim against the size it must equal.
+LogicalResult verifyDim(Operation *op, StringRef name, ShapedType type,
+                        unsigned dim, StringRef dimName, int64_t expected,
+                        StringRef expectedFrom) {
+  int64_t found = type.getDimSize(dim);
+  if (dimsCompatible(found, expected))
+    return success();
+  return op->emitOpError() << name << " dim " << dim << " (" << dimName
+                           << ") must equal " << expectedFrom << " = "
+                           << dimToString(expected) << ", found "
+                           << dimToString(found);
+}
+
+/// The attributes and operands that both ops carry.
+struct AttentionView {
+  Operation *op;
+  Value query, key, value, mask, diagonal;
+  bool causal;
+  std::optional<DiagonalAlignment> alignment;
+  WindowAttr window;
+  std::optional<float> scale, softcap;
+};
+
+template <typename OpTy>
+AttentionView viewOf(OpTy op) {
+  std::optional<float> scale, softcap;
+  if (auto attr = op.getScaleAttr())
+    scale = attr.getValueAsDouble();
+  if (auto attr = op.getSoftcapAttr())
+    softcap = attr.getValueAsDouble();
+  return {op.getOperation(), op.getQuery(), op.getKey(),    op.getValue(),
+          op.getMask(),      op.getDiagonal(), op.getCausal(),
+          op.getAlignment(), op.getWindowAttr(), scale, softcap};
+}
+
+/// Checks Q, K, V, the mask and the attributes: every rule of the spec that
+/// does not involve the outputs.
+LogicalResult verifyAttentionInputs(const AttentionView &view) {
+  Operation *op = view.op;
+  if (failed(verifyRank(op, "query", view.query.getType(), 4,
+                        "[B, Hq, Sq, D]")) ||
+      failed(verifyRank(op, "key", view.key.getType(), 4,
+                        "[B, Hkv, Sk, D]")) ||
+      failed(verifyRank(op, "value", view.value.getType(), 4,
+                        "[B, Hkv, Sk, Dv]")))
+    return failure();
+  auto q = cast<ShapedType>(view.query.getType());
+  auto k = cast<ShapedType>(view.key.getType());
+  auto v = cast<ShapedType>(view.value.getType());
+
+  Type elementType = q.getElementType();
+  if (!isAttentionElementType(elementType))
+    return op->emitOpError()
+           << "query element type must be f32, f16 or bf16, found "
+           << elementType;
+  if (k.getElementType() != elementType)
+    return op->emitOpError() << "key element type must equal the query's ("
+                             << elementType << "), found "
+                             << k.getElementType();
+  if (v.getElementType() != elementType)
+    return op->emitOpError() << "value element type must equal the query's ("
+                             << elementType << "), found "
+                             << v.getElementType();
+
+  // Head dims are static: they fix the kernel's register blocking.
+  if (q.isDynamicDim(3))
+    return op->emitOpError("query dim 3 (D) must be static, found ?");
+  if (k.isDynamicDim(3))
+    return op->emitOpError("key dim 3 (D) must be static, found ?");
+  if (v.isDynamicDim(3))
+    return op->emitOpError("value dim 3 (Dv) must be static, found ?");
+  if (q.getDimSize(3) < 1)
+    return op->emitOpError() << "query dim 3 (D) must be at least 1, found "
+                             << q.getDimSize(3);
+  if (v.getDimSize(3) < 1)
+    return op->emitOpError() << "value dim 3 (Dv) must be at least 1, found "
+                             << v.getDimSize(3);
+
+  if (failed(verifyDim(op, "key", k, 0, "B", q.getDimSize(0), "query's B")) ||
+      failed(verifyDim(op, "key", k, 3, "D", q.getDimSize(3), "query's D")) ||
+      failed(verifyDim(op, "value", v, 0, "B", q.getDimSize(0),
+                       "query's B")) ||
+      failed(verifyDim(op, "value", v, 1, "Hkv", k.getDimSize(1),
+                       "key's Hkv")) ||
+      failed(verifyDim(op, "value", v, 2, "Sk", k.getDimSize(2),
+                       "key's Sk")))
+    return failure();
+
+  int64_t hq = q.getDimSize(1), hkv = k.getDimSize(1);
+  if (hkv == 0)
+    return op->emitOpError("key dim 1 (Hkv) must be at least 1, found 0");
+  if (!ShapedType::isDynamic(hq) && !ShapedType::isDynamic(hkv) &&
+      hq % hkv != 0)
+    return op->emitOpError()
+           << "query heads (Hq = " << hq
+           << ") must be a multiple of key/value heads (Hkv = " << hkv
+           << ") for grouped-query attention";
+
+  if (view.mask) {
+    if (failed(verifyRank(op, "mask", view.mask.getType(), 4,
+                          "[Bm, Hm, Sqm, Sk]")))
+      return failure();
+    auto m = cast<ShapedType>(view.mask.getType());
+    Type maskElement = m.getElementType();
+    if (!maskElement.isInteger(1) && maskElement != elementType)
+      return op->emitOpError()
+             << "mask element type must be i1 (keep-mask) or the query's "
+             << elementType << " (additive bias), found " << maskElement;
+    static const char *names[] = {"B", "Hq", "Sq"};
+    for (unsigned dim = 0; dim < 3; ++dim) {
+      int64_t size = m.getDimSize(dim), full = q.getDimSize(dim);
+      if (size == 1 || dimsCompatible(size, full))
+        continue;
+      return op->emitOpError()
+             << "mask dim " << dim << " must be 1 (broadcast) or the query's "
+             << names[dim] << " = " << dimToString(full) << ", found "
+             << size;
+    }
+    if (failed(verifyDim(op, "mask", m, 3, "Sk", k.getDimSize(2),
+                         "key's Sk")))
+      return failure();
+  }
+
+  if (WindowAttr window = view.window) {
+    if (!window.getLeft() && !window.getRight())
+      return op->emitOpError(
+          "window must bound at least one side (left or right)");
+    if (window.getLeft() && *window.getLeft() < 0)
+      return op->emitOpError() << "window left must be >= 0, found "
+                               << *window.getLeft();
+    if (window.getRight() && *window.getRight() < 0)
+      return op->emitOpError() << "window right must be >= 0, found "
+                               << *window.getRight();
+  }
+  bool needsDiagonal = view.causal || view.window;
+  if (needsDiagonal && !view.alignment && !view.diagonal)
+    return op->emitOpError(
+        "causal masking and windows need the diagonal: set align(top_left) "
+        "or align(bottom_right), or a diagonal operand");
+  if (needsDiagonal && view.alignment && view.diagonal)
+    return op->emitOpError(
+        "takes either align(...) or a diagonal operand, not both");
+  if (!needsDiagonal && (view.alignment || view.diagonal))
+    return op->emitOpError("align(...) and diagonal(...) need causal or a "
+                           "window; found neither");
+
+  if (view.scale && !std::isfinite(*view.scale))
+    return op->emitOpError() << "scale must be finite, found " << *view.scale;
+  if (view.softcap && !(std::isfinite(*view.softcap) && *view.softcap > 0))
+    return op->emitOpError()
+           << "softcap must be finite and > 0, found " << *view.softcap;
+  return success();
+}
+
+/// Checks that `type` is a rank-`rank` f32 shaped type whose leading dims
+/// are [B, Hq, Sq] of the query (and Dv of the value for rank 4).
+LogicalResult verifyStateOrOutput(Operation *op, StringRef name, Type type,
+                                  Type expectedElement, const AttentionView &v,
+                                  bool withValueDim) {
+  StringRef layout = withValueDim ? "[B, Hq, Sq, Dv]" : "[B, Hq, Sq]";
+  if (failed(verifyRank(op, name, type, withValueDim ? 4 : 3, layout)))
+    return failure();
+  auto shaped = cast<ShapedType>(type);
+  if (shaped.getElementType() != expectedElement)
+    return op->emitOpError() << name << " element type must be "
+                             << expectedElement << ", found "
+                             << shaped.getElementType();
+  auto q = cast<ShapedType>(v.query.getType());
+  static const char *names[] = {"B", "Hq", "Sq"};
+  for (unsigned dim = 0; dim < 3; ++dim)
+    if (failed(verifyDim(op, name, shaped, dim, names[dim], q.getDimSize(dim),
+                         (Twine("query's ") + names[dim]).str())))
+      return failure();
+  if (withValueDim &&
+      failed(verifyDim(op, name, shaped, 3, "Dv",
+                       cast<ShapedType>(v.value.getType()).getDimSize(3),
+                       "value's Dv")))
+    return failure();
+  return success();
+}
+
+float effectiveScale(std::optional<float> scale, Value query) {
+  if (scale)
+    return *scale;
+  int64_t d = cast<ShapedType>(query.getType()).getDimSize(3);
+  return 1.0f / std::sqrt(static_cast<float>(d));
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// AttentionOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult AttentionOp::verify() {
+  AttentionView view = viewOf(*this);
+  if (failed(verifyAttentionInputs(view)))
+    return failure();
+  if (getOutputs().empty() || getOutputs().size() > 2)
+    return emitOpError() << "outs must hold the output and optionally the "
+                            "log-sum-exp (1 or 2 tensors), found "
+                         << getOutputs().size();
+  Type elementType = getQuery().getType().getElementType();
+  if (failed(verifyStateOrOutput(*this, "output", getOutput().getType(),
+                                 elementType, view, /*withValueDim=*/true)))
+    return failure();
+  if (Value lse = getLse())
+    if (failed(verifyStateOrOutput(*this, "lse", lse.getType(),
+                                   Float32Type::get(getContext()), view,
+                                   /*withValueDim=*/false)))
+      return failure();
+  if (getResults().size() != getOutputs().size())
+    return emitOpError() << "must have one result per outs tensor ("
+                         << getOutputs().size() << "), found "
+                         << getResults().size();
+  for (auto [index, pair] :
+       llvm::enumerate(llvm::zip(getResults(), getOutputs())))
+    if (std::get<0>(pair).getType() != std::get<1>(pair).getType())
+      return emitOpError() << "result " << index << " type must equal its outs "
+                           << "tensor's " << std::get<1>(pair).getType()
+                           << ", found " << std::get<0>(pair).getType();
+  return success();
+}
+
+float AttentionOp::getEffectiveScale() {
+  return effectiveScale(viewOf(*this).scale, getQuery());
+}
+
+//===----------------------------------------------------------------------===//
+// OnlineAttentionOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult OnlineAttentionOp::verify() {
+  AttentionView view = viewOf(*this);
+  if (failed(verifyAttentionInputs(view)))
+    return failure();
+  Type f32 = Float32Type::get(getContext());
+  if (failed(verifyStateOrOutput(*this, "acc", getAcc().getType(), f32, view,
+                                 /*withValueDim=*/true)) ||
+      failed(verifyStateOrOutput(*this, "max", getMax().getType(), f32, view,
+                                 /*withValueDim=*/false)) ||
+      failed(verifyStateOrOutput(*this, "sum", getSum().getType(), f32, view,
+                                 /*withValueDim=*/false)))
+    return failure();
+  bool tensors = isa<TensorType>(getAcc().getType());
+  for (Value operand : getOperation()->getOperands()) {
+    if (isa<IndexType>(operand.getType()))
+      continue;
+    if (isa<TensorType>(operand.getType()) != tensors)
+      return emitOpError("operands must be all tensors or all memrefs");
+  }
+  size_t expectedResults = tensors ? 3 : 0;
+  if (getResults().size() != expectedResults)
+    return emitOpError() << "must have " << expectedResults
+                         << " results (one per state tensor), found "
+                         << getResults().size();
+  for (auto [result, init] : llvm::zip(getResults(), getDpsInits()))
+    if (result.getType() != init.getType())
+      return emitOpError() << "result type must equal its outs tensor's "
+                           << init.getType() << ", found " << result.getType();
+  return success();
+}
+
+float OnlineAttentionOp::getEffectiveScale() {
+  return effectiveScale(viewOf(*this).scale, getQuery());
+}
+
+void OnlineAttentionOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  for (OpOperand &operand : getOperation()->getOpOperands()) {
+    if (!isa<MemRefType>(operand.get().getType()))
+      continue;
+    effects.emplace_back(MemoryEffects::Read::get(), &operand,
+                         SideEffects::DefaultResource::get());
+    if (isDpsInit(&operand))
+      effects.emplace_back(MemoryEffects::Write::get(), &operand,
+                           SideEffects::DefaultResource::get());
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Tiling
+//===----------------------------------------------------------------------===//
+//
+// Both ops iterate over (B, Hq, Sq, Sk). B, Hq and Sq are parallel; Sk is a
+// reduction. attn.attention cannot tile Sk (a softmax is not a sum); the
+// online op can, because it accumulates into its outs.
+
+namespace {
+
+/// The operands of a tile: slices of Q, K, V and the mask, and the diagonal
+/// offset in the tile's own coordinates.
+struct OperandTiles {
+  Value query, key, value, mask, diagonal;
+  SmallVector<Operation *> slices;
+};
+
+Value extractSlice(OpBuilder &b, Location loc, Value source,
+                   ArrayRef<OpFoldResult> offsets, ArrayRef<OpFoldResult> sizes,
+                   OperandTiles &tiles) {
+  SmallVector<OpFoldResult> strides(offsets.size(), b.getIndexAttr(1));
+  auto slice =
+      tensor::ExtractSliceOp::create(b, loc, source, offsets, sizes, strides);
+  tiles.slices.push_back(slice);
+  return slice.getResult();
+}
+
+OpFoldResult dimOf(OpBuilder &b, Location loc, Value tensor, int64_t dim) {
+  return tensor::getMixedSize(b, loc, tensor, dim);
+}
+
+/// The diagonal offset of the untiled op in its own coordinates: the operand
+/// if it has one, else 0 (top_left) or Sk - Sq (bottom_right).
+Value baseDiagonal(OpBuilder &b, Location loc, const AttentionView &view) {
+  if (view.diagonal)
+    return view.diagonal;
+  if (*view.alignment == DiagonalAlignment::top_left)
+    return arith::ConstantIndexOp::create(b, loc, 0);
+  Value sk = getValueOrCreateConstantIndexOp(b, loc,
+                                             dimOf(b, loc, view.key, 2));
+  Value sq = getValueOrCreateConstantIndexOp(b, loc,
+                                             dimOf(b, loc, view.query, 2));
+  return arith::SubIOp::create(b, loc, sk, sq);
+}
+
+/// Slices the inputs of an attention-like op for the iteration-space tile
+/// (offsets, sizes) over (B, Hq, Sq, Sk).
+FailureOr<OperandTiles> tileInputs(OpBuilder &b, Location loc,
+                                   const AttentionView &view,
+                                   ArrayRef<OpFoldResult> offsets,
+                                   ArrayRef<OpFoldResult> sizes) {
+  OperandTiles tiles;
+  OpFoldResult zero = b.getIndexAttr(0), one = b.getIndexAttr(1);
+  auto q = cast<ShapedType>(view.query.getType());
+  OpFoldResult d = b.getIndexAttr(q.getDimSize(3));
+  OpFoldResult dv =
+      b.getIndexAttr(cast<ShapedType>(view.value.getType()).getDimSize(3));
+
+  // Query heads map onto key/value heads h / G. A tile of one query head
+  // reads one kv head; a tile of all heads reads all of them.
+  OpFoldResult hq = dimOf(b, loc, view.query, 1);
+  OpFoldResult kvOffset, kvSize;
+  if (isZeroInteger(offsets[1]) && isEqualConstantIntOrValue(sizes[1], hq)) {
+    kvOffset = zero;
+    kvSize = dimOf(b, loc, view.key, 1);
+  } else if (isOneInteger(sizes[1])) {
+    Value hkv = getValueOrCreateConstantIndexOp(b, loc,
+                                                dimOf(b, loc, view.key, 1));
+    Value group = arith::DivUIOp::create(
+        b, loc, getValueOrCreateConstantIndexOp(b, loc, hq), hkv);
+    kvOffset = arith::DivUIOp::create(
+                   b, loc, getValueOrCreateConstantIndexOp(b, loc, offsets[1]),
+                   group)
+                   .getResult();
+    kvSize = one;
+  } else {
+    return failure();
+  }
+
+  tiles.query = extractSlice(b, loc, view.query,
+                             {offsets[0], offsets[1], offsets[2], zero},
+                             {sizes[0], sizes[1], sizes[2], d}, tiles);
+  tiles.key = extractSlice(b, loc, view.key,
+                           {offsets[0], kvOffset, offsets[3], zero},
+                           {sizes[0], kvSize, sizes[3], d}, tiles);
+  tiles.value = extractSlice(b, loc, view.value,
+                             {offsets[0], kvOffset, offsets[3], zero},
+                             {sizes[0], kvSize, sizes[3], dv}, tiles);
+  if (view.mask) {
+    auto m = cast<ShapedType>(view.mask.getType());
+    SmallVector<OpFoldResult> maskOffsets, maskSizes;
+    for (unsigned dim = 0; dim < 3; ++dim) {
+      bool broadcast = m.getDimSize(dim) == 1;
+      maskOffsets.push_back(broadcast ? zero : offsets[dim]);
+      maskSizes.push_back(broadcast ? one : sizes[dim]);
+    }
+    maskOffsets.push_back(offsets[3]);
+    maskSizes.push_back(sizes[3]);
+    tiles.mask = extractSlice(b, loc, view.mask, maskOffsets, maskSizes, tiles);
+  }
+  if (view.causal || view.window) {
+    // off_tile = off + q_offset - k_offset: the same (i, j) relation in the
+    // tile's local indices.
+    Value diagonal = baseDiagonal(b, loc, view);
+    Value qOffset = getValueOrCreateConstantIndexOp(b, loc, offsets[2]);
+    Value kOffset = getValueOrCreateConstantIndexOp(b, loc, offsets[3]);
+    diagonal = arith::AddIOp::create(b, loc, diagonal, qOffset);
+    tiles.diagonal = arith::SubIOp::create(b, loc, diagonal, kOffset);
+  }
+  return tiles;
+}
+
+SmallVector<Range> attentionIterationDomain(OpBuilder &b, Location loc,
+                                            const AttentionView &view) {
+  OpFoldResult zero = b.getIndexAttr(0), one = b.getIndexAttr(1);
+  return {Range{zero, dimOf(b, loc, view.query, 0), one},
+          Range{zero, dimOf(b, loc, view.query, 1), one},
+          Range{zero, dimOf(b, loc, view.query, 2), one},
+          Range{zero, dimOf(b, loc, view.key, 2), one}};
+}
+
+/// Offsets and sizes of an [B, Hq, Sq(, Dv)] result for an iteration tile.
+void stateTilePosition(OpBuilder &b, Value init,
+                       ArrayRef<OpFoldResult> offsets,
+                       ArrayRef<OpFoldResult> sizes,
+                       SmallVector<OpFoldResult> &resultOffsets,
+                       SmallVector<OpFoldResult> &resultSizes) {
+  resultOffsets.assign(offsets.begin(), offsets.begin() + 3);
+  resultSizes.assign(sizes.begin(), sizes.begin() + 3);
+  auto type = cast<ShapedType>(init.getType());
+  if (type.getRank() == 4) {
+    resultOffsets.push_back(b.getIndexAttr(0));
+    resultSizes.push_back(b.getIndexAttr(type.getDimSize(3)));
+  }
+}
+
+SmallVector<utils::IteratorType> attentionIteratorTypes() {
+  return {utils::IteratorType::parallel, utils::IteratorType::parallel,
+          utils::IteratorType::parallel, utils::IteratorType::reduction};
+}
+
+} // namespace
+
+SmallVector<Range> AttentionOp::getIterationDomain(OpBuilder &b) {
+  return attentionIterationDomain(b, getLoc(), viewOf(*this));
+}
+
+SmallVector<utils::IteratorType> AttentionOp::getLoopIteratorTypes() {
+  return attentionIteratorTypes();
+}
+
+FailureOr<TilingResult>
+AttentionOp::getTiledImplementation(OpBuilder &b,
+                                    ArrayRef<OpFoldResult> offsets,
+                                    ArrayRef<OpFoldResult> sizes) {
+  Location loc = getLoc();
+  AttentionView view = viewOf(*this);
+  if (!isZeroInteger(offsets[3]) ||
+      !isEqualConstantIntOrValue(sizes[3], dimOf(b, loc, getKey(), 2))) {
+    emitOpError("cannot tile the key dimension: a softmax is not a sum; "
+                "convert to attn.online_attention (attn-online-softmax) and "
+                "tile that");
+    return failure();
+  }
+  FailureOr<OperandTiles> tiles = tileInputs(b, loc, view, offsets, sizes);
+  if (failed(tiles)) {
+    emitOpError("can tile the head dimension only by 1 or not at all (a "
+                "query-head tile must map onto whole key/value heads)");
+    return failure();
+  }
+  SmallVector<Value> outputs;
+  for (Value init : getOutputs()) {
+    SmallVector<OpFoldResult> outOffsets, outSizes;
+    stateTilePosition(b, init, offsets, sizes, outOffsets, outSizes);
+    outputs.push_back(extractSlice(b, loc, init, outOffsets, outSizes, *tiles));
+  }
+  auto tiled = AttentionOp::create(
+      b, loc, ValueRange(outputs).getTypes(), tiles->query, tiles->key,
+      tiles->value, tiles->mask, tiles->diagonal, outputs, getScaleAttr(),
+      getCausalAttr(), DiagonalAlignmentAttr(), getWindowAttr(),
+      getSoftcapAttr());
+  return TilingResult{{tiled},
+                      SmallVector<Value>(tiled->getResults()),
+                      tiles->slices};
+}
+
+LogicalResult AttentionOp::getResultTilePosition(
+    OpBuilder &b, unsigned resultNumber, ArrayRef<OpFoldResult> offsets,
+    ArrayRef<OpFoldResult> sizes, SmallVector<OpFoldResult> &resultOffsets,
+    SmallVector<OpFoldResult> &resultSizes) {
+  stateTilePosition(b, getOutputs()[resultNumber], offsets, sizes,
+                    resultOffsets, resultSizes);
+  return success();
+}
+
+SmallVector<Range> OnlineAttentionOp::getIterationDomain(OpBuilder &b) {
+  return attentionIterationDomain(b, getLoc(), viewOf(*this));
+}
+
+SmallVector<utils::IteratorType> OnlineAttentionOp::getLoopIteratorTypes() {
+  return attentionIteratorTypes();
+}
+
+FailureOr<TilingResult>
+OnlineAttentionOp::getTiledImplementation(OpBuilder &b,
+                                          ArrayRef<OpFoldResult> offsets,
+                                          ArrayRef<OpFoldResult> sizes) {
+  if (!hasPureTensorSemantics()) {
+    emitOpError("tiles only in its tensor form");
+    return failure();
+  }
+  Location loc = getLoc();
+  FailureOr<OperandTiles> tiles =
+      tileInputs(b, loc, viewOf(*this), offsets, sizes);
+  if (failed(tiles)) {
+    emitOpError("can tile the head dimension only by 1 or not at all");
+    return failure();
+  }
+  SmallVector<Value> states;
+  for (Value init : getDpsInits()) {
+    SmallVector<OpFoldResult> stateOffsets, stateSizes;
+    stateTilePosition(b, init, offsets, sizes, stateOffsets, stateSizes);
+    states.push_back(
+        extractSlice(b, loc, init, stateOffsets, stateSizes, *tiles));
+  }
+  auto tiled = OnlineAttentionOp::create(
+      b, loc, ValueRange(states).getTypes(), tiles->query, tiles->key,
+      tiles->value, tiles->mask, tiles->diagonal, states[0], states[1],
+      states[2], getScaleAttr(), getCausalAttr(), DiagonalAlignmentAttr(),
+      getWindowAttr(), getSoftcapAttr());
+  return TilingResult{{tiled},
+                      SmallVector<Value>(tiled->getResults()),
+                      tiles->slices};
+}
+
+LogicalResult OnlineAttentionOp::getResultTilePosition(
+    OpBuilder &b, unsigned resultNumber, ArrayRef<OpFoldResult> offsets,
+    ArrayRef<OpFoldResult> sizes, SmallVector<OpFoldResult> &resultOffsets,
+    SmallVector<OpFoldResult> &resultSizes) {
+  stateTilePosition(b, getDpsInits()[resultNumber], offsets, sizes,
+                    resultOffsets, resultSizes);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Canonicalization
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// An unused log-sum-exp result need not be computed: drop it from outs.
+struct DropUnusedLse : public OpRewritePattern<AttentionOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(AttentionOp op,
+                                PatternRewriter &rewriter) const override {
+    if (!op.getLse())
+      return rewriter.notifyMatchFailure(op, "has no log-sum-exp");
+    if (!op.getResult(1).use_empty())
+      return rewriter.notifyMatchFailure(op, "its log-sum-exp is used");
+    auto replacement = AttentionOp::create(
+        rewriter, op.getLoc(), TypeRange{op.getResult(0).getType()},
+        op.getQuery(), op.getKey(), op.getValue(), op.getMask(),
+        op.getDiagonal(), ValueRange{op.getOutput()}, op.getScaleAttr(),
+        op.getCausalAttr(), op.getAlignmentAttr(), op.getWindowAttr(),
+        op.getSoftcapAttr());
+    rewriter.replaceOp(op, {replacement.getResult(0), op.getLse()});
+    return success();
+  }
+};
+
+/// Under causal masking a window's right side (>= 0) bounds nothing more:
+/// drop it, and the window with it when it had no left side.
+struct DropRightWindowUnderCausal : public OpRewritePattern<AttentionOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(AttentionOp op,
+                                PatternRewriter &rewriter) const override {
+    WindowAttr window = op.getWindowAttr();
+    if (!op.getCausal() || !window || !window.getRight())
+      return rewriter.notifyMatchFailure(op, "no right window under causal");
+    rewriter.modifyOpInPlace(op, [&] {
+      if (window.getLeft())
+        op.setWindowAttr(WindowAttr::get(op.getContext(), window.getLeft(),
+                                         std::nullopt));
+      else
+        op.removeWindowAttr();
+    });
+    return success();
+  }
+};
+
+} // namespace
+
+void AttentionOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                              MLIRContext *context) {
+  results.add<DropUnusedLse, DropRightWindowUnderCausal>(context);
+}

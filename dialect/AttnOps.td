@@ -1,0 +1,210 @@
+//===- AttnOps.td - Operations of the attn dialect ---------------*- tablegen -*-===//
+#ifndef ATTN_OPS_TD
+#define ATTN_OPS_TD
+
+include "AttnDialect.td"
+include "AttnAttrs.td"
+include "mlir/Interfaces/DestinationStyleOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/TilingInterface.td"
+
+//===----------------------------------------------------------------------===//
+// attn.attention
+//===----------------------------------------------------------------------===//
+
+def Attn_AttentionOp : Attn_Op<"attention", [
+    AttrSizedOperandSegments, Pure,
+    DestinationStyleOpInterface,
+    DeclareOpInterfaceMethods<TilingInterface, [
+      "getIterationDomain", "getLoopIteratorTypes",
+      "getTiledImplementation", "getResultTilePosition"]>]> {
+  let summary = "scaled dot-product attention with masks, GQA and log-sum-exp";
+  let description = [{
+    Computes, for each batch `b`, query head `h`, query row `i`:
+
+    ```
+    s[i,j] = scale · Σ_d Q[b,h,i,d] · K[b,h/G,j,d]     (scale defaults to 1/√D)
+    s      ← softcap · tanh(s / softcap)               (when `softcap` is set)
+    s      ← s + M[b',h',i',j]                         (additive-bias mask)
+    O[b,h,i,:] = Σ_{allowed j} softmax_j(s[i,j]) · V[b,h/G,j,:]
+    LSE[b,h,i] = m_i + log(Σ_{allowed j} exp(s[i,j] − m_i))
+    ```
+
+    with `Q: [B, Hq, Sq, D]`, `K: [B, Hkv, Sk, D]`, `V: [B, Hkv, Sk, Dv]`,
+    `O: [B, Hq, Sq, Dv]` and the optional `LSE: [B, Hq, Sq]` (f32), where
+    `Hq = G · Hkv` (grouped-query attention; `G = 1` is multi-head,
+    `Hkv = 1` multi-query attention). Element types are f32, f16 or bf16;
+    scores, softmax statistics and the accumulation are f32 whatever the
+    input type.
+
+    A position `(i, j)` is allowed unless the boolean mask is false there,
+    the additive bias is `-inf`, `causal` is set and `j > i + off`, or a
+    `window` is set and `j` lies outside `[i + off − left, i + off + right]`.
+    The diagonal offset `off` is explicit: `align(top_left)` means `off = 0`,
+    `align(bottom_right)` means `off = Sk − Sq`; tiled forms carry it as the
+    `diagonal` operand instead (in the tile's own coordinates). A row with no
+    allowed position yields `O = 0` and `LSE = −inf`, never NaN.
+
+    The mask is `[Bm, Hm, Sqm, Sk]` where each of `Bm`, `Hm`, `Sqm` is either
+    1 (broadcast) or the full size; its element type is `i1` (true attends)
+    or the float type of the query (added to the scores).
+
+    The op is in destination-passing style: `outs` holds the output tensor
+    and, when the log-sum-exp is wanted, its tensor; the results are their
+    new values. `B`, `H`, `Sq` and `Sk` may be dynamic; `D` and `Dv` are
+    static.
+
+    Example: causal grouped-query attention with a bottom-right diagonal and
+    the log-sum-exp:
+
+    ```mlir
+    %o, %lse = attn.attention
+        ins(%q, %k, %v : tensor<2x8x?x64xf16>, tensor<2x2x?x64xf16>, tensor<2x2x?x64xf16>)
+        outs(%o0, %l0 : tensor<2x8x?x64xf16>, tensor<2x8x?xf32>)
+        causal align(bottom_right)
+        -> tensor<2x8x?x64xf16>, tensor<2x8x?xf32>
+    ```
+
+    A boolean keep-mask broadcast over batch and heads, a sliding window that
+    looks back 256 keys, and soft-capping:
+
+    ```mlir
+    %o = attn.attention
+        ins(%q, %k, %v : tensor<1x4x128x64xf32>, tensor<1x4x512x64xf32>, tensor<1x4x512x32xf32>)
+        mask(%m : tensor<1x1x128x512xi1>)
+        outs(%init : tensor<1x4x128x32xf32>)
+        align(top_left) window <left = 256, right = 0> scale(0.125) softcap(30.0)
+        -> tensor<1x4x128x32xf32>
+    ```
+  }];
+
+  let arguments = (ins
+    AnyRankedTensor:$query,
+    AnyRankedTensor:$key,
+    AnyRankedTensor:$value,
+    Optional<AnyRankedTensor>:$mask,
+    Optional<Index>:$diagonal,
+    Variadic<AnyRankedTensor>:$outputs,
+    OptionalAttr<F32Attr>:$scale,
+    UnitAttr:$causal,
+    OptionalAttr<Attn_Alignment>:$alignment,
+    OptionalAttr<Attn_WindowAttr>:$window,
+    OptionalAttr<F32Attr>:$softcap);
+  let results = (outs Variadic<AnyRankedTensor>:$results);
+
+  let assemblyFormat = [{
+    `ins` `(` $query `,` $key `,` $value `:` type($query) `,` type($key) `,` type($value) `)`
+    (`mask` `(` $mask^ `:` type($mask) `)`)?
+    (`diagonal` `(` $diagonal^ `)`)?
+    `outs` `(` $outputs `:` type($outputs) `)`
+    (`causal` $causal^)?
+    (`align` `(` $alignment^ `)`)?
+    (`window` $window^)?
+    (`scale` `(` $scale^ `)`)?
+    (`softcap` `(` $softcap^ `)`)?
+    attr-dict (`->` type($results)^)?
+  }];
+
+  let hasVerifier = 1;
+  let hasCanonicalizer = 1;
+
+  let extraClassDeclaration = [{
+    ::mlir::MutableOperandRange getDpsInitsMutable() {
+      return getOutputsMutable();
+    }
+    /// The output tensor O.
+    ::mlir::Value getOutput() { return getOutputs()[0]; }
+    /// The log-sum-exp tensor, or null.
+    ::mlir::Value getLse() {
+      return getOutputs().size() > 1 ? getOutputs()[1] : ::mlir::Value();
+    }
+    /// The scale the op computes with: the attribute, or 1/sqrt(D).
+    float getEffectiveScale();
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// attn.online_attention
+//===----------------------------------------------------------------------===//
+
+def Attn_OnlineAttentionOp : Attn_Op<"online_attention", [
+    AttrSizedOperandSegments,
+    DestinationStyleOpInterface,
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
+    DeclareOpInterfaceMethods<TilingInterface, [
+      "getIterationDomain", "getLoopIteratorTypes",
+      "getTiledImplementation", "getResultTilePosition"]>]> {
+  let summary = "one step of the online-softmax recurrence over a range of keys";
+  let description = [{
+    Folds the keys of `K` and `V` into the running state of FlashAttention's
+    online softmax: the unnormalized f32 accumulator `acc: [B, Hq, Sq, Dv]`,
+    the running row maximum `max: [B, Hq, Sq]` and the running row sum
+    `sum: [B, Hq, Sq]`. With `s` the scores of the new keys (scaled,
+    soft-capped, biased and masked as `attn.attention` defines them):
+
+    ```
+    m'   = max(max, max_j s[:, j])
+    α    = exp(max − m')                  (0 when max = −inf)
+    acc' = α · acc + Σ_j exp(s[:, j] − m') · V[j, :]
+    sum' = α · sum + Σ_j exp(s[:, j] − m')
+    ```
+
+    Every exponent is of a non-positive number, and a row with no allowed key
+    so far keeps `max = −inf`, `sum = 0`, `acc = 0`. Because the op
+    accumulates into its `outs`, tiling the key dimension is a plain
+    reduction loop; `attn-online-softmax` creates it from `attn.attention`,
+    `attn-tile-keys` tiles it, `attn-lower-to-vector` lowers it after
+    bufferization. It takes tensors or memrefs (after bufferization it has no
+    results).
+
+    ```mlir
+    %acc1, %max1, %sum1 = attn.online_attention
+        ins(%q, %k, %v : tensor<1x1x64x64xf32>, tensor<1x1x?x64xf32>, tensor<1x1x?x64xf32>)
+        diagonal(%d)
+        outs(%acc, %max, %sum : tensor<1x1x64x64xf32>, tensor<1x1x64xf32>, tensor<1x1x64xf32>)
+        causal scale(0.125)
+        -> tensor<1x1x64x64xf32>, tensor<1x1x64xf32>, tensor<1x1x64xf32>
+    ```
+  }];
+
+  let arguments = (ins
+    AnyShaped:$query,
+    AnyShaped:$key,
+    AnyShaped:$value,
+    Optional<AnyShaped>:$mask,
+    Optional<Index>:$diagonal,
+    AnyShaped:$acc,
+    AnyShaped:$max,
+    AnyShaped:$sum,
+    OptionalAttr<F32Attr>:$scale,
+    UnitAttr:$causal,
+    OptionalAttr<Attn_Alignment>:$alignment,
+    OptionalAttr<Attn_WindowAttr>:$window,
+    OptionalAttr<F32Attr>:$softcap);
+  let results = (outs Variadic<AnyRankedTensor>:$results);
+
+  let assemblyFormat = [{
+    `ins` `(` $query `,` $key `,` $value `:` type($query) `,` type($key) `,` type($value) `)`
+    (`mask` `(` $mask^ `:` type($mask) `)`)?
+    (`diagonal` `(` $diagonal^ `)`)?
+    `outs` `(` $acc `,` $max `,` $sum `:` type($acc) `,` type($max) `,` type($sum) `)`
+    (`causal` $causal^)?
+    (`align` `(` $alignment^ `)`)?
+    (`window` $window^)?
+    (`scale` `(` $scale^ `)`)?
+    (`softcap` `(` $softcap^ `)`)?
+    attr-dict (`->` type($results)^)?
+  }];
+
+  let hasVerifier = 1;
+
+  let extraClassDeclaration = [{
+    ::mlir::MutableOperandRange getDpsInitsMutable() {
+      return ::mlir::MutableOperandRange(getOperation(),
+          getAccMutable().getOperandNumber(), 3);
+    }
+    float getEffectiveScale();
+  }];
+}
+
+#endif // ATTN_OPS_TD

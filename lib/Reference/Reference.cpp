@@ -1,0 +1,334 @@
+//===- Reference.cpp - The float64 reference of the attention contract ----===//
+//
+// Each step below is one numbered step of the contract, in its order: scores,
+// soft-cap, bias, the allowed set, then an exact two-pass softmax over the
+// allowed positions of the row. Keeping the code shaped like the contract
+// makes it easy to audit; nothing here tries to be fast.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lib/Reference/Reference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+using namespace attn;
+
+RefTensor RefTensor::dense(const double *data, int64_t d0, int64_t d1,
+                           int64_t d2, int64_t d3) {
+  RefTensor tensor;
+  tensor.data = data;
+  int64_t dims[4] = {d0, d1, d2, d3};
+  int64_t stride = 1;
+  for (int i = 3; i >= 0; --i) {
+    tensor.shape[i] = dims[i];
+    tensor.strides[i] = stride;
+    stride *= dims[i];
+  }
+  return tensor;
+}
+
+//===----------------------------------------------------------------------===//
+// Causal and window masking
+//===----------------------------------------------------------------------===//
+
+int64_t attn::diagonalOffset(const KernelSpec &spec, int64_t seqQ,
+                             int64_t seqK) {
+  return spec.alignment == Alignment::BottomRight ? seqK - seqQ : 0;
+}
+
+bool attn::isAllowedByDiagonal(const KernelSpec &spec, int64_t i, int64_t j,
+                               int64_t seqQ, int64_t seqK) {
+  if (!spec.usesDiagonal())
+    return true;
+  // Distance of the key from the (shifted) diagonal; comparing it with the
+  // window sides avoids overflow when a side is huge.
+  int64_t distance = j - (i + diagonalOffset(spec, seqQ, seqK));
+  if (spec.causal && distance > 0)
+    return false;
+  if (spec.windowRight && distance > *spec.windowRight)
+    return false;
+  if (spec.windowLeft && -distance > *spec.windowLeft)
+    return false;
+  return true;
+}
+
+int64_t attn::countAllowedPositions(const KernelSpec &spec, int64_t seqQ,
+                                    int64_t seqK) {
+  if (seqQ <= 0 || seqK <= 0)
+    return 0;
+  if (!spec.usesDiagonal())
+    return seqQ * seqK;
+  int64_t off = diagonalOffset(spec, seqQ, seqK);
+  // A side beyond Sq + Sk cannot exclude anything; clamping keeps the sums
+  // below from overflowing.
+  int64_t reach = seqQ + seqK;
+  int64_t total = 0;
+  for (int64_t i = 0; i < seqQ; ++i) {
+    int64_t center = i + off;
+    int64_t lo = 0, hi = seqK - 1;
+    if (spec.causal)
+      hi = std::min(hi, center);
+    if (spec.windowRight)
+      hi = std::min(hi, center + std::min(*spec.windowRight, reach));
+    if (spec.windowLeft)
+      lo = std::max(lo, center - std::min(*spec.windowLeft, reach));
+    if (hi >= lo)
+      total += hi - lo + 1;
+  }
+  return total;
+}
+
+double attn::flopCount(const KernelSpec &spec, int64_t batch, int64_t headsQ,
+                       int64_t seqQ, int64_t seqK) {
+  double positions =
+      static_cast<double>(countAllowedPositions(spec, seqQ, seqK));
+  return 2.0 * static_cast<double>(batch) * static_cast<double>(headsQ) *
+         positions * static_cast<double>(spec.headDim + spec.valueDim);
+}
+
+double attn::tolerance(ElementType type) {
+  return type == ElementType::F32 ? 1e-5 : 1e-2;
+}
+
+//===----------------------------------------------------------------------===//
+// The reference
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+std::string shapeString(const RefTensor &tensor) {
+  std::string out = "[";
+  for (int i = 0; i < 4; ++i)
+    out += (i ? ", " : "") + std::to_string(tensor.shape[i]);
+  return out + "]";
+}
+
+bool checkShapes(const KernelSpec &spec, const ReferenceInputs &in,
+                 std::string &error) {
+  const RefTensor &q = in.query, &k = in.key, &v = in.value;
+  for (const RefTensor *tensor : {&q, &k, &v})
+    for (int64_t dim : tensor->shape)
+      if (dim < 0) {
+        error = "negative dimension in shape " + shapeString(*tensor);
+        return false;
+      }
+  auto mismatch = [&](const char *what, int64_t expected, int64_t actual) {
+    error = std::string(what) + ": expected " + std::to_string(expected) +
+            ", got " + std::to_string(actual) + " (Q " + shapeString(q) +
+            ", K " + shapeString(k) + ", V " + shapeString(v) + ")";
+    return false;
+  };
+  int64_t batch = q.shape[0], heads = q.shape[1], seqQ = q.shape[2];
+  int64_t kvHeads = k.shape[1], seqK = k.shape[2];
+  if (k.shape[0] != batch)
+    return mismatch("key batch", batch, k.shape[0]);
+  if (v.shape[0] != batch)
+    return mismatch("value batch", batch, v.shape[0]);
+  if (v.shape[1] != kvHeads)
+    return mismatch("value heads", kvHeads, v.shape[1]);
+  if (v.shape[2] != seqK)
+    return mismatch("value sequence length", seqK, v.shape[2]);
+  if (q.shape[3] != spec.headDim)
+    return mismatch("query head dim D", spec.headDim, q.shape[3]);
+  if (k.shape[3] != spec.headDim)
+    return mismatch("key head dim D", spec.headDim, k.shape[3]);
+  if (v.shape[3] != spec.valueDim)
+    return mismatch("value head dim Dv", spec.valueDim, v.shape[3]);
+  if (kvHeads == 0 ? heads != 0 : heads % kvHeads != 0) {
+    error = "query heads Hq = " + std::to_string(heads) +
+            " is not a multiple of key/value heads Hkv = " +
+            std::to_string(kvHeads);
+    return false;
+  }
+  if (spec.group > 0 && heads != spec.group * kvHeads)
+    return mismatch("query heads Hq = gqa * Hkv", spec.group * kvHeads, heads);
+  int64_t sizes[5] = {batch, heads, kvHeads, seqQ, seqK};
+  static const char *const sizeNames[5] = {
+      "static B", "static Hq", "static Hkv", "static Sq", "static Sk"};
+  for (int i = 0; i < 5; ++i)
+    if (spec.staticSizes[i] != -1 && spec.staticSizes[i] != sizes[i])
+      return mismatch(sizeNames[i], spec.staticSizes[i], sizes[i]);
+
+  if (spec.mask == MaskKind::None) {
+    if (in.mask) {
+      error = "a mask was given but the spec has mask=none";
+      return false;
+    }
+    return true;
+  }
+  if (!in.mask) {
+    error = "the spec has a mask but none was given";
+    return false;
+  }
+  const RefTensor &m = *in.mask;
+  int64_t full[3] = {batch, heads, seqQ};
+  static const char *const maskDims[3] = {"batch", "heads", "query length"};
+  for (int i = 0; i < 3; ++i) {
+    if (m.shape[i] != 1 && m.shape[i] != full[i]) {
+      error = std::string("mask ") + maskDims[i] + " must be 1 or " +
+              std::to_string(full[i]) + ", got " + std::to_string(m.shape[i]);
+      return false;
+    }
+  }
+  if (m.shape[3] != seqK) {
+    error = "mask key length must be Sk = " + std::to_string(seqK) + ", got " +
+            std::to_string(m.shape[3]);
+    return false;
+  }
+  return true;
+}
+
+} // namespace
+
+bool attn::computeReference(const KernelSpec &spec, const ReferenceInputs &in,
+                            ReferenceOutputs &out, std::string &error) {
+  if (!checkShapes(spec, in, error))
+    return false;
+  const RefTensor &q = in.query, &k = in.key, &v = in.value;
+  const int64_t batch = q.shape[0], heads = q.shape[1], seqQ = q.shape[2];
+  const int64_t kvHeads = k.shape[1], seqK = k.shape[2];
+  const int64_t headDim = spec.headDim, valueDim = spec.valueDim;
+  const int64_t group = kvHeads ? heads / kvHeads : 1;
+  const double scale = spec.effectiveScale();
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+
+  out.batch = batch;
+  out.headsQ = heads;
+  out.seqQ = seqQ;
+  out.valueDim = valueDim;
+  out.output.assign(static_cast<size_t>(batch * heads * seqQ * valueDim), 0.0);
+  out.lse.assign(static_cast<size_t>(batch * heads * seqQ), 0.0);
+
+  std::vector<double> scores(static_cast<size_t>(seqK));
+  std::vector<char> allowed(static_cast<size_t>(seqK));
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t h = 0; h < heads; ++h) {
+      const int64_t kvHead = h / group;
+      for (int64_t i = 0; i < seqQ; ++i) {
+        // Steps 1-4: the scores of the row and which positions are allowed.
+        bool anyAllowed = false, anyNaN = false;
+        double rowMax = -inf;
+        for (int64_t j = 0; j < seqK; ++j) {
+          allowed[j] = false;
+          if (!isAllowedByDiagonal(spec, i, j, seqQ, seqK))
+            continue;
+          double maskValue = 0.0;
+          if (in.mask) {
+            const RefTensor &m = *in.mask;
+            maskValue = m.at(m.shape[0] == 1 ? 0 : b, m.shape[1] == 1 ? 0 : h,
+                             m.shape[2] == 1 ? 0 : i, j);
+            if (spec.mask == MaskKind::Bool && maskValue == 0.0)
+              continue;
+          }
+          double dot = 0.0;
+          for (int64_t d = 0; d < headDim; ++d)
+            dot += q.at(b, h, i, d) * k.at(b, kvHead, j, d);
+          double s = scale * dot;
+          if (spec.softcap) {
+            double cap = *spec.softcap;
+            s = cap * std::tanh(s / cap);
+          }
+          if (spec.mask == MaskKind::Bias)
+            s += maskValue;
+          // A -inf score (from a -inf bias) contributes exp(-inf) = 0: it is
+          // an excluded position, not a NaN source.
+          if (s == -inf)
+            continue;
+          allowed[j] = true;
+          scores[j] = s;
+          anyAllowed = true;
+          if (std::isnan(s))
+            anyNaN = true;
+          else
+            rowMax = std::max(rowMax, s);
+        }
+
+        double *o = &out.output[((b * heads + h) * seqQ + i) * valueDim];
+        double &lse = out.lse[(b * heads + h) * seqQ + i];
+        // Step 6: a row with nothing to attend to.
+        if (!anyAllowed) {
+          std::fill(o, o + valueDim, 0.0);
+          lse = -inf;
+          continue;
+        }
+        // A NaN score reaches every output of the row through the softmax
+        // denominator.
+        if (anyNaN) {
+          std::fill(o, o + valueDim, nan);
+          lse = nan;
+          continue;
+        }
+
+        // Step 5: exact softmax over the allowed positions.
+        double sum = 0.0;
+        for (int64_t j = 0; j < seqK; ++j)
+          if (allowed[j])
+            sum += std::exp(scores[j] - rowMax);
+        for (int64_t d = 0; d < valueDim; ++d) {
+          double acc = 0.0;
+          for (int64_t j = 0; j < seqK; ++j)
+            if (allowed[j])
+              acc += std::exp(scores[j] - rowMax) * v.at(b, kvHead, j, d);
+          o[d] = acc / sum;
+        }
+        lse = rowMax + std::log(sum);
+      }
+    }
+  }
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// Comparison
+//===----------------------------------------------------------------------===//
+
+double attn::relativeError(const double *actual, const double *reference,
+                           size_t count, ErrorStats *stats) {
+  ErrorStats result;
+  for (size_t n = 0; n < count; ++n) {
+    double a = actual[n], r = reference[n];
+    bool mismatch = false;
+    if (std::isnan(r) || std::isnan(a)) {
+      if (std::isnan(r) != std::isnan(a)) {
+        ++result.nanMismatches;
+        mismatch = true;
+      }
+    } else if (std::isinf(r) || std::isinf(a)) {
+      if (a != r) {
+        ++result.infMismatches;
+        mismatch = true;
+      }
+    } else {
+      ++result.compared;
+      result.maxAbs = std::max(result.maxAbs, std::fabs(a - r));
+      result.maxRef = std::max(result.maxRef, std::fabs(r));
+    }
+    if (mismatch && result.firstMismatch < 0)
+      result.firstMismatch = static_cast<int64_t>(n);
+  }
+  // With an all-zero reference (e.g. every row fully masked) there is no
+  // scale to divide by; the absolute error is the meaningful figure.
+  result.relative =
+      result.maxRef > 0 ? result.maxAbs / result.maxRef : result.maxAbs;
+  if (stats)
+    *stats = result;
+  return result.mismatched() ? std::numeric_limits<double>::infinity()
+                             : result.relative;
+}
+
+double attn::relativeError(const std::vector<double> &actual,
+                           const std::vector<double> &reference,
+                           ErrorStats *stats) {
+  if (actual.size() != reference.size()) {
+    if (stats) {
+      *stats = ErrorStats();
+      stats->relative = std::numeric_limits<double>::infinity();
+      stats->sizeMismatch = true;
+    }
+    return std::numeric_limits<double>::infinity();
+  }
+  return relativeError(actual.data(), reference.data(), actual.size(), stats);
+}

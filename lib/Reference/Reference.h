@@ -1,0 +1,141 @@
+//===- Reference.h - The float64 reference of the attention contract ------===//
+//
+// An independent, deliberately naive implementation of the attention
+// contract (spec/attention.md), against which every kernel is checked.
+// It computes the whole score row of each (batch, head, query) in double
+// precision, takes its exact maximum and sum, and normalizes: no tiling, no
+// online softmax, nothing shared with the compiler but the KernelSpec that
+// says which options are on. Simplicity is the point; speed is not.
+//
+// Inputs are double values already decoded from the kernel's element type
+// (decode bf16/f16 with lib/Support/Half.h first), viewed through element
+// strides so that any layout a kernel accepts can be checked as is.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ATTN_REFERENCE_REFERENCE_H
+#define ATTN_REFERENCE_REFERENCE_H
+
+#include "lib/Support/KernelSpec.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace attn {
+
+/// A read-only view of a 4-d tensor of doubles in the logical [B, H, S, D]
+/// layout with arbitrary element strides (a stride may be 0 to broadcast).
+struct RefTensor {
+  const double *data = nullptr;
+  int64_t shape[4] = {0, 0, 0, 0};
+  int64_t strides[4] = {0, 0, 0, 0};
+
+  double at(int64_t i0, int64_t i1, int64_t i2, int64_t i3) const {
+    return data[i0 * strides[0] + i1 * strides[1] + i2 * strides[2] +
+                i3 * strides[3]];
+  }
+
+  /// A view of a dense row-major (C order) buffer of the given shape.
+  static RefTensor dense(const double *data, int64_t d0, int64_t d1, int64_t d2,
+                         int64_t d3);
+};
+
+struct ReferenceInputs {
+  RefTensor query; // [B, Hq, Sq, D]
+  RefTensor key;   // [B, Hkv, Sk, D]
+  RefTensor value; // [B, Hkv, Sk, Dv]
+  /// [Bm, Hm, Sqm, Sk] with Bm in {1, B}, Hm in {1, Hq}, Sqm in {1, Sq}; a
+  /// dim of size 1 broadcasts. Present exactly when spec.mask != None. For a
+  /// bool mask 0 excludes the position and any other value keeps it; for a
+  /// bias the value is added to the score (-inf excludes).
+  std::optional<RefTensor> mask;
+};
+
+struct ReferenceOutputs {
+  int64_t batch = 0, headsQ = 0, seqQ = 0, valueDim = 0;
+  std::vector<double> output; // dense [B, Hq, Sq, Dv]
+  std::vector<double> lse;    // dense [B, Hq, Sq]
+
+  double o(int64_t b, int64_t h, int64_t i, int64_t d) const {
+    return output[((b * headsQ + h) * seqQ + i) * valueDim + d];
+  }
+  double l(int64_t b, int64_t h, int64_t i) const {
+    return lse[(b * headsQ + h) * seqQ + i];
+  }
+};
+
+/// Computes O and LSE as the contract defines them for `spec`. Returns false
+/// with a message in `error` when the shapes do not fit each other or the
+/// spec (head dims, GQA ratio, static sizes, mask presence and shape).
+bool computeReference(const KernelSpec &spec, const ReferenceInputs &inputs,
+                      ReferenceOutputs &outputs, std::string &error);
+
+/// The diagonal offset `off` of causal and window masking: 0 for top-left
+/// alignment, Sk - Sq for bottom-right.
+int64_t diagonalOffset(const KernelSpec &spec, int64_t seqQ, int64_t seqK);
+
+/// Whether causal and window masking allow (i, j); ignores any data mask.
+bool isAllowedByDiagonal(const KernelSpec &spec, int64_t i, int64_t j,
+                         int64_t seqQ, int64_t seqK);
+
+/// The number of (i, j) pairs of one (batch, head) that causal and window
+/// masking allow; a data mask is not taken into account.
+int64_t countAllowedPositions(const KernelSpec &spec, int64_t seqQ,
+                              int64_t seqK);
+
+/// The FLOP count to report with a throughput figure (spec, "Cost
+/// accounting"): 2 * B * Hq * (D + Dv) multiply-adds for each allowed (i, j)
+/// position. It counts exactly the positions that causal and window masking
+/// allow, rather than whole blocks, so it does not depend on a kernel's tile
+/// sizes: Sq * Sk for no mask, Sq * (Sq + 1) / 2 (about half) for causal with
+/// Sq = Sk. A data mask (bool or bias) is ignored: it is counted as dense, as
+/// FlashAttention's benchmarks do, since its contents are not known up front.
+double flopCount(const KernelSpec &spec, int64_t batch, int64_t headsQ,
+                 int64_t seqQ, int64_t seqK);
+
+/// The accuracy bound of the contract for an element type:
+/// 1e-5 for f32, 1e-2 for f16 and bf16.
+double tolerance(ElementType type);
+
+/// What a comparison against the reference found.
+struct ErrorStats {
+  /// max|actual - ref| / max|ref| over positions where both are finite
+  /// (max|actual - ref| when every reference value is 0).
+  double relative = 0;
+  double maxAbs = 0; // max|actual - ref| over those positions
+  double maxRef = 0; // max|ref| over those positions
+  int64_t compared = 0;
+  /// NaN where the reference is not NaN, or the reverse.
+  int64_t nanMismatches = 0;
+  /// An infinity where the reference is finite, a finite value where it is
+  /// infinite, or an infinity of the other sign.
+  int64_t infMismatches = 0;
+  /// The index of the first NaN or inf mismatch, or -1.
+  int64_t firstMismatch = -1;
+  /// The two arrays had different lengths (nothing else was compared).
+  bool sizeMismatch = false;
+
+  bool mismatched() const {
+    return sizeMismatch || nanMismatches || infMismatches;
+  }
+  bool within(double tol) const { return !mismatched() && relative <= tol; }
+};
+
+/// Compares `count` values with the reference and returns the relative error,
+/// or +inf when any value is NaN or infinite where the reference is not (or
+/// the reverse), so that `relativeError(...) <= tol` is the pass criterion.
+/// Matching NaNs and equal infinities (e.g. LSE = -inf of a fully masked row)
+/// count as agreement. Details go to `stats` when given.
+double relativeError(const double *actual, const double *reference,
+                     size_t count, ErrorStats *stats = nullptr);
+
+/// As above for whole vectors; +inf (and a mismatch) when sizes differ.
+double relativeError(const std::vector<double> &actual,
+                     const std::vector<double> &reference,
+                     ErrorStats *stats = nullptr);
+
+} // namespace attn
+
+#endif // ATTN_REFERENCE_REFERENCE_H

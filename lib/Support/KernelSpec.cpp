@@ -1,0 +1,544 @@
+//===- KernelSpec.cpp - Parsing and printing kernel spec strings ----------===//
+//
+// The spec string is what a user types on the command line of `attn-compile`
+// and `attn-run`, so the parser is strict: every key at most once, every
+// number fully consumed and in range, and every failure names the key and the
+// offending value. It is also fed arbitrary bytes by the fuzzer, so it only
+// ever scans the input linearly and quotes bad values in escaped, truncated
+// form.
+//
+// Besides the keys documented in KernelSpec.h the parser accepts
+// `sizes=B:Hq:Hkv:Sq:Sk` (each a number or `?` for dynamic), so that a spec
+// derived from an op with static sizes prints to a string that parses back
+// to an equal spec.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lib/Support/KernelSpec.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+using namespace attn;
+
+float KernelSpec::effectiveScale() const {
+  if (scale)
+    return *scale;
+  // Computed in double and rounded once so that every tool agrees bit for bit.
+  return static_cast<float>(1.0 / std::sqrt(static_cast<double>(headDim)));
+}
+
+const char *attn::elementTypeName(ElementType type) {
+  switch (type) {
+  case ElementType::F32:
+    return "f32";
+  case ElementType::F16:
+    return "f16";
+  case ElementType::BF16:
+    return "bf16";
+  }
+  return "unknown";
+}
+
+//===----------------------------------------------------------------------===//
+// Lexical helpers
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+constexpr int64_t kMinHeadDim = 1;
+constexpr int64_t kMaxHeadDim = 1024;
+constexpr size_t kMaxNameLength = 64;
+constexpr size_t kMaxQuotedLength = 40;
+
+/// Quotes user input for a diagnostic: non-printable bytes are escaped so a
+/// message never carries control characters, and long values are cut short.
+std::string quote(std::string_view text) {
+  static const char hex[] = "0123456789abcdef";
+  std::string out = "'";
+  size_t shown = 0;
+  for (char c : text) {
+    if (shown == kMaxQuotedLength) {
+      out += "...";
+      break;
+    }
+    unsigned char u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u < 0x7f && u != '\'' && u != '\\') {
+      out += c;
+    } else {
+      out += "\\x";
+      out += hex[u >> 4];
+      out += hex[u & 15];
+    }
+    ++shown;
+  }
+  out += "'";
+  return out;
+}
+
+bool isSpace(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' ||
+         c == '\v';
+}
+
+std::string_view trim(std::string_view text) {
+  while (!text.empty() && isSpace(text.front()))
+    text.remove_prefix(1);
+  while (!text.empty() && isSpace(text.back()))
+    text.remove_suffix(1);
+  return text;
+}
+
+/// Parses a whole decimal integer (optional leading '-'); false on empty
+/// input, trailing characters or overflow.
+bool parseInt(std::string_view text, int64_t &value) {
+  if (text.empty())
+    return false;
+  const char *begin = text.data();
+  const char *end = begin + text.size();
+  auto [ptr, ec] = std::from_chars(begin, end, value, 10);
+  return ec == std::errc() && ptr == end;
+}
+
+/// Parses a whole float; false on trailing characters or a value outside the
+/// float range. `inf`/`nan` spellings parse, the callers reject them.
+bool parseFloat(std::string_view text, float &value) {
+  if (text.empty())
+    return false;
+  // from_chars does not take a leading '+'; accept it as strtof would.
+  if (text.front() == '+') {
+    text.remove_prefix(1);
+    if (text.empty() || text.front() == '-' || text.front() == '+')
+      return false;
+  }
+  const char *begin = text.data();
+  const char *end = begin + text.size();
+  auto [ptr, ec] = std::from_chars(begin, end, value);
+  return ec == std::errc() && ptr == end;
+}
+
+bool isIdentifier(std::string_view name) {
+  if (name.empty() || name.size() > kMaxNameLength)
+    return false;
+  for (size_t i = 0; i < name.size(); ++i) {
+    char c = name[i];
+    bool letter = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+    bool digit = c >= '0' && c <= '9';
+    if (!letter && !(digit && i > 0))
+      return false;
+  }
+  return true;
+}
+
+std::vector<std::string_view> split(std::string_view text, char separator) {
+  std::vector<std::string_view> parts;
+  size_t start = 0;
+  while (true) {
+    size_t pos = text.find(separator, start);
+    if (pos == std::string_view::npos) {
+      parts.push_back(text.substr(start));
+      return parts;
+    }
+    parts.push_back(text.substr(start, pos - start));
+    start = pos + 1;
+  }
+}
+
+std::optional<Alignment> parseAlignment(std::string_view text) {
+  if (text == "top_left")
+    return Alignment::TopLeft;
+  if (text == "bottom_right")
+    return Alignment::BottomRight;
+  return std::nullopt;
+}
+
+const char *alignmentName(Alignment alignment) {
+  return alignment == Alignment::TopLeft ? "top_left" : "bottom_right";
+}
+
+/// Formats a float with the shortest digits that read back to the same value.
+std::string formatFloat(float value) {
+  char buffer[64];
+  auto [ptr, ec] = std::to_chars(buffer, buffer + sizeof(buffer), value);
+  if (ec != std::errc())
+    return "nan";
+  return std::string(buffer, ptr);
+}
+
+//===----------------------------------------------------------------------===//
+// The parser
+//===----------------------------------------------------------------------===//
+
+class SpecParser {
+public:
+  explicit SpecParser(std::string &error) : error(error) {}
+
+  std::optional<KernelSpec> parse(std::string_view text);
+
+private:
+  bool fail(const std::string &message) {
+    error = message;
+    return false;
+  }
+  bool badValue(std::string_view key, std::string_view value,
+                const std::string &expected) {
+    return fail("invalid value " + quote(value) + " for key '" +
+                std::string(key) + "': expected " + expected);
+  }
+
+  bool parseItem(std::string_view item);
+  bool parseHeadDim(std::string_view key, std::string_view value, int64_t &out);
+  bool parseWindow(std::string_view value);
+  bool parseMask(std::string_view value);
+  bool parseSizes(std::string_view value);
+  bool parseFlag(std::string_view key, std::string_view value, bool hasValue,
+                 bool &out);
+  bool checkConsistency();
+
+  std::string &error;
+  KernelSpec spec;
+  std::vector<std::string> seenKeys;
+  std::optional<Alignment> causalAlignment, explicitAlignment;
+};
+
+std::optional<KernelSpec> SpecParser::parse(std::string_view text) {
+  error.clear();
+  text = trim(text);
+  // The empty string is the default spec; an empty item elsewhere is a typo.
+  if (!text.empty()) {
+    for (std::string_view item : split(text, ',')) {
+      if (!parseItem(trim(item)))
+        return std::nullopt;
+    }
+  }
+  if (!checkConsistency())
+    return std::nullopt;
+  return spec;
+}
+
+bool SpecParser::parseItem(std::string_view item) {
+  if (item.empty())
+    return fail("empty item in kernel spec (stray ',')");
+  size_t eq = item.find('=');
+  bool hasValue = eq != std::string_view::npos;
+  std::string_view key = trim(item.substr(0, eq));
+  std::string_view value = hasValue ? trim(item.substr(eq + 1)) : "";
+  if (key.empty())
+    return fail("missing key before '=' in item " + quote(item));
+
+  static const char *const knownKeys[] = {
+      "name", "dtype", "d",   "dv",    "causal",  "align", "window",
+      "mask", "lse",   "gqa", "scale", "softcap", "sizes"};
+  bool known = false;
+  for (const char *k : knownKeys)
+    known |= key == k;
+  if (!known)
+    return fail("unknown key " + quote(key) +
+                " in kernel spec (known: name, dtype, d, dv, causal, align, "
+                "window, mask, lse, gqa, scale, softcap, sizes)");
+  for (const std::string &seen : seenKeys)
+    if (key == seen)
+      return fail("duplicate key '" + std::string(key) + "' in kernel spec");
+  seenKeys.emplace_back(key);
+
+  // Only `causal` and `lse` may stand alone.
+  if (!hasValue && key != "causal" && key != "lse")
+    return fail("key '" + std::string(key) + "' needs a value ('" +
+                std::string(key) + "=...')");
+  if (hasValue && value.empty())
+    return fail("empty value for key '" + std::string(key) + "'");
+
+  if (key == "name") {
+    if (!isIdentifier(value))
+      return badValue(key, value,
+                      "a C identifier (letters, digits, '_', not starting "
+                      "with a digit, at most 64 characters)");
+    spec.name = std::string(value);
+    return true;
+  }
+  if (key == "dtype") {
+    if (value == "f32")
+      spec.elementType = ElementType::F32;
+    else if (value == "f16")
+      spec.elementType = ElementType::F16;
+    else if (value == "bf16")
+      spec.elementType = ElementType::BF16;
+    else
+      return badValue(key, value, "f32, f16 or bf16");
+    return true;
+  }
+  if (key == "d")
+    return parseHeadDim(key, value, spec.headDim);
+  if (key == "dv")
+    return parseHeadDim(key, value, spec.valueDim);
+  if (key == "causal") {
+    if (!hasValue) {
+      causalAlignment = Alignment::TopLeft;
+    } else {
+      causalAlignment = parseAlignment(value);
+      if (!causalAlignment)
+        return badValue(key, value, "top_left or bottom_right");
+    }
+    spec.causal = true;
+    return true;
+  }
+  if (key == "align") {
+    explicitAlignment = parseAlignment(value);
+    if (!explicitAlignment)
+      return badValue(key, value, "top_left or bottom_right");
+    return true;
+  }
+  if (key == "window")
+    return parseWindow(value);
+  if (key == "mask")
+    return parseMask(value);
+  if (key == "lse")
+    return parseFlag(key, value, hasValue, spec.lse);
+  if (key == "gqa") {
+    int64_t group;
+    if (!parseInt(value, group))
+      return badValue(key, value, "an integer");
+    if (group < 1)
+      return badValue(key, value, "a group size >= 1");
+    spec.group = group;
+    return true;
+  }
+  if (key == "scale") {
+    float scale;
+    if (!parseFloat(value, scale))
+      return badValue(key, value, "a number within the f32 range");
+    if (!std::isfinite(scale))
+      return badValue(key, value, "a finite number");
+    spec.scale = scale;
+    return true;
+  }
+  if (key == "softcap") {
+    float softcap;
+    if (!parseFloat(value, softcap))
+      return badValue(key, value, "a number within the f32 range");
+    if (!std::isfinite(softcap) || !(softcap > 0.0f))
+      return badValue(key, value, "a finite number > 0");
+    spec.softcap = softcap;
+    return true;
+  }
+  return parseSizes(value); // key == "sizes"
+}
+
+bool SpecParser::parseHeadDim(std::string_view key, std::string_view value,
+                              int64_t &out) {
+  int64_t dim;
+  if (!parseInt(value, dim))
+    return badValue(key, value, "an integer");
+  if (dim < kMinHeadDim || dim > kMaxHeadDim)
+    return badValue(key, value, "a head dim in [1, 1024]");
+  out = dim;
+  return true;
+}
+
+bool SpecParser::parseWindow(std::string_view value) {
+  size_t colon = value.find(':');
+  if (colon == std::string_view::npos)
+    return badValue("window", value, "L:R (each a count >= 0 or 'inf')");
+  std::string_view sides[2] = {value.substr(0, colon), value.substr(colon + 1)};
+  std::optional<int64_t> *targets[2] = {&spec.windowLeft, &spec.windowRight};
+  for (int i = 0; i < 2; ++i) {
+    if (sides[i] == "inf") {
+      targets[i]->reset();
+      continue;
+    }
+    int64_t extent;
+    if (!parseInt(sides[i], extent))
+      return badValue("window", value,
+                      "L:R (each a count >= 0 or 'inf'), got side " +
+                          quote(sides[i]));
+    if (extent < 0)
+      return badValue("window", value,
+                      std::string("a non-negative ") +
+                          (i == 0 ? "left" : "right") + " side, got " +
+                          quote(sides[i]));
+    *targets[i] = extent;
+  }
+  return true;
+}
+
+bool SpecParser::parseMask(std::string_view value) {
+  size_t colon = value.find(':');
+  std::string_view kind = value.substr(0, colon);
+  if (kind == "none")
+    spec.mask = MaskKind::None;
+  else if (kind == "bool")
+    spec.mask = MaskKind::Bool;
+  else if (kind == "bias")
+    spec.mask = MaskKind::Bias;
+  else
+    return badValue("mask", value, "none, bool or bias");
+  if (colon == std::string_view::npos)
+    return true;
+
+  // The broadcast dims: b1, h1, q1 written together ("b1h1") or separated
+  // by ':' ("b1:h1").
+  std::string_view dims = value.substr(colon + 1);
+  if (dims.empty())
+    return badValue("mask", value, "broadcast dims (b1, h1, q1) after ':'");
+  if (spec.mask == MaskKind::None)
+    return badValue("mask", value,
+                    "no broadcast dims with mask=none (a broadcast needs a "
+                    "bool or bias mask)");
+  static const char *const dimNames[3] = {"b1", "h1", "q1"};
+  for (std::string_view group : split(dims, ':')) {
+    if (group.empty())
+      return badValue("mask", value, "broadcast dims (b1, h1, q1) between ':'");
+    for (size_t pos = 0; pos < group.size(); pos += 2) {
+      std::string_view token = group.substr(pos, 2);
+      int index = -1;
+      for (int i = 0; i < 3; ++i)
+        if (token == dimNames[i])
+          index = i;
+      if (index < 0)
+        return badValue("mask", value,
+                        "broadcast dims among b1, h1, q1, got " +
+                            quote(group.substr(pos)));
+      if (spec.maskBroadcast[index])
+        return badValue("mask", value,
+                        std::string("each broadcast dim once, got '") +
+                            dimNames[index] + "' twice");
+      spec.maskBroadcast[index] = true;
+    }
+  }
+  return true;
+}
+
+bool SpecParser::parseSizes(std::string_view value) {
+  std::vector<std::string_view> parts = split(value, ':');
+  if (parts.size() != 5)
+    return badValue("sizes", value,
+                    "five sizes B:Hq:Hkv:Sq:Sk (each >= 1 or '?')");
+  for (size_t i = 0; i < 5; ++i) {
+    if (parts[i] == "?") {
+      spec.staticSizes[i] = -1;
+      continue;
+    }
+    int64_t size;
+    if (!parseInt(parts[i], size) || size < 1)
+      return badValue("sizes", value,
+                      "five sizes B:Hq:Hkv:Sq:Sk (each >= 1 or '?'), got " +
+                          quote(parts[i]));
+    spec.staticSizes[i] = size;
+  }
+  return true;
+}
+
+bool SpecParser::parseFlag(std::string_view key, std::string_view value,
+                           bool hasValue, bool &out) {
+  if (!hasValue || value == "true" || value == "1") {
+    out = true;
+    return true;
+  }
+  if (value == "false" || value == "0") {
+    out = false;
+    return true;
+  }
+  return badValue(key, value, "true or false (or the bare key)");
+}
+
+bool SpecParser::checkConsistency() {
+  if (causalAlignment && explicitAlignment &&
+      *causalAlignment != *explicitAlignment)
+    return fail(std::string("conflicting alignments: causal=") +
+                alignmentName(*causalAlignment) +
+                " but align=" + alignmentName(*explicitAlignment));
+  if (causalAlignment)
+    spec.alignment = *causalAlignment;
+  else if (explicitAlignment)
+    spec.alignment = *explicitAlignment;
+
+  int64_t heads = spec.staticSizes[1], kvHeads = spec.staticSizes[2];
+  if (heads > 0 && kvHeads > 0) {
+    if (heads % kvHeads != 0)
+      return fail(
+          "invalid value for key 'sizes': Hq = " + std::to_string(heads) +
+          " is not a multiple of Hkv = " + std::to_string(kvHeads));
+    if (spec.group > 0 && heads != spec.group * kvHeads)
+      return fail("conflicting gqa=" + std::to_string(spec.group) +
+                  " and sizes Hq = " + std::to_string(heads) +
+                  ", Hkv = " + std::to_string(kvHeads));
+  }
+  return true;
+}
+
+} // namespace
+
+std::optional<KernelSpec> attn::parseKernelSpec(const std::string &text,
+                                                std::string &error) {
+  return SpecParser(error).parse(text);
+}
+
+//===----------------------------------------------------------------------===//
+// The printer
+//===----------------------------------------------------------------------===//
+
+std::string attn::printKernelSpec(const KernelSpec &spec) {
+  // Fields are printed in a fixed order and only when they differ from the
+  // default, except dtype, d and dv, which a reader always wants to see.
+  std::string out;
+  auto add = [&](const std::string &item) {
+    if (!out.empty())
+      out += ',';
+    out += item;
+  };
+  add(std::string("dtype=") + elementTypeName(spec.elementType));
+  add("d=" + std::to_string(spec.headDim));
+  add("dv=" + std::to_string(spec.valueDim));
+  if (spec.causal)
+    add(std::string("causal=") + alignmentName(spec.alignment));
+  else if (spec.alignment != Alignment::TopLeft)
+    add(std::string("align=") + alignmentName(spec.alignment));
+  if (spec.windowed()) {
+    auto side = [](const std::optional<int64_t> &extent) {
+      return extent ? std::to_string(*extent) : std::string("inf");
+    };
+    add("window=" + side(spec.windowLeft) + ":" + side(spec.windowRight));
+  }
+  if (spec.mask != MaskKind::None) {
+    std::string mask = spec.mask == MaskKind::Bool ? "mask=bool" : "mask=bias";
+    static const char *const dimNames[3] = {"b1", "h1", "q1"};
+    bool any = false;
+    for (int i = 0; i < 3; ++i) {
+      if (!spec.maskBroadcast[i])
+        continue;
+      mask += any ? "" : ":";
+      mask += dimNames[i];
+      any = true;
+    }
+    add(mask);
+  }
+  if (spec.lse)
+    add("lse");
+  if (spec.group != -1)
+    add("gqa=" + std::to_string(spec.group));
+  if (spec.scale)
+    add("scale=" + formatFloat(*spec.scale));
+  if (spec.softcap)
+    add("softcap=" + formatFloat(*spec.softcap));
+  bool anyStatic = false;
+  for (int64_t size : spec.staticSizes)
+    anyStatic |= size != -1;
+  if (anyStatic) {
+    std::string sizes = "sizes=";
+    for (int i = 0; i < 5; ++i) {
+      if (i)
+        sizes += ':';
+      sizes += spec.staticSizes[i] == -1 ? std::string("?")
+                                         : std::to_string(spec.staticSizes[i]);
+    }
+    add(sizes);
+  }
+  if (spec.name != KernelSpec().name)
+    add("name=" + spec.name);
+  return out;
+}

@@ -1,0 +1,69 @@
+//===- KernelSpec.h - What one compiled attention kernel computes ---------===//
+//
+// A KernelSpec is the compile-time configuration of one `attn.attention`
+// kernel: element type, head dims, masking, scale, soft-cap, LSE and the
+// target. `attn-compile` and `attn-run` read it from a short command-line
+// string or derive it from an `attn.attention` op; the compiler turns it into
+// a function, and the same fields are recorded in the compiled kernel's
+// descriptor (runtime/include/attn/kernel_abi.h).
+//
+// This header has no MLIR dependency so that tools, tests and the reference
+// can share it.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ATTN_SUPPORT_KERNELSPEC_H
+#define ATTN_SUPPORT_KERNELSPEC_H
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace attn {
+
+enum class ElementType { F32, F16, BF16 };
+enum class MaskKind { None, Bool, Bias };
+enum class Alignment { TopLeft, BottomRight };
+
+struct KernelSpec {
+  std::string name = "attn_kernel";
+  ElementType elementType = ElementType::F32;
+  int64_t headDim = 64;  // D
+  int64_t valueDim = 64; // Dv
+  MaskKind mask = MaskKind::None;
+  // Which mask dims (B, Hq, Sq) may broadcast (be 1). The key dim never does.
+  bool maskBroadcast[3] = {false, false, false};
+  bool causal = false;
+  Alignment alignment = Alignment::TopLeft; // used when causal or windowed
+  std::optional<int64_t> windowLeft, windowRight;
+  std::optional<float> scale; // absent: 1/sqrt(D)
+  std::optional<float> softcap;
+  bool lse = false;
+  // Sizes declared in the IR (B, Hq, Hkv, Sq, Sk); -1 = dynamic. A spec
+  // string may set the GQA ratio instead (group = Hq / Hkv), -1 = any.
+  int64_t staticSizes[5] = {-1, -1, -1, -1, -1};
+  int64_t group = -1;
+
+  bool windowed() const { return windowLeft || windowRight; }
+  bool usesDiagonal() const { return causal || windowed(); }
+  float effectiveScale() const;
+};
+
+/// Parses a spec string: comma-separated `key=value` items, e.g.
+///   "dtype=bf16,d=64,dv=64,causal=bottom_right,window=256:0,mask=bool:b1h1,
+///    lse,gqa=4,scale=0.125,softcap=30,name=my_kernel"
+/// Keys: name, dtype (f32|f16|bf16), d, dv, causal (top_left|bottom_right,
+/// or bare `causal` = top_left), align (top_left|bottom_right, for windows
+/// without causal), window=L:R (either side `inf`), mask=none|bool|bias with
+/// an optional `:` list of broadcast dims among b1,h1,q1, lse, gqa=G, scale,
+/// softcap. Returns a message in `error` and std::nullopt on bad input.
+std::optional<KernelSpec> parseKernelSpec(const std::string &text,
+                                          std::string &error);
+
+/// The canonical spec string (parses back to an equal spec).
+std::string printKernelSpec(const KernelSpec &spec);
+
+const char *elementTypeName(ElementType type);
+
+} // namespace attn
+
+#endif // ATTN_SUPPORT_KERNELSPEC_H

@@ -1,0 +1,420 @@
+//===- LowerToVector.cpp - The online-softmax micro-kernel in vector ops --===//
+//
+// Lowers a bufferized attn.online_attention to loops and `vector` ops. For
+// each (batch, query head) and each block of `key-block` keys:
+//
+//   1. pack K transposed (KT[d][j], f32) and V row-major (VP[j][e], f32,
+//      rows padded to whole vectors) into stack buffers, so that the inner
+//      loops stream contiguous vectors whatever the caller's strides and
+//      element type;
+//   2. for each query row: scores of the block as `key-block / vector-width`
+//      vector accumulators, one FMA per (query element, key vector) with the
+//      query element broadcast; then scale, soft-cap, bias or keep-mask,
+//      causal/window bounds and the block's key count as lane selects;
+//   3. the online update: m' = max(m, max_j s), p = exp(s - m'),
+//      α = exp(m - m'), sum' = α·sum + Σp, acc' = α·acc + Σ_j p_j·VP[j].
+//
+// A row that has seen no allowed key has m' = -inf; the exponents then use 0
+// in place of m' so that no -inf - -inf is ever formed, and exp is only ever
+// taken of non-positive numbers. NaN scores propagate through the max
+// (arith.maximumf) to the rows that see them, as the spec requires.
+//
+//===----------------------------------------------------------------------===//
+#include "lib/Transforms/Passes.h"
+
+#include "dialect/AttnOps.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "mlir/IR/PatternMatch.h"
+
+#include <limits>
+
+namespace mlir {
+namespace attn {
+#define GEN_PASS_DEF_ATTNLOWERTOVECTORPASS
+#include "lib/Transforms/Passes.h.inc"
+} // namespace attn
+} // namespace mlir
+
+using namespace mlir;
+using namespace mlir::attn;
+
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+/// Scratch buffers of one function, shared by all its online ops (they run
+/// one after another).
+struct Scratch {
+  Value keysT;    // [D][keyBlock]   K block transposed
+  Value values;   // [keyBlock][DvPad] V block, pad columns zero
+  Value rowBias;  // [keyBlock]      the mask row of the block, as f32 bias
+  Value probs;    // [keyBlock]      p of the current row
+};
+
+class MicroKernelEmitter {
+public:
+  MicroKernelEmitter(ImplicitLocOpBuilder &b, OnlineAttentionOp op,
+                     const Scratch &scratch, int64_t lanes, int64_t keyBlock)
+      : b(b), op(op), scratch(scratch), lanes(lanes), keyBlock(keyBlock) {
+    auto q = cast<MemRefType>(op.getQuery().getType());
+    headDim = q.getDimSize(3);
+    valueDim = cast<MemRefType>(op.getValue().getType()).getDimSize(3);
+    valueChunks = llvm::divideCeil(valueDim, lanes);
+    f32 = b.getF32Type();
+    vecType = VectorType::get({lanes}, f32);
+    maskVecType = VectorType::get({lanes}, b.getI1Type());
+    idxVecType = VectorType::get({lanes}, b.getI32Type());
+  }
+
+  void emit() {
+    Value batches = dim(op.getQuery(), 0), heads = dim(op.getQuery(), 1);
+    Value kvHeads = dim(op.getKey(), 1);
+    Value group = arith::DivUIOp::create(b, heads, kvHeads);
+    forLoop(cst(0), batches, cst(1), [&](Value batch) {
+      forLoop(cst(0), heads, cst(1), [&](Value head) {
+        Value kvHead = arith::DivUIOp::create(b, head, group);
+        emitHead(batch, head, kvHead);
+      });
+    });
+  }
+
+private:
+  ImplicitLocOpBuilder &b;
+  OnlineAttentionOp op;
+  const Scratch &scratch;
+  int64_t lanes, keyBlock;
+  int64_t headDim, valueDim, valueChunks;
+  Type f32;
+  VectorType vecType, maskVecType, idxVecType;
+
+  //===--- small builders ---------------------------------------------===//
+
+  Value cst(int64_t v) { return arith::ConstantIndexOp::create(b, v); }
+  Value f32Const(float v) {
+    return arith::ConstantOp::create(b, b.getF32FloatAttr(v));
+  }
+  Value splat(Value scalar) {
+    return vector::BroadcastOp::create(
+        b, VectorType::get({lanes}, scalar.getType()), scalar);
+  }
+  Value dim(Value memref, int64_t index) {
+    return memref::DimOp::create(b, memref, index);
+  }
+  /// Loads one element and widens it to f32.
+  Value loadF32(Value memref, ValueRange indices) {
+    Value v = memref::LoadOp::create(b, memref, indices);
+    if (v.getType() != f32)
+      v = arith::ExtFOp::create(b, f32, v);
+    return v;
+  }
+  void forLoop(Value lb, Value ub, Value step,
+               function_ref<void(Value)> body) {
+    auto loop = scf::ForOp::create(b, lb, ub, step);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(loop.getBody()->getTerminator());
+    body(loop.getInductionVar());
+  }
+  /// An scf.for carrying vectors; `body` returns the next values.
+  SmallVector<Value>
+  forLoopWith(Value lb, Value ub, Value step, ValueRange inits,
+              function_ref<SmallVector<Value>(Value, ValueRange)> body) {
+    auto loop = scf::ForOp::create(b, lb, ub, step, inits);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(loop.getBody());
+      SmallVector<Value> next =
+          body(loop.getInductionVar(), loop.getRegionIterArgs());
+      scf::YieldOp::create(b, next);
+    }
+    // The builder's default terminator is replaced by ours.
+    return SmallVector<Value>(loop.getResults());
+  }
+  /// The mask of the lanes of value chunk `c` that hold real columns.
+  Value chunkMask(int64_t chunk) {
+    int64_t live = std::min(lanes, valueDim - chunk * lanes);
+    return vector::ConstantMaskOp::create(b, maskVecType,
+                                          ArrayRef<int64_t>{live});
+  }
+  Value clampToI32(Value index, int64_t lo, int64_t hi) {
+    Value clamped = arith::MaxSIOp::create(b, index, cst(lo));
+    clamped = arith::MinSIOp::create(b, clamped, cst(hi));
+    return arith::IndexCastOp::create(b, b.getI32Type(), clamped);
+  }
+
+  //===--- the kernel ------------------------------------------------===//
+
+  void emitHead(Value batch, Value head, Value kvHead) {
+    Value rows = dim(op.getQuery(), 2), keys = dim(op.getKey(), 2);
+    forLoop(cst(0), keys, cst(keyBlock), [&](Value blockStart) {
+      Value remaining = arith::SubIOp::create(b, keys, blockStart);
+      Value blockKeys = arith::MinSIOp::create(b, remaining, cst(keyBlock));
+      packBlock(batch, kvHead, blockStart, blockKeys);
+      forLoop(cst(0), rows, cst(1), [&](Value row) {
+        emitRow(batch, head, row, blockStart, blockKeys);
+      });
+    });
+  }
+
+  /// KT[d][j] = K[j][d] and VP[j][e] = V[j][e] for the block's keys, in f32.
+  void packBlock(Value batch, Value kvHead, Value blockStart,
+                 Value blockKeys) {
+    forLoop(cst(0), blockKeys, cst(1), [&](Value j) {
+      Value key = arith::AddIOp::create(b, blockStart, j);
+      forLoop(cst(0), cst(headDim), cst(1), [&](Value d) {
+        Value k = loadF32(op.getKey(), {batch, kvHead, key, d});
+        memref::StoreOp::create(b, k, scratch.keysT, ValueRange{d, j});
+      });
+      forLoop(cst(0), cst(valueDim), cst(1), [&](Value e) {
+        Value v = loadF32(op.getValue(), {batch, kvHead, key, e});
+        memref::StoreOp::create(b, v, scratch.values, ValueRange{j, e});
+      });
+    });
+  }
+
+  /// The mask row of the block as an additive f32 bias in scratch.rowBias.
+  void packMaskRow(Value batch, Value head, Value row, Value blockStart,
+                   Value blockKeys) {
+    Value mask = op.getMask();
+    auto type = cast<MemRefType>(mask.getType());
+    // A static 1 is a broadcast dimension: always read index 0.
+    auto index = [&](int64_t d, Value full) {
+      return type.getDimSize(d) == 1 ? cst(0) : full;
+    };
+    Value mb = index(0, batch), mh = index(1, head), mq = index(2, row);
+    bool keepMask = type.getElementType().isInteger(1);
+    forLoop(cst(0), blockKeys, cst(1), [&](Value j) {
+      Value key = arith::AddIOp::create(b, blockStart, j);
+      Value bias;
+      if (keepMask) {
+        Value keep = memref::LoadOp::create(b, mask, ValueRange{mb, mh, mq, key});
+        bias = arith::SelectOp::create(b, keep, f32Const(0), f32Const(-kInf));
+      } else {
+        bias = loadF32(mask, {mb, mh, mq, key});
+      }
+      memref::StoreOp::create(b, bias, scratch.rowBias, ValueRange{j});
+    });
+  }
+
+  void emitRow(Value batch, Value head, Value row, Value blockStart,
+               Value blockKeys) {
+    int64_t scoreVectors = keyBlock / lanes;
+    Value zeroVec = splat(f32Const(0));
+
+    // Scores: s[v] += Q[row][d] * KT[d][v*lanes ...].
+    SmallVector<Value> inits(scoreVectors, zeroVec);
+    SmallVector<Value> scores = forLoopWith(
+        cst(0), cst(headDim), cst(1), inits,
+        [&](Value d, ValueRange acc) -> SmallVector<Value> {
+          Value q = splat(loadF32(op.getQuery(), {batch, head, row, d}));
+          SmallVector<Value> next;
+          for (int64_t v = 0; v < scoreVectors; ++v) {
+            Value k = vector::LoadOp::create(b, vecType, scratch.keysT,
+                                             ValueRange{d, cst(v * lanes)});
+            next.push_back(vector::FMAOp::create(b, q, k, acc[v]));
+          }
+          return next;
+        });
+
+    Value scale = splat(f32Const(op.getEffectiveScale()));
+    for (Value &s : scores)
+      s = arith::MulFOp::create(b, s, scale);
+    if (auto cap = op.getSoftcapAttr()) {
+      float c = cap.getValueAsDouble();
+      Value inv = splat(f32Const(1.0f / c)), capVec = splat(f32Const(c));
+      for (Value &s : scores) {
+        Value t = math::TanhOp::create(b, arith::MulFOp::create(b, s, inv));
+        s = arith::MulFOp::create(b, t, capVec);
+      }
+    }
+    if (op.getMask()) {
+      packMaskRow(batch, head, row, blockStart, blockKeys);
+      for (int64_t v = 0; v < scoreVectors; ++v) {
+        Value bias = vector::LoadOp::create(b, vecType, scratch.rowBias,
+                                            ValueRange{cst(v * lanes)});
+        scores[v] = arith::AddFOp::create(b, scores[v], bias);
+      }
+    }
+
+    // Lanes past the block's keys, and outside the causal/window band,
+    // are excluded: -inf scores.
+    Value lane = arith::IndexCastOp::create(
+        b, idxVecType, vector::StepOp::create(b, VectorType::get({lanes}, b.getIndexType())));
+    Value liveKeys = splat(arith::IndexCastOp::create(b, b.getI32Type(), blockKeys));
+    Value bandLo, bandHi;
+    if (op.getCausal() || op.getWindow()) {
+      // Key j (block-local) is allowed iff lo <= j <= hi with
+      // hi = row + diag + right - blockStart, lo = row + diag - left - blockStart.
+      Value rel = arith::SubIOp::create(
+          b, arith::AddIOp::create(b, row, op.getDiagonal()), blockStart);
+      std::optional<int64_t> left, right;
+      if (auto window = op.getWindowAttr()) {
+        left = window.getLeft();
+        right = window.getRight();
+      }
+      if (op.getCausal())
+        right = right ? std::min<int64_t>(*right, 0) : 0;
+      if (right)
+        bandHi = splat(clampToI32(arith::AddIOp::create(b, rel, cst(*right)),
+                                  -1, keyBlock));
+      if (left)
+        bandLo = splat(clampToI32(arith::SubIOp::create(b, rel, cst(*left)),
+                                  -1, keyBlock));
+    }
+    Value negInfVec = splat(f32Const(-kInf));
+    for (int64_t v = 0; v < scoreVectors; ++v) {
+      Value j = arith::AddIOp::create(
+          b, lane,
+          splat(arith::ConstantOp::create(b, b.getI32IntegerAttr(v * lanes))));
+      Value allowed = arith::CmpIOp::create(b, arith::CmpIPredicate::slt, j,
+                                            liveKeys);
+      if (bandHi)
+        allowed = arith::AndIOp::create(
+            b, allowed,
+            arith::CmpIOp::create(b, arith::CmpIPredicate::sle, j, bandHi));
+      if (bandLo)
+        allowed = arith::AndIOp::create(
+            b, allowed,
+            arith::CmpIOp::create(b, arith::CmpIPredicate::sge, j, bandLo));
+      scores[v] = arith::SelectOp::create(b, allowed, scores[v], negInfVec);
+    }
+
+    // Online update of the row's max and sum.
+    Value oldMax = memref::LoadOp::create(b, op.getMax(), ValueRange{batch, head, row});
+    Value oldSum = memref::LoadOp::create(b, op.getSum(), ValueRange{batch, head, row});
+    Value blockMaxVec = scores[0];
+    for (int64_t v = 1; v < scoreVectors; ++v)
+      blockMaxVec = arith::MaximumFOp::create(b, blockMaxVec, scores[v]);
+    Value blockMax = vector::ReductionOp::create(
+        b, vector::CombiningKind::MAXIMUMF, blockMaxVec);
+    Value newMax = arith::MaximumFOp::create(b, oldMax, blockMax);
+    Value noKeyYet = arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, newMax,
+                                           f32Const(-kInf));
+    Value safeMax = arith::SelectOp::create(b, noKeyYet, f32Const(0), newMax);
+    Value alpha = math::ExpOp::create(b, arith::SubFOp::create(b, oldMax, safeMax));
+    Value safeMaxVec = splat(safeMax);
+    Value sumVec = zeroVec;
+    for (int64_t v = 0; v < scoreVectors; ++v) {
+      Value p = math::ExpOp::create(b, arith::SubFOp::create(b, scores[v], safeMaxVec));
+      sumVec = arith::AddFOp::create(b, sumVec, p);
+      vector::StoreOp::create(b, p, scratch.probs, ValueRange{cst(v * lanes)});
+    }
+    Value blockSum = vector::ReductionOp::create(b, vector::CombiningKind::ADD, sumVec);
+    Value newSum = arith::AddFOp::create(
+        b, arith::MulFOp::create(b, oldSum, alpha), blockSum);
+    memref::StoreOp::create(b, newMax, op.getMax(), ValueRange{batch, head, row});
+    memref::StoreOp::create(b, newSum, op.getSum(), ValueRange{batch, head, row});
+
+    // acc = alpha * acc + sum_j p_j * VP[j].
+    Value alphaVec = splat(alpha);
+    SmallVector<Value> accs;
+    for (int64_t c = 0; c < valueChunks; ++c) {
+      ValueRange at{batch, head, row, cst(c * lanes)};
+      Value acc = (c + 1) * lanes <= valueDim
+                      ? Value(vector::LoadOp::create(b, vecType, op.getAcc(), at))
+                      : Value(vector::MaskedLoadOp::create(
+                            b, vecType, op.getAcc(), at, chunkMask(c), zeroVec));
+      accs.push_back(arith::MulFOp::create(b, acc, alphaVec));
+    }
+    accs = forLoopWith(
+        cst(0), blockKeys, cst(1), accs,
+        [&](Value j, ValueRange acc) -> SmallVector<Value> {
+          Value p = splat(memref::LoadOp::create(b, scratch.probs, ValueRange{j}));
+          SmallVector<Value> next;
+          for (int64_t c = 0; c < valueChunks; ++c) {
+            Value v = vector::LoadOp::create(b, vecType, scratch.values,
+                                             ValueRange{j, cst(c * lanes)});
+            next.push_back(vector::FMAOp::create(b, p, v, acc[c]));
+          }
+          return next;
+        });
+    for (int64_t c = 0; c < valueChunks; ++c) {
+      ValueRange at{batch, head, row, cst(c * lanes)};
+      if ((c + 1) * lanes <= valueDim)
+        vector::StoreOp::create(b, accs[c], op.getAcc(), at);
+      else
+        vector::MaskedStoreOp::create(b, op.getAcc(), at, chunkMask(c),
+                                      accs[c]);
+    }
+  }
+};
+
+struct AttnLowerToVectorPass
+    : public mlir::attn::impl::AttnLowerToVectorPassBase<AttnLowerToVectorPass> {
+  using AttnLowerToVectorPassBase::AttnLowerToVectorPassBase;
+
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    if (vectorWidth < 1 || keyBlock < vectorWidth ||
+        keyBlock % vectorWidth != 0) {
+      func.emitError() << "attn-lower-to-vector: key-block (" << keyBlock
+                       << ") must be a positive multiple of vector-width ("
+                       << vectorWidth << ")";
+      return signalPassFailure();
+    }
+    SmallVector<OnlineAttentionOp> ops;
+    bool tensorOps = false;
+    func.walk([&](OnlineAttentionOp op) {
+      if (op.hasPureTensorSemantics())
+        tensorOps = true;
+      else
+        ops.push_back(op);
+    });
+    if (tensorOps) {
+      func.emitError("attn-lower-to-vector: attn.online_attention must be "
+                     "bufferized first (run one-shot-bufferize)");
+      return signalPassFailure();
+    }
+    if (ops.empty())
+      return;
+
+    // One set of scratch buffers per function, sized for its largest op, at
+    // the entry: each call (each thread) gets its own.
+    int64_t maxHeadDim = 1, maxValuePad = vectorWidth;
+    for (OnlineAttentionOp op : ops) {
+      maxHeadDim = std::max(
+          maxHeadDim, cast<MemRefType>(op.getQuery().getType()).getDimSize(3));
+      int64_t dv = cast<MemRefType>(op.getValue().getType()).getDimSize(3);
+      maxValuePad = std::max<int64_t>(maxValuePad,
+                                         llvm::divideCeil(dv, vectorWidth) * vectorWidth);
+    }
+    ImplicitLocOpBuilder b(func.getLoc(), &getContext());
+    b.setInsertionPointToStart(&func.getBody().front());
+    Type f32 = b.getF32Type();
+    auto stackBuffer = [&](ArrayRef<int64_t> shape) -> Value {
+      return memref::AllocaOp::create(b, MemRefType::get(shape, f32),
+                                      b.getI64IntegerAttr(64));
+    };
+    Scratch scratch;
+    scratch.keysT = stackBuffer({maxHeadDim, int64_t(keyBlock)});
+    scratch.values = stackBuffer({int64_t(keyBlock), maxValuePad});
+    scratch.rowBias = stackBuffer({int64_t(keyBlock)});
+    scratch.probs = stackBuffer({int64_t(keyBlock)});
+    // Pad columns of the packed V are read by whole-vector loads: keep them
+    // finite once and for all.
+    {
+      Value zero = vector::BroadcastOp::create(
+          b, VectorType::get({vectorWidth}, f32),
+          arith::ConstantOp::create(b, b.getF32FloatAttr(0)));
+      auto rows = scf::ForOp::create(
+          b, arith::ConstantIndexOp::create(b, 0),
+          arith::ConstantIndexOp::create(b, keyBlock),
+          arith::ConstantIndexOp::create(b, 1));
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(rows.getBody()->getTerminator());
+      for (int64_t e = 0; e < maxValuePad; e += vectorWidth)
+        vector::StoreOp::create(
+            b, zero, scratch.values,
+            ValueRange{rows.getInductionVar(),
+                       arith::ConstantIndexOp::create(b, e)});
+    }
+
+    for (OnlineAttentionOp op : ops) {
+      b.setLoc(op.getLoc());
+      b.setInsertionPoint(op);
+      MicroKernelEmitter(b, op, scratch, vectorWidth, keyBlock).emit();
+      op.erase();
+    }
+  }
+};
+
+} // namespace

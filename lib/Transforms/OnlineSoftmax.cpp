@@ -1,0 +1,137 @@
+//===- OnlineSoftmax.cpp - attn.attention as the online-softmax recurrence ===//
+//
+// Rewrites each attn.attention into FlashAttention's form:
+//
+//   acc = 0, max = -inf, sum = 0                         (linalg.fill)
+//   acc, max, sum = attn.online_attention(q, k, v, ...)  (the recurrence)
+//   O   = max == -inf ? 0 : acc / sum                    (one division)
+//   LSE = max == -inf ? -inf : max + log(sum)
+//
+// The running state is f32 whatever the input type; the output is rounded
+// once. A row that saw no allowed key keeps max = -inf, and the selects give
+// the spec's O = 0 and LSE = -inf without ever computing -inf - -inf.
+//
+//===----------------------------------------------------------------------===//
+#include "lib/Transforms/Passes.h"
+
+#include "dialect/AttnOps.h"
+#include "mlir/Dialect/Utils/StructuredOpsUtils.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/WalkPatternRewriteDriver.h"
+
+#include <limits>
+
+namespace mlir {
+namespace attn {
+#define GEN_PASS_DEF_ATTNONLINESOFTMAXPASS
+#include "lib/Transforms/Passes.h.inc"
+} // namespace attn
+} // namespace mlir
+
+using namespace mlir;
+using namespace mlir::attn;
+
+namespace {
+
+Value filledTensor(OpBuilder &b, Location loc, ArrayRef<OpFoldResult> shape,
+                   float value) {
+  Type f32 = b.getF32Type();
+  Value empty = tensor::EmptyOp::create(b, loc, shape, f32);
+  Value fill = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(value));
+  return linalg::FillOp::create(b, loc, fill, empty).getResult(0);
+}
+
+/// linalg.generic over the shape of `init` with the given inputs, whose
+/// indexing maps are identities truncated to their ranks.
+Value elementwise(OpBuilder &b, Location loc, ValueRange inputs, Value init,
+                  function_ref<Value(OpBuilder &, Location, ValueRange)> body) {
+  unsigned rank = cast<ShapedType>(init.getType()).getRank();
+  // Inputs of lower rank (max, sum: [B, Hq, Sq]) index the leading dims.
+  AffineMap identity = AffineMap::getMultiDimIdentityMap(rank, b.getContext());
+  SmallVector<AffineMap> maps;
+  for (Value input : inputs)
+    maps.push_back(
+        identity.getMajorSubMap(cast<ShapedType>(input.getType()).getRank()));
+  maps.push_back(identity);
+  SmallVector<utils::IteratorType> iterators(rank,
+                                             utils::IteratorType::parallel);
+  auto generic = linalg::GenericOp::create(
+      b, loc, init.getType(), inputs, init, maps, iterators,
+      [&](OpBuilder &nb, Location nloc, ValueRange args) {
+        linalg::YieldOp::create(nb, nloc, body(nb, nloc, args));
+      });
+  return generic.getResult(0);
+}
+
+struct DecomposeAttention : public OpRewritePattern<AttentionOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(AttentionOp op,
+                                PatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    SmallVector<OpFoldResult> rows =
+        tensor::getMixedSizes(rewriter, loc, op.getQuery());
+    rows.pop_back(); // [B, Hq, Sq]
+    SmallVector<OpFoldResult> accShape = rows;
+    accShape.push_back(rewriter.getIndexAttr(
+        cast<ShapedType>(op.getValue().getType()).getDimSize(3)));
+
+    float inf = std::numeric_limits<float>::infinity();
+    Value acc = filledTensor(rewriter, loc, accShape, 0.0f);
+    Value max = filledTensor(rewriter, loc, rows, -inf);
+    Value sum = filledTensor(rewriter, loc, rows, 0.0f);
+    auto online = OnlineAttentionOp::create(
+        rewriter, loc, TypeRange{acc.getType(), max.getType(), sum.getType()},
+        op.getQuery(), op.getKey(), op.getValue(), op.getMask(),
+        op.getDiagonal(), acc, max, sum, op.getScaleAttr(), op.getCausalAttr(),
+        op.getAlignmentAttr(), op.getWindowAttr(), op.getSoftcapAttr());
+    Value finalAcc = online.getResult(0), finalMax = online.getResult(1),
+          finalSum = online.getResult(2);
+
+    Type outElement =
+        cast<ShapedType>(op.getOutput().getType()).getElementType();
+    Value output = elementwise(
+        rewriter, loc, {finalAcc, finalMax, finalSum}, op.getOutput(),
+        [&](OpBuilder &b, Location l, ValueRange args) -> Value {
+          Value negInf =
+              arith::ConstantOp::create(b, l, b.getF32FloatAttr(-inf));
+          Value zero = arith::ConstantOp::create(b, l, b.getF32FloatAttr(0));
+          Value empty = arith::CmpFOp::create(b, l, arith::CmpFPredicate::OEQ,
+                                              args[1], negInf);
+          Value normalized = arith::DivFOp::create(b, l, args[0], args[2]);
+          Value result = arith::SelectOp::create(b, l, empty, zero, normalized);
+          if (outElement != b.getF32Type())
+            result = arith::TruncFOp::create(b, l, outElement, result);
+          return result;
+        });
+    SmallVector<Value> replacements = {output};
+
+    if (Value lseInit = op.getLse()) {
+      Value lse = elementwise(
+          rewriter, loc, {finalMax, finalSum}, lseInit,
+          [&](OpBuilder &b, Location l, ValueRange args) -> Value {
+            Value negInf =
+                arith::ConstantOp::create(b, l, b.getF32FloatAttr(-inf));
+            Value empty = arith::CmpFOp::create(
+                b, l, arith::CmpFPredicate::OEQ, args[0], negInf);
+            Value logSum = math::LogOp::create(b, l, args[1]);
+            Value value = arith::AddFOp::create(b, l, args[0], logSum);
+            return arith::SelectOp::create(b, l, empty, negInf, value);
+          });
+      replacements.push_back(lse);
+    }
+    rewriter.replaceOp(op, replacements);
+    return success();
+  }
+};
+
+struct AttnOnlineSoftmaxPass
+    : public mlir::attn::impl::AttnOnlineSoftmaxPassBase<AttnOnlineSoftmaxPass> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    patterns.add<DecomposeAttention>(&getContext());
+    walkAndApplyPatterns(getOperation(), std::move(patterns));
+  }
+};
+
+} // namespace

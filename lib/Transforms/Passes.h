@@ -1,0 +1,33 @@
+//===- Passes.h - The passes of attn's lowering -----------------*- C++ -*-===//
+#ifndef ATTN_TRANSFORMS_PASSES_H
+#define ATTN_TRANSFORMS_PASSES_H
+
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Pass/Pass.h"
+
+namespace mlir {
+namespace attn {
+
+#define GEN_PASS_DECL
+#include "lib/Transforms/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "lib/Transforms/Passes.h.inc"
+
+/// The attribute that marks a function as a kernel entry point for
+/// attn-outline-work-items.
+inline constexpr llvm::StringLiteral kKernelAttrName = "attn.kernel";
+
+} // namespace attn
+} // namespace mlir
+
+#endif // ATTN_TRANSFORMS_PASSES_H

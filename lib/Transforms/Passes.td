@@ -1,0 +1,139 @@
+//===- Passes.td - The passes of attn's lowering -----------------*- tablegen -*-===//
+//
+// The stages from attn.attention to a fused kernel, in pipeline order. Each
+// pass has a lit test named after it in test/Transforms/.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ATTN_TRANSFORMS_PASSES_TD
+#define ATTN_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def AttnTilePass : Pass<"attn-tile", "func::FuncOp"> {
+  let summary = "Tile attn.attention over its parallel dims (B, Hq, Sq)";
+  let description = [{
+    Tiles every `attn.attention` through its `TilingInterface` into an
+    `scf.forall` over batches, query heads and query tiles; each iteration
+    computes one tile with an `attn.attention` on slices. The tiled op reads
+    its key/value head `h / G` and carries the causal diagonal as an operand
+    in its own coordinates, so masks stay exact. The key dimension is left
+    whole: it is a reduction that only the online form can tile.
+  }];
+  let options = [
+    Option<"queryTileSize", "query-tile-size", "int64_t", /*default=*/"64",
+           "Query rows per tile (one work item of the kernel)">,
+  ];
+  let dependentDialects = ["scf::SCFDialect", "tensor::TensorDialect",
+                           "arith::ArithDialect", "affine::AffineDialect"];
+}
+
+def AttnOnlineSoftmaxPass : Pass<"attn-online-softmax", "func::FuncOp"> {
+  let summary = "Rewrite attn.attention as FlashAttention's online softmax";
+  let description = [{
+    Replaces each `attn.attention` by the online-softmax recurrence: a
+    running row maximum (initialised to -inf), a running row sum (0) and an
+    f32 accumulator (0), updated by `attn.online_attention` over the keys,
+    then one normalization: `O = acc / sum` (0 for rows with no allowed key),
+    `LSE = max + log(sum)` (-inf for those rows), rounded once to the output
+    type. Tiling the keys (`attn-tile-keys`) then turns the update into the
+    key loop with the rescale by `exp(m_old - m_new)`.
+  }];
+  let dependentDialects = ["linalg::LinalgDialect", "tensor::TensorDialect",
+                           "arith::ArithDialect", "math::MathDialect"];
+}
+
+def AttnSkipMaskedBlocksPass : Pass<"attn-skip-masked-blocks", "func::FuncOp"> {
+  let summary = "Visit only the keys that causal masks and windows allow";
+  let description = [{
+    Splits each causal or windowed `attn.online_attention` by key ranges
+    computed from its diagonal and query count: keys that no query row may
+    see are dropped, keys that every row may see go to an op without the
+    causal and window attributes (no mask arithmetic), and only the narrow
+    boundary ranges keep them. After tiling, a query tile's key loop starts
+    and ends where its allowed keys do: causal attention costs about half
+    of full attention, and a sliding window is linear in the sequence length.
+  }];
+  let dependentDialects = ["tensor::TensorDialect", "arith::ArithDialect"];
+}
+
+def AttnTileKeysPass : Pass<"attn-tile-keys", "func::FuncOp"> {
+  let summary = "Tile attn.online_attention's keys as a reduction loop";
+  let description = [{
+    Tiles the key dimension of every `attn.online_attention` through its
+    `TilingInterface` into an `scf.for` whose iteration arguments are the
+    running accumulator, maximum and sum: FlashAttention's key loop. No score
+    buffer larger than one query tile by one key tile exists after this.
+  }];
+  let options = [
+    Option<"keyTileSize", "key-tile-size", "int64_t", /*default=*/"128",
+           "Keys per tile of the reduction loop">,
+  ];
+  let dependentDialects = ["scf::SCFDialect", "tensor::TensorDialect",
+                           "arith::ArithDialect", "affine::AffineDialect"];
+}
+
+def AttnBufferizePass : Pass<"attn-bufferize", "ModuleOp"> {
+  let summary = "One-shot bufferization with the kernels' conventions";
+  let description = [{
+    Runs One-Shot Module Bufferize with the conventions attn's kernels need:
+    function arguments get fully dynamic strided layouts (a kernel accepts
+    any caller strides, e.g. [B, S, H, D] buffers), results equivalent to
+    arguments are dropped (outputs are written in place), and temporary
+    buffers — the per-tile softmax state — are stack allocations, which
+    `attn-outline-work-items` scopes to their tile.
+  }];
+  let dependentDialects = ["memref::MemRefDialect",
+                           "bufferization::BufferizationDialect"];
+}
+
+def AttnLowerToVectorPass : Pass<"attn-lower-to-vector", "func::FuncOp"> {
+  let summary = "Lower bufferized attn.online_attention to a vector micro-kernel";
+  let description = [{
+    Lowers each `attn.online_attention` on memrefs to loops over its query
+    rows and key blocks in the `vector` dialect: K packed transposed and V
+    packed row-major (in f32) into stack buffers the micro-kernel streams
+    through, scores of one row as `vector-width`-lane FMAs broadcasting each
+    query element, soft-capping, masks and the causal/window bounds as lane
+    selects, one `math.exp` per score, the running max/sum update and the
+    rescaled P·V accumulation into the accumulator rows. Scratch buffers are
+    static and placed at the function's entry.
+  }];
+  let options = [
+    Option<"vectorWidth", "vector-width", "int64_t", /*default=*/"16",
+           "f32 lanes per vector (16 for AVX-512, 8 for AVX2)">,
+    Option<"keyBlock", "key-block", "int64_t", /*default=*/"128",
+           "Keys packed and scored per block (a multiple of vector-width)">,
+  ];
+  let dependentDialects = ["vector::VectorDialect", "scf::SCFDialect",
+                           "memref::MemRefDialect", "arith::ArithDialect",
+                           "math::MathDialect"];
+}
+
+def AttnOutlineWorkItemsPass : Pass<"attn-outline-work-items", "ModuleOp"> {
+  let summary = "Expose a kernel's parallel tiles as work items";
+  let description = [{
+    For each function marked `attn.kernel`, turns its top-level `scf.forall`
+    into two functions a host thread pool can drive: `<name>_work_items`
+    (the number of iterations, from the argument sizes) and `<name>_run`
+    (iterations `[begin, end)`, each delinearized back to the forall's
+    indices). Other functions get their `scf.forall` as a serial `scf.for`.
+    Each iteration's stack allocations are scoped to it.
+  }];
+  let dependentDialects = ["scf::SCFDialect", "memref::MemRefDialect",
+                           "arith::ArithDialect", "affine::AffineDialect",
+                           "func::FuncDialect"];
+}
+
+def AttnApproximateMathPass : Pass<"attn-approximate-math", "func::FuncOp"> {
+  let summary = "Inline polynomial approximations of exp, tanh and log";
+  let description = [{
+    Replaces `math.exp`, `math.tanh` and `math.log` (scalar and vector, f32)
+    by upstream MLIR's polynomial approximations, so that the kernel calls no
+    libm function and the softmax's exponentials vectorize. The
+    approximations keep exp(-inf) = 0, which fully masked scores rely on.
+  }];
+  let dependentDialects = ["arith::ArithDialect", "math::MathDialect",
+                           "vector::VectorDialect"];
+}
+
+#endif // ATTN_TRANSFORMS_PASSES_TD

@@ -1,0 +1,153 @@
+//===- SkipMaskedBlocks.cpp - Visit only the keys a mask allows -----------===//
+//
+// For a causal or windowed attn.online_attention over tq query rows with
+// diagonal offset d (row i may see key j iff i + d - left <= j <= i + d +
+// right, right = 0 under causal masking), the keys split into:
+//
+//   [0, lo)       no row may see them: dropped
+//   [lo, midLo)   some rows may: masked op
+//   [midLo, midHi) every row may: op without causal/window (no mask math)
+//   [midHi, hi)   some rows may: masked op
+//   [hi, Sk)      no row may: dropped
+//
+// with lo = d - left, hi = tq + d + right, midLo = tq - 1 + d - left,
+// midHi = d + right + 1, all clamped to [0, Sk] and ordered. After
+// attn-tile-keys, each range is its own key loop, so a query tile visits
+// only the key tiles it needs, and only the boundary tiles pay for masking.
+//
+//===----------------------------------------------------------------------===//
+#include "lib/Transforms/Passes.h"
+
+#include "dialect/AttnOps.h"
+#include "mlir/Dialect/Arith/Utils/Utils.h"
+#include "mlir/IR/PatternMatch.h"
+
+namespace mlir {
+namespace attn {
+#define GEN_PASS_DEF_ATTNSKIPMASKEDBLOCKSPASS
+#include "lib/Transforms/Passes.h.inc"
+} // namespace attn
+} // namespace mlir
+
+using namespace mlir;
+using namespace mlir::attn;
+
+namespace {
+
+struct KeyRangeBuilder {
+  OpBuilder &b;
+  Location loc;
+
+  Value constant(int64_t value) {
+    return arith::ConstantIndexOp::create(b, loc, value);
+  }
+  Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
+  Value sub(Value x, Value y) { return arith::SubIOp::create(b, loc, x, y); }
+  Value clamp(Value x, Value lo, Value hi) {
+    Value atLeast = arith::MaxSIOp::create(b, loc, x, lo);
+    return arith::MinSIOp::create(b, loc, atLeast, hi);
+  }
+  Value dim(Value shaped, int64_t index) {
+    return getValueOrCreateConstantIndexOp(
+        b, loc, tensor::getMixedSize(b, loc, shaped, index));
+  }
+};
+
+/// Slices the key dimension of K, V and the mask to [begin, end) and
+/// creates an online op on it, reading and writing `state`.
+OnlineAttentionOp createKeyRange(OpBuilder &b, OnlineAttentionOp op,
+                                 Value diagonal, Value begin, Value end,
+                                 ValueRange state, bool masked) {
+  Location loc = op.getLoc();
+  Value length = arith::SubIOp::create(b, loc, end, begin);
+  // Keys are dim 2 of K and V, dim 3 of the mask.
+  auto sliceKeys = [&](Value tensor, int64_t keyDim) -> Value {
+    if (!tensor)
+      return tensor;
+    SmallVector<OpFoldResult> offsets, sizes, strides;
+    for (int64_t dim = 0; dim < 4; ++dim) {
+      bool keys = dim == keyDim;
+      offsets.push_back(keys ? OpFoldResult(begin) : b.getIndexAttr(0));
+      sizes.push_back(keys ? OpFoldResult(length)
+                           : tensor::getMixedSize(b, loc, tensor, dim));
+      strides.push_back(b.getIndexAttr(1));
+    }
+    return tensor::ExtractSliceOp::create(b, loc, tensor, offsets, sizes,
+                                          strides);
+  };
+  Value rangeDiagonal;
+  if (masked)
+    rangeDiagonal = arith::SubIOp::create(b, loc, diagonal, begin);
+  return OnlineAttentionOp::create(
+      b, loc, state.getTypes(), op.getQuery(), sliceKeys(op.getKey(), 2),
+      sliceKeys(op.getValue(), 2), sliceKeys(op.getMask(), 3), rangeDiagonal,
+      state[0], state[1], state[2], op.getScaleAttr(),
+      masked ? op.getCausalAttr() : UnitAttr(), DiagonalAlignmentAttr(),
+      masked ? op.getWindowAttr() : WindowAttr(), op.getSoftcapAttr());
+}
+
+LogicalResult splitByKeyRanges(OnlineAttentionOp op, RewriterBase &rewriter) {
+  Location loc = op.getLoc();
+  rewriter.setInsertionPoint(op);
+  KeyRangeBuilder kb{rewriter, loc};
+
+  Value rows = kb.dim(op.getQuery(), 2);
+  Value keys = kb.dim(op.getKey(), 2);
+  Value diagonal = op.getDiagonal();
+  if (!diagonal)
+    diagonal = *op.getAlignment() == DiagonalAlignment::top_left
+                   ? kb.constant(0)
+                   : kb.sub(keys, rows);
+
+  std::optional<int64_t> left, right;
+  if (WindowAttr window = op.getWindowAttr()) {
+    left = window.getLeft();
+    right = window.getRight();
+  }
+  if (op.getCausal())
+    right = 0; // a window's right side (>= 0) is looser than causal
+
+  Value zero = kb.constant(0), one = kb.constant(1);
+  Value lo = left ? kb.clamp(kb.sub(diagonal, kb.constant(*left)), zero, keys)
+                  : zero;
+  Value hi = right ? kb.clamp(kb.add(kb.add(rows, diagonal),
+                                     kb.constant(*right)),
+                              lo, keys)
+                   : keys;
+  Value midLo =
+      left ? kb.clamp(kb.sub(kb.add(kb.sub(rows, one), diagonal),
+                             kb.constant(*left)),
+                      lo, hi)
+           : lo;
+  Value midHi = right ? kb.clamp(kb.add(kb.add(diagonal, kb.constant(*right)),
+                                        one),
+                                 midLo, hi)
+                      : hi;
+
+  SmallVector<Value> state(op.getDpsInits());
+  auto leading = createKeyRange(rewriter, op, diagonal, lo, midLo, state,
+                                /*masked=*/true);
+  auto interior = createKeyRange(rewriter, op, diagonal, midLo, midHi,
+                                 leading.getResults(), /*masked=*/false);
+  auto trailing = createKeyRange(rewriter, op, diagonal, midHi, hi,
+                                 interior.getResults(), /*masked=*/true);
+  rewriter.replaceOp(op, trailing.getResults());
+  return success();
+}
+
+struct AttnSkipMaskedBlocksPass
+    : public mlir::attn::impl::AttnSkipMaskedBlocksPassBase<AttnSkipMaskedBlocksPass> {
+  void runOnOperation() override {
+    SmallVector<OnlineAttentionOp> ops;
+    getOperation().walk([&](OnlineAttentionOp op) {
+      if (op.hasPureTensorSemantics() && (op.getCausal() || op.getWindow()))
+        ops.push_back(op);
+    });
+    IRRewriter rewriter(&getContext());
+    for (OnlineAttentionOp op : ops)
+      if (failed(splitByKeyRanges(op, rewriter)))
+        return signalPassFailure();
+  }
+};
+
+} // namespace

@@ -1,0 +1,136 @@
+/*===- runtime.h - The attn runtime: load, check and run compiled kernels -===*
+ *
+ * A small C library. It loads a kernel library made by `attn-compile`, checks
+ * every argument of a call against the kernel's recorded signature, and runs
+ * the kernel's work items on a thread pool across all cores. Every failure
+ * returns a status and leaves a readable message in `attn_last_error()`
+ * (per thread); nothing here aborts or writes outside the caller's buffers.
+ *
+ * It includes no MLIR header and links no MLIR library.
+ *===----------------------------------------------------------------------===*/
+#ifndef ATTN_RUNTIME_H
+#define ATTN_RUNTIME_H
+
+#include "attn/kernel_abi.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The library is built with hidden visibility; only what is marked here is
+ * exported, so its internals never clash with a program's symbols. */
+#if defined(_WIN32)
+#define ATTN_RUNTIME_EXPORT
+#else
+#define ATTN_RUNTIME_EXPORT __attribute__((visibility("default")))
+#endif
+
+typedef enum attn_status {
+  ATTN_OK = 0,
+  /* A tensor or size does not fit the kernel, or a NULL where none may be. */
+  ATTN_ERROR_INVALID_ARGUMENT = 1,
+  /* Not a shared library, or not an attn kernel library. */
+  ATTN_ERROR_LOAD = 2,
+  /* No kernel of that name. */
+  ATTN_ERROR_NOT_FOUND = 3,
+  /* The kernel needs an instruction this CPU (or its OS) does not offer. */
+  ATTN_ERROR_UNSUPPORTED_CPU = 4,
+  /* A GPU was asked for and none is present. */
+  ATTN_ERROR_NO_DEVICE = 5,
+  ATTN_ERROR_OUT_OF_MEMORY = 6,
+  ATTN_ERROR_INTERNAL = 7
+} attn_status;
+
+/* The message of the last failure on this thread ("" if none). */
+ATTN_RUNTIME_EXPORT const char *attn_last_error(void);
+ATTN_RUNTIME_EXPORT const char *attn_status_name(attn_status status);
+
+/* A view of caller memory: the logical shape and element strides (in
+ * elements, may be 0 for broadcast or negative) of a tensor. Unused trailing
+ * dims are ignored. `data` may be NULL only when the tensor has no element. */
+typedef struct attn_tensor {
+  void *data;
+  attn_dtype dtype;
+  int32_t rank;
+  int64_t shape[4];
+  int64_t strides[4];
+} attn_tensor;
+
+/* A dense row-major tensor of the given shape (rank <= 4). */
+ATTN_RUNTIME_EXPORT attn_tensor attn_tensor_contiguous(void *data,
+                                                       attn_dtype dtype,
+                                                       int32_t rank,
+                                                       const int64_t *shape);
+
+/* -- Kernel libraries ----------------------------------------------------- */
+
+typedef struct attn_module attn_module;
+
+/* Loads a shared library made by attn-compile. Refuses files that are not
+ * shared libraries, libraries without the attn symbol, other ABI versions. */
+ATTN_RUNTIME_EXPORT attn_status attn_module_load(const char *path,
+                                                 attn_module **out);
+/* Registers kernels already linked into the program (no dlopen). */
+ATTN_RUNTIME_EXPORT attn_status
+attn_module_from_library(const attn_library *library, attn_module **out);
+/* Frees the module (NULL is a no-op). Refused (ATTN_ERROR_INVALID_ARGUMENT)
+ * while calls on its kernels are running. */
+ATTN_RUNTIME_EXPORT attn_status attn_module_unload(attn_module *module);
+
+/* The kernels in library order; attn_module_kernel returns NULL for an index
+ * out of range. */
+ATTN_RUNTIME_EXPORT int32_t attn_module_num_kernels(const attn_module *module);
+ATTN_RUNTIME_EXPORT const attn_kernel_desc *
+attn_module_kernel(const attn_module *module, int32_t index);
+ATTN_RUNTIME_EXPORT attn_status attn_module_find(const attn_module *module,
+                                                 const char *name,
+                                                 const attn_kernel_desc **out);
+
+/* ATTN_OK when this CPU has every feature the kernel was compiled for. */
+ATTN_RUNTIME_EXPORT attn_status
+attn_kernel_check_cpu(const attn_kernel_desc *kernel);
+
+/* -- Thread pool ---------------------------------------------------------- */
+
+typedef struct attn_thread_pool attn_thread_pool;
+
+/* A pool of `num_threads` threads in all, the caller of parallel_for being one
+ * of them (so num_threads - 1 are started); num_threads <= 0 means one per
+ * online core. */
+ATTN_RUNTIME_EXPORT attn_status attn_thread_pool_create(int32_t num_threads,
+                                                        attn_thread_pool **out);
+ATTN_RUNTIME_EXPORT void attn_thread_pool_destroy(attn_thread_pool *pool);
+ATTN_RUNTIME_EXPORT int32_t attn_thread_pool_size(const attn_thread_pool *pool);
+/* An attn_parallel_for_fn: pass it, with the pool, to a generated kernel's
+ * entry point to run it on all cores. Safe to call from several threads at
+ * once and from inside a task; a NULL pool runs task(task_ctx, 0, n) inline. */
+ATTN_RUNTIME_EXPORT void attn_thread_pool_parallel_for(void *pool, int64_t n,
+                                                       attn_task_fn task,
+                                                       void *task_ctx);
+
+/* -- Running -------------------------------------------------------------- */
+
+/* Checks every argument against the kernel (element types, ranks, shapes,
+ * GQA ratio, mask broadcast shape, strides and the extent of each buffer,
+ * null pointers, an output that overlaps an input or the LSE) and runs it.
+ * `mask` and `lse` may be NULL (as the kernel requires). `pool` may be NULL:
+ * the call then runs on the calling thread only. */
+ATTN_RUNTIME_EXPORT attn_status attn_run(
+    const attn_kernel_desc *kernel, const attn_tensor *query,
+    const attn_tensor *key, const attn_tensor *value, const attn_tensor *mask,
+    const attn_tensor *output, const attn_tensor *lse, attn_thread_pool *pool);
+
+/* The checks of attn_run alone; fills `args` for kernel->run on success. */
+ATTN_RUNTIME_EXPORT attn_status attn_prepare(
+    const attn_kernel_desc *kernel, const attn_tensor *query,
+    const attn_tensor *key, const attn_tensor *value, const attn_tensor *mask,
+    const attn_tensor *output, const attn_tensor *lse, attn_kernel_args *args);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ATTN_RUNTIME_H */

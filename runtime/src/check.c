@@ -1,0 +1,491 @@
+/*===- check.c - Checking a call's tensors against a kernel ----------------===*
+ *
+ * attn_prepare: everything a compiled kernel assumes and cannot check itself.
+ * A kernel indexes its tensors with the strides it is given and no bounds, so
+ * every shape, element type, stride and buffer extent is checked here, before
+ * any kernel code runs. Each refusal names the tensor, the dimension, what
+ * was expected and what was found.
+ *
+ * The checks run in a fixed order of concerns (missing tensors, ranks and
+ * element types, sizes, shapes against each other and against the kernel,
+ * then memory: extents, aliasing within the outputs, overlap between the
+ * outputs and everything else), so that the first message is the most basic
+ * thing wrong.
+ *===----------------------------------------------------------------------===*/
+#include "internal.h"
+
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+attn_tensor attn_tensor_contiguous(void *data, attn_dtype dtype, int32_t rank,
+                                   const int64_t *shape) {
+  attn_tensor t;
+  memset(&t, 0, sizeof(t));
+  t.data = data;
+  t.dtype = dtype;
+  t.rank = rank;
+  if (rank < 0 || rank > 4 || !shape)
+    return t; /* attn_prepare refuses the rank */
+  /* A product that overflows saturates, so that attn_prepare still sees a
+   * tensor too large to address rather than a wrapped, plausible stride. */
+  int64_t stride = 1;
+  for (int32_t d = rank - 1; d >= 0; --d) {
+    t.shape[d] = shape[d];
+    t.strides[d] = stride;
+    int64_t size = shape[d] > 1 ? shape[d] : 1;
+    if (__builtin_mul_overflow(stride, size, &stride))
+      stride = INT64_MAX;
+  }
+  return t;
+}
+
+//===----------------------------------------------------------------------===//
+// One tensor at a time
+//===----------------------------------------------------------------------===//
+
+/* A tensor's part in the call, for checks and messages. */
+typedef struct role {
+  const char *name;
+  int32_t rank;
+  const char *dims[4];
+  const char *shape_text;
+} role;
+
+static const role query_role = {
+    "query", 4, {"B", "Hq", "Sq", "D"}, "[B, Hq, Sq, D]"};
+static const role key_role = {
+    "key", 4, {"B", "Hkv", "Sk", "D"}, "[B, Hkv, Sk, D]"};
+static const role value_role = {
+    "value", 4, {"B", "Hkv", "Sk", "Dv"}, "[B, Hkv, Sk, Dv]"};
+static const role mask_role = {
+    "mask", 4, {"B", "H", "Sq", "Sk"}, "[B or 1, Hq or 1, Sq or 1, Sk]"};
+static const role output_role = {
+    "output", 4, {"B", "Hq", "Sq", "Dv"}, "[B, Hq, Sq, Dv]"};
+static const role lse_role = {"lse", 3, {"B", "Hq", "Sq", NULL}, "[B, Hq, Sq]"};
+
+static size_t element_size(int32_t dtype) {
+  switch (dtype) {
+  case ATTN_F32:
+    return 4;
+  case ATTN_F16:
+  case ATTN_BF16:
+    return 2;
+  case ATTN_BOOL:
+    return 1;
+  }
+  return 0;
+}
+
+/* "[a, b, c]" of a tensor's first `rank` sizes or strides, for messages. */
+static const char *format_dims(char *buffer, size_t size, const int64_t *dims,
+                               int32_t rank) {
+  size_t used = (size_t)snprintf(buffer, size, "[");
+  for (int32_t d = 0; d < rank && used < size; ++d)
+    used += (size_t)snprintf(buffer + used, size - used, "%s%" PRId64,
+                             d ? ", " : "", dims[d]);
+  if (used < size)
+    snprintf(buffer + used, size - used, "]");
+  return buffer;
+}
+
+static attn_status check_rank_and_dtype(const attn_tensor *t, const role *r,
+                                        int32_t dtype, const char *dtype_why) {
+  if (t->rank != r->rank)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "%s: rank is %" PRId32 " but must be %" PRId32 " %s",
+                     r->name, t->rank, r->rank, r->shape_text);
+  if ((int32_t)t->dtype != dtype)
+    return attn_fail(
+        ATTN_ERROR_INVALID_ARGUMENT, "%s: element type is %s but %s %s",
+        r->name, attn_dtype_name(t->dtype), dtype_why, attn_dtype_name(dtype));
+  return ATTN_OK;
+}
+
+/* Sizes are not negative, the element count fits in 64 bits, and data is
+ * NULL only for a tensor without elements. */
+static attn_status check_sizes_and_data(const attn_tensor *t, const role *r) {
+  for (int32_t d = 0; d < r->rank; ++d)
+    if (t->shape[d] < 0)
+      return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                       "%s: dim %" PRId32 " (%s) is %" PRId64
+                       " but sizes must be >= 0",
+                       r->name, d, r->dims[d], t->shape[d]);
+  int64_t elements = 1;
+  bool overflows = false;
+  for (int32_t d = 0; d < r->rank; ++d)
+    overflows |= __builtin_mul_overflow(elements, t->shape[d], &elements);
+  bool empty = false;
+  for (int32_t d = 0; d < r->rank; ++d)
+    empty |= t->shape[d] == 0;
+  if (overflows && !empty) {
+    char shape[128];
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "%s: shape %s has more elements than fit in 64 bits (the "
+                     "element count overflows)",
+                     r->name,
+                     format_dims(shape, sizeof(shape), t->shape, r->rank));
+  }
+  if (!t->data && !empty)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "%s: data is NULL but the tensor has %" PRId64 " elements",
+                     r->name, elements);
+  return ATTN_OK;
+}
+
+//===----------------------------------------------------------------------===//
+// Shapes against each other and against the kernel
+//===----------------------------------------------------------------------===//
+
+static attn_status expect_size(const attn_tensor *t, const role *r, int32_t d,
+                               const char *whose, int64_t expected) {
+  if (t->shape[d] == expected)
+    return ATTN_OK;
+  return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                   "%s: dim %" PRId32 " (%s) is %" PRId64 " but %s %s=%" PRId64,
+                   r->name, d, r->dims[d], t->shape[d], whose, r->dims[d],
+                   expected);
+}
+
+/* A mask dim of the query's size `full`, or 1 where the kernel broadcasts
+ * it (or where `full` is 1 anyway). */
+static attn_status check_mask_dim(const attn_kernel_desc *k,
+                                  const attn_tensor *mask, int32_t d,
+                                  const char *full_name, int64_t full) {
+  int64_t size = mask->shape[d];
+  if (size == full)
+    return ATTN_OK;
+  bool may_broadcast = k->mask_broadcast[d] != 0;
+  if (size == 1 && may_broadcast)
+    return ATTN_OK;
+  if (size == 1)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "mask: dim %" PRId32 " (%s) is 1 but kernel '%s' was not "
+                     "compiled to broadcast the mask over %s; it must be "
+                     "query's %s=%" PRId64,
+                     d, mask_role.dims[d], k->name, mask_role.dims[d],
+                     full_name, full);
+  return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                   "mask: dim %" PRId32 " (%s) is %" PRId64
+                   " but must be query's %s=%" PRId64 "%s",
+                   d, mask_role.dims[d], size, full_name, full,
+                   may_broadcast ? " or 1" : "");
+}
+
+static attn_status check_shapes(const attn_kernel_desc *k, const attn_tensor *q,
+                                const attn_tensor *key, const attn_tensor *v,
+                                const attn_tensor *mask, const attn_tensor *o,
+                                const attn_tensor *lse) {
+  attn_status s;
+  const int64_t batch = q->shape[0], heads_q = q->shape[1], seq_q = q->shape[2];
+  char compiled_for[160];
+  snprintf(compiled_for, sizeof(compiled_for), "kernel '%s' was compiled for",
+           k->name);
+
+  if ((s = expect_size(q, &query_role, 3, compiled_for, k->head_dim)))
+    return s;
+
+  if ((s = expect_size(key, &key_role, 0, "query's", batch)))
+    return s;
+  const int64_t heads_kv = key->shape[1], seq_k = key->shape[2];
+  if (heads_kv < 1)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "key: dim 1 (Hkv) is 0 but at least one key/value head "
+                     "is needed");
+  if (heads_q % heads_kv != 0)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "key: dim 1 (Hkv) is %" PRId64 " but query's Hq=%" PRId64
+                     " is not a multiple of it",
+                     heads_kv, heads_q);
+  if ((s = expect_size(key, &key_role, 3, compiled_for, k->head_dim)))
+    return s;
+
+  if ((s = expect_size(v, &value_role, 0, "query's", batch)) ||
+      (s = expect_size(v, &value_role, 1, "key's", heads_kv)) ||
+      (s = expect_size(v, &value_role, 2, "key's", seq_k)) ||
+      (s = expect_size(v, &value_role, 3, compiled_for, k->value_dim)))
+    return s;
+
+  if (mask) {
+    if ((s = check_mask_dim(k, mask, 0, "B", batch)) ||
+        (s = check_mask_dim(k, mask, 1, "Hq", heads_q)) ||
+        (s = check_mask_dim(k, mask, 2, "Sq", seq_q)) ||
+        (s = expect_size(mask, &mask_role, 3, "key's", seq_k)))
+      return s;
+  }
+
+  if ((s = expect_size(o, &output_role, 0, "query's", batch)) ||
+      (s = expect_size(o, &output_role, 1, "query's", heads_q)) ||
+      (s = expect_size(o, &output_role, 2, "query's", seq_q)) ||
+      (s = expect_size(o, &output_role, 3, compiled_for, k->value_dim)))
+    return s;
+
+  if (lse) {
+    if ((s = expect_size(lse, &lse_role, 0, "query's", batch)) ||
+        (s = expect_size(lse, &lse_role, 1, "query's", heads_q)) ||
+        (s = expect_size(lse, &lse_role, 2, "query's", seq_q)))
+      return s;
+  }
+
+  /* Sizes the kernel was specialized for; its code may rely on them. */
+  static const char *const static_names[5] = {"B", "Hq", "Hkv", "Sq", "Sk"};
+  const attn_tensor *static_tensor[5] = {q, q, key, q, key};
+  const role *static_role[5] = {&query_role, &query_role, &key_role,
+                                &query_role, &key_role};
+  const int32_t static_dim[5] = {0, 1, 1, 2, 2};
+  for (int i = 0; i < 5; ++i) {
+    int64_t expected = k->static_sizes[i];
+    int64_t actual = static_tensor[i]->shape[static_dim[i]];
+    if (expected != ATTN_DYNAMIC && actual != expected)
+      return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                       "%s: dim %" PRId32 " (%s) is %" PRId64
+                       " but kernel '%s' was compiled for %s=%" PRId64 " only",
+                       static_role[i]->name, static_dim[i], static_names[i],
+                       actual, k->name, static_names[i], expected);
+  }
+  return ATTN_OK;
+}
+
+//===----------------------------------------------------------------------===//
+// Memory: extents, aliasing, overlap
+//===----------------------------------------------------------------------===//
+
+/* The bytes [begin, end) that a tensor's elements lie in; empty for a tensor
+ * without elements. */
+typedef struct extent {
+  bool empty;
+  uintptr_t begin, end;
+} extent;
+
+static attn_status overflow_error(const attn_tensor *t, const role *r) {
+  char shape[128], strides[160];
+  return attn_fail(
+      ATTN_ERROR_INVALID_ARGUMENT,
+      "%s: shape %s with strides %s spans more bytes than the address space "
+      "holds (the extent overflows)",
+      r->name, format_dims(shape, sizeof(shape), t->shape, r->rank),
+      format_dims(strides, sizeof(strides), t->strides, r->rank));
+}
+
+static attn_status compute_extent(const attn_tensor *t, const role *r,
+                                  extent *out) {
+  out->empty = false;
+  for (int32_t d = 0; d < r->rank; ++d)
+    if (t->shape[d] == 0) {
+      out->empty = true;
+      out->begin = out->end = 0;
+      return ATTN_OK;
+    }
+  /* Lowest and highest element offsets, then bytes, then addresses; each
+   * step checked, since a wrapped value would pass every later check. */
+  int64_t low = 0, high = 0;
+  for (int32_t d = 0; d < r->rank; ++d) {
+    int64_t step;
+    if (t->shape[d] == 1)
+      continue;
+    if (__builtin_mul_overflow(t->strides[d], t->shape[d] - 1, &step) ||
+        __builtin_add_overflow(step < 0 ? low : high, step,
+                               step < 0 ? &low : &high))
+      return overflow_error(t, r);
+  }
+  int64_t elem = (int64_t)element_size(t->dtype);
+  int64_t low_bytes, high_bytes;
+  if (__builtin_mul_overflow(low, elem, &low_bytes) ||
+      __builtin_mul_overflow(high, elem, &high_bytes) ||
+      __builtin_add_overflow(high_bytes, elem, &high_bytes))
+    return overflow_error(t, r);
+  uintptr_t base = (uintptr_t)t->data;
+  uint64_t below = 0 - (uint64_t)low_bytes; /* low_bytes <= 0 */
+  if (below > base ||
+      __builtin_add_overflow(base, (uint64_t)high_bytes, &out->end))
+    return overflow_error(t, r);
+  out->begin = base - below;
+  return ATTN_OK;
+}
+
+/* An output element written twice from two index tuples would make the
+ * result depend on the order the kernel's threads run in. Sorted by |stride|,
+ * each dim must step past everything the smaller dims reach. This is
+ * sufficient, and necessary for the layouts people use; an exotic
+ * interleaving that is disjoint but fails it is refused, never miscomputed. */
+static attn_status check_no_self_overlap(const attn_tensor *t, const role *r) {
+  int32_t order[4], n = 0;
+  for (int32_t d = 0; d < r->rank; ++d) {
+    if (t->shape[d] <= 1)
+      continue;
+    if (t->strides[d] == 0)
+      return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                       "%s: dim %" PRId32 " (%s) has stride 0 but size %" PRId64
+                       ", so distinct %s elements would share memory",
+                       r->name, d, r->dims[d], t->shape[d], r->name);
+    order[n++] = d;
+  }
+  uint64_t magnitude[4];
+  for (int32_t d = 0; d < r->rank; ++d)
+    magnitude[d] = t->strides[d] < 0 ? 0 - (uint64_t)t->strides[d]
+                                     : (uint64_t)t->strides[d];
+  for (int32_t i = 1; i < n; ++i)
+    for (int32_t j = i; j > 0 && magnitude[order[j]] < magnitude[order[j - 1]];
+         --j) {
+      int32_t swap = order[j];
+      order[j] = order[j - 1];
+      order[j - 1] = swap;
+    }
+  uint64_t reach = 0; /* the largest offset the smaller dims span */
+  for (int32_t i = 0; i < n; ++i) {
+    int32_t d = order[i];
+    if (magnitude[d] <= reach) {
+      char strides[160];
+      return attn_fail(
+          ATTN_ERROR_INVALID_ARGUMENT,
+          "%s: strides %s make distinct elements share memory: dim %" PRId32
+          " (%s) has stride %" PRId64 " but the dims with smaller strides "
+          "already span %" PRIu64 " elements",
+          r->name, format_dims(strides, sizeof(strides), t->strides, r->rank),
+          d, r->dims[d], t->strides[d], reach + 1);
+    }
+    uint64_t step;
+    if (__builtin_mul_overflow(magnitude[d], (uint64_t)(t->shape[d] - 1),
+                               &step) ||
+        __builtin_add_overflow(reach, step, &reach))
+      return overflow_error(t, r);
+  }
+  return ATTN_OK;
+}
+
+static attn_status check_disjoint(const char *written, const extent *a,
+                                  const char *other, const extent *b) {
+  if (a->empty || b->empty || a->end <= b->begin || b->end <= a->begin)
+    return ATTN_OK;
+  return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                   "%s overlaps %s: %s occupies bytes [0x%" PRIxPTR
+                   ", 0x%" PRIxPTR ") and %s [0x%" PRIxPTR ", 0x%" PRIxPTR ")",
+                   written, other, written, a->begin, a->end, other, b->begin,
+                   b->end);
+}
+
+//===----------------------------------------------------------------------===//
+// attn_prepare
+//===----------------------------------------------------------------------===//
+
+static const char *mask_kind_text(int32_t kind) {
+  return kind == ATTN_MASK_BOOL ? "a bool keep-mask" : "an additive bias mask";
+}
+
+attn_status attn_prepare(const attn_kernel_desc *k, const attn_tensor *query,
+                         const attn_tensor *key, const attn_tensor *value,
+                         const attn_tensor *mask, const attn_tensor *output,
+                         const attn_tensor *lse, attn_kernel_args *args) {
+  if (!k)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT, "kernel is NULL");
+  if (!args)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT, "attn_prepare: args is NULL");
+  memset(args, 0, sizeof(*args));
+
+  /* Which tensors are there. */
+  const attn_tensor *required[4] = {query, key, value, output};
+  const role *required_role[4] = {&query_role, &key_role, &value_role,
+                                  &output_role};
+  for (int i = 0; i < 4; ++i)
+    if (!required[i])
+      return attn_fail(ATTN_ERROR_INVALID_ARGUMENT, "%s: tensor is NULL",
+                       required_role[i]->name);
+  if (k->mask_kind == ATTN_MASK_NONE && mask)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "mask: kernel '%s' takes no mask but one was given",
+                     k->name);
+  if (k->mask_kind != ATTN_MASK_NONE && !mask)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "mask: kernel '%s' needs %s %s but mask is NULL", k->name,
+                     mask_kind_text(k->mask_kind), mask_role.shape_text);
+  if (!k->has_lse && lse)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "lse: kernel '%s' writes no log-sum-exp but an lse "
+                     "tensor was given",
+                     k->name);
+  if (k->has_lse && !lse)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "lse: kernel '%s' writes the log-sum-exp %s but lse is "
+                     "NULL",
+                     k->name, lse_role.shape_text);
+
+  /* Each tensor on its own. */
+  char takes[160];
+  snprintf(takes, sizeof(takes), "kernel '%s' takes", k->name);
+  const attn_tensor *all[6] = {query, key, value, mask, output, lse};
+  const role *all_role[6] = {&query_role, &key_role,    &value_role,
+                             &mask_role,  &output_role, &lse_role};
+  char mask_takes[200];
+  snprintf(mask_takes, sizeof(mask_takes), "kernel '%s' takes %s of", k->name,
+           k->mask_kind == ATTN_MASK_BOOL ? "a keep-mask" : "an additive bias");
+  const int32_t all_dtype[6] = {
+      k->dtype, k->dtype,
+      k->dtype, k->mask_kind == ATTN_MASK_BOOL ? ATTN_BOOL : k->dtype,
+      k->dtype, ATTN_F32};
+  const char *all_why[6] = {takes,      takes, takes,
+                            mask_takes, takes, "the log-sum-exp is always"};
+  for (int i = 0; i < 6; ++i) {
+    if (!all[i])
+      continue;
+    attn_status s =
+        check_rank_and_dtype(all[i], all_role[i], all_dtype[i], all_why[i]);
+    if (s == ATTN_OK)
+      s = check_sizes_and_data(all[i], all_role[i]);
+    if (s != ATTN_OK)
+      return s;
+  }
+
+  attn_status s = check_shapes(k, query, key, value, mask, output, lse);
+  if (s != ATTN_OK)
+    return s;
+
+  /* Memory. */
+  extent extents[6];
+  for (int i = 0; i < 6; ++i) {
+    extents[i].empty = true;
+    if (all[i] && (s = compute_extent(all[i], all_role[i], &extents[i])))
+      return s;
+  }
+  if ((!extents[4].empty &&
+       (s = check_no_self_overlap(output, &output_role))) ||
+      (lse && !extents[5].empty && (s = check_no_self_overlap(lse, &lse_role))))
+    return s;
+  for (int i = 0; i < 4; ++i) /* query, key, value, mask */
+    if ((s = check_disjoint("output", &extents[4], all_role[i]->name,
+                            &extents[i])))
+      return s;
+  if ((s = check_disjoint("output", &extents[4], "lse", &extents[5])))
+    return s;
+  for (int i = 0; i < 4; ++i)
+    if ((s = check_disjoint("lse", &extents[5], all_role[i]->name,
+                            &extents[i])))
+      return s;
+
+  /* All good: the kernel's view of the call. */
+  args->query = query->data;
+  args->key = key->data;
+  args->value = value->data;
+  args->output = output->data;
+  args->batch = query->shape[0];
+  args->heads_q = query->shape[1];
+  args->heads_kv = key->shape[1];
+  args->seq_q = query->shape[2];
+  args->seq_k = key->shape[2];
+  memcpy(args->query_strides, query->strides, sizeof(args->query_strides));
+  memcpy(args->key_strides, key->strides, sizeof(args->key_strides));
+  memcpy(args->value_strides, value->strides, sizeof(args->value_strides));
+  memcpy(args->output_strides, output->strides, sizeof(args->output_strides));
+  if (mask) {
+    args->mask = mask->data;
+    /* The kernel reads a full [B, Hq, Sq, Sk] mask: a broadcast dim is one
+     * whose stride is 0. */
+    for (int d = 0; d < 4; ++d)
+      args->mask_strides[d] = mask->shape[d] == 1 ? 0 : mask->strides[d];
+  }
+  if (lse) {
+    args->lse = lse->data;
+    memcpy(args->lse_strides, lse->strides, sizeof(args->lse_strides));
+  }
+  return ATTN_OK;
+}

@@ -1,0 +1,386 @@
+/*===- runtime.c - Errors, kernel libraries and running kernels ------------===*
+ *
+ * The entry points of the runtime that are not argument checks (check.c), CPU
+ * checks (cpu.c) or the thread pool (thread_pool.c): the per-thread error
+ * message, loading and validating kernel libraries, and attn_run.
+ *
+ * Every live module is in one registry so that attn_run can find the module
+ * a kernel descriptor belongs to and count the calls running on it: a module
+ * whose code is still running must not be dlclose'd under it.
+ *===----------------------------------------------------------------------===*/
+#if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
+#define _POSIX_C_SOURCE 200809L
+#endif
+
+#include "internal.h"
+
+#include <dlfcn.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+//===----------------------------------------------------------------------===//
+// Errors
+//===----------------------------------------------------------------------===//
+
+/* Per thread, so that concurrent calls never see each other's messages. */
+static _Thread_local char last_error[1024];
+
+attn_status attn_fail(attn_status status, const char *format, ...) {
+  va_list ap;
+  va_start(ap, format);
+  vsnprintf(last_error, sizeof(last_error), format, ap);
+  va_end(ap);
+  return status;
+}
+
+const char *attn_last_error(void) { return last_error; }
+
+const char *attn_status_name(attn_status status) {
+  switch (status) {
+  case ATTN_OK:
+    return "ATTN_OK";
+  case ATTN_ERROR_INVALID_ARGUMENT:
+    return "ATTN_ERROR_INVALID_ARGUMENT";
+  case ATTN_ERROR_LOAD:
+    return "ATTN_ERROR_LOAD";
+  case ATTN_ERROR_NOT_FOUND:
+    return "ATTN_ERROR_NOT_FOUND";
+  case ATTN_ERROR_UNSUPPORTED_CPU:
+    return "ATTN_ERROR_UNSUPPORTED_CPU";
+  case ATTN_ERROR_NO_DEVICE:
+    return "ATTN_ERROR_NO_DEVICE";
+  case ATTN_ERROR_OUT_OF_MEMORY:
+    return "ATTN_ERROR_OUT_OF_MEMORY";
+  case ATTN_ERROR_INTERNAL:
+    return "ATTN_ERROR_INTERNAL";
+  }
+  return "ATTN_ERROR_UNKNOWN";
+}
+
+const char *attn_dtype_name(int32_t dtype) {
+  switch (dtype) {
+  case ATTN_F32:
+    return "f32";
+  case ATTN_F16:
+    return "f16";
+  case ATTN_BF16:
+    return "bf16";
+  case ATTN_BOOL:
+    return "bool";
+  }
+  return "an unknown element type";
+}
+
+//===----------------------------------------------------------------------===//
+// Kernel libraries
+//===----------------------------------------------------------------------===//
+
+struct attn_module {
+  void *handle; /* from dlopen; NULL for attn_module_from_library */
+  const attn_library *library;
+  char *origin; /* the path, for messages */
+  /* Calls running on this module's kernels. Only incremented with
+   * registry_lock held, so that unload sees a count no call can race past. */
+  _Atomic int64_t active_calls;
+  attn_module *next;
+};
+
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static attn_module *registry;
+
+/* Checks everything the runtime later relies on without re-checking: a
+ * descriptor that passes is safe to read and to call. */
+static attn_status validate_library(const attn_library *library,
+                                    const char *origin) {
+  if (library->magic != ATTN_LIBRARY_MAGIC)
+    return attn_fail(ATTN_ERROR_LOAD,
+                     "%s: is not an attn kernel library (its %s has magic "
+                     "0x%016" PRIx64 ", expected 0x%016" PRIx64 ")",
+                     origin, ATTN_LIBRARY_SYMBOL, (uint64_t)library->magic,
+                     (uint64_t)ATTN_LIBRARY_MAGIC);
+  if (library->abi_version != ATTN_KERNEL_ABI_VERSION)
+    return attn_fail(ATTN_ERROR_LOAD,
+                     "%s: was compiled for attn kernel ABI version %" PRIu32
+                     " but this runtime supports version %d",
+                     origin, library->abi_version, ATTN_KERNEL_ABI_VERSION);
+  if (library->num_kernels > INT32_MAX)
+    return attn_fail(ATTN_ERROR_LOAD, "%s: lists %" PRIu32 " kernels", origin,
+                     library->num_kernels);
+  if (library->num_kernels > 0 && !library->kernels)
+    return attn_fail(ATTN_ERROR_LOAD,
+                     "%s: lists %" PRIu32 " kernels but its kernel table is "
+                     "NULL",
+                     origin, library->num_kernels);
+  for (uint32_t i = 0; i < library->num_kernels; ++i) {
+    const attn_kernel_desc *k = library->kernels[i];
+    if (!k)
+      return attn_fail(ATTN_ERROR_LOAD, "%s: kernel %" PRIu32 " is NULL",
+                       origin, i);
+    /* The version and size come first: before they pass, no other field of
+     * the descriptor is known to be where this runtime expects it. */
+    if (k->abi_version != ATTN_KERNEL_ABI_VERSION)
+      return attn_fail(ATTN_ERROR_LOAD,
+                       "%s: kernel %" PRIu32 " has ABI version %" PRIu32
+                       " but this runtime supports version %d",
+                       origin, i, k->abi_version, ATTN_KERNEL_ABI_VERSION);
+    if (k->struct_size < sizeof(attn_kernel_desc))
+      return attn_fail(ATTN_ERROR_LOAD,
+                       "%s: kernel %" PRIu32 " has a %" PRIu32
+                       "-byte descriptor but ABI version %d needs at least "
+                       "%zu bytes",
+                       origin, i, k->struct_size, ATTN_KERNEL_ABI_VERSION,
+                       sizeof(attn_kernel_desc));
+    if (!k->name)
+      return attn_fail(ATTN_ERROR_LOAD, "%s: kernel %" PRIu32 " has no name",
+                       origin, i);
+    if (!k->run || !k->work_items)
+      return attn_fail(ATTN_ERROR_LOAD,
+                       "%s: kernel '%s' has a NULL %s function", origin,
+                       k->name, k->run ? "work_items" : "run");
+    if (k->dtype != ATTN_F32 && k->dtype != ATTN_F16 && k->dtype != ATTN_BF16)
+      return attn_fail(ATTN_ERROR_LOAD,
+                       "%s: kernel '%s' has element type %" PRId32
+                       ", not f32, f16 or bf16",
+                       origin, k->name, k->dtype);
+    if (k->mask_kind < ATTN_MASK_NONE || k->mask_kind > ATTN_MASK_BIAS)
+      return attn_fail(ATTN_ERROR_LOAD,
+                       "%s: kernel '%s' has an unknown mask kind %" PRId32,
+                       origin, k->name, k->mask_kind);
+    if (k->head_dim < 1 || k->value_dim < 1)
+      return attn_fail(ATTN_ERROR_LOAD,
+                       "%s: kernel '%s' has head dims D=%" PRId64
+                       " and Dv=%" PRId64 "; both must be at least 1",
+                       origin, k->name, k->head_dim, k->value_dim);
+  }
+  return ATTN_OK;
+}
+
+static attn_status register_module(void *handle, const attn_library *library,
+                                   const char *origin, attn_module **out) {
+  attn_module *module = calloc(1, sizeof(*module));
+  char *origin_copy = module ? malloc(strlen(origin) + 1) : NULL;
+  if (!module || !origin_copy) {
+    free(module);
+    return attn_fail(ATTN_ERROR_OUT_OF_MEMORY,
+                     "%s: out of memory while registering the module", origin);
+  }
+  strcpy(origin_copy, origin);
+  module->handle = handle;
+  module->library = library;
+  module->origin = origin_copy;
+  atomic_init(&module->active_calls, 0);
+
+  pthread_mutex_lock(&registry_lock);
+  module->next = registry;
+  registry = module;
+  pthread_mutex_unlock(&registry_lock);
+  *out = module;
+  return ATTN_OK;
+}
+
+attn_status attn_module_load(const char *path, attn_module **out) {
+  if (!out)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "attn_module_load: out is NULL");
+  *out = NULL;
+  if (!path)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "attn_module_load: path is NULL");
+
+  /* RTLD_NOW: an unresolved symbol fails here rather than in the middle of a
+   * kernel. RTLD_LOCAL: two kernel libraries never bind to each other. */
+  void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    const char *why = dlerror();
+    return attn_fail(ATTN_ERROR_LOAD, "cannot load kernel library '%s': %s",
+                     path, why ? why : "unknown dlopen error");
+  }
+  dlerror();
+  const attn_library *library = dlsym(handle, ATTN_LIBRARY_SYMBOL);
+  if (!library) {
+    dlclose(handle);
+    return attn_fail(ATTN_ERROR_LOAD,
+                     "%s: is not an attn kernel library (no %s symbol)", path,
+                     ATTN_LIBRARY_SYMBOL);
+  }
+  attn_status status = validate_library(library, path);
+  if (status == ATTN_OK)
+    status = register_module(handle, library, path, out);
+  if (status != ATTN_OK)
+    dlclose(handle);
+  return status;
+}
+
+attn_status attn_module_from_library(const attn_library *library,
+                                     attn_module **out) {
+  if (!out)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "attn_module_from_library: out is NULL");
+  *out = NULL;
+  if (!library)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "attn_module_from_library: library is NULL");
+  const char *origin = "linked kernel library";
+  attn_status status = validate_library(library, origin);
+  if (status != ATTN_OK)
+    return status;
+  return register_module(NULL, library, origin, out);
+}
+
+attn_status attn_module_unload(attn_module *module) {
+  if (!module)
+    return ATTN_OK;
+  pthread_mutex_lock(&registry_lock);
+  /* Found by address before anything is read through it, so that unloading
+   * twice is refused rather than reading freed memory. */
+  attn_module **link = &registry;
+  while (*link && *link != module)
+    link = &(*link)->next;
+  if (!*link) {
+    pthread_mutex_unlock(&registry_lock);
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "attn_module_unload: not a loaded module (unloaded "
+                     "twice?)");
+  }
+  int64_t active = atomic_load(&module->active_calls);
+  if (active > 0) {
+    pthread_mutex_unlock(&registry_lock);
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "%s: cannot unload while %" PRId64
+                     " call(s) on its kernels are running",
+                     module->origin, active);
+  }
+  *link = module->next;
+  pthread_mutex_unlock(&registry_lock);
+
+  if (module->handle)
+    dlclose(module->handle);
+  free(module->origin);
+  free(module);
+  return ATTN_OK;
+}
+
+int32_t attn_module_num_kernels(const attn_module *module) {
+  return module ? (int32_t)module->library->num_kernels : 0;
+}
+
+const attn_kernel_desc *attn_module_kernel(const attn_module *module,
+                                           int32_t index) {
+  if (!module || index < 0 || (uint32_t)index >= module->library->num_kernels)
+    return NULL;
+  return module->library->kernels[index];
+}
+
+attn_status attn_module_find(const attn_module *module, const char *name,
+                             const attn_kernel_desc **out) {
+  if (!out)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "attn_module_find: out is NULL");
+  *out = NULL;
+  if (!module || !name)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "attn_module_find: %s is NULL",
+                     module ? "name" : "module");
+  const attn_library *library = module->library;
+  for (uint32_t i = 0; i < library->num_kernels; ++i) {
+    if (strcmp(library->kernels[i]->name, name) == 0) {
+      *out = library->kernels[i];
+      return ATTN_OK;
+    }
+  }
+  /* List what there is: the usual cause is a typo or a stale library. */
+  char names[512] = "";
+  size_t used = 0;
+  for (uint32_t i = 0; i < library->num_kernels && used < sizeof(names); ++i) {
+    int n = snprintf(names + used, sizeof(names) - used, "%s'%s'",
+                     i ? ", " : "", library->kernels[i]->name);
+    if (n < 0)
+      break;
+    used += (size_t)n;
+  }
+  return attn_fail(ATTN_ERROR_NOT_FOUND,
+                   "%s: no kernel named '%s' (it has %" PRIu32 ": %s)",
+                   module->origin, name, library->num_kernels,
+                   library->num_kernels ? names : "none");
+}
+
+/* The live module whose library lists `kernel`, with one more active call
+ * counted; NULL when the kernel belongs to no module (linked statically and
+ * never registered), which is allowed. */
+static attn_module *pin_owner(const attn_kernel_desc *kernel) {
+  pthread_mutex_lock(&registry_lock);
+  attn_module *owner = NULL;
+  for (attn_module *m = registry; m && !owner; m = m->next)
+    for (uint32_t i = 0; i < m->library->num_kernels; ++i)
+      if (m->library->kernels[i] == kernel) {
+        owner = m;
+        break;
+      }
+  if (owner)
+    atomic_fetch_add(&owner->active_calls, 1);
+  pthread_mutex_unlock(&registry_lock);
+  return owner;
+}
+
+static void unpin(attn_module *owner) {
+  if (owner)
+    atomic_fetch_sub(&owner->active_calls, 1);
+}
+
+//===----------------------------------------------------------------------===//
+// Running
+//===----------------------------------------------------------------------===//
+
+typedef struct run_context {
+  const attn_kernel_desc *kernel;
+  const attn_kernel_args *args;
+} run_context;
+
+static void run_work_items(void *context, int64_t begin, int64_t end) {
+  const run_context *run = context;
+  run->kernel->run(run->args, begin, end);
+}
+
+attn_status attn_run(const attn_kernel_desc *kernel, const attn_tensor *query,
+                     const attn_tensor *key, const attn_tensor *value,
+                     const attn_tensor *mask, const attn_tensor *output,
+                     const attn_tensor *lse, attn_thread_pool *pool) {
+  if (!kernel)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT, "kernel is NULL");
+  /* Pinned before the descriptor is read, so that an unload on another
+   * thread cannot free the code this call is about to run. */
+  attn_module *owner = pin_owner(kernel);
+  attn_kernel_args args;
+  attn_status status =
+      attn_prepare(kernel, query, key, value, mask, output, lse, &args);
+  if (status == ATTN_OK)
+    status = attn_kernel_check_cpu(kernel);
+  /* No query row to compute. Sk == 0 is not such a case: every row is then
+   * fully masked and the kernel still writes O = 0 and LSE = -inf. */
+  if (status != ATTN_OK || args.batch == 0 || args.heads_q == 0 ||
+      args.seq_q == 0) {
+    unpin(owner);
+    return status;
+  }
+  int64_t items = kernel->work_items(&args);
+  if (items < 0) {
+    unpin(owner);
+    return attn_fail(ATTN_ERROR_INTERNAL,
+                     "kernel '%s' reported %" PRId64 " work items",
+                     kernel->name, items);
+  }
+  run_context context = {kernel, &args};
+  if (items > 0) {
+    if (pool)
+      attn_thread_pool_parallel_for(pool, items, run_work_items, &context);
+    else
+      run_work_items(&context, 0, items);
+  }
+  unpin(owner);
+  return ATTN_OK;
+}

@@ -1,0 +1,1254 @@
+//===- RuntimeTest.cpp - Tests of the attn runtime ------------------------===//
+//
+// The runtime's C API end to end, against attn_fake_kernels (a hand-written
+// kernel library) and kernels defined in this file: loading and refusing
+// libraries, running kernels against a float64 reference of the spec, every
+// argument check of attn_prepare with its message, the CPU feature check,
+// the thread pool, unloading while a call runs, and the C++ wrapper.
+//
+//===----------------------------------------------------------------------===//
+
+#include "attn/runtime.h"
+#include "attn/runtime.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Helpers
+//===----------------------------------------------------------------------===//
+
+const float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+/// The fake kernel library, loaded once for the whole test program.
+attn_module *fakeModule() {
+  static attn_module *module = [] {
+    attn_module *m = nullptr;
+    attn_status status = attn_module_load(ATTN_FAKE_KERNELS_PATH, &m);
+    EXPECT_EQ(status, ATTN_OK) << attn_last_error();
+    return m;
+  }();
+  return module;
+}
+
+const attn_kernel_desc *fakeKernel(const char *name) {
+  const attn_kernel_desc *desc = nullptr;
+  EXPECT_EQ(attn_module_find(fakeModule(), name, &desc), ATTN_OK)
+      << attn_last_error();
+  return desc;
+}
+
+/// Whether /proc/cpuinfo lists `flag` (Linux's names: "avx512f",
+/// "amx_tile"): a second opinion, independent of the runtime's cpuid code.
+bool hostHasFlag(const std::string &flag) {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("flags", 0) != 0)
+      continue;
+    std::istringstream words(line.substr(line.find(':') + 1));
+    std::string word;
+    while (words >> word)
+      if (word == flag)
+        return true;
+    return false;
+  }
+  return false;
+}
+
+/// One call's tensors, contiguous [B, H, S, D], with random contents; the
+/// outputs are poisoned with NaN so that an element the kernel fails to
+/// write shows.
+struct Problem {
+  int64_t B, Hq, Hkv, Sq, Sk, D, Dv;
+  std::vector<float> q, k, v, o, lse, bias;
+  std::vector<uint8_t> keep;
+  attn_tensor Q, K, V, O, L, M;
+
+  Problem(const attn_kernel_desc *desc, int64_t B, int64_t Hq, int64_t Hkv,
+          int64_t Sq, int64_t Sk, std::vector<int64_t> maskShape = {},
+          unsigned seed = 1)
+      : B(B), Hq(Hq), Hkv(Hkv), Sq(Sq), Sk(Sk), D(desc->head_dim),
+        Dv(desc->value_dim) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> uniform(-2.0f, 2.0f);
+    auto fill = [&](std::vector<float> &buffer, int64_t n) {
+      buffer.resize(static_cast<size_t>(n));
+      for (float &x : buffer)
+        x = uniform(rng);
+    };
+    fill(q, B * Hq * Sq * D);
+    fill(k, B * Hkv * Sk * D);
+    fill(v, B * Hkv * Sk * Dv);
+    o.assign(static_cast<size_t>(B * Hq * Sq * Dv), kNaN);
+    lse.assign(static_cast<size_t>(B * Hq * Sq), kNaN);
+    int64_t qShape[4] = {B, Hq, Sq, D}, kShape[4] = {B, Hkv, Sk, D},
+            vShape[4] = {B, Hkv, Sk, Dv}, oShape[4] = {B, Hq, Sq, Dv},
+            lShape[3] = {B, Hq, Sq};
+    Q = attn_tensor_contiguous(q.data(), ATTN_F32, 4, qShape);
+    K = attn_tensor_contiguous(k.data(), ATTN_F32, 4, kShape);
+    V = attn_tensor_contiguous(v.data(), ATTN_F32, 4, vShape);
+    O = attn_tensor_contiguous(o.data(), ATTN_F32, 4, oShape);
+    L = attn_tensor_contiguous(lse.data(), ATTN_F32, 3, lShape);
+    M = attn_tensor{};
+    if (desc->mask_kind != ATTN_MASK_NONE) {
+      if (maskShape.empty())
+        maskShape = {B, Hq, Sq, Sk};
+      int64_t n = maskShape[0] * maskShape[1] * maskShape[2] * maskShape[3];
+      if (desc->mask_kind == ATTN_MASK_BOOL) {
+        // About a quarter masked out, and one row fully masked if there is
+        // room, to reach the "no allowed position" case.
+        std::bernoulli_distribution attend(0.75);
+        keep.resize(static_cast<size_t>(n));
+        for (uint8_t &x : keep)
+          x = attend(rng);
+        if (maskShape[2] > 1)
+          std::fill(keep.begin(), keep.begin() + maskShape[3], 0);
+        M = attn_tensor_contiguous(keep.data(), ATTN_BOOL, 4, maskShape.data());
+      } else {
+        fill(bias, n);
+        // Some -inf: positions a bias excludes.
+        for (size_t i = 0; i < bias.size(); i += 5)
+          bias[i] = -std::numeric_limits<float>::infinity();
+        M = attn_tensor_contiguous(bias.data(), ATTN_F32, 4, maskShape.data());
+      }
+    }
+  }
+
+  const attn_tensor *mask(const attn_kernel_desc *desc) const {
+    return desc->mask_kind == ATTN_MASK_NONE ? nullptr : &M;
+  }
+  const attn_tensor *lseTensor(const attn_kernel_desc *desc) const {
+    return desc->has_lse ? &L : nullptr;
+  }
+  attn_status run(const attn_kernel_desc *desc,
+                  attn_thread_pool *pool = nullptr) {
+    return attn_run(desc, &Q, &K, &V, mask(desc), &O, lseTensor(desc), pool);
+  }
+  attn_status prepare(const attn_kernel_desc *desc, attn_kernel_args *args) {
+    return attn_prepare(desc, &Q, &K, &V, mask(desc), &O, lseTensor(desc),
+                        args);
+  }
+};
+
+/// Element [i0, i1, i2, i3] of a tensor; a dim of size 1 always reads
+/// index 0 (how the spec broadcasts a mask).
+template <typename T>
+T at(const attn_tensor &t, int64_t i0, int64_t i1, int64_t i2, int64_t i3 = 0) {
+  int64_t index[4] = {i0, i1, i2, i3}, offset = 0;
+  for (int d = 0; d < t.rank; ++d)
+    offset += (t.shape[d] == 1 ? 0 : index[d]) * t.strides[d];
+  return static_cast<const T *>(t.data)[offset];
+}
+
+/// The spec in float64, straight from its formulas; written apart from
+/// fake_kernels.c so that the two check each other.
+struct Reference {
+  std::vector<double> o, lse; // contiguous [B, Hq, Sq, Dv] and [B, Hq, Sq]
+};
+
+Reference reference(const attn_kernel_desc &k, const attn_tensor &Q,
+                    const attn_tensor &K, const attn_tensor &V,
+                    const attn_tensor *M) {
+  const int64_t B = Q.shape[0], Hq = Q.shape[1], Sq = Q.shape[2],
+                Hkv = K.shape[1], Sk = K.shape[2], D = k.head_dim,
+                Dv = k.value_dim, G = Hq / Hkv;
+  const int64_t off = k.alignment == ATTN_ALIGN_BOTTOM_RIGHT ? Sk - Sq : 0;
+  Reference ref;
+  ref.o.assign(static_cast<size_t>(B * Hq * Sq * Dv), 0.0);
+  ref.lse.assign(static_cast<size_t>(B * Hq * Sq), 0.0);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < Hq; ++h)
+      for (int64_t i = 0; i < Sq; ++i) {
+        std::vector<double> s(static_cast<size_t>(Sk));
+        std::vector<bool> allowed(static_cast<size_t>(Sk), true);
+        for (int64_t j = 0; j < Sk; ++j) {
+          double dot = 0;
+          for (int64_t d = 0; d < D; ++d)
+            dot += double(at<float>(Q, b, h, i, d)) *
+                   double(at<float>(K, b, h / G, j, d));
+          double x = double(k.scale) * dot;
+          if (k.softcap > 0)
+            x = k.softcap * std::tanh(x / k.softcap);
+          if (k.mask_kind == ATTN_MASK_BIAS)
+            x += at<float>(*M, b, h, i, j);
+          if (k.mask_kind == ATTN_MASK_BOOL && !at<uint8_t>(*M, b, h, i, j))
+            allowed[j] = false;
+          if (k.causal && j > i + off)
+            allowed[j] = false;
+          if (k.window_left != ATTN_UNBOUNDED && j < i + off - k.window_left)
+            allowed[j] = false;
+          if (k.window_right != ATTN_UNBOUNDED && j > i + off + k.window_right)
+            allowed[j] = false;
+          if (x == -INFINITY)
+            allowed[j] = false;
+          s[j] = x;
+        }
+        double m = -INFINITY;
+        for (int64_t j = 0; j < Sk; ++j)
+          if (allowed[j])
+            m = std::max(m, s[j]);
+        size_t row = static_cast<size_t>((b * Hq + h) * Sq + i);
+        if (m == -INFINITY) {
+          ref.lse[row] = -INFINITY; // O stays 0
+          continue;
+        }
+        double l = 0;
+        for (int64_t j = 0; j < Sk; ++j)
+          if (allowed[j])
+            l += std::exp(s[j] - m);
+        for (int64_t e = 0; e < Dv; ++e) {
+          double acc = 0;
+          for (int64_t j = 0; j < Sk; ++j)
+            if (allowed[j])
+              acc += std::exp(s[j] - m) / l * at<float>(V, b, h / G, j, e);
+          ref.o[row * Dv + e] = acc;
+        }
+        ref.lse[row] = m + std::log(l);
+      }
+  return ref;
+}
+
+/// The spec's accuracy measure, max|O - ref| / max|ref| <= 1e-5 for f32, and
+/// the LSE to the same relative accuracy (or exactly -inf).
+void expectMatchesReference(const attn_kernel_desc *desc, const Problem &p) {
+  Reference ref = reference(*desc, p.Q, p.K, p.V, p.mask(desc));
+  double maxErr = 0, maxRef = 0;
+  for (int64_t b = 0; b < p.B; ++b)
+    for (int64_t h = 0; h < p.Hq; ++h)
+      for (int64_t i = 0; i < p.Sq; ++i) {
+        size_t row = static_cast<size_t>((b * p.Hq + h) * p.Sq + i);
+        for (int64_t e = 0; e < p.Dv; ++e) {
+          float got = at<float>(p.O, b, h, i, e);
+          ASSERT_FALSE(std::isnan(got)) << "O[" << b << "," << h << "," << i
+                                        << "," << e << "] not written";
+          maxErr = std::max(maxErr, std::abs(got - ref.o[row * p.Dv + e]));
+          maxRef = std::max(maxRef, std::abs(ref.o[row * p.Dv + e]));
+        }
+        if (desc->has_lse) {
+          float got = at<float>(p.L, b, h, i);
+          if (ref.lse[row] == -INFINITY)
+            EXPECT_EQ(got, -INFINITY) << "row " << row;
+          else
+            EXPECT_NEAR(got, ref.lse[row],
+                        1e-5 * std::max(1.0, std::abs(ref.lse[row])))
+                << "row " << row;
+        }
+      }
+  EXPECT_LE(maxErr, 1e-5 * std::max(maxRef, 1e-30))
+      << "max|O - ref| = " << maxErr << ", max|ref| = " << maxRef;
+}
+
+/// attn_prepare refuses with `status` and a message containing `text`, and
+/// so does attn_run, which then writes nothing.
+#define EXPECT_REFUSED(problem, desc, status, text)                            \
+  do {                                                                         \
+    attn_kernel_args args_;                                                    \
+    EXPECT_EQ(attn_prepare((desc), &(problem).Q, &(problem).K, &(problem).V,   \
+                           (problem).mask(desc), &(problem).O,                 \
+                           (problem).lseTensor(desc), &args_),                 \
+              (status));                                                       \
+    EXPECT_NE(std::string(attn_last_error()).find(text), std::string::npos)    \
+        << "message: " << attn_last_error();                                   \
+    EXPECT_EQ((problem).run(desc), (status));                                  \
+    EXPECT_NE(std::string(attn_last_error()).find(text), std::string::npos)    \
+        << "message: " << attn_last_error();                                   \
+  } while (0)
+
+std::string tempDir() {
+  char pattern[] = "/tmp/attn_runtime_test_XXXXXX";
+  const char *dir = mkdtemp(pattern);
+  EXPECT_NE(dir, nullptr);
+  return dir ? dir : "/tmp";
+}
+
+//===----------------------------------------------------------------------===//
+// Loading libraries
+//===----------------------------------------------------------------------===//
+
+TEST(Module, LoadsLibraryAndListsKernels) {
+  attn_module *module = nullptr;
+  ASSERT_EQ(attn_module_load(ATTN_FAKE_KERNELS_PATH, &module), ATTN_OK)
+      << attn_last_error();
+  ASSERT_NE(module, nullptr);
+  std::vector<std::string> names;
+  for (int32_t i = 0; i < attn_module_num_kernels(module); ++i)
+    names.push_back(attn_module_kernel(module, i)->name);
+  EXPECT_EQ(names, (std::vector<std::string>{"fake_plain", "fake_causal_mask",
+                                             "fake_bias_window", "fake_static",
+                                             "fake_avx512", "fake_amx"}));
+  EXPECT_EQ(attn_module_kernel(module, -1), nullptr);
+  EXPECT_EQ(attn_module_kernel(module, attn_module_num_kernels(module)),
+            nullptr);
+  const attn_kernel_desc *desc = nullptr;
+  ASSERT_EQ(attn_module_find(module, "fake_bias_window", &desc), ATTN_OK);
+  EXPECT_EQ(desc, attn_module_kernel(module, 2));
+  EXPECT_EQ(desc->value_dim, 3);
+  EXPECT_EQ(attn_module_unload(module), ATTN_OK);
+}
+
+TEST(Module, LoadRefusesFileThatIsNotALibrary) {
+  std::string dir = tempDir(), path = dir + "/not_a_library.so";
+  std::ofstream(path) << "this is a text file, not ELF\n";
+  attn_module *module = reinterpret_cast<attn_module *>(1);
+  EXPECT_EQ(attn_module_load(path.c_str(), &module), ATTN_ERROR_LOAD);
+  EXPECT_EQ(module, nullptr);
+  std::string message = attn_last_error();
+  EXPECT_NE(message.find("cannot load kernel library"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find(path), std::string::npos) << message;
+  std::remove(path.c_str());
+  rmdir(dir.c_str());
+}
+
+TEST(Module, LoadRefusesMissingFile) {
+  attn_module *module = nullptr;
+  EXPECT_EQ(attn_module_load("/nonexistent/libkernels.so", &module),
+            ATTN_ERROR_LOAD);
+  EXPECT_NE(std::string(attn_last_error()).find("/nonexistent/libkernels.so"),
+            std::string::npos)
+      << attn_last_error();
+}
+
+TEST(Module, LoadRefusesForeignLibrary) {
+  attn_module *module = nullptr;
+  EXPECT_EQ(attn_module_load("libm.so.6", &module), ATTN_ERROR_LOAD);
+  EXPECT_EQ(module, nullptr);
+  EXPECT_NE(std::string(attn_last_error()).find("not an attn kernel library"),
+            std::string::npos)
+      << attn_last_error();
+  EXPECT_NE(std::string(attn_last_error()).find("attn_library_v1"),
+            std::string::npos)
+      << attn_last_error();
+}
+
+TEST(Module, LoadRefusesTheRuntimeItself) {
+  attn_module *module = nullptr;
+  EXPECT_EQ(attn_module_load(ATTN_RUNTIME_PATH, &module), ATTN_ERROR_LOAD);
+  EXPECT_NE(std::string(attn_last_error()).find("not an attn kernel library"),
+            std::string::npos)
+      << attn_last_error();
+}
+
+TEST(Module, FindUnknownNameIsNotFound) {
+  const attn_kernel_desc *desc = fakeKernel("fake_plain");
+  EXPECT_EQ(attn_module_find(fakeModule(), "fake_nope", &desc),
+            ATTN_ERROR_NOT_FOUND);
+  EXPECT_EQ(desc, nullptr);
+  std::string message = attn_last_error();
+  EXPECT_NE(message.find("no kernel named 'fake_nope'"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("'fake_plain'"), std::string::npos) << message;
+}
+
+TEST(Module, UnloadNullIsNoOp) {
+  EXPECT_EQ(attn_module_unload(nullptr), ATTN_OK);
+}
+
+/// A library built in this program, to test attn_module_from_library and the
+/// validation of libraries that dlopen cannot produce.
+struct LinkedLibrary {
+  attn_kernel_desc desc;
+  const attn_kernel_desc *kernels[1];
+  attn_library library;
+
+  static int64_t oneItem(const attn_kernel_args *) { return 1; }
+  static void nothing(const attn_kernel_args *, int64_t, int64_t) {}
+
+  LinkedLibrary() {
+    desc = *fakeKernel("fake_plain");
+    desc.name = "linked";
+    desc.work_items = oneItem;
+    desc.run = nothing;
+    kernels[0] = &desc;
+    library = attn_library{ATTN_LIBRARY_MAGIC, ATTN_KERNEL_ABI_VERSION, 1,
+                           kernels, "test"};
+  }
+  attn_status load(attn_module **module) {
+    return attn_module_from_library(&library, module);
+  }
+};
+
+TEST(Module, FromLibraryRegistersLinkedKernels) {
+  LinkedLibrary linked;
+  attn_module *module = nullptr;
+  ASSERT_EQ(linked.load(&module), ATTN_OK) << attn_last_error();
+  const attn_kernel_desc *desc = nullptr;
+  ASSERT_EQ(attn_module_find(module, "linked", &desc), ATTN_OK);
+  EXPECT_EQ(desc, &linked.desc);
+  EXPECT_EQ(attn_module_unload(module), ATTN_OK);
+}
+
+TEST(Module, FromLibraryRefusesBadMagic) {
+  LinkedLibrary linked;
+  linked.library.magic = 0x1234;
+  attn_module *module = nullptr;
+  EXPECT_EQ(linked.load(&module), ATTN_ERROR_LOAD);
+  EXPECT_NE(std::string(attn_last_error()).find("magic"), std::string::npos)
+      << attn_last_error();
+}
+
+TEST(Module, FromLibraryRefusesOtherAbiVersion) {
+  LinkedLibrary linked;
+  linked.library.abi_version = ATTN_KERNEL_ABI_VERSION + 1;
+  attn_module *module = nullptr;
+  EXPECT_EQ(linked.load(&module), ATTN_ERROR_LOAD);
+  EXPECT_NE(std::string(attn_last_error()).find("ABI version 2"),
+            std::string::npos)
+      << attn_last_error();
+}
+
+TEST(Module, FromLibraryRefusesKernelOfOtherAbiVersion) {
+  LinkedLibrary linked;
+  linked.desc.abi_version = 7;
+  attn_module *module = nullptr;
+  EXPECT_EQ(linked.load(&module), ATTN_ERROR_LOAD);
+  EXPECT_NE(std::string(attn_last_error()).find("kernel 0 has ABI version 7"),
+            std::string::npos)
+      << attn_last_error();
+}
+
+TEST(Module, FromLibraryRefusesShortDescriptor) {
+  LinkedLibrary linked;
+  linked.desc.struct_size = 16;
+  attn_module *module = nullptr;
+  EXPECT_EQ(linked.load(&module), ATTN_ERROR_LOAD);
+  EXPECT_NE(std::string(attn_last_error()).find("16-byte descriptor"),
+            std::string::npos)
+      << attn_last_error();
+}
+
+TEST(Module, FromLibraryRefusesMissingEntryPoints) {
+  LinkedLibrary linked;
+  linked.desc.run = nullptr;
+  attn_module *module = nullptr;
+  EXPECT_EQ(linked.load(&module), ATTN_ERROR_LOAD);
+  EXPECT_NE(std::string(attn_last_error()).find("NULL run function"),
+            std::string::npos)
+      << attn_last_error();
+  linked.desc.run = LinkedLibrary::nothing;
+  linked.desc.name = nullptr;
+  EXPECT_EQ(linked.load(&module), ATTN_ERROR_LOAD);
+  EXPECT_NE(std::string(attn_last_error()).find("has no name"),
+            std::string::npos)
+      << attn_last_error();
+}
+
+//===----------------------------------------------------------------------===//
+// Running against the reference
+//===----------------------------------------------------------------------===//
+
+TEST(Run, PlainMatchesReference) {
+  const attn_kernel_desc *desc = fakeKernel("fake_plain");
+  Problem p(desc, /*B=*/2, /*Hq=*/3, /*Hkv=*/3, /*Sq=*/5, /*Sk=*/7);
+  ASSERT_EQ(p.run(desc), ATTN_OK) << attn_last_error();
+  expectMatchesReference(desc, p);
+}
+
+TEST(Run, PlainOnPoolMatchesReference) {
+  const attn_kernel_desc *desc = fakeKernel("fake_plain");
+  attn_thread_pool *pool = nullptr;
+  ASSERT_EQ(attn_thread_pool_create(3, &pool), ATTN_OK);
+  Problem p(desc, 3, 4, 2, 33, 17);
+  ASSERT_EQ(p.run(desc, pool), ATTN_OK) << attn_last_error();
+  expectMatchesReference(desc, p);
+  attn_thread_pool_destroy(pool);
+}
+
+TEST(Run, CausalBoolMaskBroadcastGqaMatchesReference) {
+  const attn_kernel_desc *desc = fakeKernel("fake_causal_mask");
+  // The mask broadcasts over B and H; GQA with G = 3.
+  Problem p(desc, 2, 6, 2, 9, 9, {1, 1, 9, 9});
+  ASSERT_EQ(p.run(desc), ATTN_OK) << attn_last_error();
+  expectMatchesReference(desc, p);
+  // Row 0 is fully masked by construction: O = 0, never NaN.
+  for (int64_t e = 0; e < p.Dv; ++e)
+    EXPECT_EQ(at<float>(p.O, 1, 5, 0, e), 0.0f);
+}
+
+TEST(Run, BiasWindowSoftcapCrossAttentionMatchesReference) {
+  const attn_kernel_desc *desc = fakeKernel("fake_bias_window");
+  // Bias broadcast over B; Sq != Sk with bottom-right alignment; D != Dv.
+  Problem p(desc, 2, 4, 1, 4, 11, {1, 4, 4, 11});
+  ASSERT_EQ(p.run(desc), ATTN_OK) << attn_last_error();
+  expectMatchesReference(desc, p);
+}
+
+TEST(Run, BshdStridedTensorsGiveSameResult) {
+  const attn_kernel_desc *desc = fakeKernel("fake_plain");
+  Problem dense(desc, 2, 4, 2, 6, 5);
+  ASSERT_EQ(dense.run(desc), ATTN_OK) << attn_last_error();
+
+  // The same tensors stored [B, S, H, D], with the [B, H, S, D] view given
+  // by strides alone; the LSE stored [B, S, H] likewise.
+  auto toBshd = [](const attn_tensor &t, std::vector<float> &storage) {
+    int64_t B = t.shape[0], H = t.shape[1], S = t.shape[2], D = t.shape[3];
+    storage.assign(static_cast<size_t>(B * S * H * D), kNaN);
+    attn_tensor view = t;
+    view.data = storage.data();
+    view.strides[0] = S * H * D;
+    view.strides[1] = D;
+    view.strides[2] = H * D;
+    view.strides[3] = 1;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t s = 0; s < S; ++s)
+          for (int64_t d = 0; d < D; ++d)
+            storage[static_cast<size_t>(
+                b * view.strides[0] + h * view.strides[1] +
+                s * view.strides[2] + d)] = at<float>(t, b, h, s, d);
+    return view;
+  };
+  std::vector<float> q, k, v, o, lse;
+  Problem strided = dense;
+  strided.Q = toBshd(dense.Q, q);
+  strided.K = toBshd(dense.K, k);
+  strided.V = toBshd(dense.V, v);
+  strided.O = toBshd(dense.O, o);
+  std::fill(o.begin(), o.end(), kNaN);
+  lse.assign(dense.lse.size(), kNaN);
+  strided.L.data = lse.data();
+  strided.L.strides[0] = dense.Sq * dense.Hq;
+  strided.L.strides[1] = 1;
+  strided.L.strides[2] = dense.Hq;
+  ASSERT_EQ(strided.run(desc), ATTN_OK) << attn_last_error();
+
+  for (int64_t b = 0; b < dense.B; ++b)
+    for (int64_t h = 0; h < dense.Hq; ++h)
+      for (int64_t i = 0; i < dense.Sq; ++i) {
+        for (int64_t e = 0; e < dense.Dv; ++e)
+          EXPECT_EQ(at<float>(strided.O, b, h, i, e),
+                    at<float>(dense.O, b, h, i, e));
+        EXPECT_EQ(at<float>(strided.L, b, h, i), at<float>(dense.L, b, h, i));
+      }
+}
+
+TEST(Run, NegativeStridesAreAccepted) {
+  const attn_kernel_desc *desc = fakeKernel("fake_plain");
+  Problem p(desc, 1, 2, 2, 4, 6);
+  // The key read backwards along Sk: data points at the last row.
+  std::vector<float> reversed(p.k.size());
+  for (int64_t h = 0; h < 2; ++h)
+    for (int64_t j = 0; j < 6; ++j)
+      for (int64_t d = 0; d < 4; ++d)
+        reversed[static_cast<size_t>((h * 6 + (5 - j)) * 4 + d)] =
+            p.k[static_cast<size_t>((h * 6 + j) * 4 + d)];
+  p.k = reversed;
+  p.K.data = p.k.data() + 5 * 4;
+  p.K.strides[2] = -4;
+  ASSERT_EQ(p.run(desc), ATTN_OK) << attn_last_error();
+  expectMatchesReference(desc, p);
+}
+
+TEST(Run, ZeroSizedSqRunsNothing) {
+  const attn_kernel_desc *desc = fakeKernel("fake_plain");
+  Problem p(desc, 2, 2, 2, 0, 5);
+  p.Q.data = nullptr; // no element: NULL is allowed
+  p.O.data = nullptr;
+  p.L.data = nullptr;
+  EXPECT_EQ(p.run(desc), ATTN_OK) << attn_last_error();
+}
+
+TEST(Run, ZeroSizedBatchRunsNothing) {
+  const attn_kernel_desc *desc = fakeKernel("fake_plain");
+  Problem p(desc, 0, 2, 2, 3, 5);
+  EXPECT_EQ(p.run(desc), ATTN_OK) << attn_last_error();
+}
+
+TEST(Run, EmptyKeysGiveZeroOutputAndMinusInfLse) {
+  const attn_kernel_desc *desc = fakeKernel("fake_plain");
+  Problem p(desc, 1, 2, 1, 3, 0);
+  p.K.data = nullptr;
+  p.V.data = nullptr;
+  ASSERT_EQ(p.run(desc), ATTN_OK) << attn_last_error();
+  for (float x : p.o)
+    EXPECT_EQ(x, 0.0f);
+  for (float x : p.lse)
+    EXPECT_EQ(x, -INFINITY);
+}
+
+TEST(Run, KernelOfNoModuleRuns) {
+  // A descriptor copied out of its library belongs to no module: allowed,
+  // as for kernels linked into a program without attn_module_from_library.
+  attn_kernel_desc copy = *fakeKernel("fake_plain");
+  Problem p(&copy, 1, 2, 2, 3, 4);
+  ASSERT_EQ(p.run(&copy), ATTN_OK) << attn_last_error();
+  expectMatchesReference(&copy, p);
+}
+
+TEST(Run, ConcurrentCallsShareOnePool) {
+  const attn_kernel_desc *desc = fakeKernel("fake_causal_mask");
+  attn_thread_pool *pool = nullptr;
+  ASSERT_EQ(attn_thread_pool_create(3, &pool), ATTN_OK);
+  std::vector<Problem> problems;
+  for (unsigned i = 0; i < 4; ++i)
+    problems.emplace_back(desc, 2, 2, 1, 13, 13, std::vector<int64_t>{}, i);
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (Problem &p : problems)
+    threads.emplace_back([&] {
+      for (int repeat = 0; repeat < 5; ++repeat)
+        if (p.run(desc, pool) != ATTN_OK)
+          ++failures;
+    });
+  for (std::thread &t : threads)
+    t.join();
+  EXPECT_EQ(failures, 0);
+  for (Problem &p : problems)
+    expectMatchesReference(desc, p);
+  attn_thread_pool_destroy(pool);
+}
+
+TEST(Prepare, FillsKernelArguments) {
+  const attn_kernel_desc *desc = fakeKernel("fake_causal_mask");
+  Problem p(desc, 2, 4, 2, 3, 5, {1, 4, 1, 5});
+  attn_kernel_args args;
+  ASSERT_EQ(p.prepare(desc, &args), ATTN_OK) << attn_last_error();
+  EXPECT_EQ(args.query, p.q.data());
+  EXPECT_EQ(args.output, p.o.data());
+  EXPECT_EQ(args.batch, 2);
+  EXPECT_EQ(args.heads_q, 4);
+  EXPECT_EQ(args.heads_kv, 2);
+  EXPECT_EQ(args.seq_q, 3);
+  EXPECT_EQ(args.seq_k, 5);
+  EXPECT_EQ(args.query_strides[0], 4 * 3 * 4);
+  EXPECT_EQ(args.value_strides[2], 4);
+  // Broadcast mask dims read with stride 0, as a full [B, Hq, Sq, Sk].
+  EXPECT_EQ(args.mask, p.keep.data());
+  EXPECT_EQ(args.mask_strides[0], 0);
+  EXPECT_EQ(args.mask_strides[1], 5);
+  EXPECT_EQ(args.mask_strides[2], 0);
+  EXPECT_EQ(args.mask_strides[3], 1);
+  // No LSE for this kernel.
+  EXPECT_EQ(args.lse, nullptr);
+  EXPECT_EQ(args.lse_strides[0], 0);
+  EXPECT_EQ(args.lse_strides[2], 0);
+}
+
+//===----------------------------------------------------------------------===//
+// attn_prepare's refusals, one per check
+//===----------------------------------------------------------------------===//
+
+class Refuses : public ::testing::Test {
+protected:
+  const attn_kernel_desc *plain = fakeKernel("fake_plain");
+  Problem p{plain, 2, 4, 2, 3, 5};
+};
+
+TEST_F(Refuses, NullKernel) {
+  attn_kernel_args args;
+  EXPECT_EQ(attn_prepare(nullptr, &p.Q, &p.K, &p.V, nullptr, &p.O, &p.L, &args),
+            ATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_STREQ(attn_last_error(), "kernel is NULL");
+  EXPECT_EQ(attn_run(nullptr, &p.Q, &p.K, &p.V, nullptr, &p.O, &p.L, nullptr),
+            ATTN_ERROR_INVALID_ARGUMENT);
+}
+
+TEST_F(Refuses, NullTensor) {
+  attn_kernel_args args;
+  EXPECT_EQ(
+      attn_prepare(plain, &p.Q, nullptr, &p.V, nullptr, &p.O, &p.L, &args),
+      ATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_STREQ(attn_last_error(), "key: tensor is NULL");
+  EXPECT_EQ(attn_run(plain, &p.Q, &p.K, &p.V, nullptr, nullptr, &p.L, nullptr),
+            ATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_STREQ(attn_last_error(), "output: tensor is NULL");
+}
+
+TEST_F(Refuses, NullData) {
+  p.V.data = nullptr;
+  EXPECT_REFUSED(p, plain, ATTN_ERROR_INVALID_ARGUMENT,
+                 "value: data is NULL but the tensor has 80 elements");
+}
+
+TEST_F(Refuses, WrongDtype) {
+  p.K.dtype = ATTN_F16;
+  EXPECT_REFUSED(p, plain, ATTN_ERROR_INVALID_ARGUMENT,
+                 "key: element type is f16 but kernel 'fake_plain' takes f32");
+}
+
+TEST_F(Refuses, WrongLseDtype) {
+  p.L.dtype = ATTN_BF16;
+  EXPECT_REFUSED(p, plain, ATTN_ERROR_INVALID_ARGUMENT,
+                 "lse: element type is bf16 but the log-sum-exp is always f32");
+}
+
+TEST_F(Refuses, WrongRank) {
+  p.Q.rank = 3;
+  EXPECT_REFUSED(p, plain, ATTN_ERROR_INVALID_ARGUMENT,
+                 "query: rank is 3 but must be 4 [B, Hq, Sq, D]");
+}
+
+TEST_F(Refuses, NegativeSize) {
+  p.Q.shape[2] = -1;
+  EXPECT_REFUSED(p, plain, ATTN_ERROR_INVALID_ARGUMENT,
+                 "query: dim 2 (Sq) is -1 but sizes must be >= 0");
+}
+
+TEST_F(Refuses, SizeOverflow) {
+  const int64_t huge = int64_t(1) << 40;
+  int64_t shape[4] = {huge, huge, huge, huge};
+  p.Q = attn_tensor_contiguous(p.q.data(), ATTN_F32, 4, shape);
+  EXPECT_REFUSED(p, plain, ATTN_ERROR_INVALID_ARGUMENT,
+                 "query: shape [1099511627776, 1099511627776, 1099511627776, "
+                 "1099511627776] has more elements than fit in 64 bits (the "
+                 "element count overflows)");
+}
+
+TEST_F(Refuses, ExtentOverflow) {
+  // Few elements, but strides that reach past the address space.
+  p.K.strides[0] = std::numeric_limits<int64_t>::max() / 2;
+  EXPECT_REFUSED(p, plain, ATTN_ERROR_INVALID_ARGUMENT,
+                 "spans more bytes than the address space holds (the extent "
+                 "overflows)");
+}
+
+TEST_F(Refuses, HeadDimMismatch) {
+  p.Q.shape[3] = 8;
+  p.Q.strides[0] = p.Q.strides[1] = p.Q.strides[2] = 0; // stay in the buffer
+  EXPECT_REFUSED(p, plain, ATTN_ERROR_INVALID_ARGUMENT,
+                 "query: dim 3 (D) is 8 but kernel 'fake_plain' was compiled "
+                 "for D=4");
+}
+
+TEST_F(Refuses, KeyHeadDimMismatch) {
+  p.K.shape[3] = 2;
+  EXPECT_REFUSED(p, plain, ATTN_ERROR_INVALID_ARGUMENT,
+                 "key: dim 3 (D) is 2 but kernel 'fake_plain' was compiled "
+                 "for D=4");
+}
+
+TEST_F(Refuses, ValueDimMismatch) {
+  p.V.shape[3] = 3;
+  EXPECT_REFUSED(p, plain, ATTN_ERROR_INVALID_ARGUMENT,
+                 "value: dim 3 (Dv) is 3 but kernel 'fake_plain' was compiled "
+                 "for Dv=4");
+}
+
+TEST_F(Refuses, OutputValueDimMismatch) {
+  p.O.shape[3] = 3;
+  EXPECT_REFUSED(p, plain, ATTN_ERROR_INVALID_ARGUMENT,
+                 "output: dim 3 (Dv) is 3 but kernel 'fake_plain' was "
+                 "compiled for Dv=4");
+}
+
+TEST_F(Refuses, QueryHeadsNotMultipleOfKeyHeads) {
+  p.K.shape[1] = 3;
+  p.V.shape[1] = 3;
+  EXPECT_REFUSED(p, plain, ATTN_ERROR_INVALID_ARGUMENT,
+                 "key: dim 1 (Hkv) is 3 but query's Hq=4 is not a multiple of "
+                 "it");
+}
+
+TEST_F(Refuses, NoKeyHeads) {
+  p.K.shape[1] = 0;
+  p.V.shape[1] = 0;
+  EXPECT_REFUSED(p, plain, ATTN_ERROR_INVALID_ARGUMENT,
+                 "key: dim 1 (Hkv) is 0 but at least one key/value head is "
+                 "needed");
+}
+
+TEST_F(Refuses, ValueHeadsDifferFromKeyHeads) {
+  p.V.shape[1] = 1;
+  EXPECT_REFUSED(p, plain, ATTN_ERROR_INVALID_ARGUMENT,
+                 "value: dim 1 (Hkv) is 1 but key's Hkv=2");
+}
+
+TEST_F(Refuses, KeyValueSeqMismatch) {
+  p.V.shape[2] = 4;
+  EXPECT_REFUSED(p, plain, ATTN_ERROR_INVALID_ARGUMENT,
+                 "value: dim 2 (Sk) is 4 but key's Sk=5");
+}
+
+TEST_F(Refuses, BatchMismatch) {
+  p.K.shape[0] = 1;
+  EXPECT_REFUSED(p, plain, ATTN_ERROR_INVALID_ARGUMENT,
+                 "key: dim 0 (B) is 1 but query's B=2");
+}
+
+TEST_F(Refuses, OutputShapeMismatch) {
+  p.O.shape[2] = 2;
+  EXPECT_REFUSED(p, plain, ATTN_ERROR_INVALID_ARGUMENT,
+                 "output: dim 2 (Sq) is 2 but query's Sq=3");
+}
+
+TEST_F(Refuses, MaskMissing) {
+  const attn_kernel_desc *masked = fakeKernel("fake_causal_mask");
+  attn_kernel_args args;
+  EXPECT_EQ(
+      attn_prepare(masked, &p.Q, &p.K, &p.V, nullptr, &p.O, nullptr, &args),
+      ATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(attn_last_error())
+                .find("mask: kernel 'fake_causal_mask' needs a bool "
+                      "keep-mask [B or 1, Hq or 1, Sq or 1, Sk] but mask is "
+                      "NULL"),
+            std::string::npos)
+      << attn_last_error();
+}
+
+TEST_F(Refuses, MaskUnexpected) {
+  std::vector<uint8_t> keep(2 * 4 * 3 * 5, 1);
+  int64_t shape[4] = {2, 4, 3, 5};
+  attn_tensor mask = attn_tensor_contiguous(keep.data(), ATTN_BOOL, 4, shape);
+  attn_kernel_args args;
+  EXPECT_EQ(attn_prepare(plain, &p.Q, &p.K, &p.V, &mask, &p.O, &p.L, &args),
+            ATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(attn_last_error())
+                .find("mask: kernel 'fake_plain' takes no mask but one was "
+                      "given"),
+            std::string::npos)
+      << attn_last_error();
+}
+
+TEST_F(Refuses, MaskWrongDtype) {
+  const attn_kernel_desc *masked = fakeKernel("fake_causal_mask");
+  Problem m(masked, 2, 4, 2, 3, 5);
+  m.M.dtype = ATTN_F32;
+  EXPECT_REFUSED(m, masked, ATTN_ERROR_INVALID_ARGUMENT,
+                 "mask: element type is f32 but kernel 'fake_causal_mask' "
+                 "takes a keep-mask of bool");
+}
+
+TEST_F(Refuses, MaskBadBroadcastDim) {
+  const attn_kernel_desc *masked = fakeKernel("fake_causal_mask");
+  Problem m(masked, 2, 4, 2, 3, 5, {3, 1, 1, 5});
+  EXPECT_REFUSED(m, masked, ATTN_ERROR_INVALID_ARGUMENT,
+                 "mask: dim 0 (B) is 3 but must be query's B=2 or 1");
+}
+
+TEST_F(Refuses, MaskBroadcastKernelDoesNotSupport) {
+  const attn_kernel_desc *bias = fakeKernel("fake_bias_window");
+  Problem m(bias, 2, 4, 2, 3, 5, {1, 1, 3, 5});
+  EXPECT_REFUSED(m, bias, ATTN_ERROR_INVALID_ARGUMENT,
+                 "mask: dim 1 (H) is 1 but kernel 'fake_bias_window' was not "
+                 "compiled to broadcast the mask over H; it must be query's "
+                 "Hq=4");
+}
+
+TEST_F(Refuses, MaskKeyLengthMismatch) {
+  const attn_kernel_desc *masked = fakeKernel("fake_causal_mask");
+  Problem m(masked, 2, 4, 2, 3, 5, {1, 1, 1, 4});
+  EXPECT_REFUSED(m, masked, ATTN_ERROR_INVALID_ARGUMENT,
+                 "mask: dim 3 (Sk) is 4 but key's Sk=5");
+}
+
+TEST_F(Refuses, LseMissing) {
+  attn_kernel_args args;
+  EXPECT_EQ(
+      attn_prepare(plain, &p.Q, &p.K, &p.V, nullptr, &p.O, nullptr, &args),
+      ATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(attn_last_error())
+                .find("lse: kernel 'fake_plain' writes the log-sum-exp [B, "
+                      "Hq, Sq] but lse is NULL"),
+            std::string::npos)
+      << attn_last_error();
+}
+
+TEST_F(Refuses, LseUnexpected) {
+  const attn_kernel_desc *masked = fakeKernel("fake_causal_mask");
+  Problem m(masked, 2, 4, 2, 3, 5);
+  attn_kernel_args args;
+  EXPECT_EQ(attn_prepare(masked, &m.Q, &m.K, &m.V, &m.M, &m.O, &m.L, &args),
+            ATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(attn_last_error())
+                .find("lse: kernel 'fake_causal_mask' writes no log-sum-exp "
+                      "but an lse tensor was given"),
+            std::string::npos)
+      << attn_last_error();
+}
+
+TEST_F(Refuses, LseWrongShape) {
+  p.L.shape[1] = 2;
+  EXPECT_REFUSED(p, plain, ATTN_ERROR_INVALID_ARGUMENT,
+                 "lse: dim 1 (Hq) is 2 but query's Hq=4");
+}
+
+TEST_F(Refuses, LseWrongRank) {
+  p.L.rank = 4;
+  EXPECT_REFUSED(p, plain, ATTN_ERROR_INVALID_ARGUMENT,
+                 "lse: rank is 4 but must be 3 [B, Hq, Sq]");
+}
+
+TEST_F(Refuses, StaticSizeMismatch) {
+  const attn_kernel_desc *fixed = fakeKernel("fake_static");
+  Problem ok(fixed, 1, 4, 2, 3, 5);
+  EXPECT_EQ(ok.run(fixed), ATTN_OK) << attn_last_error();
+  Problem m(fixed, 1, 8, 2, 3, 5);
+  EXPECT_REFUSED(m, fixed, ATTN_ERROR_INVALID_ARGUMENT,
+                 "query: dim 1 (Hq) is 8 but kernel 'fake_static' was "
+                 "compiled for Hq=4 only");
+}
+
+TEST_F(Refuses, OutputOverlapsQuery) {
+  p.O.data = p.q.data() + 3; // same size as the query here
+  EXPECT_REFUSED(p, plain, ATTN_ERROR_INVALID_ARGUMENT,
+                 "output overlaps query");
+}
+
+TEST_F(Refuses, OutputOverlapsValue) {
+  std::vector<float> shared(p.o.size() + p.v.size());
+  p.V.data = shared.data();
+  p.O.data = shared.data() + p.v.size() - 1; // one element in common
+  EXPECT_REFUSED(p, plain, ATTN_ERROR_INVALID_ARGUMENT,
+                 "output overlaps value");
+}
+
+TEST_F(Refuses, OutputOverlapsLse) {
+  p.L.data = p.o.data() + p.o.size() - 2;
+  EXPECT_REFUSED(p, plain, ATTN_ERROR_INVALID_ARGUMENT, "output overlaps lse");
+}
+
+TEST_F(Refuses, LseOverlapsKey) {
+  p.L.data = p.k.data();
+  EXPECT_REFUSED(p, plain, ATTN_ERROR_INVALID_ARGUMENT, "lse overlaps key");
+}
+
+TEST_F(Refuses, OutputWithZeroStride) {
+  p.O.strides[2] = 0;
+  EXPECT_REFUSED(p, plain, ATTN_ERROR_INVALID_ARGUMENT,
+                 "output: dim 2 (Sq) has stride 0 but size 3, so distinct "
+                 "output elements would share memory");
+}
+
+TEST_F(Refuses, OutputWithSelfOverlappingStrides) {
+  p.O.strides[2] = 2; // rows of 4 elements, 2 apart
+  EXPECT_REFUSED(p, plain, ATTN_ERROR_INVALID_ARGUMENT,
+                 "output: strides [48, 12, 2, 1] make distinct elements share "
+                 "memory: dim 2 (Sq) has stride 2 but the dims with smaller "
+                 "strides already span 4 elements");
+}
+
+TEST_F(Refuses, LseWithSelfOverlappingStrides) {
+  p.L.strides[0] = 1;
+  p.L.strides[1] = 1;
+  p.L.strides[2] = 1;
+  EXPECT_REFUSED(p, plain, ATTN_ERROR_INVALID_ARGUMENT,
+                 "lse: strides [1, 1, 1] make distinct elements share memory");
+}
+
+TEST_F(Refuses, InputsMayOverlapEachOtherAndBroadcast) {
+  // Inputs are only read: sharing memory (here K = V, and a query whose
+  // rows all alias) is fine.
+  Problem shared(plain, 2, 4, 2, 3, 5);
+  shared.V.data = shared.K.data;
+  shared.Q.strides[2] = 0;
+  EXPECT_EQ(shared.run(plain), ATTN_OK) << attn_last_error();
+  expectMatchesReference(plain, shared);
+}
+
+//===----------------------------------------------------------------------===//
+// CPU features
+//===----------------------------------------------------------------------===//
+
+TEST(CpuCheck, Avx512KernelMatchesHost) {
+#if !defined(__x86_64__) && !defined(__i386__)
+  GTEST_SKIP() << "x86 only";
+#else
+  const attn_kernel_desc *desc = fakeKernel("fake_avx512");
+  // The compiler's own cpuid reading (which, unlike /proc/cpuinfo, agrees
+  // with an emulated CPU such as valgrind's).
+  bool host = __builtin_cpu_supports("avx512f") &&
+              __builtin_cpu_supports("avx512bw") &&
+              __builtin_cpu_supports("fma") && __builtin_cpu_supports("avx2");
+  EXPECT_EQ(attn_kernel_check_cpu(desc),
+            host ? ATTN_OK : ATTN_ERROR_UNSUPPORTED_CPU)
+      << attn_last_error();
+#endif
+}
+
+TEST(CpuCheck, AmxKernelRefusedWithoutAmx) {
+  if (hostHasFlag("amx_tile") && hostHasFlag("amx_bf16"))
+    GTEST_SKIP() << "this CPU has AMX";
+  const attn_kernel_desc *desc = fakeKernel("fake_amx");
+  EXPECT_EQ(attn_kernel_check_cpu(desc), ATTN_ERROR_UNSUPPORTED_CPU);
+  std::string message = attn_last_error();
+  EXPECT_NE(message.find("kernel 'fake_amx' was compiled for CPU "
+                         "'sapphirerapids' and needs "),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("amx-tile"), std::string::npos) << message;
+
+  // attn_run refuses too, before running anything.
+  Problem p(desc, 1, 2, 2, 3, 4);
+  EXPECT_EQ(p.run(desc), ATTN_ERROR_UNSUPPORTED_CPU);
+  for (float x : p.o)
+    EXPECT_TRUE(std::isnan(x));
+}
+
+TEST(CpuCheck, UnknownAndDisabledFeaturesAreIgnored) {
+  attn_kernel_desc desc = *fakeKernel("fake_plain");
+  desc.target_features = "-amx-tile,+made-up-feature,+sse2,,-avx512f";
+  EXPECT_EQ(attn_kernel_check_cpu(&desc), ATTN_OK) << attn_last_error();
+}
+
+//===----------------------------------------------------------------------===//
+// Thread pool
+//===----------------------------------------------------------------------===//
+
+struct Coverage {
+  std::vector<std::atomic<int>> hits;
+  explicit Coverage(int64_t n) : hits(static_cast<size_t>(n)) {}
+  static void task(void *ctx, int64_t begin, int64_t end) {
+    auto *self = static_cast<Coverage *>(ctx);
+    EXPECT_LE(0, begin);
+    EXPECT_LT(begin, end);
+    EXPECT_LE(end, static_cast<int64_t>(self->hits.size()));
+    for (int64_t i = begin; i < end; ++i)
+      ++self->hits[static_cast<size_t>(i)];
+  }
+  void expectEachOnce() const {
+    for (size_t i = 0; i < hits.size(); ++i)
+      ASSERT_EQ(hits[i].load(), 1) << "index " << i;
+  }
+};
+
+TEST(ThreadPool, CoversEveryIndexOnce) {
+  for (int32_t threads : {1, 2, 3, 8}) {
+    attn_thread_pool *pool = nullptr;
+    ASSERT_EQ(attn_thread_pool_create(threads, &pool), ATTN_OK);
+    EXPECT_EQ(attn_thread_pool_size(pool), threads);
+    for (int64_t n : {0, 1, 7, 1000}) {
+      SCOPED_TRACE("threads " + std::to_string(threads) + ", n " +
+                   std::to_string(n));
+      Coverage coverage(n);
+      attn_thread_pool_parallel_for(pool, n, Coverage::task, &coverage);
+      coverage.expectEachOnce();
+    }
+    attn_thread_pool_destroy(pool);
+  }
+}
+
+TEST(ThreadPool, DefaultSizeIsOnlineCores) {
+  attn_thread_pool *pool = nullptr;
+  ASSERT_EQ(attn_thread_pool_create(0, &pool), ATTN_OK);
+  EXPECT_EQ(attn_thread_pool_size(pool), sysconf(_SC_NPROCESSORS_ONLN));
+  attn_thread_pool_destroy(pool);
+}
+
+TEST(ThreadPool, NullPoolRunsInline) {
+  Coverage coverage(7);
+  int calls = 0;
+  struct Context {
+    Coverage *coverage;
+    int *calls;
+  } context{&coverage, &calls};
+  attn_thread_pool_parallel_for(
+      nullptr, 7,
+      [](void *raw, int64_t begin, int64_t end) {
+        auto *c = static_cast<Context *>(raw);
+        ++*c->calls;
+        Coverage::task(c->coverage, begin, end);
+      },
+      &context);
+  EXPECT_EQ(calls, 1);
+  coverage.expectEachOnce();
+}
+
+TEST(ThreadPool, ConcurrentCallersFromEightThreads) {
+  attn_thread_pool *pool = nullptr;
+  ASSERT_EQ(attn_thread_pool_create(4, &pool), ATTN_OK);
+  std::vector<std::thread> callers;
+  for (int t = 0; t < 8; ++t)
+    callers.emplace_back([pool, t] {
+      for (int repeat = 0; repeat < 20; ++repeat) {
+        Coverage coverage(100 + t * 37 + repeat);
+        attn_thread_pool_parallel_for(pool, coverage.hits.size(),
+                                      Coverage::task, &coverage);
+        coverage.expectEachOnce();
+      }
+    });
+  for (std::thread &t : callers)
+    t.join();
+  attn_thread_pool_destroy(pool);
+}
+
+TEST(ThreadPool, NestedParallelForDoesNotDeadlock) {
+  attn_thread_pool *pool = nullptr;
+  ASSERT_EQ(attn_thread_pool_create(2, &pool), ATTN_OK);
+  struct Outer {
+    attn_thread_pool *pool;
+    std::atomic<int64_t> inner{0};
+  } outer{pool};
+  attn_thread_pool_parallel_for(
+      pool, 16,
+      [](void *raw, int64_t begin, int64_t end) {
+        auto *o = static_cast<Outer *>(raw);
+        for (int64_t i = begin; i < end; ++i) {
+          Coverage coverage(50);
+          attn_thread_pool_parallel_for(o->pool, 50, Coverage::task, &coverage);
+          coverage.expectEachOnce();
+          o->inner += 50;
+        }
+      },
+      &outer);
+  EXPECT_EQ(outer.inner.load(), 16 * 50);
+  attn_thread_pool_destroy(pool);
+}
+
+//===----------------------------------------------------------------------===//
+// Unloading while a call runs
+//===----------------------------------------------------------------------===//
+
+std::atomic<bool> blockingStarted{false};
+std::atomic<bool> blockingRelease{false};
+
+int64_t blockingWorkItems(const attn_kernel_args *) { return 1; }
+void blockingRun(const attn_kernel_args *, int64_t, int64_t) {
+  blockingStarted = true;
+  while (!blockingRelease)
+    std::this_thread::yield();
+}
+
+TEST(Module, UnloadRefusedWhileCallIsActive) {
+  blockingStarted = false;
+  blockingRelease = false;
+  LinkedLibrary linked;
+  linked.desc.name = "blocking";
+  linked.desc.work_items = blockingWorkItems;
+  linked.desc.run = blockingRun;
+  attn_module *module = nullptr;
+  ASSERT_EQ(linked.load(&module), ATTN_OK) << attn_last_error();
+  const attn_kernel_desc *desc = attn_module_kernel(module, 0);
+
+  Problem p(desc, 1, 1, 1, 1, 1);
+  attn_status status = ATTN_ERROR_INTERNAL;
+  std::thread caller([&] { status = p.run(desc); });
+  while (!blockingStarted)
+    std::this_thread::yield();
+
+  EXPECT_EQ(attn_module_unload(module), ATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(attn_last_error())
+                .find("cannot unload while 1 call(s) on its kernels are "
+                      "running"),
+            std::string::npos)
+      << attn_last_error();
+
+  blockingRelease = true;
+  caller.join();
+  EXPECT_EQ(status, ATTN_OK);
+  EXPECT_EQ(attn_module_unload(module), ATTN_OK) << attn_last_error();
+}
+
+TEST(Module, UnloadTwiceIsRefused) {
+  LinkedLibrary linked;
+  attn_module *module = nullptr;
+  ASSERT_EQ(linked.load(&module), ATTN_OK) << attn_last_error();
+  // Another live module, so that the registry is not empty.
+  attn_module *other = nullptr;
+  ASSERT_EQ(linked.load(&other), ATTN_OK) << attn_last_error();
+  ASSERT_EQ(attn_module_unload(module), ATTN_OK);
+  EXPECT_EQ(attn_module_unload(module), ATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(attn_last_error()).find("not a loaded module"),
+            std::string::npos)
+      << attn_last_error();
+  EXPECT_EQ(attn_module_unload(other), ATTN_OK);
+}
+
+//===----------------------------------------------------------------------===//
+// Errors
+//===----------------------------------------------------------------------===//
+
+TEST(Errors, LastErrorIsPerThread) {
+  attn_module *module = nullptr;
+  ASSERT_EQ(attn_module_load("/nonexistent.so", &module), ATTN_ERROR_LOAD);
+  std::string other = "unset";
+  std::thread([&] { other = attn_last_error(); }).join();
+  EXPECT_EQ(other, "");
+  EXPECT_NE(std::string(attn_last_error()), "");
+}
+
+TEST(Errors, StatusNames) {
+  EXPECT_STREQ(attn_status_name(ATTN_OK), "ATTN_OK");
+  EXPECT_STREQ(attn_status_name(ATTN_ERROR_UNSUPPORTED_CPU),
+               "ATTN_ERROR_UNSUPPORTED_CPU");
+  EXPECT_STREQ(attn_status_name(static_cast<attn_status>(99)),
+               "ATTN_ERROR_UNKNOWN");
+}
+
+//===----------------------------------------------------------------------===//
+// C++ wrapper
+//===----------------------------------------------------------------------===//
+
+TEST(Cpp, LoadFindRunAndErrors) {
+  attn::Module module = attn::Module::load(ATTN_FAKE_KERNELS_PATH);
+  EXPECT_EQ(module.size(), 6);
+  EXPECT_EQ(module.kernels().size(), 6u);
+  attn::Kernel kernel = module.find("fake_plain");
+  EXPECT_EQ(kernel.name(), "fake_plain");
+  EXPECT_TRUE(kernel.supportedOnThisCpu());
+
+  const int64_t B = 1, H = 2, Sq = 3, Sk = 4, D = 4;
+  std::vector<float> q(B * H * Sq * D, 0.25f), k(B * H * Sk * D, 0.5f),
+      v(B * H * Sk * D, 1.5f), o(B * H * Sq * D, kNaN), lse(B * H * Sq, kNaN);
+  attn::Tensor Q = attn::Tensor::contiguous(q.data(), ATTN_F32, {B, H, Sq, D});
+  attn::Tensor K = attn::Tensor::contiguous(k.data(), ATTN_F32, {B, H, Sk, D});
+  attn::Tensor V = attn::Tensor::contiguous(v.data(), ATTN_F32, {B, H, Sk, D});
+  attn::Tensor O = attn::Tensor::contiguous(o.data(), ATTN_F32, {B, H, Sq, D});
+  attn::Tensor L =
+      attn::Tensor::strided(lse.data(), ATTN_F32, {B, H, Sq}, {H * Sq, Sq, 1});
+  attn::ThreadPool pool(2);
+  kernel.run(Q, K, V, O, nullptr, &L, &pool);
+  // Equal keys: uniform attention, O = mean(V) = 1.5, LSE = s + log(Sk).
+  for (float x : o)
+    EXPECT_FLOAT_EQ(x, 1.5f);
+  for (float x : lse)
+    EXPECT_NEAR(x, 0.5f * 4 * 0.25f * 0.5f + std::log(4.0f), 1e-6);
+
+  try {
+    kernel.run(Q, K, V, O); // no LSE
+    FAIL() << "expected attn::Error";
+  } catch (const attn::Error &e) {
+    EXPECT_EQ(e.status(), ATTN_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(e.message().find("lse is NULL"), std::string::npos)
+        << e.message();
+    EXPECT_NE(std::string(e.what()).find("ATTN_ERROR_INVALID_ARGUMENT"),
+              std::string::npos);
+  }
+  try {
+    module.find("missing");
+    FAIL() << "expected attn::Error";
+  } catch (const attn::Error &e) {
+    EXPECT_EQ(e.status(), ATTN_ERROR_NOT_FOUND);
+  }
+  EXPECT_THROW(attn::Module::load("/nonexistent.so"), attn::Error);
+  EXPECT_THROW(module.kernel(99), attn::Error);
+  module.unload();
+}
+
+TEST(Cpp, ParallelForRethrowsTaskException) {
+  attn::ThreadPool pool(3);
+  std::vector<std::atomic<int>> hits(500);
+  pool.parallelFor(500, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      ++hits[static_cast<size_t>(i)];
+  });
+  for (auto &h : hits)
+    EXPECT_EQ(h.load(), 1);
+  EXPECT_THROW(pool.parallelFor(100,
+                                [](int64_t begin, int64_t) {
+                                  if (begin == 0)
+                                    throw std::runtime_error("boom");
+                                }),
+               std::runtime_error);
+  attn::ThreadPool moved = std::move(pool);
+  EXPECT_EQ(moved.size(), 3);
+}
+
+} // namespace
