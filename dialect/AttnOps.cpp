@@ -370,6 +370,19 @@ OpFoldResult dimOf(OpBuilder &b, Location loc, Value tensor, int64_t dim) {
   return tensor::getMixedSize(b, loc, tensor, dim);
 }
 
+/// True if `size` is provably the whole of `tensor`'s dim `dim`: the static
+/// size, or a tensor.dim of it (tiling drivers build their own).
+bool isFullDim(OpFoldResult size, Value tensor, int64_t dim) {
+  int64_t staticSize = cast<ShapedType>(tensor.getType()).getDimSize(dim);
+  if (std::optional<int64_t> constant = getConstantIntValue(size))
+    return !ShapedType::isDynamic(staticSize) && *constant == staticSize;
+  auto dimOp = cast<Value>(size).getDefiningOp<tensor::DimOp>();
+  if (!dimOp || dimOp.getSource() != tensor)
+    return false;
+  std::optional<int64_t> index = dimOp.getConstantIndex();
+  return index && *index == dim;
+}
+
 /// The diagonal offset of the untiled op in its own coordinates: the operand
 /// if it has one, else 0 (top_left) or Sk - Sq (bottom_right).
 Value baseDiagonal(OpBuilder &b, Location loc, const AttentionView &view) {
@@ -401,7 +414,7 @@ FailureOr<OperandTiles> tileInputs(OpBuilder &b, Location loc,
   // reads one kv head; a tile of all heads reads all of them.
   OpFoldResult hq = dimOf(b, loc, view.query, 1);
   OpFoldResult kvOffset, kvSize;
-  if (isZeroInteger(offsets[1]) && isEqualConstantIntOrValue(sizes[1], hq)) {
+  if (isZeroInteger(offsets[1]) && isFullDim(sizes[1], view.query, 1)) {
     kvOffset = zero;
     kvSize = dimOf(b, loc, view.key, 1);
   } else if (isOneInteger(sizes[1])) {
@@ -496,8 +509,7 @@ AttentionOp::getTiledImplementation(OpBuilder &b,
                                     ArrayRef<OpFoldResult> sizes) {
   Location loc = getLoc();
   AttentionView view = viewOf(*this);
-  if (!isZeroInteger(offsets[3]) ||
-      !isEqualConstantIntOrValue(sizes[3], dimOf(b, loc, getKey(), 2))) {
+  if (!isZeroInteger(offsets[3]) || !isFullDim(sizes[3], getKey(), 2)) {
     emitOpError("cannot tile the key dimension: a softmax is not a sum; "
                 "convert to attn.online_attention (attn-online-softmax) and "
                 "tile that");

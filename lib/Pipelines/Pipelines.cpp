@@ -31,6 +31,10 @@ void mlir::attn::buildAttnToLLVMCpuPipeline(OpPassManager &pm,
                                             const CpuPipelineOptions &options) {
   buildAttnTilingPipeline(pm, options);
   pm.addPass(createAttnBufferizePass());
+  // In-place slices leave copies of a buffer onto itself: CSE makes their
+  // two subviews one, canonicalization drops the self-copy.
+  pm.addPass(createCSEPass());
+  pm.addPass(createCanonicalizerPass());
   {
     OpPassManager &func = pm.nest<func::FuncOp>();
     func.addPass(createAttnLowerToVectorPass(

@@ -26,7 +26,7 @@ struct AttnApproximateMathPass
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     auto wanted = [](StringRef name) {
-      return name == "exp" || name == "tanh" || name == "log";
+      return name == "math.exp" || name == "math.tanh" || name == "math.log";
     };
     populateMathF32ExpansionPatterns(patterns, wanted);
     populateMathPolynomialApproximationPatterns(patterns, wanted);

@@ -11,6 +11,7 @@
 #include "mlir/Dialect/Bufferization/Transforms/OneShotAnalysis.h"
 #include "mlir/Dialect/Bufferization/Transforms/OneShotModuleBufferize.h"
 #include "mlir/Dialect/Bufferization/Transforms/Passes.h"
+#include "mlir/IR/SymbolTable.h"
 
 namespace mlir {
 namespace attn {
@@ -39,9 +40,31 @@ struct AttnBufferizePass
     };
     bufferization::BufferizationState state;
     if (failed(bufferization::runOneShotModuleBufferize(getOperation(),
-                                                        options, state)) ||
-        failed(bufferization::dropEquivalentBufferResults(getOperation())))
+                                                        options, state)))
       return signalPassFailure();
+    dropResultsThatAreArguments(getOperation());
+  }
+
+  /// A result that returns an argument (an output written in place) tells
+  /// the caller nothing: drop it, for functions nobody in the module calls.
+  static void dropResultsThatAreArguments(ModuleOp module) {
+    SymbolTableCollection symbols;
+    SymbolUserMap users(symbols, module);
+    for (auto func : module.getOps<func::FuncOp>()) {
+      if (func.isExternal() || !users.getUsers(func).empty() ||
+          !func.getBody().hasOneBlock())
+        continue;
+      auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+      if (ret.getNumOperands() == 0 ||
+          !llvm::all_of(ret.getOperands(),
+                        [](Value v) { return isa<BlockArgument>(v); }))
+        continue;
+      OpBuilder b(ret);
+      func::ReturnOp::create(b, ret.getLoc(), ValueRange{});
+      ret.erase();
+      func.setType(FunctionType::get(func.getContext(),
+                                     func.getArgumentTypes(), {}));
+    }
   }
 };
 } // namespace

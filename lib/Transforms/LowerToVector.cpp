@@ -308,7 +308,7 @@ private:
     Value alphaVec = splat(alpha);
     SmallVector<Value> accs;
     for (int64_t c = 0; c < valueChunks; ++c) {
-      ValueRange at{batch, head, row, cst(c * lanes)};
+      SmallVector<Value, 4> at = {batch, head, row, cst(c * lanes)};
       Value acc = (c + 1) * lanes <= valueDim
                       ? Value(vector::LoadOp::create(b, vecType, op.getAcc(), at))
                       : Value(vector::MaskedLoadOp::create(
@@ -328,7 +328,7 @@ private:
           return next;
         });
     for (int64_t c = 0; c < valueChunks; ++c) {
-      ValueRange at{batch, head, row, cst(c * lanes)};
+      SmallVector<Value, 4> at = {batch, head, row, cst(c * lanes)};
       if ((c + 1) * lanes <= valueDim)
         vector::StoreOp::create(b, accs[c], op.getAcc(), at);
       else

@@ -15,8 +15,11 @@
 #include "lib/Transforms/Passes.h"
 
 #include "dialect/AttnOps.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/Dialect/Utils/StructuredOpsUtils.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/ValueBoundsOpInterface.h"
 #include "mlir/Transforms/WalkPatternRewriteDriver.h"
 
 #include <limits>
@@ -33,12 +36,42 @@ using namespace mlir::attn;
 
 namespace {
 
+/// A state tensor of `shape` filled with `value`. Where a dynamic size has
+/// a constant upper bound (a query tile's rows: min(tile, Sq - offset)),
+/// the tensor is a slice of a statically shaped one: it bufferizes to a
+/// fixed-size stack buffer that can live at the function's entry instead of
+/// growing the stack in every tile.
 Value filledTensor(OpBuilder &b, Location loc, ArrayRef<OpFoldResult> shape,
                    float value) {
   Type f32 = b.getF32Type();
-  Value empty = tensor::EmptyOp::create(b, loc, shape, f32);
+  SmallVector<OpFoldResult> bounded;
+  bool sliced = false;
+  for (OpFoldResult size : shape) {
+    FailureOr<int64_t> bound =
+        isa<Value>(size) ? ValueBoundsConstraintSet::computeConstantBound(
+                               presburger::BoundType::UB,
+                               ValueBoundsConstraintSet::Variable(size),
+                               /*stopCondition=*/nullptr, /*closedUB=*/true)
+                         : FailureOr<int64_t>(failure());
+    sliced |= succeeded(bound);
+    bounded.push_back(succeeded(bound) ? OpFoldResult(b.getIndexAttr(*bound))
+                                       : size);
+  }
+  // alloc_tensor, not tensor.empty: each state gets its own buffer (CSE
+  // would merge identical empties, and bufferization would then copy).
+  SmallVector<int64_t> staticShape;
+  SmallVector<Value> dynamicSizes;
+  dispatchIndexOpFoldResults(bounded, dynamicSizes, staticShape);
+  Value tensor = bufferization::AllocTensorOp::create(
+      b, loc, RankedTensorType::get(staticShape, f32), dynamicSizes);
+  if (sliced) {
+    SmallVector<OpFoldResult> zeros(shape.size(), b.getIndexAttr(0)),
+        ones(shape.size(), b.getIndexAttr(1));
+    tensor =
+        tensor::ExtractSliceOp::create(b, loc, tensor, zeros, shape, ones);
+  }
   Value fill = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(value));
-  return linalg::FillOp::create(b, loc, fill, empty).getResult(0);
+  return linalg::FillOp::create(b, loc, fill, tensor).getResult(0);
 }
 
 /// linalg.generic over the shape of `init` with the given inputs, whose

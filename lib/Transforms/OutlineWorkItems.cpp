@@ -9,9 +9,8 @@
 //
 // The iteration space is linearized; each iteration delinearizes its index
 // back to the forall's induction variables. Functions that are not kernels
-// get their foralls as serial loops the same way. Each iteration's body runs
-// in a memref.alloca_scope, so stack buffers made by bufferization do not
-// accumulate across iterations.
+// get their foralls as serial loops the same way. Fixed-size stack buffers
+// move to the function's entry, so they do not accumulate across iterations.
 //
 //===----------------------------------------------------------------------===//
 #include "lib/Transforms/Passes.h"
@@ -60,7 +59,7 @@ Value product(ImplicitLocOpBuilder &b, ArrayRef<Value> values) {
 }
 
 /// Emits `scf.for %it = begin to end` running the forall's body for the
-/// linear iteration %it, in an alloca scope.
+/// linear iteration %it.
 void emitLinearizedLoop(ImplicitLocOpBuilder &b, scf::ForallOp forall,
                         IRMapping &mapping, Value begin, Value end) {
   SmallVector<Value> counts = tripCounts(b, forall, mapping);
@@ -68,9 +67,6 @@ void emitLinearizedLoop(ImplicitLocOpBuilder &b, scf::ForallOp forall,
       scf::ForOp::create(b, begin, end, arith::ConstantIndexOp::create(b, 1));
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPoint(loop.getBody()->getTerminator());
-  auto scope = memref::AllocaScopeOp::create(b, TypeRange{});
-  Block *scopeBody = b.createBlock(&scope.getBodyRegion());
-  b.setInsertionPointToStart(scopeBody);
 
   // Delinearize, innermost dimension fastest.
   Value rest = loop.getInductionVar();
@@ -94,7 +90,6 @@ void emitLinearizedLoop(ImplicitLocOpBuilder &b, scf::ForallOp forall,
   }
   for (Operation &op : forall.getBody()->without_terminator())
     b.clone(op, mapping);
-  memref::AllocaScopeReturnOp::create(b, ValueRange{});
 }
 
 /// Clones the ops of `func`'s entry block that precede `forall` into the
@@ -189,6 +184,33 @@ void serializeForalls(func::FuncOp func) {
   }
 }
 
+/// Moves every statically sized memref.alloca of `func` to its entry
+/// block: LLVM gives an alloca outside the entry block a fresh slot each
+/// time it runs, so one inside a loop would grow the stack per iteration.
+/// Each user re-initializes the buffer (a tile's state is filled first), so
+/// one buffer per call serves every iteration.
+LogicalResult hoistStaticAllocas(func::FuncOp func) {
+  Block &entry = func.getBody().front();
+  SmallVector<memref::AllocaOp> allocas;
+  bool dynamicInLoop = false;
+  func.walk([&](memref::AllocaOp alloca) {
+    if (alloca->getBlock() == &entry)
+      return;
+    if (alloca.getType().hasStaticShape())
+      allocas.push_back(alloca);
+    else
+      dynamicInLoop = true;
+  });
+  for (memref::AllocaOp alloca : allocas)
+    alloca->moveBefore(&entry, entry.begin());
+  if (dynamicInLoop)
+    return func.emitError(
+        "attn-outline-work-items: a dynamically sized stack buffer inside a "
+        "loop would grow the stack per iteration; tile so that its size has "
+        "a constant bound");
+  return success();
+}
+
 struct AttnOutlineWorkItemsPass
     : public mlir::attn::impl::AttnOutlineWorkItemsPassBase<AttnOutlineWorkItemsPass> {
   void runOnOperation() override {
@@ -203,6 +225,9 @@ struct AttnOutlineWorkItemsPass
         return signalPassFailure();
     for (func::FuncOp func : others)
       serializeForalls(func);
+    for (auto func : getOperation().getOps<func::FuncOp>())
+      if (!func.isExternal() && failed(hoistStaticAllocas(func)))
+        return signalPassFailure();
   }
 };
 

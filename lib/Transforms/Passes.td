@@ -39,7 +39,8 @@ def AttnOnlineSoftmaxPass : Pass<"attn-online-softmax", "func::FuncOp"> {
     key loop with the rescale by `exp(m_old - m_new)`.
   }];
   let dependentDialects = ["linalg::LinalgDialect", "tensor::TensorDialect",
-                           "arith::ArithDialect", "math::MathDialect"];
+                           "arith::ArithDialect", "math::MathDialect",
+                           "bufferization::BufferizationDialect"];
 }
 
 def AttnSkipMaskedBlocksPass : Pass<"attn-skip-masked-blocks", "func::FuncOp"> {

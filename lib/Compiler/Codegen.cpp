@@ -1,0 +1,489 @@
+//===- Codegen.cpp - Lower kernel functions to objects and libraries ------===//
+//
+// Runs attn-to-llvm-cpu on the kernel functions, translates them to LLVM IR
+// and adds what a caller without MLIR needs (runtime/include/attn/
+// kernel_abi.h):
+//
+//   void    <name>_run(const attn_kernel_args *, int64_t begin, int64_t end)
+//   int64_t <name>_work_items(const attn_kernel_args *)
+//   const attn_kernel_desc <name>_desc      what the kernel computes
+//   const attn_library attn_library_v1      the table the runtime looks up
+//
+// The entry points unpack the argument struct into the memref descriptors
+// of the MLIR functions (allocated and aligned pointer, offset 0, sizes,
+// strides), which then inline into them. LLVM's O3 and the target's code
+// generator, for the host CPU unless told otherwise, make the object file;
+// `cc -shared` links a shared library from it.
+//
+//===----------------------------------------------------------------------===//
+#include "lib/Compiler/Compiler.h"
+#include "lib/Compiler/CompilerInternal.h"
+
+#include "lib/Pipelines/Pipelines.h"
+#include "lib/Pipelines/Registration.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVMIR/Export.h"
+
+#include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/LLVMContext.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/IR/Verifier.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FileUtilities.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/Target/TargetOptions.h"
+#include "llvm/TargetParser/Host.h"
+
+#include <cmath>
+
+using namespace mlir;
+
+namespace {
+
+constexpr uint32_t kAbiVersion = 1;
+constexpr uint64_t kLibraryMagic = 0x4c4e524b4e545441ull;
+
+} // namespace
+
+namespace attn {
+std::string compilerVersion() {
+  return std::string("attn 0.1.0 (LLVM/MLIR ") + LLVM_VERSION_STRING + ")";
+}
+
+ResolvedTarget resolveTarget(const CompileOptions &options) {
+  ResolvedTarget target;
+  target.triple = llvm::sys::getProcessTriple();
+  target.cpu = options.targetCpu.empty() ? llvm::sys::getHostCPUName().str()
+                                         : options.targetCpu;
+  if (!options.targetFeatures.empty() || !options.targetCpu.empty()) {
+    target.features = options.targetFeatures;
+  } else {
+    std::string features;
+    for (const auto &feature : llvm::sys::getHostCPUFeatures()) {
+      if (!feature.second)
+        continue; // record what the kernel may use, not what it may not
+      if (!features.empty())
+        features += ",";
+      features += "+" + feature.first().str();
+    }
+    target.features = features;
+  }
+  auto has = [&](llvm::StringRef name) {
+    return llvm::StringRef(target.features).contains(("+" + name).str());
+  };
+  if (options.vectorWidth > 0)
+    target.vectorWidth = options.vectorWidth;
+  else if (has("avx512f"))
+    target.vectorWidth = 16;
+  else if (has("avx"))
+    target.vectorWidth = 8;
+  else
+    target.vectorWidth = 4;
+  // A CPU name alone (e.g. -target-cpu=skylake-avx512) implies its features.
+  if (target.features.empty() && options.vectorWidth <= 0)
+    target.vectorWidth = 16;
+  return target;
+}
+} // namespace attn
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// The C ABI glue in LLVM IR
+//===----------------------------------------------------------------------===//
+
+struct AbiTypes {
+  llvm::StructType *args, *desc, *library;
+  llvm::Type *i32, *i64, *f32, *ptr;
+
+  explicit AbiTypes(llvm::LLVMContext &ctx) {
+    i32 = llvm::Type::getInt32Ty(ctx);
+    i64 = llvm::Type::getInt64Ty(ctx);
+    f32 = llvm::Type::getFloatTy(ctx);
+    ptr = llvm::PointerType::getUnqual(ctx);
+    auto arr = [&](llvm::Type *t, unsigned n) {
+      return llvm::ArrayType::get(t, n);
+    };
+    // attn_kernel_args: 6 pointers, 5 sizes, strides of Q, K, V, mask, O
+    // (4 each) and LSE (3).
+    args = llvm::StructType::create(
+        ctx,
+        {ptr, ptr, ptr, ptr, ptr, ptr, i64, i64, i64, i64, i64, arr(i64, 4),
+         arr(i64, 4), arr(i64, 4), arr(i64, 4), arr(i64, 4), arr(i64, 3)},
+        "attn_kernel_args");
+    desc = llvm::StructType::create(
+        ctx,
+        {i32, i32, ptr, i32, i32, arr(i32, 3), i32, i32, i32, i64, i64, i64,
+         i64, arr(i64, 5), i64, f32, f32, ptr, ptr, ptr, ptr},
+        "attn_kernel_desc");
+    library = llvm::StructType::create(ctx, {i64, i32, i32, ptr, ptr},
+                                       "attn_library");
+  }
+};
+
+enum ArgField : unsigned {
+  kQuery = 0, kKey, kValue, kMask, kOutput, kLse,
+  kBatch, kHeadsQ, kHeadsKv, kSeqQ, kSeqK,
+  kQueryStrides, kKeyStrides, kValueStrides, kMaskStrides, kOutputStrides,
+  kLseStrides
+};
+
+/// Emits `<name>_run` or `<name>_work_items`: unpack the argument struct
+/// into memref descriptors and call the MLIR function `impl`.
+llvm::Function *emitEntryPoint(llvm::Module &module, const AbiTypes &types,
+                               const ::attn::KernelSpec &spec,
+                               llvm::Function *impl, bool isRun) {
+  llvm::LLVMContext &ctx = module.getContext();
+  llvm::FunctionType *type =
+      isRun ? llvm::FunctionType::get(llvm::Type::getVoidTy(ctx),
+                                      {types.ptr, types.i64, types.i64}, false)
+            : llvm::FunctionType::get(types.i64, {types.ptr}, false);
+  auto *fn = llvm::Function::Create(
+      type, llvm::Function::ExternalLinkage,
+      spec.name + (isRun ? "_run" : "_work_items"), module);
+  llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", fn));
+  llvm::Value *args = fn->getArg(0);
+
+  auto load = [&](unsigned field, llvm::Type *t) {
+    return b.CreateLoad(t, b.CreateStructGEP(types.args, args, field));
+  };
+  auto loadStride = [&](unsigned field, unsigned index) {
+    llvm::Value *array = b.CreateStructGEP(types.args, args, field);
+    return b.CreateLoad(types.i64,
+                        b.CreateConstInBoundsGEP2_32(
+                            types.args->getElementType(field), array, 0,
+                            index));
+  };
+  llvm::Value *batch = load(kBatch, types.i64),
+              *headsQ = load(kHeadsQ, types.i64),
+              *headsKv = load(kHeadsKv, types.i64),
+              *seqQ = load(kSeqQ, types.i64), *seqK = load(kSeqK, types.i64);
+  llvm::Value *d = b.getInt64(spec.headDim), *dv = b.getInt64(spec.valueDim);
+
+  SmallVector<llvm::Value *> callArgs;
+  auto memref = [&](unsigned pointerField, unsigned strideField,
+                    ArrayRef<llvm::Value *> sizes) {
+    llvm::Value *pointer = load(pointerField, types.ptr);
+    callArgs.push_back(pointer); // allocated
+    callArgs.push_back(pointer); // aligned
+    callArgs.push_back(b.getInt64(0));
+    for (llvm::Value *size : sizes)
+      callArgs.push_back(size);
+    for (unsigned i = 0; i < sizes.size(); ++i)
+      callArgs.push_back(loadStride(strideField, i));
+  };
+  memref(kQuery, kQueryStrides, {batch, headsQ, seqQ, d});
+  memref(kKey, kKeyStrides, {batch, headsKv, seqK, d});
+  memref(kValue, kValueStrides, {batch, headsKv, seqK, dv});
+  if (spec.mask != ::attn::MaskKind::None)
+    memref(kMask, kMaskStrides, {batch, headsQ, seqQ, seqK});
+  memref(kOutput, kOutputStrides, {batch, headsQ, seqQ, dv});
+  if (spec.lse)
+    memref(kLse, kLseStrides, {batch, headsQ, seqQ});
+  if (isRun) {
+    callArgs.push_back(fn->getArg(1));
+    callArgs.push_back(fn->getArg(2));
+    b.CreateCall(impl, callArgs);
+    b.CreateRetVoid();
+  } else {
+    b.CreateRet(b.CreateCall(impl, callArgs));
+  }
+  impl->setLinkage(llvm::GlobalValue::InternalLinkage);
+  return fn;
+}
+
+llvm::Constant *cString(llvm::Module &module, llvm::StringRef text,
+                        const llvm::Twine &name) {
+  llvm::LLVMContext &ctx = module.getContext();
+  llvm::Constant *data = llvm::ConstantDataArray::getString(ctx, text);
+  auto *global = new llvm::GlobalVariable(module, data->getType(), true,
+                                          llvm::GlobalValue::PrivateLinkage,
+                                          data, name);
+  global->setUnnamedAddr(llvm::GlobalValue::UnnamedAddr::Global);
+  return global;
+}
+
+llvm::GlobalVariable *emitDescriptor(llvm::Module &module,
+                                     const AbiTypes &types,
+                                     const ::attn::KernelSpec &spec,
+                                     const ::attn::ResolvedTarget &target,
+                                     int64_t blockQ, llvm::Function *workItems,
+                                     llvm::Function *run) {
+  auto i32 = [&](int64_t v) { return llvm::ConstantInt::get(types.i32, v); };
+  auto i64 = [&](int64_t v) { return llvm::ConstantInt::get(types.i64, v); };
+  auto f32 = [&](float v) { return llvm::ConstantFP::get(types.f32, v); };
+  auto arr = [&](llvm::Type *elem, ArrayRef<llvm::Constant *> values) {
+    return llvm::ConstantArray::get(
+        llvm::ArrayType::get(elem, values.size()), values);
+  };
+  int alignment = 0;
+  if (spec.usesDiagonal())
+    alignment = spec.alignment == ::attn::Alignment::TopLeft ? 1 : 2;
+  SmallVector<llvm::Constant *> sizes;
+  for (int64_t size : spec.staticSizes)
+    sizes.push_back(i64(size));
+  llvm::Constant *fields[] = {
+      i32(kAbiVersion),
+      i32(module.getDataLayout().getTypeAllocSize(types.desc)),
+      cString(module, spec.name, spec.name + ".name"),
+      i32(static_cast<int>(spec.elementType)),
+      i32(static_cast<int>(spec.mask)),
+      arr(types.i32, {i32(spec.maskBroadcast[0]), i32(spec.maskBroadcast[1]),
+                      i32(spec.maskBroadcast[2])}),
+      i32(spec.causal),
+      i32(alignment),
+      i32(spec.lse),
+      i64(spec.windowLeft ? *spec.windowLeft : -1),
+      i64(spec.windowRight ? *spec.windowRight : -1),
+      i64(spec.headDim),
+      i64(spec.valueDim),
+      arr(types.i64, sizes),
+      i64(blockQ),
+      f32(spec.effectiveScale()),
+      f32(spec.softcap ? *spec.softcap : 0.0f),
+      cString(module, target.cpu, spec.name + ".cpu"),
+      cString(module, target.features, spec.name + ".features"),
+      workItems,
+      run};
+  return new llvm::GlobalVariable(
+      module, types.desc, /*isConstant=*/true,
+      llvm::GlobalValue::ExternalLinkage,
+      llvm::ConstantStruct::get(types.desc, fields), spec.name + "_desc");
+}
+
+void emitLibrary(llvm::Module &module, const AbiTypes &types,
+                 ArrayRef<llvm::GlobalVariable *> descs) {
+  SmallVector<llvm::Constant *> pointers(descs.begin(), descs.end());
+  auto *tableType = llvm::ArrayType::get(types.ptr, pointers.size());
+  auto *table = new llvm::GlobalVariable(
+      module, tableType, true, llvm::GlobalValue::PrivateLinkage,
+      llvm::ConstantArray::get(tableType, pointers), "attn_kernel_table");
+  llvm::Constant *fields[] = {
+      llvm::ConstantInt::get(types.i64, kLibraryMagic),
+      llvm::ConstantInt::get(types.i32, kAbiVersion),
+      llvm::ConstantInt::get(types.i32, pointers.size()), table,
+      cString(module, ::attn::compilerVersion(), "attn.compiler_version")};
+  new llvm::GlobalVariable(module, types.library, true,
+                           llvm::GlobalValue::ExternalLinkage,
+                           llvm::ConstantStruct::get(types.library, fields),
+                           "attn_library_v1");
+}
+
+//===----------------------------------------------------------------------===//
+// LLVM optimization and code generation
+//===----------------------------------------------------------------------===//
+
+std::unique_ptr<llvm::TargetMachine>
+createTargetMachine(const ::attn::ResolvedTarget &target, std::string &error) {
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  llvm::Triple triple(target.triple);
+  const llvm::Target *t = llvm::TargetRegistry::lookupTarget(triple, error);
+  if (!t)
+    return nullptr;
+  llvm::TargetOptions options;
+  std::unique_ptr<llvm::TargetMachine> machine(t->createTargetMachine(
+      triple, target.cpu, target.features, options, llvm::Reloc::PIC_,
+      std::nullopt, llvm::CodeGenOptLevel::Aggressive));
+  if (!machine)
+    error = "cannot create a target machine for " + target.triple + " " +
+            target.cpu;
+  return machine;
+}
+
+void optimize(llvm::Module &module, llvm::TargetMachine &machine) {
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PassBuilder pb(&machine);
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  llvm::ModulePassManager mpm =
+      pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
+  mpm.run(module, mam);
+}
+
+bool emitObjectFile(llvm::Module &module, llvm::TargetMachine &machine,
+                    const std::string &path, std::string &error) {
+  std::error_code ec;
+  llvm::raw_fd_ostream out(path, ec, llvm::sys::fs::OF_None);
+  if (ec) {
+    error = "cannot write " + path + ": " + ec.message();
+    return false;
+  }
+  llvm::legacy::PassManager pm;
+  if (machine.addPassesToEmitFile(pm, out, nullptr,
+                                  llvm::CodeGenFileType::ObjectFile)) {
+    error = "the target cannot emit object files";
+    return false;
+  }
+  pm.run(module);
+  out.flush();
+  return true;
+}
+
+bool linkSharedLibrary(const std::string &object, const std::string &output,
+                       std::string &error) {
+  llvm::ErrorOr<std::string> cc = llvm::sys::findProgramByName("cc");
+  if (!cc) {
+    error = "no C compiler driver (cc) on PATH to link a shared library; "
+            "emit an object file instead (--emit=object)";
+    return false;
+  }
+  llvm::StringRef argv[] = {*cc, "-shared", "-o", output, object};
+  std::string message;
+  int status = llvm::sys::ExecuteAndWait(*cc, argv, std::nullopt, {}, 0, 0,
+                                         &message);
+  if (status != 0) {
+    error = "linking " + output + " failed" +
+            (message.empty() ? "" : ": " + message);
+    return false;
+  }
+  return true;
+}
+
+} // namespace
+
+namespace attn {
+bool compileKernels(const std::vector<KernelSpec> &specs,
+                          const CompileOptions &options, OutputKind kind,
+                          const std::string &outputPath, std::string &error) {
+  if (specs.empty()) {
+    error = "no kernel to compile";
+    return false;
+  }
+  ResolvedTarget target = resolveTarget(options);
+
+  DialectRegistry registry;
+  mlir::attn::registerAttnDialects(registry);
+  MLIRContext ctx(registry);
+  ctx.loadAllAvailableDialects();
+  std::string diagnostics;
+  ScopedDiagnosticHandler handler(&ctx, [&](Diagnostic &diag) {
+    diagnostics += diag.str() + "\n";
+    return success();
+  });
+
+  OpBuilder b(&ctx);
+  Location loc = b.getUnknownLoc();
+  OwningOpRef<ModuleOp> module = ModuleOp::create(b, loc);
+  b.setInsertionPointToEnd(module->getBody());
+  for (const KernelSpec &spec : specs)
+    buildKernelFunction(b, loc, spec);
+  if (failed(verify(*module))) {
+    error = "internal error: the kernel function does not verify:\n" +
+            diagnostics;
+    return false;
+  }
+  if (kind == OutputKind::MLIR) {
+    std::error_code ec;
+    llvm::raw_fd_ostream out(outputPath, ec);
+    if (ec) {
+      error = "cannot write " + outputPath + ": " + ec.message();
+      return false;
+    }
+    module->print(out);
+    return true;
+  }
+
+  PassManager pm(&ctx);
+  if (options.timing)
+    pm.enableTiming();
+  mlir::attn::CpuPipelineOptions pipeline;
+  pipeline.queryTileSize = options.queryTileSize;
+  pipeline.keyTileSize = options.keyTileSize;
+  pipeline.vectorWidth = target.vectorWidth;
+  mlir::attn::buildAttnToLLVMCpuPipeline(pm, pipeline);
+  if (failed(pm.run(*module))) {
+    error = "lowering failed:\n" + diagnostics;
+    return false;
+  }
+
+  llvm::LLVMContext llvmCtx;
+  std::unique_ptr<llvm::Module> llvmModule =
+      translateModuleToLLVMIR(*module, llvmCtx, "attn_kernels");
+  if (!llvmModule) {
+    error = "translation to LLVM IR failed:\n" + diagnostics;
+    return false;
+  }
+  std::unique_ptr<llvm::TargetMachine> machine =
+      createTargetMachine(target, error);
+  if (!machine)
+    return false;
+  llvmModule->setDataLayout(machine->createDataLayout());
+  llvmModule->setTargetTriple(llvm::Triple(target.triple));
+
+  AbiTypes types(llvmCtx);
+  SmallVector<llvm::GlobalVariable *> descs;
+  for (const KernelSpec &spec : specs) {
+    llvm::Function *runImpl =
+        llvmModule->getFunction(spec.name + "_impl_run");
+    llvm::Function *countImpl =
+        llvmModule->getFunction(spec.name + "_impl_work_items");
+    if (!runImpl || !countImpl) {
+      error = "internal error: the lowering made no work-item functions for " +
+              spec.name;
+      return false;
+    }
+    llvm::Function *run = emitEntryPoint(*llvmModule, types, spec, runImpl,
+                                         /*isRun=*/true);
+    llvm::Function *count = emitEntryPoint(*llvmModule, types, spec,
+                                           countImpl, /*isRun=*/false);
+    descs.push_back(emitDescriptor(*llvmModule, types, spec, target,
+                                   options.queryTileSize, count, run));
+  }
+  emitLibrary(*llvmModule, types, descs);
+  for (llvm::Function &fn : *llvmModule) {
+    if (fn.isDeclaration())
+      continue;
+    fn.addFnAttr("target-cpu", target.cpu);
+    if (!target.features.empty())
+      fn.addFnAttr("target-features", target.features);
+  }
+  std::string verifyMessage;
+  llvm::raw_string_ostream verifyStream(verifyMessage);
+  if (llvm::verifyModule(*llvmModule, &verifyStream)) {
+    error = "internal error: invalid LLVM IR: " + verifyMessage;
+    return false;
+  }
+  optimize(*llvmModule, *machine);
+
+  if (kind == OutputKind::LLVMIR) {
+    std::error_code ec;
+    llvm::raw_fd_ostream out(outputPath, ec);
+    if (ec) {
+      error = "cannot write " + outputPath + ": " + ec.message();
+      return false;
+    }
+    llvmModule->print(out, nullptr);
+    return true;
+  }
+  if (kind == OutputKind::Object)
+    return emitObjectFile(*llvmModule, *machine, outputPath, error);
+
+  llvm::SmallString<128> object;
+  if (std::error_code ec =
+          llvm::sys::fs::createTemporaryFile("attn-kernel", "o", object)) {
+    error = "cannot create a temporary file: " + ec.message();
+    return false;
+  }
+  llvm::FileRemover removeObject(object);
+  return emitObjectFile(*llvmModule, *machine, object.str().str(), error) &&
+         linkSharedLibrary(object.str().str(), outputPath, error);
+}
+} // namespace attn

@@ -1,0 +1,76 @@
+//===- Compiler.h - From kernel specs to object files and headers -*- C++ -*-===//
+//
+// The library behind attn-compile and attn-run: it builds one function per
+// KernelSpec around an attn.attention op, runs the attn-to-llvm-cpu
+// pipeline, translates to LLVM IR, adds the C entry points and the
+// self-describing kernel table of runtime/include/attn/kernel_abi.h, and
+// emits an object file, a shared library and a C header.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ATTN_COMPILER_COMPILER_H
+#define ATTN_COMPILER_COMPILER_H
+
+#include "lib/Support/KernelSpec.h"
+
+#include <string>
+#include <vector>
+
+namespace mlir {
+class MLIRContext;
+class ModuleOp;
+namespace attn {
+class AttentionOp;
+}
+} // namespace mlir
+
+namespace attn {
+
+struct CompileOptions {
+  /// LLVM CPU name and feature string; empty means the host's.
+  std::string targetCpu;
+  std::string targetFeatures;
+  int64_t queryTileSize = 64;
+  int64_t keyTileSize = 128;
+  /// f32 lanes per vector; 0 derives it from the target features.
+  int64_t vectorWidth = 0;
+  /// Print MLIR's per-pass timing to stderr.
+  bool timing = false;
+};
+
+/// The target a compilation resolves to.
+struct ResolvedTarget {
+  std::string triple, cpu, features;
+  int64_t vectorWidth;
+};
+ResolvedTarget resolveTarget(const CompileOptions &options);
+
+/// The spec an attn.attention op computes (element type, dims, masking,
+/// declared static sizes). Fails with a message for ops a kernel cannot be
+/// made from (for example a tiled op with a diagonal operand).
+bool specFromOp(mlir::attn::AttentionOp op, KernelSpec &spec,
+                std::string &error);
+
+/// Reads an .mlir file and returns the spec of every attn.attention in it,
+/// named after its function (with a suffix when a function holds several).
+bool specsFromMLIRFile(const std::string &path, std::vector<KernelSpec> &specs,
+                       std::string &error);
+
+enum class OutputKind { SharedLibrary, Object, MLIR, LLVMIR };
+
+/// Compiles `specs` into one output file. For MLIR the file holds the
+/// kernel functions before lowering; for LLVMIR the optimized LLVM IR.
+bool compileKernels(const std::vector<KernelSpec> &specs,
+                    const CompileOptions &options, OutputKind kind,
+                    const std::string &outputPath, std::string &error);
+
+/// The C header declaring the kernels' entry points and descriptors; it
+/// embeds the kernel ABI so that it needs no other header.
+std::string kernelHeader(const std::vector<KernelSpec> &specs,
+                         const std::string &guard);
+
+/// "attn <version> (LLVM/MLIR <version>)".
+std::string compilerVersion();
+
+} // namespace attn
+
+#endif // ATTN_COMPILER_COMPILER_H

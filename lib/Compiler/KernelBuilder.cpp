@@ -1,0 +1,200 @@
+//===- KernelBuilder.cpp - Kernel functions from specs, specs from ops ----===//
+//
+// A kernel is a function around one attn.attention with every batch, head
+// and sequence size dynamic and the head dims static:
+//
+//   func.func @<name>_impl(%q: tensor<?x?x?xDxT>, %k, %v, [%mask],
+//                          %o: tensor<?x?x?xDvxT>, [%lse: tensor<?x?x?xf32>])
+//       attributes {attn.kernel}
+//
+// The mask is full-shaped ([B, Hq, Sq, Sk]): a broadcast dimension is one
+// whose stride the runtime sets to 0, so one kernel serves every broadcast
+// form the spec allows. Sizes an .mlir op declares static are recorded in
+// the kernel's descriptor and checked by the runtime instead.
+//
+//===----------------------------------------------------------------------===//
+#include "lib/Compiler/Compiler.h"
+#include "lib/Compiler/CompilerInternal.h"
+
+#include "dialect/AttnOps.h"
+#include "lib/Pipelines/Registration.h"
+#include "lib/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+
+namespace attn {
+
+Type elementTypeOf(MLIRContext *ctx, ElementType type) {
+  switch (type) {
+  case ElementType::F32:
+    return Float32Type::get(ctx);
+  case ElementType::F16:
+    return Float16Type::get(ctx);
+  case ElementType::BF16:
+    return BFloat16Type::get(ctx);
+  }
+  return {};
+}
+
+func::FuncOp buildKernelFunction(OpBuilder &b, Location loc,
+                                 const KernelSpec &spec) {
+  MLIRContext *ctx = b.getContext();
+  Type elem = elementTypeOf(ctx, spec.elementType);
+  int64_t dyn = ShapedType::kDynamic;
+  auto tensor = [&](ArrayRef<int64_t> shape, Type t) {
+    return RankedTensorType::get(shape, t);
+  };
+  Type q = tensor({dyn, dyn, dyn, spec.headDim}, elem);
+  Type k = q;
+  Type v = tensor({dyn, dyn, dyn, spec.valueDim}, elem);
+  Type o = v;
+  SmallVector<Type> args = {q, k, v};
+  if (spec.mask != MaskKind::None)
+    args.push_back(tensor({dyn, dyn, dyn, dyn},
+                          spec.mask == MaskKind::Bool ? b.getI1Type() : elem));
+  args.push_back(o);
+  SmallVector<Type> results = {o};
+  if (spec.lse) {
+    Type lse = tensor({dyn, dyn, dyn}, b.getF32Type());
+    args.push_back(lse);
+    results.push_back(lse);
+  }
+  auto func = func::FuncOp::create(b, loc, spec.name + "_impl",
+                                   b.getFunctionType(args, results));
+  func->setAttr(mlir::attn::kKernelAttrName, b.getUnitAttr());
+  Block *body = func.addEntryBlock();
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(body);
+
+  unsigned next = 3;
+  Value mask = spec.mask != MaskKind::None ? body->getArgument(next++) : Value();
+  SmallVector<Value> outs = {body->getArgument(next++)};
+  if (spec.lse)
+    outs.push_back(body->getArgument(next++));
+
+  FloatAttr scale = spec.scale ? b.getF32FloatAttr(*spec.scale) : FloatAttr();
+  FloatAttr softcap =
+      spec.softcap ? b.getF32FloatAttr(*spec.softcap) : FloatAttr();
+  mlir::attn::DiagonalAlignmentAttr alignment;
+  if (spec.usesDiagonal())
+    alignment = mlir::attn::DiagonalAlignmentAttr::get(
+        ctx, spec.alignment == Alignment::TopLeft
+                 ? mlir::attn::DiagonalAlignment::top_left
+                 : mlir::attn::DiagonalAlignment::bottom_right);
+  mlir::attn::WindowAttr window;
+  if (spec.windowed())
+    window = mlir::attn::WindowAttr::get(ctx, spec.windowLeft,
+                                         spec.windowRight);
+  auto op = mlir::attn::AttentionOp::create(
+      b, loc, ValueRange(outs).getTypes(), body->getArgument(0),
+      body->getArgument(1), body->getArgument(2), mask, Value(), outs, scale,
+      spec.causal ? b.getUnitAttr() : UnitAttr(), alignment, window, softcap);
+  func::ReturnOp::create(b, loc, op.getResults());
+  return func;
+}
+
+} // namespace attn
+
+//===----------------------------------------------------------------------===//
+// Specs from ops
+//===----------------------------------------------------------------------===//
+
+namespace attn {
+bool specFromOp(mlir::attn::AttentionOp op, KernelSpec &spec,
+                      std::string &error) {
+  if (op.getDiagonal()) {
+    error = "attn.attention with a diagonal operand is a tile of a larger "
+            "op; compile the untiled op";
+    return false;
+  }
+  auto q = op.getQuery().getType(), k = op.getKey().getType(),
+       v = op.getValue().getType();
+  Type elem = q.getElementType();
+  spec.elementType = elem.isF32()   ? ElementType::F32
+                     : elem.isF16() ? ElementType::F16
+                                    : ElementType::BF16;
+  spec.headDim = q.getDimSize(3);
+  spec.valueDim = v.getDimSize(3);
+  if (Value mask = op.getMask()) {
+    auto m = cast<ShapedType>(mask.getType());
+    spec.mask = m.getElementType().isInteger(1) ? MaskKind::Bool
+                                                : MaskKind::Bias;
+    for (int d = 0; d < 3; ++d)
+      spec.maskBroadcast[d] = m.getDimSize(d) == 1;
+  }
+  spec.causal = op.getCausal();
+  if (auto alignment = op.getAlignment())
+    spec.alignment = *alignment == mlir::attn::DiagonalAlignment::top_left
+                         ? Alignment::TopLeft
+                         : Alignment::BottomRight;
+  if (auto window = op.getWindowAttr()) {
+    spec.windowLeft = window.getLeft();
+    spec.windowRight = window.getRight();
+  }
+  if (auto scale = op.getScaleAttr())
+    spec.scale = scale.getValueAsDouble();
+  if (auto softcap = op.getSoftcapAttr())
+    spec.softcap = softcap.getValueAsDouble();
+  spec.lse = static_cast<bool>(op.getLse());
+  auto staticOr = [](int64_t size) {
+    return ShapedType::isDynamic(size) ? int64_t(-1) : size;
+  };
+  spec.staticSizes[0] = staticOr(q.getDimSize(0));
+  spec.staticSizes[1] = staticOr(q.getDimSize(1));
+  spec.staticSizes[2] = staticOr(k.getDimSize(1));
+  spec.staticSizes[3] = staticOr(q.getDimSize(2));
+  spec.staticSizes[4] = staticOr(k.getDimSize(2));
+  return true;
+}
+
+bool specsFromMLIRFile(const std::string &path,
+                             std::vector<KernelSpec> &specs,
+                             std::string &error) {
+  DialectRegistry registry;
+  mlir::attn::registerAttnDialects(registry);
+  MLIRContext ctx(registry);
+  std::string diagnostics;
+  llvm::raw_string_ostream diagStream(diagnostics);
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler handler(sourceMgr, &ctx, diagStream);
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(path, sourceMgr,
+                                                           ParserConfig(&ctx));
+  if (!module) {
+    error = diagnostics.empty() ? "cannot parse " + path : diagnostics;
+    return false;
+  }
+  bool ok = true;
+  module->walk([&](mlir::attn::AttentionOp op) {
+    if (!ok)
+      return;
+    KernelSpec spec;
+    if (!specFromOp(op, spec, error)) {
+      ok = false;
+      return;
+    }
+    auto func = op->getParentOfType<func::FuncOp>();
+    std::string base = func ? func.getName().str() : "attention";
+    std::string name = base;
+    for (int n = 1; llvm::any_of(specs, [&](const KernelSpec &s) {
+           return s.name == name;
+         });
+         ++n)
+      name = base + "_" + std::to_string(n);
+    spec.name = name;
+    specs.push_back(spec);
+  });
+  if (ok && specs.empty()) {
+    error = path + " holds no attn.attention op";
+    ok = false;
+  }
+  return ok;
+}
+} // namespace attn

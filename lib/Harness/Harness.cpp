@@ -1,0 +1,264 @@
+//===- Harness.cpp - Run a compiled kernel against the reference ----------===//
+#include "lib/Harness/Harness.h"
+
+#include "lib/Support/Half.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <sstream>
+
+using namespace attn;
+
+namespace {
+
+size_t elementSize(attn_dtype type) {
+  return type == ATTN_F32 ? 4 : type == ATTN_BOOL ? 1 : 2;
+}
+
+attn_dtype dtypeOf(ElementType type) {
+  switch (type) {
+  case ElementType::F32:
+    return ATTN_F32;
+  case ElementType::F16:
+    return ATTN_F16;
+  case ElementType::BF16:
+    return ATTN_BF16;
+  }
+  return ATTN_F32;
+}
+
+/// Stores `value` rounded to `type` at element `index`; returns the stored
+/// value read back (what the kernel will see).
+double store(std::vector<uint8_t> &bytes, attn_dtype type, int64_t index,
+             double value) {
+  switch (type) {
+  case ATTN_F32: {
+    float f = static_cast<float>(value);
+    std::memcpy(&bytes[index * 4], &f, 4);
+    return f;
+  }
+  case ATTN_F16: {
+    uint16_t h = floatToHalf(static_cast<float>(value));
+    std::memcpy(&bytes[index * 2], &h, 2);
+    return halfToFloat(h);
+  }
+  case ATTN_BF16: {
+    uint16_t h = floatToBF16(static_cast<float>(value));
+    std::memcpy(&bytes[index * 2], &h, 2);
+    return bf16ToFloat(h);
+  }
+  case ATTN_BOOL:
+    bytes[index] = value != 0;
+    return value != 0;
+  }
+  return 0;
+}
+
+double load(const std::vector<uint8_t> &bytes, attn_dtype type,
+            int64_t index) {
+  switch (type) {
+  case ATTN_F32: {
+    float f;
+    std::memcpy(&f, &bytes[index * 4], 4);
+    return f;
+  }
+  case ATTN_F16: {
+    uint16_t h;
+    std::memcpy(&h, &bytes[index * 2], 2);
+    return halfToFloat(h);
+  }
+  case ATTN_BF16: {
+    uint16_t h;
+    std::memcpy(&h, &bytes[index * 2], 2);
+    return bf16ToFloat(h);
+  }
+  case ATTN_BOOL:
+    return bytes[index] != 0;
+  }
+  return 0;
+}
+
+/// Allocates a tensor of logical shape `shape`, stored either row-major or
+/// with dims 1 and 2 swapped in memory ([B, S, H, D] for [B, H, S, D]).
+void allocate(HostTensor &t, attn_dtype type, const int64_t shape[4],
+              bool swapHeadsAndSeq) {
+  int64_t count = shape[0] * shape[1] * shape[2] * shape[3];
+  t.bytes.assign(std::max<int64_t>(count, 1) * elementSize(type), 0);
+  t.values.assign(count, 0.0);
+  t.view = attn_tensor{};
+  t.view.data = t.bytes.data();
+  t.view.dtype = type;
+  t.view.rank = 4;
+  for (int d = 0; d < 4; ++d)
+    t.view.shape[d] = shape[d];
+  if (swapHeadsAndSeq) {
+    t.view.strides[3] = 1;
+    t.view.strides[1] = shape[3];
+    t.view.strides[2] = shape[1] * shape[3];
+    t.view.strides[0] = shape[2] * shape[1] * shape[3];
+  } else {
+    t.view.strides[3] = 1;
+    t.view.strides[2] = shape[3];
+    t.view.strides[1] = shape[2] * shape[3];
+    t.view.strides[0] = shape[1] * shape[2] * shape[3];
+  }
+}
+
+template <typename Fn> void forEach(const attn_tensor &t, Fn fn) {
+  int64_t linear = 0;
+  for (int64_t a = 0; a < t.shape[0]; ++a)
+    for (int64_t b = 0; b < t.shape[1]; ++b)
+      for (int64_t c = 0; c < t.shape[2]; ++c)
+        for (int64_t d = 0; d < t.shape[3]; ++d, ++linear)
+          fn(linear, a * t.strides[0] + b * t.strides[1] + c * t.strides[2] +
+                         d * t.strides[3]);
+}
+
+void fill(HostTensor &t, std::mt19937_64 &rng, double scale) {
+  std::normal_distribution<double> normal(0.0, 1.0);
+  forEach(t.view, [&](int64_t linear, int64_t offset) {
+    t.values[linear] = store(t.bytes, t.view.dtype, offset, scale * normal(rng));
+  });
+}
+
+} // namespace
+
+void Problem::maskShape(int64_t shape[4]) const {
+  shape[0] = spec.maskBroadcast[0] ? 1 : batch;
+  shape[1] = spec.maskBroadcast[1] ? 1 : headsQ;
+  shape[2] = spec.maskBroadcast[2] ? 1 : seqQ;
+  shape[3] = seqK;
+}
+
+std::string Problem::describe() const {
+  std::ostringstream os;
+  os << printKernelSpec(spec) << " B=" << batch << " Hq=" << headsQ
+     << " Hkv=" << headsKv << " Sq=" << seqQ << " Sk=" << seqK
+     << (bshd ? " layout=bshd" : "");
+  return os.str();
+}
+
+void attn::makeProblemData(const Problem &p, ProblemData &data) {
+  std::mt19937_64 rng(p.seed);
+  attn_dtype type = dtypeOf(p.spec.elementType);
+  const int64_t q[4] = {p.batch, p.headsQ, p.seqQ, p.spec.headDim};
+  const int64_t k[4] = {p.batch, p.headsKv, p.seqK, p.spec.headDim};
+  const int64_t v[4] = {p.batch, p.headsKv, p.seqK, p.spec.valueDim};
+  const int64_t o[4] = {p.batch, p.headsQ, p.seqQ, p.spec.valueDim};
+  allocate(data.query, type, q, p.bshd);
+  allocate(data.key, type, k, p.bshd);
+  allocate(data.value, type, v, p.bshd);
+  allocate(data.output, type, o, p.bshd);
+  fill(data.query, rng, p.inputScale);
+  fill(data.key, rng, p.inputScale);
+  fill(data.value, rng, 1.0);
+
+  data.hasMask = p.spec.mask != MaskKind::None;
+  if (data.hasMask) {
+    int64_t m[4];
+    p.maskShape(m);
+    bool keep = p.spec.mask == MaskKind::Bool;
+    allocate(data.mask, keep ? ATTN_BOOL : type, m, false);
+    std::uniform_real_distribution<double> uniform(0.0, 1.0);
+    forEach(data.mask.view, [&](int64_t linear, int64_t offset) {
+      bool drop = uniform(rng) < p.maskDropRate;
+      double value = keep ? (drop ? 0.0 : 1.0)
+                          : (drop ? -std::numeric_limits<double>::infinity()
+                                  : uniform(rng) - 0.5);
+      data.mask.values[linear] =
+          store(data.mask.bytes, data.mask.view.dtype, offset, value);
+    });
+  }
+  data.lse.clear();
+  data.lseView = attn_tensor{};
+  if (p.spec.lse) {
+    data.lse.assign(std::max<int64_t>(p.batch * p.headsQ * p.seqQ, 1), 0.0f);
+    data.lseView.data = data.lse.data();
+    data.lseView.dtype = ATTN_F32;
+    data.lseView.rank = 3;
+    data.lseView.shape[0] = p.batch;
+    data.lseView.shape[1] = p.headsQ;
+    data.lseView.shape[2] = p.seqQ;
+    data.lseView.strides[2] = 1;
+    data.lseView.strides[1] = p.seqQ;
+    data.lseView.strides[0] = p.headsQ * p.seqQ;
+  }
+  poisonOutputs(data);
+}
+
+void attn::poisonOutputs(ProblemData &data) {
+  double nan = std::numeric_limits<double>::quiet_NaN();
+  forEach(data.output.view, [&](int64_t, int64_t offset) {
+    store(data.output.bytes, data.output.view.dtype, offset, nan);
+  });
+  for (float &value : data.lse)
+    value = std::numeric_limits<float>::quiet_NaN();
+}
+
+void attn::setValues(HostTensor &t, const std::vector<double> &values) {
+  forEach(t.view, [&](int64_t linear, int64_t offset) {
+    t.values[linear] = store(t.bytes, t.view.dtype, offset, values[linear]);
+  });
+}
+
+std::vector<double> attn::outputValues(const ProblemData &data) {
+  std::vector<double> values(data.output.values.size());
+  forEach(data.output.view, [&](int64_t linear, int64_t offset) {
+    values[linear] = load(data.output.bytes, data.output.view.dtype, offset);
+  });
+  return values;
+}
+
+attn_status attn::runProblem(const attn_kernel_desc *kernel, ProblemData &data,
+                             attn_thread_pool *pool) {
+  return attn_run(kernel, &data.query.view, &data.key.view, &data.value.view,
+                  data.hasMask ? &data.mask.view : nullptr, &data.output.view,
+                  data.lse.empty() && data.lseView.data == nullptr
+                      ? nullptr
+                      : &data.lseView,
+                  pool);
+}
+
+CheckReport attn::checkAgainstReference(const Problem &p,
+                                        const ProblemData &data) {
+  CheckReport report;
+  report.tolerance = tolerance(p.spec.elementType);
+  ReferenceInputs inputs;
+  auto dense = [](const HostTensor &t) {
+    return RefTensor::dense(t.values.data(), t.view.shape[0], t.view.shape[1],
+                            t.view.shape[2], t.view.shape[3]);
+  };
+  inputs.query = dense(data.query);
+  inputs.key = dense(data.key);
+  inputs.value = dense(data.value);
+  if (data.hasMask)
+    inputs.mask = dense(data.mask);
+  ReferenceOutputs ref;
+  std::string error;
+  if (!computeReference(p.spec, inputs, ref, error)) {
+    report.message = "reference failed: " + error;
+    return report;
+  }
+  relativeError(outputValues(data), ref.output, &report.output);
+  bool ok = report.output.within(report.tolerance);
+  if (p.spec.lse) {
+    std::vector<double> lse(data.lse.begin(),
+                            data.lse.begin() + ref.lse.size());
+    relativeError(lse, ref.lse, &report.lse);
+    ok = ok && report.lse.within(report.tolerance);
+  }
+  report.passed = ok;
+  std::ostringstream os;
+  os << "output: max rel err " << report.output.relative << " (max abs "
+     << report.output.maxAbs << ", " << report.output.nanMismatches
+     << " NaN and " << report.output.infMismatches << " inf mismatches)";
+  if (p.spec.lse)
+    os << "; lse: max rel err " << report.lse.relative << " ("
+       << report.lse.nanMismatches << " NaN, " << report.lse.infMismatches
+       << " inf mismatches)";
+  os << "; tolerance " << report.tolerance;
+  report.message = os.str();
+  return report;
+}

@@ -1,0 +1,85 @@
+//===- Harness.h - Run a compiled kernel against the reference --*- C++ -*-===//
+//
+// What attn-run, attn-bench and the conformance tests share: random inputs
+// for a problem (in the kernel's element type, in [B,H,S,D] or [B,S,H,D]
+// buffers), outputs poisoned with NaN so that an element the kernel forgets
+// to write fails the check, a call through the runtime, and the comparison
+// with the float64 reference. No MLIR here.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ATTN_HARNESS_HARNESS_H
+#define ATTN_HARNESS_HARNESS_H
+
+#include "attn/runtime.h"
+#include "lib/Reference/Reference.h"
+#include "lib/Support/KernelSpec.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace attn {
+
+struct Problem {
+  KernelSpec spec;
+  int64_t batch = 1, headsQ = 8, headsKv = 2, seqQ = 1024, seqK = 1024;
+  /// Store Q, K, V and O as [B, S, H, D] (strided views of the logical
+  /// [B, H, S, D] tensors) instead of [B, H, S, D].
+  bool bshd = false;
+  uint64_t seed = 1;
+  /// Scale of the random query and key values; 1e4 gives logits of ~1e4.
+  double inputScale = 1.0;
+  /// Probability that a bool mask entry is false / a bias entry is -inf.
+  double maskDropRate = 0.2;
+
+  /// The mask's shape: dims the spec broadcasts are 1.
+  void maskShape(int64_t shape[4]) const;
+  std::string describe() const;
+};
+
+/// One buffer in the kernel's element type plus the exact values it holds
+/// as doubles in the logical layout (what the reference reads).
+struct HostTensor {
+  std::vector<uint8_t> bytes;
+  std::vector<double> values; // dense logical [d0, d1, d2, d3]
+  attn_tensor view{};
+};
+
+struct ProblemData {
+  HostTensor query, key, value, mask, output;
+  std::vector<float> lse;
+  attn_tensor lseView{};
+  bool hasMask = false;
+};
+
+/// Makes random inputs and NaN-poisoned outputs for `problem`.
+void makeProblemData(const Problem &problem, ProblemData &data);
+
+/// Writes NaN over the outputs again (before a repeated call).
+void poisonOutputs(ProblemData &data);
+
+/// Replaces the values of `tensor` by `values` (logical layout), rounded to
+/// its element type (for tests that craft inputs).
+void setValues(HostTensor &tensor, const std::vector<double> &values);
+
+struct CheckReport {
+  ErrorStats output, lse;
+  double tolerance = 0;
+  bool passed = false;
+  std::string message;
+};
+
+/// Compares the kernel's outputs in `data` with the reference.
+CheckReport checkAgainstReference(const Problem &problem,
+                                  const ProblemData &data);
+
+/// Runs the kernel once through the runtime.
+attn_status runProblem(const attn_kernel_desc *kernel, ProblemData &data,
+                       attn_thread_pool *pool);
+
+/// The outputs as doubles in the logical layout.
+std::vector<double> outputValues(const ProblemData &data);
+
+} // namespace attn
+
+#endif // ATTN_HARNESS_HARNESS_H

@@ -1,0 +1,161 @@
+//===- attn-compile.cpp - Emit fused attention kernels for other projects -===//
+//
+// Reads kernel specs from the command line (--spec) or attn.attention ops
+// from an .mlir file and writes a shared library or an object file with
+// their C entry points, plus a C header. See lib/Compiler/Compiler.h.
+//
+//===----------------------------------------------------------------------===//
+#include "lib/Compiler/Compiler.h"
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <fstream>
+
+namespace cl = llvm::cl;
+
+static cl::OptionCategory category("attn-compile options");
+static cl::opt<std::string> inputFile(cl::Positional,
+                                      cl::desc("[<kernels.mlir>]"),
+                                      cl::init(""), cl::cat(category));
+static cl::list<std::string>
+    specs("spec",
+          cl::desc("A kernel spec, e.g. "
+                   "\"name=attn_causal,dtype=bf16,d=128,causal,lse\" "
+                   "(repeatable; see README)"),
+          cl::cat(category));
+static cl::opt<std::string> outputFile("o", cl::desc("Output file"),
+                                       cl::value_desc("file"), cl::Required,
+                                       cl::cat(category));
+static cl::opt<std::string>
+    headerFile("header",
+               cl::desc("C header to write (default: the output's name with "
+                        ".h, for shared libraries and objects)"),
+               cl::init(""), cl::cat(category));
+static cl::opt<std::string>
+    emit("emit",
+         cl::desc("shared | object | mlir | llvm (default: from the output's "
+                  "extension, shared otherwise)"),
+         cl::init(""), cl::cat(category));
+static cl::opt<std::string> targetCpu("target-cpu",
+                                      cl::desc("LLVM CPU (default: host)"),
+                                      cl::init(""), cl::cat(category));
+static cl::opt<std::string>
+    targetFeatures("target-features",
+                   cl::desc("LLVM feature string, e.g. +avx2,+fma "
+                            "(default: host's)"),
+                   cl::init(""), cl::cat(category));
+static cl::opt<int64_t> queryTile("query-tile-size",
+                                  cl::desc("Query rows per work item"),
+                                  cl::init(64), cl::cat(category));
+static cl::opt<int64_t> keyTile("key-tile-size",
+                                cl::desc("Keys per tile of the key loop"),
+                                cl::init(128), cl::cat(category));
+static cl::opt<int64_t>
+    vectorWidth("vector-width",
+                cl::desc("f32 lanes per vector (default: from the target)"),
+                cl::init(0), cl::cat(category));
+static cl::opt<bool> timing("timing",
+                            cl::desc("Print per-stage (pass) timings"),
+                            cl::init(false), cl::cat(category));
+
+static bool outputKind(attn::OutputKind &kind, std::string &error) {
+  llvm::StringRef ext = llvm::sys::path::extension(outputFile);
+  std::string what = emit;
+  if (what.empty())
+    what = ext == ".o" ? "object" : ext == ".mlir" ? "mlir"
+           : ext == ".ll"                           ? "llvm"
+                                                    : "shared";
+  if (what == "shared")
+    kind = attn::OutputKind::SharedLibrary;
+  else if (what == "object")
+    kind = attn::OutputKind::Object;
+  else if (what == "mlir")
+    kind = attn::OutputKind::MLIR;
+  else if (what == "llvm")
+    kind = attn::OutputKind::LLVMIR;
+  else {
+    error = "--emit must be shared, object, mlir or llvm, found '" + what + "'";
+    return false;
+  }
+  return true;
+}
+
+static std::string headerGuard(llvm::StringRef path) {
+  std::string guard = "ATTN_KERNELS_";
+  for (char c : llvm::sys::path::filename(path))
+    guard += std::isalnum(static_cast<unsigned char>(c))
+                 ? static_cast<char>(std::toupper(c))
+                 : '_';
+  return guard;
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(category);
+  cl::SetVersionPrinter([](llvm::raw_ostream &os) {
+    os << attn::compilerVersion() << "\n";
+  });
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "attn-compile: emit fused attention kernels and a C header\n\n"
+      "  attn-compile --spec \"d=64,causal\" -o kernels.so\n"
+      "  attn-compile model.mlir -o kernels.o --header kernels.h\n");
+
+  auto fail = [](const std::string &message) {
+    llvm::errs() << "attn-compile: error: " << message << "\n";
+    return 1;
+  };
+  std::vector<attn::KernelSpec> kernels;
+  std::string error;
+  if (!inputFile.empty() &&
+      !attn::specsFromMLIRFile(inputFile, kernels, error))
+    return fail(error);
+  for (const std::string &text : specs) {
+    std::optional<attn::KernelSpec> spec = attn::parseKernelSpec(text, error);
+    if (!spec)
+      return fail("--spec \"" + text + "\": " + error);
+    kernels.push_back(*spec);
+  }
+  if (kernels.empty())
+    return fail("nothing to compile: give an .mlir file or --spec");
+  for (size_t i = 0; i < kernels.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (kernels[i].name == kernels[j].name)
+        return fail("two kernels are named '" + kernels[i].name +
+                    "': give each spec a distinct name=");
+
+  attn::OutputKind kind;
+  if (!outputKind(kind, error))
+    return fail(error);
+  attn::CompileOptions options;
+  options.targetCpu = targetCpu;
+  options.targetFeatures = targetFeatures;
+  options.queryTileSize = queryTile;
+  options.keyTileSize = keyTile;
+  options.vectorWidth = vectorWidth;
+  options.timing = timing;
+  if (options.queryTileSize < 1 || options.keyTileSize < 1)
+    return fail("tile sizes must be >= 1");
+  if (!attn::compileKernels(kernels, options, kind, outputFile, error))
+    return fail(error);
+
+  std::string header = headerFile;
+  if (header.empty() && (kind == attn::OutputKind::SharedLibrary ||
+                         kind == attn::OutputKind::Object)) {
+    llvm::SmallString<256> path(outputFile.getValue());
+    llvm::sys::path::replace_extension(path, ".h");
+    header = path.str().str();
+  }
+  if (!header.empty()) {
+    std::ofstream out(header);
+    out << attn::kernelHeader(kernels, headerGuard(header));
+    if (!out)
+      return fail("cannot write " + header);
+  }
+  return 0;
+}
