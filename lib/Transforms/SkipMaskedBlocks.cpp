@@ -124,14 +124,20 @@ LogicalResult splitByKeyRanges(OnlineAttentionOp op, RewriterBase &rewriter) {
                                  midLo, hi)
                       : hi;
 
+  // An unbounded side has no masked range on that side: no op for it.
   SmallVector<Value> state(op.getDpsInits());
-  auto leading = createKeyRange(rewriter, op, diagonal, lo, midLo, state,
-                                /*masked=*/true);
-  auto interior = createKeyRange(rewriter, op, diagonal, midLo, midHi,
-                                 leading.getResults(), /*masked=*/false);
-  auto trailing = createKeyRange(rewriter, op, diagonal, midHi, hi,
-                                 interior.getResults(), /*masked=*/true);
-  rewriter.replaceOp(op, trailing.getResults());
+  if (left)
+    state = createKeyRange(rewriter, op, diagonal, lo, midLo, state,
+                           /*masked=*/true)
+                .getResults();
+  state = createKeyRange(rewriter, op, diagonal, midLo, midHi, state,
+                         /*masked=*/false)
+              .getResults();
+  if (right)
+    state = createKeyRange(rewriter, op, diagonal, midHi, hi, state,
+                           /*masked=*/true)
+                .getResults();
+  rewriter.replaceOp(op, state);
   return success();
 }
 

@@ -1,0 +1,931 @@
+// RUN: attn-opt %s -split-input-file -verify-diagnostics
+
+// One case per rule of the attn ops' verifiers (dialect/AttnOps.cpp) and a
+// few malformed inputs that the parser rejects. The reference shapes are
+// Q: 1x4x8x16, K: 1x2x32x16, V: 1x2x32x8, O: 1x4x8x8, LSE: 1x4x8 (f32, GQA
+// with G = 2); each case breaks exactly one rule.
+
+func.func @query_rank(%q: tensor<4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                      %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>) {
+  // expected-error @+1 {{query must have rank 4 ([B, Hq, Sq, D]), found rank 3}}
+  %r = attn.attention ins(%q, %k, %v : tensor<4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      outs(%o : tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @key_rank(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16x1xf32>,
+                    %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>) {
+  // expected-error @+1 {{key must have rank 4 ([B, Hkv, Sk, D]), found rank 5}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16x1xf32>, tensor<1x2x32x8xf32>)
+      outs(%o : tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @value_rank(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                      %v: tensor<32x8xf32>, %o: tensor<1x4x8x8xf32>) {
+  // expected-error @+1 {{value must have rank 4 ([B, Hkv, Sk, Dv]), found rank 2}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<32x8xf32>)
+      outs(%o : tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @mask_rank(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                     %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>,
+                     %m: tensor<8x32xi1>) {
+  // expected-error @+1 {{mask must have rank 4 ([Bm, Hm, Sqm, Sk]), found rank 2}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      mask(%m : tensor<8x32xi1>)
+      outs(%o : tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @output_rank(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                       %v: tensor<1x2x32x8xf32>, %o: tensor<4x8x8xf32>) {
+  // expected-error @+1 {{output must have rank 4 ([B, Hq, Sq, Dv]), found rank 3}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      outs(%o : tensor<4x8x8xf32>) -> tensor<4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @lse_rank(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                    %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>,
+                    %l: tensor<1x4x8x1xf32>) {
+  // expected-error @+1 {{lse must have rank 3 ([B, Hq, Sq]), found rank 4}}
+  %r:2 = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      outs(%o, %l : tensor<1x4x8x8xf32>, tensor<1x4x8x1xf32>) -> tensor<1x4x8x8xf32>, tensor<1x4x8x1xf32>
+  return
+}
+
+// -----
+
+func.func @query_element_i32(%q: tensor<1x4x8x16xi32>,
+                             %k: tensor<1x2x32x16xi32>,
+                             %v: tensor<1x2x32x8xi32>,
+                             %o: tensor<1x4x8x8xi32>) {
+  // expected-error @+1 {{query element type must be f32, f16 or bf16, found 'i32'}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xi32>, tensor<1x2x32x16xi32>, tensor<1x2x32x8xi32>)
+      outs(%o : tensor<1x4x8x8xi32>) -> tensor<1x4x8x8xi32>
+  return
+}
+
+// -----
+
+func.func @query_element_f64(%q: tensor<1x4x8x16xf64>,
+                             %k: tensor<1x2x32x16xf64>,
+                             %v: tensor<1x2x32x8xf64>,
+                             %o: tensor<1x4x8x8xf64>) {
+  // expected-error @+1 {{query element type must be f32, f16 or bf16, found 'f64'}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf64>, tensor<1x2x32x16xf64>, tensor<1x2x32x8xf64>)
+      outs(%o : tensor<1x4x8x8xf64>) -> tensor<1x4x8x8xf64>
+  return
+}
+
+// -----
+
+func.func @key_element(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf16>,
+                       %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>) {
+  // expected-error @+1 {{key element type must equal the query's ('f32'), found 'f16'}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf16>, tensor<1x2x32x8xf32>)
+      outs(%o : tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @value_element(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                         %v: tensor<1x2x32x8xbf16>, %o: tensor<1x4x8x8xf32>) {
+  // expected-error @+1 {{value element type must equal the query's ('f32'), found 'bf16'}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xbf16>)
+      outs(%o : tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @mask_element_int(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                            %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>,
+                            %m: tensor<1x1x8x32xi8>) {
+  // expected-error @+1 {{mask element type must be i1 (keep-mask) or the query's 'f32' (additive bias), found 'i8'}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      mask(%m : tensor<1x1x8x32xi8>)
+      outs(%o : tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+// An additive bias has the query's float type, not just any float.
+func.func @mask_element_other_float(%q: tensor<1x4x8x16xf32>,
+                                    %k: tensor<1x2x32x16xf32>,
+                                    %v: tensor<1x2x32x8xf32>,
+                                    %o: tensor<1x4x8x8xf32>,
+                                    %m: tensor<1x1x8x32xf16>) {
+  // expected-error @+1 {{mask element type must be i1 (keep-mask) or the query's 'f32' (additive bias), found 'f16'}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      mask(%m : tensor<1x1x8x32xf16>)
+      outs(%o : tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @output_element(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                          %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf16>) {
+  // expected-error @+1 {{output element type must be 'f32', found 'f16'}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      outs(%o : tensor<1x4x8x8xf16>) -> tensor<1x4x8x8xf16>
+  return
+}
+
+// -----
+
+// The log-sum-exp is f32 whatever the input type.
+func.func @lse_element(%q: tensor<1x4x8x16xf16>, %k: tensor<1x2x32x16xf16>,
+                       %v: tensor<1x2x32x8xf16>, %o: tensor<1x4x8x8xf16>,
+                       %l: tensor<1x4x8xf16>) {
+  // expected-error @+1 {{lse element type must be 'f32', found 'f16'}}
+  %r:2 = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf16>, tensor<1x2x32x16xf16>, tensor<1x2x32x8xf16>)
+      outs(%o, %l : tensor<1x4x8x8xf16>, tensor<1x4x8xf16>) -> tensor<1x4x8x8xf16>, tensor<1x4x8xf16>
+  return
+}
+
+// -----
+
+func.func @query_dynamic_d(%q: tensor<1x4x8x?xf32>, %k: tensor<1x2x32x16xf32>,
+                           %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>) {
+  // expected-error @+1 {{query dim 3 (D) must be static, found ?}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x?xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      outs(%o : tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @key_dynamic_d(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x?xf32>,
+                         %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>) {
+  // expected-error @+1 {{key dim 3 (D) must be static, found ?}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x?xf32>, tensor<1x2x32x8xf32>)
+      outs(%o : tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @value_dynamic_dv(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                            %v: tensor<1x2x32x?xf32>, %o: tensor<1x4x8x?xf32>) {
+  // expected-error @+1 {{value dim 3 (Dv) must be static, found ?}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x?xf32>)
+      outs(%o : tensor<1x4x8x?xf32>) -> tensor<1x4x8x?xf32>
+  return
+}
+
+// -----
+
+func.func @query_zero_d(%q: tensor<1x4x8x0xf32>, %k: tensor<1x2x32x0xf32>,
+                        %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>) {
+  // expected-error @+1 {{query dim 3 (D) must be at least 1, found 0}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x0xf32>, tensor<1x2x32x0xf32>, tensor<1x2x32x8xf32>)
+      outs(%o : tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @value_zero_dv(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                         %v: tensor<1x2x32x0xf32>, %o: tensor<1x4x8x0xf32>) {
+  // expected-error @+1 {{value dim 3 (Dv) must be at least 1, found 0}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x0xf32>)
+      outs(%o : tensor<1x4x8x0xf32>) -> tensor<1x4x8x0xf32>
+  return
+}
+
+// -----
+
+func.func @key_batch(%q: tensor<1x4x8x16xf32>, %k: tensor<2x2x32x16xf32>,
+                     %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>) {
+  // expected-error @+1 {{key dim 0 (B) must equal query's B = 1, found 2}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<2x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      outs(%o : tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @key_head_dim(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x8xf32>,
+                        %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>) {
+  // expected-error @+1 {{key dim 3 (D) must equal query's D = 16, found 8}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x8xf32>, tensor<1x2x32x8xf32>)
+      outs(%o : tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @value_batch(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                       %v: tensor<3x2x32x8xf32>, %o: tensor<1x4x8x8xf32>) {
+  // expected-error @+1 {{value dim 0 (B) must equal query's B = 1, found 3}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<3x2x32x8xf32>)
+      outs(%o : tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @value_heads(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                       %v: tensor<1x4x32x8xf32>, %o: tensor<1x4x8x8xf32>) {
+  // expected-error @+1 {{value dim 1 (Hkv) must equal key's Hkv = 2, found 4}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x4x32x8xf32>)
+      outs(%o : tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @value_keys(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                      %v: tensor<1x2x31x8xf32>, %o: tensor<1x4x8x8xf32>) {
+  // expected-error @+1 {{value dim 2 (Sk) must equal key's Sk = 32, found 31}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x31x8xf32>)
+      outs(%o : tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @zero_kv_heads(%q: tensor<1x4x8x16xf32>, %k: tensor<1x0x32x16xf32>,
+                         %v: tensor<1x0x32x8xf32>, %o: tensor<1x4x8x8xf32>) {
+  // expected-error @+1 {{key dim 1 (Hkv) must be at least 1, found 0}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x0x32x16xf32>, tensor<1x0x32x8xf32>)
+      outs(%o : tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @gqa_not_multiple(%q: tensor<1x4x8x16xf32>, %k: tensor<1x3x32x16xf32>,
+                            %v: tensor<1x3x32x8xf32>, %o: tensor<1x4x8x8xf32>) {
+  // expected-error @+1 {{query heads (Hq = 4) must be a multiple of key/value heads (Hkv = 3) for grouped-query attention}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x3x32x16xf32>, tensor<1x3x32x8xf32>)
+      outs(%o : tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @mask_batch(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x32x16xf32>,
+                      %v: tensor<2x2x32x8xf32>, %o: tensor<2x4x8x8xf32>,
+                      %m: tensor<3x1x1x32xi1>) {
+  // expected-error @+1 {{mask dim 0 must be 1 (broadcast) or the query's B = 2, found 3}}
+  %r = attn.attention ins(%q, %k, %v : tensor<2x4x8x16xf32>, tensor<2x2x32x16xf32>, tensor<2x2x32x8xf32>)
+      mask(%m : tensor<3x1x1x32xi1>)
+      outs(%o : tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+  return
+}
+
+// -----
+
+// A mask broadcasts over query heads, never over key/value heads.
+func.func @mask_heads(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                      %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>,
+                      %m: tensor<1x2x1x32xi1>) {
+  // expected-error @+1 {{mask dim 1 must be 1 (broadcast) or the query's Hq = 4, found 2}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      mask(%m : tensor<1x2x1x32xi1>)
+      outs(%o : tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @mask_query_rows(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                           %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>,
+                           %m: tensor<1x1x4x32xi1>) {
+  // expected-error @+1 {{mask dim 2 must be 1 (broadcast) or the query's Sq = 8, found 4}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      mask(%m : tensor<1x1x4x32xi1>)
+      outs(%o : tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+// The key dimension of a mask never broadcasts.
+func.func @mask_keys(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                     %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>,
+                     %m: tensor<1x1x8x1xi1>) {
+  // expected-error @+1 {{mask dim 3 (Sk) must equal key's Sk = 32, found 1}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      mask(%m : tensor<1x1x8x1xi1>)
+      outs(%o : tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @window_no_side(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                          %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>) {
+  // expected-error @+1 {{window must bound at least one side (left or right)}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      outs(%o : tensor<1x4x8x8xf32>) align(top_left) window <> -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @window_negative_left(%q: tensor<1x4x8x16xf32>,
+                                %k: tensor<1x2x32x16xf32>,
+                                %v: tensor<1x2x32x8xf32>,
+                                %o: tensor<1x4x8x8xf32>) {
+  // expected-error @+1 {{window left must be >= 0, found -1}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      outs(%o : tensor<1x4x8x8xf32>) align(top_left) window <left = -1> -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @window_negative_right(%q: tensor<1x4x8x16xf32>,
+                                 %k: tensor<1x2x32x16xf32>,
+                                 %v: tensor<1x2x32x8xf32>,
+                                 %o: tensor<1x4x8x8xf32>) {
+  // expected-error @+1 {{window right must be >= 0, found -3}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      outs(%o : tensor<1x4x8x8xf32>) align(top_left) window <left = 2, right = -3> -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @causal_without_diagonal(%q: tensor<1x4x8x16xf32>,
+                                   %k: tensor<1x2x32x16xf32>,
+                                   %v: tensor<1x2x32x8xf32>,
+                                   %o: tensor<1x4x8x8xf32>) {
+  // expected-error @+1 {{causal masking and windows need the diagonal: set align(top_left) or align(bottom_right), or a diagonal operand}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      outs(%o : tensor<1x4x8x8xf32>) causal -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @window_without_diagonal(%q: tensor<1x4x8x16xf32>,
+                                   %k: tensor<1x2x32x16xf32>,
+                                   %v: tensor<1x2x32x8xf32>,
+                                   %o: tensor<1x4x8x8xf32>) {
+  // expected-error @+1 {{causal masking and windows need the diagonal}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      outs(%o : tensor<1x4x8x8xf32>) window <left = 4> -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @align_and_diagonal(%q: tensor<1x4x8x16xf32>,
+                              %k: tensor<1x2x32x16xf32>,
+                              %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>,
+                              %d: index) {
+  // expected-error @+1 {{takes either align(...) or a diagonal operand, not both}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      diagonal(%d)
+      outs(%o : tensor<1x4x8x8xf32>) causal align(top_left) -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @align_without_mask(%q: tensor<1x4x8x16xf32>,
+                              %k: tensor<1x2x32x16xf32>,
+                              %v: tensor<1x2x32x8xf32>,
+                              %o: tensor<1x4x8x8xf32>) {
+  // expected-error @+1 {{align(...) and diagonal(...) need causal or a window; found neither}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      outs(%o : tensor<1x4x8x8xf32>) align(bottom_right) -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @diagonal_without_mask(%q: tensor<1x4x8x16xf32>,
+                                 %k: tensor<1x2x32x16xf32>,
+                                 %v: tensor<1x2x32x8xf32>,
+                                 %o: tensor<1x4x8x8xf32>, %d: index) {
+  // expected-error @+1 {{align(...) and diagonal(...) need causal or a window; found neither}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      diagonal(%d)
+      outs(%o : tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @scale_inf(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                     %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>) {
+  // expected-error @+1 {{scale must be finite, found INF}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      outs(%o : tensor<1x4x8x8xf32>) scale(0x7F800000) -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @scale_nan(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                     %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>) {
+  // expected-error @+1 {{scale must be finite, found nan}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      outs(%o : tensor<1x4x8x8xf32>) scale(0x7FC00000) -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @softcap_zero(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                        %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>) {
+  // expected-error @+1 {{softcap must be finite and > 0, found 0}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      outs(%o : tensor<1x4x8x8xf32>) softcap(0.0) -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @softcap_negative(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                            %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>) {
+  // expected-error @+1 {{softcap must be finite and > 0, found -1.5}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      outs(%o : tensor<1x4x8x8xf32>) softcap(-1.5) -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @softcap_inf(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                       %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>) {
+  // expected-error @+1 {{softcap must be finite and > 0, found INF}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      outs(%o : tensor<1x4x8x8xf32>) softcap(0x7F800000) -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @output_batch(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                        %v: tensor<1x2x32x8xf32>, %o: tensor<2x4x8x8xf32>) {
+  // expected-error @+1 {{output dim 0 (B) must equal query's B = 1, found 2}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      outs(%o : tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+  return
+}
+
+// -----
+
+// The output has the query's heads, not the key/value heads.
+func.func @output_heads(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                        %v: tensor<1x2x32x8xf32>, %o: tensor<1x2x8x8xf32>) {
+  // expected-error @+1 {{output dim 1 (Hq) must equal query's Hq = 4, found 2}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      outs(%o : tensor<1x2x8x8xf32>) -> tensor<1x2x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @output_rows(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                       %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x32x8xf32>) {
+  // expected-error @+1 {{output dim 2 (Sq) must equal query's Sq = 8, found 32}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      outs(%o : tensor<1x4x32x8xf32>) -> tensor<1x4x32x8xf32>
+  return
+}
+
+// -----
+
+// The output takes the value's head dim Dv, not the query's D.
+func.func @output_value_dim(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                            %v: tensor<1x2x32x8xf32>,
+                            %o: tensor<1x4x8x16xf32>) {
+  // expected-error @+1 {{output dim 3 (Dv) must equal value's Dv = 8, found 16}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      outs(%o : tensor<1x4x8x16xf32>) -> tensor<1x4x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @lse_rows(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                    %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>,
+                    %l: tensor<1x4x4xf32>) {
+  // expected-error @+1 {{lse dim 2 (Sq) must equal query's Sq = 8, found 4}}
+  %r:2 = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      outs(%o, %l : tensor<1x4x8x8xf32>, tensor<1x4x4xf32>) -> tensor<1x4x8x8xf32>, tensor<1x4x4xf32>
+  return
+}
+
+// -----
+
+func.func @too_few_results(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                           %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>,
+                           %l: tensor<1x4x8xf32>) {
+  // expected-error @+1 {{must have one result per outs tensor (2), found 1}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      outs(%o, %l : tensor<1x4x8x8xf32>, tensor<1x4x8xf32>) -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @no_results(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                      %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>) {
+  // expected-error @+1 {{must have one result per outs tensor (1), found 0}}
+  attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      outs(%o : tensor<1x4x8x8xf32>)
+  return
+}
+
+// -----
+
+// A result has exactly its outs tensor's type, dynamic dims included.
+func.func @result_type(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                       %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>) {
+  // expected-error @+1 {{result 0 type must equal its outs tensor's 'tensor<1x4x8x8xf32>', found 'tensor<1x4x?x8xf32>'}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      outs(%o : tensor<1x4x8x8xf32>) -> tensor<1x4x?x8xf32>
+  return
+}
+
+// -----
+
+// The custom format cannot express an empty outs list; the generic form can.
+func.func @outs_empty(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                      %v: tensor<1x2x32x8xf32>) {
+  // expected-error @+1 {{outs must hold the output and optionally the log-sum-exp (1 or 2 tensors), found 0}}
+  "attn.attention"(%q, %k, %v) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0>}>
+      : (tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>) -> ()
+  return
+}
+
+// -----
+
+func.func @outs_three(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                      %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>,
+                      %l: tensor<1x4x8xf32>) {
+  // expected-error @+1 {{outs must hold the output and optionally the log-sum-exp (1 or 2 tensors), found 3}}
+  %r:3 = "attn.attention"(%q, %k, %v, %o, %l, %l) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 3>}>
+      : (tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>, tensor<1x4x8x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>) -> (tensor<1x4x8x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>)
+  return
+}
+
+// -----
+
+// ODS constraints hold before the verifier runs: the scale is an f32 attribute.
+func.func @scale_not_f32(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                         %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>) {
+  // expected-error @+1 {{attribute 'scale' failed to satisfy constraint: 32-bit float attribute}}
+  %r = "attn.attention"(%q, %k, %v, %o) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 1>, scale = 1.0 : f64}>
+      : (tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>, tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @unranked_query(%q: tensor<*xf32>, %k: tensor<1x2x32x16xf32>,
+                          %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>) {
+  // expected-error @+1 {{invalid kind of type specified: expected builtin.tensor, but found 'tensor<*xf32>'}}
+  %r = attn.attention ins(%q, %k, %v : tensor<*xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>) outs(%o : tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+// attn.online_attention checks its inputs with the same rules as attn.attention.
+func.func @online_inputs_checked(%q: tensor<1x4x8x16xf32>,
+                                 %k: tensor<1x2x32x16xf32>,
+                                 %v: tensor<1x2x32x8xf32>,
+                                 %acc: tensor<1x4x8x8xf32>,
+                                 %max: tensor<1x4x8xf32>,
+                                 %sum: tensor<1x4x8xf32>) {
+  // expected-error @+1 {{causal masking and windows need the diagonal}}
+  %r:3 = attn.online_attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      outs(%acc, %max, %sum : tensor<1x4x8x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>) causal
+      -> tensor<1x4x8x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @online_unranked_query(%q: tensor<*xf32>, %k: tensor<1x2x32x16xf32>,
+                                 %v: tensor<1x2x32x8xf32>,
+                                 %acc: tensor<1x4x8x8xf32>,
+                                 %max: tensor<1x4x8xf32>,
+                                 %sum: tensor<1x4x8xf32>) {
+  // expected-error @+1 {{query must be a ranked [B, Hq, Sq, D] tensor, found 'tensor<*xf32>'}}
+  %r:3 = attn.online_attention ins(%q, %k, %v : tensor<*xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      outs(%acc, %max, %sum : tensor<1x4x8x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>)
+      -> tensor<1x4x8x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @online_acc_rank(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                           %v: tensor<1x2x32x8xf32>, %acc: tensor<4x8x8xf32>,
+                           %max: tensor<1x4x8xf32>, %sum: tensor<1x4x8xf32>) {
+  // expected-error @+1 {{acc must have rank 4 ([B, Hq, Sq, Dv]), found rank 3}}
+  %r:3 = attn.online_attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      outs(%acc, %max, %sum : tensor<4x8x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>)
+      -> tensor<4x8x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @online_max_rank(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                           %v: tensor<1x2x32x8xf32>, %acc: tensor<1x4x8x8xf32>,
+                           %max: tensor<1x4x8x1xf32>, %sum: tensor<1x4x8xf32>) {
+  // expected-error @+1 {{max must have rank 3 ([B, Hq, Sq]), found rank 4}}
+  %r:3 = attn.online_attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      outs(%acc, %max, %sum : tensor<1x4x8x8xf32>, tensor<1x4x8x1xf32>, tensor<1x4x8xf32>)
+      -> tensor<1x4x8x8xf32>, tensor<1x4x8x1xf32>, tensor<1x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @online_sum_rank(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                           %v: tensor<1x2x32x8xf32>, %acc: tensor<1x4x8x8xf32>,
+                           %max: tensor<1x4x8xf32>, %sum: tensor<4x8xf32>) {
+  // expected-error @+1 {{sum must have rank 3 ([B, Hq, Sq]), found rank 2}}
+  %r:3 = attn.online_attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      outs(%acc, %max, %sum : tensor<1x4x8x8xf32>, tensor<1x4x8xf32>, tensor<4x8xf32>)
+      -> tensor<1x4x8x8xf32>, tensor<1x4x8xf32>, tensor<4x8xf32>
+  return
+}
+
+// -----
+
+// The running state is f32 whatever the input type.
+func.func @online_acc_element(%q: tensor<1x4x8x16xf16>,
+                              %k: tensor<1x2x32x16xf16>,
+                              %v: tensor<1x2x32x8xf16>,
+                              %acc: tensor<1x4x8x8xf16>,
+                              %max: tensor<1x4x8xf32>,
+                              %sum: tensor<1x4x8xf32>) {
+  // expected-error @+1 {{acc element type must be 'f32', found 'f16'}}
+  %r:3 = attn.online_attention ins(%q, %k, %v : tensor<1x4x8x16xf16>, tensor<1x2x32x16xf16>, tensor<1x2x32x8xf16>)
+      outs(%acc, %max, %sum : tensor<1x4x8x8xf16>, tensor<1x4x8xf32>, tensor<1x4x8xf32>)
+      -> tensor<1x4x8x8xf16>, tensor<1x4x8xf32>, tensor<1x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @online_max_element(%q: tensor<1x4x8x16xf32>,
+                              %k: tensor<1x2x32x16xf32>,
+                              %v: tensor<1x2x32x8xf32>,
+                              %acc: tensor<1x4x8x8xf32>,
+                              %max: tensor<1x4x8xbf16>,
+                              %sum: tensor<1x4x8xf32>) {
+  // expected-error @+1 {{max element type must be 'f32', found 'bf16'}}
+  %r:3 = attn.online_attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      outs(%acc, %max, %sum : tensor<1x4x8x8xf32>, tensor<1x4x8xbf16>, tensor<1x4x8xf32>)
+      -> tensor<1x4x8x8xf32>, tensor<1x4x8xbf16>, tensor<1x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @online_sum_element(%q: tensor<1x4x8x16xf32>,
+                              %k: tensor<1x2x32x16xf32>,
+                              %v: tensor<1x2x32x8xf32>,
+                              %acc: tensor<1x4x8x8xf32>,
+                              %max: tensor<1x4x8xf32>,
+                              %sum: tensor<1x4x8xf16>) {
+  // expected-error @+1 {{sum element type must be 'f32', found 'f16'}}
+  %r:3 = attn.online_attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      outs(%acc, %max, %sum : tensor<1x4x8x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf16>)
+      -> tensor<1x4x8x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf16>
+  return
+}
+
+// -----
+
+func.func @online_acc_value_dim(%q: tensor<1x4x8x16xf32>,
+                                %k: tensor<1x2x32x16xf32>,
+                                %v: tensor<1x2x32x8xf32>,
+                                %acc: tensor<1x4x8x16xf32>,
+                                %max: tensor<1x4x8xf32>,
+                                %sum: tensor<1x4x8xf32>) {
+  // expected-error @+1 {{acc dim 3 (Dv) must equal value's Dv = 8, found 16}}
+  %r:3 = attn.online_attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      outs(%acc, %max, %sum : tensor<1x4x8x16xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>)
+      -> tensor<1x4x8x16xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @online_max_rows(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                           %v: tensor<1x2x32x8xf32>, %acc: tensor<1x4x8x8xf32>,
+                           %max: tensor<1x4x16xf32>, %sum: tensor<1x4x8xf32>) {
+  // expected-error @+1 {{max dim 2 (Sq) must equal query's Sq = 8, found 16}}
+  %r:3 = attn.online_attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      outs(%acc, %max, %sum : tensor<1x4x8x8xf32>, tensor<1x4x16xf32>, tensor<1x4x8xf32>)
+      -> tensor<1x4x8x8xf32>, tensor<1x4x16xf32>, tensor<1x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @online_sum_heads(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                            %v: tensor<1x2x32x8xf32>, %acc: tensor<1x4x8x8xf32>,
+                            %max: tensor<1x4x8xf32>, %sum: tensor<1x2x8xf32>) {
+  // expected-error @+1 {{sum dim 1 (Hq) must equal query's Hq = 4, found 2}}
+  %r:3 = attn.online_attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      outs(%acc, %max, %sum : tensor<1x4x8x8xf32>, tensor<1x4x8xf32>, tensor<1x2x8xf32>)
+      -> tensor<1x4x8x8xf32>, tensor<1x4x8xf32>, tensor<1x2x8xf32>
+  return
+}
+
+// -----
+
+func.func @online_memref_query(%q: memref<1x4x8x16xf32>,
+                               %k: tensor<1x2x32x16xf32>,
+                               %v: tensor<1x2x32x8xf32>,
+                               %acc: tensor<1x4x8x8xf32>,
+                               %max: tensor<1x4x8xf32>,
+                               %sum: tensor<1x4x8xf32>) {
+  // expected-error @+1 {{operands must be all tensors or all memrefs}}
+  %r:3 = attn.online_attention ins(%q, %k, %v : memref<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      outs(%acc, %max, %sum : tensor<1x4x8x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>)
+      -> tensor<1x4x8x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>
+  return
+}
+
+// -----
+
+// The mask takes part in the tensor/memref rule too.
+func.func @online_memref_mask(%q: tensor<1x4x8x16xf32>,
+                              %k: tensor<1x2x32x16xf32>,
+                              %v: tensor<1x2x32x8xf32>,
+                              %acc: tensor<1x4x8x8xf32>,
+                              %max: tensor<1x4x8xf32>, %sum: tensor<1x4x8xf32>,
+                              %m: memref<1x1x8x32xi1>) {
+  // expected-error @+1 {{operands must be all tensors or all memrefs}}
+  %r:3 = attn.online_attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      mask(%m : memref<1x1x8x32xi1>)
+      outs(%acc, %max, %sum : tensor<1x4x8x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>)
+      -> tensor<1x4x8x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @online_tensor_query_memref_state(%q: tensor<1x4x8x16xf32>,
+                                            %k: tensor<1x2x32x16xf32>,
+                                            %v: tensor<1x2x32x8xf32>,
+                                            %acc: memref<1x4x8x8xf32>,
+                                            %max: memref<1x4x8xf32>,
+                                            %sum: memref<1x4x8xf32>) {
+  // expected-error @+1 {{operands must be all tensors or all memrefs}}
+  attn.online_attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      outs(%acc, %max, %sum : memref<1x4x8x8xf32>, memref<1x4x8xf32>, memref<1x4x8xf32>)
+  return
+}
+
+// -----
+
+func.func @online_too_few_results(%q: tensor<1x4x8x16xf32>,
+                                  %k: tensor<1x2x32x16xf32>,
+                                  %v: tensor<1x2x32x8xf32>,
+                                  %acc: tensor<1x4x8x8xf32>,
+                                  %max: tensor<1x4x8xf32>,
+                                  %sum: tensor<1x4x8xf32>) {
+  // expected-error @+1 {{must have 3 results (one per state tensor), found 2}}
+  %r:2 = attn.online_attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      outs(%acc, %max, %sum : tensor<1x4x8x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>)
+      -> tensor<1x4x8x8xf32>, tensor<1x4x8xf32>
+  return
+}
+
+// -----
+
+// After bufferization the op updates its buffers in place and has no results.
+func.func @online_memref_results(%q: memref<1x4x8x16xf32>,
+                                 %k: memref<1x2x32x16xf32>,
+                                 %v: memref<1x2x32x8xf32>,
+                                 %acc: memref<1x4x8x8xf32>,
+                                 %max: memref<1x4x8xf32>,
+                                 %sum: memref<1x4x8xf32>) {
+  // expected-error @+1 {{must have 0 results (one per state tensor), found 3}}
+  %r:3 = attn.online_attention ins(%q, %k, %v : memref<1x4x8x16xf32>, memref<1x2x32x16xf32>, memref<1x2x32x8xf32>)
+      outs(%acc, %max, %sum : memref<1x4x8x8xf32>, memref<1x4x8xf32>, memref<1x4x8xf32>)
+      -> tensor<1x4x8x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @online_result_type(%q: tensor<1x4x8x16xf32>,
+                              %k: tensor<1x2x32x16xf32>,
+                              %v: tensor<1x2x32x8xf32>,
+                              %acc: tensor<1x4x8x8xf32>,
+                              %max: tensor<1x4x8xf32>,
+                              %sum: tensor<1x4x8xf32>) {
+  // expected-error @+1 {{result type must equal its outs tensor's 'tensor<1x4x8xf32>', found 'tensor<1x4x?xf32>'}}
+  %r:3 = attn.online_attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      outs(%acc, %max, %sum : tensor<1x4x8x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>)
+      -> tensor<1x4x8x8xf32>, tensor<1x4x8xf32>, tensor<1x4x?xf32>
+  return
+}
+
+// -----
+
+func.func @missing_outs(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                        %v: tensor<1x2x32x8xf32>) {
+  // expected-error @+1 {{expected 'outs'}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>) -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @missing_value(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                         %o: tensor<1x4x8x8xf32>) {
+  // expected-error @+1 {{expected ','}}
+  %r = attn.attention ins(%q, %k : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>) outs(%o : tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @unknown_alignment(%q: tensor<1x4x8x16xf32>,
+                             %k: tensor<1x2x32x16xf32>,
+                             %v: tensor<1x2x32x8xf32>,
+                             %o: tensor<1x4x8x8xf32>) {
+  // expected-error @+1 {{expected string or keyword containing one of the following enum values for attribute 'alignment' [top_left, bottom_right]}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>) outs(%o : tensor<1x4x8x8xf32>) causal align(middle) -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @unknown_window_side(%q: tensor<1x4x8x16xf32>,
+                               %k: tensor<1x2x32x16xf32>,
+                               %v: tensor<1x2x32x8xf32>,
+                               %o: tensor<1x4x8x8xf32>) {
+  // expected-error @+1 {{duplicate or unknown struct parameter name: up}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>) outs(%o : tensor<1x4x8x8xf32>) align(top_left) window <up = 3> -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @duplicate_window_side(%q: tensor<1x4x8x16xf32>,
+                                 %k: tensor<1x2x32x16xf32>,
+                                 %v: tensor<1x2x32x8xf32>,
+                                 %o: tensor<1x4x8x8xf32>) {
+  // expected-error @+1 {{duplicate or unknown struct parameter name: left}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>) outs(%o : tensor<1x4x8x8xf32>) align(top_left) window <left = 2, left = 3> -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @integer_scale(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                         %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>) {
+  // expected-error @+2 {{unexpected decimal integer literal for a floating point value}}
+  // expected-note @+1 {{add a trailing dot to make the literal a float}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>) outs(%o : tensor<1x4x8x8xf32>) scale(1) -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+// An unknown keyword after outs ends the op; the parser then reads the
+// keyword as the next operation.
+func.func @unknown_keyword(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                           %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>) {
+  // expected-error @+1 {{custom op 'causl' is unknown}}
+  attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>) outs(%o : tensor<1x4x8x8xf32>) causl
+  return
+}
+
+// -----
+
+// The optional clauses have a fixed order: scale after causal and align.
+func.func @clauses_out_of_order(%q: tensor<1x4x8x16xf32>,
+                                %k: tensor<1x2x32x16xf32>,
+                                %v: tensor<1x2x32x8xf32>,
+                                %o: tensor<1x4x8x8xf32>) {
+  // expected-error @+1 {{cannot name an operation with no results}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>) outs(%o : tensor<1x4x8x8xf32>) scale(0.5) causal align(top_left) -> tensor<1x4x8x8xf32>
+  return
+}

@@ -1,0 +1,309 @@
+// RUN: attn-opt %s -split-input-file | attn-opt -split-input-file | FileCheck %s
+
+// Every form of attn.attention and attn.online_attention survives printing and
+// parsing again: the custom assembly format is its own inverse.
+
+// CHECK-LABEL: func @minimal_f32
+// CHECK: %[[O:.+]] = attn.attention
+// CHECK-SAME: ins({{[^:]+}} : tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>)
+// CHECK-SAME: outs(%{{[a-z0-9]+}} : tensor<1x1x4x8xf32>)
+// CHECK-SAME: -> tensor<1x1x4x8xf32>
+// CHECK-NOT: causal
+// CHECK: return %[[O]]
+func.func @minimal_f32(%q: tensor<1x1x4x8xf32>, %k: tensor<1x1x4x8xf32>,
+                       %v: tensor<1x1x4x8xf32>, %o: tensor<1x1x4x8xf32>)
+    -> tensor<1x1x4x8xf32> {
+  %r = attn.attention ins(%q, %k, %v : tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>)
+      outs(%o : tensor<1x1x4x8xf32>) -> tensor<1x1x4x8xf32>
+  return %r : tensor<1x1x4x8xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @f16
+// CHECK: attn.attention
+// CHECK-SAME: tensor<2x4x16x32xf16>, tensor<2x4x64x32xf16>, tensor<2x4x64x32xf16>
+// CHECK-SAME: outs(%{{[a-z0-9]+}} : tensor<2x4x16x32xf16>) -> tensor<2x4x16x32xf16>
+func.func @f16(%q: tensor<2x4x16x32xf16>, %k: tensor<2x4x64x32xf16>,
+               %v: tensor<2x4x64x32xf16>, %o: tensor<2x4x16x32xf16>)
+    -> tensor<2x4x16x32xf16> {
+  %r = attn.attention ins(%q, %k, %v : tensor<2x4x16x32xf16>, tensor<2x4x64x32xf16>, tensor<2x4x64x32xf16>)
+      outs(%o : tensor<2x4x16x32xf16>) -> tensor<2x4x16x32xf16>
+  return %r : tensor<2x4x16x32xf16>
+}
+
+// -----
+
+// CHECK-LABEL: func @bf16
+// CHECK: attn.attention
+// CHECK-SAME: tensor<1x2x8x64xbf16>, tensor<1x2x8x64xbf16>, tensor<1x2x8x64xbf16>
+// CHECK-SAME: outs(%{{[a-z0-9]+}} : tensor<1x2x8x64xbf16>) -> tensor<1x2x8x64xbf16>
+func.func @bf16(%q: tensor<1x2x8x64xbf16>, %k: tensor<1x2x8x64xbf16>,
+                %v: tensor<1x2x8x64xbf16>, %o: tensor<1x2x8x64xbf16>)
+    -> tensor<1x2x8x64xbf16> {
+  %r = attn.attention ins(%q, %k, %v : tensor<1x2x8x64xbf16>, tensor<1x2x8x64xbf16>, tensor<1x2x8x64xbf16>)
+      outs(%o : tensor<1x2x8x64xbf16>) -> tensor<1x2x8x64xbf16>
+  return %r : tensor<1x2x8x64xbf16>
+}
+
+// -----
+
+// Grouped-query attention: 8 query heads share 2 key/value heads (G = 4).
+// CHECK-LABEL: func @gqa
+// CHECK: attn.attention
+// CHECK-SAME: ins({{[^:]+}} : tensor<1x8x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>)
+// CHECK-SAME: outs(%{{[a-z0-9]+}} : tensor<1x8x16x32xf32>)
+func.func @gqa(%q: tensor<1x8x16x32xf32>, %k: tensor<1x2x16x32xf32>,
+               %v: tensor<1x2x16x32xf32>, %o: tensor<1x8x16x32xf32>)
+    -> tensor<1x8x16x32xf32> {
+  %r = attn.attention ins(%q, %k, %v : tensor<1x8x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>)
+      outs(%o : tensor<1x8x16x32xf32>) -> tensor<1x8x16x32xf32>
+  return %r : tensor<1x8x16x32xf32>
+}
+
+// -----
+
+// Multi-query attention: one key/value head for all query heads.
+// CHECK-LABEL: func @mqa
+// CHECK: attn.attention
+// CHECK-SAME: ins({{[^:]+}} : tensor<2x8x16x32xf32>, tensor<2x1x16x32xf32>, tensor<2x1x16x32xf32>)
+func.func @mqa(%q: tensor<2x8x16x32xf32>, %k: tensor<2x1x16x32xf32>,
+               %v: tensor<2x1x16x32xf32>, %o: tensor<2x8x16x32xf32>)
+    -> tensor<2x8x16x32xf32> {
+  %r = attn.attention ins(%q, %k, %v : tensor<2x8x16x32xf32>, tensor<2x1x16x32xf32>, tensor<2x1x16x32xf32>)
+      outs(%o : tensor<2x8x16x32xf32>) -> tensor<2x8x16x32xf32>
+  return %r : tensor<2x8x16x32xf32>
+}
+
+// -----
+
+// B, H, Sq and Sk are dynamic; only the head dims D and Dv must be static.
+// CHECK-LABEL: func @dynamic_dims
+// CHECK: attn.attention
+// CHECK-SAME: ins({{[^:]+}} : tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x32xf16>)
+// CHECK-SAME: outs(%{{[a-z0-9]+}} : tensor<?x?x?x32xf16>) -> tensor<?x?x?x32xf16>
+func.func @dynamic_dims(%q: tensor<?x?x?x64xf16>, %k: tensor<?x?x?x64xf16>,
+                        %v: tensor<?x?x?x32xf16>, %o: tensor<?x?x?x32xf16>)
+    -> tensor<?x?x?x32xf16> {
+  %r = attn.attention ins(%q, %k, %v : tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x32xf16>)
+      outs(%o : tensor<?x?x?x32xf16>) -> tensor<?x?x?x32xf16>
+  return %r : tensor<?x?x?x32xf16>
+}
+
+// -----
+
+// The seed tutorials' d_k = 2, d_v = 4: the output takes the value's head dim.
+// CHECK-LABEL: func @d_differs_from_dv
+// CHECK: attn.attention
+// CHECK-SAME: ins({{[^:]+}} : tensor<1x1x3x2xf32>, tensor<1x1x5x2xf32>, tensor<1x1x5x4xf32>)
+// CHECK-SAME: outs(%{{[a-z0-9]+}} : tensor<1x1x3x4xf32>) -> tensor<1x1x3x4xf32>
+func.func @d_differs_from_dv(%q: tensor<1x1x3x2xf32>, %k: tensor<1x1x5x2xf32>,
+                             %v: tensor<1x1x5x4xf32>, %o: tensor<1x1x3x4xf32>)
+    -> tensor<1x1x3x4xf32> {
+  %r = attn.attention ins(%q, %k, %v : tensor<1x1x3x2xf32>, tensor<1x1x5x2xf32>, tensor<1x1x5x4xf32>)
+      outs(%o : tensor<1x1x3x4xf32>) -> tensor<1x1x3x4xf32>
+  return %r : tensor<1x1x3x4xf32>
+}
+
+// -----
+
+// The log-sum-exp: a second outs tensor and a second result.
+// CHECK-LABEL: func @with_lse
+// CHECK: %[[R:.+]]:2 = attn.attention
+// CHECK-SAME: outs(%{{[a-z0-9]+}}, %{{[a-z0-9]+}} : tensor<2x4x16x32xf16>, tensor<2x4x16xf32>)
+// CHECK-SAME: -> tensor<2x4x16x32xf16>, tensor<2x4x16xf32>
+// CHECK: return %[[R]]#0, %[[R]]#1
+func.func @with_lse(%q: tensor<2x4x16x32xf16>, %k: tensor<2x4x16x32xf16>,
+                    %v: tensor<2x4x16x32xf16>, %o: tensor<2x4x16x32xf16>,
+                    %l: tensor<2x4x16xf32>)
+    -> (tensor<2x4x16x32xf16>, tensor<2x4x16xf32>) {
+  %r:2 = attn.attention ins(%q, %k, %v : tensor<2x4x16x32xf16>, tensor<2x4x16x32xf16>, tensor<2x4x16x32xf16>)
+      outs(%o, %l : tensor<2x4x16x32xf16>, tensor<2x4x16xf32>)
+      -> tensor<2x4x16x32xf16>, tensor<2x4x16xf32>
+  return %r#0, %r#1 : tensor<2x4x16x32xf16>, tensor<2x4x16xf32>
+}
+
+// -----
+
+// A boolean keep-mask in every broadcast form, and an additive float bias.
+// CHECK-LABEL: func @masks
+// CHECK: attn.attention
+// CHECK-SAME: mask(%{{[a-z0-9]+}} : tensor<1x1x1x32xi1>)
+// CHECK: attn.attention
+// CHECK-SAME: mask(%{{[a-z0-9]+}} : tensor<2x1x16x32xi1>)
+// CHECK: attn.attention
+// CHECK-SAME: mask(%{{[a-z0-9]+}} : tensor<1x4x1x32xi1>)
+// CHECK: attn.attention
+// CHECK-SAME: mask(%{{[a-z0-9]+}} : tensor<2x4x16x32xi1>)
+// CHECK: attn.attention
+// CHECK-SAME: mask(%{{[a-z0-9]+}} : tensor<2x4x16x32xf32>)
+func.func @masks(%q: tensor<2x4x16x8xf32>, %k: tensor<2x4x32x8xf32>,
+                 %v: tensor<2x4x32x8xf32>, %o: tensor<2x4x16x8xf32>,
+                 %m0: tensor<1x1x1x32xi1>, %m1: tensor<2x1x16x32xi1>,
+                 %m2: tensor<1x4x1x32xi1>, %m3: tensor<2x4x16x32xi1>,
+                 %bias: tensor<2x4x16x32xf32>)
+    -> (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>,
+        tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>) {
+  %r0 = attn.attention ins(%q, %k, %v : tensor<2x4x16x8xf32>, tensor<2x4x32x8xf32>, tensor<2x4x32x8xf32>)
+      mask(%m0 : tensor<1x1x1x32xi1>)
+      outs(%o : tensor<2x4x16x8xf32>) -> tensor<2x4x16x8xf32>
+  %r1 = attn.attention ins(%q, %k, %v : tensor<2x4x16x8xf32>, tensor<2x4x32x8xf32>, tensor<2x4x32x8xf32>)
+      mask(%m1 : tensor<2x1x16x32xi1>)
+      outs(%o : tensor<2x4x16x8xf32>) -> tensor<2x4x16x8xf32>
+  %r2 = attn.attention ins(%q, %k, %v : tensor<2x4x16x8xf32>, tensor<2x4x32x8xf32>, tensor<2x4x32x8xf32>)
+      mask(%m2 : tensor<1x4x1x32xi1>)
+      outs(%o : tensor<2x4x16x8xf32>) -> tensor<2x4x16x8xf32>
+  %r3 = attn.attention ins(%q, %k, %v : tensor<2x4x16x8xf32>, tensor<2x4x32x8xf32>, tensor<2x4x32x8xf32>)
+      mask(%m3 : tensor<2x4x16x32xi1>)
+      outs(%o : tensor<2x4x16x8xf32>) -> tensor<2x4x16x8xf32>
+  %r4 = attn.attention ins(%q, %k, %v : tensor<2x4x16x8xf32>, tensor<2x4x32x8xf32>, tensor<2x4x32x8xf32>)
+      mask(%bias : tensor<2x4x16x32xf32>)
+      outs(%o : tensor<2x4x16x8xf32>) -> tensor<2x4x16x8xf32>
+  return %r0, %r1, %r2, %r3, %r4 : tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>,
+      tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @causal_top_left
+// CHECK: attn.attention
+// CHECK-SAME: causal align(top_left)
+// CHECK-SAME: -> tensor<1x2x16x8xf32>
+func.func @causal_top_left(%q: tensor<1x2x16x8xf32>, %k: tensor<1x2x16x8xf32>,
+                           %v: tensor<1x2x16x8xf32>, %o: tensor<1x2x16x8xf32>)
+    -> tensor<1x2x16x8xf32> {
+  %r = attn.attention ins(%q, %k, %v : tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>)
+      outs(%o : tensor<1x2x16x8xf32>) causal align(top_left) -> tensor<1x2x16x8xf32>
+  return %r : tensor<1x2x16x8xf32>
+}
+
+// -----
+
+// Decoding against a KV cache: one query row, the diagonal at Sk - Sq.
+// CHECK-LABEL: func @causal_bottom_right
+// CHECK: attn.attention
+// CHECK-SAME: causal align(bottom_right)
+func.func @causal_bottom_right(%q: tensor<1x2x1x8xf32>, %k: tensor<1x2x?x8xf32>,
+                               %v: tensor<1x2x?x8xf32>, %o: tensor<1x2x1x8xf32>)
+    -> tensor<1x2x1x8xf32> {
+  %r = attn.attention ins(%q, %k, %v : tensor<1x2x1x8xf32>, tensor<1x2x?x8xf32>, tensor<1x2x?x8xf32>)
+      outs(%o : tensor<1x2x1x8xf32>) causal align(bottom_right) -> tensor<1x2x1x8xf32>
+  return %r : tensor<1x2x1x8xf32>
+}
+
+// -----
+
+// Sliding windows bounded on the left only, the right only, and both sides.
+// CHECK-LABEL: func @windows
+// CHECK: attn.attention
+// CHECK-SAME: align(top_left) window <left = 4>
+// CHECK-NOT: right
+// CHECK-SAME: -> tensor<1x1x16x8xf32>
+// CHECK: attn.attention
+// CHECK-SAME: align(bottom_right) window <right = 2>
+// CHECK-SAME: -> tensor<1x1x16x8xf32>
+// CHECK: attn.attention
+// CHECK-SAME: align(top_left) window <left = 4, right = 0>
+// CHECK-SAME: -> tensor<1x1x16x8xf32>
+func.func @windows(%q: tensor<1x1x16x8xf32>, %k: tensor<1x1x16x8xf32>,
+                   %v: tensor<1x1x16x8xf32>, %o: tensor<1x1x16x8xf32>)
+    -> (tensor<1x1x16x8xf32>, tensor<1x1x16x8xf32>, tensor<1x1x16x8xf32>) {
+  %r0 = attn.attention ins(%q, %k, %v : tensor<1x1x16x8xf32>, tensor<1x1x16x8xf32>, tensor<1x1x16x8xf32>)
+      outs(%o : tensor<1x1x16x8xf32>) align(top_left) window <left = 4> -> tensor<1x1x16x8xf32>
+  %r1 = attn.attention ins(%q, %k, %v : tensor<1x1x16x8xf32>, tensor<1x1x16x8xf32>, tensor<1x1x16x8xf32>)
+      outs(%o : tensor<1x1x16x8xf32>) align(bottom_right) window <right = 2> -> tensor<1x1x16x8xf32>
+  %r2 = attn.attention ins(%q, %k, %v : tensor<1x1x16x8xf32>, tensor<1x1x16x8xf32>, tensor<1x1x16x8xf32>)
+      outs(%o : tensor<1x1x16x8xf32>) align(top_left) window <left = 4, right = 0> -> tensor<1x1x16x8xf32>
+  return %r0, %r1, %r2 : tensor<1x1x16x8xf32>, tensor<1x1x16x8xf32>, tensor<1x1x16x8xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @scale
+// CHECK: attn.attention
+// CHECK-SAME: scale(1.250000e-01)
+// CHECK-NOT: softcap
+func.func @scale(%q: tensor<1x1x4x64xf32>, %k: tensor<1x1x4x64xf32>,
+                 %v: tensor<1x1x4x64xf32>, %o: tensor<1x1x4x64xf32>)
+    -> tensor<1x1x4x64xf32> {
+  %r = attn.attention ins(%q, %k, %v : tensor<1x1x4x64xf32>, tensor<1x1x4x64xf32>, tensor<1x1x4x64xf32>)
+      outs(%o : tensor<1x1x4x64xf32>) scale(0.125) -> tensor<1x1x4x64xf32>
+  return %r : tensor<1x1x4x64xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @softcap
+// CHECK: attn.attention
+// CHECK-SAME: scale(5.000000e-01) softcap(3.000000e+01)
+func.func @softcap(%q: tensor<1x1x4x4xf16>, %k: tensor<1x1x4x4xf16>,
+                   %v: tensor<1x1x4x4xf16>, %o: tensor<1x1x4x4xf16>)
+    -> tensor<1x1x4x4xf16> {
+  %r = attn.attention ins(%q, %k, %v : tensor<1x1x4x4xf16>, tensor<1x1x4x4xf16>, tensor<1x1x4x4xf16>)
+      outs(%o : tensor<1x1x4x4xf16>) scale(0.5) softcap(30.0) -> tensor<1x1x4x4xf16>
+  return %r : tensor<1x1x4x4xf16>
+}
+
+// -----
+
+// A tile carries its diagonal as an operand, in its own coordinates.
+// CHECK-LABEL: func @tiled_diagonal
+// CHECK-SAME: %[[D:[a-z0-9]+]]: index
+// CHECK: attn.attention
+// CHECK-SAME: diagonal(%[[D]])
+// CHECK-SAME: outs(%{{[a-z0-9]+}} : tensor<1x1x16x8xf32>) causal
+// CHECK-NOT: align
+// CHECK-SAME: -> tensor<1x1x16x8xf32>
+func.func @tiled_diagonal(%q: tensor<1x1x16x8xf32>, %k: tensor<1x1x64x8xf32>,
+                          %v: tensor<1x1x64x8xf32>, %o: tensor<1x1x16x8xf32>,
+                          %d: index) -> tensor<1x1x16x8xf32> {
+  %r = attn.attention ins(%q, %k, %v : tensor<1x1x16x8xf32>, tensor<1x1x64x8xf32>, tensor<1x1x64x8xf32>)
+      diagonal(%d) outs(%o : tensor<1x1x16x8xf32>) causal -> tensor<1x1x16x8xf32>
+  return %r : tensor<1x1x16x8xf32>
+}
+
+// -----
+
+// The online-softmax step on tensors: three f32 states in, three out.
+// CHECK-LABEL: func @online_tensor
+// CHECK: %[[S:.+]]:3 = attn.online_attention
+// CHECK-SAME: ins({{[^:]+}} : tensor<1x1x64x64xf16>, tensor<1x1x?x64xf16>, tensor<1x1x?x32xf16>)
+// CHECK-SAME: mask(%{{[a-z0-9]+}} : tensor<1x1x64x?xi1>)
+// CHECK-SAME: diagonal(%{{[a-z0-9]+}})
+// CHECK-SAME: outs({{[^:]+}} : tensor<1x1x64x32xf32>, tensor<1x1x64xf32>, tensor<1x1x64xf32>)
+// CHECK-SAME: causal scale(1.250000e-01)
+// CHECK-SAME: -> tensor<1x1x64x32xf32>, tensor<1x1x64xf32>, tensor<1x1x64xf32>
+// CHECK: return %[[S]]#0, %[[S]]#1, %[[S]]#2
+func.func @online_tensor(%q: tensor<1x1x64x64xf16>, %k: tensor<1x1x?x64xf16>,
+                         %v: tensor<1x1x?x32xf16>, %m: tensor<1x1x64x?xi1>,
+                         %d: index, %acc: tensor<1x1x64x32xf32>,
+                         %max: tensor<1x1x64xf32>, %sum: tensor<1x1x64xf32>)
+    -> (tensor<1x1x64x32xf32>, tensor<1x1x64xf32>, tensor<1x1x64xf32>) {
+  %r:3 = attn.online_attention
+      ins(%q, %k, %v : tensor<1x1x64x64xf16>, tensor<1x1x?x64xf16>, tensor<1x1x?x32xf16>)
+      mask(%m : tensor<1x1x64x?xi1>) diagonal(%d)
+      outs(%acc, %max, %sum : tensor<1x1x64x32xf32>, tensor<1x1x64xf32>, tensor<1x1x64xf32>)
+      causal scale(0.125)
+      -> tensor<1x1x64x32xf32>, tensor<1x1x64xf32>, tensor<1x1x64xf32>
+  return %r#0, %r#1, %r#2 : tensor<1x1x64x32xf32>, tensor<1x1x64xf32>, tensor<1x1x64xf32>
+}
+
+// -----
+
+// After bufferization the step updates its state buffers in place: no results.
+// CHECK-LABEL: func @online_memref
+// CHECK: attn.online_attention
+// CHECK-SAME: ins({{[^:]+}} : memref<1x2x16x8xf32>, memref<1x2x?x8xf32>, memref<1x2x?x8xf32>)
+// CHECK-SAME: outs({{[^:]+}} : memref<1x2x16x8xf32>, memref<1x2x16xf32>, memref<1x2x16xf32>)
+// CHECK-SAME: align(top_left) window <left = 8>
+// CHECK-NOT: ->
+// CHECK: return
+func.func @online_memref(%q: memref<1x2x16x8xf32>, %k: memref<1x2x?x8xf32>,
+                         %v: memref<1x2x?x8xf32>, %acc: memref<1x2x16x8xf32>,
+                         %max: memref<1x2x16xf32>, %sum: memref<1x2x16xf32>) {
+  attn.online_attention
+      ins(%q, %k, %v : memref<1x2x16x8xf32>, memref<1x2x?x8xf32>, memref<1x2x?x8xf32>)
+      outs(%acc, %max, %sum : memref<1x2x16x8xf32>, memref<1x2x16xf32>, memref<1x2x16xf32>)
+      align(top_left) window <left = 8>
+  return
+}

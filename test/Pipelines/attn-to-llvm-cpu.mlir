@@ -1,0 +1,21 @@
+// RUN: attn-opt %s --attn-to-llvm-cpu | FileCheck %s
+// RUN: attn-opt %s --attn-to-llvm-cpu="vector-width=8 key-tile-size=64" | FileCheck %s --check-prefix=AVX2
+
+// The whole chain ends in the LLVM dialect: no attn, scf, memref or vector
+// op is left, the key loop runs 16-lane FMAs (8 with vector-width=8).
+
+// CHECK-LABEL: llvm.func @attention
+//   CHECK-NOT: attn.
+//       CHECK: llvm.intr.fma({{.+}}) : (vector<16xf32>, vector<16xf32>, vector<16xf32>) -> vector<16xf32>
+//       CHECK: llvm.intr.vector.reduce.fmaximum
+//   CHECK-NOT: scf.
+//   CHECK-NOT: memref.
+
+// AVX2-LABEL: llvm.func @attention
+//       AVX2: llvm.intr.fma({{.+}}) : (vector<8xf32>, vector<8xf32>, vector<8xf32>) -> vector<8xf32>
+func.func @attention(%q: tensor<1x2x?x32xf32>, %k: tensor<1x2x?x32xf32>,
+                     %v: tensor<1x2x?x32xf32>, %o: tensor<1x2x?x32xf32>) -> tensor<1x2x?x32xf32> {
+  %r = attn.attention ins(%q, %k, %v : tensor<1x2x?x32xf32>, tensor<1x2x?x32xf32>, tensor<1x2x?x32xf32>)
+      outs(%o : tensor<1x2x?x32xf32>) causal align(top_left) -> tensor<1x2x?x32xf32>
+  return %r : tensor<1x2x?x32xf32>
+}

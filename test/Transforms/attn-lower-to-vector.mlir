@@ -1,0 +1,90 @@
+// RUN: attn-opt %s -split-input-file -attn-lower-to-vector=key-block=32 -canonicalize | FileCheck %s
+
+// The micro-kernel of one online-softmax step, on memrefs. Per block of 32
+// keys: K is packed transposed and V row-major into stack buffers made at
+// the function's entry; per query row, the scores are two 16-lane vectors
+// accumulated by FMAs with the query element broadcast; scale, soft-cap,
+// the keep-mask (as a -inf bias row) and the causal band are applied as
+// vector ops; then the running max/sum update and P·V, with the 20-column
+// accumulator's tail handled by masked loads and stores.
+
+// CHECK-LABEL: func @causal_masked
+//  CHECK-SAME: (%[[Q:[a-z0-9]+]]: {{.+}}, %[[K:[a-z0-9]+]]: {{.+}}, %[[V:[a-z0-9]+]]: {{.+}}, %[[MASK:[a-z0-9]+]]: {{.+}}, %[[ACC:[a-z0-9]+]]: {{.+}}, %[[MAX:[a-z0-9]+]]: {{.+}}, %[[SUM:[a-z0-9]+]]: {{.+}}, %[[D:[a-z0-9]+]]: index)
+//       CHECK: %[[KT:.+]] = memref.alloca() {alignment = 64 : i64} : memref<32x32xf32>
+//       CHECK: %[[VP:.+]] = memref.alloca() {alignment = 64 : i64} : memref<32x32xf32>
+//       CHECK: %[[BIAS:.+]] = memref.alloca() {alignment = 64 : i64} : memref<32xf32>
+//       CHECK: %[[P:.+]] = memref.alloca() {alignment = 64 : i64} : memref<32xf32>
+// Key blocks; pack K transposed and V.
+//       CHECK: scf.for %[[KB:.+]] = %c0 to %{{.+}} step %c32
+//       CHECK:   %[[NK:.+]] = arith.minsi %{{.+}}, %c32
+//       CHECK:   scf.for %[[J:.+]] = %c0 to %[[NK]]
+//       CHECK:     memref.load %[[K]]
+//       CHECK:     memref.store %{{.+}}, %[[KT]][%{{.+}}, %[[J]]]
+//       CHECK:     memref.load %[[V]]
+//       CHECK:     memref.store %{{.+}}, %[[VP]][%[[J]], %{{.+}}]
+// Query rows: Q·Kᵀ as two vector accumulators over D.
+//       CHECK:   scf.for %[[ROW:.+]] = %c0 to
+//       CHECK:     %[[S:.+]]:2 = scf.for %{{.+}} = %c0 to %c32 step %c1 iter_args(%[[S0:.+]] = %{{.+}}, %[[S1:.+]] = %{{.+}}) -> (vector<16xf32>, vector<16xf32>)
+//       CHECK:       %[[QB:.+]] = vector.broadcast %{{.+}} : f32 to vector<16xf32>
+//       CHECK:       vector.fma %[[QB]], %{{.+}}, %[[S0]] : vector<16xf32>
+//       CHECK:       vector.fma %[[QB]], %{{.+}}, %[[S1]] : vector<16xf32>
+// Scale, soft-cap (c * tanh(s / c)), mask bias.
+//       CHECK:     arith.mulf %[[S]]#0
+//       CHECK:     math.tanh
+//       CHECK:     memref.load %[[MASK]]
+//       CHECK:     arith.select %{{.+}}, %{{.+}}, %{{.+}} : f32
+//       CHECK:     memref.store %{{.+}}, %[[BIAS]]
+//       CHECK:     vector.load %[[BIAS]]
+// The causal band and the block's key count select -inf.
+//       CHECK:     vector.step
+//       CHECK:     arith.cmpi slt
+//       CHECK:     arith.cmpi sle
+//       CHECK:     arith.select %{{.+}}, %{{.+}}, %{{.+}} : vector<16xi1>, vector<16xf32>
+// Online update: new max, exp of non-positive numbers only, rescale.
+//       CHECK:     %[[OLDMAX:.+]] = memref.load %[[MAX]]
+//       CHECK:     %[[OLDSUM:.+]] = memref.load %[[SUM]]
+//       CHECK:     vector.reduction <maximumf>
+//       CHECK:     %[[NEWMAX:.+]] = arith.maximumf %[[OLDMAX]], %{{.+}} : f32
+//       CHECK:     %[[NONE:.+]] = arith.cmpf oeq, %[[NEWMAX]]
+//       CHECK:     %[[SAFE:.+]] = arith.select %[[NONE]], %{{.+}}, %[[NEWMAX]] : f32
+//       CHECK:     %[[DELTA:.+]] = arith.subf %[[OLDMAX]], %[[SAFE]]
+//       CHECK:     %[[ALPHA:.+]] = math.exp %[[DELTA]] : f32
+//       CHECK:     math.exp %{{.+}} : vector<16xf32>
+//       CHECK:     vector.store %{{.+}}, %[[P]]
+//       CHECK:     vector.reduction <add>
+//       CHECK:     arith.mulf %[[OLDSUM]], %[[ALPHA]]
+//       CHECK:     memref.store %[[NEWMAX]], %[[MAX]]
+//       CHECK:     memref.store %{{.+}}, %[[SUM]]
+// P·V into the rescaled accumulator row; the tail chunk is masked.
+//       CHECK:     vector.load %[[ACC]]
+//       CHECK:     %[[TAIL:.+]] = vector.constant_mask [4] : vector<16xi1>
+//       CHECK:     vector.maskedload %[[ACC]][{{.+}}], %[[TAIL]]
+//       CHECK:     scf.for %{{.+}} = %c0 to %[[NK]] step %c1 iter_args
+//       CHECK:       memref.load %[[P]]
+//       CHECK:       vector.fma
+//       CHECK:       vector.fma
+//       CHECK:     vector.store %{{.+}}, %[[ACC]]
+//       CHECK:     vector.maskedstore %[[ACC]]
+func.func @causal_masked(%q: memref<1x1x?x32xf32>, %k: memref<1x1x?x32xf32>, %v: memref<1x1x?x20xf32>,
+                         %mask: memref<1x1x?x?xi1>,
+                         %acc: memref<1x1x?x20xf32>, %m: memref<1x1x?xf32>, %s: memref<1x1x?xf32>, %d: index) {
+  attn.online_attention ins(%q, %k, %v : memref<1x1x?x32xf32>, memref<1x1x?x32xf32>, memref<1x1x?x20xf32>)
+      mask(%mask : memref<1x1x?x?xi1>) diagonal(%d)
+      outs(%acc, %m, %s : memref<1x1x?x20xf32>, memref<1x1x?xf32>, memref<1x1x?xf32>) causal softcap(30.0)
+  return
+}
+
+// -----
+
+// bf16 inputs are widened to f32 as they are packed and loaded.
+
+// CHECK-LABEL: func @bf16
+//       CHECK: memref.load %{{.+}} : memref<1x1x?x16xbf16>
+//  CHECK-NEXT: arith.extf %{{.+}} : bf16 to f32
+//   CHECK-NOT: math.tanh
+func.func @bf16(%q: memref<1x1x?x16xbf16>, %k: memref<1x1x?x16xbf16>, %v: memref<1x1x?x16xbf16>,
+                %acc: memref<1x1x?x16xf32>, %m: memref<1x1x?xf32>, %s: memref<1x1x?xf32>) {
+  attn.online_attention ins(%q, %k, %v : memref<1x1x?x16xbf16>, memref<1x1x?x16xbf16>, memref<1x1x?x16xbf16>)
+      outs(%acc, %m, %s : memref<1x1x?x16xf32>, memref<1x1x?xf32>, memref<1x1x?xf32>)
+  return
+}

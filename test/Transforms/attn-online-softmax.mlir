@@ -1,0 +1,57 @@
+// RUN: attn-opt %s -split-input-file -attn-online-softmax | FileCheck %s
+// RUN: attn-opt %s -split-input-file -attn-tile -attn-online-softmax | FileCheck %s --check-prefix=TILED
+
+// attn.attention becomes the online-softmax recurrence: f32 state (an
+// accumulator at 0, a running max at -inf, a running sum at 0) updated by
+// attn.online_attention, then one normalization. Rows that saw no allowed
+// key (max still -inf) give O = 0 and LSE = -inf; the output is rounded to
+// its element type once, at the end.
+
+// CHECK-LABEL: func @bf16_with_lse
+//  CHECK-SAME: (%[[Q:.+]]: tensor<1x2x?x64xbf16>, %[[K:.+]]: tensor<1x2x?x64xbf16>, %[[V:.+]]: tensor<1x2x?x64xbf16>, %[[O:.+]]: tensor<1x2x?x64xbf16>, %[[L:.+]]: tensor<1x2x?xf32>)
+//       CHECK: %[[ACC0:.+]] = bufferization.alloc_tensor(%{{.+}}) : tensor<1x2x?x64xf32>
+//       CHECK: %[[ACC:.+]] = linalg.fill ins(%{{.+}} : f32) outs(%[[ACC0]] : tensor<1x2x?x64xf32>)
+//       CHECK: %[[MAX:.+]] = linalg.fill ins(%{{.+}} : f32)
+//       CHECK: %[[SUM:.+]] = linalg.fill ins(%{{.+}} : f32)
+//       CHECK: %[[STATE:.+]]:3 = attn.online_attention ins(%[[Q]], %[[K]], %[[V]] : {{.+}}) outs(%[[ACC]], %[[MAX]], %[[SUM]] : tensor<1x2x?x64xf32>, tensor<1x2x?xf32>, tensor<1x2x?xf32>) scale(1.250000e-01)
+//       CHECK: %[[OUT:.+]] = linalg.generic {{.+}} ins(%[[STATE]]#0, %[[STATE]]#1, %[[STATE]]#2 : {{.+}}) outs(%[[O]] : tensor<1x2x?x64xbf16>)
+//       CHECK:   ^bb0(%[[A:.+]]: f32, %[[M:.+]]: f32, %[[S:.+]]: f32, %{{.+}}: bf16):
+//       CHECK:   %[[EMPTY:.+]] = arith.cmpf oeq, %[[M]], %{{.+}} : f32
+//       CHECK:   %[[NORM:.+]] = arith.divf %[[A]], %[[S]] : f32
+//       CHECK:   %[[SEL:.+]] = arith.select %[[EMPTY]], %{{.+}}, %[[NORM]] : f32
+//       CHECK:   %[[ROUND:.+]] = arith.truncf %[[SEL]] : f32 to bf16
+//       CHECK:   linalg.yield %[[ROUND]] : bf16
+//       CHECK: %[[LSE:.+]] = linalg.generic {{.+}} ins(%[[STATE]]#1, %[[STATE]]#2 : {{.+}}) outs(%[[L]] : tensor<1x2x?xf32>)
+//       CHECK:   ^bb0(%[[M2:.+]]: f32, %[[S2:.+]]: f32, %{{.+}}: f32):
+//       CHECK:   %[[LOG:.+]] = math.log %[[S2]] : f32
+//       CHECK:   %[[ML:.+]] = arith.addf %[[M2]], %[[LOG]] : f32
+//       CHECK:   arith.select %{{.+}}, %{{.+}}, %[[ML]] : f32
+//       CHECK: return %[[OUT]], %[[LSE]]
+//   CHECK-NOT: attn.attention
+func.func @bf16_with_lse(%q: tensor<1x2x?x64xbf16>, %k: tensor<1x2x?x64xbf16>,
+                         %v: tensor<1x2x?x64xbf16>, %o: tensor<1x2x?x64xbf16>,
+                         %l: tensor<1x2x?xf32>) -> (tensor<1x2x?x64xbf16>, tensor<1x2x?xf32>) {
+  %r:2 = attn.attention ins(%q, %k, %v : tensor<1x2x?x64xbf16>, tensor<1x2x?x64xbf16>, tensor<1x2x?x64xbf16>)
+      outs(%o, %l : tensor<1x2x?x64xbf16>, tensor<1x2x?xf32>) scale(0.125) -> tensor<1x2x?x64xbf16>, tensor<1x2x?xf32>
+  return %r#0, %r#1 : tensor<1x2x?x64xbf16>, tensor<1x2x?xf32>
+}
+
+// -----
+
+// Inside a tile, the state has a constant bound (the query tile's rows):
+// it is a slice of a statically shaped tensor, so that it bufferizes to a
+// fixed-size stack buffer. Masks and attributes carry over to the online op.
+
+// TILED-LABEL: func @tiled_causal_with_mask
+//       TILED: scf.forall
+//       TILED:   %[[ACC0:.+]] = bufferization.alloc_tensor() : tensor<1x1x64x64xf32>
+//       TILED:   %[[ACC1:.+]] = tensor.extract_slice %[[ACC0]][0, 0, 0, 0] [1, 1, %{{.+}}, 64]
+//       TILED:   linalg.fill ins(%{{.+}} : f32) outs(%[[ACC1]] : tensor<1x1x?x64xf32>)
+//       TILED:   attn.online_attention {{.*}} mask(%{{.+}} : tensor<1x1x?x?xf32>) diagonal(%{{.+}}) outs({{.+}}) causal
+func.func @tiled_causal_with_mask(%q: tensor<1x1x?x64xf32>, %k: tensor<1x1x?x64xf32>,
+                                  %v: tensor<1x1x?x64xf32>, %m: tensor<1x1x?x?xf32>,
+                                  %o: tensor<1x1x?x64xf32>) -> tensor<1x1x?x64xf32> {
+  %r = attn.attention ins(%q, %k, %v : tensor<1x1x?x64xf32>, tensor<1x1x?x64xf32>, tensor<1x1x?x64xf32>)
+      mask(%m : tensor<1x1x?x?xf32>) outs(%o : tensor<1x1x?x64xf32>) causal align(top_left) -> tensor<1x1x?x64xf32>
+  return %r : tensor<1x1x?x64xf32>
+}

@@ -1,0 +1,18 @@
+// RUN: attn-opt %s -split-input-file -attn-outline-work-items -verify-diagnostics
+
+// expected-error @+1 {{a kernel must hold exactly one top-level scf.forall, found 0}}
+func.func @no_forall(%o: memref<8xf32>) attributes {attn.kernel} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{a dynamically sized stack buffer inside a loop would grow the stack}}
+func.func @dynamic_alloca_in_loop(%o: memref<?xf32>, %n: index) {
+  %cst = arith.constant 1.0 : f32
+  scf.forall (%i) in (8) {
+    %buf = memref.alloca(%n) : memref<?xf32>
+    memref.store %cst, %buf[%i] : memref<?xf32>
+  }
+  return
+}

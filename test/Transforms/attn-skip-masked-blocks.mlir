@@ -1,0 +1,72 @@
+// RUN: attn-opt %s -split-input-file -attn-skip-masked-blocks -canonicalize | FileCheck %s
+
+// Causal masking over tq query rows with diagonal d: row i sees keys
+// j <= i + d. Keys past hi = tq + d are seen by no row and are dropped;
+// keys below midHi = d + 1 are seen by every row and go to an op without
+// the causal attribute (no mask arithmetic); only [midHi, hi) stays masked,
+// with its diagonal shifted to its own first key.
+
+// CHECK-LABEL: func @causal
+//  CHECK-SAME: (%[[Q:[a-z0-9]+]]: {{.+}}, %[[K:[a-z0-9]+]]: {{.+}}, %[[V:[a-z0-9]+]]: {{.+}}, %[[ACC:[a-z0-9]+]]: {{.+}}, %[[M:[a-z0-9]+]]: {{.+}}, %[[S:[a-z0-9]+]]: {{.+}}, %[[D:[a-z0-9]+]]: index)
+//   CHECK-DAG: %[[ROWS:.+]] = tensor.dim %[[Q]], %c2
+//   CHECK-DAG: %[[KEYS:.+]] = tensor.dim %[[K]], %c2
+//       CHECK: %[[END:.+]] = arith.addi %[[ROWS]], %[[D]]
+//       CHECK: %[[HI0:.+]] = arith.maxsi %[[END]], %c0
+//       CHECK: %[[HI:.+]] = arith.minsi %[[HI0]], %[[KEYS]]
+//       CHECK: %[[FULL:.+]] = arith.addi %[[D]], %c1
+//       CHECK: %[[MID0:.+]] = arith.maxsi %[[FULL]], %c0
+//       CHECK: %[[MID:.+]] = arith.minsi %[[MID0]], %[[HI]]
+//       CHECK: %[[KF:.+]] = tensor.extract_slice %[[K]][0, 0, 0, 0] [1, 1, %[[MID]], 64]
+//       CHECK: %[[VF:.+]] = tensor.extract_slice %[[V]][0, 0, 0, 0] [1, 1, %[[MID]], 64]
+//       CHECK: %[[R1:.+]]:3 = attn.online_attention ins(%[[Q]], %[[KF]], %[[VF]] : {{.+}}) outs(%[[ACC]], %[[M]], %[[S]] : {{.+}}) ->
+//       CHECK: %[[LEN:.+]] = arith.subi %[[HI]], %[[MID]]
+//       CHECK: %[[DIAG:.+]] = arith.subi %[[D]], %[[MID]]
+//       CHECK: %[[KB:.+]] = tensor.extract_slice %[[K]][0, 0, %[[MID]], 0] [1, 1, %[[LEN]], 64]
+//       CHECK: %[[VB:.+]] = tensor.extract_slice %[[V]][0, 0, %[[MID]], 0] [1, 1, %[[LEN]], 64]
+//       CHECK: %[[R2:.+]]:3 = attn.online_attention ins(%[[Q]], %[[KB]], %[[VB]] : {{.+}}) diagonal(%[[DIAG]]) outs(%[[R1]]#0, %[[R1]]#1, %[[R1]]#2 : {{.+}}) causal
+//       CHECK: return %[[R2]]#0, %[[R2]]#1, %[[R2]]#2
+func.func @causal(%q: tensor<1x1x?x64xf32>, %k: tensor<1x1x?x64xf32>, %v: tensor<1x1x?x64xf32>,
+                  %acc: tensor<1x1x?x64xf32>, %m: tensor<1x1x?xf32>, %s: tensor<1x1x?xf32>, %d: index)
+    -> (tensor<1x1x?x64xf32>, tensor<1x1x?xf32>, tensor<1x1x?xf32>) {
+  %r:3 = attn.online_attention ins(%q, %k, %v : tensor<1x1x?x64xf32>, tensor<1x1x?x64xf32>, tensor<1x1x?x64xf32>)
+      diagonal(%d) outs(%acc, %m, %s : tensor<1x1x?x64xf32>, tensor<1x1x?xf32>, tensor<1x1x?xf32>) causal
+      -> tensor<1x1x?x64xf32>, tensor<1x1x?xf32>, tensor<1x1x?xf32>
+  return %r#0, %r#1, %r#2 : tensor<1x1x?x64xf32>, tensor<1x1x?xf32>, tensor<1x1x?xf32>
+}
+
+// -----
+
+// A window that looks back 128 keys (top-left alignment, so d = 0 here):
+// keys below lo = d - 128 are dropped, [lo, tq - 1 + d - 128) is masked,
+// the interior is unmasked up to the causal edge, the rest masked again.
+
+// CHECK-LABEL: func @sliding_window
+//       CHECK: %[[R1:.+]]:3 = attn.online_attention {{.+}} diagonal(%{{.+}}) outs({{.+}}) causal window <left = 128>
+//       CHECK: %[[R2:.+]]:3 = attn.online_attention {{.+}} outs(%[[R1]]#0, %[[R1]]#1, %[[R1]]#2 : {{.+}}) -> {{.+}}
+//       CHECK: %[[R3:.+]]:3 = attn.online_attention {{.+}} diagonal(%{{.+}}) outs(%[[R2]]#0, %[[R2]]#1, %[[R2]]#2 : {{.+}}) causal window <left = 128>
+//       CHECK: return %[[R3]]#0
+func.func @sliding_window(%q: tensor<1x1x64x64xf32>, %k: tensor<1x1x?x64xf32>, %v: tensor<1x1x?x64xf32>,
+                          %acc: tensor<1x1x64x64xf32>, %m: tensor<1x1x64xf32>, %s: tensor<1x1x64xf32>)
+    -> (tensor<1x1x64x64xf32>, tensor<1x1x64xf32>, tensor<1x1x64xf32>) {
+  %r:3 = attn.online_attention ins(%q, %k, %v : tensor<1x1x64x64xf32>, tensor<1x1x?x64xf32>, tensor<1x1x?x64xf32>)
+      outs(%acc, %m, %s : tensor<1x1x64x64xf32>, tensor<1x1x64xf32>, tensor<1x1x64xf32>)
+      causal align(top_left) window <left = 128>
+      -> tensor<1x1x64x64xf32>, tensor<1x1x64xf32>, tensor<1x1x64xf32>
+  return %r#0, %r#1, %r#2 : tensor<1x1x64x64xf32>, tensor<1x1x64xf32>, tensor<1x1x64xf32>
+}
+
+// -----
+
+// Without causal masking or a window there is nothing to skip.
+
+// CHECK-LABEL: func @unmasked
+//       CHECK: attn.online_attention
+//   CHECK-NOT: attn.online_attention
+func.func @unmasked(%q: tensor<1x1x64x64xf32>, %k: tensor<1x1x?x64xf32>, %v: tensor<1x1x?x64xf32>,
+                    %acc: tensor<1x1x64x64xf32>, %m: tensor<1x1x64xf32>, %s: tensor<1x1x64xf32>)
+    -> (tensor<1x1x64x64xf32>, tensor<1x1x64xf32>, tensor<1x1x64xf32>) {
+  %r:3 = attn.online_attention ins(%q, %k, %v : tensor<1x1x64x64xf32>, tensor<1x1x?x64xf32>, tensor<1x1x?x64xf32>)
+      outs(%acc, %m, %s : tensor<1x1x64x64xf32>, tensor<1x1x64xf32>, tensor<1x1x64xf32>)
+      -> tensor<1x1x64x64xf32>, tensor<1x1x64xf32>, tensor<1x1x64xf32>
+  return %r#0, %r#1, %r#2 : tensor<1x1x64x64xf32>, tensor<1x1x64xf32>, tensor<1x1x64xf32>
+}
