@@ -47,7 +47,10 @@ def Attn_AttentionOp : Attn_Op<"attention", [
 
     The mask is `[Bm, Hm, Sqm, Sk]` where each of `Bm`, `Hm`, `Sqm` is either
     1 (broadcast) or the full size; its element type is `i1` (true attends)
-    or the float type of the query (added to the scores).
+    or the float type of the query (added to the scores). Broadcasting is
+    static: a dimension of static size 1 broadcasts, a dynamic one (`?`) is
+    the full size. (A compiled kernel takes every broadcast form at run
+    time: the runtime gives a broadcast dimension stride 0.)
 
     The op is in destination-passing style: `outs` holds the output tensor
     and, when the log-sum-exp is wanted, its tensor; the results are their
@@ -127,6 +130,10 @@ def Attn_AttentionOp : Attn_Op<"attention", [
 // attn.online_attention
 //===----------------------------------------------------------------------===//
 
+// The online op runs before and after bufferization.
+def Attn_TensorOrMemRef : AnyTypeOf<[AnyRankedTensor, AnyMemRef],
+                                    "ranked tensor or memref">;
+
 def Attn_OnlineAttentionOp : Attn_Op<"online_attention", [
     AttrSizedOperandSegments,
     DestinationStyleOpInterface,
@@ -168,14 +175,14 @@ def Attn_OnlineAttentionOp : Attn_Op<"online_attention", [
   }];
 
   let arguments = (ins
-    AnyShaped:$query,
-    AnyShaped:$key,
-    AnyShaped:$value,
-    Optional<AnyShaped>:$mask,
+    Attn_TensorOrMemRef:$query,
+    Attn_TensorOrMemRef:$key,
+    Attn_TensorOrMemRef:$value,
+    Optional<Attn_TensorOrMemRef>:$mask,
     Optional<Index>:$diagonal,
-    AnyShaped:$acc,
-    AnyShaped:$max,
-    AnyShaped:$sum,
+    Attn_TensorOrMemRef:$acc,
+    Attn_TensorOrMemRef:$max,
+    Attn_TensorOrMemRef:$sum,
     OptionalAttr<F32Attr>:$scale,
     UnitAttr:$causal,
     OptionalAttr<Attn_Alignment>:$alignment,

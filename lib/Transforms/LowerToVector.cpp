@@ -346,9 +346,10 @@ struct AttnLowerToVectorPass
     func::FuncOp func = getOperation();
     if (vectorWidth < 1 || keyBlock < vectorWidth ||
         keyBlock % vectorWidth != 0) {
-      func.emitError() << "attn-lower-to-vector: key-block (" << keyBlock
+      func.emitError() << "attn-lower-to-vector: key-block ("
+                       << static_cast<int64_t>(keyBlock)
                        << ") must be a positive multiple of vector-width ("
-                       << vectorWidth << ")";
+                       << static_cast<int64_t>(vectorWidth) << ")";
       return signalPassFailure();
     }
     SmallVector<OnlineAttentionOp> ops;

@@ -30,7 +30,8 @@ struct AttnTilePass : public mlir::attn::impl::AttnTilePassBase<AttnTilePass> {
   void runOnOperation() override {
     if (queryTileSize < 1) {
       getOperation().emitError()
-          << "attn-tile: query-tile-size must be >= 1, found " << queryTileSize;
+          << "attn-tile: query-tile-size must be >= 1, found "
+          << static_cast<int64_t>(queryTileSize);
       return signalPassFailure();
     }
     SmallVector<AttentionOp> ops;

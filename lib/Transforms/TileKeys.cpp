@@ -31,7 +31,7 @@ struct AttnTileKeysPass : public mlir::attn::impl::AttnTileKeysPassBase<AttnTile
     if (keyTileSize < 1) {
       getOperation().emitError()
           << "attn-tile-keys: key-tile-size must be >= 1, found "
-          << keyTileSize;
+          << static_cast<int64_t>(keyTileSize);
       return signalPassFailure();
     }
     SmallVector<OnlineAttentionOp> ops;

@@ -626,7 +626,7 @@ func.func @online_unranked_query(%q: tensor<*xf32>, %k: tensor<1x2x32x16xf32>,
                                  %acc: tensor<1x4x8x8xf32>,
                                  %max: tensor<1x4x8xf32>,
                                  %sum: tensor<1x4x8xf32>) {
-  // expected-error @+1 {{query must be a ranked [B, Hq, Sq, D] tensor, found 'tensor<*xf32>'}}
+  // expected-error @+1 {{operand #0 must be ranked tensor or memref, but got 'tensor<*xf32>'}}
   %r:3 = attn.online_attention ins(%q, %k, %v : tensor<*xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
       outs(%acc, %max, %sum : tensor<1x4x8x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>)
       -> tensor<1x4x8x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>
@@ -927,5 +927,14 @@ func.func @clauses_out_of_order(%q: tensor<1x4x8x16xf32>,
                                 %o: tensor<1x4x8x8xf32>) {
   // expected-error @+1 {{cannot name an operation with no results}}
   %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>) outs(%o : tensor<1x4x8x8xf32>) scale(0.5) causal align(top_left) -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @online_vector_operands(%q: vector<1x2x4x8xf32>, %o: memref<1x2x4x8xf32>, %m: memref<1x2x4xf32>) {
+  // expected-error @+1 {{must be ranked tensor or memref}}
+  attn.online_attention ins(%q, %q, %q : vector<1x2x4x8xf32>, vector<1x2x4x8xf32>, vector<1x2x4x8xf32>)
+      outs(%o, %m, %m : memref<1x2x4x8xf32>, memref<1x2x4xf32>, memref<1x2x4xf32>)
   return
 }
