@@ -22,6 +22,7 @@ config.substitutions.append(("%attn_runtime_include",
 config.substitutions.append(("%attn_runtime_lib_dir",
                              config.attn_runtime_lib_dir))
 config.substitutions.append(("%attn_src", config.attn_source_dir))
+config.substitutions.append(("%attn_build", config.attn_binary_dir))
 
 # Features the tests can require.
 try:
