@@ -3,10 +3,13 @@
 # Idempotent and quick when nothing changed. Used by demo.sh and test.sh.
 #
 #   scripts/setup.sh [build-dir]      (default: build)
+#   scripts/setup.sh --packages-only  (what sanitize.sh and fuzz.sh need)
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${1:-$root/build}"
+packages_only=0
+[ "${1:-}" = "--packages-only" ] && packages_only=1
 
 packages=(cmake ninja-build g++ python3 libgtest-dev
           llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools clang-22
@@ -23,6 +26,7 @@ if ((${#missing[@]})); then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
+((packages_only)) && exit 0
 
 if [ ! -f "$build/build.ninja" ]; then
   cmake -G Ninja -S "$root" -B "$build" \

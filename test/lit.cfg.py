@@ -8,7 +8,7 @@ config.name = "attn"
 config.test_format = lit.formats.ShTest(True)
 config.suffixes = [".mlir", ".test", ".c"]
 config.excludes = ["lit.cfg.py", "lit.site.cfg.py", "CMakeLists.txt",
-                   "unit", "Inputs"]
+                   "unit", "Inputs", "fuzz"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.attn_binary_dir, "test")
 

@@ -247,17 +247,20 @@ int64_t NpyArray::numElements() const {
 
 std::vector<int64_t> NpyArray::strides() const {
   std::vector<int64_t> result(shape.size());
+  // An empty array may have other sizes whose product overflows, e.g.
+  // (0, 2^40, 2^40): its strides address nothing and saturate instead.
   int64_t stride = 1;
+  auto step = [&](size_t i) {
+    result[i] = stride;
+    if (!checkedMultiply(stride, shape[i] > 0 ? shape[i] : 1, stride))
+      stride = std::numeric_limits<int64_t>::max();
+  };
   if (fortranOrder) {
-    for (size_t i = 0; i < shape.size(); ++i) {
-      result[i] = stride;
-      stride *= shape[i] > 0 ? shape[i] : 1;
-    }
+    for (size_t i = 0; i < shape.size(); ++i)
+      step(i);
   } else {
-    for (size_t i = shape.size(); i-- > 0;) {
-      result[i] = stride;
-      stride *= shape[i] > 0 ? shape[i] : 1;
-    }
+    for (size_t i = shape.size(); i-- > 0;)
+      step(i);
   }
   return result;
 }

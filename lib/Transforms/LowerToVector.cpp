@@ -67,6 +67,15 @@ public:
   }
 
   void emit() {
+    // An op written with align(...) rather than a diagonal operand (one not
+    // made by attn-tile) has its diagonal at 0, or at Sk - Sq of its own
+    // operands, as the op defines.
+    diagonal = op.getDiagonal();
+    if (!diagonal && op.getAlignment())
+      diagonal = *op.getAlignment() == DiagonalAlignment::top_left
+                     ? cst(0)
+                     : arith::SubIOp::create(b, dim(op.getKey(), 2),
+                                             dim(op.getQuery(), 2));
     Value batches = dim(op.getQuery(), 0), heads = dim(op.getQuery(), 1);
     Value kvHeads = dim(op.getKey(), 1);
     Value group = arith::DivUIOp::create(b, heads, kvHeads);
@@ -86,6 +95,7 @@ private:
   int64_t headDim, valueDim, valueChunks;
   Type f32;
   VectorType vecType, maskVecType, idxVecType;
+  Value diagonal; // set when the op is causal or windowed
 
   //===--- small builders ---------------------------------------------===//
 
@@ -245,7 +255,7 @@ private:
       // Key j (block-local) is allowed iff lo <= j <= hi with
       // hi = row + diag + right - blockStart, lo = row + diag - left - blockStart.
       Value rel = arith::SubIOp::create(
-          b, arith::AddIOp::create(b, row, op.getDiagonal()), blockStart);
+          b, arith::AddIOp::create(b, row, diagonal), blockStart);
       std::optional<int64_t> left, right;
       if (auto window = op.getWindowAttr()) {
         left = window.getLeft();

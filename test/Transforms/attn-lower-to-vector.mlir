@@ -88,3 +88,38 @@ func.func @bf16(%q: memref<1x1x?x16xbf16>, %k: memref<1x1x?x16xbf16>, %v: memref
       outs(%acc, %m, %s : memref<1x1x?x16xf32>, memref<1x1x?xf32>, memref<1x1x?xf32>)
   return
 }
+
+// -----
+
+// An op written with align(...) instead of a diagonal operand (found by
+// attn-fuzz-ir: the diagonal was taken to be the missing operand). Its
+// diagonal is Sk - Sq of its own operands for bottom_right...
+// CHECK-LABEL: func @align_bottom_right
+// CHECK-DAG: %[[SK:.+]] = memref.dim %{{.+}}, %c2 : memref<1x2x?x8xf32>
+// CHECK: arith.subi %[[SK]], %c16
+// CHECK-NOT: attn.online_attention
+func.func @align_bottom_right(%q: memref<1x2x16x8xf32>, %k: memref<1x2x?x8xf32>,
+                              %v: memref<1x2x?x8xf32>, %acc: memref<1x2x16x8xf32>,
+                              %max: memref<1x2x16xf32>, %sum: memref<1x2x16xf32>) {
+  attn.online_attention
+      ins(%q, %k, %v : memref<1x2x16x8xf32>, memref<1x2x?x8xf32>, memref<1x2x?x8xf32>)
+      outs(%acc, %max, %sum : memref<1x2x16x8xf32>, memref<1x2x16xf32>, memref<1x2x16xf32>)
+      causal align(bottom_right)
+  return
+}
+
+// -----
+
+// ... and 0 for top_left.
+// CHECK-LABEL: func @align_top_left
+// CHECK-NOT: attn.online_attention
+// CHECK: return
+func.func @align_top_left(%q: memref<1x2x16x8xf32>, %k: memref<1x2x?x8xf32>,
+                          %v: memref<1x2x?x8xf32>, %acc: memref<1x2x16x8xf32>,
+                          %max: memref<1x2x16xf32>, %sum: memref<1x2x16xf32>) {
+  attn.online_attention
+      ins(%q, %k, %v : memref<1x2x16x8xf32>, memref<1x2x?x8xf32>, memref<1x2x?x8xf32>)
+      outs(%acc, %max, %sum : memref<1x2x16x8xf32>, memref<1x2x16xf32>, memref<1x2x16xf32>)
+      align(top_left) window <left = 8>
+  return
+}

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <random>
 
@@ -145,6 +146,21 @@ TEST(Npy, AcceptsHeaderVariants) {
       << error;
   EXPECT_TRUE(array.shape.empty());
   EXPECT_EQ(array.numElements(), 1);
+}
+
+// Found by attn-fuzz-npy: the strides of an empty array whose other sizes
+// multiply past 2^63 overflowed (undefined behaviour); they saturate.
+TEST(Npy, EmptyArrayWithHugeSizesHasStrides) {
+  NpyArray array;
+  std::string error;
+  ASSERT_TRUE(parse(makeFile("{'descr': '|b1', 'fortran_order': False, "
+                             "'shape': (0, 4294967296, 4294967296, 3), }\n",
+                             0),
+                    array, error))
+      << error;
+  EXPECT_EQ(array.numElements(), 0);
+  EXPECT_EQ(array.strides(),
+            (std::vector<int64_t>{INT64_MAX, 3 * 4294967296, 3, 1}));
 }
 
 TEST(Npy, RefusesBadWrites) {

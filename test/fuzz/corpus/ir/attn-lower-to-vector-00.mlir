@@ -1,0 +1,8 @@
+func.func @causal_masked(%q: memref<1x1x?x32xf32>, %k: memref<1x1x?x32xf32>, %v: memref<1x1x?x20xf32>,
+                         %mask: memref<1x1x?x?xi1>,
+                         %acc: memref<1x1x?x20xf32>, %m: memref<1x1x?xf32>, %s: memref<1x1x?xf32>, %d: index) {
+  attn.online_attention ins(%q, %k, %v : memref<1x1x?x32xf32>, memref<1x1x?x32xf32>, memref<1x1x?x20xf32>)
+      mask(%mask : memref<1x1x?x?xi1>) diagonal(%d)
+      outs(%acc, %m, %s : memref<1x1x?x20xf32>, memref<1x1x?xf32>, memref<1x1x?xf32>) causal softcap(30.0)
+  return
+}

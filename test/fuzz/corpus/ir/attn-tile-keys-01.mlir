@@ -1,0 +1,10 @@
+func.func @masked_key_loop(%q: tensor<1x1x32x64xf32>, %k: tensor<1x1x?x64xf32>, %v: tensor<1x1x?x64xf32>,
+                           %mask: tensor<1x1x32x?xi1>,
+                           %acc: tensor<1x1x32x64xf32>, %m: tensor<1x1x32xf32>, %s: tensor<1x1x32xf32>)
+    -> (tensor<1x1x32x64xf32>, tensor<1x1x32xf32>, tensor<1x1x32xf32>) {
+  %r:3 = attn.online_attention ins(%q, %k, %v : tensor<1x1x32x64xf32>, tensor<1x1x?x64xf32>, tensor<1x1x?x64xf32>)
+      mask(%mask : tensor<1x1x32x?xi1>)
+      outs(%acc, %m, %s : tensor<1x1x32x64xf32>, tensor<1x1x32xf32>, tensor<1x1x32xf32>)
+      -> tensor<1x1x32x64xf32>, tensor<1x1x32xf32>, tensor<1x1x32xf32>
+  return %r#0, %r#1, %r#2 : tensor<1x1x32x64xf32>, tensor<1x1x32xf32>, tensor<1x1x32xf32>
+}

@@ -1,0 +1,8 @@
+func.func @drop_right_only_window_under_causal(
+    %q: tensor<1x1x4x8xf32>, %k: tensor<1x1x16x8xf32>,
+    %v: tensor<1x1x16x8xf32>, %o: tensor<1x1x4x8xf32>) -> tensor<1x1x4x8xf32> {
+  %r = attn.attention ins(%q, %k, %v : tensor<1x1x4x8xf32>, tensor<1x1x16x8xf32>, tensor<1x1x16x8xf32>)
+      outs(%o : tensor<1x1x4x8xf32>) causal align(bottom_right) window <right = 3>
+      -> tensor<1x1x4x8xf32>
+  return %r : tensor<1x1x4x8xf32>
+}

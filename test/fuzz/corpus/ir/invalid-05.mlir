@@ -1,0 +1,7 @@
+func.func @lse_rank(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                    %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>,
+                    %l: tensor<1x4x8x1xf32>) {
+  %r:2 = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      outs(%o, %l : tensor<1x4x8x8xf32>, tensor<1x4x8x1xf32>) -> tensor<1x4x8x8xf32>, tensor<1x4x8x1xf32>
+  return
+}

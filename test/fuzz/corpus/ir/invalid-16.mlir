@@ -1,0 +1,6 @@
+func.func @value_dynamic_dv(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                            %v: tensor<1x2x32x?xf32>, %o: tensor<1x4x8x?xf32>) {
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x?xf32>)
+      outs(%o : tensor<1x4x8x?xf32>) -> tensor<1x4x8x?xf32>
+  return
+}
