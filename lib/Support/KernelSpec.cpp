@@ -16,6 +16,7 @@
 
 #include "lib/Support/KernelSpec.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -456,6 +457,9 @@ bool SpecParser::checkConsistency() {
     spec.alignment = *causalAlignment;
   else if (explicitAlignment)
     spec.alignment = *explicitAlignment;
+  // Dv defaults to D: "d=128" means a 128-wide value head too.
+  if (std::find(seenKeys.begin(), seenKeys.end(), "dv") == seenKeys.end())
+    spec.valueDim = spec.headDim;
 
   int64_t heads = spec.staticSizes[1], kvHeads = spec.staticSizes[2];
   if (heads > 0 && kvHeads > 0) {

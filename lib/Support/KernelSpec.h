@@ -51,11 +51,12 @@ struct KernelSpec {
 /// Parses a spec string: comma-separated `key=value` items, e.g.
 ///   "dtype=bf16,d=64,dv=64,causal=bottom_right,window=256:0,mask=bool:b1h1,
 ///    lse,gqa=4,scale=0.125,softcap=30,name=my_kernel"
-/// Keys: name, dtype (f32|f16|bf16), d, dv, causal (top_left|bottom_right,
+/// Keys: name, dtype (f32|f16|bf16), d, dv (default: d), causal (top_left|bottom_right,
 /// or bare `causal` = top_left), align (top_left|bottom_right, for windows
 /// without causal), window=L:R (either side `inf`), mask=none|bool|bias with
 /// an optional `:` list of broadcast dims among b1,h1,q1, lse, gqa=G, scale,
-/// softcap. Returns a message in `error` and std::nullopt on bad input.
+/// softcap, sizes=B:Hq:Hkv:Sq:Sk (each a number or `?`). Returns a message
+/// in `error` and std::nullopt on bad input.
 std::optional<KernelSpec> parseKernelSpec(const std::string &text,
                                           std::string &error);
 

@@ -315,6 +315,7 @@ private:
     memref::StoreOp::create(b, newSum, op.getSum(), ValueRange{batch, head, row});
 
     // acc = alpha * acc + sum_j p_j * VP[j].
+    bool masked = op.getMask() || op.getCausal() || op.getWindow();
     Value alphaVec = splat(alpha);
     SmallVector<Value> accs;
     for (int64_t c = 0; c < valueChunks; ++c) {
@@ -328,11 +329,21 @@ private:
     accs = forLoopWith(
         cst(0), blockKeys, cst(1), accs,
         [&](Value j, ValueRange acc) -> SmallVector<Value> {
-          Value p = splat(memref::LoadOp::create(b, scratch.probs, ValueRange{j}));
+          Value pScalar = memref::LoadOp::create(b, scratch.probs, ValueRange{j});
+          Value p = splat(pScalar);
+          // Where keys of the block may be excluded, an excluded key's
+          // weight is exactly 0 and 0 * NaN would still leak a NaN value
+          // into a row that does not attend to it: drop such values.
+          Value excluded;
+          if (masked)
+            excluded = splat(arith::CmpFOp::create(
+                b, arith::CmpFPredicate::OEQ, pScalar, f32Const(0)));
           SmallVector<Value> next;
           for (int64_t c = 0; c < valueChunks; ++c) {
             Value v = vector::LoadOp::create(b, vecType, scratch.values,
                                              ValueRange{j, cst(c * lanes)});
+            if (excluded)
+              v = arith::SelectOp::create(b, excluded, zeroVec, v);
             next.push_back(vector::FMAOp::create(b, p, v, acc[c]));
           }
           return next;

@@ -4,7 +4,8 @@
 //
 //   acc = 0, max = -inf, sum = 0                         (linalg.fill)
 //   acc, max, sum = attn.online_attention(q, k, v, ...)  (the recurrence)
-//   O   = max == -inf ? 0 : acc / sum                    (one division)
+//   O   = max == -inf ? 0 : acc / sum                    (one division;
+//                                                         NaN if max is)
 //   LSE = max == -inf ? -inf : max + log(sum)
 //
 // The running state is f32 whatever the input type; the output is rounded
@@ -133,6 +134,12 @@ struct DecomposeAttention : public OpRewritePattern<AttentionOp> {
                                               args[1], negInf);
           Value normalized = arith::DivFOp::create(b, l, args[0], args[2]);
           Value result = arith::SelectOp::create(b, l, empty, zero, normalized);
+          // A NaN score at an allowed position leaves the running max NaN
+          // (maximumf propagates it); the row's output is NaN whatever the
+          // exponentials made of it.
+          Value nanScore = arith::CmpFOp::create(
+              b, l, arith::CmpFPredicate::UNO, args[1], args[1]);
+          result = arith::SelectOp::create(b, l, nanScore, args[1], result);
           if (outElement != b.getF32Type())
             result = arith::TruncFOp::create(b, l, outElement, result);
           return result;

@@ -19,7 +19,10 @@
 //       CHECK:   %[[EMPTY:.+]] = arith.cmpf oeq, %[[M]], %{{.+}} : f32
 //       CHECK:   %[[NORM:.+]] = arith.divf %[[A]], %[[S]] : f32
 //       CHECK:   %[[SEL:.+]] = arith.select %[[EMPTY]], %{{.+}}, %[[NORM]] : f32
-//       CHECK:   %[[ROUND:.+]] = arith.truncf %[[SEL]] : f32 to bf16
+// A NaN max (a NaN score was allowed) makes the row NaN.
+//       CHECK:   %[[ISNAN:.+]] = arith.cmpf uno, %[[M]], %[[M]] : f32
+//       CHECK:   %[[RES:.+]] = arith.select %[[ISNAN]], %[[M]], %[[SEL]] : f32
+//       CHECK:   %[[ROUND:.+]] = arith.truncf %[[RES]] : f32 to bf16
 //       CHECK:   linalg.yield %[[ROUND]] : bf16
 //       CHECK: %[[LSE:.+]] = linalg.generic {{.+}} ins(%[[STATE]]#1, %[[STATE]]#2 : {{.+}}) outs(%[[L]] : tensor<1x2x?xf32>)
 //       CHECK:   ^bb0(%[[M2:.+]]: f32, %[[S2:.+]]: f32, %{{.+}}: f32):
