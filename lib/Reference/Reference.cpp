@@ -142,8 +142,10 @@ bool checkShapes(const KernelSpec &spec, const ReferenceInputs &in,
             std::to_string(kvHeads);
     return false;
   }
-  if (spec.group > 0 && heads != spec.group * kvHeads)
-    return mismatch("query heads Hq = gqa * Hkv", spec.group * kvHeads, heads);
+  // Hq / Hkv rather than gqa * Hkv: a huge gqa must not overflow.
+  if (spec.group > 0 && kvHeads > 0 && heads / kvHeads != spec.group)
+    return mismatch("query heads per key/value head (gqa)", spec.group,
+                    heads / kvHeads);
   int64_t sizes[5] = {batch, heads, kvHeads, seqQ, seqK};
   static const char *const sizeNames[5] = {
       "static B", "static Hq", "static Hkv", "static Sq", "static Sk"};

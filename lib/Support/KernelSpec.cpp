@@ -467,7 +467,8 @@ bool SpecParser::checkConsistency() {
       return fail(
           "invalid value for key 'sizes': Hq = " + std::to_string(heads) +
           " is not a multiple of Hkv = " + std::to_string(kvHeads));
-    if (spec.group > 0 && heads != spec.group * kvHeads)
+    // heads / kvHeads, not group * kvHeads: a huge gqa=G must not overflow.
+    if (spec.group > 0 && heads / kvHeads != spec.group)
       return fail("conflicting gqa=" + std::to_string(spec.group) +
                   " and sizes Hq = " + std::to_string(heads) +
                   ", Hkv = " + std::to_string(kvHeads));

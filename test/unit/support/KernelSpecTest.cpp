@@ -274,6 +274,9 @@ TEST(KernelSpecErrors, OutOfRange) {
   expectError("sizes=1:2:1:0:4", {"'sizes'", "'0'"});
   expectError("sizes=1:6:4:?:?", {"'sizes'", "not a multiple"});
   expectError("sizes=1:8:2:?:?,gqa=2", {"conflicting gqa=2"});
+  // Found by attn-fuzz-spec: G * Hkv overflowed (undefined behaviour).
+  expectError("sizes=?:8:8:?:?,gqa=4668547756877568554",
+              {"conflicting gqa=4668547756877568554"});
 }
 
 TEST(KernelSpecErrors, BadEnumerations) {
