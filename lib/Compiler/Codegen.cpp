@@ -263,7 +263,8 @@ llvm::GlobalVariable *emitDescriptor(llvm::Module &module,
 }
 
 void emitLibrary(llvm::Module &module, const AbiTypes &types,
-                 ArrayRef<llvm::GlobalVariable *> descs) {
+                 ArrayRef<llvm::GlobalVariable *> descs,
+                 const std::string &symbol) {
   SmallVector<llvm::Constant *> pointers(descs.begin(), descs.end());
   auto *tableType = llvm::ArrayType::get(types.ptr, pointers.size());
   auto *table = new llvm::GlobalVariable(
@@ -277,7 +278,7 @@ void emitLibrary(llvm::Module &module, const AbiTypes &types,
   new llvm::GlobalVariable(module, types.library, true,
                            llvm::GlobalValue::ExternalLinkage,
                            llvm::ConstantStruct::get(types.library, fields),
-                           "attn_library_v1");
+                           symbol);
 }
 
 //===----------------------------------------------------------------------===//
@@ -447,7 +448,7 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
     descs.push_back(emitDescriptor(*llvmModule, types, spec, target,
                                    options.queryTileSize, count, run));
   }
-  emitLibrary(*llvmModule, types, descs);
+  emitLibrary(*llvmModule, types, descs, options.librarySymbol);
   for (llvm::Function &fn : *llvmModule) {
     if (fn.isDeclaration())
       continue;

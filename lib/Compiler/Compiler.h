@@ -35,6 +35,9 @@ struct CompileOptions {
   int64_t vectorWidth = 0;
   /// Print MLIR's per-pass timing to stderr.
   bool timing = false;
+  /// The kernel table's symbol. The runtime looks up attn_library_v1 in a
+  /// shared library; objects linked into one program need distinct names.
+  std::string librarySymbol = "attn_library_v1";
 };
 
 /// The target a compilation resolves to.
@@ -66,7 +69,8 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
 /// The C header declaring the kernels' entry points and descriptors; it
 /// embeds the kernel ABI so that it needs no other header.
 std::string kernelHeader(const std::vector<KernelSpec> &specs,
-                         const std::string &guard);
+                         const std::string &guard,
+                         const std::string &librarySymbol = "attn_library_v1");
 
 /// "attn <version> (LLVM/MLIR <version>)".
 std::string compilerVersion();

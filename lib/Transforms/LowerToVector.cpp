@@ -48,14 +48,16 @@ struct Scratch {
   Value keysT;    // [D][keyBlock]   K block transposed
   Value values;   // [keyBlock][DvPad] V block, pad columns zero
   Value rowBias;  // [keyBlock]      the mask row of the block, as f32 bias
-  Value probs;    // [keyBlock]      p of the current row
+  Value probs;    // [rowBlock][keyBlock] p of the current rows
 };
 
 class MicroKernelEmitter {
 public:
   MicroKernelEmitter(ImplicitLocOpBuilder &b, OnlineAttentionOp op,
-                     const Scratch &scratch, int64_t lanes, int64_t keyBlock)
-      : b(b), op(op), scratch(scratch), lanes(lanes), keyBlock(keyBlock) {
+                     const Scratch &scratch, int64_t lanes, int64_t keyBlock,
+                     int64_t rowBlock)
+      : b(b), op(op), scratch(scratch), lanes(lanes), keyBlock(keyBlock),
+        rowBlock(rowBlock) {
     auto q = cast<MemRefType>(op.getQuery().getType());
     headDim = q.getDimSize(3);
     valueDim = cast<MemRefType>(op.getValue().getType()).getDimSize(3);
@@ -91,7 +93,7 @@ private:
   ImplicitLocOpBuilder &b;
   OnlineAttentionOp op;
   const Scratch &scratch;
-  int64_t lanes, keyBlock;
+  int64_t lanes, keyBlock, rowBlock;
   int64_t headDim, valueDim, valueChunks;
   Type f32;
   VectorType vecType, maskVecType, idxVecType;
@@ -159,9 +161,20 @@ private:
       Value remaining = arith::SubIOp::create(b, keys, blockStart);
       Value blockKeys = arith::MinSIOp::create(b, remaining, cst(keyBlock));
       packBlock(batch, kvHead, blockStart, blockKeys);
-      forLoop(cst(0), rows, cst(1), [&](Value row) {
-        emitRow(batch, head, row, blockStart, blockKeys);
+      // Blocks of `rowBlock` rows share each K and V vector load; the
+      // rows left over go one at a time.
+      Value rowsInBlocks = arith::SubIOp::create(
+          b, rows, arith::RemUIOp::create(b, rows, cst(rowBlock)));
+      forLoop(cst(0), rowsInBlocks, cst(rowBlock), [&](Value first) {
+        SmallVector<Value> block = {first};
+        for (int64_t r = 1; r < rowBlock; ++r)
+          block.push_back(arith::AddIOp::create(b, first, cst(r)));
+        emitRows(batch, head, block, blockStart, blockKeys);
       });
+      if (rowBlock > 1)
+        forLoop(rowsInBlocks, rows, cst(1), [&](Value row) {
+          emitRows(batch, head, {row}, blockStart, blockKeys);
+        });
     });
   }
 
@@ -205,26 +218,106 @@ private:
     });
   }
 
-  void emitRow(Value batch, Value head, Value row, Value blockStart,
-               Value blockKeys) {
+  /// Scores, online update and P·V for a block of query rows that share
+  /// every packed K and V vector they load.
+  void emitRows(Value batch, Value head, ArrayRef<Value> rows,
+                Value blockStart, Value blockKeys) {
+    int64_t numRows = rows.size();
     int64_t scoreVectors = keyBlock / lanes;
     Value zeroVec = splat(f32Const(0));
 
-    // Scores: s[v] += Q[row][d] * KT[d][v*lanes ...].
-    SmallVector<Value> inits(scoreVectors, zeroVec);
+    // Scores: s[r][v] += Q[row r][d] * KT[d][v*lanes ...].
+    SmallVector<Value> inits(numRows * scoreVectors, zeroVec);
     SmallVector<Value> scores = forLoopWith(
         cst(0), cst(headDim), cst(1), inits,
         [&](Value d, ValueRange acc) -> SmallVector<Value> {
-          Value q = splat(loadF32(op.getQuery(), {batch, head, row, d}));
+          SmallVector<Value> keys;
+          for (int64_t v = 0; v < scoreVectors; ++v)
+            keys.push_back(vector::LoadOp::create(
+                b, vecType, scratch.keysT, ValueRange{d, cst(v * lanes)}));
           SmallVector<Value> next;
-          for (int64_t v = 0; v < scoreVectors; ++v) {
-            Value k = vector::LoadOp::create(b, vecType, scratch.keysT,
-                                             ValueRange{d, cst(v * lanes)});
-            next.push_back(vector::FMAOp::create(b, q, k, acc[v]));
+          for (int64_t r = 0; r < numRows; ++r) {
+            Value q = splat(loadF32(op.getQuery(), {batch, head, rows[r], d}));
+            for (int64_t v = 0; v < scoreVectors; ++v)
+              next.push_back(vector::FMAOp::create(
+                  b, q, keys[v], acc[r * scoreVectors + v]));
           }
           return next;
         });
 
+    // Per row: the softmax statistics; p goes to probs[r].
+    SmallVector<Value> alphas;
+    for (int64_t r = 0; r < numRows; ++r)
+      alphas.push_back(updateRowStatistics(
+          batch, head, rows[r], r,
+          MutableArrayRef<Value>(scores).slice(r * scoreVectors,
+                                               scoreVectors),
+          blockStart, blockKeys));
+
+    // acc[r] = alpha[r] * acc[r] + sum_j p[r][j] * VP[j].
+    bool masked = op.getMask() || op.getCausal() || op.getWindow();
+    SmallVector<Value> accs;
+    for (int64_t r = 0; r < numRows; ++r) {
+      Value alphaVec = splat(alphas[r]);
+      for (int64_t c = 0; c < valueChunks; ++c) {
+        SmallVector<Value, 4> at = {batch, head, rows[r], cst(c * lanes)};
+        Value acc =
+            (c + 1) * lanes <= valueDim
+                ? Value(vector::LoadOp::create(b, vecType, op.getAcc(), at))
+                : Value(vector::MaskedLoadOp::create(
+                      b, vecType, op.getAcc(), at, chunkMask(c), zeroVec));
+        accs.push_back(arith::MulFOp::create(b, acc, alphaVec));
+      }
+    }
+    accs = forLoopWith(
+        cst(0), blockKeys, cst(1), accs,
+        [&](Value j, ValueRange acc) -> SmallVector<Value> {
+          SmallVector<Value> values;
+          for (int64_t c = 0; c < valueChunks; ++c)
+            values.push_back(vector::LoadOp::create(
+                b, vecType, scratch.values, ValueRange{j, cst(c * lanes)}));
+          SmallVector<Value> next;
+          for (int64_t r = 0; r < numRows; ++r) {
+            Value pScalar = memref::LoadOp::create(b, scratch.probs,
+                                                   ValueRange{cst(r), j});
+            Value p = splat(pScalar);
+            // Where keys of the block may be excluded, an excluded key's
+            // weight is exactly 0 and 0 * NaN would still leak a NaN value
+            // into a row that does not attend to it: drop such values.
+            Value excluded;
+            if (masked)
+              excluded = splat(arith::CmpFOp::create(
+                  b, arith::CmpFPredicate::OEQ, pScalar, f32Const(0)));
+            for (int64_t c = 0; c < valueChunks; ++c) {
+              Value v = values[c];
+              if (excluded)
+                v = arith::SelectOp::create(b, excluded, zeroVec, v);
+              next.push_back(vector::FMAOp::create(
+                  b, p, v, acc[r * valueChunks + c]));
+            }
+          }
+          return next;
+        });
+    for (int64_t r = 0; r < numRows; ++r)
+      for (int64_t c = 0; c < valueChunks; ++c) {
+        SmallVector<Value, 4> at = {batch, head, rows[r], cst(c * lanes)};
+        Value acc = accs[r * valueChunks + c];
+        if ((c + 1) * lanes <= valueDim)
+          vector::StoreOp::create(b, acc, op.getAcc(), at);
+        else
+          vector::MaskedStoreOp::create(b, op.getAcc(), at, chunkMask(c),
+                                        acc);
+      }
+  }
+
+  /// Scale, soft-cap, mask and band one row's scores of the block, update
+  /// its running max and sum, store its weights p in probs[slot] and
+  /// return the rescale factor alpha = exp(m_old - m_new).
+  Value updateRowStatistics(Value batch, Value head, Value row, int64_t slot,
+                            MutableArrayRef<Value> scores, Value blockStart,
+                            Value blockKeys) {
+    int64_t scoreVectors = scores.size();
+    Value zeroVec = splat(f32Const(0));
     Value scale = splat(f32Const(op.getEffectiveScale()));
     for (Value &s : scores)
       s = arith::MulFOp::create(b, s, scale);
@@ -248,8 +341,10 @@ private:
     // Lanes past the block's keys, and outside the causal/window band,
     // are excluded: -inf scores.
     Value lane = arith::IndexCastOp::create(
-        b, idxVecType, vector::StepOp::create(b, VectorType::get({lanes}, b.getIndexType())));
-    Value liveKeys = splat(arith::IndexCastOp::create(b, b.getI32Type(), blockKeys));
+        b, idxVecType,
+        vector::StepOp::create(b, VectorType::get({lanes}, b.getIndexType())));
+    Value liveKeys =
+        splat(arith::IndexCastOp::create(b, b.getI32Type(), blockKeys));
     Value bandLo, bandHi;
     if (op.getCausal() || op.getWindow()) {
       // Key j (block-local) is allowed iff lo <= j <= hi with
@@ -289,73 +384,39 @@ private:
     }
 
     // Online update of the row's max and sum.
-    Value oldMax = memref::LoadOp::create(b, op.getMax(), ValueRange{batch, head, row});
-    Value oldSum = memref::LoadOp::create(b, op.getSum(), ValueRange{batch, head, row});
+    Value oldMax =
+        memref::LoadOp::create(b, op.getMax(), ValueRange{batch, head, row});
+    Value oldSum =
+        memref::LoadOp::create(b, op.getSum(), ValueRange{batch, head, row});
     Value blockMaxVec = scores[0];
     for (int64_t v = 1; v < scoreVectors; ++v)
       blockMaxVec = arith::MaximumFOp::create(b, blockMaxVec, scores[v]);
     Value blockMax = vector::ReductionOp::create(
         b, vector::CombiningKind::MAXIMUMF, blockMaxVec);
     Value newMax = arith::MaximumFOp::create(b, oldMax, blockMax);
-    Value noKeyYet = arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, newMax,
-                                           f32Const(-kInf));
+    Value noKeyYet = arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ,
+                                           newMax, f32Const(-kInf));
     Value safeMax = arith::SelectOp::create(b, noKeyYet, f32Const(0), newMax);
-    Value alpha = math::ExpOp::create(b, arith::SubFOp::create(b, oldMax, safeMax));
+    Value alpha =
+        math::ExpOp::create(b, arith::SubFOp::create(b, oldMax, safeMax));
     Value safeMaxVec = splat(safeMax);
     Value sumVec = zeroVec;
     for (int64_t v = 0; v < scoreVectors; ++v) {
-      Value p = math::ExpOp::create(b, arith::SubFOp::create(b, scores[v], safeMaxVec));
+      Value p = math::ExpOp::create(
+          b, arith::SubFOp::create(b, scores[v], safeMaxVec));
       sumVec = arith::AddFOp::create(b, sumVec, p);
-      vector::StoreOp::create(b, p, scratch.probs, ValueRange{cst(v * lanes)});
+      vector::StoreOp::create(b, p, scratch.probs,
+                              ValueRange{cst(slot), cst(v * lanes)});
     }
-    Value blockSum = vector::ReductionOp::create(b, vector::CombiningKind::ADD, sumVec);
+    Value blockSum =
+        vector::ReductionOp::create(b, vector::CombiningKind::ADD, sumVec);
     Value newSum = arith::AddFOp::create(
         b, arith::MulFOp::create(b, oldSum, alpha), blockSum);
-    memref::StoreOp::create(b, newMax, op.getMax(), ValueRange{batch, head, row});
-    memref::StoreOp::create(b, newSum, op.getSum(), ValueRange{batch, head, row});
-
-    // acc = alpha * acc + sum_j p_j * VP[j].
-    bool masked = op.getMask() || op.getCausal() || op.getWindow();
-    Value alphaVec = splat(alpha);
-    SmallVector<Value> accs;
-    for (int64_t c = 0; c < valueChunks; ++c) {
-      SmallVector<Value, 4> at = {batch, head, row, cst(c * lanes)};
-      Value acc = (c + 1) * lanes <= valueDim
-                      ? Value(vector::LoadOp::create(b, vecType, op.getAcc(), at))
-                      : Value(vector::MaskedLoadOp::create(
-                            b, vecType, op.getAcc(), at, chunkMask(c), zeroVec));
-      accs.push_back(arith::MulFOp::create(b, acc, alphaVec));
-    }
-    accs = forLoopWith(
-        cst(0), blockKeys, cst(1), accs,
-        [&](Value j, ValueRange acc) -> SmallVector<Value> {
-          Value pScalar = memref::LoadOp::create(b, scratch.probs, ValueRange{j});
-          Value p = splat(pScalar);
-          // Where keys of the block may be excluded, an excluded key's
-          // weight is exactly 0 and 0 * NaN would still leak a NaN value
-          // into a row that does not attend to it: drop such values.
-          Value excluded;
-          if (masked)
-            excluded = splat(arith::CmpFOp::create(
-                b, arith::CmpFPredicate::OEQ, pScalar, f32Const(0)));
-          SmallVector<Value> next;
-          for (int64_t c = 0; c < valueChunks; ++c) {
-            Value v = vector::LoadOp::create(b, vecType, scratch.values,
-                                             ValueRange{j, cst(c * lanes)});
-            if (excluded)
-              v = arith::SelectOp::create(b, excluded, zeroVec, v);
-            next.push_back(vector::FMAOp::create(b, p, v, acc[c]));
-          }
-          return next;
-        });
-    for (int64_t c = 0; c < valueChunks; ++c) {
-      SmallVector<Value, 4> at = {batch, head, row, cst(c * lanes)};
-      if ((c + 1) * lanes <= valueDim)
-        vector::StoreOp::create(b, accs[c], op.getAcc(), at);
-      else
-        vector::MaskedStoreOp::create(b, op.getAcc(), at, chunkMask(c),
-                                      accs[c]);
-    }
+    memref::StoreOp::create(b, newMax, op.getMax(),
+                            ValueRange{batch, head, row});
+    memref::StoreOp::create(b, newSum, op.getSum(),
+                            ValueRange{batch, head, row});
+    return alpha;
   }
 };
 
@@ -365,6 +426,12 @@ struct AttnLowerToVectorPass
 
   void runOnOperation() override {
     func::FuncOp func = getOperation();
+    if (rowBlock < 1 || rowBlock > 8) {
+      func.emitError() << "attn-lower-to-vector: row-block must be in [1, 8], "
+                          "found "
+                       << static_cast<int64_t>(rowBlock);
+      return signalPassFailure();
+    }
     if (vectorWidth < 1 || keyBlock < vectorWidth ||
         keyBlock % vectorWidth != 0) {
       func.emitError() << "attn-lower-to-vector: key-block ("
@@ -410,7 +477,7 @@ struct AttnLowerToVectorPass
     scratch.keysT = stackBuffer({maxHeadDim, int64_t(keyBlock)});
     scratch.values = stackBuffer({int64_t(keyBlock), maxValuePad});
     scratch.rowBias = stackBuffer({int64_t(keyBlock)});
-    scratch.probs = stackBuffer({int64_t(keyBlock)});
+    scratch.probs = stackBuffer({int64_t(rowBlock), int64_t(keyBlock)});
     // Pad columns of the packed V are read by whole-vector loads: keep them
     // finite once and for all.
     {
@@ -433,7 +500,8 @@ struct AttnLowerToVectorPass
     for (OnlineAttentionOp op : ops) {
       b.setLoc(op.getLoc());
       b.setInsertionPoint(op);
-      MicroKernelEmitter(b, op, scratch, vectorWidth, keyBlock).emit();
+      MicroKernelEmitter(b, op, scratch, vectorWidth, keyBlock, rowBlock)
+          .emit();
       op.erase();
     }
   }

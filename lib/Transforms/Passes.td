@@ -104,6 +104,8 @@ def AttnLowerToVectorPass : Pass<"attn-lower-to-vector", "func::FuncOp"> {
            "f32 lanes per vector (16 for AVX-512, 8 for AVX2)">,
     Option<"keyBlock", "key-block", "int64_t", /*default=*/"128",
            "Keys packed and scored per block (a multiple of vector-width)">,
+    Option<"rowBlock", "row-block", "int64_t", /*default=*/"2",
+           "Query rows that share each packed K and V vector load">,
   ];
   let dependentDialects = ["vector::VectorDialect", "scf::SCFDialect",
                            "memref::MemRefDialect", "arith::ArithDialect",

@@ -1,4 +1,5 @@
-// RUN: attn-opt %s -split-input-file -attn-lower-to-vector=key-block=32 -canonicalize | FileCheck %s
+// RUN: attn-opt %s -split-input-file -attn-lower-to-vector="key-block=32 row-block=1" -canonicalize | FileCheck %s
+// RUN: attn-opt %s -split-input-file -attn-lower-to-vector="key-block=32 row-block=2" -canonicalize | FileCheck %s --check-prefix=ROWS
 
 // The micro-kernel of one online-softmax step, on memrefs. Per block of 32
 // keys: K is packed transposed and V row-major into stack buffers made at
@@ -13,7 +14,7 @@
 //       CHECK: %[[KT:.+]] = memref.alloca() {alignment = 64 : i64} : memref<32x32xf32>
 //       CHECK: %[[VP:.+]] = memref.alloca() {alignment = 64 : i64} : memref<32x32xf32>
 //       CHECK: %[[BIAS:.+]] = memref.alloca() {alignment = 64 : i64} : memref<32xf32>
-//       CHECK: %[[P:.+]] = memref.alloca() {alignment = 64 : i64} : memref<32xf32>
+//       CHECK: %[[P:.+]] = memref.alloca() {alignment = 64 : i64} : memref<1x32xf32>
 // Key blocks; pack K transposed and V.
 //       CHECK: scf.for %[[KB:.+]] = %c0 to %{{.+}} step %c32
 //       CHECK:   %[[NK:.+]] = arith.minsi %{{.+}}, %c32
@@ -65,6 +66,21 @@
 //       CHECK:       vector.fma
 //       CHECK:     vector.store %{{.+}}, %[[ACC]]
 //       CHECK:     vector.maskedstore %[[ACC]]
+// With row-block=2 two query rows share each packed K and V vector load:
+// four score accumulators from two K loads; the odd row left over goes
+// alone.
+// ROWS-LABEL: func @causal_masked
+//       ROWS: %[[REM:.+]] = arith.remui %{{.+}}, %c2
+//       ROWS: %[[FULL:.+]] = arith.subi %{{.+}}, %[[REM]]
+//       ROWS: scf.for %{{.+}} = %c0 to %[[FULL]] step %c2
+//       ROWS:   scf.for {{.+}} -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
+//       ROWS:     %[[K0:.+]] = vector.load
+//       ROWS:     %[[K1:.+]] = vector.load
+//       ROWS:     vector.fma %{{.+}}, %[[K0]]
+//       ROWS:     vector.fma %{{.+}}, %[[K1]]
+//       ROWS:     vector.fma %{{.+}}, %[[K0]]
+//       ROWS:     vector.fma %{{.+}}, %[[K1]]
+//       ROWS: scf.for %{{.+}} = %[[FULL]] to %{{.+}} step %c1
 func.func @causal_masked(%q: memref<1x1x?x32xf32>, %k: memref<1x1x?x32xf32>, %v: memref<1x1x?x20xf32>,
                          %mask: memref<1x1x?x?xi1>,
                          %acc: memref<1x1x?x20xf32>, %m: memref<1x1x?xf32>, %s: memref<1x1x?xf32>, %d: index) {

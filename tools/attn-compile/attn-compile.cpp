@@ -59,6 +59,12 @@ static cl::opt<int64_t>
     vectorWidth("vector-width",
                 cl::desc("f32 lanes per vector (default: from the target)"),
                 cl::init(0), cl::cat(category));
+static cl::opt<std::string> librarySymbol(
+    "library-symbol",
+    cl::desc("Name of the kernel table symbol (default attn_library_v1, "
+             "what the runtime loads; give objects linked into one program "
+             "distinct names)"),
+    cl::init("attn_library_v1"), cl::cat(category));
 static cl::opt<bool> timing("timing",
                             cl::desc("Print per-stage (pass) timings"),
                             cl::init(false), cl::cat(category));
@@ -139,6 +145,16 @@ int main(int argc, char **argv) {
   options.keyTileSize = keyTile;
   options.vectorWidth = vectorWidth;
   options.timing = timing;
+  options.librarySymbol = librarySymbol;
+  {
+    llvm::StringRef symbol = librarySymbol.getValue();
+    bool valid = !symbol.empty() && !std::isdigit(symbol.front());
+    for (char c : symbol)
+      valid &= std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+    if (!valid)
+      return fail("--library-symbol must be a C identifier, found '" +
+                  librarySymbol + "'");
+  }
   if (options.queryTileSize < 1 || options.keyTileSize < 1)
     return fail("tile sizes must be >= 1");
   if (!attn::compileKernels(kernels, options, kind, outputFile, error))
@@ -153,7 +169,7 @@ int main(int argc, char **argv) {
   }
   if (!header.empty()) {
     std::ofstream out(header);
-    out << attn::kernelHeader(kernels, headerGuard(header));
+    out << attn::kernelHeader(kernels, headerGuard(header), librarySymbol);
     if (!out)
       return fail("cannot write " + header);
   }
