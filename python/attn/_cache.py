@@ -1,0 +1,234 @@
+"""Finding attn-compile, and the kernel caches (on disk and in memory).
+
+A kernel is named by its spec string (lib/Support/KernelSpec.h). The first
+call that needs a spec compiles it with the attn-compile executable into the
+disk cache; later calls in the same process find it loaded in memory, and
+later processes load it from disk. The disk key covers everything that changes
+the machine code: the spec, the compiler (its ``--version`` output and the
+size and modification time of the executable) and this CPU (its feature
+flags), since attn-compile targets the host CPU.
+
+Two processes may fill the cache at once: each compiles into a private
+temporary folder inside the cache folder and moves the finished library into
+place with ``os.replace`` (atomic within one file system), so a reader sees
+either no file or a complete one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+from . import _ext
+
+Error = _ext.Error
+
+#: Environment variables read by this module.
+COMPILER_ENV = "ATTN_COMPILE"
+CACHE_DIR_ENV = "ATTN_CACHE_DIR"
+
+_lock = threading.Lock()
+_loaded: dict[str, _ext.Kernel] = {}
+_compiler_identity: dict[str, str] = {}
+_stats = {"compiles": 0, "disk_hits": 0, "memory_hits": 0}
+
+
+# ---------------------------------------------------------------------------
+# attn-compile
+# ---------------------------------------------------------------------------
+
+
+def _executable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
+def compiler_search_path() -> list[tuple[str, Path | None]]:
+    """Where attn-compile is looked for, in order, as (origin, path) pairs.
+
+    1. ``$ATTN_COMPILE``,
+    2. next to the package: ``attn/bin/attn-compile``,
+    3. ``attn-compile`` on ``$PATH``,
+    4. ``build/tools/attn-compile`` of the checkout the package was built from.
+    """
+    places: list[tuple[str, Path | None]] = []
+    env = os.environ.get(COMPILER_ENV)
+    places.append(("$" + COMPILER_ENV, Path(env) if env else None))
+    places.append(("the package", Path(__file__).parent / "bin" / "attn-compile"))
+    on_path = shutil.which("attn-compile")
+    places.append(("$PATH", Path(on_path) if on_path else None))
+    try:
+        from ._build_info import SOURCE_DIR
+    except ImportError:  # pragma: no cover - a package built without CMake
+        SOURCE_DIR = None
+    places.append(
+        (
+            "the source checkout",
+            Path(SOURCE_DIR) / "build" / "tools" / "attn-compile" if SOURCE_DIR else None,
+        )
+    )
+    return places
+
+
+def find_compiler() -> Path:
+    """The attn-compile executable to use; attn.Error if there is none."""
+    places = compiler_search_path()
+    origin, env_path = places[0]
+    if env_path is not None:
+        # An explicit choice that is wrong is an error, not a reason to
+        # silently use another compiler.
+        if not _executable(env_path):
+            raise Error(
+                f"{origin} is '{env_path}', which is not an executable file; "
+                "point it at an attn-compile executable or unset it"
+            )
+        return env_path
+    for _, path in places[1:]:
+        if path is not None and _executable(path):
+            return path
+    looked = "; ".join(
+        f"{i}. {origin}: {path if path is not None else '(unset)'}"
+        for i, (origin, path) in enumerate(places, 1)
+    )
+    raise Error(
+        "attn-compile was not found, and attn needs it to compile kernels. "
+        f"Looked in order at: {looked}. Build it (scripts/setup.sh builds "
+        f"build/tools/attn-compile) and set ${COMPILER_ENV} to its path."
+    )
+
+
+def _identity(compiler: Path) -> str:
+    """What distinguishes this compiler's output from another's."""
+    key = str(compiler)
+    stat = compiler.stat()
+    stamp = f"{stat.st_size}:{stat.st_mtime_ns}"
+    cached = _compiler_identity.get(key)
+    if cached is not None and cached.endswith(stamp):
+        return cached
+    try:
+        version = subprocess.run(
+            [str(compiler), "--version"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError) as error:
+        raise Error(f"'{compiler} --version' failed: {error}") from None
+    identity = f"{version}\n{stamp}"
+    _compiler_identity[key] = identity
+    return identity
+
+
+_cpu_features: str | None = None
+
+
+def cpu_features() -> str:
+    """This CPU's feature flags (/proc/cpuinfo), part of the cache key."""
+    global _cpu_features
+    if _cpu_features is None:
+        flags = ""
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+                for line in f:
+                    name, _, value = line.partition(":")
+                    if name.strip() in ("flags", "Features"):
+                        flags = " ".join(sorted(value.split()))
+                        break
+        except OSError:
+            pass
+        _cpu_features = f"{platform.machine()} {platform.processor()} {flags}"
+    return _cpu_features
+
+
+# ---------------------------------------------------------------------------
+# The caches
+# ---------------------------------------------------------------------------
+
+
+def cache_dir() -> Path:
+    """``$ATTN_CACHE_DIR``, else ``$XDG_CACHE_HOME/attn``, else ~/.cache/attn."""
+    env = os.environ.get(CACHE_DIR_ENV)
+    if env:
+        return Path(env)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "attn"
+
+
+def cache_key(spec: str, compiler: Path) -> str:
+    text = "\n".join(["attn kernel cache v1", spec, _identity(compiler), cpu_features()])
+    return hashlib.sha256(text.encode()).hexdigest()[:40]
+
+
+def _compile(spec: str, compiler: Path, target: Path) -> None:
+    """Compiles `spec` into `target`, atomically."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".compiling-", dir=target.parent) as tmp:
+        library = Path(tmp) / "kernel.so"
+        try:
+            result = subprocess.run(
+                [str(compiler), "--spec", spec, "-o", str(library)],
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+        except (OSError, subprocess.SubprocessError) as error:
+            raise Error(f"running {compiler} failed: {error}") from None
+        if result.returncode != 0 or not library.is_file():
+            message = (result.stderr or result.stdout).strip()
+            raise Error(f"attn-compile could not compile spec '{spec}': {message}")
+        # Same folder, same file system: the library appears whole or not at
+        # all, whoever else is compiling the same spec right now.
+        os.replace(library, target)
+    _stats["compiles"] += 1
+
+
+def _load(spec: str) -> _ext.Kernel:
+    compiler = find_compiler()
+    path = cache_dir() / f"{cache_key(spec, compiler)}.so"
+    if path.is_file():
+        try:
+            kernels = _ext.load_library(str(path))
+            _stats["disk_hits"] += 1
+        except Error:
+            # Not a library this runtime accepts (damaged, or another ABI):
+            # compile it again over it.
+            kernels = None
+        if kernels:
+            return kernels[0]
+    _compile(spec, compiler, path)
+    kernels = _ext.load_library(str(path))
+    if len(kernels) != 1:
+        raise Error(f"{path}: expected one kernel, found {len(kernels)}")
+    return kernels[0]
+
+
+def kernel(spec: str) -> _ext.Kernel:
+    """The loaded kernel for `spec`, compiling it on first use."""
+    found = _loaded.get(spec)
+    if found is not None:
+        _stats["memory_hits"] += 1
+        return found
+    with _lock:
+        found = _loaded.get(spec)
+        if found is None:
+            found = _load(spec)
+            _loaded[spec] = found
+        return found
+
+
+def stats() -> dict[str, int]:
+    """Counts since the process started: kernels compiled, loaded from the
+    disk cache, and found already loaded."""
+    return dict(_stats)
+
+
+def clear_memory_cache() -> None:
+    """Forgets the loaded kernels (the next call loads them from disk)."""
+    with _lock:
+        _loaded.clear()

@@ -1,0 +1,243 @@
+"""From a scaled_dot_product_attention call to a kernel spec and a run.
+
+Shared by the NumPy path (attn.scaled_dot_product_attention on anything but
+PyTorch tensors) and the PyTorch operator (attn/_torch.py). Shapes and
+strides are the caller's: nothing here copies a tensor. A mask that
+broadcasts (a dim of 1 where the call has more) is expanded as a stride-0
+view, so one kernel serves every broadcast pattern, and shape errors are left
+to the runtime, whose messages name the tensor, the dim and both sizes.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence, Tuple
+
+from . import _cache, _ext
+
+Error = _ext.Error
+
+ALIGNMENTS = ("top_left", "bottom_right")
+
+_DTYPES = {
+    "float32": "f32",
+    "float16": "f16",
+    "bfloat16": "bf16",
+}
+
+
+def dtype_name(dtype) -> str:
+    """'f32', 'f16', 'bf16' or 'bool' for a NumPy or PyTorch dtype."""
+    text = str(dtype)
+    if text.startswith("torch."):
+        text = text[len("torch.") :]
+    if text == "bool":
+        return "bool"
+    try:
+        return _DTYPES[text]
+    except KeyError:
+        raise Error(
+            f"element type {text} is not supported: attn takes float32, "
+            "float16 and bfloat16 tensors (and bool or float masks)"
+        ) from None
+
+
+def check_options(
+    dropout_p: float,
+    causal_alignment: str,
+    window: Optional[Sequence[Optional[int]]],
+    softcap: Optional[float],
+) -> Tuple[Optional[int], Optional[int], bool]:
+    """Validates the options that need no tensor; returns the window sides
+    (None = unbounded) and whether there is a window at all."""
+    if dropout_p != 0.0:
+        raise Error(f"dropout_p is {dropout_p} but attn supports only 0.0 (no dropout)")
+    if causal_alignment not in ALIGNMENTS:
+        raise Error(
+            f"causal_alignment is {causal_alignment!r} but must be one of "
+            f"{', '.join(repr(a) for a in ALIGNMENTS)}"
+        )
+    if window is None:
+        return None, None, False
+    try:
+        left, right = window
+    except (TypeError, ValueError):
+        raise Error(
+            f"window is {window!r} but must be a pair (left, right), each a "
+            "count >= 0 or None for an unbounded side"
+        ) from None
+    for side, value in (("left", left), ("right", right)):
+        if value is not None and (isinstance(value, bool) or int(value) != value or value < 0):
+            raise Error(f"window: the {side} side is {value!r} but must be an integer >= 0 or None")
+    left = None if left is None else int(left)
+    right = None if right is None else int(right)
+    return left, right, not (left is None and right is None)
+
+
+def kernel_spec(
+    dtype: str,
+    head_dim: int,
+    value_dim: int,
+    mask: Optional[str],
+    is_causal: bool,
+    alignment: str,
+    window_left: Optional[int],
+    window_right: Optional[int],
+    scale: Optional[float],
+    softcap: Optional[float],
+    lse: bool,
+) -> str:
+    """The attn-compile spec string (lib/Support/KernelSpec.h) of a call."""
+    items = ["name=attn_sdpa", f"dtype={dtype}", f"d={head_dim}", f"dv={value_dim}"]
+    if mask is not None:
+        items.append(f"mask={mask}")
+    windowed = window_left is not None or window_right is not None
+    if is_causal:
+        items.append(f"causal={alignment}")
+    elif windowed:
+        items.append(f"align={alignment}")
+    if windowed:
+        side = lambda v: "inf" if v is None else str(v)  # noqa: E731
+        items.append(f"window={side(window_left)}:{side(window_right)}")
+    if scale is not None:
+        items.append(f"scale={float(scale)!r}")
+    if softcap is not None:
+        if not softcap > 0 or math.isinf(softcap):
+            raise Error(f"softcap is {softcap!r} but must be a finite number > 0")
+        items.append(f"softcap={float(softcap)!r}")
+    if lse:
+        items.append("lse")
+    return ",".join(items)
+
+
+def check_shapes(query, key, value, enable_gqa: bool) -> None:
+    """What PyTorch checks before the kernel's own checks: 4-D tensors, and
+    equal head counts unless enable_gqa."""
+    for name, tensor in (("query", query), ("key", key), ("value", value)):
+        if len(tensor.shape) != 4:
+            raise Error(
+                f"{name}: rank is {len(tensor.shape)} but must be 4 [B, H, S, D] "
+                "(or 3 [H, S, D] for all of query, key and value)"
+            )
+    heads_q, heads_kv = query.shape[1], key.shape[1]
+    if heads_q != heads_kv and not enable_gqa:
+        raise Error(
+            f"query has {heads_q} heads and key {heads_kv}: pass enable_gqa=True "
+            "for grouped-query attention (as with PyTorch's SDPA)"
+        )
+
+
+def mask_view_shape(mask_shape: Sequence[int], query_shape, key_shape) -> Tuple[int, ...]:
+    """The [B, Hq, Sq, Sk] shape a mask is expanded to: each dim of 1 (or
+    missing, for masks of lower rank) takes the call's size; any other size
+    is left for the runtime to accept or refuse."""
+    if len(mask_shape) > 4:
+        raise Error(
+            f"mask: rank is {len(mask_shape)} but must be at most 4 (broadcastable "
+            "to [B, Hq, Sq, Sk])"
+        )
+    full = (query_shape[0], query_shape[1], query_shape[2], key_shape[2])
+    padded = (1,) * (4 - len(mask_shape)) + tuple(mask_shape)
+    return tuple(f if m == 1 else m for m, f in zip(padded, full))
+
+
+def spec_for(
+    query,
+    key,
+    value,
+    attn_mask,
+    is_causal: bool,
+    scale: Optional[float],
+    causal_alignment: str,
+    window_left: Optional[int],
+    window_right: Optional[int],
+    softcap: Optional[float],
+    return_lse: bool,
+) -> str:
+    dtype = dtype_name(query.dtype)
+    mask = None
+    if attn_mask is not None:
+        mask = "bool" if dtype_name_or_none(attn_mask.dtype) == "bool" else "bias"
+    return kernel_spec(
+        dtype,
+        int(query.shape[3]),
+        int(value.shape[3]),
+        mask,
+        is_causal,
+        causal_alignment,
+        window_left,
+        window_right,
+        scale,
+        softcap,
+        return_lse,
+    )
+
+
+def dtype_name_or_none(dtype) -> Optional[str]:
+    try:
+        return dtype_name(dtype)
+    except Error:
+        return None
+
+
+def run(spec: str, query, key, value, mask, output, lse) -> None:
+    """Runs the kernel of `spec` (compiling it on first use)."""
+    _cache.kernel(spec).run(query, key, value, mask, output, lse)
+
+
+# ---------------------------------------------------------------------------
+# NumPy (and any other DLPack producer)
+# ---------------------------------------------------------------------------
+
+
+def sdpa_numpy(
+    query,
+    key,
+    value,
+    attn_mask,
+    is_causal,
+    scale,
+    enable_gqa,
+    causal_alignment,
+    window_left,
+    window_right,
+    softcap,
+    return_lse,
+):
+    import numpy as np
+
+    def as_array(x, name):
+        if isinstance(x, np.ndarray):
+            return x
+        if hasattr(x, "__dlpack__"):
+            return np.from_dlpack(x)
+        raise Error(
+            f"{name}: a {type(x).__name__} is not a tensor; attn takes NumPy arrays, "
+            "PyTorch tensors and other DLPack tensors"
+        )
+
+    query, key, value = (as_array(t, n) for t, n in ((query, "query"), (key, "key"), (value, "value")))
+    squeeze = query.ndim == 3 and key.ndim == 3 and value.ndim == 3
+    if squeeze:
+        query, key, value = query[None], key[None], value[None]
+    check_shapes(query, key, value, enable_gqa)
+    mask = None
+    if attn_mask is not None:
+        attn_mask = as_array(attn_mask, "attn_mask")
+        shape = mask_view_shape(attn_mask.shape, query.shape, key.shape)
+        try:
+            mask = np.broadcast_to(attn_mask, shape)
+        except ValueError:
+            mask = attn_mask  # not broadcastable: the runtime says why
+    spec = spec_for(
+        query, key, value, mask, is_causal, scale, causal_alignment,
+        window_left, window_right, softcap, return_lse,
+    )
+    batch, heads, seq_q = query.shape[:3]
+    output = np.empty((batch, heads, seq_q, value.shape[3]), dtype=query.dtype)
+    lse = np.empty((batch, heads, seq_q), dtype=np.float32) if return_lse else None
+    run(spec, query, key, value, mask, output, lse)
+    if squeeze:
+        output = output[0]
+        lse = lse[0] if lse is not None else None
+    return (output, lse) if return_lse else output

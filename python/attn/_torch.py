@@ -1,0 +1,94 @@
+"""The PyTorch operator ``torch.ops.attn.sdpa``.
+
+A custom operator (torch.library.custom_op) with a fake implementation, so
+that torch.compile (fullgraph=True included) and torch.export trace through
+it as one opaque node instead of breaking the graph. attn.scaled_dot_product_
+attention calls it for PyTorch tensors; it can also be called directly with
+4-D [B, H, S, D] tensors:
+
+    out, lse = torch.ops.attn.sdpa(q, k, v, None, True, None, False,
+                                   "top_left", None, None, None, False)
+
+It always returns (output, lse); lse has shape [0] unless return_lse.
+Forward only: no autograd formula is registered.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from . import _core
+
+
+@torch.library.custom_op("attn::sdpa", mutates_args=())
+def sdpa(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attn_mask: Optional[Tensor],
+    is_causal: bool,
+    scale: Optional[float],
+    enable_gqa: bool,
+    causal_alignment: str,
+    window_left: Optional[int],
+    window_right: Optional[int],
+    softcap: Optional[float],
+    return_lse: bool,
+) -> Tuple[Tensor, Tensor]:
+    # DLPack refuses tensors that require grad; the kernel reads memory only.
+    query, key, value = query.detach(), key.detach(), value.detach()
+    _core.check_shapes(query, key, value, enable_gqa)
+    for name, tensor in (("query", query), ("key", key), ("value", value), ("attn_mask", attn_mask)):
+        if tensor is not None and tensor.device.type != "cpu":
+            raise _core.Error(f"{name}: tensor is on {tensor.device} but attn runs on the CPU")
+    mask = None
+    if attn_mask is not None:
+        mask = attn_mask.detach()
+        shape = _core.mask_view_shape(mask.shape, query.shape, key.shape)
+        try:
+            mask = mask.expand(shape)  # stride 0 where it broadcasts
+        except RuntimeError:
+            pass  # not broadcastable: the runtime says why
+    spec = _core.spec_for(
+        query, key, value, mask, is_causal, scale, causal_alignment,
+        window_left, window_right, softcap, return_lse,
+    )
+    batch, heads, seq_q = query.shape[:3]
+    output = query.new_empty((batch, heads, seq_q, value.shape[3]))
+    lse = query.new_empty((batch, heads, seq_q) if return_lse else (0,), dtype=torch.float32)
+    _core.run(spec, query, key, value, mask, output, lse if return_lse else None)
+    return output, lse
+
+
+@sdpa.register_fake
+def _sdpa_fake(
+    query, key, value, attn_mask, is_causal, scale, enable_gqa,
+    causal_alignment, window_left, window_right, softcap, return_lse,
+):
+    torch._check(query.dim() == 4, lambda: "attn::sdpa: query must be 4-D [B, H, S, D]")
+    torch._check(value.dim() == 4, lambda: "attn::sdpa: value must be 4-D [B, H, S, D]")
+    batch, heads, seq_q = query.shape[:3]
+    output = query.new_empty((batch, heads, seq_q, value.shape[3]))
+    lse = query.new_empty((batch, heads, seq_q) if return_lse else (0,), dtype=torch.float32)
+    return output, lse
+
+
+def scaled_dot_product_attention(
+    query, key, value, attn_mask, is_causal, scale, enable_gqa,
+    causal_alignment, window_left, window_right, softcap, return_lse,
+):
+    """The public function's PyTorch path: 3-D inputs gain and lose B=1
+    around the operator. Written to be traced by torch.compile."""
+    squeeze = query.dim() == 3 and key.dim() == 3 and value.dim() == 3
+    if squeeze:
+        query, key, value = query.unsqueeze(0), key.unsqueeze(0), value.unsqueeze(0)
+    output, lse = torch.ops.attn.sdpa(
+        query, key, value, attn_mask, is_causal, scale, enable_gqa,
+        causal_alignment, window_left, window_right, softcap, return_lse,
+    )
+    if squeeze:
+        output, lse = output.squeeze(0), (lse.squeeze(0) if return_lse else lse)
+    return (output, lse) if return_lse else output

@@ -1,0 +1,271 @@
+//===- attn_ext.cpp - The attn runtime as a Python extension (nanobind) ---===//
+//
+// `attn._ext`: the C runtime (runtime/include/attn/runtime.h) seen from
+// Python. It loads kernel libraries made by attn-compile and runs a kernel on
+// any CPU tensor that speaks DLPack or the buffer protocol (NumPy arrays,
+// PyTorch tensors), zero-copy and with the caller's strides: a [B, S, H, D]
+// buffer viewed as [B, H, S, D] reaches the kernel as it is. Every check is
+// the runtime's; its refusals become `attn._ext.Error` (a ValueError) with the
+// runtime's message. Calls run on one process-wide thread pool (all cores)
+// with the GIL released.
+//
+// Deciding which kernel a call needs, compiling and caching it is the Python
+// package's job (python/attn/_cache.py); this file holds no policy.
+//
+//===----------------------------------------------------------------------===//
+
+#include "attn/runtime.hpp"
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace nb = nanobind;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// The process-wide thread pool
+//===----------------------------------------------------------------------===//
+
+std::mutex poolLock;
+attn_thread_pool *pool = nullptr;
+
+/// ATTN_NUM_THREADS threads if set (> 0), else one per online core.
+int32_t requestedThreads() {
+  const char *text = std::getenv("ATTN_NUM_THREADS");
+  if (!text || !*text)
+    return 0;
+  char *end = nullptr;
+  long value = std::strtol(text, &end, 10);
+  if (*end != '\0' || value <= 0 || value > 4096)
+    throw attn::Error(ATTN_ERROR_INVALID_ARGUMENT,
+                      std::string("ATTN_NUM_THREADS is '") + text +
+                          "' but must be a thread count between 1 and 4096");
+  return static_cast<int32_t>(value);
+}
+
+attn_thread_pool *sharedPool() {
+  std::lock_guard<std::mutex> guard(poolLock);
+  if (!pool)
+    attn::check(attn_thread_pool_create(requestedThreads(), &pool));
+  return pool;
+}
+
+//===----------------------------------------------------------------------===//
+// Tensors: DLPack / buffer-protocol arrays to attn_tensor
+//===----------------------------------------------------------------------===//
+
+using InputArray = nb::ndarray<nb::ro>;
+using OutputArray = nb::ndarray<>;
+
+const char *dtypeText(nb::dlpack::dtype dtype) {
+  using Code = nb::dlpack::dtype_code;
+  switch (static_cast<Code>(dtype.code)) {
+  case Code::Int:
+    return "an integer type";
+  case Code::UInt:
+    return "an unsigned integer type";
+  case Code::Float:
+    return dtype.bits == 64 ? "float64" : "a float type";
+  case Code::Complex:
+    return "a complex type";
+  default:
+    return "an unsupported type";
+  }
+}
+
+template <typename Array>
+attn_tensor toTensor(const Array &array, const char *role) {
+  if (array.device_type() != nb::device::cpu::value)
+    throw attn::Error(ATTN_ERROR_INVALID_ARGUMENT,
+                      std::string(role) + ": tensor is on DLPack device type " +
+                          std::to_string(array.device_type()) +
+                          " but attn runs on the CPU (device type 1)");
+  if (array.ndim() > 4)
+    throw attn::Error(ATTN_ERROR_INVALID_ARGUMENT,
+                      std::string(role) + ": rank is " +
+                          std::to_string(array.ndim()) +
+                          " but attn tensors have at most 4 dims");
+  attn_tensor tensor{};
+  nb::dlpack::dtype dtype = array.dtype();
+  using Code = nb::dlpack::dtype_code;
+  if (dtype.lanes != 1)
+    throw attn::Error(ATTN_ERROR_INVALID_ARGUMENT,
+                      std::string(role) + ": vector element types (" +
+                          std::to_string(dtype.lanes) +
+                          " lanes) are not supported");
+  if (dtype.code == static_cast<uint8_t>(Code::Float) && dtype.bits == 32)
+    tensor.dtype = ATTN_F32;
+  else if (dtype.code == static_cast<uint8_t>(Code::Float) && dtype.bits == 16)
+    tensor.dtype = ATTN_F16;
+  else if (dtype.code == static_cast<uint8_t>(Code::Bfloat) && dtype.bits == 16)
+    tensor.dtype = ATTN_BF16;
+  else if (dtype.code == static_cast<uint8_t>(Code::Bool) && dtype.bits == 8)
+    tensor.dtype = ATTN_BOOL;
+  else
+    throw attn::Error(ATTN_ERROR_INVALID_ARGUMENT,
+                      std::string(role) + ": element type is " +
+                          dtypeText(dtype) + " (" + std::to_string(dtype.bits) +
+                          " bits) but attn takes float32, float16, bfloat16 "
+                          "(and bool for masks)");
+  tensor.data = const_cast<void *>(static_cast<const void *>(array.data()));
+  tensor.rank = static_cast<int32_t>(array.ndim());
+  const int64_t *strides = array.stride_ptr();
+  int64_t contiguous = 1;
+  for (int d = tensor.rank - 1; d >= 0; --d) {
+    tensor.shape[d] = static_cast<int64_t>(array.shape(d));
+    // DLPack allows NULL strides for a compact row-major tensor.
+    tensor.strides[d] = strides ? strides[d] : contiguous;
+    contiguous *= tensor.shape[d] > 1 ? tensor.shape[d] : 1;
+  }
+  return tensor;
+}
+
+//===----------------------------------------------------------------------===//
+// Kernels
+//===----------------------------------------------------------------------===//
+
+/// A kernel of a loaded library; it keeps the library loaded.
+struct PyKernel {
+  std::shared_ptr<attn::Module> module;
+  attn::Kernel kernel;
+
+  const attn_kernel_desc &desc() const { return kernel.desc(); }
+
+  void run(const InputArray &query, const InputArray &key,
+           const InputArray &value, const std::optional<InputArray> &mask,
+           const OutputArray &output,
+           const std::optional<OutputArray> &lse) const {
+    attn_tensor q = toTensor(query, "query");
+    attn_tensor k = toTensor(key, "key");
+    attn_tensor v = toTensor(value, "value");
+    attn_tensor o = toTensor(output, "output");
+    attn_tensor m{}, l{};
+    if (mask)
+      m = toTensor(*mask, "mask");
+    if (lse)
+      l = toTensor(*lse, "lse");
+    attn_thread_pool *threads = sharedPool();
+    attn_status status;
+    {
+      // The arrays stay referenced by the caller's frame; no Python object is
+      // touched while the kernel runs.
+      nb::gil_scoped_release release;
+      status = attn_run(kernel.get(), &q, &k, &v, mask ? &m : nullptr, &o,
+                        lse ? &l : nullptr, threads);
+    }
+    attn::check(status);
+  }
+};
+
+std::vector<PyKernel> loadLibrary(const std::string &path) {
+  auto module = std::make_shared<attn::Module>(attn::Module::load(path));
+  std::vector<PyKernel> kernels;
+  for (const attn::Kernel &kernel : module->kernels())
+    kernels.push_back(PyKernel{module, kernel});
+  return kernels;
+}
+
+const char *dtypeName(int32_t dtype) {
+  switch (dtype) {
+  case ATTN_F32:
+    return "f32";
+  case ATTN_F16:
+    return "f16";
+  case ATTN_BF16:
+    return "bf16";
+  default:
+    return "bool";
+  }
+}
+
+} // namespace
+
+NB_MODULE(_ext, m) {
+  m.doc() = "The attn C runtime: load compiled kernel libraries and run them "
+            "on DLPack tensors.";
+
+  nb::exception<attn::Error>(m, "Error", PyExc_ValueError);
+
+  nb::class_<PyKernel>(m, "Kernel",
+                       "A compiled attention kernel of a loaded library.")
+      .def_prop_ro("name", [](const PyKernel &k) { return k.kernel.name(); })
+      .def_prop_ro("dtype",
+                   [](const PyKernel &k) { return dtypeName(k.desc().dtype); })
+      .def_prop_ro("head_dim",
+                   [](const PyKernel &k) { return k.desc().head_dim; })
+      .def_prop_ro("value_dim",
+                   [](const PyKernel &k) { return k.desc().value_dim; })
+      .def_prop_ro(
+          "mask_kind",
+          [](const PyKernel &k) {
+            static const char *const kinds[] = {"none", "bool", "bias"};
+            int32_t kind = k.desc().mask_kind;
+            return kind >= 0 && kind <= 2 ? kinds[kind] : "?";
+          })
+      .def_prop_ro("causal",
+                   [](const PyKernel &k) { return k.desc().causal != 0; })
+      .def_prop_ro("has_lse",
+                   [](const PyKernel &k) { return k.desc().has_lse != 0; })
+      .def_prop_ro("scale", [](const PyKernel &k) { return k.desc().scale; })
+      .def_prop_ro("softcap",
+                   [](const PyKernel &k) { return k.desc().softcap; })
+      .def_prop_ro("window",
+                   [](const PyKernel &k) {
+                     auto side = [](int64_t v) -> std::optional<int64_t> {
+                       if (v == ATTN_UNBOUNDED)
+                         return std::nullopt;
+                       return v;
+                     };
+                     return std::make_pair(side(k.desc().window_left),
+                                           side(k.desc().window_right));
+                   })
+      .def_prop_ro("target_cpu",
+                   [](const PyKernel &k) {
+                     return std::string(
+                         k.desc().target_cpu ? k.desc().target_cpu : "");
+                   })
+      .def_prop_ro("target_features",
+                   [](const PyKernel &k) {
+                     return std::string(k.desc().target_features
+                                            ? k.desc().target_features
+                                            : "");
+                   })
+      .def(
+          "supported_on_this_cpu",
+          [](const PyKernel &k) { return k.kernel.supportedOnThisCpu(); },
+          "Whether this CPU has every feature the kernel was compiled for.")
+      .def("run", &PyKernel::run, nb::arg("query").noconvert(),
+           nb::arg("key").noconvert(), nb::arg("value").noconvert(),
+           nb::arg("mask").noconvert().none(), nb::arg("output").noconvert(),
+           nb::arg("lse").noconvert().none(),
+           "Checks the tensors against the kernel and runs it on the shared "
+           "thread pool. Tensors are [B, H, S, D] with any strides; `mask` "
+           "and `lse` are None or tensors, as the kernel requires.");
+
+  m.def("load_library", &loadLibrary, nb::arg("path"),
+        "Loads a kernel library made by attn-compile; returns its kernels.");
+  m.def(
+      "num_threads", [] { return attn_thread_pool_size(sharedPool()); },
+      "The shared thread pool's size (ATTN_NUM_THREADS, else all cores).");
+  m.def(
+      "_forget_pool_after_fork",
+      [] {
+        // A forked child has none of the pool's threads: leak the parent's
+        // pool object rather than wait on threads that do not exist.
+        pool = nullptr;
+      },
+      "Used by os.register_at_fork; not public.");
+}

@@ -1,0 +1,76 @@
+"""Shared fixtures and references for the attn Python tests.
+
+Kernels compile into $ATTN_CACHE_DIR when it is set (scripts/python-test.sh
+keeps one across runs), else into a fresh folder for the session.
+"""
+
+import math
+import os
+
+import pytest
+
+import torch
+
+#: The spec's accuracy bounds, max|O - ref| / max|ref| against float64.
+TOLERANCE = {torch.float32: 1e-5, torch.float16: 1e-2, torch.bfloat16: 1e-2}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def kernel_cache(tmp_path_factory):
+    if not os.environ.get("ATTN_CACHE_DIR"):
+        os.environ["ATTN_CACHE_DIR"] = str(tmp_path_factory.mktemp("attn-kernels"))
+    yield os.environ["ATTN_CACHE_DIR"]
+
+
+def relative_error(out, ref):
+    out = torch.as_tensor(out).double()
+    ref = torch.as_tensor(ref).double()
+    scale = ref.abs().max().item()
+    return (out - ref).abs().max().item() / (scale if scale > 0 else 1.0)
+
+
+def naive_attention(q, k, v, mask=None, is_causal=False, scale=None, alignment="top_left",
+                    window=None, softcap=None):
+    """The contract (shared/spec/attention.md), step by step, in float64.
+    Returns (output, lse); rows with nothing allowed give 0 and -inf."""
+    q, k, v = q.double(), k.double(), v.double()
+    group = q.shape[-3] // k.shape[-3]
+    k = k.repeat_interleave(group, dim=-3)
+    v = v.repeat_interleave(group, dim=-3)
+    seq_q, seq_k = q.shape[-2], k.shape[-2]
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    s = (q @ k.transpose(-1, -2)) * scale
+    if softcap is not None:
+        s = softcap * torch.tanh(s / softcap)
+    allowed = torch.ones(seq_q, seq_k, dtype=torch.bool)
+    if mask is not None:
+        if mask.dtype == torch.bool:
+            allowed = allowed & mask
+        else:
+            s = s + mask.double()
+    off = 0 if alignment == "top_left" else seq_k - seq_q
+    i = torch.arange(seq_q)[:, None]
+    j = torch.arange(seq_k)[None, :]
+    if is_causal:
+        allowed = allowed & (j <= i + off)
+    if window is not None:
+        left, right = window
+        if left is not None:
+            allowed = allowed & (j >= i + off - left)
+        if right is not None:
+            allowed = allowed & (j <= i + off + right)
+    s = s.masked_fill(~allowed, -math.inf)
+    lse = torch.logsumexp(s, dim=-1)
+    p = torch.exp(s - lse.unsqueeze(-1))
+    p = torch.nan_to_num(p, nan=0.0)  # rows with nothing allowed
+    return p @ v, lse
+
+
+def random_qkv(batch=2, heads_q=4, heads_kv=4, seq_q=37, seq_k=45, d=32, dv=None,
+               dtype=torch.float32, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    dv = d if dv is None else dv
+    q = torch.randn(batch, heads_q, seq_q, d, generator=generator).to(dtype)
+    k = torch.randn(batch, heads_kv, seq_k, d, generator=generator).to(dtype)
+    v = torch.randn(batch, heads_kv, seq_k, dv, generator=generator).to(dtype)
+    return q, k, v

@@ -1,0 +1,128 @@
+"""Calls that cannot run raise attn.Error (a ValueError) with the runtime's
+(or the compiler's) message, never crash or return garbage."""
+
+import numpy as np
+import pytest
+import torch
+
+import attn
+from conftest import random_qkv
+
+
+def test_error_is_a_value_error():
+    assert issubclass(attn.Error, ValueError)
+
+
+def test_key_head_dim_mismatch_has_the_runtimes_message():
+    q, k, v = random_qkv(d=32)
+    with pytest.raises(attn.Error, match=r"key: dim 3 \(D\) is 16 but kernel 'attn_sdpa' "
+                                         r"was compiled for D=32"):
+        attn.scaled_dot_product_attention(q, k[..., :16], v)
+
+
+def test_batch_mismatch():
+    q, k, v = random_qkv()
+    with pytest.raises(attn.Error, match=r"key: dim 0 \(B\) is 1 but query's B=2"):
+        attn.scaled_dot_product_attention(q, k[:1], v[:1])
+
+
+def test_value_length_mismatch():
+    q, k, v = random_qkv()
+    with pytest.raises(attn.Error, match=r"value: dim 2 \(Sk\) is 44 but key's Sk=45"):
+        attn.scaled_dot_product_attention(q, k, v[:, :, :44])
+
+
+def test_heads_not_a_multiple():
+    q, k, v = random_qkv(heads_q=6, heads_kv=4)
+    with pytest.raises(attn.Error, match=r"Hq=6 is not a multiple"):
+        attn.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+
+
+def test_gqa_needs_enable_gqa_as_in_pytorch():
+    q, k, v = random_qkv(heads_q=8, heads_kv=2)
+    with pytest.raises(attn.Error, match="enable_gqa=True"):
+        attn.scaled_dot_product_attention(q, k, v)
+
+
+def test_mask_of_the_wrong_length():
+    q, k, v = random_qkv()
+    mask = torch.ones(37, 44, dtype=torch.bool)
+    with pytest.raises(attn.Error, match=r"mask: dim 3 \(Sk\) is 44 but key's Sk=45"):
+        attn.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+def test_mask_of_another_float_type():
+    q, k, v = random_qkv(dtype=torch.bfloat16)
+    with pytest.raises(attn.Error, match="mask: element type is f32"):
+        attn.scaled_dot_product_attention(q, k, v, attn_mask=torch.zeros(37, 45))
+
+
+def test_mixed_element_types():
+    q, k, v = random_qkv()
+    with pytest.raises(attn.Error, match="key: element type is f16"):
+        attn.scaled_dot_product_attention(q, k.half(), v)
+
+
+def test_unsupported_element_type():
+    q, k, v = random_qkv(dtype=torch.float64)
+    with pytest.raises(attn.Error, match="float64 is not supported"):
+        attn.scaled_dot_product_attention(q, k, v)
+
+
+def test_wrong_rank():
+    q, k, v = random_qkv()
+    with pytest.raises(attn.Error, match="query: rank is 2"):
+        attn.scaled_dot_product_attention(q[0, 0], k, v)
+
+
+def test_bad_options():
+    q, k, v = random_qkv()
+    with pytest.raises(attn.Error, match="dropout_p"):
+        attn.scaled_dot_product_attention(q, k, v, dropout_p=0.1)
+    with pytest.raises(attn.Error, match="causal_alignment"):
+        attn.scaled_dot_product_attention(q, k, v, causal_alignment="middle")
+    with pytest.raises(attn.Error, match="window"):
+        attn.scaled_dot_product_attention(q, k, v, window=(-1, 0))
+    with pytest.raises(attn.Error, match="softcap"):
+        attn.scaled_dot_product_attention(q, k, v, softcap=-1.0)
+
+
+def test_numpy_errors_too():
+    q = np.zeros((1, 2, 4, 8), np.float32)
+    with pytest.raises(attn.Error, match=r"key: dim 3 \(D\) is 4 but kernel"):
+        attn.scaled_dot_product_attention(q, q[..., :4], q)
+
+
+def test_low_level_kernel_checks_outputs():
+    kernel = attn.kernel("name=attn_sdpa,dtype=f32,d=8,dv=8")
+    q = np.zeros((1, 2, 4, 8), np.float32)
+    out = np.zeros((1, 2, 4, 4), np.float32)
+    with pytest.raises(attn.Error, match=r"output: dim 3 \(Dv\) is 4 but kernel 'attn_sdpa' "
+                                         r"was compiled for Dv=8"):
+        kernel.run(q, q, q, None, out, None)
+    with pytest.raises(attn.Error, match="output overlaps query"):
+        kernel.run(q, q.copy(), q.copy(), None, q, None)
+
+
+def test_compiler_errors_carry_its_message():
+    with pytest.raises(attn.Error, match="attn-compile could not compile spec"):
+        attn.kernel("name=attn_sdpa,dtype=f32,d=8,bogus=1")
+
+
+def test_missing_compiler_names_where_it_looked(monkeypatch, tmp_path):
+    monkeypatch.setenv("ATTN_COMPILE", str(tmp_path / "no-such-compiler"))
+    with pytest.raises(attn.Error, match="ATTN_COMPILE is '.*no-such-compiler', which is not"):
+        attn.find_compiler()
+    monkeypatch.delenv("ATTN_COMPILE")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(attn._cache, "compiler_search_path", lambda: [
+        ("$ATTN_COMPILE", None), ("the package", tmp_path / "a"), ("$PATH", None),
+        ("the source checkout", tmp_path / "b")])
+    with pytest.raises(attn.Error, match=r"attn-compile was not found.*1\. \$ATTN_COMPILE: "
+                                         r"\(unset\); 2\. the package: "):
+        attn.find_compiler()
+
+
+def test_non_tensors():
+    with pytest.raises(attn.Error, match="query: a list is not a tensor"):
+        attn.scaled_dot_product_attention([1.0], [1.0], [1.0])

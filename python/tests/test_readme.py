@@ -1,0 +1,18 @@
+"""The README's Python snippet runs as written, so that it stays true."""
+
+import pathlib
+import re
+
+README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
+
+
+def python_snippet():
+    text = README.read_text()
+    section = text.split("## Use it from Python", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    assert len(blocks) == 1, "the section holds one Python snippet"
+    return blocks[0]
+
+
+def test_readme_python_snippet_runs():
+    exec(compile(python_snippet(), str(README), "exec"), {})

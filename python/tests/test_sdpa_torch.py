@@ -1,0 +1,154 @@
+"""attn.scaled_dot_product_attention on PyTorch tensors against
+torch.nn.functional.scaled_dot_product_attention, across the spec's cases.
+
+Each output is measured against PyTorch's SDPA evaluated in float64 on the
+same inputs, with the spec's bounds (f32 1e-5, f16/bf16 1e-2)."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import attn
+from conftest import TOLERANCE, random_qkv, relative_error
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+
+
+def torch_reference(q, k, v, attn_mask=None, *args, **kwargs):
+    mask = attn_mask
+    if mask is not None and mask.dtype != torch.bool:
+        mask = mask.double()
+    return F.scaled_dot_product_attention(q.double(), k.double(), v.double(), mask, *args, **kwargs)
+
+
+def check(q, k, v, attn_mask=None, **kwargs):
+    out = attn.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, **kwargs)
+    ref = torch_reference(q, k, v, attn_mask=attn_mask, **kwargs)
+    assert isinstance(out, torch.Tensor)
+    assert out.dtype == q.dtype
+    assert out.shape == ref.shape
+    error = relative_error(out, ref)
+    assert error <= TOLERANCE[q.dtype], f"relative error {error:.3g}"
+    return out
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_plain(dtype):
+    check(*random_qkv(dtype=dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_causal(dtype):
+    check(*random_qkv(seq_q=70, seq_k=70, dtype=dtype), is_causal=True)
+
+
+def test_causal_cross_attention_is_top_left():
+    # Sq < Sk: PyTorch's is_causal keeps j <= i (top-left diagonal).
+    check(*random_qkv(seq_q=9, seq_k=40), is_causal=True)
+
+
+def test_decoding_single_query():
+    check(*random_qkv(seq_q=1, seq_k=130))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize(
+    "mask_shape",
+    [(2, 4, 37, 45), (37, 45), (1, 1, 37, 45), (2, 1, 1, 45), (4, 37, 1), (1, 45)],
+    ids=lambda s: "x".join(map(str, s)),
+)
+def test_bool_mask_broadcast(dtype, mask_shape):
+    generator = torch.Generator().manual_seed(1)
+    mask = torch.rand(mask_shape, generator=generator) > 0.3
+    if mask.shape[-1] == 1:
+        mask[...] = True  # broadcast over keys: keep every row attending
+    else:
+        mask[..., 0] = True  # one key per row, so PyTorch's rows are never empty
+    q, k, v = random_qkv(dtype=dtype)
+    check(q, k, v, attn_mask=mask)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("mask_shape", [(2, 4, 37, 45), (1, 4, 1, 45), (37, 45)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_float_mask_is_an_additive_bias(dtype, mask_shape):
+    generator = torch.Generator().manual_seed(2)
+    bias = (torch.randn(mask_shape, generator=generator) * 2).to(dtype)
+    check(*random_qkv(dtype=dtype), attn_mask=bias)
+
+
+def test_float_mask_with_minus_inf_excludes_positions():
+    q, k, v = random_qkv()
+    bias = torch.zeros(37, 45)
+    bias[:, 10:20] = -math.inf
+    check(q, k, v, attn_mask=bias)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("heads_kv", [1, 2], ids=["mqa", "gqa4"])
+def test_grouped_query_attention(dtype, heads_kv):
+    q, k, v = random_qkv(heads_q=8, heads_kv=heads_kv, dtype=dtype)
+    check(q, k, v, enable_gqa=True, is_causal=True)
+
+
+def test_scale():
+    check(*random_qkv(), scale=0.3)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_head_dims_differ(dtype):
+    check(*random_qkv(d=16, dv=48, dtype=dtype), is_causal=True)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_bshd_views_run_without_a_copy(dtype):
+    # [B, S, H, D] buffers seen as [B, H, S, D]: the kernel reads them with
+    # their strides (the extension refuses conversions, so a copy would fail).
+    generator = torch.Generator().manual_seed(3)
+    q = torch.randn(2, 37, 4, 32, generator=generator).to(dtype).transpose(1, 2)
+    k = torch.randn(2, 45, 4, 32, generator=generator).to(dtype).transpose(1, 2)
+    v = torch.randn(2, 45, 4, 32, generator=generator).to(dtype).transpose(1, 2)
+    assert not q.is_contiguous()
+    check(q, k, v, is_causal=True)
+
+
+def test_sliced_views():
+    # Every other query row, a slice of the head dim of a larger buffer.
+    q, k, v = random_qkv(seq_q=80, d=32)
+    check(q[:, :, ::2], k, v)
+
+
+def test_three_dimensional_inputs():
+    q, k, v = random_qkv(batch=1)
+    out = check(q[0], k[0], v[0], is_causal=True)
+    assert out.shape == (4, 37, 32)
+
+
+def test_empty_query():
+    q, k, v = random_qkv(seq_q=0)
+    out = attn.scaled_dot_product_attention(q, k, v)
+    assert out.shape == (2, 4, 0, 32)
+
+
+def test_positional_arguments_match_pytorch():
+    # (query, key, value, attn_mask, dropout_p, is_causal, *, scale, enable_gqa)
+    q, k, v = random_qkv(heads_q=8, heads_kv=2)
+    out = attn.scaled_dot_product_attention(q, k, v, None, 0.0, True, scale=0.2, enable_gqa=True)
+    ref = torch_reference(q, k, v, None, 0.0, True, scale=0.2, enable_gqa=True)
+    assert relative_error(out, ref) <= 1e-5
+
+
+def test_inputs_that_require_grad():
+    q, k, v = (t.requires_grad_() for t in random_qkv())
+    out = attn.scaled_dot_product_attention(q, k, v)
+    ref = torch_reference(q.detach(), k.detach(), v.detach())
+    assert relative_error(out.detach(), ref) <= 1e-5
+
+
+def test_uses_all_cores():
+    import os
+
+    expected = int(os.environ.get("ATTN_NUM_THREADS") or os.cpu_count())
+    assert attn.num_threads() == expected
