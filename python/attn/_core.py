@@ -10,6 +10,7 @@ to the runtime, whose messages name the tensor, the dim and both sizes.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Optional, Sequence, Tuple
 
@@ -74,6 +75,7 @@ def check_options(
     return left, right, not (left is None and right is None)
 
 
+@functools.lru_cache(maxsize=1024)
 def kernel_spec(
     dtype: str,
     head_dim: int,

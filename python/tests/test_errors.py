@@ -126,3 +126,17 @@ def test_missing_compiler_names_where_it_looked(monkeypatch, tmp_path):
 def test_non_tensors():
     with pytest.raises(attn.Error, match="query: a list is not a tensor"):
         attn.scaled_dot_product_attention([1.0], [1.0], [1.0])
+
+
+def test_python_m_attn_reports_its_setup():
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-m", "attn", "--compile", "d=8"],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "compiler: " in result.stdout and "kernel cache: " in result.stdout
+    assert "compiled: d=8 -> attn_kernel" in result.stdout
+    version = subprocess.run([sys.executable, "-m", "attn", "--version"],
+                             capture_output=True, text=True, timeout=60)
+    assert version.stdout.startswith("attn 0.1.0")
