@@ -37,3 +37,7 @@ except OSError:
 if config.attn_have_cuda_toolkit:
     config.available_features.add("cuda-toolkit")
     config.substitutions.append(("%ptxas", config.attn_ptxas))
+# Sanitizer builds: a program that links the instrumented runtime but not the
+# sanitizer's own runtime cannot start, so consumer-project tests skip there.
+if getattr(config, "attn_sanitize", ""):
+    config.available_features.add("sanitizer")
