@@ -1,6 +1,6 @@
 //===- Pipelines.cpp - Named pass pipelines of attn -----------------------===//
 //
-// The stage order of the CPU lowering, in one place. Each stage is a
+// The stage order of the CPU and GPU lowerings, in one place. Each stage is a
 // registered pass with its own lit test; these pipelines only chain them.
 //
 //===----------------------------------------------------------------------===//
@@ -8,6 +8,8 @@
 
 #include "lib/Transforms/Passes.h"
 #include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -60,6 +62,37 @@ void mlir::attn::buildAttnToLLVMCpuPipeline(OpPassManager &pm,
   pm.addPass(createCanonicalizerPass());
 }
 
+void mlir::attn::buildAttnToNVVMPipeline(OpPassManager &pm,
+                                         const GpuPipelineOptions &options) {
+  CpuPipelineOptions tiling;
+  tiling.queryTileSize = 16 * options.warps;
+  tiling.keyTileSize = options.keyTileSize;
+  buildAttnTilingPipeline(pm, tiling);
+  pm.addPass(createAttnLowerToGpuPass({options.mma}));
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  GpuNVVMAttachTargetOptions target;
+  target.chip = options.chip;
+  target.features = options.features;
+  target.optLevel = 3;
+  pm.addPass(createGpuNVVMAttachTarget(target));
+  OpPassManager &gpu = pm.nest<gpu::GPUModuleOp>();
+  // ex2/lg2 instructions for exp/log/tanh: no libdevice call.
+  gpu.addPass(createAttnApproximateMathPass({/*nvvm=*/true}));
+  gpu.addPass(createLowerAffinePass());
+  gpu.addPass(createSCFToControlFlowPass());
+  gpu.addPass(createConvertMathToLLVMPass());
+  gpu.addPass(memref::createExpandStridedMetadataPass());
+  gpu.addPass(createLowerAffinePass());
+  // MLIR's memref calling convention: the pointer arguments are dynamic
+  // 1-D memrefs, which the bare-pointer convention cannot take.
+  gpu.addPass(createConvertGpuOpsToNVVMOps());
+  pm.addPass(createConvertNVVMToLLVMPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+}
+
 void mlir::attn::registerAttnPipelines() {
   PassPipelineRegistration<CpuPipelineOptions>(
       "attn-tiling",
@@ -72,4 +105,10 @@ void mlir::attn::registerAttnPipelines() {
       "softmax, masked-block skipping, bufferization, vector micro-kernel, "
       "work items",
       buildAttnToLLVMCpuPipeline);
+  PassPipelineRegistration<GpuPipelineOptions>(
+      "attn-to-nvvm",
+      "Lower attn.attention to an NVVM GPU kernel: tiling, online softmax, "
+      "masked-block skipping, thread blocks and warps, shared-memory tiles, "
+      "tensor-core MMA",
+      buildAttnToNVVMPipeline);
 }

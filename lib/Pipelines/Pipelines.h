@@ -23,6 +23,28 @@ struct CpuPipelineOptions
       llvm::cl::init(16)};
 };
 
+struct GpuPipelineOptions
+    : public PassPipelineOptions<GpuPipelineOptions> {
+  PassOptions::Option<std::string> chip{
+      *this, "chip", llvm::cl::desc("NVIDIA GPU architecture (sm_80, sm_90...)"),
+      llvm::cl::init("sm_80")};
+  PassOptions::Option<std::string> features{
+      *this, "features", llvm::cl::desc("PTX features (e.g. +ptx80)"),
+      llvm::cl::init("+ptx80")};
+  PassOptions::Option<int64_t> warps{
+      *this, "warps",
+      llvm::cl::desc("Warps per thread block; each owns 16 query rows"),
+      llvm::cl::init(4)};
+  PassOptions::Option<int64_t> keyTileSize{
+      *this, "key-tile-size",
+      llvm::cl::desc("Keys per shared-memory tile (a multiple of 16)"),
+      llvm::cl::init(64)};
+  PassOptions::Option<bool> mma{
+      *this, "mma",
+      llvm::cl::desc("Tensor-core mma.sync for f16/bf16 (FMA when off)"),
+      llvm::cl::init(true)};
+};
+
 /// attn.attention -> tiles -> online softmax -> masked-block skipping ->
 /// key loop (all on tensors).
 void buildAttnTilingPipeline(OpPassManager &pm,
@@ -33,7 +55,14 @@ void buildAttnTilingPipeline(OpPassManager &pm,
 void buildAttnToLLVMCpuPipeline(OpPassManager &pm,
                                 const CpuPipelineOptions &options);
 
-/// Registers `attn-tiling` and `attn-to-llvm-cpu` with the pass registry.
+/// The GPU chain: the same tiling pipeline, then one thread block per query
+/// tile (attn-lower-to-gpu) and the NVVM dialect in a gpu.module with an
+/// NVVM target attached, ready for gpu-module-to-binary.
+void buildAttnToNVVMPipeline(OpPassManager &pm,
+                             const GpuPipelineOptions &options);
+
+/// Registers `attn-tiling`, `attn-to-llvm-cpu` and `attn-to-nvvm` with the
+/// pass registry.
 void registerAttnPipelines();
 
 } // namespace attn

@@ -127,16 +127,66 @@ def AttnOutlineWorkItemsPass : Pass<"attn-outline-work-items", "ModuleOp"> {
                            "func::FuncDialect"];
 }
 
-def AttnApproximateMathPass : Pass<"attn-approximate-math", "func::FuncOp"> {
+def AttnApproximateMathPass : Pass<"attn-approximate-math"> {
   let summary = "Inline polynomial approximations of exp, tanh and log";
   let description = [{
     Replaces `math.exp`, `math.tanh` and `math.log` (scalar and vector, f32)
     by upstream MLIR's polynomial approximations, so that the kernel calls no
     libm function and the softmax's exponentials vectorize. The
     approximations keep exp(-inf) = 0, which fully masked scores rely on.
+    It runs on any op (a `func.func` on the CPU, a `gpu.module` on the GPU).
+    With `nvvm`, scalar f32 exp and log become NVIDIA's approximate `ex2`
+    and `lg2` instructions (LLVM intrinsics, no libdevice) and tanh is
+    expressed through that exp.
   }];
+  let options = [
+    Option<"nvvm", "nvvm", "bool", /*default=*/"false",
+           "Use NVIDIA's ex2/lg2 approximate instructions for scalar f32">,
+  ];
   let dependentDialects = ["arith::ArithDialect", "math::MathDialect",
-                           "vector::VectorDialect"];
+                           "vector::VectorDialect", "LLVM::LLVMDialect"];
+}
+
+def AttnLowerToGpuPass : Pass<"attn-lower-to-gpu", "ModuleOp"> {
+  let summary = "Map tiled attention to a GPU kernel: blocks, warps, MMA";
+  let description = [{
+    Turns each function tiled by `attn-tiling` (an `scf.forall` over batch,
+    query head and query tile whose body runs the online-softmax key loops)
+    into a `gpu.func` kernel in a `gpu.module`, FlashAttention-2 style:
+
+    - one thread block per (query tile, query head, batch): grid
+      `(ceil(Sq / tile), Hq, B)`, the forall's indices become block ids;
+    - `tile / 16` warps, each owning 16 query rows; every thread holds its
+      rows' scores, running max and sum and its part of the f32
+      accumulator in registers, in the fragment layout of the m16n8k16
+      matrix multiply (rows `lane / 4` and `+8`, columns `2 (lane % 4)`);
+    - the query tile is staged in shared memory once per key loop, each
+      key/value tile once per iteration (dynamic shared memory, rows padded
+      against bank conflicts, zero-filled past the sequence and head dims);
+    - f16 and bf16: `Q·Kᵀ` and `P·V` on tensor cores (`nvvm.mma.sync`
+      m16n8k16, f32 accumulate, `P` rounded to the input type); f32 (or
+      `mma=false`): FMA on the same fragments, `P` through shared memory;
+    - row max and sum across the 4 lanes of a row by `gpu.shuffle xor`;
+    - masks, causal/window bands, soft-capping, scale and GQA exactly as
+      the online op states them; the key loops' bounds come from
+      `attn-skip-masked-blocks` unchanged, so skipped blocks stay skipped;
+    - the normalization's `linalg.generic` bodies are cloned per element
+      of the thread's fragment and stored to global memory.
+
+    Each tensor argument of the function becomes a pointer (a
+    `memref<?xT>`, i8 for boolean masks) followed by its sizes and element
+    strides (i64), in argument order. The kernel carries
+    `attn.block_rows` and `attn.shared_memory_bytes` for the launcher.
+  }];
+  let options = [
+    Option<"useMma", "mma", "bool", /*default=*/"true",
+           "Use tensor-core mma.sync for f16/bf16 (sm_80+); FMA otherwise">,
+  ];
+  let dependentDialects = ["gpu::GPUDialect", "NVVM::NVVMDialect",
+                           "LLVM::LLVMDialect", "memref::MemRefDialect",
+                           "vector::VectorDialect", "scf::SCFDialect",
+                           "arith::ArithDialect", "math::MathDialect",
+                           "affine::AffineDialect"];
 }
 
 #endif // ATTN_TRANSFORMS_PASSES_TD

@@ -1,0 +1,1035 @@
+//===- LowerToGpu.cpp - Tiled attention as a FlashAttention-2 GPU kernel ---===//
+//
+// Input: a function tiled by `attn-tiling`. Its body is one scf.forall over
+// (batch, query head, query tile) that slices the function's tensors, sets
+// up the online-softmax state (acc, max, sum), runs one or more key loops of
+// attn.online_attention (their bounds already skip masked blocks) and
+// normalizes the state with linalg.generic ops into the output slices.
+//
+// Output: a gpu.func that executes that body for one forall iteration per
+// thread block. The converter walks the body once, in order:
+//
+//   - index arithmetic is cloned, with the forall's indices replaced by
+//     block ids and `tensor.dim` of an argument by its size parameter;
+//   - `tensor.extract_slice` of an argument (or of a slice) becomes a View:
+//     offsets into the global tensor, read through its element strides;
+//   - the state tensors become Fragments: per thread, the scalars of its
+//     part of the tile (see the layout below), carried through the key
+//     loops as scf.for iter_args, i.e. in registers;
+//   - attn.online_attention becomes the warp-level step: stage K and V in
+//     shared memory, scores by MMA or FMA, mask, online update, P·V;
+//   - the normalization's linalg.generic bodies are cloned per fragment
+//     element and their results stored.
+//
+// Fragment layout (that of mma.sync m16n8k16's accumulator): warp w owns
+// query rows 16w .. 16w+15 of the tile; lane l holds rows r0 = 16w + l/4
+// and r1 = r0 + 8, and in each group of 8 columns the two columns
+// 2(l%4) and 2(l%4)+1. A [rows x N] tile is N/8 groups of 4 values:
+// (r0,c), (r0,c+1), (r1,c), (r1,c+1). Row statistics are 2 values (r0, r1).
+//
+//===----------------------------------------------------------------------===//
+#include "lib/Transforms/Passes.h"
+
+#include "dialect/AttnOps.h"
+#include "mlir/Dialect/Arith/Utils/Utils.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+
+#include <limits>
+
+namespace mlir {
+namespace attn {
+#define GEN_PASS_DEF_ATTNLOWERTOGPUPASS
+#include "lib/Transforms/Passes.h.inc"
+} // namespace attn
+} // namespace mlir
+
+using namespace mlir;
+using namespace mlir::attn;
+
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr int64_t kWarpSize = 32;
+constexpr int64_t kRowsPerWarp = 16;
+/// Columns of one fragment group, and of an MMA's reduction step.
+constexpr int64_t kGroup = 8, kMmaK = 16;
+
+/// A function argument in global memory: the kernel's pointer parameter
+/// (a 1-D memref) and its sizes and element strides (index values).
+struct GlobalTensor {
+  Value data;
+  Type elementType; // the tensor's: i1 for a keep-mask (stored as i8)
+  SmallVector<Value, 4> sizes, strides;
+};
+
+/// A slice of a global tensor: offsets and sizes in its coordinates.
+struct View {
+  unsigned tensor;
+  SmallVector<Value, 4> offsets, sizes;
+};
+
+/// One thread's part of a state tensor (see the file comment).
+struct Fragments {
+  SmallVector<Value> values;
+};
+
+/// The K/V/Q tile buffers in shared memory, with their row pitches.
+struct SharedTiles {
+  Value query, keys, values, probs; // probs: FMA path only
+};
+
+class KernelConverter {
+public:
+  KernelConverter(func::FuncOp func, scf::ForallOp forall, bool useMma)
+      : func(func), forall(forall), requestMma(useMma) {}
+
+  LogicalResult convert(gpu::GPUModuleOp gpuModule);
+
+private:
+  func::FuncOp func;
+  scf::ForallOp forall;
+  bool requestMma;
+
+  // Tile geometry, from the IR.
+  Type elementType;
+  int64_t blockRows = 0, keyTile = 0, headDim = 0, valueDim = 0;
+  int64_t paddedHeadDim = 0, paddedValueDim = 0, warps = 0;
+  bool mma = false;
+  int64_t qPitch = 0, vPitch = 0, pPitch = 0;
+
+  // Conversion state.
+  std::unique_ptr<ImplicitLocOpBuilder> builder;
+  IRMapping mapping;
+  SmallVector<GlobalTensor> globals;
+  DenseMap<Value, View> views;
+  DenseMap<Value, Fragments> states;
+  SharedTiles shared;
+  Value tid, warp, lane, rowInWarp, colPair; // colPair = 2 (lane % 4)
+  Value row0, row1;                          // tile rows of this thread
+  Value stagedQuery; // the original query tile value now in shared memory
+
+  ImplicitLocOpBuilder &b() { return *builder; }
+
+  //===--- small builders ---------------------------------------------===//
+  Value cst(int64_t v) { return arith::ConstantIndexOp::create(b(), v); }
+  Value f32(float v) {
+    return arith::ConstantOp::create(b(), b().getF32FloatAttr(v));
+  }
+  Value add(Value x, Value y) { return arith::AddIOp::create(b(), x, y); }
+  Value mul(Value x, Value y) { return arith::MulIOp::create(b(), x, y); }
+  Value sub(Value x, Value y) { return arith::SubIOp::create(b(), x, y); }
+  Value lt(Value x, Value y) {
+    return arith::CmpIOp::create(b(), arith::CmpIPredicate::slt, x, y);
+  }
+  Value andI(Value x, Value y) { return arith::AndIOp::create(b(), x, y); }
+  Value select(Value c, Value x, Value y) {
+    return arith::SelectOp::create(b(), c, x, y);
+  }
+  Value toF32(Value v) {
+    return v.getType().isF32() ? v
+                               : arith::ExtFOp::create(b(), b().getF32Type(), v);
+  }
+  void forLoop(Value lb, Value ub, Value step,
+               function_ref<void(Value)> body) {
+    auto loop = scf::ForOp::create(b(), lb, ub, step);
+    OpBuilder::InsertionGuard guard(b());
+    b().setInsertionPoint(loop.getBody()->getTerminator());
+    body(loop.getInductionVar());
+  }
+  SmallVector<Value>
+  forLoopWith(Value lb, Value ub, Value step, ValueRange inits,
+              function_ref<SmallVector<Value>(Value, ValueRange)> body) {
+    auto loop = scf::ForOp::create(b(), lb, ub, step, inits);
+    OpBuilder::InsertionGuard guard(b());
+    b().setInsertionPointToStart(loop.getBody());
+    scf::YieldOp::create(b(), body(loop.getInductionVar(),
+                                   loop.getRegionIterArgs()));
+    return SmallVector<Value>(loop.getResults());
+  }
+  /// `then` under `cond`, with `otherwise` as the value when false.
+  Value ifElse(Value cond, Type type, function_ref<Value()> then,
+               function_ref<Value()> otherwise) {
+    auto op = scf::IfOp::create(b(), TypeRange{type}, cond,
+                                /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard guard(b());
+    b().setInsertionPointToStart(op.thenBlock());
+    scf::YieldOp::create(b(), then());
+    b().setInsertionPointToStart(op.elseBlock());
+    scf::YieldOp::create(b(), otherwise());
+    return op.getResult(0);
+  }
+
+  //===--- global memory ----------------------------------------------===//
+  /// The linear element index of `indices` (relative to the view).
+  Value globalIndex(const View &view, ArrayRef<Value> indices) {
+    const GlobalTensor &g = globals[view.tensor];
+    Value index = cst(0);
+    for (auto [d, i] : llvm::enumerate(indices))
+      index = add(index, mul(add(view.offsets[d], i), g.strides[d]));
+    return index;
+  }
+  /// One element as f32 (a keep-mask element as i1).
+  Value loadGlobal(const View &view, ArrayRef<Value> indices) {
+    const GlobalTensor &g = globals[view.tensor];
+    Value v = memref::LoadOp::create(b(), g.data,
+                                     ValueRange{globalIndex(view, indices)});
+    if (g.elementType.isInteger(1))
+      return arith::CmpIOp::create(
+          b(), arith::CmpIPredicate::ne, v,
+          arith::ConstantOp::create(b(), b().getI8IntegerAttr(0)));
+    return toF32(v);
+  }
+
+  //===--- the conversion ---------------------------------------------===//
+  LogicalResult analyze();
+  void buildPrologue(gpu::GPUFuncOp kernel);
+  LogicalResult convertBlock(Block &block);
+  LogicalResult convertOp(Operation *op);
+  LogicalResult convertSlice(tensor::ExtractSliceOp op);
+  LogicalResult convertFor(scf::ForOp op);
+  LogicalResult convertOnline(OnlineAttentionOp op);
+  LogicalResult convertEpilogue(linalg::GenericOp op);
+
+  void stageQuery(const View &view);
+  void stageTile(Value tile, const View &view, Value rows, int64_t cols,
+                 int64_t paddedCols);
+  SmallVector<Value> scoresMma();
+  SmallVector<Value> scoresFma();
+  void maskScores(OnlineAttentionOp op, SmallVector<Value> &scores,
+                  Value keys);
+  SmallVector<Value> updateStatistics(SmallVector<Value> &scores,
+                                      Fragments &max, Fragments &sum);
+  void accumulateMma(SmallVector<Value> &acc, ArrayRef<Value> probs);
+  void accumulateFma(SmallVector<Value> &acc, ArrayRef<Value> probs,
+                     Value keys, bool dropExcluded);
+  Value rowReduce(Value v, bool isMax);
+  Value packPair(Value lo, Value hi);
+  Value mmaOperand(Value pair);
+  Value mmaStep(ArrayRef<Value> a, ArrayRef<Value> b, ArrayRef<Value> c);
+  Value fragmentRow(int64_t i) { return i < 2 ? row0 : row1; }
+};
+
+//===----------------------------------------------------------------------===//
+// Analysis: the tile geometry
+//===----------------------------------------------------------------------===//
+
+LogicalResult KernelConverter::analyze() {
+  if (forall.getRank() > 3)
+    return forall.emitOpError("attn-lower-to-gpu expects the forall of "
+                              "attn-tile (at most batch, head, query tile)");
+  SmallVector<OnlineAttentionOp> online;
+  forall.walk([&](OnlineAttentionOp op) { online.push_back(op); });
+  if (online.empty())
+    return forall.emitOpError(
+        "has no attn.online_attention: run attn-tiling first");
+  auto lbs = forall.getStaticLowerBound(), steps = forall.getStaticStep();
+  if (llvm::any_of(lbs, [](int64_t v) { return v != 0; }) ||
+      llvm::any_of(steps, ShapedType::isDynamic))
+    return forall.emitOpError("needs lower bounds 0 and constant steps");
+  // The query tile's height is that of the accumulator the tile allocates.
+  forall.walk([&](bufferization::AllocTensorOp alloc) {
+    if (alloc.getType().getRank() == 4 && alloc.getType().hasStaticShape())
+      blockRows = alloc.getType().getDimSize(2);
+  });
+  if (blockRows == 0 || blockRows % kRowsPerWarp != 0 ||
+      blockRows > 16 * kRowsPerWarp)
+    return forall.emitOpError("query tile of ")
+           << blockRows << " rows: the GPU kernel needs a multiple of "
+           << kRowsPerWarp << " up to " << 16 * kRowsPerWarp;
+  warps = blockRows / kRowsPerWarp;
+
+  auto accType = cast<ShapedType>(online.front().getAcc().getType());
+  auto qType = cast<ShapedType>(online.front().getQuery().getType());
+  elementType = qType.getElementType();
+  headDim = qType.getDimSize(3);
+  valueDim = accType.getDimSize(3);
+  for (OnlineAttentionOp op : online) {
+    auto loop = op->getParentOfType<scf::ForOp>();
+    std::optional<int64_t> step =
+        loop ? getConstantIntValue(loop.getStep()) : std::nullopt;
+    if (!step || *step % kMmaK != 0)
+      return op.emitOpError("attn-lower-to-gpu needs key loops with a "
+                            "constant step that is a multiple of ")
+             << kMmaK << " (attn-tile-keys)";
+    if (keyTile && keyTile != *step)
+      return op.emitOpError("key loops of different tile sizes");
+    keyTile = *step;
+  }
+  paddedHeadDim = llvm::alignTo(headDim, kMmaK);
+  paddedValueDim = llvm::alignTo(valueDim, kMmaK);
+  mma = requestMma && (elementType.isF16() || elementType.isBF16());
+  // Row pitches that spread a warp's accesses over the banks: 16 bytes of
+  // padding for the paired 16-bit loads, one word for f32 rows.
+  int64_t pad = elementType.isF32() ? 1 : 8;
+  qPitch = paddedHeadDim + pad;
+  vPitch = paddedValueDim + pad;
+  pPitch = keyTile + 1;
+  return success();
+}
+
+static int64_t elementBytes(Type t) { return t.getIntOrFloatBitWidth() / 8; }
+
+//===----------------------------------------------------------------------===//
+// Kernel signature and prologue
+//===----------------------------------------------------------------------===//
+
+void KernelConverter::buildPrologue(gpu::GPUFuncOp kernel) {
+  Block &entry = kernel.getBody().front();
+  unsigned next = 0;
+  for (BlockArgument arg : func.getArguments()) {
+    auto type = cast<RankedTensorType>(arg.getType());
+    GlobalTensor g;
+    g.elementType = type.getElementType();
+    g.data = entry.getArgument(next++);
+    for (int64_t d = 0; d < type.getRank(); ++d)
+      g.sizes.push_back(arith::IndexCastOp::create(
+          b(), b().getIndexType(), entry.getArgument(next++)));
+    for (int64_t d = 0; d < type.getRank(); ++d)
+      g.strides.push_back(arith::IndexCastOp::create(
+          b(), b().getIndexType(), entry.getArgument(next++)));
+    View whole{static_cast<unsigned>(globals.size()), {}, g.sizes};
+    for (int64_t d = 0; d < type.getRank(); ++d)
+      whole.offsets.push_back(cst(0));
+    globals.push_back(std::move(g));
+    views[arg] = whole;
+  }
+
+  // Threads: warp w owns rows 16w.., lane l rows l/4 and l/4 + 8.
+  tid = gpu::ThreadIdOp::create(b(), gpu::Dimension::x);
+  warp = arith::DivUIOp::create(b(), tid, cst(kWarpSize));
+  lane = arith::RemUIOp::create(b(), tid, cst(kWarpSize));
+  rowInWarp = arith::DivUIOp::create(b(), lane, cst(4));
+  colPair = mul(arith::RemUIOp::create(b(), lane, cst(4)), cst(2));
+  row0 = add(mul(warp, cst(kRowsPerWarp)), rowInWarp);
+  row1 = add(row0, cst(kGroup));
+
+  // Block ids replace the forall's indices, innermost first: x = query
+  // tile, y = head, z = batch for a kernel's (B, Hq, Sq) forall (x is the
+  // grid's largest dimension).
+  const gpu::Dimension dims[] = {gpu::Dimension::x, gpu::Dimension::y,
+                                 gpu::Dimension::z};
+  for (int64_t i = 0, rank = forall.getRank(); i < rank; ++i) {
+    Value id = gpu::BlockIdOp::create(b(), dims[rank - 1 - i]);
+    int64_t step = forall.getStaticStep()[i];
+    mapping.map(forall.getInductionVar(i), step == 1 ? id : mul(id, cst(step)));
+  }
+
+  // Shared memory: Q tile, K tile, V tile (and P for the FMA path).
+  auto workgroup = gpu::AddressSpaceAttr::get(
+      b().getContext(), gpu::GPUDialect::getWorkgroupAddressSpace());
+  auto raw = gpu::DynamicSharedMemoryOp::create(
+      b(), MemRefType::get({ShapedType::kDynamic}, b().getI8Type(),
+                           MemRefLayoutAttrInterface(), workgroup));
+  int64_t offset = 0;
+  auto carve = [&](int64_t rows, int64_t pitch, Type type) {
+    auto tileType = MemRefType::get({rows, pitch}, type,
+                                    MemRefLayoutAttrInterface(), workgroup);
+    Value view = memref::ViewOp::create(b(), tileType, raw, cst(offset),
+                                        ValueRange{});
+    offset += llvm::alignTo(rows * pitch * elementBytes(type), 16);
+    return view;
+  };
+  shared.query = carve(blockRows, qPitch, elementType);
+  shared.keys = carve(keyTile, qPitch, elementType);
+  shared.values = carve(keyTile, vPitch, elementType);
+  if (!mma)
+    shared.probs = carve(blockRows, pPitch, b().getF32Type());
+  kernel->setAttr("attn.shared_memory_bytes", b().getI64IntegerAttr(offset));
+}
+
+//===----------------------------------------------------------------------===//
+// Walking the tile body
+//===----------------------------------------------------------------------===//
+
+LogicalResult KernelConverter::convertBlock(Block &block) {
+  for (Operation &op : block.without_terminator())
+    if (failed(convertOp(&op)))
+      return failure();
+  return success();
+}
+
+LogicalResult KernelConverter::convertOp(Operation *op) {
+  if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op))
+    return convertSlice(slice);
+  if (auto loop = dyn_cast<scf::ForOp>(op))
+    return convertFor(loop);
+  if (auto online = dyn_cast<OnlineAttentionOp>(op))
+    return convertOnline(online);
+  if (auto generic = dyn_cast<linalg::GenericOp>(op))
+    return convertEpilogue(generic);
+  if (auto dim = dyn_cast<tensor::DimOp>(op)) {
+    std::optional<int64_t> index = dim.getConstantIndex();
+    auto it = views.find(dim.getSource());
+    if (!index || it == views.end())
+      return op->emitOpError("attn-lower-to-gpu: dim of an unknown tensor");
+    mapping.map(dim.getResult(), it->second.sizes[*index]);
+    return success();
+  }
+  if (isa<bufferization::AllocTensorOp, tensor::EmptyOp>(op)) {
+    states[op->getResult(0)] = Fragments();
+    return success();
+  }
+  if (auto fill = dyn_cast<linalg::FillOp>(op)) {
+    // A state initialized to a constant: every fragment value.
+    auto type = cast<ShapedType>(fill.getResult(0).getType());
+    int64_t count = type.getRank() == 4 ? paddedValueDim / kGroup * 4 : 2;
+    Value init = mapping.lookupOrDefault(fill.getInputs()[0]);
+    states[fill.getResult(0)] = Fragments{SmallVector<Value>(count, init)};
+    return success();
+  }
+  if (auto insert = dyn_cast<tensor::InsertSliceOp>(op)) {
+    // The key loop's state written back whole: the source is the state.
+    auto it = states.find(insert.getSource());
+    if (it == states.end())
+      return op->emitOpError("attn-lower-to-gpu: insert of a non-state");
+    states[insert.getResult()] = it->second;
+    return success();
+  }
+  bool scalar = llvm::all_of(op->getResultTypes(), [](Type t) {
+    return t.isIntOrIndexOrFloat();
+  });
+  if (scalar && op->getNumRegions() == 0 &&
+      isa<arith::ArithDialect, affine::AffineDialect, math::MathDialect>(
+          op->getDialect())) {
+    b().clone(*op, mapping);
+    return success();
+  }
+  return op->emitOpError("attn-lower-to-gpu cannot map this op of a tile "
+                         "body to the GPU kernel");
+}
+
+LogicalResult KernelConverter::convertSlice(tensor::ExtractSliceOp op) {
+  if (auto state = states.find(op.getSource()); state != states.end()) {
+    // A slice of the state (the tile's valid rows): the same fragments.
+    states[op.getResult()] = state->second;
+    return success();
+  }
+  auto source = views.find(op.getSource());
+  if (source == views.end())
+    return op.emitOpError("attn-lower-to-gpu: slice of an unknown tensor");
+  if (op.getSourceType().getRank() != op.getResultType().getRank() ||
+      !op.hasUnitStride())
+    return op.emitOpError("attn-lower-to-gpu: only unit-stride, "
+                          "rank-preserving slices");
+  View view{source->second.tensor, {}, {}};
+  for (auto [offset, size, base] :
+       llvm::zip(op.getMixedOffsets(), op.getMixedSizes(),
+                 source->second.offsets)) {
+    view.offsets.push_back(
+        add(base, getValueOrCreateConstantIndexOp(
+                      b(), b().getLoc(),
+                      isa<Value>(offset)
+                          ? OpFoldResult(mapping.lookupOrDefault(
+                                cast<Value>(offset)))
+                          : offset)));
+    view.sizes.push_back(getValueOrCreateConstantIndexOp(
+        b(), b().getLoc(),
+        isa<Value>(size)
+            ? OpFoldResult(mapping.lookupOrDefault(cast<Value>(size)))
+            : size));
+  }
+  views[op.getResult()] = std::move(view);
+  return success();
+}
+
+LogicalResult KernelConverter::convertFor(scf::ForOp op) {
+  // The query tile every step of this loop reads: stage it in shared
+  // memory once, before the loop, when it does not depend on the loop.
+  OnlineAttentionOp online;
+  op.getBody()->walk([&](OnlineAttentionOp o) { online = o; });
+  if (online) {
+    SmallVector<tensor::ExtractSliceOp> chain;
+    Value q = online.getQuery();
+    while (auto slice = q.getDefiningOp<tensor::ExtractSliceOp>()) {
+      if (slice->getParentOp() != op)
+        break;
+      chain.push_back(slice);
+      q = slice.getSource();
+    }
+    bool invariant = llvm::all_of(chain, [&](tensor::ExtractSliceOp s) {
+      return llvm::all_of(s->getOperands().drop_front(), [&](Value v) {
+        return !op->isAncestor(v.getParentBlock()->getParentOp());
+      });
+    });
+    if (invariant && views.count(q)) {
+      for (tensor::ExtractSliceOp slice : llvm::reverse(chain))
+        if (failed(convertSlice(slice)))
+          return failure();
+      stageQuery(views[online.getQuery()]);
+      stagedQuery = online.getQuery();
+    }
+  }
+
+  SmallVector<Value> inits;
+  SmallVector<size_t> counts;
+  for (Value init : op.getInitArgs()) {
+    auto it = states.find(init);
+    if (it == states.end())
+      return op.emitOpError("attn-lower-to-gpu: a key loop carries a value "
+                            "that is not online-softmax state");
+    inits.append(it->second.values);
+    counts.push_back(it->second.values.size());
+  }
+  LogicalResult result = success();
+  SmallVector<Value> results = forLoopWith(
+      mapping.lookupOrDefault(op.getLowerBound()),
+      mapping.lookupOrDefault(op.getUpperBound()),
+      mapping.lookupOrDefault(op.getStep()), inits,
+      [&](Value iv, ValueRange args) -> SmallVector<Value> {
+        mapping.map(op.getInductionVar(), iv);
+        size_t at = 0;
+        for (auto [arg, count] : llvm::zip(op.getRegionIterArgs(), counts)) {
+          states[arg] = Fragments{SmallVector<Value>(args.slice(at, count))};
+          at += count;
+        }
+        result = convertBlock(*op.getBody());
+        SmallVector<Value> next;
+        if (succeeded(result))
+          for (Value v : op.getBody()->getTerminator()->getOperands())
+            next.append(states[v].values);
+        if (next.size() != inits.size()) {
+          result = failure();
+          return SmallVector<Value>(args);
+        }
+        return next;
+      });
+  if (failed(result))
+    return failure();
+  size_t at = 0;
+  for (auto [res, count] : llvm::zip(op.getResults(), counts)) {
+    states[res] =
+        Fragments{SmallVector<Value>(ArrayRef(results).slice(at, count))};
+    at += count;
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Shared-memory staging
+//===----------------------------------------------------------------------===//
+
+/// Copies `rows` x `cols` elements of `view` (rows along dim 2, columns
+/// along dim 3) into `tile`, all threads of the block cooperating; rows up
+/// to the tile's height and columns up to `paddedCols` are zero-filled.
+void KernelConverter::stageTile(Value tile, const View &view, Value rows,
+                                int64_t cols, int64_t paddedCols) {
+  int64_t tileRows = cast<MemRefType>(tile.getType()).getDimSize(0);
+  Value zero = arith::ConstantOp::create(b(), b().getZeroAttr(elementType));
+  const GlobalTensor &g = globals[view.tensor];
+  forLoop(tid, cst(tileRows * paddedCols), cst(warps * kWarpSize),
+          [&](Value i) {
+            Value r = arith::DivUIOp::create(b(), i, cst(paddedCols));
+            Value c = arith::RemUIOp::create(b(), i, cst(paddedCols));
+            Value inside = andI(lt(r, rows), lt(c, cst(cols)));
+            Value v = ifElse(
+                inside, elementType,
+                [&]() -> Value {
+                  return memref::LoadOp::create(
+                      b(), g.data,
+                      ValueRange{globalIndex(view, {cst(0), cst(0), r, c})});
+                },
+                [&]() -> Value { return zero; });
+            memref::StoreOp::create(b(), v, tile, ValueRange{r, c});
+          });
+}
+
+void KernelConverter::stageQuery(const View &view) {
+  gpu::BarrierOp::create(b()); // earlier readers of the tile are done
+  stageTile(shared.query, view, view.sizes[2], headDim, paddedHeadDim);
+  gpu::BarrierOp::create(b());
+}
+
+//===----------------------------------------------------------------------===//
+// The online-softmax step
+//===----------------------------------------------------------------------===//
+
+/// An MMA operand from a pair of 16-bit values: vector<2xf16> as is; bf16
+/// pairs as a packed i32 (what nvvm.mma.sync accepts for bf16).
+Value KernelConverter::mmaOperand(Value pair) {
+  if (elementType.isF16())
+    return pair;
+  Value word = vector::BitCastOp::create(
+      b(), VectorType::get({1}, b().getI32Type()), pair);
+  return vector::ExtractOp::create(b(), word, ArrayRef<int64_t>{0});
+}
+
+Value KernelConverter::packPair(Value lo, Value hi) {
+  return mmaOperand(vector::FromElementsOp::create(
+      b(), VectorType::get({2}, elementType), ValueRange{lo, hi}));
+}
+
+/// c += a · b for one m16n8k16 tile; a: 4 operands, b: 2, c: 4 f32.
+Value KernelConverter::mmaStep(ArrayRef<Value> a, ArrayRef<Value> bw,
+                               ArrayRef<Value> c) {
+  Type f32Type = b().getF32Type();
+  auto resultType = LLVM::LLVMStructType::getLiteral(
+      b().getContext(), {f32Type, f32Type, f32Type, f32Type});
+  NVVM::MMATypes type =
+      elementType.isF16() ? NVVM::MMATypes::f16 : NVVM::MMATypes::bf16;
+  return NVVM::MmaOp::create(
+      b(), resultType, a, bw, c, ArrayRef<int64_t>{16, 8, 16},
+      /*b1Op=*/std::nullopt, /*intOverflow=*/std::nullopt,
+      std::array<NVVM::MMATypes, 2>{type, type},
+      std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
+                                     NVVM::MMALayout::col});
+}
+
+/// Scores of the thread's fragment, S = Q·Kᵀ, on tensor cores.
+SmallVector<Value> KernelConverter::scoresMma() {
+  int64_t groups = keyTile / kGroup;
+  SmallVector<Value> scores(groups * 4, f32(0));
+  Value r0 = row0, r1 = row1;
+  auto pairAt = [&](Value tile, Value row, Value col) {
+    return mmaOperand(vector::LoadOp::create(
+        b(), VectorType::get({2}, elementType), tile, ValueRange{row, col}));
+  };
+  for (int64_t k = 0; k < paddedHeadDim; k += kMmaK) {
+    Value c0 = add(colPair, cst(k)), c1 = add(c0, cst(kGroup));
+    SmallVector<Value, 4> a = {pairAt(shared.query, r0, c0),
+                               pairAt(shared.query, r1, c0),
+                               pairAt(shared.query, r0, c1),
+                               pairAt(shared.query, r1, c1)};
+    for (int64_t j = 0; j < groups; ++j) {
+      Value key = add(rowInWarp, cst(j * kGroup));
+      SmallVector<Value, 2> bw = {pairAt(shared.keys, key, c0),
+                                  pairAt(shared.keys, key, c1)};
+      Value d = mmaStep(a, bw, ArrayRef(scores).slice(j * 4, 4));
+      for (int64_t i = 0; i < 4; ++i)
+        scores[j * 4 + i] = LLVM::ExtractValueOp::create(b(), d, i);
+    }
+  }
+  return scores;
+}
+
+/// The same scores by FMA (f32 inputs, or MMA disabled).
+SmallVector<Value> KernelConverter::scoresFma() {
+  int64_t groups = keyTile / kGroup;
+  SmallVector<Value> inits(groups * 4, f32(0));
+  return forLoopWith(
+      cst(0), cst(headDim), cst(1), inits,
+      [&](Value d, ValueRange acc) -> SmallVector<Value> {
+        Value q0 = toF32(memref::LoadOp::create(b(), shared.query,
+                                                ValueRange{row0, d}));
+        Value q1 = toF32(memref::LoadOp::create(b(), shared.query,
+                                                ValueRange{row1, d}));
+        SmallVector<Value> next;
+        for (int64_t j = 0; j < groups; ++j) {
+          Value key = add(colPair, cst(j * kGroup));
+          Value k0 = toF32(
+              memref::LoadOp::create(b(), shared.keys, ValueRange{key, d}));
+          Value k1 = toF32(memref::LoadOp::create(
+              b(), shared.keys, ValueRange{add(key, cst(1)), d}));
+          next.push_back(math::FmaOp::create(b(), q0, k0, acc[j * 4 + 0]));
+          next.push_back(math::FmaOp::create(b(), q0, k1, acc[j * 4 + 1]));
+          next.push_back(math::FmaOp::create(b(), q1, k0, acc[j * 4 + 2]));
+          next.push_back(math::FmaOp::create(b(), q1, k1, acc[j * 4 + 3]));
+        }
+        return next;
+      });
+}
+
+/// Scale, soft-cap, bias or keep-mask, causal/window band and the tile's
+/// key count, per score, as the online op defines them.
+void KernelConverter::maskScores(OnlineAttentionOp op,
+                                 SmallVector<Value> &scores, Value keys) {
+  Value scale = f32(op.getEffectiveScale());
+  for (Value &s : scores)
+    s = arith::MulFOp::create(b(), s, scale);
+  if (auto cap = op.getSoftcapAttr()) {
+    float c = cap.getValueAsDouble();
+    Value inv = f32(1.0f / c), capValue = f32(c);
+    for (Value &s : scores)
+      s = arith::MulFOp::create(
+          b(), math::TanhOp::create(b(), arith::MulFOp::create(b(), s, inv)),
+          capValue);
+  }
+
+  // The band: key j allowed iff row + diag - left <= j <= row + diag + right.
+  Value diagonal = op.getDiagonal()
+                       ? mapping.lookupOrDefault(op.getDiagonal())
+                       : Value();
+  if (!diagonal && op.getAlignment())
+    diagonal = *op.getAlignment() == DiagonalAlignment::top_left
+                   ? cst(0)
+                   : sub(views[op.getKey()].sizes[2],
+                         views[op.getQuery()].sizes[2]);
+  std::optional<int64_t> left, right;
+  if (auto window = op.getWindowAttr()) {
+    left = window.getLeft();
+    right = window.getRight();
+  }
+  if (op.getCausal())
+    right = right ? std::min<int64_t>(*right, 0) : 0;
+
+  const View *mask = op.getMask() ? &views[op.getMask()] : nullptr;
+  Value negInf = f32(-kInf), zero = f32(0);
+  for (int64_t j = 0; j < keyTile / kGroup; ++j)
+    for (int64_t i = 0; i < 4; ++i) {
+      Value &s = scores[j * 4 + i];
+      Value row = fragmentRow(i);
+      Value key = add(colPair, cst(j * kGroup + (i & 1)));
+      Value allowed = lt(key, keys);
+      if (diagonal && (left || right)) {
+        Value center = add(row, diagonal);
+        if (right)
+          allowed = andI(allowed, arith::CmpIOp::create(
+                                      b(), arith::CmpIPredicate::sle, key,
+                                      add(center, cst(*right))));
+        if (left)
+          allowed = andI(allowed, arith::CmpIOp::create(
+                                      b(), arith::CmpIPredicate::sge, key,
+                                      sub(center, cst(*left))));
+      }
+      if (mask) {
+        // Rows past the tile's end and keys past the tile are not read.
+        Value readable = andI(lt(key, keys), lt(row, mask->sizes[2]));
+        Value bias = ifElse(
+            readable, b().getF32Type(),
+            [&]() -> Value {
+              Value m = loadGlobal(*mask, {cst(0), cst(0), row, key});
+              return m.getType().isInteger(1) ? select(m, zero, negInf) : m;
+            },
+            [&]() -> Value { return zero; });
+        s = arith::AddFOp::create(b(), s, bias);
+      }
+      s = select(allowed, s, negInf);
+    }
+}
+
+/// The 4 lanes of a row combine their partial max or sum.
+Value KernelConverter::rowReduce(Value v, bool isMax) {
+  for (int32_t offset : {1, 2}) {
+    Value other = gpu::ShuffleOp::create(b(), b().getLoc(), v, offset,
+                                         kWarpSize, gpu::ShuffleMode::XOR)
+                      .getShuffleResult();
+    v = isMax ? Value(arith::MaximumFOp::create(b(), v, other))
+              : Value(arith::AddFOp::create(b(), v, other));
+  }
+  return v;
+}
+
+/// Online update of the rows' max and sum; scores become the weights p.
+/// Returns the rescale factor alpha of row 0 and row 1.
+SmallVector<Value>
+KernelConverter::updateStatistics(SmallVector<Value> &scores, Fragments &max,
+                                  Fragments &sum) {
+  SmallVector<Value> alphas;
+  for (int64_t r = 0; r < 2; ++r) {
+    Value blockMax = f32(-kInf);
+    for (int64_t j = 0; j < keyTile / kGroup; ++j)
+      for (int64_t c = 0; c < 2; ++c)
+        blockMax = arith::MaximumFOp::create(b(), blockMax,
+                                             scores[j * 4 + r * 2 + c]);
+    blockMax = rowReduce(blockMax, /*isMax=*/true);
+    Value oldMax = max.values[r];
+    Value newMax = arith::MaximumFOp::create(b(), oldMax, blockMax);
+    // A row with no allowed key yet: exponents relative to 0, never
+    // -inf - -inf.
+    Value none = arith::CmpFOp::create(b(), arith::CmpFPredicate::OEQ, newMax,
+                                       f32(-kInf));
+    Value safe = select(none, f32(0), newMax);
+    Value alpha = math::ExpOp::create(b(), arith::SubFOp::create(b(), oldMax,
+                                                                  safe));
+    Value rowSum = f32(0);
+    for (int64_t j = 0; j < keyTile / kGroup; ++j)
+      for (int64_t c = 0; c < 2; ++c) {
+        Value &s = scores[j * 4 + r * 2 + c];
+        s = math::ExpOp::create(b(), arith::SubFOp::create(b(), s, safe));
+        rowSum = arith::AddFOp::create(b(), rowSum, s);
+      }
+    rowSum = rowReduce(rowSum, /*isMax=*/false);
+    max.values[r] = newMax;
+    sum.values[r] = arith::AddFOp::create(
+        b(), arith::MulFOp::create(b(), sum.values[r], alpha), rowSum);
+    alphas.push_back(alpha);
+  }
+  return alphas;
+}
+
+/// acc += P·V on tensor cores: the weights' fragments are already in the
+/// A-operand layout (two 8-column groups make one 16-key step).
+void KernelConverter::accumulateMma(SmallVector<Value> &acc,
+                                    ArrayRef<Value> probs) {
+  auto round = [&](Value v) {
+    return arith::TruncFOp::create(b(), elementType, v).getResult();
+  };
+  for (int64_t k = 0; k < keyTile / kMmaK; ++k) {
+    ArrayRef<Value> lo = probs.slice(2 * k * 4, 4),
+                    hi = probs.slice((2 * k + 1) * 4, 4);
+    SmallVector<Value, 4> a = {
+        packPair(round(lo[0]), round(lo[1])), packPair(round(lo[2]), round(lo[3])),
+        packPair(round(hi[0]), round(hi[1])), packPair(round(hi[2]), round(hi[3]))};
+    Value key0 = add(colPair, cst(k * kMmaK)), key1 = add(key0, cst(1));
+    Value key8 = add(key0, cst(kGroup)), key9 = add(key8, cst(1));
+    for (int64_t e = 0; e < paddedValueDim / kGroup; ++e) {
+      Value col = add(rowInWarp, cst(e * kGroup));
+      auto v = [&](Value key) {
+        return memref::LoadOp::create(b(), shared.values, ValueRange{key, col})
+            .getResult();
+      };
+      SmallVector<Value, 2> bw = {packPair(v(key0), v(key1)),
+                                  packPair(v(key8), v(key9))};
+      Value d = mmaStep(a, bw, ArrayRef(acc).slice(e * 4, 4));
+      for (int64_t i = 0; i < 4; ++i)
+        acc[e * 4 + i] = LLVM::ExtractValueOp::create(b(), d, i);
+    }
+  }
+}
+
+/// acc += P·V by FMA: the weights go through shared memory so that each
+/// thread reads its rows' weight of every key.
+void KernelConverter::accumulateFma(SmallVector<Value> &acc,
+                                    ArrayRef<Value> probs, Value keys,
+                                    bool dropExcluded) {
+  for (int64_t j = 0; j < keyTile / kGroup; ++j)
+    for (int64_t i = 0; i < 4; ++i)
+      memref::StoreOp::create(
+          b(), probs[j * 4 + i], shared.probs,
+          ValueRange{fragmentRow(i), add(colPair, cst(j * kGroup + (i & 1)))});
+  gpu::BarrierOp::create(b());
+  Value zero = f32(0);
+  acc = forLoopWith(
+      cst(0), keys, cst(1), acc,
+      [&](Value key, ValueRange state) -> SmallVector<Value> {
+        Value p[2] = {
+            memref::LoadOp::create(b(), shared.probs, ValueRange{row0, key}),
+            memref::LoadOp::create(b(), shared.probs, ValueRange{row1, key})};
+        // An excluded key has weight exactly 0; 0 · NaN would still leak
+        // a NaN value into a row that does not attend to it.
+        Value excluded[2];
+        if (dropExcluded)
+          for (int r = 0; r < 2; ++r)
+            excluded[r] = arith::CmpFOp::create(
+                b(), arith::CmpFPredicate::OEQ, p[r], zero);
+        SmallVector<Value> next;
+        for (int64_t e = 0; e < paddedValueDim / kGroup; ++e) {
+          Value col = add(colPair, cst(e * kGroup));
+          Value v[2] = {toF32(memref::LoadOp::create(b(), shared.values,
+                                                     ValueRange{key, col})),
+                        toF32(memref::LoadOp::create(
+                            b(), shared.values,
+                            ValueRange{key, add(col, cst(1))}))};
+          for (int64_t i = 0; i < 4; ++i) {
+            Value value = v[i & 1];
+            if (dropExcluded)
+              value = select(excluded[i / 2], zero, value);
+            next.push_back(math::FmaOp::create(b(), p[i / 2], value,
+                                               state[e * 4 + i]));
+          }
+        }
+        return next;
+      });
+}
+
+LogicalResult KernelConverter::convertOnline(OnlineAttentionOp op) {
+  for (Value v : {op.getQuery(), op.getKey(), op.getValue()})
+    if (!views.count(v))
+      return op.emitOpError("attn-lower-to-gpu: operand is not a slice of "
+                            "a kernel argument");
+  if (op.getMask() && !views.count(op.getMask()))
+    return op.emitOpError("attn-lower-to-gpu: mask is not a slice of a "
+                          "kernel argument");
+  auto accIt = states.find(op.getAcc()), maxIt = states.find(op.getMax()),
+       sumIt = states.find(op.getSum());
+  if (accIt == states.end() || maxIt == states.end() || sumIt == states.end())
+    return op.emitOpError("attn-lower-to-gpu: state is not initialized");
+  SmallVector<Value> acc = accIt->second.values;
+  Fragments max = maxIt->second, sum = sumIt->second;
+
+  if (op.getQuery() != stagedQuery) {
+    stageQuery(views[op.getQuery()]);
+    stagedQuery = op.getQuery();
+  }
+  const View &keyView = views[op.getKey()];
+  Value keys = keyView.sizes[2];
+  gpu::BarrierOp::create(b()); // the previous tile's readers are done
+  stageTile(shared.keys, keyView, keys, headDim, paddedHeadDim);
+  stageTile(shared.values, views[op.getValue()], keys, valueDim,
+            paddedValueDim);
+  gpu::BarrierOp::create(b());
+
+  SmallVector<Value> scores = mma ? scoresMma() : scoresFma();
+  maskScores(op, scores, keys);
+  SmallVector<Value> alphas = updateStatistics(scores, max, sum);
+  for (auto [i, a] : llvm::enumerate(acc))
+    a = arith::MulFOp::create(b(), a, alphas[(i % 4) / 2]);
+  bool masked = op.getMask() || op.getCausal() || op.getWindow();
+  if (mma)
+    accumulateMma(acc, scores);
+  else
+    accumulateFma(acc, scores, keys, masked);
+
+  states[op.getResult(0)] = Fragments{acc};
+  states[op.getResult(1)] = max;
+  states[op.getResult(2)] = sum;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// The normalization: generic bodies per fragment element
+//===----------------------------------------------------------------------===//
+
+LogicalResult KernelConverter::convertEpilogue(linalg::GenericOp op) {
+  if (op.getNumDpsInits() != 1 || !views.count(op.getDpsInits()[0]) ||
+      op.getRegion().front().getArgument(op.getNumDpsInputs()).use_empty() ==
+          false)
+    return op.emitOpError("attn-lower-to-gpu: the normalization must write "
+                          "one output slice without reading it");
+  const View &out = views[op.getDpsInits()[0]];
+  int64_t rank = op.getNumLoops();
+  // Per fragment element (rank 4: rows x columns) or per row (rank 3: one
+  // lane of the four that share a row stores it).
+  SmallVector<Fragments *> inputs;
+  for (OpOperand *input : op.getDpsInputOperands()) {
+    auto it = states.find(input->get());
+    if (it == states.end())
+      return op.emitOpError("attn-lower-to-gpu: normalization input is not "
+                            "online-softmax state");
+    inputs.push_back(&it->second);
+  }
+  Block &body = op.getRegion().front();
+  auto emitElement = [&](int64_t i, int64_t group, Value row, Value col) {
+    IRMapping local = mapping;
+    for (auto [arg, input, map] :
+         llvm::zip(body.getArguments(), inputs, op.getIndexingMapsArray())) {
+      bool perRow = map.getNumResults() == 3;
+      local.map(arg, perRow ? input->values[i / 2]
+                            : input->values[group * 4 + i]);
+    }
+    for (Operation &inner : body.without_terminator())
+      b().clone(inner, local);
+    Value result = local.lookupOrDefault(body.getTerminator()->getOperand(0));
+    SmallVector<Value, 4> indices = {cst(0), cst(0), row};
+    if (col)
+      indices.push_back(col);
+    memref::StoreOp::create(b(), result, globals[out.tensor].data,
+                            ValueRange{globalIndex(out, indices)});
+  };
+  for (int64_t r = 0; r < 2; ++r) {
+    Value row = r == 0 ? row0 : row1;
+    Value rowOk = lt(row, out.sizes[2]);
+    if (rank == 3) {
+      Value first = arith::CmpIOp::create(b(), arith::CmpIPredicate::eq,
+                                          colPair, cst(0));
+      auto guard = scf::IfOp::create(b(), andI(rowOk, first));
+      OpBuilder::InsertionGuard g(b());
+      b().setInsertionPoint(guard.thenBlock()->getTerminator());
+      emitElement(r * 2, 0, row, Value());
+      continue;
+    }
+    for (int64_t group = 0; group < paddedValueDim / kGroup; ++group)
+      for (int64_t c = 0; c < 2; ++c) {
+        Value col = add(colPair, cst(group * kGroup + c));
+        auto guard =
+            scf::IfOp::create(b(), andI(rowOk, lt(col, cst(valueDim))));
+        OpBuilder::InsertionGuard g(b());
+        b().setInsertionPoint(guard.thenBlock()->getTerminator());
+        emitElement(r * 2 + c, group, row, col);
+      }
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Driver
+//===----------------------------------------------------------------------===//
+
+LogicalResult KernelConverter::convert(gpu::GPUModuleOp gpuModule) {
+  if (failed(analyze()))
+    return failure();
+  MLIRContext *ctx = func.getContext();
+  // Parameters: per tensor argument a pointer, its sizes, its strides.
+  SmallVector<Type> params;
+  Type i64 = IntegerType::get(ctx, 64);
+  for (Type t : func.getArgumentTypes()) {
+    auto tensor = dyn_cast<RankedTensorType>(t);
+    if (!tensor)
+      return func.emitOpError("attn-lower-to-gpu: arguments must be tensors");
+    Type elem = tensor.getElementType();
+    if (elem.isInteger(1))
+      elem = IntegerType::get(ctx, 8);
+    params.push_back(MemRefType::get({ShapedType::kDynamic}, elem));
+    params.append(2 * tensor.getRank(), i64);
+  }
+  auto moduleBuilder = OpBuilder::atBlockEnd(gpuModule.getBody());
+  auto kernel = gpu::GPUFuncOp::create(moduleBuilder, func.getLoc(),
+                                       func.getName(),
+                                       FunctionType::get(ctx, params, {}));
+  kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
+                  UnitAttr::get(ctx));
+  int32_t threads = warps * kWarpSize;
+  kernel.setKnownBlockSizeAttr(
+      DenseI32ArrayAttr::get(ctx, {threads, 1, 1}));
+  kernel->setAttr("attn.block_rows", IntegerAttr::get(i64, blockRows));
+
+  Block &entry = kernel.getBody().front();
+  builder = std::make_unique<ImplicitLocOpBuilder>(forall.getLoc(), ctx);
+  b().setInsertionPointToStart(&entry);
+  buildPrologue(kernel);
+  // Values defined before the forall (constants, sizes) are needed too.
+  for (Operation &op : func.getBody().front()) {
+    if (&op == forall.getOperation())
+      break;
+    if (failed(convertOp(&op)))
+      return failure();
+  }
+  // The forall's shared outputs are the output arguments themselves.
+  for (auto [arg, init] :
+       llvm::zip(forall.getRegionIterArgs(), forall.getOutputs())) {
+    auto it = views.find(init);
+    if (it == views.end())
+      return forall.emitOpError("attn-lower-to-gpu: outputs must be "
+                                "kernel arguments");
+    views[arg] = it->second;
+  }
+  if (failed(convertBlock(*forall.getBody())))
+    return failure();
+  gpu::ReturnOp::create(b());
+  return success();
+}
+
+struct AttnLowerToGpuPass
+    : public attn::impl::AttnLowerToGpuPassBase<AttnLowerToGpuPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<std::pair<func::FuncOp, scf::ForallOp>> kernels;
+    for (auto func : module.getOps<func::FuncOp>()) {
+      scf::ForallOp forall;
+      unsigned count = 0;
+      func.walk([&](scf::ForallOp f) {
+        forall = f;
+        ++count;
+      });
+      if (count == 0)
+        continue;
+      if (count != 1 || forall->getParentOp() != func.getOperation()) {
+        func.emitOpError("attn-lower-to-gpu expects one top-level tiled "
+                         "forall per function");
+        return signalPassFailure();
+      }
+      kernels.push_back({func, forall});
+    }
+    if (kernels.empty())
+      return;
+    module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
+                    UnitAttr::get(module.getContext()));
+    OpBuilder b(module.getBodyRegion());
+    b.setInsertionPointToEnd(module.getBody());
+    auto gpuModule =
+        gpu::GPUModuleOp::create(b, module.getLoc(), "attn_kernels");
+    for (auto [func, forall] : kernels) {
+      KernelConverter converter(func, forall, useMma);
+      if (failed(converter.convert(gpuModule)))
+        return signalPassFailure();
+      func.erase();
+    }
+  }
+};
+
+} // namespace

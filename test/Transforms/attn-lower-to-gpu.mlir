@@ -1,0 +1,109 @@
+// RUN: attn-opt %s -split-input-file -attn-tiling="query-tile-size=32 key-tile-size=32" -attn-lower-to-gpu -canonicalize -cse | FileCheck %s
+
+// A tiled causal f16 kernel becomes one gpu.func in a gpu.module: each
+// tensor argument is a pointer, its sizes and its strides; the block ids
+// replace the forall's (batch, head, query tile) indices; 2 warps of 16
+// rows (64 threads) for a 32-row query tile; Q, K and V tiles live in
+// dynamic shared memory with padded rows; Q·Kᵀ and P·V are f16 mma.sync
+// into f32 fragments carried by the key loops; the row max and sum are
+// combined across the 4 lanes of a row with xor shuffles.
+
+// CHECK: module attributes {gpu.container_module}
+// CHECK: gpu.module @attn_kernels
+// Q is argument 0, K argument 9 (after Q's 4 sizes and 4 strides), the
+// LSE argument 36.
+// CHECK: gpu.func @causal_f16(%[[Q:arg0]]: memref<?xf16>, %arg1: i64, %arg2: i64, %arg3: i64, %arg4: i64, %arg5: i64, %arg6: i64, %arg7: i64, %arg8: i64, %[[K:arg9]]: memref<?xf16>,
+// CHECK-SAME: %[[LSE:arg36]]: memref<?xf32>, %arg37: i64, %arg38: i64, %arg39: i64, %arg40: i64, %arg41: i64, %arg42: i64) kernel
+// CHECK-SAME: attn.block_rows = 32 : i64, attn.shared_memory_bytes = 13824 : i64, known_block_size = array<i32: 64, 1, 1>
+// CHECK:   %[[TID:.+]] = gpu.thread_id x
+// CHECK-DAG:   gpu.block_id z
+// CHECK-DAG:   gpu.block_id y
+// CHECK-DAG:   %[[BX:.+]] = gpu.block_id x
+// CHECK-DAG:   arith.muli %[[BX]], %c32
+// CHECK:   %[[SMEM:.+]] = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>
+// CHECK:   %[[QS:.+]] = memref.view %[[SMEM]][%c0][] {{.+}} to memref<32x72xf16, #gpu.address_space<workgroup>>
+// CHECK:   %[[KS:.+]] = memref.view %[[SMEM]][%c4608][] {{.+}} to memref<32x72xf16, #gpu.address_space<workgroup>>
+// CHECK:   %[[VS:.+]] = memref.view %[[SMEM]][%c9216][] {{.+}} to memref<32x72xf16, #gpu.address_space<workgroup>>
+// The query tile, once before the first key loop, all threads cooperating.
+// CHECK:   gpu.barrier
+// CHECK:   scf.for %{{.+}} = %[[TID]] to %c2048 step %c64
+// CHECK:     memref.load %[[Q]]
+// CHECK:     memref.store %{{.+}}, %[[QS]]
+// CHECK:   gpu.barrier
+// The key loop over fully allowed keys carries 32 accumulator values and
+// the two rows' max and sum.
+// CHECK:   scf.for %{{.+}} = %c0 to %{{.+}} step %c32 iter_args({{.+}}) -> (f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32)
+// CHECK:     gpu.barrier
+// CHECK:     memref.load %[[K]]
+// CHECK:     memref.store %{{.+}}, %[[KS]]
+// CHECK:     memref.store %{{.+}}, %[[VS]]
+// CHECK:     gpu.barrier
+// CHECK:     vector.load %[[QS]]{{.+}} vector<2xf16>
+// CHECK:     vector.load %[[KS]]{{.+}} vector<2xf16>
+// CHECK:     nvvm.mma.sync {{.+}} {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, shape = #nvvm.shape<m = 16, n = 8, k = 16>} : (vector<2xf16>, vector<2xf16>, f32) -> !llvm.struct<(f32, f32, f32, f32)>
+// CHECK:     gpu.shuffle xor %{{.+}}, %c1_i32, %c32_i32 : f32
+// CHECK:     gpu.shuffle xor %{{.+}}, %c2_i32, %c32_i32 : f32
+// CHECK:     math.exp
+// P·V: the weights rounded to f16, V read from shared memory.
+// CHECK:     arith.truncf %{{.+}} : f32 to f16
+// CHECK:     memref.load %[[VS]]
+// CHECK:     nvvm.mma.sync
+// CHECK:     scf.yield
+// The diagonal key loop masks with the causal band.
+// CHECK:   scf.for
+// CHECK:     arith.cmpi sle
+// CHECK:     nvvm.mma.sync
+// Normalization per fragment element, stored where row and column exist;
+// the LSE by one lane of each row.
+// CHECK:   arith.divf
+// CHECK:   arith.truncf
+// CHECK:   memref.store %{{.+}}, %{{.+}}[%{{.+}}] : memref<?xf16>
+// CHECK:   math.log
+// CHECK:   memref.store %{{.+}}, %[[LSE]][%{{.+}}] : memref<?xf32>
+// CHECK:   gpu.return
+// CHECK-NOT: func.func
+func.func @causal_f16(%q: tensor<?x?x?x64xf16>, %k: tensor<?x?x?x64xf16>, %v: tensor<?x?x?x64xf16>, %o: tensor<?x?x?x64xf16>, %lse: tensor<?x?x?xf32>) -> (tensor<?x?x?x64xf16>, tensor<?x?x?xf32>) {
+  %r:2 = attn.attention ins(%q, %k, %v : tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>) outs(%o, %lse : tensor<?x?x?x64xf16>, tensor<?x?x?xf32>) causal align(top_left) -> tensor<?x?x?x64xf16>, tensor<?x?x?xf32>
+  return %r#0, %r#1 : tensor<?x?x?x64xf16>, tensor<?x?x?xf32>
+}
+
+// -----
+
+// bf16: mma.sync takes the pairs as packed i32 words. A keep-mask is an i8
+// pointer; each score reads its element (0 = masked) where it exists.
+
+// CHECK-LABEL: gpu.func @masked_bf16
+// CHECK-SAME: %[[M:arg27]]: memref<?xi8>
+// CHECK: vector.bitcast %{{.+}} : vector<2xbf16> to vector<1xi32>
+// CHECK: nvvm.mma.sync {{.+}} multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>{{.+}} : (i32, i32, f32) -> !llvm.struct<(f32, f32, f32, f32)>
+// CHECK: memref.load %[[M]][%{{.+}}] : memref<?xi8>
+// CHECK: arith.cmpi ne
+func.func @masked_bf16(%q: tensor<?x?x?x32xbf16>, %k: tensor<?x?x?x32xbf16>, %v: tensor<?x?x?x32xbf16>, %m: tensor<?x?x?x?xi1>, %o: tensor<?x?x?x32xbf16>) -> tensor<?x?x?x32xbf16> {
+  %r = attn.attention ins(%q, %k, %v : tensor<?x?x?x32xbf16>, tensor<?x?x?x32xbf16>, tensor<?x?x?x32xbf16>) mask(%m : tensor<?x?x?x?xi1>) outs(%o : tensor<?x?x?x32xbf16>) -> tensor<?x?x?x32xbf16>
+  return %r : tensor<?x?x?x32xbf16>
+}
+
+// -----
+
+// f32 uses FMA on the same fragments: scores over the head dim, soft-cap,
+// the window's two bounds, then the weights through a shared-memory tile
+// (rows of 33 floats: one word of padding) for P·V, where an excluded key's value is dropped.
+
+// CHECK-LABEL: gpu.func @window_f32
+// CHECK:   %[[PS:.+]] = memref.view %{{.+}}[%c12672][] {{.+}} to memref<32x33xf32, #gpu.address_space<workgroup>>
+// CHECK:   scf.for %{{.+}} = %c0 to %c20 step %c1 iter_args
+// CHECK:     math.fma
+// CHECK:   math.tanh
+// CHECK:   arith.cmpi sle
+// CHECK:   arith.cmpi sge
+// CHECK:   memref.store %{{.+}}, %[[PS]]
+// CHECK:   gpu.barrier
+// CHECK:   scf.for
+// CHECK:     memref.load %[[PS]]
+// CHECK:     arith.cmpf oeq
+// CHECK:     arith.select
+// CHECK:     math.fma
+func.func @window_f32(%q: tensor<?x?x?x20xf32>, %k: tensor<?x?x?x20xf32>, %v: tensor<?x?x?x20xf32>, %o: tensor<?x?x?x20xf32>) -> tensor<?x?x?x20xf32> {
+  %r = attn.attention ins(%q, %k, %v : tensor<?x?x?x20xf32>, tensor<?x?x?x20xf32>, tensor<?x?x?x20xf32>) outs(%o : tensor<?x?x?x20xf32>) align(bottom_right) window <left = 8, right = 0> softcap(5.0) -> tensor<?x?x?x20xf32>
+  return %r : tensor<?x?x?x20xf32>
+}
