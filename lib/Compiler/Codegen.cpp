@@ -2,7 +2,9 @@
 //
 // Runs attn-to-llvm-cpu on the kernel functions, translates them to LLVM IR
 // and adds what a caller without MLIR needs (runtime/include/attn/
-// kernel_abi.h):
+// kernel_abi.h). For a GPU target the kernels are a PTX or cubin image
+// (GpuCodegen.cpp) and the host library holds only the image and the
+// descriptors. A CPU library exports:
 //
 //   void    <name>_run(const attn_kernel_args *, int64_t begin, int64_t end)
 //   int64_t <name>_work_items(const attn_kernel_args *)
@@ -104,7 +106,7 @@ namespace {
 //===----------------------------------------------------------------------===//
 
 struct AbiTypes {
-  llvm::StructType *args, *desc, *library;
+  llvm::StructType *args, *desc, *library, *gpuKernel;
   llvm::Type *i32, *i64, *f32, *ptr;
 
   explicit AbiTypes(llvm::LLVMContext &ctx) {
@@ -125,8 +127,10 @@ struct AbiTypes {
     desc = llvm::StructType::create(
         ctx,
         {i32, i32, ptr, i32, i32, arr(i32, 3), i32, i32, i32, i64, i64, i64,
-         i64, arr(i64, 5), i64, f32, f32, ptr, ptr, ptr, ptr},
+         i64, arr(i64, 5), i64, f32, f32, ptr, ptr, ptr, ptr, i32, ptr},
         "attn_kernel_desc");
+    gpuKernel = llvm::StructType::create(
+        ctx, {ptr, i32, ptr, i64, ptr, i32, i32, i32}, "attn_gpu_kernel");
     library = llvm::StructType::create(ctx, {i64, i32, i32, ptr, ptr},
                                        "attn_library");
   }
@@ -214,18 +218,29 @@ llvm::Constant *cString(llvm::Module &module, llvm::StringRef text,
   return global;
 }
 
+/// Where a kernel runs: the CPU (its entry points) or a CUDA GPU (its
+/// attn_gpu_kernel record).
+struct KernelCode {
+  llvm::Function *workItems = nullptr, *run = nullptr;
+  llvm::Constant *gpu = nullptr;
+};
+
 llvm::GlobalVariable *emitDescriptor(llvm::Module &module,
                                      const AbiTypes &types,
                                      const ::attn::KernelSpec &spec,
                                      const ::attn::ResolvedTarget &target,
-                                     int64_t blockQ, llvm::Function *workItems,
-                                     llvm::Function *run) {
+                                     int64_t blockQ, const KernelCode &code) {
   auto i32 = [&](int64_t v) { return llvm::ConstantInt::get(types.i32, v); };
   auto i64 = [&](int64_t v) { return llvm::ConstantInt::get(types.i64, v); };
   auto f32 = [&](float v) { return llvm::ConstantFP::get(types.f32, v); };
   auto arr = [&](llvm::Type *elem, ArrayRef<llvm::Constant *> values) {
     return llvm::ConstantArray::get(
         llvm::ArrayType::get(elem, values.size()), values);
+  };
+  auto orNull = [&](llvm::Constant *c) -> llvm::Constant * {
+    return c ? c
+             : llvm::ConstantPointerNull::get(
+                   llvm::cast<llvm::PointerType>(types.ptr));
   };
   int alignment = 0;
   if (spec.usesDiagonal())
@@ -254,8 +269,10 @@ llvm::GlobalVariable *emitDescriptor(llvm::Module &module,
       f32(spec.softcap ? *spec.softcap : 0.0f),
       cString(module, target.cpu, spec.name + ".cpu"),
       cString(module, target.features, spec.name + ".features"),
-      workItems,
-      run};
+      orNull(code.workItems),
+      orNull(code.run),
+      i32(code.gpu ? 1 : 0),
+      orNull(code.gpu)};
   return new llvm::GlobalVariable(
       module, types.desc, /*isConstant=*/true,
       llvm::GlobalValue::ExternalLinkage,
@@ -361,100 +378,179 @@ bool linkSharedLibrary(const std::string &object, const std::string &output,
 } // namespace
 
 namespace attn {
+
+static bool writeFile(const std::string &path, llvm::StringRef bytes,
+                      std::string &error) {
+  std::error_code ec;
+  llvm::raw_fd_ostream out(path, ec, llvm::sys::fs::OF_None);
+  if (ec) {
+    error = "cannot write " + path + ": " + ec.message();
+    return false;
+  }
+  out << bytes;
+  return true;
+}
+
+/// The host module of a GPU library: the image as a constant and one
+/// descriptor per kernel pointing to its attn_gpu_kernel record.
+static std::unique_ptr<llvm::Module>
+gpuHostModule(llvm::LLVMContext &llvmCtx, const std::vector<KernelSpec> &specs,
+              const CompileOptions &options, const GpuImage &image) {
+  auto module = std::make_unique<llvm::Module>("attn_kernels", llvmCtx);
+  AbiTypes types(llvmCtx);
+  llvm::Constant *data = llvm::ConstantDataArray::getRaw(
+      image.bytes, image.bytes.size(), llvm::Type::getInt8Ty(llvmCtx));
+  auto *blob = new llvm::GlobalVariable(*module, data->getType(), true,
+                                        llvm::GlobalValue::PrivateLinkage,
+                                        data, "attn.gpu_image");
+  blob->setAlignment(llvm::Align(16));
+  ResolvedTarget target;
+  target.cpu = image.arch;
+  target.features = options.targetFeatures.empty()
+                        ? defaultPtxFeatures(image.arch)
+                        : options.targetFeatures;
+  SmallVector<llvm::GlobalVariable *> descs;
+  for (auto [spec, info] : llvm::zip(specs, image.kernels)) {
+    auto i32 = [&](int64_t v) { return llvm::ConstantInt::get(types.i32, v); };
+    llvm::Constant *fields[] = {
+        cString(*module, image.arch, spec.name + ".arch"),
+        i32(image.cubin ? 1 : 0),
+        blob,
+        llvm::ConstantInt::get(types.i64, image.bytes.size()),
+        cString(*module, info.name, spec.name + ".entry"),
+        i32(info.blockThreads),
+        i32(info.blockRows),
+        i32(info.sharedBytes)};
+    auto *gpu = new llvm::GlobalVariable(
+        *module, types.gpuKernel, true, llvm::GlobalValue::PrivateLinkage,
+        llvm::ConstantStruct::get(types.gpuKernel, fields),
+        spec.name + ".gpu");
+    KernelCode code;
+    code.gpu = gpu;
+    descs.push_back(
+        emitDescriptor(*module, types, spec, target, info.blockRows, code));
+  }
+  emitLibrary(*module, types, descs, options.librarySymbol);
+  return module;
+}
+
 bool compileKernels(const std::vector<KernelSpec> &specs,
-                          const CompileOptions &options, OutputKind kind,
-                          const std::string &outputPath, std::string &error) {
+                    const CompileOptions &options, OutputKind kind,
+                    const std::string &outputPath, std::string &error,
+                    std::vector<GpuKernelInfo> *gpuKernels) {
   if (specs.empty()) {
     error = "no kernel to compile";
     return false;
   }
-  ResolvedTarget target = resolveTarget(options);
-
-  DialectRegistry registry;
-  mlir::attn::registerAttnDialects(registry);
-  MLIRContext ctx(registry);
-  ctx.loadAllAvailableDialects();
-  std::string diagnostics;
-  ScopedDiagnosticHandler handler(&ctx, [&](Diagnostic &diag) {
-    diagnostics += diag.str() + "\n";
-    return success();
-  });
-
-  OpBuilder b(&ctx);
-  Location loc = b.getUnknownLoc();
-  OwningOpRef<ModuleOp> module = ModuleOp::create(b, loc);
-  b.setInsertionPointToEnd(module->getBody());
-  for (const KernelSpec &spec : specs)
-    buildKernelFunction(b, loc, spec);
-  if (failed(verify(*module))) {
-    error = "internal error: the kernel function does not verify:\n" +
-            diagnostics;
+  bool gpu = !options.gpuArch.empty();
+  if (!gpu && (kind == OutputKind::PTX || kind == OutputKind::Cubin)) {
+    error = "PTX and cubin output need a GPU target (--target sm_80...)";
+    return false;
+  }
+  if (gpu && kind == OutputKind::LLVMIR) {
+    error = "LLVM IR output is for CPU targets; for a GPU emit ptx, cubin, "
+            "mlir, a library or an object";
     return false;
   }
   if (kind == OutputKind::MLIR) {
-    std::error_code ec;
-    llvm::raw_fd_ostream out(outputPath, ec);
-    if (ec) {
-      error = "cannot write " + outputPath + ": " + ec.message();
+    KernelModule kernels(specs);
+    if (!kernels.module) {
+      error = kernels.diagnostics;
       return false;
     }
-    module->print(out);
-    return true;
-  }
-
-  PassManager pm(&ctx);
-  if (options.timing)
-    pm.enableTiming();
-  mlir::attn::CpuPipelineOptions pipeline;
-  pipeline.queryTileSize = options.queryTileSize;
-  pipeline.keyTileSize = options.keyTileSize;
-  pipeline.vectorWidth = target.vectorWidth;
-  mlir::attn::buildAttnToLLVMCpuPipeline(pm, pipeline);
-  if (failed(pm.run(*module))) {
-    error = "lowering failed:\n" + diagnostics;
-    return false;
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    kernels.module->print(os);
+    return writeFile(outputPath, text, error);
   }
 
   llvm::LLVMContext llvmCtx;
-  std::unique_ptr<llvm::Module> llvmModule =
-      translateModuleToLLVMIR(*module, llvmCtx, "attn_kernels");
-  if (!llvmModule) {
-    error = "translation to LLVM IR failed:\n" + diagnostics;
-    return false;
+  std::unique_ptr<llvm::Module> llvmModule;
+  ResolvedTarget host;
+  if (gpu) {
+    // The image: what PTX/cubin output writes, and what a library embeds
+    // (cubin where ptxas is found: no JIT at load time).
+    bool cubin = kind == OutputKind::Cubin ||
+                 ((kind == OutputKind::SharedLibrary ||
+                   kind == OutputKind::Object) &&
+                  llvm::sys::fs::can_execute(findCudaToolkit(options) +
+                                             "/bin/ptxas"));
+    GpuImage image;
+    if (!compileGpuImage(specs, options, cubin, image, error))
+      return false;
+    if (gpuKernels)
+      *gpuKernels = image.kernels;
+    if (kind == OutputKind::PTX || kind == OutputKind::Cubin)
+      return writeFile(outputPath,
+                       kind == OutputKind::PTX
+                           ? llvm::StringRef(image.bytes).drop_back()
+                           : llvm::StringRef(image.bytes),
+                       error);
+    // The host side is plain data for the machine compiling it.
+    CompileOptions hostOptions;
+    host = resolveTarget(hostOptions);
+    llvmModule = gpuHostModule(llvmCtx, specs, options, image);
+  } else {
+    host = resolveTarget(options);
+    KernelModule kernels(specs);
+    if (!kernels.module) {
+      error = kernels.diagnostics;
+      return false;
+    }
+    PassManager pm(&kernels.context);
+    if (options.timing)
+      pm.enableTiming();
+    mlir::attn::CpuPipelineOptions pipeline;
+    pipeline.queryTileSize = options.queryTileSize;
+    pipeline.keyTileSize = options.keyTileSize;
+    pipeline.vectorWidth = host.vectorWidth;
+    mlir::attn::buildAttnToLLVMCpuPipeline(pm, pipeline);
+    if (failed(pm.run(*kernels.module))) {
+      error = "lowering failed:\n" + kernels.diagnostics;
+      return false;
+    }
+    llvmModule =
+        translateModuleToLLVMIR(*kernels.module, llvmCtx, "attn_kernels");
+    if (!llvmModule) {
+      error = "translation to LLVM IR failed:\n" + kernels.diagnostics;
+      return false;
+    }
+    AbiTypes types(llvmCtx);
+    SmallVector<llvm::GlobalVariable *> descs;
+    for (const KernelSpec &spec : specs) {
+      llvm::Function *runImpl =
+          llvmModule->getFunction(spec.name + "_impl_run");
+      llvm::Function *countImpl =
+          llvmModule->getFunction(spec.name + "_impl_work_items");
+      if (!runImpl || !countImpl) {
+        error = "internal error: the lowering made no work-item functions "
+                "for " +
+                spec.name;
+        return false;
+      }
+      KernelCode code;
+      code.run = emitEntryPoint(*llvmModule, types, spec, runImpl,
+                                /*isRun=*/true);
+      code.workItems = emitEntryPoint(*llvmModule, types, spec, countImpl,
+                                      /*isRun=*/false);
+      descs.push_back(emitDescriptor(*llvmModule, types, spec, host,
+                                     options.queryTileSize, code));
+    }
+    emitLibrary(*llvmModule, types, descs, options.librarySymbol);
   }
+
   std::unique_ptr<llvm::TargetMachine> machine =
-      createTargetMachine(target, error);
+      createTargetMachine(host, error);
   if (!machine)
     return false;
   llvmModule->setDataLayout(machine->createDataLayout());
-  llvmModule->setTargetTriple(llvm::Triple(target.triple));
-
-  AbiTypes types(llvmCtx);
-  SmallVector<llvm::GlobalVariable *> descs;
-  for (const KernelSpec &spec : specs) {
-    llvm::Function *runImpl =
-        llvmModule->getFunction(spec.name + "_impl_run");
-    llvm::Function *countImpl =
-        llvmModule->getFunction(spec.name + "_impl_work_items");
-    if (!runImpl || !countImpl) {
-      error = "internal error: the lowering made no work-item functions for " +
-              spec.name;
-      return false;
-    }
-    llvm::Function *run = emitEntryPoint(*llvmModule, types, spec, runImpl,
-                                         /*isRun=*/true);
-    llvm::Function *count = emitEntryPoint(*llvmModule, types, spec,
-                                           countImpl, /*isRun=*/false);
-    descs.push_back(emitDescriptor(*llvmModule, types, spec, target,
-                                   options.queryTileSize, count, run));
-  }
-  emitLibrary(*llvmModule, types, descs, options.librarySymbol);
+  llvmModule->setTargetTriple(llvm::Triple(host.triple));
   for (llvm::Function &fn : *llvmModule) {
     if (fn.isDeclaration())
       continue;
-    fn.addFnAttr("target-cpu", target.cpu);
-    if (!target.features.empty())
-      fn.addFnAttr("target-features", target.features);
+    fn.addFnAttr("target-cpu", host.cpu);
+    if (!host.features.empty())
+      fn.addFnAttr("target-features", host.features);
   }
   std::string verifyMessage;
   llvm::raw_string_ostream verifyStream(verifyMessage);
@@ -465,14 +561,10 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
   optimize(*llvmModule, *machine);
 
   if (kind == OutputKind::LLVMIR) {
-    std::error_code ec;
-    llvm::raw_fd_ostream out(outputPath, ec);
-    if (ec) {
-      error = "cannot write " + outputPath + ": " + ec.message();
-      return false;
-    }
-    llvmModule->print(out, nullptr);
-    return true;
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    llvmModule->print(os, nullptr);
+    return writeFile(outputPath, text, error);
   }
   if (kind == OutputKind::Object)
     return emitObjectFile(*llvmModule, *machine, outputPath, error);

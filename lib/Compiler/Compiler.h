@@ -38,6 +38,19 @@ struct CompileOptions {
   /// The kernel table's symbol. The runtime looks up attn_library_v1 in a
   /// shared library; objects linked into one program need distinct names.
   std::string librarySymbol = "attn_library_v1";
+  /// A CUDA architecture ("sm_80", "sm_90"...) makes GPU kernels; empty
+  /// means the CPU. targetFeatures then holds PTX features (default: the
+  /// PTX version the architecture needs).
+  std::string gpuArch;
+  /// The CUDA toolkit (ptxas) for cubin output; empty: $CUDA_HOME, else
+  /// the toolkit found at configure time, else /usr/local/cuda.
+  std::string cudaToolkit;
+};
+
+/// A compiled GPU kernel's launch shape (see attn_gpu_kernel).
+struct GpuKernelInfo {
+  std::string name;
+  int64_t blockThreads = 0, blockRows = 0, sharedBytes = 0;
 };
 
 /// The target a compilation resolves to.
@@ -58,19 +71,27 @@ bool specFromOp(mlir::attn::AttentionOp op, KernelSpec &spec,
 bool specsFromMLIRFile(const std::string &path, std::vector<KernelSpec> &specs,
                        std::string &error);
 
-enum class OutputKind { SharedLibrary, Object, MLIR, LLVMIR };
+enum class OutputKind { SharedLibrary, Object, MLIR, LLVMIR, PTX, Cubin };
 
 /// Compiles `specs` into one output file. For MLIR the file holds the
-/// kernel functions before lowering; for LLVMIR the optimized LLVM IR.
+/// kernel functions before lowering; for LLVMIR the optimized LLVM IR (CPU
+/// only). With options.gpuArch set, PTX and Cubin write the kernels' image
+/// and SharedLibrary/Object a host library whose kernel table embeds it
+/// (cubin when a toolkit is found, else PTX); `gpuKernels` then receives
+/// their launch shapes.
 bool compileKernels(const std::vector<KernelSpec> &specs,
                     const CompileOptions &options, OutputKind kind,
-                    const std::string &outputPath, std::string &error);
+                    const std::string &outputPath, std::string &error,
+                    std::vector<GpuKernelInfo> *gpuKernels = nullptr);
 
 /// The C header declaring the kernels' entry points and descriptors; it
-/// embeds the kernel ABI so that it needs no other header.
+/// embeds the kernel ABI so that it needs no other header. With `gpu`, the
+/// kernels are CUDA kernels: the header gives their entry names, launch
+/// shapes and parameter layout instead of CPU entry points.
 std::string kernelHeader(const std::vector<KernelSpec> &specs,
                          const std::string &guard,
-                         const std::string &librarySymbol = "attn_library_v1");
+                         const std::string &librarySymbol = "attn_library_v1",
+                         const std::vector<GpuKernelInfo> *gpu = nullptr);
 
 /// "attn <version> (LLVM/MLIR <version>)".
 std::string compilerVersion();

@@ -4,10 +4,48 @@
 
 #include "lib/Support/KernelSpec.h"
 
+#include "lib/Compiler/Compiler.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OwningOpRef.h"
+
+#include <memory>
 
 namespace attn {
+/// A context with attn's dialects and a module holding one kernel function
+/// per spec (in spec order); diagnostics collect every message. `module` is
+/// null when the functions do not verify.
+struct KernelModule {
+  explicit KernelModule(const std::vector<KernelSpec> &specs);
+  mlir::MLIRContext context;
+  std::string diagnostics;
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+
+private:
+  std::unique_ptr<mlir::ScopedDiagnosticHandler> handler;
+};
+
+/// The compiled image of CUDA kernels and their launch shapes.
+struct GpuImage {
+  std::string arch;
+  bool cubin = false;
+  std::string bytes; // PTX text with its NUL, or the cubin
+  std::vector<GpuKernelInfo> kernels;
+};
+/// Lowers `specs` through attn-to-nvvm for options.gpuArch and serializes
+/// them: PTX, or cubin through ptxas.
+bool compileGpuImage(const std::vector<KernelSpec> &specs,
+                     const CompileOptions &options, bool cubin,
+                     GpuImage &image, std::string &error);
+/// The PTX feature string an architecture needs ("+ptx80" for sm_80/sm_90).
+std::string defaultPtxFeatures(const std::string &arch);
+/// The CUDA toolkit options and the environment point to.
+std::string findCudaToolkit(const CompileOptions &options);
+
 mlir::Type elementTypeOf(mlir::MLIRContext *ctx, ElementType type);
 /// Builds `@<spec.name>_impl`, the kernel function around attn.attention.
 mlir::func::FuncOp buildKernelFunction(mlir::OpBuilder &b, mlir::Location loc,

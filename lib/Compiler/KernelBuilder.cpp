@@ -101,6 +101,34 @@ func::FuncOp buildKernelFunction(OpBuilder &b, Location loc,
   return func;
 }
 
+static DialectRegistry kernelRegistry() {
+  DialectRegistry registry;
+  mlir::attn::registerAttnDialects(registry);
+  return registry;
+}
+
+KernelModule::KernelModule(const std::vector<KernelSpec> &specs)
+    : context(kernelRegistry()) {
+  context.loadAllAvailableDialects();
+  handler = std::make_unique<ScopedDiagnosticHandler>(
+      &context, [this](Diagnostic &diag) {
+        diagnostics += diag.str() + "\n";
+        return success();
+      });
+  OpBuilder b(&context);
+  Location loc = b.getUnknownLoc();
+  OwningOpRef<ModuleOp> built = ModuleOp::create(b, loc);
+  b.setInsertionPointToEnd(built->getBody());
+  for (const KernelSpec &spec : specs)
+    buildKernelFunction(b, loc, spec);
+  if (failed(verify(*built))) {
+    diagnostics =
+        "internal error: the kernel function does not verify:\n" + diagnostics;
+    return;
+  }
+  module = std::move(built);
+}
+
 } // namespace attn
 
 //===----------------------------------------------------------------------===//

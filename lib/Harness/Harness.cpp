@@ -211,8 +211,88 @@ std::vector<double> attn::outputValues(const ProblemData &data) {
   return values;
 }
 
+bool attn::cudaTarget(std::string &arch, std::string &description,
+                      std::string &error) {
+  char name[128] = "";
+  int32_t major = 0, minor = 0;
+  if (attn_cuda_device(name, sizeof(name), &major, &minor) != ATTN_OK) {
+    error = attn_last_error();
+    return false;
+  }
+  arch = "sm_" + std::to_string(major) + std::to_string(minor);
+  description = std::string(name) + ", " + arch;
+  if (major < 8) {
+    error = description + ": the GPU kernels need sm_80 or newer";
+    return false;
+  }
+  return true;
+}
+
+attn::DeviceProblem::~DeviceProblem() {
+  for (Buffer *b : {&query, &key, &value, &mask, &output, &lse})
+    attn_cuda_free(b->device);
+}
+
+attn_status attn::DeviceProblem::upload(const ProblemData &data) {
+  auto put = [](Buffer &b, const void *host, size_t bytes,
+                const attn_tensor &view) {
+    b.bytes = bytes;
+    b.view = view;
+    attn_status status = attn_cuda_malloc(bytes, &b.device);
+    if (status == ATTN_OK)
+      status = attn_cuda_copy(b.device, host, bytes, ATTN_COPY_TO_DEVICE);
+    // The view's element [0,0,0,0] sits where it sits in the host buffer.
+    b.view.data = static_cast<uint8_t *>(b.device) +
+                  (static_cast<const uint8_t *>(view.data) -
+                   static_cast<const uint8_t *>(host));
+    return status;
+  };
+  auto putTensor = [&](Buffer &b, const HostTensor &t) {
+    return put(b, t.bytes.data(), t.bytes.size(), t.view);
+  };
+  hasMask = data.hasMask;
+  hasLse = !data.lse.empty();
+  attn_status status = putTensor(query, data.query);
+  if (status == ATTN_OK)
+    status = putTensor(key, data.key);
+  if (status == ATTN_OK)
+    status = putTensor(value, data.value);
+  if (status == ATTN_OK && hasMask)
+    status = putTensor(mask, data.mask);
+  if (status == ATTN_OK)
+    status = putTensor(output, data.output);
+  if (status == ATTN_OK && hasLse)
+    status = put(lse, data.lse.data(), data.lse.size() * sizeof(float),
+                 data.lseView);
+  return status;
+}
+
+attn_status attn::DeviceProblem::run(const attn_kernel_desc *kernel) {
+  return attn_run(kernel, &query.view, &key.view, &value.view,
+                  hasMask ? &mask.view : nullptr, &output.view,
+                  hasLse ? &lse.view : nullptr, nullptr);
+}
+
+attn_status attn::DeviceProblem::download(ProblemData &data) {
+  attn_status status = attn_cuda_copy(data.output.bytes.data(), output.device,
+                                      output.bytes, ATTN_COPY_TO_HOST);
+  if (status == ATTN_OK && hasLse)
+    status = attn_cuda_copy(data.lse.data(), lse.device, lse.bytes,
+                            ATTN_COPY_TO_HOST);
+  return status;
+}
+
 attn_status attn::runProblem(const attn_kernel_desc *kernel, ProblemData &data,
                              attn_thread_pool *pool) {
+  if (attn_kernel_device(kernel) == ATTN_DEVICE_CUDA) {
+    DeviceProblem device;
+    attn_status status = device.upload(data);
+    if (status == ATTN_OK)
+      status = device.run(kernel);
+    if (status == ATTN_OK)
+      status = device.download(data);
+    return status;
+  }
   return attn_run(kernel, &data.query.view, &data.key.view, &data.value.view,
                   data.hasMask ? &data.mask.view : nullptr, &data.output.view,
                   data.lse.empty() && data.lseView.data == nullptr

@@ -73,9 +73,41 @@ struct CheckReport {
 CheckReport checkAgainstReference(const Problem &problem,
                                   const ProblemData &data);
 
-/// Runs the kernel once through the runtime.
+/// Runs the kernel once through the runtime. A GPU kernel runs on copies
+/// of the buffers in device memory (uploaded, run, outputs downloaded).
 attn_status runProblem(const attn_kernel_desc *kernel, ProblemData &data,
                        attn_thread_pool *pool);
+
+/// GPU 0's architecture ("sm_90") and a description ("NVIDIA H100 ...,
+/// sm_90"); false with the runtime's message (no driver, no GPU, or one
+/// older than the kernels' sm_80) otherwise.
+bool cudaTarget(std::string &arch, std::string &description,
+                std::string &error);
+
+/// The problem's buffers on the GPU, byte for byte as on the host, for
+/// timing GPU kernels without the copies.
+class DeviceProblem {
+public:
+  DeviceProblem() = default;
+  DeviceProblem(const DeviceProblem &) = delete;
+  DeviceProblem &operator=(const DeviceProblem &) = delete;
+  ~DeviceProblem();
+  /// Allocates device buffers and copies every input and (poisoned) output.
+  attn_status upload(const ProblemData &data);
+  /// One synchronous call of `kernel` on the device buffers.
+  attn_status run(const attn_kernel_desc *kernel);
+  /// Copies the outputs (O, LSE) back into `data`.
+  attn_status download(ProblemData &data);
+
+private:
+  struct Buffer {
+    void *device = nullptr;
+    size_t bytes = 0;
+    attn_tensor view{};
+  };
+  Buffer query, key, value, mask, output, lse;
+  bool hasMask = false, hasLse = false;
+};
 
 /// The outputs as doubles in the logical layout.
 std::vector<double> outputValues(const ProblemData &data);

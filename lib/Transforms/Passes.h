@@ -30,6 +30,11 @@ namespace attn {
 /// attn-outline-work-items.
 inline constexpr llvm::StringLiteral kKernelAttrName = "attn.kernel";
 
+/// An integer attribute on a function that overrides attn-tile-keys'
+/// key-tile-size for the ops in it.
+inline constexpr llvm::StringLiteral kKeyTileSizeAttrName =
+    "attn.key_tile_size";
+
 } // namespace attn
 } // namespace mlir
 

@@ -64,6 +64,9 @@ def AttnTileKeysPass : Pass<"attn-tile-keys", "func::FuncOp"> {
     `TilingInterface` into an `scf.for` whose iteration arguments are the
     running accumulator, maximum and sum: FlashAttention's key loop. No score
     buffer larger than one query tile by one key tile exists after this.
+    A function's `attn.key_tile_size` integer attribute, when present,
+    overrides the option for the ops in it (the compiler picks a tile per
+    kernel, e.g. smaller for large f32 head dims on the GPU).
   }];
   let options = [
     Option<"keyTileSize", "key-tile-size", "int64_t", /*default=*/"128",

@@ -28,10 +28,14 @@ struct AttnTileKeysPass : public mlir::attn::impl::AttnTileKeysPassBase<AttnTile
   using AttnTileKeysPassBase::AttnTileKeysPassBase;
 
   void runOnOperation() override {
-    if (keyTileSize < 1) {
+    // A function may choose its own tile (a compiler picking per kernel).
+    int64_t tileSize = keyTileSize;
+    if (auto attr = getOperation()->getAttrOfType<IntegerAttr>(
+            kKeyTileSizeAttrName))
+      tileSize = attr.getInt();
+    if (tileSize < 1) {
       getOperation().emitError()
-          << "attn-tile-keys: key-tile-size must be >= 1, found "
-          << static_cast<int64_t>(keyTileSize);
+          << "attn-tile-keys: key-tile-size must be >= 1, found " << tileSize;
       return signalPassFailure();
     }
     SmallVector<OnlineAttentionOp> ops;
@@ -47,7 +51,7 @@ struct AttnTileKeysPass : public mlir::attn::impl::AttnTileKeysPassBase<AttnTile
       options.setLoopType(scf::SCFTilingOptions::LoopType::ForOp)
           .setTileSizes({rewriter.getIndexAttr(0), rewriter.getIndexAttr(0),
                          rewriter.getIndexAttr(0),
-                         rewriter.getIndexAttr(keyTileSize)})
+                         rewriter.getIndexAttr(tileSize)})
           .setReductionTilingStrategy(
               ReductionTilingStrategy::FullReduction)
           .setReductionDims({3});

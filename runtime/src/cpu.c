@@ -186,7 +186,7 @@ attn_status attn_kernel_check_cpu(const attn_kernel_desc *kernel) {
   if (!kernel)
     return attn_fail(ATTN_ERROR_INVALID_ARGUMENT, "kernel is NULL");
   const char *features = kernel->target_features;
-  if (!features || !*features)
+  if (!features || !*features || attn_kernel_device(kernel) != ATTN_DEVICE_CPU)
     return ATTN_OK;
   pthread_once(&host_once, detect_host);
 

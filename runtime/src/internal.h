@@ -20,4 +20,10 @@ attn_fail(attn_status status, const char *format, ...);
 /* The name a message uses for an element type ("f32", "bool", ...). */
 const char *attn_dtype_name(int32_t dtype);
 
+/* cuda.c: launches a GPU kernel on checked arguments (synchronously), and
+ * drops the images loaded for a library's kernels before it is unloaded. */
+attn_status attn_cuda_launch(const attn_kernel_desc *kernel,
+                             const attn_kernel_args *args);
+void attn_cuda_forget(const attn_library *library);
+
 #endif /* ATTN_RUNTIME_INTERNAL_H */

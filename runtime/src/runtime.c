@@ -19,6 +19,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,6 +96,36 @@ static attn_module *registry;
 
 /* Checks everything the runtime later relies on without re-checking: a
  * descriptor that passes is safe to read and to call. */
+attn_device attn_kernel_device(const attn_kernel_desc *kernel) {
+  if (!kernel || kernel->struct_size < sizeof(attn_kernel_desc))
+    return ATTN_DEVICE_CPU;
+  return (attn_device)kernel->device;
+}
+
+static attn_status validate_gpu_kernel(const attn_kernel_desc *k,
+                                       const char *origin) {
+  const attn_gpu_kernel *gpu = k->gpu;
+  if (!gpu)
+    return attn_fail(ATTN_ERROR_LOAD,
+                     "%s: GPU kernel '%s' has no attn_gpu_kernel record",
+                     origin, k->name);
+  if (!gpu->image || gpu->image_size == 0 || !gpu->entry || !gpu->arch ||
+      (gpu->image_format != ATTN_GPU_PTX &&
+       gpu->image_format != ATTN_GPU_CUBIN))
+    return attn_fail(ATTN_ERROR_LOAD,
+                     "%s: GPU kernel '%s' has no image, entry or "
+                     "architecture, or an unknown image format",
+                     origin, k->name);
+  if (gpu->block_threads < 1 || gpu->block_threads > 1024 ||
+      gpu->block_rows < 1 || gpu->shared_bytes < 0)
+    return attn_fail(ATTN_ERROR_LOAD,
+                     "%s: GPU kernel '%s' has an invalid launch shape (%" PRId32
+                     " threads, %" PRId32 " rows, %" PRId32 " shared bytes)",
+                     origin, k->name, gpu->block_threads, gpu->block_rows,
+                     gpu->shared_bytes);
+  return ATTN_OK;
+}
+
 static attn_status validate_library(const attn_library *library,
                                     const char *origin) {
   if (library->magic != ATTN_LIBRARY_MAGIC)
@@ -128,20 +159,30 @@ static attn_status validate_library(const attn_library *library,
                        "%s: kernel %" PRIu32 " has ABI version %" PRIu32
                        " but this runtime supports version %d",
                        origin, i, k->abi_version, ATTN_KERNEL_ABI_VERSION);
-    if (k->struct_size < sizeof(attn_kernel_desc))
+    if (k->struct_size < offsetof(attn_kernel_desc, device))
       return attn_fail(ATTN_ERROR_LOAD,
                        "%s: kernel %" PRIu32 " has a %" PRIu32
                        "-byte descriptor but ABI version %d needs at least "
                        "%zu bytes",
                        origin, i, k->struct_size, ATTN_KERNEL_ABI_VERSION,
-                       sizeof(attn_kernel_desc));
+                       offsetof(attn_kernel_desc, device));
     if (!k->name)
       return attn_fail(ATTN_ERROR_LOAD, "%s: kernel %" PRIu32 " has no name",
                        origin, i);
-    if (!k->run || !k->work_items)
+    attn_device device = attn_kernel_device(k);
+    if (device == ATTN_DEVICE_CUDA) {
+      attn_status status = validate_gpu_kernel(k, origin);
+      if (status != ATTN_OK)
+        return status;
+    } else if (device != ATTN_DEVICE_CPU) {
+      return attn_fail(ATTN_ERROR_LOAD,
+                       "%s: kernel '%s' runs on an unknown device %d", origin,
+                       k->name, (int)device);
+    } else if (!k->run || !k->work_items) {
       return attn_fail(ATTN_ERROR_LOAD,
                        "%s: kernel '%s' has a NULL %s function", origin,
                        k->name, k->run ? "work_items" : "run");
+    }
     if (k->dtype != ATTN_F32 && k->dtype != ATTN_F16 && k->dtype != ATTN_BF16)
       return attn_fail(ATTN_ERROR_LOAD,
                        "%s: kernel '%s' has element type %" PRId32
@@ -258,6 +299,7 @@ attn_status attn_module_unload(attn_module *module) {
   *link = module->next;
   pthread_mutex_unlock(&registry_lock);
 
+  attn_cuda_forget(module->library);
   if (module->handle)
     dlclose(module->handle);
   free(module->origin);
@@ -364,6 +406,11 @@ attn_status attn_run(const attn_kernel_desc *kernel, const attn_tensor *query,
    * fully masked and the kernel still writes O = 0 and LSE = -inf. */
   if (status != ATTN_OK || args.batch == 0 || args.heads_q == 0 ||
       args.seq_q == 0) {
+    unpin(owner);
+    return status;
+  }
+  if (attn_kernel_device(kernel) == ATTN_DEVICE_CUDA) {
+    status = attn_cuda_launch(kernel, &args);
     unpin(owner);
     return status;
   }

@@ -7,12 +7,22 @@
 // kernel does not write fails the check), and compared with the naive
 // float64 reference within the spec's tolerance.
 //
+// The same matrix for the GPU: every case compiles to PTX that ptxas
+// assembles for sm_80 and sm_90 without register spills (needs the CUDA
+// toolkit, not a GPU), and runs on GPU 0 through the runtime's CUDA backend
+// where one is present (skipped, with the reason, where none is).
+//
 //===----------------------------------------------------------------------===//
 #include "lib/Compiler/Compiler.h"
 #include "lib/Harness/Harness.h"
 
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+
+#include <iostream>
+#include <regex>
 
 #include <gtest/gtest.h>
 
@@ -20,6 +30,7 @@
 #include <cstring>
 #include <ostream>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -154,9 +165,11 @@ std::string Conformance::directory, Conformance::library;
 attn_module *Conformance::module = nullptr;
 attn_thread_pool *Conformance::pool = nullptr;
 
-TEST_P(Conformance, MatchesReference) {
-  const Case &c = GetParam();
-  ASSERT_NE(module, nullptr);
+/// Runs case `c` with `kernel` on fresh inputs and checks it against the
+/// reference; then once more (on one thread on the CPU) for bit-identical
+/// results.
+void checkCase(const Case &c, const attn_kernel_desc *kernel,
+               attn_thread_pool *pool) {
   std::string error;
   Problem problem;
   problem.spec = *parseKernelSpec(c.spec, error);
@@ -169,8 +182,6 @@ TEST_P(Conformance, MatchesReference) {
   problem.inputScale = c.inputScale;
   problem.seed = std::hash<std::string>()(c.label);
 
-  const attn_kernel_desc *kernel = nullptr;
-  ASSERT_EQ(attn_module_find(module, c.label.c_str(), &kernel), ATTN_OK);
   ProblemData data;
   makeProblemData(problem, data);
   ASSERT_EQ(runProblem(kernel, data, pool), ATTN_OK) << attn_last_error();
@@ -185,15 +196,23 @@ TEST_P(Conformance, MatchesReference) {
   }
   EXPECT_TRUE(report.passed);
 
-  // The same call on one thread gives bit-identical results.
-  std::vector<double> parallel = outputValues(data);
+  std::vector<double> first = outputValues(data);
   poisonOutputs(data);
   ASSERT_EQ(runProblem(kernel, data, nullptr), ATTN_OK) << attn_last_error();
-  std::vector<double> serial = outputValues(data);
-  ASSERT_EQ(parallel.size(), serial.size());
-  for (size_t i = 0; i < serial.size(); ++i)
-    ASSERT_TRUE(std::memcmp(&serial[i], &parallel[i], sizeof(double)) == 0)
-        << "element " << i << " differs between 1 and 2 threads";
+  std::vector<double> second = outputValues(data);
+  ASSERT_EQ(first.size(), second.size());
+  for (size_t i = 0; i < second.size(); ++i)
+    ASSERT_TRUE(std::memcmp(&second[i], &first[i], sizeof(double)) == 0)
+        << "element " << i << " differs between two runs (2 threads, then 1 "
+           "on the CPU)";
+}
+
+TEST_P(Conformance, MatchesReference) {
+  const Case &c = GetParam();
+  ASSERT_NE(module, nullptr);
+  const attn_kernel_desc *kernel = nullptr;
+  ASSERT_EQ(attn_module_find(module, c.label.c_str(), &kernel), ATTN_OK);
+  checkCase(c, kernel, pool);
 }
 
 INSTANTIATE_TEST_SUITE_P(Matrix, Conformance,
@@ -230,5 +249,137 @@ TEST_F(Conformance, AllFalseMaskRows) {
     EXPECT_EQ(out[13 * 64 + e], 0.0);
   EXPECT_EQ(data.lse[13], -INFINITY);
 }
+
+//===----------------------------------------------------------------------===//
+// GPU
+//===----------------------------------------------------------------------===//
+
+std::vector<KernelSpec> conformanceSpecs() {
+  std::vector<KernelSpec> specs;
+  for (const Case &c : conformanceCases()) {
+    std::string error;
+    specs.push_back(*parseKernelSpec(c.spec, error));
+  }
+  return specs;
+}
+
+/// Every case's kernel, as PTX for sm_80, assembles with ptxas for sm_80 and
+/// sm_90 with no spill to local memory (ptxas -v's report of each kernel).
+TEST(GpuCompile, EveryCaseAssemblesForSm80AndSm90WithoutSpills) {
+#ifndef ATTN_PTXAS
+  GTEST_SKIP() << "no CUDA toolkit (ptxas) at configure time";
+#else
+  llvm::SmallString<128> dir;
+  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("attn-gpu-compile", dir));
+  std::string ptx = (dir + "/conformance.ptx").str();
+  std::string log = (dir + "/ptxas.log").str();
+  CompileOptions options;
+  options.gpuArch = "sm_80";
+  std::vector<KernelSpec> specs = conformanceSpecs();
+  std::vector<GpuKernelInfo> kernels;
+  std::string error;
+  ASSERT_TRUE(
+      compileKernels(specs, options, OutputKind::PTX, ptx, error, &kernels))
+      << error;
+  ASSERT_EQ(kernels.size(), specs.size());
+  for (const char *arch : {"sm_80", "sm_90"}) {
+    std::string archFlag = std::string("-arch=") + arch;
+    llvm::StringRef args[] = {ATTN_PTXAS, archFlag, "-v", ptx, "-o",
+                              "/dev/null"};
+    std::optional<llvm::StringRef> redirects[] = {std::nullopt, log, log};
+    ASSERT_EQ(llvm::sys::ExecuteAndWait(ATTN_PTXAS, args, std::nullopt,
+                                        redirects),
+              0)
+        << "ptxas " << arch << " failed; see " << log;
+    auto text = llvm::MemoryBuffer::getFile(log);
+    ASSERT_TRUE(text);
+    // "Compiling entry function 'name' for 'sm_80'" ... "N bytes spill
+    // stores, M bytes spill loads" ... "Used R registers".
+    std::string report = (*text)->getBuffer().str();
+    std::regex entry("Compiling entry function '([A-Za-z0-9_]+)'");
+    std::regex spills("([0-9]+) bytes spill stores, ([0-9]+) bytes spill "
+                      "loads");
+    std::regex registers("Used ([0-9]+) registers");
+    std::map<std::string, std::string> seen;
+    std::string current;
+    std::istringstream lines(report);
+    for (std::string line; std::getline(lines, line);) {
+      std::smatch m;
+      if (std::regex_search(line, m, entry))
+        current = m[1];
+      else if (std::regex_search(line, m, spills))
+        EXPECT_TRUE(m[1] == "0" && m[2] == "0")
+            << current << " spills on " << arch << ": " << line;
+      else if (std::regex_search(line, m, registers))
+        seen[current] = m[1];
+    }
+    for (const KernelSpec &spec : specs)
+      EXPECT_TRUE(seen.count(spec.name))
+          << spec.name << " missing from ptxas' report for " << arch;
+    std::cout << arch << ": " << seen.size() << " kernels assembled, "
+              << "registers per thread:";
+    for (auto &[name, count] : seen)
+      std::cout << " " << name << "=" << count;
+    std::cout << "\n";
+  }
+  llvm::sys::fs::remove(ptx);
+  llvm::sys::fs::remove(log);
+  llvm::sys::fs::remove(dir);
+#endif
+}
+
+/// The matrix on GPU 0: compiled for its architecture into one library the
+/// runtime loads; every case is skipped (not passed) without a GPU.
+class GpuConformance : public ::testing::TestWithParam<Case> {
+public:
+  static void SetUpTestSuite() {
+    std::string arch, description;
+    if (!cudaTarget(arch, description, skipReason))
+      return;
+    llvm::SmallString<128> dir;
+    ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("attn-gpu", dir));
+    directory = dir.str().str();
+    library = directory + "/conformance_gpu.so";
+    CompileOptions options;
+    options.gpuArch = arch;
+    std::string error;
+    ASSERT_TRUE(compileKernels(conformanceSpecs(), options,
+                               OutputKind::SharedLibrary, library, error))
+        << error;
+    ASSERT_EQ(attn_module_load(library.c_str(), &module), ATTN_OK)
+        << attn_last_error();
+    std::cout << "GPU conformance on " << description << "\n";
+  }
+  static void TearDownTestSuite() {
+    attn_module_unload(module);
+    if (!library.empty()) {
+      llvm::sys::fs::remove(library);
+      llvm::sys::fs::remove(directory);
+    }
+  }
+  static std::string skipReason, directory, library;
+  static attn_module *module;
+};
+
+std::string GpuConformance::skipReason, GpuConformance::directory,
+    GpuConformance::library;
+attn_module *GpuConformance::module = nullptr;
+
+TEST_P(GpuConformance, MatchesReference) {
+  if (!skipReason.empty())
+    GTEST_SKIP() << skipReason;
+  const Case &c = GetParam();
+  ASSERT_NE(module, nullptr);
+  const attn_kernel_desc *kernel = nullptr;
+  ASSERT_EQ(attn_module_find(module, c.label.c_str(), &kernel), ATTN_OK);
+  ASSERT_EQ(attn_kernel_device(kernel), ATTN_DEVICE_CUDA);
+  checkCase(c, kernel, nullptr);
+}
+
+INSTANTIATE_TEST_SUITE_P(Matrix, GpuConformance,
+                         ::testing::ValuesIn(conformanceCases()),
+                         [](const ::testing::TestParamInfo<Case> &info) {
+                           return info.param.label;
+                         });
 
 } // namespace

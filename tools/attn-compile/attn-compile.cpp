@@ -2,7 +2,10 @@
 //
 // Reads kernel specs from the command line (--spec) or attn.attention ops
 // from an .mlir file and writes a shared library or an object file with
-// their C entry points, plus a C header. See lib/Compiler/Compiler.h.
+// their C entry points, plus a C header. With --target sm_NN it makes CUDA
+// kernels instead: PTX or cubin plus a header with their launch shapes, or
+// a library embedding them that the runtime launches. See
+// lib/Compiler/Compiler.h.
 //
 //===----------------------------------------------------------------------===//
 #include "lib/Compiler/Compiler.h"
@@ -38,9 +41,19 @@ static cl::opt<std::string>
                cl::init(""), cl::cat(category));
 static cl::opt<std::string>
     emit("emit",
-         cl::desc("shared | object | mlir | llvm (default: from the output's "
-                  "extension, shared otherwise)"),
+         cl::desc("shared | object | mlir | llvm | ptx | cubin (default: "
+                  "from the output's extension, shared otherwise)"),
          cl::init(""), cl::cat(category));
+static cl::opt<std::string>
+    target("target",
+           cl::desc("cpu (default) or a CUDA architecture: sm_80, sm_90, "
+                    "sm_90a..."),
+           cl::init("cpu"), cl::cat(category));
+static cl::opt<std::string>
+    cudaToolkit("cuda-toolkit",
+                cl::desc("CUDA toolkit whose ptxas makes cubins (default: "
+                         "$CUDA_HOME, else the one found at build time)"),
+                cl::init(""), cl::cat(category));
 static cl::opt<std::string> targetCpu("target-cpu",
                                       cl::desc("LLVM CPU (default: host)"),
                                       cl::init(""), cl::cat(category));
@@ -73,9 +86,12 @@ static bool outputKind(attn::OutputKind &kind, std::string &error) {
   llvm::StringRef ext = llvm::sys::path::extension(outputFile);
   std::string what = emit;
   if (what.empty())
-    what = ext == ".o" ? "object" : ext == ".mlir" ? "mlir"
-           : ext == ".ll"                           ? "llvm"
-                                                    : "shared";
+    what = ext == ".o"      ? "object"
+           : ext == ".mlir" ? "mlir"
+           : ext == ".ll"   ? "llvm"
+           : ext == ".ptx"  ? "ptx"
+           : ext == ".cubin" ? "cubin"
+                            : "shared";
   if (what == "shared")
     kind = attn::OutputKind::SharedLibrary;
   else if (what == "object")
@@ -84,8 +100,13 @@ static bool outputKind(attn::OutputKind &kind, std::string &error) {
     kind = attn::OutputKind::MLIR;
   else if (what == "llvm")
     kind = attn::OutputKind::LLVMIR;
+  else if (what == "ptx")
+    kind = attn::OutputKind::PTX;
+  else if (what == "cubin")
+    kind = attn::OutputKind::Cubin;
   else {
-    error = "--emit must be shared, object, mlir or llvm, found '" + what + "'";
+    error = "--emit must be shared, object, mlir, llvm, ptx or cubin, found '" +
+            what + "'";
     return false;
   }
   return true;
@@ -110,7 +131,9 @@ int main(int argc, char **argv) {
       argc, argv,
       "attn-compile: emit fused attention kernels and a C header\n\n"
       "  attn-compile --spec \"d=64,causal\" -o kernels.so\n"
-      "  attn-compile model.mlir -o kernels.o --header kernels.h\n");
+      "  attn-compile model.mlir -o kernels.o --header kernels.h\n"
+      "  attn-compile --target sm_90 --spec \"dtype=bf16,d=128,causal\" "
+      "-o k.ptx\n");
 
   auto fail = [](const std::string &message) {
     llvm::errs() << "attn-compile: error: " << message << "\n";
@@ -146,6 +169,12 @@ int main(int argc, char **argv) {
   options.vectorWidth = vectorWidth;
   options.timing = timing;
   options.librarySymbol = librarySymbol;
+  options.cudaToolkit = cudaToolkit;
+  if (target != "cpu") {
+    if (!targetCpu.empty())
+      return fail("--target-cpu is for CPU targets, not --target " + target);
+    options.gpuArch = target;
+  }
   {
     llvm::StringRef symbol = librarySymbol.getValue();
     bool valid = !symbol.empty() && !std::isdigit(symbol.front());
@@ -157,19 +186,25 @@ int main(int argc, char **argv) {
   }
   if (options.queryTileSize < 1 || options.keyTileSize < 1)
     return fail("tile sizes must be >= 1");
-  if (!attn::compileKernels(kernels, options, kind, outputFile, error))
+  std::vector<attn::GpuKernelInfo> gpuKernels;
+  if (!attn::compileKernels(kernels, options, kind, outputFile, error,
+                            &gpuKernels))
     return fail(error);
 
   std::string header = headerFile;
   if (header.empty() && (kind == attn::OutputKind::SharedLibrary ||
-                         kind == attn::OutputKind::Object)) {
+                         kind == attn::OutputKind::Object ||
+                         kind == attn::OutputKind::PTX ||
+                         kind == attn::OutputKind::Cubin)) {
     llvm::SmallString<256> path(outputFile.getValue());
     llvm::sys::path::replace_extension(path, ".h");
     header = path.str().str();
   }
   if (!header.empty()) {
     std::ofstream out(header);
-    out << attn::kernelHeader(kernels, headerGuard(header), librarySymbol);
+    out << attn::kernelHeader(kernels, headerGuard(header), librarySymbol,
+                              options.gpuArch.empty() ? nullptr
+                                                      : &gpuKernels);
     if (!out)
       return fail("cannot write " + header);
   }

@@ -155,14 +155,16 @@ int main(int argc, char **argv) {
       "attn-run: compile an attention kernel, run it and check it against "
       "the float64 reference\n");
 
-  if (device != "cpu") {
-    if (device == "cuda")
-      return fail("--device=cuda: this build of attn has no CUDA backend "
-                  "yet; run on the CPU (--device=cpu)");
+  std::string error;
+  attn::CompileOptions options;
+  std::string deviceName;
+  if (device == "cuda") {
+    if (!attn::cudaTarget(options.gpuArch, deviceName, error))
+      return fail("--device=cuda: " + error);
+  } else if (device != "cpu") {
     return fail("--device must be cpu or cuda, found '" + device + "'");
   }
 
-  std::string error;
   attn::KernelSpec spec;
   if (!inputFile.empty()) {
     std::vector<attn::KernelSpec> specs;
@@ -209,7 +211,6 @@ int main(int argc, char **argv) {
     llvm::sys::fs::remove(dir);
   };
   auto compileStart = std::chrono::steady_clock::now();
-  attn::CompileOptions options;
   if (!attn::compileKernels({spec}, options, attn::OutputKind::SharedLibrary,
                             library, error)) {
     cleanup();
@@ -248,8 +249,11 @@ int main(int argc, char **argv) {
 
   llvm::outs() << "attn-run: " << problem.describe() << "\n";
   llvm::outs() << "  compiled in " << llvm::format("%.2f", compileSeconds)
-               << " s for " << kernel->target_cpu << "; "
-               << attn_thread_pool_size(pool) << " threads\n";
+               << " s for " << kernel->target_cpu << "; ";
+  if (deviceName.empty())
+    llvm::outs() << attn_thread_pool_size(pool) << " threads\n";
+  else
+    llvm::outs() << "on " << deviceName << "\n";
   if (runProblem(kernel, data, pool) != ATTN_OK) {
     std::string message = attn_last_error();
     attn_thread_pool_destroy(pool);
@@ -266,11 +270,23 @@ int main(int argc, char **argv) {
     passed = report.passed;
   }
 
-  // Timing: median of repeated runs (outputs re-poisoned is unnecessary).
+  // Timing: median of repeated runs (outputs re-poisoned is unnecessary);
+  // on the GPU with the buffers already in device memory.
+  attn::DeviceProblem deviceData;
+  if (!deviceName.empty() && deviceData.upload(data) != ATTN_OK) {
+    std::string message = attn_last_error();
+    attn_thread_pool_destroy(pool);
+    attn_module_unload(module);
+    cleanup();
+    return fail(message);
+  }
   std::vector<double> seconds;
   for (int r = 0; r < std::max(1, static_cast<int>(repeat)); ++r) {
     auto start = std::chrono::steady_clock::now();
-    runProblem(kernel, data, pool);
+    if (deviceName.empty())
+      runProblem(kernel, data, pool);
+    else
+      deviceData.run(kernel);
     seconds.push_back(std::chrono::duration<double>(
                           std::chrono::steady_clock::now() - start)
                           .count());

@@ -16,6 +16,10 @@
  * query head and query tile). `work_items` says how many there are for given
  * sizes; `run` computes items [begin, end). Items may run concurrently on any
  * threads: that is how a caller uses all cores.
+ *
+ * A CUDA kernel (`device` = ATTN_DEVICE_CUDA) has no `run`: its descriptor
+ * points to an `attn_gpu_kernel` with the PTX or cubin image and its launch
+ * shape, and `attn_gpu_kernel_params` lays out its parameters.
  *===----------------------------------------------------------------------===*/
 #ifndef ATTN_KERNEL_ABI_H
 #define ATTN_KERNEL_ABI_H
@@ -73,6 +77,30 @@ typedef struct attn_kernel_args {
   int64_t lse_strides[3];
 } attn_kernel_args;
 
+typedef enum attn_device {
+  ATTN_DEVICE_CPU = 0,
+  ATTN_DEVICE_CUDA = 1
+} attn_device;
+
+typedef enum attn_gpu_image_format {
+  ATTN_GPU_PTX = 0,  /* text, JIT-compiled by the driver for the device */
+  ATTN_GPU_CUBIN = 1 /* machine code for `arch` */
+} attn_gpu_image_format;
+
+/* A CUDA kernel: its image and how to launch it for a call's sizes:
+ *   grid  = (ceil(seq_q / block_rows), heads_q, batch)
+ *   block = (block_threads, 1, 1)
+ *   dynamic shared memory = shared_bytes (above 48 KiB the function's
+ *   CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES must be raised first). */
+typedef struct attn_gpu_kernel {
+  const char *arch;     /* e.g. "sm_80": the oldest GPU it runs on */
+  int32_t image_format; /* attn_gpu_image_format */
+  const void *image;
+  uint64_t image_size; /* bytes (PTX: including the terminating NUL) */
+  const char *entry;   /* the kernel function's name in the image */
+  int32_t block_threads, block_rows, shared_bytes;
+} attn_gpu_kernel;
+
 typedef int64_t (*attn_work_items_fn)(const attn_kernel_args *args);
 typedef void (*attn_run_fn)(const attn_kernel_args *args, int64_t begin,
                             int64_t end);
@@ -97,8 +125,12 @@ typedef struct attn_kernel_desc {
   float softcap;   /* 0 when none */
   const char *target_cpu;      /* e.g. "znver4" */
   const char *target_features; /* LLVM feature string, e.g. "+avx512f,..." */
-  attn_work_items_fn work_items;
-  attn_run_fn run;
+  attn_work_items_fn work_items; /* NULL for a GPU kernel */
+  attn_run_fn run;               /* NULL for a GPU kernel */
+  /* Fields a descriptor has when struct_size covers them (older CPU
+   * kernels end before `device` and are CPU kernels). */
+  int32_t device;             /* attn_device */
+  const attn_gpu_kernel *gpu; /* the CUDA kernel; NULL on the CPU */
 } attn_kernel_desc;
 
 typedef struct attn_library {
@@ -108,6 +140,63 @@ typedef struct attn_library {
   const attn_kernel_desc *const *kernels;
   const char *compiler_version;
 } attn_library;
+
+/* The most parameters a GPU kernel takes: per tensor MLIR's descriptor of a
+ * 1-D view (allocated and aligned pointer, offset, size, stride) plus its
+ * sizes and strides, for six tensors. */
+#define ATTN_GPU_MAX_PARAMS 64
+
+/* The parameters of a GPU kernel for `args`, as cuLaunchKernel takes them:
+ * `values[i]` holds parameter i (a pointer or an int64), `pointers[i]` points
+ * to it. Tensors come in the order query, key, value, [mask], output, [lse];
+ * each as (pointer, pointer, 0, elements spanned, 1) then its sizes and its
+ * element strides. Returns the number of parameters. */
+static inline int attn_gpu_kernel_params(const attn_kernel_desc *kernel,
+                                         const attn_kernel_args *args,
+                                         uint64_t values[ATTN_GPU_MAX_PARAMS],
+                                         void *pointers[ATTN_GPU_MAX_PARAMS]) {
+  int n = 0;
+  const int64_t d = kernel->head_dim, dv = kernel->value_dim;
+  const int64_t b = args->batch, hq = args->heads_q, hkv = args->heads_kv;
+  const int64_t sq = args->seq_q, sk = args->seq_k;
+  struct {
+    const void *data;
+    int rank;
+    int64_t sizes[4];
+    const int64_t *strides;
+    int present;
+  } tensors[6] = {
+      {args->query, 4, {b, hq, sq, d}, args->query_strides, 1},
+      {args->key, 4, {b, hkv, sk, d}, args->key_strides, 1},
+      {args->value, 4, {b, hkv, sk, dv}, args->value_strides, 1},
+      {args->mask, 4, {b, hq, sq, sk}, args->mask_strides,
+       kernel->mask_kind != ATTN_MASK_NONE},
+      {args->output, 4, {b, hq, sq, dv}, args->output_strides, 1},
+      {args->lse, 3, {b, hq, sq, 0}, args->lse_strides, kernel->has_lse},
+  };
+  for (int t = 0; t < 6; ++t) {
+    if (!tensors[t].present)
+      continue;
+    int64_t span = 1;
+    for (int i = 0; i < tensors[t].rank; ++i) {
+      int64_t stride = tensors[t].strides[i];
+      if (tensors[t].sizes[i] > 1)
+        span += (tensors[t].sizes[i] - 1) * (stride < 0 ? -stride : stride);
+    }
+    values[n++] = (uint64_t)(uintptr_t)tensors[t].data;
+    values[n++] = (uint64_t)(uintptr_t)tensors[t].data;
+    values[n++] = 0;
+    values[n++] = (uint64_t)span;
+    values[n++] = 1;
+    for (int i = 0; i < tensors[t].rank; ++i)
+      values[n++] = (uint64_t)tensors[t].sizes[i];
+    for (int i = 0; i < tensors[t].rank; ++i)
+      values[n++] = (uint64_t)tensors[t].strides[i];
+  }
+  for (int i = 0; i < n; ++i)
+    pointers[i] = &values[i];
+  return n;
+}
 
 /* The exported symbol's name. */
 #define ATTN_LIBRARY_SYMBOL "attn_library_v1"

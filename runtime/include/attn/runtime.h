@@ -89,9 +89,35 @@ ATTN_RUNTIME_EXPORT attn_status attn_module_find(const attn_module *module,
                                                  const char *name,
                                                  const attn_kernel_desc **out);
 
-/* ATTN_OK when this CPU has every feature the kernel was compiled for. */
+/* ATTN_OK when this CPU has every feature the kernel was compiled for
+ * (always for a GPU kernel). */
 ATTN_RUNTIME_EXPORT attn_status
 attn_kernel_check_cpu(const attn_kernel_desc *kernel);
+
+/* Where the kernel runs (descriptors older than the `device` field: CPU). */
+ATTN_RUNTIME_EXPORT attn_device
+attn_kernel_device(const attn_kernel_desc *kernel);
+
+/* -- CUDA GPUs ------------------------------------------------------------ */
+
+/* The runtime loads the CUDA driver (libcuda.so.1) the first time a GPU is
+ * needed and uses device 0. Without a driver or a GPU these return
+ * ATTN_ERROR_NO_DEVICE with a message saying which is missing. */
+
+/* ATTN_OK when GPU 0 can run kernels; its name and compute capability. Any
+ * output may be NULL. */
+ATTN_RUNTIME_EXPORT attn_status attn_cuda_device(char *name, size_t name_size,
+                                                 int32_t *major,
+                                                 int32_t *minor);
+ATTN_RUNTIME_EXPORT attn_status attn_cuda_malloc(size_t bytes, void **out);
+ATTN_RUNTIME_EXPORT attn_status attn_cuda_free(void *pointer);
+typedef enum attn_copy_direction {
+  ATTN_COPY_TO_DEVICE = 0,
+  ATTN_COPY_TO_HOST = 1
+} attn_copy_direction;
+ATTN_RUNTIME_EXPORT attn_status attn_cuda_copy(void *dst, const void *src,
+                                               size_t bytes,
+                                               attn_copy_direction direction);
 
 /* -- Thread pool ---------------------------------------------------------- */
 
@@ -117,7 +143,9 @@ ATTN_RUNTIME_EXPORT void attn_thread_pool_parallel_for(void *pool, int64_t n,
  * GQA ratio, mask broadcast shape, strides and the extent of each buffer,
  * null pointers, an output that overlaps an input or the LSE) and runs it.
  * `mask` and `lse` may be NULL (as the kernel requires). `pool` may be NULL:
- * the call then runs on the calling thread only. */
+ * the call then runs on the calling thread only. A GPU kernel takes device
+ * pointers (attn_cuda_malloc) and returns when it has finished; `pool` is
+ * not used. */
 ATTN_RUNTIME_EXPORT attn_status attn_run(
     const attn_kernel_desc *kernel, const attn_tensor *query,
     const attn_tensor *key, const attn_tensor *value, const attn_tensor *mask,

@@ -452,6 +452,108 @@ TEST(Module, FromLibraryRefusesMissingEntryPoints) {
 }
 
 //===----------------------------------------------------------------------===//
+// GPU kernels (what the runtime checks and says without a GPU)
+//===----------------------------------------------------------------------===//
+
+/// A CUDA kernel's descriptor. Its image is not real PTX: without a GPU the
+/// runtime never gets as far as loading it.
+struct LinkedGpuLibrary : LinkedLibrary {
+  static constexpr char kImage[] = "// not PTX";
+  attn_gpu_kernel gpu{"sm_80", ATTN_GPU_PTX, kImage, sizeof(kImage),
+                      "linked",  128,          64,     1024};
+  LinkedGpuLibrary() {
+    desc.work_items = nullptr;
+    desc.run = nullptr;
+    desc.device = ATTN_DEVICE_CUDA;
+    desc.gpu = &gpu;
+  }
+};
+
+static bool gpuPresent() {
+  return attn_cuda_device(nullptr, 0, nullptr, nullptr) == ATTN_OK;
+}
+
+TEST(Gpu, KernelLoadsAndReportsItsDevice) {
+  LinkedGpuLibrary linked;
+  attn_module *module = nullptr;
+  ASSERT_EQ(linked.load(&module), ATTN_OK) << attn_last_error();
+  EXPECT_EQ(attn_kernel_device(&linked.desc), ATTN_DEVICE_CUDA);
+  // Nothing about the host CPU stops a GPU kernel.
+  EXPECT_EQ(attn_kernel_check_cpu(&linked.desc), ATTN_OK);
+  EXPECT_EQ(attn_module_unload(module), ATTN_OK);
+  EXPECT_EQ(attn_kernel_device(fakeKernel("fake_plain")), ATTN_DEVICE_CPU);
+}
+
+TEST(Gpu, OlderDescriptorWithoutDeviceFieldIsACpuKernel) {
+  LinkedLibrary linked;
+  linked.desc.struct_size = offsetof(attn_kernel_desc, device);
+  attn_module *module = nullptr;
+  ASSERT_EQ(linked.load(&module), ATTN_OK) << attn_last_error();
+  EXPECT_EQ(attn_kernel_device(&linked.desc), ATTN_DEVICE_CPU);
+  EXPECT_EQ(attn_module_unload(module), ATTN_OK);
+}
+
+TEST(Gpu, RefusesBrokenGpuDescriptors) {
+  attn_module *module = nullptr;
+  {
+    LinkedGpuLibrary linked;
+    linked.desc.gpu = nullptr;
+    EXPECT_EQ(linked.load(&module), ATTN_ERROR_LOAD);
+    EXPECT_NE(std::string(attn_last_error()).find("no attn_gpu_kernel"),
+              std::string::npos)
+        << attn_last_error();
+  }
+  {
+    LinkedGpuLibrary linked;
+    linked.gpu.image = nullptr;
+    EXPECT_EQ(linked.load(&module), ATTN_ERROR_LOAD);
+    EXPECT_NE(std::string(attn_last_error()).find("no image"),
+              std::string::npos)
+        << attn_last_error();
+  }
+  {
+    LinkedGpuLibrary linked;
+    linked.gpu.block_threads = 2048;
+    EXPECT_EQ(linked.load(&module), ATTN_ERROR_LOAD);
+    EXPECT_NE(std::string(attn_last_error()).find("invalid launch shape"),
+              std::string::npos)
+        << attn_last_error();
+  }
+  {
+    LinkedGpuLibrary linked;
+    linked.desc.device = 9;
+    EXPECT_EQ(linked.load(&module), ATTN_ERROR_LOAD);
+    EXPECT_NE(std::string(attn_last_error()).find("unknown device 9"),
+              std::string::npos)
+        << attn_last_error();
+  }
+}
+
+TEST(Gpu, WithoutAGpuEveryCallSaysSo) {
+  if (gpuPresent())
+    GTEST_SKIP() << "a GPU is present";
+  void *pointer = reinterpret_cast<void *>(0x1);
+  EXPECT_EQ(attn_cuda_malloc(64, &pointer), ATTN_ERROR_NO_DEVICE);
+  EXPECT_EQ(pointer, nullptr);
+  EXPECT_NE(std::string(attn_last_error()).find("no GPU"), std::string::npos)
+      << attn_last_error();
+  char host[8], device[8];
+  EXPECT_EQ(attn_cuda_copy(device, host, 8, ATTN_COPY_TO_DEVICE),
+            ATTN_ERROR_NO_DEVICE);
+
+  // A well-formed call of a GPU kernel passes the argument checks and then
+  // stops at the missing device.
+  LinkedGpuLibrary linked;
+  attn_module *module = nullptr;
+  ASSERT_EQ(linked.load(&module), ATTN_OK) << attn_last_error();
+  Problem p(&linked.desc, 1, 2, 2, 5, 7);
+  EXPECT_EQ(p.run(&linked.desc), ATTN_ERROR_NO_DEVICE);
+  EXPECT_NE(std::string(attn_last_error()).find("no GPU"), std::string::npos)
+      << attn_last_error();
+  EXPECT_EQ(attn_module_unload(module), ATTN_OK);
+}
+
+//===----------------------------------------------------------------------===//
 // Running against the reference
 //===----------------------------------------------------------------------===//
 
