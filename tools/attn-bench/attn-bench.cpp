@@ -4,7 +4,12 @@
 // runs each through the runtime on all cores, and prints GFLOP/s (FLOPs as
 // the spec counts them) and the fraction of this machine's fp32 FMA peak,
 // measured in the same run. Correctness is the conformance suite's job; each
-// kernel is still checked once here on a small problem before it is timed.
+// kernel is still checked once here on a small problem before it is timed,
+// and its error against the float64 reference is shown.
+//
+// With --device cuda the kernels are compiled for GPU 0 and timed on
+// buffers already in device memory (f16 and bf16, batch 4, as GPU kernels
+// are used); --csv prints machine-readable rows (scripts/gpu.sh reads them).
 //
 //===----------------------------------------------------------------------===//
 #include "attn/runtime.h"
@@ -15,6 +20,7 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -39,15 +45,21 @@ static cl::opt<std::string> only("only",
                                  cl::init(""), cl::cat(category));
 static cl::opt<std::string> device("device", cl::desc("cpu or cuda"),
                                    cl::init("cpu"), cl::cat(category));
+static cl::opt<bool> csv("csv",
+                         cl::desc("Print label,dtype,B,H,S,D,causal,ms,"
+                                  "GFLOP/s,error rows"),
+                         cl::init(false), cl::cat(category));
 
 namespace {
 struct Shape {
-  std::string label, spec;
-  int64_t batch, headsQ, headsKv, seqQ, seqK;
+  std::string label, dtype, spec;
+  int64_t batch, headsQ, headsKv, seqQ, seqK, headDim;
+  bool causal;
 };
 
-std::vector<Shape> shapes() {
+std::vector<Shape> shapes(bool gpu) {
   std::vector<Shape> list;
+  int64_t batch = gpu ? 4 : 1;
   auto add = [&](const std::string &dtype, int64_t s, int64_t d, bool causal) {
     std::string label = dtype + "_S" + std::to_string(s) + "_D" +
                         std::to_string(d) + (causal ? "_causal" : "");
@@ -57,9 +69,12 @@ std::vector<Shape> shapes() {
     for (const Shape &existing : list)
       if (existing.label == label)
         return;
-    list.push_back({label, spec, 1, 8, 8, s, s});
+    list.push_back({label, dtype, spec, batch, 8, 8, s, s, d, causal});
   };
-  for (const char *dtype : {"f32", "bf16"})
+  std::vector<const char *> dtypes = {"f32", "bf16"};
+  if (gpu)
+    dtypes = {"f16", "bf16"};
+  for (const char *dtype : dtypes)
     for (auto [s, d] : {std::pair<int64_t, int64_t>{1024, 64},
                         {4096, 64},
                         {2048, 128}})
@@ -82,14 +97,16 @@ int main(int argc, char **argv) {
     llvm::errs() << "attn-bench: error: " << message << "\n";
     return 2;
   };
-  if (device != "cpu")
-    return fail(device == "cuda"
-                    ? "--device=cuda: this build of attn has no CUDA backend "
-                      "yet"
-                    : "--device must be cpu or cuda");
+  bool gpu = device == "cuda";
+  if (!gpu && device != "cpu")
+    return fail("--device must be cpu or cuda, found '" + device + "'");
+  attn::CompileOptions options;
+  std::string deviceName, error;
+  if (gpu && !attn::cudaTarget(options.gpuArch, deviceName, error))
+    return fail("--device=cuda: " + error);
 
   std::vector<Shape> list;
-  for (const Shape &s : shapes())
+  for (const Shape &s : shapes(gpu))
     if (only.empty() || s.label.find(only) != std::string::npos)
       list.push_back(s);
   if (list.empty())
@@ -98,22 +115,26 @@ int main(int argc, char **argv) {
   attn_thread_pool *pool = nullptr;
   attn_thread_pool_create(numThreads, &pool);
   int threads = attn_thread_pool_size(pool);
-  int lanes = 0;
-  double peak = attn::measureFmaPeak(threads, &lanes);
-  llvm::outs() << "attn-bench: " << attn::compilerVersion() << ", " << threads
-               << " threads, fp32 FMA peak measured "
-               << llvm::format("%.1f", peak * 1e-9) << " GFLOP/s (" << lanes
-               << "-lane FMA loop)\n";
+  double peak = 0;
+  if (gpu) {
+    llvm::outs() << "attn-bench: " << attn::compilerVersion() << ", GPU "
+                 << deviceName << "\n";
+  } else {
+    int lanes = 0;
+    peak = attn::measureFmaPeak(threads, &lanes);
+    llvm::outs() << "attn-bench: " << attn::compilerVersion() << ", "
+                 << threads << " threads, fp32 FMA peak measured "
+                 << llvm::format("%.1f", peak * 1e-9) << " GFLOP/s (" << lanes
+                 << "-lane FMA loop)\n";
+  }
 
   std::vector<attn::KernelSpec> specs;
-  std::string error;
   for (const Shape &s : list)
     specs.push_back(*attn::parseKernelSpec(s.spec, error));
   llvm::SmallString<128> dir;
   if (llvm::sys::fs::createUniqueDirectory("attn-bench", dir))
     return fail("cannot create a temporary directory");
   std::string library = (dir + "/bench.so").str();
-  attn::CompileOptions options;
   if (!attn::compileKernels(specs, options, attn::OutputKind::SharedLibrary,
                             library, error))
     return fail(error);
@@ -123,8 +144,12 @@ int main(int argc, char **argv) {
   const attn_kernel_desc *first = attn_module_kernel(module, 0);
   llvm::outs() << "target " << first->target_cpu << "; FLOPs = 2*(D+Dv) per "
                << "allowed (i, j) per head (causal: about half)\n\n";
-  llvm::outs() << llvm::format("%-24s %10s %10s %8s %10s\n", "shape", "ms",
-                               "GFLOP/s", "of peak", "check");
+  if (csv)
+    llvm::outs() << "label,dtype,B,H,S,D,causal,ms,GFLOP/s,error\n";
+  else
+    llvm::outs() << llvm::format("%-24s %10s %10s %8s %10s %9s\n", "shape",
+                                 "ms", "GFLOP/s", "of peak", "check",
+                                 "error");
 
   int failures = 0;
   for (size_t i = 0; i < list.size(); ++i) {
@@ -140,8 +165,9 @@ int main(int argc, char **argv) {
     check.seqQ = check.seqK = 130;
     attn::ProblemData checkData;
     attn::makeProblemData(check, checkData);
+    attn::CheckReport report;
     bool ok = attn::runProblem(kernel, checkData, pool) == ATTN_OK &&
-              attn::checkAgainstReference(check, checkData).passed;
+              (report = attn::checkAgainstReference(check, checkData)).passed;
     failures += !ok;
 
     attn::Problem problem;
@@ -153,11 +179,20 @@ int main(int argc, char **argv) {
     problem.seqK = s.seqK;
     attn::ProblemData data;
     attn::makeProblemData(problem, data);
-    attn::runProblem(kernel, data, pool); // warm up
+    // On the GPU the buffers stay in device memory across the timed runs.
+    attn::DeviceProblem deviceData;
+    if (gpu && deviceData.upload(data) != ATTN_OK)
+      return fail(attn_last_error());
+    auto runOnce = [&] {
+      return gpu ? deviceData.run(kernel)
+                 : attn::runProblem(kernel, data, pool);
+    };
+    if (runOnce() != ATTN_OK) // also the warm-up
+      return fail(attn_last_error());
     std::vector<double> seconds;
     for (int r = 0; r < std::max(1, static_cast<int>(repeat)); ++r) {
       auto start = std::chrono::steady_clock::now();
-      attn::runProblem(kernel, data, pool);
+      runOnce();
       seconds.push_back(std::chrono::duration<double>(
                             std::chrono::steady_clock::now() - start)
                             .count());
@@ -166,11 +201,22 @@ int main(int argc, char **argv) {
     double median = seconds[seconds.size() / 2];
     double flops = attn::flopCount(specs[i], problem.batch, problem.headsQ,
                                    problem.seqQ, problem.seqK);
-    llvm::outs() << llvm::format("%-24s %10.2f %10.1f %7.1f%% %10s\n",
-                                 s.label.c_str(), median * 1e3,
-                                 flops / median * 1e-9,
-                                 100.0 * flops / median / peak,
-                                 ok ? "ok" : "FAIL");
+    double rate = flops / median;
+    if (csv)
+      llvm::outs() << llvm::format("%s,%s,%lld,%lld,%lld,%lld,%d,%.4f,%.1f,"
+                                   "%.3g\n",
+                                   s.label.c_str(), s.dtype.c_str(),
+                                   (long long)s.batch, (long long)s.headsQ,
+                                   (long long)s.seqQ, (long long)s.headDim,
+                                   (int)s.causal, median * 1e3, rate * 1e-9,
+                                   report.output.relative);
+    else
+      llvm::outs() << llvm::format(
+          "%-24s %10.2f %10.1f %8s %10s %9.2g\n", s.label.c_str(),
+          median * 1e3, rate * 1e-9,
+          peak > 0 ? llvm::formatv("{0:F1}%", 100.0 * rate / peak).str().c_str()
+                   : "-",
+          ok ? "ok" : "FAIL", report.output.relative);
     llvm::outs().flush();
   }
   attn_module_unload(module);
