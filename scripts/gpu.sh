@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The GPU check in one command, for a machine with an NVIDIA GPU (sm_80 or
+# newer) and its driver: build (scripts/setup.sh, which installs LLVM/MLIR
+# 22 where missing; ptxas from the CUDA toolkit in /usr/local/cuda or
+# $CUDA_HOME), run the tests — the conformance matrix then runs on the GPU
+# instead of being skipped — and benchmark the generated kernels next to
+# PyTorch's FlashAttention (bench/gpu_peers.py; PyTorch is optional).
+#
+#   scripts/gpu.sh            build, test, benchmark
+#   scripts/gpu.sh --quick    small benchmark shapes
+#
+# On a machine without a GPU it stops after the build with the runtime's
+# message saying what is missing, and exits 1.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="$root/build"
+
+"$root/scripts/setup.sh" "$build"
+if ! "$build/tools/attn-run" --device cuda --spec "dtype=f16,d=64" \
+    --seq-q 256 --seq-k 256 --repeat 1; then
+  echo "gpu.sh: no usable GPU here (message above); nothing GPU-specific to run" >&2
+  exit 1
+fi
+(cd "$build" && ctest --output-on-failure -j "$(nproc)")
+# The GPU cases must have run, not been skipped.
+gpu_cases="$("$build/test/Integration/attn-conformance-tests" \
+  --gtest_filter='*GpuConformance*' 2>&1)" || { echo "$gpu_cases"; exit 1; }
+echo "$gpu_cases" | grep -E "GPU conformance on|PASSED|SKIPPED"
+if grep -q SKIPPED <<<"$gpu_cases"; then
+  echo "gpu.sh: GPU conformance cases were skipped" >&2
+  exit 1
+fi
+python3 "$root/bench/gpu_peers.py" --attn-bench "$build/tools/attn-bench" "$@"
