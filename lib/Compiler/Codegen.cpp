@@ -504,6 +504,10 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
     pipeline.queryTileSize = options.queryTileSize;
     pipeline.keyTileSize = options.keyTileSize;
     pipeline.vectorWidth = host.vectorWidth;
+    // vdpbf16ps for bf16 scores where the target has AVX-512 BF16.
+    pipeline.bf16Dot =
+        host.vectorWidth == 16 &&
+        llvm::is_contained(llvm::split(host.features, ','), "+avx512bf16");
     mlir::attn::buildAttnToLLVMCpuPipeline(pm, pipeline);
     if (failed(pm.run(*kernels.module))) {
       error = "lowering failed:\n" + kernels.diagnostics;

@@ -39,8 +39,11 @@ void mlir::attn::buildAttnToLLVMCpuPipeline(OpPassManager &pm,
   pm.addPass(createCanonicalizerPass());
   {
     OpPassManager &func = pm.nest<func::FuncOp>();
-    func.addPass(createAttnLowerToVectorPass(
-        {options.vectorWidth, options.keyTileSize}));
+    AttnLowerToVectorPassOptions vector;
+    vector.vectorWidth = options.vectorWidth;
+    vector.keyBlock = options.keyTileSize;
+    vector.bf16Dot = options.bf16Dot;
+    func.addPass(createAttnLowerToVectorPass(vector));
     func.addPass(createConvertLinalgToLoopsPass());
   }
   pm.addPass(createAttnOutlineWorkItemsPass());
@@ -48,7 +51,9 @@ void mlir::attn::buildAttnToLLVMCpuPipeline(OpPassManager &pm,
   pm.addPass(createCSEPass());
   pm.addNestedPass<func::FuncOp>(createAttnApproximateMathPass());
   pm.addPass(createSCFToControlFlowPass());
-  pm.addPass(createConvertVectorToLLVMPass());
+  ConvertVectorToLLVMPassOptions toLLVM;
+  toLLVM.x86Vector = options.bf16Dot;
+  pm.addPass(createConvertVectorToLLVMPass(toLLVM));
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
   pm.addPass(createFinalizeMemRefToLLVMConversionPass());

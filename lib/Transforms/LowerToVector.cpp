@@ -14,6 +14,11 @@
 //   3. the online update: m' = max(m, max_j s), p = exp(s - m'),
 //      α = exp(m - m'), sum' = α·sum + Σp, acc' = α·acc + Σ_j p_j·VP[j].
 //
+// With `bf16-dot`, bf16 operands take AVX-512 BF16's dot product for Q·Kᵀ
+// (vdpbf16ps: two bf16 products per f32 lane): the block's K is packed as
+// bf16 pairs KP[d/2][2j + d%2] without widening, and each step of the score
+// loop consumes two query elements, broadcast as one 32-bit pair.
+//
 // A row that has seen no allowed key has m' = -inf; the exponents then use 0
 // in place of m' so that no -inf - -inf is ever formed, and exp is only ever
 // taken of non-positive numbers. NaN scores propagate through the max
@@ -23,6 +28,7 @@
 #include "lib/Transforms/Passes.h"
 
 #include "dialect/AttnOps.h"
+#include "mlir/Dialect/X86Vector/X86VectorDialect.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/IR/PatternMatch.h"
 
@@ -46,6 +52,7 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 /// one after another).
 struct Scratch {
   Value keysT;    // [D][keyBlock]   K block transposed
+  Value keyPairs; // [D/2][2 keyBlock] bf16 K block as pairs (bf16-dot only)
   Value values;   // [keyBlock][DvPad] V block, pad columns zero
   Value rowBias;  // [keyBlock]      the mask row of the block, as f32 bias
   Value probs;    // [rowBlock][keyBlock] p of the current rows
@@ -60,6 +67,7 @@ public:
         rowBlock(rowBlock) {
     auto q = cast<MemRefType>(op.getQuery().getType());
     headDim = q.getDimSize(3);
+    bf16Dot = scratch.keyPairs && usesBf16Dot(op);
     valueDim = cast<MemRefType>(op.getValue().getType()).getDimSize(3);
     valueChunks = llvm::divideCeil(valueDim, lanes);
     f32 = b.getF32Type();
@@ -89,12 +97,21 @@ public:
     });
   }
 
+  /// Whether the op's Q and K are bf16 (what the dot product takes).
+  static bool usesBf16Dot(OnlineAttentionOp op) {
+    auto elem = [](Value v) {
+      return cast<MemRefType>(v.getType()).getElementType();
+    };
+    return elem(op.getQuery()).isBF16() && elem(op.getKey()).isBF16();
+  }
+
 private:
   ImplicitLocOpBuilder &b;
   OnlineAttentionOp op;
   const Scratch &scratch;
   int64_t lanes, keyBlock, rowBlock;
   int64_t headDim, valueDim, valueChunks;
+  bool bf16Dot;
   Type f32;
   VectorType vecType, maskVecType, idxVecType;
   Value diagonal; // set when the op is causal or windowed
@@ -178,20 +195,93 @@ private:
     });
   }
 
-  /// KT[d][j] = K[j][d] and VP[j][e] = V[j][e] for the block's keys, in f32.
+  /// KT[d][j] = K[j][d] (or the bf16 pairs KP) and VP[j][e] = V[j][e] for
+  /// the block's keys, in f32.
   void packBlock(Value batch, Value kvHead, Value blockStart,
                  Value blockKeys) {
     forLoop(cst(0), blockKeys, cst(1), [&](Value j) {
       Value key = arith::AddIOp::create(b, blockStart, j);
-      forLoop(cst(0), cst(headDim), cst(1), [&](Value d) {
-        Value k = loadF32(op.getKey(), {batch, kvHead, key, d});
-        memref::StoreOp::create(b, k, scratch.keysT, ValueRange{d, j});
-      });
+      if (bf16Dot)
+        packKeyPairs(batch, kvHead, key, j);
+      else
+        forLoop(cst(0), cst(headDim), cst(1), [&](Value d) {
+          Value k = loadF32(op.getKey(), {batch, kvHead, key, d});
+          memref::StoreOp::create(b, k, scratch.keysT, ValueRange{d, j});
+        });
       forLoop(cst(0), cst(valueDim), cst(1), [&](Value e) {
         Value v = loadF32(op.getValue(), {batch, kvHead, key, e});
         memref::StoreOp::create(b, v, scratch.values, ValueRange{j, e});
       });
     });
+  }
+
+  /// KP[p][2j + i] = K[key][2p + i]; an odd D's last pair ends in 0.
+  void packKeyPairs(Value batch, Value kvHead, Value key, Value j) {
+    Value column = arith::MulIOp::create(b, j, cst(2));
+    Value next = arith::AddIOp::create(b, column, cst(1));
+    forLoop(cst(0), cst(headDim / 2), cst(1), [&](Value p) {
+      Value d = arith::MulIOp::create(b, p, cst(2));
+      Value k0 = memref::LoadOp::create(b, op.getKey(),
+                                        ValueRange{batch, kvHead, key, d});
+      Value k1 = memref::LoadOp::create(
+          b, op.getKey(),
+          ValueRange{batch, kvHead, key, arith::AddIOp::create(b, d, cst(1))});
+      memref::StoreOp::create(b, k0, scratch.keyPairs, ValueRange{p, column});
+      memref::StoreOp::create(b, k1, scratch.keyPairs, ValueRange{p, next});
+    });
+    if (headDim % 2) {
+      Value last = cst(headDim / 2);
+      Value k0 = memref::LoadOp::create(
+          b, op.getKey(), ValueRange{batch, kvHead, key, cst(headDim - 1)});
+      Value zero = arith::ConstantOp::create(b, b.getZeroAttr(b.getBF16Type()));
+      memref::StoreOp::create(b, k0, scratch.keyPairs,
+                              ValueRange{last, column});
+      memref::StoreOp::create(b, zero, scratch.keyPairs,
+                              ValueRange{last, next});
+    }
+  }
+
+  /// Scores of the rows by vdpbf16ps: per pair of head dims, the rows'
+  /// query pairs broadcast against the block's packed key pairs.
+  SmallVector<Value> scoresByBf16Dot(Value batch, Value head,
+                                     ArrayRef<Value> rows,
+                                     ArrayRef<Value> inits) {
+    int64_t scoreVectors = keyBlock / lanes;
+    auto pairVec = VectorType::get({2 * lanes}, b.getBF16Type());
+    return forLoopWith(
+        cst(0), cst(llvm::divideCeil(headDim, 2)), cst(1), inits,
+        [&](Value p, ValueRange acc) -> SmallVector<Value> {
+          SmallVector<Value> keys;
+          for (int64_t v = 0; v < scoreVectors; ++v)
+            keys.push_back(vector::LoadOp::create(
+                b, pairVec, scratch.keyPairs,
+                ValueRange{p, cst(2 * v * lanes)}));
+          Value d0 = arith::MulIOp::create(b, p, cst(2));
+          // An odd D's last pair reads Q[D-1] twice; its key half is 0.
+          Value d1 = arith::MinSIOp::create(
+              b, arith::AddIOp::create(b, d0, cst(1)), cst(headDim - 1));
+          SmallVector<Value> next;
+          for (auto [r, row] : llvm::enumerate(rows)) {
+            Value pair = vector::FromElementsOp::create(
+                b, VectorType::get({2}, b.getBF16Type()),
+                ValueRange{memref::LoadOp::create(
+                               b, op.getQuery(),
+                               ValueRange{batch, head, row, d0}),
+                           memref::LoadOp::create(
+                               b, op.getQuery(),
+                               ValueRange{batch, head, row, d1})});
+            Value word = vector::ExtractOp::create(
+                b,
+                vector::BitCastOp::create(
+                    b, VectorType::get({1}, b.getI32Type()), pair),
+                ArrayRef<int64_t>{0});
+            Value q = vector::BitCastOp::create(b, pairVec, splat(word));
+            for (int64_t v = 0; v < scoreVectors; ++v)
+              next.push_back(x86vector::DotBF16Op::create(
+                  b, acc[r * scoreVectors + v], q, keys[v]));
+          }
+          return next;
+        });
   }
 
   /// The mask row of the block as an additive f32 bias in scratch.rowBias.
@@ -228,7 +318,8 @@ private:
 
     // Scores: s[r][v] += Q[row r][d] * KT[d][v*lanes ...].
     SmallVector<Value> inits(numRows * scoreVectors, zeroVec);
-    SmallVector<Value> scores = forLoopWith(
+    SmallVector<Value> scores =
+        bf16Dot ? scoresByBf16Dot(batch, head, rows, inits) : forLoopWith(
         cst(0), cst(headDim), cst(1), inits,
         [&](Value d, ValueRange acc) -> SmallVector<Value> {
           SmallVector<Value> keys;
@@ -432,6 +523,13 @@ struct AttnLowerToVectorPass
                        << static_cast<int64_t>(rowBlock);
       return signalPassFailure();
     }
+    if (bf16Dot && vectorWidth != 4 && vectorWidth != 8 &&
+        vectorWidth != 16) {
+      func.emitError() << "attn-lower-to-vector: bf16-dot needs a vector "
+                          "width of 4, 8 or 16 f32 lanes, found "
+                       << static_cast<int64_t>(vectorWidth);
+      return signalPassFailure();
+    }
     if (vectorWidth < 1 || keyBlock < vectorWidth ||
         keyBlock % vectorWidth != 0) {
       func.emitError() << "attn-lower-to-vector: key-block ("
@@ -475,6 +573,13 @@ struct AttnLowerToVectorPass
     };
     Scratch scratch;
     scratch.keysT = stackBuffer({maxHeadDim, int64_t(keyBlock)});
+    if (bf16Dot && llvm::any_of(ops, MicroKernelEmitter::usesBf16Dot))
+      scratch.keyPairs = memref::AllocaOp::create(
+          b,
+          MemRefType::get({static_cast<int64_t>(llvm::divideCeil(maxHeadDim, 2)),
+                           2 * keyBlock},
+                          b.getBF16Type()),
+          b.getI64IntegerAttr(64));
     scratch.values = stackBuffer({int64_t(keyBlock), maxValuePad});
     scratch.rowBias = stackBuffer({int64_t(keyBlock)});
     scratch.probs = stackBuffer({int64_t(rowBlock), int64_t(keyBlock)});

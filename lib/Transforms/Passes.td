@@ -100,7 +100,9 @@ def AttnLowerToVectorPass : Pass<"attn-lower-to-vector", "func::FuncOp"> {
     query element, soft-capping, masks and the causal/window bounds as lane
     selects, one `math.exp` per score, the running max/sum update and the
     rescaled P·V accumulation into the accumulator rows. Scratch buffers are
-    static and placed at the function's entry.
+    static and placed at the function's entry. With `bf16-dot`, bf16 Q·Kᵀ
+    uses `x86vector.avx512.dot` (vdpbf16ps) on K packed as bf16 pairs, two
+    head dims per step; lower with `convert-vector-to-llvm=enable-x86vector`.
   }];
   let options = [
     Option<"vectorWidth", "vector-width", "int64_t", /*default=*/"16",
@@ -109,8 +111,12 @@ def AttnLowerToVectorPass : Pass<"attn-lower-to-vector", "func::FuncOp"> {
            "Keys packed and scored per block (a multiple of vector-width)">,
     Option<"rowBlock", "row-block", "int64_t", /*default=*/"2",
            "Query rows that share each packed K and V vector load">,
+    Option<"bf16Dot", "bf16-dot", "bool", /*default=*/"false",
+           "Q·Kᵀ of bf16 inputs by AVX-512 BF16's dot product (vdpbf16ps; "
+           "x86vector.avx512.dot)">,
   ];
-  let dependentDialects = ["vector::VectorDialect", "scf::SCFDialect",
+  let dependentDialects = ["vector::VectorDialect", "x86vector::X86VectorDialect",
+                           "scf::SCFDialect",
                            "memref::MemRefDialect", "arith::ArithDialect",
                            "math::MathDialect"];
 }

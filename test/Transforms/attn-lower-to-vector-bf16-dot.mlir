@@ -1,0 +1,52 @@
+// RUN: attn-opt %s -split-input-file -attn-lower-to-vector="key-block=32 row-block=2 bf16-dot" -canonicalize | FileCheck %s
+// RUN: attn-opt %s -split-input-file -attn-lower-to-vector="key-block=32 bf16-dot" -convert-vector-to-llvm=enable-x86vector | FileCheck %s --check-prefix=LLVM
+// RUN: not attn-opt %s -attn-lower-to-vector="vector-width=2 key-block=32 bf16-dot" 2>&1 | FileCheck %s --check-prefix=WIDTH
+
+// With bf16-dot, bf16 scores come from AVX-512 BF16's dot product: the key
+// block is packed as bf16 pairs (no widening), and each step of the score
+// loop takes two head dims: the query pair is broadcast as one 32-bit word
+// against 32 packed bf16 (16 keys), two rows sharing each key load. An odd
+// head dim (15 here) ends in a pair whose key half is 0. V and P·V stay f32.
+
+// CHECK-LABEL: func @bf16_dot
+//       CHECK: %[[KP:.+]] = memref.alloca() {alignment = 64 : i64} : memref<8x64xbf16>
+// Packing: pairs of K[key][2p], K[key][2p+1] side by side, then the odd tail.
+//       CHECK: scf.for %[[P:.+]] = %c0 to %c7 step %c1
+//       CHECK:   memref.load %{{.+}} : memref<1x1x?x15xbf16>
+//       CHECK:   memref.store %{{.+}}, %[[KP]][%[[P]], %{{.+}}] : memref<8x64xbf16>
+//       CHECK:   memref.store %{{.+}}, %[[KP]][%[[P]], %{{.+}}] : memref<8x64xbf16>
+//       CHECK: memref.store %{{.+}}, %[[KP]][%c7, %{{.+}}] : memref<8x64xbf16>
+//       CHECK: memref.store %cst{{.*}}, %[[KP]][%c7, %{{.+}}] : memref<8x64xbf16>
+// Scores: 8 pair steps, two rows x two 16-key vectors.
+//       CHECK: scf.for %{{.+}} = %c0 to %c8 step %c1 iter_args({{.+}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
+//       CHECK:   %[[K0:.+]] = vector.load %[[KP]][%{{.+}}, %c0] : memref<8x64xbf16>, vector<32xbf16>
+//       CHECK:   %[[K1:.+]] = vector.load %[[KP]][%{{.+}}, %c32] : memref<8x64xbf16>, vector<32xbf16>
+//       CHECK:   vector.from_elements %{{.+}}, %{{.+}} : vector<2xbf16>
+//       CHECK:   vector.bitcast %{{.+}} : vector<2xbf16> to vector<1xi32>
+//       CHECK:   %[[Q:.+]] = vector.bitcast %{{.+}} : vector<16xi32> to vector<32xbf16>
+//       CHECK:   x86vector.avx512.dot %{{.+}}, %[[Q]], %[[K0]] : vector<32xbf16> -> vector<16xf32>
+//       CHECK:   x86vector.avx512.dot %{{.+}}, %[[Q]], %[[K1]] : vector<32xbf16> -> vector<16xf32>
+//       CHECK:   x86vector.avx512.dot
+//       CHECK:   x86vector.avx512.dot
+// LLVM: llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.512"
+// WIDTH: bf16-dot needs a vector width of 4, 8 or 16 f32 lanes, found 2
+func.func @bf16_dot(%q: memref<1x1x?x15xbf16>, %k: memref<1x1x?x15xbf16>, %v: memref<1x1x?x16xbf16>,
+                    %acc: memref<1x1x?x16xf32>, %m: memref<1x1x?xf32>, %s: memref<1x1x?xf32>) {
+  attn.online_attention ins(%q, %k, %v : memref<1x1x?x15xbf16>, memref<1x1x?x15xbf16>, memref<1x1x?x16xbf16>)
+      outs(%acc, %m, %s : memref<1x1x?x16xf32>, memref<1x1x?xf32>, memref<1x1x?xf32>)
+  return
+}
+
+// -----
+
+// f32 operands keep the FMA path under the option.
+
+// CHECK-LABEL: func @f32_unchanged
+//   CHECK-NOT: x86vector.avx512.dot
+//       CHECK: vector.fma
+func.func @f32_unchanged(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>, %v: memref<1x1x?x16xf32>,
+                         %acc: memref<1x1x?x16xf32>, %m: memref<1x1x?xf32>, %s: memref<1x1x?xf32>) {
+  attn.online_attention ins(%q, %k, %v : memref<1x1x?x16xf32>, memref<1x1x?x16xf32>, memref<1x1x?x16xf32>)
+      outs(%acc, %m, %s : memref<1x1x?x16xf32>, memref<1x1x?xf32>, memref<1x1x?xf32>)
+  return
+}
