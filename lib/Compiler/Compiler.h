@@ -33,6 +33,8 @@ struct CompileOptions {
   int64_t keyTileSize = 128;
   /// f32 lanes per vector; 0 derives it from the target features.
   int64_t vectorWidth = 0;
+  /// Query rows sharing each packed K/V vector load in the CPU micro-kernel.
+  int64_t rowBlock = 2;
   /// Print MLIR's per-pass timing to stderr.
   bool timing = false;
   /// The kernel table's symbol. The runtime looks up attn_library_v1 in a

@@ -42,6 +42,7 @@ void mlir::attn::buildAttnToLLVMCpuPipeline(OpPassManager &pm,
     AttnLowerToVectorPassOptions vector;
     vector.vectorWidth = options.vectorWidth;
     vector.keyBlock = options.keyTileSize;
+    vector.rowBlock = options.rowBlock;
     vector.bf16Dot = options.bf16Dot;
     func.addPass(createAttnLowerToVectorPass(vector));
     func.addPass(createConvertLinalgToLoopsPass());

@@ -21,6 +21,10 @@ struct CpuPipelineOptions
       *this, "vector-width",
       llvm::cl::desc("f32 lanes per vector (16: AVX-512, 8: AVX2)"),
       llvm::cl::init(16)};
+  PassOptions::Option<int64_t> rowBlock{
+      *this, "row-block",
+      llvm::cl::desc("Query rows sharing each packed K/V vector load"),
+      llvm::cl::init(2)};
   PassOptions::Option<bool> bf16Dot{
       *this, "bf16-dot",
       llvm::cl::desc("bf16 Q·Kᵀ by vdpbf16ps (CPUs with AVX-512 BF16)"),

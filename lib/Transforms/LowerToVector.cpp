@@ -17,7 +17,10 @@
 // With `bf16-dot`, bf16 operands take AVX-512 BF16's dot product for Q·Kᵀ
 // (vdpbf16ps: two bf16 products per f32 lane): the block's K is packed as
 // bf16 pairs KP[d/2][2j + d%2] without widening, and each step of the score
-// loop consumes two query elements, broadcast as one 32-bit pair.
+// loop consumes two query elements, broadcast as one 32-bit pair. In ops
+// without masking (the interior of causal attention included) P·V takes it
+// too: V packed as key pairs VP2[j/2][2e + j%2], the weights rounded to bf16
+// two keys at a time (as FlashAttention rounds P), accumulation in f32.
 //
 // A row that has seen no allowed key has m' = -inf; the exponents then use 0
 // in place of m' so that no -inf - -inf is ever formed, and exp is only ever
@@ -53,6 +56,7 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 struct Scratch {
   Value keysT;    // [D][keyBlock]   K block transposed
   Value keyPairs; // [D/2][2 keyBlock] bf16 K block as pairs (bf16-dot only)
+  Value valuePairs; // [keyBlock/2][2 DvPad] bf16 V block as key pairs
   Value values;   // [keyBlock][DvPad] V block, pad columns zero
   Value rowBias;  // [keyBlock]      the mask row of the block, as f32 bias
   Value probs;    // [rowBlock][keyBlock] p of the current rows
@@ -68,6 +72,7 @@ public:
     auto q = cast<MemRefType>(op.getQuery().getType());
     headDim = q.getDimSize(3);
     bf16Dot = scratch.keyPairs && usesBf16Dot(op);
+    bf16Values = bf16Dot && scratch.valuePairs && usesBf16Values(op);
     valueDim = cast<MemRefType>(op.getValue().getType()).getDimSize(3);
     valueChunks = llvm::divideCeil(valueDim, lanes);
     f32 = b.getF32Type();
@@ -105,13 +110,20 @@ public:
     return elem(op.getQuery()).isBF16() && elem(op.getKey()).isBF16();
   }
 
+  /// Whether P·V can take the dot product too: bf16 V, and no key of a
+  /// block excluded for some rows only (whose 0 weight must drop a NaN V).
+  static bool usesBf16Values(OnlineAttentionOp op) {
+    return cast<MemRefType>(op.getValue().getType()).getElementType().isBF16() &&
+           !op.getMask() && !op.getCausal() && !op.getWindow();
+  }
+
 private:
   ImplicitLocOpBuilder &b;
   OnlineAttentionOp op;
   const Scratch &scratch;
   int64_t lanes, keyBlock, rowBlock;
   int64_t headDim, valueDim, valueChunks;
-  bool bf16Dot;
+  bool bf16Dot, bf16Values;
   Type f32;
   VectorType vecType, maskVecType, idxVecType;
   Value diagonal; // set when the op is causal or windowed
@@ -208,11 +220,86 @@ private:
           Value k = loadF32(op.getKey(), {batch, kvHead, key, d});
           memref::StoreOp::create(b, k, scratch.keysT, ValueRange{d, j});
         });
-      forLoop(cst(0), cst(valueDim), cst(1), [&](Value e) {
-        Value v = loadF32(op.getValue(), {batch, kvHead, key, e});
-        memref::StoreOp::create(b, v, scratch.values, ValueRange{j, e});
-      });
+      if (bf16Values)
+        packValuePairs(batch, kvHead, key, j);
+      else
+        forLoop(cst(0), cst(valueDim), cst(1), [&](Value e) {
+          Value v = loadF32(op.getValue(), {batch, kvHead, key, e});
+          memref::StoreOp::create(b, v, scratch.values, ValueRange{j, e});
+        });
     });
+    if (bf16Values) {
+      // An odd count's last pair: its second key is 0, not a stale value.
+      Value odd = arith::CmpIOp::create(
+          b, arith::CmpIPredicate::ne,
+          arith::RemUIOp::create(b, blockKeys, cst(2)), cst(0));
+      auto ifOdd = scf::IfOp::create(b, odd);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(ifOdd.thenBlock()->getTerminator());
+      Value row = arith::DivUIOp::create(b, blockKeys, cst(2));
+      Value zero = arith::ConstantOp::create(b, b.getZeroAttr(b.getBF16Type()));
+      forLoop(cst(0), cst(valueDim), cst(1), [&](Value e) {
+        Value column = arith::AddIOp::create(
+            b, arith::MulIOp::create(b, e, cst(2)), cst(1));
+        memref::StoreOp::create(b, zero, scratch.valuePairs,
+                                ValueRange{row, column});
+      });
+    }
+  }
+
+  /// VP2[j/2][2e + j%2] = V[key][e] (bf16, not widened).
+  void packValuePairs(Value batch, Value kvHead, Value key, Value j) {
+    Value row = arith::DivUIOp::create(b, j, cst(2));
+    Value half = arith::RemUIOp::create(b, j, cst(2));
+    forLoop(cst(0), cst(valueDim), cst(1), [&](Value e) {
+      Value v = memref::LoadOp::create(b, op.getValue(),
+                                       ValueRange{batch, kvHead, key, e});
+      Value column =
+          arith::AddIOp::create(b, arith::MulIOp::create(b, e, cst(2)), half);
+      memref::StoreOp::create(b, v, scratch.valuePairs,
+                              ValueRange{row, column});
+    });
+  }
+
+  /// acc[r] += Σ_j p[r][j] V[j] two keys per step by vdpbf16ps.
+  SmallVector<Value> accumulateByBf16Dot(int64_t numRows, Value blockKeys,
+                                         ArrayRef<Value> inits) {
+    auto pairVec = VectorType::get({2 * lanes}, b.getBF16Type());
+    Value pairs = arith::DivUIOp::create(
+        b, arith::AddIOp::create(b, blockKeys, cst(1)), cst(2));
+    return forLoopWith(
+        cst(0), pairs, cst(1), inits,
+        [&](Value jp, ValueRange acc) -> SmallVector<Value> {
+          SmallVector<Value> values;
+          for (int64_t c = 0; c < valueChunks; ++c)
+            values.push_back(vector::LoadOp::create(
+                b, pairVec, scratch.valuePairs,
+                ValueRange{jp, cst(2 * c * lanes)}));
+          Value j0 = arith::MulIOp::create(b, jp, cst(2));
+          Value j1 = arith::AddIOp::create(b, j0, cst(1));
+          SmallVector<Value> next;
+          for (int64_t r = 0; r < numRows; ++r) {
+            auto weight = [&](Value j) {
+              return arith::TruncFOp::create(
+                  b, b.getBF16Type(),
+                  memref::LoadOp::create(b, scratch.probs,
+                                         ValueRange{cst(r), j}));
+            };
+            Value pair = vector::FromElementsOp::create(
+                b, VectorType::get({2}, b.getBF16Type()),
+                ValueRange{weight(j0), weight(j1)});
+            Value word = vector::ExtractOp::create(
+                b,
+                vector::BitCastOp::create(
+                    b, VectorType::get({1}, b.getI32Type()), pair),
+                ArrayRef<int64_t>{0});
+            Value p = vector::BitCastOp::create(b, pairVec, splat(word));
+            for (int64_t c = 0; c < valueChunks; ++c)
+              next.push_back(x86vector::DotBF16Op::create(
+                  b, acc[r * valueChunks + c], p, values[c]));
+          }
+          return next;
+        });
   }
 
   /// KP[p][2j + i] = K[key][2p + i]; an odd D's last pair ends in 0.
@@ -360,7 +447,10 @@ private:
         accs.push_back(arith::MulFOp::create(b, acc, alphaVec));
       }
     }
-    accs = forLoopWith(
+    if (bf16Values)
+      accs = accumulateByBf16Dot(numRows, blockKeys, accs);
+    else
+      accs = forLoopWith(
         cst(0), blockKeys, cst(1), accs,
         [&](Value j, ValueRange acc) -> SmallVector<Value> {
           SmallVector<Value> values;
@@ -580,6 +670,28 @@ struct AttnLowerToVectorPass
                            2 * keyBlock},
                           b.getBF16Type()),
           b.getI64IntegerAttr(64));
+    if (scratch.keyPairs &&
+        llvm::any_of(ops, MicroKernelEmitter::usesBf16Values)) {
+      // Pad columns (Dv..DvPad) are read by whole-vector loads: zero once.
+      auto type = MemRefType::get({(keyBlock + 1) / 2, 2 * maxValuePad},
+                                  b.getBF16Type());
+      scratch.valuePairs =
+          memref::AllocaOp::create(b, type, b.getI64IntegerAttr(64));
+      Value zero = vector::BroadcastOp::create(
+          b, VectorType::get({2 * vectorWidth}, b.getBF16Type()),
+          arith::ConstantOp::create(b, b.getZeroAttr(b.getBF16Type())));
+      auto rows = scf::ForOp::create(
+          b, arith::ConstantIndexOp::create(b, 0),
+          arith::ConstantIndexOp::create(b, type.getDimSize(0)),
+          arith::ConstantIndexOp::create(b, 1));
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(rows.getBody()->getTerminator());
+      for (int64_t e = 0; e < 2 * maxValuePad; e += 2 * vectorWidth)
+        vector::StoreOp::create(
+            b, zero, scratch.valuePairs,
+            ValueRange{rows.getInductionVar(),
+                       arith::ConstantIndexOp::create(b, e)});
+    }
     scratch.values = stackBuffer({int64_t(keyBlock), maxValuePad});
     scratch.rowBias = stackBuffer({int64_t(keyBlock)});
     scratch.probs = stackBuffer({int64_t(rowBlock), int64_t(keyBlock)});

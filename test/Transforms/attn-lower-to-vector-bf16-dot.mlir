@@ -6,10 +6,16 @@
 // block is packed as bf16 pairs (no widening), and each step of the score
 // loop takes two head dims: the query pair is broadcast as one 32-bit word
 // against 32 packed bf16 (16 keys), two rows sharing each key load. An odd
-// head dim (15 here) ends in a pair whose key half is 0. V and P·V stay f32.
+// head dim (15 here) ends in a pair whose key half is 0. Without masking,
+// P·V does the same with V packed as key pairs (zero pad columns once, the
+// partner of an odd count's last key zeroed per block) and the weights
+// rounded to bf16 two keys at a time.
 
 // CHECK-LABEL: func @bf16_dot
 //       CHECK: %[[KP:.+]] = memref.alloca() {alignment = 64 : i64} : memref<8x64xbf16>
+//       CHECK: %[[VP:.+]] = memref.alloca() {alignment = 64 : i64} : memref<16x32xbf16>
+//       CHECK: scf.for
+//       CHECK:   vector.store %{{.+}}, %[[VP]]
 // Packing: pairs of K[key][2p], K[key][2p+1] side by side, then the odd tail.
 //       CHECK: scf.for %[[P:.+]] = %c0 to %c7 step %c1
 //       CHECK:   memref.load %{{.+}} : memref<1x1x?x15xbf16>
@@ -28,11 +34,36 @@
 //       CHECK:   x86vector.avx512.dot %{{.+}}, %[[Q]], %[[K1]] : vector<32xbf16> -> vector<16xf32>
 //       CHECK:   x86vector.avx512.dot
 //       CHECK:   x86vector.avx512.dot
+// P·V: ceil(keys / 2) pair steps.
+//       CHECK: scf.for %{{.+}} = %c0 to %{{.+}} step %c1 iter_args({{.+}}) -> (vector<16xf32>, vector<16xf32>)
+//       CHECK:   %[[V:.+]] = vector.load %[[VP]][%{{.+}}, %c0] : memref<16x32xbf16>, vector<32xbf16>
+//       CHECK:   arith.truncf %{{.+}} : f32 to bf16
+//       CHECK:   arith.truncf %{{.+}} : f32 to bf16
+//       CHECK:   x86vector.avx512.dot %{{.+}}, %{{.+}}, %[[V]] : vector<32xbf16> -> vector<16xf32>
 // LLVM: llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.512"
 // WIDTH: bf16-dot needs a vector width of 4, 8 or 16 f32 lanes, found 2
 func.func @bf16_dot(%q: memref<1x1x?x15xbf16>, %k: memref<1x1x?x15xbf16>, %v: memref<1x1x?x16xbf16>,
                     %acc: memref<1x1x?x16xf32>, %m: memref<1x1x?xf32>, %s: memref<1x1x?xf32>) {
   attn.online_attention ins(%q, %k, %v : memref<1x1x?x15xbf16>, memref<1x1x?x15xbf16>, memref<1x1x?x16xbf16>)
+      outs(%acc, %m, %s : memref<1x1x?x16xf32>, memref<1x1x?xf32>, memref<1x1x?xf32>)
+  return
+}
+
+// -----
+
+// A masked op keeps P·V in f32 (an excluded key's V is dropped per row).
+
+// CHECK-LABEL: func @bf16_dot_masked
+//       CHECK: memref<8x64xbf16>
+//   CHECK-NOT: memref<16x32xbf16>
+//       CHECK: x86vector.avx512.dot
+//       CHECK: arith.cmpf oeq
+//       CHECK: vector.fma
+func.func @bf16_dot_masked(%q: memref<1x1x?x15xbf16>, %k: memref<1x1x?x15xbf16>, %v: memref<1x1x?x16xbf16>,
+                           %mask: memref<1x1x?x?xi1>,
+                           %acc: memref<1x1x?x16xf32>, %m: memref<1x1x?xf32>, %s: memref<1x1x?xf32>) {
+  attn.online_attention ins(%q, %k, %v : memref<1x1x?x15xbf16>, memref<1x1x?x15xbf16>, memref<1x1x?x16xbf16>)
+      mask(%mask : memref<1x1x?x?xi1>)
       outs(%acc, %m, %s : memref<1x1x?x16xf32>, memref<1x1x?xf32>, memref<1x1x?xf32>)
   return
 }

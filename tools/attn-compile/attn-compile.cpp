@@ -69,6 +69,10 @@ static cl::opt<int64_t> keyTile("key-tile-size",
                                 cl::desc("Keys per tile of the key loop"),
                                 cl::init(128), cl::cat(category));
 static cl::opt<int64_t>
+    rowBlock("row-block",
+             cl::desc("Query rows sharing each packed K/V load (CPU, 1-8)"),
+             cl::init(2), cl::cat(category));
+static cl::opt<int64_t>
     vectorWidth("vector-width",
                 cl::desc("f32 lanes per vector (default: from the target)"),
                 cl::init(0), cl::cat(category));
@@ -167,6 +171,7 @@ int main(int argc, char **argv) {
   options.queryTileSize = queryTile;
   options.keyTileSize = keyTile;
   options.vectorWidth = vectorWidth;
+  options.rowBlock = rowBlock;
   options.timing = timing;
   options.librarySymbol = librarySymbol;
   options.cudaToolkit = cudaToolkit;
