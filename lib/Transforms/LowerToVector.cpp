@@ -22,6 +22,11 @@
 // too: V packed as key pairs VP2[j/2][2e + j%2], the weights rounded to bf16
 // two keys at a time (as FlashAttention rounds P), accumulation in f32.
 //
+// Tiles of at most `direct-rows` query rows (decoding: Sq = 1) whose K and V
+// have unit-stride rows skip the packing, which would cost more than their
+// few rows' arithmetic: each score is a dot product over K's row (vector
+// loads, one horizontal sum), and P·V reads V's rows in place.
+//
 // A row that has seen no allowed key has m' = -inf; the exponents then use 0
 // in place of m' so that no -inf - -inf is ever formed, and exp is only ever
 // taken of non-positive numbers. NaN scores propagate through the max
@@ -60,15 +65,17 @@ struct Scratch {
   Value values;   // [keyBlock][DvPad] V block, pad columns zero
   Value rowBias;  // [keyBlock]      the mask row of the block, as f32 bias
   Value probs;    // [rowBlock][keyBlock] p of the current rows
+  Value queryRow; // [DPad] one query row in f32, pad lanes zero (direct)
+  Value rowScores; // [keyBlock] one row's scores of a block (direct)
 };
 
 class MicroKernelEmitter {
 public:
   MicroKernelEmitter(ImplicitLocOpBuilder &b, OnlineAttentionOp op,
                      const Scratch &scratch, int64_t lanes, int64_t keyBlock,
-                     int64_t rowBlock)
+                     int64_t rowBlock, int64_t directRows)
       : b(b), op(op), scratch(scratch), lanes(lanes), keyBlock(keyBlock),
-        rowBlock(rowBlock) {
+        rowBlock(rowBlock), directRows(directRows) {
     auto q = cast<MemRefType>(op.getQuery().getType());
     headDim = q.getDimSize(3);
     bf16Dot = scratch.keyPairs && usesBf16Dot(op);
@@ -121,7 +128,7 @@ private:
   ImplicitLocOpBuilder &b;
   OnlineAttentionOp op;
   const Scratch &scratch;
-  int64_t lanes, keyBlock, rowBlock;
+  int64_t lanes, keyBlock, rowBlock, directRows;
   int64_t headDim, valueDim, valueChunks;
   bool bf16Dot, bf16Values;
   Type f32;
@@ -186,6 +193,164 @@ private:
 
   void emitHead(Value batch, Value head, Value kvHead) {
     Value rows = dim(op.getQuery(), 2), keys = dim(op.getKey(), 2);
+    if (directRows > 0) {
+      // Few rows and unit-stride K and V rows: the direct path.
+      Value few = arith::CmpIOp::create(b, arith::CmpIPredicate::sle, rows,
+                                        cst(directRows));
+      Value keyRows = unitStrideRows(op.getKey());
+      Value valueRows = unitStrideRows(op.getValue());
+      Value contiguous = arith::AndIOp::create(
+          b, arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                                   innerStride(op.getKey()), cst(1)),
+          arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                                innerStride(op.getValue()), cst(1)));
+      auto choice = scf::IfOp::create(b, arith::AndIOp::create(b, few, contiguous),
+                                      /*withElseRegion=*/true);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(choice.thenBlock()->getTerminator());
+      forLoop(cst(0), keys, cst(keyBlock), [&](Value blockStart) {
+        Value remaining = arith::SubIOp::create(b, keys, blockStart);
+        Value blockKeys = arith::MinSIOp::create(b, remaining, cst(keyBlock));
+        forLoop(cst(0), rows, cst(1), [&](Value row) {
+          emitRowDirect(batch, head, kvHead, row, blockStart, blockKeys,
+                        keyRows, valueRows);
+        });
+      });
+      b.setInsertionPoint(choice.elseBlock()->getTerminator());
+      emitPackedHead(batch, head, kvHead, rows, keys);
+      return;
+    }
+    emitPackedHead(batch, head, kvHead, rows, keys);
+  }
+
+  Value innerStride(Value memref) {
+    return memref::ExtractStridedMetadataOp::create(b, memref).getStrides()[3];
+  }
+  /// `memref` seen with a unit innermost stride (valid where it has one).
+  Value unitStrideRows(Value memref) {
+    auto type = cast<MemRefType>(memref.getType());
+    auto meta = memref::ExtractStridedMetadataOp::create(b, memref);
+    SmallVector<int64_t> strides(3, ShapedType::kDynamic);
+    strides.push_back(1);
+    auto layout = StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic,
+                                         strides);
+    auto unitType = MemRefType::get(type.getShape(), type.getElementType(),
+                                    layout);
+    SmallVector<OpFoldResult> sizes, unitStrides;
+    for (int64_t d = 0; d < 4; ++d) {
+      sizes.push_back(type.isDynamicDim(d)
+                          ? OpFoldResult(dim(memref, d))
+                          : OpFoldResult(b.getIndexAttr(type.getDimSize(d))));
+      unitStrides.push_back(d < 3 ? OpFoldResult(meta.getStrides()[d])
+                                  : OpFoldResult(b.getIndexAttr(1)));
+    }
+    return memref::ReinterpretCastOp::create(b, unitType, memref,
+                                             OpFoldResult(meta.getOffset()),
+                                             sizes, unitStrides);
+  }
+  /// `count` f32 lanes of a unit-stride row from column `col` (masked past
+  /// `limit` columns), widened to f32.
+  Value loadRowChunk(Value rowsMemref, ValueRange rowIndex, int64_t col,
+                     int64_t limit) {
+    Type elem = cast<MemRefType>(rowsMemref.getType()).getElementType();
+    auto type = VectorType::get({lanes}, elem);
+    SmallVector<Value, 4> at(rowIndex.begin(), rowIndex.end());
+    at.push_back(cst(col));
+    Value v;
+    if (col + lanes <= limit) {
+      v = vector::LoadOp::create(b, type, rowsMemref, at);
+    } else {
+      Value pass = vector::BroadcastOp::create(
+          b, type, arith::ConstantOp::create(b, b.getZeroAttr(elem)));
+      v = vector::MaskedLoadOp::create(
+          b, type, rowsMemref, at,
+          vector::ConstantMaskOp::create(b, maskVecType,
+                                         ArrayRef<int64_t>{limit - col}),
+          pass);
+    }
+    return elem.isF32() ? v : arith::ExtFOp::create(b, vecType, v);
+  }
+
+  /// One query row against one key block, reading K and V in place.
+  void emitRowDirect(Value batch, Value head, Value kvHead, Value row,
+                     Value blockStart, Value blockKeys, Value keyRows,
+                     Value valueRows) {
+    int64_t chunks = llvm::divideCeil(headDim, lanes);
+    forLoop(cst(0), cst(headDim), cst(1), [&](Value d) {
+      memref::StoreOp::create(b, loadF32(op.getQuery(), {batch, head, row, d}),
+                              scratch.queryRow, ValueRange{d});
+    });
+    SmallVector<Value> q;
+    for (int64_t c = 0; c < chunks; ++c)
+      q.push_back(vector::LoadOp::create(b, vecType, scratch.queryRow,
+                                         ValueRange{cst(c * lanes)}));
+    // Scores: a dot product per key, one horizontal sum.
+    forLoop(cst(0), blockKeys, cst(1), [&](Value j) {
+      Value key = arith::AddIOp::create(b, blockStart, j);
+      Value acc = splat(f32Const(0));
+      for (int64_t c = 0; c < chunks; ++c)
+        acc = vector::FMAOp::create(
+            b, q[c],
+            loadRowChunk(keyRows, {batch, kvHead, key}, c * lanes, headDim),
+            acc);
+      Value s = vector::ReductionOp::create(b, vector::CombiningKind::ADD, acc);
+      memref::StoreOp::create(b, s, scratch.rowScores, ValueRange{j});
+    });
+    SmallVector<Value> scores;
+    for (int64_t v = 0; v < keyBlock / lanes; ++v)
+      scores.push_back(vector::LoadOp::create(b, vecType, scratch.rowScores,
+                                              ValueRange{cst(v * lanes)}));
+    Value alpha = updateRowStatistics(batch, head, row, /*slot=*/0, scores,
+                                      blockStart, blockKeys);
+
+    // acc = alpha * acc + sum_j p_j V[j], V's rows read in place.
+    Value zeroVec = splat(f32Const(0));
+    Value alphaVec = splat(alpha);
+    SmallVector<Value> accs;
+    for (int64_t c = 0; c < valueChunks; ++c) {
+      SmallVector<Value, 4> at = {batch, head, row, cst(c * lanes)};
+      Value acc =
+          (c + 1) * lanes <= valueDim
+              ? Value(vector::LoadOp::create(b, vecType, op.getAcc(), at))
+              : Value(vector::MaskedLoadOp::create(
+                    b, vecType, op.getAcc(), at, chunkMask(c), zeroVec));
+      accs.push_back(arith::MulFOp::create(b, acc, alphaVec));
+    }
+    bool masked = op.getMask() || op.getCausal() || op.getWindow();
+    accs = forLoopWith(
+        cst(0), blockKeys, cst(1), accs,
+        [&](Value j, ValueRange acc) -> SmallVector<Value> {
+          Value key = arith::AddIOp::create(b, blockStart, j);
+          Value pScalar =
+              memref::LoadOp::create(b, scratch.probs, ValueRange{cst(0), j});
+          Value p = splat(pScalar);
+          Value excluded;
+          if (masked)
+            excluded = splat(arith::CmpFOp::create(
+                b, arith::CmpFPredicate::OEQ, pScalar, f32Const(0)));
+          SmallVector<Value> next;
+          for (int64_t c = 0; c < valueChunks; ++c) {
+            Value v = loadRowChunk(valueRows, {batch, kvHead, key}, c * lanes,
+                                   valueDim);
+            if (excluded)
+              v = arith::SelectOp::create(b, excluded, zeroVec, v);
+            next.push_back(vector::FMAOp::create(b, p, v, acc[c]));
+          }
+          return next;
+        });
+    for (int64_t c = 0; c < valueChunks; ++c) {
+      SmallVector<Value, 4> at = {batch, head, row, cst(c * lanes)};
+      if ((c + 1) * lanes <= valueDim)
+        vector::StoreOp::create(b, accs[c], op.getAcc(), at);
+      else
+        vector::MaskedStoreOp::create(b, op.getAcc(), at, chunkMask(c),
+                                      accs[c]);
+    }
+  }
+
+  /// The packed path: per key block, pack K and V, then blocks of rows.
+  void emitPackedHead(Value batch, Value head, Value kvHead, Value rows,
+                      Value keys) {
     forLoop(cst(0), keys, cst(keyBlock), [&](Value blockStart) {
       Value remaining = arith::SubIOp::create(b, keys, blockStart);
       Value blockKeys = arith::MinSIOp::create(b, remaining, cst(keyBlock));
@@ -695,6 +860,11 @@ struct AttnLowerToVectorPass
     scratch.values = stackBuffer({int64_t(keyBlock), maxValuePad});
     scratch.rowBias = stackBuffer({int64_t(keyBlock)});
     scratch.probs = stackBuffer({int64_t(rowBlock), int64_t(keyBlock)});
+    int64_t headPad = llvm::divideCeil(maxHeadDim, vectorWidth) * vectorWidth;
+    if (directRows > 0) {
+      scratch.queryRow = stackBuffer({headPad});
+      scratch.rowScores = stackBuffer({int64_t(keyBlock)});
+    }
     // Pad columns of the packed V are read by whole-vector loads: keep them
     // finite once and for all.
     {
@@ -713,11 +883,21 @@ struct AttnLowerToVectorPass
             ValueRange{rows.getInductionVar(),
                        arith::ConstantIndexOp::create(b, e)});
     }
+    // The query row's pad lanes are read too: zero once.
+    if (scratch.queryRow) {
+      Value zero = vector::BroadcastOp::create(
+          b, VectorType::get({vectorWidth}, f32),
+          arith::ConstantOp::create(b, b.getF32FloatAttr(0)));
+      for (int64_t d = 0; d < headPad; d += vectorWidth)
+        vector::StoreOp::create(b, zero, scratch.queryRow,
+                                ValueRange{arith::ConstantIndexOp::create(b, d)});
+    }
 
     for (OnlineAttentionOp op : ops) {
       b.setLoc(op.getLoc());
       b.setInsertionPoint(op);
-      MicroKernelEmitter(b, op, scratch, vectorWidth, keyBlock, rowBlock)
+      MicroKernelEmitter(b, op, scratch, vectorWidth, keyBlock, rowBlock,
+                         directRows)
           .emit();
       op.erase();
     }

@@ -103,6 +103,9 @@ def AttnLowerToVectorPass : Pass<"attn-lower-to-vector", "func::FuncOp"> {
     static and placed at the function's entry. With `bf16-dot`, bf16 Q·Kᵀ
     uses `x86vector.avx512.dot` (vdpbf16ps) on K packed as bf16 pairs, two
     head dims per step; lower with `convert-vector-to-llvm=enable-x86vector`.
+    Tiles of at most `direct-rows` rows (decoding) read K's and V's rows in
+    place when their innermost stride is 1 (checked at run time): a dot
+    product per score, no packing.
   }];
   let options = [
     Option<"vectorWidth", "vector-width", "int64_t", /*default=*/"16",
@@ -111,6 +114,10 @@ def AttnLowerToVectorPass : Pass<"attn-lower-to-vector", "func::FuncOp"> {
            "Keys packed and scored per block (a multiple of vector-width)">,
     Option<"rowBlock", "row-block", "int64_t", /*default=*/"2",
            "Query rows that share each packed K and V vector load">,
+    Option<"directRows", "direct-rows", "int64_t", /*default=*/"4",
+           "Tiles of at most this many query rows (decoding) whose K and V "
+           "rows have unit stride read K and V in place instead of packing "
+           "them (0: always pack)">,
     Option<"bf16Dot", "bf16-dot", "bool", /*default=*/"false",
            "Q·Kᵀ of bf16 inputs by AVX-512 BF16's dot product (vdpbf16ps; "
            "x86vector.avx512.dot)">,

@@ -1,5 +1,5 @@
-// RUN: attn-opt %s -split-input-file -attn-lower-to-vector="key-block=32 row-block=1" -canonicalize | FileCheck %s
-// RUN: attn-opt %s -split-input-file -attn-lower-to-vector="key-block=32 row-block=2" -canonicalize | FileCheck %s --check-prefix=ROWS
+// RUN: attn-opt %s -split-input-file -attn-lower-to-vector="key-block=32 row-block=1 direct-rows=0" -canonicalize | FileCheck %s
+// RUN: attn-opt %s -split-input-file -attn-lower-to-vector="key-block=32 row-block=2 direct-rows=0" -canonicalize | FileCheck %s --check-prefix=ROWS
 
 // The micro-kernel of one online-softmax step, on memrefs. Per block of 32
 // keys: K is packed transposed and V row-major into stack buffers made at

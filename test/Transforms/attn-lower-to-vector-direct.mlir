@@ -1,0 +1,43 @@
+// RUN: attn-opt %s -attn-lower-to-vector="key-block=32 direct-rows=4" -canonicalize | FileCheck %s
+
+// Decoding: a tile of at most 4 query rows whose K and V rows have unit
+// stride (checked at run time) reads them in place. Per row and key block:
+// the query row goes to a zero-padded buffer, each score is a dot product
+// over K's row (two 16-lane chunks for D = 20, the second masked) with one
+// horizontal sum, and P·V reads V's rows. Other tiles take the packed path.
+
+// CHECK-LABEL: func @decode
+//   CHECK-DAG: %[[QROW:.+]] = memref.alloca() {alignment = 64 : i64} : memref<32xf32>
+//   CHECK-DAG: %[[SCORES:.+]] = memref.alloca() {alignment = 64 : i64} : memref<32xf32>
+//       CHECK: %[[FEW:.+]] = arith.cmpi sle, %{{.+}}, %c4 : index
+//       CHECK: memref.extract_strided_metadata
+//       CHECK: %[[KROWS:.+]] = memref.reinterpret_cast %{{.+}} to offset: [%{{.+}}], sizes: [1, 1, %{{.+}}, 20], strides: [%{{.+}}, %{{.+}}, %{{.+}}, 1]
+//       CHECK: %[[VROWS:.+]] = memref.reinterpret_cast
+//       CHECK: arith.cmpi eq, %{{.+}}, %c1 : index
+//       CHECK: scf.if
+// Scores: a dot product per key.
+//       CHECK:   scf.for
+//       CHECK:     scf.for
+//       CHECK:       memref.store %{{.+}}, %[[QROW]]
+//       CHECK:     scf.for
+//       CHECK:       vector.load %[[KROWS]]{{.+}} vector<16xf32>
+//       CHECK:       vector.maskedload %[[KROWS]]
+//       CHECK:       vector.reduction <add>
+//       CHECK:       memref.store %{{.+}}, %[[SCORES]]
+//       CHECK:     vector.load %[[SCORES]]
+//       CHECK:     math.exp
+// P·V from V's rows.
+//       CHECK:     scf.for {{.+}} iter_args
+//       CHECK:       vector.load %[[VROWS]]
+//       CHECK:       vector.fma
+// The packed path for everything else.
+//       CHECK: } else {
+//       CHECK:   memref.store %{{.+}} : memref<20x32xf32>
+func.func @decode(%q: memref<1x1x?x20xf32, strided<[?, ?, ?, ?], offset: ?>>,
+                  %k: memref<1x1x?x20xf32, strided<[?, ?, ?, ?], offset: ?>>,
+                  %v: memref<1x1x?x20xf32, strided<[?, ?, ?, ?], offset: ?>>,
+                  %acc: memref<1x1x?x20xf32>, %m: memref<1x1x?xf32>, %s: memref<1x1x?xf32>) {
+  attn.online_attention ins(%q, %k, %v : memref<1x1x?x20xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<1x1x?x20xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<1x1x?x20xf32, strided<[?, ?, ?, ?], offset: ?>>)
+      outs(%acc, %m, %s : memref<1x1x?x20xf32>, memref<1x1x?xf32>, memref<1x1x?xf32>)
+  return
+}
