@@ -29,7 +29,9 @@ struct CompileOptions {
   /// LLVM CPU name and feature string; empty means the host's.
   std::string targetCpu;
   std::string targetFeatures;
-  int64_t queryTileSize = 64;
+  /// Query rows per CPU work item: each packed K/V block serves that many
+  /// rows (128 measured 5-15 % faster than 64 on this project's machines).
+  int64_t queryTileSize = 128;
   int64_t keyTileSize = 128;
   /// f32 lanes per vector; 0 derives it from the target features.
   int64_t vectorWidth = 0;

@@ -63,8 +63,8 @@ static cl::opt<std::string>
                             "(default: host's)"),
                    cl::init(""), cl::cat(category));
 static cl::opt<int64_t> queryTile("query-tile-size",
-                                  cl::desc("Query rows per work item"),
-                                  cl::init(64), cl::cat(category));
+                                  cl::desc("Query rows per work item (CPU)"),
+                                  cl::init(128), cl::cat(category));
 static cl::opt<int64_t> keyTile("key-tile-size",
                                 cl::desc("Keys per tile of the key loop"),
                                 cl::init(128), cl::cat(category));
