@@ -85,6 +85,7 @@ void mlir::attn::buildAttnToNVVMPipeline(OpPassManager &pm,
   OpPassManager &gpu = pm.nest<gpu::GPUModuleOp>();
   // ex2/lg2 instructions for exp/log/tanh: no libdevice call.
   gpu.addPass(createAttnApproximateMathPass({/*nvvm=*/true}));
+  gpu.addPass(createConvertNVGPUToNVVMPass());
   gpu.addPass(createLowerAffinePass());
   gpu.addPass(createSCFToControlFlowPass());
   gpu.addPass(createConvertMathToLLVMPass());

@@ -17,7 +17,8 @@
 //     part of the tile (see the layout below), carried through the key
 //     loops as scf.for iter_args, i.e. in registers;
 //   - attn.online_attention becomes the warp-level step: stage K and V in
-//     shared memory, scores by MMA or FMA, mask, online update, P·V;
+//     shared memory (cp.async where the layout allows), scores by MMA or
+//     FMA, mask, online update, P·V;
 //   - the normalization's linalg.generic bodies are cloned per fragment
 //     element and their results stored.
 //
@@ -35,6 +36,7 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 
@@ -64,6 +66,9 @@ struct GlobalTensor {
   Value data;
   Type elementType; // the tensor's: i1 for a keep-mask (stored as i8)
   SmallVector<Value, 4> sizes, strides;
+  /// Whether its rows can be copied in 16-byte cp.async chunks: unit
+  /// innermost stride, other strides and the pointer 16-byte aligned.
+  Value asyncCopyable;
 };
 
 /// A slice of a global tensor: offsets and sizes in its coordinates.
@@ -77,6 +82,8 @@ struct Fragments {
   SmallVector<Value> values;
 };
 
+int64_t elementBytes(Type t) { return t.getIntOrFloatBitWidth() / 8; }
+
 /// The K/V/Q tile buffers in shared memory, with their row pitches.
 struct SharedTiles {
   Value query, keys, values, probs; // probs: FMA path only
@@ -84,15 +91,17 @@ struct SharedTiles {
 
 class KernelConverter {
 public:
-  KernelConverter(func::FuncOp func, scf::ForallOp forall, bool useMma)
-      : func(func), forall(forall), requestMma(useMma) {}
+  KernelConverter(func::FuncOp func, scf::ForallOp forall, bool useMma,
+                  bool useAsyncCopy)
+      : func(func), forall(forall), requestMma(useMma),
+        asyncCopy(useAsyncCopy) {}
 
   LogicalResult convert(gpu::GPUModuleOp gpuModule);
 
 private:
   func::FuncOp func;
   scf::ForallOp forall;
-  bool requestMma;
+  bool requestMma, asyncCopy;
 
   // Tile geometry, from the IR.
   Type elementType;
@@ -195,6 +204,11 @@ private:
   LogicalResult convertEpilogue(linalg::GenericOp op);
 
   void stageQuery(const View &view);
+  Value asyncCopyable(const GlobalTensor &g);
+  void copyTileAsync(Value tile, const View &view, Value rows, int64_t cols,
+                     int64_t paddedCols);
+  void copyTileByElements(Value tile, const View &view, Value rows,
+                          int64_t cols, int64_t paddedCols);
   void stageTile(Value tile, const View &view, Value rows, int64_t cols,
                  int64_t paddedCols);
   SmallVector<Value> scoresMma();
@@ -262,16 +276,19 @@ LogicalResult KernelConverter::analyze() {
   paddedHeadDim = llvm::alignTo(headDim, kMmaK);
   paddedValueDim = llvm::alignTo(valueDim, kMmaK);
   mma = requestMma && (elementType.isF16() || elementType.isBF16());
+  // cp.async for the tensor-core path (16-bit inputs). The f32 FMA path
+  // keeps element copies: with them its kernels stay below the register
+  // limit (with cp.async ptxas spilled a few f32 kernels).
+  asyncCopy = asyncCopy && mma;
   // Row pitches that spread a warp's accesses over the banks: 16 bytes of
-  // padding for the paired 16-bit loads, one word for f32 rows.
+  // padding for the paired 16-bit loads (which keeps cp.async's 16-byte
+  // chunks aligned), one word for f32 rows.
   int64_t pad = elementType.isF32() ? 1 : 8;
   qPitch = paddedHeadDim + pad;
   vPitch = paddedValueDim + pad;
   pPitch = keyTile + 1;
   return success();
 }
-
-static int64_t elementBytes(Type t) { return t.getIntOrFloatBitWidth() / 8; }
 
 //===----------------------------------------------------------------------===//
 // Kernel signature and prologue
@@ -291,6 +308,8 @@ void KernelConverter::buildPrologue(gpu::GPUFuncOp kernel) {
     for (int64_t d = 0; d < type.getRank(); ++d)
       g.strides.push_back(arith::IndexCastOp::create(
           b(), b().getIndexType(), entry.getArgument(next++)));
+    if (asyncCopy && g.elementType == elementType)
+      g.asyncCopyable = asyncCopyable(g);
     View whole{static_cast<unsigned>(globals.size()), {}, g.sizes};
     for (int64_t d = 0; d < type.getRank(); ++d)
       whole.offsets.push_back(cst(0));
@@ -514,9 +533,75 @@ LogicalResult KernelConverter::convertFor(scf::ForOp op) {
 
 /// Copies `rows` x `cols` elements of `view` (rows along dim 2, columns
 /// along dim 3) into `tile`, all threads of the block cooperating; rows up
-/// to the tile's height and columns up to `paddedCols` are zero-filled.
+/// to the tile's height and columns up to `paddedCols` are zero-filled. With
+/// cp.async (sm_80) where the tensor's layout allows 16-byte chunks (checked
+/// once per launch), element by element otherwise.
 void KernelConverter::stageTile(Value tile, const View &view, Value rows,
                                 int64_t cols, int64_t paddedCols) {
+  Value copyable = globals[view.tensor].asyncCopyable;
+  if (!copyable)
+    return copyTileByElements(tile, view, rows, cols, paddedCols);
+  auto choice = scf::IfOp::create(b(), copyable, /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b());
+  b().setInsertionPoint(choice.thenBlock()->getTerminator());
+  copyTileAsync(tile, view, rows, cols, paddedCols);
+  b().setInsertionPoint(choice.elseBlock()->getTerminator());
+  copyTileByElements(tile, view, rows, cols, paddedCols);
+}
+
+Value KernelConverter::asyncCopyable(const GlobalTensor &g) {
+  int64_t chunk = 16 / elementBytes(elementType);
+  auto multiple = [&](Value v, int64_t n) {
+    return arith::CmpIOp::create(b(), arith::CmpIPredicate::eq,
+                                 arith::RemUIOp::create(b(), v, cst(n)),
+                                 cst(0))
+        .getResult();
+  };
+  Value ok = arith::CmpIOp::create(b(), arith::CmpIPredicate::eq,
+                                   g.strides.back(), cst(1));
+  for (Value stride : ArrayRef(g.strides).drop_back())
+    ok = andI(ok, multiple(stride, chunk));
+  Value address = memref::ExtractAlignedPointerAsIndexOp::create(b(), g.data);
+  return andI(ok, multiple(address, 16));
+}
+
+void KernelConverter::copyTileAsync(Value tile, const View &view, Value rows,
+                                    int64_t cols, int64_t paddedCols) {
+  int64_t tileRows = cast<MemRefType>(tile.getType()).getDimSize(0);
+  int64_t chunk = 16 / elementBytes(elementType);
+  int64_t chunksPerRow = paddedCols / chunk;
+  const GlobalTensor &g = globals[view.tensor];
+  forLoop(tid, cst(tileRows * chunksPerRow), cst(warps * kWarpSize),
+          [&](Value i) {
+            Value r = arith::DivUIOp::create(b(), i, cst(chunksPerRow));
+            Value c = mul(arith::RemUIOp::create(b(), i, cst(chunksPerRow)),
+                          cst(chunk));
+            // Elements read: the chunk's part of a real row; the rest of the
+            // 16 bytes is zero-filled (a row past the end reads nothing,
+            // from a valid address).
+            Value inside = lt(r, rows);
+            Value count = arith::MaxSIOp::create(
+                b(), arith::MinSIOp::create(b(), sub(cst(cols), c), cst(chunk)),
+                cst(0));
+            count = select(inside, count, cst(0));
+            Value reads = arith::CmpIOp::create(b(), arith::CmpIPredicate::sgt,
+                                                count, cst(0));
+            Value row = select(reads, r, cst(0));
+            Value col = select(reads, c, cst(0));
+            nvgpu::DeviceAsyncCopyOp::create(
+                b(), nvgpu::DeviceAsyncTokenType::get(b().getContext()), tile,
+                ValueRange{r, c}, g.data,
+                ValueRange{globalIndex(view, {cst(0), cst(0), row, col})},
+                b().getIndexAttr(chunk), count, b().getUnitAttr());
+          });
+  Value group = nvgpu::DeviceAsyncCreateGroupOp::create(
+      b(), nvgpu::DeviceAsyncTokenType::get(b().getContext()), ValueRange{});
+  nvgpu::DeviceAsyncWaitOp::create(b(), group, b().getI32IntegerAttr(0));
+}
+
+void KernelConverter::copyTileByElements(Value tile, const View &view,
+                                         Value rows, int64_t cols,
+                                         int64_t paddedCols) {
   int64_t tileRows = cast<MemRefType>(tile.getType()).getDimSize(0);
   Value zero = arith::ConstantOp::create(b(), b().getZeroAttr(elementType));
   const GlobalTensor &g = globals[view.tensor];
@@ -1024,7 +1109,7 @@ struct AttnLowerToGpuPass
     auto gpuModule =
         gpu::GPUModuleOp::create(b, module.getLoc(), "attn_kernels");
     for (auto [func, forall] : kernels) {
-      KernelConverter converter(func, forall, useMma);
+      KernelConverter converter(func, forall, useMma, useAsyncCopy);
       if (failed(converter.convert(gpuModule)))
         return signalPassFailure();
       func.erase();

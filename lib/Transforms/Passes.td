@@ -178,7 +178,11 @@ def AttnLowerToGpuPass : Pass<"attn-lower-to-gpu", "ModuleOp"> {
       matrix multiply (rows `lane / 4` and `+8`, columns `2 (lane % 4)`);
     - the query tile is staged in shared memory once per key loop, each
       key/value tile once per iteration (dynamic shared memory, rows padded
-      against bank conflicts, zero-filled past the sequence and head dims);
+      against bank conflicts, zero-filled past the sequence and head dims),
+      on the tensor-core path by 16-byte `cp.async` copies where the
+      tensor's innermost stride is 1 and its other strides and pointer are
+      16-byte aligned (decided once per launch), element by element
+      otherwise;
     - f16 and bf16: `Q·Kᵀ` and `P·V` on tensor cores (`nvvm.mma.sync`
       m16n8k16, f32 accumulate, `P` rounded to the input type); f32 (or
       `mma=false`): FMA on the same fragments, `P` through shared memory;
@@ -197,8 +201,12 @@ def AttnLowerToGpuPass : Pass<"attn-lower-to-gpu", "ModuleOp"> {
   let options = [
     Option<"useMma", "mma", "bool", /*default=*/"true",
            "Use tensor-core mma.sync for f16/bf16 (sm_80+); FMA otherwise">,
+    Option<"useAsyncCopy", "async-copy", "bool", /*default=*/"true",
+           "Stage f16/bf16 tiles with cp.async (nvgpu.device_async_copy, "
+           "sm_80+) where a tensor's layout allows 16-byte chunks">,
   ];
   let dependentDialects = ["gpu::GPUDialect", "NVVM::NVVMDialect",
+                           "nvgpu::NVGPUDialect",
                            "LLVM::LLVMDialect", "memref::MemRefDialect",
                            "vector::VectorDialect", "scf::SCFDialect",
                            "arith::ArithDialect", "math::MathDialect",

@@ -15,6 +15,8 @@
 // CHECK: gpu.func @causal_f16(%[[Q:arg0]]: memref<?xf16>, %arg1: i64, %arg2: i64, %arg3: i64, %arg4: i64, %arg5: i64, %arg6: i64, %arg7: i64, %arg8: i64, %[[K:arg9]]: memref<?xf16>,
 // CHECK-SAME: %[[LSE:arg36]]: memref<?xf32>, %arg37: i64, %arg38: i64, %arg39: i64, %arg40: i64, %arg41: i64, %arg42: i64) kernel
 // CHECK-SAME: attn.block_rows = 32 : i64, attn.shared_memory_bytes = 13824 : i64, known_block_size = array<i32: 64, 1, 1>
+// Whether each tensor's layout allows 16-byte copies: checked once.
+// CHECK:   memref.extract_aligned_pointer_as_index %[[Q]]
 // CHECK:   %[[TID:.+]] = gpu.thread_id x
 // CHECK-DAG:   gpu.block_id z
 // CHECK-DAG:   gpu.block_id y
@@ -24,18 +26,28 @@
 // CHECK:   %[[QS:.+]] = memref.view %[[SMEM]][%c0][] {{.+}} to memref<32x72xf16, #gpu.address_space<workgroup>>
 // CHECK:   %[[KS:.+]] = memref.view %[[SMEM]][%c4608][] {{.+}} to memref<32x72xf16, #gpu.address_space<workgroup>>
 // CHECK:   %[[VS:.+]] = memref.view %[[SMEM]][%c9216][] {{.+}} to memref<32x72xf16, #gpu.address_space<workgroup>>
-// The query tile, once before the first key loop, all threads cooperating.
+// The query tile, once before the first key loop, all threads cooperating:
+// 16-byte cp.async chunks (8 f16, the rest of a chunk past D or past the
+// rows zero-filled) where Q's strides and pointer allow, decided at run
+// time; element copies otherwise.
 // CHECK:   gpu.barrier
-// CHECK:   scf.for %{{.+}} = %[[TID]] to %c2048 step %c64
-// CHECK:     memref.load %[[Q]]
-// CHECK:     memref.store %{{.+}}, %[[QS]]
+// CHECK:   scf.if
+// CHECK:     scf.for %{{.+}} = %[[TID]] to %c256 step %c64
+// CHECK:       nvgpu.device_async_copy %[[Q]][%{{.+}}], %[[QS]][%{{.+}}, %{{.+}}], 8, %{{.+}} {bypassL1}
+// CHECK:     %[[GROUP:.+]] = nvgpu.device_async_create_group
+// CHECK:     nvgpu.device_async_wait %[[GROUP]] {numGroups = 0 : i32}
+// CHECK:   } else {
+// CHECK:     scf.for %{{.+}} = %[[TID]] to %c2048 step %c64
+// CHECK:       memref.load %[[Q]]
+// CHECK:       memref.store %{{.+}}, %[[QS]]
 // CHECK:   gpu.barrier
 // The key loop over fully allowed keys carries 32 accumulator values and
 // the two rows' max and sum.
 // CHECK:   scf.for %{{.+}} = %c0 to %{{.+}} step %c32 iter_args({{.+}}) -> (f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32)
 // CHECK:     gpu.barrier
-// CHECK:     memref.load %[[K]]
+// CHECK:     nvgpu.device_async_copy %[[K]][%{{.+}}], %[[KS]]
 // CHECK:     memref.store %{{.+}}, %[[KS]]
+// CHECK:     nvgpu.device_async_copy %{{.+}}, %[[VS]]
 // CHECK:     memref.store %{{.+}}, %[[VS]]
 // CHECK:     gpu.barrier
 // CHECK:     vector.load %[[QS]]{{.+}} vector<2xf16>
@@ -85,11 +97,13 @@ func.func @masked_bf16(%q: tensor<?x?x?x32xbf16>, %k: tensor<?x?x?x32xbf16>, %v:
 
 // -----
 
-// f32 uses FMA on the same fragments: scores over the head dim, soft-cap,
+// f32 uses FMA on the same fragments (and element copies, no cp.async):
+// scores over the head dim, soft-cap,
 // the window's two bounds, then the weights through a shared-memory tile
 // (rows of 33 floats: one word of padding) for P·V, where an excluded key's value is dropped.
 
 // CHECK-LABEL: gpu.func @window_f32
+// CHECK-NOT: nvgpu.device_async_copy
 // CHECK:   %[[PS:.+]] = memref.view %{{.+}}[%c12672][] {{.+}} to memref<32x33xf32, #gpu.address_space<workgroup>>
 // CHECK:   scf.for %{{.+}} = %c0 to %c20 step %c1 iter_args
 // CHECK:     math.fma
