@@ -450,21 +450,26 @@ private:
                   memref::LoadOp::create(b, scratch.probs,
                                          ValueRange{cst(r), j}));
             };
-            Value pair = vector::FromElementsOp::create(
-                b, VectorType::get({2}, b.getBF16Type()),
-                ValueRange{weight(j0), weight(j1)});
-            Value word = vector::ExtractOp::create(
-                b,
-                vector::BitCastOp::create(
-                    b, VectorType::get({1}, b.getI32Type()), pair),
-                ArrayRef<int64_t>{0});
-            Value p = vector::BitCastOp::create(b, pairVec, splat(word));
+            Value p = broadcastPair(weight(j0), weight(j1));
             for (int64_t c = 0; c < valueChunks; ++c)
               next.push_back(x86vector::DotBF16Op::create(
                   b, acc[r * valueChunks + c], p, values[c]));
           }
           return next;
         });
+  }
+
+  /// The bf16 pair (lo, hi) in every 32-bit lane of a dot product operand.
+  Value broadcastPair(Value lo, Value hi) {
+    Value pair = vector::FromElementsOp::create(
+        b, VectorType::get({2}, b.getBF16Type()), ValueRange{lo, hi});
+    Value word = vector::ExtractOp::create(
+        b,
+        vector::BitCastOp::create(b, VectorType::get({1}, b.getI32Type()),
+                                  pair),
+        ArrayRef<int64_t>{0});
+    return vector::BitCastOp::create(
+        b, VectorType::get({2 * lanes}, b.getBF16Type()), splat(word));
   }
 
   /// KP[p][2j + i] = K[key][2p + i]; an odd D's last pair ends in 0.
@@ -514,20 +519,11 @@ private:
               b, arith::AddIOp::create(b, d0, cst(1)), cst(headDim - 1));
           SmallVector<Value> next;
           for (auto [r, row] : llvm::enumerate(rows)) {
-            Value pair = vector::FromElementsOp::create(
-                b, VectorType::get({2}, b.getBF16Type()),
-                ValueRange{memref::LoadOp::create(
-                               b, op.getQuery(),
-                               ValueRange{batch, head, row, d0}),
-                           memref::LoadOp::create(
-                               b, op.getQuery(),
-                               ValueRange{batch, head, row, d1})});
-            Value word = vector::ExtractOp::create(
-                b,
-                vector::BitCastOp::create(
-                    b, VectorType::get({1}, b.getI32Type()), pair),
-                ArrayRef<int64_t>{0});
-            Value q = vector::BitCastOp::create(b, pairVec, splat(word));
+            Value q = broadcastPair(
+                memref::LoadOp::create(b, op.getQuery(),
+                                       ValueRange{batch, head, row, d0}),
+                memref::LoadOp::create(b, op.getQuery(),
+                                       ValueRange{batch, head, row, d1}));
             for (int64_t v = 0; v < scoreVectors; ++v)
               next.push_back(x86vector::DotBF16Op::create(
                   b, acc[r * scoreVectors + v], q, keys[v]));
