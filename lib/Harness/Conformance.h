@@ -1,0 +1,47 @@
+//===- Conformance.h - The spec's matrix of cases, runnable anywhere -*- C++ -*-===//
+//
+// The conformance matrix of ../shared/spec/attention.md as data, and the
+// check of one case: fresh random inputs, NaN-poisoned outputs, a call
+// through the runtime (on the CPU or, for a GPU kernel, on device copies),
+// the float64 reference, then a second call that must give bit-identical
+// results. Used by the GoogleTest suite and by attn-check, which needs no
+// MLIR (so that it runs on a GPU machine without the compiler).
+//
+//===----------------------------------------------------------------------===//
+#ifndef ATTN_HARNESS_CONFORMANCE_H
+#define ATTN_HARNESS_CONFORMANCE_H
+
+#include "attn/runtime.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace attn {
+
+struct ConformanceCase {
+  std::string label; // also the kernel's name
+  std::string spec;  // "name=<label>,..."
+  int64_t batch, headsQ, headsKv, seqQ, seqK;
+  bool bshd = false;
+  double inputScale = 1.0;
+  /// Only require finite outputs and a loose tolerance (huge logits).
+  bool finiteOnly = false;
+};
+
+std::vector<ConformanceCase> conformanceCases();
+
+struct CaseOutcome {
+  bool passed = false;
+  std::string message; // the problem, the errors, or what failed
+};
+
+/// Runs `c` with `kernel` (on `pool`, or this thread when null) and checks
+/// it as the header describes.
+CaseOutcome runConformanceCase(const ConformanceCase &c,
+                               const attn_kernel_desc *kernel,
+                               attn_thread_pool *pool);
+
+} // namespace attn
+
+#endif // ATTN_HARNESS_CONFORMANCE_H
