@@ -125,9 +125,9 @@ struct AbiTypes {
          arr(i64, 4), arr(i64, 4), arr(i64, 4), arr(i64, 4), arr(i64, 3)},
         "attn_kernel_args");
     desc = llvm::StructType::create(
-        ctx,
-        {i32, i32, ptr, i32, i32, arr(i32, 3), i32, i32, i32, i64, i64, i64,
-         i64, arr(i64, 5), i64, f32, f32, ptr, ptr, ptr, ptr, i32, ptr},
+        ctx, {i32, i32, ptr, i32, i32, arr(i32, 3), i32, i32,
+              i32, i64, i64, i64, i64, arr(i64, 5), i64, f32,
+              f32, ptr, ptr, ptr, ptr, i32,         ptr},
         "attn_kernel_desc");
     gpuKernel = llvm::StructType::create(
         ctx, {ptr, i32, ptr, i64, ptr, i32, i32, i32}, "attn_gpu_kernel");
@@ -137,9 +137,22 @@ struct AbiTypes {
 };
 
 enum ArgField : unsigned {
-  kQuery = 0, kKey, kValue, kMask, kOutput, kLse,
-  kBatch, kHeadsQ, kHeadsKv, kSeqQ, kSeqK,
-  kQueryStrides, kKeyStrides, kValueStrides, kMaskStrides, kOutputStrides,
+  kQuery = 0,
+  kKey,
+  kValue,
+  kMask,
+  kOutput,
+  kLse,
+  kBatch,
+  kHeadsQ,
+  kHeadsKv,
+  kSeqQ,
+  kSeqK,
+  kQueryStrides,
+  kKeyStrides,
+  kValueStrides,
+  kMaskStrides,
+  kOutputStrides,
   kLseStrides
 };
 
@@ -164,10 +177,9 @@ llvm::Function *emitEntryPoint(llvm::Module &module, const AbiTypes &types,
   };
   auto loadStride = [&](unsigned field, unsigned index) {
     llvm::Value *array = b.CreateStructGEP(types.args, args, field);
-    return b.CreateLoad(types.i64,
-                        b.CreateConstInBoundsGEP2_32(
-                            types.args->getElementType(field), array, 0,
-                            index));
+    return b.CreateLoad(
+        types.i64, b.CreateConstInBoundsGEP2_32(
+                       types.args->getElementType(field), array, 0, index));
   };
   llvm::Value *batch = load(kBatch, types.i64),
               *headsQ = load(kHeadsQ, types.i64),
@@ -211,9 +223,9 @@ llvm::Constant *cString(llvm::Module &module, llvm::StringRef text,
                         const llvm::Twine &name) {
   llvm::LLVMContext &ctx = module.getContext();
   llvm::Constant *data = llvm::ConstantDataArray::getString(ctx, text);
-  auto *global = new llvm::GlobalVariable(module, data->getType(), true,
-                                          llvm::GlobalValue::PrivateLinkage,
-                                          data, name);
+  auto *global =
+      new llvm::GlobalVariable(module, data->getType(), true,
+                               llvm::GlobalValue::PrivateLinkage, data, name);
   global->setUnnamedAddr(llvm::GlobalValue::UnnamedAddr::Global);
   return global;
 }
@@ -234,8 +246,8 @@ llvm::GlobalVariable *emitDescriptor(llvm::Module &module,
   auto i64 = [&](int64_t v) { return llvm::ConstantInt::get(types.i64, v); };
   auto f32 = [&](float v) { return llvm::ConstantFP::get(types.f32, v); };
   auto arr = [&](llvm::Type *elem, ArrayRef<llvm::Constant *> values) {
-    return llvm::ConstantArray::get(
-        llvm::ArrayType::get(elem, values.size()), values);
+    return llvm::ConstantArray::get(llvm::ArrayType::get(elem, values.size()),
+                                    values);
   };
   auto orNull = [&](llvm::Constant *c) -> llvm::Constant * {
     return c ? c
@@ -273,10 +285,10 @@ llvm::GlobalVariable *emitDescriptor(llvm::Module &module,
       orNull(code.run),
       i32(code.gpu ? 1 : 0),
       orNull(code.gpu)};
-  return new llvm::GlobalVariable(
-      module, types.desc, /*isConstant=*/true,
-      llvm::GlobalValue::ExternalLinkage,
-      llvm::ConstantStruct::get(types.desc, fields), spec.name + "_desc");
+  return new llvm::GlobalVariable(module, types.desc, /*isConstant=*/true,
+                                  llvm::GlobalValue::ExternalLinkage,
+                                  llvm::ConstantStruct::get(types.desc, fields),
+                                  spec.name + "_desc");
 }
 
 void emitLibrary(llvm::Module &module, const AbiTypes &types,
@@ -292,10 +304,9 @@ void emitLibrary(llvm::Module &module, const AbiTypes &types,
       llvm::ConstantInt::get(types.i32, kAbiVersion),
       llvm::ConstantInt::get(types.i32, pointers.size()), table,
       cString(module, ::attn::compilerVersion(), "attn.compiler_version")};
-  new llvm::GlobalVariable(module, types.library, true,
-                           llvm::GlobalValue::ExternalLinkage,
-                           llvm::ConstantStruct::get(types.library, fields),
-                           symbol);
+  new llvm::GlobalVariable(
+      module, types.library, true, llvm::GlobalValue::ExternalLinkage,
+      llvm::ConstantStruct::get(types.library, fields), symbol);
 }
 
 //===----------------------------------------------------------------------===//
@@ -365,8 +376,8 @@ bool linkSharedLibrary(const std::string &object, const std::string &output,
   }
   llvm::StringRef argv[] = {*cc, "-shared", "-o", output, object};
   std::string message;
-  int status = llvm::sys::ExecuteAndWait(*cc, argv, std::nullopt, {}, 0, 0,
-                                         &message);
+  int status =
+      llvm::sys::ExecuteAndWait(*cc, argv, std::nullopt, {}, 0, 0, &message);
   if (status != 0) {
     error = "linking " + output + " failed" +
             (message.empty() ? "" : ": " + message);
@@ -401,8 +412,8 @@ gpuHostModule(llvm::LLVMContext &llvmCtx, const std::vector<KernelSpec> &specs,
   llvm::Constant *data = llvm::ConstantDataArray::getRaw(
       image.bytes, image.bytes.size(), llvm::Type::getInt8Ty(llvmCtx));
   auto *blob = new llvm::GlobalVariable(*module, data->getType(), true,
-                                        llvm::GlobalValue::PrivateLinkage,
-                                        data, "attn.gpu_image");
+                                        llvm::GlobalValue::PrivateLinkage, data,
+                                        "attn.gpu_image");
   blob->setAlignment(llvm::Align(16));
   ResolvedTarget target;
   target.cpu = image.arch;
@@ -423,8 +434,7 @@ gpuHostModule(llvm::LLVMContext &llvmCtx, const std::vector<KernelSpec> &specs,
         i32(info.sharedBytes)};
     auto *gpu = new llvm::GlobalVariable(
         *module, types.gpuKernel, true, llvm::GlobalValue::PrivateLinkage,
-        llvm::ConstantStruct::get(types.gpuKernel, fields),
-        spec.name + ".gpu");
+        llvm::ConstantStruct::get(types.gpuKernel, fields), spec.name + ".gpu");
     KernelCode code;
     code.gpu = gpu;
     descs.push_back(
@@ -470,11 +480,10 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
   if (gpu) {
     // The image: what PTX/cubin output writes, and what a library embeds
     // (cubin where ptxas is found: no JIT at load time).
-    bool cubin = kind == OutputKind::Cubin ||
-                 ((kind == OutputKind::SharedLibrary ||
-                   kind == OutputKind::Object) &&
-                  llvm::sys::fs::can_execute(findCudaToolkit(options) +
-                                             "/bin/ptxas"));
+    bool cubin =
+        kind == OutputKind::Cubin ||
+        ((kind == OutputKind::SharedLibrary || kind == OutputKind::Object) &&
+         llvm::sys::fs::can_execute(findCudaToolkit(options) + "/bin/ptxas"));
     GpuImage image;
     if (!compileGpuImage(specs, options, cubin, image, error))
       return false;

@@ -1,4 +1,5 @@
-//===- Compiler.h - From kernel specs to object files and headers -*- C++ -*-===//
+//===- Compiler.h - From kernel specs to object files and headers -*- C++
+//-*-===//
 //
 // The library behind attn-compile and attn-run: it builds one function per
 // KernelSpec around an attn.attention op, runs the attn-to-llvm-cpu

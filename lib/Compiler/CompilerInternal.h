@@ -39,8 +39,8 @@ struct GpuImage {
 /// Lowers `specs` through attn-to-nvvm for options.gpuArch and serializes
 /// them: PTX, or cubin through ptxas.
 bool compileGpuImage(const std::vector<KernelSpec> &specs,
-                     const CompileOptions &options, bool cubin,
-                     GpuImage &image, std::string &error);
+                     const CompileOptions &options, bool cubin, GpuImage &image,
+                     std::string &error);
 /// The PTX feature string an architecture needs ("+ptx80" for sm_80/sm_90).
 std::string defaultPtxFeatures(const std::string &arch);
 /// The CUDA toolkit options and the environment point to.

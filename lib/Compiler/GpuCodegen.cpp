@@ -68,8 +68,8 @@ static int64_t gpuKeyTileSize(const KernelSpec &spec) {
 }
 
 bool compileGpuImage(const std::vector<KernelSpec> &specs,
-                     const CompileOptions &options, bool cubin,
-                     GpuImage &image, std::string &error) {
+                     const CompileOptions &options, bool cubin, GpuImage &image,
+                     std::string &error) {
   if (!validGpuArch(options.gpuArch)) {
     error = "unknown GPU architecture '" + options.gpuArch +
             "': expected sm_<NN> with NN >= 80 (e.g. sm_80, sm_90, sm_90a); "
@@ -112,8 +112,8 @@ bool compileGpuImage(const std::vector<KernelSpec> &specs,
     auto threads = fn->getAttrOfType<DenseI32ArrayAttr>("nvvm.maxntid");
     if (!rows || !shared || !threads)
       return;
-    image.kernels.push_back({fn.getName().str(), threads[0], rows.getInt(),
-                             shared.getInt()});
+    image.kernels.push_back(
+        {fn.getName().str(), threads[0], rows.getInt(), shared.getInt()});
   });
   if (image.kernels.size() != specs.size()) {
     error = "internal error: the GPU lowering made " +

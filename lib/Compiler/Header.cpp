@@ -31,15 +31,15 @@ static void gpuKernelDeclarations(std::ostringstream &h, const std::string &n,
     << "static inline void " << n
     << "_launch_shape(const attn_kernel_args *args, unsigned grid[3],\n"
     << "    unsigned block[3]) {\n"
-    << "  grid[0] = (unsigned)((args->seq_q + " << info.blockRows - 1
-    << ") / " << info.blockRows << ");\n"
+    << "  grid[0] = (unsigned)((args->seq_q + " << info.blockRows - 1 << ") / "
+    << info.blockRows << ");\n"
     << "  grid[1] = (unsigned)args->heads_q;\n"
     << "  grid[2] = (unsigned)args->batch;\n"
     << "  block[0] = " << info.blockThreads
     << ";\n  block[1] = 1;\n  block[2] = 1;\n}\n"
     << "/* The kernel's parameters for cuLaunchKernel (device pointers in "
-       "args):\n * attn_gpu_kernel_params(&" << n
-    << "_desc, args, values, pointers). */\n\n";
+       "args):\n * attn_gpu_kernel_params(&"
+    << n << "_desc, args, values, pointers). */\n\n";
 }
 
 std::string attn::kernelHeader(const std::vector<KernelSpec> &specs,
@@ -58,8 +58,8 @@ std::string attn::kernelHeader(const std::vector<KernelSpec> &specs,
     const std::string &n = spec.name;
     h << "/* " << n << ": " << printKernelSpec(spec) << "\n"
       << " * Q [B,Hq,Sq," << spec.headDim << "], K [B,Hkv,Sk," << spec.headDim
-      << "], V [B,Hkv,Sk," << spec.valueDim << "], O [B,Hq,Sq,"
-      << spec.valueDim << "]"
+      << "], V [B,Hkv,Sk," << spec.valueDim << "], O [B,Hq,Sq," << spec.valueDim
+      << "]"
       << (spec.mask != MaskKind::None ? ", mask [B,Hq,Sq,Sk] (stride 0 on "
                                         "broadcast dims)"
                                       : "")

@@ -75,7 +75,8 @@ func::FuncOp buildKernelFunction(OpBuilder &b, Location loc,
   b.setInsertionPointToStart(body);
 
   unsigned next = 3;
-  Value mask = spec.mask != MaskKind::None ? body->getArgument(next++) : Value();
+  Value mask =
+      spec.mask != MaskKind::None ? body->getArgument(next++) : Value();
   SmallVector<Value> outs = {body->getArgument(next++)};
   if (spec.lse)
     outs.push_back(body->getArgument(next++));
@@ -91,8 +92,8 @@ func::FuncOp buildKernelFunction(OpBuilder &b, Location loc,
                  : mlir::attn::DiagonalAlignment::bottom_right);
   mlir::attn::WindowAttr window;
   if (spec.windowed())
-    window = mlir::attn::WindowAttr::get(ctx, spec.windowLeft,
-                                         spec.windowRight);
+    window =
+        mlir::attn::WindowAttr::get(ctx, spec.windowLeft, spec.windowRight);
   auto op = mlir::attn::AttentionOp::create(
       b, loc, ValueRange(outs).getTypes(), body->getArgument(0),
       body->getArgument(1), body->getArgument(2), mask, Value(), outs, scale,
@@ -137,7 +138,7 @@ KernelModule::KernelModule(const std::vector<KernelSpec> &specs)
 
 namespace attn {
 bool specFromOp(mlir::attn::AttentionOp op, KernelSpec &spec,
-                      std::string &error) {
+                std::string &error) {
   if (op.getDiagonal()) {
     error = "attn.attention with a diagonal operand is a tile of a larger "
             "op; compile the untiled op";
@@ -153,8 +154,8 @@ bool specFromOp(mlir::attn::AttentionOp op, KernelSpec &spec,
   spec.valueDim = v.getDimSize(3);
   if (Value mask = op.getMask()) {
     auto m = cast<ShapedType>(mask.getType());
-    spec.mask = m.getElementType().isInteger(1) ? MaskKind::Bool
-                                                : MaskKind::Bias;
+    spec.mask =
+        m.getElementType().isInteger(1) ? MaskKind::Bool : MaskKind::Bias;
     for (int d = 0; d < 3; ++d)
       spec.maskBroadcast[d] = m.getDimSize(d) == 1;
   }
@@ -183,9 +184,8 @@ bool specFromOp(mlir::attn::AttentionOp op, KernelSpec &spec,
   return true;
 }
 
-bool specsFromMLIRFile(const std::string &path,
-                             std::vector<KernelSpec> &specs,
-                             std::string &error) {
+bool specsFromMLIRFile(const std::string &path, std::vector<KernelSpec> &specs,
+                       std::string &error) {
   DialectRegistry registry;
   mlir::attn::registerAttnDialects(registry);
   MLIRContext ctx(registry);
@@ -193,8 +193,8 @@ bool specsFromMLIRFile(const std::string &path,
   llvm::raw_string_ostream diagStream(diagnostics);
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler handler(sourceMgr, &ctx, diagStream);
-  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(path, sourceMgr,
-                                                           ParserConfig(&ctx));
+  OwningOpRef<ModuleOp> module =
+      parseSourceFile<ModuleOp>(path, sourceMgr, ParserConfig(&ctx));
   if (!module) {
     error = diagnostics.empty() ? "cannot parse " + path : diagnostics;
     return false;
@@ -211,9 +211,8 @@ bool specsFromMLIRFile(const std::string &path,
     auto func = op->getParentOfType<func::FuncOp>();
     std::string base = func ? func.getName().str() : "attention";
     std::string name = base;
-    for (int n = 1; llvm::any_of(specs, [&](const KernelSpec &s) {
-           return s.name == name;
-         });
+    for (int n = 1; llvm::any_of(
+             specs, [&](const KernelSpec &s) { return s.name == name; });
          ++n)
       name = base + "_" + std::to_string(n);
     spec.name = name;

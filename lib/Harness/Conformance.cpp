@@ -32,8 +32,7 @@ std::vector<ConformanceCase> attn::conformanceCases() {
       {"window_both", "d=64,window=30:20,lse", 1, 2, 2, 150, 260},
       {"window_right", "d=32,align=bottom_right,window=inf:5", 1, 2, 2, 90,
        140},
-      {"window_br", "d=64,causal=bottom_right,window=64:0", 1, 2, 2, 100,
-       400},
+      {"window_br", "d=64,causal=bottom_right,window=64:0", 1, 2, 2, 100, 400},
       // Boolean masks in every broadcast form, additive biases with -inf.
       {"mask_full", "d=64,mask=bool,lse", 2, 2, 2, 70, 150},
       {"mask_b1", "d=64,mask=bool:b1", 2, 2, 2, 70, 150},
@@ -61,8 +60,8 @@ std::vector<ConformanceCase> attn::conformanceCases() {
       {"bf16", "dtype=bf16,d=64,causal,lse", 1, 4, 2, 100, 170},
       {"f16", "dtype=f16,d=64,mask=bool:b1h1,lse", 1, 4, 2, 100, 170},
       {"bf16_d128_bias", "dtype=bf16,d=128,mask=bias:b1", 2, 2, 2, 65, 129},
-      {"f16_window", "dtype=f16,d=80,causal=bottom_right,window=50:0", 1, 2,
-       2, 80, 200},
+      {"f16_window", "dtype=f16,d=80,causal=bottom_right,window=50:0", 1, 2, 2,
+       80, 200},
       // Empty problems: Sk = 0 (every row fully masked), Sq = 0.
       {"sk_0", "d=16,lse", 1, 2, 2, 5, 0},
       {"sq_0", "d=16,lse", 1, 2, 2, 0, 9},
@@ -74,8 +73,12 @@ std::vector<ConformanceCase> attn::conformanceCases() {
   // Logits of magnitude ~1e4: finite, no NaN.
   for (const char *dtype : {"f32", "bf16", "f16"}) {
     ConformanceCase c{std::string("logits_1e4_") + dtype,
-           std::string("dtype=") + dtype + ",d=64,causal,lse",
-           1, 2, 2, 100, 100};
+                      std::string("dtype=") + dtype + ",d=64,causal,lse",
+                      1,
+                      2,
+                      2,
+                      100,
+                      100};
     c.inputScale = 100.0;
     c.finiteOnly = true;
     cases.push_back(c);

@@ -1,4 +1,5 @@
-//===- Conformance.h - The spec's matrix of cases, runnable anywhere -*- C++ -*-===//
+//===- Conformance.h - The spec's matrix of cases, runnable anywhere -*- C++
+//-*-===//
 //
 // The conformance matrix of ../shared/spec/attention.md as data, and the
 // check of one case: fresh random inputs, NaN-poisoned outputs, a call

@@ -56,8 +56,7 @@ double store(std::vector<uint8_t> &bytes, attn_dtype type, int64_t index,
   return 0;
 }
 
-double load(const std::vector<uint8_t> &bytes, attn_dtype type,
-            int64_t index) {
+double load(const std::vector<uint8_t> &bytes, attn_dtype type, int64_t index) {
   switch (type) {
   case ATTN_F32: {
     float f;
@@ -119,7 +118,8 @@ template <typename Fn> void forEach(const attn_tensor &t, Fn fn) {
 void fill(HostTensor &t, std::mt19937_64 &rng, double scale) {
   std::normal_distribution<double> normal(0.0, 1.0);
   forEach(t.view, [&](int64_t linear, int64_t offset) {
-    t.values[linear] = store(t.bytes, t.view.dtype, offset, scale * normal(rng));
+    t.values[linear] =
+        store(t.bytes, t.view.dtype, offset, scale * normal(rng));
   });
 }
 

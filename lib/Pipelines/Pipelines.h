@@ -8,8 +8,7 @@
 namespace mlir {
 namespace attn {
 
-struct CpuPipelineOptions
-    : public PassPipelineOptions<CpuPipelineOptions> {
+struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
   PassOptions::Option<int64_t> queryTileSize{
       *this, "query-tile-size",
       llvm::cl::desc("Query rows per tile (one work item)"),
@@ -31,10 +30,10 @@ struct CpuPipelineOptions
       llvm::cl::init(false)};
 };
 
-struct GpuPipelineOptions
-    : public PassPipelineOptions<GpuPipelineOptions> {
+struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
   PassOptions::Option<std::string> chip{
-      *this, "chip", llvm::cl::desc("NVIDIA GPU architecture (sm_80, sm_90...)"),
+      *this, "chip",
+      llvm::cl::desc("NVIDIA GPU architecture (sm_80, sm_90...)"),
       llvm::cl::init("sm_80")};
   PassOptions::Option<std::string> features{
       *this, "features", llvm::cl::desc("PTX features (e.g. +ptx80)"),

@@ -15,8 +15,8 @@
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Math/Transforms/Approximation.h"
-#include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/Dialect/Math/Transforms/Passes.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace mlir {
@@ -68,8 +68,8 @@ void rewriteForNVVM(Operation *root) {
       Value negative = arith::CmpFOp::create(
           b, arith::CmpFPredicate::OLT, x,
           arith::ConstantOp::create(b, b.getF32FloatAttr(0.0f)));
-      result = arith::SelectOp::create(b, negative,
-                                       arith::NegFOp::create(b, r), r);
+      result =
+          arith::SelectOp::create(b, negative, arith::NegFOp::create(b, r), r);
     }
     op->getResult(0).replaceAllUsesWith(result);
     op->erase();

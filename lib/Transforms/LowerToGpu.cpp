@@ -1,4 +1,5 @@
-//===- LowerToGpu.cpp - Tiled attention as a FlashAttention-2 GPU kernel ---===//
+//===- LowerToGpu.cpp - Tiled attention as a FlashAttention-2 GPU kernel
+//---===//
 //
 // Input: a function tiled by `attn-tiling`. Its body is one scf.forall over
 // (batch, query head, query tile) that slices the function's tensors, sets
@@ -139,11 +140,11 @@ private:
     return arith::SelectOp::create(b(), c, x, y);
   }
   Value toF32(Value v) {
-    return v.getType().isF32() ? v
-                               : arith::ExtFOp::create(b(), b().getF32Type(), v);
+    return v.getType().isF32()
+               ? v
+               : arith::ExtFOp::create(b(), b().getF32Type(), v);
   }
-  void forLoop(Value lb, Value ub, Value step,
-               function_ref<void(Value)> body) {
+  void forLoop(Value lb, Value ub, Value step, function_ref<void(Value)> body) {
     auto loop = scf::ForOp::create(b(), lb, ub, step);
     OpBuilder::InsertionGuard guard(b());
     b().setInsertionPoint(loop.getBody()->getTerminator());
@@ -155,8 +156,8 @@ private:
     auto loop = scf::ForOp::create(b(), lb, ub, step, inits);
     OpBuilder::InsertionGuard guard(b());
     b().setInsertionPointToStart(loop.getBody());
-    scf::YieldOp::create(b(), body(loop.getInductionVar(),
-                                   loop.getRegionIterArgs()));
+    scf::YieldOp::create(
+        b(), body(loop.getInductionVar(), loop.getRegionIterArgs()));
     return SmallVector<Value>(loop.getResults());
   }
   /// `then` under `cond`, with `otherwise` as the value when false.
@@ -213,13 +214,12 @@ private:
                  int64_t paddedCols);
   SmallVector<Value> scoresMma();
   SmallVector<Value> scoresFma();
-  void maskScores(OnlineAttentionOp op, SmallVector<Value> &scores,
-                  Value keys);
+  void maskScores(OnlineAttentionOp op, SmallVector<Value> &scores, Value keys);
   SmallVector<Value> updateStatistics(SmallVector<Value> &scores,
                                       Fragments &max, Fragments &sum);
   void accumulateMma(SmallVector<Value> &acc, ArrayRef<Value> probs);
-  void accumulateFma(SmallVector<Value> &acc, ArrayRef<Value> probs,
-                     Value keys, bool dropExcluded);
+  void accumulateFma(SmallVector<Value> &acc, ArrayRef<Value> probs, Value keys,
+                     bool dropExcluded);
   Value rowReduce(Value v, bool isMax);
   Value packPair(Value lo, Value hi);
   Value mmaOperand(Value pair);
@@ -303,8 +303,8 @@ void KernelConverter::buildPrologue(gpu::GPUFuncOp kernel) {
     g.elementType = type.getElementType();
     g.data = entry.getArgument(next++);
     for (int64_t d = 0; d < type.getRank(); ++d)
-      g.sizes.push_back(arith::IndexCastOp::create(
-          b(), b().getIndexType(), entry.getArgument(next++)));
+      g.sizes.push_back(arith::IndexCastOp::create(b(), b().getIndexType(),
+                                                   entry.getArgument(next++)));
     for (int64_t d = 0; d < type.getRank(); ++d)
       g.strides.push_back(arith::IndexCastOp::create(
           b(), b().getIndexType(), entry.getArgument(next++)));
@@ -347,8 +347,8 @@ void KernelConverter::buildPrologue(gpu::GPUFuncOp kernel) {
   auto carve = [&](int64_t rows, int64_t pitch, Type type) {
     auto tileType = MemRefType::get({rows, pitch}, type,
                                     MemRefLayoutAttrInterface(), workgroup);
-    Value view = memref::ViewOp::create(b(), tileType, raw, cst(offset),
-                                        ValueRange{});
+    Value view =
+        memref::ViewOp::create(b(), tileType, raw, cst(offset), ValueRange{});
     offset += llvm::alignTo(rows * pitch * elementBytes(type), 16);
     return view;
   };
@@ -408,9 +408,8 @@ LogicalResult KernelConverter::convertOp(Operation *op) {
     states[insert.getResult()] = it->second;
     return success();
   }
-  bool scalar = llvm::all_of(op->getResultTypes(), [](Type t) {
-    return t.isIntOrIndexOrFloat();
-  });
+  bool scalar = llvm::all_of(op->getResultTypes(),
+                             [](Type t) { return t.isIntOrIndexOrFloat(); });
   if (scalar && op->getNumRegions() == 0 &&
       isa<arith::ArithDialect, affine::AffineDialect, math::MathDialect>(
           op->getDialect())) {
@@ -435,16 +434,14 @@ LogicalResult KernelConverter::convertSlice(tensor::ExtractSliceOp op) {
     return op.emitOpError("attn-lower-to-gpu: only unit-stride, "
                           "rank-preserving slices");
   View view{source->second.tensor, {}, {}};
-  for (auto [offset, size, base] :
-       llvm::zip(op.getMixedOffsets(), op.getMixedSizes(),
-                 source->second.offsets)) {
+  for (auto [offset, size, base] : llvm::zip(
+           op.getMixedOffsets(), op.getMixedSizes(), source->second.offsets)) {
     view.offsets.push_back(
         add(base, getValueOrCreateConstantIndexOp(
                       b(), b().getLoc(),
-                      isa<Value>(offset)
-                          ? OpFoldResult(mapping.lookupOrDefault(
-                                cast<Value>(offset)))
-                          : offset)));
+                      isa<Value>(offset) ? OpFoldResult(mapping.lookupOrDefault(
+                                               cast<Value>(offset)))
+                                         : offset)));
     view.sizes.push_back(getValueOrCreateConstantIndexOp(
         b(), b().getLoc(),
         isa<Value>(size)
@@ -553,8 +550,7 @@ Value KernelConverter::asyncCopyable(const GlobalTensor &g) {
   int64_t chunk = 16 / elementBytes(elementType);
   auto multiple = [&](Value v, int64_t n) {
     return arith::CmpIOp::create(b(), arith::CmpIPredicate::eq,
-                                 arith::RemUIOp::create(b(), v, cst(n)),
-                                 cst(0))
+                                 arith::RemUIOp::create(b(), v, cst(n)), cst(0))
         .getResult();
   };
   Value ok = arith::CmpIOp::create(b(), arith::CmpIPredicate::eq,
@@ -571,29 +567,29 @@ void KernelConverter::copyTileAsync(Value tile, const View &view, Value rows,
   int64_t chunk = 16 / elementBytes(elementType);
   int64_t chunksPerRow = paddedCols / chunk;
   const GlobalTensor &g = globals[view.tensor];
-  forLoop(tid, cst(tileRows * chunksPerRow), cst(warps * kWarpSize),
-          [&](Value i) {
-            Value r = arith::DivUIOp::create(b(), i, cst(chunksPerRow));
-            Value c = mul(arith::RemUIOp::create(b(), i, cst(chunksPerRow)),
-                          cst(chunk));
-            // Elements read: the chunk's part of a real row; the rest of the
-            // 16 bytes is zero-filled (a row past the end reads nothing,
-            // from a valid address).
-            Value inside = lt(r, rows);
-            Value count = arith::MaxSIOp::create(
-                b(), arith::MinSIOp::create(b(), sub(cst(cols), c), cst(chunk)),
-                cst(0));
-            count = select(inside, count, cst(0));
-            Value reads = arith::CmpIOp::create(b(), arith::CmpIPredicate::sgt,
-                                                count, cst(0));
-            Value row = select(reads, r, cst(0));
-            Value col = select(reads, c, cst(0));
-            nvgpu::DeviceAsyncCopyOp::create(
-                b(), nvgpu::DeviceAsyncTokenType::get(b().getContext()), tile,
-                ValueRange{r, c}, g.data,
-                ValueRange{globalIndex(view, {cst(0), cst(0), row, col})},
-                b().getIndexAttr(chunk), count, b().getUnitAttr());
-          });
+  forLoop(
+      tid, cst(tileRows * chunksPerRow), cst(warps * kWarpSize), [&](Value i) {
+        Value r = arith::DivUIOp::create(b(), i, cst(chunksPerRow));
+        Value c =
+            mul(arith::RemUIOp::create(b(), i, cst(chunksPerRow)), cst(chunk));
+        // Elements read: the chunk's part of a real row; the rest of the
+        // 16 bytes is zero-filled (a row past the end reads nothing,
+        // from a valid address).
+        Value inside = lt(r, rows);
+        Value count = arith::MaxSIOp::create(
+            b(), arith::MinSIOp::create(b(), sub(cst(cols), c), cst(chunk)),
+            cst(0));
+        count = select(inside, count, cst(0));
+        Value reads = arith::CmpIOp::create(b(), arith::CmpIPredicate::sgt,
+                                            count, cst(0));
+        Value row = select(reads, r, cst(0));
+        Value col = select(reads, c, cst(0));
+        nvgpu::DeviceAsyncCopyOp::create(
+            b(), nvgpu::DeviceAsyncTokenType::get(b().getContext()), tile,
+            ValueRange{r, c}, g.data,
+            ValueRange{globalIndex(view, {cst(0), cst(0), row, col})},
+            b().getIndexAttr(chunk), count, b().getUnitAttr());
+      });
   Value group = nvgpu::DeviceAsyncCreateGroupOp::create(
       b(), nvgpu::DeviceAsyncTokenType::get(b().getContext()), ValueRange{});
   nvgpu::DeviceAsyncWaitOp::create(b(), group, b().getI32IntegerAttr(0));
@@ -674,10 +670,9 @@ SmallVector<Value> KernelConverter::scoresMma() {
   };
   for (int64_t k = 0; k < paddedHeadDim; k += kMmaK) {
     Value c0 = add(colPair, cst(k)), c1 = add(c0, cst(kGroup));
-    SmallVector<Value, 4> a = {pairAt(shared.query, r0, c0),
-                               pairAt(shared.query, r1, c0),
-                               pairAt(shared.query, r0, c1),
-                               pairAt(shared.query, r1, c1)};
+    SmallVector<Value, 4> a = {
+        pairAt(shared.query, r0, c0), pairAt(shared.query, r1, c0),
+        pairAt(shared.query, r0, c1), pairAt(shared.query, r1, c1)};
     for (int64_t j = 0; j < groups; ++j) {
       Value key = add(rowInWarp, cst(j * kGroup));
       SmallVector<Value, 2> bw = {pairAt(shared.keys, key, c0),
@@ -697,10 +692,10 @@ SmallVector<Value> KernelConverter::scoresFma() {
   return forLoopWith(
       cst(0), cst(headDim), cst(1), inits,
       [&](Value d, ValueRange acc) -> SmallVector<Value> {
-        Value q0 = toF32(memref::LoadOp::create(b(), shared.query,
-                                                ValueRange{row0, d}));
-        Value q1 = toF32(memref::LoadOp::create(b(), shared.query,
-                                                ValueRange{row1, d}));
+        Value q0 = toF32(
+            memref::LoadOp::create(b(), shared.query, ValueRange{row0, d}));
+        Value q1 = toF32(
+            memref::LoadOp::create(b(), shared.query, ValueRange{row1, d}));
         SmallVector<Value> next;
         for (int64_t j = 0; j < groups; ++j) {
           Value key = add(colPair, cst(j * kGroup));
@@ -734,14 +729,13 @@ void KernelConverter::maskScores(OnlineAttentionOp op,
   }
 
   // The band: key j allowed iff row + diag - left <= j <= row + diag + right.
-  Value diagonal = op.getDiagonal()
-                       ? mapping.lookupOrDefault(op.getDiagonal())
-                       : Value();
+  Value diagonal =
+      op.getDiagonal() ? mapping.lookupOrDefault(op.getDiagonal()) : Value();
   if (!diagonal && op.getAlignment())
-    diagonal = *op.getAlignment() == DiagonalAlignment::top_left
-                   ? cst(0)
-                   : sub(views[op.getKey()].sizes[2],
-                         views[op.getQuery()].sizes[2]);
+    diagonal =
+        *op.getAlignment() == DiagonalAlignment::top_left
+            ? cst(0)
+            : sub(views[op.getKey()].sizes[2], views[op.getQuery()].sizes[2]);
   std::optional<int64_t> left, right;
   if (auto window = op.getWindowAttr()) {
     left = window.getLeft();
@@ -761,13 +755,13 @@ void KernelConverter::maskScores(OnlineAttentionOp op,
       if (diagonal && (left || right)) {
         Value center = add(row, diagonal);
         if (right)
-          allowed = andI(allowed, arith::CmpIOp::create(
-                                      b(), arith::CmpIPredicate::sle, key,
-                                      add(center, cst(*right))));
+          allowed = andI(allowed,
+                         arith::CmpIOp::create(b(), arith::CmpIPredicate::sle,
+                                               key, add(center, cst(*right))));
         if (left)
-          allowed = andI(allowed, arith::CmpIOp::create(
-                                      b(), arith::CmpIPredicate::sge, key,
-                                      sub(center, cst(*left))));
+          allowed = andI(allowed,
+                         arith::CmpIOp::create(b(), arith::CmpIPredicate::sge,
+                                               key, sub(center, cst(*left))));
       }
       if (mask) {
         // Rows past the tile's end and keys past the tile are not read.
@@ -799,16 +793,16 @@ Value KernelConverter::rowReduce(Value v, bool isMax) {
 
 /// Online update of the rows' max and sum; scores become the weights p.
 /// Returns the rescale factor alpha of row 0 and row 1.
-SmallVector<Value>
-KernelConverter::updateStatistics(SmallVector<Value> &scores, Fragments &max,
-                                  Fragments &sum) {
+SmallVector<Value> KernelConverter::updateStatistics(SmallVector<Value> &scores,
+                                                     Fragments &max,
+                                                     Fragments &sum) {
   SmallVector<Value> alphas;
   for (int64_t r = 0; r < 2; ++r) {
     Value blockMax = f32(-kInf);
     for (int64_t j = 0; j < keyTile / kGroup; ++j)
       for (int64_t c = 0; c < 2; ++c)
-        blockMax = arith::MaximumFOp::create(b(), blockMax,
-                                             scores[j * 4 + r * 2 + c]);
+        blockMax =
+            arith::MaximumFOp::create(b(), blockMax, scores[j * 4 + r * 2 + c]);
     blockMax = rowReduce(blockMax, /*isMax=*/true);
     Value oldMax = max.values[r];
     Value newMax = arith::MaximumFOp::create(b(), oldMax, blockMax);
@@ -817,8 +811,8 @@ KernelConverter::updateStatistics(SmallVector<Value> &scores, Fragments &max,
     Value none = arith::CmpFOp::create(b(), arith::CmpFPredicate::OEQ, newMax,
                                        f32(-kInf));
     Value safe = select(none, f32(0), newMax);
-    Value alpha = math::ExpOp::create(b(), arith::SubFOp::create(b(), oldMax,
-                                                                  safe));
+    Value alpha =
+        math::ExpOp::create(b(), arith::SubFOp::create(b(), oldMax, safe));
     Value rowSum = f32(0);
     for (int64_t j = 0; j < keyTile / kGroup; ++j)
       for (int64_t c = 0; c < 2; ++c) {
@@ -845,9 +839,10 @@ void KernelConverter::accumulateMma(SmallVector<Value> &acc,
   for (int64_t k = 0; k < keyTile / kMmaK; ++k) {
     ArrayRef<Value> lo = probs.slice(2 * k * 4, 4),
                     hi = probs.slice((2 * k + 1) * 4, 4);
-    SmallVector<Value, 4> a = {
-        packPair(round(lo[0]), round(lo[1])), packPair(round(lo[2]), round(lo[3])),
-        packPair(round(hi[0]), round(hi[1])), packPair(round(hi[2]), round(hi[3]))};
+    SmallVector<Value, 4> a = {packPair(round(lo[0]), round(lo[1])),
+                               packPair(round(lo[2]), round(lo[3])),
+                               packPair(round(hi[0]), round(hi[1])),
+                               packPair(round(hi[2]), round(hi[3]))};
     Value key0 = add(colPair, cst(k * kMmaK)), key1 = add(key0, cst(1));
     Value key8 = add(key0, cst(kGroup)), key9 = add(key8, cst(1));
     for (int64_t e = 0; e < paddedValueDim / kGroup; ++e) {
@@ -888,22 +883,22 @@ void KernelConverter::accumulateFma(SmallVector<Value> &acc,
         Value excluded[2];
         if (dropExcluded)
           for (int r = 0; r < 2; ++r)
-            excluded[r] = arith::CmpFOp::create(
-                b(), arith::CmpFPredicate::OEQ, p[r], zero);
+            excluded[r] = arith::CmpFOp::create(b(), arith::CmpFPredicate::OEQ,
+                                                p[r], zero);
         SmallVector<Value> next;
         for (int64_t e = 0; e < paddedValueDim / kGroup; ++e) {
           Value col = add(colPair, cst(e * kGroup));
-          Value v[2] = {toF32(memref::LoadOp::create(b(), shared.values,
-                                                     ValueRange{key, col})),
-                        toF32(memref::LoadOp::create(
-                            b(), shared.values,
-                            ValueRange{key, add(col, cst(1))}))};
+          Value v[2] = {
+              toF32(memref::LoadOp::create(b(), shared.values,
+                                           ValueRange{key, col})),
+              toF32(memref::LoadOp::create(b(), shared.values,
+                                           ValueRange{key, add(col, cst(1))}))};
           for (int64_t i = 0; i < 4; ++i) {
             Value value = v[i & 1];
             if (dropExcluded)
               value = select(excluded[i / 2], zero, value);
-            next.push_back(math::FmaOp::create(b(), p[i / 2], value,
-                                               state[e * 4 + i]));
+            next.push_back(
+                math::FmaOp::create(b(), p[i / 2], value, state[e * 4 + i]));
           }
         }
         return next;
@@ -960,8 +955,7 @@ LogicalResult KernelConverter::convertOnline(OnlineAttentionOp op) {
 
 LogicalResult KernelConverter::convertEpilogue(linalg::GenericOp op) {
   if (op.getNumDpsInits() != 1 || !views.count(op.getDpsInits()[0]) ||
-      op.getRegion().front().getArgument(op.getNumDpsInputs()).use_empty() ==
-          false)
+      !op.getRegion().front().getArgument(op.getNumDpsInputs()).use_empty())
     return op.emitOpError("attn-lower-to-gpu: the normalization must write "
                           "one output slice without reading it");
   const View &out = views[op.getDpsInits()[0]];
@@ -982,8 +976,8 @@ LogicalResult KernelConverter::convertEpilogue(linalg::GenericOp op) {
     for (auto [arg, input, map] :
          llvm::zip(body.getArguments(), inputs, op.getIndexingMapsArray())) {
       bool perRow = map.getNumResults() == 3;
-      local.map(arg, perRow ? input->values[i / 2]
-                            : input->values[group * 4 + i]);
+      local.map(arg,
+                perRow ? input->values[i / 2] : input->values[group * 4 + i]);
     }
     for (Operation &inner : body.without_terminator())
       b().clone(inner, local);
@@ -998,8 +992,8 @@ LogicalResult KernelConverter::convertEpilogue(linalg::GenericOp op) {
     Value row = r == 0 ? row0 : row1;
     Value rowOk = lt(row, out.sizes[2]);
     if (rank == 3) {
-      Value first = arith::CmpIOp::create(b(), arith::CmpIPredicate::eq,
-                                          colPair, cst(0));
+      Value first =
+          arith::CmpIOp::create(b(), arith::CmpIPredicate::eq, colPair, cst(0));
       auto guard = scf::IfOp::create(b(), andI(rowOk, first));
       OpBuilder::InsertionGuard g(b());
       b().setInsertionPoint(guard.thenBlock()->getTerminator());
@@ -1041,14 +1035,12 @@ LogicalResult KernelConverter::convert(gpu::GPUModuleOp gpuModule) {
     params.append(2 * tensor.getRank(), i64);
   }
   auto moduleBuilder = OpBuilder::atBlockEnd(gpuModule.getBody());
-  auto kernel = gpu::GPUFuncOp::create(moduleBuilder, func.getLoc(),
-                                       func.getName(),
-                                       FunctionType::get(ctx, params, {}));
-  kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
-                  UnitAttr::get(ctx));
+  auto kernel =
+      gpu::GPUFuncOp::create(moduleBuilder, func.getLoc(), func.getName(),
+                             FunctionType::get(ctx, params, {}));
+  kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), UnitAttr::get(ctx));
   int32_t threads = warps * kWarpSize;
-  kernel.setKnownBlockSizeAttr(
-      DenseI32ArrayAttr::get(ctx, {threads, 1, 1}));
+  kernel.setKnownBlockSizeAttr(DenseI32ArrayAttr::get(ctx, {threads, 1, 1}));
   kernel->setAttr("attn.block_rows", IntegerAttr::get(i64, blockRows));
 
   Block &entry = kernel.getBody().front();

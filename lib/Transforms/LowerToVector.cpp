@@ -59,14 +59,14 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 /// Scratch buffers of one function, shared by all its online ops (they run
 /// one after another).
 struct Scratch {
-  Value keysT;    // [D][keyBlock]   K block transposed
-  Value keyPairs; // [D/2][2 keyBlock] bf16 K block as pairs (bf16-dot only)
+  Value keysT;      // [D][keyBlock]   K block transposed
+  Value keyPairs;   // [D/2][2 keyBlock] bf16 K block as pairs (bf16-dot only)
   Value valuePairs; // [keyBlock/2][2 DvPad] bf16 V block as key pairs
-  Value values;   // [keyBlock][DvPad] V block, pad columns zero
-  Value rowBias;  // [keyBlock]      the mask row of the block, as f32 bias
-  Value probs;    // [rowBlock][keyBlock] p of the current rows
-  Value queryRow; // [DPad] one query row in f32, pad lanes zero (direct)
-  Value rowScores; // [keyBlock] one row's scores of a block (direct)
+  Value values;     // [keyBlock][DvPad] V block, pad columns zero
+  Value rowBias;    // [keyBlock]      the mask row of the block, as f32 bias
+  Value probs;      // [rowBlock][keyBlock] p of the current rows
+  Value queryRow;   // [DPad] one query row in f32, pad lanes zero (direct)
+  Value rowScores;  // [keyBlock] one row's scores of a block (direct)
 };
 
 class MicroKernelEmitter {
@@ -120,7 +120,9 @@ public:
   /// Whether P·V can take the dot product too: bf16 V, and no key of a
   /// block excluded for some rows only (whose 0 weight must drop a NaN V).
   static bool usesBf16Values(OnlineAttentionOp op) {
-    return cast<MemRefType>(op.getValue().getType()).getElementType().isBF16() &&
+    return cast<MemRefType>(op.getValue().getType())
+               .getElementType()
+               .isBF16() &&
            !op.getMask() && !op.getCausal() && !op.getWindow();
   }
 
@@ -155,8 +157,7 @@ private:
       v = arith::ExtFOp::create(b, f32, v);
     return v;
   }
-  void forLoop(Value lb, Value ub, Value step,
-               function_ref<void(Value)> body) {
+  void forLoop(Value lb, Value ub, Value step, function_ref<void(Value)> body) {
     auto loop = scf::ForOp::create(b, lb, ub, step);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(loop.getBody()->getTerminator());
@@ -200,12 +201,14 @@ private:
       Value keyRows = unitStrideRows(op.getKey());
       Value valueRows = unitStrideRows(op.getValue());
       Value contiguous = arith::AndIOp::create(
-          b, arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
-                                   innerStride(op.getKey()), cst(1)),
+          b,
+          arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                                innerStride(op.getKey()), cst(1)),
           arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
                                 innerStride(op.getValue()), cst(1)));
-      auto choice = scf::IfOp::create(b, arith::AndIOp::create(b, few, contiguous),
-                                      /*withElseRegion=*/true);
+      auto choice =
+          scf::IfOp::create(b, arith::AndIOp::create(b, few, contiguous),
+                            /*withElseRegion=*/true);
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPoint(choice.thenBlock()->getTerminator());
       forLoop(cst(0), keys, cst(keyBlock), [&](Value blockStart) {
@@ -232,10 +235,10 @@ private:
     auto meta = memref::ExtractStridedMetadataOp::create(b, memref);
     SmallVector<int64_t> strides(3, ShapedType::kDynamic);
     strides.push_back(1);
-    auto layout = StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic,
-                                         strides);
-    auto unitType = MemRefType::get(type.getShape(), type.getElementType(),
-                                    layout);
+    auto layout =
+        StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic, strides);
+    auto unitType =
+        MemRefType::get(type.getShape(), type.getElementType(), layout);
     SmallVector<OpFoldResult> sizes, unitStrides;
     for (int64_t d = 0; d < 4; ++d) {
       sizes.push_back(type.isDynamicDim(d)
@@ -312,8 +315,8 @@ private:
       Value acc =
           (c + 1) * lanes <= valueDim
               ? Value(vector::LoadOp::create(b, vecType, op.getAcc(), at))
-              : Value(vector::MaskedLoadOp::create(
-                    b, vecType, op.getAcc(), at, chunkMask(c), zeroVec));
+              : Value(vector::MaskedLoadOp::create(b, vecType, op.getAcc(), at,
+                                                   chunkMask(c), zeroVec));
       accs.push_back(arith::MulFOp::create(b, acc, alphaVec));
     }
     bool masked = op.getMask() || op.getCausal() || op.getWindow();
@@ -326,8 +329,8 @@ private:
           Value p = splat(pScalar);
           Value excluded;
           if (masked)
-            excluded = splat(arith::CmpFOp::create(
-                b, arith::CmpFPredicate::OEQ, pScalar, f32Const(0)));
+            excluded = splat(arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ,
+                                                   pScalar, f32Const(0)));
           SmallVector<Value> next;
           for (int64_t c = 0; c < valueChunks; ++c) {
             Value v = loadRowChunk(valueRows, {batch, kvHead, key}, c * lanes,
@@ -374,8 +377,7 @@ private:
 
   /// KT[d][j] = K[j][d] (or the bf16 pairs KP) and VP[j][e] = V[j][e] for
   /// the block's keys, in f32.
-  void packBlock(Value batch, Value kvHead, Value blockStart,
-                 Value blockKeys) {
+  void packBlock(Value batch, Value kvHead, Value blockStart, Value blockKeys) {
     forLoop(cst(0), blockKeys, cst(1), [&](Value j) {
       Value key = arith::AddIOp::create(b, blockStart, j);
       if (bf16Dot)
@@ -432,31 +434,30 @@ private:
     auto pairVec = VectorType::get({2 * lanes}, b.getBF16Type());
     Value pairs = arith::DivUIOp::create(
         b, arith::AddIOp::create(b, blockKeys, cst(1)), cst(2));
-    return forLoopWith(
-        cst(0), pairs, cst(1), inits,
-        [&](Value jp, ValueRange acc) -> SmallVector<Value> {
-          SmallVector<Value> values;
-          for (int64_t c = 0; c < valueChunks; ++c)
-            values.push_back(vector::LoadOp::create(
-                b, pairVec, scratch.valuePairs,
-                ValueRange{jp, cst(2 * c * lanes)}));
-          Value j0 = arith::MulIOp::create(b, jp, cst(2));
-          Value j1 = arith::AddIOp::create(b, j0, cst(1));
-          SmallVector<Value> next;
-          for (int64_t r = 0; r < numRows; ++r) {
-            auto weight = [&](Value j) {
-              return arith::TruncFOp::create(
-                  b, b.getBF16Type(),
-                  memref::LoadOp::create(b, scratch.probs,
-                                         ValueRange{cst(r), j}));
-            };
-            Value p = broadcastPair(weight(j0), weight(j1));
-            for (int64_t c = 0; c < valueChunks; ++c)
-              next.push_back(x86vector::DotBF16Op::create(
-                  b, acc[r * valueChunks + c], p, values[c]));
-          }
-          return next;
-        });
+    return forLoopWith(cst(0), pairs, cst(1), inits,
+                       [&](Value jp, ValueRange acc) -> SmallVector<Value> {
+                         SmallVector<Value> values;
+                         for (int64_t c = 0; c < valueChunks; ++c)
+                           values.push_back(vector::LoadOp::create(
+                               b, pairVec, scratch.valuePairs,
+                               ValueRange{jp, cst(2 * c * lanes)}));
+                         Value j0 = arith::MulIOp::create(b, jp, cst(2));
+                         Value j1 = arith::AddIOp::create(b, j0, cst(1));
+                         SmallVector<Value> next;
+                         for (int64_t r = 0; r < numRows; ++r) {
+                           auto weight = [&](Value j) {
+                             return arith::TruncFOp::create(
+                                 b, b.getBF16Type(),
+                                 memref::LoadOp::create(b, scratch.probs,
+                                                        ValueRange{cst(r), j}));
+                           };
+                           Value p = broadcastPair(weight(j0), weight(j1));
+                           for (int64_t c = 0; c < valueChunks; ++c)
+                             next.push_back(x86vector::DotBF16Op::create(
+                                 b, acc[r * valueChunks + c], p, values[c]));
+                         }
+                         return next;
+                       });
   }
 
   /// The bf16 pair (lo, hi) in every 32-bit lane of a dot product operand.
@@ -510,9 +511,9 @@ private:
         [&](Value p, ValueRange acc) -> SmallVector<Value> {
           SmallVector<Value> keys;
           for (int64_t v = 0; v < scoreVectors; ++v)
-            keys.push_back(vector::LoadOp::create(
-                b, pairVec, scratch.keyPairs,
-                ValueRange{p, cst(2 * v * lanes)}));
+            keys.push_back(
+                vector::LoadOp::create(b, pairVec, scratch.keyPairs,
+                                       ValueRange{p, cst(2 * v * lanes)}));
           Value d0 = arith::MulIOp::create(b, p, cst(2));
           // An odd D's last pair reads Q[D-1] twice; its key half is 0.
           Value d1 = arith::MinSIOp::create(
@@ -547,7 +548,8 @@ private:
       Value key = arith::AddIOp::create(b, blockStart, j);
       Value bias;
       if (keepMask) {
-        Value keep = memref::LoadOp::create(b, mask, ValueRange{mb, mh, mq, key});
+        Value keep =
+            memref::LoadOp::create(b, mask, ValueRange{mb, mh, mq, key});
         bias = arith::SelectOp::create(b, keep, f32Const(0), f32Const(-kInf));
       } else {
         bias = loadF32(mask, {mb, mh, mq, key});
@@ -558,8 +560,8 @@ private:
 
   /// Scores, online update and P·V for a block of query rows that share
   /// every packed K and V vector they load.
-  void emitRows(Value batch, Value head, ArrayRef<Value> rows,
-                Value blockStart, Value blockKeys) {
+  void emitRows(Value batch, Value head, ArrayRef<Value> rows, Value blockStart,
+                Value blockKeys) {
     int64_t numRows = rows.size();
     int64_t scoreVectors = keyBlock / lanes;
     Value zeroVec = splat(f32Const(0));
@@ -567,30 +569,32 @@ private:
     // Scores: s[r][v] += Q[row r][d] * KT[d][v*lanes ...].
     SmallVector<Value> inits(numRows * scoreVectors, zeroVec);
     SmallVector<Value> scores =
-        bf16Dot ? scoresByBf16Dot(batch, head, rows, inits) : forLoopWith(
-        cst(0), cst(headDim), cst(1), inits,
-        [&](Value d, ValueRange acc) -> SmallVector<Value> {
-          SmallVector<Value> keys;
-          for (int64_t v = 0; v < scoreVectors; ++v)
-            keys.push_back(vector::LoadOp::create(
-                b, vecType, scratch.keysT, ValueRange{d, cst(v * lanes)}));
-          SmallVector<Value> next;
-          for (int64_t r = 0; r < numRows; ++r) {
-            Value q = splat(loadF32(op.getQuery(), {batch, head, rows[r], d}));
-            for (int64_t v = 0; v < scoreVectors; ++v)
-              next.push_back(vector::FMAOp::create(
-                  b, q, keys[v], acc[r * scoreVectors + v]));
-          }
-          return next;
-        });
+        bf16Dot
+            ? scoresByBf16Dot(batch, head, rows, inits)
+            : forLoopWith(cst(0), cst(headDim), cst(1), inits,
+                          [&](Value d, ValueRange acc) -> SmallVector<Value> {
+                            SmallVector<Value> keys;
+                            for (int64_t v = 0; v < scoreVectors; ++v)
+                              keys.push_back(vector::LoadOp::create(
+                                  b, vecType, scratch.keysT,
+                                  ValueRange{d, cst(v * lanes)}));
+                            SmallVector<Value> next;
+                            for (int64_t r = 0; r < numRows; ++r) {
+                              Value q = splat(loadF32(
+                                  op.getQuery(), {batch, head, rows[r], d}));
+                              for (int64_t v = 0; v < scoreVectors; ++v)
+                                next.push_back(vector::FMAOp::create(
+                                    b, q, keys[v], acc[r * scoreVectors + v]));
+                            }
+                            return next;
+                          });
 
     // Per row: the softmax statistics; p goes to probs[r].
     SmallVector<Value> alphas;
     for (int64_t r = 0; r < numRows; ++r)
       alphas.push_back(updateRowStatistics(
           batch, head, rows[r], r,
-          MutableArrayRef<Value>(scores).slice(r * scoreVectors,
-                                               scoreVectors),
+          MutableArrayRef<Value>(scores).slice(r * scoreVectors, scoreVectors),
           blockStart, blockKeys));
 
     // acc[r] = alpha[r] * acc[r] + sum_j p[r][j] * VP[j].
@@ -612,34 +616,34 @@ private:
       accs = accumulateByBf16Dot(numRows, blockKeys, accs);
     else
       accs = forLoopWith(
-        cst(0), blockKeys, cst(1), accs,
-        [&](Value j, ValueRange acc) -> SmallVector<Value> {
-          SmallVector<Value> values;
-          for (int64_t c = 0; c < valueChunks; ++c)
-            values.push_back(vector::LoadOp::create(
-                b, vecType, scratch.values, ValueRange{j, cst(c * lanes)}));
-          SmallVector<Value> next;
-          for (int64_t r = 0; r < numRows; ++r) {
-            Value pScalar = memref::LoadOp::create(b, scratch.probs,
-                                                   ValueRange{cst(r), j});
-            Value p = splat(pScalar);
-            // Where keys of the block may be excluded, an excluded key's
-            // weight is exactly 0 and 0 * NaN would still leak a NaN value
-            // into a row that does not attend to it: drop such values.
-            Value excluded;
-            if (masked)
-              excluded = splat(arith::CmpFOp::create(
-                  b, arith::CmpFPredicate::OEQ, pScalar, f32Const(0)));
-            for (int64_t c = 0; c < valueChunks; ++c) {
-              Value v = values[c];
-              if (excluded)
-                v = arith::SelectOp::create(b, excluded, zeroVec, v);
-              next.push_back(vector::FMAOp::create(
-                  b, p, v, acc[r * valueChunks + c]));
+          cst(0), blockKeys, cst(1), accs,
+          [&](Value j, ValueRange acc) -> SmallVector<Value> {
+            SmallVector<Value> values;
+            for (int64_t c = 0; c < valueChunks; ++c)
+              values.push_back(vector::LoadOp::create(
+                  b, vecType, scratch.values, ValueRange{j, cst(c * lanes)}));
+            SmallVector<Value> next;
+            for (int64_t r = 0; r < numRows; ++r) {
+              Value pScalar = memref::LoadOp::create(b, scratch.probs,
+                                                     ValueRange{cst(r), j});
+              Value p = splat(pScalar);
+              // Where keys of the block may be excluded, an excluded key's
+              // weight is exactly 0 and 0 * NaN would still leak a NaN value
+              // into a row that does not attend to it: drop such values.
+              Value excluded;
+              if (masked)
+                excluded = splat(arith::CmpFOp::create(
+                    b, arith::CmpFPredicate::OEQ, pScalar, f32Const(0)));
+              for (int64_t c = 0; c < valueChunks; ++c) {
+                Value v = values[c];
+                if (excluded)
+                  v = arith::SelectOp::create(b, excluded, zeroVec, v);
+                next.push_back(
+                    vector::FMAOp::create(b, p, v, acc[r * valueChunks + c]));
+              }
             }
-          }
-          return next;
-        });
+            return next;
+          });
     for (int64_t r = 0; r < numRows; ++r)
       for (int64_t c = 0; c < valueChunks; ++c) {
         SmallVector<Value, 4> at = {batch, head, rows[r], cst(c * lanes)};
@@ -647,8 +651,7 @@ private:
         if ((c + 1) * lanes <= valueDim)
           vector::StoreOp::create(b, acc, op.getAcc(), at);
         else
-          vector::MaskedStoreOp::create(b, op.getAcc(), at, chunkMask(c),
-                                        acc);
+          vector::MaskedStoreOp::create(b, op.getAcc(), at, chunkMask(c), acc);
       }
   }
 
@@ -690,7 +693,8 @@ private:
     Value bandLo, bandHi;
     if (op.getCausal() || op.getWindow()) {
       // Key j (block-local) is allowed iff lo <= j <= hi with
-      // hi = row + diag + right - blockStart, lo = row + diag - left - blockStart.
+      // hi = row + diag + right - blockStart, lo = row + diag - left -
+      // blockStart.
       Value rel = arith::SubIOp::create(
           b, arith::AddIOp::create(b, row, diagonal), blockStart);
       std::optional<int64_t> left, right;
@@ -704,16 +708,16 @@ private:
         bandHi = splat(clampToI32(arith::AddIOp::create(b, rel, cst(*right)),
                                   -1, keyBlock));
       if (left)
-        bandLo = splat(clampToI32(arith::SubIOp::create(b, rel, cst(*left)),
-                                  -1, keyBlock));
+        bandLo = splat(clampToI32(arith::SubIOp::create(b, rel, cst(*left)), -1,
+                                  keyBlock));
     }
     Value negInfVec = splat(f32Const(-kInf));
     for (int64_t v = 0; v < scoreVectors; ++v) {
       Value j = arith::AddIOp::create(
           b, lane,
           splat(arith::ConstantOp::create(b, b.getI32IntegerAttr(v * lanes))));
-      Value allowed = arith::CmpIOp::create(b, arith::CmpIPredicate::slt, j,
-                                            liveKeys);
+      Value allowed =
+          arith::CmpIOp::create(b, arith::CmpIPredicate::slt, j, liveKeys);
       if (bandHi)
         allowed = arith::AndIOp::create(
             b, allowed,
@@ -736,8 +740,8 @@ private:
     Value blockMax = vector::ReductionOp::create(
         b, vector::CombiningKind::MAXIMUMF, blockMaxVec);
     Value newMax = arith::MaximumFOp::create(b, oldMax, blockMax);
-    Value noKeyYet = arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ,
-                                           newMax, f32Const(-kInf));
+    Value noKeyYet = arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, newMax,
+                                           f32Const(-kInf));
     Value safeMax = arith::SelectOp::create(b, noKeyYet, f32Const(0), newMax);
     Value alpha =
         math::ExpOp::create(b, arith::SubFOp::create(b, oldMax, safeMax));
@@ -763,7 +767,8 @@ private:
 };
 
 struct AttnLowerToVectorPass
-    : public mlir::attn::impl::AttnLowerToVectorPassBase<AttnLowerToVectorPass> {
+    : public mlir::attn::impl::AttnLowerToVectorPassBase<
+          AttnLowerToVectorPass> {
   using AttnLowerToVectorPassBase::AttnLowerToVectorPassBase;
 
   void runOnOperation() override {
@@ -774,8 +779,7 @@ struct AttnLowerToVectorPass
                        << static_cast<int64_t>(rowBlock);
       return signalPassFailure();
     }
-    if (bf16Dot && vectorWidth != 4 && vectorWidth != 8 &&
-        vectorWidth != 16) {
+    if (bf16Dot && vectorWidth != 4 && vectorWidth != 8 && vectorWidth != 16) {
       func.emitError() << "attn-lower-to-vector: bf16-dot needs a vector "
                           "width of 4, 8 or 16 f32 lanes, found "
                        << static_cast<int64_t>(vectorWidth);
@@ -812,8 +816,8 @@ struct AttnLowerToVectorPass
       maxHeadDim = std::max(
           maxHeadDim, cast<MemRefType>(op.getQuery().getType()).getDimSize(3));
       int64_t dv = cast<MemRefType>(op.getValue().getType()).getDimSize(3);
-      maxValuePad = std::max<int64_t>(maxValuePad,
-                                         llvm::divideCeil(dv, vectorWidth) * vectorWidth);
+      maxValuePad = std::max<int64_t>(
+          maxValuePad, llvm::divideCeil(dv, vectorWidth) * vectorWidth);
     }
     ImplicitLocOpBuilder b(func.getLoc(), &getContext());
     b.setInsertionPointToStart(&func.getBody().front());
@@ -827,9 +831,10 @@ struct AttnLowerToVectorPass
     if (bf16Dot && llvm::any_of(ops, MicroKernelEmitter::usesBf16Dot))
       scratch.keyPairs = memref::AllocaOp::create(
           b,
-          MemRefType::get({static_cast<int64_t>(llvm::divideCeil(maxHeadDim, 2)),
-                           2 * keyBlock},
-                          b.getBF16Type()),
+          MemRefType::get(
+              {static_cast<int64_t>(llvm::divideCeil(maxHeadDim, 2)),
+               2 * keyBlock},
+              b.getBF16Type()),
           b.getI64IntegerAttr(64));
     if (scratch.keyPairs &&
         llvm::any_of(ops, MicroKernelEmitter::usesBf16Values)) {
@@ -867,10 +872,10 @@ struct AttnLowerToVectorPass
       Value zero = vector::BroadcastOp::create(
           b, VectorType::get({vectorWidth}, f32),
           arith::ConstantOp::create(b, b.getF32FloatAttr(0)));
-      auto rows = scf::ForOp::create(
-          b, arith::ConstantIndexOp::create(b, 0),
-          arith::ConstantIndexOp::create(b, keyBlock),
-          arith::ConstantIndexOp::create(b, 1));
+      auto rows =
+          scf::ForOp::create(b, arith::ConstantIndexOp::create(b, 0),
+                             arith::ConstantIndexOp::create(b, keyBlock),
+                             arith::ConstantIndexOp::create(b, 1));
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPoint(rows.getBody()->getTerminator());
       for (int64_t e = 0; e < maxValuePad; e += vectorWidth)
@@ -885,8 +890,9 @@ struct AttnLowerToVectorPass
           b, VectorType::get({vectorWidth}, f32),
           arith::ConstantOp::create(b, b.getF32FloatAttr(0)));
       for (int64_t d = 0; d < headPad; d += vectorWidth)
-        vector::StoreOp::create(b, zero, scratch.queryRow,
-                                ValueRange{arith::ConstantIndexOp::create(b, d)});
+        vector::StoreOp::create(
+            b, zero, scratch.queryRow,
+            ValueRange{arith::ConstantIndexOp::create(b, d)});
     }
 
     for (OnlineAttentionOp op : ops) {

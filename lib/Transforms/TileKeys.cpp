@@ -24,14 +24,15 @@ using namespace mlir;
 using namespace mlir::attn;
 
 namespace {
-struct AttnTileKeysPass : public mlir::attn::impl::AttnTileKeysPassBase<AttnTileKeysPass> {
+struct AttnTileKeysPass
+    : public mlir::attn::impl::AttnTileKeysPassBase<AttnTileKeysPass> {
   using AttnTileKeysPassBase::AttnTileKeysPassBase;
 
   void runOnOperation() override {
     // A function may choose its own tile (a compiler picking per kernel).
     int64_t tileSize = keyTileSize;
-    if (auto attr = getOperation()->getAttrOfType<IntegerAttr>(
-            kKeyTileSizeAttrName))
+    if (auto attr =
+            getOperation()->getAttrOfType<IntegerAttr>(kKeyTileSizeAttrName))
       tileSize = attr.getInt();
     if (tileSize < 1) {
       getOperation().emitError()
@@ -52,8 +53,7 @@ struct AttnTileKeysPass : public mlir::attn::impl::AttnTileKeysPassBase<AttnTile
           .setTileSizes({rewriter.getIndexAttr(0), rewriter.getIndexAttr(0),
                          rewriter.getIndexAttr(0),
                          rewriter.getIndexAttr(tileSize)})
-          .setReductionTilingStrategy(
-              ReductionTilingStrategy::FullReduction)
+          .setReductionTilingStrategy(ReductionTilingStrategy::FullReduction)
           .setReductionDims({3});
       rewriter.setInsertionPoint(op);
       FailureOr<scf::SCFTilingResult> tiled = scf::tileUsingSCF(

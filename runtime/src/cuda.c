@@ -137,8 +137,8 @@ static void init_driver(void) {
   }
   if ((result = cu.deviceGet(&device, 0)) != CUDA_SUCCESS ||
       (result = cu.primaryCtxRetain(&context, device)) != CUDA_SUCCESS) {
-    snprintf(init_message, sizeof(init_message),
-             "GPU 0 cannot be used: %s", cu_error(result));
+    snprintf(init_message, sizeof(init_message), "GPU 0 cannot be used: %s",
+             cu_error(result));
     return;
   }
   cu.deviceGetName(device_name, sizeof(device_name), device);
@@ -208,10 +208,9 @@ attn_status attn_cuda_free(void *pointer) {
   if (status != ATTN_OK)
     return status;
   CUresult result = cu.memFree((CUdeviceptr)(uintptr_t)pointer);
-  return result == CUDA_SUCCESS
-             ? ATTN_OK
-             : attn_fail(ATTN_ERROR_INVALID_ARGUMENT, "cuMemFree: %s",
-                         cu_error(result));
+  return result == CUDA_SUCCESS ? ATTN_OK
+                                : attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                                            "cuMemFree: %s", cu_error(result));
 }
 
 attn_status attn_cuda_copy(void *dst, const void *src, size_t bytes,
@@ -219,8 +218,8 @@ attn_status attn_cuda_copy(void *dst, const void *src, size_t bytes,
   if (bytes == 0)
     return ATTN_OK;
   if (!dst || !src)
-    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
-                     "attn_cuda_copy: NULL %s", dst ? "source" : "destination");
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT, "attn_cuda_copy: NULL %s",
+                     dst ? "source" : "destination");
   attn_status status = use_device();
   if (status != ATTN_OK)
     return status;
@@ -290,9 +289,9 @@ static attn_status load_function(const attn_kernel_desc *kernel,
   if (result == CUDA_SUCCESS)
     result = cu.moduleGetFunction(&entry->function, entry->module, gpu->entry);
   if (result == CUDA_SUCCESS && gpu->shared_bytes > 48 * 1024)
-    result = cu.funcSetAttribute(entry->function,
-                                 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                 gpu->shared_bytes);
+    result = cu.funcSetAttribute(
+        entry->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+        gpu->shared_bytes);
   if (result != CUDA_SUCCESS) {
     if (entry->module)
       cu.moduleUnload(entry->module);
@@ -349,10 +348,10 @@ attn_status attn_cuda_launch(const attn_kernel_desc *kernel,
   uint64_t values[ATTN_GPU_MAX_PARAMS];
   void *pointers[ATTN_GPU_MAX_PARAMS];
   attn_gpu_kernel_params(kernel, args, values, pointers);
-  CUresult result = cu.launchKernel(
-      function, (unsigned)tiles, (unsigned)args->heads_q,
-      (unsigned)args->batch, (unsigned)gpu->block_threads, 1, 1,
-      (unsigned)gpu->shared_bytes, NULL, pointers, NULL);
+  CUresult result =
+      cu.launchKernel(function, (unsigned)tiles, (unsigned)args->heads_q,
+                      (unsigned)args->batch, (unsigned)gpu->block_threads, 1, 1,
+                      (unsigned)gpu->shared_bytes, NULL, pointers, NULL);
   if (result == CUDA_SUCCESS)
     result = cu.ctxSynchronize();
   if (result != CUDA_SUCCESS)

@@ -13,8 +13,8 @@
 // where one is present (skipped, with the reason, where none is).
 //
 //===----------------------------------------------------------------------===//
-#include "lib/Compiler/Compiler.h"
 #include "lib/Harness/Conformance.h"
+#include "lib/Compiler/Compiler.h"
 #include "lib/Harness/Harness.h"
 
 #include "llvm/Support/FileSystem.h"
@@ -29,8 +29,8 @@
 
 #include <cmath>
 #include <cstring>
-#include <ostream>
 #include <map>
+#include <ostream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -170,12 +170,11 @@ TEST(GpuCompile, EveryCaseAssemblesForSm80AndSm90WithoutSpills) {
   ASSERT_EQ(kernels.size(), specs.size());
   for (const char *arch : {"sm_80", "sm_90"}) {
     std::string archFlag = std::string("-arch=") + arch;
-    llvm::StringRef args[] = {ATTN_PTXAS, archFlag, "-v", ptx, "-o",
-                              "/dev/null"};
+    llvm::StringRef args[] = {ATTN_PTXAS, archFlag, "-v",
+                              ptx,        "-o",     "/dev/null"};
     std::optional<llvm::StringRef> redirects[] = {std::nullopt, log, log};
-    ASSERT_EQ(llvm::sys::ExecuteAndWait(ATTN_PTXAS, args, std::nullopt,
-                                        redirects),
-              0)
+    ASSERT_EQ(
+        llvm::sys::ExecuteAndWait(ATTN_PTXAS, args, std::nullopt, redirects), 0)
         << "ptxas " << arch << " failed; see " << log;
     auto text = llvm::MemoryBuffer::getFile(log);
     ASSERT_TRUE(text);

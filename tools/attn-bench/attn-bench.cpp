@@ -75,9 +75,8 @@ std::vector<Shape> shapes(bool gpu) {
   if (gpu)
     dtypes = {"f16", "bf16"};
   for (const char *dtype : dtypes)
-    for (auto [s, d] : {std::pair<int64_t, int64_t>{1024, 64},
-                        {4096, 64},
-                        {2048, 128}})
+    for (auto [s, d] :
+         {std::pair<int64_t, int64_t>{1024, 64}, {4096, 64}, {2048, 128}})
       for (bool causal : {false, true})
         add(dtype, quick ? 128 : s, d, causal);
   return list;
@@ -87,9 +86,8 @@ std::vector<Shape> shapes(bool gpu) {
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(category);
-  cl::SetVersionPrinter([](llvm::raw_ostream &os) {
-    os << attn::compilerVersion() << "\n";
-  });
+  cl::SetVersionPrinter(
+      [](llvm::raw_ostream &os) { os << attn::compilerVersion() << "\n"; });
   cl::ParseCommandLineOptions(argc, argv,
                               "attn-bench: GFLOP/s of generated attention "
                               "kernels against this machine's FMA peak\n");
@@ -122,8 +120,8 @@ int main(int argc, char **argv) {
   } else {
     int lanes = 0;
     peak = attn::measureFmaPeak(threads, &lanes);
-    llvm::outs() << "attn-bench: " << attn::compilerVersion() << ", "
-                 << threads << " threads, fp32 FMA peak measured "
+    llvm::outs() << "attn-bench: " << attn::compilerVersion() << ", " << threads
+                 << " threads, fp32 FMA peak measured "
                  << llvm::format("%.1f", peak * 1e-9) << " GFLOP/s (" << lanes
                  << "-lane FMA loop)\n";
   }
@@ -148,8 +146,7 @@ int main(int argc, char **argv) {
     llvm::outs() << "label,dtype,B,H,S,D,causal,ms,GFLOP/s,error\n";
   else
     llvm::outs() << llvm::format("%-24s %10s %10s %8s %10s %9s\n", "shape",
-                                 "ms", "GFLOP/s", "of peak", "check",
-                                 "error");
+                                 "ms", "GFLOP/s", "of peak", "check", "error");
 
   int failures = 0;
   for (size_t i = 0; i < list.size(); ++i) {
@@ -203,17 +200,16 @@ int main(int argc, char **argv) {
                                    problem.seqQ, problem.seqK);
     double rate = flops / median;
     if (csv)
-      llvm::outs() << llvm::format("%s,%s,%lld,%lld,%lld,%lld,%d,%.4f,%.1f,"
-                                   "%.3g\n",
-                                   s.label.c_str(), s.dtype.c_str(),
-                                   (long long)s.batch, (long long)s.headsQ,
-                                   (long long)s.seqQ, (long long)s.headDim,
-                                   (int)s.causal, median * 1e3, rate * 1e-9,
-                                   report.output.relative);
+      llvm::outs() << llvm::format(
+          "%s,%s,%lld,%lld,%lld,%lld,%d,%.4f,%.1f,"
+          "%.3g\n",
+          s.label.c_str(), s.dtype.c_str(), (long long)s.batch,
+          (long long)s.headsQ, (long long)s.seqQ, (long long)s.headDim,
+          (int)s.causal, median * 1e3, rate * 1e-9, report.output.relative);
     else
       llvm::outs() << llvm::format(
-          "%-24s %10.2f %10.1f %8s %10s %9.2g\n", s.label.c_str(),
-          median * 1e3, rate * 1e-9,
+          "%-24s %10.2f %10.1f %8s %10s %9.2g\n", s.label.c_str(), median * 1e3,
+          rate * 1e-9,
           peak > 0 ? llvm::formatv("{0:F1}%", 100.0 * rate / peak).str().c_str()
                    : "-",
           ok ? "ok" : "FAIL", report.output.relative);

@@ -90,12 +90,12 @@ static bool outputKind(attn::OutputKind &kind, std::string &error) {
   llvm::StringRef ext = llvm::sys::path::extension(outputFile);
   std::string what = emit;
   if (what.empty())
-    what = ext == ".o"      ? "object"
-           : ext == ".mlir" ? "mlir"
-           : ext == ".ll"   ? "llvm"
-           : ext == ".ptx"  ? "ptx"
+    what = ext == ".o"       ? "object"
+           : ext == ".mlir"  ? "mlir"
+           : ext == ".ll"    ? "llvm"
+           : ext == ".ptx"   ? "ptx"
            : ext == ".cubin" ? "cubin"
-                            : "shared";
+                             : "shared";
   if (what == "shared")
     kind = attn::OutputKind::SharedLibrary;
   else if (what == "object")
@@ -128,9 +128,8 @@ static std::string headerGuard(llvm::StringRef path) {
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(category);
-  cl::SetVersionPrinter([](llvm::raw_ostream &os) {
-    os << attn::compilerVersion() << "\n";
-  });
+  cl::SetVersionPrinter(
+      [](llvm::raw_ostream &os) { os << attn::compilerVersion() << "\n"; });
   cl::ParseCommandLineOptions(
       argc, argv,
       "attn-compile: emit fused attention kernels and a C header\n\n"
@@ -145,8 +144,7 @@ int main(int argc, char **argv) {
   };
   std::vector<attn::KernelSpec> kernels;
   std::string error;
-  if (!inputFile.empty() &&
-      !attn::specsFromMLIRFile(inputFile, kernels, error))
+  if (!inputFile.empty() && !attn::specsFromMLIRFile(inputFile, kernels, error))
     return fail(error);
   for (const std::string &text : specs) {
     std::optional<attn::KernelSpec> spec = attn::parseKernelSpec(text, error);
@@ -197,10 +195,10 @@ int main(int argc, char **argv) {
     return fail(error);
 
   std::string header = headerFile;
-  if (header.empty() && (kind == attn::OutputKind::SharedLibrary ||
-                         kind == attn::OutputKind::Object ||
-                         kind == attn::OutputKind::PTX ||
-                         kind == attn::OutputKind::Cubin)) {
+  if (header.empty() &&
+      (kind == attn::OutputKind::SharedLibrary ||
+       kind == attn::OutputKind::Object || kind == attn::OutputKind::PTX ||
+       kind == attn::OutputKind::Cubin)) {
     llvm::SmallString<256> path(outputFile.getValue());
     llvm::sys::path::replace_extension(path, ".h");
     header = path.str().str();
@@ -208,8 +206,7 @@ int main(int argc, char **argv) {
   if (!header.empty()) {
     std::ofstream out(header);
     out << attn::kernelHeader(kernels, headerGuard(header), librarySymbol,
-                              options.gpuArch.empty() ? nullptr
-                                                      : &gpuKernels);
+                              options.gpuArch.empty() ? nullptr : &gpuKernels);
     if (!out)
       return fail("cannot write " + header);
   }

@@ -25,11 +25,13 @@
 namespace cl = llvm::cl;
 
 static cl::OptionCategory category("attn-run options");
-static cl::opt<std::string> inputFile(cl::Positional, cl::desc("[<kernel.mlir>]"),
-                                      cl::init(""), cl::cat(category));
+static cl::opt<std::string> inputFile(cl::Positional,
+                                      cl::desc("[<kernel.mlir>]"), cl::init(""),
+                                      cl::cat(category));
 static cl::opt<std::string>
-    specText("spec", cl::desc("Kernel spec (default: the demo, f32 causal "
-                              "D=64 GQA)"),
+    specText("spec",
+             cl::desc("Kernel spec (default: the demo, f32 causal "
+                      "D=64 GQA)"),
              cl::init("name=attn_demo,dtype=f32,d=64,dv=64,causal,lse"),
              cl::cat(category));
 static cl::opt<int64_t> batch("batch", cl::desc("B"), cl::init(-1),
@@ -42,14 +44,13 @@ static cl::opt<int64_t> seqQ("seq-q", cl::desc("Sq"), cl::init(-1),
                              cl::cat(category));
 static cl::opt<int64_t> seqK("seq-k", cl::desc("Sk"), cl::init(-1),
                              cl::cat(category));
-static cl::opt<std::string> layout("layout",
-                                   cl::desc("bhsd or bshd buffers"),
+static cl::opt<std::string> layout("layout", cl::desc("bhsd or bshd buffers"),
                                    cl::init("bhsd"), cl::cat(category));
 static cl::opt<uint64_t> seed("seed", cl::desc("Random seed"), cl::init(1),
                               cl::cat(category));
 static cl::opt<int> threads("num-threads",
-                            cl::desc("Threads (0: one per core)"),
-                            cl::init(0), cl::cat(category));
+                            cl::desc("Threads (0: one per core)"), cl::init(0),
+                            cl::cat(category));
 static cl::opt<int> repeat("repeat", cl::desc("Timed runs (median shown)"),
                            cl::init(5), cl::cat(category));
 static cl::opt<std::string> device("device", cl::desc("cpu or cuda"),
@@ -94,11 +95,10 @@ bool loadNpyInto(const std::string &path, attn::HostTensor &tensor,
     return false;
   }
   bool isBool = tensor.view.dtype == ATTN_BOOL;
-  std::string expected =
-      isBool ? "bool"
-             : (tensor.view.dtype == ATTN_F32   ? "f32"
-                : tensor.view.dtype == ATTN_F16 ? "f16"
-                                                : "bf16");
+  std::string expected = isBool ? "bool"
+                                : (tensor.view.dtype == ATTN_F32   ? "f32"
+                                   : tensor.view.dtype == ATTN_F16 ? "f16"
+                                                                   : "bf16");
   if (array.dtype != expected) {
     error = std::string(name) + ": " + path + " holds " + array.dtype +
             ", the kernel needs " + expected;
@@ -147,9 +147,8 @@ bool loadNpyInto(const std::string &path, attn::HostTensor &tensor,
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(category);
-  cl::SetVersionPrinter([](llvm::raw_ostream &os) {
-    os << attn::compilerVersion() << "\n";
-  });
+  cl::SetVersionPrinter(
+      [](llvm::raw_ostream &os) { os << attn::compilerVersion() << "\n"; });
   cl::ParseCommandLineOptions(
       argc, argv,
       "attn-run: compile an attention kernel, run it and check it against "
@@ -190,7 +189,7 @@ int main(int argc, char **argv) {
   int64_t given[5] = {batch, headsQ, headsKv, seqQ, seqK};
   int64_t sizes[5];
   for (int i = 0; i < 5; ++i)
-    sizes[i] = given[i] >= 0 ? given[i]
+    sizes[i] = given[i] >= 0              ? given[i]
                : spec.staticSizes[i] >= 0 ? spec.staticSizes[i]
                                           : defaults[i];
   if (given[2] < 0 && spec.staticSizes[2] < 0 && spec.group > 0)
@@ -203,7 +202,8 @@ int main(int argc, char **argv) {
 
   // Compile into a private directory and load through the runtime.
   llvm::SmallString<128> dir;
-  if (std::error_code ec = llvm::sys::fs::createUniqueDirectory("attn-run", dir))
+  if (std::error_code ec =
+          llvm::sys::fs::createUniqueDirectory("attn-run", dir))
     return fail("cannot create a temporary directory: " + ec.message());
   std::string library = (dir + "/kernel.so").str();
   auto cleanup = [&] {
@@ -265,8 +265,8 @@ int main(int argc, char **argv) {
   bool passed = true;
   if (!noCheck) {
     attn::CheckReport report = attn::checkAgainstReference(problem, data);
-    llvm::outs() << "  check against the float64 reference: "
-                 << report.message << "\n";
+    llvm::outs() << "  check against the float64 reference: " << report.message
+                 << "\n";
     passed = report.passed;
   }
 
@@ -287,9 +287,9 @@ int main(int argc, char **argv) {
       runProblem(kernel, data, pool);
     else
       deviceData.run(kernel);
-    seconds.push_back(std::chrono::duration<double>(
-                          std::chrono::steady_clock::now() - start)
-                          .count());
+    seconds.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count());
   }
   std::sort(seconds.begin(), seconds.end());
   double median = seconds[seconds.size() / 2];

@@ -9,8 +9,8 @@
  * `attn_library`. It lists the kernels it holds; each kernel describes itself
  * (`attn_kernel_desc`: element type, head dims, masking, target CPU...) so that
  * the runtime can check a call's arguments before running it. The ABI is
- * versioned: a change that breaks compiled kernels bumps ATTN_KERNEL_ABI_VERSION
- * and the symbol's suffix.
+ * versioned: a change that breaks compiled kernels bumps
+ *ATTN_KERNEL_ABI_VERSION and the symbol's suffix.
  *
  * The work of one call is split into independent work items (one per batch,
  * query head and query tile). `work_items` says how many there are for given
@@ -110,21 +110,21 @@ typedef struct attn_kernel_desc {
   uint32_t abi_version; /* ATTN_KERNEL_ABI_VERSION */
   uint32_t struct_size; /* sizeof(attn_kernel_desc) when compiled */
   const char *name;
-  int32_t dtype;     /* attn_dtype of Q, K, V and O */
-  int32_t mask_kind; /* attn_mask_kind */
-  int32_t mask_broadcast[3]; /* 1: that mask dim (B, H, Sq) may be 1 */
-  int32_t causal;    /* 0 or 1 */
-  int32_t alignment; /* attn_alignment */
-  int32_t has_lse;   /* 0 or 1 */
+  int32_t dtype;                     /* attn_dtype of Q, K, V and O */
+  int32_t mask_kind;                 /* attn_mask_kind */
+  int32_t mask_broadcast[3];         /* 1: that mask dim (B, H, Sq) may be 1 */
+  int32_t causal;                    /* 0 or 1 */
+  int32_t alignment;                 /* attn_alignment */
+  int32_t has_lse;                   /* 0 or 1 */
   int64_t window_left, window_right; /* ATTN_UNBOUNDED or >= 0 */
   int64_t head_dim, value_dim;       /* D and Dv */
   /* B, Hq, Hkv, Sq, Sk as declared in the IR; ATTN_DYNAMIC when free. */
   int64_t static_sizes[5];
-  int64_t block_q; /* query rows per work item */
-  float scale;     /* the scale used; 1/sqrt(D) unless set */
-  float softcap;   /* 0 when none */
-  const char *target_cpu;      /* e.g. "znver4" */
-  const char *target_features; /* LLVM feature string, e.g. "+avx512f,..." */
+  int64_t block_q;               /* query rows per work item */
+  float scale;                   /* the scale used; 1/sqrt(D) unless set */
+  float softcap;                 /* 0 when none */
+  const char *target_cpu;        /* e.g. "znver4" */
+  const char *target_features;   /* LLVM feature string, e.g. "+avx512f,..." */
   attn_work_items_fn work_items; /* NULL for a GPU kernel */
   attn_run_fn run;               /* NULL for a GPU kernel */
   /* Fields a descriptor has when struct_size covers them (older CPU
@@ -169,7 +169,10 @@ static inline int attn_gpu_kernel_params(const attn_kernel_desc *kernel,
       {args->query, 4, {b, hq, sq, d}, args->query_strides, 1},
       {args->key, 4, {b, hkv, sk, d}, args->key_strides, 1},
       {args->value, 4, {b, hkv, sk, dv}, args->value_strides, 1},
-      {args->mask, 4, {b, hq, sq, sk}, args->mask_strides,
+      {args->mask,
+       4,
+       {b, hq, sq, sk},
+       args->mask_strides,
        kernel->mask_kind != ATTN_MASK_NONE},
       {args->output, 4, {b, hq, sq, dv}, args->output_strides, 1},
       {args->lse, 3, {b, hq, sq, 0}, args->lse_strides, kernel->has_lse},

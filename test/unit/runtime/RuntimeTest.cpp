@@ -459,8 +459,8 @@ TEST(Module, FromLibraryRefusesMissingEntryPoints) {
 /// runtime never gets as far as loading it.
 struct LinkedGpuLibrary : LinkedLibrary {
   static constexpr char kImage[] = "// not PTX";
-  attn_gpu_kernel gpu{"sm_80", ATTN_GPU_PTX, kImage, sizeof(kImage),
-                      "linked",  128,          64,     1024};
+  attn_gpu_kernel gpu{"sm_80",  ATTN_GPU_PTX, kImage, sizeof(kImage),
+                      "linked", 128,          64,     1024};
   LinkedGpuLibrary() {
     desc.work_items = nullptr;
     desc.run = nullptr;
