@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Packs what a GPU machine WITHOUT the compiler needs to run the GPU
 # conformance matrix: the conformance kernels compiled here for one
-# architecture (cubin when ptxas is found, else PTX), the runtime, and
+# architecture (PTX, which the driver compiles for the GPU), the runtime, and
 # attn-check (no MLIR, no LLVM; glibc 2.34 or newer). For machines that
 # have the toolchain, scripts/gpu.sh does everything in place instead.
 #

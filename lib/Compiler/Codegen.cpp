@@ -478,12 +478,10 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
   std::unique_ptr<llvm::Module> llvmModule;
   ResolvedTarget host;
   if (gpu) {
-    // The image: what PTX/cubin output writes, and what a library embeds
-    // (cubin where ptxas is found: no JIT at load time).
-    bool cubin =
-        kind == OutputKind::Cubin ||
-        ((kind == OutputKind::SharedLibrary || kind == OutputKind::Object) &&
-         llvm::sys::fs::can_execute(findCudaToolkit(options) + "/bin/ptxas"));
+    // The image: what PTX/cubin output writes. A library embeds PTX, which
+    // the driver compiles for whatever GPU loads it (a cubin would run on
+    // its own major architecture only).
+    bool cubin = kind == OutputKind::Cubin;
     GpuImage image;
     if (!compileGpuImage(specs, options, cubin, image, error))
       return false;

@@ -81,9 +81,9 @@ enum class OutputKind { SharedLibrary, Object, MLIR, LLVMIR, PTX, Cubin };
 /// Compiles `specs` into one output file. For MLIR the file holds the
 /// kernel functions before lowering; for LLVMIR the optimized LLVM IR (CPU
 /// only). With options.gpuArch set, PTX and Cubin write the kernels' image
-/// and SharedLibrary/Object a host library whose kernel table embeds it
-/// (cubin when a toolkit is found, else PTX); `gpuKernels` then receives
-/// their launch shapes.
+/// and SharedLibrary/Object a host library whose kernel table embeds the PTX
+/// (which the driver compiles for the GPU it runs on); `gpuKernels` then
+/// receives their launch shapes.
 bool compileKernels(const std::vector<KernelSpec> &specs,
                     const CompileOptions &options, OutputKind kind,
                     const std::string &outputPath, std::string &error,

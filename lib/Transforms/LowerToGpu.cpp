@@ -764,12 +764,18 @@ void KernelConverter::maskScores(OnlineAttentionOp op,
                                                key, sub(center, cst(*left))));
       }
       if (mask) {
-        // Rows past the tile's end and keys past the tile are not read.
-        Value readable = andI(lt(key, keys), lt(row, mask->sizes[2]));
+        // Rows past the tile's end and keys past the tile are not read; a
+        // mask whose Sq dim is a static 1 broadcasts its row 0.
+        bool rowBroadcast =
+            cast<ShapedType>(op.getMask().getType()).getDimSize(2) == 1;
+        Value maskRow = rowBroadcast ? cst(0) : row;
+        Value readable = lt(key, keys);
+        if (!rowBroadcast)
+          readable = andI(readable, lt(row, mask->sizes[2]));
         Value bias = ifElse(
             readable, b().getF32Type(),
             [&]() -> Value {
-              Value m = loadGlobal(*mask, {cst(0), cst(0), row, key});
+              Value m = loadGlobal(*mask, {cst(0), cst(0), maskRow, key});
               return m.getType().isInteger(1) ? select(m, zero, negInf) : m;
             },
             [&]() -> Value { return zero; });

@@ -249,12 +249,28 @@ typedef struct loaded_kernel {
 static pthread_mutex_t loaded_lock = PTHREAD_MUTEX_INITIALIZER;
 static loaded_kernel *loaded;
 
-/* The major version of an "sm_NN[a]" architecture (8 for sm_86). */
-static int arch_major(const char *arch) {
-  int number = 0;
-  if (arch && sscanf(arch, "sm_%d", &number) == 1)
-    return number / 10;
-  return 0;
+/* The number of an "sm_NN[a]" architecture (86 for sm_86), and whether it
+ * is architecture-specific ("a": that exact GPU only). */
+static int arch_number(const char *arch, bool *specific) {
+  int number = 0, length = 0;
+  *specific = false;
+  if (arch && sscanf(arch, "sm_%d%n", &number, &length) == 1)
+    *specific = arch[length] == 'a';
+  return number;
+}
+
+/* Whether GPU 0 runs an image for `arch`: PTX on any GPU at least as new;
+ * a cubin on its major architecture at a minor version at least as new (or,
+ * for an "a" architecture, on that GPU exactly). */
+static bool device_runs(const attn_gpu_kernel *gpu) {
+  bool specific = false;
+  int needed = arch_number(gpu->arch, &specific);
+  int device_number = device_major * 10 + device_minor;
+  if (gpu->image_format != ATTN_GPU_CUBIN && !specific)
+    return device_number >= needed;
+  if (specific)
+    return device_number == needed;
+  return device_major == needed / 10 && device_minor >= needed % 10;
 }
 
 static attn_status load_function(const attn_kernel_desc *kernel,
@@ -267,11 +283,7 @@ static attn_status load_function(const attn_kernel_desc *kernel,
       pthread_mutex_unlock(&loaded_lock);
       return ATTN_OK;
     }
-  /* A cubin runs on its own major architecture only; PTX is compiled by
-   * the driver for any GPU at least as new as its target. */
-  int needed = arch_major(gpu->arch);
-  if (device_major < needed ||
-      (gpu->image_format == ATTN_GPU_CUBIN && device_major != needed)) {
+  if (!device_runs(gpu)) {
     pthread_mutex_unlock(&loaded_lock);
     return attn_fail(ATTN_ERROR_UNSUPPORTED_CPU,
                      "kernel '%s' was compiled to %s for %s but GPU 0 (%s) "
@@ -313,6 +325,10 @@ static attn_status load_function(const attn_kernel_desc *kernel,
 
 void attn_cuda_forget(const attn_library *library) {
   pthread_mutex_lock(&loaded_lock);
+  /* cuModuleUnload acts on the current context, which this thread (not
+   * necessarily the one that loaded the modules) may not have yet. */
+  if (loaded)
+    cu.ctxSetCurrent(context);
   for (loaded_kernel **link = &loaded; *link;) {
     loaded_kernel *k = *link;
     bool owned = false;

@@ -116,6 +116,12 @@ static attn_status validate_gpu_kernel(const attn_kernel_desc *k,
                      "%s: GPU kernel '%s' has no image, entry or "
                      "architecture, or an unknown image format",
                      origin, k->name);
+  if (gpu->image_format == ATTN_GPU_PTX &&
+      ((const char *)gpu->image)[gpu->image_size - 1] != '\0')
+    return attn_fail(ATTN_ERROR_LOAD,
+                     "%s: GPU kernel '%s' has PTX that does not end in a NUL "
+                     "within its %" PRIu64 " bytes",
+                     origin, k->name, (uint64_t)gpu->image_size);
   if (gpu->block_threads < 1 || gpu->block_threads > 1024 ||
       gpu->block_rows < 1 || gpu->shared_bytes < 0)
     return attn_fail(ATTN_ERROR_LOAD,

@@ -86,6 +86,7 @@ func.func @causal_f16(%q: tensor<?x?x?x64xf16>, %k: tensor<?x?x?x64xf16>, %v: te
 
 // CHECK-LABEL: gpu.func @masked_bf16
 // CHECK-SAME: %[[M:arg27]]: memref<?xi8>
+// CHECK: arith.index_cast %arg34
 // CHECK: vector.bitcast %{{.+}} : vector<2xbf16> to vector<1xi32>
 // CHECK: nvvm.mma.sync {{.+}} multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>{{.+}} : (i32, i32, f32) -> !llvm.struct<(f32, f32, f32, f32)>
 // CHECK: memref.load %[[M]][%{{.+}}] : memref<?xi8>
@@ -120,4 +121,20 @@ func.func @masked_bf16(%q: tensor<?x?x?x32xbf16>, %k: tensor<?x?x?x32xbf16>, %v:
 func.func @window_f32(%q: tensor<?x?x?x20xf32>, %k: tensor<?x?x?x20xf32>, %v: tensor<?x?x?x20xf32>, %o: tensor<?x?x?x20xf32>) -> tensor<?x?x?x20xf32> {
   %r = attn.attention ins(%q, %k, %v : tensor<?x?x?x20xf32>, tensor<?x?x?x20xf32>, tensor<?x?x?x20xf32>) outs(%o : tensor<?x?x?x20xf32>) align(bottom_right) window <left = 8, right = 0> softcap(5.0) -> tensor<?x?x?x20xf32>
   return %r : tensor<?x?x?x20xf32>
+}
+
+// -----
+
+// A mask whose Sq dim is a static 1 (one padding row for every query)
+// is read at row 0 for every query row: its Sq stride (argument 34, after
+// the mask pointer's 5 descriptor words, its 4 sizes and its B, H strides)
+// never enters an index. (@masked_bf16's full mask uses it.)
+
+// CHECK-LABEL: gpu.func @row_broadcast_mask
+// CHECK-SAME: %[[M:arg27]]: memref<?xi8>
+// CHECK-NOT: arith.index_cast %arg34
+// CHECK: memref.load %[[M]]
+func.func @row_broadcast_mask(%q: tensor<?x?x?x32xf16>, %k: tensor<?x?x?x32xf16>, %v: tensor<?x?x?x32xf16>, %m: tensor<?x?x1x?xi1>, %o: tensor<?x?x?x32xf16>) -> tensor<?x?x?x32xf16> {
+  %r = attn.attention ins(%q, %k, %v : tensor<?x?x?x32xf16>, tensor<?x?x?x32xf16>, tensor<?x?x?x32xf16>) mask(%m : tensor<?x?x1x?xi1>) outs(%o : tensor<?x?x?x32xf16>) -> tensor<?x?x?x32xf16>
+  return %r : tensor<?x?x?x32xf16>
 }

@@ -143,8 +143,8 @@ typedef struct attn_library {
 
 /* The most parameters a GPU kernel takes: per tensor MLIR's descriptor of a
  * 1-D view (allocated and aligned pointer, offset, size, stride) plus its
- * sizes and strides, for six tensors. */
-#define ATTN_GPU_MAX_PARAMS 64
+ * sizes and strides: 13 for each of five 4-D tensors and 11 for the LSE. */
+#define ATTN_GPU_MAX_PARAMS 76
 
 /* The parameters of a GPU kernel for `args`, as cuLaunchKernel takes them:
  * `values[i]` holds parameter i (a pointer or an int64), `pointers[i]` points

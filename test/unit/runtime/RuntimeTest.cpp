@@ -529,6 +529,32 @@ TEST(Gpu, RefusesBrokenGpuDescriptors) {
   }
 }
 
+TEST(Gpu, RefusesPtxWithoutItsNul) {
+  LinkedGpuLibrary linked;
+  linked.gpu.image_size = sizeof(LinkedGpuLibrary::kImage) - 1;
+  attn_module *module = nullptr;
+  EXPECT_EQ(linked.load(&module), ATTN_ERROR_LOAD);
+  EXPECT_NE(std::string(attn_last_error()).find("does not end in a NUL"),
+            std::string::npos)
+      << attn_last_error();
+}
+
+/// The largest parameter list (a mask and the LSE) fits the arrays
+/// ATTN_GPU_MAX_PARAMS sizes.
+TEST(Gpu, KernelParamsFitTheirArrays) {
+  LinkedGpuLibrary linked;
+  linked.desc.mask_kind = ATTN_MASK_BOOL;
+  linked.desc.has_lse = 1;
+  attn_kernel_args args{};
+  args.batch = args.heads_q = args.heads_kv = 1;
+  args.seq_q = args.seq_k = 4;
+  uint64_t values[ATTN_GPU_MAX_PARAMS + 8];
+  void *pointers[ATTN_GPU_MAX_PARAMS + 8];
+  EXPECT_EQ(attn_gpu_kernel_params(&linked.desc, &args, values, pointers),
+            5 * 13 + 11);
+  EXPECT_LE(5 * 13 + 11, ATTN_GPU_MAX_PARAMS);
+}
+
 TEST(Gpu, WithoutAGpuEveryCallSaysSo) {
   if (gpuPresent())
     GTEST_SKIP() << "a GPU is present";
