@@ -45,16 +45,15 @@ bool isAttentionElementType(Type type) {
 }
 
 /// Checks that `type` is ranked with `rank` dims; `layout` names them.
-LogicalResult verifyRank(Operation *op, StringRef name, Type type,
-                         int64_t rank, StringRef layout) {
+LogicalResult verifyRank(Operation *op, StringRef name, Type type, int64_t rank,
+                         StringRef layout) {
   auto shaped = dyn_cast<ShapedType>(type);
   if (!shaped || !shaped.hasRank())
     return op->emitOpError() << name << " must be a ranked " << layout
                              << " tensor, found " << type;
   if (shaped.getRank() != rank)
     return op->emitOpError() << name << " must have rank " << rank << " ("
-                             << layout << "), found rank "
-                             << shaped.getRank();
+                             << layout << "), found rank " << shaped.getRank();
   return success();
 }
 
@@ -81,28 +80,34 @@ struct AttentionView {
   std::optional<float> scale, softcap;
 };
 
-template <typename OpTy>
-AttentionView viewOf(OpTy op) {
+template <typename OpTy> AttentionView viewOf(OpTy op) {
   std::optional<float> scale, softcap;
   if (auto attr = op.getScaleAttr())
     scale = attr.getValueAsDouble();
   if (auto attr = op.getSoftcapAttr())
     softcap = attr.getValueAsDouble();
-  return {op.getOperation(), op.getQuery(), op.getKey(),    op.getValue(),
-          op.getMask(),      op.getDiagonal(), op.getCausal(),
-          op.getAlignment(), op.getWindowAttr(), scale, softcap};
+  return {op.getOperation(),
+          op.getQuery(),
+          op.getKey(),
+          op.getValue(),
+          op.getMask(),
+          op.getDiagonal(),
+          op.getCausal(),
+          op.getAlignment(),
+          op.getWindowAttr(),
+          scale,
+          softcap};
 }
 
 /// Checks Q, K, V, the mask and the attributes: every rule of the spec that
 /// does not involve the outputs.
 LogicalResult verifyAttentionInputs(const AttentionView &view) {
   Operation *op = view.op;
-  if (failed(verifyRank(op, "query", view.query.getType(), 4,
-                        "[B, Hq, Sq, D]")) ||
-      failed(verifyRank(op, "key", view.key.getType(), 4,
-                        "[B, Hkv, Sk, D]")) ||
-      failed(verifyRank(op, "value", view.value.getType(), 4,
-                        "[B, Hkv, Sk, Dv]")))
+  if (failed(
+          verifyRank(op, "query", view.query.getType(), 4, "[B, Hq, Sq, D]")) ||
+      failed(verifyRank(op, "key", view.key.getType(), 4, "[B, Hkv, Sk, D]")) ||
+      failed(
+          verifyRank(op, "value", view.value.getType(), 4, "[B, Hkv, Sk, Dv]")))
     return failure();
   auto q = cast<ShapedType>(view.query.getType());
   auto k = cast<ShapedType>(view.key.getType());
@@ -114,13 +119,13 @@ LogicalResult verifyAttentionInputs(const AttentionView &view) {
            << "query element type must be f32, f16 or bf16, found "
            << elementType;
   if (k.getElementType() != elementType)
-    return op->emitOpError() << "key element type must equal the query's ("
-                             << elementType << "), found "
-                             << k.getElementType();
+    return op->emitOpError()
+           << "key element type must equal the query's (" << elementType
+           << "), found " << k.getElementType();
   if (v.getElementType() != elementType)
-    return op->emitOpError() << "value element type must equal the query's ("
-                             << elementType << "), found "
-                             << v.getElementType();
+    return op->emitOpError()
+           << "value element type must equal the query's (" << elementType
+           << "), found " << v.getElementType();
 
   // Head dims are static: they fix the kernel's register blocking.
   if (q.isDynamicDim(3))
@@ -130,20 +135,18 @@ LogicalResult verifyAttentionInputs(const AttentionView &view) {
   if (v.isDynamicDim(3))
     return op->emitOpError("value dim 3 (Dv) must be static, found ?");
   if (q.getDimSize(3) < 1)
-    return op->emitOpError() << "query dim 3 (D) must be at least 1, found "
-                             << q.getDimSize(3);
+    return op->emitOpError()
+           << "query dim 3 (D) must be at least 1, found " << q.getDimSize(3);
   if (v.getDimSize(3) < 1)
-    return op->emitOpError() << "value dim 3 (Dv) must be at least 1, found "
-                             << v.getDimSize(3);
+    return op->emitOpError()
+           << "value dim 3 (Dv) must be at least 1, found " << v.getDimSize(3);
 
   if (failed(verifyDim(op, "key", k, 0, "B", q.getDimSize(0), "query's B")) ||
       failed(verifyDim(op, "key", k, 3, "D", q.getDimSize(3), "query's D")) ||
-      failed(verifyDim(op, "value", v, 0, "B", q.getDimSize(0),
-                       "query's B")) ||
-      failed(verifyDim(op, "value", v, 1, "Hkv", k.getDimSize(1),
-                       "key's Hkv")) ||
-      failed(verifyDim(op, "value", v, 2, "Sk", k.getDimSize(2),
-                       "key's Sk")))
+      failed(verifyDim(op, "value", v, 0, "B", q.getDimSize(0), "query's B")) ||
+      failed(
+          verifyDim(op, "value", v, 1, "Hkv", k.getDimSize(1), "key's Hkv")) ||
+      failed(verifyDim(op, "value", v, 2, "Sk", k.getDimSize(2), "key's Sk")))
     return failure();
 
   int64_t hq = q.getDimSize(1), hkv = k.getDimSize(1);
@@ -173,11 +176,9 @@ LogicalResult verifyAttentionInputs(const AttentionView &view) {
         continue;
       return op->emitOpError()
              << "mask dim " << dim << " must be 1 (broadcast) or the query's "
-             << names[dim] << " = " << dimToString(full) << ", found "
-             << size;
+             << names[dim] << " = " << dimToString(full) << ", found " << size;
     }
-    if (failed(verifyDim(op, "mask", m, 3, "Sk", k.getDimSize(2),
-                         "key's Sk")))
+    if (failed(verifyDim(op, "mask", m, 3, "Sk", k.getDimSize(2), "key's Sk")))
       return failure();
   }
 
@@ -186,11 +187,11 @@ LogicalResult verifyAttentionInputs(const AttentionView &view) {
       return op->emitOpError(
           "window must bound at least one side (left or right)");
     if (window.getLeft() && *window.getLeft() < 0)
-      return op->emitOpError() << "window left must be >= 0, found "
-                               << *window.getLeft();
+      return op->emitOpError()
+             << "window left must be >= 0, found " << *window.getLeft();
     if (window.getRight() && *window.getRight() < 0)
-      return op->emitOpError() << "window right must be >= 0, found "
-                               << *window.getRight();
+      return op->emitOpError()
+             << "window right must be >= 0, found " << *window.getRight();
   }
   bool needsDiagonal = view.causal || view.window;
   if (needsDiagonal && !view.alignment && !view.diagonal)
@@ -222,9 +223,9 @@ LogicalResult verifyStateOrOutput(Operation *op, StringRef name, Type type,
     return failure();
   auto shaped = cast<ShapedType>(type);
   if (shaped.getElementType() != expectedElement)
-    return op->emitOpError() << name << " element type must be "
-                             << expectedElement << ", found "
-                             << shaped.getElementType();
+    return op->emitOpError()
+           << name << " element type must be " << expectedElement << ", found "
+           << shaped.getElementType();
   auto q = cast<ShapedType>(v.query.getType());
   static const char *names[] = {"B", "Hq", "Sq"};
   for (unsigned dim = 0; dim < 3; ++dim)
@@ -390,10 +391,10 @@ Value baseDiagonal(OpBuilder &b, Location loc, const AttentionView &view) {
     return view.diagonal;
   if (*view.alignment == DiagonalAlignment::top_left)
     return arith::ConstantIndexOp::create(b, loc, 0);
-  Value sk = getValueOrCreateConstantIndexOp(b, loc,
-                                             dimOf(b, loc, view.key, 2));
-  Value sq = getValueOrCreateConstantIndexOp(b, loc,
-                                             dimOf(b, loc, view.query, 2));
+  Value sk =
+      getValueOrCreateConstantIndexOp(b, loc, dimOf(b, loc, view.key, 2));
+  Value sq =
+      getValueOrCreateConstantIndexOp(b, loc, dimOf(b, loc, view.query, 2));
   return arith::SubIOp::create(b, loc, sk, sq);
 }
 
@@ -410,36 +411,49 @@ FailureOr<OperandTiles> tileInputs(OpBuilder &b, Location loc,
   OpFoldResult dv =
       b.getIndexAttr(cast<ShapedType>(view.value.getType()).getDimSize(3));
 
-  // Query heads map onto key/value heads h / G. A tile of one query head
-  // reads one kv head; a tile of all heads reads all of them.
+  // Query heads map onto key/value heads h / G. A tile of all heads reads
+  // all of them; a tile of one query head reads its kv head; a tile of whole
+  // GQA groups at a group boundary (what attn-tile makes for decoding, so
+  // that a group's heads share each K/V load) reads those groups' kv heads.
+  // A tile size that is not static cannot be checked here: the tiling driver
+  // promises 1 or whole groups.
   OpFoldResult hq = dimOf(b, loc, view.query, 1);
   OpFoldResult kvOffset, kvSize;
   if (isZeroInteger(offsets[1]) && isFullDim(sizes[1], view.query, 1)) {
     kvOffset = zero;
     kvSize = dimOf(b, loc, view.key, 1);
-  } else if (isOneInteger(sizes[1])) {
-    Value hkv = getValueOrCreateConstantIndexOp(b, loc,
-                                                dimOf(b, loc, view.key, 1));
-    Value group = arith::DivUIOp::create(
-        b, loc, getValueOrCreateConstantIndexOp(b, loc, hq), hkv);
-    kvOffset = arith::DivUIOp::create(
-                   b, loc, getValueOrCreateConstantIndexOp(b, loc, offsets[1]),
-                   group)
-                   .getResult();
-    kvSize = one;
   } else {
-    return failure();
+    std::optional<int64_t> size = getConstantIntValue(sizes[1]);
+    int64_t staticHq = cast<ShapedType>(view.query.getType()).getDimSize(1);
+    int64_t staticHkv = cast<ShapedType>(view.key.getType()).getDimSize(1);
+    bool staticGroup =
+        !ShapedType::isDynamic(staticHq) && !ShapedType::isDynamic(staticHkv);
+    if (size && *size != 1 &&
+        (!staticGroup || *size % (staticHq / staticHkv) != 0))
+      return failure();
+    // Folded where static, so that the tile's types are.
+    Value hkv =
+        getValueOrCreateConstantIndexOp(b, loc, dimOf(b, loc, view.key, 1));
+    Value group = b.createOrFold<arith::DivUIOp>(
+        loc, getValueOrCreateConstantIndexOp(b, loc, hq), hkv);
+    kvOffset = getAsOpFoldResult(b.createOrFold<arith::DivUIOp>(
+        loc, getValueOrCreateConstantIndexOp(b, loc, offsets[1]), group));
+    if (size && *size == 1)
+      kvSize = one;
+    else
+      kvSize = getAsOpFoldResult(b.createOrFold<arith::CeilDivUIOp>(
+          loc, getValueOrCreateConstantIndexOp(b, loc, sizes[1]), group));
   }
 
   tiles.query = extractSlice(b, loc, view.query,
                              {offsets[0], offsets[1], offsets[2], zero},
                              {sizes[0], sizes[1], sizes[2], d}, tiles);
-  tiles.key = extractSlice(b, loc, view.key,
-                           {offsets[0], kvOffset, offsets[3], zero},
-                           {sizes[0], kvSize, sizes[3], d}, tiles);
-  tiles.value = extractSlice(b, loc, view.value,
-                             {offsets[0], kvOffset, offsets[3], zero},
-                             {sizes[0], kvSize, sizes[3], dv}, tiles);
+  tiles.key =
+      extractSlice(b, loc, view.key, {offsets[0], kvOffset, offsets[3], zero},
+                   {sizes[0], kvSize, sizes[3], d}, tiles);
+  tiles.value =
+      extractSlice(b, loc, view.value, {offsets[0], kvOffset, offsets[3], zero},
+                   {sizes[0], kvSize, sizes[3], dv}, tiles);
   if (view.mask) {
     auto m = cast<ShapedType>(view.mask.getType());
     SmallVector<OpFoldResult> maskOffsets, maskSizes;
@@ -474,8 +488,7 @@ SmallVector<Range> attentionIterationDomain(OpBuilder &b, Location loc,
 }
 
 /// Offsets and sizes of an [B, Hq, Sq(, Dv)] result for an iteration tile.
-void stateTilePosition(OpBuilder &b, Value init,
-                       ArrayRef<OpFoldResult> offsets,
+void stateTilePosition(OpBuilder &b, Value init, ArrayRef<OpFoldResult> offsets,
                        ArrayRef<OpFoldResult> sizes,
                        SmallVector<OpFoldResult> &resultOffsets,
                        SmallVector<OpFoldResult> &resultSizes) {
@@ -517,8 +530,9 @@ AttentionOp::getTiledImplementation(OpBuilder &b,
   }
   FailureOr<OperandTiles> tiles = tileInputs(b, loc, view, offsets, sizes);
   if (failed(tiles)) {
-    emitOpError("can tile the head dimension only by 1 or not at all (a "
-                "query-head tile must map onto whole key/value heads)");
+    emitOpError("can tile the head dimension only by 1, by whole GQA groups "
+                "or not at all (a query-head tile must map onto whole "
+                "key/value heads)");
     return failure();
   }
   SmallVector<Value> outputs;
@@ -532,9 +546,8 @@ AttentionOp::getTiledImplementation(OpBuilder &b,
       tiles->value, tiles->mask, tiles->diagonal, outputs, getScaleAttr(),
       getCausalAttr(), DiagonalAlignmentAttr(), getWindowAttr(),
       getSoftcapAttr());
-  return TilingResult{{tiled},
-                      SmallVector<Value>(tiled->getResults()),
-                      tiles->slices};
+  return TilingResult{
+      {tiled}, SmallVector<Value>(tiled->getResults()), tiles->slices};
 }
 
 LogicalResult AttentionOp::getResultTilePosition(
@@ -566,7 +579,8 @@ OnlineAttentionOp::getTiledImplementation(OpBuilder &b,
   FailureOr<OperandTiles> tiles =
       tileInputs(b, loc, viewOf(*this), offsets, sizes);
   if (failed(tiles)) {
-    emitOpError("can tile the head dimension only by 1 or not at all");
+    emitOpError("can tile the head dimension only by 1, by whole GQA groups "
+                "or not at all");
     return failure();
   }
   SmallVector<Value> states;
@@ -581,9 +595,8 @@ OnlineAttentionOp::getTiledImplementation(OpBuilder &b,
       tiles->value, tiles->mask, tiles->diagonal, states[0], states[1],
       states[2], getScaleAttr(), getCausalAttr(), DiagonalAlignmentAttr(),
       getWindowAttr(), getSoftcapAttr());
-  return TilingResult{{tiled},
-                      SmallVector<Value>(tiled->getResults()),
-                      tiles->slices};
+  return TilingResult{
+      {tiled}, SmallVector<Value>(tiled->getResults()), tiles->slices};
 }
 
 LogicalResult OnlineAttentionOp::getResultTilePosition(
@@ -632,8 +645,8 @@ struct DropRightWindowUnderCausal : public OpRewritePattern<AttentionOp> {
       return rewriter.notifyMatchFailure(op, "no right window under causal");
     rewriter.modifyOpInPlace(op, [&] {
       if (window.getLeft())
-        op.setWindowAttr(WindowAttr::get(op.getContext(), window.getLeft(),
-                                         std::nullopt));
+        op.setWindowAttr(
+            WindowAttr::get(op.getContext(), window.getLeft(), std::nullopt));
       else
         op.removeWindowAttr();
     });

@@ -52,10 +52,17 @@ func::FuncOp buildKernelFunction(OpBuilder &b, Location loc,
   auto tensor = [&](ArrayRef<int64_t> shape, Type t) {
     return RankedTensorType::get(shape, t);
   };
-  Type q = tensor({dyn, dyn, dyn, spec.headDim}, elem);
-  Type k = q;
-  Type v = tensor({dyn, dyn, dyn, spec.valueDim}, elem);
-  Type o = v;
+  // Sizes the spec declares are static in the types (the runtime checks
+  // them): a decoding kernel with Sq = 1, say, is specialized for it.
+  auto size = [&](int index) {
+    return spec.staticSizes[index] < 0 ? dyn : spec.staticSizes[index];
+  };
+  int64_t batch = size(0), heads = size(1), kvHeads = size(2), rows = size(3),
+          keys = size(4);
+  Type q = tensor({batch, heads, rows, spec.headDim}, elem);
+  Type k = tensor({batch, kvHeads, keys, spec.headDim}, elem);
+  Type v = tensor({batch, kvHeads, keys, spec.valueDim}, elem);
+  Type o = tensor({batch, heads, rows, spec.valueDim}, elem);
   SmallVector<Type> args = {q, k, v};
   if (spec.mask != MaskKind::None)
     args.push_back(tensor({dyn, dyn, dyn, dyn},
@@ -63,7 +70,7 @@ func::FuncOp buildKernelFunction(OpBuilder &b, Location loc,
   args.push_back(o);
   SmallVector<Type> results = {o};
   if (spec.lse) {
-    Type lse = tensor({dyn, dyn, dyn}, b.getF32Type());
+    Type lse = tensor({batch, heads, rows}, b.getF32Type());
     args.push_back(lse);
     results.push_back(lse);
   }

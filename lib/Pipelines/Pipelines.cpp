@@ -21,7 +21,7 @@ using namespace mlir::attn;
 void mlir::attn::buildAttnTilingPipeline(OpPassManager &pm,
                                          const CpuPipelineOptions &options) {
   OpPassManager &func = pm.nest<func::FuncOp>();
-  func.addPass(createAttnTilePass({options.queryTileSize}));
+  func.addPass(createAttnTilePass({options.queryTileSize, options.decodeRows}));
   func.addPass(createAttnOnlineSoftmaxPass());
   func.addPass(createAttnSkipMaskedBlocksPass());
   func.addPass(createAttnTileKeysPass({options.keyTileSize}));
@@ -44,6 +44,7 @@ void mlir::attn::buildAttnToLLVMCpuPipeline(OpPassManager &pm,
     vector.keyBlock = options.keyTileSize;
     vector.rowBlock = options.rowBlock;
     vector.bf16Dot = options.bf16Dot;
+    vector.directRows = options.decodeRows;
     func.addPass(createAttnLowerToVectorPass(vector));
     func.addPass(createConvertLinalgToLoopsPass());
   }
@@ -73,6 +74,8 @@ void mlir::attn::buildAttnToNVVMPipeline(OpPassManager &pm,
   CpuPipelineOptions tiling;
   tiling.queryTileSize = 16 * options.warps;
   tiling.keyTileSize = options.keyTileSize;
+  // attn-lower-to-gpu maps one query head to blockIdx.y.
+  tiling.decodeRows = 0;
   buildAttnTilingPipeline(pm, tiling);
   pm.addPass(createAttnLowerToGpuPass({options.mma}));
   pm.addPass(createCanonicalizerPass());

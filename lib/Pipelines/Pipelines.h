@@ -28,6 +28,12 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
       *this, "bf16-dot",
       llvm::cl::desc("bf16 Q·Kᵀ by vdpbf16ps (CPUs with AVX-512 BF16)"),
       llvm::cl::init(false)};
+  PassOptions::Option<int64_t> decodeRows{
+      *this, "decode-rows",
+      llvm::cl::desc("Ops of at most this many query rows (decoding) take a "
+                     "GQA group of heads per work item and read K and V in "
+                     "place (0: never)"),
+      llvm::cl::init(4)};
 };
 
 struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {

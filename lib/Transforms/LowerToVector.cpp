@@ -102,9 +102,9 @@ public:
     Value kvHeads = dim(op.getKey(), 1);
     Value group = arith::DivUIOp::create(b, heads, kvHeads);
     forLoop(cst(0), batches, cst(1), [&](Value batch) {
-      forLoop(cst(0), heads, cst(1), [&](Value head) {
-        Value kvHead = arith::DivUIOp::create(b, head, group);
-        emitHead(batch, head, kvHead);
+      forLoop(cst(0), kvHeads, cst(1), [&](Value kvHead) {
+        Value firstHead = arith::MulIOp::create(b, kvHead, group);
+        emitGroup(batch, kvHead, firstHead, group);
       });
     });
   }
@@ -184,6 +184,12 @@ private:
     return vector::ConstantMaskOp::create(b, maskVecType,
                                           ArrayRef<int64_t>{live});
   }
+  /// The sum of a vector's lanes in any order (reassoc: a log-depth tree,
+  /// not the 16 dependent adds of an ordered reduction).
+  Value horizontalSum(Value vec) {
+    return vector::ReductionOp::create(b, vector::CombiningKind::ADD, vec,
+                                       arith::FastMathFlags::reassoc);
+  }
   Value clampToI32(Value index, int64_t lo, int64_t hi) {
     Value clamped = arith::MaxSIOp::create(b, index, cst(lo));
     clamped = arith::MinSIOp::create(b, clamped, cst(hi));
@@ -192,38 +198,50 @@ private:
 
   //===--- the kernel ------------------------------------------------===//
 
-  void emitHead(Value batch, Value head, Value kvHead) {
+  /// The query heads [firstHead, firstHead + group) of key/value head
+  /// `kvHead` (one head when the tile holds one).
+  void emitGroup(Value batch, Value kvHead, Value firstHead, Value group) {
     Value rows = dim(op.getQuery(), 2), keys = dim(op.getKey(), 2);
-    if (directRows > 0) {
-      // Few rows and unit-stride K and V rows: the direct path.
-      Value few = arith::CmpIOp::create(b, arith::CmpIPredicate::sle, rows,
-                                        cst(directRows));
-      Value keyRows = unitStrideRows(op.getKey());
-      Value valueRows = unitStrideRows(op.getValue());
-      Value contiguous = arith::AndIOp::create(
-          b,
-          arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
-                                innerStride(op.getKey()), cst(1)),
-          arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
-                                innerStride(op.getValue()), cst(1)));
-      auto choice =
-          scf::IfOp::create(b, arith::AndIOp::create(b, few, contiguous),
-                            /*withElseRegion=*/true);
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPoint(choice.thenBlock()->getTerminator());
-      forLoop(cst(0), keys, cst(keyBlock), [&](Value blockStart) {
-        Value remaining = arith::SubIOp::create(b, keys, blockStart);
-        Value blockKeys = arith::MinSIOp::create(b, remaining, cst(keyBlock));
+    auto eachHead = [&](function_ref<void(Value)> body) {
+      forLoop(cst(0), group, cst(1),
+              [&](Value g) { body(arith::AddIOp::create(b, firstHead, g)); });
+    };
+    auto packed = [&] {
+      eachHead(
+          [&](Value head) { emitPackedHead(batch, head, kvHead, rows, keys); });
+    };
+    if (directRows <= 0)
+      return packed();
+    // Few rows and unit-stride K and V rows: the direct path. Its key
+    // blocks are the outer loop, so that the group's heads (decoding with
+    // GQA) read each block from memory once and from cache after.
+    Value few = arith::CmpIOp::create(b, arith::CmpIPredicate::sle, rows,
+                                      cst(directRows));
+    Value keyRows = unitStrideRows(op.getKey());
+    Value valueRows = unitStrideRows(op.getValue());
+    Value contiguous = arith::AndIOp::create(
+        b,
+        arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                              innerStride(op.getKey()), cst(1)),
+        arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                              innerStride(op.getValue()), cst(1)));
+    auto choice =
+        scf::IfOp::create(b, arith::AndIOp::create(b, few, contiguous),
+                          /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(choice.thenBlock()->getTerminator());
+    forLoop(cst(0), keys, cst(keyBlock), [&](Value blockStart) {
+      Value remaining = arith::SubIOp::create(b, keys, blockStart);
+      Value blockKeys = arith::MinSIOp::create(b, remaining, cst(keyBlock));
+      eachHead([&](Value head) {
         forLoop(cst(0), rows, cst(1), [&](Value row) {
           emitRowDirect(batch, head, kvHead, row, blockStart, blockKeys,
                         keyRows, valueRows);
         });
       });
-      b.setInsertionPoint(choice.elseBlock()->getTerminator());
-      emitPackedHead(batch, head, kvHead, rows, keys);
-      return;
-    }
-    emitPackedHead(batch, head, kvHead, rows, keys);
+    });
+    b.setInsertionPoint(choice.elseBlock()->getTerminator());
+    packed();
   }
 
   Value innerStride(Value memref) {
@@ -287,16 +305,17 @@ private:
     for (int64_t c = 0; c < chunks; ++c)
       q.push_back(vector::LoadOp::create(b, vecType, scratch.queryRow,
                                          ValueRange{cst(c * lanes)}));
-    // Scores: a dot product per key, one horizontal sum.
+    // Scores: a dot product per key (two FMA chains, so that their latency
+    // overlaps), one horizontal sum as a tree.
     forLoop(cst(0), blockKeys, cst(1), [&](Value j) {
       Value key = arith::AddIOp::create(b, blockStart, j);
-      Value acc = splat(f32Const(0));
+      Value acc[2] = {splat(f32Const(0)), splat(f32Const(0))};
       for (int64_t c = 0; c < chunks; ++c)
-        acc = vector::FMAOp::create(
+        acc[c % 2] = vector::FMAOp::create(
             b, q[c],
             loadRowChunk(keyRows, {batch, kvHead, key}, c * lanes, headDim),
-            acc);
-      Value s = vector::ReductionOp::create(b, vector::CombiningKind::ADD, acc);
+            acc[c % 2]);
+      Value s = horizontalSum(arith::AddFOp::create(b, acc[0], acc[1]));
       memref::StoreOp::create(b, s, scratch.rowScores, ValueRange{j});
     });
     SmallVector<Value> scores;
@@ -754,8 +773,7 @@ private:
       vector::StoreOp::create(b, p, scratch.probs,
                               ValueRange{cst(slot), cst(v * lanes)});
     }
-    Value blockSum =
-        vector::ReductionOp::create(b, vector::CombiningKind::ADD, sumVec);
+    Value blockSum = horizontalSum(sumVec);
     Value newSum = arith::AddFOp::create(
         b, arith::MulFOp::create(b, oldSum, alpha), blockSum);
     memref::StoreOp::create(b, newMax, op.getMax(),

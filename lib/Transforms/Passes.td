@@ -16,12 +16,21 @@ def AttnTilePass : Pass<"attn-tile", "func::FuncOp"> {
     `scf.forall` over batches, query heads and query tiles; each iteration
     computes one tile with an `attn.attention` on slices. The tiled op reads
     its key/value head `h / G` and carries the causal diagonal as an operand
-    in its own coordinates, so masks stay exact. The key dimension is left
+    in its own coordinates, so masks stay exact. With `group-rows` = N, an
+    op whose static Sq is at most N (a decoding kernel) is tiled by whole
+    GQA groups instead of single heads: one work item per key/value head,
+    whose G query heads then read each K/V block once from memory. Groups of
+    more than 16 heads, or a dynamic G that turns out so, keep one head per
+    tile (the tile's state is G x Sq rows on the stack). The key dimension is left
     whole: it is a reduction that only the online form can tile.
   }];
   let options = [
     Option<"queryTileSize", "query-tile-size", "int64_t", /*default=*/"64",
            "Query rows per tile (one work item of the kernel)">,
+    Option<"groupRows", "group-rows", "int64_t", /*default=*/"0",
+           "Tile query heads by whole GQA groups when Sq is at most this "
+           "(decoding), so that a group's heads share each K/V load; "
+           "0: one query head per tile">,
   ];
   let dependentDialects = ["scf::SCFDialect", "tensor::TensorDialect",
                            "arith::ArithDialect", "affine::AffineDialect"];

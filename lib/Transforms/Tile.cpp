@@ -10,6 +10,7 @@
 #include "lib/Transforms/Passes.h"
 
 #include "dialect/AttnOps.h"
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/SCF/Transforms/TileUsingInterface.h"
 #include "mlir/IR/PatternMatch.h"
 
@@ -43,21 +44,73 @@ struct AttnTilePass : public mlir::attn::impl::AttnTilePassBase<AttnTilePass> {
 
     IRRewriter rewriter(&getContext());
     for (AttentionOp op : ops) {
-      // One batch and one query head per tile (a head tile maps onto one
-      // key/value head), `queryTileSize` query rows, all keys.
+      // One batch and `queryTileSize` query rows per tile, all keys; one
+      // query head (mapping onto one key/value head) or, for ops of at most
+      // `groupRows` rows, one GQA group of heads.
+      rewriter.setInsertionPoint(op);
       SmallVector<OpFoldResult> tileSizes = {
-          rewriter.getIndexAttr(1), rewriter.getIndexAttr(1),
-          rewriter.getIndexAttr(queryTileSize), rewriter.getIndexAttr(0)};
+          rewriter.getIndexAttr(1), headTileSize(rewriter, op), rowTileSize(op),
+          rewriter.getIndexAttr(0)};
       scf::SCFTilingOptions options;
       options.setLoopType(scf::SCFTilingOptions::LoopType::ForallOp)
           .setTileSizes(tileSizes);
-      rewriter.setInsertionPoint(op);
       FailureOr<scf::SCFTilingResult> tiled = scf::tileUsingSCF(
           rewriter, cast<TilingInterface>(op.getOperation()), options);
       if (failed(tiled))
         return signalPassFailure();
       rewriter.replaceOp(op, tiled->replacements);
     }
+  }
+
+  /// `queryTileSize` rows, or all of a smaller static Sq (so that the
+  /// tile's types, and its state buffers, are that small).
+  OpFoldResult rowTileSize(AttentionOp op) {
+    int64_t rows = cast<ShapedType>(op.getQuery().getType()).getDimSize(2);
+    int64_t tile = queryTileSize;
+    if (!ShapedType::isDynamic(rows) && rows >= 1)
+      tile = std::min<int64_t>(tile, rows);
+    return IntegerAttr::get(IndexType::get(op.getContext()), tile);
+  }
+
+  /// The query heads of one tile: 1, or for an op whose static Sq is at
+  /// most `groupRows` (decoding) the GQA group G = Hq / Hkv, where G is at
+  /// most kMaxGroup (the tile's state, G x Sq rows, lives on the stack).
+  /// A dynamic G gives a select with that constant bound.
+  OpFoldResult headTileSize(RewriterBase &rewriter, AttentionOp op) {
+    constexpr int64_t kMaxGroup = 16;
+    auto query = cast<ShapedType>(op.getQuery().getType());
+    auto key = cast<ShapedType>(op.getKey().getType());
+    OpFoldResult one = rewriter.getIndexAttr(1);
+    if (groupRows < 1 || query.isDynamicDim(2) ||
+        query.getDimSize(2) > groupRows)
+      return one;
+    if (!query.isDynamicDim(1) && !key.isDynamicDim(1)) {
+      int64_t group =
+          query.getDimSize(1) / std::max<int64_t>(key.getDimSize(1), 1);
+      return group > 1 && group <= kMaxGroup ? rewriter.getIndexAttr(group)
+                                             : one;
+    }
+    Location loc = op.getLoc();
+    auto dim = [&](Value tensor, int64_t index) -> Value {
+      return tensor::DimOp::create(rewriter, loc, tensor, index);
+    };
+    Value group = arith::DivUIOp::create(rewriter, loc, dim(op.getQuery(), 1),
+                                         dim(op.getKey(), 1));
+    Value small = arith::CmpIOp::create(
+        rewriter, loc, arith::CmpIPredicate::ule, group,
+        arith::ConstantIndexOp::create(rewriter, loc, kMaxGroup));
+    Value chosen = arith::SelectOp::create(
+        rewriter, loc, small, group,
+        arith::ConstantIndexOp::create(rewriter, loc, 1));
+    // min(chosen, kMaxGroup) = chosen; the min states the bound that the
+    // tile's state buffers need (ValueBounds cannot see through the select).
+    return affine::makeComposedFoldedAffineMin(
+        rewriter, loc,
+        AffineMap::get(1, 0,
+                       {rewriter.getAffineDimExpr(0),
+                        rewriter.getAffineConstantExpr(kMaxGroup)},
+                       rewriter.getContext()),
+        {OpFoldResult(chosen)});
   }
 };
 } // namespace

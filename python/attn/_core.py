@@ -75,6 +75,13 @@ def check_options(
     return left, right, not (left is None and right is None)
 
 
+#: Calls with at most this many query rows (decoding) get a kernel compiled
+#: for their Sq: the compiler's CPU pipeline (option decode-rows, also 4)
+#: then gives each work item a whole GQA group, whose query heads share
+#: every K/V load. Longer calls share one kernel for any Sq.
+DECODE_ROWS = 4
+
+
 @functools.lru_cache(maxsize=1024)
 def kernel_spec(
     dtype: str,
@@ -88,8 +95,10 @@ def kernel_spec(
     scale: Optional[float],
     softcap: Optional[float],
     lse: bool,
+    decode_rows: Optional[int] = None,
 ) -> str:
-    """The attn-compile spec string (lib/Support/KernelSpec.h) of a call."""
+    """The attn-compile spec string (lib/Support/KernelSpec.h) of a call.
+    `decode_rows`: a static Sq for a decoding kernel (see DECODE_ROWS)."""
     items = ["name=attn_sdpa", f"dtype={dtype}", f"d={head_dim}", f"dv={value_dim}"]
     if mask is not None:
         items.append(f"mask={mask}")
@@ -109,6 +118,8 @@ def kernel_spec(
         items.append(f"softcap={float(softcap)!r}")
     if lse:
         items.append("lse")
+    if decode_rows is not None:
+        items.append(f"sizes=?:?:?:{decode_rows}:?")
     return ",".join(items)
 
 
@@ -157,6 +168,7 @@ def spec_for(
     return_lse: bool,
 ) -> str:
     dtype = dtype_name(query.dtype)
+    rows = int(query.shape[2])
     mask = None
     if attn_mask is not None:
         mask = "bool" if dtype_name_or_none(attn_mask.dtype) == "bool" else "bias"
@@ -172,6 +184,7 @@ def spec_for(
         scale,
         softcap,
         return_lse,
+        rows if 1 <= rows <= DECODE_ROWS else None,
     )
 
 

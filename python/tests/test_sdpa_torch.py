@@ -55,6 +55,20 @@ def test_decoding_single_query():
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize(
+    "seq_q,heads_q,heads_kv", [(1, 8, 2), (3, 6, 2), (1, 32, 1), (4, 4, 4)],
+    ids=["sq1-gqa4", "sq3-gqa3", "sq1-mqa32", "sq4-mha"])
+def test_decoding_kernels_group_the_query_heads(dtype, seq_q, heads_q, heads_kv):
+    # Sq <= 4: a kernel compiled for that Sq, whose work items take a whole
+    # GQA group (or one head, for groups of more than 16).
+    q, k, v = random_qkv(heads_q=heads_q, heads_kv=heads_kv, seq_q=seq_q, seq_k=300,
+                         dtype=dtype)
+    spec = attn._core.spec_for(q, k, v, None, False, None, "top_left", None, None, None, False)
+    assert spec.endswith(f"sizes=?:?:?:{seq_q}:?")
+    check(q, k, v, enable_gqa=True)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize(
     "mask_shape",
     [(2, 4, 37, 45), (37, 45), (1, 1, 37, 45), (2, 1, 1, 45), (4, 37, 1), (1, 45)],
     ids=lambda s: "x".join(map(str, s)),

@@ -41,3 +41,26 @@ func.func @decode(%q: memref<1x1x?x20xf32, strided<[?, ?, ?, ?], offset: ?>>,
       outs(%acc, %m, %s : memref<1x1x?x20xf32>, memref<1x1x?xf32>, memref<1x1x?xf32>)
   return
 }
+
+// A tile of a whole GQA group (4 query heads on one key/value head, as
+// attn-tile makes for decoding kernels): on the direct path the key blocks
+// are the outer loop and the heads run inside, so each K/V block is read
+// from memory once for the group. Horizontal sums are reassociable (a
+// tree, not 16 dependent adds). The packed path keeps one head at a time.
+
+// CHECK-LABEL: func @decode_group
+//       CHECK: scf.if
+//       CHECK:   scf.for %{{.+}} = %c0 to %{{.+}} step %c32 {
+//       CHECK:     scf.for %{{.+}} = %c0 to %c4 step %c1 {
+//       CHECK:       vector.reduction <add>, %{{.+}} fastmath<reassoc>
+//       CHECK: } else {
+//       CHECK:   scf.for %{{.+}} = %c0 to %c4 step %c1 {
+//       CHECK:     scf.for %{{.+}} = %c0 to %{{.+}} step %c32 {
+func.func @decode_group(%q: memref<1x4x1x20xf32, strided<[?, ?, ?, ?], offset: ?>>,
+                        %k: memref<1x1x?x20xf32, strided<[?, ?, ?, ?], offset: ?>>,
+                        %v: memref<1x1x?x20xf32, strided<[?, ?, ?, ?], offset: ?>>,
+                        %acc: memref<1x4x1x20xf32>, %m: memref<1x4x1xf32>, %s: memref<1x4x1xf32>) {
+  attn.online_attention ins(%q, %k, %v : memref<1x4x1x20xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<1x1x?x20xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<1x1x?x20xf32, strided<[?, ?, ?, ?], offset: ?>>)
+      outs(%acc, %m, %s : memref<1x4x1x20xf32>, memref<1x4x1xf32>, memref<1x4x1xf32>)
+  return
+}

@@ -11,8 +11,7 @@
 //   CHECK-DAG: %[[SQ:.+]] = tensor.dim %[[Q]], %c2
 //       CHECK: scf.forall (%[[B:.+]], %[[H:.+]], %[[I:.+]]) = (0, 0, 0) to (2, 8, %[[SQ]]) step (1, 1, 64) shared_outs(%[[OUT:.+]] = %[[O]])
 //       CHECK:   %[[ROWS:.+]] = affine.min
-//       CHECK:   %[[G:.+]] = arith.divui %c8, %c2
-//       CHECK:   %[[KVH:.+]] = arith.divui %[[H]], %[[G]]
+//       CHECK:   %[[KVH:.+]] = arith.divui %[[H]], %c4
 //       CHECK:   %[[QT:.+]] = tensor.extract_slice %[[Q]][%[[B]], %[[H]], %[[I]], 0] [1, 1, %[[ROWS]], 64]
 //       CHECK:   %[[KT:.+]] = tensor.extract_slice %[[K]][%[[B]], %[[KVH]], 0, 0] [1, 1, %{{.+}}, 64]
 //       CHECK:   %[[VT:.+]] = tensor.extract_slice %[[V]][%[[B]], %[[KVH]], 0, 0] [1, 1, %{{.+}}, 32]
