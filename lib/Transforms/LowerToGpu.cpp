@@ -400,6 +400,21 @@ LogicalResult KernelConverter::convertOp(Operation *op) {
     states[fill.getResult(0)] = Fragments{SmallVector<Value>(count, init)};
     return success();
   }
+  if (auto cast = dyn_cast<tensor::CastOp>(op)) {
+    // Static and dynamic types of the same tile (canonicalization of
+    // kernels with static sizes): the same state or view.
+    if (auto it = states.find(cast.getSource()); it != states.end()) {
+      Fragments fragments = it->second;
+      states[cast.getResult()] = std::move(fragments);
+      return success();
+    }
+    if (auto it = views.find(cast.getSource()); it != views.end()) {
+      auto view = it->second;
+      views[cast.getResult()] = std::move(view);
+      return success();
+    }
+    return op->emitOpError("attn-lower-to-gpu: cast of an unknown tensor");
+  }
   if (auto insert = dyn_cast<tensor::InsertSliceOp>(op)) {
     // The key loop's state written back whole: the source is the state.
     auto it = states.find(insert.getSource());
@@ -1047,6 +1062,12 @@ LogicalResult KernelConverter::convert(gpu::GPUModuleOp gpuModule) {
   kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), UnitAttr::get(ctx));
   int32_t threads = warps * kWarpSize;
   kernel.setKnownBlockSizeAttr(DenseI32ArrayAttr::get(ctx, {threads, 1, 1}));
+  // One resident block per SM suffices (as FlashAttention-2 launches its
+  // 4-warp kernels): ptxas may then use the registers a thread's fragments
+  // need. Left to itself it aimed some kernels at 4 blocks (128 registers)
+  // and spilled, e.g. bf16 D=64 with a bottom-right window.
+  kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
+                  IntegerAttr::get(IntegerType::get(ctx, 32), 1));
   kernel->setAttr("attn.block_rows", IntegerAttr::get(i64, blockRows));
 
   Block &entry = kernel.getBody().front();

@@ -14,7 +14,7 @@
 // LSE argument 36.
 // CHECK: gpu.func @causal_f16(%[[Q:arg0]]: memref<?xf16>, %arg1: i64, %arg2: i64, %arg3: i64, %arg4: i64, %arg5: i64, %arg6: i64, %arg7: i64, %arg8: i64, %[[K:arg9]]: memref<?xf16>,
 // CHECK-SAME: %[[LSE:arg36]]: memref<?xf32>, %arg37: i64, %arg38: i64, %arg39: i64, %arg40: i64, %arg41: i64, %arg42: i64) kernel
-// CHECK-SAME: attn.block_rows = 32 : i64, attn.shared_memory_bytes = 13824 : i64, known_block_size = array<i32: 64, 1, 1>
+// CHECK-SAME: attn.block_rows = 32 : i64, attn.shared_memory_bytes = 13824 : i64, known_block_size = array<i32: 64, 1, 1>, nvvm.minctasm = 1 : i32
 // Whether each tensor's layout allows 16-byte copies: checked once.
 // CHECK:   memref.extract_aligned_pointer_as_index %[[Q]]
 // CHECK:   %[[TID:.+]] = gpu.thread_id x
