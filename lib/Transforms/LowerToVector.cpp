@@ -24,8 +24,12 @@
 //
 // Tiles of at most `direct-rows` query rows (decoding: Sq = 1) whose K and V
 // have unit-stride rows skip the packing, which would cost more than their
-// few rows' arithmetic: each score is a dot product over K's row (vector
-// loads, one horizontal sum), and P·V reads V's rows in place.
+// few rows' arithmetic. The rows of all the tile's heads (a GQA group, as
+// attn-tile makes for decoding kernels) are buffered, 16 at a time, so that
+// each K row is loaded once per key and scored against all of them (a dot
+// product, one horizontal sum each; vdpbf16ps on bf16 rows as stored); V's
+// block is converted once for them (bf16: key pairs by interleaving two
+// rows, for the dot product; f16: widened), f32 V is read in place.
 //
 // A row that has seen no allowed key has m' = -inf; the exponents then use 0
 // in place of m' so that no -inf - -inf is ever formed, and exp is only ever
@@ -56,6 +60,9 @@ namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
+/// Query rows that the direct path scores against each K row load.
+constexpr int64_t kDirectRows = 16;
+
 /// Scratch buffers of one function, shared by all its online ops (they run
 /// one after another).
 struct Scratch {
@@ -65,8 +72,10 @@ struct Scratch {
   Value values;     // [keyBlock][DvPad] V block, pad columns zero
   Value rowBias;    // [keyBlock]      the mask row of the block, as f32 bias
   Value probs;      // [rowBlock][keyBlock] p of the current rows
-  Value queryRow;   // [DPad] one query row in f32, pad lanes zero (direct)
-  Value rowScores;  // [keyBlock] one row's scores of a block (direct)
+  // Direct path: up to kDirectRows query rows of a GQA group at a time.
+  Value queryRows;   // [kDirectRows][DPad] in f32, pad lanes zero
+  Value groupScores; // [kDirectRows][keyBlock] their scores of a block
+  Value queryPairs;  // [kDirectRows][DPad2] bf16 rows as stored (bf16-dot)
 };
 
 class MicroKernelEmitter {
@@ -230,16 +239,8 @@ private:
                           /*withElseRegion=*/true);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(choice.thenBlock()->getTerminator());
-    forLoop(cst(0), keys, cst(keyBlock), [&](Value blockStart) {
-      Value remaining = arith::SubIOp::create(b, keys, blockStart);
-      Value blockKeys = arith::MinSIOp::create(b, remaining, cst(keyBlock));
-      eachHead([&](Value head) {
-        forLoop(cst(0), rows, cst(1), [&](Value row) {
-          emitRowDirect(batch, head, kvHead, row, blockStart, blockKeys,
-                        keyRows, valueRows);
-        });
-      });
-    });
+    emitDirectGroup(batch, kvHead, firstHead, group, rows, keys, keyRows,
+                    valueRows);
     b.setInsertionPoint(choice.elseBlock()->getTerminator());
     packed();
   }
@@ -269,63 +270,202 @@ private:
                                              OpFoldResult(meta.getOffset()),
                                              sizes, unitStrides);
   }
-  /// `count` f32 lanes of a unit-stride row from column `col` (masked past
+  /// `lanes` elements of a unit-stride row from column `col` (masked past
   /// `limit` columns), widened to f32.
   Value loadRowChunk(Value rowsMemref, ValueRange rowIndex, int64_t col,
                      int64_t limit) {
+    Value v = loadRawChunk(rowsMemref, rowIndex, col, limit, lanes);
+    return isa<Float32Type>(getElementTypeOrSelf(v))
+               ? v
+               : Value(arith::ExtFOp::create(b, vecType, v));
+  }
+  /// `width` elements of a unit-stride row from column `col`, in the row's
+  /// element type; columns past `limit` read as 0.
+  Value loadRawChunk(Value rowsMemref, ValueRange rowIndex, int64_t col,
+                     int64_t limit, int64_t width) {
     Type elem = cast<MemRefType>(rowsMemref.getType()).getElementType();
-    auto type = VectorType::get({lanes}, elem);
+    auto type = VectorType::get({width}, elem);
     SmallVector<Value, 4> at(rowIndex.begin(), rowIndex.end());
     at.push_back(cst(col));
-    Value v;
-    if (col + lanes <= limit) {
-      v = vector::LoadOp::create(b, type, rowsMemref, at);
-    } else {
-      Value pass = vector::BroadcastOp::create(
-          b, type, arith::ConstantOp::create(b, b.getZeroAttr(elem)));
-      v = vector::MaskedLoadOp::create(
-          b, type, rowsMemref, at,
-          vector::ConstantMaskOp::create(b, maskVecType,
-                                         ArrayRef<int64_t>{limit - col}),
-          pass);
-    }
-    return elem.isF32() ? v : arith::ExtFOp::create(b, vecType, v);
+    if (col + width <= limit)
+      return vector::LoadOp::create(b, type, rowsMemref, at);
+    Value pass = vector::BroadcastOp::create(
+        b, type, arith::ConstantOp::create(b, b.getZeroAttr(elem)));
+    return vector::MaskedLoadOp::create(
+        b, type, rowsMemref, at,
+        vector::ConstantMaskOp::create(b,
+                                       VectorType::get({width}, b.getI1Type()),
+                                       ArrayRef<int64_t>{limit - col}),
+        pass);
   }
 
-  /// One query row against one key block, reading K and V in place.
-  void emitRowDirect(Value batch, Value head, Value kvHead, Value row,
-                     Value blockStart, Value blockKeys, Value keyRows,
-                     Value valueRows) {
-    int64_t chunks = llvm::divideCeil(headDim, lanes);
-    forLoop(cst(0), cst(headDim), cst(1), [&](Value d) {
-      memref::StoreOp::create(b, loadF32(op.getQuery(), {batch, head, row, d}),
-                              scratch.queryRow, ValueRange{d});
+  /// The direct path for the `group` heads' rows of one key/value head:
+  /// chunks of up to kDirectRows rows (head-major), each over all key
+  /// blocks. A key's K row is loaded (and widened) once for the chunk's
+  /// rows; a block of V that is not f32 is widened once into `values`.
+  void emitDirectGroup(Value batch, Value kvHead, Value firstHead, Value group,
+                       Value rows, Value keys, Value keyRows, Value valueRows) {
+    Value total = arith::MulIOp::create(b, group, rows);
+    forLoop(cst(0), total, cst(kDirectRows), [&](Value chunkStart) {
+      Value count = arith::MinSIOp::create(
+          b, arith::SubIOp::create(b, total, chunkStart), cst(kDirectRows));
+      auto position = [&](Value i) -> std::pair<Value, Value> {
+        Value r = arith::AddIOp::create(b, chunkStart, i);
+        return {arith::AddIOp::create(b, firstHead,
+                                      arith::DivUIOp::create(b, r, rows)),
+                arith::RemUIOp::create(b, r, rows)};
+      };
+      forLoop(cst(0), count, cst(1), [&](Value i) {
+        auto [head, row] = position(i);
+        forLoop(cst(0), cst(headDim), cst(1), [&](Value d) {
+          if (bf16Dot)
+            memref::StoreOp::create(
+                b,
+                memref::LoadOp::create(b, op.getQuery(),
+                                       ValueRange{batch, head, row, d}),
+                scratch.queryPairs, ValueRange{i, d});
+          else
+            memref::StoreOp::create(
+                b, loadF32(op.getQuery(), {batch, head, row, d}),
+                scratch.queryRows, ValueRange{i, d});
+        });
+      });
+      forLoop(cst(0), keys, cst(keyBlock), [&](Value blockStart) {
+        Value remaining = arith::SubIOp::create(b, keys, blockStart);
+        Value blockKeys = arith::MinSIOp::create(b, remaining, cst(keyBlock));
+        emitDirectScores(batch, kvHead, count, blockStart, blockKeys, keyRows);
+        // V not in f32 is converted once per block for the chunk's rows
+        // (into bf16 key pairs for the dot product, or widened to f32) when
+        // more than one row shares it; a lone row reads it in place.
+        bool f32Values =
+            cast<MemRefType>(op.getValue().getType()).getElementType().isF32();
+        Value shared;
+        if (!f32Values) {
+          shared = arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, count,
+                                         cst(1));
+          auto ifShared = scf::IfOp::create(b, shared);
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPoint(ifShared.thenBlock()->getTerminator());
+          if (bf16Values)
+            pairValuesDirect(batch, kvHead, blockStart, blockKeys, valueRows);
+          else
+            widenValuesDirect(batch, kvHead, blockStart, blockKeys, valueRows);
+        }
+        forLoop(cst(0), count, cst(1), [&](Value i) {
+          auto [head, row] = position(i);
+          SmallVector<Value> scores;
+          for (int64_t v = 0; v < keyBlock / lanes; ++v)
+            scores.push_back(
+                vector::LoadOp::create(b, vecType, scratch.groupScores,
+                                       ValueRange{i, cst(v * lanes)}));
+          Value alpha = updateRowStatistics(batch, head, row, /*slot=*/0,
+                                            scores, blockStart, blockKeys);
+          auto accumulate = [&](bool fromScratch) {
+            accumulateDirect(batch, head, row, kvHead, alpha, blockStart,
+                             blockKeys, valueRows, fromScratch);
+          };
+          if (!shared)
+            return accumulate(false);
+          auto choice = scf::IfOp::create(b, shared, /*withElseRegion=*/true);
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPoint(choice.thenBlock()->getTerminator());
+          accumulate(true);
+          b.setInsertionPoint(choice.elseBlock()->getTerminator());
+          accumulate(false);
+        });
+      });
     });
-    SmallVector<Value> q;
-    for (int64_t c = 0; c < chunks; ++c)
-      q.push_back(vector::LoadOp::create(b, vecType, scratch.queryRow,
-                                         ValueRange{cst(c * lanes)}));
-    // Scores: a dot product per key (two FMA chains, so that their latency
-    // overlaps), one horizontal sum as a tree.
+  }
+
+  /// values[j] = V[blockStart + j] in f32, for the block's keys.
+  void widenValuesDirect(Value batch, Value kvHead, Value blockStart,
+                         Value blockKeys, Value valueRows) {
     forLoop(cst(0), blockKeys, cst(1), [&](Value j) {
       Value key = arith::AddIOp::create(b, blockStart, j);
-      Value acc[2] = {splat(f32Const(0)), splat(f32Const(0))};
-      for (int64_t c = 0; c < chunks; ++c)
-        acc[c % 2] = vector::FMAOp::create(
-            b, q[c],
-            loadRowChunk(keyRows, {batch, kvHead, key}, c * lanes, headDim),
-            acc[c % 2]);
-      Value s = horizontalSum(arith::AddFOp::create(b, acc[0], acc[1]));
-      memref::StoreOp::create(b, s, scratch.rowScores, ValueRange{j});
+      for (int64_t c = 0; c < valueChunks; ++c)
+        vector::StoreOp::create(
+            b,
+            loadRowChunk(valueRows, {batch, kvHead, key}, c * lanes, valueDim),
+            scratch.values, ValueRange{j, cst(c * lanes)});
     });
-    SmallVector<Value> scores;
-    for (int64_t v = 0; v < keyBlock / lanes; ++v)
-      scores.push_back(vector::LoadOp::create(b, vecType, scratch.rowScores,
-                                              ValueRange{cst(v * lanes)}));
-    Value alpha = updateRowStatistics(batch, head, row, /*slot=*/0, scores,
-                                      blockStart, blockKeys);
+  }
 
-    // acc = alpha * acc + sum_j p_j V[j], V's rows read in place.
+  /// groupScores[i][j] = q_i · K[blockStart + j] for the chunk's `count`
+  /// rows: per key, K's row chunks stay in registers across the rows; each
+  /// score is two accumulator chains (their latency overlaps) and one tree
+  /// sum. bf16 Q and K take vdpbf16ps on the rows as stored (consecutive
+  /// head dims are the pairs it multiplies), 32 dims per step.
+  void emitDirectScores(Value batch, Value kvHead, Value count,
+                        Value blockStart, Value blockKeys, Value keyRows) {
+    int64_t width = bf16Dot ? 2 * lanes : lanes;
+    int64_t chunks = llvm::divideCeil(headDim, width);
+    Value queries = bf16Dot ? scratch.queryPairs : scratch.queryRows;
+    auto queryType =
+        VectorType::get({width}, bf16Dot ? b.getBF16Type() : Type(f32));
+    forLoop(cst(0), blockKeys, cst(1), [&](Value j) {
+      Value key = arith::AddIOp::create(b, blockStart, j);
+      SmallVector<Value> k;
+      for (int64_t c = 0; c < chunks; ++c)
+        k.push_back(bf16Dot ? loadRawChunk(keyRows, {batch, kvHead, key},
+                                           c * width, headDim, width)
+                            : loadRowChunk(keyRows, {batch, kvHead, key},
+                                           c * width, headDim));
+      forLoop(cst(0), count, cst(1), [&](Value i) {
+        Value acc[2] = {splat(f32Const(0)), splat(f32Const(0))};
+        for (int64_t c = 0; c < chunks; ++c) {
+          Value q = vector::LoadOp::create(b, queryType, queries,
+                                           ValueRange{i, cst(c * width)});
+          acc[c % 2] =
+              bf16Dot
+                  ? Value(x86vector::DotBF16Op::create(b, acc[c % 2], q, k[c]))
+                  : Value(vector::FMAOp::create(b, q, k[c], acc[c % 2]));
+        }
+        Value sum = horizontalSum(arith::AddFOp::create(b, acc[0], acc[1]));
+        memref::StoreOp::create(b, sum, scratch.groupScores, ValueRange{i, j});
+      });
+    });
+  }
+
+  /// VP2[j/2][2e + j%2] = V[blockStart + j][e] for the block, by vector
+  /// interleaves of two V rows (the layout accumulateByBf16Dot reads); an
+  /// odd count's last pair ends in zeros.
+  void pairValuesDirect(Value batch, Value kvHead, Value blockStart,
+                        Value blockKeys, Value valueRows) {
+    auto pairs = [&](Value jp, bool lastOdd) {
+      Value j0 = arith::MulIOp::create(b, jp, cst(2));
+      Value key0 = arith::AddIOp::create(b, blockStart, j0);
+      Value key1 = arith::AddIOp::create(b, key0, cst(1));
+      for (int64_t c = 0; c < valueChunks; ++c) {
+        Value v0 = loadRawChunk(valueRows, {batch, kvHead, key0}, c * lanes,
+                                valueDim, lanes);
+        Value v1 = lastOdd ? Value(vector::BroadcastOp::create(
+                                 b, v0.getType(),
+                                 arith::ConstantOp::create(
+                                     b, b.getZeroAttr(b.getBF16Type()))))
+                           : loadRawChunk(valueRows, {batch, kvHead, key1},
+                                          c * lanes, valueDim, lanes);
+        vector::StoreOp::create(b, vector::InterleaveOp::create(b, v0, v1),
+                                scratch.valuePairs,
+                                ValueRange{jp, cst(2 * c * lanes)});
+      }
+    };
+    Value fullPairs = arith::DivUIOp::create(b, blockKeys, cst(2));
+    forLoop(cst(0), fullPairs, cst(1), [&](Value jp) { pairs(jp, false); });
+    Value odd = arith::CmpIOp::create(
+        b, arith::CmpIPredicate::ne,
+        arith::RemUIOp::create(b, blockKeys, cst(2)), cst(0));
+    auto ifOdd = scf::IfOp::create(b, odd);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(ifOdd.thenBlock()->getTerminator());
+    pairs(fullPairs, true);
+  }
+
+  /// acc = alpha * acc + sum_j p_j V[j] for one row: V's rows read in place
+  /// (widened as loaded), or `fromScratch` from the block converted once
+  /// (bf16 key pairs by the dot product, else `values` in f32).
+  void accumulateDirect(Value batch, Value head, Value row, Value kvHead,
+                        Value alpha, Value blockStart, Value blockKeys,
+                        Value valueRows, bool fromScratch) {
     Value zeroVec = splat(f32Const(0));
     Value alphaVec = splat(alpha);
     SmallVector<Value> accs;
@@ -339,27 +479,35 @@ private:
       accs.push_back(arith::MulFOp::create(b, acc, alphaVec));
     }
     bool masked = op.getMask() || op.getCausal() || op.getWindow();
-    accs = forLoopWith(
-        cst(0), blockKeys, cst(1), accs,
-        [&](Value j, ValueRange acc) -> SmallVector<Value> {
-          Value key = arith::AddIOp::create(b, blockStart, j);
-          Value pScalar =
-              memref::LoadOp::create(b, scratch.probs, ValueRange{cst(0), j});
-          Value p = splat(pScalar);
-          Value excluded;
-          if (masked)
-            excluded = splat(arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ,
-                                                   pScalar, f32Const(0)));
-          SmallVector<Value> next;
-          for (int64_t c = 0; c < valueChunks; ++c) {
-            Value v = loadRowChunk(valueRows, {batch, kvHead, key}, c * lanes,
-                                   valueDim);
-            if (excluded)
-              v = arith::SelectOp::create(b, excluded, zeroVec, v);
-            next.push_back(vector::FMAOp::create(b, p, v, acc[c]));
-          }
-          return next;
-        });
+    if (fromScratch && bf16Values)
+      accs = accumulateByBf16Dot(/*numRows=*/1, blockKeys, accs);
+    else
+      accs = forLoopWith(
+          cst(0), blockKeys, cst(1), accs,
+          [&](Value j, ValueRange acc) -> SmallVector<Value> {
+            Value pScalar =
+                memref::LoadOp::create(b, scratch.probs, ValueRange{cst(0), j});
+            Value p = splat(pScalar);
+            // A key excluded for this row has p = 0 and must drop a NaN V.
+            Value excluded;
+            if (masked)
+              excluded = splat(arith::CmpFOp::create(
+                  b, arith::CmpFPredicate::OEQ, pScalar, f32Const(0)));
+            Value key = arith::AddIOp::create(b, blockStart, j);
+            SmallVector<Value> next;
+            for (int64_t c = 0; c < valueChunks; ++c) {
+              Value v = fromScratch
+                            ? Value(vector::LoadOp::create(
+                                  b, vecType, scratch.values,
+                                  ValueRange{j, cst(c * lanes)}))
+                            : loadRowChunk(valueRows, {batch, kvHead, key},
+                                           c * lanes, valueDim);
+              if (excluded)
+                v = arith::SelectOp::create(b, excluded, zeroVec, v);
+              next.push_back(vector::FMAOp::create(b, p, v, acc[c]));
+            }
+            return next;
+          });
     for (int64_t c = 0; c < valueChunks; ++c) {
       SmallVector<Value, 4> at = {batch, head, row, cst(c * lanes)};
       if ((c + 1) * lanes <= valueDim)
@@ -881,8 +1029,30 @@ struct AttnLowerToVectorPass
     scratch.probs = stackBuffer({int64_t(rowBlock), int64_t(keyBlock)});
     int64_t headPad = llvm::divideCeil(maxHeadDim, vectorWidth) * vectorWidth;
     if (directRows > 0) {
-      scratch.queryRow = stackBuffer({headPad});
-      scratch.rowScores = stackBuffer({int64_t(keyBlock)});
+      scratch.queryRows = stackBuffer({kDirectRows, headPad});
+      scratch.groupScores = stackBuffer({kDirectRows, int64_t(keyBlock)});
+      if (scratch.keyPairs) {
+        // Whole 32-element loads of bf16 query rows; pad columns zero.
+        int64_t pairPad =
+            llvm::divideCeil(maxHeadDim, 2 * vectorWidth) * 2 * vectorWidth;
+        scratch.queryPairs = memref::AllocaOp::create(
+            b, MemRefType::get({kDirectRows, pairPad}, b.getBF16Type()),
+            b.getI64IntegerAttr(64));
+        Value zero = vector::BroadcastOp::create(
+            b, VectorType::get({2 * vectorWidth}, b.getBF16Type()),
+            arith::ConstantOp::create(b, b.getZeroAttr(b.getBF16Type())));
+        auto rows =
+            scf::ForOp::create(b, arith::ConstantIndexOp::create(b, 0),
+                               arith::ConstantIndexOp::create(b, kDirectRows),
+                               arith::ConstantIndexOp::create(b, 1));
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPoint(rows.getBody()->getTerminator());
+        for (int64_t d = 0; d < pairPad; d += 2 * vectorWidth)
+          vector::StoreOp::create(
+              b, zero, scratch.queryPairs,
+              ValueRange{rows.getInductionVar(),
+                         arith::ConstantIndexOp::create(b, d)});
+      }
     }
     // Pad columns of the packed V are read by whole-vector loads: keep them
     // finite once and for all.
@@ -902,15 +1072,22 @@ struct AttnLowerToVectorPass
             ValueRange{rows.getInductionVar(),
                        arith::ConstantIndexOp::create(b, e)});
     }
-    // The query row's pad lanes are read too: zero once.
-    if (scratch.queryRow) {
+    // The query rows' pad lanes are read too: zero once.
+    if (scratch.queryRows) {
       Value zero = vector::BroadcastOp::create(
           b, VectorType::get({vectorWidth}, f32),
           arith::ConstantOp::create(b, b.getF32FloatAttr(0)));
+      auto rows =
+          scf::ForOp::create(b, arith::ConstantIndexOp::create(b, 0),
+                             arith::ConstantIndexOp::create(b, kDirectRows),
+                             arith::ConstantIndexOp::create(b, 1));
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(rows.getBody()->getTerminator());
       for (int64_t d = 0; d < headPad; d += vectorWidth)
         vector::StoreOp::create(
-            b, zero, scratch.queryRow,
-            ValueRange{arith::ConstantIndexOp::create(b, d)});
+            b, zero, scratch.queryRows,
+            ValueRange{rows.getInductionVar(),
+                       arith::ConstantIndexOp::create(b, d)});
     }
 
     for (OnlineAttentionOp op : ops) {

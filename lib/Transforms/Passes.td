@@ -29,8 +29,9 @@ def AttnTilePass : Pass<"attn-tile", "func::FuncOp"> {
            "Query rows per tile (one work item of the kernel)">,
     Option<"groupRows", "group-rows", "int64_t", /*default=*/"0",
            "Tile query heads by whole GQA groups when Sq is at most this "
-           "(decoding), so that a group's heads share each K/V load; "
-           "0: one query head per tile">,
+           "(decoding), so that a group's heads share each K/V load, and "
+           "make a smaller static Sq the row tile; 0: one query head per "
+           "tile">,
   ];
   let dependentDialects = ["scf::SCFDialect", "tensor::TensorDialect",
                            "arith::ArithDialect", "affine::AffineDialect"];
@@ -113,8 +114,10 @@ def AttnLowerToVectorPass : Pass<"attn-lower-to-vector", "func::FuncOp"> {
     uses `x86vector.avx512.dot` (vdpbf16ps) on K packed as bf16 pairs, two
     head dims per step; lower with `convert-vector-to-llvm=enable-x86vector`.
     Tiles of at most `direct-rows` rows (decoding) read K's and V's rows in
-    place when their innermost stride is 1 (checked at run time): a dot
-    product per score, no packing.
+    place when their innermost stride is 1 (checked at run time), no
+    packing: the rows of all the tile's heads (a GQA group) share each K row
+    load (a dot product per score; vdpbf16ps for bf16) and each block of V
+    converted once (bf16 key pairs for the dot product, or f32).
   }];
   let options = [
     Option<"vectorWidth", "vector-width", "int64_t", /*default=*/"16",

@@ -62,12 +62,13 @@ struct AttnTilePass : public mlir::attn::impl::AttnTilePassBase<AttnTilePass> {
     }
   }
 
-  /// `queryTileSize` rows, or all of a smaller static Sq (so that the
-  /// tile's types, and its state buffers, are that small).
+  /// `queryTileSize` rows; with `groupRows` set (the CPU lowering), all of a
+  /// smaller static Sq, so that the tile's types and its state buffers are
+  /// that small (the GPU lowering needs whole 16-row warp tiles).
   OpFoldResult rowTileSize(AttentionOp op) {
     int64_t rows = cast<ShapedType>(op.getQuery().getType()).getDimSize(2);
     int64_t tile = queryTileSize;
-    if (!ShapedType::isDynamic(rows) && rows >= 1)
+    if (groupRows > 0 && !ShapedType::isDynamic(rows) && rows >= 1)
       tile = std::min<int64_t>(tile, rows);
     return IntegerAttr::get(IndexType::get(op.getContext()), tile);
   }

@@ -55,7 +55,7 @@ func.func @bf16_dot(%q: memref<1x1x?x15xbf16>, %k: memref<1x1x?x15xbf16>, %v: me
 
 // CHECK-LABEL: func @bf16_dot_masked
 //       CHECK: memref<8x64xbf16>
-//   CHECK-NOT: memref<16x32xbf16>
+//   CHECK-NOT: vector.interleave
 //       CHECK: x86vector.avx512.dot
 //       CHECK: arith.cmpf oeq
 //       CHECK: vector.fma
@@ -79,5 +79,39 @@ func.func @f32_unchanged(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>, %v:
                          %acc: memref<1x1x?x16xf32>, %m: memref<1x1x?xf32>, %s: memref<1x1x?xf32>) {
   attn.online_attention ins(%q, %k, %v : memref<1x1x?x16xf32>, memref<1x1x?x16xf32>, memref<1x1x?x16xf32>)
       outs(%acc, %m, %s : memref<1x1x?x16xf32>, memref<1x1x?xf32>, memref<1x1x?xf32>)
+  return
+}
+
+// -----
+
+// Decoding, a GQA group of 4 heads (static unit strides: the direct path
+// only): the group's query rows are kept as stored, bf16; each K row is
+// loaded once as 32-element vectors and scored by vdpbf16ps against the 4
+// rows (consecutive head dims are its pairs). V's block becomes key pairs
+// once, by interleaving two rows (the odd count's last with zeros), and
+// each row's P·V takes the dot product on them.
+
+// CHECK-LABEL: func @bf16_dot_decode_group
+//       CHECK: %[[QP:.+]] = memref.alloca() {alignment = 64 : i64} : memref<16x64xbf16>
+//       CHECK: scf.for %{{.+}} = %c0 to %c4 step %c1 {
+//       CHECK:   memref.store %{{.+}}, %[[QP]]
+//       CHECK: scf.for %{{.+}} step %c32 {
+//       CHECK:   scf.for
+//       CHECK:     %[[K0:.+]] = vector.load %{{.+}} : memref<1x1x?x64xbf16, {{.+}}>, vector<32xbf16>
+//       CHECK:     scf.for %{{.+}} = %c0 to %c4 step %c1 {
+//       CHECK:       %[[Q0:.+]] = vector.load %[[QP]]{{.+}} vector<32xbf16>
+//       CHECK:       x86vector.avx512.dot %{{.+}}, %[[Q0]], %[[K0]]
+//       CHECK:   scf.for
+//       CHECK:     vector.interleave %{{.+}}, %{{.+}} : vector<16xbf16> -> vector<32xbf16>
+//       CHECK:   scf.if
+//       CHECK:     vector.interleave %{{.+}}, %cst{{.*}} : vector<16xbf16> -> vector<32xbf16>
+//       CHECK:   scf.for %{{.+}} = %c0 to %c4 step %c1 {
+//       CHECK:     scf.for {{.+}} iter_args
+//       CHECK:       arith.truncf %{{.+}} : f32 to bf16
+//       CHECK:       x86vector.avx512.dot
+func.func @bf16_dot_decode_group(%q: memref<1x4x1x64xbf16>, %k: memref<1x1x?x64xbf16>, %v: memref<1x1x?x64xbf16>,
+                                 %acc: memref<1x4x1x64xf32>, %m: memref<1x4x1xf32>, %s: memref<1x4x1xf32>) {
+  attn.online_attention ins(%q, %k, %v : memref<1x4x1x64xbf16>, memref<1x1x?x64xbf16>, memref<1x1x?x64xbf16>)
+      outs(%acc, %m, %s : memref<1x4x1x64xf32>, memref<1x4x1xf32>, memref<1x4x1xf32>)
   return
 }

@@ -1,35 +1,43 @@
 // RUN: attn-opt %s -attn-lower-to-vector="key-block=32 direct-rows=4" -canonicalize | FileCheck %s
 
 // Decoding: a tile of at most 4 query rows whose K and V rows have unit
-// stride (checked at run time) reads them in place. Per row and key block:
-// the query row goes to a zero-padded buffer, each score is a dot product
-// over K's row (two 16-lane chunks for D = 20, the second masked) with one
-// horizontal sum, and P·V reads V's rows. Other tiles take the packed path.
+// stride (checked at run time) reads them in place. The rows of the tile's
+// heads go, up to 16 at a time, to a zero-padded f32 buffer once; per key
+// block, each key's K row is loaded once (two 16-lane chunks for D = 20,
+// the second masked) and scored against every buffered row (a dot product
+// and one horizontal sum, reassociable: a tree). Then per row the online
+// update, and P·V from V's rows. Other tiles take the packed path.
 
 // CHECK-LABEL: func @decode
-//   CHECK-DAG: %[[QROW:.+]] = memref.alloca() {alignment = 64 : i64} : memref<32xf32>
-//   CHECK-DAG: %[[SCORES:.+]] = memref.alloca() {alignment = 64 : i64} : memref<32xf32>
+//   CHECK-DAG: %[[QROWS:.+]] = memref.alloca() {alignment = 64 : i64} : memref<16x32xf32>
+//   CHECK-DAG: %[[SCORES:.+]] = memref.alloca() {alignment = 64 : i64} : memref<16x32xf32>
 //       CHECK: %[[FEW:.+]] = arith.cmpi sle, %{{.+}}, %c4 : index
-//       CHECK: memref.extract_strided_metadata
 //       CHECK: %[[KROWS:.+]] = memref.reinterpret_cast %{{.+}} to offset: [%{{.+}}], sizes: [1, 1, %{{.+}}, 20], strides: [%{{.+}}, %{{.+}}, %{{.+}}, 1]
 //       CHECK: %[[VROWS:.+]] = memref.reinterpret_cast
 //       CHECK: arith.cmpi eq, %{{.+}}, %c1 : index
 //       CHECK: scf.if
-// Scores: a dot product per key.
-//       CHECK:   scf.for
+// Query rows, 16 at a time, once.
+//       CHECK:   scf.for %{{.+}} step %c16 {
 //       CHECK:     scf.for
-//       CHECK:       memref.store %{{.+}}, %[[QROW]]
-//       CHECK:     scf.for
-//       CHECK:       vector.load %[[KROWS]]{{.+}} vector<16xf32>
-//       CHECK:       vector.maskedload %[[KROWS]]
-//       CHECK:       vector.reduction <add>
-//       CHECK:       memref.store %{{.+}}, %[[SCORES]]
-//       CHECK:     vector.load %[[SCORES]]
-//       CHECK:     math.exp
-// P·V from V's rows.
-//       CHECK:     scf.for {{.+}} iter_args
-//       CHECK:       vector.load %[[VROWS]]
-//       CHECK:       vector.fma
+//       CHECK:       scf.for
+//       CHECK:         memref.store %{{.+}}, %[[QROWS]]
+// Per key block, per key: K's row once, then a score per buffered row.
+//       CHECK:     scf.for %{{.+}} step %c32 {
+//       CHECK:       scf.for
+//       CHECK:         vector.load %[[KROWS]]{{.+}} vector<16xf32>
+//       CHECK:         vector.maskedload %[[KROWS]]
+//       CHECK:         scf.for
+//       CHECK:           vector.load %[[QROWS]]
+//       CHECK:           vector.fma
+//       CHECK:           vector.reduction <add>, %{{.+}} fastmath<reassoc>
+//       CHECK:           memref.store %{{.+}}, %[[SCORES]]
+// Per row: the online update and P·V from V's rows.
+//       CHECK:       scf.for
+//       CHECK:         vector.load %[[SCORES]]
+//       CHECK:         math.exp
+//       CHECK:         scf.for {{.+}} iter_args
+//       CHECK:           vector.load %[[VROWS]]
+//       CHECK:           vector.fma
 // The packed path for everything else.
 //       CHECK: } else {
 //       CHECK:   memref.store %{{.+}} : memref<20x32xf32>
@@ -43,16 +51,20 @@ func.func @decode(%q: memref<1x1x?x20xf32, strided<[?, ?, ?, ?], offset: ?>>,
 }
 
 // A tile of a whole GQA group (4 query heads on one key/value head, as
-// attn-tile makes for decoding kernels): on the direct path the key blocks
-// are the outer loop and the heads run inside, so each K/V block is read
-// from memory once for the group. Horizontal sums are reassociable (a
-// tree, not 16 dependent adds). The packed path keeps one head at a time.
+// attn-tile makes for decoding kernels): the direct path buffers the
+// group's 4 rows and scores them against each K row load, so that each
+// K/V block is read from memory once for the group. The packed path keeps
+// one head at a time.
 
 // CHECK-LABEL: func @decode_group
 //       CHECK: scf.if
+//       CHECK:   scf.for %{{.+}} = %c0 to %c4 step %c1 {
+//       CHECK:     memref.store
 //       CHECK:   scf.for %{{.+}} = %c0 to %{{.+}} step %c32 {
-//       CHECK:     scf.for %{{.+}} = %c0 to %c4 step %c1 {
-//       CHECK:       vector.reduction <add>, %{{.+}} fastmath<reassoc>
+//       CHECK:     scf.for
+//       CHECK:       vector.load
+//       CHECK:       scf.for %{{.+}} = %c0 to %c4 step %c1 {
+//       CHECK:         vector.fma
 //       CHECK: } else {
 //       CHECK:   scf.for %{{.+}} = %c0 to %c4 step %c1 {
 //       CHECK:     scf.for %{{.+}} = %c0 to %{{.+}} step %c32 {

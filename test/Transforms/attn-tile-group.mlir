@@ -12,8 +12,8 @@
 //       CHECK:   tensor.extract_slice %{{.+}}[%[[B]], %[[KVH]], 0, 0] [1, 1, %{{.+}}, 128]
 //       CHECK:   attn.attention {{.+}} -> tensor<1x4x1x128xf32>
 // OFF-LABEL: func @static_group
-//       OFF: scf.forall {{.+}} in (%{{.+}}, 32, 1)
-//       OFF:   attn.attention {{.+}} -> tensor<1x1x1x128xf32>
+//       OFF: scf.forall {{.+}} to (%{{.+}}, 32, 1) step (1, 1, 64)
+//       OFF:   attn.attention {{.+}} -> tensor<1x1x?x128xf32>
 func.func @static_group(%q: tensor<?x32x1x128xf32>, %k: tensor<?x8x?x128xf32>,
                         %v: tensor<?x8x?x128xf32>, %o: tensor<?x32x1x128xf32>)
     -> tensor<?x32x1x128xf32> {
