@@ -545,15 +545,18 @@ private:
   /// KT[d][j] = K[j][d] (or the bf16 pairs KP) and VP[j][e] = V[j][e] for
   /// the block's keys, in f32.
   void packBlock(Value batch, Value kvHead, Value blockStart, Value blockKeys) {
+    // 16-lane vectors: K^T by 16x16 register transposes where K's rows have
+    // unit stride (lowered to shuffles, not the scatters LLVM otherwise
+    // makes of the element loop).
+    bool byTranspose = !bf16Dot && lanes == 16;
+    if (byTranspose)
+      packKeysByTranspose(batch, kvHead, blockStart, blockKeys);
     forLoop(cst(0), blockKeys, cst(1), [&](Value j) {
       Value key = arith::AddIOp::create(b, blockStart, j);
       if (bf16Dot)
         packKeyPairs(batch, kvHead, key, j);
-      else
-        forLoop(cst(0), cst(headDim), cst(1), [&](Value d) {
-          Value k = loadF32(op.getKey(), {batch, kvHead, key, d});
-          memref::StoreOp::create(b, k, scratch.keysT, ValueRange{d, j});
-        });
+      else if (!byTranspose)
+        packKeyColumn(batch, kvHead, key, j);
       if (bf16Values)
         packValuePairs(batch, kvHead, key, j);
       else
@@ -579,6 +582,54 @@ private:
                                 ValueRange{row, column});
       });
     }
+  }
+
+  /// KT[d][j] = K[key][d] for one key, element by element.
+  void packKeyColumn(Value batch, Value kvHead, Value key, Value j) {
+    forLoop(cst(0), cst(headDim), cst(1), [&](Value d) {
+      Value k = loadF32(op.getKey(), {batch, kvHead, key, d});
+      memref::StoreOp::create(b, k, scratch.keysT, ValueRange{d, j});
+    });
+  }
+
+  /// KT = the block's K transposed, 16 keys x 16 head dims at a time: 16
+  /// row loads, one vector.transpose, 16 column stores. Keys past the block
+  /// repeat its last key (their score lanes are excluded later). K with a
+  /// non-unit innermost stride takes the element loop.
+  void packKeysByTranspose(Value batch, Value kvHead, Value blockStart,
+                           Value blockKeys) {
+    Value unit = arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                                       innerStride(op.getKey()), cst(1));
+    auto choice = scf::IfOp::create(b, unit, /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(choice.thenBlock()->getTerminator());
+    Value keyRows = unitStrideRows(op.getKey());
+    Value lastKey = arith::SubIOp::create(
+        b, arith::AddIOp::create(b, blockStart, blockKeys), cst(1));
+    auto tileType = VectorType::get({lanes, lanes}, f32);
+    forLoop(cst(0), blockKeys, cst(lanes), [&](Value first) {
+      Value firstKey = arith::AddIOp::create(b, blockStart, first);
+      for (int64_t d0 = 0; d0 < headDim; d0 += lanes) {
+        Value tile = arith::ConstantOp::create(
+            b, DenseElementsAttr::get(tileType, b.getF32FloatAttr(0)));
+        for (int64_t r = 0; r < lanes; ++r) {
+          Value key = arith::MinSIOp::create(
+              b, arith::AddIOp::create(b, firstKey, cst(r)), lastKey);
+          tile = vector::InsertOp::create(
+              b, loadRowChunk(keyRows, {batch, kvHead, key}, d0, headDim), tile,
+              ArrayRef<int64_t>{r});
+        }
+        Value columns = vector::TransposeOp::create(b, tile, {1, 0});
+        for (int64_t c = 0; c < std::min(lanes, headDim - d0); ++c)
+          vector::StoreOp::create(
+              b, vector::ExtractOp::create(b, columns, ArrayRef<int64_t>{c}),
+              scratch.keysT, ValueRange{cst(d0 + c), first});
+      }
+    });
+    b.setInsertionPoint(choice.elseBlock()->getTerminator());
+    forLoop(cst(0), blockKeys, cst(1), [&](Value j) {
+      packKeyColumn(batch, kvHead, arith::AddIOp::create(b, blockStart, j), j);
+    });
   }
 
   /// VP2[j/2][2e + j%2] = V[key][e] (bf16, not widened).

@@ -15,12 +15,18 @@
 //       CHECK: %[[VP:.+]] = memref.alloca() {alignment = 64 : i64} : memref<32x32xf32>
 //       CHECK: %[[BIAS:.+]] = memref.alloca() {alignment = 64 : i64} : memref<32xf32>
 //       CHECK: %[[P:.+]] = memref.alloca() {alignment = 64 : i64} : memref<1x32xf32>
-// Key blocks; pack K transposed and V.
+// Key blocks; pack K transposed (K's rows have unit stride here: 16x16
+// tiles, 16 row loads, a vector.transpose that canonicalizes to columns
+// built from the rows' elements (LLVM makes shuffles of them), 16 column
+// stores) and V.
 //       CHECK: scf.for %[[KB:.+]] = %c0 to %{{.+}} step %c32
 //       CHECK:   %[[NK:.+]] = arith.minsi %{{.+}}, %c32
+//       CHECK:   scf.for %[[J0:.+]] = %c0 to %[[NK]] step %c16
+//       CHECK:     vector.load %{{.+}} vector<16xf32>
+//       CHECK:     vector.from_elements {{.+}} : vector<16xf32>
+//       CHECK:     vector.store %{{.+}}, %[[KT]][%{{.+}}, %[[J0]]]
 //       CHECK:   scf.for %[[J:.+]] = %c0 to %[[NK]]
-//       CHECK:     memref.load %[[K]]
-//       CHECK:     memref.store %{{.+}}, %[[KT]][%{{.+}}, %[[J]]]
+//   CHECK-NOT:     memref.load %[[K]]
 //       CHECK:     memref.load %[[V]]
 //       CHECK:     memref.store %{{.+}}, %[[VP]][%[[J]], %{{.+}}]
 // Query rows: Q·Kᵀ as two vector accumulators over D.
