@@ -302,7 +302,8 @@ private:
   /// The direct path for the `group` heads' rows of one key/value head:
   /// chunks of up to kDirectRows rows (head-major), each over all key
   /// blocks. A key's K row is loaded (and widened) once for the chunk's
-  /// rows; a block of V that is not f32 is widened once into `values`.
+  /// rows; a block of V that is not f32 is converted once for them (bf16
+  /// key pairs or f32) when the chunk has more than one row.
   void emitDirectGroup(Value batch, Value kvHead, Value firstHead, Value group,
                        Value rows, Value keys, Value keyRows, Value valueRows) {
     Value total = arith::MulIOp::create(b, group, rows);
