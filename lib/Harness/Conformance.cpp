@@ -38,6 +38,7 @@ std::vector<ConformanceCase> attn::conformanceCases() {
       {"decode_group_mask", "dtype=f16,d=64,mask=bool:h1,lse,sizes=?:?:?:3:?",
        1, 4, 1, 3, 150},
       {"decode_group_over_16", "d=32,lse,sizes=?:?:?:1:?", 1, 32, 1, 1, 140},
+      {"decode_group_no_heads", "d=32,lse,sizes=?:?:?:1:?", 1, 0, 2, 1, 50},
       // Sliding windows.
       {"window_left", "d=64,causal,window=40:0,lse", 1, 2, 2, 300, 300},
       {"window_both", "d=64,window=30:20,lse", 1, 2, 2, 150, 260},

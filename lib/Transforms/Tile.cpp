@@ -97,9 +97,13 @@ struct AttnTilePass : public mlir::attn::impl::AttnTilePassBase<AttnTilePass> {
     };
     Value group = arith::DivUIOp::create(rewriter, loc, dim(op.getQuery(), 1),
                                          dim(op.getKey(), 1));
+    // 1 <= G <= kMaxGroup, as one unsigned compare (G = 0 when Hq = 0: an
+    // empty problem, whose tile must not be 0 heads).
     Value small = arith::CmpIOp::create(
-        rewriter, loc, arith::CmpIPredicate::ule, group,
-        arith::ConstantIndexOp::create(rewriter, loc, kMaxGroup));
+        rewriter, loc, arith::CmpIPredicate::ule,
+        arith::SubIOp::create(rewriter, loc, group,
+                              arith::ConstantIndexOp::create(rewriter, loc, 1)),
+        arith::ConstantIndexOp::create(rewriter, loc, kMaxGroup - 1));
     Value chosen = arith::SelectOp::create(
         rewriter, loc, small, group,
         arith::ConstantIndexOp::create(rewriter, loc, 1));

@@ -24,13 +24,14 @@ func.func @static_group(%q: tensor<?x32x1x128xf32>, %k: tensor<?x8x?x128xf32>,
 
 // -----
 
-// Dynamic head counts: the head tile is G where G <= 16, else 1, chosen at
+// Dynamic head counts: the head tile is G where 1 <= G <= 16, else 1, chosen at
 // run time; the affine.min states the bound (16) that the tile's state
 // buffers need. The kv heads of a tile: [h / G, ceil(size / G)).
 
 // CHECK-LABEL: func @dynamic_group
 //       CHECK: %[[G:.+]] = arith.divui %{{.+}}, %{{.+}} : index
-//       CHECK: %[[SMALL:.+]] = arith.cmpi ule, %[[G]], %c16
+//       CHECK: %[[GM1:.+]] = arith.subi %[[G]], %c1
+//       CHECK: %[[SMALL:.+]] = arith.cmpi ule, %[[GM1]], %c15
 //       CHECK: %[[SEL:.+]] = arith.select %[[SMALL]], %[[G]], %c1
 //       CHECK: %[[T:.+]] = affine.min #{{.+}}()[%[[SEL]]]
 //       CHECK: scf.forall (%{{.+}}, %[[H:.+]], %{{.+}}) = (0, 0, 0) to (%{{.+}}, %{{.+}}, 2) step (1, %[[T]], 2)
