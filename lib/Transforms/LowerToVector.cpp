@@ -63,6 +63,28 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 /// Query rows that the direct path scores against each K row load.
 constexpr int64_t kDirectRows = 16;
 
+/// Zeroes a 2-D scratch buffer whose rows are whole vectors (of
+/// `vectorWidth` 32-bit lanes' bytes): a loop over its rows of vector
+/// stores. Pad columns read by whole-vector loads then stay finite.
+void zeroFill(ImplicitLocOpBuilder &b, Value buffer, int64_t vectorWidth) {
+  auto type = cast<MemRefType>(buffer.getType());
+  Type elem = type.getElementType();
+  int64_t width = vectorWidth * 32 / elem.getIntOrFloatBitWidth();
+  Value zero = vector::BroadcastOp::create(
+      b, VectorType::get({width}, elem),
+      arith::ConstantOp::create(b, b.getZeroAttr(elem)));
+  auto rows =
+      scf::ForOp::create(b, arith::ConstantIndexOp::create(b, 0),
+                         arith::ConstantIndexOp::create(b, type.getDimSize(0)),
+                         arith::ConstantIndexOp::create(b, 1));
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(rows.getBody()->getTerminator());
+  for (int64_t col = 0; col < type.getDimSize(1); col += width)
+    vector::StoreOp::create(b, zero, buffer,
+                            ValueRange{rows.getInductionVar(),
+                                       arith::ConstantIndexOp::create(b, col)});
+}
+
 /// Scratch buffers of one function, shared by all its online ops (they run
 /// one after another).
 struct Scratch {
@@ -452,13 +474,18 @@ private:
     };
     Value fullPairs = arith::DivUIOp::create(b, blockKeys, cst(2));
     forLoop(cst(0), fullPairs, cst(1), [&](Value jp) { pairs(jp, false); });
-    Value odd = arith::CmpIOp::create(
-        b, arith::CmpIPredicate::ne,
-        arith::RemUIOp::create(b, blockKeys, cst(2)), cst(0));
-    auto ifOdd = scf::IfOp::create(b, odd);
+    ifOdd(blockKeys, [&] { pairs(fullPairs, true); });
+  }
+
+  /// Runs `body` in an scf.if taken when `count` is odd.
+  void ifOdd(Value count, function_ref<void()> body) {
+    Value odd =
+        arith::CmpIOp::create(b, arith::CmpIPredicate::ne,
+                              arith::RemUIOp::create(b, count, cst(2)), cst(0));
+    auto op = scf::IfOp::create(b, odd);
     OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPoint(ifOdd.thenBlock()->getTerminator());
-    pairs(fullPairs, true);
+    b.setInsertionPoint(op.thenBlock()->getTerminator());
+    body();
   }
 
   /// acc = alpha * acc + sum_j p_j V[j] for one row: V's rows read in place
@@ -566,23 +593,19 @@ private:
           memref::StoreOp::create(b, v, scratch.values, ValueRange{j, e});
         });
     });
-    if (bf16Values) {
+    if (bf16Values)
       // An odd count's last pair: its second key is 0, not a stale value.
-      Value odd = arith::CmpIOp::create(
-          b, arith::CmpIPredicate::ne,
-          arith::RemUIOp::create(b, blockKeys, cst(2)), cst(0));
-      auto ifOdd = scf::IfOp::create(b, odd);
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPoint(ifOdd.thenBlock()->getTerminator());
-      Value row = arith::DivUIOp::create(b, blockKeys, cst(2));
-      Value zero = arith::ConstantOp::create(b, b.getZeroAttr(b.getBF16Type()));
-      forLoop(cst(0), cst(valueDim), cst(1), [&](Value e) {
-        Value column = arith::AddIOp::create(
-            b, arith::MulIOp::create(b, e, cst(2)), cst(1));
-        memref::StoreOp::create(b, zero, scratch.valuePairs,
-                                ValueRange{row, column});
+      ifOdd(blockKeys, [&] {
+        Value row = arith::DivUIOp::create(b, blockKeys, cst(2));
+        Value zero =
+            arith::ConstantOp::create(b, b.getZeroAttr(b.getBF16Type()));
+        forLoop(cst(0), cst(valueDim), cst(1), [&](Value e) {
+          Value column = arith::AddIOp::create(
+              b, arith::MulIOp::create(b, e, cst(2)), cst(1));
+          memref::StoreOp::create(b, zero, scratch.valuePairs,
+                                  ValueRange{row, column});
+        });
       });
-    }
   }
 
   /// KT[d][j] = K[key][d] for one key, element by element.
@@ -1061,20 +1084,7 @@ struct AttnLowerToVectorPass
                                   b.getBF16Type());
       scratch.valuePairs =
           memref::AllocaOp::create(b, type, b.getI64IntegerAttr(64));
-      Value zero = vector::BroadcastOp::create(
-          b, VectorType::get({2 * vectorWidth}, b.getBF16Type()),
-          arith::ConstantOp::create(b, b.getZeroAttr(b.getBF16Type())));
-      auto rows = scf::ForOp::create(
-          b, arith::ConstantIndexOp::create(b, 0),
-          arith::ConstantIndexOp::create(b, type.getDimSize(0)),
-          arith::ConstantIndexOp::create(b, 1));
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPoint(rows.getBody()->getTerminator());
-      for (int64_t e = 0; e < 2 * maxValuePad; e += 2 * vectorWidth)
-        vector::StoreOp::create(
-            b, zero, scratch.valuePairs,
-            ValueRange{rows.getInductionVar(),
-                       arith::ConstantIndexOp::create(b, e)});
+      zeroFill(b, scratch.valuePairs, vectorWidth);
     }
     scratch.values = stackBuffer({int64_t(keyBlock), maxValuePad});
     scratch.rowBias = stackBuffer({int64_t(keyBlock)});
@@ -1090,57 +1100,14 @@ struct AttnLowerToVectorPass
         scratch.queryPairs = memref::AllocaOp::create(
             b, MemRefType::get({kDirectRows, pairPad}, b.getBF16Type()),
             b.getI64IntegerAttr(64));
-        Value zero = vector::BroadcastOp::create(
-            b, VectorType::get({2 * vectorWidth}, b.getBF16Type()),
-            arith::ConstantOp::create(b, b.getZeroAttr(b.getBF16Type())));
-        auto rows =
-            scf::ForOp::create(b, arith::ConstantIndexOp::create(b, 0),
-                               arith::ConstantIndexOp::create(b, kDirectRows),
-                               arith::ConstantIndexOp::create(b, 1));
-        OpBuilder::InsertionGuard guard(b);
-        b.setInsertionPoint(rows.getBody()->getTerminator());
-        for (int64_t d = 0; d < pairPad; d += 2 * vectorWidth)
-          vector::StoreOp::create(
-              b, zero, scratch.queryPairs,
-              ValueRange{rows.getInductionVar(),
-                         arith::ConstantIndexOp::create(b, d)});
+        zeroFill(b, scratch.queryPairs, vectorWidth);
       }
     }
-    // Pad columns of the packed V are read by whole-vector loads: keep them
-    // finite once and for all.
-    {
-      Value zero = vector::BroadcastOp::create(
-          b, VectorType::get({vectorWidth}, f32),
-          arith::ConstantOp::create(b, b.getF32FloatAttr(0)));
-      auto rows =
-          scf::ForOp::create(b, arith::ConstantIndexOp::create(b, 0),
-                             arith::ConstantIndexOp::create(b, keyBlock),
-                             arith::ConstantIndexOp::create(b, 1));
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPoint(rows.getBody()->getTerminator());
-      for (int64_t e = 0; e < maxValuePad; e += vectorWidth)
-        vector::StoreOp::create(
-            b, zero, scratch.values,
-            ValueRange{rows.getInductionVar(),
-                       arith::ConstantIndexOp::create(b, e)});
-    }
-    // The query rows' pad lanes are read too: zero once.
-    if (scratch.queryRows) {
-      Value zero = vector::BroadcastOp::create(
-          b, VectorType::get({vectorWidth}, f32),
-          arith::ConstantOp::create(b, b.getF32FloatAttr(0)));
-      auto rows =
-          scf::ForOp::create(b, arith::ConstantIndexOp::create(b, 0),
-                             arith::ConstantIndexOp::create(b, kDirectRows),
-                             arith::ConstantIndexOp::create(b, 1));
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPoint(rows.getBody()->getTerminator());
-      for (int64_t d = 0; d < headPad; d += vectorWidth)
-        vector::StoreOp::create(
-            b, zero, scratch.queryRows,
-            ValueRange{rows.getInductionVar(),
-                       arith::ConstantIndexOp::create(b, d)});
-    }
+    // Pad columns of the packed V and of the query rows are read by
+    // whole-vector loads: zero them once and for all.
+    zeroFill(b, scratch.values, vectorWidth);
+    if (scratch.queryRows)
+      zeroFill(b, scratch.queryRows, vectorWidth);
 
     for (OnlineAttentionOp op : ops) {
       b.setLoc(op.getLoc());
