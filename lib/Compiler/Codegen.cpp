@@ -512,6 +512,7 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
     pipeline.keyTileSize = options.keyTileSize;
     pipeline.vectorWidth = host.vectorWidth;
     pipeline.rowBlock = options.rowBlock;
+    pipeline.prefetchDistance = options.prefetchDistance;
     // vdpbf16ps for bf16 scores where the target has AVX-512 BF16.
     pipeline.bf16Dot =
         host.vectorWidth == 16 &&

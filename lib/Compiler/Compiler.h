@@ -38,6 +38,9 @@ struct CompileOptions {
   int64_t vectorWidth = 0;
   /// Query rows sharing each packed K/V vector load in the CPU micro-kernel.
   int64_t rowBlock = 2;
+  /// Bytes of K ahead of the scored row that decoding kernels prefetch
+  /// (K and V rows, into L2); 0 turns prefetching off.
+  int64_t prefetchDistance = 4096;
   /// Print MLIR's per-pass timing to stderr.
   bool timing = false;
   /// The kernel table's symbol. The runtime looks up attn_library_v1 in a

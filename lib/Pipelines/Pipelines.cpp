@@ -45,6 +45,7 @@ void mlir::attn::buildAttnToLLVMCpuPipeline(OpPassManager &pm,
     vector.rowBlock = options.rowBlock;
     vector.bf16Dot = options.bf16Dot;
     vector.directRows = options.decodeRows;
+    vector.prefetchDistance = options.prefetchDistance;
     func.addPass(createAttnLowerToVectorPass(vector));
     func.addPass(createConvertLinalgToLoopsPass());
   }

@@ -34,6 +34,11 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
                      "GQA group of heads per work item and read K and V in "
                      "place (0: never)"),
       llvm::cl::init(4)};
+  PassOptions::Option<int64_t> prefetchDistance{
+      *this, "prefetch-bytes",
+      llvm::cl::desc("Bytes of K ahead of the scored row whose K and V rows "
+                     "decoding kernels prefetch into L2 (0: none)"),
+      llvm::cl::init(4096)};
 };
 
 struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {

@@ -29,7 +29,10 @@
 // each K row is loaded once per key and scored against all of them (a dot
 // product, one horizontal sum each; vdpbf16ps on bf16 rows as stored); V's
 // block is converted once for them (bf16: key pairs by interleaving two
-// rows, for the dot product; f16: widened), f32 V is read in place.
+// rows, for the dot product; f16: widened), f32 V is read in place. With
+// `prefetch-bytes`, scoring a key prefetches the K and V rows of a key
+// that many bytes of K ahead into L2, so that the stream from memory keeps
+// going while the block's softmax and P·V run.
 //
 // A row that has seen no allowed key has m' = -inf; the exponents then use 0
 // in place of m' so that no -inf - -inf is ever formed, and exp is only ever
@@ -104,11 +107,18 @@ class MicroKernelEmitter {
 public:
   MicroKernelEmitter(ImplicitLocOpBuilder &b, OnlineAttentionOp op,
                      const Scratch &scratch, int64_t lanes, int64_t keyBlock,
-                     int64_t rowBlock, int64_t directRows)
+                     int64_t rowBlock, int64_t directRows,
+                     int64_t prefetchDistance)
       : b(b), op(op), scratch(scratch), lanes(lanes), keyBlock(keyBlock),
         rowBlock(rowBlock), directRows(directRows) {
     auto q = cast<MemRefType>(op.getQuery().getType());
     headDim = q.getDimSize(3);
+    auto keyType = cast<MemRefType>(op.getKey().getType());
+    int64_t keyRowBytes =
+        headDim * llvm::divideCeil(keyType.getElementTypeBitWidth(), 8);
+    prefetchKeys = prefetchDistance > 0
+                       ? std::max<int64_t>(1, prefetchDistance / keyRowBytes)
+                       : 0;
     bf16Dot = scratch.keyPairs && usesBf16Dot(op);
     bf16Values = bf16Dot && scratch.valuePairs && usesBf16Values(op);
     valueDim = cast<MemRefType>(op.getValue().getType()).getDimSize(3);
@@ -161,7 +171,7 @@ private:
   ImplicitLocOpBuilder &b;
   OnlineAttentionOp op;
   const Scratch &scratch;
-  int64_t lanes, keyBlock, rowBlock, directRows;
+  int64_t lanes, keyBlock, rowBlock, directRows, prefetchKeys;
   int64_t headDim, valueDim, valueChunks;
   bool bf16Dot, bf16Values;
   Type f32;
@@ -356,7 +366,8 @@ private:
       forLoop(cst(0), keys, cst(keyBlock), [&](Value blockStart) {
         Value remaining = arith::SubIOp::create(b, keys, blockStart);
         Value blockKeys = arith::MinSIOp::create(b, remaining, cst(keyBlock));
-        emitDirectScores(batch, kvHead, count, blockStart, blockKeys, keyRows);
+        emitDirectScores(batch, kvHead, count, keys, blockStart, blockKeys,
+                         keyRows, valueRows);
         // V not in f32 is converted once per block for the chunk's rows
         // (into bf16 key pairs for the dot product, or widened to f32) when
         // more than one row shares it; a lone row reads it in place.
@@ -418,8 +429,9 @@ private:
   /// score is two accumulator chains (their latency overlaps) and one tree
   /// sum. bf16 Q and K take vdpbf16ps on the rows as stored (consecutive
   /// head dims are the pairs it multiplies), 32 dims per step.
-  void emitDirectScores(Value batch, Value kvHead, Value count,
-                        Value blockStart, Value blockKeys, Value keyRows) {
+  void emitDirectScores(Value batch, Value kvHead, Value count, Value keys,
+                        Value blockStart, Value blockKeys, Value keyRows,
+                        Value valueRows) {
     int64_t width = bf16Dot ? 2 * lanes : lanes;
     int64_t chunks = llvm::divideCeil(headDim, width);
     Value queries = bf16Dot ? scratch.queryPairs : scratch.queryRows;
@@ -427,6 +439,13 @@ private:
         VectorType::get({width}, bf16Dot ? b.getBF16Type() : Type(f32));
     forLoop(cst(0), blockKeys, cst(1), [&](Value j) {
       Value key = arith::AddIOp::create(b, blockStart, j);
+      if (prefetchKeys > 0) {
+        Value ahead = arith::MinSIOp::create(
+            b, arith::AddIOp::create(b, key, cst(prefetchKeys)),
+            arith::SubIOp::create(b, keys, cst(1)));
+        prefetchRow(keyRows, {batch, kvHead, ahead}, headDim);
+        prefetchRow(valueRows, {batch, kvHead, ahead}, valueDim);
+      }
       SmallVector<Value> k;
       for (int64_t c = 0; c < chunks; ++c)
         k.push_back(bf16Dot ? loadRawChunk(keyRows, {batch, kvHead, key},
@@ -447,6 +466,21 @@ private:
         memref::StoreOp::create(b, sum, scratch.groupScores, ValueRange{i, j});
       });
     });
+  }
+
+  /// Prefetches the cache lines of a unit-stride row of `size` elements
+  /// (one per 64 bytes, and its last element for a row not line-aligned).
+  void prefetchRow(Value rowsMemref, ValueRange rowIndex, int64_t size) {
+    int64_t bytes = llvm::divideCeil(
+        cast<MemRefType>(rowsMemref.getType()).getElementTypeBitWidth(), 8);
+    int64_t lineElems = std::max<int64_t>(1, 64 / bytes);
+    SmallVector<Value, 4> at(rowIndex.begin(), rowIndex.end());
+    at.push_back(Value());
+    for (int64_t col = 0; col < size + lineElems - 1; col += lineElems) {
+      at.back() = cst(std::min(col, size - 1));
+      memref::PrefetchOp::create(b, rowsMemref, at, /*isWrite=*/false,
+                                 /*localityHint=*/2, /*isDataCache=*/true);
+    }
   }
 
   /// VP2[j/2][2e + j%2] = V[blockStart + j][e] for the block, by vector
@@ -1113,7 +1147,7 @@ struct AttnLowerToVectorPass
       b.setLoc(op.getLoc());
       b.setInsertionPoint(op);
       MicroKernelEmitter(b, op, scratch, vectorWidth, keyBlock, rowBlock,
-                         directRows)
+                         directRows, prefetchDistance)
           .emit();
       op.erase();
     }

@@ -72,6 +72,10 @@ static cl::opt<int64_t>
     rowBlock("row-block",
              cl::desc("Query rows sharing each packed K/V load (CPU, 1-8)"),
              cl::init(2), cl::cat(category));
+static cl::opt<int64_t> prefetchDistance(
+    "prefetch-bytes",
+    cl::desc("Bytes of K ahead that decoding kernels prefetch (CPU; 0: off)"),
+    cl::init(4096), cl::cat(category));
 static cl::opt<int64_t>
     vectorWidth("vector-width",
                 cl::desc("f32 lanes per vector (default: from the target)"),
@@ -170,6 +174,7 @@ int main(int argc, char **argv) {
   options.keyTileSize = keyTile;
   options.vectorWidth = vectorWidth;
   options.rowBlock = rowBlock;
+  options.prefetchDistance = prefetchDistance;
   options.timing = timing;
   options.librarySymbol = librarySymbol;
   options.cudaToolkit = cudaToolkit;
@@ -189,6 +194,8 @@ int main(int argc, char **argv) {
   }
   if (options.queryTileSize < 1 || options.keyTileSize < 1)
     return fail("tile sizes must be >= 1");
+  if (options.prefetchDistance < 0)
+    return fail("--prefetch-bytes must be >= 0");
   std::vector<attn::GpuKernelInfo> gpuKernels;
   if (!attn::compileKernels(kernels, options, kind, outputFile, error,
                             &gpuKernels))

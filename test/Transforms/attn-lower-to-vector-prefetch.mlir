@@ -1,0 +1,59 @@
+// RUN: attn-opt %s -attn-lower-to-vector="direct-rows=4 prefetch-bytes=2048" -canonicalize | FileCheck %s
+// RUN: attn-opt %s -attn-lower-to-vector="direct-rows=4" | FileCheck %s --check-prefix=OFF
+
+// With prefetch-bytes, the direct path's score loop prefetches, for
+// each key, the K and V rows of the key 2048 bytes of K ahead (4 f32 rows
+// of D = 128 here, 8 bf16 rows), clamped to the last key, into L2
+// (locality 2): one prefetch per 64-byte line, plus the row's last element
+// for rows that do not start on a line. The packed path does not prefetch.
+
+// CHECK-LABEL: func @decode_f32
+//       CHECK: scf.if
+//       CHECK:   scf.for %{{.+}} step %c128 {
+//       CHECK:     scf.for %[[J:.+]] = %c0 to %{{.+}} step %c1 {
+//       CHECK:     %[[KEY:.+]] = arith.addi %{{.+}}, %[[J]] : index
+//       CHECK:     %[[AHEAD:.+]] = arith.addi %[[KEY]], %c4 : index
+//       CHECK:     %[[LAST:.+]] = arith.subi %{{.+}}, %c1 : index
+//       CHECK:     %[[ROW:.+]] = arith.minsi %[[AHEAD]], %[[LAST]] : index
+//       CHECK:     memref.prefetch %[[K:.+]][%c0, %c0, %[[ROW]], %c0], read, locality<2>, data
+//       CHECK:     memref.prefetch %[[K]][%c0, %c0, %[[ROW]], %c16], read, locality<2>, data
+//       CHECK-COUNT-5: memref.prefetch %[[K]]
+//       CHECK:     memref.prefetch %[[K]][%c0, %c0, %[[ROW]], %c112], read, locality<2>, data
+//       CHECK:     memref.prefetch %[[K]][%c0, %c0, %[[ROW]], %c127], read, locality<2>, data
+//       CHECK:     memref.prefetch %[[V:.+]][%c0, %c0, %[[ROW]], %c0], read, locality<2>, data
+//       CHECK-COUNT-8: memref.prefetch %[[V]]
+//   CHECK-NOT:     memref.prefetch
+//       CHECK:     vector.load %[[K]]
+//       CHECK: } else {
+//   CHECK-NOT: memref.prefetch
+//       CHECK: return
+// OFF-NOT: memref.prefetch
+func.func @decode_f32(%q: memref<1x4x1x128xf32, strided<[?, ?, ?, ?], offset: ?>>,
+                      %k: memref<1x1x?x128xf32, strided<[?, ?, ?, ?], offset: ?>>,
+                      %v: memref<1x1x?x128xf32, strided<[?, ?, ?, ?], offset: ?>>,
+                      %acc: memref<1x4x1x128xf32>, %m: memref<1x4x1xf32>, %s: memref<1x4x1xf32>) {
+  attn.online_attention ins(%q, %k, %v : memref<1x4x1x128xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<1x1x?x128xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<1x1x?x128xf32, strided<[?, ?, ?, ?], offset: ?>>)
+      outs(%acc, %m, %s : memref<1x4x1x128xf32>, memref<1x4x1xf32>, memref<1x4x1xf32>)
+  return
+}
+
+// bf16 rows are 256 bytes: 8 keys ahead, 4 lines and the last element each.
+
+// CHECK-LABEL: func @decode_bf16
+//       CHECK:     %[[AHEAD:.+]] = arith.addi %{{.+}}, %c8 : index
+//       CHECK:     %[[ROW:.+]] = arith.minsi %[[AHEAD]]
+//       CHECK:     memref.prefetch %[[K:.+]][%c0, %c0, %[[ROW]], %c0], read, locality<2>, data
+//       CHECK:     memref.prefetch %[[K]][%c0, %c0, %[[ROW]], %c32], read, locality<2>, data
+//       CHECK:     memref.prefetch %[[K]][%c0, %c0, %[[ROW]], %c64], read, locality<2>, data
+//       CHECK:     memref.prefetch %[[K]][%c0, %c0, %[[ROW]], %c96], read, locality<2>, data
+//       CHECK:     memref.prefetch %[[K]][%c0, %c0, %[[ROW]], %c127], read, locality<2>, data
+//   CHECK-NOT:     memref.prefetch %[[K]]
+//       CHECK:     memref.prefetch %[[V:.+]][%c0, %c0, %[[ROW]], %c0], read, locality<2>, data
+func.func @decode_bf16(%q: memref<1x4x1x128xbf16, strided<[?, ?, ?, ?], offset: ?>>,
+                       %k: memref<1x1x?x128xbf16, strided<[?, ?, ?, ?], offset: ?>>,
+                       %v: memref<1x1x?x128xbf16, strided<[?, ?, ?, ?], offset: ?>>,
+                       %acc: memref<1x4x1x128xf32>, %m: memref<1x4x1xf32>, %s: memref<1x4x1xf32>) {
+  attn.online_attention ins(%q, %k, %v : memref<1x4x1x128xbf16, strided<[?, ?, ?, ?], offset: ?>>, memref<1x1x?x128xbf16, strided<[?, ?, ?, ?], offset: ?>>, memref<1x1x?x128xbf16, strided<[?, ?, ?, ?], offset: ?>>)
+      outs(%acc, %m, %s : memref<1x4x1x128xf32>, memref<1x4x1xf32>, memref<1x4x1xf32>)
+  return
+}
