@@ -27,9 +27,10 @@
 // few rows' arithmetic. The rows of all the tile's heads (a GQA group, as
 // attn-tile makes for decoding kernels) are buffered, 16 at a time, so that
 // each K row is loaded once per key and scored against all of them (a dot
-// product, one horizontal sum each; vdpbf16ps on bf16 rows as stored); V's
-// block is converted once for them (bf16: key pairs by interleaving two
-// rows, for the dot product; f16: widened), f32 V is read in place. With
+// product, one horizontal sum each; vdpbf16ps on bf16 rows as stored). P·V
+// takes two rows at a time, which share each V vector they load: bf16 V's
+// block becomes key pairs once (interleaving two rows) for the dot product,
+// f32 and f16 V rows are read in place (f16 widened as loaded). With
 // `prefetch-bytes`, scoring a key prefetches the K and V rows of a key
 // that many bytes of K ahead into L2, so that the stream from memory keeps
 // going while the block's softmax and P·V run.
@@ -334,8 +335,8 @@ private:
   /// The direct path for the `group` heads' rows of one key/value head:
   /// chunks of up to kDirectRows rows (head-major), each over all key
   /// blocks. A key's K row is loaded (and widened) once for the chunk's
-  /// rows; a block of V that is not f32 is converted once for them (bf16
-  /// key pairs or f32) when the chunk has more than one row.
+  /// rows; P·V takes pairs of rows (pairRows), reading V in place or, bf16
+  /// with more than one row, from key pairs made once per block.
   void emitDirectGroup(Value batch, Value kvHead, Value firstHead, Value group,
                        Value rows, Value keys, Value keyRows, Value valueRows) {
     Value total = arith::MulIOp::create(b, group, rows);
@@ -349,7 +350,8 @@ private:
                 arith::RemUIOp::create(b, r, rows)};
       };
       forLoop(cst(0), count, cst(1), [&](Value i) {
-        auto [head, row] = position(i);
+        Value head, row;
+        std::tie(head, row) = position(i);
         forLoop(cst(0), cst(headDim), cst(1), [&](Value d) {
           if (bf16Dot)
             memref::StoreOp::create(
@@ -368,35 +370,44 @@ private:
         Value blockKeys = arith::MinSIOp::create(b, remaining, cst(keyBlock));
         emitDirectScores(batch, kvHead, count, keys, blockStart, blockKeys,
                          keyRows, valueRows);
-        // V not in f32 is converted once per block for the chunk's rows
-        // (into bf16 key pairs for the dot product, or widened to f32) when
-        // more than one row shares it; a lone row reads it in place.
-        bool f32Values =
-            cast<MemRefType>(op.getValue().getType()).getElementType().isF32();
+        // bf16 V becomes key pairs once per block for the dot product when
+        // more than one row reads it; otherwise V's rows are read in place
+        // (f16 widened as loaded: measured faster than widening the block
+        // once, even for 16 rows).
         Value shared;
-        if (!f32Values) {
+        if (bf16Values) {
           shared = arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, count,
                                          cst(1));
           auto ifShared = scf::IfOp::create(b, shared);
           OpBuilder::InsertionGuard guard(b);
           b.setInsertionPoint(ifShared.thenBlock()->getTerminator());
-          if (bf16Values)
-            pairValuesDirect(batch, kvHead, blockStart, blockKeys, valueRows);
-          else
-            widenValuesDirect(batch, kvHead, blockStart, blockKeys, valueRows);
+          pairValuesDirect(batch, kvHead, blockStart, blockKeys, valueRows);
         }
-        forLoop(cst(0), count, cst(1), [&](Value i) {
-          auto [head, row] = position(i);
-          SmallVector<Value> scores;
-          for (int64_t v = 0; v < keyBlock / lanes; ++v)
-            scores.push_back(
-                vector::LoadOp::create(b, vecType, scratch.groupScores,
-                                       ValueRange{i, cst(v * lanes)}));
-          Value alpha = updateRowStatistics(batch, head, row, /*slot=*/0,
-                                            scores, blockStart, blockKeys);
-          auto accumulate = [&](bool fromScratch) {
-            accumulateDirect(batch, head, row, kvHead, alpha, blockStart,
-                             blockKeys, valueRows, fromScratch);
+        // Per row the online update; then P·V for `n` rows at a time, which
+        // share each V vector they load.
+        auto updateRows = [&](Value first, int64_t n) {
+          SmallVector<AccRow> accRows;
+          SmallVector<Value> alphas;
+          for (int64_t r = 0; r < n; ++r) {
+            Value i = arith::AddIOp::create(b, first, cst(r));
+            auto [head, row] = position(i);
+            SmallVector<Value> scores;
+            for (int64_t v = 0; v < keyBlock / lanes; ++v)
+              scores.push_back(
+                  vector::LoadOp::create(b, vecType, scratch.groupScores,
+                                         ValueRange{i, cst(v * lanes)}));
+            alphas.push_back(updateRowStatistics(
+                batch, head, row, /*slot=*/r, scores, blockStart, blockKeys));
+            accRows.push_back({head, row});
+          }
+          auto accumulate = [&](bool byPairs) {
+            accumulateRows(
+                batch, accRows, alphas, blockKeys, byPairs,
+                [&](Value j, int64_t c) -> Value {
+                  Value key = arith::AddIOp::create(b, blockStart, j);
+                  return loadRowChunk(valueRows, {batch, kvHead, key},
+                                      c * lanes, valueDim);
+                });
           };
           if (!shared)
             return accumulate(false);
@@ -406,23 +417,22 @@ private:
           accumulate(true);
           b.setInsertionPoint(choice.elseBlock()->getTerminator());
           accumulate(false);
-        });
+        };
+        if (!pairRows())
+          return forLoop(cst(0), count, cst(1),
+                         [&](Value i) { updateRows(i, 1); });
+        Value even = arith::SubIOp::create(
+            b, count, arith::RemUIOp::create(b, count, cst(2)));
+        forLoop(cst(0), even, cst(2), [&](Value i) { updateRows(i, 2); });
+        ifOdd(count, [&] { updateRows(even, 1); });
       });
     });
   }
 
-  /// values[j] = V[blockStart + j] in f32, for the block's keys.
-  void widenValuesDirect(Value batch, Value kvHead, Value blockStart,
-                         Value blockKeys, Value valueRows) {
-    forLoop(cst(0), blockKeys, cst(1), [&](Value j) {
-      Value key = arith::AddIOp::create(b, blockStart, j);
-      for (int64_t c = 0; c < valueChunks; ++c)
-        vector::StoreOp::create(
-            b,
-            loadRowChunk(valueRows, {batch, kvHead, key}, c * lanes, valueDim),
-            scratch.values, ValueRange{j, cst(c * lanes)});
-    });
-  }
+  /// Whether the direct path's P·V takes two rows at a time: their
+  /// accumulators (2 x Dv / lanes vectors) must stay in registers, and
+  /// probs must hold two rows.
+  bool pairRows() const { return rowBlock >= 2 && 2 * valueChunks <= 16; }
 
   /// groupScores[i][j] = q_i · K[blockStart + j] for the chunk's `count`
   /// rows: per key, K's row chunks stay in registers across the rows; each
@@ -522,62 +532,83 @@ private:
     body();
   }
 
-  /// acc = alpha * acc + sum_j p_j V[j] for one row: V's rows read in place
-  /// (widened as loaded), or `fromScratch` from the block converted once
-  /// (bf16 key pairs by the dot product, else `values` in f32).
-  void accumulateDirect(Value batch, Value head, Value row, Value kvHead,
-                        Value alpha, Value blockStart, Value blockKeys,
-                        Value valueRows, bool fromScratch) {
+  /// A row of the accumulator: (head, row) of op.getAcc() at `batch`.
+  struct AccRow {
+    Value head, row;
+  };
+
+  /// acc[r] = alpha[r] * acc[r] + sum_j probs[r][j] * V[j] for the rows,
+  /// which share each V vector they load: by the dot product on the bf16
+  /// key pairs of valuePairs when `pairs`, else `value(j, c)` gives chunk c
+  /// of key j's V row in f32.
+  void accumulateRows(Value batch, ArrayRef<AccRow> rows,
+                      ArrayRef<Value> alphas, Value blockKeys, bool pairs,
+                      function_ref<Value(Value, int64_t)> value) {
+    int64_t numRows = rows.size();
     Value zeroVec = splat(f32Const(0));
-    Value alphaVec = splat(alpha);
+    auto at = [&](int64_t r, int64_t c) -> SmallVector<Value, 4> {
+      return {batch, rows[r].head, rows[r].row, cst(c * lanes)};
+    };
     SmallVector<Value> accs;
-    for (int64_t c = 0; c < valueChunks; ++c) {
-      SmallVector<Value, 4> at = {batch, head, row, cst(c * lanes)};
-      Value acc =
-          (c + 1) * lanes <= valueDim
-              ? Value(vector::LoadOp::create(b, vecType, op.getAcc(), at))
-              : Value(vector::MaskedLoadOp::create(b, vecType, op.getAcc(), at,
-                                                   chunkMask(c), zeroVec));
-      accs.push_back(arith::MulFOp::create(b, acc, alphaVec));
+    for (int64_t r = 0; r < numRows; ++r) {
+      Value alphaVec = splat(alphas[r]);
+      for (int64_t c = 0; c < valueChunks; ++c) {
+        Value acc = (c + 1) * lanes <= valueDim
+                        ? Value(vector::LoadOp::create(b, vecType, op.getAcc(),
+                                                       at(r, c)))
+                        : Value(vector::MaskedLoadOp::create(
+                              b, vecType, op.getAcc(), at(r, c), chunkMask(c),
+                              zeroVec));
+        accs.push_back(arith::MulFOp::create(b, acc, alphaVec));
+      }
     }
     bool masked = op.getMask() || op.getCausal() || op.getWindow();
-    if (fromScratch && bf16Values)
-      accs = accumulateByBf16Dot(/*numRows=*/1, blockKeys, accs);
+    if (pairs)
+      accs = accumulateByBf16Dot(numRows, blockKeys, accs);
     else
       accs = forLoopWith(
           cst(0), blockKeys, cst(1), accs,
           [&](Value j, ValueRange acc) -> SmallVector<Value> {
-            Value pScalar =
-                memref::LoadOp::create(b, scratch.probs, ValueRange{cst(0), j});
-            Value p = splat(pScalar);
-            // A key excluded for this row has p = 0 and must drop a NaN V.
-            Value excluded;
-            if (masked)
-              excluded = splat(arith::CmpFOp::create(
-                  b, arith::CmpFPredicate::OEQ, pScalar, f32Const(0)));
-            Value key = arith::AddIOp::create(b, blockStart, j);
+            SmallVector<Value> values;
+            for (int64_t c = 0; c < valueChunks; ++c)
+              values.push_back(value(j, c));
             SmallVector<Value> next;
-            for (int64_t c = 0; c < valueChunks; ++c) {
-              Value v = fromScratch
-                            ? Value(vector::LoadOp::create(
-                                  b, vecType, scratch.values,
-                                  ValueRange{j, cst(c * lanes)}))
-                            : loadRowChunk(valueRows, {batch, kvHead, key},
-                                           c * lanes, valueDim);
-              if (excluded)
-                v = arith::SelectOp::create(b, excluded, zeroVec, v);
-              next.push_back(vector::FMAOp::create(b, p, v, acc[c]));
+            for (int64_t r = 0; r < numRows; ++r) {
+              Value pScalar = memref::LoadOp::create(b, scratch.probs,
+                                                     ValueRange{cst(r), j});
+              Value p = splat(pScalar);
+              // Where keys of the block may be excluded, an excluded key's
+              // weight is exactly 0 and 0 * NaN would still leak a NaN value
+              // into a row that does not attend to it: drop such values.
+              Value excluded;
+              if (masked)
+                excluded = splat(arith::CmpFOp::create(
+                    b, arith::CmpFPredicate::OEQ, pScalar, f32Const(0)));
+              for (int64_t c = 0; c < valueChunks; ++c) {
+                Value v = values[c];
+                if (excluded)
+                  v = arith::SelectOp::create(b, excluded, zeroVec, v);
+                next.push_back(
+                    vector::FMAOp::create(b, p, v, acc[r * valueChunks + c]));
+              }
             }
             return next;
           });
-    for (int64_t c = 0; c < valueChunks; ++c) {
-      SmallVector<Value, 4> at = {batch, head, row, cst(c * lanes)};
-      if ((c + 1) * lanes <= valueDim)
-        vector::StoreOp::create(b, accs[c], op.getAcc(), at);
-      else
-        vector::MaskedStoreOp::create(b, op.getAcc(), at, chunkMask(c),
-                                      accs[c]);
-    }
+    for (int64_t r = 0; r < numRows; ++r)
+      for (int64_t c = 0; c < valueChunks; ++c) {
+        Value acc = accs[r * valueChunks + c];
+        if ((c + 1) * lanes <= valueDim)
+          vector::StoreOp::create(b, acc, op.getAcc(), at(r, c));
+        else
+          vector::MaskedStoreOp::create(b, op.getAcc(), at(r, c), chunkMask(c),
+                                        acc);
+      }
+  }
+
+  /// Chunk c of packed V row j (f32).
+  Value packedValue(Value j, int64_t c) {
+    return vector::LoadOp::create(b, vecType, scratch.values,
+                                  ValueRange{j, cst(c * lanes)});
   }
 
   /// The packed path: per key block, pack K and V, then blocks of rows.
@@ -874,61 +905,11 @@ private:
           blockStart, blockKeys));
 
     // acc[r] = alpha[r] * acc[r] + sum_j p[r][j] * VP[j].
-    bool masked = op.getMask() || op.getCausal() || op.getWindow();
-    SmallVector<Value> accs;
-    for (int64_t r = 0; r < numRows; ++r) {
-      Value alphaVec = splat(alphas[r]);
-      for (int64_t c = 0; c < valueChunks; ++c) {
-        SmallVector<Value, 4> at = {batch, head, rows[r], cst(c * lanes)};
-        Value acc =
-            (c + 1) * lanes <= valueDim
-                ? Value(vector::LoadOp::create(b, vecType, op.getAcc(), at))
-                : Value(vector::MaskedLoadOp::create(
-                      b, vecType, op.getAcc(), at, chunkMask(c), zeroVec));
-        accs.push_back(arith::MulFOp::create(b, acc, alphaVec));
-      }
-    }
-    if (bf16Values)
-      accs = accumulateByBf16Dot(numRows, blockKeys, accs);
-    else
-      accs = forLoopWith(
-          cst(0), blockKeys, cst(1), accs,
-          [&](Value j, ValueRange acc) -> SmallVector<Value> {
-            SmallVector<Value> values;
-            for (int64_t c = 0; c < valueChunks; ++c)
-              values.push_back(vector::LoadOp::create(
-                  b, vecType, scratch.values, ValueRange{j, cst(c * lanes)}));
-            SmallVector<Value> next;
-            for (int64_t r = 0; r < numRows; ++r) {
-              Value pScalar = memref::LoadOp::create(b, scratch.probs,
-                                                     ValueRange{cst(r), j});
-              Value p = splat(pScalar);
-              // Where keys of the block may be excluded, an excluded key's
-              // weight is exactly 0 and 0 * NaN would still leak a NaN value
-              // into a row that does not attend to it: drop such values.
-              Value excluded;
-              if (masked)
-                excluded = splat(arith::CmpFOp::create(
-                    b, arith::CmpFPredicate::OEQ, pScalar, f32Const(0)));
-              for (int64_t c = 0; c < valueChunks; ++c) {
-                Value v = values[c];
-                if (excluded)
-                  v = arith::SelectOp::create(b, excluded, zeroVec, v);
-                next.push_back(
-                    vector::FMAOp::create(b, p, v, acc[r * valueChunks + c]));
-              }
-            }
-            return next;
-          });
-    for (int64_t r = 0; r < numRows; ++r)
-      for (int64_t c = 0; c < valueChunks; ++c) {
-        SmallVector<Value, 4> at = {batch, head, rows[r], cst(c * lanes)};
-        Value acc = accs[r * valueChunks + c];
-        if ((c + 1) * lanes <= valueDim)
-          vector::StoreOp::create(b, acc, op.getAcc(), at);
-        else
-          vector::MaskedStoreOp::create(b, op.getAcc(), at, chunkMask(c), acc);
-      }
+    SmallVector<AccRow> accRows;
+    for (Value row : rows)
+      accRows.push_back({head, row});
+    accumulateRows(batch, accRows, alphas, blockKeys, bf16Values,
+                   [&](Value j, int64_t c) { return packedValue(j, c); });
   }
 
   /// Scale, soft-cap, mask and band one row's scores of the block, update

@@ -116,8 +116,9 @@ def AttnLowerToVectorPass : Pass<"attn-lower-to-vector", "func::FuncOp"> {
     Tiles of at most `direct-rows` rows (decoding) read K's and V's rows in
     place when their innermost stride is 1 (checked at run time), no
     packing: the rows of all the tile's heads (a GQA group) share each K row
-    load (a dot product per score; vdpbf16ps for bf16) and each block of V
-    converted once (bf16 key pairs for the dot product, or f32). With
+    load (a dot product per score; vdpbf16ps for bf16), and pairs of rows
+    each V load (bf16 V as key pairs made once per block for the dot
+    product, f32 and f16 V read in place). With
     `prefetch-bytes`, the direct path prefetches, while it scores a key,
     the K and V rows of the key that many bytes of K ahead into L2 (the
     hardware prefetcher alone left decoding at 60-70 % of the memory

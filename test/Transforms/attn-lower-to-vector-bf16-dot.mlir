@@ -89,7 +89,8 @@ func.func @f32_unchanged(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>, %v:
 // loaded once as 32-element vectors and scored by vdpbf16ps against the 4
 // rows (consecutive head dims are its pairs). V's block becomes key pairs
 // once, by interleaving two rows (the odd count's last with zeros), and
-// each row's P·V takes the dot product on them.
+// the rows' P·V take the dot product on them, two rows at a time sharing
+// each load of V's pairs.
 
 // CHECK-LABEL: func @bf16_dot_decode_group
 //       CHECK: %[[QP:.+]] = memref.alloca() {alignment = 64 : i64} : memref<16x64xbf16>
@@ -105,10 +106,13 @@ func.func @f32_unchanged(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>, %v:
 //       CHECK:     vector.interleave %{{.+}}, %{{.+}} : vector<16xbf16> -> vector<32xbf16>
 //       CHECK:   scf.if
 //       CHECK:     vector.interleave %{{.+}}, %cst{{.*}} : vector<16xbf16> -> vector<32xbf16>
-//       CHECK:   scf.for %{{.+}} = %c0 to %c4 step %c1 {
-//       CHECK:     scf.for {{.+}} iter_args
+//       CHECK:   scf.for %{{.+}} = %c0 to %c4 step %c2 {
+//       CHECK:     scf.for {{.+}} iter_args({{.+}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
+//       CHECK:       %[[V0:.+]] = vector.load %{{.+}} : memref<16x128xbf16>, vector<32xbf16>
 //       CHECK:       arith.truncf %{{.+}} : f32 to bf16
-//       CHECK:       x86vector.avx512.dot
+//       CHECK:       x86vector.avx512.dot %{{.+}}, %{{.+}}, %[[V0]]
+//       CHECK:       arith.truncf %{{.+}} : f32 to bf16
+//       CHECK:       x86vector.avx512.dot %{{.+}}, %{{.+}}, %[[V0]]
 func.func @bf16_dot_decode_group(%q: memref<1x4x1x64xbf16>, %k: memref<1x1x?x64xbf16>, %v: memref<1x1x?x64xbf16>,
                                  %acc: memref<1x4x1x64xf32>, %m: memref<1x4x1xf32>, %s: memref<1x4x1xf32>) {
   attn.online_attention ins(%q, %k, %v : memref<1x4x1x64xbf16>, memref<1x1x?x64xbf16>, memref<1x1x?x64xbf16>)

@@ -65,6 +65,18 @@ func.func @decode(%q: memref<1x1x?x20xf32, strided<[?, ?, ?, ?], offset: ?>>,
 //       CHECK:       vector.load
 //       CHECK:       scf.for %{{.+}} = %c0 to %c4 step %c1 {
 //       CHECK:         vector.fma
+// The online update and P·V two rows at a time: each V vector loaded once
+// for both rows' accumulators (2 x 2 vectors for Dv = 20).
+//       CHECK:     scf.for %{{.+}} = %c0 to %c4 step %c2 {
+//       CHECK:       math.exp
+//       CHECK:       math.exp
+//       CHECK:       scf.for {{.+}} iter_args({{.+}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
+//       CHECK:         %[[V0:.+]] = vector.load %{{.+}} : memref<1x1x?x20xf32, strided<[?, ?, ?, 1], offset: ?>>, vector<16xf32>
+//       CHECK:         %[[V1:.+]] = vector.maskedload
+//       CHECK:         vector.fma %{{.+}}, %[[V0]]
+//       CHECK:         vector.fma %{{.+}}, %[[V1]]
+//       CHECK:         vector.fma %{{.+}}, %[[V0]]
+//       CHECK:         vector.fma %{{.+}}, %[[V1]]
 //       CHECK: } else {
 //       CHECK:   scf.for %{{.+}} = %c0 to %c4 step %c1 {
 //       CHECK:     scf.for %{{.+}} = %c0 to %{{.+}} step %c32 {
