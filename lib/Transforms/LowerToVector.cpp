@@ -66,6 +66,9 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 
 /// Query rows that the direct path scores against each K row load.
 constexpr int64_t kDirectRows = 16;
+/// P·V accumulator vectors kept in registers at once (of AVX-512's 32; the
+/// V vectors and the broadcast weights take most of the rest).
+constexpr int64_t kMaxAccumulators = 16;
 
 /// Zeroes a 2-D scratch buffer whose rows are whole vectors (of
 /// `vectorWidth` 32-bit lanes' bytes): a loop over its rows of vector
@@ -429,10 +432,9 @@ private:
     });
   }
 
-  /// Whether the direct path's P·V takes two rows at a time: their
-  /// accumulators (2 x Dv / lanes vectors) must stay in registers, and
-  /// probs must hold two rows.
-  bool pairRows() const { return rowBlock >= 2 && 2 * valueChunks <= 16; }
+  /// Whether the direct path's P·V takes two rows at a time (probs must
+  /// hold two rows).
+  bool pairRows() const { return rowBlock >= 2; }
 
   /// groupScores[i][j] = q_i · K[blockStart + j] for the chunk's `count`
   /// rows: per key, K's row chunks stay in registers across the rows; each
@@ -540,10 +542,24 @@ private:
   /// acc[r] = alpha[r] * acc[r] + sum_j probs[r][j] * V[j] for the rows,
   /// which share each V vector they load: by the dot product on the bf16
   /// key pairs of valuePairs when `pairs`, else `value(j, c)` gives chunk c
-  /// of key j's V row in f32.
+  /// of key j's V row in f32. The accumulators stay in registers: wide rows
+  /// (Dv = 256 in pairs of rows) go over the keys once per group of at most
+  /// kMaxAccumulators / rows chunks.
   void accumulateRows(Value batch, ArrayRef<AccRow> rows,
                       ArrayRef<Value> alphas, Value blockKeys, bool pairs,
                       function_ref<Value(Value, int64_t)> value) {
+    int64_t numRows = rows.size();
+    int64_t groupChunks = std::max<int64_t>(1, kMaxAccumulators / numRows);
+    for (int64_t first = 0; first < valueChunks; first += groupChunks)
+      accumulateChunks(batch, rows, alphas, blockKeys, pairs, value, first,
+                       std::min(groupChunks, valueChunks - first));
+  }
+
+  /// accumulateRows for chunks [first, first + chunks) of the rows.
+  void accumulateChunks(Value batch, ArrayRef<AccRow> rows,
+                        ArrayRef<Value> alphas, Value blockKeys, bool pairs,
+                        function_ref<Value(Value, int64_t)> value,
+                        int64_t first, int64_t chunks) {
     int64_t numRows = rows.size();
     Value zeroVec = splat(f32Const(0));
     auto at = [&](int64_t r, int64_t c) -> SmallVector<Value, 4> {
@@ -552,7 +568,7 @@ private:
     SmallVector<Value> accs;
     for (int64_t r = 0; r < numRows; ++r) {
       Value alphaVec = splat(alphas[r]);
-      for (int64_t c = 0; c < valueChunks; ++c) {
+      for (int64_t c = first; c < first + chunks; ++c) {
         Value acc = (c + 1) * lanes <= valueDim
                         ? Value(vector::LoadOp::create(b, vecType, op.getAcc(),
                                                        at(r, c)))
@@ -564,13 +580,13 @@ private:
     }
     bool masked = op.getMask() || op.getCausal() || op.getWindow();
     if (pairs)
-      accs = accumulateByBf16Dot(numRows, blockKeys, accs);
+      accs = accumulateByBf16Dot(numRows, blockKeys, accs, first, chunks);
     else
       accs = forLoopWith(
           cst(0), blockKeys, cst(1), accs,
           [&](Value j, ValueRange acc) -> SmallVector<Value> {
             SmallVector<Value> values;
-            for (int64_t c = 0; c < valueChunks; ++c)
+            for (int64_t c = first; c < first + chunks; ++c)
               values.push_back(value(j, c));
             SmallVector<Value> next;
             for (int64_t r = 0; r < numRows; ++r) {
@@ -584,24 +600,24 @@ private:
               if (masked)
                 excluded = splat(arith::CmpFOp::create(
                     b, arith::CmpFPredicate::OEQ, pScalar, f32Const(0)));
-              for (int64_t c = 0; c < valueChunks; ++c) {
+              for (int64_t c = 0; c < chunks; ++c) {
                 Value v = values[c];
                 if (excluded)
                   v = arith::SelectOp::create(b, excluded, zeroVec, v);
                 next.push_back(
-                    vector::FMAOp::create(b, p, v, acc[r * valueChunks + c]));
+                    vector::FMAOp::create(b, p, v, acc[r * chunks + c]));
               }
             }
             return next;
           });
     for (int64_t r = 0; r < numRows; ++r)
-      for (int64_t c = 0; c < valueChunks; ++c) {
-        Value acc = accs[r * valueChunks + c];
-        if ((c + 1) * lanes <= valueDim)
-          vector::StoreOp::create(b, acc, op.getAcc(), at(r, c));
+      for (int64_t c = 0; c < chunks; ++c) {
+        Value acc = accs[r * chunks + c];
+        if ((first + c + 1) * lanes <= valueDim)
+          vector::StoreOp::create(b, acc, op.getAcc(), at(r, first + c));
         else
-          vector::MaskedStoreOp::create(b, op.getAcc(), at(r, c), chunkMask(c),
-                                        acc);
+          vector::MaskedStoreOp::create(b, op.getAcc(), at(r, first + c),
+                                        chunkMask(first + c), acc);
       }
   }
 
@@ -735,16 +751,18 @@ private:
     });
   }
 
-  /// acc[r] += Σ_j p[r][j] V[j] two keys per step by vdpbf16ps.
+  /// acc[r] += Σ_j p[r][j] V[j] two keys per step by vdpbf16ps, for V's
+  /// chunks [first, first + chunks).
   SmallVector<Value> accumulateByBf16Dot(int64_t numRows, Value blockKeys,
-                                         ArrayRef<Value> inits) {
+                                         ArrayRef<Value> inits, int64_t first,
+                                         int64_t chunks) {
     auto pairVec = VectorType::get({2 * lanes}, b.getBF16Type());
     Value pairs = arith::DivUIOp::create(
         b, arith::AddIOp::create(b, blockKeys, cst(1)), cst(2));
     return forLoopWith(cst(0), pairs, cst(1), inits,
                        [&](Value jp, ValueRange acc) -> SmallVector<Value> {
                          SmallVector<Value> values;
-                         for (int64_t c = 0; c < valueChunks; ++c)
+                         for (int64_t c = first; c < first + chunks; ++c)
                            values.push_back(vector::LoadOp::create(
                                b, pairVec, scratch.valuePairs,
                                ValueRange{jp, cst(2 * c * lanes)}));
@@ -759,9 +777,9 @@ private:
                                                         ValueRange{cst(r), j}));
                            };
                            Value p = broadcastPair(weight(j0), weight(j1));
-                           for (int64_t c = 0; c < valueChunks; ++c)
+                           for (int64_t c = 0; c < chunks; ++c)
                              next.push_back(x86vector::DotBF16Op::create(
-                                 b, acc[r * valueChunks + c], p, values[c]));
+                                 b, acc[r * chunks + c], p, values[c]));
                          }
                          return next;
                        });

@@ -88,3 +88,24 @@ func.func @decode_group(%q: memref<1x4x1x20xf32, strided<[?, ?, ?, ?], offset: ?
       outs(%acc, %m, %s : memref<1x4x1x20xf32>, memref<1x4x1xf32>, memref<1x4x1xf32>)
   return
 }
+
+// Dv = 256 in pairs of rows would need 32 accumulator vectors: P·V goes
+// over the block's keys twice, 8 chunks of each row at a time (16 vectors
+// in registers), the second pass from column 128.
+
+// CHECK-LABEL: func @decode_wide
+//       CHECK: vector.load %arg3[%c0, %c1, %c0, %c112]
+//   CHECK-NOT: vector.load %arg3
+//       CHECK: scf.for {{.+}} iter_args({{.+}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>) {
+//       CHECK:   vector.load %{{.+}}[%c0, %c0, %{{.+}}, %c0]
+//       CHECK: vector.store %{{.+}}, %arg3[%c0, %c1, %c0, %c112]
+//       CHECK: vector.load %arg3[%c0, %c0, %c0, %c128]
+//       CHECK: scf.for {{.+}} iter_args({{.+}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>) {
+//       CHECK:   vector.load %{{.+}}[%c0, %c0, %{{.+}}, %c128]
+//       CHECK: vector.store %{{.+}}, %arg3[%c0, %c1, %c0, %c240]
+func.func @decode_wide(%q: memref<1x2x1x256xf32>, %k: memref<1x1x?x256xf32>, %v: memref<1x1x?x256xf32>,
+                       %acc: memref<1x2x1x256xf32>, %m: memref<1x2x1xf32>, %s: memref<1x2x1xf32>) {
+  attn.online_attention ins(%q, %k, %v : memref<1x2x1x256xf32>, memref<1x1x?x256xf32>, memref<1x1x?x256xf32>)
+      outs(%acc, %m, %s : memref<1x2x1x256xf32>, memref<1x2x1xf32>, memref<1x2x1xf32>)
+  return
+}
