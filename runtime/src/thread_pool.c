@@ -3,7 +3,10 @@
  * attn_thread_pool_parallel_for splits [0, n) into chunks that threads take
  * one at a time from an atomic counter: work items can cost very different
  * amounts (under a causal mask the last query tile does all the work of the
- * first several), so a static split would leave threads idle.
+ * first several), so a static split would leave threads idle. Chunks are
+ * guided: each takes 1/(2 x threads) of the items left, so that the first
+ * ones cost next to nothing in taking and the last ones are single items,
+ * which the threads finish at about the same time.
  *
  * Each call is a job on the caller's stack, queued for the workers; the
  * caller takes chunks of its own job too, so a call always finishes even
@@ -28,7 +31,8 @@
 typedef struct job {
   attn_task_fn task;
   void *task_ctx;
-  int64_t n, chunk;
+  int64_t n;
+  int64_t share;        /* a chunk is the items left / share, at least one */
   _Atomic int64_t next; /* the first index no thread has taken yet */
   /* Under the pool's lock: */
   int workers_inside;
@@ -55,7 +59,8 @@ static void run_chunks(job *j) {
   for (;;) {
     if (begin >= j->n)
       return;
-    int64_t end = j->n - begin > j->chunk ? begin + j->chunk : j->n;
+    int64_t take = (j->n - begin) / j->share;
+    int64_t end = begin + (take > 0 ? take : 1);
     if (atomic_compare_exchange_weak(&j->next, &begin, end)) {
       j->task(j->task_ctx, begin, end);
       begin = atomic_load_explicit(&j->next, memory_order_relaxed);
@@ -186,13 +191,10 @@ void attn_thread_pool_parallel_for(void *pool_ptr, int64_t n, attn_task_fn task,
     task(task_ctx, 0, n);
     return;
   }
-  /* About eight chunks per thread: enough to even out unequal items,
-   * few enough that taking a chunk costs nothing next to running it. */
-  int64_t chunk = n / ((int64_t)pool->size * 8);
   job j = {.task = task,
            .task_ctx = task_ctx,
            .n = n,
-           .chunk = chunk > 0 ? chunk : 1,
+           .share = 2 * (int64_t)pool->size,
            .workers_inside = 0,
            .queued = true,
            .next_job = NULL};

@@ -22,6 +22,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <mutex>
 #include <random>
 #include <sstream>
 #include <string>
@@ -1159,6 +1160,40 @@ TEST(ThreadPool, CoversEveryIndexOnce) {
       attn_thread_pool_parallel_for(pool, n, Coverage::task, &coverage);
       coverage.expectEachOnce();
     }
+    attn_thread_pool_destroy(pool);
+  }
+}
+
+// Guided chunks: each takes 1/(2 x threads) of the items left, at least
+// one, so that a causal kernel's costly last query tiles are handed out one
+// at a time and the threads finish together.
+TEST(ThreadPool, ChunksShrinkToSingleItems) {
+  struct Chunks {
+    std::mutex lock;
+    std::vector<std::pair<int64_t, int64_t>> taken;
+    static void task(void *ctx, int64_t begin, int64_t end) {
+      auto *self = static_cast<Chunks *>(ctx);
+      std::lock_guard<std::mutex> guard(self->lock);
+      self->taken.emplace_back(begin, end);
+    }
+  };
+  for (int32_t threads : {2, 3}) {
+    attn_thread_pool *pool = nullptr;
+    ASSERT_EQ(attn_thread_pool_create(threads, &pool), ATTN_OK);
+    const int64_t n = 256;
+    Chunks chunks;
+    attn_thread_pool_parallel_for(pool, n, Chunks::task, &chunks);
+    std::sort(chunks.taken.begin(), chunks.taken.end());
+    int64_t next = 0;
+    for (auto [begin, end] : chunks.taken) {
+      ASSERT_EQ(begin, next);
+      EXPECT_EQ(end - begin, std::max<int64_t>(1, (n - begin) / (2 * threads)))
+          << "threads " << threads << ", chunk at " << begin;
+      next = end;
+    }
+    EXPECT_EQ(next, n);
+    EXPECT_EQ(chunks.taken.front().second, n / (2 * threads));
+    EXPECT_EQ(chunks.taken.back().second - chunks.taken.back().first, 1);
     attn_thread_pool_destroy(pool);
   }
 }
