@@ -28,14 +28,15 @@ std::vector<ConformanceCase> attn::conformanceCases() {
       {"causal_br_decode", "d=128,causal=bottom_right,lse,gqa=4", 1, 8, 2, 1,
        333},
       // Decoding kernels (static Sq <= 4): a work item takes a whole GQA
-      // group, static or dynamic G (odd row counts included: P·V takes rows
-      // in pairs); more than 16 heads keep one per item.
+      // group, static or dynamic G (row counts that are not a multiple of 4
+      // or 2 included: bf16/f16 scores take tiles of 4 rows, P·V pairs);
+      // more than 16 heads keep one per item.
       {"decode_group", "d=128,lse,sizes=?:8:2:1:?", 2, 8, 2, 1, 333},
       {"decode_group_dynamic", "d=64,causal=bottom_right,lse,sizes=?:?:?:3:?",
        1, 6, 2, 3, 200},
       {"decode_group_window",
        "dtype=bf16,d=64,causal=bottom_right,window=100:0,lse,sizes=?:?:?:1:?",
-       2, 6, 2, 1, 300},
+       2, 10, 2, 1, 300},
       {"decode_group_mask", "dtype=f16,d=64,mask=bool:h1,lse,sizes=?:?:?:3:?",
        1, 4, 1, 3, 150},
       {"decode_group_over_16", "d=32,lse,sizes=?:?:?:1:?", 1, 32, 1, 1, 140},

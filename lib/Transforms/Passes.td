@@ -116,7 +116,9 @@ def AttnLowerToVectorPass : Pass<"attn-lower-to-vector", "func::FuncOp"> {
     Tiles of at most `direct-rows` rows (decoding) read K's and V's rows in
     place when their innermost stride is 1 (checked at run time), no
     packing: the rows of all the tile's heads (a GQA group) share each K row
-    load (a dot product per score; vdpbf16ps for bf16), and pairs of rows
+    load (a dot product per score; vdpbf16ps for bf16; with 16-bit K,
+    tiles of 4 rows x 4 keys whose 16 sums one transposing tree of shuffles
+    makes one vector), and pairs of rows
     each V load (bf16 V as key pairs made once per block for the dot
     product, f32 and f16 V read in place). With
     `prefetch-bytes`, the direct path prefetches, while it scores a key,

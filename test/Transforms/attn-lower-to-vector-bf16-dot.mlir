@@ -85,9 +85,10 @@ func.func @f32_unchanged(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>, %v:
 // -----
 
 // Decoding, a GQA group of 4 heads (static unit strides: the direct path
-// only): the group's query rows are kept as stored, bf16; each K row is
-// loaded once as 32-element vectors and scored by vdpbf16ps against the 4
-// rows (consecutive head dims are its pairs). V's block becomes key pairs
+// only): the group's query rows are kept as stored, bf16; 4 keys at a time,
+// their K rows loaded as 32-element vectors are scored by vdpbf16ps against
+// the 4 rows (consecutive head dims are its pairs) into 16 accumulators,
+// summed by one transposing tree into one vector of 16 scores. V's block becomes key pairs
 // once, by interleaving two rows (the odd count's last with zeros), and
 // the rows' P·V take the dot product on them, two rows at a time sharing
 // each load of V's pairs.
@@ -97,11 +98,26 @@ func.func @f32_unchanged(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>, %v:
 //       CHECK: scf.for %{{.+}} = %c0 to %c4 step %c1 {
 //       CHECK:   memref.store %{{.+}}, %[[QP]]
 //       CHECK: scf.for %{{.+}} step %c32 {
-//       CHECK:   scf.for
+//       CHECK:   scf.for %[[J:.+]] = %c0 to %{{.+}} step %c4 {
 //       CHECK:     %[[K0:.+]] = vector.load %{{.+}} : memref<1x1x?x64xbf16, {{.+}}>, vector<32xbf16>
-//       CHECK:     scf.for %{{.+}} = %c0 to %c4 step %c1 {
-//       CHECK:       %[[Q0:.+]] = vector.load %[[QP]]{{.+}} vector<32xbf16>
-//       CHECK:       x86vector.avx512.dot %{{.+}}, %[[Q0]], %[[K0]]
+//       CHECK:     %[[K1:.+]] = vector.load %{{.+}} : memref<1x1x?x64xbf16, {{.+}}>, vector<32xbf16>
+//       CHECK:     %[[K2:.+]] = vector.load %{{.+}} : memref<1x1x?x64xbf16, {{.+}}>, vector<32xbf16>
+//       CHECK:     %[[K3:.+]] = vector.load %{{.+}} : memref<1x1x?x64xbf16, {{.+}}>, vector<32xbf16>
+//       CHECK:     %[[Q0:.+]] = vector.load %[[QP]][%c0, %c0] : memref<16x64xbf16>, vector<32xbf16>
+//       CHECK:     %[[Q1:.+]] = vector.load %[[QP]][%c1, %c0] : memref<16x64xbf16>, vector<32xbf16>
+//       CHECK:     x86vector.avx512.dot %{{.+}}, %[[Q0]], %[[K0]]
+//       CHECK:     x86vector.avx512.dot %{{.+}}, %[[Q0]], %[[K1]]
+//       CHECK:     x86vector.avx512.dot %{{.+}}, %[[Q0]], %[[K2]]
+//       CHECK:     x86vector.avx512.dot %{{.+}}, %[[Q0]], %[[K3]]
+//       CHECK:     x86vector.avx512.dot %{{.+}}, %[[Q1]], %[[K0]]
+// 16 accumulators to one vector of scores: 15 shuffle pairs and adds.
+//       CHECK-COUNT-30: vector.shuffle
+//   CHECK-NOT: vector.shuffle
+//       CHECK:     %[[ROW0:.+]] = vector.extract_strided_slice %[[SUMS:.+]] {offsets = [0], sizes = [4], strides = [1]}
+//       CHECK:     vector.store %[[ROW0]], %{{.+}}[%c0, %[[J]]] : memref<16x32xf32>, vector<4xf32>
+//       CHECK:     vector.extract_strided_slice %[[SUMS]] {offsets = [12], sizes = [4], strides = [1]}
+//       CHECK:     vector.store %{{.+}}, %{{.+}}[%c3, %[[J]]] : memref<16x32xf32>, vector<4xf32>
+//   CHECK-NOT:   vector.reduction
 //       CHECK:   scf.for
 //       CHECK:     vector.interleave %{{.+}}, %{{.+}} : vector<16xbf16> -> vector<32xbf16>
 //       CHECK:   scf.if

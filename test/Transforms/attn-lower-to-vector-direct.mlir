@@ -109,3 +109,31 @@ func.func @decode_wide(%q: memref<1x2x1x256xf32>, %k: memref<1x1x?x256xf32>, %v:
       outs(%acc, %m, %s : memref<1x2x1x256xf32>, memref<1x2x1xf32>, memref<1x2x1xf32>)
   return
 }
+
+// 16-bit K (f16 here): whole groups of 4 rows are scored 4 keys at a time
+// (4 x 4 accumulators, K widened as loaded, one transposing tree of
+// shuffles for the 16 scores, stored as 4 rows of 4); the rows left over
+// (a dynamic count here) take the per-row loop. f32 K keeps the per-row
+// loop only (tiles measured slower for it from memory).
+
+// CHECK-LABEL: func @decode_f16_tiles
+//       CHECK: %[[REM:.+]] = arith.remui %[[COUNT:.+]], %c4 : index
+//       CHECK: %[[TILED:.+]] = arith.subi %[[COUNT]], %[[REM]] : index
+//       CHECK: scf.for %[[ROW:.+]] = %c0 to %[[TILED]] step %c4 {
+//       CHECK:   scf.for %[[J:.+]] = %c0 to %{{.+}} step %c4 {
+//       CHECK:     arith.extf %{{.+}} : vector<16xf16> to vector<16xf32>
+//       CHECK-COUNT-16: vector.fma
+//       CHECK-COUNT-30: vector.shuffle
+//       CHECK:     vector.extract_strided_slice %{{.+}} {offsets = [0], sizes = [4], strides = [1]}
+//       CHECK:     vector.store %{{.+}}, %{{.+}}[%[[ROW]], %[[J]]] : memref<16x32xf32>, vector<4xf32>
+//       CHECK: %[[LEFT:.+]] = arith.cmpi slt, %[[TILED]], %[[COUNT]] : index
+//       CHECK: scf.if %[[LEFT]] {
+//       CHECK:   scf.for
+//       CHECK:     scf.for %{{.+}} = %[[TILED]] to %[[COUNT]] step %c1 {
+//       CHECK:       vector.reduction <add>
+func.func @decode_f16_tiles(%q: memref<1x?x1x20xf16>, %k: memref<1x1x?x20xf16>, %v: memref<1x1x?x20xf16>,
+                            %acc: memref<1x?x1x20xf32>, %m: memref<1x?x1xf32>, %s: memref<1x?x1xf32>) {
+  attn.online_attention ins(%q, %k, %v : memref<1x?x1x20xf16>, memref<1x1x?x20xf16>, memref<1x1x?x20xf16>)
+      outs(%acc, %m, %s : memref<1x?x1x20xf32>, memref<1x?x1xf32>, memref<1x?x1xf32>)
+  return
+}
