@@ -442,8 +442,9 @@ private:
   bool pairRows() const { return rowBlock >= 2; }
 
   /// groupScores[i][j] = q_i · K[blockStart + j] for the chunk's `count`
-  /// rows. With 16 lanes, whole groups of 4 rows take a register tile of
-  /// 4 rows x 4 keys (scoreTile); the rows left over go one at a time: per
+  /// rows. With 16 lanes and bf16/f16 K, whole groups of 4 rows take
+  /// register tiles of 4 rows x 4 keys (emitScoreTiles); the other rows
+  /// (all of them for f32 K) go one at a time: per
   /// key, K's row chunks stay in registers across the rows, each score two
   /// accumulator chains (their latency overlaps) and one tree sum. bf16 Q
   /// and K take vdpbf16ps on the rows as stored (consecutive head dims are
