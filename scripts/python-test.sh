@@ -36,7 +36,17 @@ PY
   ))
   if ((${#missing[@]})); then
     echo "python-test: installing ${missing[*]}"
-    "$venv/bin/python" -m pip install -q --disable-pip-version-check "${missing[@]}"
+    # PyPI's torch brings its CUDA libraries: about 5 GB once installed. Say
+    # so before pip fails half-way with "No space left on device".
+    local free_kb
+    free_kb=$(df -Pk "$venv" | awk 'NR == 2 { print $4 }')
+    if ((free_kb < 6 * 1024 * 1024)); then
+      echo "python-test: warning: only $((free_kb / 1024)) MiB free under $venv;" \
+        "installing torch needs about 6 GiB (set ATTN_PY_VENV to a venv" \
+        "elsewhere, or free space)" >&2
+    fi
+    "$venv/bin/python" -m pip install -q --no-cache-dir \
+      --disable-pip-version-check "${missing[@]}"
   fi
 }
 stage "venv and dependencies" dependencies
