@@ -301,6 +301,36 @@ attn_status attn::runProblem(const attn_kernel_desc *kernel, ProblemData &data,
                   pool);
 }
 
+KernelSpec attn::specOfKernel(const attn_kernel_desc *kernel) {
+  KernelSpec spec;
+  spec.name = kernel->name;
+  spec.elementType = kernel->dtype == ATTN_BF16  ? ElementType::BF16
+                     : kernel->dtype == ATTN_F16 ? ElementType::F16
+                                                 : ElementType::F32;
+  spec.headDim = kernel->head_dim;
+  spec.valueDim = kernel->value_dim;
+  spec.mask = kernel->mask_kind == ATTN_MASK_BOOL   ? MaskKind::Bool
+              : kernel->mask_kind == ATTN_MASK_BIAS ? MaskKind::Bias
+                                                    : MaskKind::None;
+  for (int i = 0; i < 3; ++i)
+    spec.maskBroadcast[i] = kernel->mask_broadcast[i] != 0;
+  spec.causal = kernel->causal != 0;
+  spec.alignment = kernel->alignment == ATTN_ALIGN_BOTTOM_RIGHT
+                       ? Alignment::BottomRight
+                       : Alignment::TopLeft;
+  if (kernel->window_left != ATTN_UNBOUNDED)
+    spec.windowLeft = kernel->window_left;
+  if (kernel->window_right != ATTN_UNBOUNDED)
+    spec.windowRight = kernel->window_right;
+  spec.scale = kernel->scale;
+  if (kernel->softcap != 0)
+    spec.softcap = kernel->softcap;
+  spec.lse = kernel->has_lse != 0;
+  for (int i = 0; i < 5; ++i)
+    spec.staticSizes[i] = kernel->static_sizes[i];
+  return spec;
+}
+
 CheckReport attn::checkAgainstReference(const Problem &p,
                                         const ProblemData &data) {
   CheckReport report;

@@ -78,6 +78,10 @@ CheckReport checkAgainstReference(const Problem &problem,
 attn_status runProblem(const attn_kernel_desc *kernel, ProblemData &data,
                        attn_thread_pool *pool);
 
+/// The spec a compiled kernel was made from, as its descriptor records it
+/// (for running a kernel loaded from a library; the name is the kernel's).
+KernelSpec specOfKernel(const attn_kernel_desc *kernel);
+
 /// GPU 0's architecture ("sm_90") and a description ("NVIDIA H100 ...,
 /// sm_90"); false with the runtime's message (no driver, no GPU, or one
 /// older than the kernels' sm_80) otherwise.

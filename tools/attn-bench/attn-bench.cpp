@@ -7,6 +7,13 @@
 // kernel is still checked once here on a small problem before it is timed,
 // and its error against the float64 reference is shown.
 //
+// With --compare a.so,b.so it times kernels already compiled (by two
+// builds of attn-compile, or one with different options) against each
+// other instead: the same inputs, calls alternating a, b, a, b... so that
+// the machine's drift hits both alike, and prints each one's median and
+// its ratio to the first. This is how a change to the code generator is
+// judged on a noisy machine (docs/benchmarks.md).
+//
 // With --device cuda the kernels are compiled for GPU 0 and timed on
 // buffers already in device memory (f16 and bf16, batch 4, as GPU kernels
 // are used); --csv prints machine-readable rows (scripts/gpu.sh reads them).
@@ -26,6 +33,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <thread>
 
 namespace cl = llvm::cl;
@@ -49,6 +57,17 @@ static cl::opt<bool> csv("csv",
                          cl::desc("Print label,dtype,B,H,S,D,causal,ms,"
                                   "GFLOP/s,error rows"),
                          cl::init(false), cl::cat(category));
+
+static cl::list<std::string>
+    compare("compare",
+            cl::desc("Time these attn-compile libraries' first kernels "
+                     "against each other (comma-separated .so paths)"),
+            cl::CommaSeparated, cl::cat(category));
+static cl::opt<std::string>
+    sizes("sizes",
+          cl::desc("B:Hq:Hkv:Sq:Sk of the --compare problem (default "
+                   "1:32:8:1:8192, a GQA decoding step)"),
+          cl::init("1:32:8:1:8192"), cl::cat(category));
 
 namespace {
 struct Shape {
@@ -81,6 +100,132 @@ std::vector<Shape> shapes(bool gpu) {
         add(dtype, quick ? 128 : s, d, causal);
   return list;
 }
+int fail(const std::string &message) {
+  llvm::errs() << "attn-bench: error: " << message << "\n";
+  return 2;
+}
+
+/// Runs `kernel` once on a small problem (B=1, H=2, S=130, or the sizes
+/// the kernel was compiled for) and compares it with the float64 reference.
+bool checkKernel(const attn::KernelSpec &spec, const attn_kernel_desc *kernel,
+                 attn_thread_pool *pool, attn::CheckReport &report) {
+  attn::Problem check;
+  check.spec = spec;
+  check.batch = 1;
+  check.headsQ = check.headsKv = 2;
+  check.seqQ = check.seqK = 130;
+  int64_t *dims[5] = {&check.batch, &check.headsQ, &check.headsKv, &check.seqQ,
+                      &check.seqK};
+  for (int i = 0; i < 5; ++i)
+    if (spec.staticSizes[i] >= 0)
+      *dims[i] = spec.staticSizes[i];
+  if (spec.staticSizes[1] < 0)
+    check.headsQ = check.headsKv;
+  else if (spec.staticSizes[2] < 0 && check.headsQ % check.headsKv)
+    check.headsKv = check.headsQ;
+  attn::ProblemData data;
+  attn::makeProblemData(check, data);
+  return attn::runProblem(kernel, data, pool) == ATTN_OK &&
+         (report = attn::checkAgainstReference(check, data)).passed;
+}
+
+/// Seconds of one call, as measured by the steady clock.
+template <typename Call> double timeOnce(Call call) {
+  auto start = std::chrono::steady_clock::now();
+  call();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+/// --compare: the libraries' first kernels on one problem, interleaved.
+int compareLibraries(attn_thread_pool *pool, double peak) {
+  int64_t size[5];
+  if (std::sscanf(sizes.c_str(), "%lld:%lld:%lld:%lld:%lld",
+                  reinterpret_cast<long long *>(&size[0]),
+                  reinterpret_cast<long long *>(&size[1]),
+                  reinterpret_cast<long long *>(&size[2]),
+                  reinterpret_cast<long long *>(&size[3]),
+                  reinterpret_cast<long long *>(&size[4])) != 5 ||
+      *std::min_element(size, size + 5) < 1 || size[1] % size[2] != 0)
+    return fail("--sizes must be B:Hq:Hkv:Sq:Sk, positive, Hq a multiple of "
+                "Hkv; found '" +
+                sizes + "'");
+  struct Entry {
+    std::string path;
+    attn_module *module = nullptr;
+    const attn_kernel_desc *kernel = nullptr;
+    std::vector<double> seconds;
+    bool ok = false;
+    attn::CheckReport report;
+  };
+  std::vector<Entry> entries(compare.size());
+  attn::KernelSpec spec;
+  for (size_t i = 0; i < compare.size(); ++i) {
+    Entry &e = entries[i];
+    e.path = compare[i];
+    if (attn_module_load(e.path.c_str(), &e.module) != ATTN_OK)
+      return fail(attn_last_error());
+    e.kernel = attn_module_kernel(e.module, 0);
+    if (!e.kernel || attn_kernel_device(e.kernel) != ATTN_DEVICE_CPU)
+      return fail(e.path + ": its first kernel is not a CPU kernel");
+    attn::KernelSpec own = attn::specOfKernel(e.kernel);
+    own.name = "compared";
+    if (i == 0)
+      spec = own;
+    else if (attn::printKernelSpec(own) != attn::printKernelSpec(spec))
+      return fail(e.path + " computes '" + attn::printKernelSpec(own) +
+                  "', not '" + attn::printKernelSpec(spec) +
+                  "' as the first library does");
+    e.ok = checkKernel(spec, e.kernel, pool, e.report);
+  }
+
+  attn::Problem problem;
+  problem.spec = spec;
+  problem.batch = size[0];
+  problem.headsQ = size[1];
+  problem.headsKv = size[2];
+  problem.seqQ = size[3];
+  problem.seqK = size[4];
+  attn::ProblemData data;
+  attn::makeProblemData(problem, data);
+  for (Entry &e : entries) // warm-up
+    if (attn::runProblem(e.kernel, data, pool) != ATTN_OK)
+      return fail(e.path + ": " + attn_last_error());
+  int rounds = std::max(1, static_cast<int>(repeat));
+  for (int r = 0; r < rounds; ++r)
+    for (Entry &e : entries)
+      e.seconds.push_back(
+          timeOnce([&] { attn::runProblem(e.kernel, data, pool); }));
+
+  double flops = attn::flopCount(spec, problem.batch, problem.headsQ,
+                                 problem.seqQ, problem.seqK);
+  double kvBytes =
+      static_cast<double>(data.key.bytes.size() + data.value.bytes.size());
+  llvm::outs() << attn::printKernelSpec(spec) << ", sizes " << sizes << ", "
+               << rounds << " alternating rounds\n";
+  llvm::outs() << llvm::format("%-32s %9s %9s %9s %8s %9s %8s %6s\n", "library",
+                               "median ms", "min ms", "GFLOP/s", "of peak",
+                               "K+V GB/s", "vs first", "check");
+  double first = median(entries.front().seconds);
+  int failures = 0;
+  for (const Entry &e : entries) {
+    double m = median(e.seconds);
+    failures += !e.ok;
+    llvm::outs() << llvm::format(
+        "%-32s %9.3f %9.3f %9.1f %7.1f%% %9.1f %7.3fx %6s\n", e.path.c_str(),
+        m * 1e3, *std::min_element(e.seconds.begin(), e.seconds.end()) * 1e3,
+        flops / m * 1e-9, 100.0 * flops / m / peak, kvBytes / m * 1e-9,
+        first / m, e.ok ? "ok" : "FAIL");
+  }
+  for (Entry &e : entries)
+    attn_module_unload(e.module);
+  return failures ? 1 : 0;
+}
 } // namespace
 
 int main(int argc, char **argv) {
@@ -91,10 +236,6 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(argc, argv,
                               "attn-bench: GFLOP/s of generated attention "
                               "kernels against this machine's FMA peak\n");
-  auto fail = [](const std::string &message) {
-    llvm::errs() << "attn-bench: error: " << message << "\n";
-    return 2;
-  };
   bool gpu = device == "cuda";
   if (!gpu && device != "cpu")
     return fail("--device must be cpu or cuda, found '" + device + "'");
@@ -103,11 +244,14 @@ int main(int argc, char **argv) {
   if (gpu && !attn::cudaTarget(options.gpuArch, deviceName, error))
     return fail("--device=cuda: " + error);
 
+  if (!compare.empty() && gpu)
+    return fail("--compare times CPU kernels only");
+
   std::vector<Shape> list;
   for (const Shape &s : shapes(gpu))
     if (only.empty() || s.label.find(only) != std::string::npos)
       list.push_back(s);
-  if (list.empty())
+  if (list.empty() && compare.empty())
     return fail("no shape matches --only=" + only);
 
   attn_thread_pool *pool = nullptr;
@@ -124,6 +268,12 @@ int main(int argc, char **argv) {
                  << " threads, fp32 FMA peak measured "
                  << llvm::format("%.1f", peak * 1e-9) << " GFLOP/s (" << lanes
                  << "-lane FMA loop)\n";
+  }
+
+  if (!compare.empty()) {
+    int status = compareLibraries(pool, peak);
+    attn_thread_pool_destroy(pool);
+    return status;
   }
 
   std::vector<attn::KernelSpec> specs;
@@ -154,17 +304,8 @@ int main(int argc, char **argv) {
     const attn_kernel_desc *kernel = nullptr;
     attn_module_find(module, specs[i].name.c_str(), &kernel);
 
-    // A small correctness check before timing.
-    attn::Problem check;
-    check.spec = specs[i];
-    check.batch = 1;
-    check.headsQ = check.headsKv = 2;
-    check.seqQ = check.seqK = 130;
-    attn::ProblemData checkData;
-    attn::makeProblemData(check, checkData);
     attn::CheckReport report;
-    bool ok = attn::runProblem(kernel, checkData, pool) == ATTN_OK &&
-              (report = attn::checkAgainstReference(check, checkData)).passed;
+    bool ok = checkKernel(specs[i], kernel, pool, report);
     failures += !ok;
 
     attn::Problem problem;
@@ -187,29 +328,23 @@ int main(int argc, char **argv) {
     if (runOnce() != ATTN_OK) // also the warm-up
       return fail(attn_last_error());
     std::vector<double> seconds;
-    for (int r = 0; r < std::max(1, static_cast<int>(repeat)); ++r) {
-      auto start = std::chrono::steady_clock::now();
-      runOnce();
-      seconds.push_back(std::chrono::duration<double>(
-                            std::chrono::steady_clock::now() - start)
-                            .count());
-    }
-    std::sort(seconds.begin(), seconds.end());
-    double median = seconds[seconds.size() / 2];
+    for (int r = 0; r < std::max(1, static_cast<int>(repeat)); ++r)
+      seconds.push_back(timeOnce(runOnce));
+    double seconds50 = median(seconds);
     double flops = attn::flopCount(specs[i], problem.batch, problem.headsQ,
                                    problem.seqQ, problem.seqK);
-    double rate = flops / median;
+    double rate = flops / seconds50;
     if (csv)
       llvm::outs() << llvm::format(
           "%s,%s,%lld,%lld,%lld,%lld,%d,%.4f,%.1f,"
           "%.3g\n",
           s.label.c_str(), s.dtype.c_str(), (long long)s.batch,
           (long long)s.headsQ, (long long)s.seqQ, (long long)s.headDim,
-          (int)s.causal, median * 1e3, rate * 1e-9, report.output.relative);
+          (int)s.causal, seconds50 * 1e3, rate * 1e-9, report.output.relative);
     else
       llvm::outs() << llvm::format(
-          "%-24s %10.2f %10.1f %8s %10s %9.2g\n", s.label.c_str(), median * 1e3,
-          rate * 1e-9,
+          "%-24s %10.2f %10.1f %8s %10s %9.2g\n", s.label.c_str(),
+          seconds50 * 1e3, rate * 1e-9,
           peak > 0 ? llvm::formatv("{0:F1}%", 100.0 * rate / peak).str().c_str()
                    : "-",
           ok ? "ok" : "FAIL", report.output.relative);
