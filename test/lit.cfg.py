@@ -23,6 +23,10 @@ config.substitutions.append(("%attn_runtime_lib_dir",
                              config.attn_runtime_lib_dir))
 config.substitutions.append(("%attn_src", config.attn_source_dir))
 config.substitutions.append(("%attn_build", config.attn_binary_dir))
+# MLIR's runner support libraries (vector.print), for mlir-runner tests.
+config.substitutions.append(("%mlir_c_runner_utils", os.path.join(
+    os.path.dirname(config.llvm_tools_dir), "lib",
+    "libmlir_c_runner_utils.so")))
 
 # Features the tests can require.
 try:

@@ -509,14 +509,18 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
       pm.enableTiming();
     mlir::attn::CpuPipelineOptions pipeline;
     pipeline.queryTileSize = options.queryTileSize;
+    pipeline.bandedQueryTileSize = options.bandedTileRows();
     pipeline.keyTileSize = options.keyTileSize;
     pipeline.vectorWidth = host.vectorWidth;
     pipeline.rowBlock = options.rowBlock;
     pipeline.prefetchDistance = options.prefetchDistance;
-    // vdpbf16ps for bf16 scores where the target has AVX-512 BF16.
-    pipeline.bf16Dot =
-        host.vectorWidth == 16 &&
-        llvm::is_contained(llvm::split(host.features, ','), "+avx512bf16");
+    // vdpbf16ps for bf16 scores where the target has AVX-512 BF16, and
+    // vscalefps for the softmax's exp where it has AVX-512F.
+    auto hasFeature = [&](llvm::StringRef name) {
+      return llvm::is_contained(llvm::split(host.features, ','), name);
+    };
+    pipeline.bf16Dot = host.vectorWidth == 16 && hasFeature("+avx512bf16");
+    pipeline.avx512Exp = host.vectorWidth == 16 && hasFeature("+avx512f");
     mlir::attn::buildAttnToLLVMCpuPipeline(pm, pipeline);
     if (failed(pm.run(*kernels.module))) {
       error = "lowering failed:\n" + kernels.diagnostics;
@@ -547,7 +551,10 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
       code.workItems = emitEntryPoint(*llvmModule, types, spec, countImpl,
                                       /*isRun=*/false);
       descs.push_back(emitDescriptor(*llvmModule, types, spec, host,
-                                     options.queryTileSize, code));
+                                     spec.usesDiagonal()
+                                         ? options.bandedTileRows()
+                                         : options.queryTileSize,
+                                     code));
     }
     emitLibrary(*llvmModule, types, descs, options.librarySymbol);
   }

@@ -21,7 +21,9 @@ using namespace mlir::attn;
 void mlir::attn::buildAttnTilingPipeline(OpPassManager &pm,
                                          const CpuPipelineOptions &options) {
   OpPassManager &func = pm.nest<func::FuncOp>();
-  func.addPass(createAttnTilePass({options.queryTileSize, options.decodeRows}));
+  func.addPass(
+      createAttnTilePass({options.queryTileSize, options.bandedQueryTileSize,
+                          options.decodeRows}));
   func.addPass(createAttnOnlineSoftmaxPass());
   func.addPass(createAttnSkipMaskedBlocksPass());
   func.addPass(createAttnTileKeysPass({options.keyTileSize}));
@@ -52,7 +54,9 @@ void mlir::attn::buildAttnToLLVMCpuPipeline(OpPassManager &pm,
   pm.addPass(createAttnOutlineWorkItemsPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
-  pm.addNestedPass<func::FuncOp>(createAttnApproximateMathPass());
+  AttnApproximateMathPassOptions math;
+  math.avx512 = options.avx512Exp;
+  pm.addNestedPass<func::FuncOp>(createAttnApproximateMathPass(math));
   pm.addPass(createSCFToControlFlowPass());
   ConvertVectorToLLVMPassOptions toLLVM;
   toLLVM.x86Vector = options.bf16Dot;

@@ -13,6 +13,11 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
       *this, "query-tile-size",
       llvm::cl::desc("Query rows per tile (one work item)"),
       llvm::cl::init(64)};
+  PassOptions::Option<int64_t> bandedQueryTileSize{
+      *this, "banded-query-tile-size",
+      llvm::cl::desc("Query rows per tile of causal or windowed ops (0: "
+                     "query-tile-size)"),
+      llvm::cl::init(0)};
   PassOptions::Option<int64_t> keyTileSize{
       *this, "key-tile-size", llvm::cl::desc("Keys per tile of the key loop"),
       llvm::cl::init(128)};
@@ -27,6 +32,11 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
   PassOptions::Option<bool> bf16Dot{
       *this, "bf16-dot",
       llvm::cl::desc("bf16 Q·Kᵀ by vdpbf16ps (CPUs with AVX-512 BF16)"),
+      llvm::cl::init(false)};
+  PassOptions::Option<bool> avx512Exp{
+      *this, "avx512-exp",
+      llvm::cl::desc("Softmax exponentials by AVX-512's vscalefps and a "
+                     "polynomial (CPUs with AVX-512F)"),
       llvm::cl::init(false)};
   PassOptions::Option<int64_t> decodeRows{
       *this, "decode-rows",

@@ -23,10 +23,20 @@ def AttnTilePass : Pass<"attn-tile", "func::FuncOp"> {
     more than 16 heads, or a dynamic G that turns out so, keep one head per
     tile (the tile's state is G x Sq rows on the stack). The key dimension is left
     whole: it is a reduction that only the online form can tile.
+
+    Ops with a causal or window band may take a smaller row tile
+    (`banded-query-tile-size`) than the others: on the CPU a larger tile
+    repacks each K/V block for more rows, while near the diagonal it
+    computes more scores that the band then drops.
   }];
   let options = [
     Option<"queryTileSize", "query-tile-size", "int64_t", /*default=*/"64",
            "Query rows per tile (one work item of the kernel)">,
+    Option<"bandedQueryTileSize", "banded-query-tile-size", "int64_t",
+           /*default=*/"0",
+           "Query rows per tile of causal or windowed ops (0: "
+           "query-tile-size): a tile across the diagonal computes scores "
+           "that the band then drops, about half a tile's square">,
     Option<"groupRows", "group-rows", "int64_t", /*default=*/"0",
            "Tile query heads by whole GQA groups when Sq is at most this "
            "(decoding), so that a group's heads share each K/V load, and "
@@ -176,11 +186,18 @@ def AttnApproximateMathPass : Pass<"attn-approximate-math"> {
     It runs on any op (a `func.func` on the CPU, a `gpu.module` on the GPU).
     With `nvvm`, scalar f32 exp and log become NVIDIA's approximate `ex2`
     and `lg2` instructions (LLVM intrinsics, no libdevice) and tanh is
-    expressed through that exp.
+    expressed through that exp. With `avx512`, exp of `vector<16xf32>`
+    takes AVX-512's `vscalefps` for the power of two and a degree-6
+    polynomial (about 12 instructions instead of 20; relative error 7.9e-8
+    measured on [-87, 88]), still exact at the ends: exp(-inf) = 0,
+    exp(+inf) = +inf, NaN stays NaN.
   }];
   let options = [
     Option<"nvvm", "nvvm", "bool", /*default=*/"false",
            "Use NVIDIA's ex2/lg2 approximate instructions for scalar f32">,
+    Option<"avx512", "avx512", "bool", /*default=*/"false",
+           "exp of vector<16xf32> by AVX-512's vscalefps (CPUs with "
+           "AVX-512F)">,
   ];
   let dependentDialects = ["arith::ArithDialect", "math::MathDialect",
                            "vector::VectorDialect", "LLVM::LLVMDialect"];

@@ -29,10 +29,12 @@ struct AttnTilePass : public mlir::attn::impl::AttnTilePassBase<AttnTilePass> {
   using AttnTilePassBase::AttnTilePassBase;
 
   void runOnOperation() override {
-    if (queryTileSize < 1) {
+    if (queryTileSize < 1 || bandedQueryTileSize < 0) {
       getOperation().emitError()
-          << "attn-tile: query-tile-size must be >= 1, found "
-          << static_cast<int64_t>(queryTileSize);
+          << "attn-tile: query-tile-size must be >= 1 and "
+             "banded-query-tile-size >= 0, found "
+          << static_cast<int64_t>(queryTileSize) << " and "
+          << static_cast<int64_t>(bandedQueryTileSize);
       return signalPassFailure();
     }
     SmallVector<AttentionOp> ops;
@@ -62,12 +64,15 @@ struct AttnTilePass : public mlir::attn::impl::AttnTilePassBase<AttnTilePass> {
     }
   }
 
-  /// `queryTileSize` rows; with `groupRows` set (the CPU lowering), all of a
+  /// `queryTileSize` rows (`bandedQueryTileSize` for a causal or windowed
+  /// op, when set); with `groupRows` set (the CPU lowering), all of a
   /// smaller static Sq, so that the tile's types and its state buffers are
   /// that small (the GPU lowering needs whole 16-row warp tiles).
   OpFoldResult rowTileSize(AttentionOp op) {
     int64_t rows = cast<ShapedType>(op.getQuery().getType()).getDimSize(2);
-    int64_t tile = queryTileSize;
+    bool banded = op.getCausal() || op.getWindow();
+    int64_t tile =
+        banded && bandedQueryTileSize > 0 ? bandedQueryTileSize : queryTileSize;
     if (groupRows > 0 && !ShapedType::isDynamic(rows) && rows >= 1)
       tile = std::min<int64_t>(tile, rows);
     return IntegerAttr::get(IndexType::get(op.getContext()), tile);

@@ -1,5 +1,6 @@
 // RUN: attn-opt %s --attn-to-llvm-cpu | FileCheck %s
 // RUN: attn-opt %s --attn-to-llvm-cpu="vector-width=8 key-tile-size=64" | FileCheck %s --check-prefix=AVX2
+// RUN: attn-opt %s --attn-to-llvm-cpu="avx512-exp=1" | FileCheck %s --check-prefix=EXP
 
 // The whole chain ends in the LLVM dialect: no attn, scf, memref or vector
 // op is left, the key loop runs 16-lane FMAs (8 with vector-width=8).
@@ -13,6 +14,12 @@
 
 // AVX2-LABEL: llvm.func @attention
 //       AVX2: llvm.intr.fma({{.+}}) : (vector<8xf32>, vector<8xf32>, vector<8xf32>) -> vector<8xf32>
+//   AVX2-NOT: llvm.x86.avx512
+
+// avx512-exp: the softmax's 16-lane exponentials take vscalefps (by
+// default they are the generic polynomial, as above).
+// EXP-LABEL: llvm.func @attention
+//       EXP: llvm.call_intrinsic "llvm.x86.avx512.mask.scalef.ps.512"
 func.func @attention(%q: tensor<1x2x?x32xf32>, %k: tensor<1x2x?x32xf32>,
                      %v: tensor<1x2x?x32xf32>, %o: tensor<1x2x?x32xf32>) -> tensor<1x2x?x32xf32> {
   %r = attn.attention ins(%q, %k, %v : tensor<1x2x?x32xf32>, tensor<1x2x?x32xf32>, tensor<1x2x?x32xf32>)

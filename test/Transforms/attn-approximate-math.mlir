@@ -37,3 +37,31 @@ func.func @gpu_math(%x: f32) -> (f32, f32, f32) {
   %t = math.tanh %x : f32
   return %e, %l, %t : f32, f32, f32
 }
+
+// RUN: attn-opt %s -attn-approximate-math=avx512=1 | FileCheck %s --check-prefix=AVX512
+
+// With avx512, a 16-lane f32 exp is clamped (vmaxps/vminps keep a NaN
+// operand given second), split as n ln2 + r by two FMAs, r's polynomial is
+// six FMAs and vscalefps applies 2^n; other exps (scalar here) keep the
+// generic polynomial.
+
+// AVX512-LABEL: func @softmax_math
+//       AVX512: %[[LO:.+]] = llvm.call_intrinsic "llvm.x86.avx512.max.ps.512"(%{{.+}}, %arg0, %{{.+}})
+//       AVX512: %[[X:.+]] = llvm.call_intrinsic "llvm.x86.avx512.min.ps.512"(%{{.+}}, %[[LO]], %{{.+}})
+//       AVX512: %[[T:.+]] = arith.mulf %[[X]], %{{.+}} : vector<16xf32>
+//       AVX512: %[[N:.+]] = math.roundeven %[[T]] : vector<16xf32>
+//       AVX512: %[[NEGN:.+]] = arith.negf %[[N]]
+//       AVX512: %[[R0:.+]] = math.fma %[[NEGN]], %{{.+}}, %[[X]]
+//       AVX512: %[[R:.+]] = math.fma %[[NEGN]], %{{.+}}, %[[R0]]
+// AVX512-COUNT-6: math.fma %{{.+}}, %[[R]], %{{.+}} : vector<16xf32>
+//       AVX512: llvm.call_intrinsic "llvm.x86.avx512.mask.scalef.ps.512"(%{{.+}}, %[[N]], %{{.+}}, %{{.+}}, %{{.+}})
+//   AVX512-NOT: math.exp
+//       AVX512: return
+
+// AVX512-LABEL: func @scalar_exp
+//   AVX512-NOT: llvm.x86.avx512
+//       AVX512: return
+func.func @scalar_exp(%x: f32) -> f32 {
+  %e = math.exp %x : f32
+  return %e : f32
+}

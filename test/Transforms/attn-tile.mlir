@@ -1,5 +1,6 @@
 // RUN: attn-opt %s -split-input-file -attn-tile | FileCheck %s
 // RUN: attn-opt %s -split-input-file -attn-tile=query-tile-size=16 | FileCheck %s --check-prefix=TILE16
+// RUN: attn-opt %s -split-input-file -attn-tile="query-tile-size=256 banded-query-tile-size=32" | FileCheck %s --check-prefix=BANDED
 
 // Each (batch, query head, 64-row query tile) becomes one iteration of an
 // scf.forall; query head h reads key/value head h / (Hq / Hkv); the tile
@@ -25,6 +26,13 @@
 
 // TILE16-LABEL: func @causal_gqa
 //       TILE16: scf.forall {{.*}} step (1, 1, 16)
+
+// A causal (or windowed) op takes banded-query-tile-size rows when set; the
+// other ops (@broadcast_mask_and_lse below) keep query-tile-size.
+// BANDED-LABEL: func @causal_gqa
+//       BANDED: scf.forall {{.*}} step (1, 1, 32)
+// BANDED-LABEL: func @broadcast_mask_and_lse
+//       BANDED: scf.forall {{.*}} step (1, 1, 256)
 func.func @causal_gqa(%q: tensor<2x8x?x64xf32>, %k: tensor<2x2x?x64xf32>,
                       %v: tensor<2x2x?x32xf32>, %o: tensor<2x8x?x32xf32>)
     -> tensor<2x8x?x32xf32> {

@@ -64,7 +64,12 @@ static cl::opt<std::string>
                    cl::init(""), cl::cat(category));
 static cl::opt<int64_t> queryTile("query-tile-size",
                                   cl::desc("Query rows per work item (CPU)"),
-                                  cl::init(128), cl::cat(category));
+                                  cl::init(256), cl::cat(category));
+static cl::opt<int64_t> bandedQueryTile(
+    "banded-query-tile-size",
+    cl::desc("Query rows per work item of causal and windowed kernels (CPU; "
+             "default: the smaller of --query-tile-size and 128)"),
+    cl::init(0), cl::cat(category));
 static cl::opt<int64_t> keyTile("key-tile-size",
                                 cl::desc("Keys per tile of the key loop"),
                                 cl::init(128), cl::cat(category));
@@ -171,6 +176,7 @@ int main(int argc, char **argv) {
   options.targetCpu = targetCpu;
   options.targetFeatures = targetFeatures;
   options.queryTileSize = queryTile;
+  options.bandedQueryTileSize = bandedQueryTile;
   options.keyTileSize = keyTile;
   options.vectorWidth = vectorWidth;
   options.rowBlock = rowBlock;
@@ -192,7 +198,8 @@ int main(int argc, char **argv) {
       return fail("--library-symbol must be a C identifier, found '" +
                   librarySymbol + "'");
   }
-  if (options.queryTileSize < 1 || options.keyTileSize < 1)
+  if (options.queryTileSize < 1 || options.keyTileSize < 1 ||
+      options.bandedQueryTileSize < 0)
     return fail("tile sizes must be >= 1");
   if (options.prefetchDistance < 0)
     return fail("--prefetch-bytes must be >= 0");
