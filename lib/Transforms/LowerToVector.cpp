@@ -767,30 +767,59 @@ private:
     });
   }
 
-  /// KT[d][j] = K[j][d] (or the bf16 pairs KP) and VP[j][e] = V[j][e] for
-  /// the block's keys, in f32.
+  /// KT[d][j] = K[j][d] (or the bf16 pairs KP) and VP[j][e] = V[j][e] (or
+  /// the bf16 key pairs VP2) for the block's keys. 16-lane vectors take
+  /// whole-vector copies and 16x16 register transposes where the rows have
+  /// unit stride (LLVM otherwise makes scatters of the element loops).
   void packBlock(Value batch, Value kvHead, Value blockStart, Value blockKeys) {
-    // 16-lane vectors: K^T by 16x16 register transposes where K's rows have
-    // unit stride (lowered to shuffles, not the scatters LLVM otherwise
-    // makes of the element loop).
-    bool byTranspose = !bf16Dot && lanes == 16;
-    if (byTranspose)
-      packKeysByTranspose(batch, kvHead, blockStart, blockKeys);
-    forLoop(cst(0), blockKeys, cst(1), [&](Value j) {
-      Value key = arith::AddIOp::create(b, blockStart, j);
-      if (bf16Dot)
-        packKeyPairs(batch, kvHead, key, j);
-      else if (!byTranspose)
-        packKeyColumn(batch, kvHead, key, j);
-      if (bf16Values)
-        packValuePairs(batch, kvHead, key, j);
-      else
+    auto eachKey = [&](function_ref<void(Value key, Value j)> body) {
+      forLoop(cst(0), blockKeys, cst(1), [&](Value j) {
+        body(arith::AddIOp::create(b, blockStart, j), j);
+      });
+    };
+    bool vectors = lanes == 16;
+    if (bf16Dot && vectors && headDim % 2 == 0)
+      ifUnitStride(
+          op.getKey(),
+          [&](Value rows) {
+            transposeKeyBlock(rows, batch, kvHead, blockStart, blockKeys,
+                              /*pairs=*/true);
+          },
+          [&] {
+            eachKey([&](Value key, Value j) {
+              packKeyPairs(batch, kvHead, key, j);
+            });
+          });
+    else if (bf16Dot)
+      eachKey([&](Value key, Value j) { packKeyPairs(batch, kvHead, key, j); });
+    else if (vectors)
+      ifUnitStride(
+          op.getKey(),
+          [&](Value rows) {
+            transposeKeyBlock(rows, batch, kvHead, blockStart, blockKeys,
+                              /*pairs=*/false);
+          },
+          [&] {
+            eachKey([&](Value key, Value j) {
+              packKeyColumn(batch, kvHead, key, j);
+            });
+          });
+    else
+      eachKey(
+          [&](Value key, Value j) { packKeyColumn(batch, kvHead, key, j); });
+
+    if (!bf16Values) {
+      eachKey([&](Value key, Value j) {
         forLoop(cst(0), cst(valueDim), cst(1), [&](Value e) {
           Value v = loadF32(op.getValue(), {batch, kvHead, key, e});
           memref::StoreOp::create(b, v, scratch.values, ValueRange{j, e});
         });
-    });
-    if (bf16Values)
+      });
+      return;
+    }
+    auto elementwise = [&] {
+      eachKey(
+          [&](Value key, Value j) { packValuePairs(batch, kvHead, key, j); });
       // An odd count's last pair: its second key is 0, not a stale value.
       ifOdd(blockKeys, [&] {
         Value row = arith::DivUIOp::create(b, blockKeys, cst(2));
@@ -803,6 +832,30 @@ private:
                                   ValueRange{row, column});
         });
       });
+    };
+    if (vectors)
+      ifUnitStride(
+          op.getValue(),
+          [&](Value rows) {
+            pairValuesDirect(batch, kvHead, blockStart, blockKeys, rows);
+          },
+          elementwise);
+    else
+      elementwise();
+  }
+
+  /// `fast(rows)` with `memref` seen with a unit innermost stride where it
+  /// has one, else `slow()`: an scf.if on the stride.
+  void ifUnitStride(Value memref, function_ref<void(Value)> fast,
+                    function_ref<void()> slow) {
+    Value unit = arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                                       innerStride(memref), cst(1));
+    auto choice = scf::IfOp::create(b, unit, /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(choice.thenBlock()->getTerminator());
+    fast(unitStrideRows(memref));
+    b.setInsertionPoint(choice.elseBlock()->getTerminator());
+    slow();
   }
 
   /// KT[d][j] = K[key][d] for one key, element by element.
@@ -814,42 +867,49 @@ private:
   }
 
   /// KT = the block's K transposed, 16 keys x 16 head dims at a time: 16
-  /// row loads, one vector.transpose, 16 column stores. Keys past the block
-  /// repeat its last key (their score lanes are excluded later). K with a
-  /// non-unit innermost stride takes the element loop.
-  void packKeysByTranspose(Value batch, Value kvHead, Value blockStart,
-                           Value blockKeys) {
-    Value unit = arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
-                                       innerStride(op.getKey()), cst(1));
-    auto choice = scf::IfOp::create(b, unit, /*withElseRegion=*/true);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPoint(choice.thenBlock()->getTerminator());
-    Value keyRows = unitStrideRows(op.getKey());
+  /// row loads (`keyRows`: K with unit-stride rows), one vector.transpose,
+  /// 16 column stores. With `pairs`, KP for the bf16 dot product instead:
+  /// a pair (K[j][2p], K[j][2p+1]) is one 32-bit word, so KP is the
+  /// transpose of the rows seen as words, 16 keys x 16 pairs at a time.
+  /// Keys past the block repeat its last key (their score lanes are
+  /// excluded later).
+  void transposeKeyBlock(Value keyRows, Value batch, Value kvHead,
+                         Value blockStart, Value blockKeys, bool pairs) {
     Value lastKey = arith::SubIOp::create(
         b, arith::AddIOp::create(b, blockStart, blockKeys), cst(1));
     auto tileType = VectorType::get({lanes, lanes}, f32);
+    // Per key, `lanes` 32-bit words: head dims, or pairs of them.
+    int64_t perWord = pairs ? 2 : 1;
+    int64_t words = headDim / perWord;
+    Value target = pairs ? scratch.keyPairs : scratch.keysT;
     forLoop(cst(0), blockKeys, cst(lanes), [&](Value first) {
       Value firstKey = arith::AddIOp::create(b, blockStart, first);
-      for (int64_t d0 = 0; d0 < headDim; d0 += lanes) {
+      Value column = pairs ? arith::MulIOp::create(b, first, cst(2)) : first;
+      for (int64_t w0 = 0; w0 < words; w0 += lanes) {
         Value tile = arith::ConstantOp::create(
             b, DenseElementsAttr::get(tileType, b.getF32FloatAttr(0)));
         for (int64_t r = 0; r < lanes; ++r) {
           Value key = arith::MinSIOp::create(
               b, arith::AddIOp::create(b, firstKey, cst(r)), lastKey);
-          tile = vector::InsertOp::create(
-              b, loadRowChunk(keyRows, {batch, kvHead, key}, d0, headDim), tile,
-              ArrayRef<int64_t>{r});
+          Value row =
+              pairs ? Value(vector::BitCastOp::create(
+                          b, vecType,
+                          loadRawChunk(keyRows, {batch, kvHead, key}, 2 * w0,
+                                       headDim, 2 * lanes)))
+                    : loadRowChunk(keyRows, {batch, kvHead, key}, w0, headDim);
+          tile = vector::InsertOp::create(b, row, tile, ArrayRef<int64_t>{r});
         }
         Value columns = vector::TransposeOp::create(b, tile, {1, 0});
-        for (int64_t c = 0; c < std::min(lanes, headDim - d0); ++c)
-          vector::StoreOp::create(
-              b, vector::ExtractOp::create(b, columns, ArrayRef<int64_t>{c}),
-              scratch.keysT, ValueRange{cst(d0 + c), first});
+        for (int64_t c = 0; c < std::min(lanes, words - w0); ++c) {
+          Value word =
+              vector::ExtractOp::create(b, columns, ArrayRef<int64_t>{c});
+          if (pairs)
+            word = vector::BitCastOp::create(
+                b, VectorType::get({2 * lanes}, b.getBF16Type()), word);
+          vector::StoreOp::create(b, word, target,
+                                  ValueRange{cst(w0 + c), column});
+        }
       }
-    });
-    b.setInsertionPoint(choice.elseBlock()->getTerminator());
-    forLoop(cst(0), blockKeys, cst(1), [&](Value j) {
-      packKeyColumn(batch, kvHead, arith::AddIOp::create(b, blockStart, j), j);
     });
   }
 

@@ -51,6 +51,41 @@ func.func @bf16_dot(%q: memref<1x1x?x15xbf16>, %k: memref<1x1x?x15xbf16>, %v: me
 
 // -----
 
+// An even head dim and unit-stride rows (static here, so the stride checks
+// fold away): K's pairs are 32-bit words, packed by 16x16 transposes of
+// those words (40 dims = 20 words: a whole tile and a masked 4-word one),
+// and V's key pairs by interleaving two V rows per store (as the direct
+// path does).
+
+// CHECK-LABEL: func @bf16_dot_transposed_pairs
+//       CHECK: %[[KP:.+]] = memref.alloca() {alignment = 64 : i64} : memref<20x64xbf16>
+//       CHECK: %[[VP:.+]] = memref.alloca() {alignment = 64 : i64} : memref<16x32xbf16>
+// The packed path (the direct one, for at most 4 rows, comes first):
+//       CHECK: } else {
+//       CHECK: scf.for %[[FIRST:.+]] = %c0 to %{{.+}} step %c16
+//       CHECK:   %[[COL:.+]] = arith.muli %[[FIRST]], %c2
+//       CHECK:   vector.load %{{.+}} : memref<1x1x?x40xbf16, strided<[?, ?, 40, 1]>>, vector<32xbf16>
+//       CHECK:   vector.bitcast %{{.+}} : vector<32xbf16> to vector<16xf32>
+// (canonicalization folds the transposes into element shuffles)
+//       CHECK:   vector.to_elements %{{.+}} : vector<16xf32>
+//       CHECK:   %[[W:.+]] = vector.bitcast %{{.+}} : vector<16xf32> to vector<32xbf16>
+//       CHECK:   vector.store %[[W]], %[[KP]][%c0, %[[COL]]] : memref<20x64xbf16>, vector<32xbf16>
+//       CHECK:   vector.maskedload %{{.+}} : memref<1x1x?x40xbf16, strided<[?, ?, 40, 1]>>, vector<32xi1>, vector<32xbf16> into vector<32xbf16>
+//       CHECK:   vector.store %{{.+}}, %[[KP]][%c19, %[[COL]]] : memref<20x64xbf16>, vector<32xbf16>
+//   CHECK-NOT:   vector.store %{{.+}}, %[[KP]][%c20
+//       CHECK: scf.for
+//       CHECK:   vector.interleave %{{.+}}, %{{.+}} : vector<16xbf16> -> vector<32xbf16>
+//       CHECK:   vector.store %{{.+}}, %[[VP]]
+//       CHECK: x86vector.avx512.dot
+func.func @bf16_dot_transposed_pairs(%q: memref<1x1x?x40xbf16>, %k: memref<1x1x?x40xbf16>, %v: memref<1x1x?x16xbf16>,
+                    %acc: memref<1x1x?x16xf32>, %m: memref<1x1x?xf32>, %s: memref<1x1x?xf32>) {
+  attn.online_attention ins(%q, %k, %v : memref<1x1x?x40xbf16>, memref<1x1x?x40xbf16>, memref<1x1x?x16xbf16>)
+      outs(%acc, %m, %s : memref<1x1x?x16xf32>, memref<1x1x?xf32>, memref<1x1x?xf32>)
+  return
+}
+
+// -----
+
 // A masked op keeps P·V in f32 (an excluded key's V is dropped per row).
 
 // CHECK-LABEL: func @bf16_dot_masked
