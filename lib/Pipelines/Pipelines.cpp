@@ -25,7 +25,8 @@ void mlir::attn::buildAttnTilingPipeline(OpPassManager &pm,
       createAttnTilePass({options.queryTileSize, options.bandedQueryTileSize,
                           options.decodeRows}));
   func.addPass(createAttnOnlineSoftmaxPass());
-  func.addPass(createAttnSkipMaskedBlocksPass());
+  func.addPass(createAttnSkipMaskedBlocksPass(
+      {options.alignKeyRanges ? int64_t(options.keyTileSize) : 0}));
   func.addPass(createAttnTileKeysPass({options.keyTileSize}));
   func.addPass(createCanonicalizerPass());
   func.addPass(createCSEPass());
@@ -81,6 +82,9 @@ void mlir::attn::buildAttnToNVVMPipeline(OpPassManager &pm,
   tiling.keyTileSize = options.keyTileSize;
   // attn-lower-to-gpu maps one query head to blockIdx.y.
   tiling.decodeRows = 0;
+  // Its key tile may differ per kernel (attn.key_tile_size); and no GPU
+  // run has checked aligned ranges yet.
+  tiling.alignKeyRanges = false;
   buildAttnTilingPipeline(pm, tiling);
   pm.addPass(createAttnLowerToGpuPass({options.mma}));
   pm.addPass(createCanonicalizerPass());

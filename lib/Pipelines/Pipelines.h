@@ -21,6 +21,11 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
   PassOptions::Option<int64_t> keyTileSize{
       *this, "key-tile-size", llvm::cl::desc("Keys per tile of the key loop"),
       llvm::cl::init(128)};
+  PassOptions::Option<bool> alignKeyRanges{
+      *this, "align-key-ranges",
+      llvm::cl::desc("Give causal and windowed ops' unmasked key ranges "
+                     "whole key tiles (attn-skip-masked-blocks)"),
+      llvm::cl::init(true)};
   PassOptions::Option<int64_t> vectorWidth{
       *this, "vector-width",
       llvm::cl::desc("f32 lanes per vector (16: AVX-512, 8: AVX2)"),

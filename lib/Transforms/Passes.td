@@ -73,7 +73,18 @@ def AttnSkipMaskedBlocksPass : Pass<"attn-skip-masked-blocks", "func::FuncOp"> {
     boundary ranges keep them. After tiling, a query tile's key loop starts
     and ends where its allowed keys do: causal attention costs about half
     of full attention, and a sliding window is linear in the sequence length.
+
+    With `key-alignment` = the key tile size, the unmasked range is
+    shrunk to multiples of it (its ends go to the masked ranges), so that
+    its key tiles are all whole: otherwise a causal query tile at row r0
+    sees keys [0, r0 + 1) unmasked, and its last key tile holds one key
+    but costs as much as a full one.
   }];
+  let options = [
+    Option<"keyAlignment", "key-alignment", "int64_t", /*default=*/"0",
+           "Round the unmasked key range inward to multiples of this "
+           "(the key tile size; 0: exact ranges)">,
+  ];
   let dependentDialects = ["tensor::TensorDialect", "arith::ArithDialect"];
 }
 

@@ -11,7 +11,9 @@
 //   [hi, Sk)      no row may: dropped
 //
 // with lo = d - left, hi = tq + d + right, midLo = tq - 1 + d - left,
-// midHi = d + right + 1, all clamped to [0, Sk] and ordered. After
+// midHi = d + right + 1, all clamped to [0, Sk] and ordered; with a key
+// alignment a, midLo is then rounded up and midHi down to multiples of a
+// (still ordered), so that the unmasked range holds whole key tiles. After
 // attn-tile-keys, each range is its own key loop, so a query tile visits
 // only the key tiles it needs, and only the boundary tiles pay for masking.
 //
@@ -43,6 +45,15 @@ struct KeyRangeBuilder {
   }
   Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
   Value sub(Value x, Value y) { return arith::SubIOp::create(b, loc, x, y); }
+  /// x rounded down (or up) to a multiple of `align` (x >= 0).
+  Value roundDown(Value x, int64_t align) {
+    Value a = constant(align);
+    return arith::MulIOp::create(b, loc, arith::DivUIOp::create(b, loc, x, a),
+                                 a);
+  }
+  Value roundUp(Value x, int64_t align) {
+    return roundDown(add(x, constant(align - 1)), align);
+  }
   Value clamp(Value x, Value lo, Value hi) {
     Value atLeast = arith::MaxSIOp::create(b, loc, x, lo);
     return arith::MinSIOp::create(b, loc, atLeast, hi);
@@ -86,7 +97,8 @@ OnlineAttentionOp createKeyRange(OpBuilder &b, OnlineAttentionOp op,
       masked ? op.getWindowAttr() : WindowAttr(), op.getSoftcapAttr());
 }
 
-LogicalResult splitByKeyRanges(OnlineAttentionOp op, RewriterBase &rewriter) {
+LogicalResult splitByKeyRanges(OnlineAttentionOp op, RewriterBase &rewriter,
+                               int64_t keyAlignment) {
   Location loc = op.getLoc();
   rewriter.setInsertionPoint(op);
   KeyRangeBuilder kb{rewriter, loc};
@@ -108,21 +120,29 @@ LogicalResult splitByKeyRanges(OnlineAttentionOp op, RewriterBase &rewriter) {
     right = 0; // a window's right side (>= 0) is looser than causal
 
   Value zero = kb.constant(0), one = kb.constant(1);
-  Value lo = left ? kb.clamp(kb.sub(diagonal, kb.constant(*left)), zero, keys)
-                  : zero;
-  Value hi = right ? kb.clamp(kb.add(kb.add(rows, diagonal),
-                                     kb.constant(*right)),
-                              lo, keys)
-                   : keys;
-  Value midLo =
-      left ? kb.clamp(kb.sub(kb.add(kb.sub(rows, one), diagonal),
-                             kb.constant(*left)),
-                      lo, hi)
-           : lo;
-  Value midHi = right ? kb.clamp(kb.add(kb.add(diagonal, kb.constant(*right)),
-                                        one),
-                                 midLo, hi)
-                      : hi;
+  Value lo =
+      left ? kb.clamp(kb.sub(diagonal, kb.constant(*left)), zero, keys) : zero;
+  Value hi = right
+                 ? kb.clamp(kb.add(kb.add(rows, diagonal), kb.constant(*right)),
+                            lo, keys)
+                 : keys;
+  Value midLo = left ? kb.clamp(kb.sub(kb.add(kb.sub(rows, one), diagonal),
+                                       kb.constant(*left)),
+                                lo, hi)
+                     : lo;
+  Value midHi =
+      right ? kb.clamp(kb.add(kb.add(diagonal, kb.constant(*right)), one),
+                       midLo, hi)
+            : hi;
+
+  if (keyAlignment > 1) {
+    if (left)
+      midLo = arith::MinSIOp::create(rewriter, loc,
+                                     kb.roundUp(midLo, keyAlignment), midHi);
+    if (right)
+      midHi = arith::MaxSIOp::create(rewriter, loc,
+                                     kb.roundDown(midHi, keyAlignment), midLo);
+  }
 
   // An unbounded side has no masked range on that side: no op for it.
   SmallVector<Value> state(op.getDpsInits());
@@ -142,7 +162,10 @@ LogicalResult splitByKeyRanges(OnlineAttentionOp op, RewriterBase &rewriter) {
 }
 
 struct AttnSkipMaskedBlocksPass
-    : public mlir::attn::impl::AttnSkipMaskedBlocksPassBase<AttnSkipMaskedBlocksPass> {
+    : public mlir::attn::impl::AttnSkipMaskedBlocksPassBase<
+          AttnSkipMaskedBlocksPass> {
+  using AttnSkipMaskedBlocksPassBase::AttnSkipMaskedBlocksPassBase;
+
   void runOnOperation() override {
     SmallVector<OnlineAttentionOp> ops;
     getOperation().walk([&](OnlineAttentionOp op) {
@@ -151,7 +174,7 @@ struct AttnSkipMaskedBlocksPass
     });
     IRRewriter rewriter(&getContext());
     for (OnlineAttentionOp op : ops)
-      if (failed(splitByKeyRanges(op, rewriter)))
+      if (failed(splitByKeyRanges(op, rewriter, keyAlignment)))
         return signalPassFailure();
   }
 };

@@ -1,4 +1,5 @@
 // RUN: attn-opt %s -split-input-file -attn-skip-masked-blocks -canonicalize | FileCheck %s
+// RUN: attn-opt %s -split-input-file -attn-skip-masked-blocks=key-alignment=32 -canonicalize | FileCheck %s --check-prefix=ALIGN
 
 // Causal masking over tq query rows with diagonal d: row i sees keys
 // j <= i + d. Keys past hi = tq + d are seen by no row and are dropped;
@@ -25,6 +26,20 @@
 //       CHECK: %[[VB:.+]] = tensor.extract_slice %[[V]][0, 0, %[[MID]], 0] [1, 1, %[[LEN]], 64]
 //       CHECK: %[[R2:.+]]:3 = attn.online_attention ins(%[[Q]], %[[KB]], %[[VB]] : {{.+}}) diagonal(%[[DIAG]]) outs(%[[R1]]#0, %[[R1]]#1, %[[R1]]#2 : {{.+}}) causal
 //       CHECK: return %[[R2]]#0, %[[R2]]#1, %[[R2]]#2
+// With key-alignment=32 the unmasked range ends at midHi rounded down to a
+// multiple of 32 (not below its start, 0): whole key tiles; the masked
+// range starts there.
+// ALIGN-LABEL: func @causal
+//       ALIGN: %[[FULL:.+]] = arith.addi %{{.+}}, %c1
+//       ALIGN: %[[MID0:.+]] = arith.maxsi %[[FULL]], %c0
+//       ALIGN: %[[MID1:.+]] = arith.minsi %[[MID0]], %{{.+}}
+//       ALIGN: %[[TILES:.+]] = arith.divui %[[MID1]], %c32
+//       ALIGN: %[[DOWN:.+]] = arith.muli %[[TILES]], %c32
+//       ALIGN: %[[MID:.+]] = arith.maxsi %[[DOWN]], %c0
+//       ALIGN: tensor.extract_slice %{{.+}}[0, 0, 0, 0] [1, 1, %[[MID]], 64]
+//       ALIGN: attn.online_attention
+//       ALIGN: tensor.extract_slice %{{.+}}[0, 0, %[[MID]], 0]
+//       ALIGN: attn.online_attention {{.+}} causal
 func.func @causal(%q: tensor<1x1x?x64xf32>, %k: tensor<1x1x?x64xf32>, %v: tensor<1x1x?x64xf32>,
                   %acc: tensor<1x1x?x64xf32>, %m: tensor<1x1x?xf32>, %s: tensor<1x1x?xf32>, %d: index)
     -> (tensor<1x1x?x64xf32>, tensor<1x1x?xf32>, tensor<1x1x?xf32>) {
@@ -39,6 +54,23 @@ func.func @causal(%q: tensor<1x1x?x64xf32>, %k: tensor<1x1x?x64xf32>, %v: tensor
 // A window that looks back 128 keys (top-left alignment, so d = 0 here):
 // keys below lo = d - 128 are dropped, [lo, tq - 1 + d - 128) is masked,
 // the interior is unmasked up to the causal edge, the rest masked again.
+
+// Aligned, the unmasked range's start rounds up (to the next multiple of
+// 32, not past its end) and its end rounds down (not below its start).
+// ALIGN-LABEL: func @sliding_window
+//       ALIGN: %[[UP0:.+]] = arith.addi %[[MIDLO:.+]], %c31
+//       ALIGN: %[[UP1:.+]] = arith.divui %[[UP0]], %c32
+//       ALIGN: %[[UP2:.+]] = arith.muli %[[UP1]], %c32
+//       ALIGN: %[[START:.+]] = arith.minsi %[[UP2]], %[[MIDHI:.+]] : index
+//       ALIGN: %[[DOWN0:.+]] = arith.divui %[[MIDHI]], %c32
+//       ALIGN: %[[DOWN1:.+]] = arith.muli %[[DOWN0]], %c32
+//       ALIGN: %[[END:.+]] = arith.maxsi %[[DOWN1]], %[[START]]
+//       ALIGN: attn.online_attention {{.+}} causal window <left = 128>
+//       ALIGN: %[[LEN:.+]] = arith.subi %[[END]], %[[START]]
+//       ALIGN: tensor.extract_slice %{{.+}}[0, 0, %[[START]], 0] [1, 1, %[[LEN]], 64]
+//       ALIGN: attn.online_attention
+//       ALIGN: tensor.extract_slice %{{.+}}[0, 0, %[[END]], 0]
+//       ALIGN: attn.online_attention {{.+}} causal window <left = 128>
 
 // CHECK-LABEL: func @sliding_window
 //       CHECK: %[[R1:.+]]:3 = attn.online_attention {{.+}} diagonal(%{{.+}}) outs({{.+}}) causal window <left = 128>
