@@ -23,6 +23,7 @@
 
 #include "lib/Pipelines/Pipelines.h"
 #include "lib/Pipelines/Registration.h"
+#include "lib/Transforms/Passes.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -510,9 +511,9 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
     mlir::attn::CpuPipelineOptions pipeline;
     pipeline.queryTileSize = options.queryTileSize;
     pipeline.bandedQueryTileSize = options.bandedTileRows();
-    pipeline.keyTileSize = options.keyTileSize;
+    pipeline.keyTileSize = options.keyTileSize > 0 ? options.keyTileSize : 128;
     pipeline.vectorWidth = host.vectorWidth;
-    pipeline.rowBlock = options.rowBlock;
+    pipeline.rowBlock = options.rowBlock > 0 ? options.rowBlock : 2;
     pipeline.prefetchDistance = options.prefetchDistance;
     // vdpbf16ps for bf16 scores where the target has AVX-512 BF16, and
     // vscalefps for the softmax's exp where it has AVX-512F.
@@ -521,6 +522,24 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
     };
     pipeline.bf16Dot = host.vectorWidth == 16 && hasFeature("+avx512bf16");
     pipeline.avx512Exp = host.vectorWidth == 16 && hasFeature("+avx512f");
+    // f32 prefill on AVX-512: 64-key tiles by 4 rows (16 score
+    // accumulators either way; the K^T and V panels are half as large and
+    // each serves twice the rows), unless the options say otherwise.
+    for (auto [spec, func] :
+         llvm::zip(specs, kernels.module->getOps<func::FuncOp>())) {
+      int64_t rows = spec.staticSizes[3];
+      bool decoding = rows >= 1 && rows <= pipeline.decodeRows;
+      if (spec.elementType != ElementType::F32 || host.vectorWidth != 16 ||
+          decoding)
+        continue;
+      auto i64 = [&](int64_t v) {
+        return IntegerAttr::get(IntegerType::get(&kernels.context, 64), v);
+      };
+      if (options.keyTileSize == 0)
+        func->setAttr(mlir::attn::kKeyTileSizeAttrName, i64(64));
+      if (options.rowBlock == 0)
+        func->setAttr(mlir::attn::kRowBlockAttrName, i64(4));
+    }
     mlir::attn::buildAttnToLLVMCpuPipeline(pm, pipeline);
     if (failed(pm.run(*kernels.module))) {
       error = "lowering failed:\n" + kernels.diagnostics;

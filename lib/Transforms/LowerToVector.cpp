@@ -1223,10 +1223,17 @@ struct AttnLowerToVectorPass
 
   void runOnOperation() override {
     func::FuncOp func = getOperation();
+    // A function may choose its own blocking (a compiler picking per
+    // kernel); its key block is then also its key tile (attn-tile-keys).
+    int64_t keyBlock = this->keyBlock, rowBlock = this->rowBlock;
+    if (auto attr = func->getAttrOfType<IntegerAttr>(kKeyTileSizeAttrName))
+      keyBlock = attr.getInt();
+    if (auto attr = func->getAttrOfType<IntegerAttr>(kRowBlockAttrName))
+      rowBlock = attr.getInt();
     if (rowBlock < 1 || rowBlock > 8) {
       func.emitError() << "attn-lower-to-vector: row-block must be in [1, 8], "
                           "found "
-                       << static_cast<int64_t>(rowBlock);
+                       << rowBlock;
       return signalPassFailure();
     }
     if (bf16Dot && vectorWidth != 4 && vectorWidth != 8 && vectorWidth != 16) {
@@ -1237,8 +1244,7 @@ struct AttnLowerToVectorPass
     }
     if (vectorWidth < 1 || keyBlock < vectorWidth ||
         keyBlock % vectorWidth != 0) {
-      func.emitError() << "attn-lower-to-vector: key-block ("
-                       << static_cast<int64_t>(keyBlock)
+      func.emitError() << "attn-lower-to-vector: key-block (" << keyBlock
                        << ") must be a positive multiple of vector-width ("
                        << static_cast<int64_t>(vectorWidth) << ")";
       return signalPassFailure();
@@ -1277,7 +1283,7 @@ struct AttnLowerToVectorPass
                                       b.getI64IntegerAttr(64));
     };
     Scratch scratch;
-    scratch.keysT = stackBuffer({maxHeadDim, int64_t(keyBlock)});
+    scratch.keysT = stackBuffer({maxHeadDim, keyBlock});
     if (bf16Dot && llvm::any_of(ops, MicroKernelEmitter::usesBf16Dot))
       scratch.keyPairs = memref::AllocaOp::create(
           b,
@@ -1295,13 +1301,13 @@ struct AttnLowerToVectorPass
           memref::AllocaOp::create(b, type, b.getI64IntegerAttr(64));
       zeroFill(b, scratch.valuePairs, vectorWidth);
     }
-    scratch.values = stackBuffer({int64_t(keyBlock), maxValuePad});
-    scratch.rowBias = stackBuffer({int64_t(keyBlock)});
-    scratch.probs = stackBuffer({int64_t(rowBlock), int64_t(keyBlock)});
+    scratch.values = stackBuffer({keyBlock, maxValuePad});
+    scratch.rowBias = stackBuffer({keyBlock});
+    scratch.probs = stackBuffer({rowBlock, keyBlock});
     int64_t headPad = llvm::divideCeil(maxHeadDim, vectorWidth) * vectorWidth;
     if (directRows > 0) {
       scratch.queryRows = stackBuffer({kDirectRows, headPad});
-      scratch.groupScores = stackBuffer({kDirectRows, int64_t(keyBlock)});
+      scratch.groupScores = stackBuffer({kDirectRows, keyBlock});
       if (scratch.keyPairs) {
         // Whole 32-element loads of bf16 query rows; pad columns zero.
         int64_t pairPad =

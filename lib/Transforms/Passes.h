@@ -9,10 +9,10 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
-#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
@@ -36,6 +36,10 @@ inline constexpr llvm::StringLiteral kKernelAttrName = "attn.kernel";
 /// key-tile-size for the ops in it.
 inline constexpr llvm::StringLiteral kKeyTileSizeAttrName =
     "attn.key_tile_size";
+
+/// An integer attribute on a function that overrides attn-lower-to-vector's
+/// row-block for the ops in it (its key-block follows attn.key_tile_size).
+inline constexpr llvm::StringLiteral kRowBlockAttrName = "attn.row_block";
 
 } // namespace attn
 } // namespace mlir

@@ -78,7 +78,8 @@ def AttnSkipMaskedBlocksPass : Pass<"attn-skip-masked-blocks", "func::FuncOp"> {
     shrunk to multiples of it (its ends go to the masked ranges), so that
     its key tiles are all whole: otherwise a causal query tile at row r0
     sees keys [0, r0 + 1) unmasked, and its last key tile holds one key
-    but costs as much as a full one.
+    but costs as much as a full one. A function's `attn.key_tile_size`
+    (its own key tile) replaces a nonzero `key-alignment`.
   }];
   let options = [
     Option<"keyAlignment", "key-alignment", "int64_t", /*default=*/"0",
@@ -145,7 +146,10 @@ def AttnLowerToVectorPass : Pass<"attn-lower-to-vector", "func::FuncOp"> {
     `prefetch-bytes`, the direct path prefetches, while it scores a key,
     the K and V rows of the key that many bytes of K ahead into L2 (the
     hardware prefetcher alone left decoding at 60-70 % of the memory
-    bandwidth).
+    bandwidth). A function's `attn.key_tile_size` and `attn.row_block`
+    integer attributes override `key-block` and `row-block` for its ops (a
+    compiler choosing the blocking per kernel; the key tile of
+    `attn-tile-keys` follows the same attribute).
   }];
   let options = [
     Option<"vectorWidth", "vector-width", "int64_t", /*default=*/"16",

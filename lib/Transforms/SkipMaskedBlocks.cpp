@@ -172,9 +172,16 @@ struct AttnSkipMaskedBlocksPass
       if (op.hasPureTensorSemantics() && (op.getCausal() || op.getWindow()))
         ops.push_back(op);
     });
+    // A function's own key tile (attn.key_tile_size) is the one to align
+    // to, when aligning.
+    int64_t alignment = keyAlignment;
+    if (auto attr =
+            getOperation()->getAttrOfType<IntegerAttr>(kKeyTileSizeAttrName);
+        attr && alignment > 0)
+      alignment = attr.getInt();
     IRRewriter rewriter(&getContext());
     for (OnlineAttentionOp op : ops)
-      if (failed(splitByKeyRanges(op, rewriter, keyAlignment)))
+      if (failed(splitByKeyRanges(op, rewriter, alignment)))
         return signalPassFailure();
   }
 };

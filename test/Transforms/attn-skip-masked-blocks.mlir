@@ -102,3 +102,24 @@ func.func @unmasked(%q: tensor<1x1x64x64xf32>, %k: tensor<1x1x?x64xf32>, %v: ten
       -> tensor<1x1x64x64xf32>, tensor<1x1x64xf32>, tensor<1x1x64xf32>
   return %r#0, %r#1, %r#2 : tensor<1x1x64x64xf32>, tensor<1x1x64xf32>, tensor<1x1x64xf32>
 }
+
+// -----
+
+// When aligning, a function's own key tile (attn.key_tile_size) is the
+// alignment; without key-alignment the ranges stay exact.
+// ALIGN-LABEL: func @own_key_tile
+//       ALIGN: arith.divui %{{.+}}, %c16
+//       ALIGN: arith.muli %{{.+}}, %c16
+//   ALIGN-NOT: %c32
+// CHECK-LABEL: func @own_key_tile
+//   CHECK-NOT: arith.divui
+//       CHECK: return
+func.func @own_key_tile(%q: tensor<1x1x?x64xf32>, %k: tensor<1x1x?x64xf32>, %v: tensor<1x1x?x64xf32>,
+                        %acc: tensor<1x1x?x64xf32>, %m: tensor<1x1x?xf32>, %s: tensor<1x1x?xf32>, %d: index)
+    -> (tensor<1x1x?x64xf32>, tensor<1x1x?xf32>, tensor<1x1x?xf32>)
+    attributes {attn.key_tile_size = 16 : i64} {
+  %r:3 = attn.online_attention ins(%q, %k, %v : tensor<1x1x?x64xf32>, tensor<1x1x?x64xf32>, tensor<1x1x?x64xf32>)
+      diagonal(%d) outs(%acc, %m, %s : tensor<1x1x?x64xf32>, tensor<1x1x?xf32>, tensor<1x1x?xf32>) causal
+      -> tensor<1x1x?x64xf32>, tensor<1x1x?xf32>, tensor<1x1x?xf32>
+  return %r#0, %r#1, %r#2 : tensor<1x1x?x64xf32>, tensor<1x1x?xf32>, tensor<1x1x?xf32>
+}

@@ -70,13 +70,17 @@ static cl::opt<int64_t> bandedQueryTile(
     cl::desc("Query rows per work item of causal and windowed kernels (CPU; "
              "default: the smaller of --query-tile-size and 128)"),
     cl::init(0), cl::cat(category));
-static cl::opt<int64_t> keyTile("key-tile-size",
-                                cl::desc("Keys per tile of the key loop"),
-                                cl::init(128), cl::cat(category));
+static cl::opt<int64_t>
+    keyTile("key-tile-size",
+            cl::desc("Keys per tile of the key loop (default: chosen per "
+                     "kernel, 64 for f32 prefill on AVX-512, else 128)"),
+            cl::init(0), cl::cat(category));
 static cl::opt<int64_t>
     rowBlock("row-block",
-             cl::desc("Query rows sharing each packed K/V load (CPU, 1-8)"),
-             cl::init(2), cl::cat(category));
+             cl::desc("Query rows sharing each packed K/V load (CPU, 1-8; "
+                      "default: chosen per kernel, 4 for f32 prefill on "
+                      "AVX-512, else 2)"),
+             cl::init(0), cl::cat(category));
 static cl::opt<int64_t> prefetchDistance(
     "prefetch-bytes",
     cl::desc("Bytes of K ahead that decoding kernels prefetch (CPU; 0: off)"),
@@ -198,9 +202,10 @@ int main(int argc, char **argv) {
       return fail("--library-symbol must be a C identifier, found '" +
                   librarySymbol + "'");
   }
-  if (options.queryTileSize < 1 || options.keyTileSize < 1 ||
-      options.bandedQueryTileSize < 0)
-    return fail("tile sizes must be >= 1");
+  if (options.queryTileSize < 1 || options.keyTileSize < 0 ||
+      options.bandedQueryTileSize < 0 || options.rowBlock < 0)
+    return fail("tile sizes must be >= 1 (0: chosen per kernel where the "
+                "option allows it)");
   if (options.prefetchDistance < 0)
     return fail("--prefetch-bytes must be >= 0");
   std::vector<attn::GpuKernelInfo> gpuKernels;
