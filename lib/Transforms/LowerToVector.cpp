@@ -778,35 +778,25 @@ private:
       });
     };
     bool vectors = lanes == 16;
-    if (bf16Dot && vectors && headDim % 2 == 0)
+    // bf16-dot packs K as pairs of head dims; an odd D ends in a half pair.
+    auto elementKeys = [&] {
+      eachKey([&](Value key, Value j) {
+        if (bf16Dot)
+          packKeyPairs(batch, kvHead, key, j);
+        else
+          packKeyColumn(batch, kvHead, key, j);
+      });
+    };
+    if (vectors && (!bf16Dot || headDim % 2 == 0))
       ifUnitStride(
           op.getKey(),
           [&](Value rows) {
             transposeKeyBlock(rows, batch, kvHead, blockStart, blockKeys,
-                              /*pairs=*/true);
+                              /*pairs=*/bf16Dot);
           },
-          [&] {
-            eachKey([&](Value key, Value j) {
-              packKeyPairs(batch, kvHead, key, j);
-            });
-          });
-    else if (bf16Dot)
-      eachKey([&](Value key, Value j) { packKeyPairs(batch, kvHead, key, j); });
-    else if (vectors)
-      ifUnitStride(
-          op.getKey(),
-          [&](Value rows) {
-            transposeKeyBlock(rows, batch, kvHead, blockStart, blockKeys,
-                              /*pairs=*/false);
-          },
-          [&] {
-            eachKey([&](Value key, Value j) {
-              packKeyColumn(batch, kvHead, key, j);
-            });
-          });
+          elementKeys);
     else
-      eachKey(
-          [&](Value key, Value j) { packKeyColumn(batch, kvHead, key, j); });
+      elementKeys();
 
     if (!bf16Values) {
       eachKey([&](Value key, Value j) {
