@@ -1215,11 +1215,9 @@ struct AttnLowerToVectorPass
     func::FuncOp func = getOperation();
     // A function may choose its own blocking (a compiler picking per
     // kernel); its key block is then also its key tile (attn-tile-keys).
-    int64_t keyBlock = this->keyBlock, rowBlock = this->rowBlock;
-    if (auto attr = func->getAttrOfType<IntegerAttr>(kKeyTileSizeAttrName))
-      keyBlock = attr.getInt();
-    if (auto attr = func->getAttrOfType<IntegerAttr>(kRowBlockAttrName))
-      rowBlock = attr.getInt();
+    int64_t keyBlock =
+        functionChoice(func, kKeyTileSizeAttrName, this->keyBlock);
+    int64_t rowBlock = functionChoice(func, kRowBlockAttrName, this->rowBlock);
     if (rowBlock < 1 || rowBlock > 8) {
       func.emitError() << "attn-lower-to-vector: row-block must be in [1, 8], "
                           "found "

@@ -41,6 +41,15 @@ inline constexpr llvm::StringLiteral kKeyTileSizeAttrName =
 /// row-block for the ops in it (its key-block follows attn.key_tile_size).
 inline constexpr llvm::StringLiteral kRowBlockAttrName = "attn.row_block";
 
+/// `func`'s integer attribute `name` (a compiler's choice for that kernel,
+/// one of the two above) where it has one, else the pass option `option`.
+inline int64_t functionChoice(Operation *func, llvm::StringRef name,
+                              int64_t option) {
+  if (auto attr = func->getAttrOfType<IntegerAttr>(name))
+    return attr.getInt();
+  return option;
+}
+
 } // namespace attn
 } // namespace mlir
 

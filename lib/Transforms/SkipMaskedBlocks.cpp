@@ -174,11 +174,10 @@ struct AttnSkipMaskedBlocksPass
     });
     // A function's own key tile (attn.key_tile_size) is the one to align
     // to, when aligning.
-    int64_t alignment = keyAlignment;
-    if (auto attr =
-            getOperation()->getAttrOfType<IntegerAttr>(kKeyTileSizeAttrName);
-        attr && alignment > 0)
-      alignment = attr.getInt();
+    int64_t alignment =
+        keyAlignment > 0
+            ? functionChoice(getOperation(), kKeyTileSizeAttrName, keyAlignment)
+            : 0;
     IRRewriter rewriter(&getContext());
     for (OnlineAttentionOp op : ops)
       if (failed(splitByKeyRanges(op, rewriter, alignment)))

@@ -30,10 +30,8 @@ struct AttnTileKeysPass
 
   void runOnOperation() override {
     // A function may choose its own tile (a compiler picking per kernel).
-    int64_t tileSize = keyTileSize;
-    if (auto attr =
-            getOperation()->getAttrOfType<IntegerAttr>(kKeyTileSizeAttrName))
-      tileSize = attr.getInt();
+    int64_t tileSize =
+        functionChoice(getOperation(), kKeyTileSizeAttrName, keyTileSize);
     if (tileSize < 1) {
       getOperation().emitError()
           << "attn-tile-keys: key-tile-size must be >= 1, found " << tileSize;
