@@ -515,6 +515,9 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
     pipeline.vectorWidth = host.vectorWidth;
     pipeline.rowBlock = options.rowBlock > 0 ? options.rowBlock : 2;
     pipeline.prefetchDistance = options.prefetchDistance;
+    pipeline.laneRows = options.laneRows >= 0    ? options.laneRows
+                        : host.vectorWidth == 16 ? 64
+                                                 : 0;
     // vdpbf16ps for bf16 scores where the target has AVX-512 BF16, and
     // vscalefps for the softmax's exp where it has AVX-512F.
     auto hasFeature = [&](llvm::StringRef name) {

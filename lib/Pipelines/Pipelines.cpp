@@ -27,7 +27,10 @@ void mlir::attn::buildAttnTilingPipeline(OpPassManager &pm,
   func.addPass(createAttnOnlineSoftmaxPass());
   func.addPass(createAttnSkipMaskedBlocksPass(
       {options.alignKeyRanges ? int64_t(options.keyTileSize) : 0}));
-  func.addPass(createAttnTileKeysPass({options.keyTileSize}));
+  // The lane-rows micro-kernel walks an op's key blocks itself and
+  // transposes its rows in and out once per op: its key loop is not tiled.
+  if (options.laneRows == 0)
+    func.addPass(createAttnTileKeysPass({options.keyTileSize}));
   func.addPass(createCanonicalizerPass());
   func.addPass(createCSEPass());
 }
@@ -46,6 +49,7 @@ void mlir::attn::buildAttnToLLVMCpuPipeline(OpPassManager &pm,
     vector.vectorWidth = options.vectorWidth;
     vector.keyBlock = options.keyTileSize;
     vector.rowBlock = options.rowBlock;
+    vector.laneRows = options.laneRows;
     vector.bf16Dot = options.bf16Dot;
     vector.directRows = options.decodeRows;
     vector.prefetchDistance = options.prefetchDistance;

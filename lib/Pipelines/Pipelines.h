@@ -34,6 +34,11 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
       *this, "row-block",
       llvm::cl::desc("Query rows sharing each packed K/V vector load"),
       llvm::cl::init(2)};
+  PassOptions::Option<int64_t> laneRows{
+      *this, "lane-rows",
+      llvm::cl::desc("Query rows per tile of the lane-rows micro-kernel "
+                     "(rows in vector lanes; 0: off)"),
+      llvm::cl::init(0)};
   PassOptions::Option<bool> bf16Dot{
       *this, "bf16-dot",
       llvm::cl::desc("bf16 Q·Kᵀ by vdpbf16ps (CPUs with AVX-512 BF16)"),

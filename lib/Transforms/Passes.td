@@ -150,6 +150,16 @@ def AttnLowerToVectorPass : Pass<"attn-lower-to-vector", "func::FuncOp"> {
     integer attributes override `key-block` and `row-block` for its ops (a
     compiler choosing the blocking per kernel; the key tile of
     `attn-tile-keys` follows the same attribute).
+
+    With `lane-rows` (a multiple of `vector-width`), ops with f32 K and V and
+    no mask operand take the lane-rows micro-kernel instead of packing: a
+    tile of that many query rows lives in vector lanes (Qᵀ scaled and the
+    accumulator Oᵀ transposed into stack buffers once per tile), the scores
+    of a key block are made transposed, Sᵀ[key][rows], as FMAs of broadcast
+    K elements read in place, the max, exp and sum run vertically down the
+    keys (no horizontal reductions), and P·V is FMAs of broadcast V elements
+    against vectors of weights. Causal and window bands are lane compares;
+    an excluded key leaves the accumulator untouched (NaN V rows stay out).
   }];
   let options = [
     Option<"vectorWidth", "vector-width", "int64_t", /*default=*/"16",
@@ -166,6 +176,9 @@ def AttnLowerToVectorPass : Pass<"attn-lower-to-vector", "func::FuncOp"> {
            /*default=*/"0",
            "Bytes of K ahead of the row being scored whose K and V rows the "
            "direct path prefetches into L2 (0: none)">,
+    Option<"laneRows", "lane-rows", "int64_t", /*default=*/"0",
+           "Query rows per tile of the lane-rows path (rows in vector "
+           "lanes; a multiple of vector-width; 0: off)">,
     Option<"bf16Dot", "bf16-dot", "bool", /*default=*/"false",
            "Q·Kᵀ of bf16 inputs by AVX-512 BF16's dot product (vdpbf16ps; "
            "x86vector.avx512.dot)">,

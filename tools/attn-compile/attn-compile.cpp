@@ -81,6 +81,12 @@ static cl::opt<int64_t>
                       "default: chosen per kernel, 4 for f32 prefill on "
                       "AVX-512, else 2)"),
              cl::init(0), cl::cat(category));
+static cl::opt<int64_t>
+    laneRows("lane-rows",
+             cl::desc("Query rows per tile of the lane-rows micro-kernel "
+                      "(CPU; rows in vector lanes; 0: off; default: 64 on "
+                      "AVX-512, else off)"),
+             cl::init(-1), cl::cat(category));
 static cl::opt<int64_t> prefetchDistance(
     "prefetch-bytes",
     cl::desc("Bytes of K ahead that decoding kernels prefetch (CPU; 0: off)"),
@@ -184,6 +190,7 @@ int main(int argc, char **argv) {
   options.keyTileSize = keyTile;
   options.vectorWidth = vectorWidth;
   options.rowBlock = rowBlock;
+  options.laneRows = laneRows;
   options.prefetchDistance = prefetchDistance;
   options.timing = timing;
   options.librarySymbol = librarySymbol;

@@ -1,0 +1,152 @@
+// RUN: attn-opt %s -split-input-file -attn-lower-to-vector="key-block=32 direct-rows=0 lane-rows=32" -canonicalize | FileCheck %s
+// RUN: not attn-opt %s -split-input-file -attn-lower-to-vector="lane-rows=24" 2>&1 | FileCheck %s --check-prefix=BAD
+
+// The lane-rows micro-kernel: a tile of 32 query rows lives in the lanes of
+// two 16-lane vectors. Qᵀ (scaled) and the accumulator Oᵀ are transposed
+// into stack buffers once per tile; per block of 32 keys the scores are
+// made transposed, Sᵀ[key][row], 8 keys x 2 row vectors of FMAs per head
+// dimension (each K element broadcast, K read in place: no K or V
+// packing); max, exp and sum run vertically down the keys, and P·V
+// broadcasts each V element against a vector of weights.
+
+// BAD: lane-rows must be 0 or a multiple of vector-width up to 256, found 24
+
+// CHECK-LABEL: func @causal_softcap
+//  CHECK-SAME: (%[[Q:[a-z0-9]+]]: {{.+}}, %[[K:[a-z0-9]+]]: {{.+}}, %[[V:[a-z0-9]+]]: {{.+}}, %[[ACC:[a-z0-9]+]]: {{.+}}, %[[MAX:[a-z0-9]+]]: {{.+}}, %[[SUM:[a-z0-9]+]]: {{.+}}, %[[D:[a-z0-9]+]]: index)
+// (after the packed path's V buffer, zeroed at entry; its other buffers go
+// unused)
+//       CHECK: memref.alloca() {alignment = 64 : i64} : memref<32x32xf32>
+//       CHECK: %[[QT:.+]] = memref.alloca() {alignment = 64 : i64} : memref<32x32xf32>
+//       CHECK: %[[OT:.+]] = memref.alloca() {alignment = 64 : i64} : memref<32x32xf32>
+//       CHECK: %[[ST:.+]] = memref.alloca() {alignment = 64 : i64} : memref<32x32xf32>
+//       CHECK: %[[STATS:.+]] = memref.alloca() {alignment = 64 : i64} : memref<2x32xf32>
+// Tiles of 32 rows; Qᵀ by 16x16 transposes of scaled rows where Q's rows
+// have unit stride (one scf.if on the stride), element copies otherwise.
+//       CHECK: scf.for %[[TILE:.+]] = %c0 to %{{.+}} step %c32
+//       CHECK:   scf.if
+//       CHECK:     vector.load %{{.+}} : memref<1x1x?x32xf32, strided<[?, ?, ?, 1], offset: ?>>, vector<16xf32>
+//       CHECK:     arith.mulf %{{.+}}, %{{.+}} : vector<16xf32>
+//       CHECK:     vector.store %{{.+}}, %[[QT]][%{{.+}}, %{{.+}}] : memref<32x32xf32>, vector<16xf32>
+//       CHECK:   } else {
+//       CHECK:     memref.load %[[Q]]
+//       CHECK:     memref.store %{{.+}}, %[[QT]]
+// Oᵀ likewise; its 20 columns end in a masked chunk.
+//       CHECK:   vector.maskedload %{{.+}}[%c0, %c0, %{{.+}}, %c16]
+//       CHECK:     vector.store %{{.+}}, %[[OT]]
+//       CHECK:   memref.load %[[MAX]]
+//       CHECK:   memref.load %[[SUM]]
+// Key blocks: the causal band of each row vector, as lane indices.
+//       CHECK:   scf.for %[[KB:.+]] = %c0 to %{{.+}} step %c32
+//       CHECK:     vector.step : vector<16xindex>
+// Sᵀ: 8 keys x 2 row vectors, K elements broadcast.
+//       CHECK:     scf.for %[[J:.+]] = %c0 to %c32 step %c8
+//       CHECK:       %[[S:.+]]:16 = scf.for %[[DD:.+]] = %c0 to %c32 step %c1 iter_args(
+//       CHECK:         %[[Q0:.+]] = vector.load %[[QT]][%[[DD]], %c0]
+//       CHECK:         %[[Q1:.+]] = vector.load %[[QT]][%[[DD]], %c16]
+//       CHECK:         %[[K0:.+]] = memref.load %[[K]][%c0, %c0, %{{.+}}, %[[DD]]]
+//       CHECK:         %[[KB0:.+]] = vector.broadcast %[[K0]] : f32 to vector<16xf32>
+//       CHECK:         vector.fma %[[KB0]], %[[Q0]], %{{.+}} : vector<16xf32>
+//       CHECK:         vector.fma %[[KB0]], %[[Q1]], %{{.+}} : vector<16xf32>
+// Soft-cap, the band (key <= row + diagonal) and the block's key count.
+//       CHECK:       math.tanh %{{.+}} : vector<16xf32>
+//       CHECK:       %[[IN:.+]] = arith.cmpi sle, %{{.+}}, %{{.+}} : vector<16xi32>
+//       CHECK:       arith.select %[[IN]], %{{.+}}, %{{.+}} : vector<16xi1>, vector<16xf32>
+//       CHECK:       vector.store %{{.+}}, %[[ST]][%[[J]], %c0]
+// Per row vector: the block max down the keys (4 chains), the rows'
+// running max and sum, p = exp(s - m') in place.
+//       CHECK:     scf.for %{{.+}} = %c0 to %c32 step %c4 iter_args(
+//       CHECK:       arith.maximumf
+//       CHECK:     vector.load %[[STATS]][%c0, %c0]
+//       CHECK:     vector.load %[[STATS]][%c1, %c0]
+//       CHECK:     arith.cmpf oeq
+//       CHECK:     %[[ALPHA0:.+]] = math.exp
+//       CHECK:     scf.for %{{.+}} = %c0 to %c32 step %c2 iter_args(
+//       CHECK:       math.exp
+//       CHECK:       vector.store %{{.+}}, %[[ST]]
+//       CHECK:     vector.store %{{.+}}, %[[STATS]][%c0, %c0]
+//       CHECK:     vector.store %{{.+}}, %[[STATS]][%c1, %c0]
+//       CHECK:     %[[ALPHA1:.+]] = math.exp
+// P·V: 8 columns of Oᵀ x 2 row vectors, rescaled by α, over the block's
+// keys; an excluded key (p = 0) leaves the accumulator as it was.
+//       CHECK:     scf.for %[[E:.+]] = %c0 to %c16 step %c8
+//       CHECK:       arith.mulf %{{.+}}, %[[ALPHA0]]
+//       CHECK:       arith.mulf %{{.+}}, %[[ALPHA1]]
+//       CHECK:       scf.for %[[JJ:.+]] = %c0 to %{{.+}} step %c1 iter_args(
+//       CHECK:         %[[P0:.+]] = vector.load %[[ST]][%[[JJ]], %c0]
+//       CHECK:         %[[EX:.+]] = arith.cmpf oeq, %[[P0]]
+//       CHECK:         %[[VE:.+]] = memref.load %[[V]]
+//       CHECK:         %[[VB:.+]] = vector.broadcast %[[VE]] : f32 to vector<16xf32>
+//       CHECK:         %[[F:.+]] = vector.fma %[[VB]], %[[P0]], %{{.+}}
+//       CHECK:         arith.select %[[EX]], %{{.+}}, %[[F]]
+//       CHECK:       vector.store %{{.+}}, %[[OT]]
+// The last 4 columns (20 = 2 x 8 + 4).
+//       CHECK:     scf.for %{{.+}} = %c0 to %{{.+}} step %c1 iter_args(
+//       CHECK:       vector.fma
+// Back to the rows: only the tile's real rows are stored, the last chunk
+// masked.
+//       CHECK:   scf.if
+//       CHECK:     vector.store %{{.+}}, %{{.+}}[%c0, %c0, %{{.+}}, %c0] : memref<1x1x?x20xf32, strided<[?, ?, ?, 1], offset: ?>>, vector<16xf32>
+//       CHECK:   vector.maskedstore %{{.+}}[%c0, %c0, %{{.+}}, %c16]
+//       CHECK:   memref.store %{{.+}}, %[[MAX]]
+//       CHECK:   memref.store %{{.+}}, %[[SUM]]
+func.func @causal_softcap(%q: memref<1x1x?x32xf32, strided<[?, ?, ?, ?], offset: ?>>,
+                          %k: memref<1x1x?x32xf32>, %v: memref<1x1x?x20xf32>,
+                          %acc: memref<1x1x?x20xf32, strided<[?, ?, ?, ?], offset: ?>>,
+                          %m: memref<1x1x?xf32>, %s: memref<1x1x?xf32>, %d: index) {
+  attn.online_attention ins(%q, %k, %v : memref<1x1x?x32xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<1x1x?x32xf32>, memref<1x1x?x20xf32>)
+      diagonal(%d)
+      outs(%acc, %m, %s : memref<1x1x?x20xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<1x1x?xf32>, memref<1x1x?xf32>) causal softcap(30.0)
+  return
+}
+
+// -----
+
+// Without masking, P·V takes no select.
+// CHECK-LABEL: func @full
+//  CHECK-SAME: (%{{[a-z0-9]+}}: {{.+}}, %[[K:[a-z0-9]+]]: {{.+}}, %[[V:[a-z0-9]+]]: {{.+}}, %{{[a-z0-9]+}}: {{.+}}, %{{[a-z0-9]+}}: {{.+}}, %{{[a-z0-9]+}}: {{.+}})
+//       CHECK: memref.load %[[K]]
+//  CHECK-NEXT: vector.broadcast
+//  CHECK-NEXT: vector.fma
+//  CHECK-NEXT: vector.fma
+//       CHECK: %[[VE:.+]] = memref.load %[[V]]
+//  CHECK-NEXT: %[[VB:.+]] = vector.broadcast %[[VE]]
+//  CHECK-NEXT: vector.fma %[[VB]]
+//  CHECK-NEXT: vector.fma %[[VB]]
+//  CHECK-NEXT: arith.addi
+//  CHECK-NEXT: memref.load %[[V]]
+func.func @full(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>, %v: memref<1x1x?x16xf32>,
+                %acc: memref<1x1x?x16xf32>, %m: memref<1x1x?xf32>, %s: memref<1x1x?xf32>) {
+  attn.online_attention ins(%q, %k, %v : memref<1x1x?x16xf32>, memref<1x1x?x16xf32>, memref<1x1x?x16xf32>)
+      outs(%acc, %m, %s : memref<1x1x?x16xf32>, memref<1x1x?xf32>, memref<1x1x?xf32>)
+  return
+}
+
+// -----
+
+// An op with a mask operand keeps the packed path (K transposed into KT per
+// block): its mask rows would have to be gathered across rows.
+// CHECK-LABEL: func @masked_keeps_packing
+//       CHECK: %[[KT:.+]] = memref.alloca() {alignment = 64 : i64} : memref<16x32xf32>
+//       CHECK: vector.store %{{.+}}, %[[KT]]
+func.func @masked_keeps_packing(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>, %v: memref<1x1x?x16xf32>,
+                                %mask: memref<1x1x?x?xi1>,
+                                %acc: memref<1x1x?x16xf32>, %m: memref<1x1x?xf32>, %s: memref<1x1x?xf32>) {
+  attn.online_attention ins(%q, %k, %v : memref<1x1x?x16xf32>, memref<1x1x?x16xf32>, memref<1x1x?x16xf32>)
+      mask(%mask : memref<1x1x?x?xi1>)
+      outs(%acc, %m, %s : memref<1x1x?x16xf32>, memref<1x1x?xf32>, memref<1x1x?xf32>)
+  return
+}
+
+// -----
+
+// So does an op with f16 K and V (each broadcast element would be widened
+// on its own; packing widens a block's elements once).
+// CHECK-LABEL: func @f16_keeps_packing
+//       CHECK: %[[KT:.+]] = memref.alloca() {alignment = 64 : i64} : memref<16x32xf32>
+//       CHECK: vector.store %{{.+}}, %[[KT]]
+func.func @f16_keeps_packing(%q: memref<1x1x?x16xf16>, %k: memref<1x1x?x16xf16>, %v: memref<1x1x?x16xf16>,
+                             %acc: memref<1x1x?x16xf32>, %m: memref<1x1x?xf32>, %s: memref<1x1x?xf32>) {
+  attn.online_attention ins(%q, %k, %v : memref<1x1x?x16xf16>, memref<1x1x?x16xf16>, memref<1x1x?x16xf16>)
+      outs(%acc, %m, %s : memref<1x1x?x16xf32>, memref<1x1x?xf32>, memref<1x1x?xf32>)
+  return
+}
