@@ -256,6 +256,19 @@ private:
     clamped = arith::MinSIOp::create(b, clamped, cst(hi));
     return arith::IndexCastOp::create(b, b.getI32Type(), clamped);
   }
+  /// The band of a causal or windowed op: row r sees the keys k with
+  /// r + diagonal - left <= k <= r + diagonal + right (no bound where
+  /// unset).
+  std::pair<std::optional<int64_t>, std::optional<int64_t>> bandOffsets() {
+    std::optional<int64_t> left, right;
+    if (auto window = op.getWindowAttr()) {
+      left = window.getLeft();
+      right = window.getRight();
+    }
+    if (op.getCausal())
+      right = right ? std::min<int64_t>(*right, 0) : 0;
+    return {left, right};
+  }
 
   //===--- the kernel ------------------------------------------------===//
 
@@ -837,9 +850,24 @@ private:
             b, memref::LoadOp::create(b, op.getSum(), {batch, head, row}),
             scratch.laneStats, ValueRange{cst(1), i});
       });
-      forLoop(cst(0), keys, cst(keyBlock), [&](Value blockStart) {
+      // A causal or windowed tile walks only the keys its rows can see.
+      Value first = cst(0), last = keys;
+      if (op.getCausal() || op.getWindow()) {
+        auto [left, right] = bandOffsets();
+        Value base = arith::AddIOp::create(b, tileStart, diagonal);
+        auto clamp = [&](Value v, Value hi) {
+          return arith::MinSIOp::create(b, arith::MaxSIOp::create(b, v, cst(0)),
+                                        hi);
+        };
+        if (right)
+          last = clamp(arith::AddIOp::create(b, base, cst(laneRows + *right)),
+                       keys);
+        if (left)
+          first = clamp(arith::SubIOp::create(b, base, cst(*left)), last);
+      }
+      forLoop(first, last, cst(keyBlock), [&](Value blockStart) {
         Value blockKeys = arith::MinSIOp::create(
-            b, arith::SubIOp::create(b, keys, blockStart), cst(keyBlock));
+            b, arith::SubIOp::create(b, last, blockStart), cst(keyBlock));
         emitLaneRowsBlock(batch, kvHead, tileStart, keys, blockStart,
                           blockKeys);
       });
@@ -997,13 +1025,7 @@ private:
     // key j is allowed iff lo <= j <= hi.
     SmallVector<Value> bandLo, bandHi;
     if (op.getCausal() || op.getWindow()) {
-      std::optional<int64_t> left, right;
-      if (auto window = op.getWindowAttr()) {
-        left = window.getLeft();
-        right = window.getRight();
-      }
-      if (op.getCausal())
-        right = right ? std::min<int64_t>(*right, 0) : 0;
+      auto [left, right] = bandOffsets();
       Value rel = arith::SubIOp::create(
           b, arith::AddIOp::create(b, tileStart, diagonal), blockStart);
       Value lane = arith::IndexCastOp::create(
@@ -1593,13 +1615,7 @@ private:
       // blockStart.
       Value rel = arith::SubIOp::create(
           b, arith::AddIOp::create(b, row, diagonal), blockStart);
-      std::optional<int64_t> left, right;
-      if (auto window = op.getWindowAttr()) {
-        left = window.getLeft();
-        right = window.getRight();
-      }
-      if (op.getCausal())
-        right = right ? std::min<int64_t>(*right, 0) : 0;
+      auto [left, right] = bandOffsets();
       if (right)
         bandHi = splat(clampToI32(arith::AddIOp::create(b, rel, cst(*right)),
                                   -1, keyBlock));

@@ -35,8 +35,13 @@
 //       CHECK:     vector.store %{{.+}}, %[[OT]]
 //       CHECK:   memref.load %[[MAX]]
 //       CHECK:   memref.load %[[SUM]]
-// Key blocks: the causal band of each row vector, as lane indices.
-//       CHECK:   scf.for %[[KB:.+]] = %c0 to %{{.+}} step %c32
+// Key blocks up to the last key the tile's rows see (tile + diagonal + 32,
+// within [0, Sk]); the causal band of each row vector, as lane indices.
+//       CHECK:   %[[BASE:.+]] = arith.addi %[[TILE]], %[[D]] : index
+//       CHECK:   %[[END:.+]] = arith.addi %[[BASE]], %c32 : index
+//       CHECK:   %[[POS:.+]] = arith.maxsi %[[END]], %c0 : index
+//       CHECK:   %[[LAST:.+]] = arith.minsi %[[POS]], %{{.+}} : index
+//       CHECK:   scf.for %[[KB:.+]] = %c0 to %[[LAST]] step %c32
 //       CHECK:     vector.step : vector<16xindex>
 // Sᵀ: 8 keys x 2 row vectors, K elements broadcast.
 //       CHECK:     scf.for %[[J:.+]] = %c0 to %c32 step %c8
@@ -148,5 +153,29 @@ func.func @f16_keeps_packing(%q: memref<1x1x?x16xf16>, %k: memref<1x1x?x16xf16>,
                              %acc: memref<1x1x?x16xf32>, %m: memref<1x1x?xf32>, %s: memref<1x1x?xf32>) {
   attn.online_attention ins(%q, %k, %v : memref<1x1x?x16xf16>, memref<1x1x?x16xf16>, memref<1x1x?x16xf16>)
       outs(%acc, %m, %s : memref<1x1x?x16xf32>, memref<1x1x?xf32>, memref<1x1x?xf32>)
+  return
+}
+
+// -----
+
+// A window (8, 0) of a top-left diagonal: each tile walks keys
+// [tile - 8, tile + 32) within [0, Sk], and each row vector's band has a
+// lower bound as well.
+// CHECK-LABEL: func @window
+//       CHECK: scf.for %[[TILE:.+]] = %c0 to %{{.+}} step %c32
+//       CHECK:   %[[END:.+]] = arith.addi %[[TILE]], %c32 : index
+//       CHECK:   %[[POS:.+]] = arith.maxsi %[[END]], %c0 : index
+//       CHECK:   %[[LAST:.+]] = arith.minsi %[[POS]], %{{.+}} : index
+//       CHECK:   %[[START:.+]] = arith.subi %[[TILE]], %c8 : index
+//       CHECK:   %[[NONNEG:.+]] = arith.maxsi %[[START]], %c0 : index
+//       CHECK:   %[[FIRST:.+]] = arith.minsi %[[NONNEG]], %[[LAST]] : index
+//       CHECK:   scf.for %{{.+}} = %[[FIRST]] to %[[LAST]] step %c32
+//       CHECK:     arith.cmpi sle, %{{.+}}, %{{.+}} : vector<16xi32>
+//       CHECK:     arith.cmpi sge, %{{.+}}, %{{.+}} : vector<16xi32>
+func.func @window(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>, %v: memref<1x1x?x16xf32>,
+                  %acc: memref<1x1x?x16xf32>, %m: memref<1x1x?xf32>, %s: memref<1x1x?xf32>) {
+  attn.online_attention ins(%q, %k, %v : memref<1x1x?x16xf32>, memref<1x1x?x16xf32>, memref<1x1x?x16xf32>)
+      outs(%acc, %m, %s : memref<1x1x?x16xf32>, memref<1x1x?xf32>, memref<1x1x?xf32>)
+      align(top_left) window <left = 8, right = 0>
   return
 }
