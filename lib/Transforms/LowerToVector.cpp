@@ -1174,12 +1174,13 @@ private:
           cst(0), blockKeys, cst(1), inits,
           [&](Value j, ValueRange acc) -> SmallVector<Value> {
             Value key = arith::AddIOp::create(b, blockStart, j);
-            SmallVector<Value> p, excluded;
+            // select(p != 0, fma, acc): one masked FMA on AVX-512.
+            SmallVector<Value> p, included;
             for (int64_t v = 0; v < rowVectors; ++v) {
               p.push_back(rowsAt(scratch.laneScores, j, v));
               if (masked)
-                excluded.push_back(arith::CmpFOp::create(
-                    b, arith::CmpFPredicate::OEQ, p.back(), zeroVec));
+                included.push_back(arith::CmpFOp::create(
+                    b, arith::CmpFPredicate::UNE, p.back(), zeroVec));
             }
             SmallVector<Value> next;
             for (int64_t a = 0; a < width; ++a) {
@@ -1190,7 +1191,7 @@ private:
                 Value old = acc[a * rowVectors + v];
                 Value sum = vector::FMAOp::create(b, value, p[v], old);
                 if (masked)
-                  sum = arith::SelectOp::create(b, excluded[v], old, sum);
+                  sum = arith::SelectOp::create(b, included[v], sum, old);
                 next.push_back(sum);
               }
             }

@@ -72,17 +72,18 @@
 //       CHECK:     vector.store %{{.+}}, %[[STATS]][%c1, %c0]
 //       CHECK:     %[[ALPHA1:.+]] = math.exp
 // P·V: 8 columns of Oᵀ x 2 row vectors, rescaled by α, over the block's
-// keys; an excluded key (p = 0) leaves the accumulator as it was.
+// keys; an excluded key (p = 0) leaves the accumulator as it was (a
+// select that AVX-512 makes a masked FMA).
 //       CHECK:     scf.for %[[E:.+]] = %c0 to %c16 step %c8
 //       CHECK:       arith.mulf %{{.+}}, %[[ALPHA0]]
 //       CHECK:       arith.mulf %{{.+}}, %[[ALPHA1]]
 //       CHECK:       scf.for %[[JJ:.+]] = %c0 to %{{.+}} step %c1 iter_args(
 //       CHECK:         %[[P0:.+]] = vector.load %[[ST]][%[[JJ]], %c0]
-//       CHECK:         %[[EX:.+]] = arith.cmpf oeq, %[[P0]]
+//       CHECK:         %[[IN:.+]] = arith.cmpf une, %[[P0]]
 //       CHECK:         %[[VE:.+]] = memref.load %[[V]]
 //       CHECK:         %[[VB:.+]] = vector.broadcast %[[VE]] : f32 to vector<16xf32>
-//       CHECK:         %[[F:.+]] = vector.fma %[[VB]], %[[P0]], %{{.+}}
-//       CHECK:         arith.select %[[EX]], %{{.+}}, %[[F]]
+//       CHECK:         %[[F:.+]] = vector.fma %[[VB]], %[[P0]], %[[OLD:.+]] : vector<16xf32>
+//       CHECK:         arith.select %[[IN]], %[[F]], %[[OLD]]
 //       CHECK:       vector.store %{{.+}}, %[[OT]]
 // The last 4 columns (20 = 2 x 8 + 4).
 //       CHECK:     scf.for %{{.+}} = %c0 to %{{.+}} step %c1 iter_args(
