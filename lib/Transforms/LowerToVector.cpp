@@ -1052,81 +1052,73 @@ private:
     }
 
     // Sᵀ[j][rows] = Σ_d K[key j][d] · Qᵀ[d][rows], keyStep keys at a time;
-    // keys past the block repeat its last key and score -inf.
-    forLoop(cst(0), cst(keyBlock), cst(keyStep), [&](Value first) {
-      SmallVector<Value> keyIndex;
-      for (int64_t a = 0; a < keyStep; ++a)
-        keyIndex.push_back(arith::MinSIOp::create(
-            b,
-            arith::AddIOp::create(b, blockStart,
-                                  arith::AddIOp::create(b, first, cst(a))),
-            lastKey));
-      SmallVector<Value> inits(keyStep * rowVectors, zeroVec);
-      SmallVector<Value> scores = forLoopWith(
-          cst(0), cst(headDim), cst(1), inits,
-          [&](Value d, ValueRange acc) -> SmallVector<Value> {
-            SmallVector<Value> q;
-            for (int64_t v = 0; v < rowVectors; ++v)
-              q.push_back(rowsAt(scratch.laneQuery, d, v));
-            SmallVector<Value> next;
-            for (int64_t a = 0; a < keyStep; ++a) {
-              Value k =
-                  splat(loadF32(op.getKey(), {batch, kvHead, keyIndex[a], d}));
-              for (int64_t v = 0; v < rowVectors; ++v)
-                next.push_back(
-                    vector::FMAOp::create(b, k, q[v], acc[a * rowVectors + v]));
+    // keys past the block repeat its last key and score -inf. The block's
+    // max of each row vector is taken on the way, from the registers.
+    SmallVector<Value> blockMaxima = forLoopWith(
+        cst(0), cst(keyBlock), cst(keyStep),
+        SmallVector<Value>(rowVectors, negInfVec),
+        [&](Value first, ValueRange maxima) -> SmallVector<Value> {
+          SmallVector<Value> keyIndex;
+          for (int64_t a = 0; a < keyStep; ++a)
+            keyIndex.push_back(arith::MinSIOp::create(
+                b,
+                arith::AddIOp::create(b, blockStart,
+                                      arith::AddIOp::create(b, first, cst(a))),
+                lastKey));
+          SmallVector<Value> inits(keyStep * rowVectors, zeroVec);
+          SmallVector<Value> scores = forLoopWith(
+              cst(0), cst(headDim), cst(1), inits,
+              [&](Value d, ValueRange acc) -> SmallVector<Value> {
+                SmallVector<Value> q;
+                for (int64_t v = 0; v < rowVectors; ++v)
+                  q.push_back(rowsAt(scratch.laneQuery, d, v));
+                SmallVector<Value> next;
+                for (int64_t a = 0; a < keyStep; ++a) {
+                  Value k = splat(
+                      loadF32(op.getKey(), {batch, kvHead, keyIndex[a], d}));
+                  for (int64_t v = 0; v < rowVectors; ++v)
+                    next.push_back(vector::FMAOp::create(
+                        b, k, q[v], acc[a * rowVectors + v]));
+                }
+                return next;
+              });
+          SmallVector<Value> running(maxima.begin(), maxima.end());
+          for (int64_t a = 0; a < keyStep; ++a) {
+            Value j = arith::AddIOp::create(b, first, cst(a));
+            Value live = arith::CmpIOp::create(b, arith::CmpIPredicate::slt, j,
+                                               blockKeys);
+            Value jVec;
+            if (!bandLo.empty() || !bandHi.empty())
+              jVec = splat(arith::IndexCastOp::create(b, b.getI32Type(), j));
+            for (int64_t v = 0; v < rowVectors; ++v) {
+              Value s = softcap(scores[a * rowVectors + v]);
+              if (jVec) {
+                Value allowed;
+                auto both = [&](Value c) {
+                  allowed = allowed ? arith::AndIOp::create(b, allowed, c) : c;
+                };
+                if (!bandHi.empty())
+                  both(arith::CmpIOp::create(b, arith::CmpIPredicate::sle, jVec,
+                                             bandHi[v]));
+                if (!bandLo.empty())
+                  both(arith::CmpIOp::create(b, arith::CmpIPredicate::sge, jVec,
+                                             bandLo[v]));
+                s = arith::SelectOp::create(b, allowed, s, negInfVec);
+              }
+              s = arith::SelectOp::create(b, live, s, negInfVec);
+              storeRows(s, scratch.laneScores, j, v);
+              running[v] = arith::MaximumFOp::create(b, running[v], s);
             }
-            return next;
-          });
-      for (int64_t a = 0; a < keyStep; ++a) {
-        Value j = arith::AddIOp::create(b, first, cst(a));
-        Value live =
-            arith::CmpIOp::create(b, arith::CmpIPredicate::slt, j, blockKeys);
-        Value jVec;
-        if (!bandLo.empty() || !bandHi.empty())
-          jVec = splat(arith::IndexCastOp::create(b, b.getI32Type(), j));
-        for (int64_t v = 0; v < rowVectors; ++v) {
-          Value s = softcap(scores[a * rowVectors + v]);
-          if (jVec) {
-            Value allowed;
-            auto both = [&](Value c) {
-              allowed = allowed ? arith::AndIOp::create(b, allowed, c) : c;
-            };
-            if (!bandHi.empty())
-              both(arith::CmpIOp::create(b, arith::CmpIPredicate::sle, jVec,
-                                         bandHi[v]));
-            if (!bandLo.empty())
-              both(arith::CmpIOp::create(b, arith::CmpIPredicate::sge, jVec,
-                                         bandLo[v]));
-            s = arith::SelectOp::create(b, allowed, s, negInfVec);
           }
-          s = arith::SelectOp::create(b, live, s, negInfVec);
-          storeRows(s, scratch.laneScores, j, v);
-        }
-      }
-    });
+          return running;
+        });
 
     // Per row vector: m' = max(m, max_j s), p = exp(s - m') in place of s,
     // α = exp(m - m'), sum' = α·sum + Σ_j p. A row with no allowed key yet
     // takes 0 for m' in the exponents (no -inf - -inf).
-    constexpr int64_t kChains = 4;
     SmallVector<Value> alphas;
     for (int64_t v = 0; v < rowVectors; ++v) {
-      SmallVector<Value> maxima =
-          forLoopWith(cst(0), cst(keyBlock), cst(kChains),
-                      SmallVector<Value>(kChains, negInfVec),
-                      [&](Value j, ValueRange m) -> SmallVector<Value> {
-                        SmallVector<Value> next;
-                        for (int64_t c = 0; c < kChains; ++c)
-                          next.push_back(arith::MaximumFOp::create(
-                              b, m[c],
-                              rowsAt(scratch.laneScores,
-                                     arith::AddIOp::create(b, j, cst(c)), v)));
-                        return next;
-                      });
-      Value blockMax = arith::MaximumFOp::create(
-          b, arith::MaximumFOp::create(b, maxima[0], maxima[1]),
-          arith::MaximumFOp::create(b, maxima[2], maxima[3]));
+      Value blockMax = blockMaxima[v];
       Value oldMax = rowsAt(scratch.laneStats, cst(0), v);
       Value oldSum = rowsAt(scratch.laneStats, cst(1), v);
       Value newMax = arith::MaximumFOp::create(b, oldMax, blockMax);

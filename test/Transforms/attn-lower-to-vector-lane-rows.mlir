@@ -43,8 +43,9 @@
 //       CHECK:   %[[LAST:.+]] = arith.minsi %[[POS]], %{{.+}} : index
 //       CHECK:   scf.for %[[KB:.+]] = %c0 to %[[LAST]] step %c32
 //       CHECK:     vector.step : vector<16xindex>
-// Sᵀ: 8 keys x 2 row vectors, K elements broadcast.
-//       CHECK:     scf.for %[[J:.+]] = %c0 to %c32 step %c8
+// Sᵀ: 8 keys x 2 row vectors, K elements broadcast; the block max of each
+// row vector is carried along.
+//       CHECK:     %[[BMAX:.+]]:2 = scf.for %[[J:.+]] = %c0 to %c32 step %c8 iter_args(
 //       CHECK:       %[[S:.+]]:16 = scf.for %[[DD:.+]] = %c0 to %c32 step %c1 iter_args(
 //       CHECK:         %[[Q0:.+]] = vector.load %[[QT]][%[[DD]], %c0]
 //       CHECK:         %[[Q1:.+]] = vector.load %[[QT]][%[[DD]], %c16]
@@ -56,13 +57,13 @@
 //       CHECK:       math.tanh %{{.+}} : vector<16xf32>
 //       CHECK:       %[[IN:.+]] = arith.cmpi sle, %{{.+}}, %{{.+}} : vector<16xi32>
 //       CHECK:       arith.select %[[IN]], %{{.+}}, %{{.+}} : vector<16xi1>, vector<16xf32>
-//       CHECK:       vector.store %{{.+}}, %[[ST]][%[[J]], %c0]
-// Per row vector: the block max down the keys (4 chains), the rows'
-// running max and sum, p = exp(s - m') in place.
-//       CHECK:     scf.for %{{.+}} = %c0 to %c32 step %c4 iter_args(
-//       CHECK:       arith.maximumf
-//       CHECK:     vector.load %[[STATS]][%c0, %c0]
+//       CHECK:       %[[S0:.+]] = arith.select %{{.+}}, %{{.+}}, %{{.+}} : vector<16xf32>
+//       CHECK:       vector.store %[[S0]], %[[ST]][%[[J]], %c0]
+//       CHECK:       arith.maximumf %{{.+}}, %[[S0]] : vector<16xf32>
+// Per row vector: the rows' running max and sum, p = exp(s - m') in place.
+//       CHECK:     %[[OLDMAX:.+]] = vector.load %[[STATS]][%c0, %c0]
 //       CHECK:     vector.load %[[STATS]][%c1, %c0]
+//       CHECK:     arith.maximumf %[[OLDMAX]], %[[BMAX]]#0
 //       CHECK:     arith.cmpf oeq
 //       CHECK:     %[[ALPHA0:.+]] = math.exp
 //       CHECK:     scf.for %{{.+}} = %c0 to %c32 step %c2 iter_args(
