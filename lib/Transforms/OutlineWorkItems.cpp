@@ -59,17 +59,24 @@ Value product(ImplicitLocOpBuilder &b, ArrayRef<Value> values) {
 }
 
 /// Emits `scf.for %it = begin to end` running the forall's body for the
-/// linear iteration %it.
+/// linear iteration total - 1 - %it: the last query tiles of a causal
+/// kernel cost the most (they see the most keys), so they come first and
+/// the thread pool's last, single-item chunks are the cheapest tiles.
 void emitLinearizedLoop(ImplicitLocOpBuilder &b, scf::ForallOp forall,
                         IRMapping &mapping, Value begin, Value end) {
   SmallVector<Value> counts = tripCounts(b, forall, mapping);
+  Value total = arith::ConstantIndexOp::create(b, 1);
+  for (Value count : counts)
+    total = arith::MulIOp::create(b, total, count);
   auto loop =
       scf::ForOp::create(b, begin, end, arith::ConstantIndexOp::create(b, 1));
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPoint(loop.getBody()->getTerminator());
 
   // Delinearize, innermost dimension fastest.
-  Value rest = loop.getInductionVar();
+  Value rest = arith::SubIOp::create(
+      b, arith::SubIOp::create(b, total, loop.getInductionVar()),
+      arith::ConstantIndexOp::create(b, 1));
   SmallVector<Value> indices(counts.size());
   for (int64_t d = counts.size() - 1; d >= 0; --d) {
     indices[d] = d == 0 ? rest : arith::RemUIOp::create(b, rest, counts[d]);

@@ -2,8 +2,10 @@
 
 // A kernel's parallel tiles become work items for a host thread pool:
 // @kernel_work_items counts them from the argument sizes, @kernel_run runs
-// items [begin, end), delinearizing each back to the forall's indices. The
-// per-tile stack buffer moves to the entry (one per call, i.e. per thread).
+// items [begin, end), delinearizing each back to the forall's indices, last
+// tile first (item i is linear index N - 1 - i: a causal kernel's costliest
+// tiles start first and its cheapest end the call). The per-tile stack
+// buffer moves to the entry (one per call, i.e. per thread).
 
 // CHECK-LABEL: func @kernel_work_items
 //  CHECK-SAME: (%[[O:.+]]: memref<2x?x32xf32, {{.+}}>) -> index
@@ -17,9 +19,12 @@
 //  CHECK-SAME: (%[[O:.+]]: memref<2x?x32xf32, {{.+}}>, %[[BEGIN:.+]]: index, %[[END:.+]]: index)
 //       CHECK: %[[BUF:.+]] = memref.alloca() : memref<16xf32>
 //       CHECK: %[[TILES:.+]] = arith.ceildivsi
+//       CHECK: %[[ALL:.+]] = arith.muli %[[TILES]], %c2
 //       CHECK: scf.for %[[IT:.+]] = %[[BEGIN]] to %[[END]] step %c1
-//       CHECK:   %[[T:.+]] = arith.remui %[[IT]], %[[TILES]]
-//       CHECK:   %[[B:.+]] = arith.divui %[[IT]], %[[TILES]]
+//       CHECK:   %[[LEFT:.+]] = arith.subi %[[ALL]], %[[IT]]
+//       CHECK:   %[[LIN:.+]] = arith.subi %[[LEFT]], %c1
+//       CHECK:   %[[T:.+]] = arith.remui %[[LIN]], %[[TILES]]
+//       CHECK:   %[[B:.+]] = arith.divui %[[LIN]], %[[TILES]]
 //       CHECK:   %[[I:.+]] = arith.muli %[[T]], %c16
 //       CHECK:   memref.store %{{.+}}, %[[BUF]]
 //       CHECK:   memref.store %{{.+}}, %[[O]][%[[B]], %[[I]], %c1]
