@@ -421,6 +421,8 @@ private:
         }
         // Per row the online update; then P·V for `n` rows at a time, which
         // share each V vector they load.
+        bool valueIsF32 =
+            cast<MemRefType>(op.getValue().getType()).getElementType().isF32();
         auto updateRows = [&](Value first, int64_t n) {
           SmallVector<AccRow> accRows;
           SmallVector<Value> alphas;
@@ -441,6 +443,17 @@ private:
                 batch, accRows, alphas, blockKeys, byPairs,
                 [&](Value j, int64_t c) -> Value {
                   Value key = arith::AddIOp::create(b, blockStart, j);
+                  // The memory stream keeps going while P·V reads the
+                  // block from cache: the next block's rows, one key per
+                  // key of this one (f32 V: +5-8 % decoding; 16-bit rows
+                  // measured no gain).
+                  if (c == 0 && prefetchKeys > 0 && valueIsF32) {
+                    Value next = arith::MinSIOp::create(
+                        b, arith::AddIOp::create(b, key, cst(keyBlock)),
+                        arith::SubIOp::create(b, keys, cst(1)));
+                    prefetchRow(keyRows, {batch, kvHead, next}, headDim);
+                    prefetchRow(valueRows, {batch, kvHead, next}, valueDim);
+                  }
                   return loadRowChunk(valueRows, {batch, kvHead, key},
                                       c * lanes, valueDim);
                 });

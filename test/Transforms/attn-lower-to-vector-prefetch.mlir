@@ -24,6 +24,15 @@
 //       CHECK-COUNT-8: memref.prefetch %[[V]]
 //   CHECK-NOT:     memref.prefetch
 //       CHECK:     vector.load %[[K]]
+// P·V, reading the block's f32 V rows from cache, prefetches the next
+// block's rows, one key per key, so that memory keeps streaming.
+//       CHECK:     scf.for %{{.+}} = %c0 to %{{.+}} step %c1 iter_args(
+//       CHECK:       %[[PVKEY:.+]] = arith.addi %{{.+}}, %{{.+}} : index
+//       CHECK:       %[[NEXT:.+]] = arith.addi %[[PVKEY]], %c128 : index
+//       CHECK:       %[[NROW:.+]] = arith.minsi %[[NEXT]], %{{.+}} : index
+//       CHECK:       memref.prefetch %[[K]][%c0, %c0, %[[NROW]], %c0], read, locality<2>, data
+//       CHECK:       memref.prefetch %[[V]][%c0, %c0, %[[NROW]], %c0], read, locality<2>, data
+//       CHECK:       vector.fma
 //       CHECK: } else {
 //   CHECK-NOT: memref.prefetch
 //       CHECK: return
