@@ -326,6 +326,18 @@ float OnlineAttentionOp::getEffectiveScale() {
   return effectiveScale(viewOf(*this).scale, getQuery());
 }
 
+std::pair<std::optional<int64_t>, std::optional<int64_t>>
+OnlineAttentionOp::getBandOffsets() {
+  std::optional<int64_t> left, right;
+  if (auto window = getWindowAttr()) {
+    left = window.getLeft();
+    right = window.getRight();
+  }
+  if (getCausal())
+    right = right ? std::min<int64_t>(*right, 0) : 0;
+  return {left, right};
+}
+
 void OnlineAttentionOp::getEffects(
     SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
         &effects) {

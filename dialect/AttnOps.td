@@ -211,6 +211,11 @@ def Attn_OnlineAttentionOp : Attn_Op<"online_attention", [
           getAccMutable().getOperandNumber(), 3);
     }
     float getEffectiveScale();
+    /// The band of a causal or windowed op, as (left, right): row r sees
+    /// the keys k with r + diagonal - left <= k <= r + diagonal + right,
+    /// a side without a value unbounded (causal: right at most 0).
+    std::pair<std::optional<int64_t>, std::optional<int64_t>>
+    getBandOffsets();
   }];
 }
 

@@ -751,13 +751,7 @@ void KernelConverter::maskScores(OnlineAttentionOp op,
         *op.getAlignment() == DiagonalAlignment::top_left
             ? cst(0)
             : sub(views[op.getKey()].sizes[2], views[op.getQuery()].sizes[2]);
-  std::optional<int64_t> left, right;
-  if (auto window = op.getWindowAttr()) {
-    left = window.getLeft();
-    right = window.getRight();
-  }
-  if (op.getCausal())
-    right = right ? std::min<int64_t>(*right, 0) : 0;
+  auto [left, right] = op.getBandOffsets();
 
   const View *mask = op.getMask() ? &views[op.getMask()] : nullptr;
   Value negInf = f32(-kInf), zero = f32(0);

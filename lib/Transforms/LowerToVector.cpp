@@ -256,19 +256,6 @@ private:
     clamped = arith::MinSIOp::create(b, clamped, cst(hi));
     return arith::IndexCastOp::create(b, b.getI32Type(), clamped);
   }
-  /// The band of a causal or windowed op: row r sees the keys k with
-  /// r + diagonal - left <= k <= r + diagonal + right (no bound where
-  /// unset).
-  std::pair<std::optional<int64_t>, std::optional<int64_t>> bandOffsets() {
-    std::optional<int64_t> left, right;
-    if (auto window = op.getWindowAttr()) {
-      left = window.getLeft();
-      right = window.getRight();
-    }
-    if (op.getCausal())
-      right = right ? std::min<int64_t>(*right, 0) : 0;
-    return {left, right};
-  }
 
   //===--- the kernel ------------------------------------------------===//
 
@@ -866,7 +853,7 @@ private:
       // A causal or windowed tile walks only the keys its rows can see.
       Value first = cst(0), last = keys;
       if (op.getCausal() || op.getWindow()) {
-        auto [left, right] = bandOffsets();
+        auto [left, right] = op.getBandOffsets();
         Value base = arith::AddIOp::create(b, tileStart, diagonal);
         auto clamp = [&](Value v, Value hi) {
           return arith::MinSIOp::create(b, arith::MaxSIOp::create(b, v, cst(0)),
@@ -996,13 +983,17 @@ private:
     });
   }
 
-  /// `body(c0, columns)` for the `lanes`-wide chunks of `width` columns: an
-  /// scf.for over the whole chunks, then the partial one (columns < lanes).
-  void eachChunk(int64_t width, function_ref<void(Value, int64_t)> body) {
-    int64_t whole = width / lanes * lanes;
+  /// `body(c0, columns)` for the `chunk`-wide chunks of `width` columns
+  /// (`lanes` by default): an scf.for over the whole chunks, then the
+  /// partial one (columns < chunk).
+  void eachChunk(int64_t width, function_ref<void(Value, int64_t)> body,
+                 int64_t chunk = 0) {
+    if (chunk == 0)
+      chunk = lanes;
+    int64_t whole = width / chunk * chunk;
     if (whole > 0)
-      forLoop(cst(0), cst(whole), cst(lanes),
-              [&](Value c0) { body(c0, lanes); });
+      forLoop(cst(0), cst(whole), cst(chunk),
+              [&](Value c0) { body(c0, chunk); });
     if (whole < width)
       body(cst(whole), width - whole);
   }
@@ -1038,7 +1029,7 @@ private:
     // key j is allowed iff lo <= j <= hi.
     SmallVector<Value> bandLo, bandHi;
     if (op.getCausal() || op.getWindow()) {
-      auto [left, right] = bandOffsets();
+      auto [left, right] = op.getBandOffsets();
       Value rel = arith::SubIOp::create(
           b, arith::AddIOp::create(b, tileStart, diagonal), blockStart);
       Value lane = arith::IndexCastOp::create(
@@ -1207,12 +1198,7 @@ private:
           storeRows(accs[a * rowVectors + v], scratch.laneAcc,
                     arith::AddIOp::create(b, first, cst(a)), v);
     };
-    int64_t whole = valueDim / keyStep * keyStep;
-    if (whole > 0)
-      forLoop(cst(0), cst(whole), cst(keyStep),
-              [&](Value first) { columns(first, keyStep); });
-    if (whole < valueDim)
-      columns(cst(whole), valueDim - whole);
+    eachChunk(valueDim, columns, keyStep);
   }
 
   /// c · tanh(s / c) with the op's soft cap c, else s.
@@ -1621,7 +1607,7 @@ private:
       // blockStart.
       Value rel = arith::SubIOp::create(
           b, arith::AddIOp::create(b, row, diagonal), blockStart);
-      auto [left, right] = bandOffsets();
+      auto [left, right] = op.getBandOffsets();
       if (right)
         bandHi = splat(clampToI32(arith::AddIOp::create(b, rel, cst(*right)),
                                   -1, keyBlock));
