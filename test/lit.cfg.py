@@ -32,6 +32,8 @@ config.substitutions.append(("%mlir_c_runner_utils", os.path.join(
 try:
     with open("/proc/cpuinfo") as f:
         flags = f.read()
+    if " avx2 " in flags and " fma " in flags:
+        config.available_features.add("avx2")
     if " avx512f " in flags:
         config.available_features.add("avx512f")
     if " avx512_bf16 " in flags:

@@ -51,7 +51,7 @@ struct CompileOptions {
   int64_t rowBlock = 0;
   /// Query rows per tile of the lane-rows micro-kernel (rows in vector
   /// lanes, for kernels without a mask operand or the bf16 dot product);
-  /// -1 chooses: 64 on AVX-512, off (0) otherwise.
+  /// -1 chooses: 64 on AVX-512, 24 on AVX2, off (0) otherwise.
   int64_t laneRows = -1;
   /// f32 lanes per vector; 0 derives it from the target features.
   int64_t vectorWidth = 0;

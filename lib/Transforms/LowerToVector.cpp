@@ -1008,10 +1008,14 @@ private:
   void emitLaneRowsBlock(Value batch, Value kvHead, Value tileStart, Value keys,
                          Value blockStart, Value blockKeys) {
     int64_t rowVectors = laneRows / lanes;
-    // Register tiles of kMaxAccumulators vectors: keys (or V columns) by
-    // the tile's row vectors.
-    // keyStep divides keyBlock, so that Sᵀ's steps stay in the block.
-    int64_t keyStep = std::max<int64_t>(1, kMaxAccumulators / rowVectors);
+    // Register tiles of keys (or V columns) by the tile's row vectors, as
+    // many accumulators as leave room for the row vectors and a broadcast:
+    // 16 of AVX-512's 32 registers, 12 of AVX2's 16 (a tile of 3 row
+    // vectors by 4 keys; 16 accumulators there spilled and ran at half
+    // the speed). keyStep divides keyBlock, so that Sᵀ's steps stay in the
+    // block.
+    int64_t accumulators = lanes >= 16 ? kMaxAccumulators : 12;
+    int64_t keyStep = std::max<int64_t>(1, accumulators / rowVectors);
     while (keyBlock % keyStep != 0)
       --keyStep;
     Value lastKey = arith::SubIOp::create(b, keys, cst(1));

@@ -1,5 +1,6 @@
 // RUN: attn-opt %s -split-input-file -attn-lower-to-vector="key-block=32 direct-rows=0 lane-rows=32" -canonicalize | FileCheck %s
 // RUN: not attn-opt %s -split-input-file -attn-lower-to-vector="lane-rows=24" 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: attn-opt %s -split-input-file -attn-lower-to-vector="vector-width=8 key-block=32 direct-rows=0 lane-rows=24" -canonicalize | FileCheck %s --check-prefix=AVX2
 
 // The lane-rows micro-kernel: a tile of 32 query rows lives in the lanes of
 // two 16-lane vectors. Qᵀ (scaled) and the accumulator Oᵀ are transposed
@@ -121,6 +122,16 @@ func.func @causal_softcap(%q: memref<1x1x?x32xf32, strided<[?, ?, ?, ?], offset:
 //  CHECK-NEXT: vector.fma %[[VB]]
 //  CHECK-NEXT: arith.addi
 //  CHECK-NEXT: memref.load %[[V]]
+// With 8 lanes (AVX2, 16 registers) the register tiles hold 12
+// accumulators: 3 row vectors by 4 keys, and by 4 columns of Oᵀ in P·V.
+// AVX2-LABEL: func @full
+//       AVX2: memref.alloca() {alignment = 64 : i64} : memref<16x24xf32>
+//       AVX2: scf.for %{{.+}} = %c0 to %c32 step %c4 iter_args(
+//       AVX2:   %{{.+}}:12 = scf.for %{{.+}} = %c0 to %c16 step %c1 iter_args(
+//       AVX2:     vector.fma {{.+}} : vector<8xf32>
+//       AVX2: scf.for %{{.+}} = %c0 to %c16 step %c4 {
+//       AVX2:   %{{.+}}:12 = scf.for %{{.+}} = %c0 to %{{.+}} step %c1 iter_args(
+//       AVX2:     vector.fma {{.+}} : vector<8xf32>
 func.func @full(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>, %v: memref<1x1x?x16xf32>,
                 %acc: memref<1x1x?x16xf32>, %m: memref<1x1x?xf32>, %s: memref<1x1x?xf32>) {
   attn.online_attention ins(%q, %k, %v : memref<1x1x?x16xf32>, memref<1x1x?x16xf32>, memref<1x1x?x16xf32>)

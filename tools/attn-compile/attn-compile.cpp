@@ -85,7 +85,7 @@ static cl::opt<int64_t>
     laneRows("lane-rows",
              cl::desc("Query rows per tile of the lane-rows micro-kernel "
                       "(CPU; rows in vector lanes; 0: off; default: 64 on "
-                      "AVX-512, else off)"),
+                      "AVX-512, 24 on AVX2, else off)"),
              cl::init(-1), cl::cat(category));
 static cl::opt<int64_t> prefetchDistance(
     "prefetch-bytes",
