@@ -151,12 +151,13 @@ def AttnLowerToVectorPass : Pass<"attn-lower-to-vector", "func::FuncOp"> {
     compiler choosing the blocking per kernel; the key tile of
     `attn-tile-keys` follows the same attribute).
 
-    With `lane-rows` (a multiple of `vector-width`), ops with f32 K and V and
-    no mask operand take the lane-rows micro-kernel instead of packing: a
+    With `lane-rows` (a multiple of `vector-width`), ops without a mask
+    operand or the bf16 dot product take the lane-rows micro-kernel: a
     tile of that many query rows lives in vector lanes (Qᵀ scaled and the
     accumulator Oᵀ transposed into stack buffers once per tile), the scores
     of a key block are made transposed, Sᵀ[key][rows], as FMAs of broadcast
-    K elements read in place, the max, exp and sum run vertically down the
+    K elements read in place (16-bit K and V widened a block at a time into
+    f32 buffers first), the max, exp and sum run vertically down the
     keys (no horizontal reductions), and P·V is FMAs of broadcast V elements
     against vectors of weights. Causal and window bands are lane compares;
     an excluded key leaves the accumulator untouched (NaN V rows stay out).

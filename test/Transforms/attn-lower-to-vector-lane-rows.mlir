@@ -157,12 +157,20 @@ func.func @masked_keeps_packing(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf3
 
 // -----
 
-// So does an op with f16 K and V (each broadcast element would be widened
-// on its own; packing widens a block's elements once).
-// CHECK-LABEL: func @f16_keeps_packing
-//       CHECK: %[[KT:.+]] = memref.alloca() {alignment = 64 : i64} : memref<16x32xf32>
-//       CHECK: vector.store %{{.+}}, %[[KT]]
-func.func @f16_keeps_packing(%q: memref<1x1x?x16xf16>, %k: memref<1x1x?x16xf16>, %v: memref<1x1x?x16xf16>,
+// f16 K and V are widened a block at a time into f32 buffers (K: the
+// whole block, repeating its last key; V: the block's keys), which the
+// score and P·V loops then broadcast from.
+// CHECK-LABEL: func @f16_widened
+//       CHECK: memref.alloca() {alignment = 64 : i64} : memref<2x32xf32>
+//       CHECK: %[[KW:.+]] = memref.alloca() {alignment = 64 : i64} : memref<32x16xf32>
+//       CHECK: %[[VW:.+]] = memref.alloca() {alignment = 64 : i64} : memref<32x16xf32>
+//       CHECK: vector.store %{{.+}}, %[[KW]][%{{.+}}, %c0] : memref<32x16xf32>, vector<16xf32>
+//       CHECK: vector.store %{{.+}}, %[[VW]][%{{.+}}, %c0] : memref<32x16xf32>, vector<16xf32>
+//       CHECK: scf.for %[[SJ:.+]] = %c0 to %c32 step %c8 iter_args(
+//       CHECK:   scf.for %[[D:.+]] = %c0 to %c16 step %c1 iter_args(
+//       CHECK:     memref.load %[[KW]][%[[SJ]], %[[D]]]
+//       CHECK: memref.load %[[VW]]
+func.func @f16_widened(%q: memref<1x1x?x16xf16>, %k: memref<1x1x?x16xf16>, %v: memref<1x1x?x16xf16>,
                              %acc: memref<1x1x?x16xf32>, %m: memref<1x1x?xf32>, %s: memref<1x1x?xf32>) {
   attn.online_attention ins(%q, %k, %v : memref<1x1x?x16xf16>, memref<1x1x?x16xf16>, memref<1x1x?x16xf16>)
       outs(%acc, %m, %s : memref<1x1x?x16xf32>, memref<1x1x?xf32>, memref<1x1x?xf32>)
