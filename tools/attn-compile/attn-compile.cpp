@@ -215,6 +215,8 @@ int main(int argc, char **argv) {
                 "option allows it)");
   if (options.prefetchDistance < 0)
     return fail("--prefetch-bytes must be >= 0");
+  if (laneRows.getNumOccurrences() > 0 && options.laneRows < 0)
+    return fail("--lane-rows must be >= 0 (0: off)");
   std::vector<attn::GpuKernelInfo> gpuKernels;
   if (!attn::compileKernels(kernels, options, kind, outputFile, error,
                             &gpuKernels))
