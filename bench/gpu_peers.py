@@ -1,110 +1,248 @@
 #!/usr/bin/env python3
 """Generated GPU kernels next to PyTorch's FlashAttention on the same GPU.
 
-Runs `attn-bench --device cuda --csv` (our kernels, timed on buffers already
-in device memory, each checked against the float64 reference on a small
-problem), then times PyTorch's `scaled_dot_product_attention` restricted to
-its flash backend on the same shapes and element types in this process, and
-prints one markdown table: ms and TFLOP/s of each, their ratio, and our
-kernel's error. FLOPs are the spec's (attn-bench's count; causal about
-half), the same for both.
+Our kernels come from a library that attn-compile made for the GPU's
+architecture; they run through the runtime's C API (libattn_runtime.so, by
+ctypes) on PyTorch's device buffers, so that this script needs neither MLIR
+nor LLVM on the GPU machine. For each shape, in this one process and on the
+same inputs: our kernel's output (poisoned with NaN first) and PyTorch's
+flash SDPA output are compared with a float64 reference of the whole
+problem, then both are timed in alternating rounds (ours, flash, ours,
+flash, ...) with CUDA events, median of the rounds. FLOPs are the spec's:
+4*S*S*D per head, about half of that when causal.
 
-    python3 bench/gpu_peers.py [--attn-bench build/tools/attn-bench] [--quick]
+    python3 bench/gpu_peers.py --specs          # the kernels to compile
+    attn-compile --target sm_90 --spec ... -o bench.so --header /dev/null
+    python3 bench/gpu_peers.py --library bench.so --runtime libattn_runtime.so
 
-Without PyTorch (or without CUDA in it) the peer columns say so; without a
-GPU attn-bench's message is printed and the exit status is 1.
+attn_run is synchronous (it waits for the kernel), so our time also holds
+the runtime's argument checks and one launch, about 10-20 us; PyTorch's is
+the kernel alone. Exit status 1 if a kernel fails its check.
 """
 import argparse
-import csv
-import io
+import ctypes
 import statistics
-import subprocess
 import sys
 
-
-def run_ours(attn_bench, quick, repeat):
-    """Rows of attn-bench --device cuda --csv, as dicts."""
-    cmd = [attn_bench, "--device", "cuda", "--csv", "--repeat", str(repeat)]
-    if quick:
-        cmd.append("--quick")
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode not in (0, 1):  # 1: a kernel failed its check
-        sys.stderr.write(proc.stdout + proc.stderr)
-        sys.exit(1)
-    header = proc.stdout.find("label,")
-    if header < 0:
-        sys.stderr.write(proc.stdout + proc.stderr)
-        sys.exit(1)
-    print(proc.stdout[:header].strip())
-    return list(csv.DictReader(io.StringIO(proc.stdout[header:])))
+BATCH, HEADS = 4, 8
+SHAPES = [(1024, 64), (4096, 64), (2048, 128)]
+QUICK_SHAPES = [(256, 64)]
+DTYPES = ("f16", "bf16")
+# Relative error (Frobenius norm) allowed against the float64 reference:
+# a few units of the output type's rounding.
+TOLERANCE = {"f16": 4e-3, "bf16": 2e-2}
 
 
-def torch_flash():
-    """(torch, the flash-only context manager) or (None, why not)."""
-    try:
-        import torch
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-    except ImportError as error:
-        return None, f"PyTorch not installed ({error})"
-    if not torch.cuda.is_available():
-        return None, "PyTorch sees no CUDA device"
-    return (torch, lambda: sdpa_kernel(SDPBackend.FLASH_ATTENTION)), None
+def shapes(quick):
+    """(label, dtype, S, D, causal) of every benchmarked kernel."""
+    rows = []
+    for dtype in DTYPES:
+        for s, d in QUICK_SHAPES if quick else SHAPES:
+            for causal in (False, True):
+                label = f"{dtype}_S{s}_D{d}" + ("_causal" if causal else "")
+                rows.append((label, dtype, s, d, causal))
+    return rows
 
 
-def time_flash(torch, flash, row, repeat):
-    """Median milliseconds of PyTorch's flash SDPA on the row's shape."""
-    dtype = {"f16": torch.float16, "bf16": torch.bfloat16}[row["dtype"]]
-    b, h, s, d = (int(row[k]) for k in ("B", "H", "S", "D"))
-    q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=dtype)
-               for _ in range(3))
-    causal = row["causal"] == "1"
-    sdpa = torch.nn.functional.scaled_dot_product_attention
-    with flash():
-        for _ in range(3):
-            sdpa(q, k, v, is_causal=causal)
-        times = []
-        for _ in range(repeat):
-            start = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
-            start.record()
-            sdpa(q, k, v, is_causal=causal)
-            end.record()
-            torch.cuda.synchronize()
-            times.append(start.elapsed_time(end))
-    return statistics.median(times)
+def kernel_name(dtype, d, causal):
+    """One kernel serves every S (the sequence lengths are run-time sizes)."""
+    return f"{dtype}_D{d}" + ("_causal" if causal else "")
+
+
+def specs():
+    """attn-compile specs of the kernels that shapes() (quick or not) use."""
+    names = {}
+    for _, dtype, _, d, causal in shapes(False) + shapes(True):
+        name = kernel_name(dtype, d, causal)
+        names[name] = (f"name={name},dtype={dtype},d={d},dv={d}"
+                       + (",causal" if causal else ""))
+    return list(names.values())
+
+
+class Tensor(ctypes.Structure):
+    """attn_tensor of runtime.h."""
+    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int),
+                ("rank", ctypes.c_int32), ("shape", ctypes.c_int64 * 4),
+                ("strides", ctypes.c_int64 * 4)]
+
+
+class Runtime:
+    """The few calls of libattn_runtime.so this script makes."""
+
+    DTYPE = {"f16": 1, "bf16": 2}
+
+    def __init__(self, path):
+        lib = ctypes.CDLL(path)
+        lib.attn_last_error.restype = ctypes.c_char_p
+        lib.attn_module_load.argtypes = [ctypes.c_char_p,
+                                         ctypes.POINTER(ctypes.c_void_p)]
+        lib.attn_module_find.argtypes = [ctypes.c_void_p, ctypes.c_char_p,
+                                         ctypes.POINTER(ctypes.c_void_p)]
+        lib.attn_run.argtypes = [ctypes.c_void_p] + [ctypes.c_void_p] * 7
+        lib.attn_cuda_device.argtypes = [
+            ctypes.c_char_p, ctypes.c_size_t,
+            ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_int32)]
+        self.lib = lib
+
+    def check(self, status, what):
+        if status != 0:
+            raise RuntimeError(
+                f"{what}: {self.lib.attn_last_error().decode()}")
+
+    def device(self):
+        name = ctypes.create_string_buffer(256)
+        major, minor = ctypes.c_int32(), ctypes.c_int32()
+        self.check(self.lib.attn_cuda_device(name, 256, ctypes.byref(major),
+                                             ctypes.byref(minor)),
+                   "attn_cuda_device")
+        return f"{name.value.decode()} (sm_{major.value}{minor.value})"
+
+    def kernels(self, library):
+        module = ctypes.c_void_p()
+        self.check(self.lib.attn_module_load(library.encode(),
+                                             ctypes.byref(module)),
+                   f"loading {library}")
+        self.module = module
+
+    def find(self, name):
+        kernel = ctypes.c_void_p()
+        self.check(self.lib.attn_module_find(self.module, name.encode(),
+                                             ctypes.byref(kernel)),
+                   f"kernel {name}")
+        return kernel
+
+    def tensor(self, t, dtype):
+        view = Tensor(t.data_ptr(), self.DTYPE[dtype], t.dim())
+        for i in range(t.dim()):
+            view.shape[i] = t.shape[i]
+            view.strides[i] = t.stride(i)
+        return view
+
+    def run(self, kernel, q, k, v, out, dtype):
+        views = [self.tensor(t, dtype) for t in (q, k, v, out)]
+        refs = [ctypes.byref(view) for view in views]
+        self.check(self.lib.attn_run(kernel, refs[0], refs[1], refs[2], None,
+                                     refs[3], None, None), "attn_run")
+
+
+def reference(torch, q, k, v, causal):
+    """float64 attention, one head at a time (the score matrix of a head
+    fits; all of them at S=4096 would not be small)."""
+    out = torch.empty(q.shape, dtype=torch.float64, device=q.device)
+    scale = q.shape[-1] ** -0.5
+    s = q.shape[2]
+    keep = torch.ones(s, s, dtype=torch.bool, device=q.device)
+    if causal:
+        keep = torch.tril(keep)
+    for b in range(q.shape[0]):
+        for h in range(q.shape[1]):
+            scores = (q[b, h].double() @ k[b, h].double().T) * scale
+            scores = scores.masked_fill(~keep, float("-inf"))
+            out[b, h] = torch.softmax(scores, dim=-1) @ v[b, h].double()
+    return out
+
+
+def relative_error(torch, out, ref):
+    diff = out.double() - ref
+    if not torch.isfinite(out).all():
+        return float("inf")
+    return (diff.norm() / ref.norm()).item()
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--attn-bench", default="build/tools/attn-bench")
+    parser.add_argument("--specs", action="store_true",
+                        help="print the kernel specs to compile and exit")
+    parser.add_argument("--library", help="attn-compile library for this GPU")
+    parser.add_argument("--runtime", default="libattn_runtime.so")
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--repeat", type=int, default=30)
     args = parser.parse_args()
 
-    rows = run_ours(args.attn_bench, args.quick, args.repeat)
-    peer, why = torch_flash()
-    if peer:
+    rows = shapes(args.quick)
+    if args.specs:
+        print("\n".join(specs()))
+        return 0
+    if not args.library:
+        parser.error("--library is required (or --specs)")
+
+    runtime = Runtime(args.runtime)
+    print(f"attn runtime on {runtime.device()}")
+    runtime.kernels(args.library)
+    try:
         import torch
-        print(f"PyTorch {torch.__version__} flash SDPA on "
-              f"{torch.cuda.get_device_name()}")
-    else:
-        print(f"peer skipped: {why}")
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError as error:
+        print(f"PyTorch is needed to run this benchmark ({error})")
+        return 1
+    if not torch.cuda.is_available():
+        print("PyTorch sees no CUDA device")
+        return 1
+    print(f"PyTorch {torch.__version__} flash SDPA on "
+          f"{torch.cuda.get_device_name()}; B={BATCH} H={HEADS}, "
+          f"median of {args.repeat} alternating rounds")
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    torch_dtype = {"f16": torch.float16, "bf16": torch.bfloat16}
+
+    def timed(call):
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        call()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end)
+
+    table = []
+    failures = 0
+    for label, dtype, s, d, causal in rows:
+        kernel = runtime.find(kernel_name(dtype, d, causal))
+        q, k, v = (torch.randn(BATCH, HEADS, s, d, device="cuda",
+                               dtype=torch_dtype[dtype]) for _ in range(3))
+        out = torch.full_like(q, float("nan"))
+
+        def ours():
+            runtime.run(kernel, q, k, v, out, dtype)
+
+        def flash():
+            with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                return sdpa(q, k, v, is_causal=causal)
+
+        ours()
+        ref = reference(torch, q, k, v, causal)
+        error = relative_error(torch, out, ref)
+        flash_error = relative_error(torch, flash(), ref)
+        del ref
+        ok = error <= TOLERANCE[dtype]
+        failures += not ok
+        ours_ms, flash_ms = [], []
+        for _ in range(3):
+            ours(), flash()
+        for _ in range(args.repeat):
+            ours_ms.append(timed(ours))
+            flash_ms.append(timed(flash))
+        flops = 4.0 * BATCH * HEADS * s * s * d
+        if causal:
+            flops *= (s + 1) / (2 * s)
+        mine, theirs = statistics.median(ours_ms), statistics.median(flash_ms)
+        table.append(f"| {label} | {mine:.3f} | {flops / mine * 1e-9:.1f} "
+                     f"| {theirs:.3f} | {flops / theirs * 1e-9:.1f} "
+                     f"| {theirs / mine:.2f}x | {error:.1e} "
+                     f"| {flash_error:.1e} | {'ok' if ok else 'FAIL'} |")
+        print(table[-1], flush=True)
+
     print()
     print("| shape | ours ms | ours TFLOP/s | flash ms | flash TFLOP/s "
-          "| ours / flash | ours error |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    for row in rows:
-        ms = float(row["ms"])
-        flops = float(row["GFLOP/s"]) * 1e9 * ms * 1e-3
-        ours = f"{ms:.3f} | {flops / ms * 1e-9:.1f}"
-        if peer:
-            flash_ms = time_flash(*peer, row, args.repeat)
-            theirs = (f"{flash_ms:.3f} | {flops / flash_ms * 1e-9:.1f} | "
-                      f"{flash_ms / ms:.2f}x")
-        else:
-            theirs = "- | - | -"
-        print(f"| {row['label']} | {ours} | {theirs} | {row['error']} |")
+          "| ours / flash (speed) | ours rel. error | flash rel. error "
+          "| check |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+    print("\n".join(table))
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        sys.exit(main())
+    except (OSError, RuntimeError) as error:
+        print(f"gpu_peers.py: {error}", file=sys.stderr)
+        sys.exit(1)

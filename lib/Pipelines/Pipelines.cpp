@@ -23,7 +23,7 @@ void mlir::attn::buildAttnTilingPipeline(OpPassManager &pm,
   OpPassManager &func = pm.nest<func::FuncOp>();
   func.addPass(
       createAttnTilePass({options.queryTileSize, options.bandedQueryTileSize,
-                          options.decodeRows}));
+                          options.decodeRows, options.blockMapping}));
   func.addPass(createAttnOnlineSoftmaxPass());
   func.addPass(createAttnSkipMaskedBlocksPass(
       {options.alignKeyRanges ? int64_t(options.keyTileSize) : 0}));
@@ -86,6 +86,9 @@ void mlir::attn::buildAttnToNVVMPipeline(OpPassManager &pm,
   tiling.keyTileSize = options.keyTileSize;
   // attn-lower-to-gpu maps one query head to blockIdx.y.
   tiling.decodeRows = 0;
+  // The grid is always (query tiles, Hq, B): a static size must not fold
+  // one of the forall's dims away.
+  tiling.blockMapping = true;
   // Its key tile may differ per kernel (attn.key_tile_size); and no GPU
   // run has checked aligned ranges yet.
   tiling.alignKeyRanges = false;

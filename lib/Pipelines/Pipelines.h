@@ -59,6 +59,11 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
       llvm::cl::desc("Bytes of K ahead of the scored row whose K and V rows "
                      "decoding kernels prefetch into L2 (0: none)"),
       llvm::cl::init(4096)};
+  PassOptions::Option<bool> blockMapping{
+      *this, "block-mapping",
+      llvm::cl::desc("Map the tiles' forall to GPU blocks (attn-tile "
+                     "block-mapping; the GPU pipeline sets it)"),
+      llvm::cl::init(false)};
 };
 
 struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {

@@ -115,6 +115,8 @@ private:
   std::unique_ptr<ImplicitLocOpBuilder> builder;
   IRMapping mapping;
   SmallVector<GlobalTensor> globals;
+  /// The grid dimension of each forall index.
+  SmallVector<gpu::Dimension> gridDims;
   DenseMap<Value, View> views;
   DenseMap<Value, Fragments> states;
   SharedTiles shared;
@@ -196,6 +198,7 @@ private:
 
   //===--- the conversion ---------------------------------------------===//
   LogicalResult analyze();
+  LogicalResult analyzeGrid();
   void buildPrologue(gpu::GPUFuncOp kernel);
   LogicalResult convertBlock(Block &block);
   LogicalResult convertOp(Operation *op);
@@ -240,6 +243,8 @@ LogicalResult KernelConverter::analyze() {
   if (online.empty())
     return forall.emitOpError(
         "has no attn.online_attention: run attn-tiling first");
+  if (failed(analyzeGrid()))
+    return failure();
   auto lbs = forall.getStaticLowerBound(), steps = forall.getStaticStep();
   if (llvm::any_of(lbs, [](int64_t v) { return v != 0; }) ||
       llvm::any_of(steps, ShapedType::isDynamic))
@@ -290,6 +295,36 @@ LogicalResult KernelConverter::analyze() {
   return success();
 }
 
+/// The block id of each forall index: x = query tile, y = head, z = batch
+/// (x is the grid's largest dimension), as the forall's #gpu.block mapping
+/// says (attn-tile block-mapping), or innermost first for an unmapped forall
+/// of all three dims. Without the mapping, canonicalization drops dims of
+/// one iteration (B = 1, a static Sq of one tile) and the positions shift,
+/// while the runtime still launches the three-dimensional grid.
+LogicalResult KernelConverter::analyzeGrid() {
+  int64_t rank = forall.getRank();
+  for (int64_t i = 0; i < rank; ++i)
+    gridDims.push_back(static_cast<gpu::Dimension>(rank - 1 - i));
+  std::optional<ArrayAttr> grid = forall.getMapping();
+  if (!grid || grid->empty()) {
+    if (rank == 3)
+      return success();
+    return forall.emitOpError(
+        "attn-lower-to-gpu: a forall of fewer than three dims needs a "
+        "#gpu.block mapping (attn-tile block-mapping) to say which of "
+        "batch, head and query tile it kept");
+  }
+  for (auto [i, attr] : llvm::enumerate(*grid)) {
+    auto block = dyn_cast<gpu::GPUBlockMappingAttr>(attr);
+    if (!block || block.getMappingId() > 2)
+      return forall.emitOpError("attn-lower-to-gpu maps the forall to "
+                                "#gpu.block<x|y|z> only, found ")
+             << attr;
+    gridDims[i] = static_cast<gpu::Dimension>(block.getMappingId());
+  }
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Kernel signature and prologue
 //===----------------------------------------------------------------------===//
@@ -326,13 +361,9 @@ void KernelConverter::buildPrologue(gpu::GPUFuncOp kernel) {
   row0 = add(mul(warp, cst(kRowsPerWarp)), rowInWarp);
   row1 = add(row0, cst(kGroup));
 
-  // Block ids replace the forall's indices, innermost first: x = query
-  // tile, y = head, z = batch for a kernel's (B, Hq, Sq) forall (x is the
-  // grid's largest dimension).
-  const gpu::Dimension dims[] = {gpu::Dimension::x, gpu::Dimension::y,
-                                 gpu::Dimension::z};
+  // Block ids replace the forall's indices (gridDims, from analyze()).
   for (int64_t i = 0, rank = forall.getRank(); i < rank; ++i) {
-    Value id = gpu::BlockIdOp::create(b(), dims[rank - 1 - i]);
+    Value id = gpu::BlockIdOp::create(b(), gridDims[i]);
     int64_t step = forall.getStaticStep()[i];
     mapping.map(forall.getInductionVar(i), step == 1 ? id : mul(id, cst(step)));
   }

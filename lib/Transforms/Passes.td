@@ -24,6 +24,11 @@ def AttnTilePass : Pass<"attn-tile", "func::FuncOp"> {
     tile (the tile's state is G x Sq rows on the stack). The key dimension is left
     whole: it is a reduction that only the online form can tile.
 
+    For the GPU (`block-mapping`), the forall carries `#gpu.block<z>`,
+    `#gpu.block<y>`, `#gpu.block<x>` for batch, head and query tile: the
+    launch grid always has those three dimensions, so none may be folded
+    away when a static size leaves it one iteration.
+
     Ops with a causal or window band may take a smaller row tile
     (`banded-query-tile-size`) than the others: on the CPU a larger tile
     repacks each K/V block for more rows, while near the diagonal it
@@ -42,9 +47,16 @@ def AttnTilePass : Pass<"attn-tile", "func::FuncOp"> {
            "(decoding), so that a group's heads share each K/V load, and "
            "make a smaller static Sq the row tile; 0: one query head per "
            "tile">,
+    Option<"blockMapping", "block-mapping", "bool", /*default=*/"false",
+           "Map the forall to GPU thread blocks (z = batch, y = query "
+           "head, x = query tile): attn-lower-to-gpu reads each index's "
+           "block id from it, and canonicalization keeps its dims of one "
+           "iteration (a static Sq of one tile, B = 1), which the grid "
+           "still has">,
   ];
   let dependentDialects = ["scf::SCFDialect", "tensor::TensorDialect",
-                           "arith::ArithDialect", "affine::AffineDialect"];
+                           "arith::ArithDialect", "affine::AffineDialect",
+                           "gpu::GPUDialect"];
 }
 
 def AttnOnlineSoftmaxPass : Pass<"attn-online-softmax", "func::FuncOp"> {

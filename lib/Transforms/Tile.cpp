@@ -11,6 +11,7 @@
 
 #include "dialect/AttnOps.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/SCF/Transforms/TileUsingInterface.h"
 #include "mlir/IR/PatternMatch.h"
 
@@ -56,12 +57,22 @@ struct AttnTilePass : public mlir::attn::impl::AttnTilePassBase<AttnTilePass> {
       scf::SCFTilingOptions options;
       options.setLoopType(scf::SCFTilingOptions::LoopType::ForallOp)
           .setTileSizes(tileSizes);
+      if (blockMapping)
+        options.setMapping(gridMapping());
       FailureOr<scf::SCFTilingResult> tiled = scf::tileUsingSCF(
           rewriter, cast<TilingInterface>(op.getOperation()), options);
       if (failed(tiled))
         return signalPassFailure();
       rewriter.replaceOp(op, tiled->replacements);
     }
+  }
+
+  /// The forall's dims (batch, head, query tile) as the GPU grid's z, y, x.
+  SmallVector<Attribute> gridMapping() {
+    MLIRContext *ctx = &getContext();
+    return {gpu::GPUBlockMappingAttr::get(ctx, gpu::MappingId::DimZ),
+            gpu::GPUBlockMappingAttr::get(ctx, gpu::MappingId::DimY),
+            gpu::GPUBlockMappingAttr::get(ctx, gpu::MappingId::DimX)};
   }
 
   /// `queryTileSize` rows (`bandedQueryTileSize` for a causal or windowed

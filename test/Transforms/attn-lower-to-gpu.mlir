@@ -1,4 +1,4 @@
-// RUN: attn-opt %s -split-input-file -attn-tiling="query-tile-size=32 key-tile-size=32" -attn-lower-to-gpu -canonicalize -cse | FileCheck %s
+// RUN: attn-opt %s -split-input-file -attn-tiling="query-tile-size=32 key-tile-size=32 block-mapping=true decode-rows=0" -attn-lower-to-gpu -canonicalize -cse | FileCheck %s
 
 // A tiled causal f16 kernel becomes one gpu.func in a gpu.module: each
 // tensor argument is a pointer, its sizes and its strides; the block ids
@@ -137,4 +137,29 @@ func.func @window_f32(%q: tensor<?x?x?x20xf32>, %k: tensor<?x?x?x20xf32>, %v: te
 func.func @row_broadcast_mask(%q: tensor<?x?x?x32xf16>, %k: tensor<?x?x?x32xf16>, %v: tensor<?x?x?x32xf16>, %m: tensor<?x?x1x?xi1>, %o: tensor<?x?x?x32xf16>) -> tensor<?x?x?x32xf16> {
   %r = attn.attention ins(%q, %k, %v : tensor<?x?x?x32xf16>, tensor<?x?x?x32xf16>, tensor<?x?x?x32xf16>) mask(%m : tensor<?x?x1x?xi1>) outs(%o : tensor<?x?x?x32xf16>) -> tensor<?x?x?x32xf16>
   return %r : tensor<?x?x?x32xf16>
+}
+
+// -----
+
+// Static sizes leave some of the forall's dims one iteration (here Sq = 1:
+// one query tile). The runtime still launches the (query tiles, Hq, B)
+// grid, so the tiles' forall keeps all three dims under its #gpu.block
+// mapping and each index takes the block id the mapping names: the batch
+// is block z, the query head block y (its key/value head y / 4 for GQA
+// 8/2), whatever the other dims fold to. (Folded, the head had become
+// block x and the batch block y: blocks read other heads' and batches'
+// rows, out of bounds.)
+
+// CHECK-LABEL: gpu.func @static_decode_gqa
+// CHECK-DAG:   %[[BZ:.+]] = gpu.block_id z
+// CHECK-DAG:   %[[BY:.+]] = gpu.block_id y
+// CHECK-DAG:   %[[KVH:.+]] = arith.divui %[[BY]], %c4
+// Q's row: batch stride times block z, head stride times block y.
+// CHECK:       arith.muli %[[BZ]], %{{.+}} : index
+// CHECK-NEXT:  arith.muli %[[BY]], %{{.+}} : index
+// A K or V row: its head stride times y / 4.
+// CHECK:       arith.muli %[[KVH]], %{{.+}} : index
+func.func @static_decode_gqa(%q: tensor<?x8x1x32xf16>, %k: tensor<?x2x?x32xf16>, %v: tensor<?x2x?x32xf16>, %o: tensor<?x8x1x32xf16>) -> tensor<?x8x1x32xf16> {
+  %r = attn.attention ins(%q, %k, %v : tensor<?x8x1x32xf16>, tensor<?x2x?x32xf16>, tensor<?x2x?x32xf16>) outs(%o : tensor<?x8x1x32xf16>) -> tensor<?x8x1x32xf16>
+  return %r : tensor<?x8x1x32xf16>
 }
