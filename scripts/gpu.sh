@@ -4,7 +4,7 @@
 # 22 where missing; ptxas from the CUDA toolkit in /usr/local/cuda or
 # $CUDA_HOME), run the tests — the conformance matrix then runs on the GPU
 # instead of being skipped — and benchmark the generated kernels next to
-# PyTorch's FlashAttention (bench/gpu_peers.py; PyTorch is optional).
+# PyTorch's FlashAttention (bench/gpu_peers.py, which needs PyTorch).
 #
 #   scripts/gpu.sh            build, test, benchmark
 #   scripts/gpu.sh --quick    small benchmark shapes
@@ -30,4 +30,14 @@ if grep -q SKIPPED <<<"$gpu_cases"; then
   echo "gpu.sh: GPU conformance cases were skipped" >&2
   exit 1
 fi
-python3 "$root/bench/gpu_peers.py" --attn-bench "$build/tools/attn-bench" "$@"
+# The benchmark kernels for this GPU's architecture, then ours next to
+# PyTorch's flash attention in one process.
+cap="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1)"
+arch="sm_${cap/./}"
+bench=()
+while read -r spec; do bench+=(--spec "$spec"); done \
+  < <(python3 "$root/bench/gpu_peers.py" --specs)
+"$build/tools/attn-compile" --target "$arch" "${bench[@]}" \
+  -o "$build/bench_$arch.so" --header /dev/null
+python3 "$root/bench/gpu_peers.py" --library "$build/bench_$arch.so" \
+  --runtime "$build/runtime/libattn_runtime.so" "$@"

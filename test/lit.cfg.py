@@ -40,6 +40,13 @@ try:
         config.available_features.add("avx512bf16")
 except OSError:
     pass
+# A CUDA driver here (the GPU tests that expect "no GPU" then do not).
+try:
+    import ctypes
+    ctypes.CDLL("libcuda.so.1")
+    config.available_features.add("cuda-driver")
+except OSError:
+    pass
 if config.attn_have_cuda_toolkit:
     config.available_features.add("cuda-toolkit")
     config.substitutions.append(("%ptxas", config.attn_ptxas))

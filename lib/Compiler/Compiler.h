@@ -67,6 +67,8 @@ struct CompileOptions {
   /// means the CPU. targetFeatures then holds PTX features (default: the
   /// PTX version the architecture needs).
   std::string gpuArch;
+  /// Warps per GPU thread block, each owning 16 query rows (1-16).
+  int64_t gpuWarps = 4;
   /// The CUDA toolkit (ptxas) for cubin output; empty: $CUDA_HOME, else
   /// the toolkit found at configure time, else /usr/local/cuda.
   std::string cudaToolkit;

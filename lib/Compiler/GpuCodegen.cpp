@@ -76,6 +76,14 @@ bool compileGpuImage(const std::vector<KernelSpec> &specs,
             "the kernels use sm_80's mma.sync";
     return false;
   }
+  if (options.gpuWarps < 1 || options.gpuWarps > 16 ||
+      options.keyTileSize % 16 != 0) {
+    error = "GPU kernels need 1 to 16 warps and a key tile that is a "
+            "multiple of 16 (the mma.sync k), found " +
+            std::to_string(options.gpuWarps) + " warps and " +
+            std::to_string(options.keyTileSize) + " keys";
+    return false;
+  }
   KernelModule kernels(specs);
   if (!kernels.module) {
     error = kernels.diagnostics;
@@ -86,7 +94,9 @@ bool compileGpuImage(const std::vector<KernelSpec> &specs,
     func.setSymName(spec.name);
     func->setAttr(mlir::attn::kKeyTileSizeAttrName,
                   IntegerAttr::get(IntegerType::get(&kernels.context, 64),
-                                   gpuKeyTileSize(spec)));
+                                   options.keyTileSize > 0
+                                       ? options.keyTileSize
+                                       : gpuKeyTileSize(spec)));
   }
 
   PassManager pm(&kernels.context);
@@ -94,6 +104,7 @@ bool compileGpuImage(const std::vector<KernelSpec> &specs,
     pm.enableTiming();
   mlir::attn::GpuPipelineOptions pipeline;
   pipeline.chip = options.gpuArch;
+  pipeline.warps = options.gpuWarps;
   pipeline.features = options.targetFeatures.empty()
                           ? defaultPtxFeatures(options.gpuArch)
                           : options.targetFeatures;

@@ -73,8 +73,14 @@ static cl::opt<int64_t> bandedQueryTile(
 static cl::opt<int64_t>
     keyTile("key-tile-size",
             cl::desc("Keys per tile of the key loop (default: chosen per "
-                     "kernel, 64 for f32 prefill on AVX-512, else 128)"),
+                     "kernel; CPU: 64 for f32 prefill on AVX-512, else 128; "
+                     "GPU: 64, 32 for f32 with D > 128)"),
             cl::init(0), cl::cat(category));
+static cl::opt<int64_t>
+    gpuWarps("gpu-warps",
+             cl::desc("Warps per thread block, 16 query rows each (GPU; "
+                      "default 4)"),
+             cl::init(4), cl::cat(category));
 static cl::opt<int64_t>
     rowBlock("row-block",
              cl::desc("Query rows sharing each packed K/V load (CPU, 1-8; "
@@ -199,6 +205,9 @@ int main(int argc, char **argv) {
     if (!targetCpu.empty())
       return fail("--target-cpu is for CPU targets, not --target " + target);
     options.gpuArch = target;
+    options.gpuWarps = gpuWarps;
+  } else if (gpuWarps.getNumOccurrences() > 0) {
+    return fail("--gpu-warps is for GPU targets (--target sm_NN)");
   }
   {
     llvm::StringRef symbol = librarySymbol.getValue();
