@@ -122,6 +122,12 @@ private:
   SharedTiles shared;
   Value tid, warp, lane, rowInWarp, colPair; // colPair = 2 (lane % 4)
   Value row0, row1;                          // tile rows of this thread
+  // The row and column whose address this lane gives ldmatrix.x4 (four
+  // 8x8 matrices, lanes 8m..8m+7 the rows of matrix m): `lane % 16` and
+  // `8 (lane / 16)` (matrices m = 0..3 at rows +0, +8, +0, +8 and columns
+  // +0, +0, +8, +8), or the key-operand order `lane % 8 + 8 (lane / 16)`
+  // and `8 ((lane / 8) % 2)` (rows +0, +0, +8, +8, columns +0, +8, +0, +8).
+  Value ldRow, ldCol, ldKeyRow, ldKeyCol;
   Value stagedQuery; // the original query tile value now in shared memory
 
   ImplicitLocOpBuilder &b() { return *builder; }
@@ -208,6 +214,7 @@ private:
   LogicalResult convertEpilogue(linalg::GenericOp op);
 
   void stageQuery(const View &view);
+  void waitForCopies(unsigned pending);
   Value asyncCopyable(const GlobalTensor &g);
   void copyTileAsync(Value tile, const View &view, Value rows, int64_t cols,
                      int64_t paddedCols);
@@ -227,6 +234,8 @@ private:
   Value packPair(Value lo, Value hi);
   Value mmaOperand(Value pair);
   Value mmaStep(ArrayRef<Value> a, ArrayRef<Value> b, ArrayRef<Value> c);
+  SmallVector<Value, 4> loadMatrices(Value tile, Value row, Value col,
+                                     bool transpose);
   Value fragmentRow(int64_t i) { return i < 2 ? row0 : row1; }
 };
 
@@ -360,6 +369,16 @@ void KernelConverter::buildPrologue(gpu::GPUFuncOp kernel) {
   colPair = mul(arith::RemUIOp::create(b(), lane, cst(4)), cst(2));
   row0 = add(mul(warp, cst(kRowsPerWarp)), rowInWarp);
   row1 = add(row0, cst(kGroup));
+  if (mma) {
+    Value half = arith::DivUIOp::create(b(), lane, cst(16));
+    ldRow = arith::RemUIOp::create(b(), lane, cst(16));
+    ldCol = mul(half, cst(kGroup));
+    ldKeyRow = add(arith::RemUIOp::create(b(), lane, cst(kGroup)), ldCol);
+    ldKeyCol =
+        mul(arith::RemUIOp::create(
+                b(), arith::DivUIOp::create(b(), lane, cst(kGroup)), cst(2)),
+            cst(kGroup));
+  }
 
   // Block ids replace the forall's indices (gridDims, from analyze()).
   for (int64_t i = 0, rank = forall.getRank(); i < rank; ++i) {
@@ -578,18 +597,25 @@ LogicalResult KernelConverter::convertFor(scf::ForOp op) {
 /// along dim 3) into `tile`, all threads of the block cooperating; rows up
 /// to the tile's height and columns up to `paddedCols` are zero-filled. With
 /// cp.async (sm_80) where the tensor's layout allows 16-byte chunks (checked
-/// once per launch), element by element otherwise.
+/// once per launch), as one group of copies still in flight on return
+/// (waitForCopies); element by element otherwise.
 void KernelConverter::stageTile(Value tile, const View &view, Value rows,
                                 int64_t cols, int64_t paddedCols) {
-  Value copyable = globals[view.tensor].asyncCopyable;
-  if (!copyable)
-    return copyTileByElements(tile, view, rows, cols, paddedCols);
-  auto choice = scf::IfOp::create(b(), copyable, /*withElseRegion=*/true);
-  OpBuilder::InsertionGuard guard(b());
-  b().setInsertionPoint(choice.thenBlock()->getTerminator());
-  copyTileAsync(tile, view, rows, cols, paddedCols);
-  b().setInsertionPoint(choice.elseBlock()->getTerminator());
-  copyTileByElements(tile, view, rows, cols, paddedCols);
+  if (Value copyable = globals[view.tensor].asyncCopyable) {
+    auto choice = scf::IfOp::create(b(), copyable, /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard guard(b());
+    b().setInsertionPoint(choice.thenBlock()->getTerminator());
+    copyTileAsync(tile, view, rows, cols, paddedCols);
+    b().setInsertionPoint(choice.elseBlock()->getTerminator());
+    copyTileByElements(tile, view, rows, cols, paddedCols);
+  } else {
+    copyTileByElements(tile, view, rows, cols, paddedCols);
+  }
+  // One cp.async group per tile, empty when the tile took element copies,
+  // so that waitForCopies(n) counts tiles whichever way each was copied.
+  if (asyncCopy)
+    nvgpu::DeviceAsyncCreateGroupOp::create(
+        b(), nvgpu::DeviceAsyncTokenType::get(b().getContext()), ValueRange{});
 }
 
 Value KernelConverter::asyncCopyable(const GlobalTensor &g) {
@@ -636,9 +662,15 @@ void KernelConverter::copyTileAsync(Value tile, const View &view, Value rows,
             ValueRange{globalIndex(view, {cst(0), cst(0), row, col})},
             b().getIndexAttr(chunk), count, b().getUnitAttr());
       });
-  Value group = nvgpu::DeviceAsyncCreateGroupOp::create(
-      b(), nvgpu::DeviceAsyncTokenType::get(b().getContext()), ValueRange{});
-  nvgpu::DeviceAsyncWaitOp::create(b(), group, b().getI32IntegerAttr(0));
+}
+
+/// Waits until at most `pending` of this thread's latest cp.async groups
+/// (tiles) are still in flight; a barrier then makes every thread's copies
+/// visible. Nothing to wait for without cp.async (element copies are
+/// synchronous, and so is a tile whose layout took that path).
+void KernelConverter::waitForCopies(unsigned pending) {
+  if (asyncCopy)
+    NVVM::CpAsyncWaitGroupOp::create(b(), pending);
 }
 
 void KernelConverter::copyTileByElements(Value tile, const View &view,
@@ -667,6 +699,7 @@ void KernelConverter::copyTileByElements(Value tile, const View &view,
 void KernelConverter::stageQuery(const View &view) {
   gpu::BarrierOp::create(b()); // earlier readers of the tile are done
   stageTile(shared.query, view, view.sizes[2], headDim, paddedHeadDim);
+  waitForCopies(0);
   gpu::BarrierOp::create(b());
 }
 
@@ -705,27 +738,43 @@ Value KernelConverter::mmaStep(ArrayRef<Value> a, ArrayRef<Value> bw,
                                      NVVM::MMALayout::col});
 }
 
-/// Scores of the thread's fragment, S = Q·Kᵀ, on tensor cores.
+/// Four 8x8 matrices of a 16-bit shared-memory tile as MMA operands, by
+/// one ldmatrix.x4 (`.trans`: each matrix transposed); this lane gives the
+/// address of (row, col). Lane l then holds, of matrix m, row l / 4 and
+/// columns 2 (l % 4) and the next (transposed: that column and rows).
+SmallVector<Value, 4> KernelConverter::loadMatrices(Value tile, Value row,
+                                                    Value col, bool transpose) {
+  auto type = VectorType::get({4, 2}, elementType);
+  Value all = nvgpu::LdMatrixOp::create(b(), type, tile, ValueRange{row, col},
+                                        transpose, /*numTiles=*/4);
+  SmallVector<Value, 4> operands;
+  for (int64_t m = 0; m < 4; ++m)
+    operands.push_back(
+        mmaOperand(vector::ExtractOp::create(b(), all, ArrayRef<int64_t>{m})));
+  return operands;
+}
+
+/// Scores of the thread's fragment, S = Q·Kᵀ, on tensor cores. Per 16
+/// columns of D: the warp's 16 x 16 block of Q is one ldmatrix.x4 (the A
+/// operand as is); each ldmatrix.x4 of K gives the B operands of two groups
+/// of 8 keys (K's rows are Kᵀ's columns, the "col" layout B needs).
 SmallVector<Value> KernelConverter::scoresMma() {
   int64_t groups = keyTile / kGroup;
   SmallVector<Value> scores(groups * 4, f32(0));
-  Value r0 = row0, r1 = row1;
-  auto pairAt = [&](Value tile, Value row, Value col) {
-    return mmaOperand(vector::LoadOp::create(
-        b(), VectorType::get({2}, elementType), tile, ValueRange{row, col}));
-  };
+  Value qRow = add(mul(warp, cst(kRowsPerWarp)), ldRow);
   for (int64_t k = 0; k < paddedHeadDim; k += kMmaK) {
-    Value c0 = add(colPair, cst(k)), c1 = add(c0, cst(kGroup));
-    SmallVector<Value, 4> a = {
-        pairAt(shared.query, r0, c0), pairAt(shared.query, r1, c0),
-        pairAt(shared.query, r0, c1), pairAt(shared.query, r1, c1)};
-    for (int64_t j = 0; j < groups; ++j) {
-      Value key = add(rowInWarp, cst(j * kGroup));
-      SmallVector<Value, 2> bw = {pairAt(shared.keys, key, c0),
-                                  pairAt(shared.keys, key, c1)};
-      Value d = mmaStep(a, bw, ArrayRef(scores).slice(j * 4, 4));
-      for (int64_t i = 0; i < 4; ++i)
-        scores[j * 4 + i] = LLVM::ExtractValueOp::create(b(), d, i);
+    SmallVector<Value, 4> a =
+        loadMatrices(shared.query, qRow, add(ldCol, cst(k)), false);
+    for (int64_t j = 0; j < groups; j += 2) {
+      SmallVector<Value, 4> bw =
+          loadMatrices(shared.keys, add(ldKeyRow, cst(j * kGroup)),
+                       add(ldKeyCol, cst(k)), false);
+      for (int64_t g = 0; g < 2; ++g) {
+        Value d = mmaStep(a, ArrayRef(bw).slice(2 * g, 2),
+                          ArrayRef(scores).slice((j + g) * 4, 4));
+        for (int64_t i = 0; i < 4; ++i)
+          scores[(j + g) * 4 + i] = LLVM::ExtractValueOp::create(b(), d, i);
+      }
     }
   }
   return scores;
@@ -889,19 +938,18 @@ void KernelConverter::accumulateMma(SmallVector<Value> &acc,
                                packPair(round(lo[2]), round(lo[3])),
                                packPair(round(hi[0]), round(hi[1])),
                                packPair(round(hi[2]), round(hi[3]))};
-    Value key0 = add(colPair, cst(k * kMmaK)), key1 = add(key0, cst(1));
-    Value key8 = add(key0, cst(kGroup)), key9 = add(key8, cst(1));
-    for (int64_t e = 0; e < paddedValueDim / kGroup; ++e) {
-      Value col = add(rowInWarp, cst(e * kGroup));
-      auto v = [&](Value key) {
-        return memref::LoadOp::create(b(), shared.values, ValueRange{key, col})
-            .getResult();
-      };
-      SmallVector<Value, 2> bw = {packPair(v(key0), v(key1)),
-                                  packPair(v(key8), v(key9))};
-      Value d = mmaStep(a, bw, ArrayRef(acc).slice(e * 4, 4));
-      for (int64_t i = 0; i < 4; ++i)
-        acc[e * 4 + i] = LLVM::ExtractValueOp::create(b(), d, i);
+    // V's B operands pair two keys of one column: ldmatrix.x4.trans of
+    // 16 keys x 16 columns gives those of two groups of 8 columns.
+    Value keyRow = add(ldRow, cst(k * kMmaK));
+    for (int64_t e = 0; e < paddedValueDim / kGroup; e += 2) {
+      SmallVector<Value, 4> bw = loadMatrices(
+          shared.values, keyRow, add(ldCol, cst(e * kGroup)), true);
+      for (int64_t g = 0; g < 2; ++g) {
+        Value d = mmaStep(a, ArrayRef(bw).slice(2 * g, 2),
+                          ArrayRef(acc).slice((e + g) * 4, 4));
+        for (int64_t i = 0; i < 4; ++i)
+          acc[(e + g) * 4 + i] = LLVM::ExtractValueOp::create(b(), d, i);
+      }
     }
   }
 }
@@ -976,6 +1024,9 @@ LogicalResult KernelConverter::convertOnline(OnlineAttentionOp op) {
   stageTile(shared.keys, keyView, keys, headDim, paddedHeadDim);
   stageTile(shared.values, views[op.getValue()], keys, valueDim,
             paddedValueDim);
+  // The V tile's copies go on while the scores and the softmax statistics
+  // are computed; only K's must have landed first.
+  waitForCopies(1);
   gpu::BarrierOp::create(b());
 
   SmallVector<Value> scores = mma ? scoresMma() : scoresFma();
@@ -983,6 +1034,10 @@ LogicalResult KernelConverter::convertOnline(OnlineAttentionOp op) {
   SmallVector<Value> alphas = updateStatistics(scores, max, sum);
   for (auto [i, a] : llvm::enumerate(acc))
     a = arith::MulFOp::create(b(), a, alphas[(i % 4) / 2]);
+  if (asyncCopy) {
+    waitForCopies(0);
+    gpu::BarrierOp::create(b());
+  }
   bool masked = op.getMask() || op.getCausal() || op.getWindow();
   if (mma)
     accumulateMma(acc, scores);

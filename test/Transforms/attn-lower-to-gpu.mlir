@@ -29,36 +29,47 @@
 // The query tile, once before the first key loop, all threads cooperating:
 // 16-byte cp.async chunks (8 f16, the rest of a chunk past D or past the
 // rows zero-filled) where Q's strides and pointer allow, decided at run
-// time; element copies otherwise.
+// time; element copies otherwise. Each tile's copies are one cp.async group
+// (empty after element copies), waited for before the barrier.
 // CHECK:   gpu.barrier
 // CHECK:   scf.if
 // CHECK:     scf.for %{{.+}} = %[[TID]] to %c256 step %c64
 // CHECK:       nvgpu.device_async_copy %[[Q]][%{{.+}}], %[[QS]][%{{.+}}, %{{.+}}], 8, %{{.+}} {bypassL1}
-// CHECK:     %[[GROUP:.+]] = nvgpu.device_async_create_group
-// CHECK:     nvgpu.device_async_wait %[[GROUP]] {numGroups = 0 : i32}
 // CHECK:   } else {
 // CHECK:     scf.for %{{.+}} = %[[TID]] to %c2048 step %c64
 // CHECK:       memref.load %[[Q]]
 // CHECK:       memref.store %{{.+}}, %[[QS]]
+// CHECK:   nvgpu.device_async_create_group
+// CHECK:   nvvm.cp.async.wait.group 0
 // CHECK:   gpu.barrier
 // The key loop over fully allowed keys carries 32 accumulator values and
 // the two rows' max and sum.
 // CHECK:   scf.for %{{.+}} = %c0 to %{{.+}} step %c32 iter_args({{.+}}) -> (f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32)
+// K's and V's tiles are two groups: the scores wait for K's alone (at most
+// one group in flight), P·V for V's too.
 // CHECK:     gpu.barrier
 // CHECK:     nvgpu.device_async_copy %[[K]][%{{.+}}], %[[KS]]
 // CHECK:     memref.store %{{.+}}, %[[KS]]
+// CHECK:     nvgpu.device_async_create_group
 // CHECK:     nvgpu.device_async_copy %{{.+}}, %[[VS]]
 // CHECK:     memref.store %{{.+}}, %[[VS]]
+// CHECK:     nvgpu.device_async_create_group
+// CHECK:     nvvm.cp.async.wait.group 1
 // CHECK:     gpu.barrier
-// CHECK:     vector.load %[[QS]]{{.+}} vector<2xf16>
-// CHECK:     vector.load %[[KS]]{{.+}} vector<2xf16>
+// Fragments by ldmatrix.x4: Q's 16 x 16 block as the A operand, K's rows
+// as the B operands of two groups of 8 keys.
+// CHECK:     nvgpu.ldmatrix %[[QS]][%{{.+}}, %{{.+}}] {numTiles = 4 : i32, transpose = false} : memref<32x72xf16, #gpu.address_space<workgroup>> -> vector<4x2xf16>
+// CHECK:     nvgpu.ldmatrix %[[KS]][%{{.+}}, %{{.+}}] {numTiles = 4 : i32, transpose = false}
 // CHECK:     nvvm.mma.sync {{.+}} {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, shape = #nvvm.shape<m = 16, n = 8, k = 16>} : (vector<2xf16>, vector<2xf16>, f32) -> !llvm.struct<(f32, f32, f32, f32)>
 // CHECK:     gpu.shuffle xor %{{.+}}, %c1_i32, %c32_i32 : f32
 // CHECK:     gpu.shuffle xor %{{.+}}, %c2_i32, %c32_i32 : f32
 // CHECK:     math.exp
-// P·V: the weights rounded to f16, V read from shared memory.
+// P·V: the weights rounded to f16; V's B operands (pairs of keys in one
+// column) by ldmatrix.x4.trans.
+// CHECK:     nvvm.cp.async.wait.group 0
+// CHECK:     gpu.barrier
 // CHECK:     arith.truncf %{{.+}} : f32 to f16
-// CHECK:     memref.load %[[VS]]
+// CHECK:     nvgpu.ldmatrix %[[VS]][%{{.+}}, %{{.+}}] {numTiles = 4 : i32, transpose = true}
 // CHECK:     nvvm.mma.sync
 // CHECK:     scf.yield
 // The diagonal key loop masks with the causal band.
