@@ -375,7 +375,15 @@ bool linkSharedLibrary(const std::string &object, const std::string &output,
             "emit an object file instead (--emit=object)";
     return false;
   }
-  llvm::StringRef argv[] = {*cc, "-shared", "-o", output, object};
+  llvm::SmallVector<llvm::StringRef, 6> argv = {*cc, "-shared", "-o", output,
+                                                object};
+#ifdef ATTN_COMPILER_RT_BUILTINS
+  // The helpers the kernels call where the target lacks an instruction
+  // (__truncsfbf2 for f32 -> bf16 without AVX-512 BF16): only those the
+  // object needs are taken from the archive, with hidden visibility.
+  if (llvm::sys::fs::exists(ATTN_COMPILER_RT_BUILTINS))
+    argv.push_back(ATTN_COMPILER_RT_BUILTINS);
+#endif
   std::string message;
   int status =
       llvm::sys::ExecuteAndWait(*cc, argv, std::nullopt, {}, 0, 0, &message);
