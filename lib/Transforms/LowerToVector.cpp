@@ -181,6 +181,19 @@ public:
     return elem(op.getQuery()).isBF16() && elem(op.getKey()).isBF16();
   }
 
+  /// Whether K or V is 16-bit (the lane-rows path widens their blocks).
+  static bool hasNarrowKeysOrValues(OnlineAttentionOp op) {
+    return !cast<MemRefType>(op.getKey().getType()).getElementType().isF32() ||
+           !cast<MemRefType>(op.getValue().getType()).getElementType().isF32();
+  }
+  /// Whether `op`, in a function whose scratch has the bf16 dot product's
+  /// buffers when `bf16DotBuffers`, would take the lane-rows path with
+  /// widened blocks: what the pass allocates laneKeys/laneValues for.
+  static bool needsWidenedBlocks(OnlineAttentionOp op, bool bf16DotBuffers) {
+    return !op.getMask() && !(bf16DotBuffers && usesBf16Dot(op)) &&
+           hasNarrowKeysOrValues(op);
+  }
+
   /// Whether P·V can take the dot product too: bf16 V, and no key of a
   /// block excluded for some rows only (whose 0 weight must drop a NaN V).
   static bool usesBf16Values(OnlineAttentionOp op) {
@@ -794,11 +807,7 @@ private:
            (!widensBlocks() || scratch.laneKeys);
   }
   /// Whether the lane-rows path widens K and V blocks into f32 buffers.
-  bool widensBlocks() {
-    return !cast<MemRefType>(op.getKey().getType()).getElementType().isF32() ||
-           !cast<MemRefType>(op.getValue().getType()).getElementType().isF32();
-  }
-
+  bool widensBlocks() { return hasNarrowKeysOrValues(op); }
   void emitLaneRowsHead(Value batch, Value head, Value kvHead, Value rows,
                         Value keys) {
     Value lastRow = arith::SubIOp::create(b, rows, cst(1));
@@ -811,42 +820,11 @@ private:
                                       lastRow);
       };
       Value scale = splat(f32Const(op.getEffectiveScale()));
-      // Qᵀ (scaled) and Oᵀ from the rows: 16x16 register transposes where
-      // the rows have unit stride, element copies otherwise.
-      ifUnitStride(
-          op.getQuery(),
-          [&](Value rowsView) {
-            transposeIntoLanes(rowsView, batch, head, rowAt, headDim,
-                               scratch.laneQuery, scale);
-          },
-          [&] {
-            forLoop(cst(0), cst(laneRows), cst(1), [&](Value i) {
-              forLoop(cst(0), cst(headDim), cst(1), [&](Value d) {
-                Value q = arith::MulFOp::create(
-                    b, loadF32(op.getQuery(), {batch, head, rowAt(i), d}),
-                    vector::ExtractOp::create(b, scale, ArrayRef<int64_t>{0}));
-                memref::StoreOp::create(b, q, scratch.laneQuery,
-                                        ValueRange{d, i});
-              });
-            });
-          });
-      ifUnitStride(
-          op.getAcc(),
-          [&](Value rowsView) {
-            transposeIntoLanes(rowsView, batch, head, rowAt, valueDim,
-                               scratch.laneAcc, Value());
-          },
-          [&] {
-            forLoop(cst(0), cst(laneRows), cst(1), [&](Value i) {
-              forLoop(cst(0), cst(valueDim), cst(1), [&](Value e) {
-                memref::StoreOp::create(
-                    b,
-                    memref::LoadOp::create(
-                        b, op.getAcc(), ValueRange{batch, head, rowAt(i), e}),
-                    scratch.laneAcc, ValueRange{e, i});
-              });
-            });
-          });
+      // Qᵀ (scaled) and Oᵀ from the rows.
+      rowsIntoLanes(op.getQuery(), batch, head, rowAt, headDim,
+                    scratch.laneQuery, scale);
+      rowsIntoLanes(op.getAcc(), batch, head, rowAt, valueDim, scratch.laneAcc,
+                    Value());
       forLoop(cst(0), cst(laneRows), cst(1), [&](Value i) {
         Value row = rowAt(i);
         memref::StoreOp::create(
@@ -937,6 +915,32 @@ private:
             });
           });
     });
+  }
+
+  /// lanes[c][i] = source[batch, head, row(i), c] (times `scale` when
+  /// given) for the tile's laneRows rows and `width` columns: by 16x16
+  /// register transposes where the rows have unit stride, element copies
+  /// otherwise.
+  void rowsIntoLanes(Value source, Value batch, Value head,
+                     function_ref<Value(Value)> row, int64_t width, Value lanes,
+                     Value scale) {
+    ifUnitStride(
+        source,
+        [&](Value rowsView) {
+          transposeIntoLanes(rowsView, batch, head, row, width, lanes, scale);
+        },
+        [&] {
+          forLoop(cst(0), cst(laneRows), cst(1), [&](Value i) {
+            forLoop(cst(0), cst(width), cst(1), [&](Value c) {
+              Value v = loadF32(source, {batch, head, row(i), c});
+              if (scale)
+                v = arith::MulFOp::create(
+                    b, v,
+                    vector::ExtractOp::create(b, scale, ArrayRef<int64_t>{0}));
+              memref::StoreOp::create(b, v, lanes, ValueRange{c, i});
+            });
+          });
+        });
   }
 
   /// target[c][i] = rows[row(i)][c] (times `scale` when given) for the
@@ -1848,14 +1852,10 @@ struct AttnLowerToVectorPass
       scratch.laneAcc = stackBuffer({maxValuePad, laneRows});
       scratch.laneScores = stackBuffer({keyBlock, laneRows});
       scratch.laneStats = stackBuffer({2, laneRows});
-      auto widened = [](OnlineAttentionOp op) {
-        auto elem = [&](Value v) {
-          return cast<MemRefType>(v.getType()).getElementType();
-        };
-        return !op.getMask() &&
-               (!elem(op.getKey()).isF32() || !elem(op.getValue()).isF32());
-      };
-      if (llvm::any_of(ops, widened)) {
+      if (llvm::any_of(ops, [&](OnlineAttentionOp op) {
+            return MicroKernelEmitter::needsWidenedBlocks(
+                op, static_cast<bool>(scratch.keyPairs));
+          })) {
         scratch.laneKeys = stackBuffer({keyBlock, maxHeadDim});
         scratch.laneValues = stackBuffer({keyBlock, maxValuePad});
       }
