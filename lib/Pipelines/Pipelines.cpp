@@ -26,7 +26,8 @@ void mlir::attn::buildAttnTilingPipeline(OpPassManager &pm,
                           options.decodeRows, options.blockMapping}));
   func.addPass(createAttnOnlineSoftmaxPass());
   func.addPass(createAttnSkipMaskedBlocksPass(
-      {options.alignKeyRanges ? int64_t(options.keyTileSize) : 0}));
+      {options.alignKeyRanges ? int64_t(options.keyTileSize) : 0,
+       /*laneRowsOps=*/options.laneRows > 0, options.bf16Dot}));
   // The lane-rows micro-kernel walks an op's key blocks itself and
   // transposes its rows in and out once per op: its key loop is not tiled.
   if (options.laneRows == 0)

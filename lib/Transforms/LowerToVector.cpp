@@ -404,8 +404,12 @@ private:
                 scratch.queryRows, ValueRange{i, d});
         });
       });
-      forLoop(cst(0), keys, cst(keyBlock), [&](Value blockStart) {
-        Value remaining = arith::SubIOp::create(b, keys, blockStart);
+      // Only the keys the op's rows may see (a causal or windowed op
+      // that attn-skip-masked-blocks left whole for the lane-rows path
+      // comes here when few rows remain).
+      auto [firstKey, lastKey] = bandKeyRange(cst(0), rows, keys);
+      forLoop(firstKey, lastKey, cst(keyBlock), [&](Value blockStart) {
+        Value remaining = arith::SubIOp::create(b, lastKey, blockStart);
         Value blockKeys = arith::MinSIOp::create(b, remaining, cst(keyBlock));
         emitDirectScores(batch, kvHead, count, keys, blockStart, blockKeys,
                          keyRows, valueRows);
@@ -834,26 +838,25 @@ private:
             b, memref::LoadOp::create(b, op.getSum(), {batch, head, row}),
             scratch.laneStats, ValueRange{cst(1), i});
       });
-      // A causal or windowed tile walks only the keys its rows can see.
-      Value first = cst(0), last = keys;
-      if (op.getCausal() || op.getWindow()) {
-        auto [left, right] = op.getBandOffsets();
-        Value base = arith::AddIOp::create(b, tileStart, diagonal);
-        auto clamp = [&](Value v, Value hi) {
-          return arith::MinSIOp::create(b, arith::MaxSIOp::create(b, v, cst(0)),
-                                        hi);
-        };
-        if (right)
-          last = clamp(arith::AddIOp::create(b, base, cst(laneRows + *right)),
-                       keys);
-        if (left)
-          first = clamp(arith::SubIOp::create(b, base, cst(*left)), last);
-      }
+      // A causal or windowed tile walks only the keys its rows can see,
+      // and masks only the blocks that some row sees in part.
+      auto [first, last] = bandKeyRange(tileStart, count, keys);
       forLoop(first, last, cst(keyBlock), [&](Value blockStart) {
         Value blockKeys = arith::MinSIOp::create(
             b, arith::SubIOp::create(b, last, blockStart), cst(keyBlock));
-        emitLaneRowsBlock(batch, kvHead, tileStart, keys, blockStart,
-                          blockKeys);
+        if (!op.getCausal() && !op.getWindow())
+          return emitLaneRowsBlock(batch, kvHead, tileStart, keys, blockStart,
+                                   blockKeys, /*band=*/false);
+        auto inBand = scf::IfOp::create(
+            b, blockInBand(tileStart, count, blockStart, blockKeys),
+            /*withElseRegion=*/true);
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPoint(inBand.thenBlock()->getTerminator());
+        emitLaneRowsBlock(batch, kvHead, tileStart, keys, blockStart, blockKeys,
+                          /*band=*/false);
+        b.setInsertionPoint(inBand.elseBlock()->getTerminator());
+        emitLaneRowsBlock(batch, kvHead, tileStart, keys, blockStart, blockKeys,
+                          /*band=*/true);
       });
       ifUnitStride(
           op.getAcc(),
@@ -1052,8 +1055,60 @@ private:
   }
 
   /// One key block of a lane-rows tile: Sᵀ, the statistics, P·V.
+  /// [first, last): the keys that rows [firstRow, firstRow + count) of a
+  /// causal or windowed op may see (all keys otherwise).
+  std::pair<Value, Value> bandKeyRange(Value firstRow, Value count,
+                                       Value keys) {
+    Value first = cst(0), last = keys;
+    if (!op.getCausal() && !op.getWindow())
+      return {first, last};
+    auto [left, right] = op.getBandOffsets();
+    Value base = arith::AddIOp::create(b, firstRow, diagonal);
+    auto clamp = [&](Value v, Value hi) {
+      return arith::MinSIOp::create(b, arith::MaxSIOp::create(b, v, cst(0)),
+                                    hi);
+    };
+    if (right)
+      last = clamp(arith::AddIOp::create(
+                       b, arith::AddIOp::create(b, base, count), cst(*right)),
+                   keys);
+    if (left)
+      first = clamp(arith::SubIOp::create(b, base, cst(*left)), last);
+    return {first, last};
+  }
+
+  /// Whether every row of [firstRow, firstRow + count) sees every key of
+  /// [blockStart, blockStart + blockKeys): the block needs no band mask.
+  Value blockInBand(Value firstRow, Value count, Value blockStart,
+                    Value blockKeys) {
+    auto [left, right] = op.getBandOffsets();
+    Value base = arith::AddIOp::create(b, firstRow, diagonal);
+    Value inside = arith::ConstantOp::create(b, b.getBoolAttr(true));
+    if (right) {
+      // The last key is within the first row's reach.
+      Value lastKey = arith::SubIOp::create(
+          b, arith::AddIOp::create(b, blockStart, blockKeys), cst(1));
+      inside = arith::AndIOp::create(
+          b, inside,
+          arith::CmpIOp::create(b, arith::CmpIPredicate::sle, lastKey,
+                                arith::AddIOp::create(b, base, cst(*right))));
+    }
+    if (left) {
+      // The first key is within the last row's reach.
+      Value lastRow = arith::SubIOp::create(
+          b, arith::AddIOp::create(b, base, count), cst(1));
+      inside = arith::AndIOp::create(
+          b, inside,
+          arith::CmpIOp::create(b, arith::CmpIPredicate::sge, blockStart,
+                                arith::SubIOp::create(b, lastRow, cst(*left))));
+    }
+    return inside;
+  }
+
+  /// One block of keys for the tile's rows; `band`: apply the causal/window
+  /// band (a block that some row sees only in part).
   void emitLaneRowsBlock(Value batch, Value kvHead, Value tileStart, Value keys,
-                         Value blockStart, Value blockKeys) {
+                         Value blockStart, Value blockKeys, bool band) {
     int64_t rowVectors = laneRows / lanes;
     // Register tiles of keys (or V columns) by the tile's row vectors, as
     // many accumulators as leave room for the row vectors and a broadcast:
@@ -1098,7 +1153,7 @@ private:
     // The causal/window band of each row vector, relative to the block:
     // key j is allowed iff lo <= j <= hi.
     SmallVector<Value> bandLo, bandHi;
-    if (op.getCausal() || op.getWindow()) {
+    if (band) {
       auto [left, right] = op.getBandOffsets();
       Value rel = arith::SubIOp::create(
           b, arith::AddIOp::create(b, tileStart, diagonal), blockStart);
@@ -1228,7 +1283,7 @@ private:
     // columns of V at a time. Where keys may be excluded for some rows, an
     // excluded key (p exactly 0) leaves the accumulator as it is, so that a
     // NaN in its V row stays out of the rows that do not attend to it.
-    bool masked = op.getCausal() || op.getWindow();
+    bool masked = band;
     auto columns = [&](Value first, int64_t width) {
       SmallVector<Value> inits;
       for (int64_t a = 0; a < width; ++a) {

@@ -92,11 +92,25 @@ def AttnSkipMaskedBlocksPass : Pass<"attn-skip-masked-blocks", "func::FuncOp"> {
     sees keys [0, r0 + 1) unmasked, and its last key tile holds one key
     but costs as much as a full one. A function's `attn.key_tile_size`
     (its own key tile) replaces a nonzero `key-alignment`.
+
+    With `lane-rows-ops`, the ops that the CPU's lane-rows micro-kernel will
+    take stay whole: it clamps each query tile's key loop to the band and
+    masks only the key blocks that cross it, so splitting would only
+    transpose each tile's Q and O in and out once per part and emit the
+    micro-kernel once per part (compile time).
   }];
   let options = [
     Option<"keyAlignment", "key-alignment", "int64_t", /*default=*/"0",
            "Round the unmasked key range inward to multiples of this "
            "(the key tile size; 0: exact ranges)">,
+    Option<"laneRowsOps", "lane-rows-ops", "bool", /*default=*/"false",
+           "Leave whole the ops that attn-lower-to-vector's lane-rows "
+           "path takes (no mask operand; with bf16-dot, not bf16 Q and K): "
+           "it walks only the keys each query tile sees and masks only the "
+           "blocks across the band, with Q and O transposed once per tile">,
+    Option<"bf16Dot", "bf16-dot", "bool", /*default=*/"false",
+           "The lowering takes bf16 Q and K through the dot product, not "
+           "the lane-rows path (with lane-rows-ops)">,
   ];
   let dependentDialects = ["tensor::TensorDialect", "arith::ArithDialect"];
 }

@@ -166,10 +166,20 @@ struct AttnSkipMaskedBlocksPass
           AttnSkipMaskedBlocksPass> {
   using AttnSkipMaskedBlocksPassBase::AttnSkipMaskedBlocksPassBase;
 
+  /// The ops attn-lower-to-vector's lane-rows path takes.
+  bool takesLaneRows(OnlineAttentionOp op) {
+    auto isBF16 = [](Value v) {
+      return getElementTypeOrSelf(v.getType()).isBF16();
+    };
+    return !op.getMask() &&
+           !(bf16Dot && isBF16(op.getQuery()) && isBF16(op.getKey()));
+  }
+
   void runOnOperation() override {
     SmallVector<OnlineAttentionOp> ops;
     getOperation().walk([&](OnlineAttentionOp op) {
-      if (op.hasPureTensorSemantics() && (op.getCausal() || op.getWindow()))
+      if (op.hasPureTensorSemantics() && (op.getCausal() || op.getWindow()) &&
+          !(laneRowsOps && takesLaneRows(op)))
         ops.push_back(op);
     });
     // A function's own key tile (attn.key_tile_size) is the one to align

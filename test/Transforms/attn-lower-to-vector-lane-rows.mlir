@@ -36,13 +36,21 @@
 //       CHECK:     vector.store %{{.+}}, %[[OT]]
 //       CHECK:   memref.load %[[MAX]]
 //       CHECK:   memref.load %[[SUM]]
-// Key blocks up to the last key the tile's rows see (tile + diagonal + 32,
-// within [0, Sk]); the causal band of each row vector, as lane indices.
+// Key blocks up to the last key the tile's rows see (tile + diagonal +
+// its row count, within [0, Sk]). A block that every row sees whole (its
+// last key within the first row's reach) takes the code without the band;
+// the others apply the causal band of each row vector, as lane indices.
 //       CHECK:   %[[BASE:.+]] = arith.addi %[[TILE]], %[[D]] : index
-//       CHECK:   %[[END:.+]] = arith.addi %[[BASE]], %c32 : index
+//       CHECK:   %[[END:.+]] = arith.addi %[[BASE]], %{{.+}} : index
 //       CHECK:   %[[POS:.+]] = arith.maxsi %[[END]], %c0 : index
 //       CHECK:   %[[LAST:.+]] = arith.minsi %[[POS]], %{{.+}} : index
 //       CHECK:   scf.for %[[KB:.+]] = %c0 to %[[LAST]] step %c32
+//       CHECK:     %[[LASTKEY:.+]] = arith.subi %{{.+}}, %c1 : index
+//       CHECK:     %[[WHOLE:.+]] = arith.cmpi sle, %[[LASTKEY]], %{{.+}} : index
+//       CHECK:     scf.if %[[WHOLE]] {
+//   CHECK-NOT:       vector.step
+//       CHECK:       vector.fma
+//       CHECK:     } else {
 //       CHECK:     vector.step : vector<16xindex>
 // Sᵀ: 8 keys x 2 row vectors, K elements broadcast; the block max of each
 // row vector is carried along.
@@ -180,19 +188,26 @@ func.func @f16_widened(%q: memref<1x1x?x16xf16>, %k: memref<1x1x?x16xf16>, %v: m
 // -----
 
 // A window (8, 0) of a top-left diagonal: each tile walks keys
-// [tile - 8, tile + 32) within [0, Sk], and each row vector's band has a
+// [tile - 8, tile + rows) within [0, Sk]; a block is whole for the tile
+// when its last key is within the first row's reach and its first key
+// within the last row's window; otherwise each row vector's band has a
 // lower bound as well.
 // CHECK-LABEL: func @window
 //       CHECK: scf.for %[[TILE:.+]] = %c0 to %{{.+}} step %c32
-//       CHECK:   %[[END:.+]] = arith.addi %[[TILE]], %c32 : index
+//       CHECK:   %[[COUNT:.+]] = arith.minsi %{{.+}}, %c32 : index
+//       CHECK:   %[[END:.+]] = arith.addi %[[TILE]], %[[COUNT]] : index
 //       CHECK:   %[[POS:.+]] = arith.maxsi %[[END]], %c0 : index
 //       CHECK:   %[[LAST:.+]] = arith.minsi %[[POS]], %{{.+}} : index
 //       CHECK:   %[[START:.+]] = arith.subi %[[TILE]], %c8 : index
 //       CHECK:   %[[NONNEG:.+]] = arith.maxsi %[[START]], %c0 : index
 //       CHECK:   %[[FIRST:.+]] = arith.minsi %[[NONNEG]], %[[LAST]] : index
-//       CHECK:   scf.for %{{.+}} = %[[FIRST]] to %[[LAST]] step %c32
-//       CHECK:     arith.cmpi sle, %{{.+}}, %{{.+}} : vector<16xi32>
-//       CHECK:     arith.cmpi sge, %{{.+}}, %{{.+}} : vector<16xi32>
+//       CHECK:   scf.for %[[KB:.+]] = %[[FIRST]] to %[[LAST]] step %c32
+//       CHECK:     arith.cmpi sle, %{{.+}}, %{{.+}} : index
+//       CHECK:     arith.cmpi sge, %[[KB]], %{{.+}} : index
+//       CHECK:     scf.if
+//       CHECK:     } else {
+//       CHECK:       arith.cmpi sle, %{{.+}}, %{{.+}} : vector<16xi32>
+//       CHECK:       arith.cmpi sge, %{{.+}}, %{{.+}} : vector<16xi32>
 func.func @window(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>, %v: memref<1x1x?x16xf32>,
                   %acc: memref<1x1x?x16xf32>, %m: memref<1x1x?xf32>, %s: memref<1x1x?xf32>) {
   attn.online_attention ins(%q, %k, %v : memref<1x1x?x16xf32>, memref<1x1x?x16xf32>, memref<1x1x?x16xf32>)
