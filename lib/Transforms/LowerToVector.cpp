@@ -190,8 +190,7 @@ public:
   /// buffers when `bf16DotBuffers`, would take the lane-rows path with
   /// widened blocks: what the pass allocates laneKeys/laneValues for.
   static bool needsWidenedBlocks(OnlineAttentionOp op, bool bf16DotBuffers) {
-    return !op.getMask() && !(bf16DotBuffers && usesBf16Dot(op)) &&
-           hasNarrowKeysOrValues(op);
+    return laneRowsCandidate(op, bf16DotBuffers) && hasNarrowKeysOrValues(op);
   }
 
   /// Whether P·V can take the dot product too: bf16 V, and no key of a
@@ -379,6 +378,10 @@ private:
   void emitDirectGroup(Value batch, Value kvHead, Value firstHead, Value group,
                        Value rows, Value keys, Value keyRows, Value valueRows) {
     Value total = arith::MulIOp::create(b, group, rows);
+    // Only the keys the op's rows may see (a causal or windowed op that
+    // attn-skip-masked-blocks left whole for the lane-rows path comes here
+    // when few rows remain).
+    auto [firstKey, lastKey] = bandKeyRange(cst(0), rows, keys);
     forLoop(cst(0), total, cst(kDirectRows), [&](Value chunkStart) {
       Value count = arith::MinSIOp::create(
           b, arith::SubIOp::create(b, total, chunkStart), cst(kDirectRows));
@@ -404,10 +407,6 @@ private:
                 scratch.queryRows, ValueRange{i, d});
         });
       });
-      // Only the keys the op's rows may see (a causal or windowed op
-      // that attn-skip-masked-blocks left whole for the lane-rows path
-      // comes here when few rows remain).
-      auto [firstKey, lastKey] = bandKeyRange(cst(0), rows, keys);
       forLoop(firstKey, lastKey, cst(keyBlock), [&](Value blockStart) {
         Value remaining = arith::SubIOp::create(b, lastKey, blockStart);
         Value blockKeys = arith::MinSIOp::create(b, remaining, cst(keyBlock));
@@ -807,7 +806,7 @@ private:
   /// are widened a block at a time into f32 buffers first (widening each
   /// broadcast element on its own measured 15-20 % slower than packing).
   bool takesLaneRows() {
-    return laneRows > 0 && !bf16Dot && !op.getMask() &&
+    return laneRows > 0 && laneRowsCandidate(op, bf16Dot) &&
            (!widensBlocks() || scratch.laneKeys);
   }
   /// Whether the lane-rows path widens K and V blocks into f32 buffers.
@@ -1283,7 +1282,6 @@ private:
     // columns of V at a time. Where keys may be excluded for some rows, an
     // excluded key (p exactly 0) leaves the accumulator as it is, so that a
     // NaN in its V row stays out of the rows that do not attend to it.
-    bool masked = band;
     auto columns = [&](Value first, int64_t width) {
       SmallVector<Value> inits;
       for (int64_t a = 0; a < width; ++a) {
@@ -1300,7 +1298,7 @@ private:
             SmallVector<Value> p, included;
             for (int64_t v = 0; v < rowVectors; ++v) {
               p.push_back(rowsAt(scratch.laneScores, j, v));
-              if (masked)
+              if (band)
                 included.push_back(arith::CmpFOp::create(
                     b, arith::CmpFPredicate::UNE, p.back(), zeroVec));
             }
@@ -1311,7 +1309,7 @@ private:
               for (int64_t v = 0; v < rowVectors; ++v) {
                 Value old = acc[a * rowVectors + v];
                 Value sum = vector::FMAOp::create(b, value, p[v], old);
-                if (masked)
+                if (band)
                   sum = arith::SelectOp::create(b, included[v], sum, old);
                 next.push_back(sum);
               }

@@ -2,6 +2,7 @@
 #ifndef ATTN_TRANSFORMS_PASSES_H
 #define ATTN_TRANSFORMS_PASSES_H
 
+#include "dialect/AttnOps.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -48,6 +49,18 @@ inline int64_t functionChoice(Operation *func, llvm::StringRef name,
   if (auto attr = func->getAttrOfType<IntegerAttr>(name))
     return attr.getInt();
   return option;
+}
+
+/// Whether attn-lower-to-vector's lane-rows micro-kernel can take `op`: no
+/// mask operand, and not bf16 Q and K where the bf16 dot product (`bf16Dot`)
+/// takes those. attn-skip-masked-blocks leaves such causal/windowed ops
+/// whole for it (lane-rows-ops).
+inline bool laneRowsCandidate(OnlineAttentionOp op, bool bf16Dot) {
+  auto isBF16 = [](Value v) {
+    return getElementTypeOrSelf(v.getType()).isBF16();
+  };
+  return !op.getMask() &&
+         !(bf16Dot && isBF16(op.getQuery()) && isBF16(op.getKey()));
 }
 
 } // namespace attn

@@ -166,20 +166,11 @@ struct AttnSkipMaskedBlocksPass
           AttnSkipMaskedBlocksPass> {
   using AttnSkipMaskedBlocksPassBase::AttnSkipMaskedBlocksPassBase;
 
-  /// The ops attn-lower-to-vector's lane-rows path takes.
-  bool takesLaneRows(OnlineAttentionOp op) {
-    auto isBF16 = [](Value v) {
-      return getElementTypeOrSelf(v.getType()).isBF16();
-    };
-    return !op.getMask() &&
-           !(bf16Dot && isBF16(op.getQuery()) && isBF16(op.getKey()));
-  }
-
   void runOnOperation() override {
     SmallVector<OnlineAttentionOp> ops;
     getOperation().walk([&](OnlineAttentionOp op) {
       if (op.hasPureTensorSemantics() && (op.getCausal() || op.getWindow()) &&
-          !(laneRowsOps && takesLaneRows(op)))
+          !(laneRowsOps && laneRowsCandidate(op, bf16Dot)))
         ops.push_back(op);
     });
     // A function's own key tile (attn.key_tile_size) is the one to align
