@@ -483,6 +483,12 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
     return writeFile(outputPath, text, error);
   }
 
+  // --timing: one tree of stages, MLIR's passes nested under the lowering.
+  DefaultTimingManager timingManager;
+  timingManager.setEnabled(options.timing);
+  timingManager.setDisplayMode(DefaultTimingManager::DisplayMode::Tree);
+  TimingScope timing = timingManager.getRootScope();
+
   llvm::LLVMContext llvmCtx;
   std::unique_ptr<llvm::Module> llvmModule;
   ResolvedTarget host;
@@ -492,7 +498,7 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
     // its own major architecture only).
     bool cubin = kind == OutputKind::Cubin;
     GpuImage image;
-    if (!compileGpuImage(specs, options, cubin, image, error))
+    if (!compileGpuImage(specs, options, cubin, image, error, timing))
       return false;
     if (gpuKernels)
       *gpuKernels = image.kernels;
@@ -514,8 +520,8 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
       return false;
     }
     PassManager pm(&kernels.context);
-    if (options.timing)
-      pm.enableTiming();
+    TimingScope lowering = timing.nest("MLIR: attn-to-llvm-cpu");
+    pm.enableTiming(lowering);
     mlir::attn::CpuPipelineOptions pipeline;
     pipeline.queryTileSize = options.queryTileSize;
     pipeline.bandedQueryTileSize = options.bandedTileRows();
@@ -560,6 +566,8 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
       error = "lowering failed:\n" + kernels.diagnostics;
       return false;
     }
+    lowering.stop();
+    TimingScope translating = timing.nest("translation to LLVM IR");
     llvmModule =
         translateModuleToLLVMIR(*kernels.module, llvmCtx, "attn_kernels");
     if (!llvmModule) {
@@ -612,7 +620,10 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
     error = "internal error: invalid LLVM IR: " + verifyMessage;
     return false;
   }
-  optimize(*llvmModule, *machine);
+  {
+    TimingScope optimizing = timing.nest("LLVM: O3 optimization");
+    optimize(*llvmModule, *machine);
+  }
 
   if (kind == OutputKind::LLVMIR) {
     std::string text;
@@ -620,6 +631,7 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
     llvmModule->print(os, nullptr);
     return writeFile(outputPath, text, error);
   }
+  TimingScope generating = timing.nest("LLVM: machine code generation");
   if (kind == OutputKind::Object)
     return emitObjectFile(*llvmModule, *machine, outputPath, error);
 
@@ -630,7 +642,10 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
     return false;
   }
   llvm::FileRemover removeObject(object);
-  return emitObjectFile(*llvmModule, *machine, object.str().str(), error) &&
-         linkSharedLibrary(object.str().str(), outputPath, error);
+  if (!emitObjectFile(*llvmModule, *machine, object.str().str(), error))
+    return false;
+  generating.stop();
+  TimingScope linking = timing.nest("linking the shared library (cc)");
+  return linkSharedLibrary(object.str().str(), outputPath, error);
 }
 } // namespace attn

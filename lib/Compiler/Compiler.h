@@ -58,7 +58,8 @@ struct CompileOptions {
   /// Bytes of K ahead of the scored row that decoding kernels prefetch
   /// (K and V rows, into L2); 0 turns prefetching off.
   int64_t prefetchDistance = 4096;
-  /// Print MLIR's per-pass timing to stderr.
+  /// Print per-stage timings to stderr: MLIR's passes, translation, LLVM's
+  /// optimization and code generation, the link.
   bool timing = false;
   /// The kernel table's symbol. The runtime looks up attn_library_v1 in a
   /// shared library; objects linked into one program need distinct names.

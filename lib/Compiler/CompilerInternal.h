@@ -12,6 +12,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OwningOpRef.h"
+#include "mlir/Support/Timing.h"
 
 #include <memory>
 
@@ -37,10 +38,11 @@ struct GpuImage {
   std::vector<GpuKernelInfo> kernels;
 };
 /// Lowers `specs` through attn-to-nvvm for options.gpuArch and serializes
-/// them: PTX, or cubin through ptxas.
+/// them: PTX, or cubin through ptxas. The lowering's passes and the
+/// serialization are timed under `timing`.
 bool compileGpuImage(const std::vector<KernelSpec> &specs,
                      const CompileOptions &options, bool cubin, GpuImage &image,
-                     std::string &error);
+                     std::string &error, mlir::TimingScope &timing);
 /// The PTX feature string an architecture needs ("+ptx80" for sm_80/sm_90).
 std::string defaultPtxFeatures(const std::string &arch);
 /// The CUDA toolkit options and the environment point to.

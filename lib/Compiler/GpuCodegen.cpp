@@ -69,7 +69,7 @@ static int64_t gpuKeyTileSize(const KernelSpec &spec) {
 
 bool compileGpuImage(const std::vector<KernelSpec> &specs,
                      const CompileOptions &options, bool cubin, GpuImage &image,
-                     std::string &error) {
+                     std::string &error, TimingScope &timing) {
   if (!validGpuArch(options.gpuArch)) {
     error = "unknown GPU architecture '" + options.gpuArch +
             "': expected sm_<NN> with NN >= 80 (e.g. sm_80, sm_90, sm_90a); "
@@ -100,8 +100,8 @@ bool compileGpuImage(const std::vector<KernelSpec> &specs,
   }
 
   PassManager pm(&kernels.context);
-  if (options.timing)
-    pm.enableTiming();
+  TimingScope lowering = timing.nest("MLIR: attn-to-nvvm");
+  pm.enableTiming(lowering);
   mlir::attn::GpuPipelineOptions pipeline;
   pipeline.chip = options.gpuArch;
   pipeline.warps = options.gpuWarps;
@@ -113,6 +113,7 @@ bool compileGpuImage(const std::vector<KernelSpec> &specs,
     error = "GPU lowering failed:\n" + kernels.diagnostics;
     return false;
   }
+  lowering.stop();
 
   image.arch = options.gpuArch;
   image.cubin = cubin;
@@ -139,6 +140,8 @@ bool compileGpuImage(const std::vector<KernelSpec> &specs,
             "/bin/ptxas (set --cuda-toolkit or CUDA_HOME, or emit PTX)";
     return false;
   }
+  TimingScope serializing = timing.nest(
+      cubin ? "NVPTX code generation and ptxas" : "NVPTX code generation");
   PassManager serialize(&kernels.context);
   GpuModuleToBinaryPassOptions binary;
   binary.toolkitPath = toolkit;

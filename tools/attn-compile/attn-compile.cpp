@@ -107,9 +107,11 @@ static cl::opt<std::string> librarySymbol(
              "what the runtime loads; give objects linked into one program "
              "distinct names)"),
     cl::init("attn_library_v1"), cl::cat(category));
-static cl::opt<bool> timing("timing",
-                            cl::desc("Print per-stage (pass) timings"),
-                            cl::init(false), cl::cat(category));
+static cl::opt<bool>
+    timing("timing",
+           cl::desc("Print per-stage timings: MLIR passes, LLVM "
+                    "optimization, code generation, link"),
+           cl::init(false), cl::cat(category));
 
 static bool outputKind(attn::OutputKind &kind, std::string &error) {
   llvm::StringRef ext = llvm::sys::path::extension(outputFile);
