@@ -3,9 +3,10 @@
 // Decoding: a tile of at most 4 query rows whose K and V rows have unit
 // stride (checked at run time) reads them in place. The rows of the tile's
 // heads go, up to 16 at a time, to a zero-padded f32 buffer once; per key
-// block, each key's K row is loaded once (two 16-lane chunks for D = 20,
-// the second masked) and scored against every buffered row (a dot product
-// and one horizontal sum, reassociable: a tree). Then per row the online
+// block, whole groups of 4 rows take 4 x 4 register tiles (@decode_group
+// below), and each key's K row is loaded once (two 16-lane chunks for
+// D = 20, the second masked) and scored against every other buffered row
+// (a dot product and one horizontal sum, reassociable: a tree). Then per row the online
 // update, and P·V from V's rows. Other tiles take the packed path.
 
 // CHECK-LABEL: func @decode
@@ -60,11 +61,14 @@ func.func @decode(%q: memref<1x1x?x20xf32, strided<[?, ?, ?, ?], offset: ?>>,
 //       CHECK: scf.if
 //       CHECK:   scf.for %{{.+}} = %c0 to %c4 step %c1 {
 //       CHECK:     memref.store
+// The group's 4 rows scored 4 keys at a time (a 4 x 4 register tile of
+// accumulators, two 16-lane chunks for D = 20: 32 FMAs, one transposing
+// tree); no row is left for the per-row loop.
 //       CHECK:   scf.for %{{.+}} = %c0 to %{{.+}} step %c32 {
-//       CHECK:     scf.for
-//       CHECK:       vector.load
-//       CHECK:       scf.for %{{.+}} = %c0 to %c4 step %c1 {
-//       CHECK:         vector.fma
+//       CHECK:     scf.for %{{.+}} = %c0 to %{{.+}} step %c4 {
+//       CHECK-COUNT-32: vector.fma
+//       CHECK-COUNT-30: vector.shuffle
+//   CHECK-NOT:     vector.reduction
 // The online update and P·V two rows at a time: each V vector loaded once
 // for both rows' accumulators (2 x 2 vectors for Dv = 20).
 //       CHECK:     scf.for %{{.+}} = %c0 to %c4 step %c2 {
@@ -113,8 +117,8 @@ func.func @decode_wide(%q: memref<1x2x1x256xf32>, %k: memref<1x1x?x256xf32>, %v:
 // 16-bit K (f16 here): whole groups of 4 rows are scored 4 keys at a time
 // (4 x 4 accumulators, K widened as loaded, one transposing tree of
 // shuffles for the 16 scores, stored as 4 rows of 4); the rows left over
-// (a dynamic count here) take the per-row loop. f32 K keeps the per-row
-// loop only (tiles measured slower for it from memory).
+// (a dynamic count here) take the per-row loop. f32 K takes the same tiles
+// (the groups above).
 
 // CHECK-LABEL: func @decode_f16_tiles
 //       CHECK: %[[REM:.+]] = arith.remui %[[COUNT:.+]], %c4 : index

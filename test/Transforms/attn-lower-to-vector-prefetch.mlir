@@ -10,7 +10,7 @@
 // CHECK-LABEL: func @decode_f32
 //       CHECK: scf.if
 //       CHECK:   scf.for %{{.+}} step %c128 {
-//       CHECK:     scf.for %[[J:.+]] = %c0 to %{{.+}} step %c1 {
+//       CHECK:     scf.for %[[J:.+]] = %c0 to %{{.+}} step %c4 {
 //       CHECK:     %[[KEY:.+]] = arith.addi %{{.+}}, %[[J]] : index
 //       CHECK:     %[[AHEAD:.+]] = arith.addi %[[KEY]], %c4 : index
 //       CHECK:     %[[LAST:.+]] = arith.subi %{{.+}}, %c1 : index
@@ -22,6 +22,9 @@
 //       CHECK:     memref.prefetch %[[K]][%c0, %c0, %[[ROW]], %c127], read, locality<2>, data
 //       CHECK:     memref.prefetch %[[V:.+]][%c0, %c0, %[[ROW]], %c0], read, locality<2>, data
 //       CHECK-COUNT-8: memref.prefetch %[[V]]
+// The same for the score tile's other 3 keys (4 rows x 4 keys).
+//       CHECK:     arith.addi %{{.+}}, %c5 : index
+//       CHECK-COUNT-54: memref.prefetch
 //   CHECK-NOT:     memref.prefetch
 //       CHECK:     vector.load %[[K]]
 // P·V, reading the block's f32 V rows from cache, prefetches the next
