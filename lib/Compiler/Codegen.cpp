@@ -543,23 +543,33 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
     };
     pipeline.bf16Dot = host.vectorWidth == 16 && hasFeature("+avx512bf16");
     pipeline.avx512Exp = host.vectorWidth == 16 && hasFeature("+avx512f");
-    // f32 prefill on AVX-512: 64-key tiles by 4 rows (16 score
-    // accumulators either way; the K^T and V panels are half as large and
-    // each serves twice the rows), unless the options say otherwise.
+    // Prefill on AVX-512, unless the options say otherwise:
+    // - f32: 64-key tiles by 4 rows (16 score accumulators either way; the
+    //   K^T and V panels are half as large and each serves twice the rows);
+    // - bf16 with the dot product: 3 rows where their P·V accumulators fit
+    //   one pass (3 x Dv/16 <= 16 vectors, Dv <= 80): 24 score
+    //   accumulators for 128 keys; measured 4-8 % faster than 2 rows at
+    //   D = 64, full and causal (no gain at D = 128, where 3 rows would
+    //   take V in two passes).
     for (auto [spec, func] :
          llvm::zip(specs, kernels.module->getOps<func::FuncOp>())) {
       int64_t rows = spec.staticSizes[3];
       bool decoding = rows >= 1 && rows <= pipeline.decodeRows;
-      if (spec.elementType != ElementType::F32 || host.vectorWidth != 16 ||
-          decoding)
+      if (host.vectorWidth != 16 || decoding)
         continue;
       auto i64 = [&](int64_t v) {
         return IntegerAttr::get(IntegerType::get(&kernels.context, 64), v);
       };
-      if (options.keyTileSize == 0)
-        func->setAttr(mlir::attn::kKeyTileSizeAttrName, i64(64));
-      if (options.rowBlock == 0)
-        func->setAttr(mlir::attn::kRowBlockAttrName, i64(4));
+      if (spec.elementType == ElementType::F32) {
+        if (options.keyTileSize == 0)
+          func->setAttr(mlir::attn::kKeyTileSizeAttrName, i64(64));
+        if (options.rowBlock == 0)
+          func->setAttr(mlir::attn::kRowBlockAttrName, i64(4));
+      } else if (spec.elementType == ElementType::BF16 && pipeline.bf16Dot &&
+                 options.rowBlock == 0 &&
+                 3 * llvm::divideCeil(spec.valueDim, 16) <= 16) {
+        func->setAttr(mlir::attn::kRowBlockAttrName, i64(3));
+      }
     }
     mlir::attn::buildAttnToLLVMCpuPipeline(pm, pipeline);
     if (failed(pm.run(*kernels.module))) {

@@ -85,7 +85,8 @@ static cl::opt<int64_t>
     rowBlock("row-block",
              cl::desc("Query rows sharing each packed K/V load (CPU, 1-8; "
                       "default: chosen per kernel, 4 for f32 prefill on "
-                      "AVX-512, else 2)"),
+                      "AVX-512, 3 for bf16 prefill with AVX-512 BF16 and "
+                      "Dv <= 80, else 2)"),
              cl::init(0), cl::cat(category));
 static cl::opt<int64_t>
     laneRows("lane-rows",
