@@ -3,8 +3,10 @@
 A custom operator (torch.library.custom_op) with a fake implementation, so
 that torch.compile (fullgraph=True included) and torch.export trace through
 it as one opaque node instead of breaking the graph. attn.scaled_dot_product_
-attention calls it for PyTorch tensors; it can also be called directly with
-4-D [B, H, S, D] tensors:
+attention calls it for PyTorch tensors whenever something traces, compiles or
+tracks gradients (plain eager calls run its implementation directly, without
+the dispatcher's round trip); it can also be called directly with 4-D
+[B, H, S, D] tensors:
 
     out, lse = torch.ops.attn.sdpa(q, k, v, None, True, None, False,
                                    "top_left", None, None, None, False)
@@ -23,8 +25,7 @@ from torch import Tensor
 from . import _core
 
 
-@torch.library.custom_op("attn::sdpa", mutates_args=())
-def sdpa(
+def _sdpa_eager(
     query: Tensor,
     key: Tensor,
     value: Tensor,
@@ -38,6 +39,7 @@ def sdpa(
     softcap: Optional[float],
     return_lse: bool,
 ) -> Tuple[Tensor, Tensor]:
+    """The operator's implementation: checks, allocates, runs the kernel."""
     # DLPack refuses tensors that require grad; the kernel reads memory only.
     query, key, value = query.detach(), key.detach(), value.detach()
     _core.check_shapes(query, key, value, enable_gqa)
@@ -63,6 +65,23 @@ def sdpa(
     return output, lse
 
 
+sdpa = torch.library.custom_op("attn::sdpa", _sdpa_eager, mutates_args=())
+
+
+def _plain_eager_call(*tensors) -> bool:
+    """Whether the operator may be skipped: plain CPU tensors (not fake,
+    functional or other subclasses), nothing being traced or compiled, no
+    gradient to track. The dispatcher's round trip then costs about as much
+    as the kernel of a short decoding step (tens of microseconds)."""
+    if torch.compiler.is_compiling() or torch.jit.is_tracing():
+        return False
+    grad = torch.is_grad_enabled()
+    return all(
+        t is None or (type(t) is Tensor and not (grad and t.requires_grad))
+        for t in tensors
+    )
+
+
 @sdpa.register_fake
 def _sdpa_fake(
     query, key, value, attn_mask, is_causal, scale, enable_gqa,
@@ -85,7 +104,10 @@ def scaled_dot_product_attention(
     squeeze = query.dim() == 3 and key.dim() == 3 and value.dim() == 3
     if squeeze:
         query, key, value = query.unsqueeze(0), key.unsqueeze(0), value.unsqueeze(0)
-    output, lse = torch.ops.attn.sdpa(
+    # Eager calls on plain tensors run the implementation directly; anything
+    # traced, compiled or differentiated goes through the operator.
+    call = _sdpa_eager if _plain_eager_call(query, key, value, attn_mask) else torch.ops.attn.sdpa
+    output, lse = call(
         query, key, value, attn_mask, is_causal, scale, enable_gqa,
         causal_alignment, window_left, window_right, softcap, return_lse,
     )

@@ -166,3 +166,30 @@ def test_uses_all_cores():
 
     expected = int(os.environ.get("ATTN_NUM_THREADS") or os.cpu_count())
     assert attn.num_threads() == expected
+
+
+def test_plain_eager_calls_skip_the_dispatcher(monkeypatch):
+    # Plain tensors, nothing traced, no gradient: the implementation runs
+    # directly; a tensor that requires grad (grad mode on) goes through
+    # torch.ops.attn.sdpa as before. Both give the same result.
+    from attn import _torch
+
+    calls = []
+    real = torch.ops.attn.sdpa
+
+    class Recording:
+        def __call__(self, *args):
+            calls.append(args)
+            return real(*args)
+
+    monkeypatch.setattr(torch.ops.attn, "sdpa", Recording())
+    q, k, v = random_qkv()
+    eager = attn.scaled_dot_product_attention(q, k, v, is_causal=True)
+    assert calls == []
+    assert _torch._plain_eager_call(q, k, v, None)
+    assert not _torch._plain_eager_call(q.clone().requires_grad_(), k, v, None)
+    with torch.no_grad():
+        assert _torch._plain_eager_call(q.clone().requires_grad_(), k, v, None)
+    through_op = attn.scaled_dot_product_attention(q.clone().requires_grad_(), k, v, is_causal=True)
+    assert len(calls) == 1
+    assert torch.equal(eager, through_op.detach())
