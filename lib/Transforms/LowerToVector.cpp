@@ -429,7 +429,8 @@ private:
         // share each V vector they load.
         bool valueIsF32 =
             cast<MemRefType>(op.getValue().getType()).getElementType().isF32();
-        auto updateRows = [&](Value first, int64_t n) {
+        auto updateRows = [&](Value first, int64_t n, bool prefetchK,
+                              bool prefetchV) {
           SmallVector<AccRow> accRows;
           SmallVector<Value> alphas;
           for (int64_t r = 0; r < n; ++r) {
@@ -453,12 +454,15 @@ private:
                   // block from cache: the next block's rows, one key per
                   // key of this one (f32 V: +5-8 % decoding; 16-bit rows
                   // measured no gain).
-                  if (c == 0 && prefetchKeys > 0 && valueIsF32) {
+                  if (c == 0 && (prefetchK || prefetchV) && prefetchKeys > 0 &&
+                      valueIsF32) {
                     Value next = arith::MinSIOp::create(
                         b, arith::AddIOp::create(b, key, cst(keyBlock)),
                         arith::SubIOp::create(b, keys, cst(1)));
-                    prefetchRow(keyRows, {batch, kvHead, next}, headDim);
-                    prefetchRow(valueRows, {batch, kvHead, next}, valueDim);
+                    if (prefetchK)
+                      prefetchRow(keyRows, {batch, kvHead, next}, headDim);
+                    if (prefetchV)
+                      prefetchRow(valueRows, {batch, kvHead, next}, valueDim);
                   }
                   return loadRowChunk(valueRows, {batch, kvHead, key},
                                       c * lanes, valueDim);
@@ -475,11 +479,33 @@ private:
         };
         if (!pairRows())
           return forLoop(cst(0), count, cst(1),
-                         [&](Value i) { updateRows(i, 1); });
+                         [&](Value i) { updateRows(i, 1, true, true); });
         Value even = arith::SubIOp::create(
             b, count, arith::RemUIOp::create(b, count, cst(2)));
-        forLoop(cst(0), even, cst(2), [&](Value i) { updateRows(i, 2); });
-        ifOdd(count, [&] { updateRows(even, 1); });
+        // Where P·V prefetches and several pairs of rows read the block, the
+        // first pair asks for the next block's K rows and the others for
+        // its V rows: each pass issues half the prefetches (decoding from
+        // cache 1.08-1.13x, GQA groups of 8 1.07-1.11x; from memory within
+        // the spread) and the memory stream keeps going during both. A
+        // single pair, or a left-over odd row, asks for both.
+        if (prefetchKeys > 0 && valueIsF32) {
+          auto several = scf::IfOp::create(
+              b,
+              arith::CmpIOp::create(b, arith::CmpIPredicate::sge, even, cst(4)),
+              /*withElseRegion=*/true);
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPoint(several.thenBlock()->getTerminator());
+          updateRows(cst(0), 2, true, false);
+          forLoop(cst(2), even, cst(2),
+                  [&](Value i) { updateRows(i, 2, false, true); });
+          b.setInsertionPoint(several.elseBlock()->getTerminator());
+          forLoop(cst(0), even, cst(2),
+                  [&](Value i) { updateRows(i, 2, true, true); });
+        } else {
+          forLoop(cst(0), even, cst(2),
+                  [&](Value i) { updateRows(i, 2, true, true); });
+        }
+        ifOdd(count, [&] { updateRows(even, 1, true, true); });
       });
     });
   }

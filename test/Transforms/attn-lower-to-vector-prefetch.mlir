@@ -28,13 +28,23 @@
 //   CHECK-NOT:     memref.prefetch
 //       CHECK:     vector.load %[[K]]
 // P·V, reading the block's f32 V rows from cache, prefetches the next
-// block's rows, one key per key, so that memory keeps streaming.
+// block's rows, one key per key, so that memory keeps streaming: with two
+// pairs of rows (a GQA group of 4), the first pair asks for K's rows and
+// the second for V's.
 //       CHECK:     scf.for %{{.+}} = %c0 to %{{.+}} step %c1 iter_args(
 //       CHECK:       %[[PVKEY:.+]] = arith.addi %{{.+}}, %{{.+}} : index
 //       CHECK:       %[[NEXT:.+]] = arith.addi %[[PVKEY]], %c128 : index
 //       CHECK:       %[[NROW:.+]] = arith.minsi %[[NEXT]], %{{.+}} : index
 //       CHECK:       memref.prefetch %[[K]][%c0, %c0, %[[NROW]], %c0], read, locality<2>, data
-//       CHECK:       memref.prefetch %[[V]][%c0, %c0, %[[NROW]], %c0], read, locality<2>, data
+//   CHECK-NOT:       memref.prefetch %[[V]]
+//       CHECK:       vector.fma
+//       CHECK:     math.exp
+//       CHECK:     scf.for %{{.+}} = %c0 to %{{.+}} step %c1 iter_args(
+//       CHECK:       %[[PVKEY2:.+]] = arith.addi %{{.+}}, %{{.+}} : index
+//       CHECK:       %[[NEXT2:.+]] = arith.addi %[[PVKEY2]], %c128 : index
+//       CHECK:       %[[NROW2:.+]] = arith.minsi %[[NEXT2]], %{{.+}} : index
+//   CHECK-NOT:       memref.prefetch %[[K]]
+//       CHECK:       memref.prefetch %[[V]][%c0, %c0, %[[NROW2]], %c0], read, locality<2>, data
 //       CHECK:       vector.fma
 //       CHECK: } else {
 //   CHECK-NOT: memref.prefetch
@@ -46,6 +56,28 @@ func.func @decode_f32(%q: memref<1x4x1x128xf32, strided<[?, ?, ?, ?], offset: ?>
                       %acc: memref<1x4x1x128xf32>, %m: memref<1x4x1xf32>, %s: memref<1x4x1xf32>) {
   attn.online_attention ins(%q, %k, %v : memref<1x4x1x128xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<1x1x?x128xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<1x1x?x128xf32, strided<[?, ?, ?, ?], offset: ?>>)
       outs(%acc, %m, %s : memref<1x4x1x128xf32>, memref<1x4x1xf32>, memref<1x4x1xf32>)
+  return
+}
+
+// A group of any size: with at least two pairs of rows the first pair
+// prefetches K and the others V; a single pair prefetches both.
+
+// CHECK-LABEL: func @decode_f32_any_group
+//       CHECK: %[[ODD:.+]] = arith.remui %[[COUNT:.+]], %c2 : index
+//  CHECK-NEXT: %[[EVEN:.+]] = arith.subi %[[COUNT]], %[[ODD]] : index
+//  CHECK-NEXT: %[[SEVERAL:.+]] = arith.cmpi sge, %[[EVEN]], %c4 : index
+//       CHECK: scf.if %[[SEVERAL]] {
+//       CHECK:   memref.prefetch %[[K:.+]][%c0, %c0, %{{.+}}, %c0]
+//       CHECK:   scf.for %{{.+}} = %c2 to %[[EVEN]] step %c2 {
+//       CHECK: } else {
+//       CHECK:   scf.for %{{.+}} = %c0 to %[[EVEN]] step %c2 {
+//       CHECK:     memref.prefetch %[[K]][%c0, %c0, %{{.+}}, %c0]
+func.func @decode_f32_any_group(%q: memref<1x?x1x128xf32, strided<[?, ?, ?, ?], offset: ?>>,
+                                %k: memref<1x1x?x128xf32, strided<[?, ?, ?, ?], offset: ?>>,
+                                %v: memref<1x1x?x128xf32, strided<[?, ?, ?, ?], offset: ?>>,
+                                %acc: memref<1x?x1x128xf32>, %m: memref<1x?x1xf32>, %s: memref<1x?x1xf32>) {
+  attn.online_attention ins(%q, %k, %v : memref<1x?x1x128xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<1x1x?x128xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<1x1x?x128xf32, strided<[?, ?, ?, ?], offset: ?>>)
+      outs(%acc, %m, %s : memref<1x?x1x128xf32>, memref<1x?x1xf32>, memref<1x?x1xf32>)
   return
 }
 
