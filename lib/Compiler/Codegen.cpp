@@ -36,6 +36,7 @@
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
 #include "llvm/IR/Verifier.h"
+#include "llvm/MC/MCSubtargetInfo.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/FileSystem.h"
@@ -64,26 +65,60 @@ std::string compilerVersion() {
   return std::string("attn 0.1.0 (LLVM/MLIR ") + LLVM_VERSION_STRING + ")";
 }
 
-ResolvedTarget resolveTarget(const CompileOptions &options) {
-  ResolvedTarget target;
+/// The features LLVM's target for `triple` implies for `cpu`, as "+name"
+/// items; false when the target does not know the CPU.
+static bool featuresOfCpu(const std::string &triple, const std::string &cpu,
+                          SmallVectorImpl<std::string> &features) {
+  llvm::InitializeNativeTarget();
+  std::string error;
+  const llvm::Target *t =
+      llvm::TargetRegistry::lookupTarget(llvm::Triple(triple), error);
+  if (!t)
+    return false;
+  std::unique_ptr<llvm::MCSubtargetInfo> info(
+      t->createMCSubtargetInfo(triple, cpu, ""));
+  if (!info || !info->isCPUStringValid(cpu))
+    return false;
+  for (const llvm::SubtargetFeatureKV &feature :
+       info->getAllProcessorFeatures())
+    if (info->getFeatureBits().test(feature.Value))
+      features.push_back(std::string("+") + feature.Key);
+  return true;
+}
+
+bool resolveTarget(const CompileOptions &options, ResolvedTarget &target,
+                   std::string &error) {
   target.triple = llvm::sys::getProcessTriple();
   target.cpu = options.targetCpu.empty() ? llvm::sys::getHostCPUName().str()
                                          : options.targetCpu;
-  if (!options.targetFeatures.empty() || !options.targetCpu.empty()) {
-    target.features = options.targetFeatures;
-  } else {
-    std::string features;
-    for (const auto &feature : llvm::sys::getHostCPUFeatures()) {
-      if (!feature.second)
-        continue; // record what the kernel may use, not what it may not
-      if (!features.empty())
-        features += ",";
-      features += "+" + feature.first().str();
-    }
-    target.features = features;
+  // What the kernel may use: the host's features by default; for a named
+  // CPU, the features LLVM knows it has (so that the kernel records them
+  // and the runtime can refuse it on a CPU without them), then the explicit
+  // --target-features, which add ("+x") or remove ("-x") features.
+  SmallVector<std::string> features;
+  if (options.targetCpu.empty() && options.targetFeatures.empty()) {
+    for (const auto &feature : llvm::sys::getHostCPUFeatures())
+      if (feature.second) // record what the kernel may use, not what it may not
+        features.push_back("+" + feature.first().str());
+  } else if (!options.targetCpu.empty() &&
+             !featuresOfCpu(target.triple, target.cpu, features)) {
+    error = "unknown --target-cpu '" + target.cpu + "' for " + target.triple +
+            " (llc -mcpu=help lists the CPUs LLVM knows)";
+    return false;
   }
+  for (llvm::StringRef item : llvm::split(options.targetFeatures, ',')) {
+    item = item.trim();
+    if (item.empty())
+      continue;
+    std::string name = item.drop_front().str();
+    llvm::erase_if(features, [&](const std::string &f) {
+      return llvm::StringRef(f).drop_front() == name;
+    });
+    features.push_back(item.str());
+  }
+  target.features = llvm::join(features, ",");
   auto has = [&](llvm::StringRef name) {
-    return llvm::StringRef(target.features).contains(("+" + name).str());
+    return llvm::is_contained(features, ("+" + name).str());
   };
   if (options.vectorWidth > 0)
     target.vectorWidth = options.vectorWidth;
@@ -93,10 +128,7 @@ ResolvedTarget resolveTarget(const CompileOptions &options) {
     target.vectorWidth = 8;
   else
     target.vectorWidth = 4;
-  // A CPU name alone (e.g. -target-cpu=skylake-avx512) implies its features.
-  if (target.features.empty() && options.vectorWidth <= 0)
-    target.vectorWidth = 16;
-  return target;
+  return true;
 }
 } // namespace attn
 
@@ -310,6 +342,69 @@ void emitLibrary(llvm::Module &module, const AbiTypes &types,
       llvm::ConstantStruct::get(types.library, fields), symbol);
 }
 
+/// Sets the CPU pipeline's options for `host`: the options' tile sizes,
+/// else the defaults for the target's vector width and features.
+void setCpuPipelineOptions(mlir::attn::CpuPipelineOptions &pipeline,
+                           const ::attn::CompileOptions &options,
+                           const ::attn::ResolvedTarget &host) {
+  pipeline.queryTileSize = options.queryTileSize;
+  pipeline.bandedQueryTileSize = options.bandedTileRows();
+  pipeline.keyTileSize = options.keyTileSize > 0 ? options.keyTileSize : 128;
+  pipeline.vectorWidth = host.vectorWidth;
+  pipeline.rowBlock = options.rowBlock > 0 ? options.rowBlock : 2;
+  pipeline.prefetchDistance = options.prefetchDistance;
+  // Rows in lanes: 4 vectors of 16 rows on AVX-512, 3 of 8 on AVX2
+  // (whose 16 registers hold a 3 x 4 accumulator tile; measured 1.9-2.1x
+  // the packed path there).
+  pipeline.laneRows = options.laneRows >= 0    ? options.laneRows
+                      : host.vectorWidth == 16 ? 64
+                      : host.vectorWidth == 8  ? 24
+                                               : 0;
+  // vdpbf16ps for bf16 scores where the target has AVX-512 BF16, and
+  // vscalefps for the softmax's exp where it has AVX-512F.
+  auto hasFeature = [&](llvm::StringRef name) {
+    return llvm::is_contained(llvm::split(host.features, ','), name);
+  };
+  pipeline.bf16Dot = host.vectorWidth == 16 && hasFeature("+avx512bf16");
+  pipeline.avx512Exp = host.vectorWidth == 16 && hasFeature("+avx512f");
+}
+
+/// Records each kernel's blocking on its function (attn.key_tile_size,
+/// attn.row_block), which overrides the pipeline's options: what
+/// `--emit=mlir` shows and attn-opt then lowers the same way.
+void chooseBlocking(ModuleOp module, ArrayRef<::attn::KernelSpec> specs,
+                    const ::attn::CompileOptions &options,
+                    const ::attn::ResolvedTarget &host,
+                    const mlir::attn::CpuPipelineOptions &pipeline) {
+  // Prefill on AVX-512, unless the options say otherwise:
+  // - f32: 64-key tiles by 4 rows (16 score accumulators either way; the
+  //   K^T and V panels are half as large and each serves twice the rows);
+  // - bf16 with the dot product: 3 rows where their P·V accumulators fit
+  //   one pass (3 x Dv/16 <= 16 vectors, Dv <= 80): 24 score
+  //   accumulators for 128 keys; measured 4-8 % faster than 2 rows at
+  //   D = 64, full and causal (no gain at D = 128, where 3 rows would
+  //   take V in two passes).
+  for (auto [spec, func] : llvm::zip(specs, module.getOps<func::FuncOp>())) {
+    int64_t rows = spec.staticSizes[3];
+    bool decoding = rows >= 1 && rows <= pipeline.decodeRows;
+    if (host.vectorWidth != 16 || decoding)
+      continue;
+    auto i64 = [&](int64_t v) {
+      return IntegerAttr::get(IntegerType::get(module.getContext(), 64), v);
+    };
+    if (spec.elementType == ::attn::ElementType::F32) {
+      if (options.keyTileSize == 0)
+        func->setAttr(mlir::attn::kKeyTileSizeAttrName, i64(64));
+      if (options.rowBlock == 0)
+        func->setAttr(mlir::attn::kRowBlockAttrName, i64(4));
+    } else if (spec.elementType == ::attn::ElementType::BF16 &&
+               pipeline.bf16Dot && options.rowBlock == 0 &&
+               3 * llvm::divideCeil(spec.valueDim, 16) <= 16) {
+      func->setAttr(mlir::attn::kRowBlockAttrName, i64(3));
+    }
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // LLVM optimization and code generation
 //===----------------------------------------------------------------------===//
@@ -477,6 +572,14 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
       error = kernels.diagnostics;
       return false;
     }
+    if (!gpu) {
+      ResolvedTarget host;
+      if (!resolveTarget(options, host, error))
+        return false;
+      mlir::attn::CpuPipelineOptions pipeline;
+      setCpuPipelineOptions(pipeline, options, host);
+      chooseBlocking(*kernels.module, specs, options, host, pipeline);
+    }
     std::string text;
     llvm::raw_string_ostream os(text);
     kernels.module->print(os);
@@ -510,10 +613,12 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
                        error);
     // The host side is plain data for the machine compiling it.
     CompileOptions hostOptions;
-    host = resolveTarget(hostOptions);
+    if (!resolveTarget(hostOptions, host, error))
+      return false;
     llvmModule = gpuHostModule(llvmCtx, specs, options, image);
   } else {
-    host = resolveTarget(options);
+    if (!resolveTarget(options, host, error))
+      return false;
     KernelModule kernels(specs);
     if (!kernels.module) {
       error = kernels.diagnostics;
@@ -523,54 +628,8 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
     TimingScope lowering = timing.nest("MLIR: attn-to-llvm-cpu");
     pm.enableTiming(lowering);
     mlir::attn::CpuPipelineOptions pipeline;
-    pipeline.queryTileSize = options.queryTileSize;
-    pipeline.bandedQueryTileSize = options.bandedTileRows();
-    pipeline.keyTileSize = options.keyTileSize > 0 ? options.keyTileSize : 128;
-    pipeline.vectorWidth = host.vectorWidth;
-    pipeline.rowBlock = options.rowBlock > 0 ? options.rowBlock : 2;
-    pipeline.prefetchDistance = options.prefetchDistance;
-    // Rows in lanes: 4 vectors of 16 rows on AVX-512, 3 of 8 on AVX2
-    // (whose 16 registers hold a 3 x 4 accumulator tile; measured 1.9-2.1x
-    // the packed path there).
-    pipeline.laneRows = options.laneRows >= 0    ? options.laneRows
-                        : host.vectorWidth == 16 ? 64
-                        : host.vectorWidth == 8  ? 24
-                                                 : 0;
-    // vdpbf16ps for bf16 scores where the target has AVX-512 BF16, and
-    // vscalefps for the softmax's exp where it has AVX-512F.
-    auto hasFeature = [&](llvm::StringRef name) {
-      return llvm::is_contained(llvm::split(host.features, ','), name);
-    };
-    pipeline.bf16Dot = host.vectorWidth == 16 && hasFeature("+avx512bf16");
-    pipeline.avx512Exp = host.vectorWidth == 16 && hasFeature("+avx512f");
-    // Prefill on AVX-512, unless the options say otherwise:
-    // - f32: 64-key tiles by 4 rows (16 score accumulators either way; the
-    //   K^T and V panels are half as large and each serves twice the rows);
-    // - bf16 with the dot product: 3 rows where their P·V accumulators fit
-    //   one pass (3 x Dv/16 <= 16 vectors, Dv <= 80): 24 score
-    //   accumulators for 128 keys; measured 4-8 % faster than 2 rows at
-    //   D = 64, full and causal (no gain at D = 128, where 3 rows would
-    //   take V in two passes).
-    for (auto [spec, func] :
-         llvm::zip(specs, kernels.module->getOps<func::FuncOp>())) {
-      int64_t rows = spec.staticSizes[3];
-      bool decoding = rows >= 1 && rows <= pipeline.decodeRows;
-      if (host.vectorWidth != 16 || decoding)
-        continue;
-      auto i64 = [&](int64_t v) {
-        return IntegerAttr::get(IntegerType::get(&kernels.context, 64), v);
-      };
-      if (spec.elementType == ElementType::F32) {
-        if (options.keyTileSize == 0)
-          func->setAttr(mlir::attn::kKeyTileSizeAttrName, i64(64));
-        if (options.rowBlock == 0)
-          func->setAttr(mlir::attn::kRowBlockAttrName, i64(4));
-      } else if (spec.elementType == ElementType::BF16 && pipeline.bf16Dot &&
-                 options.rowBlock == 0 &&
-                 3 * llvm::divideCeil(spec.valueDim, 16) <= 16) {
-        func->setAttr(mlir::attn::kRowBlockAttrName, i64(3));
-      }
-    }
+    setCpuPipelineOptions(pipeline, options, host);
+    chooseBlocking(*kernels.module, specs, options, host, pipeline);
     mlir::attn::buildAttnToLLVMCpuPipeline(pm, pipeline);
     if (failed(pm.run(*kernels.module))) {
       error = "lowering failed:\n" + kernels.diagnostics;

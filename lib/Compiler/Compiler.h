@@ -83,12 +83,15 @@ struct GpuKernelInfo {
   int64_t blockThreads = 0, blockRows = 0, sharedBytes = 0;
 };
 
-/// The target a compilation resolves to.
+/// The target a compilation resolves to: the host, or --target-cpu with
+/// the features LLVM knows it has, changed by --target-features.
 struct ResolvedTarget {
   std::string triple, cpu, features;
-  int64_t vectorWidth;
+  int64_t vectorWidth = 0;
 };
-ResolvedTarget resolveTarget(const CompileOptions &options);
+/// Fails with a message for a CPU that LLVM does not know.
+bool resolveTarget(const CompileOptions &options, ResolvedTarget &target,
+                   std::string &error);
 
 /// The spec an attn.attention op computes (element type, dims, masking,
 /// declared static sizes). Fails with a message for ops a kernel cannot be

@@ -54,14 +54,16 @@ static cl::opt<std::string>
                 cl::desc("CUDA toolkit whose ptxas makes cubins (default: "
                          "$CUDA_HOME, else the one found at build time)"),
                 cl::init(""), cl::cat(category));
-static cl::opt<std::string> targetCpu("target-cpu",
-                                      cl::desc("LLVM CPU (default: host)"),
-                                      cl::init(""), cl::cat(category));
 static cl::opt<std::string>
-    targetFeatures("target-features",
-                   cl::desc("LLVM feature string, e.g. +avx2,+fma "
-                            "(default: host's)"),
-                   cl::init(""), cl::cat(category));
+    targetCpu("target-cpu",
+              cl::desc("LLVM CPU, e.g. znver4 (default: host); the kernel "
+                       "records the features LLVM knows it has"),
+              cl::init(""), cl::cat(category));
+static cl::opt<std::string> targetFeatures(
+    "target-features",
+    cl::desc("LLVM features to add (+x) or remove (-x), e.g. +avx2,+fma "
+             "(default: the host's, or the --target-cpu's)"),
+    cl::init(""), cl::cat(category));
 static cl::opt<int64_t> queryTile("query-tile-size",
                                   cl::desc("Query rows per work item (CPU)"),
                                   cl::init(256), cl::cat(category));
