@@ -110,11 +110,13 @@ bool resolveTarget(const CompileOptions &options, ResolvedTarget &target,
     item = item.trim();
     if (item.empty())
       continue;
-    std::string name = item.drop_front().str();
+    // LLVM reads a feature without a sign as enabled.
+    bool sign = item.front() == '+' || item.front() == '-';
+    llvm::StringRef name = sign ? item.drop_front() : item;
     llvm::erase_if(features, [&](const std::string &f) {
       return llvm::StringRef(f).drop_front() == name;
     });
-    features.push_back(item.str());
+    features.push_back(sign ? item.str() : "+" + name.str());
   }
   target.features = llvm::join(features, ",");
   auto has = [&](llvm::StringRef name) {

@@ -488,6 +488,10 @@ private:
         // cache 1.08-1.13x, GQA groups of 8 1.07-1.11x; from memory within
         // the spread) and the memory stream keeps going during both. A
         // single pair, or a left-over odd row, asks for both.
+        auto everyPair = [&] {
+          forLoop(cst(0), even, cst(2),
+                  [&](Value i) { updateRows(i, 2, true, true); });
+        };
         if (prefetchKeys > 0 && valueIsF32) {
           auto several = scf::IfOp::create(
               b,
@@ -499,11 +503,9 @@ private:
           forLoop(cst(2), even, cst(2),
                   [&](Value i) { updateRows(i, 2, false, true); });
           b.setInsertionPoint(several.elseBlock()->getTerminator());
-          forLoop(cst(0), even, cst(2),
-                  [&](Value i) { updateRows(i, 2, true, true); });
+          everyPair();
         } else {
-          forLoop(cst(0), even, cst(2),
-                  [&](Value i) { updateRows(i, 2, true, true); });
+          everyPair();
         }
         ifOdd(count, [&] { updateRows(even, 1, true, true); });
       });
