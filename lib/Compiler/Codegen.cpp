@@ -86,6 +86,10 @@ static bool featuresOfCpu(const std::string &triple, const std::string &cpu,
   return true;
 }
 
+bool ResolvedTarget::has(const std::string &name) const {
+  return llvm::is_contained(llvm::split(features, ','), "+" + name);
+}
+
 bool resolveTarget(const CompileOptions &options, ResolvedTarget &target,
                    std::string &error) {
   target.triple = llvm::sys::getProcessTriple();
@@ -119,14 +123,11 @@ bool resolveTarget(const CompileOptions &options, ResolvedTarget &target,
     features.push_back(sign ? item.str() : "+" + name.str());
   }
   target.features = llvm::join(features, ",");
-  auto has = [&](llvm::StringRef name) {
-    return llvm::is_contained(features, ("+" + name).str());
-  };
   if (options.vectorWidth > 0)
     target.vectorWidth = options.vectorWidth;
-  else if (has("avx512f"))
+  else if (target.has("avx512f"))
     target.vectorWidth = 16;
-  else if (has("avx"))
+  else if (target.has("avx"))
     target.vectorWidth = 8;
   else
     target.vectorWidth = 4;
@@ -364,11 +365,8 @@ void setCpuPipelineOptions(mlir::attn::CpuPipelineOptions &pipeline,
                                                : 0;
   // vdpbf16ps for bf16 scores where the target has AVX-512 BF16, and
   // vscalefps for the softmax's exp where it has AVX-512F.
-  auto hasFeature = [&](llvm::StringRef name) {
-    return llvm::is_contained(llvm::split(host.features, ','), name);
-  };
-  pipeline.bf16Dot = host.vectorWidth == 16 && hasFeature("+avx512bf16");
-  pipeline.avx512Exp = host.vectorWidth == 16 && hasFeature("+avx512f");
+  pipeline.bf16Dot = host.vectorWidth == 16 && host.has("avx512bf16");
+  pipeline.avx512Exp = host.vectorWidth == 16 && host.has("avx512f");
 }
 
 /// Records each kernel's blocking on its function (attn.key_tile_size,

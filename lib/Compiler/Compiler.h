@@ -88,6 +88,8 @@ struct GpuKernelInfo {
 struct ResolvedTarget {
   std::string triple, cpu, features;
   int64_t vectorWidth = 0;
+  /// Whether `features` enables `name` ("avx512f").
+  bool has(const std::string &name) const;
 };
 /// Fails with a message for a CPU that LLVM does not know.
 bool resolveTarget(const CompileOptions &options, ResolvedTarget &target,
