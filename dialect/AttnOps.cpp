@@ -426,7 +426,8 @@ FailureOr<OperandTiles> tileInputs(OpBuilder &b, Location loc,
   // Query heads map onto key/value heads h / G. A tile of all heads reads
   // all of them; a tile of one query head reads its kv head; a tile of whole
   // GQA groups at a group boundary (what attn-tile makes for decoding, so
-  // that a group's heads share each K/V load) reads those groups' kv heads.
+  // that a group's heads share each K/V load) reads those groups' kv heads,
+  // and an aligned tile of a divisor of the group its one kv head.
   // A tile size that is not static cannot be checked here: the tiling driver
   // promises 1 or whole groups.
   OpFoldResult hq = dimOf(b, loc, view.query, 1);
@@ -440,8 +441,13 @@ FailureOr<OperandTiles> tileInputs(OpBuilder &b, Location loc,
     int64_t staticHkv = cast<ShapedType>(view.key.getType()).getDimSize(1);
     bool staticGroup =
         !ShapedType::isDynamic(staticHq) && !ShapedType::isDynamic(staticHkv);
+    // Whole groups, or a divisor of the group (a tile of a group larger
+    // than a decoding tile may hold; attn-tile aligns it to the tile).
+    int64_t staticG =
+        staticGroup ? staticHq / std::max<int64_t>(staticHkv, 1) : 0;
     if (size && *size != 1 &&
-        (!staticGroup || *size % (staticHq / staticHkv) != 0))
+        (!staticGroup || staticG < 1 ||
+         (*size % staticG != 0 && staticG % *size != 0)))
       return failure();
     // Folded where static, so that the tile's types are.
     Value hkv =
@@ -542,9 +548,9 @@ AttentionOp::getTiledImplementation(OpBuilder &b,
   }
   FailureOr<OperandTiles> tiles = tileInputs(b, loc, view, offsets, sizes);
   if (failed(tiles)) {
-    emitOpError("can tile the head dimension only by 1, by whole GQA groups "
-                "or not at all (a query-head tile must map onto whole "
-                "key/value heads)");
+    emitOpError("can tile the head dimension only by 1, by whole GQA groups, "
+                "by a divisor of the group or not at all (a query-head tile "
+                "must map onto whole key/value heads or lie within one)");
     return failure();
   }
   SmallVector<Value> outputs;
@@ -591,8 +597,8 @@ OnlineAttentionOp::getTiledImplementation(OpBuilder &b,
   FailureOr<OperandTiles> tiles =
       tileInputs(b, loc, viewOf(*this), offsets, sizes);
   if (failed(tiles)) {
-    emitOpError("can tile the head dimension only by 1, by whole GQA groups "
-                "or not at all");
+    emitOpError("can tile the head dimension only by 1, by whole GQA groups, "
+                "by a divisor of the group or not at all");
     return failure();
   }
   SmallVector<Value> states;

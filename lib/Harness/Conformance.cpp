@@ -39,7 +39,14 @@ std::vector<ConformanceCase> attn::conformanceCases() {
        2, 10, 2, 1, 300},
       {"decode_group_mask", "dtype=f16,d=64,mask=bool:h1,lse,sizes=?:?:?:3:?",
        1, 4, 1, 3, 150},
+      // Groups of more than 16 heads: tiles of 16 (a dynamic G of 40: 8),
+      // or of 12 for a static G of 24.
       {"decode_group_over_16", "d=32,lse,sizes=?:?:?:1:?", 1, 32, 1, 1, 140},
+      {"decode_group_40", "dtype=f16,d=64,lse,sizes=?:?:?:1:?", 1, 40, 1, 1,
+       140},
+      {"decode_group_24",
+       "dtype=bf16,d=64,causal=bottom_right,sizes=?:48:2:1:?", 2, 48, 2, 1,
+       200},
       {"decode_group_no_heads", "d=32,lse,sizes=?:?:?:1:?", 1, 0, 2, 1, 50},
       // Sliding windows.
       {"window_left", "d=64,causal,window=40:0,lse", 1, 2, 2, 300, 300},

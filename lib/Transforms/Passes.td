@@ -19,10 +19,12 @@ def AttnTilePass : Pass<"attn-tile", "func::FuncOp"> {
     in its own coordinates, so masks stay exact. With `group-rows` = N, an
     op whose static Sq is at most N (a decoding kernel) is tiled by whole
     GQA groups instead of single heads: one work item per key/value head,
-    whose G query heads then read each K/V block once from memory. Groups of
-    more than 16 heads, or a dynamic G that turns out so, keep one head per
-    tile (the tile's state is G x Sq rows on the stack). The key dimension is left
-    whole: it is a reduction that only the online form can tile.
+    whose G query heads then read each K/V block once from memory. A group
+    of more than 16 heads (the tile's state is G x Sq rows on the stack) is
+    tiled by its largest divisor up to 16 (a power of two where G is
+    dynamic): G = 32 reads each K/V block twice, not 32 times. The key
+    dimension is left whole: it is a reduction that only the online form
+    can tile.
 
     For the GPU (`block-mapping`), the forall carries `#gpu.block<z>`,
     `#gpu.block<y>`, `#gpu.block<x>` for batch, head and query tile: the

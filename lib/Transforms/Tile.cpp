@@ -91,8 +91,11 @@ struct AttnTilePass : public mlir::attn::impl::AttnTilePassBase<AttnTilePass> {
 
   /// The query heads of one tile: 1, or for an op whose static Sq is at
   /// most `groupRows` (decoding) the GQA group G = Hq / Hkv, where G is at
-  /// most kMaxGroup (the tile's state, G x Sq rows, lives on the stack).
-  /// A dynamic G gives a select with that constant bound.
+  /// most kMaxGroup (the tile's state, G x Sq rows, lives on the stack). A
+  /// larger group is tiled by its largest divisor up to kMaxGroup (a power
+  /// of two where G is dynamic): the tiles of one key/value head then read
+  /// its K and V once each rather than once per query head. A dynamic G
+  /// gives selects with that constant bound.
   OpFoldResult headTileSize(RewriterBase &rewriter, AttentionOp op) {
     constexpr int64_t kMaxGroup = 16;
     auto query = cast<ShapedType>(op.getQuery().getType());
@@ -104,25 +107,36 @@ struct AttnTilePass : public mlir::attn::impl::AttnTilePassBase<AttnTilePass> {
     if (!query.isDynamicDim(1) && !key.isDynamicDim(1)) {
       int64_t group =
           query.getDimSize(1) / std::max<int64_t>(key.getDimSize(1), 1);
-      return group > 1 && group <= kMaxGroup ? rewriter.getIndexAttr(group)
-                                             : one;
+      int64_t tile = 1;
+      for (int64_t t = std::min(group, kMaxGroup); t > 1 && tile == 1; --t)
+        if (group % t == 0)
+          tile = t;
+      return rewriter.getIndexAttr(tile);
     }
     Location loc = op.getLoc();
     auto dim = [&](Value tensor, int64_t index) -> Value {
       return tensor::DimOp::create(rewriter, loc, tensor, index);
     };
+    auto cst = [&](int64_t v) -> Value {
+      return arith::ConstantIndexOp::create(rewriter, loc, v);
+    };
     Value group = arith::DivUIOp::create(rewriter, loc, dim(op.getQuery(), 1),
                                          dim(op.getKey(), 1));
     // 1 <= G <= kMaxGroup, as one unsigned compare (G = 0 when Hq = 0: an
-    // empty problem, whose tile must not be 0 heads).
+    // empty problem, whose tile must not be 0 heads); else the largest
+    // power of two up to kMaxGroup that divides G.
+    Value chosen = cst(1);
+    for (int64_t t = 2; t <= kMaxGroup; t *= 2) {
+      Value divides = arith::CmpIOp::create(
+          rewriter, loc, arith::CmpIPredicate::eq,
+          arith::RemUIOp::create(rewriter, loc, group, cst(t)), cst(0));
+      chosen = arith::SelectOp::create(rewriter, loc, divides, cst(t), chosen);
+    }
     Value small = arith::CmpIOp::create(
         rewriter, loc, arith::CmpIPredicate::ule,
-        arith::SubIOp::create(rewriter, loc, group,
-                              arith::ConstantIndexOp::create(rewriter, loc, 1)),
-        arith::ConstantIndexOp::create(rewriter, loc, kMaxGroup - 1));
-    Value chosen = arith::SelectOp::create(
-        rewriter, loc, small, group,
-        arith::ConstantIndexOp::create(rewriter, loc, 1));
+        arith::SubIOp::create(rewriter, loc, group, cst(1)),
+        cst(kMaxGroup - 1));
+    chosen = arith::SelectOp::create(rewriter, loc, small, group, chosen);
     // min(chosen, kMaxGroup) = chosen; the min states the bound that the
     // tile's state buffers need (ValueBounds cannot see through the select).
     return affine::makeComposedFoldedAffineMin(

@@ -24,15 +24,22 @@ func.func @static_group(%q: tensor<?x32x1x128xf32>, %k: tensor<?x8x?x128xf32>,
 
 // -----
 
-// Dynamic head counts: the head tile is G where 1 <= G <= 16, else 1, chosen at
-// run time; the affine.min states the bound (16) that the tile's state
-// buffers need. The kv heads of a tile: [h / G, ceil(size / G)).
+// Dynamic head counts: the head tile is G where 1 <= G <= 16, else the
+// largest power of two up to 16 that divides G, chosen at run time; the
+// affine.min states the bound (16) that the tile's state buffers need. The
+// kv heads of a tile: [h / G, ceil(size / G)).
 
 // CHECK-LABEL: func @dynamic_group
 //       CHECK: %[[G:.+]] = arith.divui %{{.+}}, %{{.+}} : index
+//       CHECK: arith.remui %[[G]], %c2
+//       CHECK: arith.remui %[[G]], %c4
+//       CHECK: arith.remui %[[G]], %c8
+//       CHECK: %[[R16:.+]] = arith.remui %[[G]], %c16
+//       CHECK: %[[D16:.+]] = arith.cmpi eq, %[[R16]], %c0
+//       CHECK: %[[POW:.+]] = arith.select %[[D16]], %c16{{.*}}, %{{.+}}
 //       CHECK: %[[GM1:.+]] = arith.subi %[[G]], %c1
 //       CHECK: %[[SMALL:.+]] = arith.cmpi ule, %[[GM1]], %c15
-//       CHECK: %[[SEL:.+]] = arith.select %[[SMALL]], %[[G]], %c1
+//       CHECK: %[[SEL:.+]] = arith.select %[[SMALL]], %[[G]], %[[POW]]
 //       CHECK: %[[T:.+]] = affine.min #{{.+}}()[%[[SEL]]]
 //       CHECK: scf.forall (%{{.+}}, %[[H:.+]], %{{.+}}) = (0, 0, 0) to (%{{.+}}, %{{.+}}, 2) step (1, %[[T]], 2)
 //       CHECK:   %[[HS:.+]] = affine.min
@@ -49,8 +56,7 @@ func.func @dynamic_group(%q: tensor<?x?x2x64xf32>, %k: tensor<?x?x?x64xf32>,
 
 // -----
 
-// One head per tile: more rows than group-rows, a dynamic Sq, or a static
-// group of more than 16 heads.
+// One head per tile: more rows than group-rows, or a dynamic Sq.
 
 // CHECK-LABEL: func @prefill
 //       CHECK: scf.forall {{.+}} step (1, 1, 8)
@@ -72,12 +78,37 @@ func.func @dynamic_rows(%q: tensor<1x8x?x64xf32>, %k: tensor<1x2x?x64xf32>,
   return %0 : tensor<1x8x?x64xf32>
 }
 
+// A static group of more than 16 heads: its largest divisor up to 16 (32:
+// 16, two tiles per kv head; 24: 12; 17: 1).
+
 // CHECK-LABEL: func @big_group
-//       CHECK: scf.forall {{.+}} in (1, 32, 1)
+//       CHECK: scf.forall {{.+}} = (0, 0, 0) to (1, 32, 1) step (1, 16, 1)
+//       CHECK:   tensor.extract_slice %{{.+}}[%{{.+}}, %{{.+}}, %{{.+}}, 0] [1, 16, 1, 64]
+//       CHECK:   attn.attention ins({{.+}} : tensor<1x16x1x64xf32>, tensor<1x1x?x64xf32>, tensor<1x1x?x64xf32>)
 func.func @big_group(%q: tensor<1x32x1x64xf32>, %k: tensor<1x1x?x64xf32>,
                      %v: tensor<1x1x?x64xf32>, %o: tensor<1x32x1x64xf32>)
     -> tensor<1x32x1x64xf32> {
   %0 = attn.attention ins(%q, %k, %v : tensor<1x32x1x64xf32>, tensor<1x1x?x64xf32>, tensor<1x1x?x64xf32>)
       outs(%o : tensor<1x32x1x64xf32>) -> tensor<1x32x1x64xf32>
   return %0 : tensor<1x32x1x64xf32>
+}
+
+// CHECK-LABEL: func @group_24
+//       CHECK: step (1, 12, 1)
+func.func @group_24(%q: tensor<1x48x1x64xf32>, %k: tensor<1x2x?x64xf32>,
+                    %v: tensor<1x2x?x64xf32>, %o: tensor<1x48x1x64xf32>)
+    -> tensor<1x48x1x64xf32> {
+  %0 = attn.attention ins(%q, %k, %v : tensor<1x48x1x64xf32>, tensor<1x2x?x64xf32>, tensor<1x2x?x64xf32>)
+      outs(%o : tensor<1x48x1x64xf32>) -> tensor<1x48x1x64xf32>
+  return %0 : tensor<1x48x1x64xf32>
+}
+
+// CHECK-LABEL: func @group_17
+//       CHECK: scf.forall {{.+}} in (1, 17, 1)
+func.func @group_17(%q: tensor<1x17x1x64xf32>, %k: tensor<1x1x?x64xf32>,
+                    %v: tensor<1x1x?x64xf32>, %o: tensor<1x17x1x64xf32>)
+    -> tensor<1x17x1x64xf32> {
+  %0 = attn.attention ins(%q, %k, %v : tensor<1x17x1x64xf32>, tensor<1x1x?x64xf32>, tensor<1x1x?x64xf32>)
+      outs(%o : tensor<1x17x1x64xf32>) -> tensor<1x17x1x64xf32>
+  return %0 : tensor<1x17x1x64xf32>
 }
