@@ -151,6 +151,9 @@ def full_cases() -> list[Case]:
     ]
     cases += [square("bf16", s, d, causal) for s, d in main for causal in (False, True)]
     cases += [decoding(dtype, 8192, 128, 32, 8) for dtype in ("f32", "bf16", "f16")]
+    # Multi-query decoding: one key/value head, fewer groups than threads
+    # (our kernels split its keys across threads).
+    cases += [decoding(dtype, 16384, 128, 8, 1) for dtype in ("f32", "bf16")]
     return cases
 
 

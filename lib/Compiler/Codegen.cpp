@@ -161,9 +161,9 @@ struct AbiTypes {
          arr(i64, 4), arr(i64, 4), arr(i64, 4), arr(i64, 4), arr(i64, 3)},
         "attn_kernel_args");
     desc = llvm::StructType::create(
-        ctx, {i32, i32, ptr, i32, i32, arr(i32, 3), i32, i32,
-              i32, i64, i64, i64, i64, arr(i64, 5), i64, f32,
-              f32, ptr, ptr, ptr, ptr, i32,         ptr},
+        ctx, {i32, i32, ptr, i32, i32,         arr(i32, 3), i32, i32, i32,
+              i64, i64, i64, i64, arr(i64, 5), i64,         f32, f32, ptr,
+              ptr, ptr, ptr, i32, ptr,         ptr,         ptr, ptr, ptr},
         "attn_kernel_desc");
     gpuKernel = llvm::StructType::create(
         ctx, {ptr, i32, ptr, i64, ptr, i32, i32, i32}, "attn_gpu_kernel");
@@ -192,19 +192,38 @@ enum ArgField : unsigned {
   kLseStrides
 };
 
-/// Emits `<name>_run` or `<name>_work_items`: unpack the argument struct
-/// into memref descriptors and call the MLIR function `impl`.
+/// Which entry point: the kernel's own, or one phase of its key split
+/// (attn-split-keys), which also takes the split count and the workspace.
+enum class Phase { Whole, Partial, Merge };
+
+/// Emits `<name>[_partial|_merge]_run` or `..._work_items`: unpack the
+/// argument struct into memref descriptors and call the MLIR function
+/// `impl`. The split phases take `(args, splits[, workspace, begin, end])`.
+/// A kernel with a key split (`split`) is its partial phase: its own entry
+/// points run it with one range and a scratch row for the workspace, and
+/// its partial entry points with a scratch row for O and LSE (strides 0:
+/// every tile writes the same row, on the calling thread's stack).
 llvm::Function *emitEntryPoint(llvm::Module &module, const AbiTypes &types,
                                const ::attn::KernelSpec &spec,
-                               llvm::Function *impl, bool isRun) {
+                               llvm::Function *impl, bool isRun, bool split,
+                               Phase phase = Phase::Whole) {
   llvm::LLVMContext &ctx = module.getContext();
-  llvm::FunctionType *type =
-      isRun ? llvm::FunctionType::get(llvm::Type::getVoidTy(ctx),
-                                      {types.ptr, types.i64, types.i64}, false)
-            : llvm::FunctionType::get(types.i64, {types.ptr}, false);
+  bool phased = phase != Phase::Whole;
+  SmallVector<llvm::Type *> params = {types.ptr};
+  if (phased)
+    params.push_back(types.i64);
+  if (phased && isRun)
+    params.push_back(types.ptr);
+  if (isRun)
+    params.append({types.i64, types.i64});
+  llvm::FunctionType *type = llvm::FunctionType::get(
+      isRun ? llvm::Type::getVoidTy(ctx) : types.i64, params, false);
+  const char *prefix = phase == Phase::Partial ? "_partial"
+                       : phase == Phase::Merge ? "_merge"
+                                               : "";
   auto *fn = llvm::Function::Create(
       type, llvm::Function::ExternalLinkage,
-      spec.name + (isRun ? "_run" : "_work_items"), module);
+      spec.name + prefix + (isRun ? "_run" : "_work_items"), module);
   llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", fn));
   llvm::Value *args = fn->getArg(0);
 
@@ -222,30 +241,87 @@ llvm::Function *emitEntryPoint(llvm::Module &module, const AbiTypes &types,
               *headsKv = load(kHeadsKv, types.i64),
               *seqQ = load(kSeqQ, types.i64), *seqK = load(kSeqK, types.i64);
   llvm::Value *d = b.getInt64(spec.headDim), *dv = b.getInt64(spec.valueDim);
+  llvm::Value *zero = b.getInt64(0), *one = b.getInt64(1);
+
+  // One scratch row: Dv + 1 floats stand for O and LSE (Dv elements of at
+  // most 4 bytes, then one f32), Dv + 2 for the workspace's acc, max, sum.
+  llvm::Value *scratch = nullptr;
+  if (split && isRun && phase != Phase::Merge) {
+    auto *alloca =
+        b.CreateAlloca(llvm::ArrayType::get(types.f32, spec.valueDim + 2));
+    alloca->setAlignment(llvm::Align(64));
+    scratch = alloca;
+  }
 
   SmallVector<llvm::Value *> callArgs;
-  auto memref = [&](unsigned pointerField, unsigned strideField,
-                    ArrayRef<llvm::Value *> sizes) {
-    llvm::Value *pointer = load(pointerField, types.ptr);
+  auto descriptor = [&](llvm::Value *pointer, llvm::Value *offset,
+                        ArrayRef<llvm::Value *> sizes,
+                        ArrayRef<llvm::Value *> strides) {
     callArgs.push_back(pointer); // allocated
     callArgs.push_back(pointer); // aligned
-    callArgs.push_back(b.getInt64(0));
-    for (llvm::Value *size : sizes)
-      callArgs.push_back(size);
+    callArgs.push_back(offset);
+    callArgs.append(sizes.begin(), sizes.end());
+    callArgs.append(strides.begin(), strides.end());
+  };
+  /// A tensor of the call; on the scratch row (`row` = the offset of its
+  /// first element there) for the outputs of a partial phase's split run.
+  auto memref = [&](unsigned pointerField, unsigned strideField,
+                    ArrayRef<llvm::Value *> sizes, int64_t row = -1) {
+    SmallVector<llvm::Value *> strides;
+    if (phase == Phase::Partial && scratch && row >= 0) {
+      strides.assign(sizes.size(), zero);
+      if (sizes.size() == 4)
+        strides.back() = one;
+      descriptor(scratch, b.getInt64(row), sizes, strides);
+      return;
+    }
     for (unsigned i = 0; i < sizes.size(); ++i)
-      callArgs.push_back(loadStride(strideField, i));
+      strides.push_back(loadStride(strideField, i));
+    descriptor(load(pointerField, types.ptr), zero, sizes, strides);
   };
   memref(kQuery, kQueryStrides, {batch, headsQ, seqQ, d});
   memref(kKey, kKeyStrides, {batch, headsKv, seqK, d});
   memref(kValue, kValueStrides, {batch, headsKv, seqK, dv});
   if (spec.mask != ::attn::MaskKind::None)
     memref(kMask, kMaskStrides, {batch, headsQ, seqQ, seqK});
-  memref(kOutput, kOutputStrides, {batch, headsQ, seqQ, dv});
+  // O's elements are at most 4 bytes: Dv floats' room holds its row.
+  memref(kOutput, kOutputStrides, {batch, headsQ, seqQ, dv}, 0);
   if (spec.lse)
-    memref(kLse, kLseStrides, {batch, headsQ, seqQ});
+    memref(kLse, kLseStrides, {batch, headsQ, seqQ}, spec.valueDim);
+  if (split) {
+    // The workspace (kernel_abi.h): acc [B, Hq, Sq, splits, Dv], then max
+    // and sum [B, Hq, Sq, splits], f32, dense. The kernel's own entry
+    // points take one range and the scratch row; counting work items
+    // reads no tensor and passes no workspace.
+    llvm::Value *nullWorkspace = llvm::ConstantPointerNull::get(
+        llvm::cast<llvm::PointerType>(types.ptr));
+    llvm::Value *splits = phased ? fn->getArg(1) : one;
+    if (phase == Phase::Whole) {
+      llvm::Value *row = scratch ? scratch : nullWorkspace;
+      descriptor(row, zero, {batch, headsQ, seqQ, one, dv},
+                 {zero, zero, zero, zero, one});
+      for (int64_t offset : {spec.valueDim, spec.valueDim + 1})
+        descriptor(row, b.getInt64(offset), {batch, headsQ, seqQ, one},
+                   {zero, zero, zero, zero});
+    } else {
+      llvm::Value *workspace =
+          isRun ? static_cast<llvm::Value *>(fn->getArg(2)) : nullWorkspace;
+      llvm::Value *rowSplits = b.CreateMul(seqQ, splits);
+      llvm::Value *headSplits = b.CreateMul(headsQ, rowSplits);
+      llvm::Value *states = b.CreateMul(batch, headSplits);
+      descriptor(workspace, zero, {batch, headsQ, seqQ, splits, dv},
+                 {b.CreateMul(headSplits, dv), b.CreateMul(rowSplits, dv),
+                  b.CreateMul(splits, dv), dv, one});
+      llvm::Value *maxOffset = b.CreateMul(states, dv);
+      for (llvm::Value *offset : {maxOffset, b.CreateAdd(maxOffset, states)})
+        descriptor(workspace, offset, {batch, headsQ, seqQ, splits},
+                   {headSplits, rowSplits, splits, one});
+    }
+    callArgs.push_back(splits);
+  }
   if (isRun) {
-    callArgs.push_back(fn->getArg(1));
-    callArgs.push_back(fn->getArg(2));
+    callArgs.push_back(fn->getArg(fn->arg_size() - 2));
+    callArgs.push_back(fn->getArg(fn->arg_size() - 1));
     b.CreateCall(impl, callArgs);
     b.CreateRetVoid();
   } else {
@@ -270,6 +346,9 @@ llvm::Constant *cString(llvm::Module &module, llvm::StringRef text,
 /// attn_gpu_kernel record).
 struct KernelCode {
   llvm::Function *workItems = nullptr, *run = nullptr;
+  /// The key split's phases (attn-split-keys), where the kernel has them.
+  llvm::Function *partialWorkItems = nullptr, *partialRun = nullptr;
+  llvm::Function *mergeWorkItems = nullptr, *mergeRun = nullptr;
   llvm::Constant *gpu = nullptr;
 };
 
@@ -320,7 +399,11 @@ llvm::GlobalVariable *emitDescriptor(llvm::Module &module,
       orNull(code.workItems),
       orNull(code.run),
       i32(code.gpu ? 1 : 0),
-      orNull(code.gpu)};
+      orNull(code.gpu),
+      orNull(code.partialWorkItems),
+      orNull(code.partialRun),
+      orNull(code.mergeWorkItems),
+      orNull(code.mergeRun)};
   return new llvm::GlobalVariable(module, types.desc, /*isConstant=*/true,
                                   llvm::GlobalValue::ExternalLinkage,
                                   llvm::ConstantStruct::get(types.desc, fields),
@@ -370,8 +453,8 @@ void setCpuPipelineOptions(mlir::attn::CpuPipelineOptions &pipeline,
 }
 
 /// Records each kernel's blocking on its function (attn.key_tile_size,
-/// attn.row_block), which overrides the pipeline's options: what
-/// `--emit=mlir` shows and attn-opt then lowers the same way.
+/// attn.row_block, attn.split_keys), which overrides the pipeline's options:
+/// what `--emit=mlir` shows and attn-opt then lowers the same way.
 void chooseBlocking(ModuleOp module, ArrayRef<::attn::KernelSpec> specs,
                     const ::attn::CompileOptions &options,
                     const ::attn::ResolvedTarget &host,
@@ -387,6 +470,11 @@ void chooseBlocking(ModuleOp module, ArrayRef<::attn::KernelSpec> specs,
   for (auto [spec, func] : llvm::zip(specs, module.getOps<func::FuncOp>())) {
     int64_t rows = spec.staticSizes[3];
     bool decoding = rows >= 1 && rows <= pipeline.decodeRows;
+    // Decoding kernels also get the key split's phases, for calls with
+    // fewer GQA groups than threads.
+    if (::attn::hasKeySplit(spec, options))
+      func->setAttr(mlir::attn::kSplitKeysAttrName,
+                    UnitAttr::get(module.getContext()));
     if (host.vectorWidth != 16 || decoding)
       continue;
     auto i64 = [&](int64_t v) {
@@ -656,11 +744,27 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
                 spec.name;
         return false;
       }
+      // A kernel with a key split (attn-split-keys) is its partial phase.
+      llvm::Function *mergeRun =
+          llvmModule->getFunction(spec.name + "_impl_merge_run");
+      llvm::Function *mergeCount =
+          llvmModule->getFunction(spec.name + "_impl_merge_work_items");
+      bool split = mergeRun && mergeCount;
       KernelCode code;
       code.run = emitEntryPoint(*llvmModule, types, spec, runImpl,
-                                /*isRun=*/true);
+                                /*isRun=*/true, split);
       code.workItems = emitEntryPoint(*llvmModule, types, spec, countImpl,
-                                      /*isRun=*/false);
+                                      /*isRun=*/false, split);
+      if (split) {
+        code.partialRun = emitEntryPoint(*llvmModule, types, spec, runImpl,
+                                         true, split, Phase::Partial);
+        code.partialWorkItems = emitEntryPoint(
+            *llvmModule, types, spec, countImpl, false, split, Phase::Partial);
+        code.mergeRun = emitEntryPoint(*llvmModule, types, spec, mergeRun, true,
+                                       split, Phase::Merge);
+        code.mergeWorkItems = emitEntryPoint(
+            *llvmModule, types, spec, mergeCount, false, split, Phase::Merge);
+      }
       descs.push_back(emitDescriptor(*llvmModule, types, spec, host,
                                      spec.usesDiagonal()
                                          ? options.bandedTileRows()

@@ -60,6 +60,10 @@ struct CompileOptions {
   /// Bytes of K ahead of the scored row that decoding kernels prefetch
   /// (K and V rows, into L2); 0 turns prefetching off.
   int64_t prefetchDistance = 4096;
+  /// Give decoding kernels (a static Sq of at most 4) the key split's
+  /// phases (attn-split-keys), with which the runtime spreads a call with
+  /// fewer GQA groups than threads over every thread.
+  bool splitKeys = true;
   /// Print per-stage timings to stderr: MLIR's passes, translation, LLVM's
   /// optimization and code generation, the link.
   bool timing = false;
@@ -119,6 +123,14 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
                     const std::string &outputPath, std::string &error,
                     std::vector<GpuKernelInfo> *gpuKernels = nullptr);
 
+/// Whether a kernel compiled with `options` has the key split's phases
+/// (`<name>_partial_*`, `<name>_merge_*`): CPU decoding kernels, whose
+/// static Sq is at most 4 (the CPU pipeline's decode-rows).
+inline bool hasKeySplit(const KernelSpec &spec, const CompileOptions &options) {
+  int64_t rows = spec.staticSizes[3];
+  return options.splitKeys && options.gpuArch.empty() && rows >= 1 && rows <= 4;
+}
+
 /// The C header declaring the kernels' entry points and descriptors; it
 /// embeds the kernel ABI so that it needs no other header. With `gpu`, the
 /// kernels are CUDA kernels: the header gives their entry names, launch
@@ -126,7 +138,8 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
 std::string kernelHeader(const std::vector<KernelSpec> &specs,
                          const std::string &guard,
                          const std::string &librarySymbol = "attn_library_v1",
-                         const std::vector<GpuKernelInfo> *gpu = nullptr);
+                         const std::vector<GpuKernelInfo> *gpu = nullptr,
+                         const CompileOptions *options = nullptr);
 
 /// "attn <version> (LLVM/MLIR <version>)".
 std::string compilerVersion();

@@ -48,6 +48,13 @@ std::vector<ConformanceCase> attn::conformanceCases() {
        "dtype=bf16,d=64,causal=bottom_right,sizes=?:48:2:1:?", 2, 48, 2, 1,
        200},
       {"decode_group_no_heads", "d=32,lse,sizes=?:?:?:1:?", 1, 0, 2, 1, 50},
+      // Split-KV: one key/value head (multi-query) over longer keys, and a
+      // bias with -inf, a window and two query rows across the ranges.
+      {"decode_split_mqa", "dtype=bf16,d=128,lse,sizes=?:?:?:1:?", 1, 6, 1, 1,
+       1100},
+      {"decode_split_bias",
+       "d=64,mask=bias:b1,causal=bottom_right,window=300:0,lse,sizes=?:?:?:2:?",
+       2, 4, 2, 2, 900},
       // Sliding windows.
       {"window_left", "d=64,causal,window=40:0,lse", 1, 2, 2, 300, 300},
       {"window_both", "d=64,window=30:20,lse", 1, 2, 2, 150, 260},
@@ -114,7 +121,8 @@ std::vector<ConformanceCase> attn::conformanceCases() {
 
 CaseOutcome attn::runConformanceCase(const ConformanceCase &c,
                                      const attn_kernel_desc *kernel,
-                                     attn_thread_pool *pool) {
+                                     attn_thread_pool *pool,
+                                     int64_t keySplits) {
   CaseOutcome outcome;
   std::string error;
   std::optional<KernelSpec> spec = parseKernelSpec(c.spec, error);
@@ -135,7 +143,7 @@ CaseOutcome attn::runConformanceCase(const ConformanceCase &c,
 
   ProblemData data;
   makeProblemData(problem, data);
-  if (runProblem(kernel, data, pool) != ATTN_OK) {
+  if (runProblem(kernel, data, pool, keySplits) != ATTN_OK) {
     outcome.message = problem.describe() + ": " + attn_last_error();
     return outcome;
   }
@@ -154,10 +162,14 @@ CaseOutcome attn::runConformanceCase(const ConformanceCase &c,
   if (!report.passed)
     return outcome;
 
-  // Once more (one thread on the CPU): bit-identical results.
+  // Once more (one thread on the CPU): bit-identical results. Where the
+  // runtime chooses a key split, it does so by the pool's size, and the
+  // ranges' sums round differently: then on the same pool.
   std::vector<double> first = outputValues(data);
   poisonOutputs(data);
-  if (runProblem(kernel, data, nullptr) != ATTN_OK) {
+  bool samePool = keySplits == 0 && attn_kernel_has_key_split(kernel);
+  if (runProblem(kernel, data, samePool ? pool : nullptr, keySplits) !=
+      ATTN_OK) {
     outcome.message += "; second run: " + std::string(attn_last_error());
     return outcome;
   }
@@ -165,8 +177,10 @@ CaseOutcome attn::runConformanceCase(const ConformanceCase &c,
   for (size_t i = 0; i < second.size(); ++i)
     if (std::memcmp(&second[i], &first[i], sizeof(double)) != 0) {
       outcome.message += "; element " + std::to_string(i) +
-                         " differs between two runs (2 threads, then 1 on "
-                         "the CPU)";
+                         (samePool ? " differs between two runs on the same "
+                                     "pool"
+                                   : " differs between two runs (2 threads, "
+                                     "then 1 on the CPU)");
       return outcome;
     }
   outcome.passed = true;

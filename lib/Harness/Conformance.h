@@ -39,9 +39,10 @@ struct CaseOutcome {
 
 /// Runs `c` with `kernel` (on `pool`, or this thread when null) and checks
 /// it as the header describes.
+/// `keySplits` is attn_run_split's (0: the runtime chooses).
 CaseOutcome runConformanceCase(const ConformanceCase &c,
                                const attn_kernel_desc *kernel,
-                               attn_thread_pool *pool);
+                               attn_thread_pool *pool, int64_t keySplits = 0);
 
 } // namespace attn
 

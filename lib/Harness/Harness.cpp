@@ -283,7 +283,7 @@ attn_status attn::DeviceProblem::download(ProblemData &data) {
 }
 
 attn_status attn::runProblem(const attn_kernel_desc *kernel, ProblemData &data,
-                             attn_thread_pool *pool) {
+                             attn_thread_pool *pool, int64_t keySplits) {
   if (attn_kernel_device(kernel) == ATTN_DEVICE_CUDA) {
     DeviceProblem device;
     attn_status status = device.upload(data);
@@ -293,12 +293,12 @@ attn_status attn::runProblem(const attn_kernel_desc *kernel, ProblemData &data,
       status = device.download(data);
     return status;
   }
-  return attn_run(kernel, &data.query.view, &data.key.view, &data.value.view,
-                  data.hasMask ? &data.mask.view : nullptr, &data.output.view,
-                  data.lse.empty() && data.lseView.data == nullptr
-                      ? nullptr
-                      : &data.lseView,
-                  pool);
+  return attn_run_split(
+      kernel, &data.query.view, &data.key.view, &data.value.view,
+      data.hasMask ? &data.mask.view : nullptr, &data.output.view,
+      data.lse.empty() && data.lseView.data == nullptr ? nullptr
+                                                       : &data.lseView,
+      keySplits, pool);
 }
 
 KernelSpec attn::specOfKernel(const attn_kernel_desc *kernel) {

@@ -75,8 +75,9 @@ CheckReport checkAgainstReference(const Problem &problem,
 
 /// Runs the kernel once through the runtime. A GPU kernel runs on copies
 /// of the buffers in device memory (uploaded, run, outputs downloaded).
+/// `keySplits` is attn_run_split's (0: the runtime chooses).
 attn_status runProblem(const attn_kernel_desc *kernel, ProblemData &data,
-                       attn_thread_pool *pool);
+                       attn_thread_pool *pool, int64_t keySplits = 0);
 
 /// The spec a compiled kernel was made from, as its descriptor records it
 /// (for running a kernel loaded from a library; the name is the kernel's).

@@ -20,11 +20,17 @@ using namespace mlir::attn;
 
 void mlir::attn::buildAttnTilingPipeline(OpPassManager &pm,
                                          const CpuPipelineOptions &options) {
+  {
+    OpPassManager &func = pm.nest<func::FuncOp>();
+    func.addPass(
+        createAttnTilePass({options.queryTileSize, options.bandedQueryTileSize,
+                            options.decodeRows, options.blockMapping}));
+    func.addPass(createAttnOnlineSoftmaxPass());
+  }
+  // Kernels marked attn.split_keys get their key-split twins here, before
+  // their key ranges are clamped and tiled.
+  pm.addPass(createAttnSplitKeysPass({options.keyTileSize}));
   OpPassManager &func = pm.nest<func::FuncOp>();
-  func.addPass(
-      createAttnTilePass({options.queryTileSize, options.bandedQueryTileSize,
-                          options.decodeRows, options.blockMapping}));
-  func.addPass(createAttnOnlineSoftmaxPass());
   func.addPass(createAttnSkipMaskedBlocksPass(
       {options.alignKeyRanges ? int64_t(options.keyTileSize) : 0,
        /*laneRowsOps=*/options.laneRows > 0, options.bf16Dot}));

@@ -33,6 +33,10 @@ namespace attn {
 /// attn-outline-work-items.
 inline constexpr llvm::StringLiteral kKernelAttrName = "attn.kernel";
 
+/// The attribute that asks attn-split-keys to add the key-split (partial
+/// and merge) kernels of a kernel.
+inline constexpr llvm::StringLiteral kSplitKeysAttrName = "attn.split_keys";
+
 /// An integer attribute on a function that overrides attn-tile-keys'
 /// key-tile-size for the ops in it.
 inline constexpr llvm::StringLiteral kKeyTileSizeAttrName =

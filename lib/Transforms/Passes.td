@@ -77,6 +77,46 @@ def AttnOnlineSoftmaxPass : Pass<"attn-online-softmax", "func::FuncOp"> {
                            "bufferization::BufferizationDialect"];
 }
 
+def AttnSplitKeysPass : Pass<"attn-split-keys", "ModuleOp"> {
+  let summary = "Split a decoding kernel's keys into ranges and merge them";
+  let description = [{
+    For each function marked `attn.split_keys` (a tiled kernel after
+    `attn-online-softmax`: one `scf.forall` holding one
+    `attn.online_attention`), splits each work item's keys into `%splits`
+    ranges, so that a decoding call with fewer GQA groups than threads still
+    fills every core (FlashDecoding). Two phases:
+
+    - the kernel `<f>(args..., %acc_ws, %max_ws, %sum_ws, %splits)` is the
+      partial phase: its forall gets one more dimension, the key range,
+      whose online op reads that range of K, V and the mask (its diagonal
+      moved by the range's first key); after its own epilogue (O, LSE) it
+      copies the range's unnormalized state to the f32 workspace
+      (`[B, Hq, Sq, splits, Dv]` for `acc`, `[B, Hq, Sq, splits]` for `max`
+      and `sum`);
+    - `<f>_merge(args..., %acc_ws, %max_ws, %sum_ws, %splits)`: the
+      kernel's forall with its online op replaced by the combination of the
+      ranges' states (`m = max m_s`, `w_s = exp(m_s - m)`, 0 for an empty
+      range; `sum = Σ w_s sum_s`, `acc = Σ w_s acc_s`), then the kernel's
+      own normalization into O and LSE.
+
+    With one range the partial phase computes what the kernel did, so the
+    micro-kernel is compiled once: a caller that does not split points the
+    workspace at a scratch row (strides 0), one that splits points O and
+    LSE at one. A range is `ceil(Sk / splits)` keys rounded up to
+    `key-multiple` (a function's `attn.key_tile_size` replaces it), so that
+    masked-block skipping aligns a range's key tiles as it would the whole
+    sequence's; trailing ranges may be empty.
+  }];
+  let options = [
+    Option<"keyMultiple", "key-multiple", "int64_t", /*default=*/"1",
+           "Round each range's key count up to a multiple of this (the key "
+           "tile)">,
+  ];
+  let dependentDialects = ["scf::SCFDialect", "tensor::TensorDialect",
+                           "linalg::LinalgDialect", "arith::ArithDialect",
+                           "math::MathDialect", "func::FuncDialect"];
+}
+
 def AttnSkipMaskedBlocksPass : Pass<"attn-skip-masked-blocks", "func::FuncOp"> {
   let summary = "Visit only the keys that causal masks and windows allow";
   let description = [{

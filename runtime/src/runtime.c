@@ -102,6 +102,17 @@ attn_device attn_kernel_device(const attn_kernel_desc *kernel) {
   return (attn_device)kernel->device;
 }
 
+/* Whether the descriptor is recent enough to have the key split's fields. */
+static int has_split_fields(const attn_kernel_desc *k) {
+  return k->struct_size >=
+         offsetof(attn_kernel_desc, merge_run) + sizeof(k->merge_run);
+}
+
+int attn_kernel_has_key_split(const attn_kernel_desc *kernel) {
+  return kernel && attn_kernel_device(kernel) == ATTN_DEVICE_CPU &&
+         has_split_fields(kernel) && kernel->partial_run != NULL;
+}
+
 static attn_status validate_gpu_kernel(const attn_kernel_desc *k,
                                        const char *origin) {
   const attn_gpu_kernel *gpu = k->gpu;
@@ -188,6 +199,14 @@ static attn_status validate_library(const attn_library *library,
       return attn_fail(ATTN_ERROR_LOAD,
                        "%s: kernel '%s' has a NULL %s function", origin,
                        k->name, k->run ? "work_items" : "run");
+    } else if (has_split_fields(k)) {
+      int present = (k->partial_work_items != NULL) + (k->partial_run != NULL) +
+                    (k->merge_work_items != NULL) + (k->merge_run != NULL);
+      if (present != 0 && present != 4)
+        return attn_fail(ATTN_ERROR_LOAD,
+                         "%s: kernel '%s' has %d of the key split's 4 "
+                         "functions; it needs all or none",
+                         origin, k->name, present);
     }
     if (k->dtype != ATTN_F32 && k->dtype != ATTN_F16 && k->dtype != ATTN_BF16)
       return attn_fail(ATTN_ERROR_LOAD,
@@ -387,6 +406,8 @@ static void unpin(attn_module *owner) {
 typedef struct run_context {
   const attn_kernel_desc *kernel;
   const attn_kernel_args *args;
+  int64_t splits;   /* the key split's phases: ranges per work item */
+  float *workspace; /* and their states */
 } run_context;
 
 static void run_work_items(void *context, int64_t begin, int64_t end) {
@@ -394,12 +415,93 @@ static void run_work_items(void *context, int64_t begin, int64_t end) {
   run->kernel->run(run->args, begin, end);
 }
 
-attn_status attn_run(const attn_kernel_desc *kernel, const attn_tensor *query,
-                     const attn_tensor *key, const attn_tensor *value,
-                     const attn_tensor *mask, const attn_tensor *output,
-                     const attn_tensor *lse, attn_thread_pool *pool) {
+static void run_partial_items(void *context, int64_t begin, int64_t end) {
+  const run_context *run = context;
+  run->kernel->partial_run(run->args, run->splits, run->workspace, begin, end);
+}
+
+static void run_merge_items(void *context, int64_t begin, int64_t end) {
+  const run_context *run = context;
+  run->kernel->merge_run(run->args, run->splits, run->workspace, begin, end);
+}
+
+static void run_items(attn_thread_pool *pool, int64_t items, attn_task_fn task,
+                      run_context *context) {
+  if (items <= 0)
+    return;
+  if (pool)
+    attn_thread_pool_parallel_for(pool, items, task, context);
+  else
+    task(context, 0, items);
+}
+
+/* Keys per range below which a split costs more than it spreads: the
+ * merge reads each range's state once, and a range is whole key tiles. */
+#define ATTN_MIN_KEYS_PER_SPLIT 512
+
+/* The runtime's choice for attn_run: split only when the call has fewer
+ * work items than threads, into enough ranges for every thread to take
+ * one (items x splits >= threads), each at least ATTN_MIN_KEYS_PER_SPLIT
+ * keys. */
+static int64_t choose_splits(const attn_kernel_args *args, int64_t items,
+                             attn_thread_pool *pool) {
+  int64_t threads = pool ? attn_thread_pool_size(pool) : 1;
+  if (items <= 0 || items >= threads)
+    return 1;
+  int64_t splits = (threads + items - 1) / items;
+  int64_t most = args->seq_k / ATTN_MIN_KEYS_PER_SPLIT;
+  return splits < most ? splits : (most > 1 ? most : 1);
+}
+
+/* Runs the key split's two phases over a workspace of its own. */
+static attn_status run_split(const attn_kernel_desc *kernel,
+                             const attn_kernel_args *args, int64_t splits,
+                             attn_thread_pool *pool) {
+  int64_t floats = ATTN_SPLIT_WORKSPACE_FLOATS(args, kernel->value_dim, splits);
+  if (floats <= 0 || (uint64_t)floats > SIZE_MAX / sizeof(float) / 2)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "kernel '%s': a split into %" PRId64
+                     " key ranges needs a workspace too large to allocate",
+                     kernel->name, splits);
+  /* 64-byte aligned, rounded up to a whole number of alignments. */
+  size_t bytes = ((size_t)floats * sizeof(float) + 63) & ~(size_t)63;
+  float *workspace = aligned_alloc(64, bytes);
+  if (!workspace)
+    return attn_fail(ATTN_ERROR_OUT_OF_MEMORY,
+                     "kernel '%s': cannot allocate the %zu-byte split-KV "
+                     "workspace",
+                     kernel->name, bytes);
+  run_context context = {kernel, args, splits, workspace};
+  int64_t partial = kernel->partial_work_items(args, splits);
+  int64_t merge = kernel->merge_work_items(args, splits);
+  attn_status status = ATTN_OK;
+  if (partial < 0 || merge < 0) {
+    status = attn_fail(ATTN_ERROR_INTERNAL,
+                       "kernel '%s' reported %" PRId64 " partial and %" PRId64
+                       " merge work items",
+                       kernel->name, partial, merge);
+  } else {
+    /* parallel_for returns when every item has run: the merge sees every
+     * range's state. */
+    run_items(pool, partial, run_partial_items, &context);
+    run_items(pool, merge, run_merge_items, &context);
+  }
+  free(workspace);
+  return status;
+}
+
+attn_status attn_run_split(const attn_kernel_desc *kernel,
+                           const attn_tensor *query, const attn_tensor *key,
+                           const attn_tensor *value, const attn_tensor *mask,
+                           const attn_tensor *output, const attn_tensor *lse,
+                           int64_t key_splits, attn_thread_pool *pool) {
   if (!kernel)
     return attn_fail(ATTN_ERROR_INVALID_ARGUMENT, "kernel is NULL");
+  if (key_splits < 0)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "key_splits is %" PRId64 "; it must be 0 (the runtime "
+                     "chooses), 1 (no split) or more",
+                     key_splits);
   /* Pinned before the descriptor is read, so that an unload on another
    * thread cannot free the code this call is about to run. */
   attn_module *owner = pin_owner(kernel);
@@ -408,6 +510,12 @@ attn_status attn_run(const attn_kernel_desc *kernel, const attn_tensor *query,
       attn_prepare(kernel, query, key, value, mask, output, lse, &args);
   if (status == ATTN_OK)
     status = attn_kernel_check_cpu(kernel);
+  if (status == ATTN_OK && key_splits > 1 && !attn_kernel_has_key_split(kernel))
+    status = attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                       "kernel '%s' has no key split (attn-compile gives "
+                       "decoding kernels, static Sq <= 4, one); run it with "
+                       "key_splits 0 or 1",
+                       kernel->name);
   /* No query row to compute. Sk == 0 is not such a case: every row is then
    * fully masked and the kernel still writes O = 0 and LSE = -inf. */
   if (status != ATTN_OK || args.batch == 0 || args.heads_q == 0 ||
@@ -427,13 +535,24 @@ attn_status attn_run(const attn_kernel_desc *kernel, const attn_tensor *query,
                      "kernel '%s' reported %" PRId64 " work items",
                      kernel->name, items);
   }
-  run_context context = {kernel, &args};
-  if (items > 0) {
-    if (pool)
-      attn_thread_pool_parallel_for(pool, items, run_work_items, &context);
-    else
-      run_work_items(&context, 0, items);
+  int64_t splits = key_splits;
+  if (splits == 0)
+    splits = attn_kernel_has_key_split(kernel)
+                 ? choose_splits(&args, items, pool)
+                 : 1;
+  if (splits > 1) {
+    status = run_split(kernel, &args, splits, pool);
+  } else {
+    run_context context = {kernel, &args, 1, NULL};
+    run_items(pool, items, run_work_items, &context);
   }
   unpin(owner);
-  return ATTN_OK;
+  return status;
+}
+
+attn_status attn_run(const attn_kernel_desc *kernel, const attn_tensor *query,
+                     const attn_tensor *key, const attn_tensor *value,
+                     const attn_tensor *mask, const attn_tensor *output,
+                     const attn_tensor *lse, attn_thread_pool *pool) {
+  return attn_run_split(kernel, query, key, value, mask, output, lse, 0, pool);
 }

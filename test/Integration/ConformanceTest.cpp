@@ -107,6 +107,57 @@ INSTANTIATE_TEST_SUITE_P(Matrix, Conformance,
                            return info.param.label;
                          });
 
+/// The decoding cases, whose kernels have the key split's phases.
+std::vector<Case> keySplitCases() {
+  std::vector<Case> cases;
+  for (const Case &c : conformanceCases()) {
+    std::string error;
+    std::optional<KernelSpec> spec = parseKernelSpec(c.spec, error);
+    if (spec && hasKeySplit(*spec, CompileOptions()))
+      cases.push_back(c);
+  }
+  return cases;
+}
+
+/// Split-KV: each decoding case with its keys split into 2, 3 and 7 ranges
+/// (of whole 128-key tiles: the last ones empty where Sk is short) and
+/// merged, against the reference; attn_run_split refuses a split of a
+/// kernel without the phases.
+class KeySplit : public Conformance {};
+
+TEST_P(KeySplit, MatchesReference) {
+  const Case &c = GetParam();
+  ASSERT_NE(module, nullptr);
+  const attn_kernel_desc *kernel = nullptr;
+  ASSERT_EQ(attn_module_find(module, c.label.c_str(), &kernel), ATTN_OK);
+  ASSERT_TRUE(attn_kernel_has_key_split(kernel));
+  for (int64_t splits : {2, 3, 7}) {
+    CaseOutcome outcome = runConformanceCase(c, kernel, pool, splits);
+    EXPECT_TRUE(outcome.passed) << splits << " ranges: " << outcome.message;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Decoding, KeySplit,
+                         ::testing::ValuesIn(keySplitCases()),
+                         [](const ::testing::TestParamInfo<Case> &info) {
+                           return info.param.label;
+                         });
+
+TEST_F(Conformance, KeySplitOfAPrefillKernelIsRefused) {
+  ASSERT_NE(module, nullptr);
+  const attn_kernel_desc *kernel = nullptr;
+  ASSERT_EQ(attn_module_find(module, "plain", &kernel), ATTN_OK);
+  EXPECT_FALSE(attn_kernel_has_key_split(kernel));
+  std::vector<Case> cases = conformanceCases();
+  auto plain =
+      llvm::find_if(cases, [](const Case &c) { return c.label == "plain"; });
+  ASSERT_NE(plain, cases.end());
+  CaseOutcome outcome = runConformanceCase(*plain, kernel, pool, 2);
+  EXPECT_FALSE(outcome.passed);
+  EXPECT_NE(outcome.message.find("has no key split"), std::string::npos)
+      << outcome.message;
+}
+
 /// Rows whose boolean mask is all false give O = 0 and LSE = -inf.
 TEST_F(Conformance, AllFalseMaskRows) {
   std::string error;

@@ -100,6 +100,13 @@ static cl::opt<int64_t> prefetchDistance(
     "prefetch-bytes",
     cl::desc("Bytes of K ahead that decoding kernels prefetch (CPU; 0: off)"),
     cl::init(4096), cl::cat(category));
+static cl::opt<bool> splitKeys(
+    "split-keys",
+    cl::desc("Give decoding kernels (static Sq <= 4) the key split's "
+             "partial and merge entry points, which the runtime uses when a "
+             "call has fewer GQA groups than threads (CPU; default on; "
+             "--split-keys=false leaves them out)"),
+    cl::init(true), cl::cat(category));
 static cl::opt<int64_t>
     vectorWidth("vector-width",
                 cl::desc("f32 lanes per vector (default: from the target)"),
@@ -204,6 +211,7 @@ int main(int argc, char **argv) {
   options.laneRows = laneRows;
   options.prefetchDistance = prefetchDistance;
   options.timing = timing;
+  options.splitKeys = splitKeys;
   options.librarySymbol = librarySymbol;
   options.cudaToolkit = cudaToolkit;
   if (target != "cpu") {
@@ -248,7 +256,8 @@ int main(int argc, char **argv) {
   if (!header.empty()) {
     std::ofstream out(header);
     out << attn::kernelHeader(kernels, headerGuard(header), librarySymbol,
-                              options.gpuArch.empty() ? nullptr : &gpuKernels);
+                              options.gpuArch.empty() ? nullptr : &gpuKernels,
+                              &options);
     if (!out)
       return fail("cannot write " + header);
   }

@@ -17,6 +17,13 @@
  * sizes; `run` computes items [begin, end). Items may run concurrently on any
  * threads: that is how a caller uses all cores.
  *
+ * A decoding kernel may also split each work item's keys into ranges
+ * (split-KV, for calls with fewer GQA groups than threads): `partial_run`
+ * computes items of (work item, key range) and leaves each range's softmax
+ * state in a caller's workspace, then `merge_run` combines the ranges of
+ * each work item into O and LSE. Both phases take the same `splits` and
+ * workspace; every partial item must finish before any merge item starts.
+ *
  * A CUDA kernel (`device` = ATTN_DEVICE_CUDA) has no `run`: its descriptor
  * points to an `attn_gpu_kernel` with the PTX or cubin image and its launch
  * shape, and `attn_gpu_kernel_params` lays out its parameters.
@@ -104,6 +111,18 @@ typedef struct attn_gpu_kernel {
 typedef int64_t (*attn_work_items_fn)(const attn_kernel_args *args);
 typedef void (*attn_run_fn)(const attn_kernel_args *args, int64_t begin,
                             int64_t end);
+/* The phases of a key split into `splits` ranges of
+ * ceil(ceil(Sk / splits) / key_tile) * key_tile keys (trailing ranges may be
+ * empty). `workspace` holds ATTN_SPLIT_WORKSPACE_FLOATS f32 values, dense:
+ * acc [B, Hq, Sq, splits, Dv], then max and sum [B, Hq, Sq, splits]. */
+typedef int64_t (*attn_split_work_items_fn)(const attn_kernel_args *args,
+                                            int64_t splits);
+typedef void (*attn_split_run_fn)(const attn_kernel_args *args,
+                                  int64_t splits, float *workspace,
+                                  int64_t begin, int64_t end);
+#define ATTN_SPLIT_WORKSPACE_FLOATS(args, value_dim, splits)                   \
+  ((args)->batch * (args)->heads_q * (args)->seq_q * (splits) *                \
+   ((value_dim) + 2))
 
 /* What a kernel computes, recorded by the compiler next to its code. */
 typedef struct attn_kernel_desc {
@@ -131,6 +150,12 @@ typedef struct attn_kernel_desc {
    * kernels end before `device` and are CPU kernels). */
   int32_t device;             /* attn_device */
   const attn_gpu_kernel *gpu; /* the CUDA kernel; NULL on the CPU */
+  /* The key split's phases, where struct_size covers them; all four NULL for
+   * a kernel without them (GPU kernels, prefill, older kernels end here). */
+  attn_split_work_items_fn partial_work_items; /* (work items) x splits */
+  attn_split_run_fn partial_run;
+  attn_split_work_items_fn merge_work_items; /* = work_items */
+  attn_split_run_fn merge_run;
 } attn_kernel_desc;
 
 typedef struct attn_library {

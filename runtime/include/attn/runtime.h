@@ -151,6 +151,25 @@ ATTN_RUNTIME_EXPORT attn_status attn_run(
     const attn_tensor *key, const attn_tensor *value, const attn_tensor *mask,
     const attn_tensor *output, const attn_tensor *lse, attn_thread_pool *pool);
 
+/* attn_run with a choice of split-KV: a decoding kernel (one with the key
+ * split's phases, see kernel_abi.h) can split each GQA group's keys into
+ * `key_splits` ranges that run as separate work items, then merge them by
+ * their log-sum-exp. 0 lets the runtime choose (attn_run: split only when
+ * the call has fewer work items than the pool has threads), 1 never splits;
+ * more than 1 on a kernel without the phases is an invalid argument. The
+ * workspace (B x Hq x Sq x key_splits x (Dv + 2) floats) is allocated per
+ * call. Results are bit-identical for equal splits whatever the threads;
+ * different splits sum in another order (last bits), so attn_run's results
+ * for such a kernel may differ in the last bits between pool sizes. */
+ATTN_RUNTIME_EXPORT attn_status attn_run_split(
+    const attn_kernel_desc *kernel, const attn_tensor *query,
+    const attn_tensor *key, const attn_tensor *value, const attn_tensor *mask,
+    const attn_tensor *output, const attn_tensor *lse, int64_t key_splits,
+    attn_thread_pool *pool);
+
+/* Whether `kernel` has the key split's phases (attn_run_split). */
+ATTN_RUNTIME_EXPORT int attn_kernel_has_key_split(const attn_kernel_desc *kernel);
+
 /* The checks of attn_run alone; fills `args` for kernel->run on success. */
 ATTN_RUNTIME_EXPORT attn_status attn_prepare(
     const attn_kernel_desc *kernel, const attn_tensor *query,

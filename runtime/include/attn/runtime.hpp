@@ -201,6 +201,21 @@ public:
                    lse ? &lse->raw() : nullptr, pool ? pool->get() : nullptr));
   }
 
+  /// run with split-KV: each GQA group's keys in `keySplits` ranges
+  /// (attn_run_split: 0 lets the runtime choose, 1 never splits).
+  void runSplit(const Tensor &query, const Tensor &key, const Tensor &value,
+                const Tensor &output, int64_t keySplits,
+                const Tensor *mask = nullptr, const Tensor *lse = nullptr,
+                ThreadPool *pool = nullptr) const {
+    check(attn_run_split(desc_, &query.raw(), &key.raw(), &value.raw(),
+                         mask ? &mask->raw() : nullptr, &output.raw(),
+                         lse ? &lse->raw() : nullptr, keySplits,
+                         pool ? pool->get() : nullptr));
+  }
+
+  /// Whether the kernel has the key split's phases (runSplit above 1).
+  bool hasKeySplit() const { return attn_kernel_has_key_split(desc_) != 0; }
+
   /// The checks alone: the kernel's view of the call.
   attn_kernel_args prepare(const Tensor &query, const Tensor &key,
                            const Tensor &value, const Tensor &output,

@@ -452,6 +452,94 @@ TEST(Module, FromLibraryRefusesMissingEntryPoints) {
       << attn_last_error();
 }
 
+/// A key split's phases that record what the runtime asks of them: the
+/// merge must start after every partial item, with the same workspace.
+struct SplitRecorder {
+  static inline std::atomic<int64_t> partialItems{0}, mergeItems{0};
+  static inline std::atomic<bool> mergeBeforePartial{false};
+  static inline std::atomic<float *> workspace{nullptr};
+  static inline std::atomic<int64_t> splitsSeen{0};
+  static int64_t partialCount(const attn_kernel_args *, int64_t splits) {
+    return 3 * splits;
+  }
+  static int64_t mergeCount(const attn_kernel_args *, int64_t) { return 3; }
+  static void partial(const attn_kernel_args *args, int64_t splits, float *ws,
+                      int64_t begin, int64_t end) {
+    workspace = ws;
+    splitsSeen = splits;
+    // The whole workspace is the caller's: each item touches its own float
+    // counted from the end (items run concurrently: no two share one).
+    int64_t floats = ATTN_SPLIT_WORKSPACE_FLOATS(args, 4, splits); // Dv = 4
+    for (int64_t item = begin; item < end; ++item)
+      ws[floats - 1 - item] = 1.0f;
+    partialItems += end - begin;
+  }
+  static void merge(const attn_kernel_args *, int64_t, float *ws, int64_t begin,
+                    int64_t end) {
+    if (partialItems != 3 * splitsSeen || ws != workspace)
+      mergeBeforePartial = true;
+    mergeItems += end - begin;
+  }
+};
+
+TEST(Module, FromLibraryRefusesPartOfAKeySplit) {
+  LinkedLibrary linked;
+  linked.desc.partial_run = SplitRecorder::partial;
+  attn_module *module = nullptr;
+  EXPECT_EQ(linked.load(&module), ATTN_ERROR_LOAD);
+  EXPECT_NE(std::string(attn_last_error())
+                .find("has 1 of the key split's 4 functions"),
+            std::string::npos)
+      << attn_last_error();
+}
+
+TEST(Run, KeySplitRunsPartialThenMergeOnOneWorkspace) {
+  const attn_kernel_desc *plain = fakeKernel("fake_plain");
+  attn_kernel_desc desc = *plain;
+  EXPECT_FALSE(attn_kernel_has_key_split(&desc));
+  desc.partial_work_items = SplitRecorder::partialCount;
+  desc.partial_run = SplitRecorder::partial;
+  desc.merge_work_items = SplitRecorder::mergeCount;
+  desc.merge_run = SplitRecorder::merge;
+  EXPECT_TRUE(attn_kernel_has_key_split(&desc));
+  Problem p{plain, 1, 2, 2, 1, 700};
+  attn_thread_pool *pool = nullptr;
+  ASSERT_EQ(attn_thread_pool_create(4, &pool), ATTN_OK);
+  ASSERT_EQ(
+      attn_run_split(&desc, &p.Q, &p.K, &p.V, nullptr, &p.O, &p.L, 5, pool),
+      ATTN_OK)
+      << attn_last_error();
+  EXPECT_EQ(SplitRecorder::splitsSeen, 5);
+  EXPECT_EQ(SplitRecorder::partialItems, 15);
+  EXPECT_EQ(SplitRecorder::mergeItems, 3);
+  EXPECT_FALSE(SplitRecorder::mergeBeforePartial);
+  attn_thread_pool_destroy(pool);
+}
+
+TEST(Run, KeySplitsAreRefusedWhereTheyCannotRun) {
+  const attn_kernel_desc *plain = fakeKernel("fake_plain");
+  Problem p{plain, 1, 2, 2, 1, 9};
+  EXPECT_EQ(
+      attn_run_split(plain, &p.Q, &p.K, &p.V, nullptr, &p.O, &p.L, -1, nullptr),
+      ATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(attn_last_error()).find("key_splits is -1"),
+            std::string::npos)
+      << attn_last_error();
+  EXPECT_EQ(
+      attn_run_split(plain, &p.Q, &p.K, &p.V, nullptr, &p.O, &p.L, 2, nullptr),
+      ATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(attn_last_error()).find("has no key split"),
+            std::string::npos)
+      << attn_last_error();
+  // 0 and 1 run it whole.
+  EXPECT_EQ(
+      attn_run_split(plain, &p.Q, &p.K, &p.V, nullptr, &p.O, &p.L, 1, nullptr),
+      ATTN_OK);
+  EXPECT_EQ(
+      attn_run_split(plain, &p.Q, &p.K, &p.V, nullptr, &p.O, &p.L, 0, nullptr),
+      ATTN_OK);
+}
+
 //===----------------------------------------------------------------------===//
 // GPU kernels (what the runtime checks and says without a GPU)
 //===----------------------------------------------------------------------===//
@@ -1373,6 +1461,12 @@ TEST(Cpp, LoadFindRunAndErrors) {
     EXPECT_FLOAT_EQ(x, 1.5f);
   for (float x : lse)
     EXPECT_NEAR(x, 0.5f * 4 * 0.25f * 0.5f + std::log(4.0f), 1e-6);
+
+  // A prefill kernel has no key split: 1 runs it whole, 2 is refused.
+  EXPECT_FALSE(kernel.hasKeySplit());
+  kernel.runSplit(Q, K, V, O, 1, nullptr, &L, &pool);
+  EXPECT_FLOAT_EQ(o[0], 1.5f);
+  EXPECT_THROW(kernel.runSplit(Q, K, V, O, 2, nullptr, &L, &pool), attn::Error);
 
   try {
     kernel.run(Q, K, V, O); // no LSE
