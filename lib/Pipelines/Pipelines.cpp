@@ -31,11 +31,13 @@ void mlir::attn::buildAttnTilingPipeline(OpPassManager &pm,
   // their key ranges are clamped and tiled.
   pm.addPass(createAttnSplitKeysPass({options.keyTileSize}));
   OpPassManager &func = pm.nest<func::FuncOp>();
+  // With lane rows on, the micro-kernels walk an op's key blocks themselves
+  // (the lane-rows path transposes its rows in and out once per op), each
+  // query tile only the keys its rows see: ops stay whole and their key
+  // loop is not tiled.
   func.addPass(createAttnSkipMaskedBlocksPass(
       {options.alignKeyRanges ? int64_t(options.keyTileSize) : 0,
-       /*laneRowsOps=*/options.laneRows > 0, options.bf16Dot}));
-  // The lane-rows micro-kernel walks an op's key blocks itself and
-  // transposes its rows in and out once per op: its key loop is not tiled.
+       /*wholeOps=*/options.laneRows > 0}));
   if (options.laneRows == 0)
     func.addPass(createAttnTileKeysPass({options.keyTileSize}));
   func.addPass(createCanonicalizerPass());

@@ -193,13 +193,15 @@ public:
     return laneRowsCandidate(op, bf16DotBuffers) && hasNarrowKeysOrValues(op);
   }
 
-  /// Whether P·V can take the dot product too: bf16 V, and no key of a
-  /// block excluded for some rows only (whose 0 weight must drop a NaN V).
+  /// Whether P·V can take the dot product too: bf16 V and no mask
+  /// operand. A causal or windowed op takes it only in the key blocks that
+  /// every row of its tile sees whole (pairedValues): an excluded key's 0
+  /// weight must drop a NaN V, which the dot product would not.
   static bool usesBf16Values(OnlineAttentionOp op) {
     return cast<MemRefType>(op.getValue().getType())
                .getElementType()
                .isBF16() &&
-           !op.getMask() && !op.getCausal() && !op.getWindow();
+           !op.getMask();
   }
 
 private:
@@ -209,9 +211,20 @@ private:
   int64_t lanes, keyBlock, rowBlock, directRows, laneRows, prefetchKeys;
   int64_t headDim, valueDim, valueChunks;
   bool bf16Dot, bf16Values;
+  /// Set while the packed path emits a key block of a causal or windowed
+  /// op that every row of the tile sees whole: no band compares there.
+  bool blockInsideBand = false;
   Type f32;
   VectorType vecType, maskVecType, idxVecType;
   Value diagonal; // set when the op is causal or windowed
+
+  /// Whether the block being emitted applies the causal/window band.
+  bool bandApplies() {
+    return (op.getCausal() || op.getWindow()) && !blockInsideBand;
+  }
+  /// Whether P·V of the block being emitted takes the bf16 dot product:
+  /// bf16 V and no key of the block excluded for some rows only.
+  bool pairedValues() { return bf16Values && !bandApplies(); }
 
   //===--- small builders ---------------------------------------------===//
 
@@ -417,7 +430,7 @@ private:
         // (f16 widened as loaded: measured faster than widening the block
         // once, even for 16 rows).
         Value shared;
-        if (bf16Values) {
+        if (pairedValues()) {
           shared = arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, count,
                                          cst(1));
           auto ifShared = scf::IfOp::create(b, shared);
@@ -767,7 +780,7 @@ private:
         accs.push_back(arith::MulFOp::create(b, acc, alphaVec));
       }
     }
-    bool masked = op.getMask() || op.getCausal() || op.getWindow();
+    bool masked = op.getMask() || bandApplies();
     if (pairs)
       accs = accumulateByBf16Dot(numRows, blockKeys, accs, first, chunks);
     else
@@ -1361,28 +1374,52 @@ private:
     return arith::MulFOp::create(b, t, splat(f32Const(c)));
   }
 
-  /// The packed path: per key block, pack K and V, then blocks of rows.
+  /// The packed path: per key block, pack K and V, then blocks of rows. A
+  /// causal or windowed op walks only the keys its rows see and applies
+  /// the band only in the blocks that some row sees in part (an op left
+  /// whole by attn-skip-masked-blocks, as for the lane-rows path); the
+  /// others run without its compares, and bf16 V takes the dot product
+  /// there.
   void emitPackedHead(Value batch, Value head, Value kvHead, Value rows,
                       Value keys) {
-    forLoop(cst(0), keys, cst(keyBlock), [&](Value blockStart) {
-      Value remaining = arith::SubIOp::create(b, keys, blockStart);
+    auto [first, last] = bandKeyRange(cst(0), rows, keys);
+    forLoop(first, last, cst(keyBlock), [&](Value blockStart) {
+      Value remaining = arith::SubIOp::create(b, last, blockStart);
       Value blockKeys = arith::MinSIOp::create(b, remaining, cst(keyBlock));
-      packBlock(batch, kvHead, blockStart, blockKeys);
-      // Blocks of `rowBlock` rows share each K and V vector load; the
-      // rows left over go one at a time.
-      Value rowsInBlocks = arith::SubIOp::create(
-          b, rows, arith::RemUIOp::create(b, rows, cst(rowBlock)));
-      forLoop(cst(0), rowsInBlocks, cst(rowBlock), [&](Value first) {
-        SmallVector<Value> block = {first};
-        for (int64_t r = 1; r < rowBlock; ++r)
-          block.push_back(arith::AddIOp::create(b, first, cst(r)));
-        emitRows(batch, head, block, blockStart, blockKeys);
-      });
-      if (rowBlock > 1)
-        forLoop(rowsInBlocks, rows, cst(1), [&](Value row) {
-          emitRows(batch, head, {row}, blockStart, blockKeys);
-        });
+      if (!op.getCausal() && !op.getWindow())
+        return emitPackedBlock(batch, head, rows, kvHead, blockStart,
+                               blockKeys);
+      auto inBand = scf::IfOp::create(
+          b, blockInBand(cst(0), rows, blockStart, blockKeys),
+          /*withElseRegion=*/true);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(inBand.thenBlock()->getTerminator());
+      blockInsideBand = true;
+      emitPackedBlock(batch, head, rows, kvHead, blockStart, blockKeys);
+      blockInsideBand = false;
+      b.setInsertionPoint(inBand.elseBlock()->getTerminator());
+      emitPackedBlock(batch, head, rows, kvHead, blockStart, blockKeys);
     });
+  }
+
+  /// One key block of the packed path: pack it, then the rows' updates.
+  void emitPackedBlock(Value batch, Value head, Value rows, Value kvHead,
+                       Value blockStart, Value blockKeys) {
+    packBlock(batch, kvHead, blockStart, blockKeys);
+    // Blocks of `rowBlock` rows share each K and V vector load; the rows
+    // left over go one at a time.
+    Value rowsInBlocks = arith::SubIOp::create(
+        b, rows, arith::RemUIOp::create(b, rows, cst(rowBlock)));
+    forLoop(cst(0), rowsInBlocks, cst(rowBlock), [&](Value first) {
+      SmallVector<Value> block = {first};
+      for (int64_t r = 1; r < rowBlock; ++r)
+        block.push_back(arith::AddIOp::create(b, first, cst(r)));
+      emitRows(batch, head, block, blockStart, blockKeys);
+    });
+    if (rowBlock > 1)
+      forLoop(rowsInBlocks, rows, cst(1), [&](Value row) {
+        emitRows(batch, head, {row}, blockStart, blockKeys);
+      });
   }
 
   /// KT[d][j] = K[j][d] (or the bf16 pairs KP) and VP[j][e] = V[j][e] (or
@@ -1416,7 +1453,7 @@ private:
     else
       elementKeys();
 
-    if (!bf16Values) {
+    if (!pairedValues()) {
       eachKey([&](Value key, Value j) {
         forLoop(cst(0), cst(valueDim), cst(1), [&](Value e) {
           Value v = loadF32(op.getValue(), {batch, kvHead, key, e});
@@ -1710,7 +1747,7 @@ private:
     SmallVector<AccRow> accRows;
     for (Value row : rows)
       accRows.push_back({head, row});
-    accumulateRows(batch, accRows, alphas, blockKeys, bf16Values,
+    accumulateRows(batch, accRows, alphas, blockKeys, pairedValues(),
                    [&](Value j, int64_t c) { return packedValue(j, c); });
   }
 
@@ -1750,7 +1787,7 @@ private:
     Value liveKeys =
         splat(arith::IndexCastOp::create(b, b.getI32Type(), blockKeys));
     Value bandLo, bandHi;
-    if (op.getCausal() || op.getWindow()) {
+    if (bandApplies()) {
       // Key j (block-local) is allowed iff lo <= j <= hi with
       // hi = row + diag + right - blockStart, lo = row + diag - left -
       // blockStart.

@@ -57,8 +57,7 @@ inline int64_t functionChoice(Operation *func, llvm::StringRef name,
 
 /// Whether attn-lower-to-vector's lane-rows micro-kernel can take `op`: no
 /// mask operand, and not bf16 Q and K where the bf16 dot product (`bf16Dot`)
-/// takes those. attn-skip-masked-blocks leaves such causal/windowed ops
-/// whole for it (lane-rows-ops).
+/// takes those.
 inline bool laneRowsCandidate(OnlineAttentionOp op, bool bf16Dot) {
   auto isBF16 = [](Value v) {
     return getElementTypeOrSelf(v.getType()).isBF16();

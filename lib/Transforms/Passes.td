@@ -135,24 +135,22 @@ def AttnSkipMaskedBlocksPass : Pass<"attn-skip-masked-blocks", "func::FuncOp"> {
     but costs as much as a full one. A function's `attn.key_tile_size`
     (its own key tile) replaces a nonzero `key-alignment`.
 
-    With `lane-rows-ops`, the ops that the CPU's lane-rows micro-kernel will
-    take stay whole: it clamps each query tile's key loop to the band and
-    masks only the key blocks that cross it, so splitting would only
-    transpose each tile's Q and O in and out once per part and emit the
-    micro-kernel once per part (compile time).
+    With `whole-ops` (the CPU pipeline with lane rows on, whose key loops
+    are not tiled), ops stay whole: attn-lower-to-vector's micro-kernels
+    clamp each query tile's key loop to the band themselves and apply it
+    only in the key blocks that cross it, so splitting would only emit each
+    micro-kernel once per part (compile time: a windowed kernel's code
+    is then about half as large) and, on the lane-rows path, transpose
+    each tile's Q and O in and out once per part.
   }];
   let options = [
     Option<"keyAlignment", "key-alignment", "int64_t", /*default=*/"0",
            "Round the unmasked key range inward to multiples of this "
            "(the key tile size; 0: exact ranges)">,
-    Option<"laneRowsOps", "lane-rows-ops", "bool", /*default=*/"false",
-           "Leave whole the ops that attn-lower-to-vector's lane-rows "
-           "path takes (no mask operand; with bf16-dot, not bf16 Q and K): "
-           "it walks only the keys each query tile sees and masks only the "
-           "blocks across the band, with Q and O transposed once per tile">,
-    Option<"bf16Dot", "bf16-dot", "bool", /*default=*/"false",
-           "The lowering takes bf16 Q and K through the dot product, not "
-           "the lane-rows path (with lane-rows-ops)">,
+    Option<"wholeOps", "whole-ops", "bool", /*default=*/"false",
+           "Leave causal and windowed ops whole: attn-lower-to-vector walks "
+           "only the keys each query tile sees and applies the band only "
+           "in the key blocks across it">,
   ];
   let dependentDialects = ["tensor::TensorDialect", "arith::ArithDialect"];
 }

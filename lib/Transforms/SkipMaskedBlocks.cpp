@@ -170,7 +170,7 @@ struct AttnSkipMaskedBlocksPass
     SmallVector<OnlineAttentionOp> ops;
     getOperation().walk([&](OnlineAttentionOp op) {
       if (op.hasPureTensorSemantics() && (op.getCausal() || op.getWindow()) &&
-          !(laneRowsOps && laneRowsCandidate(op, bf16Dot)))
+          !wholeOps)
         ops.push_back(op);
     });
     // A function's own key tile (attn.key_tile_size) is the one to align

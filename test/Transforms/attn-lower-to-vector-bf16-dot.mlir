@@ -170,3 +170,30 @@ func.func @bf16_dot_decode_group(%q: memref<1x4x1x64xbf16>, %k: memref<1x1x?x64x
       outs(%acc, %m, %s : memref<1x4x1x64xf32>, memref<1x4x1xf32>, memref<1x4x1xf32>)
   return
 }
+
+// -----
+
+// A causal op: the key blocks that every row of the tile sees whole take
+// P·V by the dot product on V's key pairs (no band there); the blocks
+// across the band keep P·V in f32, where an excluded key's V is dropped
+// per row.
+
+// CHECK-LABEL: func @bf16_dot_causal
+//       CHECK: %[[IN:.+]] = arith.cmpi sle, %{{.+}}, %arg6 : index
+//       CHECK: scf.if %[[IN]] {
+//   CHECK-NOT:   arith.cmpi sle
+//       CHECK:   vector.interleave
+//   CHECK-NOT:   arith.cmpi sle
+//       CHECK:   x86vector.avx512.dot
+//   CHECK-NOT:   arith.cmpi sle
+//       CHECK: } else {
+//   CHECK-NOT:   vector.interleave
+//       CHECK:   arith.cmpi sle
+//       CHECK:   arith.cmpf oeq
+//       CHECK:   vector.fma
+func.func @bf16_dot_causal(%q: memref<1x1x?x32xbf16>, %k: memref<1x1x?x32xbf16>, %v: memref<1x1x?x16xbf16>,
+                           %acc: memref<1x1x?x16xf32>, %m: memref<1x1x?xf32>, %s: memref<1x1x?xf32>, %d: index) {
+  attn.online_attention ins(%q, %k, %v : memref<1x1x?x32xbf16>, memref<1x1x?x32xbf16>, memref<1x1x?x16xbf16>)
+      diagonal(%d) outs(%acc, %m, %s : memref<1x1x?x16xf32>, memref<1x1x?xf32>, memref<1x1x?xf32>) causal
+  return
+}

@@ -15,12 +15,22 @@
 //       CHECK: %[[VP:.+]] = memref.alloca() {alignment = 64 : i64} : memref<32x32xf32>
 //       CHECK: %[[BIAS:.+]] = memref.alloca() {alignment = 64 : i64} : memref<32xf32>
 //       CHECK: %[[P:.+]] = memref.alloca() {alignment = 64 : i64} : memref<1x32xf32>
-// Key blocks; pack K transposed (K's rows have unit stride here: 16x16
-// tiles, 16 row loads, a vector.transpose that canonicalizes to columns
-// built from the rows' elements (LLVM makes shuffles of them), 16 column
-// stores) and V.
-//       CHECK: scf.for %[[KB:.+]] = %c0 to %{{.+}} step %c32
+// Key blocks up to the last key that some row sees (rows + d, clamped to
+// Sk). A block that every row sees whole (its last key <= d, the first
+// row's reach) runs without the band's compares; a block across the band
+// applies them. In each: pack K transposed (K's rows have unit stride here:
+// 16x16 tiles, 16 row loads, a vector.transpose that canonicalizes to
+// columns built from the rows' elements (LLVM makes shuffles of them), 16
+// column stores) and V.
+//       CHECK: %[[LAST:.+]] = arith.minsi %{{.+}}, %{{.+}} : index
+//       CHECK: scf.for %[[KB:.+]] = %c0 to %[[LAST]] step %c32
 //       CHECK:   %[[NK:.+]] = arith.minsi %{{.+}}, %c32
+//       CHECK:   %[[IN:.+]] = arith.cmpi sle, %{{.+}}, %[[D]]
+//       CHECK:   scf.if %[[IN]] {
+//       CHECK:     vector.step
+//       CHECK:     arith.cmpi slt
+//   CHECK-NOT:     arith.cmpi sle
+//       CHECK:   } else {
 //       CHECK:   scf.for %[[J0:.+]] = %c0 to %[[NK]] step %c16
 //       CHECK:     vector.load %{{.+}} vector<16xf32>
 //       CHECK:     vector.from_elements {{.+}} : vector<16xf32>

@@ -1,6 +1,6 @@
 // RUN: attn-opt %s -split-input-file -attn-skip-masked-blocks -canonicalize | FileCheck %s
 // RUN: attn-opt %s -split-input-file -attn-skip-masked-blocks=key-alignment=32 -canonicalize | FileCheck %s --check-prefix=ALIGN
-// RUN: attn-opt %s -split-input-file -attn-skip-masked-blocks="lane-rows-ops=true bf16-dot=true" -canonicalize | FileCheck %s --check-prefix=LANES
+// RUN: attn-opt %s -split-input-file -attn-skip-masked-blocks="whole-ops=true" -canonicalize | FileCheck %s --check-prefix=WHOLE
 
 // Causal masking over tq query rows with diagonal d: row i sees keys
 // j <= i + d. Keys past hi = tq + d are seen by no row and are dropped;
@@ -127,22 +127,19 @@ func.func @own_key_tile(%q: tensor<1x1x?x64xf32>, %k: tensor<1x1x?x64xf32>, %v: 
 
 // -----
 
-// With lane-rows-ops, the ops that the CPU's lane-rows micro-kernel takes
-// stay whole (it clamps each tile's keys to the band itself and masks only
-// the blocks across it): here the f32 causal op. An op with a mask operand,
-// and with bf16-dot a bf16 one, take other micro-kernels and are split.
-// CHECK-LABEL: func @lane_rows_ops
-// ALIGN-LABEL: func @lane_rows_ops
-// LANES-LABEL: func @lane_rows_ops
-// The f32 op whole: all keys, its causal attribute kept.
-//       LANES: attn.online_attention ins(%arg0, %arg1, %arg2 : {{.+}}) diagonal(%{{.+}}) outs({{.+}}) causal
-// The masked op: its unmasked key range, then the diagonal's.
-//       LANES: attn.online_attention ins(%arg0, %{{.+}}, %{{.+}} : {{.+}}) mask({{.+}}) outs(
-//       LANES: attn.online_attention ins(%arg0, %{{.+}}, %{{.+}} : {{.+}}) mask({{.+}}) diagonal(
-// The bf16 op (with bf16-dot) likewise.
-//       LANES: attn.online_attention ins(%arg4, %{{.+}}, %{{.+}} : {{.+}}) outs(
-//       LANES: attn.online_attention ins(%arg4, %{{.+}}, %{{.+}} : {{.+}}) diagonal(
-func.func @lane_rows_ops(%q: tensor<1x1x?x64xf32>, %k: tensor<1x1x?x64xf32>, %v: tensor<1x1x?x64xf32>,
+// With whole-ops (the CPU pipeline with lane rows on), causal and windowed
+// ops stay whole: attn-lower-to-vector's micro-kernels clamp each tile's
+// keys to the band themselves and apply it only in the blocks across it.
+// All three kinds: f32 (the lane-rows path), with a mask operand and bf16
+// (the packed path).
+// CHECK-LABEL: func @whole_ops
+// ALIGN-LABEL: func @whole_ops
+// WHOLE-LABEL: func @whole_ops
+//       WHOLE: attn.online_attention ins(%arg0, %arg1, %arg2 : {{.+}}) diagonal(%{{.+}}) outs({{.+}}) causal
+//       WHOLE: attn.online_attention ins(%arg0, %arg1, %arg2 : {{.+}}) mask(%arg3 : {{.+}}) diagonal(%{{.+}}) outs({{.+}}) causal
+//       WHOLE: attn.online_attention ins(%arg4, %arg5, %arg6 : {{.+}}) diagonal(%{{.+}}) outs({{.+}}) causal
+//   WHOLE-NOT: attn.online_attention
+func.func @whole_ops(%q: tensor<1x1x?x64xf32>, %k: tensor<1x1x?x64xf32>, %v: tensor<1x1x?x64xf32>,
                          %mask: tensor<1x1x?x?xi1>,
                          %qb: tensor<1x1x?x64xbf16>, %kb: tensor<1x1x?x64xbf16>, %vb: tensor<1x1x?x64xbf16>,
                          %acc: tensor<1x1x?x64xf32>, %m: tensor<1x1x?xf32>, %s: tensor<1x1x?xf32>, %d: index)
