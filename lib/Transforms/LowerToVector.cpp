@@ -878,23 +878,10 @@ private:
       });
       // A causal or windowed tile walks only the keys its rows can see,
       // and masks only the blocks that some row sees in part.
-      auto [first, last] = bandKeyRange(tileStart, count, keys);
-      forLoop(first, last, cst(keyBlock), [&](Value blockStart) {
-        Value blockKeys = arith::MinSIOp::create(
-            b, arith::SubIOp::create(b, last, blockStart), cst(keyBlock));
-        if (!op.getCausal() && !op.getWindow())
-          return emitLaneRowsBlock(batch, kvHead, tileStart, keys, blockStart,
-                                   blockKeys, /*band=*/false);
-        auto inBand = scf::IfOp::create(
-            b, blockInBand(tileStart, count, blockStart, blockKeys),
-            /*withElseRegion=*/true);
-        OpBuilder::InsertionGuard guard(b);
-        b.setInsertionPoint(inBand.thenBlock()->getTerminator());
+      eachBandBlock(tileStart, count, keys, [&](Value blockStart,
+                                                Value blockKeys) {
         emitLaneRowsBlock(batch, kvHead, tileStart, keys, blockStart, blockKeys,
-                          /*band=*/false);
-        b.setInsertionPoint(inBand.elseBlock()->getTerminator());
-        emitLaneRowsBlock(batch, kvHead, tileStart, keys, blockStart, blockKeys,
-                          /*band=*/true);
+                          /*band=*/bandApplies());
       });
       ifUnitStride(
           op.getAcc(),
@@ -1090,6 +1077,32 @@ private:
   Value liveLanes(int64_t live) {
     return vector::ConstantMaskOp::create(b, maskVecType,
                                           ArrayRef<int64_t>{live});
+  }
+
+  /// `body(blockStart, blockKeys)` for each key block that rows
+  /// [firstRow, firstRow + count) may see (bandKeyRange). For a causal or
+  /// windowed op it is emitted twice, under an scf.if on whether every row
+  /// sees the block whole: with blockInsideBand set (then), so that
+  /// bandApplies() is false there, and clear (else).
+  void eachBandBlock(Value firstRow, Value count, Value keys,
+                     function_ref<void(Value, Value)> body) {
+    auto [first, last] = bandKeyRange(firstRow, count, keys);
+    forLoop(first, last, cst(keyBlock), [&](Value blockStart) {
+      Value blockKeys = arith::MinSIOp::create(
+          b, arith::SubIOp::create(b, last, blockStart), cst(keyBlock));
+      if (!op.getCausal() && !op.getWindow())
+        return body(blockStart, blockKeys);
+      auto inBand = scf::IfOp::create(
+          b, blockInBand(firstRow, count, blockStart, blockKeys),
+          /*withElseRegion=*/true);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(inBand.thenBlock()->getTerminator());
+      blockInsideBand = true;
+      body(blockStart, blockKeys);
+      blockInsideBand = false;
+      b.setInsertionPoint(inBand.elseBlock()->getTerminator());
+      body(blockStart, blockKeys);
+    });
   }
 
   /// One key block of a lane-rows tile: Sᵀ, the statistics, P·V.
@@ -1382,22 +1395,7 @@ private:
   /// there.
   void emitPackedHead(Value batch, Value head, Value kvHead, Value rows,
                       Value keys) {
-    auto [first, last] = bandKeyRange(cst(0), rows, keys);
-    forLoop(first, last, cst(keyBlock), [&](Value blockStart) {
-      Value remaining = arith::SubIOp::create(b, last, blockStart);
-      Value blockKeys = arith::MinSIOp::create(b, remaining, cst(keyBlock));
-      if (!op.getCausal() && !op.getWindow())
-        return emitPackedBlock(batch, head, rows, kvHead, blockStart,
-                               blockKeys);
-      auto inBand = scf::IfOp::create(
-          b, blockInBand(cst(0), rows, blockStart, blockKeys),
-          /*withElseRegion=*/true);
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPoint(inBand.thenBlock()->getTerminator());
-      blockInsideBand = true;
-      emitPackedBlock(batch, head, rows, kvHead, blockStart, blockKeys);
-      blockInsideBand = false;
-      b.setInsertionPoint(inBand.elseBlock()->getTerminator());
+    eachBandBlock(cst(0), rows, keys, [&](Value blockStart, Value blockKeys) {
       emitPackedBlock(batch, head, rows, kvHead, blockStart, blockKeys);
     });
   }
