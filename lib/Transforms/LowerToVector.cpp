@@ -394,7 +394,8 @@ private:
     // Only the keys the op's rows may see (a causal or windowed op that
     // attn-skip-masked-blocks left whole for the lane-rows path comes here
     // when few rows remain).
-    auto [firstKey, lastKey] = bandKeyRange(cst(0), rows, keys);
+    Value firstKey, lastKey;
+    std::tie(firstKey, lastKey) = bandKeyRange(cst(0), rows, keys);
     forLoop(cst(0), total, cst(kDirectRows), [&](Value chunkStart) {
       Value count = arith::MinSIOp::create(
           b, arith::SubIOp::create(b, total, chunkStart), cst(kDirectRows));
@@ -454,9 +455,10 @@ private:
               scores.push_back(
                   vector::LoadOp::create(b, vecType, scratch.groupScores,
                                          ValueRange{i, cst(v * lanes)}));
-            alphas.push_back(updateRowStatistics(
-                batch, head, row, /*slot=*/r, scores, blockStart, blockKeys));
             accRows.push_back({head, row});
+            alphas.push_back(updateRowStatistics(
+                batch, accRows.back(), loadStatistics(batch, accRows.back()),
+                /*slot=*/r, scores, blockStart, blockKeys));
           }
           auto accumulate = [&](bool byPairs) {
             accumulateRows(
@@ -740,6 +742,16 @@ private:
   struct AccRow {
     Value head, row;
   };
+  /// A row's running max and sum as loaded before a block's update.
+  struct RowStatistics {
+    Value max, sum;
+  };
+  RowStatistics loadStatistics(Value batch, const AccRow &at) {
+    return {memref::LoadOp::create(b, op.getMax(),
+                                   ValueRange{batch, at.head, at.row}),
+            memref::LoadOp::create(b, op.getSum(),
+                                   ValueRange{batch, at.head, at.row})};
+  }
 
   /// acc[r] = alpha[r] * acc[r] + sum_j probs[r][j] * V[j] for the rows,
   /// which share each V vector they load: by the dot product on the bf16
@@ -878,11 +890,15 @@ private:
       });
       // A causal or windowed tile walks only the keys its rows can see,
       // and masks only the blocks that some row sees in part.
-      eachBandBlock(tileStart, count, keys, [&](Value blockStart,
-                                                Value blockKeys) {
-        emitLaneRowsBlock(batch, kvHead, tileStart, keys, blockStart, blockKeys,
-                          /*band=*/bandApplies());
-      });
+      eachBandBlock(
+          tileStart, count, keys,
+          [&](Value blockStart, Value blockKeys) {
+            widenBlock(batch, kvHead, keys, blockStart, blockKeys);
+          },
+          [&](Value blockStart, Value blockKeys) {
+            emitLaneRowsBlock(batch, kvHead, tileStart, keys, blockStart,
+                              blockKeys, /*band=*/bandApplies());
+          });
       ifUnitStride(
           op.getAcc(),
           [&](Value rowsView) {
@@ -1079,17 +1095,22 @@ private:
                                           ArrayRef<int64_t>{live});
   }
 
-  /// `body(blockStart, blockKeys)` for each key block that rows
-  /// [firstRow, firstRow + count) may see (bandKeyRange). For a causal or
-  /// windowed op it is emitted twice, under an scf.if on whether every row
-  /// sees the block whole: with blockInsideBand set (then), so that
-  /// bandApplies() is false there, and clear (else).
+  /// `prologue(blockStart, blockKeys)`, then `body(blockStart,
+  /// blockKeys)`, for each key block that rows [firstRow, firstRow + count)
+  /// may see (bandKeyRange). For a causal or windowed op the body is
+  /// emitted twice, under an scf.if on whether every row sees the block
+  /// whole: with blockInsideBand set (then), so that bandApplies() is false
+  /// there, and clear (else). The prologue (what does not depend on the
+  /// band: packing or widening K) is emitted once, before the branch.
   void eachBandBlock(Value firstRow, Value count, Value keys,
+                     function_ref<void(Value, Value)> prologue,
                      function_ref<void(Value, Value)> body) {
-    auto [first, last] = bandKeyRange(firstRow, count, keys);
+    Value first, last;
+    std::tie(first, last) = bandKeyRange(firstRow, count, keys);
     forLoop(first, last, cst(keyBlock), [&](Value blockStart) {
       Value blockKeys = arith::MinSIOp::create(
           b, arith::SubIOp::create(b, last, blockStart), cst(keyBlock));
+      prologue(blockStart, blockKeys);
       if (!op.getCausal() && !op.getWindow())
         return body(blockStart, blockKeys);
       auto inBand = scf::IfOp::create(
@@ -1158,6 +1179,20 @@ private:
 
   /// One block of keys for the tile's rows; `band`: apply the causal/window
   /// band (a block that some row sees only in part).
+  /// 16-bit K and V: the lane-rows block's rows widened once, before its
+  /// band branch (K's keys past the block repeat the last key, so that Sᵀ's
+  /// steps read whole vectors of real keys).
+  void widenBlock(Value batch, Value kvHead, Value keys, Value blockStart,
+                  Value blockKeys) {
+    if (!widensBlocks())
+      return;
+    Value lastKey = arith::SubIOp::create(b, keys, cst(1));
+    widenRows(op.getKey(), batch, kvHead, blockStart, cst(keyBlock), lastKey,
+              headDim, scratch.laneKeys);
+    widenRows(op.getValue(), batch, kvHead, blockStart, blockKeys, lastKey,
+              valueDim, scratch.laneValues);
+  }
+
   void emitLaneRowsBlock(Value batch, Value kvHead, Value tileStart, Value keys,
                          Value blockStart, Value blockKeys, bool band) {
     int64_t rowVectors = laneRows / lanes;
@@ -1173,15 +1208,8 @@ private:
       --keyStep;
     Value lastKey = arith::SubIOp::create(b, keys, cst(1));
     Value zeroVec = splat(f32Const(0)), negInfVec = splat(f32Const(-kInf));
-    // 16-bit K and V: the block's rows widened once (K's keys past the
-    // block repeat its last key, as below); f32 rows are read in place.
+    // 16-bit K and V were widened by widenBlock; f32 rows are read in place.
     bool widen = widensBlocks();
-    if (widen) {
-      widenRows(op.getKey(), batch, kvHead, blockStart, cst(keyBlock), lastKey,
-                headDim, scratch.laneKeys);
-      widenRows(op.getValue(), batch, kvHead, blockStart, blockKeys, lastKey,
-                valueDim, scratch.laneValues);
-    }
     auto keyAt = [&](Value j, Value key, Value d) -> Value {
       return widen ? Value(memref::LoadOp::create(b, scratch.laneKeys,
                                                   ValueRange{j, d}))
@@ -1395,45 +1423,48 @@ private:
   /// there.
   void emitPackedHead(Value batch, Value head, Value kvHead, Value rows,
                       Value keys) {
-    eachBandBlock(cst(0), rows, keys, [&](Value blockStart, Value blockKeys) {
-      emitPackedBlock(batch, head, rows, kvHead, blockStart, blockKeys);
-    });
+    eachBandBlock(
+        cst(0), rows, keys,
+        [&](Value blockStart, Value blockKeys) {
+          packKeys(batch, kvHead, blockStart, blockKeys);
+          // V's packing depends on the band only where bf16 V takes the
+          // dot product in the blocks inside it.
+          if (!bf16Values)
+            packValues(batch, kvHead, blockStart, blockKeys);
+        },
+        [&](Value blockStart, Value blockKeys) {
+          if (bf16Values)
+            packValues(batch, kvHead, blockStart, blockKeys);
+          emitPackedBlock(batch, head, rows, blockStart, blockKeys);
+        });
   }
 
-  /// One key block of the packed path: pack it, then the rows' updates.
-  void emitPackedBlock(Value batch, Value head, Value rows, Value kvHead,
-                       Value blockStart, Value blockKeys) {
-    packBlock(batch, kvHead, blockStart, blockKeys);
-    // Blocks of `rowBlock` rows share each K and V vector load; the rows
-    // left over go one at a time.
-    Value rowsInBlocks = arith::SubIOp::create(
-        b, rows, arith::RemUIOp::create(b, rows, cst(rowBlock)));
-    forLoop(cst(0), rowsInBlocks, cst(rowBlock), [&](Value first) {
-      SmallVector<Value> block = {first};
+  /// One key block of the packed path, K and V packed: the rows' updates.
+  void emitPackedBlock(Value batch, Value head, Value rows, Value blockStart,
+                       Value blockKeys) {
+    // Blocks of `rowBlock` rows share each K and V vector load. The last
+    // block's slots past the rows repeat the last row (emitRows makes that
+    // harmless): one copy of the micro-kernel, not a second one for the
+    // rows left over (which doubled the code and the compile time).
+    Value lastRow = arith::SubIOp::create(b, rows, cst(1));
+    forLoop(cst(0), rows, cst(rowBlock), [&](Value first) {
+      SmallVector<AccRow> block = {{head, first}};
       for (int64_t r = 1; r < rowBlock; ++r)
-        block.push_back(arith::AddIOp::create(b, first, cst(r)));
-      emitRows(batch, head, block, blockStart, blockKeys);
+        block.push_back(
+            {head, arith::MinSIOp::create(
+                       b, arith::AddIOp::create(b, first, cst(r)), lastRow)});
+      emitRows(batch, block, blockStart, blockKeys);
     });
-    if (rowBlock > 1)
-      forLoop(rowsInBlocks, rows, cst(1), [&](Value row) {
-        emitRows(batch, head, {row}, blockStart, blockKeys);
-      });
   }
 
-  /// KT[d][j] = K[j][d] (or the bf16 pairs KP) and VP[j][e] = V[j][e] (or
-  /// the bf16 key pairs VP2) for the block's keys. 16-lane vectors take
-  /// whole-vector copies and 16x16 register transposes where the rows have
+  /// KT[d][j] = K[j][d] (or the bf16 pairs KP) for the block's keys.
+  /// 16-lane vectors take 16x16 register transposes where the rows have
   /// unit stride (LLVM otherwise makes scatters of the element loops).
-  void packBlock(Value batch, Value kvHead, Value blockStart, Value blockKeys) {
-    auto eachKey = [&](function_ref<void(Value key, Value j)> body) {
-      forLoop(cst(0), blockKeys, cst(1), [&](Value j) {
-        body(arith::AddIOp::create(b, blockStart, j), j);
-      });
-    };
+  void packKeys(Value batch, Value kvHead, Value blockStart, Value blockKeys) {
     bool vectors = lanes == 16;
     // bf16-dot packs K as pairs of head dims; an odd D ends in a half pair.
     auto elementKeys = [&] {
-      eachKey([&](Value key, Value j) {
+      eachKey(blockStart, blockKeys, [&](Value key, Value j) {
         if (bf16Dot)
           packKeyPairs(batch, kvHead, key, j);
         else
@@ -1450,9 +1481,15 @@ private:
           elementKeys);
     else
       elementKeys();
+  }
 
+  /// VP[j][e] = V[j][e], or the bf16 key pairs VP2 where the block's P·V
+  /// takes the dot product (pairedValues, so per band branch), whole
+  /// vectors where the rows have unit stride.
+  void packValues(Value batch, Value kvHead, Value blockStart,
+                  Value blockKeys) {
     if (!pairedValues()) {
-      eachKey([&](Value key, Value j) {
+      eachKey(blockStart, blockKeys, [&](Value key, Value j) {
         forLoop(cst(0), cst(valueDim), cst(1), [&](Value e) {
           Value v = loadF32(op.getValue(), {batch, kvHead, key, e});
           memref::StoreOp::create(b, v, scratch.values, ValueRange{j, e});
@@ -1461,8 +1498,9 @@ private:
       return;
     }
     auto elementwise = [&] {
-      eachKey(
-          [&](Value key, Value j) { packValuePairs(batch, kvHead, key, j); });
+      eachKey(blockStart, blockKeys, [&](Value key, Value j) {
+        packValuePairs(batch, kvHead, key, j);
+      });
       // An odd count's last pair: its second key is 0, not a stale value.
       ifOdd(blockKeys, [&] {
         Value row = arith::DivUIOp::create(b, blockKeys, cst(2));
@@ -1476,7 +1514,7 @@ private:
         });
       });
     };
-    if (vectors)
+    if (lanes == 16)
       ifUnitStride(
           op.getValue(),
           [&](Value rows) {
@@ -1485,6 +1523,13 @@ private:
           elementwise);
     else
       elementwise();
+  }
+
+  /// `body(key, j)` for the block's keys: key = blockStart + j.
+  void eachKey(Value blockStart, Value blockKeys,
+               function_ref<void(Value key, Value j)> body) {
+    forLoop(cst(0), blockKeys, cst(1),
+            [&](Value j) { body(arith::AddIOp::create(b, blockStart, j), j); });
   }
 
   /// `fast(rows)` with `memref` seen with a unit innermost stride where it
@@ -1704,8 +1749,12 @@ private:
 
   /// Scores, online update and P·V for a block of query rows that share
   /// every packed K and V vector they load.
-  void emitRows(Value batch, Value head, ArrayRef<Value> rows, Value blockStart,
+  void emitRows(Value batch, ArrayRef<AccRow> block, Value blockStart,
                 Value blockKeys) {
+    Value head = block.front().head;
+    SmallVector<Value> rows;
+    for (const AccRow &row : block)
+      rows.push_back(row.row);
     int64_t numRows = rows.size();
     int64_t scoreVectors = keyBlock / lanes;
     Value zeroVec = splat(f32Const(0));
@@ -1733,28 +1782,33 @@ private:
                             return next;
                           });
 
-    // Per row: the softmax statistics; p goes to probs[r].
+    // Per row: the softmax statistics; p goes to probs[r]. Every slot
+    // loads its row's max and sum before any slot stores, as P·V loads
+    // every accumulator before it stores: a slot that repeats a row (the
+    // last block's) then computes from the same old values as the row's
+    // own slot, and the two store the same update.
+    SmallVector<RowStatistics> old;
+    for (const AccRow &row : block)
+      old.push_back(loadStatistics(batch, row));
     SmallVector<Value> alphas;
     for (int64_t r = 0; r < numRows; ++r)
       alphas.push_back(updateRowStatistics(
-          batch, head, rows[r], r,
+          batch, block[r], old[r], r,
           MutableArrayRef<Value>(scores).slice(r * scoreVectors, scoreVectors),
           blockStart, blockKeys));
 
     // acc[r] = alpha[r] * acc[r] + sum_j p[r][j] * VP[j].
-    SmallVector<AccRow> accRows;
-    for (Value row : rows)
-      accRows.push_back({head, row});
-    accumulateRows(batch, accRows, alphas, blockKeys, pairedValues(),
+    accumulateRows(batch, block, alphas, blockKeys, pairedValues(),
                    [&](Value j, int64_t c) { return packedValue(j, c); });
   }
 
   /// Scale, soft-cap, mask and band one row's scores of the block, update
-  /// its running max and sum, store its weights p in probs[slot] and
-  /// return the rescale factor alpha = exp(m_old - m_new).
-  Value updateRowStatistics(Value batch, Value head, Value row, int64_t slot,
-                            MutableArrayRef<Value> scores, Value blockStart,
-                            Value blockKeys) {
+  /// its running max and sum from `old`, store its weights p in
+  /// probs[slot] and return the rescale factor alpha = exp(m_old - m_new).
+  Value updateRowStatistics(Value batch, const AccRow &at, RowStatistics old,
+                            int64_t slot, MutableArrayRef<Value> scores,
+                            Value blockStart, Value blockKeys) {
+    Value head = at.head, row = at.row;
     int64_t scoreVectors = scores.size();
     Value zeroVec = splat(f32Const(0));
     Value scale = splat(f32Const(op.getEffectiveScale()));
@@ -1818,10 +1872,7 @@ private:
     }
 
     // Online update of the row's max and sum.
-    Value oldMax =
-        memref::LoadOp::create(b, op.getMax(), ValueRange{batch, head, row});
-    Value oldSum =
-        memref::LoadOp::create(b, op.getSum(), ValueRange{batch, head, row});
+    Value oldMax = old.max, oldSum = old.sum;
     Value blockMaxVec = scores[0];
     for (int64_t v = 1; v < scoreVectors; ++v)
       blockMaxVec = arith::MaximumFOp::create(b, blockMaxVec, scores[v]);

@@ -16,21 +16,15 @@
 //       CHECK: %[[BIAS:.+]] = memref.alloca() {alignment = 64 : i64} : memref<32xf32>
 //       CHECK: %[[P:.+]] = memref.alloca() {alignment = 64 : i64} : memref<1x32xf32>
 // Key blocks up to the last key that some row sees (rows + d, clamped to
-// Sk). A block that every row sees whole (its last key <= d, the first
-// row's reach) runs without the band's compares; a block across the band
-// applies them. In each: pack K transposed (K's rows have unit stride here:
+// Sk). Each block packs K transposed (K's rows have unit stride here:
 // 16x16 tiles, 16 row loads, a vector.transpose that canonicalizes to
 // columns built from the rows' elements (LLVM makes shuffles of them), 16
-// column stores) and V.
+// column stores) and V, once, before it branches: a block that every row
+// sees whole (its last key <= d, the first row's reach) runs without the
+// band's compares; a block across the band applies them.
 //       CHECK: %[[LAST:.+]] = arith.minsi %{{.+}}, %{{.+}} : index
 //       CHECK: scf.for %[[KB:.+]] = %c0 to %[[LAST]] step %c32
 //       CHECK:   %[[NK:.+]] = arith.minsi %{{.+}}, %c32
-//       CHECK:   %[[IN:.+]] = arith.cmpi sle, %{{.+}}, %[[D]]
-//       CHECK:   scf.if %[[IN]] {
-//       CHECK:     vector.step
-//       CHECK:     arith.cmpi slt
-//   CHECK-NOT:     arith.cmpi sle
-//       CHECK:   } else {
 //       CHECK:   scf.for %[[J0:.+]] = %c0 to %[[NK]] step %c16
 //       CHECK:     vector.load %{{.+}} vector<16xf32>
 //       CHECK:     vector.from_elements {{.+}} : vector<16xf32>
@@ -39,12 +33,24 @@
 //   CHECK-NOT:     memref.load %[[K]]
 //       CHECK:     memref.load %[[V]]
 //       CHECK:     memref.store %{{.+}}, %[[VP]][%[[J]], %{{.+}}]
+//       CHECK:   %[[IN:.+]] = arith.cmpi sle, %{{.+}}, %[[D]]
+//       CHECK:   scf.if %[[IN]] {
+//   CHECK-NOT:     memref.load %[[V]]
+//       CHECK:     vector.step
+//       CHECK:     arith.cmpi slt
+//   CHECK-NOT:     arith.cmpi sle
+//       CHECK:   } else {
+//   CHECK-NOT:     memref.load %[[V]]
 // Query rows: Q·Kᵀ as two vector accumulators over D.
 //       CHECK:   scf.for %[[ROW:.+]] = %c0 to
 //       CHECK:     %[[S:.+]]:2 = scf.for %{{.+}} = %c0 to %c32 step %c1 iter_args(%[[S0:.+]] = %{{.+}}, %[[S1:.+]] = %{{.+}}) -> (vector<16xf32>, vector<16xf32>)
 //       CHECK:       %[[QB:.+]] = vector.broadcast %{{.+}} : f32 to vector<16xf32>
 //       CHECK:       vector.fma %[[QB]], %{{.+}}, %[[S0]] : vector<16xf32>
 //       CHECK:       vector.fma %[[QB]], %{{.+}}, %[[S1]] : vector<16xf32>
+// The row's running max and sum, loaded before any row of the block
+// stores its update.
+//       CHECK:     %[[OLDMAX:.+]] = memref.load %[[MAX]]
+//       CHECK:     %[[OLDSUM:.+]] = memref.load %[[SUM]]
 // Scale, soft-cap (c * tanh(s / c)), mask bias.
 //       CHECK:     arith.mulf %[[S]]#0
 //       CHECK:     math.tanh
@@ -58,8 +64,6 @@
 //       CHECK:     arith.cmpi sle
 //       CHECK:     arith.select %{{.+}}, %{{.+}}, %{{.+}} : vector<16xi1>, vector<16xf32>
 // Online update: new max, exp of non-positive numbers only, rescale.
-//       CHECK:     %[[OLDMAX:.+]] = memref.load %[[MAX]]
-//       CHECK:     %[[OLDSUM:.+]] = memref.load %[[SUM]]
 //       CHECK:     vector.reduction <maximumf>
 //       CHECK:     %[[NEWMAX:.+]] = arith.maximumf %[[OLDMAX]], %{{.+}} : f32
 //       CHECK:     %[[NONE:.+]] = arith.cmpf oeq, %[[NEWMAX]]
@@ -83,12 +87,17 @@
 //       CHECK:     vector.store %{{.+}}, %[[ACC]]
 //       CHECK:     vector.maskedstore %[[ACC]]
 // With row-block=2 two query rows share each packed K and V vector load:
-// four score accumulators from two K loads; the odd row left over goes
-// alone.
+// four score accumulators from two K loads. An odd row count's last block
+// repeats the last row in its second slot (min(row + 1, rows - 1)); both
+// slots load the row's max and sum before either stores, so that the
+// repeat computes and stores the same update: no second copy of the
+// micro-kernel for the row left over.
 // ROWS-LABEL: func @causal_masked
-//       ROWS: %[[REM:.+]] = arith.remui %{{.+}}, %c2
-//       ROWS: %[[FULL:.+]] = arith.subi %{{.+}}, %[[REM]]
-//       ROWS: scf.for %{{.+}} = %c0 to %[[FULL]] step %c2
+//       ROWS: scf.if
+//       ROWS: %[[LASTROW:.+]] = arith.subi %[[ROWS:.+]], %c1
+//       ROWS: scf.for %[[R0:.+]] = %c0 to %[[ROWS]] step %c2
+//       ROWS:   %[[NEXT:.+]] = arith.addi %[[R0]], %c1
+//       ROWS:   %[[R1:.+]] = arith.minsi %[[NEXT]], %[[LASTROW]]
 //       ROWS:   scf.for {{.+}} -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
 //       ROWS:     %[[K0:.+]] = vector.load
 //       ROWS:     %[[K1:.+]] = vector.load
@@ -96,7 +105,18 @@
 //       ROWS:     vector.fma %{{.+}}, %[[K1]]
 //       ROWS:     vector.fma %{{.+}}, %[[K0]]
 //       ROWS:     vector.fma %{{.+}}, %[[K1]]
-//       ROWS: scf.for %{{.+}} = %[[FULL]] to %{{.+}} step %c1
+//   ROWS-NOT:   memref.store
+//       ROWS:   memref.load %{{.+}}[%c0, %c0, %[[R0]]] : memref<1x1x?xf32>
+//       ROWS:   memref.load %{{.+}}[%c0, %c0, %[[R0]]] : memref<1x1x?xf32>
+//       ROWS:   memref.load %{{.+}}[%c0, %c0, %[[R1]]] : memref<1x1x?xf32>
+//       ROWS:   memref.load %{{.+}}[%c0, %c0, %[[R1]]] : memref<1x1x?xf32>
+//       ROWS:   memref.store %{{.+}}[%c0, %c0, %[[R0]]] : memref<1x1x?xf32>
+//   ROWS-NOT: to %[[ROWS]] step %c1
+//       ROWS: } else {
+//   ROWS-NOT: to %[[ROWS]] step %c1
+//       ROWS: scf.for %{{.+}} = %c0 to %[[ROWS]] step %c2
+//   ROWS-NOT: to %[[ROWS]] step %c1
+//       ROWS: return
 func.func @causal_masked(%q: memref<1x1x?x32xf32>, %k: memref<1x1x?x32xf32>, %v: memref<1x1x?x20xf32>,
                          %mask: memref<1x1x?x?xi1>,
                          %acc: memref<1x1x?x20xf32>, %m: memref<1x1x?xf32>, %s: memref<1x1x?xf32>, %d: index) {
