@@ -439,6 +439,7 @@ void setCpuPipelineOptions(mlir::attn::CpuPipelineOptions &pipeline,
   pipeline.vectorWidth = host.vectorWidth;
   pipeline.rowBlock = options.rowBlock > 0 ? options.rowBlock : 2;
   pipeline.prefetchDistance = options.prefetchDistance;
+  pipeline.decodeRows = ::attn::kCpuDecodeRows;
   // Rows in lanes: 4 vectors of 16 rows on AVX-512, 3 of 8 on AVX2
   // (whose 16 registers hold a 3 x 4 accumulator tile; measured 1.9-2.1x
   // the packed path there).

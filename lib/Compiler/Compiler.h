@@ -123,12 +123,17 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
                     const std::string &outputPath, std::string &error,
                     std::vector<GpuKernelInfo> *gpuKernels = nullptr);
 
+/// Query rows up to which a CPU kernel is a decoding kernel: what
+/// attn-compile sets the CPU pipeline's decode-rows to.
+constexpr int64_t kCpuDecodeRows = 4;
+
 /// Whether a kernel compiled with `options` has the key split's phases
 /// (`<name>_partial_*`, `<name>_merge_*`): CPU decoding kernels, whose
-/// static Sq is at most 4 (the CPU pipeline's decode-rows).
+/// static Sq is at most kCpuDecodeRows.
 inline bool hasKeySplit(const KernelSpec &spec, const CompileOptions &options) {
   int64_t rows = spec.staticSizes[3];
-  return options.splitKeys && options.gpuArch.empty() && rows >= 1 && rows <= 4;
+  return options.splitKeys && options.gpuArch.empty() && rows >= 1 &&
+         rows <= kCpuDecodeRows;
 }
 
 /// The C header declaring the kernels' entry points and descriptors; it

@@ -33,7 +33,6 @@
 #include "mlir/IR/AffineMap.h"
 
 #include <limits>
-#include <tuple>
 
 namespace mlir {
 namespace attn {
@@ -122,10 +121,17 @@ void appendWorkspaceArguments(func::FuncOp func, ArrayRef<Type> workspace) {
   (void)func.insertArguments(at, types, attrs, locs);
 }
 
-/// The workspace tensors and the split count, `func`'s last arguments.
-std::pair<ValueRange, Value> workspaceArguments(func::FuncOp func) {
+/// A phase function being built: its tiled kernel (analyzed), and the
+/// workspace tensors and split count of its last arguments.
+struct Phase {
+  TiledKernel kernel;
+  ValueRange ws;
+  Value splits;
+};
+Phase phaseOf(func::FuncOp func) {
   unsigned n = func.getNumArguments();
-  return {func.getArguments().slice(n - 4, 3), func.getArgument(n - 1)};
+  return {*analyze(func), func.getArguments().slice(n - 4, 3),
+          func.getArgument(n - 1)};
 }
 
 /// Clones `func` as `<name><suffix>` after it, with the workspace tensors
@@ -186,24 +192,21 @@ Value sliceAlong(OpBuilder &b, Location loc, Value value, int64_t dim,
 /// range it is the kernel as it was (the caller then points the
 /// workspace at a scratch row; with several, O and LSE).
 void buildPartial(func::FuncOp func, int64_t keyMultiple) {
-  TiledKernel kernel = *analyze(func);
-  scf::ForallOp old = kernel.forall;
-  OnlineAttentionOp online = kernel.online;
+  Phase phase = phaseOf(func);
+  scf::ForallOp old = phase.kernel.forall;
+  OnlineAttentionOp online = phase.kernel.online;
   Location loc = old.getLoc();
-  ValueRange ws;
-  Value splits;
-  std::tie(ws, splits) = workspaceArguments(func);
 
   OpBuilder b(old);
   SmallVector<OpFoldResult> lbs = old.getMixedLowerBound(),
                             ubs = old.getMixedUpperBound(),
                             steps = old.getMixedStep();
   lbs.push_back(b.getIndexAttr(0));
-  ubs.push_back(splits);
+  ubs.push_back(phase.splits);
   steps.push_back(b.getIndexAttr(1));
   SmallVector<Value> outs(old.getOutputs());
   unsigned numOutputs = outs.size();
-  outs.append(ws.begin(), ws.end());
+  outs.append(phase.ws.begin(), phase.ws.end());
   auto forall = scf::ForallOp::create(b, loc, lbs, ubs, steps, outs,
                                       /*mapping=*/std::nullopt);
   Block *body = forall.getBody();
@@ -227,7 +230,7 @@ void buildPartial(func::FuncOp func, int64_t keyMultiple) {
   Value one = arith::ConstantIndexOp::create(b, loc, 1);
   Value keys = tensor::DimOp::create(b, loc, online.getKey(), 2);
   Value chunk = arith::CeilDivUIOp::create(
-      b, loc, keys, arith::MaxUIOp::create(b, loc, splits, one));
+      b, loc, keys, arith::MaxUIOp::create(b, loc, phase.splits, one));
   if (keyMultiple > 1) {
     Value multiple = arith::ConstantIndexOp::create(b, loc, keyMultiple);
     chunk = arith::MulIOp::create(
@@ -254,7 +257,7 @@ void buildPartial(func::FuncOp func, int64_t keyMultiple) {
   b.setInsertionPointAfter(online);
   for (unsigned i = 0; i < 3; ++i) {
     Value dest = forall.getRegionIterArgs()[numOutputs + i];
-    WorkspaceTile tile = workspaceTile(b, kernel.outputInsert, split,
+    WorkspaceTile tile = workspaceTile(b, phase.kernel.outputInsert, split,
                                        b.getIndexAttr(1), /*acc=*/i == 0);
     unsigned rank = tile.offsets.size();
     Value slice = tensor::ExtractSliceOp::create(
@@ -292,18 +295,15 @@ void buildPartial(func::FuncOp func, int64_t keyMultiple) {
 /// the combination of the ranges' states from the workspace.
 void buildMerge(func::FuncOp func, ArrayRef<Type> workspace) {
   func::FuncOp merge = cloneWithWorkspace(func, "_merge", workspace);
-  TiledKernel kernel = *analyze(merge);
-  OnlineAttentionOp online = kernel.online;
+  Phase phase = phaseOf(merge);
+  OnlineAttentionOp online = phase.kernel.online;
   Location loc = online.getLoc();
-  ValueRange ws;
-  Value splits;
-  std::tie(ws, splits) = workspaceArguments(merge);
 
   OpBuilder b(online);
   auto tileOf = [&](unsigned i) {
-    WorkspaceTile tile = workspaceTile(b, kernel.outputInsert,
-                                       b.getIndexAttr(0), splits, i == 0);
-    return tensor::ExtractSliceOp::create(b, loc, ws[i], tile.offsets,
+    WorkspaceTile tile = workspaceTile(b, phase.kernel.outputInsert,
+                                       b.getIndexAttr(0), phase.splits, i == 0);
+    return tensor::ExtractSliceOp::create(b, loc, phase.ws[i], tile.offsets,
                                           tile.sizes,
                                           unitStrides(b, tile.offsets.size()))
         .getResult();
