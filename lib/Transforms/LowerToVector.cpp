@@ -367,11 +367,17 @@ private:
   /// element type; columns past `limit` read as 0.
   Value loadRawChunk(Value rowsMemref, ValueRange rowIndex, int64_t col,
                      int64_t limit, int64_t width) {
+    return loadRawChunkAt(rowsMemref, rowIndex, cst(col), limit - col, width);
+  }
+  /// `width` elements of a unit-stride row from column `col`, of which the
+  /// first `live` are read (the others are 0).
+  Value loadRawChunkAt(Value rowsMemref, ValueRange rowIndex, Value col,
+                       int64_t live, int64_t width) {
     Type elem = cast<MemRefType>(rowsMemref.getType()).getElementType();
     auto type = VectorType::get({width}, elem);
     SmallVector<Value, 4> at(rowIndex.begin(), rowIndex.end());
-    at.push_back(cst(col));
-    if (col + width <= limit)
+    at.push_back(col);
+    if (live >= width)
       return vector::LoadOp::create(b, type, rowsMemref, at);
     Value pass = vector::BroadcastOp::create(
         b, type, arith::ConstantOp::create(b, b.getZeroAttr(elem)));
@@ -379,7 +385,7 @@ private:
         b, type, rowsMemref, at,
         vector::ConstantMaskOp::create(b,
                                        VectorType::get({width}, b.getI1Type()),
-                                       ArrayRef<int64_t>{limit - col}),
+                                       ArrayRef<int64_t>{live}),
         pass);
   }
 
@@ -1573,31 +1579,46 @@ private:
     forLoop(cst(0), blockKeys, cst(lanes), [&](Value first) {
       Value firstKey = arith::AddIOp::create(b, blockStart, first);
       Value column = pairs ? arith::MulIOp::create(b, first, cst(2)) : first;
-      for (int64_t w0 = 0; w0 < words; w0 += lanes) {
+      // The tile of words [w0, w0 + live): 16 row loads, a register
+      // transpose, `live` column stores.
+      auto transposeTile = [&](Value w0, int64_t live) {
         Value tile = arith::ConstantOp::create(
             b, DenseElementsAttr::get(tileType, b.getF32FloatAttr(0)));
+        Value col = pairs ? arith::MulIOp::create(b, w0, cst(2)) : w0;
         for (int64_t r = 0; r < lanes; ++r) {
           Value key = arith::MinSIOp::create(
               b, arith::AddIOp::create(b, firstKey, cst(r)), lastKey);
-          Value row =
-              pairs ? Value(vector::BitCastOp::create(
-                          b, vecType,
-                          loadRawChunk(keyRows, {batch, kvHead, key}, 2 * w0,
-                                       headDim, 2 * lanes)))
-                    : loadRowChunk(keyRows, {batch, kvHead, key}, w0, headDim);
+          Value row = loadRawChunkAt(keyRows, {batch, kvHead, key}, col,
+                                     live * perWord, lanes * perWord);
+          row = pairs ? Value(vector::BitCastOp::create(b, vecType, row))
+                : isa<Float32Type>(getElementTypeOrSelf(row))
+                    ? row
+                    : Value(arith::ExtFOp::create(b, vecType, row));
           tile = vector::InsertOp::create(b, row, tile, ArrayRef<int64_t>{r});
         }
         Value columns = vector::TransposeOp::create(b, tile, {1, 0});
-        for (int64_t c = 0; c < std::min(lanes, words - w0); ++c) {
+        for (int64_t c = 0; c < live; ++c) {
           Value word =
               vector::ExtractOp::create(b, columns, ArrayRef<int64_t>{c});
           if (pairs)
             word = vector::BitCastOp::create(
                 b, VectorType::get({2 * lanes}, b.getBF16Type()), word);
-          vector::StoreOp::create(b, word, target,
-                                  ValueRange{cst(w0 + c), column});
+          vector::StoreOp::create(
+              b, word, target,
+              ValueRange{arith::AddIOp::create(b, w0, cst(c)), column});
         }
-      }
+      };
+      // Whole tiles in a loop (unrolled, D = 256 made one 5000-instruction
+      // block that took LLVM's instruction selection a quarter second),
+      // then the partial tile of a D that is not a multiple of 16.
+      int64_t whole = words / lanes * lanes;
+      if (whole > lanes)
+        forLoop(cst(0), cst(whole), cst(lanes),
+                [&](Value w0) { transposeTile(w0, lanes); });
+      else if (whole == lanes)
+        transposeTile(cst(0), lanes);
+      if (words > whole)
+        transposeTile(cst(whole), words - whole);
     });
   }
 

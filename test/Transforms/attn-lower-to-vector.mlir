@@ -16,19 +16,21 @@
 //       CHECK: %[[BIAS:.+]] = memref.alloca() {alignment = 64 : i64} : memref<32xf32>
 //       CHECK: %[[P:.+]] = memref.alloca() {alignment = 64 : i64} : memref<1x32xf32>
 // Key blocks up to the last key that some row sees (rows + d, clamped to
-// Sk). Each block packs K transposed (K's rows have unit stride here:
-// 16x16 tiles, 16 row loads, a vector.transpose that canonicalizes to
-// columns built from the rows' elements (LLVM makes shuffles of them), 16
-// column stores) and V, once, before it branches: a block that every row
-// sees whole (its last key <= d, the first row's reach) runs without the
-// band's compares; a block across the band applies them.
+// Sk). Each block packs K transposed (K's rows have unit stride here: a
+// loop over 16x16 tiles of head dims, each 16 row loads, a
+// vector.transpose that canonicalizes to columns built from the rows'
+// elements (LLVM makes shuffles of them) and 16 column stores) and V,
+// once, before it branches: a block that every row sees whole (its last
+// key <= d, the first row's reach) runs without the band's compares; a
+// block across the band applies them.
 //       CHECK: %[[LAST:.+]] = arith.minsi %{{.+}}, %{{.+}} : index
 //       CHECK: scf.for %[[KB:.+]] = %c0 to %[[LAST]] step %c32
 //       CHECK:   %[[NK:.+]] = arith.minsi %{{.+}}, %c32
 //       CHECK:   scf.for %[[J0:.+]] = %c0 to %[[NK]] step %c16
-//       CHECK:     vector.load %{{.+}} vector<16xf32>
-//       CHECK:     vector.from_elements {{.+}} : vector<16xf32>
-//       CHECK:     vector.store %{{.+}}, %[[KT]][%{{.+}}, %[[J0]]]
+//       CHECK:     scf.for %[[W0:.+]] = %c0 to %c32 step %c16
+//       CHECK:       vector.load %{{.+}}[%c0, %c0, %{{.+}}, %[[W0]]] {{.+}} vector<16xf32>
+//       CHECK:       vector.from_elements {{.+}} : vector<16xf32>
+//       CHECK:       vector.store %{{.+}}, %[[KT]][%[[W0]], %[[J0]]]
 //       CHECK:   scf.for %[[J:.+]] = %c0 to %[[NK]]
 //   CHECK-NOT:     memref.load %[[K]]
 //       CHECK:     memref.load %[[V]]
