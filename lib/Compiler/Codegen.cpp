@@ -463,11 +463,14 @@ void chooseBlocking(ModuleOp module, ArrayRef<::attn::KernelSpec> specs,
   // Prefill on AVX-512, unless the options say otherwise:
   // - f32: 64-key tiles by 4 rows (16 score accumulators either way; the
   //   K^T and V panels are half as large and each serves twice the rows);
-  // - bf16 with the dot product: 3 rows where their P·V accumulators fit
-  //   one pass (3 x Dv/16 <= 16 vectors, Dv <= 80): 24 score
-  //   accumulators for 128 keys; measured 4-8 % faster than 2 rows at
-  //   D = 64, full and causal (no gain at D = 128, where 3 rows would
-  //   take V in two passes).
+  // - bf16 with the dot product: 64 keys by 4 rows where 128 keys' K and
+  //   V panels (bf16, 256 * (D + Dv) bytes) would not fit a 48 KiB L1d
+  //   (Zen 5's and recent Xeons'): D = Dv >= 112 (measured on Zen 5,
+  //   D = 112-256 full, causal, windowed and masked: 1.11-1.25x against
+  //   128 x 2; D = 96, whose panels just fit, 0.96x). Else 3 rows where
+  //   their P·V accumulators fit one pass (3 x Dv/16 <= 16 vectors, Dv <=
+  //   80): 24 score accumulators for 128 keys; measured 4-8 % faster than
+  //   2 rows at D = 64 on Zen 4, full and causal.
   for (auto [spec, func] : llvm::zip(specs, module.getOps<func::FuncOp>())) {
     int64_t rows = spec.staticSizes[3];
     bool decoding = rows >= 1 && rows <= pipeline.decodeRows;
@@ -487,9 +490,18 @@ void chooseBlocking(ModuleOp module, ArrayRef<::attn::KernelSpec> specs,
       if (options.rowBlock == 0)
         func->setAttr(mlir::attn::kRowBlockAttrName, i64(4));
     } else if (spec.elementType == ::attn::ElementType::BF16 &&
-               pipeline.bf16Dot && options.rowBlock == 0 &&
-               3 * llvm::divideCeil(spec.valueDim, 16) <= 16) {
-      func->setAttr(mlir::attn::kRowBlockAttrName, i64(3));
+               pipeline.bf16Dot) {
+      constexpr int64_t kL1Bytes = 48 * 1024;
+      bool panelsFit = 128 * (spec.headDim + spec.valueDim) * 2 <= kL1Bytes;
+      if (!panelsFit) {
+        if (options.keyTileSize == 0)
+          func->setAttr(mlir::attn::kKeyTileSizeAttrName, i64(64));
+        if (options.rowBlock == 0)
+          func->setAttr(mlir::attn::kRowBlockAttrName, i64(4));
+      } else if (options.rowBlock == 0 &&
+                 3 * llvm::divideCeil(spec.valueDim, 16) <= 16) {
+        func->setAttr(mlir::attn::kRowBlockAttrName, i64(3));
+      }
     }
   }
 }

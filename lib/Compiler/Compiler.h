@@ -46,9 +46,10 @@ struct CompileOptions {
   /// Keys per key tile and query rows per micro-kernel block; 0 chooses
   /// per kernel: 64 keys by 4 rows for f32 prefill on AVX-512 (5-8 %
   /// faster than 128 by 2 there; measured 4-10 % slower for decoding and
-  /// 10-15 % slower for bf16's dot product), 128 by 3 for bf16 prefill
-  /// with the dot product and Dv <= 80 (4-8 % faster than 2 rows at D = 64),
-  /// 128 by 2 otherwise.
+  /// 10-15 % slower for bf16's dot product at D = 64); for bf16 prefill
+  /// with the dot product 64 by 4 where 128 keys' K and V panels would not
+  /// fit a 48 KiB L1d (D + Dv > 192: 1.11-1.25x on Zen 5), 128 by 3 where
+  /// Dv <= 80 (4-8 % faster than 2 rows at D = 64); 128 by 2 otherwise.
   int64_t keyTileSize = 0;
   int64_t rowBlock = 0;
   /// Query rows per tile of the lane-rows micro-kernel (rows in vector

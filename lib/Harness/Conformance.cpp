@@ -88,6 +88,10 @@ std::vector<ConformanceCase> attn::conformanceCases() {
       {"bf16", "dtype=bf16,d=64,causal,lse", 1, 4, 2, 100, 170},
       {"f16", "dtype=f16,d=64,mask=bool:b1h1,lse", 1, 4, 2, 100, 170},
       {"bf16_d128_bias", "dtype=bf16,d=128,mask=bias:b1", 2, 2, 2, 65, 129},
+      // 64 keys by 4 rows on AVX-512 BF16 (D + Dv > 192): the band branch
+      // and a last row block with spare slots.
+      {"bf16_d128_causal", "dtype=bf16,d=128,causal=bottom_right,lse", 1, 2, 2,
+       131, 200},
       // Unmasked bf16: P·V by the dot product too, V packed as key pairs
       // (an odd Sk ends in a half pair), K as pairs of 40 head dims.
       {"bf16_full_gqa", "dtype=bf16,d=80,lse", 1, 4, 2, 67, 131},

@@ -75,7 +75,9 @@ static cl::opt<int64_t> bandedQueryTile(
 static cl::opt<int64_t>
     keyTile("key-tile-size",
             cl::desc("Keys per tile of the key loop (default: chosen per "
-                     "kernel; CPU: 64 for f32 prefill on AVX-512, else 128; "
+                     "kernel; CPU: 64 for f32 prefill on AVX-512 and for "
+                     "bf16 prefill with AVX-512 BF16 and D + Dv > 192, "
+                     "else 128; "
                      "GPU: 64, 32 for f32 with D > 128)"),
             cl::init(0), cl::cat(category));
 static cl::opt<int64_t>
@@ -87,8 +89,9 @@ static cl::opt<int64_t>
     rowBlock("row-block",
              cl::desc("Query rows sharing each packed K/V load (CPU, 1-8; "
                       "default: chosen per kernel, 4 for f32 prefill on "
-                      "AVX-512, 3 for bf16 prefill with AVX-512 BF16 and "
-                      "Dv <= 80, else 2)"),
+                      "AVX-512 and for bf16 prefill with AVX-512 BF16 and "
+                      "D + Dv > 192, 3 for the latter with Dv <= 80, else "
+                      "2)"),
              cl::init(0), cl::cat(category));
 static cl::opt<int64_t>
     laneRows("lane-rows",
