@@ -113,6 +113,7 @@ struct Scratch {
   Value values;     // [keyBlock][DvPad] V block, pad columns zero
   Value rowBias;    // [keyBlock]      the mask row of the block, as f32 bias
   Value probs;      // [rowBlock][keyBlock] p of the current rows
+  Value probPairs;  // [rowBlock][keyBlock] the same p in bf16 (with valuePairs)
   // Direct path: up to kDirectRows query rows of a GQA group at a time.
   Value queryRows;   // [kDirectRows][DPad] in f32, pad lanes zero
   Value groupScores; // [kDirectRows][keyBlock] their scores of a block
@@ -1652,16 +1653,11 @@ private:
                                b, pairVec, scratch.valuePairs,
                                ValueRange{jp, cst(2 * c * lanes)}));
                          Value j0 = arith::MulIOp::create(b, jp, cst(2));
-                         Value j1 = arith::AddIOp::create(b, j0, cst(1));
                          SmallVector<Value> next;
                          for (int64_t r = 0; r < numRows; ++r) {
-                           auto weight = [&](Value j) {
-                             return arith::TruncFOp::create(
-                                 b, b.getBF16Type(),
-                                 memref::LoadOp::create(b, scratch.probs,
-                                                        ValueRange{cst(r), j}));
-                           };
-                           Value p = broadcastPair(weight(j0), weight(j1));
+                           Value p = broadcastPair(vector::LoadOp::create(
+                               b, VectorType::get({2}, b.getBF16Type()),
+                               scratch.probPairs, ValueRange{cst(r), j0}));
                            for (int64_t c = 0; c < chunks; ++c)
                              next.push_back(x86vector::DotBF16Op::create(
                                  b, acc[r * chunks + c], p, values[c]));
@@ -1672,8 +1668,11 @@ private:
 
   /// The bf16 pair (lo, hi) in every 32-bit lane of a dot product operand.
   Value broadcastPair(Value lo, Value hi) {
-    Value pair = vector::FromElementsOp::create(
-        b, VectorType::get({2}, b.getBF16Type()), ValueRange{lo, hi});
+    return broadcastPair(vector::FromElementsOp::create(
+        b, VectorType::get({2}, b.getBF16Type()), ValueRange{lo, hi}));
+  }
+  /// A vector<2xbf16> in every 32-bit lane of a dot product operand.
+  Value broadcastPair(Value pair) {
     Value word = vector::ExtractOp::create(
         b,
         vector::BitCastOp::create(b, VectorType::get({1}, b.getI32Type()),
@@ -1913,6 +1912,12 @@ private:
       sumVec = arith::AddFOp::create(b, sumVec, p);
       vector::StoreOp::create(b, p, scratch.probs,
                               ValueRange{cst(slot), cst(v * lanes)});
+      if (pairedValues())
+        vector::StoreOp::create(
+            b,
+            arith::TruncFOp::create(
+                b, VectorType::get({lanes}, b.getBF16Type()), p),
+            scratch.probPairs, ValueRange{cst(slot), cst(v * lanes)});
     }
     Value blockSum = horizontalSum(sumVec);
     Value newSum = arith::AddFOp::create(
@@ -2019,6 +2024,12 @@ struct AttnLowerToVectorPass
     scratch.values = stackBuffer({keyBlock, maxValuePad});
     scratch.rowBias = stackBuffer({keyBlock});
     scratch.probs = stackBuffer({rowBlock, keyBlock});
+    // P·V by the dot product reads each row's weights as bf16 pairs, one
+    // 32-bit broadcast a pair of keys.
+    if (scratch.valuePairs)
+      scratch.probPairs = memref::AllocaOp::create(
+          b, MemRefType::get({rowBlock, keyBlock}, b.getBF16Type()),
+          b.getI64IntegerAttr(64));
     int64_t headPad = llvm::divideCeil(maxHeadDim, vectorWidth) * vectorWidth;
     if (directRows > 0) {
       scratch.queryRows = stackBuffer({kDirectRows, headPad});

@@ -9,11 +9,13 @@
 // head dim (15 here) ends in a pair whose key half is 0. Without masking,
 // P·V does the same with V packed as key pairs (zero pad columns once, the
 // partner of an odd count's last key zeroed per block) and the weights
-// rounded to bf16 two keys at a time.
+// rounded to bf16 once, 16 at a time, as the online update stores them:
+// each step of P·V then broadcasts a pair of weights as one 32-bit word.
 
 // CHECK-LABEL: func @bf16_dot
 //       CHECK: %[[KP:.+]] = memref.alloca() {alignment = 64 : i64} : memref<8x64xbf16>
 //       CHECK: %[[VP:.+]] = memref.alloca() {alignment = 64 : i64} : memref<16x32xbf16>
+//       CHECK: %[[PP:.+]] = memref.alloca() {alignment = 64 : i64} : memref<2x32xbf16>
 //       CHECK: scf.for
 //       CHECK:   vector.store %{{.+}}, %[[VP]]
 // Packing: pairs of K[key][2p], K[key][2p+1] side by side, then the odd tail.
@@ -34,11 +36,17 @@
 //       CHECK:   x86vector.avx512.dot %{{.+}}, %[[Q]], %[[K1]] : vector<32xbf16> -> vector<16xf32>
 //       CHECK:   x86vector.avx512.dot
 //       CHECK:   x86vector.avx512.dot
+// The weights, in f32 and in bf16.
+//       CHECK: math.exp %{{.+}} : vector<16xf32>
+//       CHECK: %[[PB:.+]] = arith.truncf %{{.+}} : vector<16xf32> to vector<16xbf16>
+//       CHECK: vector.store %[[PB]], %[[PP]][%c0, %c0] : memref<2x32xbf16>, vector<16xbf16>
 // P·V: ceil(keys / 2) pair steps.
-//       CHECK: scf.for %{{.+}} = %c0 to %{{.+}} step %c1 iter_args({{.+}}) -> (vector<16xf32>, vector<16xf32>)
-//       CHECK:   %[[V:.+]] = vector.load %[[VP]][%{{.+}}, %c0] : memref<16x32xbf16>, vector<32xbf16>
-//       CHECK:   arith.truncf %{{.+}} : f32 to bf16
-//       CHECK:   arith.truncf %{{.+}} : f32 to bf16
+//       CHECK: scf.for %[[JP:.+]] = %c0 to %{{.+}} step %c1 iter_args({{.+}}) -> (vector<16xf32>, vector<16xf32>)
+//       CHECK:   %[[V:.+]] = vector.load %[[VP]][%[[JP]], %c0] : memref<16x32xbf16>, vector<32xbf16>
+//       CHECK:   %[[J0:.+]] = arith.muli %[[JP]], %c2
+//       CHECK:   %[[PAIR:.+]] = vector.load %[[PP]][%c0, %[[J0]]] : memref<2x32xbf16>, vector<2xbf16>
+//       CHECK:   vector.bitcast %[[PAIR]] : vector<2xbf16> to vector<1xi32>
+//   CHECK-NOT:   arith.truncf
 //       CHECK:   x86vector.avx512.dot %{{.+}}, %{{.+}}, %[[V]] : vector<32xbf16> -> vector<16xf32>
 // LLVM: llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.512"
 // WIDTH: bf16-dot needs a vector width of 4, 8 or 16 f32 lanes, found 2
@@ -160,9 +168,9 @@ func.func @f32_unchanged(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>, %v:
 //       CHECK:   scf.for %{{.+}} = %c0 to %c4 step %c2 {
 //       CHECK:     scf.for {{.+}} iter_args({{.+}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
 //       CHECK:       %[[V0:.+]] = vector.load %{{.+}} : memref<16x128xbf16>, vector<32xbf16>
-//       CHECK:       arith.truncf %{{.+}} : f32 to bf16
+//       CHECK:       vector.load %{{.+}} : memref<2x32xbf16>, vector<2xbf16>
 //       CHECK:       x86vector.avx512.dot %{{.+}}, %{{.+}}, %[[V0]]
-//       CHECK:       arith.truncf %{{.+}} : f32 to bf16
+//       CHECK:       vector.load %{{.+}} : memref<2x32xbf16>, vector<2xbf16>
 //       CHECK:       x86vector.avx512.dot %{{.+}}, %{{.+}}, %[[V0]]
 func.func @bf16_dot_decode_group(%q: memref<1x4x1x64xbf16>, %k: memref<1x1x?x64xbf16>, %v: memref<1x1x?x64xbf16>,
                                  %acc: memref<1x4x1x64xf32>, %m: memref<1x4x1xf32>, %s: memref<1x4x1xf32>) {
