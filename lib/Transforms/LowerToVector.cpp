@@ -359,7 +359,10 @@ private:
   /// `limit` columns), widened to f32.
   Value loadRowChunk(Value rowsMemref, ValueRange rowIndex, int64_t col,
                      int64_t limit) {
-    Value v = loadRawChunk(rowsMemref, rowIndex, col, limit, lanes);
+    return widenToF32(loadRawChunk(rowsMemref, rowIndex, col, limit, lanes));
+  }
+  /// A vector of `lanes` 16-bit or f32 elements as f32.
+  Value widenToF32(Value v) {
     return isa<Float32Type>(getElementTypeOrSelf(v))
                ? v
                : Value(arith::ExtFOp::create(b, vecType, v));
@@ -904,7 +907,7 @@ private:
           },
           [&](Value blockStart, Value blockKeys) {
             emitLaneRowsBlock(batch, kvHead, tileStart, keys, blockStart,
-                              blockKeys, /*band=*/bandApplies());
+                              blockKeys);
           });
       ifUnitStride(
           op.getAcc(),
@@ -1080,20 +1083,9 @@ private:
 
   /// `columns` (at most `lanes`) elements of a unit-stride row from `at`
   /// (the last index a column), widened to f32; lanes past them read 0.
-  Value loadChunkF32(Value rowsView, SmallVector<Value, 4> at,
-                     int64_t columns) {
-    Type elem = cast<MemRefType>(rowsView.getType()).getElementType();
-    auto rawType = VectorType::get({lanes}, elem);
-    Value chunk =
-        columns == lanes
-            ? Value(vector::LoadOp::create(b, rawType, rowsView, at))
-            : Value(vector::MaskedLoadOp::create(
-                  b, rawType, rowsView, at, liveLanes(columns),
-                  vector::BroadcastOp::create(
-                      b, rawType,
-                      arith::ConstantOp::create(b, b.getZeroAttr(elem)))));
-    return elem == f32 ? chunk
-                       : Value(arith::ExtFOp::create(b, vecType, chunk));
+  Value loadChunkF32(Value rowsView, ArrayRef<Value> at, int64_t columns) {
+    return widenToF32(
+        loadRawChunkAt(rowsView, at.drop_back(), at.back(), columns, lanes));
   }
 
   /// The mask of a vector's first `live` lanes.
@@ -1133,7 +1125,6 @@ private:
     });
   }
 
-  /// One key block of a lane-rows tile: Sᵀ, the statistics, P·V.
   /// [first, last): the keys that rows [firstRow, firstRow + count) of a
   /// causal or windowed op may see (all keys otherwise).
   std::pair<Value, Value> bandKeyRange(Value firstRow, Value count,
@@ -1184,8 +1175,6 @@ private:
     return inside;
   }
 
-  /// One block of keys for the tile's rows; `band`: apply the causal/window
-  /// band (a block that some row sees only in part).
   /// 16-bit K and V: the lane-rows block's rows widened once, before its
   /// band branch (K's keys past the block repeat the last key, so that Sᵀ's
   /// steps read whole vectors of real keys).
@@ -1200,8 +1189,12 @@ private:
               valueDim, scratch.laneValues);
   }
 
+  /// One key block of a lane-rows tile: Sᵀ, the statistics, P·V; the
+  /// causal/window band where bandApplies() (a block that some row of the
+  /// tile sees only in part).
   void emitLaneRowsBlock(Value batch, Value kvHead, Value tileStart, Value keys,
-                         Value blockStart, Value blockKeys, bool band) {
+                         Value blockStart, Value blockKeys) {
+    bool band = bandApplies();
     int64_t rowVectors = laneRows / lanes;
     // Register tiles of keys (or V columns) by the tile's row vectors, as
     // many accumulators as leave room for the row vectors and a broadcast:
@@ -1592,9 +1585,7 @@ private:
           Value row = loadRawChunkAt(keyRows, {batch, kvHead, key}, col,
                                      live * perWord, lanes * perWord);
           row = pairs ? Value(vector::BitCastOp::create(b, vecType, row))
-                : isa<Float32Type>(getElementTypeOrSelf(row))
-                    ? row
-                    : Value(arith::ExtFOp::create(b, vecType, row));
+                      : widenToF32(row);
           tile = vector::InsertOp::create(b, row, tile, ArrayRef<int64_t>{r});
         }
         Value columns = vector::TransposeOp::create(b, tile, {1, 0});
