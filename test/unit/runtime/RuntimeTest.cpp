@@ -519,25 +519,20 @@ TEST(Run, KeySplitRunsPartialThenMergeOnOneWorkspace) {
 TEST(Run, KeySplitsAreRefusedWhereTheyCannotRun) {
   const attn_kernel_desc *plain = fakeKernel("fake_plain");
   Problem p{plain, 1, 2, 2, 1, 9};
-  EXPECT_EQ(
-      attn_run_split(plain, &p.Q, &p.K, &p.V, nullptr, &p.O, &p.L, -1, nullptr),
-      ATTN_ERROR_INVALID_ARGUMENT);
-  EXPECT_NE(std::string(attn_last_error()).find("key_splits is -1"),
-            std::string::npos)
-      << attn_last_error();
-  EXPECT_EQ(
-      attn_run_split(plain, &p.Q, &p.K, &p.V, nullptr, &p.O, &p.L, 2, nullptr),
-      ATTN_ERROR_INVALID_ARGUMENT);
-  EXPECT_NE(std::string(attn_last_error()).find("has no key split"),
-            std::string::npos)
-      << attn_last_error();
+  auto runSplit = [&](int64_t splits) {
+    return attn_run_split(plain, &p.Q, &p.K, &p.V, nullptr, &p.O, &p.L, splits,
+                          nullptr);
+  };
+  for (auto [splits, text] :
+       {std::pair<int64_t, const char *>{-1, "key_splits is -1"},
+        {2, "has no key split"}}) {
+    EXPECT_EQ(runSplit(splits), ATTN_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(attn_last_error()).find(text), std::string::npos)
+        << attn_last_error();
+  }
   // 0 and 1 run it whole.
-  EXPECT_EQ(
-      attn_run_split(plain, &p.Q, &p.K, &p.V, nullptr, &p.O, &p.L, 1, nullptr),
-      ATTN_OK);
-  EXPECT_EQ(
-      attn_run_split(plain, &p.Q, &p.K, &p.V, nullptr, &p.O, &p.L, 0, nullptr),
-      ATTN_OK);
+  EXPECT_EQ(runSplit(1), ATTN_OK);
+  EXPECT_EQ(runSplit(0), ATTN_OK);
 }
 
 //===----------------------------------------------------------------------===//
