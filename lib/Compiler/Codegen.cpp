@@ -438,6 +438,7 @@ void setCpuPipelineOptions(mlir::attn::CpuPipelineOptions &pipeline,
   pipeline.keyTileSize = options.keyTileSize > 0 ? options.keyTileSize : 128;
   pipeline.vectorWidth = host.vectorWidth;
   pipeline.rowBlock = options.rowBlock > 0 ? options.rowBlock : 2;
+  pipeline.bandKeyStep = options.bandKeyStep;
   pipeline.prefetchDistance = options.prefetchDistance;
   pipeline.decodeRows = ::attn::kCpuDecodeRows;
   // Rows in lanes: 4 vectors of 16 rows on AVX-512, 3 of 8 on AVX2

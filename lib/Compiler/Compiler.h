@@ -52,6 +52,10 @@ struct CompileOptions {
   /// Dv <= 80 (4-8 % faster than 2 rows at D = 64); 128 by 2 otherwise.
   int64_t keyTileSize = 0;
   int64_t rowBlock = 0;
+  /// Keys per step in the packed path's key blocks that a causal or
+  /// window band cuts, where each block of rows visits only the keys it
+  /// sees; 0 means the largest that divides the key tile up to 64.
+  int64_t bandKeyStep = 0;
   /// Query rows per tile of the lane-rows micro-kernel (rows in vector
   /// lanes, for kernels without a mask operand or the bf16 dot product);
   /// -1 chooses: 64 on AVX-512, 24 on AVX2, off (0) otherwise.

@@ -58,6 +58,7 @@ void mlir::attn::buildAttnToLLVMCpuPipeline(OpPassManager &pm,
     vector.vectorWidth = options.vectorWidth;
     vector.keyBlock = options.keyTileSize;
     vector.rowBlock = options.rowBlock;
+    vector.bandKeyStep = options.bandKeyStep;
     vector.laneRows = options.laneRows;
     vector.bf16Dot = options.bf16Dot;
     vector.directRows = options.decodeRows;

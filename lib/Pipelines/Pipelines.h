@@ -34,6 +34,12 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
       *this, "row-block",
       llvm::cl::desc("Query rows sharing each packed K/V vector load"),
       llvm::cl::init(2)};
+  PassOptions::Option<int64_t> bandKeyStep{
+      *this, "band-key-step",
+      llvm::cl::desc("Keys per step in the packed blocks a causal or window "
+                     "band cuts (0: the largest divisor of key-tile-size up "
+                     "to 64)"),
+      llvm::cl::init(0)};
   PassOptions::Option<int64_t> laneRows{
       *this, "lane-rows",
       llvm::cl::desc("Query rows per tile of the lane-rows micro-kernel "

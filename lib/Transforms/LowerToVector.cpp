@@ -78,6 +78,12 @@ constexpr int64_t kDirectRows = 16;
 /// P·V accumulator vectors kept in registers at once (of AVX-512's 32; the
 /// V vectors and the broadcast weights take most of the rest).
 constexpr int64_t kMaxAccumulators = 16;
+/// Keys per step in the packed blocks that a band cuts, unless the pass's
+/// band-key-step says otherwise (the largest divisor of the key block up to
+/// this): 64 halves the keys past a row's reach in 128-key blocks (bf16
+/// causal D = 64 on Zen 4: 1.008-1.015x against whole blocks; 32 keys,
+/// whose more frequent online updates cost what they save, 0.99-1.0x).
+constexpr int64_t kBandKeyStep = 64;
 /// The direct path's score tile: kScoreTile rows x kScoreTile keys, one
 /// vector of scores (16 lanes).
 constexpr int64_t kScoreTile = 4;
@@ -131,10 +137,11 @@ class MicroKernelEmitter {
 public:
   MicroKernelEmitter(ImplicitLocOpBuilder &b, OnlineAttentionOp op,
                      const Scratch &scratch, int64_t lanes, int64_t keyBlock,
-                     int64_t rowBlock, int64_t directRows,
+                     int64_t bandKeyStep, int64_t rowBlock, int64_t directRows,
                      int64_t prefetchDistance, int64_t laneRows)
       : b(b), op(op), scratch(scratch), lanes(lanes), keyBlock(keyBlock),
-        rowBlock(rowBlock), directRows(directRows), laneRows(laneRows) {
+        bandKeyStep(bandKeyStep), rowBlock(rowBlock), directRows(directRows),
+        laneRows(laneRows) {
     auto q = cast<MemRefType>(op.getQuery().getType());
     headDim = q.getDimSize(3);
     auto keyType = cast<MemRefType>(op.getKey().getType());
@@ -195,9 +202,10 @@ public:
   }
 
   /// Whether P·V can take the dot product too: bf16 V and no mask
-  /// operand. A causal or windowed op takes it only in the key blocks that
-  /// every row of its tile sees whole (pairedValues): an excluded key's 0
-  /// weight must drop a NaN V, which the dot product would not.
+  /// operand. Where a causal or window band cuts a block, it takes it only
+  /// on the keys that every row it serves sees (the packed path's KeyRuns;
+  /// the direct path's pairedValues): an excluded key's 0 weight must drop
+  /// a NaN V, which the dot product would not.
   static bool usesBf16Values(OnlineAttentionOp op) {
     return cast<MemRefType>(op.getValue().getType())
                .getElementType()
@@ -209,7 +217,8 @@ private:
   ImplicitLocOpBuilder &b;
   OnlineAttentionOp op;
   const Scratch &scratch;
-  int64_t lanes, keyBlock, rowBlock, directRows, laneRows, prefetchKeys;
+  int64_t lanes, keyBlock, bandKeyStep, rowBlock, directRows, laneRows,
+      prefetchKeys;
   int64_t headDim, valueDim, valueChunks;
   bool bf16Dot, bf16Values;
   /// Set while the packed path emits a key block of a causal or windowed
@@ -223,7 +232,7 @@ private:
   bool bandApplies() {
     return (op.getCausal() || op.getWindow()) && !blockInsideBand;
   }
-  /// Whether P·V of the block being emitted takes the bf16 dot product:
+  /// Whether P·V of the direct path's block takes the bf16 dot product:
   /// bf16 V and no key of the block excluded for some rows only.
   bool pairedValues() { return bf16Values && !bandApplies(); }
 
@@ -468,7 +477,8 @@ private:
             accRows.push_back({head, row});
             alphas.push_back(updateRowStatistics(
                 batch, accRows.back(), loadStatistics(batch, accRows.back()),
-                /*slot=*/r, scores, blockStart, blockKeys));
+                /*slot=*/r, scores, blockStart, blockKeys,
+                /*storePairs=*/pairedValues()));
           }
           auto accumulate = [&](bool byPairs) {
             accumulateRows(
@@ -763,25 +773,46 @@ private:
                                    ValueRange{batch, at.head, at.row})};
   }
 
+  /// Keys [from, to) of a block (block-local, as probs and probPairs
+  /// index them) that one loop of P·V takes: by the bf16 dot product on
+  /// the key pairs of valuePairs (`pairs`: `from` even, the pairs from row
+  /// `pairRow` of valuePairs), or by f32 FMAs, `guarded` where a row may
+  /// exclude some of the keys (an excluded key's V then stays out, even a
+  /// NaN).
+  struct KeyRun {
+    Value from, to;
+    bool pairs, guarded;
+    Value pairRow;
+  };
+
   /// acc[r] = alpha[r] * acc[r] + sum_j probs[r][j] * V[j] for the rows,
-  /// which share each V vector they load: by the dot product on the bf16
-  /// key pairs of valuePairs when `pairs`, else `value(j, c)` gives chunk c
-  /// of key j's V row in f32. The accumulators stay in registers: wide rows
-  /// (Dv = 256 in pairs of rows) go over the keys once per group of at most
-  /// kMaxAccumulators / rows chunks.
+  /// which share each V vector they load, over the keys of `runs`; in the
+  /// f32 runs `value(j, c)` gives chunk c of key j's V row. The
+  /// accumulators stay in registers: wide rows (Dv = 256 in pairs of rows)
+  /// go over the keys once per group of at most kMaxAccumulators / rows
+  /// chunks.
   void accumulateRows(Value batch, ArrayRef<AccRow> rows,
-                      ArrayRef<Value> alphas, Value blockKeys, bool pairs,
+                      ArrayRef<Value> alphas, ArrayRef<KeyRun> runs,
                       function_ref<Value(Value, int64_t)> value) {
     int64_t numRows = rows.size();
     int64_t groupChunks = std::max<int64_t>(1, kMaxAccumulators / numRows);
     for (int64_t first = 0; first < valueChunks; first += groupChunks)
-      accumulateChunks(batch, rows, alphas, blockKeys, pairs, value, first,
+      accumulateChunks(batch, rows, alphas, runs, value, first,
                        std::min(groupChunks, valueChunks - first));
+  }
+  /// One run over all `blockKeys` keys of the block.
+  void accumulateRows(Value batch, ArrayRef<AccRow> rows,
+                      ArrayRef<Value> alphas, Value blockKeys, bool pairs,
+                      function_ref<Value(Value, int64_t)> value) {
+    accumulateRows(
+        batch, rows, alphas,
+        KeyRun{cst(0), blockKeys, pairs, op.getMask() || bandApplies(), cst(0)},
+        value);
   }
 
   /// accumulateRows for chunks [first, first + chunks) of the rows.
   void accumulateChunks(Value batch, ArrayRef<AccRow> rows,
-                        ArrayRef<Value> alphas, Value blockKeys, bool pairs,
+                        ArrayRef<Value> alphas, ArrayRef<KeyRun> runs,
                         function_ref<Value(Value, int64_t)> value,
                         int64_t first, int64_t chunks) {
     int64_t numRows = rows.size();
@@ -802,12 +833,13 @@ private:
         accs.push_back(arith::MulFOp::create(b, acc, alphaVec));
       }
     }
-    bool masked = op.getMask() || bandApplies();
-    if (pairs)
-      accs = accumulateByBf16Dot(numRows, blockKeys, accs, first, chunks);
-    else
+    for (const KeyRun &run : runs) {
+      if (run.pairs) {
+        accs = accumulateByBf16Dot(numRows, run, accs, first, chunks);
+        continue;
+      }
       accs = forLoopWith(
-          cst(0), blockKeys, cst(1), accs,
+          run.from, run.to, cst(1), accs,
           [&](Value j, ValueRange acc) -> SmallVector<Value> {
             SmallVector<Value> values;
             for (int64_t c = first; c < first + chunks; ++c)
@@ -821,7 +853,7 @@ private:
               // weight is exactly 0 and 0 * NaN would still leak a NaN value
               // into a row that does not attend to it: drop such values.
               Value excluded;
-              if (masked)
+              if (run.guarded)
                 excluded = splat(arith::CmpFOp::create(
                     b, arith::CmpFPredicate::OEQ, pScalar, f32Const(0)));
               for (int64_t c = 0; c < chunks; ++c) {
@@ -834,6 +866,7 @@ private:
             }
             return next;
           });
+    }
     for (int64_t r = 0; r < numRows; ++r)
       for (int64_t c = 0; c < chunks; ++c) {
         Value acc = accs[r * chunks + c];
@@ -849,6 +882,27 @@ private:
   Value packedValue(Value j, int64_t c) {
     return vector::LoadOp::create(b, vecType, scratch.values,
                                   ValueRange{j, cst(c * lanes)});
+  }
+  /// Chunk c of V row j in f32, from the key pairs of valuePairs: the
+  /// 32-bit lanes of its pair row hold keys j & ~1 (low half) and j | 1.
+  Value pairedValue(Value j, int64_t c) {
+    auto wordsType = VectorType::get({lanes}, b.getI32Type());
+    Value words = vector::BitCastOp::create(
+        b, wordsType,
+        vector::LoadOp::create(b, VectorType::get({2 * lanes}, b.getBF16Type()),
+                               scratch.valuePairs,
+                               ValueRange{arith::DivUIOp::create(b, j, cst(2)),
+                                          cst(2 * c * lanes)}));
+    // bf16 is f32's high half: shift an even key's half up, keep an odd's.
+    Value even =
+        arith::SubIOp::create(b, cst(1), arith::RemUIOp::create(b, j, cst(2)));
+    Value shift = splat(arith::IndexCastOp::create(
+        b, b.getI32Type(), arith::MulIOp::create(b, even, cst(16))));
+    Value high = splat(arith::ConstantOp::create(
+        b, b.getI32IntegerAttr(static_cast<int32_t>(0xFFFF0000u))));
+    return vector::BitCastOp::create(
+        b, vecType,
+        arith::AndIOp::create(b, arith::ShLIOp::create(b, words, shift), high));
   }
   //===--- the lane-rows path -----------------------------------------===//
   //
@@ -1175,6 +1229,38 @@ private:
     return inside;
   }
 
+  /// Which keys of [blockStart, blockStart + blockKeys) the rows from
+  /// firstRow to lastRow see, block-local: some row sees only keys of
+  /// [anyFrom, anyTo); every row sees [allFrom, allTo), both even (allFrom
+  /// rounded up, allTo down) and anyFrom <= allFrom <= allTo.
+  struct SeenKeys {
+    Value anyFrom, allFrom, allTo, anyTo;
+  };
+  SeenKeys keysRowsSee(Value firstRow, Value lastRow, Value blockStart,
+                       Value blockKeys) {
+    auto [left, right] = op.getBandOffsets();
+    auto local = [&](Value row, int64_t offset) {
+      Value key = arith::AddIOp::create(
+          b, arith::AddIOp::create(b, row, diagonal), cst(offset));
+      return arith::MinSIOp::create(
+          b,
+          arith::MaxSIOp::create(b, arith::SubIOp::create(b, key, blockStart),
+                                 cst(0)),
+          blockKeys);
+    };
+    SeenKeys seen;
+    seen.anyFrom = left ? local(firstRow, -*left) : cst(0);
+    seen.anyTo = right ? local(lastRow, *right + 1) : blockKeys;
+    Value allFrom = left ? local(lastRow, -*left) : cst(0);
+    Value allTo = right ? local(firstRow, *right + 1) : blockKeys;
+    Value even = cst(-2);
+    seen.allFrom = arith::AndIOp::create(
+        b, arith::AddIOp::create(b, allFrom, cst(1)), even);
+    seen.allTo = arith::MaxSIOp::create(b, seen.allFrom,
+                                        arith::AndIOp::create(b, allTo, even));
+    return seen;
+  }
+
   /// 16-bit K and V: the lane-rows block's rows widened once, before its
   /// band branch (K's keys past the block repeat the last key, so that Sᵀ's
   /// steps read whole vectors of real keys).
@@ -1427,14 +1513,9 @@ private:
         cst(0), rows, keys,
         [&](Value blockStart, Value blockKeys) {
           packKeys(batch, kvHead, blockStart, blockKeys);
-          // V's packing depends on the band only where bf16 V takes the
-          // dot product in the blocks inside it.
-          if (!bf16Values)
-            packValues(batch, kvHead, blockStart, blockKeys);
+          packValues(batch, kvHead, blockStart, blockKeys);
         },
         [&](Value blockStart, Value blockKeys) {
-          if (bf16Values)
-            packValues(batch, kvHead, blockStart, blockKeys);
           emitPackedBlock(batch, head, rows, blockStart, blockKeys);
         });
   }
@@ -1453,7 +1534,23 @@ private:
         block.push_back(
             {head, arith::MinSIOp::create(
                        b, arith::AddIOp::create(b, first, cst(r)), lastRow)});
-      emitRows(batch, block, blockStart, blockKeys);
+      if (!bandApplies())
+        return emitRows(batch, block, blockStart, blockKeys, cst(0),
+                        keyBlock / lanes);
+      // A block the band cuts: only the keys some row of the block sees,
+      // in steps of bandKeyStep keys, so that rows near the diagonal skip
+      // most of what the band would drop.
+      SeenKeys seen =
+          keysRowsSee(first, block.back().row, blockStart, blockKeys);
+      Value stepKeys = cst(bandKeyStep), to = seen.anyTo;
+      Value from = arith::MulIOp::create(
+          b, arith::DivUIOp::create(b, seen.anyFrom, stepKeys), stepKeys);
+      forLoop(from, to, stepKeys, [&](Value step) {
+        emitRows(batch, block, arith::AddIOp::create(b, blockStart, step),
+                 arith::MinSIOp::create(b, arith::SubIOp::create(b, to, step),
+                                        stepKeys),
+                 step, bandKeyStep / lanes);
+      });
     });
   }
 
@@ -1483,18 +1580,15 @@ private:
       elementKeys();
   }
 
-  /// VP[j][e] = V[j][e], or the bf16 key pairs VP2 where the block's P·V
-  /// takes the dot product (pairedValues, so per band branch), whole
-  /// vectors where the rows have unit stride.
+  /// VP[j][e] = V[j][e], or for bf16 V the key pairs VP2 that P·V's dot
+  /// product reads, whole vectors where the rows have unit stride.
   void packValues(Value batch, Value kvHead, Value blockStart,
                   Value blockKeys) {
-    if (!pairedValues()) {
-      eachKey(blockStart, blockKeys, [&](Value key, Value j) {
-        forLoop(cst(0), cst(valueDim), cst(1), [&](Value e) {
-          Value v = loadF32(op.getValue(), {batch, kvHead, key, e});
-          memref::StoreOp::create(b, v, scratch.values, ValueRange{j, e});
-        });
-      });
+    if (!bf16Values) {
+      Value lastKey = arith::SubIOp::create(
+          b, arith::AddIOp::create(b, blockStart, blockKeys), cst(1));
+      widenRows(op.getValue(), batch, kvHead, blockStart, blockKeys, lastKey,
+                valueDim, scratch.values);
       return;
     }
     auto elementwise = [&] {
@@ -1628,21 +1722,22 @@ private:
     });
   }
 
-  /// acc[r] += Σ_j p[r][j] V[j] two keys per step by vdpbf16ps, for V's
-  /// chunks [first, first + chunks).
-  SmallVector<Value> accumulateByBf16Dot(int64_t numRows, Value blockKeys,
+  /// acc[r] += Σ_j p[r][j] V[j] two keys per step by vdpbf16ps over the
+  /// keys of `run`, for V's chunks [first, first + chunks).
+  SmallVector<Value> accumulateByBf16Dot(int64_t numRows, const KeyRun &run,
                                          ArrayRef<Value> inits, int64_t first,
                                          int64_t chunks) {
     auto pairVec = VectorType::get({2 * lanes}, b.getBF16Type());
-    Value pairs = arith::DivUIOp::create(
-        b, arith::AddIOp::create(b, blockKeys, cst(1)), cst(2));
-    return forLoopWith(cst(0), pairs, cst(1), inits,
+    auto half = [&](Value v) { return arith::DivUIOp::create(b, v, cst(2)); };
+    Value pairs = half(arith::AddIOp::create(b, run.to, cst(1)));
+    return forLoopWith(half(run.from), pairs, cst(1), inits,
                        [&](Value jp, ValueRange acc) -> SmallVector<Value> {
+                         Value row = arith::AddIOp::create(b, run.pairRow, jp);
                          SmallVector<Value> values;
                          for (int64_t c = first; c < first + chunks; ++c)
                            values.push_back(vector::LoadOp::create(
                                b, pairVec, scratch.valuePairs,
-                               ValueRange{jp, cst(2 * c * lanes)}));
+                               ValueRange{row, cst(2 * c * lanes)}));
                          Value j0 = arith::MulIOp::create(b, jp, cst(2));
                          SmallVector<Value> next;
                          for (int64_t r = 0; r < numRows; ++r) {
@@ -1702,18 +1797,20 @@ private:
   /// Scores of the rows by vdpbf16ps: per pair of head dims, the rows'
   /// query pairs broadcast against the block's packed key pairs.
   SmallVector<Value> scoresByBf16Dot(Value batch, Value head,
-                                     ArrayRef<Value> rows,
+                                     ArrayRef<Value> rows, Value packed,
                                      ArrayRef<Value> inits) {
-    int64_t scoreVectors = keyBlock / lanes;
+    int64_t scoreVectors = inits.size() / rows.size();
+    Value packedPairs = arith::MulIOp::create(b, packed, cst(2));
     auto pairVec = VectorType::get({2 * lanes}, b.getBF16Type());
     return forLoopWith(
         cst(0), cst(llvm::divideCeil(headDim, 2)), cst(1), inits,
         [&](Value p, ValueRange acc) -> SmallVector<Value> {
           SmallVector<Value> keys;
           for (int64_t v = 0; v < scoreVectors; ++v)
-            keys.push_back(
-                vector::LoadOp::create(b, pairVec, scratch.keyPairs,
-                                       ValueRange{p, cst(2 * v * lanes)}));
+            keys.push_back(vector::LoadOp::create(
+                b, pairVec, scratch.keyPairs,
+                ValueRange{p, arith::AddIOp::create(b, packedPairs,
+                                                    cst(2 * v * lanes))}));
           Value d0 = arith::MulIOp::create(b, p, cst(2));
           // An odd D's last pair reads Q[D-1] twice; its key half is 0.
           Value d1 = arith::MinSIOp::create(
@@ -1760,38 +1857,44 @@ private:
 
   /// Scores, online update and P·V for a block of query rows that share
   /// every packed K and V vector they load.
+  ///
+  /// The keys are [blockStart, blockStart + blockKeys), at column `packed`
+  /// of the packed block, scored `scoreVectors` vectors at a time (a step
+  /// of a block the band cuts may take fewer than the block's).
   void emitRows(Value batch, ArrayRef<AccRow> block, Value blockStart,
-                Value blockKeys) {
+                Value blockKeys, Value packed, int64_t scoreVectors) {
     Value head = block.front().head;
     SmallVector<Value> rows;
     for (const AccRow &row : block)
       rows.push_back(row.row);
     int64_t numRows = rows.size();
-    int64_t scoreVectors = keyBlock / lanes;
     Value zeroVec = splat(f32Const(0));
+    auto column = [&](int64_t v) {
+      return arith::AddIOp::create(b, packed, cst(v * lanes));
+    };
 
-    // Scores: s[r][v] += Q[row r][d] * KT[d][v*lanes ...].
+    // Scores: s[r][v] += Q[row r][d] * KT[d][packed + v*lanes ...].
     SmallVector<Value> inits(numRows * scoreVectors, zeroVec);
     SmallVector<Value> scores =
         bf16Dot
-            ? scoresByBf16Dot(batch, head, rows, inits)
-            : forLoopWith(cst(0), cst(headDim), cst(1), inits,
-                          [&](Value d, ValueRange acc) -> SmallVector<Value> {
-                            SmallVector<Value> keys;
-                            for (int64_t v = 0; v < scoreVectors; ++v)
-                              keys.push_back(vector::LoadOp::create(
-                                  b, vecType, scratch.keysT,
-                                  ValueRange{d, cst(v * lanes)}));
-                            SmallVector<Value> next;
-                            for (int64_t r = 0; r < numRows; ++r) {
-                              Value q = splat(loadF32(
-                                  op.getQuery(), {batch, head, rows[r], d}));
-                              for (int64_t v = 0; v < scoreVectors; ++v)
-                                next.push_back(vector::FMAOp::create(
-                                    b, q, keys[v], acc[r * scoreVectors + v]));
-                            }
-                            return next;
-                          });
+            ? scoresByBf16Dot(batch, head, rows, packed, inits)
+            : forLoopWith(
+                  cst(0), cst(headDim), cst(1), inits,
+                  [&](Value d, ValueRange acc) -> SmallVector<Value> {
+                    SmallVector<Value> keys;
+                    for (int64_t v = 0; v < scoreVectors; ++v)
+                      keys.push_back(vector::LoadOp::create(
+                          b, vecType, scratch.keysT, ValueRange{d, column(v)}));
+                    SmallVector<Value> next;
+                    for (int64_t r = 0; r < numRows; ++r) {
+                      Value q = splat(
+                          loadF32(op.getQuery(), {batch, head, rows[r], d}));
+                      for (int64_t v = 0; v < scoreVectors; ++v)
+                        next.push_back(vector::FMAOp::create(
+                            b, q, keys[v], acc[r * scoreVectors + v]));
+                    }
+                    return next;
+                  });
 
     // Per row: the softmax statistics; p goes to probs[r]. Every slot
     // loads its row's max and sum before any slot stores, as P·V loads
@@ -1806,19 +1909,42 @@ private:
       alphas.push_back(updateRowStatistics(
           batch, block[r], old[r], r,
           MutableArrayRef<Value>(scores).slice(r * scoreVectors, scoreVectors),
-          blockStart, blockKeys));
+          blockStart, blockKeys, /*storePairs=*/bf16Values));
 
-    // acc[r] = alpha[r] * acc[r] + sum_j p[r][j] * VP[j].
-    accumulateRows(batch, block, alphas, blockKeys, pairedValues(),
-                   [&](Value j, int64_t c) { return packedValue(j, c); });
+    // acc[r] = alpha[r] * acc[r] + sum_j p[r][j] * VP[j]: bf16 V by the
+    // dot product on the keys that every row of the block sees, which in a
+    // block the band cuts leaves at most rowBlock keys at either end to
+    // f32 FMAs that drop the keys a row does not see.
+    auto value = [&](Value j, int64_t c) {
+      Value key = arith::AddIOp::create(b, packed, j);
+      return bf16Values ? pairedValue(key, c) : packedValue(key, c);
+    };
+    if (!bf16Values || !bandApplies())
+      return accumulateRows(batch, block, alphas, blockKeys, bf16Values, value);
+    SeenKeys seen =
+        keysRowsSee(block.front().row, block.back().row, blockStart, blockKeys);
+    Value pairRow = arith::DivUIOp::create(b, packed, cst(2));
+    auto [left, right] = op.getBandOffsets();
+    SmallVector<KeyRun, 3> runs;
+    if (left)
+      runs.push_back({seen.anyFrom,
+                      arith::MinSIOp::create(b, seen.allFrom, seen.anyTo),
+                      false, true, pairRow});
+    runs.push_back({seen.allFrom, seen.allTo, true, false, pairRow});
+    if (right)
+      runs.push_back({arith::MaxSIOp::create(b, seen.allTo, seen.anyFrom),
+                      seen.anyTo, false, true, pairRow});
+    accumulateRows(batch, block, alphas, runs, value);
   }
 
   /// Scale, soft-cap, mask and band one row's scores of the block, update
   /// its running max and sum from `old`, store its weights p in
-  /// probs[slot] and return the rescale factor alpha = exp(m_old - m_new).
+  /// probs[slot] (and as bf16 in probPairs[slot] when `storePairs`) and
+  /// return the rescale factor alpha = exp(m_old - m_new).
   Value updateRowStatistics(Value batch, const AccRow &at, RowStatistics old,
                             int64_t slot, MutableArrayRef<Value> scores,
-                            Value blockStart, Value blockKeys) {
+                            Value blockStart, Value blockKeys,
+                            bool storePairs) {
     Value head = at.head, row = at.row;
     int64_t scoreVectors = scores.size();
     Value zeroVec = splat(f32Const(0));
@@ -1903,7 +2029,7 @@ private:
       sumVec = arith::AddFOp::create(b, sumVec, p);
       vector::StoreOp::create(b, p, scratch.probs,
                               ValueRange{cst(slot), cst(v * lanes)});
-      if (pairedValues())
+      if (storePairs)
         vector::StoreOp::create(
             b,
             arith::TruncFOp::create(
@@ -1958,6 +2084,23 @@ struct AttnLowerToVectorPass
       func.emitError() << "attn-lower-to-vector: key-block (" << keyBlock
                        << ") must be a positive multiple of vector-width ("
                        << static_cast<int64_t>(vectorWidth) << ")";
+      return signalPassFailure();
+    }
+    int64_t bandKeyStep = this->bandKeyStep;
+    if (bandKeyStep == 0) {
+      // The largest multiple of the vector width up to kBandKeyStep that
+      // divides the key block.
+      bandKeyStep =
+          std::min<int64_t>(keyBlock, kBandKeyStep) / vectorWidth * vectorWidth;
+      while (keyBlock % bandKeyStep != 0)
+        bandKeyStep -= vectorWidth;
+    }
+    if (bandKeyStep <= 0 || bandKeyStep % vectorWidth != 0 ||
+        keyBlock % bandKeyStep != 0) {
+      func.emitError() << "attn-lower-to-vector: band-key-step (" << bandKeyStep
+                       << ") must be a multiple of vector-width ("
+                       << static_cast<int64_t>(vectorWidth)
+                       << ") that divides key-block (" << keyBlock << ")";
       return signalPassFailure();
     }
     SmallVector<OnlineAttentionOp> ops;
@@ -2057,8 +2200,8 @@ struct AttnLowerToVectorPass
     for (OnlineAttentionOp op : ops) {
       b.setLoc(op.getLoc());
       b.setInsertionPoint(op);
-      MicroKernelEmitter(b, op, scratch, vectorWidth, keyBlock, rowBlock,
-                         directRows, prefetchDistance, laneRows)
+      MicroKernelEmitter(b, op, scratch, vectorWidth, keyBlock, bandKeyStep,
+                         rowBlock, directRows, prefetchDistance, laneRows)
           .emit();
       op.erase();
     }

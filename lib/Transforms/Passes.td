@@ -200,8 +200,13 @@ def AttnLowerToVectorPass : Pass<"attn-lower-to-vector", "func::FuncOp"> {
     rescaled P·V accumulation into the accumulator rows. Scratch buffers are
     static and placed at the function's entry. With `bf16-dot`, bf16 Q·Kᵀ
     uses `x86vector.avx512.dot` (vdpbf16ps) on K packed as bf16 pairs, two
-    head dims per step; lower with `convert-vector-to-llvm=enable-x86vector`.
-    Tiles of at most `direct-rows` rows (decoding) read K's and V's rows in
+    head dims per step; lower with `convert-vector-to-llvm=enable-x86vector`;
+    bf16 V is packed as key pairs and P·V takes the dot product too. In a
+    key block that a causal or window band cuts, each block of rows walks
+    only the keys its rows see, in steps of `band-key-step` keys, and P·V
+    takes the dot product on the keys that all its rows see; the few at
+    either edge that some of its rows exclude take f32 FMAs that drop an
+    excluded key's V (a NaN stays out). Tiles of at most `direct-rows` rows (decoding) read K's and V's rows in
     place when their innermost stride is 1 (checked at run time), no
     packing: the rows of all the tile's heads (a GQA group) share each K row
     load (a dot product per score; vdpbf16ps for bf16; with 16-bit K,
@@ -233,6 +238,11 @@ def AttnLowerToVectorPass : Pass<"attn-lower-to-vector", "func::FuncOp"> {
            "f32 lanes per vector (16 for AVX-512, 8 for AVX2)">,
     Option<"keyBlock", "key-block", "int64_t", /*default=*/"128",
            "Keys packed and scored per block (a multiple of vector-width)">,
+    Option<"bandKeyStep", "band-key-step", "int64_t", /*default=*/"0",
+           "Keys per step in the packed blocks that a causal or window band "
+           "cuts: each block of rows steps only over the keys it sees (a "
+           "multiple of vector-width dividing key-block; 0: the largest such "
+           "up to 64)">,
     Option<"rowBlock", "row-block", "int64_t", /*default=*/"2",
            "Query rows that share each packed K and V vector load">,
     Option<"directRows", "direct-rows", "int64_t", /*default=*/"4",

@@ -37,6 +37,8 @@ std::vector<std::string> kernelSpecs() {
     std::string t = type;
     specs.push_back("name=plain_" + t + ",dtype=" + t + ",d=16,lse");
     specs.push_back("name=causal_" + t + ",dtype=" + t + ",d=16,causal,lse");
+    specs.push_back("name=window_" + t + ",dtype=" + t +
+                    ",d=16,window=8:0,lse");
     specs.push_back("name=keep_" + t + ",dtype=" + t + ",d=16,mask=bool,lse");
     specs.push_back("name=bias_" + t + ",dtype=" + t + ",d=16,mask=bias,lse");
     specs.push_back("name=d1_" + t + ",dtype=" + t + ",d=1,dv=1,lse");
@@ -60,8 +62,7 @@ public:
                                OutputKind::SharedLibrary, library, error))
         << error;
     ASSERT_TRUE(compileKernels({specs[0]}, CompileOptions(),
-                               OutputKind::SharedLibrary, secondLibrary,
-                               error))
+                               OutputKind::SharedLibrary, secondLibrary, error))
         << error;
     ASSERT_EQ(attn_module_load(library.c_str(), &module), ATTN_OK)
         << attn_last_error();
@@ -355,6 +356,26 @@ TEST_P(EdgeCases, NaNInOneValueReachesOnlyRowsThatSeeIt) {
     ASSERT_EQ(std::isnan(out[i * 16 + 5]), i >= 20) << "row " << i;
 }
 
+TEST_P(EdgeCases, NaNInOneValueReachesOnlyRowsWhoseWindowHoldsIt) {
+  // Window (8, 0): rows 20-28 see key 20; the rows before and after do not,
+  // while the rows next to them, which share micro-kernel blocks with
+  // them, see the keys on both sides of it.
+  Problem p = problem("window_" + GetParam(), 40, 40);
+  ProblemData data;
+  CheckReport report = runCrafted(p, data, [](ProblemData &d) {
+    std::vector<double> v = d.value.values;
+    for (int64_t h = 0; h < 2; ++h)
+      v[(h * 40 + 20) * 16 + 5] = NAN;
+    setValues(d.value, v);
+  });
+  EXPECT_FALSE(report.output.mismatched()) << report.message;
+  std::vector<double> out = outputValues(data);
+  for (int64_t h = 0; h < 2; ++h)
+    for (int64_t i = 0; i < 40; ++i)
+      ASSERT_EQ(std::isnan(out[(h * 40 + i) * 16 + 5]), i >= 20 && i <= 28)
+          << "head " << h << " row " << i;
+}
+
 TEST_P(EdgeCases, DenormalInputs) {
   Problem p = problem("plain_" + GetParam(), 20, 30);
   double tiny = GetParam() == "f16" ? 3e-6 : 1e-40;
@@ -379,13 +400,13 @@ TEST_P(EdgeCases, DenormalInputs) {
 }
 
 TEST_P(EdgeCases, EmptyAndSingleSizes) {
-  for (auto [sq, sk] : {std::pair<int64_t, int64_t>{0, 10}, {10, 0}, {0, 0},
-                        {10, 1}, {1, 1}}) {
+  for (auto [sq, sk] :
+       {std::pair<int64_t, int64_t>{0, 10}, {10, 0}, {0, 0}, {10, 1}, {1, 1}}) {
     Problem p = problem("plain_" + GetParam(), sq, sk);
     ProblemData data;
     CheckReport report = runCrafted(p, data, [](ProblemData &) {});
-    EXPECT_TRUE(report.passed) << "Sq=" << sq << " Sk=" << sk << ": "
-                               << report.message;
+    EXPECT_TRUE(report.passed)
+        << "Sq=" << sq << " Sk=" << sk << ": " << report.message;
   }
 }
 

@@ -1,6 +1,9 @@
 // RUN: attn-opt %s -split-input-file -attn-lower-to-vector="key-block=32 row-block=2 bf16-dot" -canonicalize | FileCheck %s
 // RUN: attn-opt %s -split-input-file -attn-lower-to-vector="key-block=32 bf16-dot" -convert-vector-to-llvm=enable-x86vector | FileCheck %s --check-prefix=LLVM
 // RUN: not attn-opt %s -attn-lower-to-vector="vector-width=2 key-block=32 bf16-dot" 2>&1 | FileCheck %s --check-prefix=WIDTH
+// RUN: attn-opt %s -split-input-file -attn-lower-to-vector="key-block=32 row-block=2 band-key-step=16 bf16-dot" -canonicalize | FileCheck %s --check-prefix=STEP16
+// RUN: not attn-opt %s -split-input-file -attn-lower-to-vector="key-block=32 band-key-step=24 bf16-dot" 2>&1 | FileCheck %s --check-prefix=BADSTEP
+// RUN: not attn-opt %s -split-input-file -attn-lower-to-vector="key-block=32 band-key-step=-16 bf16-dot" 2>&1 | FileCheck %s --check-prefix=BADSTEP
 
 // With bf16-dot, bf16 scores come from AVX-512 BF16's dot product: the key
 // block is packed as bf16 pairs (no widening), and each step of the score
@@ -181,24 +184,60 @@ func.func @bf16_dot_decode_group(%q: memref<1x4x1x64xbf16>, %k: memref<1x1x?x64x
 
 // -----
 
-// A causal op: the key blocks that every row of the tile sees whole take
-// P·V by the dot product on V's key pairs (no band there); the blocks
-// across the band keep P·V in f32, where an excluded key's V is dropped
-// per row.
+// A causal op: V's key pairs are packed once per block, before the band
+// branch. The key blocks that every row of the tile sees whole take P·V by
+// the dot product with no band compares. In the blocks across the band
+// each pair of rows steps only over the keys its rows may see (steps of
+// the block's 32 keys here), and takes the dot product on the keys that
+// both rows see (an even count, from key 0 up: no left edge); the last
+// keys, which its first row may not see, go to f32 FMAs of V widened from
+// its pairs (bf16 << 16 for an even key, the high half for an odd), which
+// drop an excluded key's V per row.
 
 // CHECK-LABEL: func @bf16_dot_causal
+//       CHECK: vector.interleave
 //       CHECK: %[[IN:.+]] = arith.cmpi sle, %{{.+}}, %arg6 : index
 //       CHECK: scf.if %[[IN]] {
 //   CHECK-NOT:   arith.cmpi sle
-//       CHECK:   vector.interleave
-//   CHECK-NOT:   arith.cmpi sle
 //       CHECK:   x86vector.avx512.dot
 //   CHECK-NOT:   arith.cmpi sle
+//   CHECK-NOT:   vector.fma
 //       CHECK: } else {
 //   CHECK-NOT:   vector.interleave
-//       CHECK:   arith.cmpi sle
-//       CHECK:   arith.cmpf oeq
-//       CHECK:   vector.fma
+//       CHECK:   scf.for %[[STEP:.+]] = %{{.+}} to %{{.+}} step %c32 {
+//       CHECK:     x86vector.avx512.dot
+//       CHECK:     arith.cmpi sle
+//       CHECK:     arith.andi %{{.+}}, %c-2 : index
+//       CHECK:     scf.for
+//   CHECK-NOT:       vector.fma
+//       CHECK:       x86vector.avx512.dot
+//       CHECK:     scf.for
+//       CHECK:       arith.shli
+//       CHECK:       arith.andi
+//       CHECK:       arith.cmpf oeq
+//       CHECK:       vector.fma
+// With band-key-step=16 a pair of rows takes the 32-key block in steps of
+// 16 keys, up to the last key its second row sees (rows + d + 1, clamped
+// to the block), from step 0 (no left edge): one score vector a row, read
+// from the step's packed columns (two bf16 per key), and P·V's pairs from
+// the step's pair rows.
+// STEP16-LABEL: func @bf16_dot_causal
+//       STEP16: arith.cmpi sle, %{{.+}}, %arg6 : index
+//       STEP16: } else {
+//       STEP16:   scf.for %[[STEP:.+]] = %c0 to %{{.+}} step %c16 {
+//       STEP16:     %[[COLS:.+]] = arith.muli %[[STEP]], %c2 : index
+//       STEP16:     scf.for {{.+}} -> (vector<16xf32>, vector<16xf32>) {
+//       STEP16:       vector.load %{{.+}}[%{{.+}}, %[[COLS]]] : memref<16x64xbf16>, vector<32xbf16>
+//   STEP16-NOT:       vector.load %{{.+}} : memref<16x64xbf16>, vector<32xbf16>
+//       STEP16:       x86vector.avx512.dot
+//       STEP16:       x86vector.avx512.dot
+//       STEP16:     scf.yield
+//       STEP16:     %[[PAIRS:.+]] = arith.divui %[[STEP]], %c2 : index
+//       STEP16:     scf.for %[[JP:.+]] = %c0 to
+//       STEP16:       %[[PROW:.+]] = arith.addi %[[PAIRS]], %[[JP]] : index
+//       STEP16:       vector.load %{{.+}}[%[[PROW]], %c0] : memref<16x32xbf16>, vector<32xbf16>
+//       STEP16:       x86vector.avx512.dot
+// BADSTEP: band-key-step ({{-?[0-9]+}}) must be a multiple of vector-width (16) that divides key-block (32)
 func.func @bf16_dot_causal(%q: memref<1x1x?x32xbf16>, %k: memref<1x1x?x32xbf16>, %v: memref<1x1x?x16xbf16>,
                            %acc: memref<1x1x?x16xf32>, %m: memref<1x1x?xf32>, %s: memref<1x1x?xf32>, %d: index) {
   attn.online_attention ins(%q, %k, %v : memref<1x1x?x32xbf16>, memref<1x1x?x32xbf16>, memref<1x1x?x16xbf16>)

@@ -19,8 +19,8 @@
 // Sk). Each block packs K transposed (K's rows have unit stride here: a
 // loop over 16x16 tiles of head dims, each 16 row loads, a
 // vector.transpose that canonicalizes to columns built from the rows'
-// elements (LLVM makes shuffles of them) and 16 column stores) and V,
-// once, before it branches: a block that every row sees whole (its last
+// elements (LLVM makes shuffles of them) and 16 column stores) and V
+// (row vectors, the 20-column tail masked), once, before it branches: a block that every row sees whole (its last
 // key <= d, the first row's reach) runs without the band's compares; a
 // block across the band applies them.
 //       CHECK: %[[LAST:.+]] = arith.minsi %{{.+}}, %{{.+}} : index
@@ -33,8 +33,11 @@
 //       CHECK:       vector.store %{{.+}}, %[[KT]][%[[W0]], %[[J0]]]
 //       CHECK:   scf.for %[[J:.+]] = %c0 to %[[NK]]
 //   CHECK-NOT:     memref.load %[[K]]
-//       CHECK:     memref.load %[[V]]
-//       CHECK:     memref.store %{{.+}}, %[[VP]][%[[J]], %{{.+}}]
+//       CHECK:     %[[VROWS:.+]] = memref.reinterpret_cast %[[V]]
+//       CHECK:     vector.load %[[VROWS]]
+//       CHECK:     vector.store %{{.+}}, %[[VP]][%[[J]], %c0]
+//       CHECK:     vector.maskedload %[[VROWS]]
+//       CHECK:     vector.maskedstore %[[VP]][%[[J]], %c16]
 //       CHECK:   %[[IN:.+]] = arith.cmpi sle, %{{.+}}, %[[D]]
 //       CHECK:   scf.if %[[IN]] {
 //   CHECK-NOT:     memref.load %[[V]]
@@ -43,9 +46,14 @@
 //   CHECK-NOT:     arith.cmpi sle
 //       CHECK:   } else {
 //   CHECK-NOT:     memref.load %[[V]]
-// Query rows: Q·Kᵀ as two vector accumulators over D.
+// Query rows: each walks the block's keys up to its reach (row + d + 1,
+// clamped to the block) in steps of band-key-step keys (here the block's
+// 32); Q·Kᵀ as two vector accumulators over D, from the step's columns.
 //       CHECK:   scf.for %[[ROW:.+]] = %c0 to
+//       CHECK:     scf.for %[[STEP:.+]] = %{{.+}} to %{{.+}} step %c32 {
+//       CHECK:     %[[NK:.+]] = arith.minsi %{{.+}}, %c32 : index
 //       CHECK:     %[[S:.+]]:2 = scf.for %{{.+}} = %c0 to %c32 step %c1 iter_args(%[[S0:.+]] = %{{.+}}, %[[S1:.+]] = %{{.+}}) -> (vector<16xf32>, vector<16xf32>)
+//       CHECK:       vector.load %[[KT]][%{{.+}}, %[[STEP]]]
 //       CHECK:       %[[QB:.+]] = vector.broadcast %{{.+}} : f32 to vector<16xf32>
 //       CHECK:       vector.fma %[[QB]], %{{.+}}, %[[S0]] : vector<16xf32>
 //       CHECK:       vector.fma %[[QB]], %{{.+}}, %[[S1]] : vector<16xf32>

@@ -93,6 +93,12 @@ static cl::opt<int64_t>
                       "D + Dv > 192, 3 for the latter with Dv <= 80, else "
                       "2)"),
              cl::init(0), cl::cat(category));
+static cl::opt<int64_t> bandKeyStep(
+    "band-key-step",
+    cl::desc("Keys per step in the packed key blocks that a causal or window "
+             "band cuts (CPU; a multiple of the vector width dividing the key "
+             "tile; 0: the largest such up to 64)"),
+    cl::init(0), cl::cat(category));
 static cl::opt<int64_t>
     laneRows("lane-rows",
              cl::desc("Query rows per tile of the lane-rows micro-kernel "
@@ -211,6 +217,7 @@ int main(int argc, char **argv) {
   options.keyTileSize = keyTile;
   options.vectorWidth = vectorWidth;
   options.rowBlock = rowBlock;
+  options.bandKeyStep = bandKeyStep;
   options.laneRows = laneRows;
   options.prefetchDistance = prefetchDistance;
   options.timing = timing;
@@ -235,7 +242,8 @@ int main(int argc, char **argv) {
                   librarySymbol + "'");
   }
   if (options.queryTileSize < 1 || options.keyTileSize < 0 ||
-      options.bandedQueryTileSize < 0 || options.rowBlock < 0)
+      options.bandedQueryTileSize < 0 || options.rowBlock < 0 ||
+      options.bandKeyStep < 0)
     return fail("tile sizes must be >= 1 (0: chosen per kernel where the "
                 "option allows it)");
   if (options.prefetchDistance < 0)
