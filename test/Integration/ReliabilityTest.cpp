@@ -252,7 +252,26 @@ TEST_F(Reliability, ThousandsOfCallsDoNotGrowMemory) {
 //===----------------------------------------------------------------------===//
 
 class EdgeCases : public Reliability,
-                  public ::testing::WithParamInterface<std::string> {};
+                  public ::testing::WithParamInterface<std::string> {
+protected:
+  /// Runs kernel `name` (D = 16, two heads, 40 rows and keys) with a NaN in
+  /// column `column` of key 20's K row (`inKey`) or V row, in both heads;
+  /// the output must still match the reference. Returns the output.
+  static std::vector<double> runWithNaNAtKey20(const std::string &name,
+                                               bool inKey, int64_t column) {
+    Problem p = problem(name, 40, 40);
+    ProblemData data;
+    CheckReport report = runCrafted(p, data, [&](ProblemData &d) {
+      HostTensor &tensor = inKey ? d.key : d.value;
+      std::vector<double> values = tensor.values;
+      for (int64_t h = 0; h < 2; ++h)
+        values[(h * 40 + 20) * 16 + column] = NAN;
+      setValues(tensor, values);
+    });
+    EXPECT_FALSE(report.output.mismatched()) << report.message;
+    return outputValues(data);
+  }
+};
 
 TEST_P(EdgeCases, AllRowsFullyMasked) {
   Problem p = problem("keep_" + GetParam(), 40, 70);
@@ -320,16 +339,8 @@ TEST_P(EdgeCases, NegativeInfinityBiasesMixedWithFinite) {
 
 TEST_P(EdgeCases, NaNInOneKeyReachesOnlyRowsThatSeeIt) {
   // Causal: rows i >= 20 see key 20, rows i < 20 do not.
-  Problem p = problem("causal_" + GetParam(), 40, 40);
-  ProblemData data;
-  CheckReport report = runCrafted(p, data, [](ProblemData &d) {
-    std::vector<double> k = d.key.values;
-    for (int64_t h = 0; h < 2; ++h)
-      k[(h * 40 + 20) * 16 + 3] = NAN;
-    setValues(d.key, k);
-  });
-  EXPECT_FALSE(report.output.mismatched()) << report.message;
-  std::vector<double> out = outputValues(data);
+  std::vector<double> out =
+      runWithNaNAtKey20("causal_" + GetParam(), /*inKey=*/true, 3);
   for (int64_t h = 0; h < 2; ++h)
     for (int64_t i = 0; i < 40; ++i)
       for (int64_t e = 0; e < 16; ++e) {
@@ -342,16 +353,8 @@ TEST_P(EdgeCases, NaNInOneKeyReachesOnlyRowsThatSeeIt) {
 }
 
 TEST_P(EdgeCases, NaNInOneValueReachesOnlyRowsThatSeeIt) {
-  Problem p = problem("causal_" + GetParam(), 40, 40);
-  ProblemData data;
-  CheckReport report = runCrafted(p, data, [](ProblemData &d) {
-    std::vector<double> v = d.value.values;
-    for (int64_t h = 0; h < 2; ++h)
-      v[(h * 40 + 20) * 16 + 5] = NAN;
-    setValues(d.value, v);
-  });
-  EXPECT_FALSE(report.output.mismatched()) << report.message;
-  std::vector<double> out = outputValues(data);
+  std::vector<double> out =
+      runWithNaNAtKey20("causal_" + GetParam(), /*inKey=*/false, 5);
   for (int64_t i = 0; i < 40; ++i)
     ASSERT_EQ(std::isnan(out[i * 16 + 5]), i >= 20) << "row " << i;
 }
@@ -360,16 +363,8 @@ TEST_P(EdgeCases, NaNInOneValueReachesOnlyRowsWhoseWindowHoldsIt) {
   // Window (8, 0): rows 20-28 see key 20; the rows before and after do not,
   // while the rows next to them, which share micro-kernel blocks with
   // them, see the keys on both sides of it.
-  Problem p = problem("window_" + GetParam(), 40, 40);
-  ProblemData data;
-  CheckReport report = runCrafted(p, data, [](ProblemData &d) {
-    std::vector<double> v = d.value.values;
-    for (int64_t h = 0; h < 2; ++h)
-      v[(h * 40 + 20) * 16 + 5] = NAN;
-    setValues(d.value, v);
-  });
-  EXPECT_FALSE(report.output.mismatched()) << report.message;
-  std::vector<double> out = outputValues(data);
+  std::vector<double> out =
+      runWithNaNAtKey20("window_" + GetParam(), /*inKey=*/false, 5);
   for (int64_t h = 0; h < 2; ++h)
     for (int64_t i = 0; i < 40; ++i)
       ASSERT_EQ(std::isnan(out[(h * 40 + i) * 16 + 5]), i >= 20 && i <= 28)
