@@ -206,8 +206,9 @@ def AttnLowerToVectorPass : Pass<"attn-lower-to-vector", "func::FuncOp"> {
     only the keys its rows see, in steps of `band-key-step` keys, and P·V
     takes the dot product on the keys that all its rows see; the few at
     either edge that some of its rows exclude take f32 FMAs that drop an
-    excluded key's V (a NaN stays out). Tiles of at most `direct-rows` rows (decoding) read K's and V's rows in
-    place when their innermost stride is 1 (checked at run time), no
+    excluded key's V (a NaN stays out). Tiles of at most `direct-rows` rows
+    (decoding) read K's and V's rows in place when their innermost stride
+    is 1 (checked at run time), no
     packing: the rows of all the tile's heads (a GQA group) share each K row
     load (a dot product per score; vdpbf16ps for bf16; with 16-bit K,
     tiles of 4 rows x 4 keys whose 16 sums one transposing tree of shuffles
