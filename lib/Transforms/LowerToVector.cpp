@@ -458,14 +458,15 @@ private:
           b.setInsertionPoint(ifShared.thenBlock()->getTerminator());
           pairValuesDirect(batch, kvHead, blockStart, blockKeys, valueRows);
         }
-        // Per row the online update; then P·V for `n` rows at a time, which
-        // share each V vector they load.
-        bool valueIsF32 =
-            cast<MemRefType>(op.getValue().getType()).getElementType().isF32();
-        auto updateRows = [&](Value first, int64_t n, bool prefetchK,
-                              bool prefetchV) {
-          SmallVector<AccRow> accRows;
+        // The online update of `n` rows from `first` (their weights in
+        // probs' first n slots); then P·V for them, which share each V
+        // vector they load.
+        struct Rows {
+          SmallVector<AccRow> at;
           SmallVector<Value> alphas;
+        };
+        auto updateStatistics = [&](Value first, int64_t n) {
+          Rows rows;
           for (int64_t r = 0; r < n; ++r) {
             Value i = arith::AddIOp::create(b, first, cst(r));
             auto [head, row] = position(i);
@@ -474,15 +475,21 @@ private:
               scores.push_back(
                   vector::LoadOp::create(b, vecType, scratch.groupScores,
                                          ValueRange{i, cst(v * lanes)}));
-            accRows.push_back({head, row});
-            alphas.push_back(updateRowStatistics(
-                batch, accRows.back(), loadStatistics(batch, accRows.back()),
+            rows.at.push_back({head, row});
+            rows.alphas.push_back(updateRowStatistics(
+                batch, rows.at.back(), loadStatistics(batch, rows.at.back()),
                 /*slot=*/r, scores, blockStart, blockKeys,
                 /*storePairs=*/pairedValues()));
           }
+          return rows;
+        };
+        bool valueIsF32 =
+            cast<MemRefType>(op.getValue().getType()).getElementType().isF32();
+        auto accumulateValues = [&](const Rows &rows, bool prefetchK,
+                                    bool prefetchV) {
           auto accumulate = [&](bool byPairs) {
             accumulateRows(
-                batch, accRows, alphas, blockKeys, byPairs,
+                batch, rows.at, rows.alphas, blockKeys, byPairs,
                 [&](Value j, int64_t c) -> Value {
                   Value key = arith::AddIOp::create(b, blockStart, j);
                   // The memory stream keeps going while P·V reads the
@@ -513,8 +520,9 @@ private:
           accumulate(false);
         };
         if (!pairRows())
-          return forLoop(cst(0), count, cst(1),
-                         [&](Value i) { updateRows(i, 1, true, true); });
+          return forLoop(cst(0), count, cst(1), [&](Value i) {
+            accumulateValues(updateStatistics(i, 1), true, true);
+          });
         Value even = arith::SubIOp::create(
             b, count, arith::RemUIOp::create(b, count, cst(2)));
         // Where P·V prefetches and several pairs of rows read the block, the
@@ -522,27 +530,33 @@ private:
         // its V rows: each pass issues half the prefetches (decoding from
         // cache 1.08-1.13x, GQA groups of 8 1.07-1.11x; from memory within
         // the spread) and the memory stream keeps going during both. A
-        // single pair, or a left-over odd row, asks for both.
-        auto everyPair = [&] {
-          forLoop(cst(0), even, cst(2),
-                  [&](Value i) { updateRows(i, 2, true, true); });
-        };
-        if (prefetchKeys > 0 && valueIsF32) {
-          auto several = scf::IfOp::create(
-              b,
-              arith::CmpIOp::create(b, arith::CmpIPredicate::sge, even, cst(4)),
-              /*withElseRegion=*/true);
+        // single pair, or a left-over odd row, asks for both. The choice is
+        // made per pair around P·V alone, so that the softmax is compiled
+        // once for the pairs (once in each of the 3 variants, it was a
+        // third of an f32 D = 256 kernel's code and compile time).
+        Value several;
+        if (prefetchKeys > 0 && valueIsF32)
+          several =
+              arith::CmpIOp::create(b, arith::CmpIPredicate::sge, even, cst(4));
+        forLoop(cst(0), even, cst(2), [&](Value i) {
+          Rows rows = updateStatistics(i, 2);
+          if (!several)
+            return accumulateValues(rows, true, true);
+          auto split = scf::IfOp::create(b, several, /*withElseRegion=*/true);
           OpBuilder::InsertionGuard guard(b);
-          b.setInsertionPoint(several.thenBlock()->getTerminator());
-          updateRows(cst(0), 2, true, false);
-          forLoop(cst(2), even, cst(2),
-                  [&](Value i) { updateRows(i, 2, false, true); });
-          b.setInsertionPoint(several.elseBlock()->getTerminator());
-          everyPair();
-        } else {
-          everyPair();
-        }
-        ifOdd(count, [&] { updateRows(even, 1, true, true); });
+          b.setInsertionPoint(split.thenBlock()->getTerminator());
+          auto first = scf::IfOp::create(
+              b, arith::CmpIOp::create(b, arith::CmpIPredicate::eq, i, cst(0)),
+              /*withElseRegion=*/true);
+          b.setInsertionPoint(first.thenBlock()->getTerminator());
+          accumulateValues(rows, true, false);
+          b.setInsertionPoint(first.elseBlock()->getTerminator());
+          accumulateValues(rows, false, true);
+          b.setInsertionPoint(split.elseBlock()->getTerminator());
+          accumulateValues(rows, true, true);
+        });
+        ifOdd(count,
+              [&] { accumulateValues(updateStatistics(even, 1), true, true); });
       });
     });
   }

@@ -30,22 +30,29 @@
 // P·V, reading the block's f32 V rows from cache, prefetches the next
 // block's rows, one key per key, so that memory keeps streaming: with two
 // pairs of rows (a GQA group of 4), the first pair asks for K's rows and
-// the second for V's.
-//       CHECK:     scf.for %{{.+}} = %c0 to %{{.+}} step %c1 iter_args(
-//       CHECK:       %[[PVKEY:.+]] = arith.addi %{{.+}}, %{{.+}} : index
-//       CHECK:       %[[NEXT:.+]] = arith.addi %[[PVKEY]], %c128 : index
-//       CHECK:       %[[NROW:.+]] = arith.minsi %[[NEXT]], %{{.+}} : index
-//       CHECK:       memref.prefetch %[[K]][%c0, %c0, %[[NROW]], %c0], read, locality<2>, data
-//   CHECK-NOT:       memref.prefetch %[[V]]
-//       CHECK:       vector.fma
-//       CHECK:     math.exp
-//       CHECK:     scf.for %{{.+}} = %c0 to %{{.+}} step %c1 iter_args(
-//       CHECK:       %[[PVKEY2:.+]] = arith.addi %{{.+}}, %{{.+}} : index
-//       CHECK:       %[[NEXT2:.+]] = arith.addi %[[PVKEY2]], %c128 : index
-//       CHECK:       %[[NROW2:.+]] = arith.minsi %[[NEXT2]], %{{.+}} : index
-//   CHECK-NOT:       memref.prefetch %[[K]]
-//       CHECK:       memref.prefetch %[[V]][%c0, %c0, %[[NROW2]], %c0], read, locality<2>, data
-//       CHECK:       vector.fma
+// the second for V's. The choice is made per pair after the pair's online
+// update, which is compiled once.
+//       CHECK:     scf.for %[[PAIR:.+]] = %c0 to %c4 step %c2 {
+//       CHECK:       math.exp
+//       CHECK:       %[[FIRST:.+]] = arith.cmpi eq, %[[PAIR]], %c0 : index
+//   CHECK-NOT:       math.exp
+//       CHECK:       scf.if %[[FIRST]] {
+//       CHECK:         scf.for %{{.+}} = %c0 to %{{.+}} step %c1 iter_args(
+//       CHECK:           %[[PVKEY:.+]] = arith.addi %{{.+}}, %{{.+}} : index
+//       CHECK:           %[[NEXT:.+]] = arith.addi %[[PVKEY]], %c128 : index
+//       CHECK:           %[[NROW:.+]] = arith.minsi %[[NEXT]], %{{.+}} : index
+//       CHECK:           memref.prefetch %[[K]][%c0, %c0, %[[NROW]], %c0], read, locality<2>, data
+//   CHECK-NOT:           memref.prefetch %[[V]]
+//       CHECK:           vector.fma
+//       CHECK:       } else {
+//   CHECK-NOT:         math.exp
+//       CHECK:         scf.for %{{.+}} = %c0 to %{{.+}} step %c1 iter_args(
+//       CHECK:           %[[PVKEY2:.+]] = arith.addi %{{.+}}, %{{.+}} : index
+//       CHECK:           %[[NEXT2:.+]] = arith.addi %[[PVKEY2]], %c128 : index
+//       CHECK:           %[[NROW2:.+]] = arith.minsi %[[NEXT2]], %{{.+}} : index
+//   CHECK-NOT:           memref.prefetch %[[K]]
+//       CHECK:           memref.prefetch %[[V]][%c0, %c0, %[[NROW2]], %c0], read, locality<2>, data
+//       CHECK:           vector.fma
 //       CHECK: } else {
 //   CHECK-NOT: memref.prefetch
 //       CHECK: return
@@ -60,18 +67,31 @@ func.func @decode_f32(%q: memref<1x4x1x128xf32, strided<[?, ?, ?, ?], offset: ?>
 }
 
 // A group of any size: with at least two pairs of rows the first pair
-// prefetches K and the others V; a single pair prefetches both.
+// prefetches K and the others V; a single pair prefetches both. The
+// choice is made per pair, after the pair's online update (once in the
+// code), and an odd row left over prefetches both.
 
 // CHECK-LABEL: func @decode_f32_any_group
 //       CHECK: %[[ODD:.+]] = arith.remui %[[COUNT:.+]], %c2 : index
 //  CHECK-NEXT: %[[EVEN:.+]] = arith.subi %[[COUNT]], %[[ODD]] : index
 //  CHECK-NEXT: %[[SEVERAL:.+]] = arith.cmpi sge, %[[EVEN]], %c4 : index
-//       CHECK: scf.if %[[SEVERAL]] {
-//       CHECK:   memref.prefetch %[[K:.+]][%c0, %c0, %{{.+}}, %c0]
-//       CHECK:   scf.for %{{.+}} = %c2 to %[[EVEN]] step %c2 {
-//       CHECK: } else {
-//       CHECK:   scf.for %{{.+}} = %c0 to %[[EVEN]] step %c2 {
+//  CHECK-NEXT: scf.for %[[PAIR:.+]] = %c0 to %[[EVEN]] step %c2 {
+//       CHECK:   math.exp %{{.+}} : f32
+//       CHECK:   math.exp %{{.+}} : f32
+//   CHECK-NOT:   math.exp %{{.+}} : f32
+//       CHECK:   scf.if %[[SEVERAL]] {
+//  CHECK-NEXT:     %[[FIRST:.+]] = arith.cmpi eq, %[[PAIR]], %c0 : index
+//  CHECK-NEXT:     scf.if %[[FIRST]] {
+//       CHECK:       memref.prefetch %[[K:.+]][%c0, %c0, %{{.+}}, %c0]
+//       CHECK:     } else {
+//       CHECK:       memref.prefetch %[[V:.+]][%c0, %c0, %{{.+}}, %c0]
+//       CHECK:   } else {
 //       CHECK:     memref.prefetch %[[K]][%c0, %c0, %{{.+}}, %c0]
+//       CHECK:     memref.prefetch %[[V]][%c0, %c0, %{{.+}}, %c0]
+//       CHECK: scf.if
+//       CHECK:   math.exp
+//       CHECK:   memref.prefetch %[[K]][%c0, %c0, %{{.+}}, %c0]
+//       CHECK:   memref.prefetch %[[V]][%c0, %c0, %{{.+}}, %c0]
 func.func @decode_f32_any_group(%q: memref<1x?x1x128xf32, strided<[?, ?, ?, ?], offset: ?>>,
                                 %k: memref<1x1x?x128xf32, strided<[?, ?, ?, ?], offset: ?>>,
                                 %v: memref<1x1x?x128xf32, strided<[?, ?, ?, ?], offset: ?>>,
