@@ -529,12 +529,16 @@ createTargetMachine(const ::attn::ResolvedTarget &target, std::string &error) {
   return machine;
 }
 
-void optimize(llvm::Module &module, llvm::TargetMachine &machine) {
+/// LLVM's O3 pipeline, with loop unrolling only when `unroll` (see
+/// CompileOptions::llvmUnroll).
+void optimize(llvm::Module &module, llvm::TargetMachine &machine, bool unroll) {
   llvm::LoopAnalysisManager lam;
   llvm::FunctionAnalysisManager fam;
   llvm::CGSCCAnalysisManager cgam;
   llvm::ModuleAnalysisManager mam;
-  llvm::PassBuilder pb(&machine);
+  llvm::PipelineTuningOptions tuning;
+  tuning.LoopUnrolling = unroll;
+  llvm::PassBuilder pb(&machine, tuning);
   pb.registerModuleAnalyses(mam);
   pb.registerCGSCCAnalyses(cgam);
   pb.registerFunctionAnalyses(fam);
@@ -809,7 +813,7 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
   }
   {
     TimingScope optimizing = timing.nest("LLVM: O3 optimization");
-    optimize(*llvmModule, *machine);
+    optimize(*llvmModule, *machine, options.llvmUnroll);
   }
 
   if (kind == OutputKind::LLVMIR) {

@@ -116,6 +116,11 @@ static cl::opt<bool> splitKeys(
              "call has fewer GQA groups than threads (CPU; default on; "
              "--split-keys=false leaves them out)"),
     cl::init(true), cl::cat(category));
+static cl::opt<bool> llvmUnroll(
+    "llvm-unroll",
+    cl::desc("Let LLVM's O3 unroll loops (CPU; default off: the micro-kernels "
+             "are unrolled where it pays when they are generated)"),
+    cl::init(false), cl::cat(category));
 static cl::opt<int64_t>
     vectorWidth("vector-width",
                 cl::desc("f32 lanes per vector (default: from the target)"),
@@ -222,6 +227,7 @@ int main(int argc, char **argv) {
   options.prefetchDistance = prefetchDistance;
   options.timing = timing;
   options.splitKeys = splitKeys;
+  options.llvmUnroll = llvmUnroll;
   options.librarySymbol = librarySymbol;
   options.cudaToolkit = cudaToolkit;
   if (target != "cpu") {
