@@ -52,9 +52,18 @@
 //       CHECK:       vector.fma
 //       CHECK:     } else {
 //       CHECK:     vector.step : vector<16xindex>
-// Sᵀ: 8 keys x 2 row vectors, K elements broadcast; the block max of each
-// row vector is carried along.
-//       CHECK:     %[[BMAX:.+]]:2 = scf.for %[[J:.+]] = %c0 to %c32 step %c8 iter_args(
+// The keys past the first row vector's reach (rel + 16 for a block at
+// rel = tile + diagonal - block, rounded up to 16 keys, within the block)
+// concern only the second row vector.
+//       CHECK:     %[[REACH:.+]] = arith.addi %{{.+}}, %c16 : index
+//       CHECK:     %[[UP:.+]] = arith.maxsi %[[REACH]], %c0 : index
+//       CHECK:     %[[ROUND:.+]] = arith.addi %[[UP]], %c15 : index
+//       CHECK:     %[[WHOLE16:.+]] = arith.divui %[[ROUND]], %c16 : index
+//       CHECK:     %[[KEYS16:.+]] = arith.muli %[[WHOLE16]], %c16 : index
+//       CHECK:     %[[SPLIT:.+]] = arith.minsi %[[KEYS16]], %c32 : index
+// Sᵀ up to the split: 8 keys x 2 row vectors, K elements broadcast; the
+// block max of each row vector is carried along.
+//       CHECK:     %[[BMAX:.+]]:2 = scf.for %[[J:.+]] = %c0 to %[[SPLIT]] step %c8 iter_args(
 //       CHECK:       %[[S:.+]]:16 = scf.for %[[DD:.+]] = %c0 to %c32 step %c1 iter_args(
 //       CHECK:         %[[Q0:.+]] = vector.load %[[QT]][%[[DD]], %c0]
 //       CHECK:         %[[Q1:.+]] = vector.load %[[QT]][%[[DD]], %c16]
@@ -62,38 +71,59 @@
 //       CHECK:         %[[KB0:.+]] = vector.broadcast %[[K0]] : f32 to vector<16xf32>
 //       CHECK:         vector.fma %[[KB0]], %[[Q0]], %{{.+}} : vector<16xf32>
 //       CHECK:         vector.fma %[[KB0]], %[[Q1]], %{{.+}} : vector<16xf32>
-// Soft-cap, the band (key <= row + diagonal) and the block's key count.
-//       CHECK:       math.tanh %{{.+}} : vector<16xf32>
+// The band (key <= row + diagonal) and the block's key count; the soft
+// cap waits for the softmax.
+//   CHECK-NOT:       math.tanh
 //       CHECK:       %[[IN:.+]] = arith.cmpi sle, %{{.+}}, %{{.+}} : vector<16xi32>
 //       CHECK:       arith.select %[[IN]], %{{.+}}, %{{.+}} : vector<16xi1>, vector<16xf32>
 //       CHECK:       %[[S0:.+]] = arith.select %{{.+}}, %{{.+}}, %{{.+}} : vector<16xf32>
 //       CHECK:       vector.store %[[S0]], %[[ST]][%[[J]], %c0]
 //       CHECK:       arith.maximumf %{{.+}}, %[[S0]] : vector<16xf32>
-// Per row vector: the rows' running max and sum, p = exp(s - m') in place.
+// From the split on, the second row vector alone, 16 keys a step.
+//       CHECK:     %[[BMAX1:.+]] = scf.for %{{.+}} = %[[SPLIT]] to %c32 step %c16 iter_args(%{{.+}} = %[[BMAX]]#1) -> (vector<16xf32>)
+//       CHECK:       scf.for %{{.+}} = %c0 to %c32 step %c1 iter_args({{.+}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
+//       CHECK:         vector.load %[[QT]][%{{.+}}, %c16]
+//   CHECK-NOT:         vector.load %[[QT]][%{{.+}}, %c0]
+//       CHECK:       vector.store %{{.+}}, %[[ST]][%{{.+}}, %c16]
+// Per row vector: the rows' running max and sum, p = exp(s - m') in place,
+// the scores capped as read (the block max once; -inf stays -inf), the
+// first row vector's up to the split.
+//       CHECK:     %[[NOMAX:.+]] = arith.cmpf oeq, %[[BMAX]]#0, %{{.+}} : vector<16xf32>
+//       CHECK:     %[[CAP:.+]] = math.tanh
+//       CHECK:     %[[CAPPED:.+]] = arith.mulf %[[CAP]]
+//       CHECK:     %[[CMAX:.+]] = arith.select %[[NOMAX]], %[[BMAX]]#0, %[[CAPPED]]
 //       CHECK:     %[[OLDMAX:.+]] = vector.load %[[STATS]][%c0, %c0]
 //       CHECK:     vector.load %[[STATS]][%c1, %c0]
-//       CHECK:     arith.maximumf %[[OLDMAX]], %[[BMAX]]#0
+//       CHECK:     arith.maximumf %[[OLDMAX]], %[[CMAX]]
 //       CHECK:     arith.cmpf oeq
 //       CHECK:     %[[ALPHA0:.+]] = math.exp
-//       CHECK:     scf.for %{{.+}} = %c0 to %c32 step %c2 iter_args(
+//       CHECK:     scf.for %{{.+}} = %c0 to %[[SPLIT]] step %c2 iter_args(
+//       CHECK:       math.tanh
 //       CHECK:       math.exp
 //       CHECK:       vector.store %{{.+}}, %[[ST]]
 //       CHECK:     vector.store %{{.+}}, %[[STATS]][%c0, %c0]
 //       CHECK:     vector.store %{{.+}}, %[[STATS]][%c1, %c0]
+//       CHECK:     arith.cmpf oeq, %[[BMAX1]]
 //       CHECK:     %[[ALPHA1:.+]] = math.exp
+//       CHECK:     scf.for %{{.+}} = %c0 to %c32 step %c2 iter_args(
 // P·V: 8 columns of Oᵀ x 2 row vectors, rescaled by α, over the block's
-// keys; an excluded key (p = 0) leaves the accumulator as it was (a
-// select that AVX-512 makes a masked FMA).
+// keys up to the split, then the second row vector's over the rest; an
+// excluded key (p = 0) leaves the accumulator as it was (a select that
+// AVX-512 makes a masked FMA).
 //       CHECK:     scf.for %[[E:.+]] = %c0 to %c16 step %c8
 //       CHECK:       arith.mulf %{{.+}}, %[[ALPHA0]]
 //       CHECK:       arith.mulf %{{.+}}, %[[ALPHA1]]
-//       CHECK:       scf.for %[[JJ:.+]] = %c0 to %{{.+}} step %c1 iter_args(
+//       CHECK:       %[[TO:.+]] = arith.minsi %[[SPLIT]], %{{.+}} : index
+//       CHECK:       %[[PV:.+]]:16 = scf.for %[[JJ:.+]] = %c0 to %[[TO]] step %c1 iter_args(
 //       CHECK:         %[[P0:.+]] = vector.load %[[ST]][%[[JJ]], %c0]
 //       CHECK:         %[[IN:.+]] = arith.cmpf une, %[[P0]]
 //       CHECK:         %[[VE:.+]] = memref.load %[[V]]
 //       CHECK:         %[[VB:.+]] = vector.broadcast %[[VE]] : f32 to vector<16xf32>
 //       CHECK:         %[[F:.+]] = vector.fma %[[VB]], %[[P0]], %[[OLD:.+]] : vector<16xf32>
 //       CHECK:         arith.select %[[IN]], %[[F]], %[[OLD]]
+//       CHECK:       scf.for %[[JU:.+]] = %[[SPLIT]] to %{{.+}} step %c1 iter_args(%{{.+}} = %[[PV]]#1, %{{.+}} = %[[PV]]#3,
+//       CHECK:         vector.load %[[ST]][%[[JU]], %c16]
+//   CHECK-NOT:         vector.load %[[ST]][%[[JU]], %c0]
 //       CHECK:       vector.store %{{.+}}, %[[OT]]
 // The last 4 columns (20 = 2 x 8 + 4).
 //       CHECK:     scf.for %{{.+}} = %c0 to %{{.+}} step %c1 iter_args(
