@@ -48,6 +48,9 @@ std::vector<ConformanceCase> attn::conformanceCases() {
        "dtype=bf16,d=64,causal=bottom_right,sizes=?:48:2:1:?", 2, 48, 2, 1,
        200},
       {"decode_group_no_heads", "d=32,lse,sizes=?:?:?:1:?", 1, 0, 2, 1, 50},
+      // Rows of 16 chunks (f32 D = 256): the score tiles loop over chunks;
+      // 6 rows a group, so that the per-row loop scores the other 2.
+      {"decode_group_wide", "d=256,lse,sizes=?:?:?:1:?", 1, 12, 2, 1, 300},
       // Split-KV: one key/value head (multi-query) over longer keys, and a
       // bias with -inf, a window and two query rows across the ranges.
       {"decode_split_mqa", "dtype=bf16,d=128,lse,sizes=?:?:?:1:?", 1, 6, 1, 1,

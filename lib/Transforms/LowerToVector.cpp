@@ -88,6 +88,9 @@ constexpr int64_t kBandKeyStep = 64;
 /// The direct path's score tile: kScoreTile rows x kScoreTile keys, one
 /// vector of scores (16 lanes).
 constexpr int64_t kScoreTile = 4;
+/// Chunks of a row that the direct path's score tiles unroll; longer rows
+/// take a loop over their chunks.
+constexpr int64_t kUnrolledChunks = 8;
 
 /// Zeroes a 2-D scratch buffer whose rows are whole vectors (of
 /// `vectorWidth` 32-bit lanes' bytes): a loop over its rows of vector
@@ -581,11 +584,12 @@ private:
     Value queries = bf16Dot ? scratch.queryPairs : scratch.queryRows;
     auto queryType =
         VectorType::get({width}, bf16Dot ? b.getBF16Type() : Type(f32));
-    auto keyChunk = [&](Value key, int64_t c) -> Value {
-      return bf16Dot ? loadRawChunk(keyRows, {batch, kvHead, key}, c * width,
-                                    headDim, width)
-                     : loadRowChunk(keyRows, {batch, kvHead, key}, c * width,
-                                    headDim);
+    // `width` columns of key `key`'s row from column `col`, of which the
+    // first `live` are read (f32 widened; bf16 as stored).
+    auto keyChunk = [&](Value key, Value col, int64_t live) -> Value {
+      Value raw =
+          loadRawChunkAt(keyRows, {batch, kvHead, key}, col, live, width);
+      return bf16Dot ? raw : widenToF32(raw);
     };
     auto product = [&](Value acc, Value q, Value k) -> Value {
       return bf16Dot ? Value(x86vector::DotBF16Op::create(b, acc, q, k))
@@ -626,7 +630,7 @@ private:
       prefetchAhead(key);
       SmallVector<Value> k;
       for (int64_t c = 0; c < chunks; ++c)
-        k.push_back(keyChunk(key, c));
+        k.push_back(keyChunk(key, cst(c * width), headDim - c * width));
       forLoop(tiled, count, cst(1), [&](Value i) {
         Value acc[2] = {splat(f32Const(0)), splat(f32Const(0))};
         for (int64_t c = 0; c < chunks; ++c) {
@@ -651,7 +655,7 @@ private:
   void emitScoreTiles(Value firstRow, Value blockStart, Value blockKeys,
                       int64_t chunks, int64_t width, Value queries,
                       VectorType queryType,
-                      function_ref<Value(Value, int64_t)> keyChunk,
+                      function_ref<Value(Value, Value, int64_t)> keyChunk,
                       function_ref<Value(Value, Value, Value)> product,
                       function_ref<void(Value)> prefetchAhead) {
     Value lastKey = arith::SubIOp::create(
@@ -664,21 +668,34 @@ private:
         prefetchAhead(key);
         keyIndex.push_back(arith::MinSIOp::create(b, key, lastKey));
       }
-      SmallVector<Value> acc(kScoreTile * kScoreTile, splat(f32Const(0)));
-      for (int64_t c = 0; c < chunks; ++c) {
-        SmallVector<Value> k, q;
+      // One chunk of `width` columns from `col` (`live` of them read).
+      auto chunkStep = [&](Value col, int64_t live,
+                           ValueRange in) -> SmallVector<Value> {
+        SmallVector<Value> k, q, acc(in.begin(), in.end());
         for (int64_t t = 0; t < kScoreTile; ++t)
-          k.push_back(keyChunk(keyIndex[t], c));
+          k.push_back(keyChunk(keyIndex[t], col, live));
         for (int64_t r = 0; r < kScoreTile; ++r)
           q.push_back(vector::LoadOp::create(
               b, queryType, queries,
-              ValueRange{arith::AddIOp::create(b, firstRow, cst(r)),
-                         cst(c * width)}));
+              ValueRange{arith::AddIOp::create(b, firstRow, cst(r)), col}));
         for (int64_t r = 0; r < kScoreTile; ++r)
           for (int64_t t = 0; t < kScoreTile; ++t)
             acc[r * kScoreTile + t] =
                 product(acc[r * kScoreTile + t], q[r], k[t]);
-      }
+        return acc;
+      };
+      SmallVector<Value> acc(kScoreTile * kScoreTile, splat(f32Const(0)));
+      // Up to kUnrolledChunks chunks unrolled; a longer row (f32 D = 256)
+      // in a loop over its whole chunks: 16 FMAs an iteration hide the
+      // loop's cost, and the code is a sixteenth as long.
+      int64_t whole = chunks > kUnrolledChunks ? headDim / width : 0;
+      if (whole > 0)
+        acc = forLoopWith(cst(0), cst(whole * width), cst(width), acc,
+                          [&](Value col, ValueRange in) {
+                            return chunkStep(col, width, in);
+                          });
+      for (int64_t c = whole; c < chunks; ++c)
+        acc = chunkStep(cst(c * width), headDim - c * width, acc);
       Value sums = transposedSum(acc);
       for (int64_t r = 0; r < kScoreTile; ++r)
         vector::StoreOp::create(

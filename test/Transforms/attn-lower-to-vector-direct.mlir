@@ -141,3 +141,22 @@ func.func @decode_f16_tiles(%q: memref<1x?x1x20xf16>, %k: memref<1x1x?x20xf16>, 
       outs(%acc, %m, %s : memref<1x?x1x20xf32>, memref<1x?x1xf32>, memref<1x?x1xf32>)
   return
 }
+
+// A row of 16 chunks (f32 D = 256): the score tiles take its chunks in a
+// loop, 16 FMAs (4 rows x 4 keys) an iteration on the 16 accumulators,
+// rather than 256 FMAs unrolled.
+
+// CHECK-LABEL: func @decode_group_wide
+//       CHECK: scf.for %{{.+}} = %c0 to %{{.+}} step %c4 {
+//       CHECK:   %[[TILE:.+]]:16 = scf.for %[[COL:.+]] = %c0 to %c256 step %c16 iter_args(
+//       CHECK:     vector.load %{{.+}}[%c0, %c0, %{{.+}}, %[[COL]]] : memref<1x1x?x256xf32, strided<[?, ?, 256, 1]>>, vector<16xf32>
+//       CHECK-COUNT-16: vector.fma
+//   CHECK-NOT:     vector.fma
+//       CHECK:     scf.yield
+//       CHECK-COUNT-30: vector.shuffle
+func.func @decode_group_wide(%q: memref<1x4x1x256xf32>, %k: memref<1x1x?x256xf32>, %v: memref<1x1x?x256xf32>,
+                             %acc: memref<1x4x1x256xf32>, %m: memref<1x4x1xf32>, %s: memref<1x4x1xf32>) {
+  attn.online_attention ins(%q, %k, %v : memref<1x4x1x256xf32>, memref<1x1x?x256xf32>, memref<1x1x?x256xf32>)
+      outs(%acc, %m, %s : memref<1x4x1x256xf32>, memref<1x4x1xf32>, memref<1x4x1xf32>)
+  return
+}
