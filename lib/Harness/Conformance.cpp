@@ -51,6 +51,10 @@ std::vector<ConformanceCase> attn::conformanceCases() {
       // Rows of 16 chunks (f32 D = 256): the score tiles loop over chunks;
       // 6 rows a group, so that the per-row loop scores the other 2.
       {"decode_group_wide", "d=256,lse,sizes=?:?:?:1:?", 1, 12, 2, 1, 300},
+      // A soft cap over a group's scores (3 rows: a pair and an odd row).
+      {"decode_softcap",
+       "d=64,softcap=5,causal=bottom_right,lse,sizes=?:?:?:1:?", 1, 6, 2, 1,
+       200},
       // Split-KV: one key/value head (multi-query) over longer keys, and a
       // bias with -inf, a window and two query rows across the ranges.
       {"decode_split_mqa", "dtype=bf16,d=128,lse,sizes=?:?:?:1:?", 1, 6, 1, 1,

@@ -449,6 +449,20 @@ private:
         Value blockKeys = arith::MinSIOp::create(b, remaining, cst(keyBlock));
         emitDirectScores(batch, kvHead, count, keys, blockStart, blockKeys,
                          keyRows, valueRows);
+        // A soft cap (and the scale before it) goes over the chunk's scores
+        // in place, in one loop, rather than in each row's update below:
+        // its tanh is then compiled once, not once per score vector and
+        // row of every variant (24 times in a prefill kernel's direct path).
+        bool capFirst = static_cast<bool>(op.getSoftcapAttr());
+        if (capFirst)
+          forLoop(cst(0), count, cst(1), [&](Value i) {
+            forLoop(cst(0), cst(keyBlock), cst(lanes), [&](Value c) {
+              Value s = vector::LoadOp::create(b, vecType, scratch.groupScores,
+                                               ValueRange{i, c});
+              vector::StoreOp::create(b, scaleAndCap(s), scratch.groupScores,
+                                      ValueRange{i, c});
+            });
+          });
         // bf16 V becomes key pairs once per block for the dot product when
         // more than one row reads it; otherwise V's rows are read in place
         // (f16 widened as loaded: measured faster than widening the block
@@ -483,7 +497,7 @@ private:
             rows.alphas.push_back(updateRowStatistics(
                 batch, rows.at.back(), loadStatistics(batch, rows.at.back()),
                 /*slot=*/r, scores, blockStart, blockKeys,
-                /*storePairs=*/pairedValues()));
+                /*storePairs=*/pairedValues(), /*scaledAndCapped=*/capFirst));
           }
           return rows;
         };
@@ -1626,6 +1640,12 @@ private:
     return arith::SelectOp::create(b, excluded, s, softcap(s));
   }
 
+  /// A vector of raw scores scaled, then soft-capped.
+  Value scaleAndCap(Value s) {
+    return softcap(
+        arith::MulFOp::create(b, s, splat(f32Const(op.getEffectiveScale()))));
+  }
+
   /// c · tanh(s / c) with the op's soft cap c, else s.
   Value softcap(Value s) {
     auto cap = op.getSoftcapAttr();
@@ -2079,22 +2099,14 @@ private:
   /// return the rescale factor alpha = exp(m_old - m_new).
   Value updateRowStatistics(Value batch, const AccRow &at, RowStatistics old,
                             int64_t slot, MutableArrayRef<Value> scores,
-                            Value blockStart, Value blockKeys,
-                            bool storePairs) {
+                            Value blockStart, Value blockKeys, bool storePairs,
+                            bool scaledAndCapped = false) {
     Value head = at.head, row = at.row;
     int64_t scoreVectors = scores.size();
     Value zeroVec = splat(f32Const(0));
-    Value scale = splat(f32Const(op.getEffectiveScale()));
-    for (Value &s : scores)
-      s = arith::MulFOp::create(b, s, scale);
-    if (auto cap = op.getSoftcapAttr()) {
-      float c = cap.getValueAsDouble();
-      Value inv = splat(f32Const(1.0f / c)), capVec = splat(f32Const(c));
-      for (Value &s : scores) {
-        Value t = math::TanhOp::create(b, arith::MulFOp::create(b, s, inv));
-        s = arith::MulFOp::create(b, t, capVec);
-      }
-    }
+    if (!scaledAndCapped)
+      for (Value &s : scores)
+        s = scaleAndCap(s);
     if (op.getMask()) {
       packMaskRow(batch, head, row, blockStart, blockKeys);
       for (int64_t v = 0; v < scoreVectors; ++v) {

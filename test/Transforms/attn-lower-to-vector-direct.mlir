@@ -160,3 +160,25 @@ func.func @decode_group_wide(%q: memref<1x4x1x256xf32>, %k: memref<1x1x?x256xf32
       outs(%acc, %m, %s : memref<1x4x1x256xf32>, memref<1x4x1xf32>, memref<1x4x1xf32>)
   return
 }
+
+// A soft cap (and the scale before it) goes over the chunk's scores in
+// place, one loop over rows and score vectors, before the rows' online
+// update: one tanh in the direct path, none in the updates.
+
+// CHECK-LABEL: func @decode_softcap
+//       CHECK: scf.for %[[COL:.+]] = %c0 to %c32 step %c16 {
+//  CHECK-NEXT:   %[[S:.+]] = vector.load %[[SCORES:.+]][%[[ROW:.+]], %[[COL]]] : memref<16x32xf32>, vector<16xf32>
+//  CHECK-NEXT:   %[[SCALED:.+]] = arith.mulf %[[S]]
+//  CHECK-NEXT:   %[[DIV:.+]] = arith.mulf %[[SCALED]]
+//  CHECK-NEXT:   math.tanh %[[DIV]]
+//       CHECK:   vector.store %{{.+}}, %[[SCORES]][%[[ROW]], %[[COL]]]
+//   CHECK-NOT: math.tanh
+//       CHECK: math.exp
+//   CHECK-NOT: math.tanh
+//       CHECK: return
+func.func @decode_softcap(%q: memref<1x4x1x20xf32>, %k: memref<1x1x?x20xf32>, %v: memref<1x1x?x20xf32>,
+                          %acc: memref<1x4x1x20xf32>, %m: memref<1x4x1xf32>, %s: memref<1x4x1xf32>) {
+  attn.online_attention ins(%q, %k, %v : memref<1x4x1x20xf32>, memref<1x1x?x20xf32>, memref<1x1x?x20xf32>)
+      outs(%acc, %m, %s : memref<1x4x1x20xf32>, memref<1x4x1xf32>, memref<1x4x1xf32>) softcap(30.0)
+  return
+}
