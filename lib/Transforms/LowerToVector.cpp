@@ -414,6 +414,13 @@ private:
   void emitDirectGroup(Value batch, Value kvHead, Value firstHead, Value group,
                        Value rows, Value keys, Value keyRows, Value valueRows) {
     Value total = arith::MulIOp::create(b, group, rows);
+    // In a kernel for any number of query rows (a dynamic Sq: prefill, one
+    // head per tile) the direct path is the fallback for calls of at most
+    // direct-rows rows, and takes its plain form: rows scored one at a
+    // time, one prefetch pattern. Score tiles and the prefetch split pay
+    // for GQA groups, which only decoding kernels (a static Sq) tile by;
+    // left out here they took half of the fallback's code.
+    bool fallback = cast<MemRefType>(op.getQuery().getType()).isDynamicDim(2);
     // Only the keys the op's rows may see (a causal or windowed op that
     // attn-skip-masked-blocks left whole for the lane-rows path comes here
     // when few rows remain).
@@ -448,7 +455,7 @@ private:
         Value remaining = arith::SubIOp::create(b, lastKey, blockStart);
         Value blockKeys = arith::MinSIOp::create(b, remaining, cst(keyBlock));
         emitDirectScores(batch, kvHead, count, keys, blockStart, blockKeys,
-                         keyRows, valueRows);
+                         keyRows, valueRows, /*tiles=*/!fallback);
         // A soft cap (and the scale before it) goes over the chunk's scores
         // in place, in one loop, rather than in each row's update below:
         // its tanh is then compiled once, not once per score vector and
@@ -553,7 +560,7 @@ private:
         // once for the pairs (once in each of the 3 variants, it was a
         // third of an f32 D = 256 kernel's code and compile time).
         Value several;
-        if (prefetchKeys > 0 && valueIsF32)
+        if (prefetchKeys > 0 && valueIsF32 && !fallback)
           several =
               arith::CmpIOp::create(b, arith::CmpIPredicate::sge, even, cst(4));
         forLoop(cst(0), even, cst(2), [&](Value i) {
@@ -584,7 +591,7 @@ private:
   bool pairRows() const { return rowBlock >= 2; }
 
   /// groupScores[i][j] = q_i · K[blockStart + j] for the chunk's `count`
-  /// rows. With 16 lanes, whole groups of 4 rows take register tiles of 4
+  /// rows. With 16 lanes and `tiles`, whole groups of 4 rows take tiles of 4
   /// rows x 4 keys (emitScoreTiles); the other rows go one at a time: per
   /// key, K's row chunks stay in registers across the rows, each score two
   /// accumulator chains (their latency overlaps) and one tree sum. bf16 Q
@@ -592,7 +599,7 @@ private:
   /// the pairs it multiplies), 32 dims per step.
   void emitDirectScores(Value batch, Value kvHead, Value count, Value keys,
                         Value blockStart, Value blockKeys, Value keyRows,
-                        Value valueRows) {
+                        Value valueRows, bool tiles) {
     int64_t width = bf16Dot ? 2 * lanes : lanes;
     int64_t chunks = llvm::divideCeil(headDim, width);
     Value queries = bf16Dot ? scratch.queryPairs : scratch.queryRows;
@@ -624,7 +631,7 @@ private:
     // Tiles for every K type: bf16/f16 decoding measured 4-8 % faster with
     // them; f32, once P·V prefetched the next block, 2-5 % faster from
     // memory and 7-15 % from cache (it had been 8-12 % slower before).
-    bool useTiles = lanes == kScoreTile * kScoreTile;
+    bool useTiles = tiles && lanes == kScoreTile * kScoreTile;
     Value tiled = cst(0);
     if (useTiles) {
       tiled = arith::SubIOp::create(
