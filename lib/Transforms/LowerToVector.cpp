@@ -1339,12 +1339,9 @@ private:
     // many accumulators as leave room for the row vectors and a broadcast:
     // 16 of AVX-512's 32 registers, 12 of AVX2's 16 (a tile of 3 row
     // vectors by 4 keys; 16 accumulators there spilled and ran at half
-    // the speed). keyStep divides keyBlock, so that Sᵀ's steps stay in the
-    // block.
+    // the speed).
     int64_t accumulators = lanes >= 16 ? kMaxAccumulators : 12;
-    int64_t keyStep = std::max<int64_t>(1, accumulators / rowVectors);
-    while (keyBlock % keyStep != 0)
-      --keyStep;
+    int64_t keyStep = laneKeyStep(accumulators, rowVectors);
     Value lastKey = arith::SubIOp::create(b, keys, cst(1));
     Value zeroVec = splat(f32Const(0)), negInfVec = splat(f32Const(-kInf));
     // 16-bit K and V were widened by widenBlock; f32 rows are read in place.
@@ -1596,6 +1593,16 @@ private:
     eachChunk(valueDim, columns, keyStep);
   }
 
+  /// Keys per step of a lane-rows score loop over `rowVectors` row
+  /// vectors: as many as keep `accumulators` accumulators, and a divisor of
+  /// keyBlock, so that Sᵀ's steps stay in the block.
+  int64_t laneKeyStep(int64_t accumulators, int64_t rowVectors) {
+    int64_t step = std::max<int64_t>(1, accumulators / rowVectors);
+    while (keyBlock % step != 0)
+      --step;
+    return step;
+  }
+
   /// The key segments of a lane-rows block the band cuts: segment v,
   /// keys [start[v], start[v + 1]) (block-local), holds the keys that no
   /// row of the row vectors before v sees (`hi0` being row 0's last
@@ -1613,9 +1620,7 @@ private:
     LaneSegments segments;
     int64_t common = 2;
     for (int64_t v = 0; v < rowVectors; ++v) {
-      int64_t step = std::max<int64_t>(1, accumulators / (rowVectors - v));
-      while (keyBlock % step != 0)
-        --step;
+      int64_t step = laneKeyStep(accumulators, rowVectors - v);
       segments.step.push_back(step);
       common = std::lcm(common, step);
     }
