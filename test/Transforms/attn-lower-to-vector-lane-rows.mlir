@@ -78,7 +78,9 @@
 //       CHECK:       arith.select %[[IN]], %{{.+}}, %{{.+}} : vector<16xi1>, vector<16xf32>
 //       CHECK:       %[[S0:.+]] = arith.select %{{.+}}, %{{.+}}, %{{.+}} : vector<16xf32>
 //       CHECK:       vector.store %[[S0]], %[[ST]][%[[J]], %c0]
-//       CHECK:       arith.maximumf %{{.+}}, %[[S0]] : vector<16xf32>
+// The running max as x86 takes it (s > m ? s : m: one vmaxps).
+//       CHECK:       %[[GT:.+]] = arith.cmpf ogt, %[[S0]], %[[M:.+]] : vector<16xf32>
+//       CHECK:       arith.select %[[GT]], %[[S0]], %[[M]] : vector<16xi1>, vector<16xf32>
 // From the split on, the second row vector alone, 16 keys a step.
 //       CHECK:     %[[BMAX1:.+]] = scf.for %{{.+}} = %[[SPLIT]] to %c32 step %c16 iter_args(%{{.+}} = %[[BMAX]]#1) -> (vector<16xf32>)
 //       CHECK:       scf.for %{{.+}} = %c0 to %c32 step %c1 iter_args({{.+}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
@@ -94,7 +96,8 @@
 //       CHECK:     %[[CMAX:.+]] = arith.select %[[NOMAX]], %[[BMAX]]#0, %[[CAPPED]]
 //       CHECK:     %[[OLDMAX:.+]] = vector.load %[[STATS]][%c0, %c0]
 //       CHECK:     vector.load %[[STATS]][%c1, %c0]
-//       CHECK:     arith.maximumf %[[OLDMAX]], %[[CMAX]]
+//       CHECK:     %[[UP:.+]] = arith.cmpf ogt, %[[CMAX]], %[[OLDMAX]]
+//       CHECK:     arith.select %[[UP]], %[[CMAX]], %[[OLDMAX]]
 //       CHECK:     arith.cmpf oeq
 //       CHECK:     %[[ALPHA0:.+]] = math.exp
 //       CHECK:     scf.for %{{.+}} = %c0 to %[[SPLIT]] step %c2 iter_args(

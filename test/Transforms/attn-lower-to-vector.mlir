@@ -74,8 +74,13 @@
 //       CHECK:     arith.cmpi sle
 //       CHECK:     arith.select %{{.+}}, %{{.+}}, %{{.+}} : vector<16xi1>, vector<16xf32>
 // Online update: new max, exp of non-positive numbers only, rescale.
-//       CHECK:     vector.reduction <maximumf>
-//       CHECK:     %[[NEWMAX:.+]] = arith.maximumf %[[OLDMAX]], %{{.+}} : f32
+// The row's max by halves (16, 8, 4, 2 lanes), each x > y ? x : y.
+//       CHECK:     vector.extract_strided_slice %{{.+}} {offsets = [8], sizes = [8], strides = [1]} : vector<16xf32> to vector<8xf32>
+//       CHECK:     arith.cmpf ogt, %{{.+}}, %{{.+}} : vector<8xf32>
+//       CHECK:     vector.extract_strided_slice %{{.+}} {offsets = [1], sizes = [1], strides = [1]} : vector<2xf32> to vector<1xf32>
+//       CHECK:     %[[BMAX:.+]] = vector.extract %{{.+}}[0] : f32 from vector<1xf32>
+//       CHECK:     %[[GT:.+]] = arith.cmpf ogt, %[[BMAX]], %[[OLDMAX]] : f32
+//       CHECK:     %[[NEWMAX:.+]] = arith.select %[[GT]], %[[BMAX]], %[[OLDMAX]] : f32
 //       CHECK:     %[[NONE:.+]] = arith.cmpf oeq, %[[NEWMAX]]
 //       CHECK:     %[[SAFE:.+]] = arith.select %[[NONE]], %{{.+}}, %[[NEWMAX]] : f32
 //       CHECK:     %[[DELTA:.+]] = arith.subf %[[OLDMAX]], %[[SAFE]]
