@@ -1741,10 +1741,23 @@ private:
       Value stepKeys = cst(bandKeyStep), to = seen.anyTo;
       Value from = arith::MulIOp::create(
           b, arith::DivUIOp::create(b, seen.anyFrom, stepKeys), stepKeys);
+      int64_t halfStep = bandKeyStep / 2;
       forLoop(from, to, stepKeys, [&](Value step) {
-        emitRows(batch, block, arith::AddIOp::create(b, blockStart, step),
-                 arith::MinSIOp::create(b, arith::SubIOp::create(b, to, step),
-                                        stepKeys),
+        Value start = arith::AddIOp::create(b, blockStart, step);
+        Value left = arith::SubIOp::create(b, to, step);
+        if (halfStep % lanes != 0)
+          return emitRows(batch, block, start,
+                          arith::MinSIOp::create(b, left, stepKeys), step,
+                          bandKeyStep / lanes);
+        // A last step of at most half a step: half the score vectors.
+        Value short_ = arith::CmpIOp::create(b, arith::CmpIPredicate::sle, left,
+                                             cst(halfStep));
+        auto choice = scf::IfOp::create(b, short_, /*withElseRegion=*/true);
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPoint(choice.thenBlock()->getTerminator());
+        emitRows(batch, block, start, left, step, halfStep / lanes);
+        b.setInsertionPoint(choice.elseBlock()->getTerminator());
+        emitRows(batch, block, start, arith::MinSIOp::create(b, left, stepKeys),
                  step, bandKeyStep / lanes);
       });
     });

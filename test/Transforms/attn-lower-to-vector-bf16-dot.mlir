@@ -192,7 +192,8 @@ func.func @bf16_dot_decode_group(%q: memref<1x4x1x64xbf16>, %k: memref<1x1x?x64x
 // both rows see (an even count, from key 0 up: no left edge); the last
 // keys, which its first row may not see, go to f32 FMAs of V widened from
 // its pairs (bf16 << 16 for an even key, the high half for an odd), which
-// drop an excluded key's V per row.
+// drop an excluded key's V per row. A step with at most half a step of keys
+// left (16 here) takes half the score vectors: one a row, not two.
 
 // CHECK-LABEL: func @bf16_dot_causal
 //       CHECK: vector.interleave
@@ -205,6 +206,11 @@ func.func @bf16_dot_decode_group(%q: memref<1x4x1x64xbf16>, %k: memref<1x1x?x64x
 //       CHECK: } else {
 //   CHECK-NOT:   vector.interleave
 //       CHECK:   scf.for %[[STEP:.+]] = %{{.+}} to %{{.+}} step %c32 {
+//       CHECK:     %[[SHORT:.+]] = arith.cmpi sle, %{{.+}}, %c16 : index
+//       CHECK:     scf.if %[[SHORT]] {
+//       CHECK:       scf.for %{{.+}} = %c0 to %c16 step %c1 iter_args(%{{.+}} = %cst{{.*}}, %{{.+}} = %cst{{.*}}) -> (vector<16xf32>, vector<16xf32>) {
+//       CHECK:     } else {
+//       CHECK:       scf.for %{{.+}} = %c0 to %c16 step %c1 iter_args({{.+}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>) {
 //       CHECK:     x86vector.avx512.dot
 //       CHECK:     arith.cmpi sle
 //       CHECK:     arith.andi %{{.+}}, %c-2 : index

@@ -48,9 +48,15 @@
 //   CHECK-NOT:     memref.load %[[V]]
 // Query rows: each walks the block's keys up to its reach (row + d + 1,
 // clamped to the block) in steps of band-key-step keys (here the block's
-// 32); Q·Kᵀ as two vector accumulators over D, from the step's columns.
+// 32); Q·Kᵀ as two vector accumulators over D, from the step's columns. A
+// step with at most 16 keys left takes one vector (the first branch); the
+// checks below follow the whole step's.
 //       CHECK:   scf.for %[[ROW:.+]] = %c0 to
 //       CHECK:     scf.for %[[STEP:.+]] = %{{.+}} to %{{.+}} step %c32 {
+//       CHECK:     %[[SHORT:.+]] = arith.cmpi sle, %{{.+}}, %c16 : index
+//       CHECK:     scf.if %[[SHORT]] {
+//       CHECK:       scf.for %{{.+}} = %c0 to %c32 step %c1 iter_args(%{{.+}} = %{{.+}}) -> (vector<16xf32>)
+//       CHECK:     } else {
 //       CHECK:     %[[NK:.+]] = arith.minsi %{{.+}}, %c32 : index
 //       CHECK:     %[[S:.+]]:2 = scf.for %{{.+}} = %c0 to %c32 step %c1 iter_args(%[[S0:.+]] = %{{.+}}, %[[S1:.+]] = %{{.+}}) -> (vector<16xf32>, vector<16xf32>)
 //       CHECK:       vector.load %[[KT]][%{{.+}}, %[[STEP]]]
