@@ -1745,10 +1745,13 @@ private:
       forLoop(from, to, stepKeys, [&](Value step) {
         Value start = arith::AddIOp::create(b, blockStart, step);
         Value left = arith::SubIOp::create(b, to, step);
+        auto wholeStep = [&] {
+          emitRows(batch, block, start,
+                   arith::MinSIOp::create(b, left, stepKeys), step,
+                   bandKeyStep / lanes);
+        };
         if (halfStep % lanes != 0)
-          return emitRows(batch, block, start,
-                          arith::MinSIOp::create(b, left, stepKeys), step,
-                          bandKeyStep / lanes);
+          return wholeStep();
         // A last step of at most half a step: half the score vectors.
         Value short_ = arith::CmpIOp::create(b, arith::CmpIPredicate::sle, left,
                                              cst(halfStep));
@@ -1757,8 +1760,7 @@ private:
         b.setInsertionPoint(choice.thenBlock()->getTerminator());
         emitRows(batch, block, start, left, step, halfStep / lanes);
         b.setInsertionPoint(choice.elseBlock()->getTerminator());
-        emitRows(batch, block, start, arith::MinSIOp::create(b, left, stepKeys),
-                 step, bandKeyStep / lanes);
+        wholeStep();
       });
     });
   }
