@@ -48,6 +48,10 @@ std::vector<ConformanceCase> attn::conformanceCases() {
        "dtype=bf16,d=64,causal=bottom_right,sizes=?:48:2:1:?", 2, 48, 2, 1,
        200},
       {"decode_group_no_heads", "d=32,lse,sizes=?:?:?:1:?", 1, 0, 2, 1, 50},
+      // f16 V: P·V by 4 rows (each half of Dv = 128 a pass), then a pair
+      // and an odd row (7 rows a group).
+      {"decode_f16_group7", "dtype=f16,d=128,lse,sizes=?:?:?:1:?", 1, 14, 2, 1,
+       300},
       // Rows of 16 chunks (f32 D = 256): the score tiles loop over chunks;
       // 6 rows a group, so that the per-row loop scores the other 2.
       {"decode_group_wide", "d=256,lse,sizes=?:?:?:1:?", 1, 12, 2, 1, 300},

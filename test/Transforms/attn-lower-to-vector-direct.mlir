@@ -121,7 +121,9 @@ func.func @decode_wide(%q: memref<1x2x1x256xf32>, %k: memref<1x1x?x256xf32>, %v:
 // (4 x 4 accumulators, K widened as loaded, one transposing tree of
 // shuffles for the 16 scores, stored as 4 rows of 4); the rows left over
 // (a dynamic count here) take the per-row loop. f32 K takes the same tiles
-// (the groups above).
+// (the groups above). P·V over f16 V then takes whole groups of 4 rows:
+// each key's V row is widened once (two chunks) for 4 rows x 2 chunks of
+// accumulators; a pair and an odd row follow.
 
 // CHECK-LABEL: func @decode_f16_tiles
 //       CHECK: %[[REM:.+]] = arith.remui %[[COUNT:.+]], %c4 : index
@@ -138,6 +140,16 @@ func.func @decode_wide(%q: memref<1x2x1x256xf32>, %k: memref<1x1x?x256xf32>, %v:
 //       CHECK:   scf.for
 //       CHECK:     scf.for %{{.+}} = %[[TILED]] to %[[COUNT]] step %c1 {
 //       CHECK:       vector.reduction <add>
+//       CHECK: %[[EVEN:.+]] = arith.subi %[[COUNT]], %{{.+}} : index
+//       CHECK: %[[REM4:.+]] = arith.remui %[[COUNT]], %c4 : index
+//       CHECK: %[[QUADS:.+]] = arith.subi %[[COUNT]], %[[REM4]] : index
+//       CHECK: scf.for %{{.+}} = %c0 to %[[QUADS]] step %c4 {
+//       CHECK:   scf.for %{{.+}} iter_args({{.+}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>) {
+//       CHECK-COUNT-2: arith.extf %{{.+}} : vector<16xf16> to vector<16xf32>
+//   CHECK-NOT:     arith.extf
+//       CHECK-COUNT-8: vector.fma
+//       CHECK:     scf.yield
+//       CHECK: scf.for %{{.+}} = %[[QUADS]] to %[[EVEN]] step %c2 {
 func.func @decode_f16_tiles(%q: memref<1x?x1x20xf16>, %k: memref<1x1x?x20xf16>, %v: memref<1x1x?x20xf16>,
                             %acc: memref<1x?x1x20xf32>, %m: memref<1x?x1xf32>, %s: memref<1x?x1xf32>) {
   attn.online_attention ins(%q, %k, %v : memref<1x?x1x20xf16>, memref<1x1x?x20xf16>, memref<1x1x?x20xf16>)
