@@ -64,6 +64,7 @@ void mlir::attn::buildAttnToLLVMCpuPipeline(OpPassManager &pm,
     vector.directRows = options.decodeRows;
     vector.prefetchDistance = options.prefetchDistance;
     func.addPass(createAttnLowerToVectorPass(vector));
+    func.addPass(createAttnVectorizeRowsPass({options.vectorWidth}));
     func.addPass(createConvertLinalgToLoopsPass());
   }
   pm.addPass(createAttnOutlineWorkItemsPass());

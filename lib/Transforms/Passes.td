@@ -267,6 +267,29 @@ def AttnLowerToVectorPass : Pass<"attn-lower-to-vector", "func::FuncOp"> {
                            "math::MathDialect"];
 }
 
+def AttnVectorizeRowsPass : Pass<"attn-vectorize-rows", "func::FuncOp"> {
+  let summary = "Vectorize elementwise epilogues along their static rows";
+  let description = [{
+    Rewrites each elementwise `linalg.generic` on buffers whose innermost
+    dim is static (the kernels' epilogue: O = acc / sum, 0 for a row that
+    saw no key, converted to the output type) as loops over its outer dims
+    and, along the innermost dim, chunks of `vector-width` lanes (the last
+    one masked): full operands are loaded as vectors, operands indexed
+    without the innermost dim (a row's max and sum) and scalars from above
+    are broadcast, and the body's arith and math ops apply to vectors. A
+    full operand whose innermost stride is not statically 1 (the caller's
+    output) is checked at run time; where it is not 1, the op runs as it
+    was. Other generics are left to convert-linalg-to-loops (LLVM's
+    vectorizer took 4 lanes for a bf16 output, 16 for f32).
+  }];
+  let options = [
+    Option<"vectorWidth", "vector-width", "int64_t", /*default=*/"16",
+           "Lanes per vector chunk (16 for AVX-512, 8 for AVX2)">,
+  ];
+  let dependentDialects = ["vector::VectorDialect", "scf::SCFDialect",
+                           "memref::MemRefDialect", "arith::ArithDialect"];
+}
+
 def AttnOutlineWorkItemsPass : Pass<"attn-outline-work-items", "ModuleOp"> {
   let summary = "Expose a kernel's parallel tiles as work items";
   let description = [{

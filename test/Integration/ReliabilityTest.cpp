@@ -412,6 +412,36 @@ TEST_P(EdgeCases, HeadDimOne) {
   EXPECT_TRUE(report.passed) << report.message;
 }
 
+TEST_P(EdgeCases, OutputWithInnerStrideTwoMatchesDense) {
+  // O written with a guard element after each of its elements (every
+  // stride doubled, innermost 2): the epilogue's vectors need unit stride,
+  // so it takes the scalar loop there; same values, guards untouched.
+  for (const std::string &name : {"plain_", "causal_"}) {
+    Problem p = problem(name + GetParam(), 37, 45);
+    ProblemData data;
+    makeProblemData(p, data);
+    ASSERT_EQ(runProblem(kernel(p.spec.name), data, pool), ATTN_OK)
+        << attn_last_error();
+    std::vector<uint8_t> dense = data.output.bytes;
+    size_t elements = data.output.values.size();
+    size_t width = dense.size() / elements;
+    constexpr uint8_t kGuard = 0xA5;
+    std::vector<uint8_t> interleaved(2 * dense.size(), kGuard);
+    data.output.view.data = interleaved.data();
+    for (int64_t &stride : data.output.view.strides)
+      stride *= 2;
+    ASSERT_EQ(runProblem(kernel(p.spec.name), data, pool), ATTN_OK)
+        << attn_last_error();
+    for (size_t i = 0; i < elements; ++i)
+      for (size_t byte = 0; byte < width; ++byte) {
+        ASSERT_EQ(interleaved[2 * i * width + byte], dense[i * width + byte])
+            << name << " element " << i;
+        ASSERT_EQ(interleaved[(2 * i + 1) * width + byte], kGuard)
+            << name << " guard after element " << i;
+      }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(ElementTypes, EdgeCases,
                          ::testing::Values("f32", "f16", "bf16"));
 
