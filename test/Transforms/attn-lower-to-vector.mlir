@@ -216,3 +216,39 @@ func.func @own_blocking(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>, %v: 
       outs(%acc, %m, %s : memref<1x1x?x16xf32>, memref<1x1x?xf32>, memref<1x1x?xf32>)
   return
 }
+
+// -----
+
+// A state whose rows have a static bound (a slice of a 64-row buffer, as
+// attn-bufferize makes it) keeps each row's sum on the packed path as a
+// vector of per-lane partial sums in a [64][16] stack buffer: set from the
+// sum before the key loop, updated with one FMA per block (alpha * partial
+// + p), reduced into the sum once after it. No horizontal sum per block.
+
+// CHECK-LABEL: func @vector_sums
+//  CHECK-SAME: %[[SUM:[a-z0-9]+]]: memref<1x1x64xf32>
+//       CHECK: %[[PARTIAL:.+]] = memref.alloca() {alignment = 64 : i64} : memref<64x16xf32>
+//       CHECK: %[[S:.+]] = memref.subview %[[SUM]]
+//       CHECK: scf.for %[[R0:.+]] = %c0 to %{{.+}} step %c1 {
+//       CHECK:   %[[OLD:.+]] = memref.load %[[S]][%c0, %c0, %[[R0]]]
+//       CHECK:   %[[FIRST:.+]] = vector.insert %[[OLD]], %{{.+}} [0] : f32 into vector<16xf32>
+//       CHECK:   vector.store %[[FIRST]], %[[PARTIAL]][%[[R0]], %c0]
+//       CHECK: scf.for %{{.+}} = %c0 to %{{.+}} step %c32 {
+//   CHECK-NOT:   vector.reduction <add>
+//       CHECK:   %[[SUMS:.+]] = vector.load %[[PARTIAL]][%[[ROW:.+]], %c0]
+//   CHECK-NOT:   vector.reduction <add>
+//       CHECK:   %[[NEW:.+]] = vector.fma %{{.+}}, %[[SUMS]], %{{.+}} : vector<16xf32>
+//       CHECK:   vector.store %[[NEW]], %[[PARTIAL]][%[[ROW]], %c0]
+//   CHECK-NOT:   vector.reduction <add>
+//       CHECK: scf.for %[[R1:.+]] = %c0 to %{{.+}} step %c1 {
+//       CHECK:   %[[LAST:.+]] = vector.load %[[PARTIAL]][%[[R1]], %c0]
+//       CHECK:   %[[TOTAL:.+]] = vector.reduction <add>, %[[LAST]]
+//       CHECK:   memref.store %[[TOTAL]], %[[S]][%c0, %c0, %[[R1]]]
+func.func @vector_sums(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>, %v: memref<1x1x?x16xf32>,
+                       %acc: memref<1x1x?x16xf32>, %m: memref<1x1x?xf32>, %sum: memref<1x1x64xf32>,
+                       %rows: index) {
+  %s = memref.subview %sum[0, 0, 0] [1, 1, %rows] [1, 1, 1] : memref<1x1x64xf32> to memref<1x1x?xf32, strided<[64, 64, 1]>>
+  attn.online_attention ins(%q, %k, %v : memref<1x1x?x16xf32>, memref<1x1x?x16xf32>, memref<1x1x?x16xf32>)
+      outs(%acc, %m, %s : memref<1x1x?x16xf32>, memref<1x1x?xf32>, memref<1x1x?xf32, strided<[64, 64, 1]>>)
+  return
+}
