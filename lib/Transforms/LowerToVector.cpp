@@ -53,6 +53,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "lib/Transforms/Passes.h"
+#include "lib/Transforms/Views.h"
 
 #include "dialect/AttnOps.h"
 #include "mlir/Dialect/X86Vector/X86VectorDialect.h"
@@ -400,25 +401,7 @@ private:
   }
   /// `memref` seen with a unit innermost stride (valid where it has one).
   Value unitStrideRows(Value memref) {
-    auto type = cast<MemRefType>(memref.getType());
-    auto meta = memref::ExtractStridedMetadataOp::create(b, memref);
-    SmallVector<int64_t> strides(3, ShapedType::kDynamic);
-    strides.push_back(1);
-    auto layout =
-        StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic, strides);
-    auto unitType =
-        MemRefType::get(type.getShape(), type.getElementType(), layout);
-    SmallVector<OpFoldResult> sizes, unitStrides;
-    for (int64_t d = 0; d < 4; ++d) {
-      sizes.push_back(type.isDynamicDim(d)
-                          ? OpFoldResult(dim(memref, d))
-                          : OpFoldResult(b.getIndexAttr(type.getDimSize(d))));
-      unitStrides.push_back(d < 3 ? OpFoldResult(meta.getStrides()[d])
-                                  : OpFoldResult(b.getIndexAttr(1)));
-    }
-    return memref::ReinterpretCastOp::create(b, unitType, memref,
-                                             OpFoldResult(meta.getOffset()),
-                                             sizes, unitStrides);
+    return unitInnerStrideView(b, b.getLoc(), memref);
   }
   /// `lanes` elements of a unit-stride row from column `col` (masked past
   /// `limit` columns), widened to f32.
@@ -885,9 +868,8 @@ private:
   struct AccRow {
     Value head, row;
   };
-  /// A row's running max and sum as loaded before a block's update.
   /// A row's running max and sum (or, with vectorSums, the vector of its
-  /// partial sums).
+  /// partial sums) as loaded before a block's update.
   struct RowStatistics {
     Value max, sum, partialSums;
   };

@@ -20,6 +20,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "lib/Transforms/Passes.h"
+#include "lib/Transforms/Views.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
@@ -91,9 +92,12 @@ public:
   void run() {
     // Operands whose innermost stride is 1 only at run time take a view
     // with a static unit stride on the fast path.
+    SmallVector<Value> operands(op->getOperands());
+    SmallVector<bool> checked;
     Value unit;
-    for (auto [operand, access] : llvm::zip(op->getOperands(), accesses)) {
-      if (access != Access::Full || hasUnitInnerStride(operand))
+    for (auto [operand, access] : llvm::zip(operands, accesses)) {
+      checked.push_back(access == Access::Full && !hasUnitInnerStride(operand));
+      if (!checked.back())
         continue;
       Value stride = memref::ExtractStridedMetadataOp::create(b, operand)
                          .getStrides()[rank - 1];
@@ -102,18 +106,16 @@ public:
       unit = unit ? arith::AndIOp::create(b, unit, isUnit) : isUnit;
     }
     if (!unit) {
-      emitLoops(SmallVector<Value>(op->getOperands()));
+      emitLoops(operands);
       op.erase();
       return;
     }
     auto choice = scf::IfOp::create(b, unit, /*withElseRegion=*/true);
     b.setInsertionPoint(choice.thenBlock()->getTerminator());
-    SmallVector<Value> views;
-    for (auto [operand, access] : llvm::zip(op->getOperands(), accesses))
-      views.push_back(access == Access::Full && !hasUnitInnerStride(operand)
-                          ? unitStrideView(operand)
-                          : operand);
-    emitLoops(views);
+    for (auto [operand, check] : llvm::zip(operands, checked))
+      if (check)
+        operand = mlir::attn::unitInnerStrideView(b, b.getLoc(), operand);
+    emitLoops(operands);
     op->moveBefore(choice.elseBlock()->getTerminator());
   }
 
@@ -127,28 +129,6 @@ private:
   }
 
   Value index(int64_t v) { return arith::ConstantIndexOp::create(b, v); }
-
-  /// `memref` seen with a static unit innermost stride (valid where its
-  /// stride is 1).
-  Value unitStrideView(Value memref) {
-    auto type = cast<MemRefType>(memref.getType());
-    auto meta = memref::ExtractStridedMetadataOp::create(b, memref);
-    SmallVector<int64_t> strides(rank - 1, ShapedType::kDynamic);
-    strides.push_back(1);
-    auto layout =
-        StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic, strides);
-    SmallVector<OpFoldResult> sizes, unitStrides;
-    for (int64_t d = 0; d < rank; ++d) {
-      sizes.push_back(type.isDynamicDim(d)
-                          ? OpFoldResult(meta.getSizes()[d])
-                          : OpFoldResult(b.getIndexAttr(type.getDimSize(d))));
-      unitStrides.push_back(d < rank - 1 ? OpFoldResult(meta.getStrides()[d])
-                                         : OpFoldResult(b.getIndexAttr(1)));
-    }
-    return memref::ReinterpretCastOp::create(
-        b, MemRefType::get(type.getShape(), type.getElementType(), layout),
-        memref, OpFoldResult(meta.getOffset()), sizes, unitStrides);
-  }
 
   /// Loops over the outer dims of `operands` (the op's, or views of them),
   /// the innermost dim in vector chunks.
