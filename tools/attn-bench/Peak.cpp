@@ -8,14 +8,14 @@
 //===----------------------------------------------------------------------===//
 #include "tools/attn-bench/Peak.h"
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 #include <vector>
 
 namespace {
 
-template <int Lanes>
-using Vec = float __attribute__((vector_size(Lanes * 4)));
+template <int Lanes> using Vec = float __attribute__((vector_size(Lanes * 4)));
 
 template <int Lanes>
 __attribute__((always_inline)) inline float fmaLoop(int64_t iterations) {
@@ -36,14 +36,85 @@ __attribute__((always_inline)) inline float fmaLoop(int64_t iterations) {
   return sum;
 }
 
-__attribute__((target("avx512f,fma"))) __attribute__((noinline)) float fma512(int64_t n) {
+__attribute__((target("avx512f,fma"))) __attribute__((noinline)) float
+fma512(int64_t n) {
   return fmaLoop<16>(n);
 }
-__attribute__((target("avx2,fma"))) __attribute__((noinline)) float fma256(int64_t n) {
+__attribute__((target("avx2,fma"))) __attribute__((noinline)) float
+fma256(int64_t n) {
   return fmaLoop<8>(n);
 }
 
+template <int Lanes>
+using Words = uint64_t __attribute__((vector_size(Lanes * 8)));
+
+/// The xor of `bytes` bytes from `data` (a multiple of 4 * Lanes words
+/// but for a tail), four independent chains of whole-vector loads.
+template <int Lanes>
+__attribute__((always_inline)) inline uint64_t xorLoop(const uint8_t *data,
+                                                       size_t bytes) {
+  constexpr size_t step = 4 * sizeof(Words<Lanes>);
+  Words<Lanes> acc[4] = {};
+  size_t at = 0;
+  for (; at + step <= bytes; at += step)
+    for (int c = 0; c < 4; ++c) {
+      Words<Lanes> w;
+      __builtin_memcpy(&w, data + at + c * sizeof(w), sizeof(w));
+      acc[c] ^= w;
+    }
+  uint64_t sum = 0;
+  for (auto &x : acc)
+    for (int i = 0; i < Lanes; ++i)
+      sum ^= x[i];
+  for (; at < bytes; ++at)
+    sum ^= data[at];
+  return sum;
+}
+
+__attribute__((target("avx512f"))) __attribute__((noinline)) uint64_t
+xor512(const uint8_t *data, size_t bytes) {
+  return xorLoop<8>(data, bytes);
+}
+__attribute__((target("avx2"))) __attribute__((noinline)) uint64_t
+xor256(const uint8_t *data, size_t bytes) {
+  return xorLoop<4>(data, bytes);
+}
+
 } // namespace
+
+uint64_t
+attn::readBuffers(attn_thread_pool *pool,
+                  const std::vector<std::pair<const void *, size_t>> &buffers) {
+  constexpr size_t piece = 64 << 10;
+  struct Context {
+    std::vector<std::pair<const uint8_t *, size_t>> pieces;
+    std::vector<uint64_t> sums;
+    bool avx512, avx2;
+  } context;
+  context.avx512 = __builtin_cpu_supports("avx512f");
+  context.avx2 = __builtin_cpu_supports("avx2");
+  for (auto [data, bytes] : buffers)
+    for (size_t at = 0; at < bytes; at += piece)
+      context.pieces.push_back({static_cast<const uint8_t *>(data) + at,
+                                std::min(piece, bytes - at)});
+  context.sums.assign(context.pieces.size(), 0);
+  attn_thread_pool_parallel_for(
+      pool, static_cast<int64_t>(context.pieces.size()),
+      [](void *raw, int64_t begin, int64_t end) {
+        auto &c = *static_cast<Context *>(raw);
+        for (int64_t i = begin; i < end; ++i) {
+          auto [data, bytes] = c.pieces[i];
+          c.sums[i] = c.avx512 ? xor512(data, bytes)
+                      : c.avx2 ? xor256(data, bytes)
+                               : xorLoop<1>(data, bytes);
+        }
+      },
+      &context);
+  uint64_t sum = 0;
+  for (uint64_t s : context.sums)
+    sum ^= s;
+  return sum;
+}
 
 double attn::measureFmaPeak(int threads, int *lanes) {
   bool avx512 = __builtin_cpu_supports("avx512f");
@@ -67,9 +138,9 @@ double attn::measureFmaPeak(int threads, int *lanes) {
     run();
     for (auto &t : pool)
       t.join();
-    double seconds = std::chrono::duration<double>(
-                         std::chrono::steady_clock::now() - start)
-                         .count();
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
     double flops = 2.0 * 12 * width * double(iterations) * threads;
     best = std::max(best, flops / seconds);
   }
