@@ -19,6 +19,8 @@
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
+#include <cmath>
+
 namespace mlir {
 namespace attn {
 #define GEN_PASS_DEF_ATTNAPPROXIMATEMATHPASS
@@ -84,61 +86,132 @@ Value x86Intrinsic(ImplicitLocOpBuilder &b, StringRef name, Type type,
       .getResult(0);
 }
 
+/// The 16-lane AVX-512 pieces that avx512Exp and avx512Exp2 share.
+struct Avx512Builder {
+  ImplicitLocOpBuilder &b;
+  VectorType type;
+
+  Value splat(double v) {
+    return arith::ConstantOp::create(
+        b,
+        DenseElementsAttr::get(type, b.getF32FloatAttr(static_cast<float>(v))));
+  }
+  Value rounding() { // the current rounding mode
+    return arith::ConstantOp::create(b, b.getI32IntegerAttr(4));
+  }
+  /// x clamped to [-limit, limit] (to [-limit, +inf) with `lowerOnly`).
+  /// vmaxps and vminps return their second operand when either is NaN, so
+  /// with x second a NaN stays NaN.
+  Value clamp(Value x, double limit, bool lowerOnly = false) {
+    Value clamped = x86Intrinsic(b, "max.ps.512", type,
+                                 ValueRange{splat(-limit), x, rounding()});
+    if (lowerOnly)
+      return clamped;
+    return x86Intrinsic(b, "min.ps.512", type,
+                        ValueRange{splat(limit), clamped, rounding()});
+  }
+  /// e^(r·unit) · 2^n for |r·unit| <= ln2 / 2: a degree-6 polynomial in r
+  /// (relative error 7e-8 in f32 Horner, fitted for e^t on [-ln2/2, ln2/2];
+  /// its coefficients c_k times unit^k), then vscalefps for the 2^n, which
+  /// also makes the overflow (+inf) and the underflow (0, through the
+  /// subnormals) exact.
+  Value polynomialTimesPowerOfTwo(Value r, Value n, double unit) {
+    // c_6 ... c_0.
+    const double coefficients[] = {0.001385929062962532,
+                                   0.008374763652682304,
+                                   0.04166772589087486,
+                                   0.1666642129421234,
+                                   0.4999999403953552,
+                                   1.0,
+                                   1.0};
+    auto term = [&](int degree) {
+      return coefficients[6 - degree] * std::pow(unit, degree);
+    };
+    Value poly = splat(term(6));
+    for (int degree = 5; degree >= 0; --degree)
+      poly = math::FmaOp::create(b, poly, r, splat(term(degree)));
+    Value allLanes = arith::ConstantOp::create(b, b.getI16IntegerAttr(-1));
+    return x86Intrinsic(b, "mask.scalef.ps.512", type,
+                        ValueRange{poly, n, poly, allLanes, rounding()});
+  }
+};
+
 /// exp(x) for vector<16xf32> by AVX-512: x = n ln2 + r with n = round(x /
-/// ln2) and |r| <= ln2 / 2 (Cody-Waite, two FMAs), e^r by a degree-6
-/// polynomial (relative error 7e-8 in f32 Horner, fitted on [-ln2/2, ln2/2]),
-/// and vscalefps for the 2^n, which also makes the overflow (+inf) and the
-/// underflow (0, through the subnormals) exact. Twelve instructions against
-/// about twenty for the generic approximation, which builds 2^n from the
-/// exponent bits and mends the ends with compares and blends.
+/// ln2) and |r| <= ln2 / 2 (Cody-Waite, two FMAs), e^r by the polynomial
+/// and vscalefps for the 2^n. Twelve instructions against about twenty for
+/// the generic approximation, which builds 2^n from the exponent bits and
+/// mends the ends with compares and blends.
 ///
 /// x is first clamped to [-110, 110], beyond which the result is 0 or +inf
 /// anyway: that keeps r finite for x = -inf (exp = 0 exactly, which masked
-/// scores rely on) and x = +inf. vmaxps and vminps return their second
-/// operand when either is NaN, so with x second a NaN stays NaN.
+/// scores rely on) and x = +inf.
 Value avx512Exp(ImplicitLocOpBuilder &b, Value x) {
-  auto type = cast<VectorType>(x.getType());
-  auto splat = [&](float v) -> Value {
-    return arith::ConstantOp::create(
-        b, DenseElementsAttr::get(type, b.getF32FloatAttr(v)));
-  };
-  Value rounding =
-      arith::ConstantOp::create(b, b.getI32IntegerAttr(4)); // current mode
-  Value clamped = x86Intrinsic(b, "max.ps.512", type,
-                               ValueRange{splat(-110.0f), x, rounding});
-  clamped = x86Intrinsic(b, "min.ps.512", type,
-                         ValueRange{splat(110.0f), clamped, rounding});
+  Avx512Builder avx{b, cast<VectorType>(x.getType())};
+  Value clamped = avx.clamp(x, 110.0);
   Value n = math::RoundEvenOp::create(
-      b, arith::MulFOp::create(b, clamped, splat(1.44269504088896341f)));
+      b, arith::MulFOp::create(b, clamped, avx.splat(1.44269504088896341)));
   // ln2 = ln2Hi + ln2Lo, ln2Hi = ln2 rounded to f32; with FMAs n ln2Hi is
   // not rounded before the subtraction.
   Value negN = arith::NegFOp::create(b, n);
   Value r =
-      math::FmaOp::create(b, negN, splat(0.693147182464599609375f), clamped);
-  r = math::FmaOp::create(b, negN, splat(-1.904654323148236e-09f), r);
-  const float coefficients[] = {0.001385929062962532f,
-                                0.008374763652682304f,
-                                0.04166772589087486f,
-                                0.1666642129421234f,
-                                0.4999999403953552f,
-                                1.0f,
-                                1.0f};
-  Value poly = splat(coefficients[0]);
-  for (float c : ArrayRef<float>(coefficients).drop_front())
-    poly = math::FmaOp::create(b, poly, r, splat(c));
-  Value allLanes = arith::ConstantOp::create(b, b.getI16IntegerAttr(-1));
-  return x86Intrinsic(b, "mask.scalef.ps.512", type,
-                      ValueRange{poly, n, poly, allLanes, rounding});
+      math::FmaOp::create(b, negN, avx.splat(0.693147182464599609375), clamped);
+  r = math::FmaOp::create(b, negN, avx.splat(-1.904654323148236e-09), r);
+  return avx.polynomialTimesPowerOfTwo(r, n, /*unit=*/1.0);
+}
+
+/// 2^x for vector<16xf32> by AVX-512: n = round(x), r = x - n (exact,
+/// |r| <= 1/2), 2^r = e^(r ln2) by the same polynomial (its coefficients
+/// times ln2^k) and vscalefps for the 2^n. Ten instructions where exp
+/// takes twelve: the CPU softmax runs in base 2 with log2(e) folded into
+/// its score scale, which saves exp's multiply by log2(e) and one of its
+/// range-reduction FMAs. Relative error 7.9e-8 on [-126, 0].
+///
+/// x is clamped to [-160, 160] (-inf would make r NaN; 2^-160 is 0 and
+/// 2^160 +inf in f32 already); `nonPositive` (x <= 0 or NaN, as
+/// kNonPositiveAttr promises) leaves out the upper clamp.
+Value avx512Exp2(ImplicitLocOpBuilder &b, Value x, bool nonPositive) {
+  Avx512Builder avx{b, cast<VectorType>(x.getType())};
+  Value clamped = avx.clamp(x, 160.0, /*lowerOnly=*/nonPositive);
+  Value n = math::RoundEvenOp::create(b, clamped);
+  Value r = arith::SubFOp::create(b, clamped, n);
+  return avx.polynomialTimesPowerOfTwo(r, n, /*unit=*/0.6931471805599453);
+}
+
+bool isF32x16(Type type) {
+  auto vector = dyn_cast<VectorType>(type);
+  return vector && vector.getShape() == ArrayRef<int64_t>{16} &&
+         vector.getElementType().isF32();
 }
 
 void rewriteForAvx512(Operation *root) {
-  root->walk([](math::ExpOp op) {
-    auto type = dyn_cast<VectorType>(op.getType());
-    if (!type || type.getShape() != ArrayRef<int64_t>{16} ||
-        !type.getElementType().isF32())
+  root->walk([](Operation *op) {
+    if (!isa<math::ExpOp, math::Exp2Op>(op) ||
+        !isF32x16(op->getResultTypes()[0]))
+      return;
+    ImplicitLocOpBuilder b(op->getLoc(), op);
+    Value x = op->getOperand(0);
+    op->getResult(0).replaceAllUsesWith(
+        isa<math::ExpOp>(op)
+            ? avx512Exp(b, x)
+            : avx512Exp2(b, x, op->hasAttr(attn::kNonPositiveAttr)));
+    op->erase();
+  });
+}
+
+/// exp2(x) = exp(x ln2) for the f32 exp2 that no target rewrite took, so
+/// that the polynomial exp below (or NVVM's ex2) takes them.
+void expandExp2(Operation *root) {
+  root->walk([](math::Exp2Op op) {
+    if (!getElementTypeOrSelf(op.getType()).isF32())
       return;
     ImplicitLocOpBuilder b(op.getLoc(), op);
-    op.replaceAllUsesWith(avx512Exp(b, op.getOperand()));
+    FloatAttr ln2Attr = b.getF32FloatAttr(0.6931471805599453f);
+    auto shaped = dyn_cast<ShapedType>(op.getType());
+    Value ln2 = shaped ? arith::ConstantOp::create(
+                             b, DenseElementsAttr::get(shaped, ln2Attr))
+                       : arith::ConstantOp::create(b, ln2Attr);
+    op.replaceAllUsesWith(Value(math::ExpOp::create(
+        b, arith::MulFOp::create(b, op.getOperand(), ln2))));
     op.erase();
   });
 }
@@ -148,10 +221,11 @@ struct AttnApproximateMathPass
   using Base::Base;
 
   void runOnOperation() override {
-    if (nvvm)
-      rewriteForNVVM(getOperation());
     if (avx512)
       rewriteForAvx512(getOperation());
+    expandExp2(getOperation());
+    if (nvvm)
+      rewriteForNVVM(getOperation());
     RewritePatternSet patterns(&getContext());
     auto wanted = [](StringRef name) {
       return name == "math.exp" || name == "math.tanh" || name == "math.log";

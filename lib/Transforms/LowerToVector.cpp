@@ -14,6 +14,15 @@
 //   3. the online update: m' = max(m, max_j s), p = exp(s - m'),
 //      α = exp(m - m'), sum' = α·sum + Σp, acc' = α·acc + Σ_j p_j·VP[j].
 //
+// All in base 2: log2(e) joins the score scale (folded into Q where Q is
+// scaled, a constant of the scores' multiply elsewhere), a soft cap takes
+// c·log2(e) for c and a bias mask is added times log2(e), so that the
+// scores are s·log2(e) and p = exp2(s - m') with m' in base-2 units: on
+// AVX-512 exp2 is two instructions shorter than exp (attn-approximate-math;
+// f32 prefill 1.01-1.05x, bf16 1.025-1.03x on Zen 4). The rows' maxima in
+// the op's max operand are converted on entry (times log2 e) and exit
+// (times ln 2), so that the op's other readers see natural units.
+//
 // With `bf16-dot`, bf16 operands take AVX-512 BF16's dot product for Q·Kᵀ
 // (vdpbf16ps: two bf16 products per f32 lane): the block's K is packed as
 // bf16 pairs KP[d/2][2j + d%2] without widening, and each step of the score
@@ -77,6 +86,9 @@ using namespace mlir::attn;
 namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
+/// log2(e) and ln(2): the softmax runs in base 2 (see the file comment).
+constexpr double kLog2E = 1.4426950408889634;
+constexpr double kLn2 = 0.6931471805599453;
 
 /// Query rows that the direct path scores against each K row load.
 constexpr int64_t kDirectRows = 16;
@@ -357,11 +369,35 @@ private:
   /// The query heads [firstHead, firstHead + group) of key/value head
   /// `kvHead` (one head when the tile holds one).
   void emitGroup(Value batch, Value kvHead, Value firstHead, Value group) {
-    Value rows = dim(op.getQuery(), 2), keys = dim(op.getKey(), 2);
+    Value rows = dim(op.getQuery(), 2);
     auto eachHead = [&](function_ref<void(Value)> body) {
       forLoop(cst(0), group, cst(1),
               [&](Value g) { body(arith::AddIOp::create(b, firstHead, g)); });
     };
+    // The rows' running maxima in base-2 units while the paths run, in
+    // natural units for the op's other readers (the LSE, the next op of a
+    // causal pair, the key split's merge): one multiply per row each way.
+    auto rescaleMaxima = [&](double factor) {
+      eachHead([&](Value head) {
+        forLoop(cst(0), rows, cst(1), [&](Value row) {
+          SmallVector<Value, 3> at = {batch, head, row};
+          memref::StoreOp::create(
+              b,
+              arith::MulFOp::create(b,
+                                    memref::LoadOp::create(b, op.getMax(), at),
+                                    f32Const(static_cast<float>(factor))),
+              op.getMax(), at);
+        });
+      });
+    };
+    rescaleMaxima(kLog2E);
+    emitGroupPaths(batch, kvHead, firstHead, group, eachHead);
+    rescaleMaxima(kLn2);
+  }
+
+  void emitGroupPaths(Value batch, Value kvHead, Value firstHead, Value group,
+                      function_ref<void(function_ref<void(Value)>)> eachHead) {
+    Value rows = dim(op.getQuery(), 2), keys = dim(op.getKey(), 2);
     auto packed = [&] {
       eachHead([&](Value head) {
         if (takesLaneRows())
@@ -1050,7 +1086,7 @@ private:
         return arith::MinSIOp::create(b, arith::AddIOp::create(b, tileStart, i),
                                       lastRow);
       };
-      Value scale = splat(f32Const(op.getEffectiveScale()));
+      Value scale = splat(scoreScale());
       // Qᵀ (scaled) and Oᵀ from the rows.
       rowsIntoLanes(op.getQuery(), batch, head, rowAt, headDim,
                     scratch.laneQuery, scale);
@@ -1561,24 +1597,22 @@ private:
       Value noKeyYet = arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ,
                                              newMax, negInfVec);
       Value safeMax = arith::SelectOp::create(b, noKeyYet, zeroVec, newMax);
-      Value alpha =
-          math::ExpOp::create(b, arith::SubFOp::create(b, oldMax, safeMax));
-      SmallVector<Value> sums = forLoopWith(
-          cst(0), segments.start[std::min(v + 1, numSegments)], cst(2),
-          SmallVector<Value>(2, zeroVec),
-          [&](Value j, ValueRange sum) -> SmallVector<Value> {
-            SmallVector<Value> next;
-            for (int64_t c = 0; c < 2; ++c) {
-              Value jc = arith::AddIOp::create(b, j, cst(c));
-              Value s = rowsAt(scratch.laneScores, jc, v);
-              Value p = math::ExpOp::create(
-                  b, arith::SubFOp::create(b, capAsRead ? softcapScore(s) : s,
-                                           safeMax));
-              storeRows(p, scratch.laneScores, jc, v);
-              next.push_back(arith::AddFOp::create(b, sum[c], p));
-            }
-            return next;
-          });
+      Value alpha = exp2(arith::SubFOp::create(b, oldMax, safeMax));
+      SmallVector<Value> sums =
+          forLoopWith(cst(0), segments.start[std::min(v + 1, numSegments)],
+                      cst(2), SmallVector<Value>(2, zeroVec),
+                      [&](Value j, ValueRange sum) -> SmallVector<Value> {
+                        SmallVector<Value> next;
+                        for (int64_t c = 0; c < 2; ++c) {
+                          Value jc = arith::AddIOp::create(b, j, cst(c));
+                          Value s = rowsAt(scratch.laneScores, jc, v);
+                          Value p = exp2(arith::SubFOp::create(
+                              b, capAsRead ? softcapScore(s) : s, safeMax));
+                          storeRows(p, scratch.laneScores, jc, v);
+                          next.push_back(arith::AddFOp::create(b, sum[c], p));
+                        }
+                        return next;
+                      });
       Value newSum =
           arith::AddFOp::create(b, arith::MulFOp::create(b, oldSum, alpha),
                                 arith::AddFOp::create(b, sums[0], sums[1]));
@@ -1712,21 +1746,35 @@ private:
     return arith::SelectOp::create(b, excluded, s, softcap(s));
   }
 
-  /// A vector of raw scores scaled, then soft-capped.
-  Value scaleAndCap(Value s) {
-    return softcap(
-        arith::MulFOp::create(b, s, splat(f32Const(op.getEffectiveScale()))));
+  /// The factor from raw scores q·k to the base-2 scores the softmax
+  /// takes: the op's scale times log2(e), rounded once.
+  Value scoreScale() {
+    return f32Const(static_cast<float>(op.getEffectiveScale() * kLog2E));
   }
 
-  /// c · tanh(s / c) with the op's soft cap c, else s.
+  /// A vector of raw scores scaled (to base 2), then soft-capped.
+  Value scaleAndCap(Value s) {
+    return softcap(arith::MulFOp::create(b, s, splat(scoreScale())));
+  }
+
+  /// The op's soft cap c · tanh(s / c) of a base-2 score s (c · log2(e)
+  /// in place of c), else s.
   Value softcap(Value s) {
     auto cap = op.getSoftcapAttr();
     if (!cap)
       return s;
-    float c = cap.getValueAsDouble();
+    double c = cap.getValueAsDouble() * kLog2E;
     Value t = math::TanhOp::create(
-        b, arith::MulFOp::create(b, s, splat(f32Const(1.0f / c))));
+        b, arith::MulFOp::create(b, s, splat(f32Const(1.0 / c))));
     return arith::MulFOp::create(b, t, splat(f32Const(c)));
+  }
+
+  /// 2^x of the softmax's x = s - m' <= 0 (or NaN), which the approximation
+  /// may rely on (attn-approximate-math reads kNonPositiveAttr).
+  Value exp2(Value x) {
+    auto op = math::Exp2Op::create(b, x);
+    op->setAttr(kNonPositiveAttr, b.getUnitAttr());
+    return op;
   }
 
   /// The packed path: per key block, pack K and V, then blocks of rows. A
@@ -2222,7 +2270,8 @@ private:
       for (int64_t v = 0; v < scoreVectors; ++v) {
         Value bias = vector::LoadOp::create(b, vecType, scratch.rowBias,
                                             ValueRange{cst(v * lanes)});
-        scores[v] = arith::AddFOp::create(b, scores[v], bias);
+        scores[v] = vector::FMAOp::create(
+            b, bias, splat(f32Const(static_cast<float>(kLog2E))), scores[v]);
       }
     }
 
@@ -2276,13 +2325,11 @@ private:
     Value noKeyYet = arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, newMax,
                                            f32Const(-kInf));
     Value safeMax = arith::SelectOp::create(b, noKeyYet, f32Const(0), newMax);
-    Value alpha =
-        math::ExpOp::create(b, arith::SubFOp::create(b, oldMax, safeMax));
+    Value alpha = exp2(arith::SubFOp::create(b, oldMax, safeMax));
     Value safeMaxVec = splat(safeMax);
     Value sumVec = zeroVec;
     for (int64_t v = 0; v < scoreVectors; ++v) {
-      Value p = math::ExpOp::create(
-          b, arith::SubFOp::create(b, scores[v], safeMaxVec));
+      Value p = exp2(arith::SubFOp::create(b, scores[v], safeMaxVec));
       sumVec = arith::AddFOp::create(b, sumVec, p);
       vector::StoreOp::create(b, p, scratch.probs,
                               ValueRange{cst(slot), cst(v * lanes)});

@@ -319,7 +319,12 @@ def AttnApproximateMathPass : Pass<"attn-approximate-math"> {
     takes AVX-512's `vscalefps` for the power of two and a degree-6
     polynomial (about 12 instructions instead of 20; relative error 7.9e-8
     measured on [-87, 88]), still exact at the ends: exp(-inf) = 0,
-    exp(+inf) = +inf, NaN stays NaN.
+    exp(+inf) = +inf, NaN stays NaN. `math.exp2` of `vector<16xf32>`, which
+    the CPU softmax takes, needs no range-reduction multiply or FMAs there
+    (n = round(x), r = x - n exactly; 10 instructions, relative error 7.9e-8
+    on [-126, 0]), and where the op carries `attn.nonpositive` (an operand
+    never above 0, as the softmax's s - m') no upper clamp. Other f32 exp2
+    become exp(x ln 2).
   }];
   let options = [
     Option<"nvvm", "nvvm", "bool", /*default=*/"false",

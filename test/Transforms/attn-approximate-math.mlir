@@ -65,3 +65,38 @@ func.func @scalar_exp(%x: f32) -> f32 {
   %e = math.exp %x : f32
   return %e : f32
 }
+
+// exp2, which the CPU softmax takes (base 2, log2 e folded into its score
+// scale): with avx512 a 16-lane exp2 needs no range-reduction multiply or
+// FMAs, only n = round(x) and r = x - n (exact), then the same six-FMA
+// polynomial (coefficients times ln2^k) and vscalefps. attn.nonpositive
+// (the softmax's s - m', never above 0) leaves out the upper clamp. Other
+// exp2s become exp(x ln2) and take exp's polynomial.
+
+// CHECK-LABEL: func @softmax_exp2
+//   CHECK-NOT: math.exp2
+//       CHECK: arith.mulf %{{.+}}, %{{.+}} : vector<16xf32>
+//       CHECK: math.fma {{.+}} : vector<16xf32>
+//   CHECK-NOT: math.exp
+//       CHECK: return
+
+// AVX512-LABEL: func @softmax_exp2
+//       AVX512: %[[X:.+]] = llvm.call_intrinsic "llvm.x86.avx512.max.ps.512"(%{{.+}}, %arg0, %{{.+}})
+//   AVX512-NOT: llvm.x86.avx512.min.ps.512
+//       AVX512: %[[N:.+]] = math.roundeven %[[X]] : vector<16xf32>
+//       AVX512: %[[R:.+]] = arith.subf %[[X]], %[[N]] : vector<16xf32>
+// AVX512-COUNT-6: math.fma %{{.+}}, %[[R]], %{{.+}} : vector<16xf32>
+//       AVX512: %[[E:.+]] = llvm.call_intrinsic "llvm.x86.avx512.mask.scalef.ps.512"(%{{.+}}, %[[N]], %{{.+}}, %{{.+}}, %{{.+}})
+//       AVX512: %[[LO:.+]] = llvm.call_intrinsic "llvm.x86.avx512.max.ps.512"(%{{.+}}, %arg0, %{{.+}})
+//       AVX512: %[[Y:.+]] = llvm.call_intrinsic "llvm.x86.avx512.min.ps.512"(%{{.+}}, %[[LO]], %{{.+}})
+//       AVX512: math.roundeven %[[Y]] : vector<16xf32>
+//       AVX512: llvm.call_intrinsic "llvm.x86.avx512.mask.scalef.ps.512"
+//   AVX512-NOT: llvm.x86.avx512
+//   AVX512-NOT: math.exp
+//       AVX512: return
+func.func @softmax_exp2(%x: vector<16xf32>, %a: f32) -> (vector<16xf32>, vector<16xf32>, f32) {
+  %p = math.exp2 %x {attn.nonpositive} : vector<16xf32>
+  %q = math.exp2 %x : vector<16xf32>
+  %alpha = math.exp2 %a {attn.nonpositive} : f32
+  return %p, %q, %alpha : vector<16xf32>, vector<16xf32>, f32
+}

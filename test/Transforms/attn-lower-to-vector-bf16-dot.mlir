@@ -40,7 +40,7 @@
 //       CHECK:   x86vector.avx512.dot
 //       CHECK:   x86vector.avx512.dot
 // The weights, in f32 and in bf16.
-//       CHECK: math.exp %{{.+}} : vector<16xf32>
+//       CHECK: math.exp2 %{{.+}} {attn.nonpositive} : vector<16xf32>
 //       CHECK: %[[PB:.+]] = arith.truncf %{{.+}} : vector<16xf32> to vector<16xbf16>
 //       CHECK: vector.store %[[PB]], %[[PP]][%c0, %c0] : memref<2x32xbf16>, vector<16xbf16>
 // P·V: ceil(keys / 2) pair steps.

@@ -38,7 +38,7 @@
 // Per row: the online update and P·V from V's rows.
 //       CHECK:       scf.for
 //       CHECK:         vector.load %[[SCORES]]
-//       CHECK:         math.exp
+//       CHECK:         math.exp2
 //       CHECK:         scf.for {{.+}} iter_args
 //       CHECK:           vector.load %[[VROWS]]
 //       CHECK:           vector.fma
@@ -75,8 +75,8 @@ func.func @decode(%q: memref<1x1x?x20xf32, strided<[?, ?, ?, ?], offset: ?>>,
 // The online update and P·V two rows at a time: each V vector loaded once
 // for both rows' accumulators (2 x 2 vectors for Dv = 20).
 //       CHECK:     scf.for %{{.+}} = %c0 to %c4 step %c2 {
-//       CHECK:       math.exp
-//       CHECK:       math.exp
+//       CHECK:       math.exp2
+//       CHECK:       math.exp2
 //       CHECK:       scf.for {{.+}} iter_args({{.+}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
 //       CHECK:         %[[V0:.+]] = vector.load %{{.+}} : memref<1x1x?x20xf32, strided<[?, ?, ?, 1], offset: ?>>, vector<16xf32>
 //       CHECK:         %[[V1:.+]] = vector.maskedload
@@ -188,7 +188,7 @@ func.func @decode_group_wide(%q: memref<1x4x1x256xf32>, %k: memref<1x1x?x256xf32
 //  CHECK-NEXT:   math.tanh %[[DIV]]
 //       CHECK:   vector.store %{{.+}}, %[[SCORES]][%[[ROW]], %[[COL]]]
 //   CHECK-NOT: math.tanh
-//       CHECK: math.exp
+//       CHECK: math.exp2
 //   CHECK-NOT: math.tanh
 //       CHECK: return
 func.func @decode_softcap(%q: memref<1x4x1x20xf32>, %k: memref<1x1x?x20xf32>, %v: memref<1x1x?x20xf32>,

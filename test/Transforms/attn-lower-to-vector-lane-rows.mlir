@@ -99,15 +99,15 @@
 //       CHECK:     %[[UP:.+]] = arith.cmpf ogt, %[[CMAX]], %[[OLDMAX]]
 //       CHECK:     arith.select %[[UP]], %[[CMAX]], %[[OLDMAX]]
 //       CHECK:     arith.cmpf oeq
-//       CHECK:     %[[ALPHA0:.+]] = math.exp
+//       CHECK:     %[[ALPHA0:.+]] = math.exp2
 //       CHECK:     scf.for %{{.+}} = %c0 to %[[SPLIT]] step %c2 iter_args(
 //       CHECK:       math.tanh
-//       CHECK:       math.exp
+//       CHECK:       math.exp2
 //       CHECK:       vector.store %{{.+}}, %[[ST]]
 //       CHECK:     vector.store %{{.+}}, %[[STATS]][%c0, %c0]
 //       CHECK:     vector.store %{{.+}}, %[[STATS]][%c1, %c0]
 //       CHECK:     arith.cmpf oeq, %[[BMAX1]]
-//       CHECK:     %[[ALPHA1:.+]] = math.exp
+//       CHECK:     %[[ALPHA1:.+]] = math.exp2
 //       CHECK:     scf.for %{{.+}} = %c0 to %c32 step %c2 iter_args(
 // P·V: 8 columns of Oᵀ x 2 row vectors, rescaled by α, over the block's
 // keys up to the split, then the second row vector's over the rest; an

@@ -33,9 +33,9 @@
 // the second for V's. The choice is made per pair after the pair's online
 // update, which is compiled once.
 //       CHECK:     scf.for %[[PAIR:.+]] = %c0 to %c4 step %c2 {
-//       CHECK:       math.exp
+//       CHECK:       math.exp2
 //       CHECK:       %[[FIRST:.+]] = arith.cmpi eq, %[[PAIR]], %c0 : index
-//   CHECK-NOT:       math.exp
+//   CHECK-NOT:       math.exp2
 //       CHECK:       scf.if %[[FIRST]] {
 //       CHECK:         scf.for %{{.+}} = %c0 to %{{.+}} step %c1 iter_args(
 //       CHECK:           %[[PVKEY:.+]] = arith.addi %{{.+}}, %{{.+}} : index
@@ -45,7 +45,7 @@
 //   CHECK-NOT:           memref.prefetch %[[V]]
 //       CHECK:           vector.fma
 //       CHECK:       } else {
-//   CHECK-NOT:         math.exp
+//   CHECK-NOT:         math.exp2
 //       CHECK:         scf.for %{{.+}} = %c0 to %{{.+}} step %c1 iter_args(
 //       CHECK:           %[[PVKEY2:.+]] = arith.addi %{{.+}}, %{{.+}} : index
 //       CHECK:           %[[NEXT2:.+]] = arith.addi %[[PVKEY2]], %c128 : index
@@ -76,9 +76,9 @@ func.func @decode_f32(%q: memref<1x4x1x128xf32, strided<[?, ?, ?, ?], offset: ?>
 //  CHECK-NEXT: %[[EVEN:.+]] = arith.subi %[[COUNT]], %[[ODD]] : index
 //  CHECK-NEXT: %[[SEVERAL:.+]] = arith.cmpi sge, %[[EVEN]], %c4 : index
 //  CHECK-NEXT: scf.for %[[PAIR:.+]] = %c0 to %[[EVEN]] step %c2 {
-//       CHECK:   math.exp %{{.+}} : f32
-//       CHECK:   math.exp %{{.+}} : f32
-//   CHECK-NOT:   math.exp %{{.+}} : f32
+//       CHECK:   math.exp2 %{{.+}} {attn.nonpositive} : f32
+//       CHECK:   math.exp2 %{{.+}} {attn.nonpositive} : f32
+//   CHECK-NOT:   math.exp2 %{{.+}} {attn.nonpositive} : f32
 //       CHECK:   scf.if %[[SEVERAL]] {
 //  CHECK-NEXT:     %[[FIRST:.+]] = arith.cmpi eq, %[[PAIR]], %c0 : index
 //  CHECK-NEXT:     scf.if %[[FIRST]] {
@@ -89,7 +89,7 @@ func.func @decode_f32(%q: memref<1x4x1x128xf32, strided<[?, ?, ?, ?], offset: ?>
 //       CHECK:     memref.prefetch %[[K]][%c0, %c0, %{{.+}}, %c0]
 //       CHECK:     memref.prefetch %[[V]][%c0, %c0, %{{.+}}, %c0]
 //       CHECK: scf.if
-//       CHECK:   math.exp
+//       CHECK:   math.exp2
 //       CHECK:   memref.prefetch %[[K]][%c0, %c0, %{{.+}}, %c0]
 //       CHECK:   memref.prefetch %[[V]][%c0, %c0, %{{.+}}, %c0]
 func.func @decode_f32_any_group(%q: memref<1x?x1x128xf32, strided<[?, ?, ?, ?], offset: ?>>,

@@ -7,14 +7,26 @@
 // accumulated by FMAs with the query element broadcast; scale, soft-cap,
 // the keep-mask (as a -inf bias row) and the causal band are applied as
 // vector ops; then the running max/sum update and P·V, with the 20-column
-// accumulator's tail handled by masked loads and stores.
+// accumulator's tail handled by masked loads and stores. The softmax runs in
+// base 2: log2(e) joins the score scale (1/sqrt(32) log2 e = 0.255) and the
+// mask bias (an FMA in place of the add), and the soft cap (c = 30 becomes c log2 e = 43.28), the weights are
+// exp2(s - m'), and the rows' maxima are in base-2 units while the op runs
+// (times log2 e before its first block, times ln 2 after its last).
 
 // CHECK-LABEL: func @causal_masked
 //  CHECK-SAME: (%[[Q:[a-z0-9]+]]: {{.+}}, %[[K:[a-z0-9]+]]: {{.+}}, %[[V:[a-z0-9]+]]: {{.+}}, %[[MASK:[a-z0-9]+]]: {{.+}}, %[[ACC:[a-z0-9]+]]: {{.+}}, %[[MAX:[a-z0-9]+]]: {{.+}}, %[[SUM:[a-z0-9]+]]: {{.+}}, %[[D:[a-z0-9]+]]: index)
+//   CHECK-DAG: %[[SCALE:.+]] = arith.constant dense<0.255034864> : vector<16xf32>
+//   CHECK-DAG: %[[LOG2EV:.+]] = arith.constant dense<1.44269502> : vector<16xf32>
+//   CHECK-DAG: %[[CAP:.+]] = arith.constant dense<43.2808495> : vector<16xf32>
+//   CHECK-DAG: %[[LN2:.+]] = arith.constant 0.693147182 : f32
+//   CHECK-DAG: %[[LOG2E:.+]] = arith.constant 1.44269502 : f32
 //       CHECK: %[[KT:.+]] = memref.alloca() {alignment = 64 : i64} : memref<32x32xf32>
 //       CHECK: %[[VP:.+]] = memref.alloca() {alignment = 64 : i64} : memref<32x32xf32>
 //       CHECK: %[[BIAS:.+]] = memref.alloca() {alignment = 64 : i64} : memref<32xf32>
 //       CHECK: %[[P:.+]] = memref.alloca() {alignment = 64 : i64} : memref<1x32xf32>
+//       CHECK: %[[M:.+]] = memref.load %[[MAX]]
+//  CHECK-NEXT: %[[M2:.+]] = arith.mulf %[[M]], %[[LOG2E]] : f32
+//  CHECK-NEXT: memref.store %[[M2]], %[[MAX]]
 // Key blocks up to the last key that some row sees (rows + d, clamped to
 // Sk). Each block packs K transposed (K's rows have unit stride here: a
 // loop over 16x16 tiles of head dims, each 16 row loads, a
@@ -67,13 +79,15 @@
 // stores its update.
 //       CHECK:     %[[OLDMAX:.+]] = memref.load %[[MAX]]
 //       CHECK:     %[[OLDSUM:.+]] = memref.load %[[SUM]]
-// Scale, soft-cap (c * tanh(s / c)), mask bias.
-//       CHECK:     arith.mulf %[[S]]#0
-//       CHECK:     math.tanh
+// Scale, soft-cap (c * tanh(s / c)), mask bias (times log2 e).
+//       CHECK:     arith.mulf %[[S]]#0, %[[SCALE]]
+//       CHECK:     %[[T:.+]] = math.tanh
+//       CHECK:     arith.mulf %[[T]], %[[CAP]]
 //       CHECK:     memref.load %[[MASK]]
 //       CHECK:     arith.select %{{.+}}, %{{.+}}, %{{.+}} : f32
 //       CHECK:     memref.store %{{.+}}, %[[BIAS]]
-//       CHECK:     vector.load %[[BIAS]]
+//       CHECK:     %[[B:.+]] = vector.load %[[BIAS]]
+//       CHECK:     vector.fma %[[B]], %[[LOG2EV]]
 // The causal band and the block's key count select -inf.
 //       CHECK:     vector.step
 //       CHECK:     arith.cmpi slt
@@ -90,8 +104,8 @@
 //       CHECK:     %[[NONE:.+]] = arith.cmpf oeq, %[[NEWMAX]]
 //       CHECK:     %[[SAFE:.+]] = arith.select %[[NONE]], %{{.+}}, %[[NEWMAX]] : f32
 //       CHECK:     %[[DELTA:.+]] = arith.subf %[[OLDMAX]], %[[SAFE]]
-//       CHECK:     %[[ALPHA:.+]] = math.exp %[[DELTA]] : f32
-//       CHECK:     math.exp %{{.+}} : vector<16xf32>
+//       CHECK:     %[[ALPHA:.+]] = math.exp2 %[[DELTA]] {attn.nonpositive} : f32
+//       CHECK:     math.exp2 %{{.+}} {attn.nonpositive} : vector<16xf32>
 //       CHECK:     vector.store %{{.+}}, %[[P]]
 //       CHECK:     vector.reduction <add>
 //       CHECK:     arith.mulf %[[OLDSUM]], %[[ALPHA]]
@@ -107,6 +121,12 @@
 //       CHECK:       vector.fma
 //       CHECK:     vector.store %{{.+}}, %[[ACC]]
 //       CHECK:     vector.maskedstore %[[ACC]]
+// The maxima back in natural units, for the op's other readers.
+//       CHECK: %[[M:.+]] = memref.load %[[MAX]]
+//  CHECK-NEXT: %[[M1:.+]] = arith.mulf %[[M]], %[[LN2]] : f32
+//  CHECK-NEXT: memref.store %[[M1]], %[[MAX]]
+//  CHECK-NEXT: }
+//  CHECK-NEXT: return
 // With row-block=2 two query rows share each packed K and V vector load:
 // four score accumulators from two K loads. An odd row count's last block
 // repeats the last row in its second slot (min(row + 1, rows - 1)); both
