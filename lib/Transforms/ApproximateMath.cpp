@@ -18,6 +18,7 @@
 #include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <cmath>
 
@@ -42,7 +43,8 @@ Value nvvmApprox(ImplicitLocOpBuilder &b, StringRef name, Value x) {
 }
 
 Value nvvmExp(ImplicitLocOpBuilder &b, Value x) {
-  Value log2e = arith::ConstantOp::create(b, b.getF32FloatAttr(1.44269504f));
+  Value log2e =
+      arith::ConstantOp::create(b, b.getF32FloatAttr(llvm::numbers::log2ef));
   return nvvmApprox(b, "ex2", arith::MulFOp::create(b, x, log2e));
 }
 
@@ -57,7 +59,8 @@ void rewriteForNVVM(Operation *root) {
     if (isa<math::ExpOp>(op)) {
       result = nvvmExp(b, x);
     } else if (isa<math::LogOp>(op)) {
-      Value ln2 = arith::ConstantOp::create(b, b.getF32FloatAttr(0.69314718f));
+      Value ln2 =
+          arith::ConstantOp::create(b, b.getF32FloatAttr(llvm::numbers::ln2f));
       result = arith::MulFOp::create(b, nvvmApprox(b, "lg2", x), ln2);
     } else {
       Value one = arith::ConstantOp::create(b, b.getF32FloatAttr(1.0f));
@@ -149,7 +152,7 @@ Value avx512Exp(ImplicitLocOpBuilder &b, Value x) {
   Avx512Builder avx{b, cast<VectorType>(x.getType())};
   Value clamped = avx.clamp(x, 110.0);
   Value n = math::RoundEvenOp::create(
-      b, arith::MulFOp::create(b, clamped, avx.splat(1.44269504088896341)));
+      b, arith::MulFOp::create(b, clamped, avx.splat(llvm::numbers::log2e)));
   // ln2 = ln2Hi + ln2Lo, ln2Hi = ln2 rounded to f32; with FMAs n ln2Hi is
   // not rounded before the subtraction.
   Value negN = arith::NegFOp::create(b, n);
@@ -174,7 +177,7 @@ Value avx512Exp2(ImplicitLocOpBuilder &b, Value x, bool nonPositive) {
   Value clamped = avx.clamp(x, 160.0, /*lowerOnly=*/nonPositive);
   Value n = math::RoundEvenOp::create(b, clamped);
   Value r = arith::SubFOp::create(b, clamped, n);
-  return avx.polynomialTimesPowerOfTwo(r, n, /*unit=*/0.6931471805599453);
+  return avx.polynomialTimesPowerOfTwo(r, n, /*unit=*/llvm::numbers::ln2);
 }
 
 bool isF32x16(Type type) {
@@ -205,7 +208,7 @@ void expandExp2(Operation *root) {
     if (!getElementTypeOrSelf(op.getType()).isF32())
       return;
     ImplicitLocOpBuilder b(op.getLoc(), op);
-    FloatAttr ln2Attr = b.getF32FloatAttr(0.6931471805599453f);
+    FloatAttr ln2Attr = b.getF32FloatAttr(llvm::numbers::ln2f);
     auto shaped = dyn_cast<ShapedType>(op.getType());
     Value ln2 = shaped ? arith::ConstantOp::create(
                              b, DenseElementsAttr::get(shaped, ln2Attr))

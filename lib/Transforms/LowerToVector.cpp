@@ -68,6 +68,7 @@
 #include "mlir/Dialect/X86Vector/X86VectorDialect.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/IR/PatternMatch.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/SaveAndRestore.h"
 
 #include <limits>
@@ -86,9 +87,6 @@ using namespace mlir::attn;
 namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
-/// log2(e) and ln(2): the softmax runs in base 2 (see the file comment).
-constexpr double kLog2E = 1.4426950408889634;
-constexpr double kLn2 = 0.6931471805599453;
 
 /// Query rows that the direct path scores against each K row load.
 constexpr int64_t kDirectRows = 16;
@@ -390,9 +388,9 @@ private:
         });
       });
     };
-    rescaleMaxima(kLog2E);
+    rescaleMaxima(llvm::numbers::log2e);
     emitGroupPaths(batch, kvHead, firstHead, group, eachHead);
-    rescaleMaxima(kLn2);
+    rescaleMaxima(llvm::numbers::ln2);
   }
 
   void emitGroupPaths(Value batch, Value kvHead, Value firstHead, Value group,
@@ -1749,7 +1747,8 @@ private:
   /// The factor from raw scores q·k to the base-2 scores the softmax
   /// takes: the op's scale times log2(e), rounded once.
   Value scoreScale() {
-    return f32Const(static_cast<float>(op.getEffectiveScale() * kLog2E));
+    return f32Const(
+        static_cast<float>(op.getEffectiveScale() * llvm::numbers::log2e));
   }
 
   /// A vector of raw scores scaled (to base 2), then soft-capped.
@@ -1763,7 +1762,7 @@ private:
     auto cap = op.getSoftcapAttr();
     if (!cap)
       return s;
-    double c = cap.getValueAsDouble() * kLog2E;
+    double c = cap.getValueAsDouble() * llvm::numbers::log2e;
     Value t = math::TanhOp::create(
         b, arith::MulFOp::create(b, s, splat(f32Const(1.0 / c))));
     return arith::MulFOp::create(b, t, splat(f32Const(c)));
@@ -2271,7 +2270,8 @@ private:
         Value bias = vector::LoadOp::create(b, vecType, scratch.rowBias,
                                             ValueRange{cst(v * lanes)});
         scores[v] = vector::FMAOp::create(
-            b, bias, splat(f32Const(static_cast<float>(kLog2E))), scores[v]);
+            b, bias, splat(f32Const(static_cast<float>(llvm::numbers::log2e))),
+            scores[v]);
       }
     }
 
