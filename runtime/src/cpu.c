@@ -21,8 +21,10 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -117,6 +119,7 @@ static const feature known_features[] = {
 enum { NUM_KNOWN = sizeof(known_features) / sizeof(known_features[0]) };
 
 static bool host_has[NUM_KNOWN];
+static size_t known_length[NUM_KNOWN]; /* strlen of each name */
 static pthread_once_t host_once = PTHREAD_ONCE_INIT;
 
 static uint64_t read_xcr0(void) {
@@ -157,7 +160,48 @@ static void detect_host(void) {
   for (int i = 0; i < NUM_KNOWN; ++i) {
     const feature *f = &known_features[i];
     host_has[i] = (words[f->word] >> f->bit & 1) && os_enabled[f->state];
+    known_length[i] = strlen(f->name);
   }
+}
+
+//===----------------------------------------------------------------------===//
+// Feature strings already checked
+//===----------------------------------------------------------------------===//
+
+/* Copies of the feature strings that passed the check in this process (a
+ * process meets few distinct ones; the copies live as long as it does). A
+ * call compares its kernel's string with them, a few hundred bytes each,
+ * rather than parsing it again: the parse took about 8 us a call on a
+ * Zen 4, more than the kernel of a short decoding step. By content, not by
+ * address: a library loaded where an unloaded one was may differ. */
+enum { NUM_PASSED = 16 };
+static _Atomic(char *) passed[NUM_PASSED];
+
+static bool passed_before(const char *features) {
+  for (int i = 0; i < NUM_PASSED; ++i) {
+    const char *seen = atomic_load_explicit(&passed[i], memory_order_acquire);
+    if (!seen)
+      return false; /* slots fill in order */
+    if (strcmp(seen, features) == 0)
+      return true;
+  }
+  return false;
+}
+
+static void remember_passed(const char *features) {
+  char *copy = strdup(features);
+  if (!copy)
+    return; /* the next call checks again */
+  for (int i = 0; i < NUM_PASSED; ++i) {
+    char *expected = NULL;
+    if (atomic_compare_exchange_strong_explicit(&passed[i], &expected, copy,
+                                                memory_order_acq_rel,
+                                                memory_order_acquire))
+      return;
+    if (strcmp(expected, features) == 0)
+      break; /* another thread remembered it first */
+  }
+  free(copy); /* a duplicate, or every slot taken */
 }
 
 //===----------------------------------------------------------------------===//
@@ -188,6 +232,8 @@ attn_status attn_kernel_check_cpu(const attn_kernel_desc *kernel) {
   const char *features = kernel->target_features;
   if (!features || !*features || attn_kernel_device(kernel) != ATTN_DEVICE_CPU)
     return ATTN_OK;
+  if (passed_before(features))
+    return ATTN_OK;
   pthread_once(&host_once, detect_host);
 
   char missing[512] = "";
@@ -200,8 +246,8 @@ attn_status attn_kernel_check_cpu(const attn_kernel_desc *kernel) {
     if (length > 1 && p[0] == '+') {
       for (int i = 0; i < NUM_KNOWN; ++i) {
         const feature *f = &known_features[i];
-        if (strlen(f->name) != length - 1 ||
-            strncmp(f->name, p + 1, length - 1) != 0)
+        if (known_length[i] != length - 1 ||
+            memcmp(f->name, p + 1, length - 1) != 0)
           continue;
         needs_amx |= f->state == OS_AMX;
         if (!host_has[i] && used < sizeof(missing)) {
@@ -230,6 +276,7 @@ attn_status attn_kernel_check_cpu(const attn_kernel_desc *kernel) {
                        "ARCH_REQ_XCOMP_PERM: %s)",
                        kernel->name, strerror(amx_permission_error));
   }
+  remember_passed(features);
   return ATTN_OK;
 }
 

@@ -1210,6 +1210,31 @@ TEST(CpuCheck, UnknownAndDisabledFeaturesAreIgnored) {
   EXPECT_EQ(attn_kernel_check_cpu(&desc), ATTN_OK) << attn_last_error();
 }
 
+TEST(CpuCheck, RemembersPassedFeaturesByContent) {
+  // The runtime remembers the feature strings that passed, so that a call
+  // does not parse its kernel's again; a string rewritten in place (a
+  // library loaded where another was) must be checked anew.
+  if (hostHasFlag("amx_tile"))
+    GTEST_SKIP() << "this CPU has AMX";
+  attn_kernel_desc desc = *fakeKernel("fake_plain");
+  char features[64] = "+sse2,+made-up-feature";
+  desc.target_features = features;
+  for (int call = 0; call < 3; ++call)
+    EXPECT_EQ(attn_kernel_check_cpu(&desc), ATTN_OK) << attn_last_error();
+  std::snprintf(features, sizeof(features), "+sse2,+amx-tile");
+  EXPECT_EQ(attn_kernel_check_cpu(&desc), ATTN_ERROR_UNSUPPORTED_CPU);
+  EXPECT_NE(std::string(attn_last_error()).find("amx-tile"), std::string::npos)
+      << attn_last_error();
+  // More distinct passing strings than the runtime remembers still pass,
+  // and a refused one stays refused after them.
+  for (int i = 0; i < 40; ++i) {
+    std::snprintf(features, sizeof(features), "+sse2,+made-up-%d", i);
+    EXPECT_EQ(attn_kernel_check_cpu(&desc), ATTN_OK) << attn_last_error();
+  }
+  std::snprintf(features, sizeof(features), "+amx-tile");
+  EXPECT_EQ(attn_kernel_check_cpu(&desc), ATTN_ERROR_UNSUPPORTED_CPU);
+}
+
 //===----------------------------------------------------------------------===//
 // Thread pool
 //===----------------------------------------------------------------------===//
