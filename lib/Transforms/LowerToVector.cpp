@@ -1843,35 +1843,58 @@ private:
       if (!bandApplies())
         return emitRows(batch, block, blockStart, blockKeys, cst(0),
                         keyBlock / lanes);
-      // A block the band cuts: only the keys some row of the block sees,
-      // in steps of bandKeyStep keys, so that rows near the diagonal skip
-      // most of what the band would drop.
+      // A block the band cuts. Rows that see all of it (in a tile larger
+      // than the key block, those past the diagonal block's last row) take
+      // the whole block, without the band's compares; the others only the
+      // keys some row of the block sees, in steps of bandKeyStep keys, so
+      // that rows near the diagonal skip most of what the band would drop.
       SeenKeys seen =
           keysRowsSee(first, block.back().row, blockStart, blockKeys);
-      Value stepKeys = cst(bandKeyStep), to = seen.anyTo;
-      Value from = arith::MulIOp::create(
-          b, arith::DivUIOp::create(b, seen.anyFrom, stepKeys), stepKeys);
-      int64_t halfStep = bandKeyStep / 2;
-      forLoop(from, to, stepKeys, [&](Value step) {
-        Value start = arith::AddIOp::create(b, blockStart, step);
-        Value left = arith::SubIOp::create(b, to, step);
-        auto wholeStep = [&] {
-          emitRows(batch, block, start,
-                   arith::MinSIOp::create(b, left, stepKeys), step,
-                   bandKeyStep / lanes);
-        };
-        if (halfStep % lanes != 0)
-          return wholeStep();
-        // A last step of at most half a step: half the score vectors.
-        Value short_ = arith::CmpIOp::create(b, arith::CmpIPredicate::sle, left,
-                                             cst(halfStep));
-        auto choice = scf::IfOp::create(b, short_, /*withElseRegion=*/true);
-        OpBuilder::InsertionGuard guard(b);
-        b.setInsertionPoint(choice.thenBlock()->getTerminator());
-        emitRows(batch, block, start, left, step, halfStep / lanes);
-        b.setInsertionPoint(choice.elseBlock()->getTerminator());
-        wholeStep();
-      });
+      Value whole = arith::AndIOp::create(
+          b,
+          arith::CmpIOp::create(b, arith::CmpIPredicate::eq, seen.allFrom,
+                                cst(0)),
+          arith::CmpIOp::create(b, arith::CmpIPredicate::eq, seen.allTo,
+                                blockKeys));
+      auto split = scf::IfOp::create(b, whole, /*withElseRegion=*/true);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(split.thenBlock()->getTerminator());
+      {
+        llvm::SaveAndRestore inside(blockInsideBand, true);
+        emitRows(batch, block, blockStart, blockKeys, cst(0), keyBlock / lanes);
+      }
+      b.setInsertionPoint(split.elseBlock()->getTerminator());
+      emitBandSteps(batch, block, blockStart, seen);
+    });
+  }
+
+  /// The rows of `block` over the keys of the block from `blockStart` that
+  /// some of them see (`seen`), in steps of bandKeyStep keys; a last step
+  /// of at most half a step scores half the vectors.
+  void emitBandSteps(Value batch, ArrayRef<AccRow> block, Value blockStart,
+                     const SeenKeys &seen) {
+    Value stepKeys = cst(bandKeyStep), to = seen.anyTo;
+    Value from = arith::MulIOp::create(
+        b, arith::DivUIOp::create(b, seen.anyFrom, stepKeys), stepKeys);
+    int64_t halfStep = bandKeyStep / 2;
+    forLoop(from, to, stepKeys, [&](Value step) {
+      Value start = arith::AddIOp::create(b, blockStart, step);
+      Value left = arith::SubIOp::create(b, to, step);
+      auto wholeStep = [&] {
+        emitRows(batch, block, start, arith::MinSIOp::create(b, left, stepKeys),
+                 step, bandKeyStep / lanes);
+      };
+      if (halfStep % lanes != 0)
+        return wholeStep();
+      // A last step of at most half a step: half the score vectors.
+      Value short_ = arith::CmpIOp::create(b, arith::CmpIPredicate::sle, left,
+                                           cst(halfStep));
+      auto choice = scf::IfOp::create(b, short_, /*withElseRegion=*/true);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(choice.thenBlock()->getTerminator());
+      emitRows(batch, block, start, left, step, halfStep / lanes);
+      b.setInsertionPoint(choice.elseBlock()->getTerminator());
+      wholeStep();
     });
   }
 

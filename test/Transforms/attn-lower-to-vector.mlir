@@ -58,12 +58,23 @@
 //   CHECK-NOT:     arith.cmpi sle
 //       CHECK:   } else {
 //   CHECK-NOT:     memref.load %[[V]]
-// Query rows: each walks the block's keys up to its reach (row + d + 1,
+// Query rows: a row block whose rows all see the whole block (its first
+// row's reach, rounded down to a key pair, is the block's key count) runs
+// it as a block inside the band: no band compares, only the key count's.
+// The others walk the block's keys up to their reach (row + d + 1,
 // clamped to the block) in steps of band-key-step keys (here the block's
 // 32); Q·Kᵀ as two vector accumulators over D, from the step's columns. A
 // step with at most 16 keys left takes one vector (the first branch); the
 // checks below follow the whole step's.
 //       CHECK:   scf.for %[[ROW:.+]] = %c0 to
+//       CHECK:     %[[REACH:.+]] = arith.andi %{{.+}}, %c-2 : index
+//       CHECK:     %[[WHOLE:.+]] = arith.cmpi eq, %{{.+}}, %[[NK]] : index
+//       CHECK:     scf.if %[[WHOLE]] {
+//       CHECK:       scf.for %{{.+}} = %c0 to %c32 step %c1 iter_args
+//       CHECK:       vector.step
+//       CHECK:       arith.cmpi slt
+//   CHECK-NOT:       arith.cmpi sle
+//       CHECK:     } else {
 //       CHECK:     scf.for %[[STEP:.+]] = %{{.+}} to %{{.+}} step %c32 {
 //       CHECK:     %[[SHORT:.+]] = arith.cmpi sle, %{{.+}}, %c16 : index
 //       CHECK:     scf.if %[[SHORT]] {
