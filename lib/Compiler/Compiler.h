@@ -37,7 +37,9 @@ struct CompileOptions {
   int64_t queryTileSize = 256;
   /// The same for causal and windowed kernels, whose tiles across the
   /// diagonal compute scores the band drops (256 measured 1-9 % slower
-  /// than 128 there); 0 means min(queryTileSize, 128).
+  /// than 128 there for f32); 0 means min(queryTileSize, 128), or
+  /// min(queryTileSize, 256) for bf16 with the dot product (cpuTileRows in
+  /// Codegen.cpp).
   int64_t bandedQueryTileSize = 0;
   int64_t bandedTileRows() const {
     return bandedQueryTileSize > 0 ? bandedQueryTileSize

@@ -46,13 +46,18 @@ inline constexpr llvm::StringLiteral kKeyTileSizeAttrName =
 /// row-block for the ops in it (its key-block follows attn.key_tile_size).
 inline constexpr llvm::StringLiteral kRowBlockAttrName = "attn.row_block";
 
+/// An integer attribute on a function that overrides attn-tile's
+/// banded-query-tile-size for the causal or windowed ops in it.
+inline constexpr llvm::StringLiteral kBandedQueryTileSizeAttrName =
+    "attn.banded_query_tile_size";
+
 /// A unit attribute on a `math.exp2` whose operand is never positive nor
 /// +inf (the softmax's s - m'; NaN may occur): attn-approximate-math may
 /// then leave out its upper clamp.
 inline constexpr llvm::StringLiteral kNonPositiveAttr = "attn.nonpositive";
 
 /// `func`'s integer attribute `name` (a compiler's choice for that kernel,
-/// one of the two above) where it has one, else the pass option `option`.
+/// one of the three above) where it has one, else the pass option `option`.
 inline int64_t functionChoice(Operation *func, llvm::StringRef name,
                               int64_t option) {
   if (auto attr = func->getAttrOfType<IntegerAttr>(name))

@@ -32,9 +32,11 @@ def AttnTilePass : Pass<"attn-tile", "func::FuncOp"> {
     away when a static size leaves it one iteration.
 
     Ops with a causal or window band may take a smaller row tile
-    (`banded-query-tile-size`) than the others: on the CPU a larger tile
-    repacks each K/V block for more rows, while near the diagonal it
-    computes more scores that the band then drops.
+    (`banded-query-tile-size`, or the `attn.banded_query_tile_size`
+    attribute of the function, a compiler's choice for that kernel) than
+    the others: on the CPU a larger tile repacks each K/V block for more
+    rows, while near the diagonal it computes more scores that the band
+    then drops.
   }];
   let options = [
     Option<"queryTileSize", "query-tile-size", "int64_t", /*default=*/"64",

@@ -14,6 +14,7 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/SCF/Transforms/TileUsingInterface.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 
 namespace mlir {
 namespace attn {
@@ -75,15 +76,19 @@ struct AttnTilePass : public mlir::attn::impl::AttnTilePassBase<AttnTilePass> {
             gpu::GPUBlockMappingAttr::get(ctx, gpu::MappingId::DimX)};
   }
 
-  /// `queryTileSize` rows (`bandedQueryTileSize` for a causal or windowed
-  /// op, when set); with `groupRows` set (the CPU lowering), all of a
-  /// smaller static Sq, so that the tile's types and its state buffers are
-  /// that small (the GPU lowering needs whole 16-row warp tiles).
+  /// `queryTileSize` rows (`bandedQueryTileSize`, or the function's
+  /// attn.banded_query_tile_size, for a causal or windowed op, when set); with
+  /// `groupRows` set (the CPU lowering), all of a smaller static Sq, so that
+  /// the tile's types and its state buffers are that small (the GPU lowering
+  /// needs whole 16-row warp tiles).
   OpFoldResult rowTileSize(AttentionOp op) {
     int64_t rows = cast<ShapedType>(op.getQuery().getType()).getDimSize(2);
     bool banded = op.getCausal() || op.getWindow();
-    int64_t tile =
-        banded && bandedQueryTileSize > 0 ? bandedQueryTileSize : queryTileSize;
+    int64_t bandedTile = bandedQueryTileSize;
+    if (auto func = op->getParentOfType<FunctionOpInterface>())
+      bandedTile =
+          functionChoice(func, kBandedQueryTileSizeAttrName, bandedTile);
+    int64_t tile = banded && bandedTile > 0 ? bandedTile : queryTileSize;
     if (groupRows > 0 && !ShapedType::isDynamic(rows) && rows >= 1)
       tile = std::min<int64_t>(tile, rows);
     return IntegerAttr::get(IndexType::get(op.getContext()), tile);

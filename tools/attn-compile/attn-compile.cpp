@@ -70,7 +70,8 @@ static cl::opt<int64_t> queryTile("query-tile-size",
 static cl::opt<int64_t> bandedQueryTile(
     "banded-query-tile-size",
     cl::desc("Query rows per work item of causal and windowed kernels (CPU; "
-             "default: the smaller of --query-tile-size and 128)"),
+             "default: the smaller of --query-tile-size and 128, or 256 for "
+             "bf16 with AVX-512 BF16)"),
     cl::init(0), cl::cat(category));
 static cl::opt<int64_t>
     keyTile("key-tile-size",
