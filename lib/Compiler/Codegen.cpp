@@ -444,9 +444,7 @@ int64_t cpuTileRows(const ::attn::KernelSpec &spec,
                     const ::attn::ResolvedTarget &host) {
   if (!spec.usesDiagonal())
     return options.queryTileSize;
-  int64_t rows = spec.staticSizes[3];
-  bool decoding = rows >= 1 && rows <= ::attn::kCpuDecodeRows;
-  if (options.bandedQueryTileSize == 0 && !decoding &&
+  if (options.bandedQueryTileSize == 0 && !::attn::isCpuDecoding(spec) &&
       spec.elementType == ::attn::ElementType::BF16 && usesBf16Dot(host))
     return std::min<int64_t>(options.queryTileSize, 256);
   return options.bandedTileRows();
@@ -498,8 +496,7 @@ void chooseBlocking(ModuleOp module, ArrayRef<::attn::KernelSpec> specs,
   //   80): 24 score accumulators for 128 keys; measured 4-8 % faster than
   //   2 rows at D = 64 on Zen 4, full and causal.
   for (auto [spec, func] : llvm::zip(specs, module.getOps<func::FuncOp>())) {
-    int64_t rows = spec.staticSizes[3];
-    bool decoding = rows >= 1 && rows <= pipeline.decodeRows;
+    bool decoding = ::attn::isCpuDecoding(spec);
     // Decoding kernels also get the key split's phases, for calls with
     // fewer GQA groups than threads.
     if (::attn::hasKeySplit(spec, options))

@@ -140,13 +140,17 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
 /// attn-compile sets the CPU pipeline's decode-rows to.
 constexpr int64_t kCpuDecodeRows = 4;
 
-/// Whether a kernel compiled with `options` has the key split's phases
-/// (`<name>_partial_*`, `<name>_merge_*`): CPU decoding kernels, whose
-/// static Sq is at most kCpuDecodeRows.
-inline bool hasKeySplit(const KernelSpec &spec, const CompileOptions &options) {
+/// Whether `spec` is a decoding kernel on the CPU: a static Sq of at most
+/// kCpuDecodeRows.
+inline bool isCpuDecoding(const KernelSpec &spec) {
   int64_t rows = spec.staticSizes[3];
-  return options.splitKeys && options.gpuArch.empty() && rows >= 1 &&
-         rows <= kCpuDecodeRows;
+  return rows >= 1 && rows <= kCpuDecodeRows;
+}
+
+/// Whether a kernel compiled with `options` has the key split's phases
+/// (`<name>_partial_*`, `<name>_merge_*`): CPU decoding kernels.
+inline bool hasKeySplit(const KernelSpec &spec, const CompileOptions &options) {
+  return options.splitKeys && options.gpuArch.empty() && isCpuDecoding(spec);
 }
 
 /// The C header declaring the kernels' entry points and descriptors; it
