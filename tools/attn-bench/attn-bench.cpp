@@ -176,6 +176,22 @@ int compareLibraries(attn_thread_pool *pool, double peak) {
     attn::KernelSpec own = attn::specOfKernel(e.kernel);
     own.name = "compared";
     e.ok = checkKernel(own, e.kernel, pool, e.report);
+    // And on the compared problem's heads and query rows (sequences cut so
+    // that the float64 reference stays quick): its GQA groups and tiles
+    // take paths that the small problem above may not reach.
+    attn::Problem compared;
+    compared.spec = own;
+    compared.batch = 1;
+    compared.headsQ = size[1];
+    compared.headsKv = size[2];
+    compared.seqQ = std::min<int64_t>(size[3], 67);
+    compared.seqK = std::min<int64_t>(size[4], 1029);
+    if (e.ok) {
+      attn::ProblemData data;
+      attn::makeProblemData(compared, data);
+      e.ok = attn::runProblem(e.kernel, data, pool) == ATTN_OK &&
+             (e.report = attn::checkAgainstReference(compared, data)).passed;
+    }
     // Kernels for other static sizes compute the same (the runtime
     // refuses the problem if --sizes does not fit one of them).
     std::fill(std::begin(own.staticSizes), std::end(own.staticSizes), -1);
