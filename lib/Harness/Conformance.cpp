@@ -52,6 +52,13 @@ std::vector<ConformanceCase> attn::conformanceCases() {
       // and an odd row (7 rows a group).
       {"decode_f16_group7", "dtype=f16,d=128,lse,sizes=?:?:?:1:?", 1, 14, 2, 1,
        300},
+      // bf16 V: P·V pairs keys as it loads V (Dv a multiple of 32), 4 rows
+      // a pass, then a pair and an odd row; an odd key count's last key
+      // pairs with zeros. Dv = 80 pairs the block into valuePairs first.
+      {"decode_bf16_group7", "dtype=bf16,d=128,lse,sizes=?:?:?:1:?", 1, 14, 2,
+       1, 301},
+      {"decode_bf16_d80", "dtype=bf16,d=80,lse,sizes=?:?:?:1:?", 1, 10, 2, 1,
+       263},
       // Rows of 16 chunks (f32 D = 256): the score tiles loop over chunks;
       // 6 rows a group, so that the per-row loop scores the other 2.
       {"decode_group_wide", "d=256,lse,sizes=?:?:?:1:?", 1, 12, 2, 1, 300},

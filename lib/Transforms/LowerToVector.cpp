@@ -39,9 +39,12 @@
 // product, one horizontal sum each; vdpbf16ps on bf16 rows as stored;
 // 16-bit K takes register tiles of 4 rows x 4 keys instead, whose 16 sums
 // one transposing tree of shuffles makes one vector of scores). P·V
-// takes two rows at a time, which share each V vector they load: bf16 V's
-// block becomes key pairs once (interleaving two rows) for the dot product,
-// f32 and f16 V rows are read in place (f16 widened as loaded). With
+// takes two rows at a time (16-bit V: four), which share each V vector
+// they load: f32 and f16 V rows are read in place (f16 widened as loaded),
+// bf16 V rows become key pairs for the dot product as they are loaded (two
+// rows unpacked within 128-bit lanes; the accumulators keep the columns in
+// that order for the block), or, where Dv is not a multiple of 2 x lanes,
+// once per block by interleaving two rows. With
 // `prefetch-bytes`, scoring a key prefetches the K and V rows of a key
 // that many bytes of K ahead into L2, so that the stream from memory keeps
 // going while the block's softmax and P·V run.
@@ -547,10 +550,12 @@ private:
                                       ValueRange{i, c});
             });
           });
-        // bf16 V becomes key pairs once per block for the dot product when
-        // more than one row reads it; otherwise V's rows are read in place
-        // (f16 widened as loaded: measured faster than widening the block
-        // once, even for 16 rows).
+        // bf16 V takes the dot product in key pairs when more than one row
+        // reads it: made as loaded where whole groups of 2 x lanes columns
+        // allow (accumulateByBf16Dot), else once per block into valuePairs.
+        // A single row reads V's rows in place, as f32 and f16 rows do (f16
+        // widened as loaded: measured faster than widening the block once,
+        // even for 16 rows).
         Value shared;
         if (pairedValues()) {
           shared = arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, count,
@@ -558,7 +563,8 @@ private:
           auto ifShared = scf::IfOp::create(b, shared);
           OpBuilder::InsertionGuard guard(b);
           b.setInsertionPoint(ifShared.thenBlock()->getTerminator());
-          pairValuesDirect(batch, kvHead, blockStart, blockKeys, valueRows);
+          if (!pairsAsLoaded())
+            pairValuesDirect(batch, kvHead, blockStart, blockKeys, valueRows);
         }
         // The online update of `n` rows from `first` (their weights in
         // probs' first n slots); then P·V for them, which share each V
@@ -590,6 +596,15 @@ private:
         auto accumulateValues = [&](const Rows &rows, bool prefetchK,
                                     bool prefetchV) {
           auto accumulate = [&](bool byPairs) {
+            std::function<Value(Value, int64_t)> rawValues;
+            if (byPairs && pairsAsLoaded())
+              rawValues = [&](Value j, int64_t group) -> Value {
+                return vector::LoadOp::create(
+                    b, VectorType::get({2 * lanes}, b.getBF16Type()), valueRows,
+                    ValueRange{batch, kvHead,
+                               arith::AddIOp::create(b, blockStart, j),
+                               cst(group * 2 * lanes)});
+              };
             accumulateRows(
                 batch, rows.at, rows.alphas, blockKeys, byPairs,
                 [&](Value j, int64_t c) -> Value {
@@ -610,7 +625,8 @@ private:
                   }
                   return loadRowChunk(valueRows, {batch, kvHead, key},
                                       c * lanes, valueDim);
-                });
+                },
+                rawValues);
           };
           if (!shared)
             return accumulate(false);
@@ -627,10 +643,11 @@ private:
           });
         Value even = arith::SubIOp::create(
             b, count, arith::RemUIOp::create(b, count, cst(2)));
-        // f16 V, widened as loaded: 4 rows a pass (over half of a 128-wide
-        // row's chunks at a time) widen each V element once, where two
-        // pairs widened it twice. Decoding kernels only: in a prefill
-        // kernel's fallback it gained 2-3 % for 0.1-0.2 s of compile time.
+        // f16 V, widened as loaded, and bf16 V, paired as loaded: 4 rows a
+        // pass (over half of a 128-wide row's chunks at a time) widen or
+        // pair each V element once, where two pairs of rows did it twice.
+        // Decoding kernels only: in a prefill kernel's fallback it gained
+        // 2-3 % (f16) for 0.1-0.2 s of compile time.
         Value pairsFrom = cst(0);
         if (quadRows() && !fallback) {
           pairsFrom = arith::SubIOp::create(
@@ -678,12 +695,18 @@ private:
   /// Whether the direct path's P·V takes two rows at a time (probs must
   /// hold two rows).
   bool pairRows() const { return rowBlock >= 2; }
-  /// Whether the direct path's P·V takes kQuadRows rows at a time: f16 V
-  /// (probs then hold kQuadRows rows).
+  /// Whether the direct path's P·V takes kQuadRows rows at a time: f16 V,
+  /// and bf16 V paired as loaded (probs and probPairs then hold kQuadRows
+  /// rows). Each V row loaded is widened or unpacked for 4 rows, not 2.
   bool quadRows() {
-    return pairRows() &&
-           cast<MemRefType>(op.getValue().getType()).getElementType().isF16();
+    return pairRows() && (cast<MemRefType>(op.getValue().getType())
+                              .getElementType()
+                              .isF16() ||
+                          pairsAsLoaded());
   }
+  /// Whether the direct path's bf16 P·V makes its key pairs as it loads V
+  /// (accumulateByBf16Dot): whole groups of 2 x lanes columns.
+  bool pairsAsLoaded() { return pairedValues() && valueDim % (2 * lanes) == 0; }
 
   /// groupScores[i][j] = q_i · K[blockStart + j] for the chunk's `count`
   /// rows. With 16 lanes and `tiles`, whole groups of 4 rows take tiles of 4
@@ -938,6 +961,11 @@ private:
     Value from, to;
     bool pairs, guarded;
     Value pairRow;
+    /// With `pairs`, where set: the pairs are made as V is loaded instead
+    /// of read from valuePairs; rawValues(j, g) is columns [2g lanes,
+    /// 2(g + 1) lanes) of block-local key j's V row as stored (see
+    /// accumulateByBf16Dot).
+    std::function<Value(Value, int64_t)> rawValues = nullptr;
   };
 
   /// acc[r] = alpha[r] * acc[r] + sum_j probs[r][j] * V[j] for the rows,
@@ -956,13 +984,14 @@ private:
                        std::min(groupChunks, valueChunks - first));
   }
   /// One run over all `blockKeys` keys of the block.
-  void accumulateRows(Value batch, ArrayRef<AccRow> rows,
-                      ArrayRef<Value> alphas, Value blockKeys, bool pairs,
-                      function_ref<Value(Value, int64_t)> value) {
-    accumulateRows(
-        batch, rows, alphas,
-        KeyRun{cst(0), blockKeys, pairs, op.getMask() || bandApplies(), cst(0)},
-        value);
+  void accumulateRows(
+      Value batch, ArrayRef<AccRow> rows, ArrayRef<Value> alphas,
+      Value blockKeys, bool pairs, function_ref<Value(Value, int64_t)> value,
+      const std::function<Value(Value, int64_t)> &rawValues = nullptr) {
+    accumulateRows(batch, rows, alphas,
+                   KeyRun{cst(0), blockKeys, pairs,
+                          op.getMask() || bandApplies(), cst(0), rawValues},
+                   value);
   }
 
   /// accumulateRows for chunks [first, first + chunks) of the rows.
@@ -988,6 +1017,23 @@ private:
         accs.push_back(arith::MulFOp::create(b, acc, alphaVec));
       }
     }
+    // Pairs made as V is loaded keep the columns in their unpacked order.
+    bool unpacked = llvm::any_of(
+        runs, [](const KeyRun &run) { return run.rawValues != nullptr; });
+    assert((!unpacked || (llvm::all_of(runs,
+                                       [](const KeyRun &run) {
+                                         return run.rawValues != nullptr;
+                                       }) &&
+                          first % 2 == 0 && chunks % 2 == 0)) &&
+           "pairs made as loaded take whole groups of two chunks");
+    auto reorder = [&](bool toUnpacked) {
+      for (size_t c = 0; c + 1 < accs.size(); c += 2)
+        std::tie(accs[c], accs[c + 1]) =
+            toUnpacked ? toUnpackedOrder(accs[c], accs[c + 1])
+                       : fromUnpackedOrder(accs[c], accs[c + 1]);
+    };
+    if (unpacked)
+      reorder(true);
     for (const KeyRun &run : runs) {
       if (run.pairs) {
         accs = accumulateByBf16Dot(numRows, run, accs, first, chunks);
@@ -1022,6 +1068,8 @@ private:
             return next;
           });
     }
+    if (unpacked)
+      reorder(false);
     for (int64_t r = 0; r < numRows; ++r)
       for (int64_t c = 0; c < chunks; ++c) {
         Value acc = accs[r * chunks + c];
@@ -2068,32 +2116,99 @@ private:
 
   /// acc[r] += Σ_j p[r][j] V[j] two keys per step by vdpbf16ps over the
   /// keys of `run`, for V's chunks [first, first + chunks).
+  ///
+  /// With run.rawValues the pairs come from the two V rows as loaded: the
+  /// unpacks of their low and high 16-bit halves within 128-bit lanes
+  /// (vpunpcklwd/vpunpckhwd) pair 4-column blocks 0, 2, 4, 6 and 1, 3, 5,
+  /// 7 of each 2 x lanes columns, and the accumulators hold the columns in
+  /// that order (accumulateChunks puts them there and back). No pass over
+  /// the block makes valuePairs first: bf16 MQA decoding, whose pairing
+  /// pass streamed the block from L2 while no dot product ran, 1.16-1.18x
+  /// on Zen 4 (with kQuadRows rows a pass).
   SmallVector<Value> accumulateByBf16Dot(int64_t numRows, const KeyRun &run,
                                          ArrayRef<Value> inits, int64_t first,
                                          int64_t chunks) {
     auto pairVec = VectorType::get({2 * lanes}, b.getBF16Type());
     auto half = [&](Value v) { return arith::DivUIOp::create(b, v, cst(2)); };
-    Value pairs = half(arith::AddIOp::create(b, run.to, cst(1)));
-    return forLoopWith(half(run.from), pairs, cst(1), inits,
-                       [&](Value jp, ValueRange acc) -> SmallVector<Value> {
-                         Value row = arith::AddIOp::create(b, run.pairRow, jp);
-                         SmallVector<Value> values;
-                         for (int64_t c = first; c < first + chunks; ++c)
-                           values.push_back(vector::LoadOp::create(
-                               b, pairVec, scratch.valuePairs,
-                               ValueRange{row, cst(2 * c * lanes)}));
-                         Value j0 = arith::MulIOp::create(b, jp, cst(2));
-                         SmallVector<Value> next;
-                         for (int64_t r = 0; r < numRows; ++r) {
-                           Value p = broadcastPair(vector::LoadOp::create(
-                               b, VectorType::get({2}, b.getBF16Type()),
-                               scratch.probPairs, ValueRange{cst(r), j0}));
-                           for (int64_t c = 0; c < chunks; ++c)
-                             next.push_back(x86vector::DotBF16Op::create(
-                                 b, acc[r * chunks + c], p, values[c]));
-                         }
-                         return next;
-                       });
+    auto step = [&](Value jp, ValueRange acc,
+                    bool lastOdd) -> SmallVector<Value> {
+      Value j0 = arith::MulIOp::create(b, jp, cst(2));
+      SmallVector<Value> values;
+      if (run.rawValues) {
+        SmallVector<int64_t> low, high;
+        for (int64_t i = 0; i < 2 * lanes; ++i) {
+          // Element i of a 128-bit lane of 8: key i % 2, column i / 2.
+          int64_t block = i / 8 * 8, column = i % 8 / 2;
+          int64_t key = i % 2 ? 2 * lanes : 0;
+          low.push_back(key + block + column);
+          high.push_back(key + block + 4 + column);
+        }
+        Value zero = vector::BroadcastOp::create(
+            b, pairVec,
+            arith::ConstantOp::create(b, b.getZeroAttr(b.getBF16Type())));
+        for (int64_t c = first; c < first + chunks; c += 2) {
+          Value even = run.rawValues(j0, c / 2);
+          Value odd =
+              lastOdd
+                  ? zero
+                  : run.rawValues(arith::AddIOp::create(b, j0, cst(1)), c / 2);
+          values.push_back(vector::ShuffleOp::create(b, even, odd, low));
+          values.push_back(vector::ShuffleOp::create(b, even, odd, high));
+        }
+      } else {
+        Value row = arith::AddIOp::create(b, run.pairRow, jp);
+        for (int64_t c = first; c < first + chunks; ++c)
+          values.push_back(
+              vector::LoadOp::create(b, pairVec, scratch.valuePairs,
+                                     ValueRange{row, cst(2 * c * lanes)}));
+      }
+      SmallVector<Value> next;
+      for (int64_t r = 0; r < numRows; ++r) {
+        Value p = broadcastPair(
+            vector::LoadOp::create(b, VectorType::get({2}, b.getBF16Type()),
+                                   scratch.probPairs, ValueRange{cst(r), j0}));
+        for (int64_t c = 0; c < chunks; ++c)
+          next.push_back(x86vector::DotBF16Op::create(b, acc[r * chunks + c], p,
+                                                      values[c]));
+      }
+      return next;
+    };
+    if (!run.rawValues)
+      return forLoopWith(
+          half(run.from), half(arith::AddIOp::create(b, run.to, cst(1))),
+          cst(1), inits,
+          [&](Value jp, ValueRange acc) { return step(jp, acc, false); });
+    // V rows as loaded: the whole pairs, then an odd count's last key with
+    // zeros (a loop of at most one step), reading no row past the run.
+    SmallVector<Value> accs = forLoopWith(
+        half(run.from), half(run.to), cst(1), inits,
+        [&](Value jp, ValueRange acc) { return step(jp, acc, false); });
+    return forLoopWith(
+        half(run.to), half(arith::AddIOp::create(b, run.to, cst(1))), cst(1),
+        accs, [&](Value jp, ValueRange acc) { return step(jp, acc, true); });
+  }
+
+  /// Two chunks' accumulators (columns [0, lanes) and [lanes, 2 lanes) of
+  /// a group) in the column order of pairs unpacked as loaded (see
+  /// accumulateByBf16Dot), and back.
+  std::pair<Value, Value> toUnpackedOrder(Value first, Value second) {
+    SmallVector<int64_t> low, high;
+    for (int64_t i = 0; i < lanes; ++i) {
+      low.push_back(i / 4 * 8 + i % 4);
+      high.push_back(i / 4 * 8 + 4 + i % 4);
+    }
+    return {vector::ShuffleOp::create(b, first, second, low),
+            vector::ShuffleOp::create(b, first, second, high)};
+  }
+  std::pair<Value, Value> fromUnpackedOrder(Value low, Value high) {
+    SmallVector<int64_t> first, second;
+    for (int64_t column = 0; column < 2 * lanes; ++column) {
+      int64_t block = column / 8, at = column % 8;
+      int64_t lane = at < 4 ? 4 * block + at : lanes + 4 * block + at - 4;
+      (column < lanes ? first : second).push_back(lane);
+    }
+    return {vector::ShuffleOp::create(b, low, high, first),
+            vector::ShuffleOp::create(b, low, high, second)};
   }
 
   /// The bf16 pair (lo, hi) in every 32-bit lane of a dot product operand.
@@ -2510,7 +2625,11 @@ struct AttnLowerToVectorPass
     // 32-bit broadcast a pair of keys.
     if (scratch.valuePairs)
       scratch.probPairs = memref::AllocaOp::create(
-          b, MemRefType::get({rowBlock, keyBlock}, b.getBF16Type()),
+          b,
+          MemRefType::get(
+              {directRows > 0 ? std::max(rowBlock, kQuadRows) : rowBlock,
+               keyBlock},
+              b.getBF16Type()),
           b.getI64IntegerAttr(64));
     int64_t headPad = llvm::divideCeil(maxHeadDim, vectorWidth) * vectorWidth;
     if (directRows > 0) {

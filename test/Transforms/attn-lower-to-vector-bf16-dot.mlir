@@ -18,7 +18,7 @@
 // CHECK-LABEL: func @bf16_dot
 //       CHECK: %[[KP:.+]] = memref.alloca() {alignment = 64 : i64} : memref<8x64xbf16>
 //       CHECK: %[[VP:.+]] = memref.alloca() {alignment = 64 : i64} : memref<16x32xbf16>
-//       CHECK: %[[PP:.+]] = memref.alloca() {alignment = 64 : i64} : memref<2x32xbf16>
+//       CHECK: %[[PP:.+]] = memref.alloca() {alignment = 64 : i64} : memref<4x32xbf16>
 //       CHECK: scf.for
 //       CHECK:   vector.store %{{.+}}, %[[VP]]
 // Packing: pairs of K[key][2p], K[key][2p+1] side by side, then the odd tail.
@@ -42,12 +42,12 @@
 // The weights, in f32 and in bf16.
 //       CHECK: math.exp2 %{{.+}} {attn.nonpositive} : vector<16xf32>
 //       CHECK: %[[PB:.+]] = arith.truncf %{{.+}} : vector<16xf32> to vector<16xbf16>
-//       CHECK: vector.store %[[PB]], %[[PP]][%c0, %c0] : memref<2x32xbf16>, vector<16xbf16>
+//       CHECK: vector.store %[[PB]], %[[PP]][%c0, %c0] : memref<4x32xbf16>, vector<16xbf16>
 // P·V: ceil(keys / 2) pair steps.
 //       CHECK: scf.for %[[JP:.+]] = %c0 to %{{.+}} step %c1 iter_args({{.+}}) -> (vector<16xf32>, vector<16xf32>)
-//       CHECK:   %[[V:.+]] = vector.load %[[VP]][%[[JP]], %c0] : memref<16x32xbf16>, vector<32xbf16>
 //       CHECK:   %[[J0:.+]] = arith.muli %[[JP]], %c2
-//       CHECK:   %[[PAIR:.+]] = vector.load %[[PP]][%c0, %[[J0]]] : memref<2x32xbf16>, vector<2xbf16>
+//       CHECK:   %[[V:.+]] = vector.load %[[VP]][%[[JP]], %c0] : memref<16x32xbf16>, vector<32xbf16>
+//       CHECK:   %[[PAIR:.+]] = vector.load %[[PP]][%c0, %[[J0]]] : memref<4x32xbf16>, vector<2xbf16>
 //       CHECK:   vector.bitcast %[[PAIR]] : vector<2xbf16> to vector<1xi32>
 //   CHECK-NOT:   arith.truncf
 //       CHECK:   x86vector.avx512.dot %{{.+}}, %{{.+}}, %[[V]] : vector<32xbf16> -> vector<16xf32>
@@ -134,10 +134,13 @@ func.func @f32_unchanged(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>, %v:
 // only): the group's query rows are kept as stored, bf16; 4 keys at a time,
 // their K rows loaded as 32-element vectors are scored by vdpbf16ps against
 // the 4 rows (consecutive head dims are its pairs) into 16 accumulators,
-// summed by one transposing tree into one vector of 16 scores. V's block becomes key pairs
-// once, by interleaving two rows (the odd count's last with zeros), and
-// the rows' P·V take the dot product on them, two rows at a time sharing
-// each load of V's pairs.
+// summed by one transposing tree into one vector of 16 scores. P·V makes
+// V's key pairs as it loads two rows: the unpacks of their 32-element
+// chunks within 128-bit lanes pair 4-column blocks 0, 2, 4, 6 and 1, 3, 5,
+// 7, and the 4 rows (one pass) share each. Their accumulators hold the
+// columns in that order: shuffled there before the key loop and back after
+// it. No pass over the block writes valuePairs first; an odd count's last
+// key is paired with zeros in a loop of at most one step.
 
 // CHECK-LABEL: func @bf16_dot_decode_group
 //       CHECK: %[[QP:.+]] = memref.alloca() {alignment = 64 : i64} : memref<16x64xbf16>
@@ -164,17 +167,29 @@ func.func @f32_unchanged(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>, %v:
 //       CHECK:     vector.extract_strided_slice %[[SUMS]] {offsets = [12], sizes = [4], strides = [1]}
 //       CHECK:     vector.store %{{.+}}, %{{.+}}[%c3, %[[J]]] : memref<16x32xf32>, vector<4xf32>
 //   CHECK-NOT:   vector.reduction
-//       CHECK:   scf.for
-//       CHECK:     vector.interleave %{{.+}}, %{{.+}} : vector<16xbf16> -> vector<32xbf16>
-//       CHECK:   scf.if
-//       CHECK:     vector.interleave %{{.+}}, %cst{{.*}} : vector<16xbf16> -> vector<32xbf16>
-//       CHECK:   scf.for %{{.+}} = %c0 to %c4 step %c2 {
-//       CHECK:     scf.for {{.+}} iter_args({{.+}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
-//       CHECK:       %[[V0:.+]] = vector.load %{{.+}} : memref<16x128xbf16>, vector<32xbf16>
-//       CHECK:       vector.load %{{.+}} : memref<2x32xbf16>, vector<2xbf16>
-//       CHECK:       x86vector.avx512.dot %{{.+}}, %{{.+}}, %[[V0]]
-//       CHECK:       vector.load %{{.+}} : memref<2x32xbf16>, vector<2xbf16>
-//       CHECK:       x86vector.avx512.dot %{{.+}}, %{{.+}}, %[[V0]]
+//   CHECK-NOT:   vector.interleave
+//       CHECK:   math.exp2
+//       CHECK:   %[[A0:.+]] = vector.load %arg3[%c0, %c0, %c0, %c0] : memref<1x4x1x64xf32>, vector<16xf32>
+//       CHECK:   %[[S0:.+]] = arith.mulf %[[A0]]
+//       CHECK:   %[[S1:.+]] = arith.mulf
+//       CHECK:   vector.shuffle %[[S0]], %[[S1]] [0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27]
+//       CHECK:   vector.shuffle %[[S0]], %[[S1]] [4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31]
+//       CHECK:   scf.for {{.+}} iter_args({{.+}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
+//       CHECK:     %[[E0:.+]] = vector.load %{{.+}}[%c0, %c0, %{{.+}}, %c0] : memref<1x1x?x64xbf16, strided<[?, ?, 64, 1]>>, vector<32xbf16>
+//       CHECK:     %[[O0:.+]] = vector.load %{{.+}}[%c0, %c0, %{{.+}}, %c0] : memref<1x1x?x64xbf16, strided<[?, ?, 64, 1]>>, vector<32xbf16>
+//       CHECK:     %[[LO:.+]] = vector.shuffle %[[E0]], %[[O0]] [0, 32, 1, 33, 2, 34, 3, 35, 8, 40, 9, 41, 10, 42, 11, 43, 16, 48, 17, 49, 18, 50, 19, 51, 24, 56, 25, 57, 26, 58, 27, 59]
+//       CHECK:     %[[HI:.+]] = vector.shuffle %[[E0]], %[[O0]] [4, 36, 5, 37, 6, 38, 7, 39, 12, 44, 13, 45, 14, 46, 15, 47, 20, 52, 21, 53, 22, 54, 23, 55, 28, 60, 29, 61, 30, 62, 31, 63]
+//       CHECK:     vector.load %[[PP:.+]][%c0, %{{.+}}] : memref<4x32xbf16>, vector<2xbf16>
+//       CHECK:     x86vector.avx512.dot %{{.+}}, %{{.+}}, %[[LO]]
+//       CHECK:     x86vector.avx512.dot %{{.+}}, %{{.+}}, %[[HI]]
+//       CHECK:     vector.load %[[PP]][%c3, %{{.+}}] : memref<4x32xbf16>, vector<2xbf16>
+//       CHECK:   scf.for {{.+}} iter_args
+//       CHECK:     %[[LAST:.+]] = vector.load %{{.+}} : memref<1x1x?x64xbf16, strided<[?, ?, 64, 1]>>, vector<32xbf16>
+//       CHECK:     vector.shuffle %[[LAST]], %cst{{.*}} [0, 32, 1, 33,
+//       CHECK:   %[[B0:.+]] = vector.shuffle %{{.+}}#0, %{{.+}}#1 [0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23]
+//       CHECK:   %[[B1:.+]] = vector.shuffle %{{.+}}#0, %{{.+}}#1 [8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31]
+//       CHECK:   vector.store %[[B0]], %arg3[%c0, %c0, %c0, %c0]
+//       CHECK:   vector.store %[[B1]], %arg3[%c0, %c0, %c0, %c16]
 func.func @bf16_dot_decode_group(%q: memref<1x4x1x64xbf16>, %k: memref<1x1x?x64xbf16>, %v: memref<1x1x?x64xbf16>,
                                  %acc: memref<1x4x1x64xf32>, %m: memref<1x4x1xf32>, %s: memref<1x4x1xf32>) {
   attn.online_attention ins(%q, %k, %v : memref<1x4x1x64xbf16>, memref<1x1x?x64xbf16>, memref<1x1x?x64xbf16>)
