@@ -11,6 +11,9 @@
 //       CHECK: scf.if
 //       CHECK:   scf.for %{{.+}} step %c128 {
 //       CHECK:     scf.for %[[J:.+]] = %c0 to %{{.+}} step %c4 {
+// The tile's 4 keys (clamped to the block's last), then the prefetches,
+// asked for by the first tile of rows only (here the only one).
+//       CHECK-COUNT-4: arith.minsi
 //       CHECK:     %[[KEY:.+]] = arith.addi %{{.+}}, %[[J]] : index
 //       CHECK:     %[[AHEAD:.+]] = arith.addi %[[KEY]], %c4 : index
 //       CHECK:     %[[LAST:.+]] = arith.subi %{{.+}}, %c1 : index
@@ -119,5 +122,26 @@ func.func @decode_bf16(%q: memref<1x4x1x128xbf16, strided<[?, ?, ?, ?], offset: 
                        %acc: memref<1x4x1x128xf32>, %m: memref<1x4x1xf32>, %s: memref<1x4x1xf32>) {
   attn.online_attention ins(%q, %k, %v : memref<1x4x1x128xbf16, strided<[?, ?, ?, ?], offset: ?>>, memref<1x1x?x128xbf16, strided<[?, ?, ?, ?], offset: ?>>, memref<1x1x?x128xbf16, strided<[?, ?, ?, ?], offset: ?>>)
       outs(%acc, %m, %s : memref<1x4x1x128xf32>, memref<1x4x1xf32>, memref<1x4x1xf32>)
+  return
+}
+
+// Two tiles of rows (a group of 8): only the first asks for the keys'
+// lines; the second would ask for the same ones again.
+
+// CHECK-LABEL: func @decode_two_tiles
+//       CHECK: scf.for %[[ROWS:.+]] = %c0 to %c8 step %c4 {
+//       CHECK:   scf.for %{{.+}} = %c0 to %{{.+}} step %c4 {
+//       CHECK:     %[[FIRST:.+]] = arith.cmpi eq, %[[ROWS]], %c0 : index
+//       CHECK:     scf.if %[[FIRST]] {
+//       CHECK-COUNT-4: memref.prefetch
+//       CHECK:     }
+//   CHECK-NOT:     memref.prefetch
+//       CHECK:     vector.fma
+func.func @decode_two_tiles(%q: memref<1x8x1x64xf32, strided<[?, ?, ?, ?], offset: ?>>,
+                            %k: memref<1x1x?x64xf32, strided<[?, ?, ?, ?], offset: ?>>,
+                            %v: memref<1x1x?x64xf32, strided<[?, ?, ?, ?], offset: ?>>,
+                            %acc: memref<1x8x1x64xf32>, %m: memref<1x8x1xf32>, %s: memref<1x8x1xf32>) {
+  attn.online_attention ins(%q, %k, %v : memref<1x8x1x64xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<1x1x?x64xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<1x1x?x64xf32, strided<[?, ?, ?, ?], offset: ?>>)
+      outs(%acc, %m, %s : memref<1x8x1x64xf32>, memref<1x8x1xf32>, memref<1x8x1xf32>)
   return
 }
