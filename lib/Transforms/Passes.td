@@ -214,9 +214,12 @@ def AttnLowerToVectorPass : Pass<"attn-lower-to-vector", "func::FuncOp"> {
     packing: the rows of all the tile's heads (a GQA group) share each K row
     load (a dot product per score; vdpbf16ps for bf16; with 16-bit K,
     tiles of 4 rows x 4 keys whose 16 sums one transposing tree of shuffles
-    makes one vector), and pairs of rows
-    each V load (bf16 V as key pairs made once per block for the dot
-    product, f32 and f16 V read in place). With
+    makes one vector), and pairs of rows (four over 16-bit V) share
+    each V load (bf16 V as key pairs for the dot product, made as two rows
+    are loaded by unpacks within 128-bit lanes, the accumulators keeping
+    the columns in that order for the block, or, where Dv is not a
+    multiple of 2 x `vector-width`, once per block; f32 and f16 V read in
+    place). With
     `prefetch-bytes`, the direct path prefetches, while it scores a key,
     the K and V rows of the key that many bytes of K ahead into L2 (the
     hardware prefetcher alone left decoding at 60-70 % of the memory
