@@ -49,15 +49,45 @@ def _sdpa_eager(
     return_lse: bool,
 ) -> Tuple[Tensor, Tensor]:
     """The operator's implementation: checks, allocates, runs the kernel."""
-    # DLPack refuses tensors that require grad; the kernel reads memory only.
-    query, key, value = query.detach(), key.detach(), value.detach()
+    output, lse = _run(
+        query, key, value, attn_mask, is_causal, scale, enable_gqa,
+        causal_alignment, window_left, window_right, softcap, return_lse,
+    )
+    if lse is None:  # the operator returns a tensor in every case
+        lse = query.new_empty((0,), dtype=torch.float32)
+    return output, lse
+
+
+def _run(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attn_mask: Optional[Tensor],
+    is_causal: bool,
+    scale: Optional[float],
+    enable_gqa: bool,
+    causal_alignment: str,
+    window_left: Optional[int],
+    window_right: Optional[int],
+    softcap: Optional[float],
+    return_lse: bool,
+) -> Tuple[Tensor, Optional[Tensor]]:
+    """Checks, allocates and runs the kernel; the LSE only where asked for
+    (else None)."""
+    # Tensor.__dlpack__ (the capsule's fallback) refuses tensors that
+    # require grad (they may, under no_grad or in the operator); the kernel
+    # only reads them.
+    if query.requires_grad or key.requires_grad or value.requires_grad:
+        query, key, value = query.detach(), key.detach(), value.detach()
+    if attn_mask is not None and attn_mask.requires_grad:
+        attn_mask = attn_mask.detach()
     _core.check_shapes(query, key, value, enable_gqa)
     for name, tensor in (("query", query), ("key", key), ("value", value), ("attn_mask", attn_mask)):
-        if tensor is not None and tensor.device.type != "cpu":
+        if tensor is not None and not tensor.is_cpu:
             raise _core.Error(f"{name}: tensor is on {tensor.device} but attn runs on the CPU")
     mask = None
     if attn_mask is not None:
-        mask = attn_mask.detach()
+        mask = attn_mask
         shape = _core.mask_view_shape(mask.shape, query.shape, key.shape)
         try:
             mask = mask.expand(shape)  # stride 0 where it broadcasts
@@ -69,11 +99,11 @@ def _sdpa_eager(
     )
     batch, heads, seq_q = query.shape[:3]
     output = query.new_empty((batch, heads, seq_q, value.shape[3]))
-    lse = query.new_empty((batch, heads, seq_q) if return_lse else (0,), dtype=torch.float32)
+    lse = query.new_empty((batch, heads, seq_q), dtype=torch.float32) if return_lse else None
     _core.run(
         spec, _capsule(query), _capsule(key), _capsule(value),
         None if mask is None else _capsule(mask), _capsule(output),
-        _capsule(lse) if return_lse else None,
+        None if lse is None else _capsule(lse),
     )
     return output, lse
 
@@ -117,9 +147,10 @@ def scaled_dot_product_attention(
     squeeze = query.dim() == 3 and key.dim() == 3 and value.dim() == 3
     if squeeze:
         query, key, value = query.unsqueeze(0), key.unsqueeze(0), value.unsqueeze(0)
-    # Eager calls on plain tensors run the implementation directly; anything
+    # Eager calls on plain tensors run the implementation directly (without
+    # the empty LSE the operator returns when none is asked for); anything
     # traced, compiled or differentiated goes through the operator.
-    call = _sdpa_eager if _plain_eager_call(query, key, value, attn_mask) else torch.ops.attn.sdpa
+    call = _run if _plain_eager_call(query, key, value, attn_mask) else torch.ops.attn.sdpa
     output, lse = call(
         query, key, value, attn_mask, is_causal, scale, enable_gqa,
         causal_alignment, window_left, window_right, softcap, return_lse,

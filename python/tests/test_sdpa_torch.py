@@ -190,6 +190,10 @@ def test_plain_eager_calls_skip_the_dispatcher(monkeypatch):
     assert not _torch._plain_eager_call(q.clone().requires_grad_(), k, v, None)
     with torch.no_grad():
         assert _torch._plain_eager_call(q.clone().requires_grad_(), k, v, None)
+        # Run directly, such a tensor is detached for DLPack.
+        no_grad = attn.scaled_dot_product_attention(q.clone().requires_grad_(), k, v, is_causal=True)
+    assert calls == []
+    assert torch.equal(eager, no_grad)
     through_op = attn.scaled_dot_product_attention(q.clone().requires_grad_(), k, v, is_causal=True)
     assert len(calls) == 1
     assert torch.equal(eager, through_op.detach())
