@@ -59,21 +59,11 @@ def _sdpa_eager(
 
 
 def _run(
-    query: Tensor,
-    key: Tensor,
-    value: Tensor,
-    attn_mask: Optional[Tensor],
-    is_causal: bool,
-    scale: Optional[float],
-    enable_gqa: bool,
-    causal_alignment: str,
-    window_left: Optional[int],
-    window_right: Optional[int],
-    softcap: Optional[float],
-    return_lse: bool,
+    query, key, value, attn_mask, is_causal, scale, enable_gqa,
+    causal_alignment, window_left, window_right, softcap, return_lse,
 ) -> Tuple[Tensor, Optional[Tensor]]:
-    """Checks, allocates and runs the kernel; the LSE only where asked for
-    (else None)."""
+    """Checks, allocates and runs the kernel (the arguments are
+    _sdpa_eager's); the LSE only where asked for (else None)."""
     # Tensor.__dlpack__ (the capsule's fallback) refuses tensors that
     # require grad (they may, under no_grad or in the operator); the kernel
     # only reads them.
