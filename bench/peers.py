@@ -26,7 +26,11 @@ full attention and a window only the pairs it attends. The machine's fp32
 FMA peak comes from ``attn-bench`` (its 512-bit FMA loop, best of three),
 its copy bandwidth from a 1 GiB PyTorch tensor copy (read + write bytes) and
 its read bandwidth from a PyTorch sum over 1 GiB (decoding reads K and V and
-writes almost nothing), all measured in the same run.
+writes almost nothing), all measured in the same run. A decoding case's
+fractions of them use its own samples: a copy and a sum over 256 MiB (well
+past the last-level cache) timed in every round, interleaved with the
+implementations, since on a shared machine the bandwidth drifts from
+minute to minute.
 
     python bench/peers.py [--quick] [--only TEXT] [--repeat N] [--threads N]
                           [--peers torch,openvino,onnxruntime]
@@ -57,6 +61,8 @@ MIN_SAMPLE_SECONDS = 0.05
 #: A pause before each sample, so that the previous implementation's worker
 #: threads (PyTorch's OpenMP team) stop spinning before the next one runs.
 SETTLE_SECONDS = 0.01
+#: Bytes a decoding case's copy and sum read each round (past the L3).
+ROOF_BYTES = 256 * 2**20
 #: Query rows on which every output is checked against the reference.
 CHECKED_ROWS = 64
 
@@ -407,6 +413,8 @@ class Result:
     case: Case
     seconds: dict[str, float]        # implementation -> median seconds per call
     error: float                     # ours, relative to the reference
+    copy_gbs: Optional[float] = None  # decoding: copy bandwidth in the same rounds
+    read_gbs: Optional[float] = None  # decoding: read bandwidth in the same rounds
 
     @property
     def passed(self) -> bool:
@@ -437,15 +445,50 @@ def measure(case: Case, implementations: list, repeat: int) -> Result:
             continue
         runners[impl.name] = runner
         calls[impl.name] = max(1, math.ceil(MIN_SAMPLE_SECONDS / warm))
+    roofs = BandwidthSamples() if case.decoding else None
     samples = {name: [] for name in runners}
     for _ in range(repeat):
         for name, runner in runners.items():
             time.sleep(SETTLE_SECONDS)
             samples[name].append(seconds_per_call(runner.run, calls[name]))
+        if roofs is not None:
+            time.sleep(SETTLE_SECONDS)
+            roofs.sample()
     seconds = {name: statistics.median(times) for name, times in samples.items()}
     print("    " + ", ".join(f"{name} {seconds[name] * 1e3:.2f} ms (err {errors[name]:.1e})"
                               for name in runners))
-    return Result(case, seconds, errors["ours"])
+    result = Result(case, seconds, errors["ours"])
+    if roofs is not None:
+        result.copy_gbs, result.read_gbs = roofs.copy_gbs(), roofs.read_gbs()
+        print(f"    same rounds: copy {result.copy_gbs:.1f} GB/s, read {result.read_gbs:.1f} GB/s")
+    return result
+
+
+class BandwidthSamples:
+    """A copy (read + write bytes) and a sum over ROOF_BYTES of f32, timed
+    once per round of a decoding case."""
+
+    _source = None
+    _target = None
+
+    def __init__(self):
+        import torch
+
+        if BandwidthSamples._source is None:
+            BandwidthSamples._source = torch.ones(ROOF_BYTES // 4)
+            BandwidthSamples._target = torch.empty_like(BandwidthSamples._source)
+        self.copies, self.reads = [], []
+
+    def sample(self) -> None:
+        source, target = BandwidthSamples._source, BandwidthSamples._target
+        self.copies.append(seconds_per_call(lambda: target.copy_(source), 1))
+        self.reads.append(seconds_per_call(lambda: source.sum(), 1))
+
+    def copy_gbs(self) -> float:
+        return 2 * ROOF_BYTES / statistics.median(self.copies) * 1e-9
+
+    def read_gbs(self) -> float:
+        return ROOF_BYTES / statistics.median(self.reads) * 1e-9
 
 
 # ---------------------------------------------------------------------------
@@ -508,7 +551,7 @@ def table(results: list[Result], peers: list, peak: float, bandwidth: float,
           read: float) -> list[str]:
     names = [p.name for p in peers]
     header = (["case", "dtype", "ours ms", "ours GFLOP/s"] + [f"{n} GFLOP/s" for n in names]
-              + ["ours / best peer", "ours of FMA peak", "ours K+V GB/s", "of copy bw", "of read bw", "ours error"])
+              + ["ours / best peer", "ours of FMA peak", "ours K+V GB/s", "copy GB/s", "of copy bw", "of read bw", "ours error"])
     lines = ["| " + " | ".join(header) + " |", "|---|---|" + "---:|" * (len(header) - 2)]
     for result in results:
         case, seconds = result.case, result.seconds
@@ -522,8 +565,9 @@ def table(results: list[Result], peers: list, peak: float, bandwidth: float,
             f"{ours / best:.2f}×" if best else "—",
             f"{100 * ours / peak:.1f} %",
             f"{gbs:.1f}" if gbs else "",
-            f"{100 * gbs / bandwidth:.1f} %" if gbs else "",
-            f"{100 * gbs / read:.1f} %" if gbs else "",
+            f"{result.copy_gbs:.1f}" if gbs and result.copy_gbs else "",
+            f"{100 * gbs / (result.copy_gbs or bandwidth):.1f} %" if gbs else "",
+            f"{100 * gbs / (result.read_gbs or read):.1f} %" if gbs else "",
             f"{result.error:.1e}" + ("" if result.passed else " FAIL"),
         ]
         lines.append("| " + " | ".join(cells) + " |")
@@ -576,7 +620,9 @@ def main(argv=None) -> int:
     for impl in implementations:
         print(f"{impl.name}: {impl.describe()}")
     print(f"median of {args.repeat} interleaved samples; FLOPs = 2*(D+Dv) per allowed (i, j) per head; "
-          "error = max|O - ref| / max|ref| against float64 on sampled rows\n")
+          "error = max|O - ref| / max|ref| against float64 on sampled rows; decoding rows: copy GB/s "
+          f"and the fractions of it and of the read bandwidth from {ROOF_BYTES >> 20} MiB copies and sums "
+          "timed in the case's own rounds\n")
 
     results = []
     for case in cases:
