@@ -630,6 +630,11 @@ private:
           };
           if (!shared)
             return accumulate(false);
+          // Two rows or more: the chunk has more than one, so V is shared
+          // (the other branch would be dead code, a quarter of a bf16
+          // D = 256 decoding kernel's compile time).
+          if (rows.at.size() > 1)
+            return accumulate(true);
           auto choice = scf::IfOp::create(b, shared, /*withElseRegion=*/true);
           OpBuilder::InsertionGuard guard(b);
           b.setInsertionPoint(choice.thenBlock()->getTerminator());
