@@ -805,13 +805,12 @@ private:
     Value lastKey = arith::SubIOp::create(
         b, arith::AddIOp::create(b, blockStart, blockKeys), cst(1));
     forLoop(cst(0), blockKeys, cst(kScoreTile), [&](Value j) {
-      SmallVector<Value> keyIndex;
-      for (int64_t t = 0; t < kScoreTile; ++t)
-        keyIndex.push_back(arith::MinSIOp::create(
-            b,
-            arith::AddIOp::create(b, arith::AddIOp::create(b, blockStart, j),
-                                  cst(t)),
-            lastKey));
+      SmallVector<Value> keys, keyIndex;
+      for (int64_t t = 0; t < kScoreTile; ++t) {
+        keys.push_back(arith::AddIOp::create(
+            b, arith::AddIOp::create(b, blockStart, j), cst(t)));
+        keyIndex.push_back(arith::MinSIOp::create(b, keys.back(), lastKey));
+      }
       // The keys' prefetches, by the first tile of rows only: the others
       // would ask for the same lines again (10 prefetches a key; bf16 MQA
       // decoding, two tiles, 1.01-1.035x on Zen 4).
@@ -821,9 +820,8 @@ private:
                                      cst(0)));
         OpBuilder::InsertionGuard guard(b);
         b.setInsertionPoint(ifFirst.thenBlock()->getTerminator());
-        for (int64_t t = 0; t < kScoreTile; ++t)
-          prefetchAhead(arith::AddIOp::create(
-              b, arith::AddIOp::create(b, blockStart, j), cst(t)));
+        for (Value key : keys)
+          prefetchAhead(key);
       }
       // One chunk of `width` columns from `col` (`live` of them read).
       auto chunkStep = [&](Value col, int64_t live,
@@ -2153,13 +2151,12 @@ private:
       Value j0 = arith::MulIOp::create(b, jp, cst(2));
       SmallVector<Value> values;
       if (run.rawValues) {
+        // Element i: key i % 2's column of the pair in 32-bit lane i / 2.
         SmallVector<int64_t> low, high;
         for (int64_t i = 0; i < 2 * lanes; ++i) {
-          // Element i of a 128-bit lane of 8: key i % 2, column i / 2.
-          int64_t block = i / 8 * 8, column = i % 8 / 2;
           int64_t key = i % 2 ? 2 * lanes : 0;
-          low.push_back(key + block + column);
-          high.push_back(key + block + 4 + column);
+          low.push_back(key + unpackedColumn(i / 2, false));
+          high.push_back(key + unpackedColumn(i / 2, true));
         }
         Value zero = vector::BroadcastOp::create(
             b, pairVec,
@@ -2206,27 +2203,33 @@ private:
         accs, [&](Value jp, ValueRange acc) { return step(jp, acc, true); });
   }
 
+  /// The column, of a group of 2 x lanes, that lane `lane` of the low
+  /// (or high) unpack of two V rows pairs: the unpacks take 4 of each 8
+  /// columns (one 128-bit lane of bf16), the low ones the first 4.
+  static int64_t unpackedColumn(int64_t lane, bool high) {
+    return lane / 4 * 8 + (high ? 4 : 0) + lane % 4;
+  }
   /// Two chunks' accumulators (columns [0, lanes) and [lanes, 2 lanes) of
   /// a group) in the column order of pairs unpacked as loaded (see
   /// accumulateByBf16Dot), and back.
   std::pair<Value, Value> toUnpackedOrder(Value first, Value second) {
     SmallVector<int64_t> low, high;
-    for (int64_t i = 0; i < lanes; ++i) {
-      low.push_back(i / 4 * 8 + i % 4);
-      high.push_back(i / 4 * 8 + 4 + i % 4);
+    for (int64_t lane = 0; lane < lanes; ++lane) {
+      low.push_back(unpackedColumn(lane, false));
+      high.push_back(unpackedColumn(lane, true));
     }
     return {vector::ShuffleOp::create(b, first, second, low),
             vector::ShuffleOp::create(b, first, second, high)};
   }
   std::pair<Value, Value> fromUnpackedOrder(Value low, Value high) {
-    SmallVector<int64_t> first, second;
-    for (int64_t column = 0; column < 2 * lanes; ++column) {
-      int64_t block = column / 8, at = column % 8;
-      int64_t lane = at < 4 ? 4 * block + at : lanes + 4 * block + at - 4;
-      (column < lanes ? first : second).push_back(lane);
+    SmallVector<int64_t> columns(2 * lanes);
+    for (int64_t lane = 0; lane < lanes; ++lane) {
+      columns[unpackedColumn(lane, false)] = lane;
+      columns[unpackedColumn(lane, true)] = lanes + lane;
     }
-    return {vector::ShuffleOp::create(b, low, high, first),
-            vector::ShuffleOp::create(b, low, high, second)};
+    ArrayRef<int64_t> all(columns);
+    return {vector::ShuffleOp::create(b, low, high, all.take_front(lanes)),
+            vector::ShuffleOp::create(b, low, high, all.drop_front(lanes))};
   }
 
   /// The bf16 pair (lo, hi) in every 32-bit lane of a dot product operand.
