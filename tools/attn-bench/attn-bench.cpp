@@ -105,6 +105,16 @@ int fail(const std::string &message) {
   return 2;
 }
 
+/// Runs `kernel` once on `problem` (fresh random inputs) and compares it
+/// with the float64 reference.
+bool checkProblem(const attn::Problem &problem, const attn_kernel_desc *kernel,
+                  attn_thread_pool *pool, attn::CheckReport &report) {
+  attn::ProblemData data;
+  attn::makeProblemData(problem, data);
+  return attn::runProblem(kernel, data, pool) == ATTN_OK &&
+         (report = attn::checkAgainstReference(problem, data)).passed;
+}
+
 /// Runs `kernel` once on a small problem (B=1, H=2, S=130, or the sizes
 /// the kernel was compiled for) and compares it with the float64 reference.
 bool checkKernel(const attn::KernelSpec &spec, const attn_kernel_desc *kernel,
@@ -123,10 +133,7 @@ bool checkKernel(const attn::KernelSpec &spec, const attn_kernel_desc *kernel,
     check.headsQ = check.headsKv;
   else if (spec.staticSizes[2] < 0 && check.headsQ % check.headsKv)
     check.headsKv = check.headsQ;
-  attn::ProblemData data;
-  attn::makeProblemData(check, data);
-  return attn::runProblem(kernel, data, pool) == ATTN_OK &&
-         (report = attn::checkAgainstReference(check, data)).passed;
+  return checkProblem(check, kernel, pool, report);
 }
 
 /// Seconds of one call, as measured by the steady clock.
@@ -184,14 +191,12 @@ int compareLibraries(attn_thread_pool *pool, double peak) {
     compared.batch = 1;
     compared.headsQ = size[1];
     compared.headsKv = size[2];
-    compared.seqQ = std::min<int64_t>(size[3], 67);
-    compared.seqK = std::min<int64_t>(size[4], 1029);
-    if (e.ok) {
-      attn::ProblemData data;
-      attn::makeProblemData(compared, data);
-      e.ok = attn::runProblem(e.kernel, data, pool) == ATTN_OK &&
-             (e.report = attn::checkAgainstReference(compared, data)).passed;
-    }
+    // (a static length is kept: the kernel takes no other)
+    compared.seqQ =
+        own.staticSizes[3] >= 0 ? size[3] : std::min<int64_t>(size[3], 67);
+    compared.seqK =
+        own.staticSizes[4] >= 0 ? size[4] : std::min<int64_t>(size[4], 1029);
+    e.ok = e.ok && checkProblem(compared, e.kernel, pool, e.report);
     // Kernels for other static sizes compute the same (the runtime
     // refuses the problem if --sizes does not fit one of them).
     std::fill(std::begin(own.staticSizes), std::end(own.staticSizes), -1);
