@@ -11,10 +11,11 @@
 //       CHECK: scf.if
 //       CHECK:   scf.for %{{.+}} step %c128 {
 //       CHECK:     scf.for %[[J:.+]] = %c0 to %{{.+}} step %c4 {
-// The tile's 4 keys (clamped to the block's last), then the prefetches,
-// asked for by the first tile of rows only (here the only one).
-//       CHECK-COUNT-4: arith.minsi
+// The tile's 4 keys (clamped to the block's last), then the prefetches of
+// the same keys, asked for by the first tile of rows only (here the only
+// one).
 //       CHECK:     %[[KEY:.+]] = arith.addi %{{.+}}, %[[J]] : index
+//       CHECK-COUNT-4: arith.minsi
 //       CHECK:     %[[AHEAD:.+]] = arith.addi %[[KEY]], %c4 : index
 //       CHECK:     %[[LAST:.+]] = arith.subi %{{.+}}, %c1 : index
 //       CHECK:     %[[ROW:.+]] = arith.minsi %[[AHEAD]], %[[LAST]] : index
