@@ -140,6 +140,32 @@ std::string Problem::describe() const {
   return os.str();
 }
 
+std::optional<uint64_t> attn::hostBytesNeeded(const Problem &p) {
+  uint64_t elementBytes = p.spec.elementType == ElementType::F32 ? 4 : 2;
+  uint64_t total = 0;
+  // Adds `count` elements of `bytes` each, the product of `dims`.
+  auto add = [&](std::initializer_list<int64_t> dims, uint64_t bytes) {
+    uint64_t count = bytes;
+    for (int64_t dim : dims)
+      if (dim < 0 || __builtin_mul_overflow(count, dim, &count))
+        return false;
+    return !__builtin_add_overflow(total, count, &total);
+  };
+  int64_t mask[4];
+  p.maskShape(mask);
+  uint64_t maskBytes = p.spec.mask == MaskKind::Bool ? 1 : elementBytes;
+  // Q, K, V, O: elements plus values; O once more for the reference.
+  bool fits =
+      add({p.batch, p.headsQ, p.seqQ, p.spec.headDim}, elementBytes + 8) &&
+      add({p.batch, p.headsKv, p.seqK, p.spec.headDim}, elementBytes + 8) &&
+      add({p.batch, p.headsKv, p.seqK, p.spec.valueDim}, elementBytes + 8) &&
+      add({p.batch, p.headsQ, p.seqQ, p.spec.valueDim}, elementBytes + 16) &&
+      add({p.batch, p.headsQ, p.seqQ}, 4 + 8) &&
+      (p.spec.mask == MaskKind::None ||
+       add({mask[0], mask[1], mask[2], mask[3]}, maskBytes + 8));
+  return fits ? std::optional<uint64_t>(total) : std::nullopt;
+}
+
 void attn::makeProblemData(const Problem &p, ProblemData &data) {
   std::mt19937_64 rng(p.seed);
   attn_dtype type = dtypeOf(p.spec.elementType);

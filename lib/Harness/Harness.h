@@ -15,6 +15,7 @@
 #include "lib/Support/KernelSpec.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,11 @@ struct ProblemData {
   attn_tensor lseView{};
   bool hasMask = false;
 };
+
+/// The host memory that makeProblemData and checkAgainstReference take for
+/// `problem` (each tensor's elements, its exact values as doubles, the
+/// reference's output); nullopt when it does not fit in 64 bits.
+std::optional<uint64_t> hostBytesNeeded(const Problem &problem);
 
 /// Makes random inputs and NaN-poisoned outputs for `problem`.
 void makeProblemData(const Problem &problem, ProblemData &data);

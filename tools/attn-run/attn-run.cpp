@@ -14,13 +14,17 @@
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <optional>
+#include <unistd.h>
 
 namespace cl = llvm::cl;
 
@@ -30,48 +34,76 @@ static cl::opt<std::string> inputFile(cl::Positional,
                                       cl::cat(category));
 static cl::opt<std::string>
     specText("spec",
-             cl::desc("Kernel spec (default: the demo, f32 causal "
-                      "D=64 GQA)"),
+             cl::desc("Kernel spec (default: the demo's, "
+                      "name=attn_demo,dtype=f32,d=64,dv=64,causal,lse)"),
              cl::init("name=attn_demo,dtype=f32,d=64,dv=64,causal,lse"),
              cl::cat(category));
-static cl::opt<int64_t> batch("batch", cl::desc("B"), cl::init(-1),
+// The sizes default to the .npy files' shapes, else the kernel's static
+// sizes, else the demo's (kDemoSizes); a given size must agree with both.
+static cl::opt<int64_t> batch("batch",
+                              cl::desc("B (default: from the files, else 1)"),
                               cl::cat(category));
-static cl::opt<int64_t> headsQ("heads-q", cl::desc("Hq"), cl::init(-1),
+static cl::opt<int64_t> headsQ("heads-q",
+                               cl::desc("Hq (default: from the files, else 8)"),
                                cl::cat(category));
-static cl::opt<int64_t> headsKv("heads-kv", cl::desc("Hkv"), cl::init(-1),
-                                cl::cat(category));
-static cl::opt<int64_t> seqQ("seq-q", cl::desc("Sq"), cl::init(-1),
-                             cl::cat(category));
-static cl::opt<int64_t> seqK("seq-k", cl::desc("Sk"), cl::init(-1),
-                             cl::cat(category));
-static cl::opt<std::string> layout("layout", cl::desc("bhsd or bshd buffers"),
-                                   cl::init("bhsd"), cl::cat(category));
-static cl::opt<uint64_t> seed("seed", cl::desc("Random seed"), cl::init(1),
-                              cl::cat(category));
+static cl::opt<int64_t> headsKv(
+    "heads-kv",
+    cl::desc("Hkv (default: from the files, else Hq / gqa, else Hq if given, "
+             "else 2)"),
+    cl::cat(category));
+static cl::opt<int64_t>
+    seqQ("seq-q", cl::desc("Sq (default: from the files, else 1024)"),
+         cl::cat(category));
+static cl::opt<int64_t>
+    seqK("seq-k", cl::desc("Sk (default: from the files, else 1024)"),
+         cl::cat(category));
+static cl::opt<std::string>
+    layout("layout",
+           cl::desc("bhsd or bshd: how Q, K, V and O are laid out in memory "
+                    "and in the .npy files (default: bhsd)"),
+           cl::init("bhsd"), cl::cat(category));
+static cl::opt<uint64_t> seed("seed", cl::desc("Random seed (default: 1)"),
+                              cl::init(1), cl::cat(category));
 static cl::opt<int> threads("num-threads",
-                            cl::desc("Threads (0: one per core)"), cl::init(0),
-                            cl::cat(category));
-static cl::opt<int> repeat("repeat", cl::desc("Timed runs (median shown)"),
+                            cl::desc("Threads (default: 0, one per core)"),
+                            cl::init(0), cl::cat(category));
+static cl::opt<int> repeat("repeat",
+                           cl::desc("Timed runs, median shown (default: 5)"),
                            cl::init(5), cl::cat(category));
-static cl::opt<std::string> device("device", cl::desc("cpu or cuda"),
+static cl::opt<std::string> device("device",
+                                   cl::desc("cpu or cuda (default: cpu)"),
                                    cl::init("cpu"), cl::cat(category));
-static cl::opt<std::string> queryNpy("query", cl::desc("Q from an .npy file"),
-                                     cl::init(""), cl::cat(category));
-static cl::opt<std::string> keyNpy("key", cl::desc("K from an .npy file"),
-                                   cl::init(""), cl::cat(category));
-static cl::opt<std::string> valueNpy("value", cl::desc("V from an .npy file"),
-                                     cl::init(""), cl::cat(category));
-static cl::opt<std::string> maskNpy("mask", cl::desc("Mask from an .npy file"),
-                                    cl::init(""), cl::cat(category));
-static cl::opt<std::string> saveOutput("save-output",
-                                       cl::desc("Write O to an .npy file"),
-                                       cl::init(""), cl::cat(category));
-static cl::opt<std::string> saveLse("save-lse",
-                                    cl::desc("Write LSE to an .npy file"),
-                                    cl::init(""), cl::cat(category));
-static cl::opt<bool> noCheck("no-check",
-                             cl::desc("Skip the reference comparison"),
-                             cl::init(false), cl::cat(category));
+static cl::opt<std::string>
+    queryNpy("query",
+             cl::desc("Q from an .npy file, [B, Hq, Sq, D] ([B, Sq, Hq, D] "
+                      "with --layout=bshd); gives the sizes (default: "
+                      "random)"),
+             cl::init(""), cl::cat(category));
+static cl::opt<std::string>
+    keyNpy("key",
+           cl::desc("K from an .npy file, [B, Hkv, Sk, D] (default: random)"),
+           cl::init(""), cl::cat(category));
+static cl::opt<std::string>
+    valueNpy("value",
+             cl::desc("V from an .npy file, [B, Hkv, Sk, Dv] (default: "
+                      "random)"),
+             cl::init(""), cl::cat(category));
+static cl::opt<std::string>
+    maskNpy("mask",
+            cl::desc("Mask from an .npy file, [Bm, Hm, Sqm, Sk] in any layout "
+                     "(default: random)"),
+            cl::init(""), cl::cat(category));
+static cl::opt<std::string> saveOutput(
+    "save-output",
+    cl::desc("Write O to an .npy file, in the layout (default: none)"),
+    cl::init(""), cl::cat(category));
+static cl::opt<std::string>
+    saveLse("save-lse", cl::desc("Write LSE to an .npy file (default: none)"),
+            cl::init(""), cl::cat(category));
+static cl::opt<bool>
+    noCheck("no-check",
+            cl::desc("Skip the reference comparison (default: false)"),
+            cl::init(false), cl::cat(category));
 
 namespace {
 
@@ -86,59 +118,149 @@ const char *npyDtype(attn::ElementType type) {
                                           : "bf16";
 }
 
-/// Replaces a generated input by the contents of an .npy file.
-bool loadNpyInto(const std::string &path, attn::HostTensor &tensor,
-                 const char *name, std::string &error) {
-  attn::NpyArray array;
-  if (!attn::readNpy(path, array, error)) {
-    error = std::string(name) + ": " + error;
+/// The sizes of a run: B, Hq, Hkv, Sq, Sk, each -1 until known.
+struct RunSizes {
+  int64_t value[5] = {-1, -1, -1, -1, -1};
+  std::string source[5]; // what set each, for messages
+};
+
+const char *const kSizeNames[5] = {"B", "Hq", "Hkv", "Sq", "Sk"};
+const char *const kSizeFlags[5] = {"--batch", "--heads-q", "--heads-kv",
+                                   "--seq-q", "--seq-k"};
+/// The demo's sizes, for those that nothing else gives.
+const int64_t kDemoSizes[5] = {1, 8, 2, 1024, 1024};
+
+/// Records that `source` gives size `i` the value `value`; an error if an
+/// earlier source gave another.
+bool agreeOnSize(RunSizes &sizes, int i, int64_t value,
+                 const std::string &source, std::string &error) {
+  if (sizes.value[i] >= 0 && sizes.value[i] != value) {
+    error = source + " gives " + kSizeNames[i] + " = " + std::to_string(value) +
+            " but " + sizes.source[i] + " gives " +
+            std::to_string(sizes.value[i]);
     return false;
   }
+  if (sizes.value[i] < 0) {
+    sizes.value[i] = value;
+    sizes.source[i] = source;
+  }
+  return true;
+}
+
+std::string shapeText(llvm::ArrayRef<int64_t> shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+/// One input read from an .npy file: the flag that named it, the file's
+/// array, and which sizes its dims give ([B, H, S, D] order; -1: none).
+struct NpyInput {
+  const char *flag;
+  std::string path;
+  attn::NpyArray array;
+  int sizeOfDim[4];
+  const char *dimNames[4];
+};
+
+/// Reads `input` and takes the sizes its shape gives (its dims in the
+/// buffers' layout), checking its rank and its head dimension against the
+/// kernel's.
+bool readNpyInput(NpyInput &input, bool bshd, int64_t headDim,
+                  const char *headDimName, RunSizes &sizes,
+                  std::string &error) {
+  if (!attn::readNpy(input.path, input.array, error)) {
+    error = std::string(input.flag) + ": " + error;
+    return false;
+  }
+  const std::vector<int64_t> &shape = input.array.shape;
+  std::string expected =
+      bshd ? std::string("[") + input.dimNames[0] + ", " + input.dimNames[2] +
+                 ", " + input.dimNames[1] + ", " + input.dimNames[3] + "]"
+           : std::string("[") + input.dimNames[0] + ", " + input.dimNames[1] +
+                 ", " + input.dimNames[2] + ", " + input.dimNames[3] + "]";
+  if (shape.size() != 4) {
+    error = std::string(input.flag) + ": " + input.path + " has shape " +
+            shapeText(shape) + "; the kernel needs " + expected +
+            " (--layout=" + (bshd ? "bshd" : "bhsd") + ")";
+    return false;
+  }
+  int64_t logical[4] = {shape[0], shape[bshd ? 2 : 1], shape[bshd ? 1 : 2],
+                        shape[3]};
+  if (headDim >= 0 && logical[3] != headDim) {
+    error = std::string(input.flag) + ": " + input.path + " has shape " +
+            shapeText(shape) + ", whose last dim should be the kernel's " +
+            headDimName + " = " + std::to_string(headDim) + "; it needs " +
+            expected;
+    return false;
+  }
+  for (int d = 0; d < 4; ++d)
+    if (input.sizeOfDim[d] >= 0 &&
+        !agreeOnSize(sizes, input.sizeOfDim[d], logical[d],
+                     std::string(input.flag) + " (" + input.path + ")", error))
+      return false;
+  return true;
+}
+
+/// Replaces a generated input by the contents of an .npy file, whose
+/// elements are in the order of the tensor's buffer ([B, H, S, D], or
+/// [B, S, H, D] for bshd buffers).
+bool loadNpyInto(const NpyInput &input, attn::HostTensor &tensor, bool bshd,
+                 std::string &error) {
+  const attn::NpyArray &array = input.array;
   bool isBool = tensor.view.dtype == ATTN_BOOL;
   std::string expected = isBool ? "bool"
                                 : (tensor.view.dtype == ATTN_F32   ? "f32"
                                    : tensor.view.dtype == ATTN_F16 ? "f16"
                                                                    : "bf16");
   if (array.dtype != expected) {
-    error = std::string(name) + ": " + path + " holds " + array.dtype +
-            ", the kernel needs " + expected;
+    error = std::string(input.flag) + ": " + input.path + " holds " +
+            array.dtype + ", the kernel needs " + expected;
     return false;
   }
-  if (array.shape.size() != 4 ||
-      !std::equal(array.shape.begin(), array.shape.end(), tensor.view.shape)) {
-    error = std::string(name) + ": " + path +
-            " has the wrong shape for the problem's sizes (give --batch, "
-            "--heads-q, --heads-kv, --seq-q, --seq-k)";
+  const int64_t *shape = tensor.view.shape;
+  std::vector<int64_t> fileShape =
+      bshd ? std::vector<int64_t>{shape[0], shape[2], shape[1], shape[3]}
+           : std::vector<int64_t>(shape, shape + 4);
+  if (array.shape != fileShape) {
+    error = std::string(input.flag) + ": " + input.path + " has shape " +
+            shapeText(array.shape) + "; the problem needs " +
+            shapeText(fileShape);
     return false;
   }
   if (array.fortranOrder) {
-    error = std::string(name) + ": Fortran-order arrays are not supported";
+    error = std::string(input.flag) + ": Fortran-order arrays are not "
+                                      "supported";
     return false;
   }
-  // Take the file's buffer as it is: dense [B, H, S, D].
+  // The buffer was allocated in the file's order: take its bytes as they
+  // are, and the exact values in the logical order for the reference.
   tensor.bytes = array.data;
   tensor.view.data = tensor.bytes.data();
-  int64_t stride = 1;
-  for (int d = 3; d >= 0; --d) {
-    tensor.view.strides[d] = stride;
-    stride *= tensor.view.shape[d];
-  }
-  std::vector<double> values(tensor.values.size());
-  for (size_t i = 0; i < values.size(); ++i) {
-    if (isBool)
-      values[i] = tensor.bytes[i] != 0;
-    else if (tensor.view.dtype == ATTN_F32) {
-      float f;
-      std::memcpy(&f, &tensor.bytes[i * 4], 4);
-      values[i] = f;
-    } else {
-      uint16_t h;
-      std::memcpy(&h, &tensor.bytes[i * 2], 2);
-      values[i] = tensor.view.dtype == ATTN_F16 ? attn::halfToFloat(h)
-                                                : attn::bf16ToFloat(h);
-    }
-  }
-  tensor.values = values;
+  const int64_t *strides = tensor.view.strides;
+  int64_t linear = 0;
+  for (int64_t i0 = 0; i0 < shape[0]; ++i0)
+    for (int64_t i1 = 0; i1 < shape[1]; ++i1)
+      for (int64_t i2 = 0; i2 < shape[2]; ++i2)
+        for (int64_t i3 = 0; i3 < shape[3]; ++i3, ++linear) {
+          int64_t at = i0 * strides[0] + i1 * strides[1] + i2 * strides[2] +
+                       i3 * strides[3];
+          double value;
+          if (isBool) {
+            value = tensor.bytes[at] != 0;
+          } else if (tensor.view.dtype == ATTN_F32) {
+            float f;
+            std::memcpy(&f, &tensor.bytes[at * 4], 4);
+            value = f;
+          } else {
+            uint16_t h;
+            std::memcpy(&h, &tensor.bytes[at * 2], 2);
+            value = tensor.view.dtype == ATTN_F16 ? attn::halfToFloat(h)
+                                                  : attn::bf16ToFloat(h);
+          }
+          tensor.values[linear] = value;
+        }
   return true;
 }
 
@@ -153,6 +275,16 @@ int main(int argc, char **argv) {
       argc, argv,
       "attn-run: compile an attention kernel, run it and check it against "
       "the float64 reference\n");
+
+  // LLVM lets a later occurrence override an earlier one: refuse that.
+  for (const cl::Option *option : llvm::ArrayRef<const cl::Option *>{
+           &specText, &batch, &headsQ, &headsKv, &seqQ, &seqK, &layout, &seed,
+           &threads, &repeat, &device, &queryNpy, &keyNpy, &valueNpy, &maskNpy,
+           &saveOutput, &saveLse})
+    if (option->getNumOccurrences() > 1)
+      return fail("--" + option->ArgStr.str() + " is given " +
+                  std::to_string(option->getNumOccurrences()) +
+                  " times; give it once");
 
   std::string error;
   attn::CompileOptions options;
@@ -178,27 +310,82 @@ int main(int argc, char **argv) {
     spec = *parsed;
   }
 
+  if (layout != "bshd" && layout != "bhsd")
+    return fail("--layout must be bhsd or bshd, found '" + layout + "'");
+  bool bshd = layout == "bshd";
+
+  // Sizes: the command line, the .npy files and the kernel's static sizes
+  // must agree; what none of them gives is the demo's.
+  RunSizes sizes;
+  const cl::opt<int64_t> *sizeFlags[5] = {&batch, &headsQ, &headsKv, &seqQ,
+                                          &seqK};
+  for (int i = 0; i < 5; ++i) {
+    if (!sizeFlags[i]->getNumOccurrences())
+      continue;
+    if (*sizeFlags[i] < 0)
+      return fail(std::string(kSizeFlags[i]) + " must be 0 or more, found " +
+                  std::to_string(*sizeFlags[i]));
+    agreeOnSize(sizes, i, *sizeFlags[i], kSizeFlags[i], error);
+  }
+  // Dims of the files in [B, H, S, D] order: which size each gives.
+  std::vector<NpyInput> inputs;
+  if (!queryNpy.empty())
+    inputs.push_back(
+        {"--query", queryNpy, {}, {0, 1, 3, -1}, {"B", "Hq", "Sq", "D"}});
+  if (!keyNpy.empty())
+    inputs.push_back(
+        {"--key", keyNpy, {}, {0, 2, 4, -1}, {"B", "Hkv", "Sk", "D"}});
+  if (!valueNpy.empty())
+    inputs.push_back(
+        {"--value", valueNpy, {}, {0, 2, 4, -1}, {"B", "Hkv", "Sk", "Dv"}});
+  for (NpyInput &input : inputs) {
+    bool isValue = input.flag == std::string("--value");
+    if (!readNpyInput(input, bshd, isValue ? spec.valueDim : spec.headDim,
+                      isValue ? "Dv" : "D", sizes, error))
+      return fail(error);
+  }
+  for (int i = 0; i < 5; ++i)
+    if (spec.staticSizes[i] >= 0 &&
+        !agreeOnSize(sizes, i, spec.staticSizes[i],
+                     "the kernel's spec (sizes=)", error))
+      return fail(error);
+  // Hkv left open: Hq / gqa, else Hq when something gave Hq (multi-head
+  // attention), else the demo's.
+  bool headsQGiven = sizes.value[1] >= 0;
+  for (int i = 0; i < 5; ++i) {
+    if (sizes.value[i] >= 0)
+      continue;
+    sizes.value[i] = kDemoSizes[i];
+    if (i == 2 && spec.group > 0)
+      sizes.value[i] = std::max<int64_t>(1, sizes.value[1] / spec.group);
+    else if (i == 2 && headsQGiven)
+      sizes.value[i] = sizes.value[1];
+  }
+
   attn::Problem problem;
   problem.spec = spec;
   problem.seed = seed;
-  problem.bshd = layout == "bshd";
-  if (layout != "bshd" && layout != "bhsd")
-    return fail("--layout must be bhsd or bshd");
-  // Sizes: the command line, else the op's static sizes, else the demo's.
-  int64_t defaults[5] = {1, 8, 2, 1024, 1024};
-  int64_t given[5] = {batch, headsQ, headsKv, seqQ, seqK};
-  int64_t sizes[5];
-  for (int i = 0; i < 5; ++i)
-    sizes[i] = given[i] >= 0              ? given[i]
-               : spec.staticSizes[i] >= 0 ? spec.staticSizes[i]
-                                          : defaults[i];
-  if (given[2] < 0 && spec.staticSizes[2] < 0 && spec.group > 0)
-    sizes[2] = std::max<int64_t>(1, sizes[1] / spec.group);
-  problem.batch = sizes[0];
-  problem.headsQ = sizes[1];
-  problem.headsKv = sizes[2];
-  problem.seqQ = sizes[3];
-  problem.seqK = sizes[4];
+  problem.bshd = bshd;
+  problem.batch = sizes.value[0];
+  problem.headsQ = sizes.value[1];
+  problem.headsKv = sizes.value[2];
+  problem.seqQ = sizes.value[3];
+  problem.seqK = sizes.value[4];
+  // The harness holds every tensor twice (the kernel's elements and the
+  // exact values) plus the reference's output: refuse what cannot fit.
+  std::optional<uint64_t> needed = attn::hostBytesNeeded(problem);
+  uint64_t available = llvm::sys::Process::getPageSizeEstimate() *
+                       static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES));
+  if (!needed || *needed > available) {
+    std::string amount =
+        needed ? llvm::formatv("{0:F1} GiB", *needed / double(1ull << 30)).str()
+               : std::string("more than 2^64 bytes");
+    return fail(
+        "the problem (" + problem.describe() + ") needs " + amount +
+        " of memory for its inputs, outputs and the float64 "
+        "reference; this machine has " +
+        llvm::formatv("{0:F1} GiB", available / double(1ull << 30)).str());
+  }
 
   // Compile into a private directory and load through the runtime.
   llvm::SmallString<128> dir;
@@ -230,15 +417,25 @@ int main(int argc, char **argv) {
 
   attn::ProblemData data;
   attn::makeProblemData(problem, data);
-  if ((!queryNpy.empty() &&
-       !loadNpyInto(queryNpy, data.query, "--query", error)) ||
-      (!keyNpy.empty() && !loadNpyInto(keyNpy, data.key, "--key", error)) ||
-      (!valueNpy.empty() &&
-       !loadNpyInto(valueNpy, data.value, "--value", error)) ||
-      (!maskNpy.empty() &&
-       (!data.hasMask
-            ? (error = "--mask given but the kernel takes no mask", true)
-            : !loadNpyInto(maskNpy, data.mask, "--mask", error)))) {
+  bool loaded = true;
+  for (const NpyInput &input : inputs) {
+    attn::HostTensor &tensor = input.flag == std::string("--query") ? data.query
+                               : input.flag == std::string("--key")
+                                   ? data.key
+                                   : data.value;
+    loaded = loaded && loadNpyInto(input, tensor, bshd, error);
+  }
+  if (loaded && !maskNpy.empty()) {
+    // A mask is [Bm, Hm, Sqm, Sk] whatever the layout.
+    NpyInput mask{"--mask", maskNpy, {}, {-1, -1, -1, -1}, {}};
+    if (!data.hasMask)
+      error = "--mask given but the kernel takes no mask", loaded = false;
+    else if (!attn::readNpy(maskNpy, mask.array, error))
+      error = "--mask: " + error, loaded = false;
+    else
+      loaded = loadNpyInto(mask, data.mask, /*bshd=*/false, error);
+  }
+  if (!loaded) {
     attn_module_unload(module);
     cleanup();
     return fail(error);
@@ -315,13 +512,24 @@ int main(int argc, char **argv) {
   if (!saveOutput.empty()) {
     attn::NpyArray out;
     out.dtype = "f32";
-    out.shape.assign(data.output.view.shape, data.output.view.shape + 4);
+    // In the layout's order, like the inputs: [B, Sq, Hq, Dv] for bshd.
+    const int64_t *shape = data.output.view.shape;
+    out.shape.assign(shape, shape + 4);
+    if (bshd)
+      std::swap(out.shape[1], out.shape[2]);
     std::vector<double> values = attn::outputValues(data);
     out.data.resize(values.size() * 4);
-    for (size_t i = 0; i < values.size(); ++i) {
-      float f = static_cast<float>(values[i]);
-      std::memcpy(&out.data[i * 4], &f, 4);
-    }
+    int64_t linear = 0;
+    for (int64_t b = 0; b < shape[0]; ++b)
+      for (int64_t h = 0; h < shape[1]; ++h)
+        for (int64_t i = 0; i < shape[2]; ++i)
+          for (int64_t d = 0; d < shape[3]; ++d, ++linear) {
+            int64_t at =
+                bshd ? ((b * shape[2] + i) * shape[1] + h) * shape[3] + d
+                     : linear;
+            float f = static_cast<float>(values[linear]);
+            std::memcpy(&out.data[at * 4], &f, 4);
+          }
     saved &= save(saveOutput, out);
   }
   if (!saveLse.empty()) {
