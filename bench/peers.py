@@ -20,7 +20,7 @@ or cannot express a case:
 - ONNX Runtime: a one-op model with the standard ``Attention`` op of ONNX
   opset 23 on the CPU execution provider.
 
-FLOPs are the spec's (shared/spec/attention.md): 2*(D + Dv) per allowed
+FLOPs are the spec's (docs/spec.md): 2*(D + Dv) per allowed
 (query, key) pair per query head, so causal attention counts about half of
 full attention and a window only the pairs it attends. The machine's fp32
 FMA peak comes from ``attn-bench`` (its 512-bit FMA loop, best of three),

@@ -1,7 +1,7 @@
 //===- AttnDialect.td - The attn dialect -------------------------*- tablegen -*-===//
 //
-// The dialect that states the attention contract of ../shared/spec/attention.md
-// in IR, and the intermediate forms its lowering goes through.
+// The dialect that states the attention contract of docs/spec.md in IR,
+// and the intermediate forms its lowering goes through.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ATTN_DIALECT_TD

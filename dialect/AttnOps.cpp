@@ -4,7 +4,7 @@
 // attn.online_attention. Both ops share one operand layout (query, key,
 // value, optional mask and diagonal) and one set of attributes, so their
 // verification and their slicing for tiles live in shared helpers here: the
-// rules of ../shared/spec/attention.md are stated once.
+// rules of docs/spec.md are stated once.
 //
 //===----------------------------------------------------------------------===//
 #include "dialect/AttnOps.h"

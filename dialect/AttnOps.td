@@ -45,6 +45,10 @@ def Attn_AttentionOp : Attn_Op<"attention", [
     `diagonal` operand instead (in the tile's own coordinates). A row with no
     allowed position yields `O = 0` and `LSE = −inf`, never NaN.
 
+    The contract this op states is `docs/spec.md` in the repository (shapes,
+    numerics, accuracy and FLOP count); where this description and it
+    disagree, `docs/spec.md` is right.
+
     The mask is `[Bm, Hm, Sqm, Sk]` where each of `Bm`, `Hm`, `Sqm` is either
     1 (broadcast) or the full size; its element type is `i1` (true attends)
     or the float type of the query (added to the scores). Broadcasting is

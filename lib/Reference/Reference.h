@@ -1,7 +1,7 @@
 //===- Reference.h - The float64 reference of the attention contract ------===//
 //
 // An independent, deliberately naive implementation of the attention
-// contract (spec/attention.md), against which every kernel is checked.
+// contract (docs/spec.md), against which every kernel is checked.
 // It computes the whole score row of each (batch, head, query) in double
 // precision, takes its exact maximum and sum, and normalizes: no tiling, no
 // online softmax, nothing shared with the compiler but the KernelSpec that

@@ -4,8 +4,8 @@
     out = attn.scaled_dot_product_attention(q, k, v, is_causal=True)
 
 ``scaled_dot_product_attention`` has PyTorch's signature and semantics where
-they overlap, and the attention contract's extensions (shared/spec/
-attention.md) as keyword arguments. It takes NumPy arrays, PyTorch CPU
+they overlap, and the attention contract's extensions (docs/spec.md) as
+keyword arguments. It takes NumPy arrays, PyTorch CPU
 tensors and other DLPack tensors without copying them, in any strides, and
 returns the caller's kind of tensor (PyTorch in, PyTorch out; NumPy
 otherwise). Kernels are compiled by attn-compile on first use and cached on
@@ -91,7 +91,7 @@ def scaled_dot_product_attention(
     scale: defaults to 1/sqrt(D).
     enable_gqa: allow Hq = G * Hkv (query head h reads key/value head h // G).
 
-    Extensions (shared/spec/attention.md):
+    Extensions (docs/spec.md):
     causal_alignment: "top_left" (diagonal j <= i) or "bottom_right"
         (j <= i + Sk - Sq, for decoding with a KV cache); also aligns window.
     window: (left, right): query i attends keys i+off-left .. i+off+right;

@@ -31,7 +31,7 @@ def relative_error(out, ref):
 
 def naive_attention(q, k, v, mask=None, is_causal=False, scale=None, alignment="top_left",
                     window=None, softcap=None):
-    """The contract (shared/spec/attention.md), step by step, in float64.
+    """The contract (docs/spec.md), step by step, in float64.
     Returns (output, lse); rows with nothing allowed give 0 and -inf."""
     q, k, v = q.double(), k.double(), v.double()
     group = q.shape[-3] // k.shape[-3]

@@ -1,6 +1,6 @@
 //===- ConformanceTest.cpp - Every kernel against the float64 reference ---===//
 //
-// The conformance matrix of ../shared/spec/attention.md, through the whole
+// The conformance matrix of docs/spec.md, through the whole
 // stack: each case's spec is compiled by the attn-to-llvm-cpu pipeline (all
 // of them into one shared library), loaded by the runtime, run on a thread
 // pool on fresh random inputs with NaN-poisoned outputs (an element the

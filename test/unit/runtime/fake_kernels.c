@@ -2,7 +2,7 @@
  *
  * Stands in for a library made by attn-compile, so that the runtime's tests
  * need no compiler: it exports attn_library_v1 like a generated library, and
- * its kernels compute the spec (docs: /work/shared/spec/attention.md) with
+ * its kernels compute the spec (docs/spec.md) with
  * plain scalar f32 loops. It is written independently of the test's float64
  * reference, so the two check each other.
  *
