@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 
 using namespace attn;
 
@@ -136,6 +137,43 @@ std::vector<ConformanceCase> attn::conformanceCases() {
     c.finiteOnly = true;
     cases.push_back(c);
   }
+  // NaN in Q, K and V (batches 0, 1 and 2) at positions some rows attend
+  // to and others do not, on each micro-kernel (rows in lanes, packed
+  // blocks with a keep mask or a bias, the bf16 dot product, decoding
+  // groups). Bottom-right
+  // with Sq > Sk: the first 30 rows see no key, and a NaN query there still
+  // gives O = 0 and LSE = -inf; row 80's NaN reaches only row 80; key 60's
+  // only rows 90 and later, key 100's (in V) rows 130 and later.
+  for (const char *dtype : {"f32", "bf16", "f16"}) {
+    std::string t = dtype;
+    std::vector<NanInput> prefill = {
+        {'q', 0, 3, 5}, {'q', 0, 80, 0}, {'k', 1, 60, 7}, {'v', 2, 100, 1}};
+    cases.push_back({"nan_lanes_" + t,
+                     "dtype=" + t + ",d=64,causal=bottom_right,lse", 3, 2, 2,
+                     150, 120, false, 1.0, false, prefill});
+    // A key that a false keep bit or a -inf bias excludes is excluded
+    // whatever its K row holds.
+    for (auto [label, mask] :
+         {std::pair<const char *, const char *>{"nan_keep_", "bool:b1h1"},
+          {"nan_bias_", "bias:h1"}})
+      cases.push_back(
+          {label + t,
+           "dtype=" + t + ",d=64,mask=" + mask + ",causal=bottom_right,lse", 3,
+           2, 2, 150, 120, false, 1.0, false, prefill});
+    // Decoding: row 1's query; key 198 reaches rows 1 and 2, key 199 row 2.
+    cases.push_back(
+        {"nan_decode_" + t,
+         "dtype=" + t + ",d=64,causal=bottom_right,lse,sizes=?:?:?:3:?",
+         3,
+         4,
+         2,
+         3,
+         200,
+         false,
+         1.0,
+         false,
+         {{'q', 0, 1, 9}, {'k', 1, 198, 2}, {'v', 2, 199, 3}}});
+  }
   for (ConformanceCase &c : cases)
     c.spec = "name=" + c.label + "," + c.spec;
   return cases;
@@ -165,6 +203,17 @@ CaseOutcome attn::runConformanceCase(const ConformanceCase &c,
 
   ProblemData data;
   makeProblemData(problem, data);
+  for (const NanInput &nan : c.nans) {
+    HostTensor &tensor = nan.tensor == 'q'   ? data.query
+                         : nan.tensor == 'k' ? data.key
+                                             : data.value;
+    const int64_t *shape = tensor.view.shape;
+    std::vector<double> values = tensor.values;
+    for (int64_t h = 0; h < shape[1]; ++h)
+      values[((nan.batch * shape[1] + h) * shape[2] + nan.row) * shape[3] +
+             nan.column] = std::numeric_limits<double>::quiet_NaN();
+    setValues(tensor, values);
+  }
   if (runProblem(kernel, data, pool, keySplits) != ATTN_OK) {
     outcome.message = problem.describe() + ": " + attn_last_error();
     return outcome;

@@ -1,7 +1,6 @@
-//===- Conformance.h - The spec's matrix of cases, runnable anywhere -*- C++
-//-*-===//
+//===- Conformance.h - The spec's matrix of cases, runnable anywhere C++ -===//
 //
-// The conformance matrix of ../shared/spec/attention.md as data, and the
+// The conformance matrix of docs/spec.md as data, and the
 // check of one case: fresh random inputs, NaN-poisoned outputs, a call
 // through the runtime (on the CPU or, for a GPU kernel, on device copies),
 // the float64 reference, then a second call that must give bit-identical
@@ -20,6 +19,14 @@
 
 namespace attn {
 
+/// A NaN written into one input before the call: element `column` of row
+/// `row` (a query row for 'q', a key for 'k' and 'v') of every head of
+/// batch `batch`.
+struct NanInput {
+  char tensor; // 'q', 'k' or 'v'
+  int64_t batch, row, column;
+};
+
 struct ConformanceCase {
   std::string label; // also the kernel's name
   std::string spec;  // "name=<label>,..."
@@ -28,6 +35,8 @@ struct ConformanceCase {
   double inputScale = 1.0;
   /// Only require finite outputs and a loose tolerance (huge logits).
   bool finiteOnly = false;
+  /// NaNs placed in the inputs: the reference says which rows they reach.
+  std::vector<NanInput> nans = {};
 };
 
 std::vector<ConformanceCase> conformanceCases();

@@ -224,6 +224,10 @@ bool attn::computeReference(const KernelSpec &spec, const ReferenceInputs &in,
                              m.shape[2] == 1 ? 0 : i, j);
             if (spec.mask == MaskKind::Bool && maskValue == 0.0)
               continue;
+            // A -inf bias excludes the position whatever the score is
+            // (NaN + -inf would be NaN).
+            if (spec.mask == MaskKind::Bias && maskValue == -inf)
+              continue;
           }
           double dot = 0.0;
           for (int64_t d = 0; d < headDim; ++d)
@@ -235,8 +239,8 @@ bool attn::computeReference(const KernelSpec &spec, const ReferenceInputs &in,
           }
           if (spec.mask == MaskKind::Bias)
             s += maskValue;
-          // A -inf score (from a -inf bias) contributes exp(-inf) = 0: it is
-          // an excluded position, not a NaN source.
+          // A -inf score (a finite bias added to a score of -inf: only from
+          // an infinite input) contributes exp(-inf) = 0.
           if (s == -inf)
             continue;
           allowed[j] = true;

@@ -869,6 +869,11 @@ void KernelConverter::maskScores(OnlineAttentionOp op,
             },
             [&]() -> Value { return zero; });
         s = arith::AddFOp::create(b(), s, bias);
+        // A -inf bias (or false keep bit) excludes the key by the select:
+        // NaN + -inf is NaN, and an excluded key's NaN must not leak.
+        allowed =
+            andI(allowed, arith::CmpFOp::create(b(), arith::CmpFPredicate::UNE,
+                                                bias, negInf));
       }
       s = select(allowed, s, negInf);
     }

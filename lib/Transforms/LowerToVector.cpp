@@ -2432,13 +2432,26 @@ private:
       for (Value &s : scores)
         s = scaleAndCap(s);
     if (op.getMask()) {
+      // A -inf bias (a false keep bit) excludes the key by a select, not by
+      // the addition alone: NaN + -inf is NaN, and a NaN in an excluded
+      // key's K row must not reach the row. A keep mask's biases are 0 or
+      // -inf, so it takes the select alone.
       packMaskRow(batch, head, row, blockStart, blockKeys);
+      bool keepMask = cast<MemRefType>(op.getMask().getType())
+                          .getElementType()
+                          .isInteger(1);
+      Value negInfVec = splat(f32Const(-kInf));
       for (int64_t v = 0; v < scoreVectors; ++v) {
         Value bias = vector::LoadOp::create(b, vecType, scratch.rowBias,
                                             ValueRange{cst(v * lanes)});
-        scores[v] = vector::FMAOp::create(
-            b, bias, splat(f32Const(static_cast<float>(llvm::numbers::log2e))),
-            scores[v]);
+        if (!keepMask)
+          scores[v] = vector::FMAOp::create(
+              b, bias,
+              splat(f32Const(static_cast<float>(llvm::numbers::log2e))),
+              scores[v]);
+        Value excluded = arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ,
+                                               bias, negInfVec);
+        scores[v] = arith::SelectOp::create(b, excluded, negInfVec, scores[v]);
       }
     }
 

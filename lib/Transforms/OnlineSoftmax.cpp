@@ -4,13 +4,18 @@
 //
 //   acc = 0, max = -inf, sum = 0                         (linalg.fill)
 //   acc, max, sum = attn.online_attention(q, k, v, ...)  (the recurrence)
-//   O   = max == -inf ? 0 : acc / sum                    (one division;
+//   empty = max == -inf && sum == 0
+//   O   = empty ? 0 : acc / sum                          (one division;
 //                                                         NaN if max is)
-//   LSE = max == -inf ? -inf : max + log(sum)
+//   LSE = empty ? -inf : max + log(sum)
 //
 // The running state is f32 whatever the input type; the output is rounded
-// once. A row that saw no allowed key keeps max = -inf, and the selects give
-// the spec's O = 0 and LSE = -inf without ever computing -inf - -inf.
+// once. A row that saw no allowed key keeps max = -inf and sum = 0, and the
+// selects give the spec's O = 0 and LSE = -inf without ever computing
+// -inf - -inf. The sum is part of the test because a maximum that passes
+// NaN over (x86's x > y ? x : y) leaves max = -inf on a row whose scores
+// are all NaN (a NaN query): its sum is NaN, and the NaN must reach O and
+// LSE rather than the row being reported as fully masked.
 //
 //===----------------------------------------------------------------------===//
 #include "lib/Transforms/Passes.h"
@@ -68,8 +73,7 @@ Value filledTensor(OpBuilder &b, Location loc, ArrayRef<OpFoldResult> shape,
   if (sliced) {
     SmallVector<OpFoldResult> zeros(shape.size(), b.getIndexAttr(0)),
         ones(shape.size(), b.getIndexAttr(1));
-    tensor =
-        tensor::ExtractSliceOp::create(b, loc, tensor, zeros, shape, ones);
+    tensor = tensor::ExtractSliceOp::create(b, loc, tensor, zeros, shape, ones);
   }
   Value fill = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(value));
   return linalg::FillOp::create(b, loc, fill, tensor).getResult(0);
@@ -95,6 +99,19 @@ Value elementwise(OpBuilder &b, Location loc, ValueRange inputs, Value init,
         linalg::YieldOp::create(nb, nloc, body(nb, nloc, args));
       });
   return generic.getResult(0);
+}
+
+/// Whether a row's final state (max, sum) is that of a row with no allowed
+/// key: max = -inf and sum = 0. A NaN sum (NaN scores) is not.
+Value noAllowedKey(OpBuilder &b, Location loc, Value max, Value sum) {
+  Value negInf = arith::ConstantOp::create(
+      b, loc, b.getF32FloatAttr(-std::numeric_limits<float>::infinity()));
+  Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0));
+  Value noMax =
+      arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, max, negInf);
+  Value noSum =
+      arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, sum, zero);
+  return arith::AndIOp::create(b, loc, noMax, noSum);
 }
 
 struct DecomposeAttention : public OpRewritePattern<AttentionOp> {
@@ -130,8 +147,7 @@ struct DecomposeAttention : public OpRewritePattern<AttentionOp> {
           Value negInf =
               arith::ConstantOp::create(b, l, b.getF32FloatAttr(-inf));
           Value zero = arith::ConstantOp::create(b, l, b.getF32FloatAttr(0));
-          Value empty = arith::CmpFOp::create(b, l, arith::CmpFPredicate::OEQ,
-                                              args[1], negInf);
+          Value empty = noAllowedKey(b, l, args[1], args[2]);
           Value normalized = arith::DivFOp::create(b, l, args[0], args[2]);
           Value result = arith::SelectOp::create(b, l, empty, zero, normalized);
           // A NaN score at an allowed position leaves the running max NaN
@@ -152,8 +168,7 @@ struct DecomposeAttention : public OpRewritePattern<AttentionOp> {
           [&](OpBuilder &b, Location l, ValueRange args) -> Value {
             Value negInf =
                 arith::ConstantOp::create(b, l, b.getF32FloatAttr(-inf));
-            Value empty = arith::CmpFOp::create(
-                b, l, arith::CmpFPredicate::OEQ, args[0], negInf);
+            Value empty = noAllowedKey(b, l, args[0], args[1]);
             Value logSum = math::LogOp::create(b, l, args[1]);
             Value value = arith::AddFOp::create(b, l, args[0], logSum);
             return arith::SelectOp::create(b, l, empty, negInf, value);
@@ -166,7 +181,8 @@ struct DecomposeAttention : public OpRewritePattern<AttentionOp> {
 };
 
 struct AttnOnlineSoftmaxPass
-    : public mlir::attn::impl::AttnOnlineSoftmaxPassBase<AttnOnlineSoftmaxPass> {
+    : public mlir::attn::impl::AttnOnlineSoftmaxPassBase<
+          AttnOnlineSoftmaxPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     patterns.add<DecomposeAttention>(&getContext());

@@ -5,18 +5,17 @@
 // keys: K is packed transposed and V row-major into stack buffers made at
 // the function's entry; per query row, the scores are two 16-lane vectors
 // accumulated by FMAs with the query element broadcast; scale, soft-cap,
-// the keep-mask (as a -inf bias row) and the causal band are applied as
-// vector ops; then the running max/sum update and P·V, with the 20-column
+// the keep-mask (as a -inf bias row, whose -inf entries select -inf) and
+// the causal band are applied as vector ops; then the running max/sum update and P·V, with the 20-column
 // accumulator's tail handled by masked loads and stores. The softmax runs in
-// base 2: log2(e) joins the score scale (1/sqrt(32) log2 e = 0.255) and the
-// mask bias (an FMA in place of the add), and the soft cap (c = 30 becomes c log2 e = 43.28), the weights are
+// base 2: log2(e) joins the score scale (1/sqrt(32) log2 e = 0.255) and an
+// additive mask's bias (an FMA in place of the add), and the soft cap (c = 30 becomes c log2 e = 43.28), the weights are
 // exp2(s - m'), and the rows' maxima are in base-2 units while the op runs
 // (times log2 e before its first block, times ln 2 after its last).
 
 // CHECK-LABEL: func @causal_masked
 //  CHECK-SAME: (%[[Q:[a-z0-9]+]]: {{.+}}, %[[K:[a-z0-9]+]]: {{.+}}, %[[V:[a-z0-9]+]]: {{.+}}, %[[MASK:[a-z0-9]+]]: {{.+}}, %[[ACC:[a-z0-9]+]]: {{.+}}, %[[MAX:[a-z0-9]+]]: {{.+}}, %[[SUM:[a-z0-9]+]]: {{.+}}, %[[D:[a-z0-9]+]]: index)
 //   CHECK-DAG: %[[SCALE:.+]] = arith.constant dense<0.255034864> : vector<16xf32>
-//   CHECK-DAG: %[[LOG2EV:.+]] = arith.constant dense<1.44269502> : vector<16xf32>
 //   CHECK-DAG: %[[CAP:.+]] = arith.constant dense<43.2808495> : vector<16xf32>
 //   CHECK-DAG: %[[LN2:.+]] = arith.constant 0.693147182 : f32
 //   CHECK-DAG: %[[LOG2E:.+]] = arith.constant 1.44269502 : f32
@@ -90,7 +89,10 @@
 // stores its update.
 //       CHECK:     %[[OLDMAX:.+]] = memref.load %[[MAX]]
 //       CHECK:     %[[OLDSUM:.+]] = memref.load %[[SUM]]
-// Scale, soft-cap (c * tanh(s / c)), mask bias (times log2 e).
+// Scale, soft-cap (c * tanh(s / c)), then the keep-mask: its row becomes
+// 0 / -inf biases, and a -inf one selects -inf for the score (an addition
+// would let a NaN score through: NaN + -inf is NaN); a keep mask's biases
+// add nothing else.
 //       CHECK:     arith.mulf %[[S]]#0, %[[SCALE]]
 //       CHECK:     %[[T:.+]] = math.tanh
 //       CHECK:     arith.mulf %[[T]], %[[CAP]]
@@ -98,7 +100,9 @@
 //       CHECK:     arith.select %{{.+}}, %{{.+}}, %{{.+}} : f32
 //       CHECK:     memref.store %{{.+}}, %[[BIAS]]
 //       CHECK:     %[[B:.+]] = vector.load %[[BIAS]]
-//       CHECK:     vector.fma %[[B]], %[[LOG2EV]]
+//   CHECK-NOT:     vector.fma %[[B]]
+//       CHECK:     %[[EXCL:.+]] = arith.cmpf oeq, %[[B]], %{{.+}} : vector<16xf32>
+//       CHECK:     arith.select %[[EXCL]], %{{.+}}, %{{.+}} : vector<16xi1>, vector<16xf32>
 // The causal band and the block's key count select -inf.
 //       CHECK:     vector.step
 //       CHECK:     arith.cmpi slt
@@ -175,6 +179,28 @@ func.func @causal_masked(%q: memref<1x1x?x32xf32>, %k: memref<1x1x?x32xf32>, %v:
   attn.online_attention ins(%q, %k, %v : memref<1x1x?x32xf32>, memref<1x1x?x32xf32>, memref<1x1x?x20xf32>)
       mask(%mask : memref<1x1x?x?xi1>) diagonal(%d)
       outs(%acc, %m, %s : memref<1x1x?x20xf32>, memref<1x1x?xf32>, memref<1x1x?xf32>) causal softcap(30.0)
+  return
+}
+
+// -----
+
+// An additive mask: the bias joins the score by an FMA with log2 e (the
+// softmax runs in base 2), and a -inf bias still excludes the key by a
+// select, so that a NaN score there does not reach the row.
+
+// CHECK-LABEL: func @bias_mask
+//   CHECK-DAG: %[[LOG2EV:.+]] = arith.constant dense<1.44269502> : vector<16xf32>
+//   CHECK-DAG: %[[NEGINF:.+]] = arith.constant dense<0xFF800000> : vector<16xf32>
+//       CHECK: %[[B:.+]] = vector.load %{{.+}} : memref<32xf32>, vector<16xf32>
+//       CHECK: %[[BIASED:.+]] = vector.fma %[[B]], %[[LOG2EV]], %{{.+}} : vector<16xf32>
+//       CHECK: %[[EXCL:.+]] = arith.cmpf oeq, %[[B]], %[[NEGINF]] : vector<16xf32>
+//       CHECK: arith.select %[[EXCL]], %[[NEGINF]], %[[BIASED]] : vector<16xi1>, vector<16xf32>
+func.func @bias_mask(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>, %v: memref<1x1x?x16xf32>,
+                     %mask: memref<1x1x?x?xf32>,
+                     %acc: memref<1x1x?x16xf32>, %m: memref<1x1x?xf32>, %s: memref<1x1x?xf32>) {
+  attn.online_attention ins(%q, %k, %v : memref<1x1x?x16xf32>, memref<1x1x?x16xf32>, memref<1x1x?x16xf32>)
+      mask(%mask : memref<1x1x?x?xf32>)
+      outs(%acc, %m, %s : memref<1x1x?x16xf32>, memref<1x1x?xf32>, memref<1x1x?xf32>)
   return
 }
 

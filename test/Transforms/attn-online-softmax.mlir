@@ -4,8 +4,10 @@
 // attn.attention becomes the online-softmax recurrence: f32 state (an
 // accumulator at 0, a running max at -inf, a running sum at 0) updated by
 // attn.online_attention, then one normalization. Rows that saw no allowed
-// key (max still -inf) give O = 0 and LSE = -inf; the output is rounded to
-// its element type once, at the end.
+// key (max still -inf and sum 0) give O = 0 and LSE = -inf; a row whose
+// sum is NaN (all its scores NaN, which a maximum that passes NaN over
+// leaves at max = -inf) is not one of them, and its NaN reaches O and LSE.
+// The output is rounded to its element type once, at the end.
 
 // CHECK-LABEL: func @bf16_with_lse
 //  CHECK-SAME: (%[[Q:.+]]: tensor<1x2x?x64xbf16>, %[[K:.+]]: tensor<1x2x?x64xbf16>, %[[V:.+]]: tensor<1x2x?x64xbf16>, %[[O:.+]]: tensor<1x2x?x64xbf16>, %[[L:.+]]: tensor<1x2x?xf32>)
@@ -16,7 +18,9 @@
 //       CHECK: %[[STATE:.+]]:3 = attn.online_attention ins(%[[Q]], %[[K]], %[[V]] : {{.+}}) outs(%[[ACC]], %[[MAX]], %[[SUM]] : tensor<1x2x?x64xf32>, tensor<1x2x?xf32>, tensor<1x2x?xf32>) scale(1.250000e-01)
 //       CHECK: %[[OUT:.+]] = linalg.generic {{.+}} ins(%[[STATE]]#0, %[[STATE]]#1, %[[STATE]]#2 : {{.+}}) outs(%[[O]] : tensor<1x2x?x64xbf16>)
 //       CHECK:   ^bb0(%[[A:.+]]: f32, %[[M:.+]]: f32, %[[S:.+]]: f32, %{{.+}}: bf16):
-//       CHECK:   %[[EMPTY:.+]] = arith.cmpf oeq, %[[M]], %{{.+}} : f32
+//       CHECK:   %[[NOMAX:.+]] = arith.cmpf oeq, %[[M]], %{{.+}} : f32
+//       CHECK:   %[[NOSUM:.+]] = arith.cmpf oeq, %[[S]], %{{.+}} : f32
+//       CHECK:   %[[EMPTY:.+]] = arith.andi %[[NOMAX]], %[[NOSUM]] : i1
 //       CHECK:   %[[NORM:.+]] = arith.divf %[[A]], %[[S]] : f32
 //       CHECK:   %[[SEL:.+]] = arith.select %[[EMPTY]], %{{.+}}, %[[NORM]] : f32
 // A NaN max (a NaN score was allowed) makes the row NaN.
@@ -26,9 +30,12 @@
 //       CHECK:   linalg.yield %[[ROUND]] : bf16
 //       CHECK: %[[LSE:.+]] = linalg.generic {{.+}} ins(%[[STATE]]#1, %[[STATE]]#2 : {{.+}}) outs(%[[L]] : tensor<1x2x?xf32>)
 //       CHECK:   ^bb0(%[[M2:.+]]: f32, %[[S2:.+]]: f32, %{{.+}}: f32):
+//       CHECK:   %[[NOMAX2:.+]] = arith.cmpf oeq, %[[M2]], %{{.+}} : f32
+//       CHECK:   %[[NOSUM2:.+]] = arith.cmpf oeq, %[[S2]], %{{.+}} : f32
+//       CHECK:   %[[EMPTY2:.+]] = arith.andi %[[NOMAX2]], %[[NOSUM2]] : i1
 //       CHECK:   %[[LOG:.+]] = math.log %[[S2]] : f32
 //       CHECK:   %[[ML:.+]] = arith.addf %[[M2]], %[[LOG]] : f32
-//       CHECK:   arith.select %{{.+}}, %{{.+}}, %[[ML]] : f32
+//       CHECK:   arith.select %[[EMPTY2]], %{{.+}}, %[[ML]] : f32
 //       CHECK: return %[[OUT]], %[[LSE]]
 //   CHECK-NOT: attn.attention
 func.func @bf16_with_lse(%q: tensor<1x2x?x64xbf16>, %k: tensor<1x2x?x64xbf16>,
