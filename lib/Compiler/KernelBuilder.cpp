@@ -222,6 +222,14 @@ bool specsFromMLIRFile(const std::string &path, std::vector<KernelSpec> &specs,
              specs, [&](const KernelSpec &s) { return s.name == name; });
          ++n)
       name = base + "_" + std::to_string(n);
+    std::string problem = kernelNameProblem(name);
+    if (!problem.empty()) {
+      error = path + ": the attn.attention in @" + base +
+              " would make a kernel named '" + name + "': " + problem +
+              "; rename the function (its name names the kernel)";
+      ok = false;
+      return;
+    }
     spec.name = name;
     specs.push_back(spec);
   });

@@ -136,6 +136,110 @@ bool isIdentifier(std::string_view name) {
   return true;
 }
 
+// Identifiers a kernel's name, or one the C header derives from it, must
+// not be: the header would not compile, or would clash with the code that
+// includes it.
+const char *const kCKeywords[] = {
+    // C23
+    "alignas", "alignof", "auto", "bool", "break", "case", "char", "const",
+    "constexpr", "continue", "default", "do", "double", "else", "enum",
+    "extern", "false", "float", "for", "goto", "if", "inline", "int", "long",
+    "nullptr", "register", "restrict", "return", "short", "signed", "sizeof",
+    "static", "static_assert", "struct", "switch", "thread_local", "true",
+    "typedef", "typeof", "typeof_unqual", "union", "unsigned", "void",
+    "volatile", "while",
+    // C++23 beyond C's
+    "and", "and_eq", "asm", "bitand", "bitor", "catch", "char8_t", "char16_t",
+    "char32_t", "class", "co_await", "co_return", "co_yield", "compl",
+    "concept", "const_cast", "consteval", "constinit", "decltype", "delete",
+    "dynamic_cast", "explicit", "export", "friend", "mutable", "namespace",
+    "new", "noexcept", "not", "not_eq", "operator", "or", "or_eq", "private",
+    "protected", "public", "reinterpret_cast", "requires", "static_cast",
+    "template", "this", "throw", "try", "typeid", "typename", "using",
+    "virtual", "wchar_t", "xor", "xor_eq"};
+// The program's entry point, what <stdint.h> and <stddef.h> declare (the
+// header includes the first), and the C library functions that compilers
+// treat as builtins.
+const char *const kCLibraryNames[] = {
+    "main",      "int8_t",   "int16_t",   "int32_t",  "int64_t",   "uint8_t",
+    "uint16_t",  "uint32_t", "uint64_t",  "intptr_t", "uintptr_t", "intmax_t",
+    "uintmax_t", "size_t",   "ptrdiff_t", "NULL",     "abort",     "abs",
+    "calloc",    "exit",     "free",      "malloc",   "realloc",   "memchr",
+    "memcmp",    "memcpy",   "memmove",   "memset",   "strcat",    "strchr",
+    "strcmp",    "strcpy",   "strlen",    "strncat",  "strncmp",   "strncpy",
+    "strrchr",   "strstr",   "printf",    "fprintf",  "sprintf",   "snprintf",
+    "puts",      "putchar",  "fabs",      "sqrt",     "exp",       "exp2",
+    "log",       "log2",     "pow",       "sin",      "cos",       "tan",
+    "tanh",      "floor",    "ceil",      "round",    "fmin",      "fmax",
+    "fma",       "errno",    "assert",    "offsetof"};
+// The runtime's identifiers (attn/runtime.h and attn/kernel_abi.h; a unit
+// test checks that this list covers both headers).
+const char *const kRuntimeNames[] = {"attn_alignment",
+                                     "attn_copy_direction",
+                                     "attn_cuda_copy",
+                                     "attn_cuda_device",
+                                     "attn_cuda_free",
+                                     "attn_cuda_malloc",
+                                     "attn_device",
+                                     "attn_dtype",
+                                     "attn_gpu_image_format",
+                                     "attn_gpu_kernel",
+                                     "attn_gpu_kernel_params",
+                                     "attn_kernel_args",
+                                     "attn_kernel_check_cpu",
+                                     "attn_kernel_desc",
+                                     "attn_kernel_device",
+                                     "attn_kernel_has_key_split",
+                                     "attn_last_error",
+                                     "attn_library",
+                                     "attn_library_v1",
+                                     "attn_mask_kind",
+                                     "attn_module",
+                                     "attn_module_find",
+                                     "attn_module_from_library",
+                                     "attn_module_kernel",
+                                     "attn_module_load",
+                                     "attn_module_num_kernels",
+                                     "attn_module_unload",
+                                     "attn_parallel_for_fn",
+                                     "attn_prepare",
+                                     "attn_run",
+                                     "attn_run_fn",
+                                     "attn_run_split",
+                                     "attn_split_run_fn",
+                                     "attn_split_work_items_fn",
+                                     "attn_status",
+                                     "attn_status_name",
+                                     "attn_task_fn",
+                                     "attn_tensor",
+                                     "attn_tensor_contiguous",
+                                     "attn_thread_pool",
+                                     "attn_thread_pool_create",
+                                     "attn_thread_pool_destroy",
+                                     "attn_thread_pool_parallel_for",
+                                     "attn_thread_pool_size",
+                                     "attn_work_items_fn"};
+// What the header declares for a kernel `n`: n itself and these suffixes.
+const char *const kDerivedSuffixes[] = {"_desc",
+                                        "_work_items",
+                                        "_run",
+                                        "_task",
+                                        "_partial_work_items",
+                                        "_partial_run",
+                                        "_merge_work_items",
+                                        "_merge_run",
+                                        "_launch_shape",
+                                        "_ENTRY",
+                                        "_BLOCK_THREADS",
+                                        "_BLOCK_ROWS",
+                                        "_SHARED_BYTES"};
+
+template <size_t N>
+bool listed(const char *const (&list)[N], std::string_view name) {
+  return std::any_of(std::begin(list), std::end(list),
+                     [&](const char *entry) { return name == entry; });
+}
+
 std::vector<std::string_view> split(std::string_view text, char separator) {
   std::vector<std::string_view> parts;
   size_t start = 0;
@@ -255,10 +359,10 @@ bool SpecParser::parseItem(std::string_view item) {
     return fail("empty value for key '" + std::string(key) + "'");
 
   if (key == "name") {
-    if (!isIdentifier(value))
-      return badValue(key, value,
-                      "a C identifier (letters, digits, '_', not starting "
-                      "with a digit, at most 64 characters)");
+    std::string problem = kernelNameProblem(value);
+    if (!problem.empty())
+      return fail("invalid value " + quote(value) +
+                  " for key 'name': " + problem);
     spec.name = std::string(value);
     return true;
   }
@@ -477,6 +581,36 @@ bool SpecParser::checkConsistency() {
 }
 
 } // namespace
+
+std::string attn::kernelNameProblem(std::string_view name) {
+  if (!isIdentifier(name))
+    return "a kernel name is a C identifier (letters, digits, '_', not "
+           "starting with a digit, at most " +
+           std::to_string(kMaxNameLength) + " characters)";
+  // Reserved to the implementation in C (file scope) and C++.
+  if (name.front() == '_')
+    return "names starting with '_' are reserved in C and C++";
+  if (name.find("__") != std::string_view::npos)
+    return "names containing '__' are reserved in C++";
+  if (listed(kCKeywords, name))
+    return "it is a C or C++ keyword";
+  std::vector<std::string> identifiers = {std::string(name)};
+  for (const char *suffix : kDerivedSuffixes)
+    identifiers.push_back(std::string(name) + suffix);
+  for (const std::string &identifier : identifiers) {
+    std::string which =
+        identifier == name ? "it" : "the header's '" + identifier + "'";
+    if (identifier == "main")
+      return which + " would clash with the program's entry point 'main'";
+    if (listed(kCLibraryNames, identifier))
+      return which + " would clash with the C library's '" + identifier + "'";
+    if (listed(kRuntimeNames, identifier) ||
+        std::string_view(identifier).substr(0, 5) == "ATTN_")
+      return which + " would clash with the attn runtime's '" + identifier +
+             "'";
+  }
+  return "";
+}
 
 std::optional<KernelSpec> attn::parseKernelSpec(const std::string &text,
                                                 std::string &error) {

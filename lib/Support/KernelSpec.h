@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace attn {
 
@@ -25,7 +26,7 @@ enum class MaskKind { None, Bool, Bias };
 enum class Alignment { TopLeft, BottomRight };
 
 struct KernelSpec {
-  std::string name = "attn_kernel";
+  std::string name = "attention";
   ElementType elementType = ElementType::F32;
   int64_t headDim = 64;  // D
   int64_t valueDim = 64; // Dv
@@ -51,14 +52,21 @@ struct KernelSpec {
 /// Parses a spec string: comma-separated `key=value` items, e.g.
 ///   "dtype=bf16,d=64,dv=64,causal=bottom_right,window=256:0,mask=bool:b1h1,
 ///    lse,gqa=4,scale=0.125,softcap=30,name=my_kernel"
-/// Keys: name, dtype (f32|f16|bf16), d, dv (default: d), causal (top_left|bottom_right,
-/// or bare `causal` = top_left), align (top_left|bottom_right, for windows
-/// without causal), window=L:R (either side `inf`), mask=none|bool|bias with
-/// an optional `:` list of broadcast dims among b1,h1,q1, lse, gqa=G, scale,
-/// softcap, sizes=B:Hq:Hkv:Sq:Sk (each a number or `?`). Returns a message
-/// in `error` and std::nullopt on bad input.
+/// Keys: name, dtype (f32|f16|bf16), d, dv (default: d), causal
+/// (top_left|bottom_right, or bare `causal` = top_left), align
+/// (top_left|bottom_right, for windows without causal), window=L:R (either side
+/// `inf`), mask=none|bool|bias with an optional `:` list of broadcast dims
+/// among b1,h1,q1, lse, gqa=G, scale, softcap, sizes=B:Hq:Hkv:Sq:Sk (each a
+/// number or `?`). Returns a message in `error` and std::nullopt on bad input.
 std::optional<KernelSpec> parseKernelSpec(const std::string &text,
                                           std::string &error);
+
+/// Why `name` cannot name a kernel: not a C identifier, reserved in C or
+/// C++, a keyword, or it or an identifier that the kernel's C header
+/// derives from it (`<name>_desc`, `<name>_run`, ...) would clash with the
+/// C library, `main` or the attn runtime's own identifiers. Empty when it
+/// can.
+std::string kernelNameProblem(std::string_view name);
 
 /// The canonical spec string (parses back to an equal spec).
 std::string printKernelSpec(const KernelSpec &spec);

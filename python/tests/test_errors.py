@@ -136,7 +136,7 @@ def test_python_m_attn_reports_its_setup():
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert "compiler: " in result.stdout and "kernel cache: " in result.stdout
-    assert "compiled: d=8 -> attn_kernel" in result.stdout
+    assert "compiled: d=8 -> attention" in result.stdout
     version = subprocess.run([sys.executable, "-m", "attn", "--version"],
                              capture_output=True, text=True, timeout=60)
     assert version.stdout.startswith("attn 0.1.0")

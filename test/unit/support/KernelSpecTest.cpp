@@ -12,8 +12,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <limits>
 #include <random>
+#include <regex>
+#include <set>
+#include <sstream>
 
 using namespace attn;
 
@@ -293,7 +297,40 @@ TEST(KernelSpecErrors, Names) {
   expectError("name=" + std::string(65, 'a'), {"'name'", "at most 64"});
   EXPECT_EQ(parseOrDie("name=" + std::string(64, 'a')).name,
             std::string(64, 'a'));
-  EXPECT_EQ(parseOrDie("name=_x9").name, "_x9");
+  EXPECT_EQ(parseOrDie("name=x_9").name, "x_9");
+  expectError("name=_x9", {"'name'", "reserved"});
+  expectError("name=for", {"'name'", "keyword"});
+  expectError("name=attn_kernel", {"'attn_kernel_desc'", "runtime"});
+  // The default name makes a header that compiles.
+  EXPECT_EQ(kernelNameProblem(KernelSpec().name), "");
+}
+
+/// The identifiers that `header` declares: every attn_* and ATTN_* word.
+std::set<std::string> runtimeIdentifiers(const std::string &header) {
+  std::ifstream in(std::string(ATTN_SOURCE_DIR) + "/runtime/include/attn/" +
+                   header);
+  EXPECT_TRUE(in) << header;
+  std::stringstream text;
+  text << in.rdbuf();
+  std::set<std::string> names;
+  std::regex word("\\b(attn|ATTN)_[A-Za-z0-9_]+");
+  std::string all = text.str();
+  for (std::sregex_iterator it(all.begin(), all.end(), word), end; it != end;
+       ++it)
+    names.insert(it->str());
+  return names;
+}
+
+TEST(KernelSpecErrors, NoNameClashesWithTheRuntimesIdentifiers) {
+  // A kernel named like any identifier of the runtime's headers (which a
+  // caller includes beside the kernel's), or deriving one, is refused:
+  // this fails when a header gains an identifier the list does not have.
+  for (const char *header : {"runtime.h", "kernel_abi.h"}) {
+    std::set<std::string> names = runtimeIdentifiers(header);
+    EXPECT_GT(names.size(), 10u) << header;
+    for (const std::string &name : names)
+      EXPECT_NE(kernelNameProblem(name), "") << name << " in " << header;
+  }
 }
 
 TEST(KernelSpecErrors, Masks) {
