@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dialect/AttnOps.h"
+#include "lib/Support/Limits.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -140,6 +141,15 @@ LogicalResult verifyAttentionInputs(const AttentionView &view) {
   if (v.getDimSize(3) < 1)
     return op->emitOpError()
            << "value dim 3 (Dv) must be at least 1, found " << v.getDimSize(3);
+  // Past this the lowering would run for minutes and gigabytes.
+  if (q.getDimSize(3) > ::attn::kMaxHeadDim)
+    return op->emitOpError()
+           << "query dim 3 (D) must be at most " << ::attn::kMaxHeadDim
+           << ", found " << q.getDimSize(3);
+  if (v.getDimSize(3) > ::attn::kMaxHeadDim)
+    return op->emitOpError()
+           << "value dim 3 (Dv) must be at most " << ::attn::kMaxHeadDim
+           << ", found " << v.getDimSize(3);
 
   if (failed(verifyDim(op, "key", k, 0, "B", q.getDimSize(0), "query's B")) ||
       failed(verifyDim(op, "key", k, 3, "D", q.getDimSize(3), "query's D")) ||

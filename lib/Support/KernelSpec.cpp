@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lib/Support/KernelSpec.h"
+#include "lib/Support/Limits.h"
 
 #include <algorithm>
 #include <charconv>
@@ -53,7 +54,6 @@ const char *attn::elementTypeName(ElementType type) {
 namespace {
 
 constexpr int64_t kMinHeadDim = 1;
-constexpr int64_t kMaxHeadDim = 1024;
 constexpr size_t kMaxNameLength = 64;
 constexpr size_t kMaxQuotedLength = 40;
 

@@ -88,8 +88,8 @@ void emitLinearizedLoop(ImplicitLocOpBuilder &b, scf::ForallOp forall,
                  forall.getMixedLowerBound(), forall.getMixedStep())) {
     auto value = [&](OpFoldResult ofr) -> Value {
       if (auto attr = dyn_cast<Attribute>(ofr))
-        return arith::ConstantIndexOp::create(
-            b, cast<IntegerAttr>(attr).getInt());
+        return arith::ConstantIndexOp::create(b,
+                                              cast<IntegerAttr>(attr).getInt());
       return mapping.lookupOrDefault(cast<Value>(ofr));
     };
     Value scaled = arith::MulIOp::create(b, index, value(step));
@@ -110,9 +110,31 @@ void clonePrefix(ImplicitLocOpBuilder &b, scf::ForallOp forall,
   }
 }
 
+/// Wraps the body of `func` (all but its return) in a one-iteration
+/// scf.forall: a kernel whose static sizes make a single tile has had its
+/// forall folded away by canonicalization, and is one work item (as is any
+/// kernel without a forall: its body runs whole, on one thread).
+scf::ForallOp wrapInOneWorkItem(func::FuncOp func) {
+  Block &entry = func.getBody().front();
+  Operation *terminator = entry.getTerminator();
+  ImplicitLocOpBuilder b(func.getLoc(), func.getContext());
+  b.setInsertionPoint(terminator);
+  auto forall = scf::ForallOp::create(
+      b, ArrayRef<OpFoldResult>{b.getIndexAttr(0)},
+      ArrayRef<OpFoldResult>{b.getIndexAttr(1)},
+      ArrayRef<OpFoldResult>{b.getIndexAttr(1)}, ValueRange{}, std::nullopt);
+  Operation *inParallel = forall.getBody()->getTerminator();
+  for (Operation &op : llvm::make_early_inc_range(
+           llvm::make_range(entry.begin(), forall->getIterator())))
+    op.moveBefore(inParallel);
+  return forall;
+}
+
 LogicalResult outlineKernel(func::FuncOp func) {
   Block &entry = func.getBody().front();
   SmallVector<scf::ForallOp> foralls(entry.getOps<scf::ForallOp>());
+  if (foralls.empty() && isa<func::ReturnOp>(entry.back()))
+    foralls.push_back(wrapInOneWorkItem(func));
   if (foralls.size() != 1)
     return func.emitError() << "attn-outline-work-items: a kernel must hold "
                                "exactly one top-level scf.forall, found "
@@ -134,9 +156,9 @@ LogicalResult outlineKernel(func::FuncOp func) {
   SmallVector<Type> argTypes(func.getArgumentTypes());
 
   // <name>_work_items
-  auto countFunc = func::FuncOp::create(
-      b, (func.getName() + "_work_items").str(),
-      FunctionType::get(ctx, argTypes, {index}));
+  auto countFunc =
+      func::FuncOp::create(b, (func.getName() + "_work_items").str(),
+                           FunctionType::get(ctx, argTypes, {index}));
   {
     OpBuilder::InsertionGuard guard(b);
     Block *body = countFunc.addEntryBlock();
@@ -162,8 +184,7 @@ LogicalResult outlineKernel(func::FuncOp func) {
     mapping.map(func.getArguments(),
                 body->getArguments().take_front(argTypes.size()));
     clonePrefix(b, forall, mapping);
-    emitLinearizedLoop(b, forall, mapping,
-                       body->getArgument(argTypes.size()),
+    emitLinearizedLoop(b, forall, mapping, body->getArgument(argTypes.size()),
                        body->getArgument(argTypes.size() + 1));
     func::ReturnOp::create(b, ValueRange{});
   }
@@ -179,8 +200,7 @@ void serializeForalls(func::FuncOp func) {
     ImplicitLocOpBuilder b(forall.getLoc(), forall);
     IRMapping mapping;
     SmallVector<Value> counts = tripCounts(b, forall, mapping);
-    emitLinearizedLoop(b, forall, mapping,
-                       arith::ConstantIndexOp::create(b, 0),
+    emitLinearizedLoop(b, forall, mapping, arith::ConstantIndexOp::create(b, 0),
                        product(b, counts));
     if (forall.getNumResults() != 0) {
       forall.emitError("attn-outline-work-items: scf.forall still has "
@@ -219,7 +239,8 @@ LogicalResult hoistStaticAllocas(func::FuncOp func) {
 }
 
 struct AttnOutlineWorkItemsPass
-    : public mlir::attn::impl::AttnOutlineWorkItemsPassBase<AttnOutlineWorkItemsPass> {
+    : public mlir::attn::impl::AttnOutlineWorkItemsPassBase<
+          AttnOutlineWorkItemsPass> {
   void runOnOperation() override {
     SmallVector<func::FuncOp> kernels, others;
     for (auto func : getOperation().getOps<func::FuncOp>()) {

@@ -1,7 +1,14 @@
 // RUN: attn-opt %s -split-input-file -attn-outline-work-items -verify-diagnostics
 
-// expected-error @+1 {{a kernel must hold exactly one top-level scf.forall, found 0}}
-func.func @no_forall(%o: memref<8xf32>) attributes {attn.kernel} {
+// expected-error @+1 {{a kernel must hold exactly one top-level scf.forall, found 2}}
+func.func @two_foralls(%o: memref<8xf32>) attributes {attn.kernel} {
+  %cst = arith.constant 1.0 : f32
+  scf.forall (%i) in (8) {
+    memref.store %cst, %o[%i] : memref<8xf32>
+  }
+  scf.forall (%i) in (8) {
+    memref.store %cst, %o[%i] : memref<8xf32>
+  }
   return
 }
 

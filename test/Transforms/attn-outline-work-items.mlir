@@ -56,3 +56,21 @@ func.func @not_a_kernel(%o: memref<8xf32>) {
   }
   return
 }
+
+// -----
+
+// A kernel whose static sizes make one tile has had its forall folded away
+// by canonicalization: its whole body is one work item.
+
+// CHECK-LABEL: func @one_tile_work_items
+//       CHECK: return %c1
+// CHECK-LABEL: func @one_tile_run
+//  CHECK-SAME: (%[[O:.+]]: memref<8xf32>, %[[BEGIN:.+]]: index, %[[END:.+]]: index)
+//       CHECK: scf.for %{{.+}} = %[[BEGIN]] to %[[END]] step %c1
+//       CHECK:   memref.store %{{.+}}, %[[O]][%c3]
+func.func @one_tile(%o: memref<8xf32>) attributes {attn.kernel} {
+  %cst = arith.constant 1.0 : f32
+  %c3 = arith.constant 3 : index
+  memref.store %cst, %o[%c3] : memref<8xf32>
+  return
+}

@@ -211,6 +211,28 @@ func.func @value_zero_dv(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
 
 // -----
 
+// Head dims past 1024 would keep the lowering busy for minutes and
+// gigabytes (D = 1048576 ran 72 s and grew to 2 GB): refused.
+func.func @huge_d(%q: tensor<1x1x8x1048576xf32>, %k: tensor<1x1x32x1048576xf32>,
+                  %v: tensor<1x1x32x8xf32>, %o: tensor<1x1x8x8xf32>) {
+  // expected-error @+1 {{query dim 3 (D) must be at most 1024, found 1048576}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x1x8x1048576xf32>, tensor<1x1x32x1048576xf32>, tensor<1x1x32x8xf32>)
+      outs(%o : tensor<1x1x8x8xf32>) -> tensor<1x1x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @huge_dv(%q: tensor<1x1x8x16xf32>, %k: tensor<1x1x32x16xf32>,
+                   %v: tensor<1x1x32x1025xf32>, %o: tensor<1x1x8x1025xf32>) {
+  // expected-error @+1 {{value dim 3 (Dv) must be at most 1024, found 1025}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x1x8x16xf32>, tensor<1x1x32x16xf32>, tensor<1x1x32x1025xf32>)
+      outs(%o : tensor<1x1x8x1025xf32>) -> tensor<1x1x8x1025xf32>
+  return
+}
+
+// -----
+
 func.func @key_batch(%q: tensor<1x4x8x16xf32>, %k: tensor<2x2x32x16xf32>,
                      %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>) {
   // expected-error @+1 {{key dim 0 (B) must equal query's B = 1, found 2}}

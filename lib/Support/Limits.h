@@ -1,0 +1,22 @@
+//===- Limits.h - Sizes every entry point refuses past ---------*- C++ -*-===//
+//
+// The largest head dimension (D and Dv) that the dialect's verifier and the
+// kernel spec parser accept: the micro-kernels hold a query row, its score
+// tiles and a P·V accumulator row per head dim in registers and stack
+// buffers, and past this the lowering's time and memory grow without a use
+// (the largest head dims in use are 256-576). Header-only and MLIR-free, so
+// that the spec parser and the verifier share one number.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ATTN_SUPPORT_LIMITS_H
+#define ATTN_SUPPORT_LIMITS_H
+
+#include <cstdint>
+
+namespace attn {
+
+constexpr int64_t kMaxHeadDim = 1024;
+
+} // namespace attn
+
+#endif // ATTN_SUPPORT_LIMITS_H
