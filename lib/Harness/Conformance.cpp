@@ -116,6 +116,13 @@ std::vector<ConformanceCase> attn::conformanceCases() {
       {"bf16_full_gqa", "dtype=bf16,d=80,lse", 1, 4, 2, 67, 131},
       {"f16_window", "dtype=f16,d=80,causal=bottom_right,window=50:0", 1, 2, 2,
        80, 200},
+      // Static key counts of at most one key tile (their key loop folds
+      // away): on the GPU one tile padded to whole MMA steps.
+      {"short_keys_16", "dtype=f16,d=64,sizes=1:2:2:16:16", 1, 2, 2, 16, 16},
+      {"short_keys_40",
+       "dtype=bf16,d=64,causal=bottom_right,lse,sizes=?:?:?:?:40", 1, 2, 2, 70,
+       40},
+      {"short_keys_7", "d=32,mask=bool,sizes=?:?:?:?:7", 1, 2, 2, 30, 7},
       // Empty problems: Sk = 0 (every row fully masked), Sq = 0.
       {"sk_0", "d=16,lse", 1, 2, 2, 5, 0},
       {"sq_0", "d=16,lse", 1, 2, 2, 0, 9},

@@ -60,6 +60,9 @@ constexpr int64_t kWarpSize = 32;
 constexpr int64_t kRowsPerWarp = 16;
 /// Columns of one fragment group, and of an MMA's reduction step.
 constexpr int64_t kGroup = 8, kMmaK = 16;
+/// The most static keys an op may take as one tile, without a key loop (as
+/// many as the largest key tile the GPU pipeline takes).
+constexpr int64_t kMaxWholeKeys = 128;
 
 /// A function argument in global memory: the kernel's pointer parameter
 /// (a 1-D memref) and its sizes and element strides (index values).
@@ -277,8 +280,23 @@ LogicalResult KernelConverter::analyze() {
   valueDim = accType.getDimSize(3);
   for (OnlineAttentionOp op : online) {
     auto loop = op->getParentOfType<scf::ForOp>();
-    std::optional<int64_t> step =
-        loop ? getConstantIntValue(loop.getStep()) : std::nullopt;
+    std::optional<int64_t> step = loop && forall->isProperAncestor(loop)
+                                      ? getConstantIntValue(loop.getStep())
+                                      : std::nullopt;
+    // Static keys that fit one key tile have had their loop folded away
+    // by canonicalization: the op takes them all as one tile, padded to
+    // whole MMA steps (keys past Sk are masked like a tail tile's).
+    int64_t staticKeys = cast<ShapedType>(op.getKey().getType()).getDimSize(2);
+    if (!loop || !forall->isProperAncestor(loop)) {
+      if (ShapedType::isDynamic(staticKeys) || staticKeys > kMaxWholeKeys)
+        return op.emitOpError("attn-lower-to-gpu needs the keys in a loop "
+                              "of key tiles (attn-tile-keys) or at most ")
+               << kMaxWholeKeys << " static keys, found "
+               << (ShapedType::isDynamic(staticKeys)
+                       ? std::string("?")
+                       : std::to_string(staticKeys));
+      step = llvm::alignTo(std::max<int64_t>(staticKeys, 1), kMmaK);
+    }
     if (!step || *step % kMmaK != 0)
       return op.emitOpError("attn-lower-to-gpu needs key loops with a "
                             "constant step that is a multiple of ")

@@ -174,3 +174,18 @@ func.func @static_decode_gqa(%q: tensor<?x8x1x32xf16>, %k: tensor<?x2x?x32xf16>,
   %r = attn.attention ins(%q, %k, %v : tensor<?x8x1x32xf16>, tensor<?x2x?x32xf16>, tensor<?x2x?x32xf16>) outs(%o : tensor<?x8x1x32xf16>) -> tensor<?x8x1x32xf16>
   return %r : tensor<?x8x1x32xf16>
 }
+
+// -----
+
+// Static keys that fit one key tile (20 here, tiles of 32): canonicalization
+// folds the key loop away, and the op takes all its keys as one tile padded
+// to whole MMA steps (32 rows of shared memory); keys 20 and later are not
+// loaded and are masked like a tail tile's.
+// CHECK-LABEL: gpu.func @short_keys
+// CHECK:   %[[KS:.+]] = memref.view %{{.+}}[%c4608][] {{.+}} to memref<32x72xf16, #gpu.address_space<workgroup>>
+// CHECK:   arith.cmpi slt, %{{.+}}, %c20 : index
+// CHECK:   nvvm.mma.sync
+func.func @short_keys(%q: tensor<?x?x?x64xf16>, %k: tensor<?x?x20x64xf16>, %v: tensor<?x?x20x64xf16>, %o: tensor<?x?x?x64xf16>) -> tensor<?x?x?x64xf16> {
+  %r = attn.attention ins(%q, %k, %v : tensor<?x?x?x64xf16>, tensor<?x?x20x64xf16>, tensor<?x?x20x64xf16>) outs(%o : tensor<?x?x?x64xf16>) -> tensor<?x?x?x64xf16>
+  return %r : tensor<?x?x?x64xf16>
+}
