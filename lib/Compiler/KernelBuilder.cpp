@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 #include "lib/Compiler/Compiler.h"
 #include "lib/Compiler/CompilerInternal.h"
+#include "lib/Support/Nesting.h"
 
 #include "dialect/AttnOps.h"
 #include "lib/Pipelines/Registration.h"
@@ -200,8 +201,20 @@ bool specsFromMLIRFile(const std::string &path, std::vector<KernelSpec> &specs,
   llvm::raw_string_ostream diagStream(diagnostics);
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler handler(sourceMgr, &ctx, diagStream);
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> file =
+      llvm::MemoryBuffer::getFileOrSTDIN(path);
+  if (!file) {
+    error = "cannot read " + path + ": " + file.getError().message();
+    return false;
+  }
+  std::string problem = nestingProblem((*file)->getBuffer());
+  if (!problem.empty()) {
+    error = path + ": " + problem;
+    return false;
+  }
+  sourceMgr.AddNewSourceBuffer(std::move(*file), llvm::SMLoc());
   OwningOpRef<ModuleOp> module =
-      parseSourceFile<ModuleOp>(path, sourceMgr, ParserConfig(&ctx));
+      parseSourceFile<ModuleOp>(sourceMgr, ParserConfig(&ctx));
   if (!module) {
     error = diagnostics.empty() ? "cannot parse " + path : diagnostics;
     return false;

@@ -53,7 +53,15 @@ def ir_seeds():
                 continue
             write("ir", "%s-%02d.mlir" % (stem, i), seed)
             count += 1
-    return count
+    # Inputs that crashed the tools (issue 26): nesting past the limit that
+    # they refuse before parsing, and just under it, within MAX_IR_BYTES.
+    write("ir", "deep-nesting-parens.mlir",
+          "func.func private @f() -> " + "(" * 1100 + "i32" + ")" * 1100
+          + "\n")
+    write("ir", "deep-nesting-under.mlir",
+          "func.func private @f() -> " + "tuple<" * 500 + "i32" + ">" * 500
+          + "\n")
+    return count + 2
 
 
 def spec_seeds():

@@ -1,6 +1,8 @@
-func.func @bf16(%q: memref<1x1x?x16xbf16>, %k: memref<1x1x?x16xbf16>, %v: memref<1x1x?x16xbf16>,
-                %acc: memref<1x1x?x16xf32>, %m: memref<1x1x?xf32>, %s: memref<1x1x?xf32>) {
-  attn.online_attention ins(%q, %k, %v : memref<1x1x?x16xbf16>, memref<1x1x?x16xbf16>, memref<1x1x?x16xbf16>)
+func.func @bias_mask(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>, %v: memref<1x1x?x16xf32>,
+                     %mask: memref<1x1x?x?xf32>,
+                     %acc: memref<1x1x?x16xf32>, %m: memref<1x1x?xf32>, %s: memref<1x1x?xf32>) {
+  attn.online_attention ins(%q, %k, %v : memref<1x1x?x16xf32>, memref<1x1x?x16xf32>, memref<1x1x?x16xf32>)
+      mask(%mask : memref<1x1x?x?xf32>)
       outs(%acc, %m, %s : memref<1x1x?x16xf32>, memref<1x1x?xf32>, memref<1x1x?xf32>)
   return
 }

@@ -1,6 +1,6 @@
-func.func @value_keys(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
-                      %v: tensor<1x2x31x8xf32>, %o: tensor<1x4x8x8xf32>) {
-  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x31x8xf32>)
+func.func @value_batch(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                       %v: tensor<3x2x32x8xf32>, %o: tensor<1x4x8x8xf32>) {
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<3x2x32x8xf32>)
       outs(%o : tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
   return
 }

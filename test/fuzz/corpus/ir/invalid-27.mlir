@@ -1,8 +1,6 @@
-func.func @mask_heads(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
-                      %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>,
-                      %m: tensor<1x2x1x32xi1>) {
-  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
-      mask(%m : tensor<1x2x1x32xi1>)
+func.func @gqa_not_multiple(%q: tensor<1x4x8x16xf32>, %k: tensor<1x3x32x16xf32>,
+                            %v: tensor<1x3x32x8xf32>, %o: tensor<1x4x8x8xf32>) {
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x3x32x16xf32>, tensor<1x3x32x8xf32>)
       outs(%o : tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
   return
 }

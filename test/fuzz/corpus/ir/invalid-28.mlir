@@ -1,8 +1,8 @@
-func.func @mask_query_rows(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
-                           %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>,
-                           %m: tensor<1x1x4x32xi1>) {
-  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
-      mask(%m : tensor<1x1x4x32xi1>)
-      outs(%o : tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
+func.func @mask_batch(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x32x16xf32>,
+                      %v: tensor<2x2x32x8xf32>, %o: tensor<2x4x8x8xf32>,
+                      %m: tensor<3x1x1x32xi1>) {
+  %r = attn.attention ins(%q, %k, %v : tensor<2x4x8x16xf32>, tensor<2x2x32x16xf32>, tensor<2x2x32x8xf32>)
+      mask(%m : tensor<3x1x1x32xi1>)
+      outs(%o : tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
   return
 }

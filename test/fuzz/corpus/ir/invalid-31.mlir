@@ -1,8 +1,8 @@
-func.func @window_negative_left(%q: tensor<1x4x8x16xf32>,
-                                %k: tensor<1x2x32x16xf32>,
-                                %v: tensor<1x2x32x8xf32>,
-                                %o: tensor<1x4x8x8xf32>) {
+func.func @mask_keys(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                     %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>,
+                     %m: tensor<1x1x8x1xi1>) {
   %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
-      outs(%o : tensor<1x4x8x8xf32>) align(top_left) window <left = -1> -> tensor<1x4x8x8xf32>
+      mask(%m : tensor<1x1x8x1xi1>)
+      outs(%o : tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
   return
 }

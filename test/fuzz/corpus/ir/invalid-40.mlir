@@ -1,6 +1,6 @@
-func.func @softcap_zero(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
-                        %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>) {
+func.func @scale_inf(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                     %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>) {
   %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
-      outs(%o : tensor<1x4x8x8xf32>) softcap(0.0) -> tensor<1x4x8x8xf32>
+      outs(%o : tensor<1x4x8x8xf32>) scale(0x7F800000) -> tensor<1x4x8x8xf32>
   return
 }

@@ -1,0 +1,4 @@
+func.func @short_keys(%q: tensor<?x?x?x64xf16>, %k: tensor<?x?x20x64xf16>, %v: tensor<?x?x20x64xf16>, %o: tensor<?x?x?x64xf16>) -> tensor<?x?x?x64xf16> {
+  %r = attn.attention ins(%q, %k, %v : tensor<?x?x?x64xf16>, tensor<?x?x20x64xf16>, tensor<?x?x20x64xf16>) outs(%o : tensor<?x?x?x64xf16>) -> tensor<?x?x?x64xf16>
+  return %r : tensor<?x?x?x64xf16>
+}

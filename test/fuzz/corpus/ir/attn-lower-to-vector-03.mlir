@@ -1,0 +1,9 @@
+func.func @align_bottom_right(%q: memref<1x2x16x8xf32>, %k: memref<1x2x?x8xf32>,
+                              %v: memref<1x2x?x8xf32>, %acc: memref<1x2x16x8xf32>,
+                              %max: memref<1x2x16xf32>, %sum: memref<1x2x16xf32>) {
+  attn.online_attention
+      ins(%q, %k, %v : memref<1x2x16x8xf32>, memref<1x2x?x8xf32>, memref<1x2x?x8xf32>)
+      outs(%acc, %max, %sum : memref<1x2x16x8xf32>, memref<1x2x16xf32>, memref<1x2x16xf32>)
+      causal align(bottom_right)
+  return
+}

@@ -1,0 +1,8 @@
+func.func @bf16_dot_masked(%q: memref<1x1x?x15xbf16>, %k: memref<1x1x?x15xbf16>, %v: memref<1x1x?x16xbf16>,
+                           %mask: memref<1x1x?x?xi1>,
+                           %acc: memref<1x1x?x16xf32>, %m: memref<1x1x?xf32>, %s: memref<1x1x?xf32>) {
+  attn.online_attention ins(%q, %k, %v : memref<1x1x?x15xbf16>, memref<1x1x?x15xbf16>, memref<1x1x?x16xbf16>)
+      mask(%mask : memref<1x1x?x?xi1>)
+      outs(%acc, %m, %s : memref<1x1x?x16xf32>, memref<1x1x?xf32>, memref<1x1x?xf32>)
+  return
+}
