@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "tools/attn-bench/Peak.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <chrono>
 #include <thread>
@@ -15,56 +17,92 @@
 
 namespace {
 
-template <int Lanes> using Vec = float __attribute__((vector_size(Lanes * 4)));
+// Vector types spelled out (GCC takes no vector_size that depends on a
+// template parameter) and FMAs through intrinsics in functions compiled for
+// their target (GCC has no __builtin_elementwise_fma, and contracts a * b + c
+// only with -ffp-contract=fast): the file builds with GCC and clang alike.
+typedef float Floats4 __attribute__((vector_size(16)));
+typedef uint64_t Words1 __attribute__((vector_size(8)));
+typedef uint64_t Words4 __attribute__((vector_size(32)));
+typedef uint64_t Words8 __attribute__((vector_size(64)));
 
-template <int Lanes>
-__attribute__((always_inline)) inline float fmaLoop(int64_t iterations) {
-  Vec<Lanes> acc[12], a, b;
-  for (int i = 0; i < Lanes; ++i) {
-    a[i] = 0.999999f;
-    b[i] = 1e-7f;
-  }
+constexpr int kAccumulators = 12;
+
+__attribute__((target("avx512f"))) __attribute__((noinline)) float
+fma512(int64_t iterations) {
+  __m512 acc[kAccumulators], a = _mm512_set1_ps(0.999999f),
+                             b = _mm512_set1_ps(1e-7f);
   for (auto &x : acc)
     x = a;
   for (int64_t it = 0; it < iterations; ++it)
     for (auto &x : acc)
-      x = __builtin_elementwise_fma(x, a, b);
+      x = _mm512_fmadd_ps(x, a, b);
+  __m512 sum = acc[0];
+  for (int i = 1; i < kAccumulators; ++i)
+    sum = _mm512_add_ps(sum, acc[i]);
+  float lanes[16];
+  _mm512_storeu_ps(lanes, sum);
+  float total = 0;
+  for (float lane : lanes)
+    total += lane;
+  return total;
+}
+
+__attribute__((target("avx2,fma"))) __attribute__((noinline)) float
+fma256(int64_t iterations) {
+  __m256 acc[kAccumulators], a = _mm256_set1_ps(0.999999f),
+                             b = _mm256_set1_ps(1e-7f);
+  for (auto &x : acc)
+    x = a;
+  for (int64_t it = 0; it < iterations; ++it)
+    for (auto &x : acc)
+      x = _mm256_fmadd_ps(x, a, b);
+  __m256 sum = acc[0];
+  for (int i = 1; i < kAccumulators; ++i)
+    sum = _mm256_add_ps(sum, acc[i]);
+  float lanes[8];
+  _mm256_storeu_ps(lanes, sum);
+  float total = 0;
+  for (float lane : lanes)
+    total += lane;
+  return total;
+}
+
+/// Without AVX2 and FMA: a multiply and an add a lane (the rate is then
+/// counted as if they were FMAs).
+__attribute__((noinline)) float fma128(int64_t iterations) {
+  Floats4 acc[kAccumulators], a = {0.999999f, 0.999999f, 0.999999f, 0.999999f},
+                              b = {1e-7f, 1e-7f, 1e-7f, 1e-7f};
+  for (auto &x : acc)
+    x = a;
+  for (int64_t it = 0; it < iterations; ++it)
+    for (auto &x : acc)
+      x = x * a + b;
   float sum = 0;
   for (auto &x : acc)
-    for (int i = 0; i < Lanes; ++i)
+    for (int i = 0; i < 4; ++i)
       sum += x[i];
   return sum;
 }
 
-__attribute__((target("avx512f,fma"))) __attribute__((noinline)) float
-fma512(int64_t n) {
-  return fmaLoop<16>(n);
-}
-__attribute__((target("avx2,fma"))) __attribute__((noinline)) float
-fma256(int64_t n) {
-  return fmaLoop<8>(n);
-}
-
-template <int Lanes>
-using Words = uint64_t __attribute__((vector_size(Lanes * 8)));
-
-/// The xor of `bytes` bytes from `data` (a multiple of 4 * Lanes words
-/// but for a tail), four independent chains of whole-vector loads.
-template <int Lanes>
+/// The xor of `bytes` bytes from `data` (a multiple of 4 words of W but for
+/// a tail), four independent chains of whole-vector loads.
+template <typename W>
 __attribute__((always_inline)) inline uint64_t xorLoop(const uint8_t *data,
                                                        size_t bytes) {
-  constexpr size_t step = 4 * sizeof(Words<Lanes>);
-  Words<Lanes> acc[4] = {};
+  constexpr size_t step = 4 * sizeof(W);
+  constexpr int lanes = sizeof(W) / sizeof(uint64_t);
+  W acc[4] = {};
   size_t at = 0;
   for (; at + step <= bytes; at += step)
     for (int c = 0; c < 4; ++c) {
-      Words<Lanes> w;
+      W w;
       __builtin_memcpy(&w, data + at + c * sizeof(w), sizeof(w));
       acc[c] ^= w;
     }
   uint64_t sum = 0;
   for (auto &x : acc)
-    for (int i = 0; i < Lanes; ++i)
+    for (int i = 0; i < lanes; ++i)
       sum ^= x[i];
   for (; at < bytes; ++at)
     sum ^= data[at];
@@ -73,11 +111,11 @@ __attribute__((always_inline)) inline uint64_t xorLoop(const uint8_t *data,
 
 __attribute__((target("avx512f"))) __attribute__((noinline)) uint64_t
 xor512(const uint8_t *data, size_t bytes) {
-  return xorLoop<8>(data, bytes);
+  return xorLoop<Words8>(data, bytes);
 }
 __attribute__((target("avx2"))) __attribute__((noinline)) uint64_t
 xor256(const uint8_t *data, size_t bytes) {
-  return xorLoop<4>(data, bytes);
+  return xorLoop<Words4>(data, bytes);
 }
 
 } // namespace
@@ -106,7 +144,7 @@ attn::readBuffers(attn_thread_pool *pool,
           auto [data, bytes] = c.pieces[i];
           c.sums[i] = c.avx512 ? xor512(data, bytes)
                       : c.avx2 ? xor256(data, bytes)
-                               : xorLoop<1>(data, bytes);
+                               : xorLoop<Words1>(data, bytes);
         }
       },
       &context);
@@ -126,7 +164,7 @@ double attn::measureFmaPeak(int threads, int *lanes) {
   auto run = [&] {
     volatile float sink = avx512 ? fma512(iterations)
                           : avx2 ? fma256(iterations)
-                                 : fmaLoop<4>(iterations);
+                                 : fma128(iterations);
     (void)sink;
   };
   double best = 0;
@@ -141,7 +179,7 @@ double attn::measureFmaPeak(int threads, int *lanes) {
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
             .count();
-    double flops = 2.0 * 12 * width * double(iterations) * threads;
+    double flops = 2.0 * kAccumulators * width * double(iterations) * threads;
     best = std::max(best, flops / seconds);
   }
   return best;
