@@ -33,6 +33,7 @@ cache_stats = _cache.stats
 clear_memory_cache = _cache.clear_memory_cache
 find_compiler = _cache.find_compiler
 compiler_search_path = _cache.compiler_search_path
+set_compile_status = _cache.set_compile_status
 load_library = _ext.load_library
 num_threads = _ext.num_threads
 Kernel = _ext.Kernel
@@ -105,7 +106,9 @@ def scaled_dot_product_attention(
     Raises attn.Error (a ValueError) with the runtime's message when the
     tensors do not fit.
     """
-    window_left, window_right, _ = _core.check_options(dropout_p, causal_alignment, window, softcap)
+    window_left, window_right, _ = _core.check_options(
+        dropout_p, causal_alignment, window, softcap, scale
+    )
     torch_path = _torch_module()
     if torch_path is not None:
         import torch
@@ -125,6 +128,7 @@ __all__ = [
     "Error",
     "Kernel",
     "cache_dir",
+    "set_compile_status",
     "cache_stats",
     "clear_memory_cache",
     "compiler_search_path",

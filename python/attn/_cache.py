@@ -20,9 +20,12 @@ import hashlib
 import os
 import platform
 import shutil
+import signal
 import subprocess
+import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 from . import _ext
@@ -32,11 +35,17 @@ Error = _ext.Error
 #: Environment variables read by this module.
 COMPILER_ENV = "ATTN_COMPILE"
 CACHE_DIR_ENV = "ATTN_CACHE_DIR"
+#: "0" (or "false", "no", "off") silences the line a slow compile prints.
+STATUS_ENV = "ATTN_COMPILE_STATUS"
+
+#: A compile that takes longer than this prints a status line on stderr.
+STATUS_DELAY_SECONDS = 0.5
 
 _lock = threading.Lock()
 _loaded: dict[str, _ext.Kernel] = {}
 _compiler_identity: dict[str, str] = {}
 _stats = {"compiles": 0, "disk_hits": 0, "memory_hits": 0}
+_status_override: bool | None = None
 
 
 # ---------------------------------------------------------------------------
@@ -165,26 +174,107 @@ def cache_key(spec: str, compiler: Path) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:40]
 
 
+def set_compile_status(enabled: bool | None) -> None:
+    """Whether a compile that takes longer than a moment prints a status
+    line on stderr (``attn: compiling <spec> ... done in 1.2 s``). None
+    goes back to ``$ATTN_COMPILE_STATUS`` (on unless it is 0/false/no/off)."""
+    global _status_override
+    _status_override = None if enabled is None else bool(enabled)
+
+
+def _status_wanted() -> bool:
+    if _status_override is not None:
+        return _status_override
+    value = os.environ.get(STATUS_ENV, "1").strip().lower()
+    return value not in ("0", "false", "no", "off")
+
+
+class _CompileStatus:
+    """Prints ``attn: compiling <spec> ...`` once a compile has run for
+    STATUS_DELAY_SECONDS, and how it ended; nothing for a quick one."""
+
+    def __init__(self, spec: str):
+        self._spec = spec
+        self._start = time.monotonic()
+        self._shown = False
+        self._timer = threading.Timer(STATUS_DELAY_SECONDS, self._show)
+        self._timer.daemon = True
+        self._started = _status_wanted()
+        if self._started:
+            self._timer.start()
+
+    def _show(self) -> None:
+        self._shown = True
+        sys.stderr.write(f"attn: compiling kernel {self._spec} (once; cached for later calls) ...")
+        sys.stderr.flush()
+
+    def end(self, ok: bool) -> None:
+        if not self._started:
+            return
+        self._timer.cancel()
+        self._timer.join()
+        if self._shown:
+            seconds = time.monotonic() - self._start
+            sys.stderr.write(f" done in {seconds:.1f} s\n" if ok else " failed\n")
+            sys.stderr.flush()
+
+
+def _describe_exit(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            return f"was killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"was killed by signal {-returncode}"
+    if returncode == 0:
+        return "exited with status 0 but wrote no library"
+    return f"exited with status {returncode}"
+
+
+def _cache_error(folder: Path, error: OSError) -> Error:
+    where = f"${CACHE_DIR_ENV}" if os.environ.get(CACHE_DIR_ENV) else "the default cache folder"
+    return Error(
+        f"cannot write compiled kernels to '{folder}' ({where}): "
+        f"{error.strerror or error}; set ${CACHE_DIR_ENV} to a folder you can write"
+    )
+
+
 def _compile(spec: str, compiler: Path, target: Path) -> None:
     """Compiles `spec` into `target`, atomically."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".compiling-", dir=target.parent) as tmp:
-        library = Path(tmp) / "kernel.so"
-        try:
-            result = subprocess.run(
-                [str(compiler), "--spec", spec, "-o", str(library)],
-                capture_output=True,
-                text=True,
-                timeout=600,
-            )
-        except (OSError, subprocess.SubprocessError) as error:
-            raise Error(f"running {compiler} failed: {error}") from None
-        if result.returncode != 0 or not library.is_file():
-            message = (result.stderr or result.stdout).strip()
-            raise Error(f"attn-compile could not compile spec '{spec}': {message}")
-        # Same folder, same file system: the library appears whole or not at
-        # all, whoever else is compiling the same spec right now.
-        os.replace(library, target)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        workspace = tempfile.TemporaryDirectory(prefix=".compiling-", dir=target.parent)
+    except OSError as error:
+        raise _cache_error(target.parent, error) from None
+    status = _CompileStatus(spec)
+    ok = False
+    try:
+        with workspace as tmp:
+            library = Path(tmp) / "kernel.so"
+            try:
+                result = subprocess.run(
+                    [str(compiler), "--spec", spec, "-o", str(library)],
+                    capture_output=True,
+                    text=True,
+                    timeout=600,
+                )
+            except (OSError, subprocess.SubprocessError) as error:
+                raise Error(f"running {compiler} failed: {error}") from None
+            if result.returncode != 0 or not library.is_file():
+                message = (result.stderr or result.stdout).strip()
+                if not message:
+                    message = (
+                        f"{compiler} {_describe_exit(result.returncode)} and printed nothing"
+                    )
+                raise Error(f"attn-compile could not compile spec '{spec}': {message}")
+            # Same folder, same file system: the library appears whole or not
+            # at all, whoever else is compiling the same spec right now.
+            try:
+                os.replace(library, target)
+            except OSError as error:
+                raise _cache_error(target.parent, error) from None
+        ok = True
+    finally:
+        status.end(ok)
     _stats["compiles"] += 1
 
 

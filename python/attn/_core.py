@@ -43,16 +43,38 @@ def dtype_name(dtype) -> str:
         ) from None
 
 
+#: The largest finite float32: scale and softcap are f32 in the kernel.
+_FLOAT32_MAX = 3.4028234663852886e38
+
+
+def _check_number(name: str, value, positive: bool) -> None:
+    """A finite float32 number (> 0 where `positive`), else attn.Error,
+    before any kernel is compiled for it."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise Error(f"{name} is {value!r} but must be a number") from None
+    if not math.isfinite(number) or abs(number) > _FLOAT32_MAX:
+        raise Error(f"{name} is {value!r} but must be a finite number within float32's range")
+    if positive and not number > 0:
+        raise Error(f"{name} is {value!r} but must be a finite number > 0")
+
+
 def check_options(
     dropout_p: float,
     causal_alignment: str,
     window: Optional[Sequence[Optional[int]]],
     softcap: Optional[float],
+    scale: Optional[float] = None,
 ) -> Tuple[Optional[int], Optional[int], bool]:
     """Validates the options that need no tensor; returns the window sides
     (None = unbounded) and whether there is a window at all."""
     if dropout_p != 0.0:
         raise Error(f"dropout_p is {dropout_p} but attn supports only 0.0 (no dropout)")
+    if scale is not None:
+        _check_number("scale", scale, positive=False)
+    if softcap is not None:
+        _check_number("softcap", softcap, positive=True)
     if causal_alignment not in ALIGNMENTS:
         raise Error(
             f"causal_alignment is {causal_alignment!r} but must be one of "
@@ -111,10 +133,10 @@ def kernel_spec(
         side = lambda v: "inf" if v is None else str(v)  # noqa: E731
         items.append(f"window={side(window_left)}:{side(window_right)}")
     if scale is not None:
+        _check_number("scale", scale, positive=False)
         items.append(f"scale={float(scale)!r}")
     if softcap is not None:
-        if not softcap > 0 or math.isinf(softcap):
-            raise Error(f"softcap is {softcap!r} but must be a finite number > 0")
+        _check_number("softcap", softcap, positive=True)
         items.append(f"softcap={float(softcap)!r}")
     if lse:
         items.append("lse")

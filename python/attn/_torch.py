@@ -12,7 +12,9 @@ the dispatcher's round trip); it can also be called directly with 4-D
                                    "top_left", None, None, None, False)
 
 It always returns (output, lse); lse has shape [0] unless return_lse.
-Forward only: no autograd formula is registered.
+Under torch.autocast("cpu") it follows PyTorch's SDPA: the floating inputs
+are cast to the autocast dtype first. Forward only: no autograd formula is
+registered.
 """
 
 from __future__ import annotations
@@ -101,12 +103,37 @@ def _run(
 sdpa = torch.library.custom_op("attn::sdpa", _sdpa_eager, mutates_args=())
 
 
+def _sdpa_autocast_cpu(query, key, value, attn_mask, *options):
+    """The operator under torch.autocast("cpu"): PyTorch's SDPA rule, its
+    floating inputs (a float mask included) cast to the autocast dtype,
+    then the operator as usual."""
+    dtype = torch.get_autocast_dtype("cpu")
+
+    def cast(tensor):
+        if tensor is not None and tensor.is_floating_point() and tensor.dtype != dtype:
+            return tensor.to(dtype)
+        return tensor
+
+    with torch._C._ExcludeDispatchKeyGuard(
+        torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastCPU)
+    ):
+        return torch.ops.attn.sdpa(cast(query), cast(key), cast(value), cast(attn_mask), *options)
+
+
+# The autocast dtype is read at each call (bf16 or f16), so this is not
+# register_autocast, which fixes one dtype when it is registered.
+_autocast_library = torch.library.Library("attn", "IMPL")
+_autocast_library.impl("sdpa", _sdpa_autocast_cpu, "AutocastCPU")
+
+
 def _plain_eager_call(*tensors) -> bool:
     """Whether the operator may be skipped: plain CPU tensors (not fake,
     functional or other subclasses), nothing being traced or compiled, no
     gradient to track. The dispatcher's round trip then costs about as much
     as the kernel of a short decoding step (tens of microseconds)."""
     if torch.compiler.is_compiling() or torch.jit.is_tracing():
+        return False
+    if torch.is_autocast_enabled("cpu"):  # the operator's autocast rule
         return False
     grad = torch.is_grad_enabled()
     return all(

@@ -140,3 +140,73 @@ def test_python_m_attn_reports_its_setup():
     version = subprocess.run([sys.executable, "-m", "attn", "--version"],
                              capture_output=True, text=True, timeout=60)
     assert version.stdout.startswith("attn 0.1.0")
+
+
+def test_bad_scale_is_refused_before_compiling(monkeypatch):
+    # No compiler at all: the check must come first.
+    monkeypatch.setenv("ATTN_COMPILE", "/nonexistent/attn-compile")
+    q, k, v = random_qkv()
+    for scale in (float("nan"), float("inf"), 1e39, "big"):
+        with pytest.raises(attn.Error, match="scale is .* but must be"):
+            attn.scaled_dot_product_attention(q, k, v, scale=scale)
+    with pytest.raises(attn.Error, match="softcap is nan but must be a finite number"):
+        attn.scaled_dot_product_attention(q, k, v, softcap=float("nan"))
+
+
+def _fake_compiler(tmp_path, body):
+    script = tmp_path / "attn-compile"
+    script.write_text("#!/bin/sh\n" + body + "\n")
+    script.chmod(0o755)
+    return script
+
+
+def test_a_silent_failing_compiler_is_described(monkeypatch, tmp_path):
+    monkeypatch.setenv("ATTN_CACHE_DIR", str(tmp_path / "cache"))
+    attn.clear_memory_cache()
+    # --version works; compiling exits 3, or dies of a signal, printing nothing.
+    compiler = _fake_compiler(
+        tmp_path, 'case "$1" in --version) echo fake;; *) exit 3;; esac')
+    monkeypatch.setenv("ATTN_COMPILE", str(compiler))
+    with pytest.raises(attn.Error, match=r"could not compile spec '.*': .*attn-compile "
+                                         r"exited with status 3 and printed nothing"):
+        attn.kernel("name=attn_sdpa,dtype=f32,d=8")
+    compiler.write_text('#!/bin/sh\ncase "$1" in --version) echo fake2;; *) kill -SEGV $$;; esac\n')
+    with pytest.raises(attn.Error, match=r"was killed by SIGSEGV and printed nothing"):
+        attn.kernel("name=attn_sdpa,dtype=f32,d=8")
+
+
+def test_an_unwritable_cache_folder_is_an_attn_error(monkeypatch, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("ATTN_CACHE_DIR", str(blocker / "cache"))
+    attn.clear_memory_cache()
+    with pytest.raises(attn.Error, match=r"cannot write compiled kernels to '.*' "
+                                         r"\(\$ATTN_CACHE_DIR\): .*set \$ATTN_CACHE_DIR"):
+        attn.kernel("name=attn_sdpa,dtype=f32,d=8,dv=4")
+    attn.clear_memory_cache()
+
+
+def test_a_slow_compile_says_what_it_compiles(monkeypatch, tmp_path, capfd):
+    monkeypatch.setenv("ATTN_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(attn._cache, "STATUS_DELAY_SECONDS", 0.0)
+    attn.clear_memory_cache()
+    attn.kernel("name=attn_sdpa,dtype=f32,d=8,dv=4")
+    err = capfd.readouterr().err
+    assert "attn: compiling kernel name=attn_sdpa,dtype=f32,d=8,dv=4" in err
+    assert "done in" in err
+    # Silenced by the environment, and by the function.
+    attn.clear_memory_cache()
+    monkeypatch.setenv("ATTN_CACHE_DIR", str(tmp_path / "cache2"))
+    monkeypatch.setenv("ATTN_COMPILE_STATUS", "0")
+    attn.kernel("name=attn_sdpa,dtype=f32,d=8,dv=4")
+    assert "attn: compiling" not in capfd.readouterr().err
+    monkeypatch.delenv("ATTN_COMPILE_STATUS")
+    attn.set_compile_status(False)
+    try:
+        attn.clear_memory_cache()
+        monkeypatch.setenv("ATTN_CACHE_DIR", str(tmp_path / "cache3"))
+        attn.kernel("name=attn_sdpa,dtype=f32,d=8,dv=4")
+        assert "attn: compiling" not in capfd.readouterr().err
+    finally:
+        attn.set_compile_status(None)
+        attn.clear_memory_cache()

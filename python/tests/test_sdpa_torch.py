@@ -197,3 +197,26 @@ def test_plain_eager_calls_skip_the_dispatcher(monkeypatch):
     through_op = attn.scaled_dot_product_attention(q.clone().requires_grad_(), k, v, is_causal=True)
     assert len(calls) == 1
     assert torch.equal(eager, through_op.detach())
+
+
+@pytest.mark.parametrize("autocast_dtype", [torch.bfloat16, torch.float16])
+def test_autocast_casts_inputs_as_sdpa_does(autocast_dtype):
+    # Under torch.autocast("cpu") PyTorch's SDPA casts its floating inputs
+    # (a float mask too) to the autocast dtype; so does attn, eager, through
+    # the operator and compiled, instead of refusing the mixed dtypes.
+    q, k, v = random_qkv(dtype=torch.float32)
+    mask = torch.randn(q.shape[2], k.shape[2])
+    with torch.autocast("cpu", dtype=autocast_dtype):
+        expected = F.scaled_dot_product_attention(q, k.to(autocast_dtype), v, attn_mask=mask)
+        out = attn.scaled_dot_product_attention(q, k.to(autocast_dtype), v, attn_mask=mask)
+        op_out, _ = torch.ops.attn.sdpa(q, k, v, mask, False, None, False, "top_left",
+                                        None, None, None, False)
+        compiled = torch.compile(
+            lambda a, b, c: attn.scaled_dot_product_attention(a, b, c, is_causal=True),
+            fullgraph=True, backend="aot_eager")(q, k, v)
+    assert out.dtype == expected.dtype == op_out.dtype == compiled.dtype == autocast_dtype
+    cast = [t.to(autocast_dtype) for t in (q, k, v)]
+    ref = torch_reference(*cast, attn_mask=mask.to(autocast_dtype))
+    assert relative_error(out, ref) <= TOLERANCE[autocast_dtype]
+    assert relative_error(op_out, ref) <= TOLERANCE[autocast_dtype]
+    assert relative_error(compiled, torch_reference(*cast, is_causal=True)) <= TOLERANCE[autocast_dtype]
