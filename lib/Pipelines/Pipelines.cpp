@@ -19,34 +19,34 @@ using namespace mlir;
 using namespace mlir::attn;
 
 void mlir::attn::buildAttnTilingPipeline(OpPassManager &pm,
-                                         const CpuPipelineOptions &options) {
+                                         const TilingConfig &config) {
   {
     OpPassManager &func = pm.nest<func::FuncOp>();
     func.addPass(
-        createAttnTilePass({options.queryTileSize, options.bandedQueryTileSize,
-                            options.decodeRows, options.blockMapping}));
+        createAttnTilePass({config.queryTileSize, config.bandedQueryTileSize,
+                            config.decodeRows, config.blockMapping}));
     func.addPass(createAttnOnlineSoftmaxPass());
   }
   // Kernels marked attn.split_keys get their key-split twins here, before
   // their key ranges are clamped and tiled.
-  pm.addPass(createAttnSplitKeysPass({options.keyTileSize}));
+  pm.addPass(createAttnSplitKeysPass({config.keyTileSize}));
   OpPassManager &func = pm.nest<func::FuncOp>();
   // With lane rows on, the micro-kernels walk an op's key blocks themselves
   // (the lane-rows path transposes its rows in and out once per op), each
   // query tile only the keys its rows see: ops stay whole and their key
   // loop is not tiled.
   func.addPass(createAttnSkipMaskedBlocksPass(
-      {options.alignKeyRanges ? int64_t(options.keyTileSize) : 0,
-       /*wholeOps=*/options.laneRows > 0}));
-  if (options.laneRows == 0)
-    func.addPass(createAttnTileKeysPass({options.keyTileSize}));
+      {config.alignKeyRanges ? config.keyTileSize : 0,
+       /*wholeOps=*/config.laneRows > 0}));
+  if (config.laneRows == 0)
+    func.addPass(createAttnTileKeysPass({config.keyTileSize}));
   func.addPass(createCanonicalizerPass());
   func.addPass(createCSEPass());
 }
 
 void mlir::attn::buildAttnToLLVMCpuPipeline(OpPassManager &pm,
                                             const CpuPipelineOptions &options) {
-  buildAttnTilingPipeline(pm, options);
+  buildAttnTilingPipeline(pm, TilingConfig::from(options));
   pm.addPass(createAttnBufferizePass());
   // In-place slices leave copies of a buffer onto itself: CSE makes their
   // two subviews one, canonicalization drops the self-copy.
@@ -92,7 +92,7 @@ void mlir::attn::buildAttnToLLVMCpuPipeline(OpPassManager &pm,
 
 void mlir::attn::buildAttnToNVVMPipeline(OpPassManager &pm,
                                          const GpuPipelineOptions &options) {
-  CpuPipelineOptions tiling;
+  TilingConfig tiling;
   tiling.queryTileSize = 16 * options.warps;
   tiling.keyTileSize = options.keyTileSize;
   // attn-lower-to-gpu maps one query head to blockIdx.y.
@@ -131,11 +131,15 @@ void mlir::attn::buildAttnToNVVMPipeline(OpPassManager &pm,
 }
 
 void mlir::attn::registerAttnPipelines() {
-  PassPipelineRegistration<CpuPipelineOptions>(
+  PassPipelineRegistration<TilingPipelineOptions>(
       "attn-tiling",
       "Tile attn.attention and rewrite it as the online-softmax key loop "
       "(tensors)",
-      buildAttnTilingPipeline);
+      [](OpPassManager &pm, const TilingPipelineOptions &options) {
+        TilingConfig config = TilingConfig::from(options);
+        config.blockMapping = options.blockMapping;
+        buildAttnTilingPipeline(pm, config);
+      });
   PassPipelineRegistration<CpuPipelineOptions>(
       "attn-to-llvm-cpu",
       "Lower attn.attention to the LLVM dialect for the CPU: tiling, online "

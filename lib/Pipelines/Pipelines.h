@@ -8,96 +8,133 @@
 namespace mlir {
 namespace attn {
 
-struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
-  PassOptions::Option<int64_t> queryTileSize{
+/// An option of a pipeline (spelled out once: inside the TilingOptions
+/// template the base's name is not found by unqualified lookup).
+template <typename T>
+using PipelineOption = ::mlir::detail::PassOptions::Option<T>;
+
+/// The options of the tiling stages (attn-tile, attn-online-softmax,
+/// attn-split-keys, attn-skip-masked-blocks, attn-tile-keys), declared once
+/// for every pipeline that runs them on the CPU.
+template <typename Derived>
+struct TilingOptions : public PassPipelineOptions<Derived> {
+  PipelineOption<int64_t> queryTileSize{
       *this, "query-tile-size",
       llvm::cl::desc("Query rows per tile (one work item)"),
       llvm::cl::init(64)};
-  PassOptions::Option<int64_t> bandedQueryTileSize{
+  PipelineOption<int64_t> bandedQueryTileSize{
       *this, "banded-query-tile-size",
       llvm::cl::desc("Query rows per tile of causal or windowed ops (0: "
                      "query-tile-size)"),
       llvm::cl::init(0)};
-  PassOptions::Option<int64_t> keyTileSize{
+  PipelineOption<int64_t> keyTileSize{
       *this, "key-tile-size", llvm::cl::desc("Keys per tile of the key loop"),
       llvm::cl::init(128)};
-  PassOptions::Option<bool> alignKeyRanges{
+  PipelineOption<bool> alignKeyRanges{
       *this, "align-key-ranges",
       llvm::cl::desc("Give causal and windowed ops' unmasked key ranges "
                      "whole key tiles (attn-skip-masked-blocks)"),
       llvm::cl::init(true)};
-  PassOptions::Option<int64_t> vectorWidth{
-      *this, "vector-width",
-      llvm::cl::desc("f32 lanes per vector (16: AVX-512, 8: AVX2)"),
-      llvm::cl::init(16)};
-  PassOptions::Option<int64_t> rowBlock{
-      *this, "row-block",
-      llvm::cl::desc("Query rows sharing each packed K/V vector load"),
-      llvm::cl::init(2)};
-  PassOptions::Option<int64_t> bandKeyStep{
-      *this, "band-key-step",
-      llvm::cl::desc("Keys per step in the packed blocks a causal or window "
-                     "band cuts (0: the largest divisor of key-tile-size up "
-                     "to 64)"),
-      llvm::cl::init(0)};
-  PassOptions::Option<int64_t> laneRows{
-      *this, "lane-rows",
-      llvm::cl::desc("Query rows per tile of the lane-rows micro-kernel "
-                     "(rows in vector lanes; 0: off)"),
-      llvm::cl::init(0)};
-  PassOptions::Option<bool> bf16Dot{
-      *this, "bf16-dot",
-      llvm::cl::desc("bf16 Q·Kᵀ by vdpbf16ps (CPUs with AVX-512 BF16)"),
-      llvm::cl::init(false)};
-  PassOptions::Option<bool> avx512Exp{
-      *this, "avx512-exp",
-      llvm::cl::desc("Softmax exponentials by AVX-512's vscalefps and a "
-                     "polynomial (CPUs with AVX-512F)"),
-      llvm::cl::init(false)};
-  PassOptions::Option<int64_t> decodeRows{
+  PipelineOption<int64_t> decodeRows{
       *this, "decode-rows",
       llvm::cl::desc("Ops of at most this many query rows (decoding) take a "
                      "GQA group of heads per work item and read K and V in "
                      "place (0: never)"),
       llvm::cl::init(4)};
-  PassOptions::Option<int64_t> prefetchDistance{
+  PipelineOption<int64_t> laneRows{
+      *this, "lane-rows",
+      llvm::cl::desc("Query rows per tile of the lane-rows micro-kernel "
+                     "(rows in vector lanes; 0: off); such ops stay whole "
+                     "and their key loop is not tiled"),
+      llvm::cl::init(0)};
+};
+
+/// attn-tiling: the tiling stages alone (on tensors), for the CPU or, with
+/// block-mapping, as the GPU pipeline runs them.
+struct TilingPipelineOptions : public TilingOptions<TilingPipelineOptions> {
+  PipelineOption<bool> blockMapping{
+      *this, "block-mapping",
+      llvm::cl::desc("Map the tiles' forall to GPU blocks (attn-tile "
+                     "block-mapping; attn-to-nvvm sets it)"),
+      llvm::cl::init(false)};
+};
+
+/// attn-to-llvm-cpu: the tiling stages, then the CPU micro-kernels.
+struct CpuPipelineOptions : public TilingOptions<CpuPipelineOptions> {
+  PipelineOption<int64_t> vectorWidth{
+      *this, "vector-width",
+      llvm::cl::desc("f32 lanes per vector (16: AVX-512, 8: AVX2)"),
+      llvm::cl::init(16)};
+  PipelineOption<int64_t> rowBlock{
+      *this, "row-block",
+      llvm::cl::desc("Query rows sharing each packed K/V vector load"),
+      llvm::cl::init(2)};
+  PipelineOption<int64_t> bandKeyStep{
+      *this, "band-key-step",
+      llvm::cl::desc("Keys per step in the packed blocks a causal or window "
+                     "band cuts (0: the largest divisor of key-tile-size up "
+                     "to 64)"),
+      llvm::cl::init(0)};
+  PipelineOption<bool> bf16Dot{
+      *this, "bf16-dot",
+      llvm::cl::desc("bf16 Q·Kᵀ by vdpbf16ps (CPUs with AVX-512 BF16)"),
+      llvm::cl::init(false)};
+  PipelineOption<bool> avx512Exp{
+      *this, "avx512-exp",
+      llvm::cl::desc("Softmax exponentials by AVX-512's vscalefps and a "
+                     "polynomial (CPUs with AVX-512F)"),
+      llvm::cl::init(false)};
+  PipelineOption<int64_t> prefetchDistance{
       *this, "prefetch-bytes",
       llvm::cl::desc("Bytes of K ahead of the scored row whose K and V rows "
                      "decoding kernels prefetch into L2 (0: none)"),
       llvm::cl::init(4096)};
-  PassOptions::Option<bool> blockMapping{
-      *this, "block-mapping",
-      llvm::cl::desc("Map the tiles' forall to GPU blocks (attn-tile "
-                     "block-mapping; the GPU pipeline sets it)"),
-      llvm::cl::init(false)};
 };
 
 struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
-  PassOptions::Option<std::string> chip{
+  PipelineOption<std::string> chip{
       *this, "chip",
       llvm::cl::desc("NVIDIA GPU architecture (sm_80, sm_90...)"),
       llvm::cl::init("sm_80")};
-  PassOptions::Option<std::string> features{
+  PipelineOption<std::string> features{
       *this, "features", llvm::cl::desc("PTX features (e.g. +ptx80)"),
       llvm::cl::init("+ptx80")};
-  PassOptions::Option<int64_t> warps{
+  PipelineOption<int64_t> warps{
       *this, "warps",
       llvm::cl::desc("Warps per thread block; each owns 16 query rows"),
       llvm::cl::init(4)};
-  PassOptions::Option<int64_t> keyTileSize{
+  PipelineOption<int64_t> keyTileSize{
       *this, "key-tile-size",
       llvm::cl::desc("Keys per shared-memory tile (a multiple of 16)"),
       llvm::cl::init(64)};
-  PassOptions::Option<bool> mma{
+  PipelineOption<bool> mma{
       *this, "mma",
       llvm::cl::desc("Tensor-core mma.sync for f16/bf16 (FMA when off)"),
       llvm::cl::init(true)};
 };
 
+/// What the tiling stages take, from whichever pipeline's options.
+struct TilingConfig {
+  int64_t queryTileSize = 64, bandedQueryTileSize = 0, keyTileSize = 128;
+  int64_t decodeRows = 4, laneRows = 0;
+  bool alignKeyRanges = true, blockMapping = false;
+
+  template <typename Derived>
+  static TilingConfig from(const TilingOptions<Derived> &options) {
+    TilingConfig config;
+    config.queryTileSize = options.queryTileSize;
+    config.bandedQueryTileSize = options.bandedQueryTileSize;
+    config.keyTileSize = options.keyTileSize;
+    config.decodeRows = options.decodeRows;
+    config.laneRows = options.laneRows;
+    config.alignKeyRanges = options.alignKeyRanges;
+    return config;
+  }
+};
+
 /// attn.attention -> tiles -> online softmax -> masked-block skipping ->
 /// key loop (all on tensors).
-void buildAttnTilingPipeline(OpPassManager &pm,
-                             const CpuPipelineOptions &options);
+void buildAttnTilingPipeline(OpPassManager &pm, const TilingConfig &config);
 
 /// The whole CPU chain: the tiling pipeline, bufferization, the vector
 /// micro-kernel, work items, and the LLVM dialect.

@@ -19,8 +19,19 @@
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
+/// Hides (from --help; --help-hidden still lists them) the options that
+/// LLVM's libraries register when they load -- hundreds of backend flags
+/// (AMDGPU, AArch64, Polly, ...) that have nothing to do with attn. MLIR's
+/// and attn's options are registered later, in main.
+static void hideLibraryOptions() {
+  for (auto &[name, option] : llvm::cl::getRegisteredOptions())
+    if (name != "help" && name != "version")
+      option->setHiddenFlag(llvm::cl::Hidden);
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  hideLibraryOptions();
   mlir::DialectRegistry registry;
   mlir::attn::registerAttnDialects(registry);
   mlir::attn::registerAllAttnPasses();
