@@ -24,6 +24,51 @@
 using namespace mlir;
 using namespace mlir::attn;
 
+//===----------------------------------------------------------------------===//
+// Assembly: the result types, and what else may stand where they do
+//===----------------------------------------------------------------------===//
+
+/// `-> types` where the outs are tensors, nothing where they are memrefs.
+/// On tensors, anything else there is a clause the format did not take
+/// (misspelled, or out of order), which is said so, where MLIR's parser
+/// would go on to "cannot name an operation with no results".
+static ParseResult parseResultTypes(OpAsmParser &parser,
+                                    SmallVectorImpl<Type> &types,
+                                    TypeRange outs) {
+  if (succeeded(parser.parseOptionalArrow()))
+    return parser.parseTypeList(types);
+  if (llvm::none_of(outs, llvm::IsaPred<TensorType>))
+    return success(); // on memrefs: no results
+  llvm::SMLoc at = parser.getCurrentLocation();
+  StringRef keyword;
+  std::string found = succeeded(parser.parseOptionalKeyword(&keyword))
+                          ? "'" + keyword.str() + "'"
+                          : std::string("something else");
+  return parser.emitError(at)
+         << "expected '->' and the result types (the outs are tensors), "
+            "found "
+         << found
+         << "; after outs(...) come, each optional and in this order, "
+            "causal, align(...), window<...>, scale(...), softcap(...) and "
+            "an attribute dictionary";
+}
+static ParseResult parseResultTypes(OpAsmParser &parser,
+                                    SmallVectorImpl<Type> &types, Type acc) {
+  return parseResultTypes(parser, types, TypeRange(acc));
+}
+
+static void printResultTypes(OpAsmPrinter &printer, Operation *,
+                             TypeRange types, TypeRange) {
+  if (types.empty())
+    return;
+  printer << "-> ";
+  llvm::interleaveComma(types, printer);
+}
+static void printResultTypes(OpAsmPrinter &printer, Operation *op,
+                             TypeRange types, Type acc) {
+  printResultTypes(printer, op, types, TypeRange(acc));
+}
+
 #define GET_OP_CLASSES
 #include "dialect/AttnOps.cpp.inc"
 

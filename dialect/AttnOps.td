@@ -109,7 +109,7 @@ def Attn_AttentionOp : Attn_Op<"attention", [
     (`window` $window^)?
     (`scale` `(` $scale^ `)`)?
     (`softcap` `(` $softcap^ `)`)?
-    attr-dict (`->` type($results)^)?
+    attr-dict custom<ResultTypes>(type($results), ref(type($outputs)))
   }];
 
   let hasVerifier = 1;
@@ -204,7 +204,7 @@ def Attn_OnlineAttentionOp : Attn_Op<"online_attention", [
     (`window` $window^)?
     (`scale` `(` $scale^ `)`)?
     (`softcap` `(` $softcap^ `)`)?
-    attr-dict (`->` type($results)^)?
+    attr-dict custom<ResultTypes>(type($results), ref(type($acc)))
   }];
 
   let hasVerifier = 1;

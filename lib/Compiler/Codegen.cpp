@@ -123,6 +123,21 @@ bool resolveTarget(const CompileOptions &options, ResolvedTarget &target,
     features.push_back(sign ? item.str() : "+" + name.str());
   }
   target.features = llvm::join(features, ",");
+  // An x86 CPU without 64-bit mode (pentium, i686, ...): LLVM would abort
+  // with "64-bit code requested on a subtarget that doesn't support it".
+  if (llvm::Triple(target.triple).getArch() == llvm::Triple::x86_64 &&
+      ((!options.targetCpu.empty() && !target.has("64bit")) ||
+       llvm::is_contained(features, "-64bit"))) {
+    error = llvm::is_contained(features, "-64bit")
+                ? std::string("--target-features removes 64bit, but attn's "
+                              "CPU kernels are x86-64 code")
+                : "--target-cpu '" + target.cpu +
+                      "' cannot run x86-64 code, which attn's CPU kernels "
+                      "are: name a 64-bit CPU (x86-64, x86-64-v3, "
+                      "x86-64-v4, znver4, sapphirerapids, ...; llc "
+                      "-mcpu=help lists them)";
+    return false;
+  }
   if (options.vectorWidth > 0)
     target.vectorWidth = options.vectorWidth;
   else if (target.has("avx512f"))

@@ -1215,9 +1215,22 @@ struct AttnLowerToGpuPass
       });
       if (count == 0)
         continue;
-      if (count != 1 || forall->getParentOp() != func.getOperation()) {
-        func.emitOpError("attn-lower-to-gpu expects one top-level tiled "
-                         "forall per function");
+      // A GPU kernel is one attention op: a function with several, or
+      // one inside a loop or branch, is refused on the op, in those terms.
+      if (count != 1) {
+        mlir::emitError(func.getLoc())
+            << "@" << func.getName() << " holds " << count
+            << " attention ops; a GPU kernel computes one: put each in a "
+               "function of its own";
+        return signalPassFailure();
+      }
+      if (Operation *parent = forall->getParentOp();
+          parent != func.getOperation()) {
+        mlir::emitError(forall.getLoc())
+            << "this attn.attention is inside '" << parent->getName()
+            << "'; a GPU kernel computes one attention op at the top level "
+               "of its function: run the loop or branch on the host, "
+               "calling the kernel in each iteration";
         return signalPassFailure();
       }
       kernels.push_back({func, forall});

@@ -257,11 +257,6 @@ int main(int argc, char **argv) {
     return fail("--prefetch-bytes must be >= 0");
   if (laneRows.getNumOccurrences() > 0 && options.laneRows < 0)
     return fail("--lane-rows must be >= 0 (0: off)");
-  std::vector<attn::GpuKernelInfo> gpuKernels;
-  if (!attn::compileKernels(kernels, options, kind, outputFile, error,
-                            &gpuKernels))
-    return fail(error);
-
   std::string header = headerFile;
   if (header.empty() &&
       (kind == attn::OutputKind::SharedLibrary ||
@@ -271,6 +266,28 @@ int main(int argc, char **argv) {
     llvm::sys::path::replace_extension(path, ".h");
     header = path.str().str();
   }
+  // Where the results go is checked before the work starts (the linker
+  // used to report a missing folder after the whole compile).
+  for (const std::string &path : {outputFile.getValue(), header}) {
+    if (path.empty() || path == "-")
+      continue;
+    std::string folder = llvm::sys::path::parent_path(path).str();
+    if (folder.empty())
+      folder = ".";
+    if (llvm::sys::fs::is_directory(path))
+      return fail("cannot write '" + path + "': it is a folder");
+    if (!llvm::sys::fs::is_directory(folder))
+      return fail("cannot write '" + path + "': the folder '" + folder +
+                  "' does not exist");
+    if (llvm::sys::fs::access(folder, llvm::sys::fs::AccessMode::Write))
+      return fail("cannot write '" + path + "': the folder '" + folder +
+                  "' is not writable");
+  }
+  std::vector<attn::GpuKernelInfo> gpuKernels;
+  if (!attn::compileKernels(kernels, options, kind, outputFile, error,
+                            &gpuKernels))
+    return fail(error);
+
   if (!header.empty()) {
     std::ofstream out(header);
     out << attn::kernelHeader(kernels, headerGuard(header), librarySymbol,

@@ -564,11 +564,24 @@ func.func @too_few_results(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
 
 // -----
 
+// On tensors the result types are not optional: the parser asks for them.
 func.func @no_results(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
                       %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>) {
-  // expected-error @+1 {{must have one result per outs tensor (1), found 0}}
   attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
       outs(%o : tensor<1x4x8x8xf32>)
+  // expected-error @+1 {{expected '->' and the result types (the outs are tensors), found 'return'}}
+  return
+}
+
+// -----
+
+// Results that do not match the outs are the verifier's to refuse.
+func.func @too_few_results(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                           %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>,
+                           %l: tensor<1x4x8xf32>) {
+  // expected-error @+1 {{must have one result per outs tensor (2), found 1}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      outs(%o, %l : tensor<1x4x8x8xf32>, tensor<1x4x8xf32>) -> tensor<1x4x8x8xf32>
   return
 }
 
@@ -931,12 +944,22 @@ func.func @integer_scale(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
 
 // -----
 
-// An unknown keyword after outs ends the op; the parser then reads the
-// keyword as the next operation.
+// A misspelled clause after outs is named, with the clauses that may stand
+// there (it used to end the op, and the parser read it as the next op).
 func.func @unknown_keyword(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
                            %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>) {
-  // expected-error @+1 {{custom op 'causl' is unknown}}
-  attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>) outs(%o : tensor<1x4x8x8xf32>) causl
+  // expected-error @+1 {{found 'causl'; after outs(...) come, each optional and in this order, causal, align(...), window<...>, scale(...), softcap(...) and an attribute dictionary}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>) outs(%o : tensor<1x4x8x8xf32>) causl -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+// A misspelled attribute's value does not hide the name either.
+func.func @unknown_keyword_with_value(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                                      %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>) {
+  // expected-error @+1 {{expected '->' and the result types (the outs are tensors), found 'bogus'}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>) outs(%o : tensor<1x4x8x8xf32>) causal bogus(3) -> tensor<1x4x8x8xf32>
   return
 }
 
@@ -947,7 +970,7 @@ func.func @clauses_out_of_order(%q: tensor<1x4x8x16xf32>,
                                 %k: tensor<1x2x32x16xf32>,
                                 %v: tensor<1x2x32x8xf32>,
                                 %o: tensor<1x4x8x8xf32>) {
-  // expected-error @+1 {{cannot name an operation with no results}}
+  // expected-error @+1 {{found 'causal'; after outs(...) come, each optional and in this order, causal, align(...)}}
   %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>) outs(%o : tensor<1x4x8x8xf32>) scale(0.5) causal align(top_left) -> tensor<1x4x8x8xf32>
   return
 }

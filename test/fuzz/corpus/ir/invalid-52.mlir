@@ -1,6 +1,7 @@
-func.func @result_type(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
-                       %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>) {
+func.func @too_few_results(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                           %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>,
+                           %l: tensor<1x4x8xf32>) {
   %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
-      outs(%o : tensor<1x4x8x8xf32>) -> tensor<1x4x?x8xf32>
+      outs(%o, %l : tensor<1x4x8x8xf32>, tensor<1x4x8xf32>) -> tensor<1x4x8x8xf32>
   return
 }

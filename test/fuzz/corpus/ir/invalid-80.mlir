@@ -1,5 +1,5 @@
-func.func @unknown_keyword(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
-                           %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>) {
-  attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>) outs(%o : tensor<1x4x8x8xf32>) causl
+func.func @integer_scale(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                         %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>) {
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>) outs(%o : tensor<1x4x8x8xf32>) scale(1) -> tensor<1x4x8x8xf32>
   return
 }

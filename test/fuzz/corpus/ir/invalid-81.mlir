@@ -1,7 +1,5 @@
-func.func @clauses_out_of_order(%q: tensor<1x4x8x16xf32>,
-                                %k: tensor<1x2x32x16xf32>,
-                                %v: tensor<1x2x32x8xf32>,
-                                %o: tensor<1x4x8x8xf32>) {
-  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>) outs(%o : tensor<1x4x8x8xf32>) scale(0.5) causal align(top_left) -> tensor<1x4x8x8xf32>
+func.func @unknown_keyword(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                           %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>) {
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>) outs(%o : tensor<1x4x8x8xf32>) causl -> tensor<1x4x8x8xf32>
   return
 }

@@ -1,5 +1,5 @@
-func.func @online_vector_operands(%q: vector<1x2x4x8xf32>, %o: memref<1x2x4x8xf32>, %m: memref<1x2x4xf32>) {
-  attn.online_attention ins(%q, %q, %q : vector<1x2x4x8xf32>, vector<1x2x4x8xf32>, vector<1x2x4x8xf32>)
-      outs(%o, %m, %m : memref<1x2x4x8xf32>, memref<1x2x4xf32>, memref<1x2x4xf32>)
+func.func @unknown_keyword_with_value(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                                      %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>) {
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>) outs(%o : tensor<1x4x8x8xf32>) causal bogus(3) -> tensor<1x4x8x8xf32>
   return
 }

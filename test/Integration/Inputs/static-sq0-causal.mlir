@@ -1,0 +1,5 @@
+// Static Sq = 0 with causal masking (top-left): no rows, nothing to do.
+func.func @k(%q: tensor<1x1x0x16xf32>, %k: tensor<1x1x8x16xf32>, %v: tensor<1x1x8x16xf32>, %o: tensor<1x1x0x16xf32>) -> tensor<1x1x0x16xf32> {
+  %r = attn.attention ins(%q, %k, %v : tensor<1x1x0x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>) outs(%o : tensor<1x1x0x16xf32>) causal align(top_left) -> tensor<1x1x0x16xf32>
+  return %r : tensor<1x1x0x16xf32>
+}
