@@ -616,9 +616,8 @@ AttentionOp::getTiledImplementation(OpBuilder &b,
   }
   auto tiled = AttentionOp::create(
       b, loc, ValueRange(outputs).getTypes(), tiles->query, tiles->key,
-      tiles->value, tiles->mask, tiles->diagonal, outputs, getScaleAttr(),
-      getCausalAttr(), DiagonalAlignmentAttr(), getWindowAttr(),
-      getSoftcapAttr());
+      tiles->value, tiles->mask, tiles->diagonal, outputs,
+      AttentionAttributes::of(*this).withoutAlignment());
   return TilingResult{
       {tiled}, SmallVector<Value>(tiled->getResults()), tiles->slices};
 }
@@ -666,8 +665,7 @@ OnlineAttentionOp::getTiledImplementation(OpBuilder &b,
   auto tiled = OnlineAttentionOp::create(
       b, loc, ValueRange(states).getTypes(), tiles->query, tiles->key,
       tiles->value, tiles->mask, tiles->diagonal, states[0], states[1],
-      states[2], getScaleAttr(), getCausalAttr(), DiagonalAlignmentAttr(),
-      getWindowAttr(), getSoftcapAttr());
+      states[2], AttentionAttributes::of(*this).withoutAlignment());
   return TilingResult{
       {tiled}, SmallVector<Value>(tiled->getResults()), tiles->slices};
 }
@@ -699,9 +697,8 @@ struct DropUnusedLse : public OpRewritePattern<AttentionOp> {
     auto replacement = AttentionOp::create(
         rewriter, op.getLoc(), TypeRange{op.getResult(0).getType()},
         op.getQuery(), op.getKey(), op.getValue(), op.getMask(),
-        op.getDiagonal(), ValueRange{op.getOutput()}, op.getScaleAttr(),
-        op.getCausalAttr(), op.getAlignmentAttr(), op.getWindowAttr(),
-        op.getSoftcapAttr());
+        op.getDiagonal(), ValueRange{op.getOutput()},
+        AttentionAttributes::of(op));
     rewriter.replaceOp(op, {replacement.getResult(0), op.getLse()});
     return success();
   }

@@ -9,12 +9,60 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/TilingInterface.td"
 
 //===----------------------------------------------------------------------===//
+// What attention-like ops share
+//===----------------------------------------------------------------------===//
+
+// The ops that compute attention (the forward op and its online step; the
+// backward op to come) share their inputs -- Q, K, V, the optional mask and
+// diagonal --, the attributes that say what is attended, and the assembly
+// around their states. Each def gives its operand type, its states (the
+// `outs`), how they print, and which state's type says whether the op is on
+// tensors. Builders that take an `AttentionAttributes` (AttnOps.h) copy the
+// attributes of another op whole.
+class Attn_AttentionLikeOp<string mnemonic, Type inputType, dag states,
+                           string statesFormat, string tensorState,
+                           list<Trait> traits = []>
+    : Attn_Op<mnemonic, !listconcat(
+        [AttrSizedOperandSegments, DestinationStyleOpInterface], traits)> {
+  let arguments = !con(
+    (ins inputType:$query,
+         inputType:$key,
+         inputType:$value,
+         Optional<inputType>:$mask,
+         Optional<Index>:$diagonal),
+    states,
+    (ins OptionalAttr<F32Attr>:$scale,
+         UnitAttr:$causal,
+         OptionalAttr<Attn_Alignment>:$alignment,
+         OptionalAttr<Attn_WindowAttr>:$window,
+         OptionalAttr<F32Attr>:$softcap));
+  let results = (outs Variadic<AnyRankedTensor>:$results);
+
+  let assemblyFormat = !strconcat([{
+    `ins` `(` $query `,` $key `,` $value `:` type($query) `,` type($key) `,` type($value) `)`
+    (`mask` `(` $mask^ `:` type($mask) `)`)?
+    (`diagonal` `(` $diagonal^ `)`)?
+    `outs` `(` }], statesFormat, [{ `)`
+    (`causal` $causal^)?
+    (`align` `(` $alignment^ `)`)?
+    (`window` $window^)?
+    (`scale` `(` $scale^ `)`)?
+    (`softcap` `(` $softcap^ `)`)?
+    attr-dict custom<ResultTypes>(type($results), ref(type(}], tensorState,
+    [{)))
+  }]);
+
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // attn.attention
 //===----------------------------------------------------------------------===//
 
-def Attn_AttentionOp : Attn_Op<"attention", [
-    AttrSizedOperandSegments, Pure,
-    DestinationStyleOpInterface,
+def Attn_AttentionOp : Attn_AttentionLikeOp<"attention", AnyRankedTensor,
+    (ins Variadic<AnyRankedTensor>:$outputs),
+    [{$outputs `:` type($outputs)}], "$outputs", [
+    Pure,
     DeclareOpInterfaceMethods<TilingInterface, [
       "getIterationDomain", "getLoopIteratorTypes",
       "getTiledImplementation", "getResultTilePosition"]>]> {
@@ -85,34 +133,18 @@ def Attn_AttentionOp : Attn_Op<"attention", [
     ```
   }];
 
-  let arguments = (ins
-    AnyRankedTensor:$query,
-    AnyRankedTensor:$key,
-    AnyRankedTensor:$value,
-    Optional<AnyRankedTensor>:$mask,
-    Optional<Index>:$diagonal,
-    Variadic<AnyRankedTensor>:$outputs,
-    OptionalAttr<F32Attr>:$scale,
-    UnitAttr:$causal,
-    OptionalAttr<Attn_Alignment>:$alignment,
-    OptionalAttr<Attn_WindowAttr>:$window,
-    OptionalAttr<F32Attr>:$softcap);
-  let results = (outs Variadic<AnyRankedTensor>:$results);
+  let builders = [
+    // A copy of another op's attributes (AttentionAttributes::of).
+    OpBuilder<(ins "::mlir::TypeRange":$resultTypes, "::mlir::Value":$query,
+      "::mlir::Value":$key, "::mlir::Value":$value, "::mlir::Value":$mask,
+      "::mlir::Value":$diagonal, "::mlir::ValueRange":$outputs,
+      "const ::mlir::attn::AttentionAttributes &":$attributes), [{
+      build($_builder, $_state, resultTypes, query, key, value, mask,
+            diagonal, outputs, attributes.scale, attributes.causal,
+            attributes.alignment, attributes.window, attributes.softcap);
+    }]>
+  ];
 
-  let assemblyFormat = [{
-    `ins` `(` $query `,` $key `,` $value `:` type($query) `,` type($key) `,` type($value) `)`
-    (`mask` `(` $mask^ `:` type($mask) `)`)?
-    (`diagonal` `(` $diagonal^ `)`)?
-    `outs` `(` $outputs `:` type($outputs) `)`
-    (`causal` $causal^)?
-    (`align` `(` $alignment^ `)`)?
-    (`window` $window^)?
-    (`scale` `(` $scale^ `)`)?
-    (`softcap` `(` $softcap^ `)`)?
-    attr-dict custom<ResultTypes>(type($results), ref(type($outputs)))
-  }];
-
-  let hasVerifier = 1;
   let hasCanonicalizer = 1;
 
   let extraClassDeclaration = [{
@@ -138,9 +170,12 @@ def Attn_AttentionOp : Attn_Op<"attention", [
 def Attn_TensorOrMemRef : AnyTypeOf<[AnyRankedTensor, AnyMemRef],
                                     "ranked tensor or memref">;
 
-def Attn_OnlineAttentionOp : Attn_Op<"online_attention", [
-    AttrSizedOperandSegments,
-    DestinationStyleOpInterface,
+def Attn_OnlineAttentionOp : Attn_AttentionLikeOp<"online_attention",
+    Attn_TensorOrMemRef,
+    (ins Attn_TensorOrMemRef:$acc, Attn_TensorOrMemRef:$max,
+         Attn_TensorOrMemRef:$sum),
+    [{$acc `,` $max `,` $sum `:` type($acc) `,` type($max) `,` type($sum)}],
+    "$acc", [
     DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
     DeclareOpInterfaceMethods<TilingInterface, [
       "getIterationDomain", "getLoopIteratorTypes",
@@ -178,36 +213,18 @@ def Attn_OnlineAttentionOp : Attn_Op<"online_attention", [
     ```
   }];
 
-  let arguments = (ins
-    Attn_TensorOrMemRef:$query,
-    Attn_TensorOrMemRef:$key,
-    Attn_TensorOrMemRef:$value,
-    Optional<Attn_TensorOrMemRef>:$mask,
-    Optional<Index>:$diagonal,
-    Attn_TensorOrMemRef:$acc,
-    Attn_TensorOrMemRef:$max,
-    Attn_TensorOrMemRef:$sum,
-    OptionalAttr<F32Attr>:$scale,
-    UnitAttr:$causal,
-    OptionalAttr<Attn_Alignment>:$alignment,
-    OptionalAttr<Attn_WindowAttr>:$window,
-    OptionalAttr<F32Attr>:$softcap);
-  let results = (outs Variadic<AnyRankedTensor>:$results);
-
-  let assemblyFormat = [{
-    `ins` `(` $query `,` $key `,` $value `:` type($query) `,` type($key) `,` type($value) `)`
-    (`mask` `(` $mask^ `:` type($mask) `)`)?
-    (`diagonal` `(` $diagonal^ `)`)?
-    `outs` `(` $acc `,` $max `,` $sum `:` type($acc) `,` type($max) `,` type($sum) `)`
-    (`causal` $causal^)?
-    (`align` `(` $alignment^ `)`)?
-    (`window` $window^)?
-    (`scale` `(` $scale^ `)`)?
-    (`softcap` `(` $softcap^ `)`)?
-    attr-dict custom<ResultTypes>(type($results), ref(type($acc)))
-  }];
-
-  let hasVerifier = 1;
+  let builders = [
+    // A copy of another op's attributes (AttentionAttributes::of).
+    OpBuilder<(ins "::mlir::TypeRange":$resultTypes, "::mlir::Value":$query,
+      "::mlir::Value":$key, "::mlir::Value":$value, "::mlir::Value":$mask,
+      "::mlir::Value":$diagonal, "::mlir::Value":$acc, "::mlir::Value":$max,
+      "::mlir::Value":$sum,
+      "const ::mlir::attn::AttentionAttributes &":$attributes), [{
+      build($_builder, $_state, resultTypes, query, key, value, mask,
+            diagonal, acc, max, sum, attributes.scale, attributes.causal,
+            attributes.alignment, attributes.window, attributes.softcap);
+    }]>
+  ];
 
   let extraClassDeclaration = [{
     ::mlir::MutableOperandRange getDpsInitsMutable() {

@@ -102,10 +102,13 @@ func::FuncOp buildKernelFunction(OpBuilder &b, Location loc,
   if (spec.windowed())
     window =
         mlir::attn::WindowAttr::get(ctx, spec.windowLeft, spec.windowRight);
+  mlir::attn::AttentionAttributes attributes{
+      scale, spec.causal ? b.getUnitAttr() : UnitAttr(), alignment, window,
+      softcap};
   auto op = mlir::attn::AttentionOp::create(
       b, loc, ValueRange(outs).getTypes(), body->getArgument(0),
-      body->getArgument(1), body->getArgument(2), mask, Value(), outs, scale,
-      spec.causal ? b.getUnitAttr() : UnitAttr(), alignment, window, softcap);
+      body->getArgument(1), body->getArgument(2), mask, Value(), outs,
+      attributes);
   func::ReturnOp::create(b, loc, op.getResults());
   return func;
 }

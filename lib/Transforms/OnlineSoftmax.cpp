@@ -134,8 +134,7 @@ struct DecomposeAttention : public OpRewritePattern<AttentionOp> {
     auto online = OnlineAttentionOp::create(
         rewriter, loc, TypeRange{acc.getType(), max.getType(), sum.getType()},
         op.getQuery(), op.getKey(), op.getValue(), op.getMask(),
-        op.getDiagonal(), acc, max, sum, op.getScaleAttr(), op.getCausalAttr(),
-        op.getAlignmentAttr(), op.getWindowAttr(), op.getSoftcapAttr());
+        op.getDiagonal(), acc, max, sum, AttentionAttributes::of(op));
     Value finalAcc = online.getResult(0), finalMax = online.getResult(1),
           finalSum = online.getResult(2);
 

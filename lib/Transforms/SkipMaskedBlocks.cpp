@@ -92,9 +92,9 @@ OnlineAttentionOp createKeyRange(OpBuilder &b, OnlineAttentionOp op,
   return OnlineAttentionOp::create(
       b, loc, state.getTypes(), op.getQuery(), sliceKeys(op.getKey(), 2),
       sliceKeys(op.getValue(), 2), sliceKeys(op.getMask(), 3), rangeDiagonal,
-      state[0], state[1], state[2], op.getScaleAttr(),
-      masked ? op.getCausalAttr() : UnitAttr(), DiagonalAlignmentAttr(),
-      masked ? op.getWindowAttr() : WindowAttr(), op.getSoftcapAttr());
+      state[0], state[1], state[2],
+      masked ? AttentionAttributes::of(op).withoutAlignment()
+             : AttentionAttributes::of(op).withoutBand());
 }
 
 LogicalResult splitByKeyRanges(OnlineAttentionOp op, RewriterBase &rewriter,
