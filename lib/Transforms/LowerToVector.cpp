@@ -745,9 +745,11 @@ private:
     auto prefetchAhead = [&](Value key) {
       if (prefetchKeys <= 0)
         return;
-      Value ahead = arith::MinSIOp::create(
-          b, arith::AddIOp::create(b, key, cst(prefetchKeys)),
-          arith::SubIOp::create(b, keys, cst(1)));
+      // (Sequenced: the IR's order must not depend on which argument a
+      // compiler evaluates first.)
+      Value wanted = arith::AddIOp::create(b, key, cst(prefetchKeys));
+      Value lastKey = arith::SubIOp::create(b, keys, cst(1));
+      Value ahead = arith::MinSIOp::create(b, wanted, lastKey);
       prefetchRow(keyRows, {batch, kvHead, ahead}, headDim);
       prefetchRow(valueRows, {batch, kvHead, ahead}, valueDim);
     };

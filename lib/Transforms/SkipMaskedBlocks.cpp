@@ -89,10 +89,14 @@ OnlineAttentionOp createKeyRange(OpBuilder &b, OnlineAttentionOp op,
   Value rangeDiagonal;
   if (masked)
     rangeDiagonal = arith::SubIOp::create(b, loc, diagonal, begin);
+  // Sequenced: the IR's order must not depend on which argument a compiler
+  // evaluates first.
+  Value keys = sliceKeys(op.getKey(), 2);
+  Value values = sliceKeys(op.getValue(), 2);
+  Value mask = sliceKeys(op.getMask(), 3);
   return OnlineAttentionOp::create(
-      b, loc, state.getTypes(), op.getQuery(), sliceKeys(op.getKey(), 2),
-      sliceKeys(op.getValue(), 2), sliceKeys(op.getMask(), 3), rangeDiagonal,
-      state[0], state[1], state[2],
+      b, loc, state.getTypes(), op.getQuery(), keys, values, mask,
+      rangeDiagonal, state[0], state[1], state[2],
       masked ? AttentionAttributes::of(op).withoutAlignment()
              : AttentionAttributes::of(op).withoutBand());
 }

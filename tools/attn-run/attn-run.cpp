@@ -277,10 +277,12 @@ int main(int argc, char **argv) {
       "the float64 reference\n");
 
   // LLVM lets a later occurrence override an earlier one: refuse that.
-  for (const cl::Option *option : llvm::ArrayRef<const cl::Option *>{
-           &specText, &batch, &headsQ, &headsKv, &seqQ, &seqK, &layout, &seed,
-           &threads, &repeat, &device, &queryNpy, &keyNpy, &valueNpy, &maskNpy,
-           &saveOutput, &saveLse})
+  // (A named array: an ArrayRef of a braced list would outlive the list.)
+  const cl::Option *const onceOnly[] = {
+      &specText, &batch,    &headsQ,  &headsKv,    &seqQ,   &seqK,
+      &layout,   &seed,     &threads, &repeat,     &device, &queryNpy,
+      &keyNpy,   &valueNpy, &maskNpy, &saveOutput, &saveLse};
+  for (const cl::Option *option : onceOnly)
     if (option->getNumOccurrences() > 1)
       return fail("--" + option->ArgStr.str() + " is given " +
                   std::to_string(option->getNumOccurrences()) +
