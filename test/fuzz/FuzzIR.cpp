@@ -126,7 +126,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   std::string text(reinterpret_cast<const char *>(data), size);
   // What the tools refuse before parsing (MLIR's parser would overflow the
   // stack); the check itself is fuzzed here.
-  if (!attn::nestingProblem(text).empty())
+  if (!::attn::nestingProblem(text).empty())
     return 0;
   ParserConfig config(&context, /*verifyAfterParse=*/true);
   OwningOpRef<ModuleOp> module =
