@@ -229,12 +229,16 @@ void attn::setValues(HostTensor &t, const std::vector<double> &values) {
   });
 }
 
-std::vector<double> attn::outputValues(const ProblemData &data) {
-  std::vector<double> values(data.output.values.size());
-  forEach(data.output.view, [&](int64_t linear, int64_t offset) {
-    values[linear] = load(data.output.bytes, data.output.view.dtype, offset);
+std::vector<double> attn::tensorValues(const HostTensor &tensor) {
+  std::vector<double> values(tensor.values.size());
+  forEach(tensor.view, [&](int64_t linear, int64_t offset) {
+    values[linear] = load(tensor.bytes, tensor.view.dtype, offset);
   });
   return values;
+}
+
+std::vector<double> attn::outputValues(const ProblemData &data) {
+  return tensorValues(data.output);
 }
 
 bool attn::cudaTarget(std::string &arch, std::string &description,

@@ -120,6 +120,9 @@ private:
   bool hasMask = false, hasLse = false;
 };
 
+/// What `tensor`'s bytes hold, as doubles in the logical layout.
+std::vector<double> tensorValues(const HostTensor &tensor);
+
 /// The outputs as doubles in the logical layout.
 std::vector<double> outputValues(const ProblemData &data);
 

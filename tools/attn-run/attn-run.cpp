@@ -9,7 +9,6 @@
 #include "attn/runtime.h"
 #include "lib/Compiler/Compiler.h"
 #include "lib/Harness/Harness.h"
-#include "lib/Support/Half.h"
 #include "lib/Support/Npy.h"
 
 #include "llvm/Support/CommandLine.h"
@@ -238,29 +237,7 @@ bool loadNpyInto(const NpyInput &input, attn::HostTensor &tensor, bool bshd,
   // are, and the exact values in the logical order for the reference.
   tensor.bytes = array.data;
   tensor.view.data = tensor.bytes.data();
-  const int64_t *strides = tensor.view.strides;
-  int64_t linear = 0;
-  for (int64_t i0 = 0; i0 < shape[0]; ++i0)
-    for (int64_t i1 = 0; i1 < shape[1]; ++i1)
-      for (int64_t i2 = 0; i2 < shape[2]; ++i2)
-        for (int64_t i3 = 0; i3 < shape[3]; ++i3, ++linear) {
-          int64_t at = i0 * strides[0] + i1 * strides[1] + i2 * strides[2] +
-                       i3 * strides[3];
-          double value;
-          if (isBool) {
-            value = tensor.bytes[at] != 0;
-          } else if (tensor.view.dtype == ATTN_F32) {
-            float f;
-            std::memcpy(&f, &tensor.bytes[at * 4], 4);
-            value = f;
-          } else {
-            uint16_t h;
-            std::memcpy(&h, &tensor.bytes[at * 2], 2);
-            value = tensor.view.dtype == ATTN_F16 ? attn::halfToFloat(h)
-                                                  : attn::bf16ToFloat(h);
-          }
-          tensor.values[linear] = value;
-        }
+  tensor.values = attn::tensorValues(tensor);
   return true;
 }
 
