@@ -143,8 +143,6 @@ struct DecomposeAttention : public OpRewritePattern<AttentionOp> {
     Value output = elementwise(
         rewriter, loc, {finalAcc, finalMax, finalSum}, op.getOutput(),
         [&](OpBuilder &b, Location l, ValueRange args) -> Value {
-          Value negInf =
-              arith::ConstantOp::create(b, l, b.getF32FloatAttr(-inf));
           Value zero = arith::ConstantOp::create(b, l, b.getF32FloatAttr(0));
           Value empty = noAllowedKey(b, l, args[1], args[2]);
           Value normalized = arith::DivFOp::create(b, l, args[0], args[2]);
