@@ -1,0 +1,350 @@
+//===- KernelEmitter.cpp - What the CPU micro-kernels of one op share -----===//
+#include "lib/Transforms/Cpu/KernelEmitter.h"
+
+#include "lib/Transforms/Passes.h"
+
+#include "llvm/Support/MathExtras.h"
+
+using namespace mlir;
+using namespace mlir::attn;
+using namespace mlir::attn::cpu;
+
+KernelEmitter::KernelEmitter(const KernelSite &site)
+    : VectorEmitter(site.b, site.options.lanes), op(site.op),
+      scratch(site.scratch), keyBlock(site.options.keyBlock),
+      bandKeyStep(site.options.bandKeyStep), rowBlock(site.options.rowBlock),
+      laneRows(site.options.laneRows), diagonal(site.diagonal) {
+  auto q = cast<MemRefType>(op.getQuery().getType());
+  headDim = q.getDimSize(3);
+  auto keyType = cast<MemRefType>(op.getKey().getType());
+  int64_t keyRowBytes =
+      headDim * llvm::divideCeil(keyType.getElementTypeBitWidth(), 8);
+  int64_t prefetchDistance = site.options.prefetchDistance;
+  prefetchKeys = prefetchDistance > 0
+                     ? std::max<int64_t>(1, prefetchDistance / keyRowBytes)
+                     : 0;
+  bf16Dot = scratch.keyPairs && usesBf16Dot(op);
+  bf16Values = bf16Dot && scratch.valuePairs && usesBf16Values(op);
+  valueDim = cast<MemRefType>(op.getValue().getType()).getDimSize(3);
+  valueChunks = llvm::divideCeil(valueDim, lanes);
+}
+
+bool KernelEmitter::bandApplies() {
+  return (op.getCausal() || op.getWindow()) && !blockInsideBand;
+}
+
+Value KernelEmitter::chunkMask(int64_t chunk) {
+  int64_t live = std::min(lanes, valueDim - chunk * lanes);
+  return vector::ConstantMaskOp::create(b, maskVecType,
+                                        ArrayRef<int64_t>{live});
+}
+
+void KernelEmitter::eachKey(Value blockStart, Value blockKeys,
+                            function_ref<void(Value key, Value j)> body) {
+  forLoop(cst(0), blockKeys, cst(1),
+          [&](Value j) { body(arith::AddIOp::create(b, blockStart, j), j); });
+}
+
+void KernelEmitter::widenRows(Value rowsMemref, Value batch, Value kvHead,
+                              Value blockStart, Value count, Value lastKey,
+                              int64_t width, Value target) {
+  forLoop(cst(0), count, cst(1), [&](Value j) {
+    Value key = arith::MinSIOp::create(
+        b, arith::AddIOp::create(b, blockStart, j), lastKey);
+    ifUnitStride(
+        rowsMemref,
+        [&](Value rowsView) {
+          eachChunk(width, [&](Value c0, int64_t columns) {
+            Value chunk =
+                loadChunkF32(rowsView, {batch, kvHead, key, c0}, columns);
+            if (columns == lanes)
+              vector::StoreOp::create(b, chunk, target, ValueRange{j, c0});
+            else
+              vector::MaskedStoreOp::create(b, target, ValueRange{j, c0},
+                                            liveLanes(columns), chunk);
+          });
+        },
+        [&] {
+          forLoop(cst(0), cst(width), cst(1), [&](Value c) {
+            memref::StoreOp::create(
+                b, loadF32(rowsMemref, {batch, kvHead, key, c}), target,
+                ValueRange{j, c});
+          });
+        });
+  });
+}
+
+void KernelEmitter::eachBandBlock(Value firstRow, Value count, Value keys,
+                                  function_ref<void(Value, Value)> prologue,
+                                  function_ref<void(Value, Value)> body) {
+  Value first, last;
+  std::tie(first, last) = bandKeyRange(firstRow, count, keys);
+  forLoop(first, last, cst(keyBlock), [&](Value blockStart) {
+    Value blockKeys = arith::MinSIOp::create(
+        b, arith::SubIOp::create(b, last, blockStart), cst(keyBlock));
+    prologue(blockStart, blockKeys);
+    if (!op.getCausal() && !op.getWindow())
+      return body(blockStart, blockKeys);
+    auto inBand = scf::IfOp::create(
+        b, blockInBand(firstRow, count, blockStart, blockKeys),
+        /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(inBand.thenBlock()->getTerminator());
+    blockInsideBand = true;
+    body(blockStart, blockKeys);
+    blockInsideBand = false;
+    b.setInsertionPoint(inBand.elseBlock()->getTerminator());
+    body(blockStart, blockKeys);
+  });
+}
+
+std::pair<Value, Value> KernelEmitter::bandKeyRange(Value firstRow, Value count,
+                                                    Value keys) {
+  Value first = cst(0), last = keys;
+  if (!op.getCausal() && !op.getWindow())
+    return {first, last};
+  auto [left, right] = op.getBandOffsets();
+  Value base = arith::AddIOp::create(b, firstRow, diagonal);
+  auto clamp = [&](Value v, Value hi) {
+    return arith::MinSIOp::create(b, arith::MaxSIOp::create(b, v, cst(0)), hi);
+  };
+  if (right)
+    last = clamp(arith::AddIOp::create(b, arith::AddIOp::create(b, base, count),
+                                       cst(*right)),
+                 keys);
+  if (left)
+    first = clamp(arith::SubIOp::create(b, base, cst(*left)), last);
+  return {first, last};
+}
+
+Value KernelEmitter::blockInBand(Value firstRow, Value count, Value blockStart,
+                                 Value blockKeys) {
+  auto [left, right] = op.getBandOffsets();
+  Value base = arith::AddIOp::create(b, firstRow, diagonal);
+  Value inside = arith::ConstantOp::create(b, b.getBoolAttr(true));
+  if (right) {
+    // The last key is within the first row's reach.
+    Value lastKey = arith::SubIOp::create(
+        b, arith::AddIOp::create(b, blockStart, blockKeys), cst(1));
+    inside = arith::AndIOp::create(
+        b, inside,
+        arith::CmpIOp::create(b, arith::CmpIPredicate::sle, lastKey,
+                              arith::AddIOp::create(b, base, cst(*right))));
+  }
+  if (left) {
+    // The first key is within the last row's reach.
+    Value lastRow =
+        arith::SubIOp::create(b, arith::AddIOp::create(b, base, count), cst(1));
+    inside = arith::AndIOp::create(
+        b, inside,
+        arith::CmpIOp::create(b, arith::CmpIPredicate::sge, blockStart,
+                              arith::SubIOp::create(b, lastRow, cst(*left))));
+  }
+  return inside;
+}
+
+KernelEmitter::SeenKeys KernelEmitter::keysRowsSee(Value firstRow,
+                                                   Value lastRow,
+                                                   Value blockStart,
+                                                   Value blockKeys) {
+  auto [left, right] = op.getBandOffsets();
+  auto local = [&](Value row, int64_t offset) {
+    Value key = arith::AddIOp::create(
+        b, arith::AddIOp::create(b, row, diagonal), cst(offset));
+    return arith::MinSIOp::create(
+        b,
+        arith::MaxSIOp::create(b, arith::SubIOp::create(b, key, blockStart),
+                               cst(0)),
+        blockKeys);
+  };
+  SeenKeys seen;
+  seen.anyFrom = left ? local(firstRow, -*left) : cst(0);
+  seen.anyTo = right ? local(lastRow, *right + 1) : blockKeys;
+  Value allFrom = left ? local(lastRow, -*left) : cst(0);
+  Value allTo = right ? local(firstRow, *right + 1) : blockKeys;
+  Value even = cst(-2);
+  seen.allFrom =
+      arith::AndIOp::create(b, arith::AddIOp::create(b, allFrom, cst(1)), even);
+  seen.allTo = arith::MaxSIOp::create(b, seen.allFrom,
+                                      arith::AndIOp::create(b, allTo, even));
+  return seen;
+}
+
+Value KernelEmitter::scoreScale() {
+  return f32Const(
+      static_cast<float>(op.getEffectiveScale() * llvm::numbers::log2e));
+}
+
+Value KernelEmitter::scaleAndCap(Value s) {
+  return softcap(arith::MulFOp::create(b, s, splat(scoreScale())));
+}
+
+Value KernelEmitter::softcap(Value s) {
+  auto cap = op.getSoftcapAttr();
+  if (!cap)
+    return s;
+  double c = cap.getValueAsDouble() * llvm::numbers::log2e;
+  Value t = math::TanhOp::create(
+      b, arith::MulFOp::create(b, s, splat(f32Const(1.0 / c))));
+  return arith::MulFOp::create(b, t, splat(f32Const(c)));
+}
+
+Value KernelEmitter::softcapScore(Value s) {
+  if (!op.getSoftcapAttr())
+    return s;
+  Value excluded = arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, s,
+                                         splat(f32Const(-kInf)));
+  return arith::SelectOp::create(b, excluded, s, softcap(s));
+}
+
+KernelEmitter::RowStatistics KernelEmitter::loadStatistics(Value batch,
+                                                           const AccRow &at) {
+  Value max = memref::LoadOp::create(b, op.getMax(),
+                                     ValueRange{batch, at.head, at.row});
+  if (vectorSums)
+    return {max, Value(),
+            vector::LoadOp::create(b, vecType, scratch.rowSums,
+                                   ValueRange{at.row, cst(0)})};
+  return {max,
+          memref::LoadOp::create(b, op.getSum(),
+                                 ValueRange{batch, at.head, at.row}),
+          Value()};
+}
+
+void KernelEmitter::packMaskRow(Value batch, Value head, Value row,
+                                Value blockStart, Value blockKeys) {
+  Value mask = op.getMask();
+  auto type = cast<MemRefType>(mask.getType());
+  // A static 1 is a broadcast dimension: always read index 0.
+  auto index = [&](int64_t d, Value full) {
+    return type.getDimSize(d) == 1 ? cst(0) : full;
+  };
+  Value mb = index(0, batch), mh = index(1, head), mq = index(2, row);
+  bool keepMask = type.getElementType().isInteger(1);
+  forLoop(cst(0), blockKeys, cst(1), [&](Value j) {
+    Value key = arith::AddIOp::create(b, blockStart, j);
+    Value bias;
+    if (keepMask) {
+      Value keep = memref::LoadOp::create(b, mask, ValueRange{mb, mh, mq, key});
+      bias = arith::SelectOp::create(b, keep, f32Const(0), f32Const(-kInf));
+    } else {
+      bias = loadF32(mask, {mb, mh, mq, key});
+    }
+    memref::StoreOp::create(b, bias, scratch.rowBias, ValueRange{j});
+  });
+}
+
+Value KernelEmitter::updateRowStatistics(Value batch, const AccRow &at,
+                                         RowStatistics old, int64_t slot,
+                                         MutableArrayRef<Value> scores,
+                                         Value blockStart, Value blockKeys,
+                                         bool storePairs,
+                                         bool scaledAndCapped) {
+  Value head = at.head, row = at.row;
+  int64_t scoreVectors = scores.size();
+  Value zeroVec = splat(f32Const(0));
+  if (!scaledAndCapped)
+    for (Value &s : scores)
+      s = scaleAndCap(s);
+  if (op.getMask()) {
+    // A -inf bias (a false keep bit) excludes the key by a select, not by
+    // the addition alone: NaN + -inf is NaN, and a NaN in an excluded
+    // key's K row must not reach the row. A keep mask's biases are 0 or
+    // -inf, so it takes the select alone.
+    packMaskRow(batch, head, row, blockStart, blockKeys);
+    bool keepMask =
+        cast<MemRefType>(op.getMask().getType()).getElementType().isInteger(1);
+    Value negInfVec = splat(f32Const(-kInf));
+    for (int64_t v = 0; v < scoreVectors; ++v) {
+      Value bias = vector::LoadOp::create(b, vecType, scratch.rowBias,
+                                          ValueRange{cst(v * lanes)});
+      if (!keepMask)
+        scores[v] = vector::FMAOp::create(
+            b, bias, splat(f32Const(static_cast<float>(llvm::numbers::log2e))),
+            scores[v]);
+      Value excluded =
+          arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, bias, negInfVec);
+      scores[v] = arith::SelectOp::create(b, excluded, negInfVec, scores[v]);
+    }
+  }
+
+  // Lanes past the block's keys, and outside the causal/window band,
+  // are excluded: -inf scores.
+  Value lane = arith::IndexCastOp::create(
+      b, idxVecType,
+      vector::StepOp::create(b, VectorType::get({lanes}, b.getIndexType())));
+  Value liveKeys =
+      splat(arith::IndexCastOp::create(b, b.getI32Type(), blockKeys));
+  Value bandLo, bandHi;
+  if (bandApplies()) {
+    // Key j (block-local) is allowed iff lo <= j <= hi with
+    // hi = row + diag + right - blockStart, lo = row + diag - left -
+    // blockStart.
+    Value rel = arith::SubIOp::create(
+        b, arith::AddIOp::create(b, row, diagonal), blockStart);
+    auto [left, right] = op.getBandOffsets();
+    if (right)
+      bandHi = splat(
+          clampToI32(arith::AddIOp::create(b, rel, cst(*right)), -1, keyBlock));
+    if (left)
+      bandLo = splat(
+          clampToI32(arith::SubIOp::create(b, rel, cst(*left)), -1, keyBlock));
+  }
+  Value negInfVec = splat(f32Const(-kInf));
+  for (int64_t v = 0; v < scoreVectors; ++v) {
+    Value j = arith::AddIOp::create(
+        b, lane,
+        splat(arith::ConstantOp::create(b, b.getI32IntegerAttr(v * lanes))));
+    Value allowed =
+        arith::CmpIOp::create(b, arith::CmpIPredicate::slt, j, liveKeys);
+    if (bandHi)
+      allowed = arith::AndIOp::create(
+          b, allowed,
+          arith::CmpIOp::create(b, arith::CmpIPredicate::sle, j, bandHi));
+    if (bandLo)
+      allowed = arith::AndIOp::create(
+          b, allowed,
+          arith::CmpIOp::create(b, arith::CmpIPredicate::sge, j, bandLo));
+    scores[v] = arith::SelectOp::create(b, allowed, scores[v], negInfVec);
+  }
+
+  // Online update of the row's max and sum.
+  Value oldMax = old.max, oldSum = old.sum;
+  Value blockMaxVec = scores[0];
+  for (int64_t v = 1; v < scoreVectors; ++v)
+    blockMaxVec = scoreMax(scores[v], blockMaxVec);
+  Value blockMax = horizontalMax(blockMaxVec);
+  Value newMax = scoreMax(blockMax, oldMax);
+  Value noKeyYet = arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, newMax,
+                                         f32Const(-kInf));
+  Value safeMax = arith::SelectOp::create(b, noKeyYet, f32Const(0), newMax);
+  Value alpha = exp2(arith::SubFOp::create(b, oldMax, safeMax));
+  Value safeMaxVec = splat(safeMax);
+  Value sumVec = zeroVec;
+  for (int64_t v = 0; v < scoreVectors; ++v) {
+    Value p = exp2(arith::SubFOp::create(b, scores[v], safeMaxVec));
+    sumVec = arith::AddFOp::create(b, sumVec, p);
+    vector::StoreOp::create(b, p, scratch.probs,
+                            ValueRange{cst(slot), cst(v * lanes)});
+    if (storePairs)
+      vector::StoreOp::create(
+          b,
+          arith::TruncFOp::create(b, VectorType::get({lanes}, b.getBF16Type()),
+                                  p),
+          scratch.probPairs, ValueRange{cst(slot), cst(v * lanes)});
+  }
+  if (old.partialSums) {
+    memref::StoreOp::create(b, newMax, op.getMax(),
+                            ValueRange{batch, head, row});
+    vector::StoreOp::create(
+        b, vector::FMAOp::create(b, splat(alpha), old.partialSums, sumVec),
+        scratch.rowSums, ValueRange{row, cst(0)});
+    return alpha;
+  }
+  Value blockSum = horizontalSum(sumVec);
+  Value newSum = arith::AddFOp::create(
+      b, arith::MulFOp::create(b, oldSum, alpha), blockSum);
+  memref::StoreOp::create(b, newMax, op.getMax(), ValueRange{batch, head, row});
+  memref::StoreOp::create(b, newSum, op.getSum(), ValueRange{batch, head, row});
+  return alpha;
+}

@@ -1,0 +1,132 @@
+//===- KernelEmitter.h - What the CPU micro-kernels of one op share -*- C++
+//-*-===//
+//
+// The base of every CPU micro-kernel: one attn.online_attention's operands
+// and shape, the pass's options, the causal/window band as it applies to a
+// block of rows and keys, the score function (scale, soft cap, mask, band)
+// and the online update of one row's statistics.
+//
+// All in base 2: log2(e) joins the score scale, a soft cap takes c·log2(e)
+// for c and a bias mask is added times log2(e), so that the scores are
+// s·log2(e) and p = exp2(s - m') with m' in base-2 units (see
+// LowerToVector.cpp).
+//
+//===----------------------------------------------------------------------===//
+#ifndef ATTN_TRANSFORMS_CPU_KERNELEMITTER_H
+#define ATTN_TRANSFORMS_CPU_KERNELEMITTER_H
+
+#include "lib/Transforms/Cpu/MicroKernels.h"
+#include "lib/Transforms/Cpu/VectorEmitter.h"
+
+namespace mlir {
+namespace attn {
+namespace cpu {
+
+class KernelEmitter : public VectorEmitter {
+public:
+  explicit KernelEmitter(const KernelSite &site);
+
+protected:
+  OnlineAttentionOp op;
+  const Scratch &scratch;
+  int64_t keyBlock, bandKeyStep, rowBlock, laneRows, prefetchKeys;
+  int64_t headDim, valueDim, valueChunks;
+  /// Q·Kᵀ (bf16Dot) and P·V (bf16Values) by AVX-512 BF16's dot product.
+  bool bf16Dot, bf16Values;
+  /// Set while a kernel emits a key block of a causal or windowed op that
+  /// every row of the tile sees whole: no band compares there.
+  bool blockInsideBand = false;
+  /// Set while the packed path keeps the rows' sums in scratch.rowSums.
+  bool vectorSums = false;
+  Value diagonal; // set when the op is causal or windowed
+
+  /// A row of the accumulator: (head, row) of op.getAcc() at `batch`.
+  struct AccRow {
+    Value head, row;
+  };
+  /// A row's running max and sum (or, with vectorSums, the vector of its
+  /// partial sums) as loaded before a block's update.
+  struct RowStatistics {
+    Value max, sum, partialSums;
+  };
+
+  /// Which keys of [blockStart, blockStart + blockKeys) the rows from
+  /// firstRow to lastRow see, block-local: some row sees only keys of
+  /// [anyFrom, anyTo); every row sees [allFrom, allTo), both even (allFrom
+  /// rounded up, allTo down) and anyFrom <= allFrom <= allTo.
+  struct SeenKeys {
+    Value anyFrom, allFrom, allTo, anyTo;
+  };
+
+  /// Whether the block being emitted applies the causal/window band.
+  bool bandApplies();
+  /// The mask of the lanes of value chunk `c` that hold real columns.
+  Value chunkMask(int64_t chunk);
+
+  /// `body(key, j)` for the block's keys: key = blockStart + j.
+  void eachKey(Value blockStart, Value blockKeys,
+               function_ref<void(Value key, Value j)> body);
+
+  /// target[j][c] = rows[min(blockStart + j, lastKey)][c] in f32 for j <
+  /// count and `width` columns: whole-vector loads widened where the rows
+  /// have unit stride, element copies otherwise.
+  void widenRows(Value rowsMemref, Value batch, Value kvHead, Value blockStart,
+                 Value count, Value lastKey, int64_t width, Value target);
+
+  /// `prologue(blockStart, blockKeys)`, then `body(blockStart,
+  /// blockKeys)`, for each key block that rows [firstRow, firstRow + count)
+  /// may see (bandKeyRange). For a causal or windowed op the body is
+  /// emitted twice, under an scf.if on whether every row sees the block
+  /// whole: with blockInsideBand set (then), so that bandApplies() is false
+  /// there, and clear (else). The prologue (what does not depend on the
+  /// band: packing or widening K) is emitted once, before the branch.
+  void eachBandBlock(Value firstRow, Value count, Value keys,
+                     function_ref<void(Value, Value)> prologue,
+                     function_ref<void(Value, Value)> body);
+
+  /// [first, last): the keys that rows [firstRow, firstRow + count) of a
+  /// causal or windowed op may see (all keys otherwise).
+  std::pair<Value, Value> bandKeyRange(Value firstRow, Value count, Value keys);
+
+  /// Whether every row of [firstRow, firstRow + count) sees every key of
+  /// [blockStart, blockStart + blockKeys): the block needs no band mask.
+  Value blockInBand(Value firstRow, Value count, Value blockStart,
+                    Value blockKeys);
+  SeenKeys keysRowsSee(Value firstRow, Value lastRow, Value blockStart,
+                       Value blockKeys);
+
+  /// The factor from raw scores q·k to the base-2 scores the softmax
+  /// takes: the op's scale times log2(e), rounded once.
+  Value scoreScale();
+
+  /// A vector of raw scores scaled (to base 2), then soft-capped.
+  Value scaleAndCap(Value s);
+
+  /// The op's soft cap c · tanh(s / c) of a base-2 score s (c · log2(e)
+  /// in place of c), else s.
+  Value softcap(Value s);
+
+  /// softcap(s) for a score, and -inf for an excluded one (-inf), for the
+  /// lane-rows blocks that cap scores as the softmax reads them.
+  Value softcapScore(Value s);
+  RowStatistics loadStatistics(Value batch, const AccRow &at);
+
+  /// The mask row of the block as an additive f32 bias in scratch.rowBias.
+  void packMaskRow(Value batch, Value head, Value row, Value blockStart,
+                   Value blockKeys);
+
+  /// Scale, soft-cap, mask and band one row's scores of the block, update
+  /// its running max and sum from `old`, store its weights p in
+  /// probs[slot] (and as bf16 in probPairs[slot] when `storePairs`) and
+  /// return the rescale factor alpha = exp(m_old - m_new).
+  Value updateRowStatistics(Value batch, const AccRow &at, RowStatistics old,
+                            int64_t slot, MutableArrayRef<Value> scores,
+                            Value blockStart, Value blockKeys, bool storePairs,
+                            bool scaledAndCapped = false);
+};
+
+} // namespace cpu
+} // namespace attn
+} // namespace mlir
+
+#endif // ATTN_TRANSFORMS_CPU_KERNELEMITTER_H

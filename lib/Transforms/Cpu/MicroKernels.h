@@ -1,0 +1,126 @@
+//===- MicroKernels.h - The CPU micro-kernels of attn-lower-to-vector -*- C++
+//-*-===//
+//
+// attn-lower-to-vector lowers each bufferized attn.online_attention to one
+// of three micro-kernels, each in its own file:
+//
+//   packed     (PackedKernel.cpp)   per key block, K and V packed into
+//                                   stack buffers; blocks of query rows
+//                                   share each packed vector they load;
+//   lane-rows  (LaneRowsKernel.cpp) query rows in vector lanes: every step
+//                                   vertical, no horizontal reductions;
+//   direct     (DirectKernel.cpp)   few rows (decoding) read K and V rows in
+//                                   place, the rows of a GQA group at once.
+//
+// What they share is below them: VectorEmitter (vector builders and the x86
+// details), KernelEmitter (one op's operands, options and band, the score
+// function and a row's online update) and RowAccumulator (P·V of a block of
+// rows, f32 FMAs or the bf16 dot product). The pass (LowerToVector.cpp)
+// sizes the scratch buffers the chosen kernels need and dispatches.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ATTN_TRANSFORMS_CPU_MICROKERNELS_H
+#define ATTN_TRANSFORMS_CPU_MICROKERNELS_H
+
+#include "dialect/AttnOps.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+
+#include <limits>
+#include <optional>
+
+namespace mlir {
+namespace attn {
+namespace cpu {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+/// Query rows that the direct path scores against each K row load.
+constexpr int64_t kDirectRows = 16;
+/// P·V accumulator vectors kept in registers at once (of AVX-512's 32; the
+/// V vectors and the broadcast weights take most of the rest).
+constexpr int64_t kMaxAccumulators = 16;
+/// Rows of one P·V pass of the direct path over f16 V.
+constexpr int64_t kQuadRows = 4;
+
+/// Scratch buffers of one function, shared by all its online ops (they run
+/// one after another).
+struct Scratch {
+  Value keysT;      // [D][keyBlock]   K block transposed
+  Value keyPairs;   // [D/2][2 keyBlock] bf16 K block as pairs (bf16-dot only)
+  Value valuePairs; // [keyBlock/2][2 DvPad] bf16 V block as key pairs
+  Value values;     // [keyBlock][DvPad] V block, pad columns zero
+  Value rowBias;    // [keyBlock]      the mask row of the block, as f32 bias
+  Value probs;      // [rowBlock][keyBlock] p of the current rows
+  Value probPairs;  // [rowBlock][keyBlock] the same p in bf16 (with valuePairs)
+  // Direct path: up to kDirectRows query rows of a GQA group at a time.
+  Value queryRows;   // [kDirectRows][DPad] in f32, pad lanes zero
+  Value groupScores; // [kDirectRows][keyBlock] their scores of a block
+  Value queryPairs;  // [kDirectRows][DPad2] bf16 rows as stored (bf16-dot)
+  // Lane-rows path: a tile of laneRows query rows in vector lanes.
+  Value laneQuery;  // [D][laneRows]  scaled Q transposed
+  Value laneAcc;    // [Dv][laneRows] the accumulator transposed
+  Value laneScores; // [keyBlock][laneRows] scores, then weights, transposed
+  Value laneStats;  // [2][laneRows]  running max and sum
+  Value laneKeys;   // [keyBlock][D]  16-bit K block widened (else unused)
+  Value laneValues; // [keyBlock][Dv] 16-bit V block widened
+  // Packed path: each row's running sum as a vector of per-lane partial
+  // sums, reduced once per op rather than once per key block.
+  Value rowSums; // [rowSumRows][lanes]
+  int64_t rowSumRows = 0;
+};
+
+/// The pass's blocking, as resolved for one function.
+struct KernelOptions {
+  int64_t lanes;            // f32 lanes per vector
+  int64_t keyBlock;         // keys per block
+  int64_t bandKeyStep;      // keys per step of a packed block the band cuts
+  int64_t rowBlock;         // query rows that share each packed K/V load
+  int64_t directRows;       // the direct path's row limit (0: no direct path)
+  int64_t prefetchDistance; // bytes of K ahead to prefetch (0: none)
+  int64_t laneRows;         // rows of a lane-rows tile (0: no lane-rows path)
+};
+
+/// Where a micro-kernel is emitted: the op, at the builder's insertion
+/// point, with the function's scratch and options, and the op's causal
+/// diagonal (null when the op is neither causal nor windowed).
+struct KernelSite {
+  ImplicitLocOpBuilder &b;
+  OnlineAttentionOp op;
+  const Scratch &scratch;
+  const KernelOptions &options;
+  Value diagonal;
+};
+
+/// The static bound on the query rows of `op`'s state (its sum is a slice
+/// of a statically sized buffer, as attn-bufferize makes it), if any.
+std::optional<int64_t> stateRowBound(OnlineAttentionOp op);
+
+/// Whether the op's Q and K are bf16 (what the dot product takes).
+bool usesBf16Dot(OnlineAttentionOp op);
+/// Whether P·V can take the dot product too: bf16 V and no mask operand.
+/// Where a causal or window band cuts a block, it takes it only on the keys
+/// that every row it serves sees (the packed path's KeyRuns; the direct
+/// path's pairedValues): an excluded key's 0 weight must drop a NaN V,
+/// which the dot product would not.
+bool usesBf16Values(OnlineAttentionOp op);
+/// Whether K or V is 16-bit (the lane-rows path widens their blocks).
+bool hasNarrowKeysOrValues(OnlineAttentionOp op);
+
+/// The packed micro-kernel for all rows of query head `head`.
+void emitPackedHead(const KernelSite &site, Value batch, Value head,
+                    Value kvHead, Value rows, Value keys);
+/// The lane-rows micro-kernel for all rows of query head `head`.
+void emitLaneRowsHead(const KernelSite &site, Value batch, Value head,
+                      Value kvHead, Value rows, Value keys);
+/// The direct micro-kernel for the rows of the `group` query heads from
+/// `firstHead` (K and V seen with unit-stride rows as `keyRows`,
+/// `valueRows`).
+void emitDirectGroup(const KernelSite &site, Value batch, Value kvHead,
+                     Value firstHead, Value group, Value rows, Value keys,
+                     Value keyRows, Value valueRows);
+
+} // namespace cpu
+} // namespace attn
+} // namespace mlir
+
+#endif // ATTN_TRANSFORMS_CPU_MICROKERNELS_H

@@ -1,0 +1,263 @@
+//===- VectorEmitter.cpp - Vector builders of the CPU micro-kernels -------===//
+#include "lib/Transforms/Cpu/VectorEmitter.h"
+
+#include "lib/Transforms/Passes.h"
+#include "lib/Transforms/Views.h"
+
+using namespace mlir;
+using namespace mlir::attn;
+using namespace mlir::attn::cpu;
+
+VectorEmitter::VectorEmitter(ImplicitLocOpBuilder &b, int64_t lanes)
+    : b(b), lanes(lanes), f32(b.getF32Type()),
+      vecType(VectorType::get({lanes}, f32)),
+      maskVecType(VectorType::get({lanes}, b.getI1Type())),
+      idxVecType(VectorType::get({lanes}, b.getI32Type())) {}
+
+Value VectorEmitter::cst(int64_t v) {
+  return arith::ConstantIndexOp::create(b, v);
+}
+
+Value VectorEmitter::f32Const(float v) {
+  return arith::ConstantOp::create(b, b.getF32FloatAttr(v));
+}
+
+Value VectorEmitter::splat(Value scalar) {
+  return vector::BroadcastOp::create(
+      b, VectorType::get({lanes}, scalar.getType()), scalar);
+}
+
+Value VectorEmitter::dim(Value memref, int64_t index) {
+  return memref::DimOp::create(b, memref, index);
+}
+
+Value VectorEmitter::loadF32(Value memref, ValueRange indices) {
+  Value v = memref::LoadOp::create(b, memref, indices);
+  if (v.getType() != f32)
+    v = arith::ExtFOp::create(b, f32, v);
+  return v;
+}
+
+void VectorEmitter::forLoop(Value lb, Value ub, Value step,
+                            function_ref<void(Value)> body) {
+  auto loop = scf::ForOp::create(b, lb, ub, step);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(loop.getBody()->getTerminator());
+  body(loop.getInductionVar());
+}
+
+SmallVector<Value> VectorEmitter::forLoopWith(
+    Value lb, Value ub, Value step, ValueRange inits,
+    function_ref<SmallVector<Value>(Value, ValueRange)> body) {
+  auto loop = scf::ForOp::create(b, lb, ub, step, inits);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    SmallVector<Value> next =
+        body(loop.getInductionVar(), loop.getRegionIterArgs());
+    scf::YieldOp::create(b, next);
+  }
+  // The builder's default terminator is replaced by ours.
+  return SmallVector<Value>(loop.getResults());
+}
+
+Value VectorEmitter::horizontalSum(Value vec) {
+  return vector::ReductionOp::create(b, vector::CombiningKind::ADD, vec,
+                                     arith::FastMathFlags::reassoc);
+}
+
+Value VectorEmitter::scoreMax(Value x, Value y) {
+  Value greater = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, x, y);
+  return arith::SelectOp::create(b, greater, x, y);
+}
+
+Value VectorEmitter::horizontalMax(Value vec) {
+  int64_t n = cast<VectorType>(vec.getType()).getNumElements();
+  if (!llvm::isPowerOf2_64(n))
+    return vector::ReductionOp::create(b, vector::CombiningKind::MAXIMUMF, vec);
+  for (; n > 1; n /= 2) {
+    Value low = vector::ExtractStridedSliceOp::create(
+        b, vec, ArrayRef<int64_t>{0}, ArrayRef<int64_t>{n / 2},
+        ArrayRef<int64_t>{1});
+    Value high = vector::ExtractStridedSliceOp::create(
+        b, vec, ArrayRef<int64_t>{n / 2}, ArrayRef<int64_t>{n / 2},
+        ArrayRef<int64_t>{1});
+    vec = scoreMax(low, high);
+  }
+  return vector::ExtractOp::create(b, vec, ArrayRef<int64_t>{0});
+}
+
+Value VectorEmitter::clampToI32(Value index, int64_t lo, int64_t hi) {
+  Value clamped = arith::MaxSIOp::create(b, index, cst(lo));
+  clamped = arith::MinSIOp::create(b, clamped, cst(hi));
+  return arith::IndexCastOp::create(b, b.getI32Type(), clamped);
+}
+
+void VectorEmitter::ifOdd(Value count, function_ref<void()> body) {
+  Value odd =
+      arith::CmpIOp::create(b, arith::CmpIPredicate::ne,
+                            arith::RemUIOp::create(b, count, cst(2)), cst(0));
+  auto op = scf::IfOp::create(b, odd);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(op.thenBlock()->getTerminator());
+  body();
+}
+
+void VectorEmitter::eachChunk(int64_t width,
+                              function_ref<void(Value, int64_t)> body,
+                              int64_t chunk) {
+  if (chunk == 0)
+    chunk = lanes;
+  int64_t whole = width / chunk * chunk;
+  if (whole > 0)
+    forLoop(cst(0), cst(whole), cst(chunk), [&](Value c0) { body(c0, chunk); });
+  if (whole < width)
+    body(cst(whole), width - whole);
+}
+
+void VectorEmitter::ifUnitStride(Value memref, function_ref<void(Value)> fast,
+                                 function_ref<void()> slow) {
+  Value unit = arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                                     innerStride(memref), cst(1));
+  auto choice = scf::IfOp::create(b, unit, /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(choice.thenBlock()->getTerminator());
+  fast(unitStrideRows(memref));
+  b.setInsertionPoint(choice.elseBlock()->getTerminator());
+  slow();
+}
+
+Value VectorEmitter::innerStride(Value memref) {
+  return memref::ExtractStridedMetadataOp::create(b, memref).getStrides()[3];
+}
+
+Value VectorEmitter::unitStrideRows(Value memref) {
+  return unitInnerStrideView(b, b.getLoc(), memref);
+}
+
+Value VectorEmitter::liveLanes(int64_t live) {
+  return vector::ConstantMaskOp::create(b, maskVecType,
+                                        ArrayRef<int64_t>{live});
+}
+
+Value VectorEmitter::widenToF32(Value v) {
+  return isa<Float32Type>(getElementTypeOrSelf(v))
+             ? v
+             : Value(arith::ExtFOp::create(b, vecType, v));
+}
+
+Value VectorEmitter::loadRawChunk(Value rowsMemref, ValueRange rowIndex,
+                                  int64_t col, int64_t limit, int64_t width) {
+  return loadRawChunkAt(rowsMemref, rowIndex, cst(col), limit - col, width);
+}
+
+Value VectorEmitter::loadRawChunkAt(Value rowsMemref, ValueRange rowIndex,
+                                    Value col, int64_t live, int64_t width) {
+  Type elem = cast<MemRefType>(rowsMemref.getType()).getElementType();
+  auto type = VectorType::get({width}, elem);
+  SmallVector<Value, 4> at(rowIndex.begin(), rowIndex.end());
+  at.push_back(col);
+  if (live >= width)
+    return vector::LoadOp::create(b, type, rowsMemref, at);
+  Value pass = vector::BroadcastOp::create(
+      b, type, arith::ConstantOp::create(b, b.getZeroAttr(elem)));
+  return vector::MaskedLoadOp::create(
+      b, type, rowsMemref, at,
+      vector::ConstantMaskOp::create(b, VectorType::get({width}, b.getI1Type()),
+                                     ArrayRef<int64_t>{live}),
+      pass);
+}
+
+Value VectorEmitter::loadRowChunk(Value rowsMemref, ValueRange rowIndex,
+                                  int64_t col, int64_t limit) {
+  return widenToF32(loadRawChunk(rowsMemref, rowIndex, col, limit, lanes));
+}
+
+Value VectorEmitter::loadChunkF32(Value rowsView, ArrayRef<Value> at,
+                                  int64_t columns) {
+  return widenToF32(
+      loadRawChunkAt(rowsView, at.drop_back(), at.back(), columns, lanes));
+}
+
+void VectorEmitter::prefetchRow(Value rowsMemref, ValueRange rowIndex,
+                                int64_t size) {
+  int64_t bytes = llvm::divideCeil(
+      cast<MemRefType>(rowsMemref.getType()).getElementTypeBitWidth(), 8);
+  int64_t lineElems = std::max<int64_t>(1, 64 / bytes);
+  SmallVector<Value, 4> at(rowIndex.begin(), rowIndex.end());
+  at.push_back(Value());
+  for (int64_t col = 0; col < size + lineElems - 1; col += lineElems) {
+    at.back() = cst(std::min(col, size - 1));
+    memref::PrefetchOp::create(b, rowsMemref, at, /*isWrite=*/false,
+                               /*localityHint=*/2, /*isDataCache=*/true);
+  }
+}
+
+Value VectorEmitter::transposedSum(ArrayRef<Value> vectors) {
+  SmallVector<Value> level(vectors.begin(), vectors.end());
+  for (int64_t length = lanes; length > 1; length /= 2) {
+    int64_t half = length / 2;
+    SmallVector<int64_t> firstHalves, secondHalves;
+    for (int64_t source = 0; source < 2; ++source)
+      for (int64_t segment = 0; segment < lanes / length; ++segment)
+        for (int64_t l = 0; l < half; ++l) {
+          int64_t lane = source * lanes + segment * length + l;
+          firstHalves.push_back(lane);
+          secondHalves.push_back(lane + half);
+        }
+    SmallVector<Value> next;
+    for (size_t v = 0; v + 1 < level.size(); v += 2)
+      next.push_back(arith::AddFOp::create(
+          b, vector::ShuffleOp::create(b, level[v], level[v + 1], firstHalves),
+          vector::ShuffleOp::create(b, level[v], level[v + 1], secondHalves)));
+    level = next;
+  }
+  return level.front();
+}
+
+int64_t VectorEmitter::unpackedColumn(int64_t lane, bool high) {
+  return lane / 4 * 8 + (high ? 4 : 0) + lane % 4;
+}
+
+std::pair<Value, Value> VectorEmitter::toUnpackedOrder(Value first,
+                                                       Value second) {
+  SmallVector<int64_t> low, high;
+  for (int64_t lane = 0; lane < lanes; ++lane) {
+    low.push_back(unpackedColumn(lane, false));
+    high.push_back(unpackedColumn(lane, true));
+  }
+  return {vector::ShuffleOp::create(b, first, second, low),
+          vector::ShuffleOp::create(b, first, second, high)};
+}
+
+std::pair<Value, Value> VectorEmitter::fromUnpackedOrder(Value low,
+                                                         Value high) {
+  SmallVector<int64_t> columns(2 * lanes);
+  for (int64_t lane = 0; lane < lanes; ++lane) {
+    columns[unpackedColumn(lane, false)] = lane;
+    columns[unpackedColumn(lane, true)] = lanes + lane;
+  }
+  ArrayRef<int64_t> all(columns);
+  return {vector::ShuffleOp::create(b, low, high, all.take_front(lanes)),
+          vector::ShuffleOp::create(b, low, high, all.drop_front(lanes))};
+}
+
+Value VectorEmitter::broadcastPair(Value lo, Value hi) {
+  return broadcastPair(vector::FromElementsOp::create(
+      b, VectorType::get({2}, b.getBF16Type()), ValueRange{lo, hi}));
+}
+
+Value VectorEmitter::broadcastPair(Value pair) {
+  Value word = vector::ExtractOp::create(
+      b,
+      vector::BitCastOp::create(b, VectorType::get({1}, b.getI32Type()), pair),
+      ArrayRef<int64_t>{0});
+  return vector::BitCastOp::create(
+      b, VectorType::get({2 * lanes}, b.getBF16Type()), splat(word));
+}
+
+Value VectorEmitter::exp2(Value x) {
+  auto op = math::Exp2Op::create(b, x);
+  op->setAttr(kNonPositiveAttr, b.getUnitAttr());
+  return op;
+}

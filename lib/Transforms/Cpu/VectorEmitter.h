@@ -1,0 +1,132 @@
+//===- VectorEmitter.h - Vector builders of the CPU micro-kernels -*- C++
+//-*-===//
+//
+// The small builders that every CPU micro-kernel of attn-lower-to-vector
+// uses: constants and splats of a fixed vector width, loops, row chunks
+// loaded (masked, widened to f32), lane reductions in the micro-kernels'
+// conventions, prefetches, and the x86 bf16 pair layouts that AVX-512
+// BF16's dot product (vdpbf16ps) reads. Nothing here knows the op.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ATTN_TRANSFORMS_CPU_VECTOREMITTER_H
+#define ATTN_TRANSFORMS_CPU_VECTOREMITTER_H
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+
+namespace mlir {
+namespace attn {
+namespace cpu {
+
+class VectorEmitter {
+public:
+  VectorEmitter(ImplicitLocOpBuilder &b, int64_t lanes);
+
+protected:
+  ImplicitLocOpBuilder &b;
+  /// f32 lanes per vector (16 on AVX-512, 8 on AVX2).
+  int64_t lanes;
+  Type f32;
+  VectorType vecType, maskVecType, idxVecType;
+
+  //===--- small builders ---------------------------------------------===//
+
+  Value cst(int64_t v);
+  Value f32Const(float v);
+  Value splat(Value scalar);
+  Value dim(Value memref, int64_t index);
+  /// Loads one element and widens it to f32.
+  Value loadF32(Value memref, ValueRange indices);
+  void forLoop(Value lb, Value ub, Value step, function_ref<void(Value)> body);
+  /// An scf.for carrying vectors; `body` returns the next values.
+  SmallVector<Value>
+  forLoopWith(Value lb, Value ub, Value step, ValueRange inits,
+              function_ref<SmallVector<Value>(Value, ValueRange)> body);
+  /// The sum of a vector's lanes in any order (reassoc: a log-depth tree,
+  /// not the 16 dependent adds of an ordered reduction).
+  Value horizontalSum(Value vec);
+  /// max(x, y) as x86's vmaxps takes it, x > y ? x : y: one instruction,
+  /// where arith.maximumf's NaN propagation costs a compare and a blend
+  /// more (measured 6-7 % of a bf16 kernel's time in the rows' maxima).
+  /// Equal to the max wherever neither is NaN; a NaN score still reaches
+  /// its row, through p = exp(NaN - m') into the sum and the output.
+  Value scoreMax(Value x, Value y);
+  /// The largest lane of a vector by scoreMax: a tree of halves.
+  Value horizontalMax(Value vec);
+  Value clampToI32(Value index, int64_t lo, int64_t hi);
+
+  /// Runs `body` in an scf.if taken when `count` is odd.
+  void ifOdd(Value count, function_ref<void()> body);
+
+  /// `body(c0, columns)` for the `chunk`-wide chunks of `width` columns
+  /// (`lanes` by default): an scf.for over the whole chunks, then the
+  /// partial one (columns < chunk).
+  void eachChunk(int64_t width, function_ref<void(Value, int64_t)> body,
+                 int64_t chunk = 0);
+
+  /// `fast(rows)` with `memref` seen with a unit innermost stride where it
+  /// has one, else `slow()`: an scf.if on the stride.
+  void ifUnitStride(Value memref, function_ref<void(Value)> fast,
+                    function_ref<void()> slow);
+
+  Value innerStride(Value memref);
+  /// `memref` seen with a unit innermost stride (valid where it has one).
+  Value unitStrideRows(Value memref);
+
+  /// The mask of a vector's first `live` lanes.
+  Value liveLanes(int64_t live);
+  /// A vector of `lanes` 16-bit or f32 elements as f32.
+  Value widenToF32(Value v);
+  /// `width` elements of a unit-stride row from column `col`, in the row's
+  /// element type; columns past `limit` read as 0.
+  Value loadRawChunk(Value rowsMemref, ValueRange rowIndex, int64_t col,
+                     int64_t limit, int64_t width);
+  /// `width` elements of a unit-stride row from column `col`, of which the
+  /// first `live` are read (the others are 0).
+  Value loadRawChunkAt(Value rowsMemref, ValueRange rowIndex, Value col,
+                       int64_t live, int64_t width);
+  /// `lanes` elements of a unit-stride row from column `col` (masked past
+  /// `limit` columns), widened to f32.
+  Value loadRowChunk(Value rowsMemref, ValueRange rowIndex, int64_t col,
+                     int64_t limit);
+
+  /// `columns` (at most `lanes`) elements of a unit-stride row from `at`
+  /// (the last index a column), widened to f32; lanes past them read 0.
+  Value loadChunkF32(Value rowsView, ArrayRef<Value> at, int64_t columns);
+
+  /// Prefetches the cache lines of a unit-stride row of `size` elements
+  /// (one per 64 bytes, and its last element for a row not line-aligned).
+  void prefetchRow(Value rowsMemref, ValueRange rowIndex, int64_t size);
+
+  /// Lane n of the result = the sum of vectors[n]'s lanes (as many vectors
+  /// as lanes): each level adds the two halves of every segment of a pair
+  /// of vectors, gathered by two shuffles, halving the segments' length and
+  /// the number of vectors.
+  Value transposedSum(ArrayRef<Value> vectors);
+
+  /// The column, of a group of 2 x lanes, that lane `lane` of the low
+  /// (or high) unpack of two V rows pairs: the unpacks take 4 of each 8
+  /// columns (one 128-bit lane of bf16), the low ones the first 4.
+  static int64_t unpackedColumn(int64_t lane, bool high);
+  /// Two chunks' accumulators (columns [0, lanes) and [lanes, 2 lanes) of
+  /// a group) in the column order of pairs unpacked as loaded (see
+  /// accumulateByBf16Dot), and back.
+  std::pair<Value, Value> toUnpackedOrder(Value first, Value second);
+  std::pair<Value, Value> fromUnpackedOrder(Value low, Value high);
+
+  /// The bf16 pair (lo, hi) in every 32-bit lane of a dot product operand.
+  Value broadcastPair(Value lo, Value hi);
+  /// A vector<2xbf16> in every 32-bit lane of a dot product operand.
+  Value broadcastPair(Value pair);
+
+  /// 2^x of the softmax's x = s - m' <= 0 (or NaN), which the approximation
+  /// may rely on (attn-approximate-math reads kNonPositiveAttr).
+  Value exp2(Value x);
+};
+
+} // namespace cpu
+} // namespace attn
+} // namespace mlir
+
+#endif // ATTN_TRANSFORMS_CPU_VECTOREMITTER_H
