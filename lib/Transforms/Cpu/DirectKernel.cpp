@@ -64,7 +64,7 @@ public:
     // attn-skip-masked-blocks left whole for the lane-rows path comes here
     // when few rows remain).
     Value firstKey, lastKey;
-    std::tie(firstKey, lastKey) = bandKeyRange(cst(0), rows, keys);
+    std::tie(firstKey, lastKey) = band.keysSomeRowSees(cst(0), rows, keys);
     forLoop(cst(0), total, cst(kDirectRows), [&](Value chunkStart) {
       Value count = arith::MinSIOp::create(
           b, arith::SubIOp::create(b, total, chunkStart), cst(kDirectRows));

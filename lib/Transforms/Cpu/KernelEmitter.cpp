@@ -13,7 +13,9 @@ KernelEmitter::KernelEmitter(const KernelSite &site)
     : VectorEmitter(site.b, site.options.lanes), op(site.op),
       scratch(site.scratch), keyBlock(site.options.keyBlock),
       bandKeyStep(site.options.bandKeyStep), rowBlock(site.options.rowBlock),
-      laneRows(site.options.laneRows), diagonal(site.diagonal) {
+      laneRows(site.options.laneRows), diagonal(site.diagonal),
+      maths(b, b.getLoc(), op, SoftmaxConvention::cpu()),
+      band(b, b.getLoc(), op, diagonal) {
   auto q = cast<MemRefType>(op.getQuery().getType());
   headDim = q.getDimSize(3);
   auto keyType = cast<MemRefType>(op.getKey().getType());
@@ -78,7 +80,7 @@ void KernelEmitter::eachBandBlock(Value firstRow, Value count, Value keys,
                                   function_ref<void(Value, Value)> prologue,
                                   function_ref<void(Value, Value)> body) {
   Value first, last;
-  std::tie(first, last) = bandKeyRange(firstRow, count, keys);
+  std::tie(first, last) = band.keysSomeRowSees(firstRow, count, keys);
   forLoop(first, last, cst(keyBlock), [&](Value blockStart) {
     Value blockKeys = arith::MinSIOp::create(
         b, arith::SubIOp::create(b, last, blockStart), cst(keyBlock));
@@ -86,7 +88,7 @@ void KernelEmitter::eachBandBlock(Value firstRow, Value count, Value keys,
     if (!op.getCausal() && !op.getWindow())
       return body(blockStart, blockKeys);
     auto inBand = scf::IfOp::create(
-        b, blockInBand(firstRow, count, blockStart, blockKeys),
+        b, band.blockInBand(firstRow, count, blockStart, blockKeys),
         /*withElseRegion=*/true);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(inBand.thenBlock()->getTerminator());
@@ -98,95 +100,28 @@ void KernelEmitter::eachBandBlock(Value firstRow, Value count, Value keys,
   });
 }
 
-std::pair<Value, Value> KernelEmitter::bandKeyRange(Value firstRow, Value count,
-                                                    Value keys) {
-  Value first = cst(0), last = keys;
-  if (!op.getCausal() && !op.getWindow())
-    return {first, last};
-  auto [left, right] = op.getBandOffsets();
-  Value base = arith::AddIOp::create(b, firstRow, diagonal);
-  auto clamp = [&](Value v, Value hi) {
-    return arith::MinSIOp::create(b, arith::MaxSIOp::create(b, v, cst(0)), hi);
-  };
-  if (right)
-    last = clamp(arith::AddIOp::create(b, arith::AddIOp::create(b, base, count),
-                                       cst(*right)),
-                 keys);
-  if (left)
-    first = clamp(arith::SubIOp::create(b, base, cst(*left)), last);
-  return {first, last};
-}
-
-Value KernelEmitter::blockInBand(Value firstRow, Value count, Value blockStart,
-                                 Value blockKeys) {
-  auto [left, right] = op.getBandOffsets();
-  Value base = arith::AddIOp::create(b, firstRow, diagonal);
-  Value inside = arith::ConstantOp::create(b, b.getBoolAttr(true));
-  if (right) {
-    // The last key is within the first row's reach.
-    Value lastKey = arith::SubIOp::create(
-        b, arith::AddIOp::create(b, blockStart, blockKeys), cst(1));
-    inside = arith::AndIOp::create(
-        b, inside,
-        arith::CmpIOp::create(b, arith::CmpIPredicate::sle, lastKey,
-                              arith::AddIOp::create(b, base, cst(*right))));
+Value KernelEmitter::horizontalMax(Value vec) {
+  int64_t n = cast<VectorType>(vec.getType()).getNumElements();
+  if (!llvm::isPowerOf2_64(n))
+    return vector::ReductionOp::create(b, vector::CombiningKind::MAXIMUMF, vec);
+  for (; n > 1; n /= 2) {
+    Value low = vector::ExtractStridedSliceOp::create(
+        b, vec, ArrayRef<int64_t>{0}, ArrayRef<int64_t>{n / 2},
+        ArrayRef<int64_t>{1});
+    Value high = vector::ExtractStridedSliceOp::create(
+        b, vec, ArrayRef<int64_t>{n / 2}, ArrayRef<int64_t>{n / 2},
+        ArrayRef<int64_t>{1});
+    vec = maths.max(low, high);
   }
-  if (left) {
-    // The first key is within the last row's reach.
-    Value lastRow =
-        arith::SubIOp::create(b, arith::AddIOp::create(b, base, count), cst(1));
-    inside = arith::AndIOp::create(
-        b, inside,
-        arith::CmpIOp::create(b, arith::CmpIPredicate::sge, blockStart,
-                              arith::SubIOp::create(b, lastRow, cst(*left))));
-  }
-  return inside;
-}
-
-KernelEmitter::SeenKeys KernelEmitter::keysRowsSee(Value firstRow,
-                                                   Value lastRow,
-                                                   Value blockStart,
-                                                   Value blockKeys) {
-  auto [left, right] = op.getBandOffsets();
-  auto local = [&](Value row, int64_t offset) {
-    Value key = arith::AddIOp::create(
-        b, arith::AddIOp::create(b, row, diagonal), cst(offset));
-    return arith::MinSIOp::create(
-        b,
-        arith::MaxSIOp::create(b, arith::SubIOp::create(b, key, blockStart),
-                               cst(0)),
-        blockKeys);
-  };
-  SeenKeys seen;
-  seen.anyFrom = left ? local(firstRow, -*left) : cst(0);
-  seen.anyTo = right ? local(lastRow, *right + 1) : blockKeys;
-  Value allFrom = left ? local(lastRow, -*left) : cst(0);
-  Value allTo = right ? local(firstRow, *right + 1) : blockKeys;
-  Value even = cst(-2);
-  seen.allFrom =
-      arith::AndIOp::create(b, arith::AddIOp::create(b, allFrom, cst(1)), even);
-  seen.allTo = arith::MaxSIOp::create(b, seen.allFrom,
-                                      arith::AndIOp::create(b, allTo, even));
-  return seen;
+  return vector::ExtractOp::create(b, vec, ArrayRef<int64_t>{0});
 }
 
 Value KernelEmitter::scoreScale() {
-  return f32Const(
-      static_cast<float>(op.getEffectiveScale() * llvm::numbers::log2e));
+  return f32Const(static_cast<float>(maths.scoreScale()));
 }
 
 Value KernelEmitter::scaleAndCap(Value s) {
   return softcap(arith::MulFOp::create(b, s, splat(scoreScale())));
-}
-
-Value KernelEmitter::softcap(Value s) {
-  auto cap = op.getSoftcapAttr();
-  if (!cap)
-    return s;
-  double c = cap.getValueAsDouble() * llvm::numbers::log2e;
-  Value t = math::TanhOp::create(
-      b, arith::MulFOp::create(b, s, splat(f32Const(1.0 / c))));
-  return arith::MulFOp::create(b, t, splat(f32Const(c)));
 }
 
 Value KernelEmitter::softcapScore(Value s) {
@@ -260,7 +195,7 @@ Value KernelEmitter::updateRowStatistics(Value batch, const AccRow &at,
                                           ValueRange{cst(v * lanes)});
       if (!keepMask)
         scores[v] = vector::FMAOp::create(
-            b, bias, splat(f32Const(static_cast<float>(llvm::numbers::log2e))),
+            b, bias, splat(f32Const(static_cast<float>(maths.biasScale()))),
             scores[v]);
       Value excluded =
           arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, bias, negInfVec);
@@ -280,15 +215,11 @@ Value KernelEmitter::updateRowStatistics(Value batch, const AccRow &at,
     // Key j (block-local) is allowed iff lo <= j <= hi with
     // hi = row + diag + right - blockStart, lo = row + diag - left -
     // blockStart.
-    Value rel = arith::SubIOp::create(
-        b, arith::AddIOp::create(b, row, diagonal), blockStart);
-    auto [left, right] = op.getBandOffsets();
-    if (right)
-      bandHi = splat(
-          clampToI32(arith::AddIOp::create(b, rel, cst(*right)), -1, keyBlock));
-    if (left)
-      bandLo = splat(
-          clampToI32(arith::SubIOp::create(b, rel, cst(*left)), -1, keyBlock));
+    Value rel = band.relative(row, blockStart);
+    if (band.right)
+      bandHi = splat(clampToI32(band.upper(rel), -1, keyBlock));
+    if (band.left)
+      bandLo = splat(clampToI32(band.lower(rel), -1, keyBlock));
   }
   Value negInfVec = splat(f32Const(-kInf));
   for (int64_t v = 0; v < scoreVectors; ++v) {
@@ -312,17 +243,14 @@ Value KernelEmitter::updateRowStatistics(Value batch, const AccRow &at,
   Value oldMax = old.max, oldSum = old.sum;
   Value blockMaxVec = scores[0];
   for (int64_t v = 1; v < scoreVectors; ++v)
-    blockMaxVec = scoreMax(scores[v], blockMaxVec);
+    blockMaxVec = maths.max(scores[v], blockMaxVec);
   Value blockMax = horizontalMax(blockMaxVec);
-  Value newMax = scoreMax(blockMax, oldMax);
-  Value noKeyYet = arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, newMax,
-                                         f32Const(-kInf));
-  Value safeMax = arith::SelectOp::create(b, noKeyYet, f32Const(0), newMax);
-  Value alpha = exp2(arith::SubFOp::create(b, oldMax, safeMax));
+  AttentionMath::MaxUpdate update = maths.updateMax(oldMax, blockMax);
+  Value newMax = update.max, safeMax = update.reference, alpha = update.alpha;
   Value safeMaxVec = splat(safeMax);
   Value sumVec = zeroVec;
   for (int64_t v = 0; v < scoreVectors; ++v) {
-    Value p = exp2(arith::SubFOp::create(b, scores[v], safeMaxVec));
+    Value p = maths.exp(arith::SubFOp::create(b, scores[v], safeMaxVec));
     sumVec = arith::AddFOp::create(b, sumVec, p);
     vector::StoreOp::create(b, p, scratch.probs,
                             ValueRange{cst(slot), cst(v * lanes)});
@@ -342,8 +270,7 @@ Value KernelEmitter::updateRowStatistics(Value batch, const AccRow &at,
     return alpha;
   }
   Value blockSum = horizontalSum(sumVec);
-  Value newSum = arith::AddFOp::create(
-      b, arith::MulFOp::create(b, oldSum, alpha), blockSum);
+  Value newSum = maths.updateSum(oldSum, alpha, blockSum);
   memref::StoreOp::create(b, newMax, op.getMax(), ValueRange{batch, head, row});
   memref::StoreOp::create(b, newSum, op.getSum(), ValueRange{batch, head, row});
   return alpha;

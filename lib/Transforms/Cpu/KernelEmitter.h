@@ -15,6 +15,7 @@
 #ifndef ATTN_TRANSFORMS_CPU_KERNELEMITTER_H
 #define ATTN_TRANSFORMS_CPU_KERNELEMITTER_H
 
+#include "lib/Transforms/AttentionMath.h"
 #include "lib/Transforms/Cpu/MicroKernels.h"
 #include "lib/Transforms/Cpu/VectorEmitter.h"
 
@@ -39,6 +40,14 @@ protected:
   /// Set while the packed path keeps the rows' sums in scratch.rowSums.
   bool vectorSums = false;
   Value diagonal; // set when the op is causal or windowed
+  /// The score function and online update in the CPU's conventions (base
+  /// 2, x86's max), and the op's band.
+  AttentionMath maths;
+  BandArithmetic band;
+  using SeenKeys = BandArithmetic::SeenKeys;
+
+  /// The largest lane of a vector by maths.max: a tree of halves.
+  Value horizontalMax(Value vec);
 
   /// A row of the accumulator: (head, row) of op.getAcc() at `batch`.
   struct AccRow {
@@ -48,14 +57,6 @@ protected:
   /// partial sums) as loaded before a block's update.
   struct RowStatistics {
     Value max, sum, partialSums;
-  };
-
-  /// Which keys of [blockStart, blockStart + blockKeys) the rows from
-  /// firstRow to lastRow see, block-local: some row sees only keys of
-  /// [anyFrom, anyTo); every row sees [allFrom, allTo), both even (allFrom
-  /// rounded up, allTo down) and anyFrom <= allFrom <= allTo.
-  struct SeenKeys {
-    Value anyFrom, allFrom, allTo, anyTo;
   };
 
   /// Whether the block being emitted applies the causal/window band.
@@ -84,17 +85,6 @@ protected:
                      function_ref<void(Value, Value)> prologue,
                      function_ref<void(Value, Value)> body);
 
-  /// [first, last): the keys that rows [firstRow, firstRow + count) of a
-  /// causal or windowed op may see (all keys otherwise).
-  std::pair<Value, Value> bandKeyRange(Value firstRow, Value count, Value keys);
-
-  /// Whether every row of [firstRow, firstRow + count) sees every key of
-  /// [blockStart, blockStart + blockKeys): the block needs no band mask.
-  Value blockInBand(Value firstRow, Value count, Value blockStart,
-                    Value blockKeys);
-  SeenKeys keysRowsSee(Value firstRow, Value lastRow, Value blockStart,
-                       Value blockKeys);
-
   /// The factor from raw scores q·k to the base-2 scores the softmax
   /// takes: the op's scale times log2(e), rounded once.
   Value scoreScale();
@@ -104,7 +94,7 @@ protected:
 
   /// The op's soft cap c · tanh(s / c) of a base-2 score s (c · log2(e)
   /// in place of c), else s.
-  Value softcap(Value s);
+  Value softcap(Value s) { return maths.softcap(s); }
 
   /// softcap(s) for a score, and -inf for an excluded one (-inf), for the
   /// lane-rows blocks that cap scores as the softmax reads them.

@@ -214,7 +214,7 @@ public:
   /// tile sees only in part).
   void emitLaneRowsBlock(Value batch, Value kvHead, Value tileStart, Value keys,
                          Value blockStart, Value blockKeys) {
-    bool band = bandApplies();
+    bool banded = bandApplies();
     int64_t rowVectors = laneRows / lanes;
     // Register tiles of keys (or V columns) by the tile's row vectors, as
     // many accumulators as leave room for the row vectors and a broadcast:
@@ -250,10 +250,8 @@ public:
     // key j is allowed iff lo <= j <= hi.
     SmallVector<Value> bandLo, bandHi;
     LaneSegments segments;
-    if (band) {
-      auto [left, right] = op.getBandOffsets();
-      Value rel = arith::SubIOp::create(
-          b, arith::AddIOp::create(b, tileStart, diagonal), blockStart);
+    if (banded) {
+      Value rel = band.relative(tileStart, blockStart);
       Value lane = arith::IndexCastOp::create(
           b, idxVecType,
           vector::StepOp::create(b,
@@ -269,15 +267,13 @@ public:
                                       b, b.getI32IntegerAttr(v * lanes)))));
       };
       for (int64_t v = 0; v < rowVectors; ++v) {
-        if (right)
-          bandHi.push_back(
-              bound(arith::AddIOp::create(b, rel, cst(*right)), v));
-        if (left)
-          bandLo.push_back(bound(arith::SubIOp::create(b, rel, cst(*left)), v));
+        if (band.right)
+          bandHi.push_back(bound(band.upper(rel), v));
+        if (band.left)
+          bandLo.push_back(bound(band.lower(rel), v));
       }
-      if (right)
-        segments = laneSegments(arith::AddIOp::create(b, rel, cst(*right)),
-                                rowVectors, accumulators);
+      if (band.right)
+        segments = laneSegments(band.upper(rel), rowVectors, accumulators);
     }
     // Keys of segment v, which no row of the row vectors before v sees,
     // take only row vectors [v, rowVectors): the triangle of a diagonal
@@ -355,7 +351,7 @@ public:
                 }
                 s = arith::SelectOp::create(b, live, s, negInfVec);
                 storeRows(s, scratch.laneScores, j, vFirst + v);
-                running[v] = scoreMax(s, running[v]);
+                running[v] = maths.max(s, running[v]);
               }
             }
             return running;
@@ -378,11 +374,9 @@ public:
           capAsRead ? softcapScore(blockMaxima[v]) : blockMaxima[v];
       Value oldMax = rowsAt(scratch.laneStats, cst(0), v);
       Value oldSum = rowsAt(scratch.laneStats, cst(1), v);
-      Value newMax = scoreMax(blockMax, oldMax);
-      Value noKeyYet = arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ,
-                                             newMax, negInfVec);
-      Value safeMax = arith::SelectOp::create(b, noKeyYet, zeroVec, newMax);
-      Value alpha = exp2(arith::SubFOp::create(b, oldMax, safeMax));
+      AttentionMath::MaxUpdate update = maths.updateMax(oldMax, blockMax);
+      Value newMax = update.max, safeMax = update.reference,
+            alpha = update.alpha;
       SmallVector<Value> sums =
           forLoopWith(cst(0), segments.start[std::min(v + 1, numSegments)],
                       cst(2), SmallVector<Value>(2, zeroVec),
@@ -391,16 +385,14 @@ public:
                         for (int64_t c = 0; c < 2; ++c) {
                           Value jc = arith::AddIOp::create(b, j, cst(c));
                           Value s = rowsAt(scratch.laneScores, jc, v);
-                          Value p = exp2(arith::SubFOp::create(
+                          Value p = maths.exp(arith::SubFOp::create(
                               b, capAsRead ? softcapScore(s) : s, safeMax));
                           storeRows(p, scratch.laneScores, jc, v);
                           next.push_back(arith::AddFOp::create(b, sum[c], p));
                         }
                         return next;
                       });
-      Value newSum =
-          arith::AddFOp::create(b, arith::MulFOp::create(b, oldSum, alpha),
-                                arith::AddFOp::create(b, sums[0], sums[1]));
+      Value newSum = maths.updateSum(oldSum, alpha, sums);
       storeRows(newMax, scratch.laneStats, cst(0), v);
       storeRows(newSum, scratch.laneStats, cst(1), v);
       alphas.push_back(alpha);
@@ -431,7 +423,7 @@ public:
               SmallVector<Value> p, included;
               for (int64_t v = vFirst; v < rowVectors; ++v) {
                 p.push_back(rowsAt(scratch.laneScores, j, v));
-                if (band)
+                if (banded)
                   included.push_back(arith::CmpFOp::create(
                       b, arith::CmpFPredicate::UNE, p.back(), zeroVec));
               }
@@ -442,7 +434,7 @@ public:
                 for (int64_t v = 0; v < vectors; ++v) {
                   Value old = acc[a * vectors + v];
                   Value sum = vector::FMAOp::create(b, value, p[v], old);
-                  if (band)
+                  if (banded)
                     sum = arith::SelectOp::create(b, included[v], sum, old);
                   next.push_back(sum);
                 }

@@ -98,7 +98,7 @@ public:
       // keys some row of the block sees, in steps of bandKeyStep keys, so
       // that rows near the diagonal skip most of what the band would drop.
       SeenKeys seen =
-          keysRowsSee(first, block.back().row, blockStart, blockKeys);
+          band.keysRowsSee(first, block.back().row, blockStart, blockKeys);
       Value whole = arith::AndIOp::create(
           b,
           arith::CmpIOp::create(b, arith::CmpIPredicate::eq, seen.allFrom,
@@ -213,17 +213,16 @@ public:
     };
     if (!bf16Values || !bandApplies())
       return accumulateRows(batch, block, alphas, blockKeys, bf16Values, value);
-    SeenKeys seen =
-        keysRowsSee(block.front().row, block.back().row, blockStart, blockKeys);
+    SeenKeys seen = band.keysRowsSee(block.front().row, block.back().row,
+                                     blockStart, blockKeys);
     Value pairRow = arith::DivUIOp::create(b, packed, cst(2));
-    auto [left, right] = op.getBandOffsets();
     SmallVector<KeyRun, 3> runs;
-    if (left)
+    if (band.left)
       runs.push_back({seen.anyFrom,
                       arith::MinSIOp::create(b, seen.allFrom, seen.anyTo),
                       false, true, pairRow});
     runs.push_back({seen.allFrom, seen.allTo, true, false, pairRow});
-    if (right)
+    if (band.right)
       runs.push_back({arith::MaxSIOp::create(b, seen.allTo, seen.anyFrom),
                       seen.anyTo, false, true, pairRow});
     accumulateRows(batch, block, alphas, runs, value);

@@ -66,27 +66,6 @@ Value VectorEmitter::horizontalSum(Value vec) {
                                      arith::FastMathFlags::reassoc);
 }
 
-Value VectorEmitter::scoreMax(Value x, Value y) {
-  Value greater = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, x, y);
-  return arith::SelectOp::create(b, greater, x, y);
-}
-
-Value VectorEmitter::horizontalMax(Value vec) {
-  int64_t n = cast<VectorType>(vec.getType()).getNumElements();
-  if (!llvm::isPowerOf2_64(n))
-    return vector::ReductionOp::create(b, vector::CombiningKind::MAXIMUMF, vec);
-  for (; n > 1; n /= 2) {
-    Value low = vector::ExtractStridedSliceOp::create(
-        b, vec, ArrayRef<int64_t>{0}, ArrayRef<int64_t>{n / 2},
-        ArrayRef<int64_t>{1});
-    Value high = vector::ExtractStridedSliceOp::create(
-        b, vec, ArrayRef<int64_t>{n / 2}, ArrayRef<int64_t>{n / 2},
-        ArrayRef<int64_t>{1});
-    vec = scoreMax(low, high);
-  }
-  return vector::ExtractOp::create(b, vec, ArrayRef<int64_t>{0});
-}
-
 Value VectorEmitter::clampToI32(Value index, int64_t lo, int64_t hi) {
   Value clamped = arith::MaxSIOp::create(b, index, cst(lo));
   clamped = arith::MinSIOp::create(b, clamped, cst(hi));
@@ -254,10 +233,4 @@ Value VectorEmitter::broadcastPair(Value pair) {
       ArrayRef<int64_t>{0});
   return vector::BitCastOp::create(
       b, VectorType::get({2 * lanes}, b.getBF16Type()), splat(word));
-}
-
-Value VectorEmitter::exp2(Value x) {
-  auto op = math::Exp2Op::create(b, x);
-  op->setAttr(kNonPositiveAttr, b.getUnitAttr());
-  return op;
 }

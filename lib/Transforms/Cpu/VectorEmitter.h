@@ -46,14 +46,6 @@ protected:
   /// The sum of a vector's lanes in any order (reassoc: a log-depth tree,
   /// not the 16 dependent adds of an ordered reduction).
   Value horizontalSum(Value vec);
-  /// max(x, y) as x86's vmaxps takes it, x > y ? x : y: one instruction,
-  /// where arith.maximumf's NaN propagation costs a compare and a blend
-  /// more (measured 6-7 % of a bf16 kernel's time in the rows' maxima).
-  /// Equal to the max wherever neither is NaN; a NaN score still reaches
-  /// its row, through p = exp(NaN - m') into the sum and the output.
-  Value scoreMax(Value x, Value y);
-  /// The largest lane of a vector by scoreMax: a tree of halves.
-  Value horizontalMax(Value vec);
   Value clampToI32(Value index, int64_t lo, int64_t hi);
 
   /// Runs `body` in an scf.if taken when `count` is odd.
@@ -119,10 +111,6 @@ protected:
   Value broadcastPair(Value lo, Value hi);
   /// A vector<2xbf16> in every 32-bit lane of a dot product operand.
   Value broadcastPair(Value pair);
-
-  /// 2^x of the softmax's x = s - m' <= 0 (or NaN), which the approximation
-  /// may rely on (attn-approximate-math reads kNonPositiveAttr).
-  Value exp2(Value x);
 };
 
 } // namespace cpu

@@ -1,0 +1,249 @@
+//===- AttentionMath.cpp - The attention maths every lowering builds ------===//
+#include "lib/Transforms/AttentionMath.h"
+
+#include "lib/Transforms/Passes.h"
+
+#include "llvm/Support/MathExtras.h"
+
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::attn;
+
+//===----------------------------------------------------------------------===//
+// AttentionMath
+//===----------------------------------------------------------------------===//
+
+double AttentionMath::scoreScale() {
+  double scale = op.getEffectiveScale();
+  return convention.base2 ? scale * llvm::numbers::log2e : scale;
+}
+
+double AttentionMath::biasScale() {
+  return convention.base2 ? llvm::numbers::log2e : 1.0;
+}
+
+Value AttentionMath::constantLike(Value like, double v) {
+  Value scalar = arith::ConstantOp::create(
+      b, loc, b.getF32FloatAttr(static_cast<float>(v)));
+  if (auto type = dyn_cast<VectorType>(like.getType()))
+    return vector::BroadcastOp::create(b, loc, type, scalar);
+  return scalar;
+}
+
+Value AttentionMath::softcap(Value s) {
+  auto cap = op.getSoftcapAttr();
+  if (!cap)
+    return s;
+  double c = cap.getValueAsDouble() * biasScale();
+  Value t = math::TanhOp::create(
+      b, loc, arith::MulFOp::create(b, loc, s, constantLike(s, 1.0 / c)));
+  return arith::MulFOp::create(b, loc, t, constantLike(t, c));
+}
+
+Value AttentionMath::max(Value x, Value y) {
+  if (!convention.selectMax)
+    return arith::MaximumFOp::create(b, loc, x, y);
+  Value greater =
+      arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, x, y);
+  return arith::SelectOp::create(b, loc, greater, x, y);
+}
+
+Value AttentionMath::exp(Value x) {
+  if (!convention.base2)
+    return math::ExpOp::create(b, loc, x);
+  auto exp2 = math::Exp2Op::create(b, loc, x);
+  exp2->setAttr(kNonPositiveAttr, b.getUnitAttr());
+  return exp2;
+}
+
+AttentionMath::MaxUpdate AttentionMath::updateMax(Value oldMax,
+                                                  Value blockMax) {
+  MaxUpdate update;
+  update.max = max(blockMax, oldMax);
+  Value noKeyYet = arith::CmpFOp::create(
+      b, loc, arith::CmpFPredicate::OEQ, update.max,
+      constantLike(update.max, -std::numeric_limits<float>::infinity()));
+  update.reference = arith::SelectOp::create(
+      b, loc, noKeyYet, constantLike(update.max, 0), update.max);
+  update.alpha = exp(arith::SubFOp::create(b, loc, oldMax, update.reference));
+  return update;
+}
+
+Value AttentionMath::updateSum(Value oldSum, Value alpha,
+                               ValueRange blockSums) {
+  Value rescaled = arith::MulFOp::create(b, loc, oldSum, alpha);
+  Value blockSum = blockSums.front();
+  for (Value partial : blockSums.drop_front())
+    blockSum = arith::AddFOp::create(b, loc, blockSum, partial);
+  return arith::AddFOp::create(b, loc, rescaled, blockSum);
+}
+
+//===----------------------------------------------------------------------===//
+// BandArithmetic
+//===----------------------------------------------------------------------===//
+
+BandArithmetic::BandArithmetic(OpBuilder &b, Location loc, OnlineAttentionOp op,
+                               Value diagonal)
+    : b(b), loc(loc), diagonal(diagonal) {
+  std::tie(left, right) = op.getBandOffsets();
+}
+
+Value BandArithmetic::constant(int64_t v) {
+  return arith::ConstantIndexOp::create(b, loc, v);
+}
+
+Value BandArithmetic::clamp(Value v, Value lo, Value hi) {
+  Value atLeast = arith::MaxSIOp::create(b, loc, v, lo);
+  return arith::MinSIOp::create(b, loc, atLeast, hi);
+}
+
+Value BandArithmetic::relative(Value row, Value origin) {
+  Value rel = arith::AddIOp::create(b, loc, row, diagonal);
+  return origin ? Value(arith::SubIOp::create(b, loc, rel, origin)) : rel;
+}
+
+Value BandArithmetic::upper(Value rel) {
+  if (!right)
+    return Value();
+  return arith::AddIOp::create(b, loc, rel, constant(*right));
+}
+
+Value BandArithmetic::lower(Value rel) {
+  if (!left)
+    return Value();
+  return arith::SubIOp::create(b, loc, rel, constant(*left));
+}
+
+std::pair<Value, Value>
+BandArithmetic::keysSomeRowSees(Value firstRow, Value count, Value keys) {
+  Value first = constant(0), last = keys;
+  if (!banded())
+    return {first, last};
+  Value base = firstRow
+                   ? Value(arith::AddIOp::create(b, loc, firstRow, diagonal))
+                   : diagonal;
+  if (right) {
+    Value end = arith::AddIOp::create(b, loc, base, count);
+    end = arith::AddIOp::create(b, loc, end, constant(*right));
+    last = clamp(end, constant(0), keys);
+  }
+  if (left) {
+    Value start = arith::SubIOp::create(b, loc, base, constant(*left));
+    first = clamp(start, constant(0), last);
+  }
+  return {first, last};
+}
+
+std::pair<Value, Value> BandArithmetic::keysEveryRowSees(Value firstRow,
+                                                         Value count,
+                                                         Value first,
+                                                         Value last) {
+  Value base = firstRow
+                   ? Value(arith::AddIOp::create(b, loc, firstRow, diagonal))
+                   : diagonal;
+  Value from = first, to = last;
+  if (left) {
+    // The last row's first key.
+    Value lastRow = arith::AddIOp::create(b, loc, base, count);
+    lastRow = arith::SubIOp::create(b, loc, lastRow, constant(1));
+    from = clamp(arith::SubIOp::create(b, loc, lastRow, constant(*left)), first,
+                 last);
+  }
+  if (right) {
+    // One past the first row's last key.
+    Value end = arith::AddIOp::create(b, loc, base, constant(*right));
+    end = arith::AddIOp::create(b, loc, end, constant(1));
+    to = clamp(end, from, last);
+  }
+  return {from, to};
+}
+
+Value BandArithmetic::blockInBand(Value firstRow, Value count, Value blockStart,
+                                  Value blockKeys) {
+  Value base = arith::AddIOp::create(b, loc, firstRow, diagonal);
+  Value inside = arith::ConstantOp::create(b, loc, b.getBoolAttr(true));
+  if (right) {
+    // The last key is within the first row's reach.
+    Value end = arith::AddIOp::create(b, loc, blockStart, blockKeys);
+    Value lastKey = arith::SubIOp::create(b, loc, end, constant(1));
+    Value reach = arith::AddIOp::create(b, loc, base, constant(*right));
+    inside = arith::AndIOp::create(
+        b, loc, inside,
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, lastKey,
+                              reach));
+  }
+  if (left) {
+    // The first key is within the last row's reach.
+    Value end = arith::AddIOp::create(b, loc, base, count);
+    Value lastRow = arith::SubIOp::create(b, loc, end, constant(1));
+    Value reach = arith::SubIOp::create(b, loc, lastRow, constant(*left));
+    inside = arith::AndIOp::create(
+        b, loc, inside,
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, blockStart,
+                              reach));
+  }
+  return inside;
+}
+
+BandArithmetic::SeenKeys BandArithmetic::keysRowsSee(Value firstRow,
+                                                     Value lastRow,
+                                                     Value blockStart,
+                                                     Value blockKeys) {
+  auto local = [&](Value row, int64_t offset) {
+    Value center = arith::AddIOp::create(b, loc, row, diagonal);
+    Value key = arith::AddIOp::create(b, loc, center, constant(offset));
+    Value rel = arith::SubIOp::create(b, loc, key, blockStart);
+    return clamp(rel, constant(0), blockKeys);
+  };
+  SeenKeys seen;
+  seen.anyFrom = left ? local(firstRow, -*left) : constant(0);
+  seen.anyTo = right ? local(lastRow, *right + 1) : blockKeys;
+  Value allFrom = left ? local(lastRow, -*left) : constant(0);
+  Value allTo = right ? local(firstRow, *right + 1) : blockKeys;
+  Value even = constant(-2);
+  seen.allFrom = arith::AndIOp::create(
+      b, loc, arith::AddIOp::create(b, loc, allFrom, constant(1)), even);
+  seen.allTo = arith::MaxSIOp::create(
+      b, loc, seen.allFrom, arith::AndIOp::create(b, loc, allTo, even));
+  return seen;
+}
+
+//===----------------------------------------------------------------------===//
+// Diagonal and loops
+//===----------------------------------------------------------------------===//
+
+Value mlir::attn::resolveDiagonal(OpBuilder &b, Location loc,
+                                  OnlineAttentionOp op, Value diagonal,
+                                  function_ref<Value(Value, int64_t)> size) {
+  if (diagonal || !op.getAlignment())
+    return diagonal;
+  if (*op.getAlignment() == DiagonalAlignment::top_left)
+    return arith::ConstantIndexOp::create(b, loc, 0);
+  Value keys = size(op.getKey(), 2);
+  Value rows = size(op.getQuery(), 2);
+  return arith::SubIOp::create(b, loc, keys, rows);
+}
+
+void mlir::attn::buildLoop(OpBuilder &b, Location loc, Value lb, Value ub,
+                           Value step, function_ref<void(Value)> body) {
+  auto loop = scf::ForOp::create(b, loc, lb, ub, step);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(loop.getBody()->getTerminator());
+  body(loop.getInductionVar());
+}
+
+SmallVector<Value> mlir::attn::buildLoopWith(
+    OpBuilder &b, Location loc, Value lb, Value ub, Value step,
+    ValueRange inits,
+    function_ref<SmallVector<Value>(Value, ValueRange)> body) {
+  auto loop = scf::ForOp::create(b, loc, lb, ub, step, inits);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    SmallVector<Value> next =
+        body(loop.getInductionVar(), loop.getRegionIterArgs());
+    scf::YieldOp::create(b, loc, next);
+  }
+  return SmallVector<Value>(loop.getResults());
+}

@@ -1,0 +1,189 @@
+//===- AttentionMath.h - The attention maths every lowering builds -*- C++
+//-*-===//
+//
+// The pieces of attention that the CPU lowering (attn-lower-to-vector's
+// micro-kernels), the GPU lowering (attn-lower-to-gpu) and masked-block
+// skipping all build, written once:
+//
+//  - the score function: the scale, the soft cap, an additive bias's factor
+//    (the place where dropout and score/mask modifiers will join);
+//  - the causal/window band: which keys a row, a tile of rows or a block
+//    may see (BandArithmetic);
+//  - the online update of a row's running max, the exponentials' reference
+//    and rescale factor, and its running sum (AttentionMath).
+//
+// How a row is reduced (a vector tree, per-lane partial sums, warp
+// shuffles) stays with each micro-kernel; what is reduced, and how the
+// statistics combine, is here. The targets share one numerical contract
+// (docs/spec.md); the two choices in which they differ, each for a
+// measured reason, are the SoftmaxConvention.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ATTN_TRANSFORMS_ATTENTIONMATH_H
+#define ATTN_TRANSFORMS_ATTENTIONMATH_H
+
+#include "dialect/AttnOps.h"
+#include "mlir/IR/Builders.h"
+
+#include <optional>
+
+namespace mlir {
+namespace attn {
+
+/// The numerical conventions of a lowering's softmax.
+struct SoftmaxConvention {
+  /// Scores in base 2: log2(e) joins the score scale, the soft cap and an
+  /// additive bias, and p = exp2(s - m'). On AVX-512 exp2's polynomial is two
+  /// instructions shorter than exp's (f32 prefill 1.01-1.05x, bf16
+  /// 1.025-1.03x on Zen 4). Otherwise natural units and exp.
+  bool base2 = false;
+  /// max(x, y) as x > y ? x : y, x86's vmaxps (one instruction, where
+  /// arith.maximumf's NaN propagation costs a compare and a blend more:
+  /// 6-7 % of a bf16 kernel's time on Zen 4), rather than arith.maximumf.
+  /// A NaN score may then pass over the max; it still reaches its row
+  /// through p = exp(NaN - m') into the sum, and the normalization's empty
+  /// row (max = -inf and sum = 0) tells such a row from a masked one.
+  bool selectMax = false;
+
+  /// attn-lower-to-vector's.
+  static SoftmaxConvention cpu() {
+    return {/*base2=*/true, /*selectMax=*/true};
+  }
+  /// attn-lower-to-gpu's: natural units, and the max that propagates NaN.
+  static SoftmaxConvention gpu() {
+    return {/*base2=*/false, /*selectMax=*/false};
+  }
+};
+
+/// The score function and the online update of one op at a builder's
+/// insertion point. Values are f32 scalars or vectors of f32; the
+/// constants made match them.
+class AttentionMath {
+public:
+  AttentionMath(OpBuilder &b, Location loc, OnlineAttentionOp op,
+                SoftmaxConvention convention)
+      : b(b), loc(loc), op(op), convention(convention) {}
+
+  //===--- the score function -------------------------------------------===//
+
+  /// The factor from q·k to the scores the softmax takes: the op's scale
+  /// (times log2(e) in base 2, rounded once).
+  double scoreScale();
+  /// The factor of an additive bias in the scores' units: log2(e) in base
+  /// 2, else 1.
+  double biasScale();
+  /// The op's soft cap c·tanh(s / c) of a scaled score s (c·log2(e) in
+  /// place of c in base 2); s itself when the op has none.
+  Value softcap(Value s);
+
+  //===--- the online update --------------------------------------------===//
+
+  /// max(x, y) in the convention's flavour.
+  Value max(Value x, Value y);
+  /// The softmax's exponential of x = s - m' <= 0 (or NaN): exp2 in base 2
+  /// (marked for attn-approximate-math, which may then leave out its upper
+  /// clamp), else exp.
+  Value exp(Value x);
+
+  /// A row's maximum after a block, and what its exponentials take.
+  struct MaxUpdate {
+    Value max;       // m' = max(block max, m)
+    Value reference; // m' where a key was allowed, else 0
+    Value alpha;     // exp(m - reference): the rescale of sum and acc
+  };
+  /// The update of running max `oldMax` by `blockMax`. A row that has seen
+  /// no allowed key keeps m' = -inf; its exponentials then take 0 for m',
+  /// so that no -inf - -inf is ever formed.
+  MaxUpdate updateMax(Value oldMax, Value blockMax);
+  /// sum' = alpha·sum + the block's sum, which is the sum of `blockSums`
+  /// (partial sums, added in order).
+  Value updateSum(Value oldSum, Value alpha, ValueRange blockSums);
+
+private:
+  /// `v` as an f32 constant of `like`'s type (a scalar, or a broadcast).
+  Value constantLike(Value like, double v);
+
+  OpBuilder &b;
+  Location loc;
+  OnlineAttentionOp op;
+  SoftmaxConvention convention;
+};
+
+/// The causal/window band of an attention op in index arithmetic: row i may
+/// see key j iff i + d - left <= j <= i + d + right, with d the op's
+/// diagonal (the caller's, resolved by resolveDiagonal), right = 0 under
+/// causal masking and either side possibly unbounded.
+class BandArithmetic {
+public:
+  BandArithmetic(OpBuilder &b, Location loc, OnlineAttentionOp op,
+                 Value diagonal);
+
+  /// Whether the op has a band at all.
+  bool banded() const { return left || right; }
+
+  /// Row `row`'s diagonal key relative to key `origin` (null: key 0),
+  /// row + d - origin: the row sees keys [lower(rel), upper(rel)] from
+  /// `origin`.
+  Value relative(Value row, Value origin);
+  /// rel + right, the last key the row of `rel` sees (unclamped); null
+  /// without a right bound.
+  Value upper(Value rel);
+  /// rel - left, the first key the row of `rel` sees (unclamped); null
+  /// without a left bound.
+  Value lower(Value rel);
+
+  /// [first, last): the keys of [0, keys) that rows [firstRow, firstRow +
+  /// count) may see (all of them without a band).
+  std::pair<Value, Value> keysSomeRowSees(Value firstRow, Value count,
+                                          Value keys);
+  /// [from, to): of [first, last), the keys that every row of [firstRow,
+  /// firstRow + count) sees, clamped so that first <= from <= to <= last.
+  std::pair<Value, Value> keysEveryRowSees(Value firstRow, Value count,
+                                           Value first, Value last);
+  /// Whether every row of [firstRow, firstRow + count) sees every key of
+  /// [blockStart, blockStart + blockKeys): the block needs no band mask.
+  Value blockInBand(Value firstRow, Value count, Value blockStart,
+                    Value blockKeys);
+
+  /// Which keys of [blockStart, blockStart + blockKeys) the rows from
+  /// firstRow to lastRow see, block-local: some row sees only keys of
+  /// [anyFrom, anyTo); every row sees [allFrom, allTo), both even (allFrom
+  /// rounded up, allTo down) and anyFrom <= allFrom <= allTo.
+  struct SeenKeys {
+    Value anyFrom, allFrom, allTo, anyTo;
+  };
+  SeenKeys keysRowsSee(Value firstRow, Value lastRow, Value blockStart,
+                       Value blockKeys);
+
+  std::optional<int64_t> left, right;
+
+private:
+  Value constant(int64_t v);
+  Value clamp(Value v, Value lo, Value hi);
+
+  OpBuilder &b;
+  Location loc;
+  Value diagonal;
+};
+
+/// The op's causal diagonal: its diagonal operand (`diagonal`, as the
+/// caller sees it), or for an op written with align(...) 0 (top_left) or
+/// Sk - Sq of its own operands (bottom_right), `size(operand, dim)` giving
+/// their sizes; null for an op with neither.
+Value resolveDiagonal(OpBuilder &b, Location loc, OnlineAttentionOp op,
+                      Value diagonal, function_ref<Value(Value, int64_t)> size);
+
+/// An scf.for from `lb` to `ub` by `step` whose body `body` builds.
+void buildLoop(OpBuilder &b, Location loc, Value lb, Value ub, Value step,
+               function_ref<void(Value)> body);
+/// An scf.for carrying `inits`; `body(iv, iterArgs)` returns the values
+/// it yields. Returns the loop's results.
+SmallVector<Value>
+buildLoopWith(OpBuilder &b, Location loc, Value lb, Value ub, Value step,
+              ValueRange inits,
+              function_ref<SmallVector<Value>(Value, ValueRange)> body);
+
+} // namespace attn
+} // namespace mlir
+
+#endif // ATTN_TRANSFORMS_ATTENTIONMATH_H
