@@ -30,6 +30,7 @@
 // (r0,c), (r0,c+1), (r1,c), (r1,c+1). Row statistics are 2 values (r0, r1).
 //
 //===----------------------------------------------------------------------===//
+#include "lib/Transforms/AttentionMath.h"
 #include "lib/Transforms/Passes.h"
 
 #include "dialect/AttnOps.h"
@@ -156,20 +157,16 @@ private:
                : arith::ExtFOp::create(b(), b().getF32Type(), v);
   }
   void forLoop(Value lb, Value ub, Value step, function_ref<void(Value)> body) {
-    auto loop = scf::ForOp::create(b(), lb, ub, step);
-    OpBuilder::InsertionGuard guard(b());
-    b().setInsertionPoint(loop.getBody()->getTerminator());
-    body(loop.getInductionVar());
+    buildLoop(b(), b().getLoc(), lb, ub, step, body);
   }
   SmallVector<Value>
   forLoopWith(Value lb, Value ub, Value step, ValueRange inits,
               function_ref<SmallVector<Value>(Value, ValueRange)> body) {
-    auto loop = scf::ForOp::create(b(), lb, ub, step, inits);
-    OpBuilder::InsertionGuard guard(b());
-    b().setInsertionPointToStart(loop.getBody());
-    scf::YieldOp::create(
-        b(), body(loop.getInductionVar(), loop.getRegionIterArgs()));
-    return SmallVector<Value>(loop.getResults());
+    return buildLoopWith(b(), b().getLoc(), lb, ub, step, inits, body);
+  }
+  /// The op's score function and online update in the GPU's conventions.
+  AttentionMath maths(OnlineAttentionOp op) {
+    return AttentionMath(b(), b().getLoc(), op, SoftmaxConvention::gpu());
   }
   /// `then` under `cond`, with `otherwise` as the value when false.
   Value ifElse(Value cond, Type type, function_ref<Value()> then,
@@ -228,12 +225,13 @@ private:
   SmallVector<Value> scoresMma();
   SmallVector<Value> scoresFma();
   void maskScores(OnlineAttentionOp op, SmallVector<Value> &scores, Value keys);
-  SmallVector<Value> updateStatistics(SmallVector<Value> &scores,
+  SmallVector<Value> updateStatistics(OnlineAttentionOp op,
+                                      SmallVector<Value> &scores,
                                       Fragments &max, Fragments &sum);
   void accumulateMma(SmallVector<Value> &acc, ArrayRef<Value> probs);
   void accumulateFma(SmallVector<Value> &acc, ArrayRef<Value> probs, Value keys,
                      bool dropExcluded);
-  Value rowReduce(Value v, bool isMax);
+  Value rowReduce(AttentionMath &maths, Value v, bool isMax);
   Value packPair(Value lo, Value hi);
   Value mmaOperand(Value pair);
   Value mmaStep(ArrayRef<Value> a, ArrayRef<Value> b, ArrayRef<Value> c);
@@ -829,27 +827,19 @@ SmallVector<Value> KernelConverter::scoresFma() {
 /// key count, per score, as the online op defines them.
 void KernelConverter::maskScores(OnlineAttentionOp op,
                                  SmallVector<Value> &scores, Value keys) {
-  Value scale = f32(op.getEffectiveScale());
+  AttentionMath scoreMath = maths(op);
+  Value scale = f32(scoreMath.scoreScale());
   for (Value &s : scores)
     s = arith::MulFOp::create(b(), s, scale);
-  if (auto cap = op.getSoftcapAttr()) {
-    float c = cap.getValueAsDouble();
-    Value inv = f32(1.0f / c), capValue = f32(c);
-    for (Value &s : scores)
-      s = arith::MulFOp::create(
-          b(), math::TanhOp::create(b(), arith::MulFOp::create(b(), s, inv)),
-          capValue);
-  }
+  for (Value &s : scores)
+    s = scoreMath.softcap(s);
 
   // The band: key j allowed iff row + diag - left <= j <= row + diag + right.
-  Value diagonal =
-      op.getDiagonal() ? mapping.lookupOrDefault(op.getDiagonal()) : Value();
-  if (!diagonal && op.getAlignment())
-    diagonal =
-        *op.getAlignment() == DiagonalAlignment::top_left
-            ? cst(0)
-            : sub(views[op.getKey()].sizes[2], views[op.getQuery()].sizes[2]);
-  auto [left, right] = op.getBandOffsets();
+  Value diagonal = resolveDiagonal(
+      b(), b().getLoc(), op,
+      op.getDiagonal() ? mapping.lookupOrDefault(op.getDiagonal()) : Value(),
+      [&](Value operand, int64_t dim) { return views[operand].sizes[dim]; });
+  BandArithmetic band(b(), b().getLoc(), op, diagonal);
 
   const View *mask = op.getMask() ? &views[op.getMask()] : nullptr;
   Value negInf = f32(-kInf), zero = f32(0);
@@ -859,16 +849,16 @@ void KernelConverter::maskScores(OnlineAttentionOp op,
       Value row = fragmentRow(i);
       Value key = add(colPair, cst(j * kGroup + (i & 1)));
       Value allowed = lt(key, keys);
-      if (diagonal && (left || right)) {
-        Value center = add(row, diagonal);
-        if (right)
+      if (diagonal && band.banded()) {
+        Value center = band.relative(row, Value());
+        if (band.right)
           allowed = andI(allowed,
                          arith::CmpIOp::create(b(), arith::CmpIPredicate::sle,
-                                               key, add(center, cst(*right))));
-        if (left)
+                                               key, band.upper(center)));
+        if (band.left)
           allowed = andI(allowed,
                          arith::CmpIOp::create(b(), arith::CmpIPredicate::sge,
-                                               key, sub(center, cst(*left))));
+                                               key, band.lower(center)));
       }
       if (mask) {
         // Rows past the tile's end and keys past the tile are not read; a
@@ -898,12 +888,12 @@ void KernelConverter::maskScores(OnlineAttentionOp op,
 }
 
 /// The 4 lanes of a row combine their partial max or sum.
-Value KernelConverter::rowReduce(Value v, bool isMax) {
+Value KernelConverter::rowReduce(AttentionMath &maths, Value v, bool isMax) {
   for (int32_t offset : {1, 2}) {
     Value other = gpu::ShuffleOp::create(b(), b().getLoc(), v, offset,
                                          kWarpSize, gpu::ShuffleMode::XOR)
                       .getShuffleResult();
-    v = isMax ? Value(arith::MaximumFOp::create(b(), v, other))
+    v = isMax ? maths.max(v, other)
               : Value(arith::AddFOp::create(b(), v, other));
   }
   return v;
@@ -911,37 +901,31 @@ Value KernelConverter::rowReduce(Value v, bool isMax) {
 
 /// Online update of the rows' max and sum; scores become the weights p.
 /// Returns the rescale factor alpha of row 0 and row 1.
-SmallVector<Value> KernelConverter::updateStatistics(SmallVector<Value> &scores,
+SmallVector<Value> KernelConverter::updateStatistics(OnlineAttentionOp op,
+                                                     SmallVector<Value> &scores,
                                                      Fragments &max,
                                                      Fragments &sum) {
+  AttentionMath softmax = maths(op);
   SmallVector<Value> alphas;
   for (int64_t r = 0; r < 2; ++r) {
     Value blockMax = f32(-kInf);
     for (int64_t j = 0; j < keyTile / kGroup; ++j)
       for (int64_t c = 0; c < 2; ++c)
-        blockMax =
-            arith::MaximumFOp::create(b(), blockMax, scores[j * 4 + r * 2 + c]);
-    blockMax = rowReduce(blockMax, /*isMax=*/true);
+        blockMax = softmax.max(blockMax, scores[j * 4 + r * 2 + c]);
+    blockMax = rowReduce(softmax, blockMax, /*isMax=*/true);
     Value oldMax = max.values[r];
-    Value newMax = arith::MaximumFOp::create(b(), oldMax, blockMax);
-    // A row with no allowed key yet: exponents relative to 0, never
-    // -inf - -inf.
-    Value none = arith::CmpFOp::create(b(), arith::CmpFPredicate::OEQ, newMax,
-                                       f32(-kInf));
-    Value safe = select(none, f32(0), newMax);
-    Value alpha =
-        math::ExpOp::create(b(), arith::SubFOp::create(b(), oldMax, safe));
+    AttentionMath::MaxUpdate update = softmax.updateMax(oldMax, blockMax);
+    Value safe = update.reference, alpha = update.alpha;
     Value rowSum = f32(0);
     for (int64_t j = 0; j < keyTile / kGroup; ++j)
       for (int64_t c = 0; c < 2; ++c) {
         Value &s = scores[j * 4 + r * 2 + c];
-        s = math::ExpOp::create(b(), arith::SubFOp::create(b(), s, safe));
+        s = softmax.exp(arith::SubFOp::create(b(), s, safe));
         rowSum = arith::AddFOp::create(b(), rowSum, s);
       }
-    rowSum = rowReduce(rowSum, /*isMax=*/false);
-    max.values[r] = newMax;
-    sum.values[r] = arith::AddFOp::create(
-        b(), arith::MulFOp::create(b(), sum.values[r], alpha), rowSum);
+    rowSum = rowReduce(softmax, rowSum, /*isMax=*/false);
+    max.values[r] = update.max;
+    sum.values[r] = softmax.updateSum(sum.values[r], alpha, rowSum);
     alphas.push_back(alpha);
   }
   return alphas;
@@ -1054,7 +1038,7 @@ LogicalResult KernelConverter::convertOnline(OnlineAttentionOp op) {
 
   SmallVector<Value> scores = mma ? scoresMma() : scoresFma();
   maskScores(op, scores, keys);
-  SmallVector<Value> alphas = updateStatistics(scores, max, sum);
+  SmallVector<Value> alphas = updateStatistics(op, scores, max, sum);
   for (auto [i, a] : llvm::enumerate(acc))
     a = arith::MulFOp::create(b(), a, alphas[(i % 4) / 2]);
   if (asyncCopy) {

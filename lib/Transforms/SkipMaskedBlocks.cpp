@@ -18,6 +18,7 @@
 // only the key tiles it needs, and only the boundary tiles pay for masking.
 //
 //===----------------------------------------------------------------------===//
+#include "lib/Transforms/AttentionMath.h"
 #include "lib/Transforms/Passes.h"
 
 #include "dialect/AttnOps.h"
@@ -36,33 +37,16 @@ using namespace mlir::attn;
 
 namespace {
 
-struct KeyRangeBuilder {
-  OpBuilder &b;
-  Location loc;
-
-  Value constant(int64_t value) {
-    return arith::ConstantIndexOp::create(b, loc, value);
-  }
-  Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
-  Value sub(Value x, Value y) { return arith::SubIOp::create(b, loc, x, y); }
-  /// x rounded down (or up) to a multiple of `align` (x >= 0).
-  Value roundDown(Value x, int64_t align) {
-    Value a = constant(align);
-    return arith::MulIOp::create(b, loc, arith::DivUIOp::create(b, loc, x, a),
-                                 a);
-  }
-  Value roundUp(Value x, int64_t align) {
-    return roundDown(add(x, constant(align - 1)), align);
-  }
-  Value clamp(Value x, Value lo, Value hi) {
-    Value atLeast = arith::MaxSIOp::create(b, loc, x, lo);
-    return arith::MinSIOp::create(b, loc, atLeast, hi);
-  }
-  Value dim(Value shaped, int64_t index) {
-    return getValueOrCreateConstantIndexOp(
-        b, loc, tensor::getMixedSize(b, loc, shaped, index));
-  }
-};
+/// `x` rounded down (or up) to a multiple of `align` (x >= 0).
+Value roundDown(OpBuilder &b, Location loc, Value x, int64_t align) {
+  Value a = arith::ConstantIndexOp::create(b, loc, align);
+  Value blocks = arith::DivUIOp::create(b, loc, x, a);
+  return arith::MulIOp::create(b, loc, blocks, a);
+}
+Value roundUp(OpBuilder &b, Location loc, Value x, int64_t align) {
+  Value padding = arith::ConstantIndexOp::create(b, loc, align - 1);
+  return roundDown(b, loc, arith::AddIOp::create(b, loc, x, padding), align);
+}
 
 /// Slices the key dimension of K, V and the mask to [begin, end) and
 /// creates an online op on it, reading and writing `state`.
@@ -105,47 +89,30 @@ LogicalResult splitByKeyRanges(OnlineAttentionOp op, RewriterBase &rewriter,
                                int64_t keyAlignment) {
   Location loc = op.getLoc();
   rewriter.setInsertionPoint(op);
-  KeyRangeBuilder kb{rewriter, loc};
+  auto size = [&](Value shaped, int64_t index) {
+    return getValueOrCreateConstantIndexOp(
+        rewriter, loc, tensor::getMixedSize(rewriter, loc, shaped, index));
+  };
+  Value rows = size(op.getQuery(), 2);
+  Value keys = size(op.getKey(), 2);
+  Value diagonal = resolveDiagonal(
+      rewriter, loc, op, op.getDiagonal(), [&](Value shaped, int64_t index) {
+        return index == 2 && shaped == op.getKey() ? keys : rows;
+      });
 
-  Value rows = kb.dim(op.getQuery(), 2);
-  Value keys = kb.dim(op.getKey(), 2);
-  Value diagonal = op.getDiagonal();
-  if (!diagonal)
-    diagonal = *op.getAlignment() == DiagonalAlignment::top_left
-                   ? kb.constant(0)
-                   : kb.sub(keys, rows);
-
-  std::optional<int64_t> left, right;
-  if (WindowAttr window = op.getWindowAttr()) {
-    left = window.getLeft();
-    right = window.getRight();
-  }
-  if (op.getCausal())
-    right = 0; // a window's right side (>= 0) is looser than causal
-
-  Value zero = kb.constant(0), one = kb.constant(1);
-  Value lo =
-      left ? kb.clamp(kb.sub(diagonal, kb.constant(*left)), zero, keys) : zero;
-  Value hi = right
-                 ? kb.clamp(kb.add(kb.add(rows, diagonal), kb.constant(*right)),
-                            lo, keys)
-                 : keys;
-  Value midLo = left ? kb.clamp(kb.sub(kb.add(kb.sub(rows, one), diagonal),
-                                       kb.constant(*left)),
-                                lo, hi)
-                     : lo;
-  Value midHi =
-      right ? kb.clamp(kb.add(kb.add(diagonal, kb.constant(*right)), one),
-                       midLo, hi)
-            : hi;
+  // [lo, hi): the keys some row sees; [midLo, midHi): those every row sees.
+  BandArithmetic band(rewriter, loc, op, diagonal);
+  std::optional<int64_t> left = band.left, right = band.right;
+  auto [lo, hi] = band.keysSomeRowSees(Value(), rows, keys);
+  auto [midLo, midHi] = band.keysEveryRowSees(Value(), rows, lo, hi);
 
   if (keyAlignment > 1) {
     if (left)
-      midLo = arith::MinSIOp::create(rewriter, loc,
-                                     kb.roundUp(midLo, keyAlignment), midHi);
+      midLo = arith::MinSIOp::create(
+          rewriter, loc, roundUp(rewriter, loc, midLo, keyAlignment), midHi);
     if (right)
-      midHi = arith::MaxSIOp::create(rewriter, loc,
-                                     kb.roundDown(midHi, keyAlignment), midLo);
+      midHi = arith::MaxSIOp::create(
+          rewriter, loc, roundDown(rewriter, loc, midHi, keyAlignment), midLo);
   }
 
   // An unbounded side has no masked range on that side: no op for it.

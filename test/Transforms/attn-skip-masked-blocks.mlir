@@ -12,7 +12,7 @@
 //  CHECK-SAME: (%[[Q:[a-z0-9]+]]: {{.+}}, %[[K:[a-z0-9]+]]: {{.+}}, %[[V:[a-z0-9]+]]: {{.+}}, %[[ACC:[a-z0-9]+]]: {{.+}}, %[[M:[a-z0-9]+]]: {{.+}}, %[[S:[a-z0-9]+]]: {{.+}}, %[[D:[a-z0-9]+]]: index)
 //   CHECK-DAG: %[[ROWS:.+]] = tensor.dim %[[Q]], %c2
 //   CHECK-DAG: %[[KEYS:.+]] = tensor.dim %[[K]], %c2
-//       CHECK: %[[END:.+]] = arith.addi %[[ROWS]], %[[D]]
+//       CHECK: %[[END:.+]] = arith.addi %[[D]], %[[ROWS]]
 //       CHECK: %[[HI0:.+]] = arith.maxsi %[[END]], %c0
 //       CHECK: %[[HI:.+]] = arith.minsi %[[HI0]], %[[KEYS]]
 //       CHECK: %[[FULL:.+]] = arith.addi %[[D]], %c1
