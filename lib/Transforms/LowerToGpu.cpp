@@ -31,6 +31,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "lib/Transforms/AttentionMath.h"
+#include "lib/Transforms/Gpu/WarpTile.h"
 #include "lib/Transforms/Passes.h"
 
 #include "dialect/AttnOps.h"
@@ -53,14 +54,14 @@ namespace attn {
 
 using namespace mlir;
 using namespace mlir::attn;
+using namespace mlir::attn::gpu_kernel;
 
 namespace {
 
+// NVGPUDialect.h declares a global kWarpSize too: ours is meant.
+using gpu_kernel::kWarpSize;
+
 constexpr float kInf = std::numeric_limits<float>::infinity();
-constexpr int64_t kWarpSize = 32;
-constexpr int64_t kRowsPerWarp = 16;
-/// Columns of one fragment group, and of an MMA's reduction step.
-constexpr int64_t kGroup = 8, kMmaK = 16;
 /// The most static keys an op may take as one tile, without a key loop (as
 /// many as the largest key tile the GPU pipeline takes).
 constexpr int64_t kMaxWholeKeys = 128;
@@ -89,12 +90,7 @@ struct Fragments {
 
 int64_t elementBytes(Type t) { return t.getIntOrFloatBitWidth() / 8; }
 
-/// The K/V/Q tile buffers in shared memory, with their row pitches.
-struct SharedTiles {
-  Value query, keys, values, probs; // probs: FMA path only
-};
-
-class KernelConverter {
+class KernelConverter : public WarpTile {
 public:
   KernelConverter(func::FuncOp func, scf::ForallOp forall, bool useMma,
                   bool useAsyncCopy)
@@ -108,15 +104,12 @@ private:
   scf::ForallOp forall;
   bool requestMma, asyncCopy;
 
-  // Tile geometry, from the IR.
-  Type elementType;
-  int64_t blockRows = 0, keyTile = 0, headDim = 0, valueDim = 0;
-  int64_t paddedHeadDim = 0, paddedValueDim = 0, warps = 0;
-  bool mma = false;
-  int64_t qPitch = 0, vPitch = 0, pPitch = 0;
+  /// The micro-kernel the tile takes, and once built, the micro-kernel.
+  GpuMicroKernelKind kind = GpuMicroKernelKind::Fma;
+  std::unique_ptr<GpuMicroKernel> microKernel;
 
   // Conversion state.
-  std::unique_ptr<ImplicitLocOpBuilder> builder;
+  std::unique_ptr<ImplicitLocOpBuilder> ownedBuilder;
   IRMapping mapping;
   SmallVector<GlobalTensor> globals;
   /// The grid dimension of each forall index.
@@ -124,62 +117,7 @@ private:
   DenseMap<Value, View> views;
   DenseMap<Value, Fragments> states;
   SharedTiles shared;
-  Value tid, warp, lane, rowInWarp, colPair; // colPair = 2 (lane % 4)
-  Value row0, row1;                          // tile rows of this thread
-  // The row and column whose address this lane gives ldmatrix.x4 (four
-  // 8x8 matrices, lanes 8m..8m+7 the rows of matrix m): `lane % 16` and
-  // `8 (lane / 16)` (matrices m = 0..3 at rows +0, +8, +0, +8 and columns
-  // +0, +0, +8, +8), or the key-operand order `lane % 8 + 8 (lane / 16)`
-  // and `8 ((lane / 8) % 2)` (rows +0, +0, +8, +8, columns +0, +8, +0, +8).
-  Value ldRow, ldCol, ldKeyRow, ldKeyCol;
   Value stagedQuery; // the original query tile value now in shared memory
-
-  ImplicitLocOpBuilder &b() { return *builder; }
-
-  //===--- small builders ---------------------------------------------===//
-  Value cst(int64_t v) { return arith::ConstantIndexOp::create(b(), v); }
-  Value f32(float v) {
-    return arith::ConstantOp::create(b(), b().getF32FloatAttr(v));
-  }
-  Value add(Value x, Value y) { return arith::AddIOp::create(b(), x, y); }
-  Value mul(Value x, Value y) { return arith::MulIOp::create(b(), x, y); }
-  Value sub(Value x, Value y) { return arith::SubIOp::create(b(), x, y); }
-  Value lt(Value x, Value y) {
-    return arith::CmpIOp::create(b(), arith::CmpIPredicate::slt, x, y);
-  }
-  Value andI(Value x, Value y) { return arith::AndIOp::create(b(), x, y); }
-  Value select(Value c, Value x, Value y) {
-    return arith::SelectOp::create(b(), c, x, y);
-  }
-  Value toF32(Value v) {
-    return v.getType().isF32()
-               ? v
-               : arith::ExtFOp::create(b(), b().getF32Type(), v);
-  }
-  void forLoop(Value lb, Value ub, Value step, function_ref<void(Value)> body) {
-    buildLoop(b(), b().getLoc(), lb, ub, step, body);
-  }
-  SmallVector<Value>
-  forLoopWith(Value lb, Value ub, Value step, ValueRange inits,
-              function_ref<SmallVector<Value>(Value, ValueRange)> body) {
-    return buildLoopWith(b(), b().getLoc(), lb, ub, step, inits, body);
-  }
-  /// The op's score function and online update in the GPU's conventions.
-  AttentionMath maths(OnlineAttentionOp op) {
-    return AttentionMath(b(), b().getLoc(), op, SoftmaxConvention::gpu());
-  }
-  /// `then` under `cond`, with `otherwise` as the value when false.
-  Value ifElse(Value cond, Type type, function_ref<Value()> then,
-               function_ref<Value()> otherwise) {
-    auto op = scf::IfOp::create(b(), TypeRange{type}, cond,
-                                /*withElseRegion=*/true);
-    OpBuilder::InsertionGuard guard(b());
-    b().setInsertionPointToStart(op.thenBlock());
-    scf::YieldOp::create(b(), then());
-    b().setInsertionPointToStart(op.elseBlock());
-    scf::YieldOp::create(b(), otherwise());
-    return op.getResult(0);
-  }
 
   //===--- global memory ----------------------------------------------===//
   /// The linear element index of `indices` (relative to the view).
@@ -222,22 +160,11 @@ private:
                           int64_t cols, int64_t paddedCols);
   void stageTile(Value tile, const View &view, Value rows, int64_t cols,
                  int64_t paddedCols);
-  SmallVector<Value> scoresMma();
-  SmallVector<Value> scoresFma();
   void maskScores(OnlineAttentionOp op, SmallVector<Value> &scores, Value keys);
   SmallVector<Value> updateStatistics(OnlineAttentionOp op,
                                       SmallVector<Value> &scores,
                                       Fragments &max, Fragments &sum);
-  void accumulateMma(SmallVector<Value> &acc, ArrayRef<Value> probs);
-  void accumulateFma(SmallVector<Value> &acc, ArrayRef<Value> probs, Value keys,
-                     bool dropExcluded);
   Value rowReduce(AttentionMath &maths, Value v, bool isMax);
-  Value packPair(Value lo, Value hi);
-  Value mmaOperand(Value pair);
-  Value mmaStep(ArrayRef<Value> a, ArrayRef<Value> b, ArrayRef<Value> c);
-  SmallVector<Value, 4> loadMatrices(Value tile, Value row, Value col,
-                                     bool transpose);
-  Value fragmentRow(int64_t i) { return i < 2 ? row0 : row1; }
 };
 
 //===----------------------------------------------------------------------===//
@@ -305,11 +232,13 @@ LogicalResult KernelConverter::analyze() {
   }
   paddedHeadDim = llvm::alignTo(headDim, kMmaK);
   paddedValueDim = llvm::alignTo(valueDim, kMmaK);
-  mma = requestMma && (elementType.isF16() || elementType.isBF16());
+  kind = requestMma && (elementType.isF16() || elementType.isBF16())
+             ? GpuMicroKernelKind::MmaSync
+             : GpuMicroKernelKind::Fma;
   // cp.async for the tensor-core path (16-bit inputs). The f32 FMA path
   // keeps element copies: with them its kernels stay below the register
   // limit (with cp.async ptxas spilled a few f32 kernels).
-  asyncCopy = asyncCopy && mma;
+  asyncCopy = asyncCopy && kind == GpuMicroKernelKind::MmaSync;
   // Row pitches that spread a warp's accesses over the banks: 16 bytes of
   // padding for the paired 16-bit loads (which keeps cp.async's 16-byte
   // chunks aligned), one word for f32 rows.
@@ -385,16 +314,8 @@ void KernelConverter::buildPrologue(gpu::GPUFuncOp kernel) {
   colPair = mul(arith::RemUIOp::create(b(), lane, cst(4)), cst(2));
   row0 = add(mul(warp, cst(kRowsPerWarp)), rowInWarp);
   row1 = add(row0, cst(kGroup));
-  if (mma) {
-    Value half = arith::DivUIOp::create(b(), lane, cst(16));
-    ldRow = arith::RemUIOp::create(b(), lane, cst(16));
-    ldCol = mul(half, cst(kGroup));
-    ldKeyRow = add(arith::RemUIOp::create(b(), lane, cst(kGroup)), ldCol);
-    ldKeyCol =
-        mul(arith::RemUIOp::create(
-                b(), arith::DivUIOp::create(b(), lane, cst(kGroup)), cst(2)),
-            cst(kGroup));
-  }
+  microKernel = createGpuMicroKernel(kind, *this, shared);
+  microKernel->buildPrologue();
 
   // Block ids replace the forall's indices (gridDims, from analyze()).
   for (int64_t i = 0, rank = forall.getRank(); i < rank; ++i) {
@@ -421,7 +342,7 @@ void KernelConverter::buildPrologue(gpu::GPUFuncOp kernel) {
   shared.query = carve(blockRows, qPitch, elementType);
   shared.keys = carve(keyTile, qPitch, elementType);
   shared.values = carve(keyTile, vPitch, elementType);
-  if (!mma)
+  if (needsProbsTile(kind))
     shared.probs = carve(blockRows, pPitch, b().getF32Type());
   kernel->setAttr("attn.shared_memory_bytes", b().getI64IntegerAttr(offset));
 }
@@ -723,106 +644,6 @@ void KernelConverter::stageQuery(const View &view) {
 // The online-softmax step
 //===----------------------------------------------------------------------===//
 
-/// An MMA operand from a pair of 16-bit values: vector<2xf16> as is; bf16
-/// pairs as a packed i32 (what nvvm.mma.sync accepts for bf16).
-Value KernelConverter::mmaOperand(Value pair) {
-  if (elementType.isF16())
-    return pair;
-  Value word = vector::BitCastOp::create(
-      b(), VectorType::get({1}, b().getI32Type()), pair);
-  return vector::ExtractOp::create(b(), word, ArrayRef<int64_t>{0});
-}
-
-Value KernelConverter::packPair(Value lo, Value hi) {
-  return mmaOperand(vector::FromElementsOp::create(
-      b(), VectorType::get({2}, elementType), ValueRange{lo, hi}));
-}
-
-/// c += a · b for one m16n8k16 tile; a: 4 operands, b: 2, c: 4 f32.
-Value KernelConverter::mmaStep(ArrayRef<Value> a, ArrayRef<Value> bw,
-                               ArrayRef<Value> c) {
-  Type f32Type = b().getF32Type();
-  auto resultType = LLVM::LLVMStructType::getLiteral(
-      b().getContext(), {f32Type, f32Type, f32Type, f32Type});
-  NVVM::MMATypes type =
-      elementType.isF16() ? NVVM::MMATypes::f16 : NVVM::MMATypes::bf16;
-  return NVVM::MmaOp::create(
-      b(), resultType, a, bw, c, ArrayRef<int64_t>{16, 8, 16},
-      /*b1Op=*/std::nullopt, /*intOverflow=*/std::nullopt,
-      std::array<NVVM::MMATypes, 2>{type, type},
-      std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
-                                     NVVM::MMALayout::col});
-}
-
-/// Four 8x8 matrices of a 16-bit shared-memory tile as MMA operands, by
-/// one ldmatrix.x4 (`.trans`: each matrix transposed); this lane gives the
-/// address of (row, col). Lane l then holds, of matrix m, row l / 4 and
-/// columns 2 (l % 4) and the next (transposed: that column and rows).
-SmallVector<Value, 4> KernelConverter::loadMatrices(Value tile, Value row,
-                                                    Value col, bool transpose) {
-  auto type = VectorType::get({4, 2}, elementType);
-  Value all = nvgpu::LdMatrixOp::create(b(), type, tile, ValueRange{row, col},
-                                        transpose, /*numTiles=*/4);
-  SmallVector<Value, 4> operands;
-  for (int64_t m = 0; m < 4; ++m)
-    operands.push_back(
-        mmaOperand(vector::ExtractOp::create(b(), all, ArrayRef<int64_t>{m})));
-  return operands;
-}
-
-/// Scores of the thread's fragment, S = Q·Kᵀ, on tensor cores. Per 16
-/// columns of D: the warp's 16 x 16 block of Q is one ldmatrix.x4 (the A
-/// operand as is); each ldmatrix.x4 of K gives the B operands of two groups
-/// of 8 keys (K's rows are Kᵀ's columns, the "col" layout B needs).
-SmallVector<Value> KernelConverter::scoresMma() {
-  int64_t groups = keyTile / kGroup;
-  SmallVector<Value> scores(groups * 4, f32(0));
-  Value qRow = add(mul(warp, cst(kRowsPerWarp)), ldRow);
-  for (int64_t k = 0; k < paddedHeadDim; k += kMmaK) {
-    SmallVector<Value, 4> a =
-        loadMatrices(shared.query, qRow, add(ldCol, cst(k)), false);
-    for (int64_t j = 0; j < groups; j += 2) {
-      SmallVector<Value, 4> bw =
-          loadMatrices(shared.keys, add(ldKeyRow, cst(j * kGroup)),
-                       add(ldKeyCol, cst(k)), false);
-      for (int64_t g = 0; g < 2; ++g) {
-        Value d = mmaStep(a, ArrayRef(bw).slice(2 * g, 2),
-                          ArrayRef(scores).slice((j + g) * 4, 4));
-        for (int64_t i = 0; i < 4; ++i)
-          scores[(j + g) * 4 + i] = LLVM::ExtractValueOp::create(b(), d, i);
-      }
-    }
-  }
-  return scores;
-}
-
-/// The same scores by FMA (f32 inputs, or MMA disabled).
-SmallVector<Value> KernelConverter::scoresFma() {
-  int64_t groups = keyTile / kGroup;
-  SmallVector<Value> inits(groups * 4, f32(0));
-  return forLoopWith(
-      cst(0), cst(headDim), cst(1), inits,
-      [&](Value d, ValueRange acc) -> SmallVector<Value> {
-        Value q0 = toF32(
-            memref::LoadOp::create(b(), shared.query, ValueRange{row0, d}));
-        Value q1 = toF32(
-            memref::LoadOp::create(b(), shared.query, ValueRange{row1, d}));
-        SmallVector<Value> next;
-        for (int64_t j = 0; j < groups; ++j) {
-          Value key = add(colPair, cst(j * kGroup));
-          Value k0 = toF32(
-              memref::LoadOp::create(b(), shared.keys, ValueRange{key, d}));
-          Value k1 = toF32(memref::LoadOp::create(
-              b(), shared.keys, ValueRange{add(key, cst(1)), d}));
-          next.push_back(math::FmaOp::create(b(), q0, k0, acc[j * 4 + 0]));
-          next.push_back(math::FmaOp::create(b(), q0, k1, acc[j * 4 + 1]));
-          next.push_back(math::FmaOp::create(b(), q1, k0, acc[j * 4 + 2]));
-          next.push_back(math::FmaOp::create(b(), q1, k1, acc[j * 4 + 3]));
-        }
-        return next;
-      });
-}
-
 /// Scale, soft-cap, bias or keep-mask, causal/window band and the tile's
 /// key count, per score, as the online op defines them.
 void KernelConverter::maskScores(OnlineAttentionOp op,
@@ -931,81 +752,6 @@ SmallVector<Value> KernelConverter::updateStatistics(OnlineAttentionOp op,
   return alphas;
 }
 
-/// acc += P·V on tensor cores: the weights' fragments are already in the
-/// A-operand layout (two 8-column groups make one 16-key step).
-void KernelConverter::accumulateMma(SmallVector<Value> &acc,
-                                    ArrayRef<Value> probs) {
-  auto round = [&](Value v) {
-    return arith::TruncFOp::create(b(), elementType, v).getResult();
-  };
-  for (int64_t k = 0; k < keyTile / kMmaK; ++k) {
-    ArrayRef<Value> lo = probs.slice(2 * k * 4, 4),
-                    hi = probs.slice((2 * k + 1) * 4, 4);
-    SmallVector<Value, 4> a = {packPair(round(lo[0]), round(lo[1])),
-                               packPair(round(lo[2]), round(lo[3])),
-                               packPair(round(hi[0]), round(hi[1])),
-                               packPair(round(hi[2]), round(hi[3]))};
-    // V's B operands pair two keys of one column: ldmatrix.x4.trans of
-    // 16 keys x 16 columns gives those of two groups of 8 columns.
-    Value keyRow = add(ldRow, cst(k * kMmaK));
-    for (int64_t e = 0; e < paddedValueDim / kGroup; e += 2) {
-      SmallVector<Value, 4> bw = loadMatrices(
-          shared.values, keyRow, add(ldCol, cst(e * kGroup)), true);
-      for (int64_t g = 0; g < 2; ++g) {
-        Value d = mmaStep(a, ArrayRef(bw).slice(2 * g, 2),
-                          ArrayRef(acc).slice((e + g) * 4, 4));
-        for (int64_t i = 0; i < 4; ++i)
-          acc[(e + g) * 4 + i] = LLVM::ExtractValueOp::create(b(), d, i);
-      }
-    }
-  }
-}
-
-/// acc += P·V by FMA: the weights go through shared memory so that each
-/// thread reads its rows' weight of every key.
-void KernelConverter::accumulateFma(SmallVector<Value> &acc,
-                                    ArrayRef<Value> probs, Value keys,
-                                    bool dropExcluded) {
-  for (int64_t j = 0; j < keyTile / kGroup; ++j)
-    for (int64_t i = 0; i < 4; ++i)
-      memref::StoreOp::create(
-          b(), probs[j * 4 + i], shared.probs,
-          ValueRange{fragmentRow(i), add(colPair, cst(j * kGroup + (i & 1)))});
-  gpu::BarrierOp::create(b());
-  Value zero = f32(0);
-  acc = forLoopWith(
-      cst(0), keys, cst(1), acc,
-      [&](Value key, ValueRange state) -> SmallVector<Value> {
-        Value p[2] = {
-            memref::LoadOp::create(b(), shared.probs, ValueRange{row0, key}),
-            memref::LoadOp::create(b(), shared.probs, ValueRange{row1, key})};
-        // An excluded key has weight exactly 0; 0 · NaN would still leak
-        // a NaN value into a row that does not attend to it.
-        Value excluded[2];
-        if (dropExcluded)
-          for (int r = 0; r < 2; ++r)
-            excluded[r] = arith::CmpFOp::create(b(), arith::CmpFPredicate::OEQ,
-                                                p[r], zero);
-        SmallVector<Value> next;
-        for (int64_t e = 0; e < paddedValueDim / kGroup; ++e) {
-          Value col = add(colPair, cst(e * kGroup));
-          Value v[2] = {
-              toF32(memref::LoadOp::create(b(), shared.values,
-                                           ValueRange{key, col})),
-              toF32(memref::LoadOp::create(b(), shared.values,
-                                           ValueRange{key, add(col, cst(1))}))};
-          for (int64_t i = 0; i < 4; ++i) {
-            Value value = v[i & 1];
-            if (dropExcluded)
-              value = select(excluded[i / 2], zero, value);
-            next.push_back(
-                math::FmaOp::create(b(), p[i / 2], value, state[e * 4 + i]));
-          }
-        }
-        return next;
-      });
-}
-
 LogicalResult KernelConverter::convertOnline(OnlineAttentionOp op) {
   for (Value v : {op.getQuery(), op.getKey(), op.getValue()})
     if (!views.count(v))
@@ -1036,7 +782,7 @@ LogicalResult KernelConverter::convertOnline(OnlineAttentionOp op) {
   waitForCopies(1);
   gpu::BarrierOp::create(b());
 
-  SmallVector<Value> scores = mma ? scoresMma() : scoresFma();
+  SmallVector<Value> scores = microKernel->scores();
   maskScores(op, scores, keys);
   SmallVector<Value> alphas = updateStatistics(op, scores, max, sum);
   for (auto [i, a] : llvm::enumerate(acc))
@@ -1046,10 +792,7 @@ LogicalResult KernelConverter::convertOnline(OnlineAttentionOp op) {
     gpu::BarrierOp::create(b());
   }
   bool masked = op.getMask() || op.getCausal() || op.getWindow();
-  if (mma)
-    accumulateMma(acc, scores);
-  else
-    accumulateFma(acc, scores, keys, masked);
+  microKernel->accumulate(acc, scores, keys, masked);
 
   states[op.getResult(0)] = Fragments{acc};
   states[op.getResult(1)] = max;
@@ -1158,7 +901,8 @@ LogicalResult KernelConverter::convert(gpu::GPUModuleOp gpuModule) {
   kernel->setAttr("attn.block_rows", IntegerAttr::get(i64, blockRows));
 
   Block &entry = kernel.getBody().front();
-  builder = std::make_unique<ImplicitLocOpBuilder>(forall.getLoc(), ctx);
+  ownedBuilder = std::make_unique<ImplicitLocOpBuilder>(forall.getLoc(), ctx);
+  builder = ownedBuilder.get();
   b().setInsertionPointToStart(&entry);
   buildPrologue(kernel);
   // Values defined before the forall (constants, sizes) are needed too.

@@ -1,0 +1,164 @@
+//===- MmaSyncKernel.cpp - Scores and P·V by mma.sync m16n8k16 ------------===//
+//
+// 16-bit Q, K and V on tensor cores: operands loaded from the shared tiles
+// by ldmatrix.x4 (four 8x8 matrices a load), accumulated in f32 by
+// mma.sync.m16n8k16, whose accumulator layout is the fragment layout; P is
+// rounded to the inputs' type in registers and is P·V's A operand as is.
+//
+//===----------------------------------------------------------------------===//
+#include "lib/Transforms/Gpu/WarpTile.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+using namespace mlir;
+using namespace mlir::attn;
+using namespace mlir::attn::gpu_kernel;
+
+namespace {
+
+class MmaSyncKernel : public GpuMicroKernel {
+public:
+  using GpuMicroKernel::GpuMicroKernel;
+
+  void buildPrologue() override {
+    Value half = arith::DivUIOp::create(b(), lane, cst(16));
+    ldRow = arith::RemUIOp::create(b(), lane, cst(16));
+    ldCol = mul(half, cst(kGroup));
+    ldKeyRow = add(arith::RemUIOp::create(b(), lane, cst(kGroup)), ldCol);
+    ldKeyCol =
+        mul(arith::RemUIOp::create(
+                b(), arith::DivUIOp::create(b(), lane, cst(kGroup)), cst(2)),
+            cst(kGroup));
+  }
+  SmallVector<Value> scores() override;
+  void accumulate(SmallVector<Value> &acc, ArrayRef<Value> probs, Value keys,
+                  bool dropExcluded) override;
+
+private:
+  // The row and column whose address this lane gives ldmatrix.x4 (four
+  // 8x8 matrices, lanes 8m..8m+7 the rows of matrix m): `lane % 16` and
+  // `8 (lane / 16)` (matrices m = 0..3 at rows +0, +8, +0, +8 and columns
+  // +0, +0, +8, +8), or the key-operand order `lane % 8 + 8 (lane / 16)`
+  // and `8 ((lane / 8) % 2)` (rows +0, +0, +8, +8, columns +0, +8, +0, +8).
+  Value ldRow, ldCol, ldKeyRow, ldKeyCol;
+
+  Value packPair(Value lo, Value hi);
+  Value mmaOperand(Value pair);
+  Value mmaStep(ArrayRef<Value> a, ArrayRef<Value> b, ArrayRef<Value> c);
+  SmallVector<Value, 4> loadMatrices(Value tile, Value row, Value col,
+                                     bool transpose);
+};
+
+} // namespace
+
+/// An MMA operand from a pair of 16-bit values: vector<2xf16> as is; bf16
+/// pairs as a packed i32 (what nvvm.mma.sync accepts for bf16).
+Value MmaSyncKernel::mmaOperand(Value pair) {
+  if (elementType.isF16())
+    return pair;
+  Value word = vector::BitCastOp::create(
+      b(), VectorType::get({1}, b().getI32Type()), pair);
+  return vector::ExtractOp::create(b(), word, ArrayRef<int64_t>{0});
+}
+
+Value MmaSyncKernel::packPair(Value lo, Value hi) {
+  return mmaOperand(vector::FromElementsOp::create(
+      b(), VectorType::get({2}, elementType), ValueRange{lo, hi}));
+}
+
+/// c += a · b for one m16n8k16 tile; a: 4 operands, b: 2, c: 4 f32.
+Value MmaSyncKernel::mmaStep(ArrayRef<Value> a, ArrayRef<Value> bw,
+                             ArrayRef<Value> c) {
+  Type f32Type = b().getF32Type();
+  auto resultType = LLVM::LLVMStructType::getLiteral(
+      b().getContext(), {f32Type, f32Type, f32Type, f32Type});
+  NVVM::MMATypes type =
+      elementType.isF16() ? NVVM::MMATypes::f16 : NVVM::MMATypes::bf16;
+  return NVVM::MmaOp::create(
+      b(), resultType, a, bw, c, ArrayRef<int64_t>{16, 8, 16},
+      /*b1Op=*/std::nullopt, /*intOverflow=*/std::nullopt,
+      std::array<NVVM::MMATypes, 2>{type, type},
+      std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
+                                     NVVM::MMALayout::col});
+}
+
+/// Four 8x8 matrices of a 16-bit shared-memory tile as MMA operands, by
+/// one ldmatrix.x4 (`.trans`: each matrix transposed); this lane gives the
+/// address of (row, col). Lane l then holds, of matrix m, row l / 4 and
+/// columns 2 (l % 4) and the next (transposed: that column and rows).
+SmallVector<Value, 4> MmaSyncKernel::loadMatrices(Value tile, Value row,
+                                                  Value col, bool transpose) {
+  auto type = VectorType::get({4, 2}, elementType);
+  Value all = nvgpu::LdMatrixOp::create(b(), type, tile, ValueRange{row, col},
+                                        transpose, /*numTiles=*/4);
+  SmallVector<Value, 4> operands;
+  for (int64_t m = 0; m < 4; ++m)
+    operands.push_back(
+        mmaOperand(vector::ExtractOp::create(b(), all, ArrayRef<int64_t>{m})));
+  return operands;
+}
+
+/// Scores of the thread's fragment, S = Q·Kᵀ, on tensor cores. Per 16
+/// columns of D: the warp's 16 x 16 block of Q is one ldmatrix.x4 (the A
+/// operand as is); each ldmatrix.x4 of K gives the B operands of two groups
+/// of 8 keys (K's rows are Kᵀ's columns, the "col" layout B needs).
+SmallVector<Value> MmaSyncKernel::scores() {
+  int64_t groups = keyTile / kGroup;
+  SmallVector<Value> scores(groups * 4, f32(0));
+  Value qRow = add(mul(warp, cst(kRowsPerWarp)), ldRow);
+  for (int64_t k = 0; k < paddedHeadDim; k += kMmaK) {
+    SmallVector<Value, 4> a =
+        loadMatrices(shared.query, qRow, add(ldCol, cst(k)), false);
+    for (int64_t j = 0; j < groups; j += 2) {
+      SmallVector<Value, 4> bw =
+          loadMatrices(shared.keys, add(ldKeyRow, cst(j * kGroup)),
+                       add(ldKeyCol, cst(k)), false);
+      for (int64_t g = 0; g < 2; ++g) {
+        Value d = mmaStep(a, ArrayRef(bw).slice(2 * g, 2),
+                          ArrayRef(scores).slice((j + g) * 4, 4));
+        for (int64_t i = 0; i < 4; ++i)
+          scores[(j + g) * 4 + i] = LLVM::ExtractValueOp::create(b(), d, i);
+      }
+    }
+  }
+  return scores;
+}
+
+/// acc += P·V on tensor cores: the weights' fragments are already in the
+/// A-operand layout (two 8-column groups make one 16-key step).
+void MmaSyncKernel::accumulate(SmallVector<Value> &acc, ArrayRef<Value> probs,
+                               Value /*keys*/, bool /*dropExcluded*/) {
+  auto round = [&](Value v) {
+    return arith::TruncFOp::create(b(), elementType, v).getResult();
+  };
+  for (int64_t k = 0; k < keyTile / kMmaK; ++k) {
+    ArrayRef<Value> lo = probs.slice(2 * k * 4, 4),
+                    hi = probs.slice((2 * k + 1) * 4, 4);
+    SmallVector<Value, 4> a = {packPair(round(lo[0]), round(lo[1])),
+                               packPair(round(lo[2]), round(lo[3])),
+                               packPair(round(hi[0]), round(hi[1])),
+                               packPair(round(hi[2]), round(hi[3]))};
+    // V's B operands pair two keys of one column: ldmatrix.x4.trans of
+    // 16 keys x 16 columns gives those of two groups of 8 columns.
+    Value keyRow = add(ldRow, cst(k * kMmaK));
+    for (int64_t e = 0; e < paddedValueDim / kGroup; e += 2) {
+      SmallVector<Value, 4> bw = loadMatrices(
+          shared.values, keyRow, add(ldCol, cst(e * kGroup)), true);
+      for (int64_t g = 0; g < 2; ++g) {
+        Value d = mmaStep(a, ArrayRef(bw).slice(2 * g, 2),
+                          ArrayRef(acc).slice((e + g) * 4, 4));
+        for (int64_t i = 0; i < 4; ++i)
+          acc[(e + g) * 4 + i] = LLVM::ExtractValueOp::create(b(), d, i);
+      }
+    }
+  }
+}
+
+std::unique_ptr<GpuMicroKernel>
+mlir::attn::gpu_kernel::createMmaSyncKernel(const WarpTile &tile,
+                                            const SharedTiles &shared) {
+  return std::make_unique<MmaSyncKernel>(tile, shared);
+}
