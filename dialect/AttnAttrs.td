@@ -31,4 +31,58 @@ def Attn_WindowAttr : AttrDef<Attn_Dialect, "Window"> {
   let assemblyFormat = "`<` struct(params) `>`";
 }
 
+// The micro-kernel that lowers an attention op (see KernelAttr).
+def Attn_MicroKernel : I32EnumAttr<"MicroKernel",
+    "the micro-kernel that computes an attention op's tiles", [
+      I32EnumAttrCase<"packed", 0>,
+      I32EnumAttrCase<"lane_rows", 1>,
+      I32EnumAttrCase<"mma_sync", 2>,
+      I32EnumAttrCase<"fma", 3>
+    ]> {
+  let cppNamespace = "::mlir::attn";
+}
+
+def Attn_KernelAttr : AttrDef<Attn_Dialect, "Kernel"> {
+  let mnemonic = "kernel";
+  let summary = "the micro-kernel and the blocking an attention op takes";
+  let description = [{
+    How the lowering computes an op, chosen for a target by
+    `attn-choose-kernels` (or written by hand): the passes that tile and
+    lower the op read it and never choose again.
+
+    - `micro_kernel`: on the CPU `packed` (K and V blocks packed, blocks of
+      `row_block` query rows share each load) or `lane_rows` (tiles of
+      `lane_rows` query rows in vector lanes; ops without a mask operand or
+      the bf16 dot product); on a GPU `mma_sync` (16-bit inputs on tensor
+      cores) or `fma`. CPU ops of at most `attn-lower-to-vector`'s
+      `direct-rows` rows take the direct path at run time whatever the
+      choice.
+    - `query_tile`: query rows per work item (a CPU thread's unit of work;
+      a GPU thread block, 16 per warp).
+    - `key_block`: keys per block of the key loop (the key tile).
+    - `row_block` (CPU, packed): query rows sharing each packed K/V load.
+    - `lane_rows` (CPU): rows of a lane-rows tile; 0 where the target has
+      no lane-rows micro-kernel.
+    - `bf16_dot` (CPU): bf16 Q·Kᵀ (and P·V where allowed) by AVX-512 BF16's
+      dot product.
+
+    ```mlir
+    #attn.kernel<lane_rows, query_tile = 256, key_block = 64, row_block = 4, lane_rows = 64>
+    #attn.kernel<mma_sync, query_tile = 64, key_block = 64>
+    ```
+  }];
+  let parameters = (ins
+    EnumParameter<Attn_MicroKernel>:$micro_kernel,
+    "int64_t":$query_tile,
+    "int64_t":$key_block,
+    DefaultValuedParameter<"int64_t", "0">:$row_block,
+    DefaultValuedParameter<"int64_t", "0">:$lane_rows,
+    DefaultValuedParameter<"bool", "false">:$bf16_dot);
+  let assemblyFormat = [{
+    `<` $micro_kernel `,` struct($query_tile, $key_block, $row_block,
+                                 $lane_rows, $bf16_dot) `>`
+  }];
+  let genVerifyDecl = 1;
+}
+
 #endif // ATTN_ATTRS_TD

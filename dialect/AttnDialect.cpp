@@ -34,6 +34,47 @@ void AttnDialect::initialize() {
 }
 
 //===----------------------------------------------------------------------===//
+// #attn.kernel
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+KernelAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                   MicroKernel microKernel, int64_t queryTile, int64_t keyBlock,
+                   int64_t rowBlock, int64_t laneRows, bool bf16Dot) {
+  if (queryTile < 1 || keyBlock < 1)
+    return emitError() << "#attn.kernel: query_tile and key_block must be "
+                          "positive, found "
+                       << queryTile << " and " << keyBlock;
+  if (rowBlock < 0 || rowBlock > 8 || laneRows < 0)
+    return emitError() << "#attn.kernel: row_block must be in [0, 8] and "
+                          "lane_rows at least 0, found "
+                       << rowBlock << " and " << laneRows;
+  switch (microKernel) {
+  case MicroKernel::lane_rows:
+    if (laneRows == 0)
+      return emitError() << "#attn.kernel: lane_rows needs a lane_rows tile "
+                            "(lane_rows = N)";
+    return success();
+  case MicroKernel::packed:
+    return success();
+  case MicroKernel::mma_sync:
+  case MicroKernel::fma:
+    if (rowBlock || laneRows || bf16Dot)
+      return emitError() << "#attn.kernel: row_block, lane_rows and "
+                            "bf16_dot are CPU choices; a GPU micro-kernel ("
+                         << stringifyMicroKernel(microKernel)
+                         << ") takes none";
+    if (queryTile % 16 || keyBlock % 16)
+      return emitError() << "#attn.kernel: a GPU micro-kernel's query_tile "
+                            "(16 rows a warp) and key_block must be "
+                            "multiples of 16, found "
+                         << queryTile << " and " << keyBlock;
+    return success();
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // Bufferization
 //===----------------------------------------------------------------------===//
 

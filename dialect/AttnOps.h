@@ -27,12 +27,14 @@ struct AttentionAttributes {
   DiagonalAlignmentAttr alignment;
   WindowAttr window;
   FloatAttr softcap;
+  /// The micro-kernel and blocking chosen for the op (attn-choose-kernels).
+  KernelAttr kernel;
 
   /// The attributes of `op` (attn.attention or attn.online_attention).
   template <typename OpTy>
   static AttentionAttributes of(OpTy op) {
     return {op.getScaleAttr(), op.getCausalAttr(), op.getAlignmentAttr(),
-            op.getWindowAttr(), op.getSoftcapAttr()};
+            op.getWindowAttr(), op.getSoftcapAttr(), op.getKernelAttr()};
   }
   /// For a tile or a key range, whose diagonal is an operand.
   AttentionAttributes withoutAlignment() const {

@@ -35,7 +35,8 @@ class Attn_AttentionLikeOp<string mnemonic, Type inputType, dag states,
          UnitAttr:$causal,
          OptionalAttr<Attn_Alignment>:$alignment,
          OptionalAttr<Attn_WindowAttr>:$window,
-         OptionalAttr<F32Attr>:$softcap));
+         OptionalAttr<F32Attr>:$softcap,
+         OptionalAttr<Attn_KernelAttr>:$kernel));
   let results = (outs Variadic<AnyRankedTensor>:$results);
 
   let assemblyFormat = !strconcat([{
@@ -48,6 +49,7 @@ class Attn_AttentionLikeOp<string mnemonic, Type inputType, dag states,
     (`window` $window^)?
     (`scale` `(` $scale^ `)`)?
     (`softcap` `(` $softcap^ `)`)?
+    (`kernel` $kernel^)?
     attr-dict custom<ResultTypes>(type($results), ref(type(}], tensorState,
     [{)))
   }]);
@@ -141,7 +143,8 @@ def Attn_AttentionOp : Attn_AttentionLikeOp<"attention", AnyRankedTensor,
       "const ::mlir::attn::AttentionAttributes &":$attributes), [{
       build($_builder, $_state, resultTypes, query, key, value, mask,
             diagonal, outputs, attributes.scale, attributes.causal,
-            attributes.alignment, attributes.window, attributes.softcap);
+            attributes.alignment, attributes.window, attributes.softcap,
+            attributes.kernel);
     }]>
   ];
 
@@ -222,7 +225,8 @@ def Attn_OnlineAttentionOp : Attn_AttentionLikeOp<"online_attention",
       "const ::mlir::attn::AttentionAttributes &":$attributes), [{
       build($_builder, $_state, resultTypes, query, key, value, mask,
             diagonal, acc, max, sum, attributes.scale, attributes.causal,
-            attributes.alignment, attributes.window, attributes.softcap);
+            attributes.alignment, attributes.window, attributes.softcap,
+            attributes.kernel);
     }]>
   ];
 

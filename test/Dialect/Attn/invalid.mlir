@@ -983,3 +983,43 @@ func.func @online_vector_operands(%q: vector<1x2x4x8xf32>, %o: memref<1x2x4x8xf3
       outs(%o, %m, %m : memref<1x2x4x8xf32>, memref<1x2x4xf32>, memref<1x2x4xf32>)
   return
 }
+
+// -----
+
+func.func @kernel_lane_rows_without_tile(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                                         %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>) {
+  // expected-error @+2 {{#attn.kernel: lane_rows needs a lane_rows tile (lane_rows = N)}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      outs(%o : tensor<1x4x8x8xf32>) kernel <lane_rows, query_tile = 64, key_block = 64> -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @kernel_gpu_with_cpu_choices(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                                       %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>) {
+  // expected-error @+2 {{#attn.kernel: row_block, lane_rows and bf16_dot are CPU choices; a GPU micro-kernel (fma) takes none}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      outs(%o : tensor<1x4x8x8xf32>) kernel <fma, query_tile = 64, key_block = 64, row_block = 2> -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @kernel_gpu_odd_tile(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                               %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>) {
+  // expected-error @+2 {{#attn.kernel: a GPU micro-kernel's query_tile (16 rows a warp) and key_block must be multiples of 16, found 64 and 40}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      outs(%o : tensor<1x4x8x8xf32>) kernel <mma_sync, query_tile = 64, key_block = 40> -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @kernel_empty_block(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                              %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>) {
+  // expected-error @+2 {{#attn.kernel: query_tile and key_block must be positive, found 64 and 0}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      outs(%o : tensor<1x4x8x8xf32>) kernel <packed, query_tile = 64, key_block = 0> -> tensor<1x4x8x8xf32>
+  return
+}

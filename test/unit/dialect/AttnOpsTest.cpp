@@ -107,10 +107,11 @@ protected:
                             ? WindowAttr::get(&context, options.window->first,
                                               options.window->second)
                             : WindowAttr();
+    AttentionAttributes attributes{scale, causal, alignment, window,
+                                   /*softcap=*/FloatAttr()};
     return AttentionOp::create(builder, loc, TypeRange{output.getType()}, query,
                                key, value, mask, diagonal, ValueRange{output},
-                               scale, causal, alignment, window,
-                               /*softcap=*/FloatAttr());
+                               attributes);
   }
 
   /// Verifies `op` and returns the error messages it emitted.
