@@ -25,6 +25,7 @@
 #include "lib/Pipelines/Registration.h"
 #include "lib/Transforms/Passes.h"
 
+#include "mlir/AsmParser/AsmParser.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
@@ -448,21 +449,24 @@ bool usesBf16Dot(const ::attn::ResolvedTarget &host) {
   return host.vectorWidth == 16 && host.has("avx512bf16");
 }
 
-/// Query rows per work item of `spec`'s CPU kernel (recorded in its
-/// descriptor). Causal and windowed prefill kernels take the options'
-/// banded tile; by default 128 rows, and 256 for bf16 with the dot product
-/// (the packed path, where rows that see a whole block of a tile's band run
-/// it without the band's compares): 1.02-1.04x for bf16 causal and windowed
-/// kernels on Zen 4 (f32 and f16, on the lane-rows path: 0.98-1.00x).
-int64_t cpuTileRows(const ::attn::KernelSpec &spec,
-                    const ::attn::CompileOptions &options,
-                    const ::attn::ResolvedTarget &host) {
-  if (!spec.usesDiagonal())
-    return options.queryTileSize;
-  if (options.bandedQueryTileSize == 0 && !::attn::isCpuDecoding(spec) &&
-      spec.elementType == ::attn::ElementType::BF16 && usesBf16Dot(host))
-    return std::min<int64_t>(options.queryTileSize, 256);
-  return options.bandedTileRows();
+/// What the kernel choices (lib/Transforms/KernelChoice.h) read of `host`.
+mlir::attn::CpuTarget cpuTarget(const ::attn::ResolvedTarget &host) {
+  mlir::attn::CpuTarget target;
+  target.vectorWidth = host.vectorWidth;
+  target.bf16Dot = usesBf16Dot(host);
+  return target;
+}
+
+/// The choices `options` fix for the CPU (the others are chosen).
+mlir::attn::CpuKernelOverrides cpuOverrides(const ::attn::CompileOptions &options) {
+  mlir::attn::CpuKernelOverrides overrides;
+  overrides.queryTile = options.queryTileSize;
+  overrides.bandedQueryTile = options.bandedQueryTileSize;
+  overrides.keyBlock = options.keyTileSize;
+  overrides.rowBlock = options.rowBlock;
+  overrides.laneRows = options.laneRows;
+  overrides.decodeRows = ::attn::kCpuDecodeRows;
+  return overrides;
 }
 
 /// Sets the CPU pipeline's options for `host`: the options' tile sizes,
@@ -478,73 +482,63 @@ void setCpuPipelineOptions(mlir::attn::CpuPipelineOptions &pipeline,
   pipeline.bandKeyStep = options.bandKeyStep;
   pipeline.prefetchDistance = options.prefetchDistance;
   pipeline.decodeRows = ::attn::kCpuDecodeRows;
-  // Rows in lanes: 4 vectors of 16 rows on AVX-512, 3 of 8 on AVX2
-  // (whose 16 registers hold a 3 x 4 accumulator tile; measured 1.9-2.1x
-  // the packed path there).
-  pipeline.laneRows = options.laneRows >= 0    ? options.laneRows
-                      : host.vectorWidth == 16 ? 64
-                      : host.vectorWidth == 8  ? 24
-                                               : 0;
+  // Ops the lane-rows micro-kernel may take stay whole (see
+  // buildAttnTilingPipeline).
+  pipeline.laneRows =
+      mlir::attn::cpuLaneRows(cpuTarget(host), cpuOverrides(options));
   // vdpbf16ps for bf16 scores where the target has AVX-512 BF16, and
   // vscalefps for the softmax's exp where it has AVX-512F.
   pipeline.bf16Dot = usesBf16Dot(host);
   pipeline.avx512Exp = host.vectorWidth == 16 && host.has("avx512f");
 }
 
-/// Records each kernel's blocking on its function (attn.key_tile_size,
-/// attn.row_block, attn.banded_query_tile_size, attn.split_keys), which
-/// overrides the pipeline's options: what `--emit=mlir` shows and attn-opt
-/// then lowers the same way.
-void chooseBlocking(ModuleOp module, ArrayRef<::attn::KernelSpec> specs,
-                    const ::attn::CompileOptions &options,
-                    const ::attn::ResolvedTarget &host,
-                    const mlir::attn::CpuPipelineOptions &pipeline) {
-  // Prefill on AVX-512, unless the options say otherwise:
-  // - f32: 64-key tiles by 4 rows (16 score accumulators either way; the
-  //   K^T and V panels are half as large and each serves twice the rows);
-  // - bf16 with the dot product: 64 keys by 4 rows where 128 keys' K and
-  //   V panels (bf16, 256 * (D + Dv) bytes) would not fit a 48 KiB L1d
-  //   (Zen 5's and recent Xeons'): D = Dv >= 112 (measured on Zen 5,
-  //   D = 112-256 full, causal, windowed and masked: 1.11-1.25x against
-  //   128 x 2; D = 96, whose panels just fit, 0.96x). Else 3 rows where
-  //   their P·V accumulators fit one pass (3 x Dv/16 <= 16 vectors, Dv <=
-  //   80): 24 score accumulators for 128 keys; measured 4-8 % faster than
-  //   2 rows at D = 64 on Zen 4, full and causal.
+/// What `--emit=mlir` shows and attn-opt then lowers the same way: the
+/// choices are in the IR.
+} // namespace
+
+bool ::attn::chooseKernels(
+    ModuleOp module, ArrayRef<::attn::KernelSpec> specs,
+    const ::attn::CompileOptions &options,
+    function_ref<mlir::attn::KernelAttr(mlir::attn::AttentionOp)> choose,
+    std::string &error) {
+  mlir::attn::KernelAttr given;
+  if (!options.kernel.empty()) {
+    std::string text = options.kernel;
+    if (!llvm::StringRef(text).starts_with("#"))
+      text = "#attn.kernel" + text;
+    given = llvm::dyn_cast_or_null<mlir::attn::KernelAttr>(
+        parseAttribute(text, module.getContext()));
+    if (!given) {
+      error = "--kernel '" + options.kernel +
+              "' is not an #attn.kernel<micro_kernel, query_tile = N, "
+              "key_block = N, ...> (see docs/Dialects/AttnDialect.md)";
+      return false;
+    }
+  }
   for (auto [spec, func] : llvm::zip(specs, module.getOps<func::FuncOp>())) {
-    bool decoding = ::attn::isCpuDecoding(spec);
     // Decoding kernels also get the key split's phases, for calls with
     // fewer GQA groups than threads.
     if (::attn::hasKeySplit(spec, options))
       func->setAttr(mlir::attn::kSplitKeysAttrName,
                     UnitAttr::get(module.getContext()));
-    if (host.vectorWidth != 16 || decoding)
-      continue;
-    auto i64 = [&](int64_t v) {
-      return IntegerAttr::get(IntegerType::get(module.getContext(), 64), v);
-    };
-    if (int64_t rows = cpuTileRows(spec, options, host);
-        spec.usesDiagonal() && rows != options.bandedTileRows())
-      func->setAttr(mlir::attn::kBandedQueryTileSizeAttrName, i64(rows));
-    if (spec.elementType == ::attn::ElementType::F32) {
-      if (options.keyTileSize == 0)
-        func->setAttr(mlir::attn::kKeyTileSizeAttrName, i64(64));
-      if (options.rowBlock == 0)
-        func->setAttr(mlir::attn::kRowBlockAttrName, i64(4));
-    } else if (spec.elementType == ::attn::ElementType::BF16 &&
-               pipeline.bf16Dot) {
-      constexpr int64_t kL1Bytes = 48 * 1024;
-      bool panelsFit = 128 * (spec.headDim + spec.valueDim) * 2 <= kL1Bytes;
-      if (!panelsFit) {
-        if (options.keyTileSize == 0)
-          func->setAttr(mlir::attn::kKeyTileSizeAttrName, i64(64));
-        if (options.rowBlock == 0)
-          func->setAttr(mlir::attn::kRowBlockAttrName, i64(4));
-      } else if (options.rowBlock == 0 &&
-                 3 * llvm::divideCeil(spec.valueDim, 16) <= 16) {
-        func->setAttr(mlir::attn::kRowBlockAttrName, i64(3));
-      }
-    }
+    func.walk([&](mlir::attn::AttentionOp op) {
+      op.setKernelAttr(given ? given : choose(op));
+    });
   }
+  return true;
+}
+
+namespace {
+
+/// Each kernel's query rows per work item (its #attn.kernel's query tile),
+/// which its descriptor records, in the module's order.
+SmallVector<int64_t> chosenTileRows(ModuleOp module) {
+  SmallVector<int64_t> rows;
+  for (auto func : module.getOps<func::FuncOp>())
+    func.walk([&](mlir::attn::AttentionOp op) {
+      rows.push_back(op.getKernelAttr().getQueryTile());
+    });
+  return rows;
 }
 
 //===----------------------------------------------------------------------===//
@@ -722,9 +716,20 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
       ResolvedTarget host;
       if (!resolveTarget(options, host, error))
         return false;
-      mlir::attn::CpuPipelineOptions pipeline;
-      setCpuPipelineOptions(pipeline, options, host);
-      chooseBlocking(*kernels.module, specs, options, host, pipeline);
+      if (!chooseKernels(*kernels.module, specs, options,
+                         [&](mlir::attn::AttentionOp op) {
+                           return mlir::attn::chooseCpuKernel(
+                               op, cpuTarget(host), cpuOverrides(options));
+                         },
+                         error))
+        return false;
+    } else if (!chooseKernels(*kernels.module, specs, options,
+                              [&](mlir::attn::AttentionOp op) {
+                                return mlir::attn::chooseGpuKernel(
+                                    op, gpuOverrides(options));
+                              },
+                              error)) {
+      return false;
     }
     std::string text;
     llvm::raw_string_ostream os(text);
@@ -775,7 +780,14 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
     pm.enableTiming(lowering);
     mlir::attn::CpuPipelineOptions pipeline;
     setCpuPipelineOptions(pipeline, options, host);
-    chooseBlocking(*kernels.module, specs, options, host, pipeline);
+    if (!chooseKernels(*kernels.module, specs, options,
+                       [&](mlir::attn::AttentionOp op) {
+                         return mlir::attn::chooseCpuKernel(
+                             op, cpuTarget(host), cpuOverrides(options));
+                       },
+                       error))
+      return false;
+    SmallVector<int64_t> tileRows = chosenTileRows(*kernels.module);
     mlir::attn::buildAttnToLLVMCpuPipeline(pm, pipeline);
     if (failed(pm.run(*kernels.module))) {
       error = "lowering failed:\n" + kernels.diagnostics;
@@ -791,7 +803,7 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
     }
     AbiTypes types(llvmCtx);
     SmallVector<llvm::GlobalVariable *> descs;
-    for (const KernelSpec &spec : specs) {
+    for (auto [spec, rows] : llvm::zip(specs, tileRows)) {
       llvm::Function *runImpl =
           llvmModule->getFunction(spec.name + "_impl_run");
       llvm::Function *countImpl =
@@ -823,8 +835,8 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
         code.mergeWorkItems = emitEntryPoint(
             *llvmModule, types, spec, mergeCount, false, split, Phase::Merge);
       }
-      descs.push_back(emitDescriptor(*llvmModule, types, spec, host,
-                                     cpuTileRows(spec, options, host), code));
+      descs.push_back(
+          emitDescriptor(*llvmModule, types, spec, host, rows, code));
     }
     emitLibrary(*llvmModule, types, descs, options.librarySymbol);
   }

@@ -83,6 +83,12 @@ struct CompileOptions {
   /// The kernel table's symbol. The runtime looks up attn_library_v1 in a
   /// shared library; objects linked into one program need distinct names.
   std::string librarySymbol = "attn_library_v1";
+  /// The micro-kernel and blocking of every kernel, as an #attn.kernel
+  /// ("<lane_rows, query_tile = 128, key_block = 64, ...>", with or without
+  /// "#attn.kernel"); empty: chosen per kernel for the target
+  /// (lib/Transforms/KernelChoice.h), with the tile flags above fixing
+  /// their parts of the choice.
+  std::string kernel;
   /// A CUDA architecture ("sm_80", "sm_90"...) makes GPU kernels; empty
   /// means the CPU. targetFeatures then holds PTX features (default: the
   /// PTX version the architecture needs).

@@ -5,6 +5,7 @@
 #include "lib/Support/KernelSpec.h"
 
 #include "lib/Compiler/Compiler.h"
+#include "lib/Transforms/KernelChoice.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -47,6 +48,23 @@ bool compileGpuImage(const std::vector<KernelSpec> &specs,
 std::string defaultPtxFeatures(const std::string &arch);
 /// The CUDA toolkit options and the environment point to.
 std::string findCudaToolkit(const CompileOptions &options);
+
+/// The choices `options` fix for a GPU kernel (the others are chosen).
+inline mlir::attn::GpuKernelOverrides gpuOverrides(const CompileOptions &options) {
+  mlir::attn::GpuKernelOverrides overrides;
+  overrides.warps = options.gpuWarps;
+  overrides.keyBlock = options.keyTileSize;
+  return overrides;
+}
+/// Records each kernel's #attn.kernel on its op: `options.kernel` where
+/// given, else `choose(op)`; and the key split's attribute on decoding
+/// kernels that get one. False with `error` set for a --kernel that is not
+/// an #attn.kernel.
+bool chooseKernels(
+    mlir::ModuleOp module, llvm::ArrayRef<KernelSpec> specs,
+    const CompileOptions &options,
+    llvm::function_ref<mlir::attn::KernelAttr(mlir::attn::AttentionOp)> choose,
+    std::string &error);
 
 mlir::Type elementTypeOf(mlir::MLIRContext *ctx, ElementType type);
 /// Builds `@<spec.name>_impl`, the kernel function around attn.attention.

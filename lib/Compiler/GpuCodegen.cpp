@@ -60,12 +60,6 @@ bool validGpuArch(const std::string &arch) {
   return number >= 80 && (rest.empty() || rest == "a");
 }
 
-/// Keys per shared-memory tile: 64, or 32 for f32 head dims above 128 so
-/// that Q, K, V and P tiles fit an sm_80 block's 163 KiB.
-static int64_t gpuKeyTileSize(const KernelSpec &spec) {
-  bool wide = std::max(spec.headDim, spec.valueDim) > 128;
-  return spec.elementType == ElementType::F32 && wide ? 32 : 64;
-}
 
 bool compileGpuImage(const std::vector<KernelSpec> &specs,
                      const CompileOptions &options, bool cubin, GpuImage &image,
@@ -90,14 +84,15 @@ bool compileGpuImage(const std::vector<KernelSpec> &specs,
     return false;
   }
   for (auto [spec, func] :
-       llvm::zip(specs, kernels.module->getOps<func::FuncOp>())) {
+       llvm::zip(specs, kernels.module->getOps<func::FuncOp>()))
     func.setSymName(spec.name);
-    func->setAttr(mlir::attn::kKeyTileSizeAttrName,
-                  IntegerAttr::get(IntegerType::get(&kernels.context, 64),
-                                   options.keyTileSize > 0
-                                       ? options.keyTileSize
-                                       : gpuKeyTileSize(spec)));
-  }
+  if (!chooseKernels(*kernels.module, specs, options,
+                     [&](mlir::attn::AttentionOp op) {
+                       return mlir::attn::chooseGpuKernel(
+                           op, gpuOverrides(options));
+                     },
+                     error))
+    return false;
 
   PassManager pm(&kernels.context);
   TimingScope lowering = timing.nest("MLIR: attn-to-nvvm");

@@ -232,9 +232,32 @@ LogicalResult KernelConverter::analyze() {
   }
   paddedHeadDim = llvm::alignTo(headDim, kMmaK);
   paddedValueDim = llvm::alignTo(valueDim, kMmaK);
-  kind = requestMma && (elementType.isF16() || elementType.isBF16())
-             ? GpuMicroKernelKind::MmaSync
-             : GpuMicroKernelKind::Fma;
+  // The ops' #attn.kernel (attn-choose-kernels), else the pass's option:
+  // tensor cores take 16-bit inputs.
+  bool sixteenBit = elementType.isF16() || elementType.isBF16();
+  kind = requestMma && sixteenBit ? GpuMicroKernelKind::MmaSync
+                                  : GpuMicroKernelKind::Fma;
+  for (OnlineAttentionOp op : online) {
+    KernelAttr kernel = op.getKernelAttr();
+    if (!kernel)
+      continue;
+    switch (kernel.getMicroKernel()) {
+    case MicroKernel::mma_sync:
+      if (!sixteenBit)
+        return op.emitOpError("attn-lower-to-gpu: #attn.kernel<mma_sync> "
+                              "takes f16 or bf16 inputs, found ")
+               << elementType;
+      kind = GpuMicroKernelKind::MmaSync;
+      break;
+    case MicroKernel::fma:
+      kind = GpuMicroKernelKind::Fma;
+      break;
+    default:
+      return op.emitOpError("attn-lower-to-gpu: #attn.kernel<")
+             << stringifyMicroKernel(kernel.getMicroKernel())
+             << "> is a CPU micro-kernel; a GPU takes mma_sync or fma";
+    }
+  }
   // cp.async for the tensor-core path (16-bit inputs). The f32 FMA path
   // keeps element copies: with them its kernels stay below the register
   // limit (with cp.async ptxas spilled a few f32 kernels).

@@ -126,13 +126,6 @@ namespace {
 /// whose more frequent online updates cost what they save, 0.99-1.0x).
 constexpr int64_t kBandKeyStep = 64;
 
-/// Whether `op`, in a function whose scratch has the bf16 dot product's
-/// buffers when `bf16DotBuffers`, would take the lane-rows path with
-/// widened blocks: what the pass allocates laneKeys/laneValues for.
-bool needsWidenedBlocks(OnlineAttentionOp op, bool bf16DotBuffers) {
-  return laneRowsCandidate(op, bf16DotBuffers) && hasNarrowKeysOrValues(op);
-}
-
 /// Zeroes the pad columns of a 2-D scratch buffer whose rows are whole
 /// vectors (of `vectorWidth` 32-bit lanes' bytes), those from `live` on,
 /// rounded down to a whole vector: a loop over its rows of vector stores.
@@ -168,9 +161,11 @@ void zeroPadColumns(ImplicitLocOpBuilder &b, Value buffer, int64_t vectorWidth,
 class OpLowering : public VectorEmitter {
 public:
   OpLowering(ImplicitLocOpBuilder &b, OnlineAttentionOp op,
-             const Scratch &scratch, const KernelOptions &options)
+             const Scratch &scratch, const KernelOptions &options, bool bf16Dot,
+             bool laneRows)
       : VectorEmitter(b, options.lanes), op(op), scratch(scratch),
-        options(options) {}
+        options(options),
+        laneRows(laneRows), site{b, op, scratch, options, Value(), bf16Dot} {}
 
   void emit() {
     // An op written with align(...) rather than a diagonal operand (one not
@@ -230,7 +225,7 @@ public:
     Value rows = dim(op.getQuery(), 2), keys = dim(op.getKey(), 2);
     auto packed = [&] {
       eachHead([&](Value head) {
-        if (takesLaneRows())
+        if (laneRows)
           emitLaneRowsHead(site, batch, head, kvHead, rows, keys);
         else
           emitPackedHead(site, batch, head, kvHead, rows, keys);
@@ -267,17 +262,10 @@ private:
   const Scratch &scratch;
   const KernelOptions &options;
   Value diagonal; // set when the op is causal or windowed
-  KernelSite site{b, op, scratch, options, Value()};
-
-  /// Whether the op takes the lane-rows path: not the bf16 dot product
-  /// and no mask operand (whose rows would be gathered). 16-bit K and V
-  /// are widened a block at a time into f32 buffers first (widening each
-  /// broadcast element on its own measured 15-20 % slower than packing).
-  bool takesLaneRows() {
-    bool bf16Dot = scratch.keyPairs && usesBf16Dot(op);
-    return options.laneRows > 0 && laneRowsCandidate(op, bf16Dot) &&
-           (!hasNarrowKeysOrValues(op) || scratch.laneKeys);
-  }
+  /// Whether the op's rows, where the direct path does not take them,
+  /// take the lane-rows micro-kernel rather than the packed one.
+  bool laneRows;
+  KernelSite site;
 };
 
 struct AttnLowerToVectorPass
@@ -285,13 +273,74 @@ struct AttnLowerToVectorPass
           AttnLowerToVectorPass> {
   using AttnLowerToVectorPassBase::AttnLowerToVectorPassBase;
 
+  /// What one op takes: the bf16 dot product, the lane-rows micro-kernel.
+  struct OpChoice {
+    bool bf16Dot = false, laneRows = false;
+  };
+  /// The op's #attn.kernel, else what the pass's options give it: the dot
+  /// product for bf16 Q and K with bf16-dot, and lane rows (with a
+  /// lane-rows tile) where the op has no mask operand and no dot product.
+  FailureOr<OpChoice> choose(OnlineAttentionOp op, int64_t laneRowsTile) {
+    KernelAttr kernel = op.getKernelAttr();
+    if (!kernel) {
+      OpChoice choice;
+      choice.bf16Dot = bf16Dot && usesBf16Dot(op);
+      choice.laneRows =
+          laneRowsTile > 0 && laneRowsCandidate(op, choice.bf16Dot);
+      return choice;
+    }
+    MicroKernel microKernel = kernel.getMicroKernel();
+    if (microKernel != MicroKernel::packed &&
+        microKernel != MicroKernel::lane_rows)
+      return op.emitOpError()
+             << "attn-lower-to-vector: #attn.kernel<"
+             << stringifyMicroKernel(microKernel)
+             << "> is a GPU micro-kernel; the CPU takes packed or lane_rows";
+    if (kernel.getBf16Dot() && !usesBf16Dot(op))
+      return op.emitOpError() << "attn-lower-to-vector: #attn.kernel's "
+                                 "bf16_dot needs bf16 query and key";
+    OpChoice choice;
+    choice.bf16Dot = kernel.getBf16Dot();
+    choice.laneRows = microKernel == MicroKernel::lane_rows;
+    if (choice.laneRows && !laneRowsCandidate(op, choice.bf16Dot))
+      return op.emitOpError()
+             << "attn-lower-to-vector: #attn.kernel<lane_rows> takes ops "
+                "without a mask operand or the bf16 dot product";
+    return choice;
+  }
+
   void runOnOperation() override {
     func::FuncOp func = getOperation();
-    // A function may choose its own blocking (a compiler picking per
-    // kernel); its key block is then also its key tile (attn-tile-keys).
-    int64_t keyBlock =
-        functionChoice(func, kKeyTileSizeAttrName, this->keyBlock);
-    int64_t rowBlock = functionChoice(func, kRowBlockAttrName, this->rowBlock);
+    SmallVector<OnlineAttentionOp> ops;
+    bool tensorOps = false;
+    func.walk([&](OnlineAttentionOp op) {
+      if (op.hasPureTensorSemantics())
+        tensorOps = true;
+      else
+        ops.push_back(op);
+    });
+    // The blocking: each op's #attn.kernel, else the pass's options. The
+    // ops of a function share its scratch buffers: they must agree.
+    int64_t keyBlock = this->keyBlock, rowBlock = this->rowBlock,
+            laneRows = this->laneRows;
+    for (auto [i, op] : llvm::enumerate(ops)) {
+      KernelAttr kernel = op.getKernelAttr();
+      int64_t opKeyBlock = chosenKeyBlock(op, this->keyBlock);
+      int64_t opRowBlock = kernel && kernel.getRowBlock() > 0
+                               ? kernel.getRowBlock()
+                               : this->rowBlock;
+      int64_t opLaneRows = kernel ? kernel.getLaneRows() : this->laneRows;
+      if (i > 0 && (opKeyBlock != keyBlock || opRowBlock != rowBlock ||
+                    opLaneRows != laneRows)) {
+        op.emitOpError() << "attn-lower-to-vector: the ops of one function "
+                            "share its scratch buffers and must agree on "
+                            "key_block, row_block and lane_rows";
+        return signalPassFailure();
+      }
+      keyBlock = opKeyBlock;
+      rowBlock = opRowBlock;
+      laneRows = opLaneRows;
+    }
     if (laneRows < 0 || laneRows % vectorWidth != 0 ||
         laneRows > kMaxAccumulators * vectorWidth) {
       func.emitError() << "attn-lower-to-vector: lane-rows must be 0 or a "
@@ -336,14 +385,6 @@ struct AttnLowerToVectorPass
                        << ") that divides key-block (" << keyBlock << ")";
       return signalPassFailure();
     }
-    SmallVector<OnlineAttentionOp> ops;
-    bool tensorOps = false;
-    func.walk([&](OnlineAttentionOp op) {
-      if (op.hasPureTensorSemantics())
-        tensorOps = true;
-      else
-        ops.push_back(op);
-    });
     if (tensorOps) {
       func.emitError("attn-lower-to-vector: attn.online_attention must be "
                      "bufferized first (run one-shot-bufferize)");
@@ -351,6 +392,19 @@ struct AttnLowerToVectorPass
     }
     if (ops.empty())
       return;
+
+    // What each op takes.
+    DenseMap<Operation *, OpChoice> choices;
+    for (OnlineAttentionOp op : ops) {
+      FailureOr<OpChoice> choice = choose(op, laneRows);
+      if (failed(choice))
+        return signalPassFailure();
+      choices[op] = *choice;
+    }
+    auto anyOp = [&](function_ref<bool(OnlineAttentionOp, OpChoice)> pred) {
+      return llvm::any_of(
+          ops, [&](OnlineAttentionOp op) { return pred(op, choices[op]); });
+    };
 
     // One set of scratch buffers per function, sized for its largest op, at
     // the entry: each call (each thread) gets its own.
@@ -375,7 +429,7 @@ struct AttnLowerToVectorPass
     };
     Scratch scratch;
     scratch.keysT = stackBuffer({maxHeadDim, keyBlock});
-    if (bf16Dot && llvm::any_of(ops, usesBf16Dot))
+    if (anyOp([](OnlineAttentionOp, OpChoice c) { return c.bf16Dot; }))
       scratch.keyPairs = memref::AllocaOp::create(
           b,
           MemRefType::get(
@@ -383,7 +437,9 @@ struct AttnLowerToVectorPass
                2 * keyBlock},
               b.getBF16Type()),
           b.getI64IntegerAttr(64));
-    if (scratch.keyPairs && llvm::any_of(ops, usesBf16Values)) {
+    if (anyOp([](OnlineAttentionOp op, OpChoice c) {
+          return c.bf16Dot && usesBf16Values(op);
+        })) {
       // Pad columns (Dv..DvPad) are read by whole-vector loads: zero once.
       auto type = MemRefType::get({(keyBlock + 1) / 2, 2 * maxValuePad},
                                   b.getBF16Type());
@@ -424,8 +480,8 @@ struct AttnLowerToVectorPass
       scratch.laneAcc = stackBuffer({maxValuePad, laneRows});
       scratch.laneScores = stackBuffer({keyBlock, laneRows});
       scratch.laneStats = stackBuffer({2, laneRows});
-      if (llvm::any_of(ops, [&](OnlineAttentionOp op) {
-            return needsWidenedBlocks(op, static_cast<bool>(scratch.keyPairs));
+      if (anyOp([](OnlineAttentionOp op, OpChoice c) {
+            return c.laneRows && hasNarrowKeysOrValues(op);
           })) {
         scratch.laneKeys = stackBuffer({keyBlock, maxHeadDim});
         scratch.laneValues = stackBuffer({keyBlock, maxValuePad});
@@ -453,7 +509,9 @@ struct AttnLowerToVectorPass
       KernelOptions options{vectorWidth, keyBlock,   bandKeyStep,
                             rowBlock,    directRows, prefetchDistance,
                             laneRows};
-      OpLowering(b, op, scratch, options).emit();
+      OpChoice choice = choices[op];
+      OpLowering(b, op, scratch, options, choice.bf16Dot, choice.laneRows)
+          .emit();
       op.erase();
     }
   }

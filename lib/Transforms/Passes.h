@@ -3,6 +3,7 @@
 #define ATTN_TRANSFORMS_PASSES_H
 
 #include "dialect/AttnOps.h"
+#include "lib/Transforms/KernelChoice.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -37,31 +38,17 @@ inline constexpr llvm::StringLiteral kKernelAttrName = "attn.kernel";
 /// and merge) kernels of a kernel.
 inline constexpr llvm::StringLiteral kSplitKeysAttrName = "attn.split_keys";
 
-/// An integer attribute on a function that overrides attn-tile-keys'
-/// key-tile-size for the ops in it.
-inline constexpr llvm::StringLiteral kKeyTileSizeAttrName =
-    "attn.key_tile_size";
-
-/// An integer attribute on a function that overrides attn-lower-to-vector's
-/// row-block for the ops in it (its key-block follows attn.key_tile_size).
-inline constexpr llvm::StringLiteral kRowBlockAttrName = "attn.row_block";
-
-/// An integer attribute on a function that overrides attn-tile's
-/// banded-query-tile-size for the causal or windowed ops in it.
-inline constexpr llvm::StringLiteral kBandedQueryTileSizeAttrName =
-    "attn.banded_query_tile_size";
-
 /// A unit attribute on a `math.exp2` whose operand is never positive nor
 /// +inf (the softmax's s - m'; NaN may occur): attn-approximate-math may
 /// then leave out its upper clamp.
 inline constexpr llvm::StringLiteral kNonPositiveAttr = "attn.nonpositive";
 
-/// `func`'s integer attribute `name` (a compiler's choice for that kernel,
-/// one of the three above) where it has one, else the pass option `option`.
-inline int64_t functionChoice(Operation *func, llvm::StringRef name,
-                              int64_t option) {
-  if (auto attr = func->getAttrOfType<IntegerAttr>(name))
-    return attr.getInt();
+/// The key block of `op`'s #attn.kernel where it has one, else `option`
+/// (the pass's).
+template <typename OpTy>
+int64_t chosenKeyBlock(OpTy op, int64_t option) {
+  if (KernelAttr kernel = op.getKernelAttr())
+    return kernel.getKeyBlock();
   return option;
 }
 

@@ -9,6 +9,53 @@
 
 include "mlir/Pass/PassBase.td"
 
+def AttnChooseKernelsPass : Pass<"attn-choose-kernels", "func::FuncOp"> {
+  let summary = "Choose each attn.attention's micro-kernel and blocking";
+  let description = [{
+    Records on every `attn.attention` without one the `#attn.kernel` that
+    the target takes (lib/Transforms/KernelChoice.h holds the heuristics,
+    each with its measurement): on a CPU (`target` an LLVM x86 CPU name,
+    `features` on top) the packed or lane-rows micro-kernel, the query
+    tile, key block, row block, lane-rows tile and the bf16 dot product
+    (AVX-512 BF16); on a GPU (`target` sm_80, sm_90, ...) mma.sync for
+    16-bit inputs or FMA, the thread block's rows and the key tile. The
+    tiling and lowering passes after it read the choice and make none of
+    their own; a choice already on an op (written by hand) stays. The
+    other options fix a choice, as attn-compile's flags do (0, or -1 for
+    lane-rows: chosen).
+  }];
+  let options = [
+    Option<"target", "target", "std::string", /*default=*/"\"x86-64-v4\"",
+           "An LLVM x86 CPU (znver4, sapphirerapids, x86-64-v3, ...) or a "
+           "CUDA architecture (sm_80, sm_90, ...)">,
+    Option<"features", "features", "std::string", /*default=*/"\"\"",
+           "CPU features on top of the CPU's (+x,-y)">,
+    Option<"queryTile", "query-tile", "int64_t",
+           /*default=*/"::mlir::attn::CpuKernelOverrides{}.queryTile",
+           "CPU: query rows per work item">,
+    Option<"bandedQueryTile", "banded-query-tile", "int64_t",
+           /*default=*/"::mlir::attn::CpuKernelOverrides{}.bandedQueryTile",
+           "CPU: query rows per work item of causal or windowed ops (0: "
+           "chosen)">,
+    Option<"keyBlock", "key-block", "int64_t", /*default=*/"0",
+           "Keys per block of the key loop (0: chosen)">,
+    Option<"rowBlock", "row-block", "int64_t", /*default=*/"0",
+           "CPU: query rows per packed block (0: chosen)">,
+    Option<"laneRows", "lane-rows", "int64_t",
+           /*default=*/"::mlir::attn::CpuKernelOverrides{}.laneRows",
+           "CPU: rows of a lane-rows tile (-1: chosen, 0: off)">,
+    Option<"decodeRows", "decode-rows", "int64_t",
+           /*default=*/"::mlir::attn::CpuKernelOverrides{}.decodeRows",
+           "CPU: ops of a static Sq up to this are decoding kernels">,
+    Option<"warps", "warps", "int64_t",
+           /*default=*/"::mlir::attn::GpuKernelOverrides{}.warps",
+           "GPU: warps per thread block (16 query rows each)">,
+    Option<"mma", "mma", "bool",
+           /*default=*/"::mlir::attn::GpuKernelOverrides{}.mma",
+           "GPU: tensor-core mma.sync for 16-bit inputs (else FMA)">,
+  ];
+}
+
 def AttnTilePass : Pass<"attn-tile", "func::FuncOp"> {
   let summary = "Tile attn.attention over its parallel dims (B, Hq, Sq)";
   let description = [{

@@ -144,16 +144,15 @@ struct AttnSkipMaskedBlocksPass
           !wholeOps)
         ops.push_back(op);
     });
-    // A function's own key tile (attn.key_tile_size) is the one to align
-    // to, when aligning.
-    int64_t alignment =
-        keyAlignment > 0
-            ? functionChoice(getOperation(), kKeyTileSizeAttrName, keyAlignment)
-            : 0;
     IRRewriter rewriter(&getContext());
-    for (OnlineAttentionOp op : ops)
+    for (OnlineAttentionOp op : ops) {
+      // An op's chosen key block (#attn.kernel) is the one to align to,
+      // when aligning.
+      int64_t alignment =
+          keyAlignment > 0 ? chosenKeyBlock(op, keyAlignment) : 0;
       if (failed(splitByKeyRanges(op, rewriter, alignment)))
         return signalPassFailure();
+    }
   }
 };
 

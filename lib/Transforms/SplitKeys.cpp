@@ -386,8 +386,11 @@ struct AttnSplitKeysPass
       auto output = cast<RankedTensorType>(func.getResultTypes().front());
       SmallVector<Type> workspace = workspaceTypes(output);
       // Ranges of whole key tiles (the kernel's own, where it has one).
-      int64_t multiple =
-          functionChoice(func, kKeyTileSizeAttrName, keyMultiple);
+      int64_t multiple = keyMultiple;
+      func.walk([&](OnlineAttentionOp op) {
+        multiple = chosenKeyBlock(op, keyMultiple);
+        return WalkResult::interrupt();
+      });
       buildMerge(func, workspace);
       appendWorkspaceArguments(func, workspace);
       buildPartial(func, multiple);

@@ -76,19 +76,18 @@ struct AttnTilePass : public mlir::attn::impl::AttnTilePassBase<AttnTilePass> {
             gpu::GPUBlockMappingAttr::get(ctx, gpu::MappingId::DimX)};
   }
 
-  /// `queryTileSize` rows (`bandedQueryTileSize`, or the function's
-  /// attn.banded_query_tile_size, for a causal or windowed op, when set); with
+  /// The op's chosen query tile (#attn.kernel), else `queryTileSize` rows
+  /// (`bandedQueryTileSize` for a causal or windowed op, when set); with
   /// `groupRows` set (the CPU lowering), all of a smaller static Sq, so that
   /// the tile's types and its state buffers are that small (the GPU lowering
   /// needs whole 16-row warp tiles).
   OpFoldResult rowTileSize(AttentionOp op) {
     int64_t rows = cast<ShapedType>(op.getQuery().getType()).getDimSize(2);
     bool banded = op.getCausal() || op.getWindow();
-    int64_t bandedTile = bandedQueryTileSize;
-    if (auto func = op->getParentOfType<FunctionOpInterface>())
-      bandedTile =
-          functionChoice(func, kBandedQueryTileSizeAttrName, bandedTile);
-    int64_t tile = banded && bandedTile > 0 ? bandedTile : queryTileSize;
+    int64_t tile =
+        banded && bandedQueryTileSize > 0 ? bandedQueryTileSize : queryTileSize;
+    if (KernelAttr kernel = op.getKernelAttr())
+      tile = kernel.getQueryTile();
     if (groupRows > 0 && !ShapedType::isDynamic(rows) && rows >= 1)
       tile = std::min<int64_t>(tile, rows);
     return IntegerAttr::get(IndexType::get(op.getContext()), tile);

@@ -29,12 +29,10 @@ struct AttnTileKeysPass
   using AttnTileKeysPassBase::AttnTileKeysPassBase;
 
   void runOnOperation() override {
-    // A function may choose its own tile (a compiler picking per kernel).
-    int64_t tileSize =
-        functionChoice(getOperation(), kKeyTileSizeAttrName, keyTileSize);
-    if (tileSize < 1) {
+    if (keyTileSize < 1) {
       getOperation().emitError()
-          << "attn-tile-keys: key-tile-size must be >= 1, found " << tileSize;
+          << "attn-tile-keys: key-tile-size must be >= 1, found "
+          << static_cast<int64_t>(keyTileSize);
       return signalPassFailure();
     }
     SmallVector<OnlineAttentionOp> ops;
@@ -46,6 +44,8 @@ struct AttnTileKeysPass
 
     IRRewriter rewriter(&getContext());
     for (OnlineAttentionOp op : ops) {
+      // The op's chosen key block (#attn.kernel), else the option.
+      int64_t tileSize = chosenKeyBlock(op, keyTileSize);
       scf::SCFTilingOptions options;
       options.setLoopType(scf::SCFTilingOptions::LoopType::ForOp)
           .setTileSizes({rewriter.getIndexAttr(0), rewriter.getIndexAttr(0),

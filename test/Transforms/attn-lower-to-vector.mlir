@@ -256,9 +256,9 @@ func.func @align_top_left(%q: memref<1x2x16x8xf32>, %k: memref<1x2x?x8xf32>,
 
 // -----
 
-// A function's attn.key_tile_size and attn.row_block override key-block
-// and row-block (a compiler choosing per kernel): 64-key blocks (four
-// score vectors per row) by 3 rows here, against the options' 32 by 1/2.
+// An op's #attn.kernel (attn-choose-kernels' choice, here written by hand)
+// overrides key-block and row-block: 64-key blocks (four score vectors per
+// row) by 3 rows here, against the options' 32 by 1/2.
 
 // CHECK-LABEL: func @own_blocking
 //       CHECK: memref.alloca() {alignment = 64 : i64} : memref<16x64xf32>
@@ -268,9 +268,10 @@ func.func @align_top_left(%q: memref<1x2x16x8xf32>, %k: memref<1x2x?x8xf32>,
 //       CHECK:     scf.for {{.+}} -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
 func.func @own_blocking(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>, %v: memref<1x1x?x16xf32>,
                         %acc: memref<1x1x?x16xf32>, %m: memref<1x1x?xf32>, %s: memref<1x1x?xf32>)
-    attributes {attn.key_tile_size = 64 : i64, attn.row_block = 3 : i64} {
+    {
   attn.online_attention ins(%q, %k, %v : memref<1x1x?x16xf32>, memref<1x1x?x16xf32>, memref<1x1x?x16xf32>)
       outs(%acc, %m, %s : memref<1x1x?x16xf32>, memref<1x1x?xf32>, memref<1x1x?xf32>)
+      kernel <packed, query_tile = 64, key_block = 64, row_block = 3>
   return
 }
 

@@ -106,8 +106,8 @@ func.func @unmasked(%q: tensor<1x1x64x64xf32>, %k: tensor<1x1x?x64xf32>, %v: ten
 
 // -----
 
-// When aligning, a function's own key tile (attn.key_tile_size) is the
-// alignment; without key-alignment the ranges stay exact.
+// When aligning, an op's chosen key block (#attn.kernel) is the alignment;
+// without key-alignment the ranges stay exact.
 // ALIGN-LABEL: func @own_key_tile
 //       ALIGN: arith.divui %{{.+}}, %c16
 //       ALIGN: arith.muli %{{.+}}, %c16
@@ -118,9 +118,10 @@ func.func @unmasked(%q: tensor<1x1x64x64xf32>, %k: tensor<1x1x?x64xf32>, %v: ten
 func.func @own_key_tile(%q: tensor<1x1x?x64xf32>, %k: tensor<1x1x?x64xf32>, %v: tensor<1x1x?x64xf32>,
                         %acc: tensor<1x1x?x64xf32>, %m: tensor<1x1x?xf32>, %s: tensor<1x1x?xf32>, %d: index)
     -> (tensor<1x1x?x64xf32>, tensor<1x1x?xf32>, tensor<1x1x?xf32>)
-    attributes {attn.key_tile_size = 16 : i64} {
+    {
   %r:3 = attn.online_attention ins(%q, %k, %v : tensor<1x1x?x64xf32>, tensor<1x1x?x64xf32>, tensor<1x1x?x64xf32>)
       diagonal(%d) outs(%acc, %m, %s : tensor<1x1x?x64xf32>, tensor<1x1x?xf32>, tensor<1x1x?xf32>) causal
+      kernel <packed, query_tile = 64, key_block = 16, row_block = 2>
       -> tensor<1x1x?x64xf32>, tensor<1x1x?xf32>, tensor<1x1x?xf32>
   return %r#0, %r#1, %r#2 : tensor<1x1x?x64xf32>, tensor<1x1x?xf32>, tensor<1x1x?xf32>
 }

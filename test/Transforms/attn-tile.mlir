@@ -65,16 +65,17 @@ func.func @broadcast_mask_and_lse(%q: tensor<1x4x128x16xf32>, %k: tensor<1x4x256
 
 // -----
 
-// A function's attn.banded_query_tile_size (a compiler's choice for that
-// kernel) overrides banded-query-tile-size for its causal or windowed ops.
+// An op's chosen query tile (#attn.kernel, attn-choose-kernels' choice for
+// the target) overrides query-tile-size and banded-query-tile-size.
 // CHECK-LABEL: func @banded_attribute
 //       CHECK: scf.forall {{.*}} step (1, 1, 8)
 // BANDED-LABEL: func @banded_attribute
 //       BANDED: scf.forall {{.*}} step (1, 1, 8)
 func.func @banded_attribute(%q: tensor<1x2x?x16xf32>, %k: tensor<1x2x?x16xf32>,
                             %v: tensor<1x2x?x16xf32>, %o: tensor<1x2x?x16xf32>)
-    -> tensor<1x2x?x16xf32> attributes {attn.banded_query_tile_size = 8 : i64} {
+    -> tensor<1x2x?x16xf32> {
   %r = attn.attention ins(%q, %k, %v : tensor<1x2x?x16xf32>, tensor<1x2x?x16xf32>, tensor<1x2x?x16xf32>)
-      outs(%o : tensor<1x2x?x16xf32>) causal align(top_left) -> tensor<1x2x?x16xf32>
+      outs(%o : tensor<1x2x?x16xf32>) causal align(top_left)
+      kernel <lane_rows, query_tile = 8, key_block = 64, lane_rows = 64> -> tensor<1x2x?x16xf32>
   return %r : tensor<1x2x?x16xf32>
 }

@@ -94,6 +94,13 @@ static cl::opt<int64_t>
                       "D + Dv > 192, 3 for the latter with Dv <= 80, else "
                       "2)"),
              cl::init(0), cl::cat(category));
+static cl::opt<std::string> kernelChoice(
+    "kernel",
+    cl::desc("The micro-kernel and blocking of every kernel, as an "
+             "#attn.kernel (e.g. \"<packed, query_tile = 128, key_block = "
+             "64, row_block = 4>\"; default: chosen per kernel for the "
+             "target, which --emit=mlir shows)"),
+    cl::init(""), cl::cat(category));
 static cl::opt<int64_t> bandKeyStep(
     "band-key-step",
     cl::desc("Keys per step in the packed key blocks that a causal or window "
@@ -225,6 +232,7 @@ int main(int argc, char **argv) {
   options.rowBlock = rowBlock;
   options.bandKeyStep = bandKeyStep;
   options.laneRows = laneRows;
+  options.kernel = kernelChoice;
   options.prefetchDistance = prefetchDistance;
   options.timing = timing;
   options.splitKeys = splitKeys;

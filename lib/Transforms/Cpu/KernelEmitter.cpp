@@ -25,7 +25,7 @@ KernelEmitter::KernelEmitter(const KernelSite &site)
   prefetchKeys = prefetchDistance > 0
                      ? std::max<int64_t>(1, prefetchDistance / keyRowBytes)
                      : 0;
-  bf16Dot = scratch.keyPairs && usesBf16Dot(op);
+  bf16Dot = site.bf16Dot;
   bf16Values = bf16Dot && scratch.valuePairs && usesBf16Values(op);
   valueDim = cast<MemRefType>(op.getValue().getType()).getDimSize(3);
   valueChunks = llvm::divideCeil(valueDim, lanes);

@@ -81,14 +81,16 @@ struct KernelOptions {
 };
 
 /// Where a micro-kernel is emitted: the op, at the builder's insertion
-/// point, with the function's scratch and options, and the op's causal
-/// diagonal (null when the op is neither causal nor windowed).
+/// point, with the function's scratch and options, the op's causal
+/// diagonal (null when the op is neither causal nor windowed) and whether
+/// it takes AVX-512 BF16's dot product.
 struct KernelSite {
   ImplicitLocOpBuilder &b;
   OnlineAttentionOp op;
   const Scratch &scratch;
   const KernelOptions &options;
   Value diagonal;
+  bool bf16Dot;
 };
 
 /// The static bound on the query rows of `op`'s state (its sum is a slice

@@ -1,0 +1,215 @@
+//===- ChooseKernels.cpp - Which micro-kernel and blocking an op takes ----===//
+//
+// attn-choose-kernels records on every attn.attention (that has none) the
+// #attn.kernel its target takes: the heuristics of KernelChoice.h, each
+// with the measurement that made it. The passes after it read the choice.
+//
+//===----------------------------------------------------------------------===//
+#include "lib/Transforms/KernelChoice.h"
+#include "lib/Transforms/Passes.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/MC/MCSubtargetInfo.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/TargetParser/Triple.h"
+
+namespace mlir {
+namespace attn {
+#define GEN_PASS_DEF_ATTNCHOOSEKERNELSPASS
+#include "lib/Transforms/Passes.h.inc"
+} // namespace attn
+} // namespace mlir
+
+using namespace mlir;
+using namespace mlir::attn;
+
+namespace {
+
+/// What a choice reads of an op.
+struct OpShape {
+  Type element;
+  int64_t headDim, valueDim;
+  bool banded, masked;
+  /// A static Sq of at most the decoding rows.
+  bool decoding;
+};
+
+OpShape shapeOf(AttentionOp op, int64_t decodeRows) {
+  auto q = cast<ShapedType>(op.getQuery().getType());
+  auto v = cast<ShapedType>(op.getValue().getType());
+  int64_t rows = q.getDimSize(2);
+  return {q.getElementType(),
+          q.getDimSize(3),
+          v.getDimSize(3),
+          op.getCausal() || op.getWindow(),
+          static_cast<bool>(op.getMask()),
+          !ShapedType::isDynamic(rows) && rows >= 1 && rows <= decodeRows};
+}
+
+} // namespace
+
+bool mlir::attn::resolveCpuTarget(llvm::StringRef cpu, llvm::StringRef features,
+                                  CpuTarget &target, std::string &error) {
+  llvm::InitializeNativeTarget();
+  const llvm::Triple triple("x86_64-unknown-linux-gnu");
+  const llvm::Target *t = llvm::TargetRegistry::lookupTarget(triple, error);
+  if (!t)
+    return false;
+  std::unique_ptr<llvm::MCSubtargetInfo> info(
+      t->createMCSubtargetInfo(triple, cpu, features));
+  if (!info || !info->isCPUStringValid(cpu)) {
+    error = "unknown CPU '" + cpu.str() +
+            "' (an LLVM x86 CPU name: znver4, sapphirerapids, x86-64-v3, ...; "
+            "llc -mcpu=help lists them)";
+    return false;
+  }
+  auto has = [&](llvm::StringRef name) {
+    for (const llvm::SubtargetFeatureKV &feature :
+         info->getAllProcessorFeatures())
+      if (name == feature.Key)
+        return info->getFeatureBits().test(feature.Value);
+    return false;
+  };
+  target.vectorWidth = has("avx512f") ? 16 : has("avx") ? 8 : 4;
+  target.bf16Dot = target.vectorWidth == 16 && has("avx512bf16");
+  return true;
+}
+
+int64_t mlir::attn::cpuLaneRows(const CpuTarget &target,
+                                const CpuKernelOverrides &overrides) {
+  // Rows in lanes: 4 vectors of 16 rows on AVX-512, 3 of 8 on AVX2 (whose
+  // 16 registers hold a 3 x 4 accumulator tile; measured 1.9-2.1x the
+  // packed path there).
+  if (overrides.laneRows >= 0)
+    return overrides.laneRows;
+  return target.vectorWidth == 16 ? 64 : target.vectorWidth == 8 ? 24 : 0;
+}
+
+KernelAttr mlir::attn::chooseCpuKernel(AttentionOp op, const CpuTarget &target,
+                                       const CpuKernelOverrides &overrides) {
+  OpShape shape = shapeOf(op, overrides.decodeRows);
+  bool bf16 = shape.element.isBF16();
+  bool bf16Dot = target.bf16Dot && bf16;
+
+  // Query rows per work item: each packed K/V block serves that many rows
+  // (128 measured 5-15 % faster than 64, 256 another 3-4 % for f32 and 10 %
+  // for bf16 full attention). Causal and windowed ops, whose tiles across
+  // the diagonal compute scores the band drops, take 128 (256 measured 1-9
+  // % slower there for f32), and 256 for bf16 with the dot product (the
+  // packed path, where rows that see a whole block of a tile's band run it
+  // without the band's compares): 1.02-1.04x for bf16 causal and windowed
+  // kernels on Zen 4 (f32 and f16, on the lane-rows path: 0.98-1.00x).
+  int64_t bandedTile = overrides.bandedQueryTile > 0
+                           ? overrides.bandedQueryTile
+                           : std::min<int64_t>(overrides.queryTile, 128);
+  if (overrides.bandedQueryTile == 0 && !shape.decoding && bf16Dot)
+    bandedTile = std::min<int64_t>(overrides.queryTile, 256);
+  int64_t queryTile = shape.banded ? bandedTile : overrides.queryTile;
+
+  // Blocking: 128 keys by 2 rows, unless on AVX-512 for prefill:
+  // - f32: 64-key blocks by 4 rows (16 score accumulators either way; the
+  //   Kᵀ and V panels are half as large and each serves twice the rows;
+  //   5-8 % faster, but 4-10 % slower for decoding);
+  // - bf16 with the dot product: 64 keys by 4 rows where 128 keys' K and
+  //   V panels (bf16, 256 (D + Dv) bytes) would not fit a 48 KiB L1d
+  //   (Zen 5's and recent Xeons'): D = Dv >= 112 (measured on Zen 5,
+  //   D = 112-256 full, causal, windowed and masked: 1.11-1.25x against
+  //   128 x 2; D = 96, whose panels just fit, 0.96x). Else 3 rows where
+  //   their P·V accumulators fit one pass (3 x Dv/16 <= 16 vectors, Dv <=
+  //   80): 24 score accumulators for 128 keys; 4-8 % faster than 2 rows at
+  //   D = 64 on Zen 4, full and causal.
+  int64_t keyBlock = 128, rowBlock = 2;
+  if (target.vectorWidth == 16 && !shape.decoding) {
+    constexpr int64_t kL1Bytes = 48 * 1024;
+    bool panelsFit = 128 * (shape.headDim + shape.valueDim) * 2 <= kL1Bytes;
+    if (shape.element.isF32() || (bf16Dot && !panelsFit)) {
+      keyBlock = 64;
+      rowBlock = 4;
+    } else if (bf16Dot && 3 * llvm::divideCeil(shape.valueDim, 16) <= 16) {
+      rowBlock = 3;
+    }
+  }
+  if (overrides.keyBlock > 0)
+    keyBlock = overrides.keyBlock;
+  if (overrides.rowBlock > 0)
+    rowBlock = overrides.rowBlock;
+
+  // Rows in lanes for ops without a mask operand (whose rows would be
+  // gathered) or the bf16 dot product: 10-20 % faster than the packed path
+  // for f32 prefill on Zen 4, 16-25 % for f16.
+  int64_t laneRows = cpuLaneRows(target, overrides);
+  bool lanes = laneRows > 0 && !shape.masked && !bf16Dot;
+  return KernelAttr::get(op.getContext(),
+                         lanes ? MicroKernel::lane_rows : MicroKernel::packed,
+                         queryTile, keyBlock, rowBlock, laneRows, bf16Dot);
+}
+
+KernelAttr mlir::attn::chooseGpuKernel(AttentionOp op,
+                                       const GpuKernelOverrides &overrides) {
+  auto q = cast<ShapedType>(op.getQuery().getType());
+  auto v = cast<ShapedType>(op.getValue().getType());
+  Type element = q.getElementType();
+  // Keys per shared-memory tile: 64, or 32 for f32 head dims above 128 so
+  // that Q, K, V and P tiles fit an sm_80 block's 163 KiB.
+  bool wide = std::max(q.getDimSize(3), v.getDimSize(3)) > 128;
+  int64_t keyBlock = overrides.keyBlock > 0    ? overrides.keyBlock
+                     : element.isF32() && wide ? 32
+                                               : 64;
+  bool mma = overrides.mma && (element.isF16() || element.isBF16());
+  return KernelAttr::get(op.getContext(),
+                         mma ? MicroKernel::mma_sync : MicroKernel::fma,
+                         16 * overrides.warps, keyBlock, /*rowBlock=*/0,
+                         /*laneRows=*/0, /*bf16Dot=*/false);
+}
+
+bool mlir::attn::isGpuTarget(llvm::StringRef target) {
+  unsigned number = 0;
+  if (!target.consume_front("sm_") || target.consumeInteger(10, number))
+    return false;
+  return number >= 80 && (target.empty() || target == "a");
+}
+
+namespace {
+
+struct AttnChooseKernelsPass
+    : public mlir::attn::impl::AttnChooseKernelsPassBase<
+          AttnChooseKernelsPass> {
+  using AttnChooseKernelsPassBase::AttnChooseKernelsPassBase;
+
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    std::function<KernelAttr(AttentionOp)> choose;
+    if (isGpuTarget(target)) {
+      GpuKernelOverrides overrides;
+      overrides.warps = warps;
+      overrides.keyBlock = keyBlock;
+      overrides.mma = mma;
+      choose = [=](AttentionOp op) { return chooseGpuKernel(op, overrides); };
+    } else {
+      CpuTarget cpu;
+      std::string error;
+      if (!resolveCpuTarget(target, features, cpu, error)) {
+        func.emitError() << "attn-choose-kernels: " << error;
+        return signalPassFailure();
+      }
+      CpuKernelOverrides overrides;
+      overrides.queryTile = queryTile;
+      overrides.bandedQueryTile = bandedQueryTile;
+      overrides.keyBlock = keyBlock;
+      overrides.rowBlock = rowBlock;
+      overrides.laneRows = laneRows;
+      overrides.decodeRows = decodeRows;
+      choose = [=](AttentionOp op) {
+        return chooseCpuKernel(op, cpu, overrides);
+      };
+    }
+    // A choice already on the op (written by hand) stays.
+    func.walk([&](AttentionOp op) {
+      if (!op.getKernelAttr())
+        op.setKernelAttr(choose(op));
+    });
+  }
+};
+
+} // namespace

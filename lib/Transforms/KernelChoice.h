@@ -1,0 +1,75 @@
+//===- KernelChoice.h - Which micro-kernel and blocking an op takes -*- C++ -*-===//
+//
+// Every heuristic that picks how an attention op is lowered, in one place:
+// the micro-kernel (CPU packed or lane-rows; GPU mma.sync or FMA) and the
+// blocking (query tile, key block, row block, lane-rows tile, the bf16 dot
+// product), from the target and the op's types. attn-choose-kernels
+// records the result as the op's #attn.kernel, which the lowering reads;
+// attn-compile runs the same functions with its flags as overrides.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ATTN_TRANSFORMS_KERNELCHOICE_H
+#define ATTN_TRANSFORMS_KERNELCHOICE_H
+
+#include "dialect/AttnOps.h"
+
+#include <string>
+
+namespace mlir {
+namespace attn {
+
+/// What the CPU choices depend on about the target.
+struct CpuTarget {
+  /// f32 lanes per vector: 16 with AVX-512F, 8 with AVX, else 4.
+  int64_t vectorWidth = 16;
+  /// AVX-512 BF16 (with 16 lanes): bf16 Q·Kᵀ by vdpbf16ps.
+  bool bf16Dot = false;
+};
+
+/// The CPU target that LLVM knows `cpu` (an LLVM CPU name: znver4,
+/// sapphirerapids, x86-64-v3, ...) to be, with `features` ("+x,-y") on
+/// top; false with `error` set where LLVM does not know the CPU.
+bool resolveCpuTarget(llvm::StringRef cpu, llvm::StringRef features,
+                      CpuTarget &target, std::string &error);
+
+/// Choices a user fixed (attn-compile's flags); the others are chosen.
+struct CpuKernelOverrides {
+  /// Query rows per work item, and per work item of causal or windowed
+  /// ops (0: min(queryTile, 128), or 256 for bf16 with the dot product).
+  int64_t queryTile = 256, bandedQueryTile = 0;
+  /// Keys per block and rows per packed block (0: chosen).
+  int64_t keyBlock = 0, rowBlock = 0;
+  /// Rows of a lane-rows tile (-1: chosen; 0: no lane-rows kernel).
+  int64_t laneRows = -1;
+  /// Ops of a static Sq up to this are decoding kernels.
+  int64_t decodeRows = 4;
+};
+
+/// The choice for `op` on a CPU.
+KernelAttr chooseCpuKernel(AttentionOp op, const CpuTarget &target,
+                           const CpuKernelOverrides &overrides);
+
+/// The lane-rows tile a CPU target takes (overrides.laneRows where set).
+int64_t cpuLaneRows(const CpuTarget &target,
+                    const CpuKernelOverrides &overrides);
+
+/// Choices a user fixed for a GPU kernel.
+struct GpuKernelOverrides {
+  /// Warps per thread block (16 query rows each).
+  int64_t warps = 4;
+  /// Keys per shared-memory tile (0: chosen).
+  int64_t keyBlock = 0;
+  /// Tensor cores for 16-bit inputs (else FMA).
+  bool mma = true;
+};
+
+/// The choice for `op` on a GPU.
+KernelAttr chooseGpuKernel(AttentionOp op, const GpuKernelOverrides &overrides);
+
+/// Whether `target` names a CUDA architecture (sm_80, sm_90, sm_90a...).
+bool isGpuTarget(llvm::StringRef target);
+
+} // namespace attn
+} // namespace mlir
+
+#endif // ATTN_TRANSFORMS_KERNELCHOICE_H

@@ -1,0 +1,113 @@
+// RUN: attn-opt %s --attn-choose-kernels="target=znver4" | FileCheck %s --check-prefix=ZEN4
+// RUN: attn-opt %s --attn-choose-kernels="target=sapphirerapids" | FileCheck %s --check-prefix=SPR
+// RUN: attn-opt %s --attn-choose-kernels="target=x86-64-v3" | FileCheck %s --check-prefix=AVX2
+// RUN: attn-opt %s --attn-choose-kernels="target=sm_80" | FileCheck %s --check-prefix=SM80
+// RUN: attn-opt %s --attn-choose-kernels="target=sm_90 warps=8" | FileCheck %s --check-prefix=SM90
+// RUN: attn-opt %s --attn-choose-kernels="target=znver4 key-block=32 lane-rows=0" | FileCheck %s --check-prefix=FIXED
+// RUN: not attn-opt %s --attn-choose-kernels="target=pentium9" 2>&1 | FileCheck %s --check-prefix=UNKNOWN
+
+// The choice attn-choose-kernels records on each attn.attention, per
+// target: the micro-kernel (CPU: lane_rows for ops without a mask operand
+// or the bf16 dot product, else packed; GPU: mma_sync for 16-bit inputs,
+// else fma) and the blocking. Zen 4 and Sapphire Rapids (both AVX-512 with
+// AVX-512 BF16) choose alike today; an AMX micro-kernel would make them
+// differ. AVX2 has 8 lanes: lane-rows tiles of 24 rows, 128-key blocks.
+
+// f32 causal prefill: rows in lanes, 64-key blocks by 4 rows, 128-row
+// tiles for a banded op.
+// ZEN4-LABEL: func @f32_causal
+//       ZEN4: kernel <lane_rows, query_tile = 128, key_block = 64, row_block = 4, lane_rows = 64>
+//  SPR-LABEL: func @f32_causal
+//        SPR: kernel <lane_rows, query_tile = 128, key_block = 64, row_block = 4, lane_rows = 64>
+// AVX2-LABEL: func @f32_causal
+//       AVX2: kernel <lane_rows, query_tile = 128, key_block = 128, row_block = 2, lane_rows = 24>
+// SM80-LABEL: func @f32_causal
+//       SM80: kernel <fma, query_tile = 64, key_block = 64>
+// SM90-LABEL: func @f32_causal
+//       SM90: kernel <fma, query_tile = 128, key_block = 64>
+// FIXED-LABEL: func @f32_causal
+//       FIXED: kernel <packed, query_tile = 128, key_block = 32, row_block = 4>
+func.func @f32_causal(%q: tensor<?x8x?x64xf32>, %k: tensor<?x2x?x64xf32>, %v: tensor<?x2x?x64xf32>,
+                      %o: tensor<?x8x?x64xf32>) -> tensor<?x8x?x64xf32> {
+  %r = attn.attention ins(%q, %k, %v : tensor<?x8x?x64xf32>, tensor<?x2x?x64xf32>, tensor<?x2x?x64xf32>)
+      outs(%o : tensor<?x8x?x64xf32>) causal align(bottom_right) -> tensor<?x8x?x64xf32>
+  return %r : tensor<?x8x?x64xf32>
+}
+
+// bf16 on AVX-512 BF16: the dot product on the packed path, 3 rows where
+// their P·V accumulators fit (Dv <= 80); an AVX2 CPU widens bf16 on the
+// lane-rows path; a GPU takes tensor cores.
+// ZEN4-LABEL: func @bf16_d64
+//       ZEN4: kernel <packed, query_tile = 256, key_block = 128, row_block = 3, lane_rows = 64, bf16_dot = true>
+//  SPR-LABEL: func @bf16_d64
+//        SPR: kernel <packed, query_tile = 256, key_block = 128, row_block = 3, lane_rows = 64, bf16_dot = true>
+// AVX2-LABEL: func @bf16_d64
+//       AVX2: kernel <lane_rows, query_tile = 256, key_block = 128, row_block = 2, lane_rows = 24>
+// SM80-LABEL: func @bf16_d64
+//       SM80: kernel <mma_sync, query_tile = 64, key_block = 64>
+// SM90-LABEL: func @bf16_d64
+//       SM90: kernel <mma_sync, query_tile = 128, key_block = 64>
+func.func @bf16_d64(%q: tensor<?x?x?x64xbf16>, %k: tensor<?x?x?x64xbf16>, %v: tensor<?x?x?x64xbf16>,
+                    %o: tensor<?x?x?x64xbf16>) -> tensor<?x?x?x64xbf16> {
+  %r = attn.attention ins(%q, %k, %v : tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>)
+      outs(%o : tensor<?x?x?x64xbf16>) -> tensor<?x?x?x64xbf16>
+  return %r : tensor<?x?x?x64xbf16>
+}
+
+// bf16 with D = Dv = 128: 128 keys' K and V panels would pass a 48 KiB L1d,
+// so 64-key blocks by 4 rows.
+// ZEN4-LABEL: func @bf16_d128
+//       ZEN4: kernel <packed, query_tile = 256, key_block = 64, row_block = 4, lane_rows = 64, bf16_dot = true>
+func.func @bf16_d128(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?x?x128xbf16>, %v: tensor<?x?x?x128xbf16>,
+                     %o: tensor<?x?x?x128xbf16>) -> tensor<?x?x?x128xbf16> {
+  %r = attn.attention ins(%q, %k, %v : tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>)
+      outs(%o : tensor<?x?x?x128xbf16>) -> tensor<?x?x?x128xbf16>
+  return %r : tensor<?x?x?x128xbf16>
+}
+
+// A mask operand keeps f16 on the packed path; f32 with D > 128 on a GPU
+// takes 32-key tiles (Q, K, V and P in an sm_80 block's shared memory).
+// ZEN4-LABEL: func @f16_masked
+//       ZEN4: kernel <packed, query_tile = 256, key_block = 128, row_block = 2, lane_rows = 64>
+// SM80-LABEL: func @f16_masked
+//       SM80: kernel <mma_sync, query_tile = 64, key_block = 64>
+func.func @f16_masked(%q: tensor<?x?x?x64xf16>, %k: tensor<?x?x?x64xf16>, %v: tensor<?x?x?x64xf16>,
+                      %m: tensor<1x1x?x?xi1>, %o: tensor<?x?x?x64xf16>) -> tensor<?x?x?x64xf16> {
+  %r = attn.attention ins(%q, %k, %v : tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>)
+      mask(%m : tensor<1x1x?x?xi1>) outs(%o : tensor<?x?x?x64xf16>) -> tensor<?x?x?x64xf16>
+  return %r : tensor<?x?x?x64xf16>
+}
+// SM80-LABEL: func @f32_wide
+//       SM80: kernel <fma, query_tile = 64, key_block = 32>
+func.func @f32_wide(%q: tensor<?x?x?x256xf32>, %k: tensor<?x?x?x256xf32>, %v: tensor<?x?x?x256xf32>,
+                    %o: tensor<?x?x?x256xf32>) -> tensor<?x?x?x256xf32> {
+  %r = attn.attention ins(%q, %k, %v : tensor<?x?x?x256xf32>, tensor<?x?x?x256xf32>, tensor<?x?x?x256xf32>)
+      outs(%o : tensor<?x?x?x256xf32>) -> tensor<?x?x?x256xf32>
+  return %r : tensor<?x?x?x256xf32>
+}
+
+// Decoding (a static Sq of at most 4): 128-key blocks by 2 rows, which
+// measured faster than prefill's 64 by 4 there.
+// ZEN4-LABEL: func @f32_decoding
+//       ZEN4: kernel <lane_rows, query_tile = 128, key_block = 128, row_block = 2, lane_rows = 64>
+func.func @f32_decoding(%q: tensor<?x8x1x128xf32>, %k: tensor<?x2x?x128xf32>, %v: tensor<?x2x?x128xf32>,
+                        %o: tensor<?x8x1x128xf32>) -> tensor<?x8x1x128xf32> {
+  %r = attn.attention ins(%q, %k, %v : tensor<?x8x1x128xf32>, tensor<?x2x?x128xf32>, tensor<?x2x?x128xf32>)
+      outs(%o : tensor<?x8x1x128xf32>) causal align(bottom_right) -> tensor<?x8x1x128xf32>
+  return %r : tensor<?x8x1x128xf32>
+}
+
+// A choice written by hand stays.
+// ZEN4-LABEL: func @given
+//       ZEN4: kernel <packed, query_tile = 32, key_block = 16, row_block = 1>
+// SM80-LABEL: func @given
+//       SM80: kernel <packed, query_tile = 32, key_block = 16, row_block = 1>
+func.func @given(%q: tensor<?x?x?x64xf32>, %k: tensor<?x?x?x64xf32>, %v: tensor<?x?x?x64xf32>,
+                 %o: tensor<?x?x?x64xf32>) -> tensor<?x?x?x64xf32> {
+  %r = attn.attention ins(%q, %k, %v : tensor<?x?x?x64xf32>, tensor<?x?x?x64xf32>, tensor<?x?x?x64xf32>)
+      outs(%o : tensor<?x?x?x64xf32>) kernel <packed, query_tile = 32, key_block = 16, row_block = 1>
+      -> tensor<?x?x?x64xf32>
+  return %r : tensor<?x?x?x64xf32>
+}
+
+// UNKNOWN: error: attn-choose-kernels: unknown CPU 'pentium9'

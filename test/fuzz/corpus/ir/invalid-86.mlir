@@ -1,0 +1,6 @@
+func.func @kernel_gpu_with_cpu_choices(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                                       %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>) {
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      outs(%o : tensor<1x4x8x8xf32>) kernel <fma, query_tile = 64, key_block = 64, row_block = 2> -> tensor<1x4x8x8xf32>
+  return
+}
