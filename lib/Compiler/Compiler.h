@@ -11,6 +11,7 @@
 #ifndef ATTN_COMPILER_COMPILER_H
 #define ATTN_COMPILER_COMPILER_H
 
+#include "lib/Support/Defaults.h"
 #include "lib/Support/KernelSpec.h"
 
 #include <algorithm>
@@ -34,7 +35,7 @@ struct CompileOptions {
   /// Query rows per CPU work item: each packed K/V block serves that many
   /// rows (128 measured 5-15 % faster than 64 on this project's machines,
   /// 256 another 3-4 % for f32 and 10 % for bf16 full attention).
-  int64_t queryTileSize = 256;
+  int64_t queryTileSize = ::mlir::attn::defaults::kQueryTileRows;
   /// The same for causal and windowed kernels, whose tiles across the
   /// diagonal compute scores the band drops (256 measured 1-9 % slower
   /// than 128 there for f32); 0 means min(queryTileSize, 128), or
@@ -66,7 +67,7 @@ struct CompileOptions {
   int64_t vectorWidth = 0;
   /// Bytes of K ahead of the scored row that decoding kernels prefetch
   /// (K and V rows, into L2); 0 turns prefetching off.
-  int64_t prefetchDistance = 4096;
+  int64_t prefetchDistance = ::mlir::attn::defaults::kPrefetchBytes;
   /// Give decoding kernels (a static Sq of at most 4) the key split's
   /// phases (attn-split-keys), with which the runtime spreads a call with
   /// fewer GQA groups than threads over every thread.
@@ -94,7 +95,7 @@ struct CompileOptions {
   /// PTX version the architecture needs).
   std::string gpuArch;
   /// Warps per GPU thread block, each owning 16 query rows (1-16).
-  int64_t gpuWarps = 4;
+  int64_t gpuWarps = ::mlir::attn::defaults::kGpuWarps;
   /// The CUDA toolkit (ptxas) for cubin output; empty: $CUDA_HOME, else
   /// the toolkit found at configure time, else /usr/local/cuda.
   std::string cudaToolkit;
@@ -144,7 +145,7 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
 
 /// Query rows up to which a CPU kernel is a decoding kernel: what
 /// attn-compile sets the CPU pipeline's decode-rows to.
-constexpr int64_t kCpuDecodeRows = 4;
+constexpr int64_t kCpuDecodeRows = ::mlir::attn::defaults::kDecodeRows;
 
 /// Whether `spec` is a decoding kernel on the CPU: a static Sq of at most
 /// kCpuDecodeRows.

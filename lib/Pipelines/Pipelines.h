@@ -2,6 +2,8 @@
 #ifndef ATTN_PIPELINES_PIPELINES_H
 #define ATTN_PIPELINES_PIPELINES_H
 
+#include "lib/Support/Defaults.h"
+
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"
 
@@ -21,7 +23,7 @@ struct TilingOptions : public PassPipelineOptions<Derived> {
   PipelineOption<int64_t> queryTileSize{
       *this, "query-tile-size",
       llvm::cl::desc("Query rows per tile (one work item)"),
-      llvm::cl::init(64)};
+      llvm::cl::init(::mlir::attn::defaults::kQueryTileRows)};
   PipelineOption<int64_t> bandedQueryTileSize{
       *this, "banded-query-tile-size",
       llvm::cl::desc("Query rows per tile of causal or windowed ops (0: "
@@ -29,7 +31,7 @@ struct TilingOptions : public PassPipelineOptions<Derived> {
       llvm::cl::init(0)};
   PipelineOption<int64_t> keyTileSize{
       *this, "key-tile-size", llvm::cl::desc("Keys per tile of the key loop"),
-      llvm::cl::init(128)};
+      llvm::cl::init(::mlir::attn::defaults::kKeyBlock)};
   PipelineOption<bool> alignKeyRanges{
       *this, "align-key-ranges",
       llvm::cl::desc("Give causal and windowed ops' unmasked key ranges "
@@ -40,7 +42,7 @@ struct TilingOptions : public PassPipelineOptions<Derived> {
       llvm::cl::desc("Ops of at most this many query rows (decoding) take a "
                      "GQA group of heads per work item and read K and V in "
                      "place (0: never)"),
-      llvm::cl::init(4)};
+      llvm::cl::init(::mlir::attn::defaults::kDecodeRows)};
   PipelineOption<int64_t> laneRows{
       *this, "lane-rows",
       llvm::cl::desc("Query rows per tile of the lane-rows micro-kernel "
@@ -64,11 +66,11 @@ struct CpuPipelineOptions : public TilingOptions<CpuPipelineOptions> {
   PipelineOption<int64_t> vectorWidth{
       *this, "vector-width",
       llvm::cl::desc("f32 lanes per vector (16: AVX-512, 8: AVX2)"),
-      llvm::cl::init(16)};
+      llvm::cl::init(::mlir::attn::defaults::kVectorWidth)};
   PipelineOption<int64_t> rowBlock{
       *this, "row-block",
       llvm::cl::desc("Query rows sharing each packed K/V vector load"),
-      llvm::cl::init(2)};
+      llvm::cl::init(::mlir::attn::defaults::kRowBlock)};
   PipelineOption<int64_t> bandKeyStep{
       *this, "band-key-step",
       llvm::cl::desc("Keys per step in the packed blocks a causal or window "
@@ -88,7 +90,7 @@ struct CpuPipelineOptions : public TilingOptions<CpuPipelineOptions> {
       *this, "prefetch-bytes",
       llvm::cl::desc("Bytes of K ahead of the scored row whose K and V rows "
                      "decoding kernels prefetch into L2 (0: none)"),
-      llvm::cl::init(4096)};
+      llvm::cl::init(::mlir::attn::defaults::kPrefetchBytes)};
 };
 
 struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
@@ -102,11 +104,11 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
   PipelineOption<int64_t> warps{
       *this, "warps",
       llvm::cl::desc("Warps per thread block; each owns 16 query rows"),
-      llvm::cl::init(4)};
+      llvm::cl::init(::mlir::attn::defaults::kGpuWarps)};
   PipelineOption<int64_t> keyTileSize{
       *this, "key-tile-size",
       llvm::cl::desc("Keys per shared-memory tile (a multiple of 16)"),
-      llvm::cl::init(64)};
+      llvm::cl::init(::mlir::attn::defaults::kGpuKeyBlock)};
   PipelineOption<bool> mma{
       *this, "mma",
       llvm::cl::desc("Tensor-core mma.sync for f16/bf16 (FMA when off)"),
@@ -115,8 +117,10 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
 
 /// What the tiling stages take, from whichever pipeline's options.
 struct TilingConfig {
-  int64_t queryTileSize = 64, bandedQueryTileSize = 0, keyTileSize = 128;
-  int64_t decodeRows = 4, laneRows = 0;
+  int64_t queryTileSize = ::mlir::attn::defaults::kQueryTileRows,
+          bandedQueryTileSize = 0,
+          keyTileSize = ::mlir::attn::defaults::kKeyBlock;
+  int64_t decodeRows = ::mlir::attn::defaults::kDecodeRows, laneRows = 0;
   bool alignKeyRanges = true, blockMapping = false;
 
   template <typename Derived>

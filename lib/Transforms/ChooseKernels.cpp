@@ -119,7 +119,8 @@ KernelAttr mlir::attn::chooseCpuKernel(AttentionOp op, const CpuTarget &target,
   //   their P·V accumulators fit one pass (3 x Dv/16 <= 16 vectors, Dv <=
   //   80): 24 score accumulators for 128 keys; 4-8 % faster than 2 rows at
   //   D = 64 on Zen 4, full and causal.
-  int64_t keyBlock = 128, rowBlock = 2;
+  int64_t keyBlock = ::mlir::attn::defaults::kKeyBlock,
+          rowBlock = ::mlir::attn::defaults::kRowBlock;
   if (target.vectorWidth == 16 && !shape.decoding) {
     constexpr int64_t kL1Bytes = 48 * 1024;
     bool panelsFit = 128 * (shape.headDim + shape.valueDim) * 2 <= kL1Bytes;
@@ -153,9 +154,10 @@ KernelAttr mlir::attn::chooseGpuKernel(AttentionOp op,
   // Keys per shared-memory tile: 64, or 32 for f32 head dims above 128 so
   // that Q, K, V and P tiles fit an sm_80 block's 163 KiB.
   bool wide = std::max(q.getDimSize(3), v.getDimSize(3)) > 128;
-  int64_t keyBlock = overrides.keyBlock > 0    ? overrides.keyBlock
-                     : element.isF32() && wide ? 32
-                                               : 64;
+  int64_t keyBlock = overrides.keyBlock > 0 ? overrides.keyBlock
+                     : element.isF32() && wide
+                         ? 32
+                         : ::mlir::attn::defaults::kGpuKeyBlock;
   bool mma = overrides.mma && (element.isF16() || element.isBF16());
   return KernelAttr::get(op.getContext(),
                          mma ? MicroKernel::mma_sync : MicroKernel::fma,

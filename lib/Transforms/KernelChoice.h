@@ -1,4 +1,5 @@
-//===- KernelChoice.h - Which micro-kernel and blocking an op takes -*- C++ -*-===//
+//===- KernelChoice.h - Which micro-kernel and blocking an op takes -*- C++
+//-*-===//
 //
 // Every heuristic that picks how an attention op is lowered, in one place:
 // the micro-kernel (CPU packed or lane-rows; GPU mma.sync or FMA) and the
@@ -12,6 +13,7 @@
 #define ATTN_TRANSFORMS_KERNELCHOICE_H
 
 #include "dialect/AttnOps.h"
+#include "lib/Support/Defaults.h"
 
 #include <string>
 
@@ -21,7 +23,7 @@ namespace attn {
 /// What the CPU choices depend on about the target.
 struct CpuTarget {
   /// f32 lanes per vector: 16 with AVX-512F, 8 with AVX, else 4.
-  int64_t vectorWidth = 16;
+  int64_t vectorWidth = ::mlir::attn::defaults::kVectorWidth;
   /// AVX-512 BF16 (with 16 lanes): bf16 Q·Kᵀ by vdpbf16ps.
   bool bf16Dot = false;
 };
@@ -36,13 +38,14 @@ bool resolveCpuTarget(llvm::StringRef cpu, llvm::StringRef features,
 struct CpuKernelOverrides {
   /// Query rows per work item, and per work item of causal or windowed
   /// ops (0: min(queryTile, 128), or 256 for bf16 with the dot product).
-  int64_t queryTile = 256, bandedQueryTile = 0;
+  int64_t queryTile = ::mlir::attn::defaults::kQueryTileRows,
+          bandedQueryTile = 0;
   /// Keys per block and rows per packed block (0: chosen).
   int64_t keyBlock = 0, rowBlock = 0;
   /// Rows of a lane-rows tile (-1: chosen; 0: no lane-rows kernel).
   int64_t laneRows = -1;
   /// Ops of a static Sq up to this are decoding kernels.
-  int64_t decodeRows = 4;
+  int64_t decodeRows = ::mlir::attn::defaults::kDecodeRows;
 };
 
 /// The choice for `op` on a CPU.
@@ -56,7 +59,7 @@ int64_t cpuLaneRows(const CpuTarget &target,
 /// Choices a user fixed for a GPU kernel.
 struct GpuKernelOverrides {
   /// Warps per thread block (16 query rows each).
-  int64_t warps = 4;
+  int64_t warps = ::mlir::attn::defaults::kGpuWarps;
   /// Keys per shared-memory tile (0: chosen).
   int64_t keyBlock = 0;
   /// Tensor cores for 16-bit inputs (else FMA).

@@ -86,7 +86,8 @@ def AttnTilePass : Pass<"attn-tile", "func::FuncOp"> {
     then drops.
   }];
   let options = [
-    Option<"queryTileSize", "query-tile-size", "int64_t", /*default=*/"64",
+    Option<"queryTileSize", "query-tile-size", "int64_t",
+           /*default=*/"::mlir::attn::defaults::kQueryTileRows",
            "Query rows per tile (one work item of the kernel)">,
     Option<"bandedQueryTileSize", "banded-query-tile-size", "int64_t",
            /*default=*/"0",
@@ -216,7 +217,8 @@ def AttnTileKeysPass : Pass<"attn-tile-keys", "func::FuncOp"> {
     kernel, e.g. smaller for large f32 head dims on the GPU).
   }];
   let options = [
-    Option<"keyTileSize", "key-tile-size", "int64_t", /*default=*/"128",
+    Option<"keyTileSize", "key-tile-size", "int64_t",
+           /*default=*/"::mlir::attn::defaults::kKeyBlock",
            "Keys per tile of the reduction loop">,
   ];
   let dependentDialects = ["scf::SCFDialect", "tensor::TensorDialect",
@@ -287,23 +289,27 @@ def AttnLowerToVectorPass : Pass<"attn-lower-to-vector", "func::FuncOp"> {
     an excluded key leaves the accumulator untouched (NaN V rows stay out).
   }];
   let options = [
-    Option<"vectorWidth", "vector-width", "int64_t", /*default=*/"16",
+    Option<"vectorWidth", "vector-width", "int64_t",
+           /*default=*/"::mlir::attn::defaults::kVectorWidth",
            "f32 lanes per vector (16 for AVX-512, 8 for AVX2)">,
-    Option<"keyBlock", "key-block", "int64_t", /*default=*/"128",
+    Option<"keyBlock", "key-block", "int64_t",
+           /*default=*/"::mlir::attn::defaults::kKeyBlock",
            "Keys packed and scored per block (a multiple of vector-width)">,
     Option<"bandKeyStep", "band-key-step", "int64_t", /*default=*/"0",
            "Keys per step in the packed blocks that a causal or window band "
            "cuts: each block of rows steps only over the keys it sees (a "
            "multiple of vector-width dividing key-block; 0: the largest such "
            "up to 64)">,
-    Option<"rowBlock", "row-block", "int64_t", /*default=*/"2",
+    Option<"rowBlock", "row-block", "int64_t",
+           /*default=*/"::mlir::attn::defaults::kRowBlock",
            "Query rows that share each packed K and V vector load">,
-    Option<"directRows", "direct-rows", "int64_t", /*default=*/"4",
+    Option<"directRows", "direct-rows", "int64_t",
+           /*default=*/"::mlir::attn::defaults::kDecodeRows",
            "Tiles of at most this many query rows (decoding) whose K and V "
            "rows have unit stride read K and V in place instead of packing "
            "them (0: always pack)">,
     Option<"prefetchDistance", "prefetch-bytes", "int64_t",
-           /*default=*/"0",
+           /*default=*/"::mlir::attn::defaults::kPrefetchBytes",
            "Bytes of K ahead of the row being scored whose K and V rows the "
            "direct path prefetches into L2 (0: none)">,
     Option<"laneRows", "lane-rows", "int64_t", /*default=*/"0",
@@ -335,7 +341,8 @@ def AttnVectorizeRowsPass : Pass<"attn-vectorize-rows", "func::FuncOp"> {
     vectorizer took 4 lanes for a bf16 output, 16 for f32).
   }];
   let options = [
-    Option<"vectorWidth", "vector-width", "int64_t", /*default=*/"16",
+    Option<"vectorWidth", "vector-width", "int64_t",
+           /*default=*/"::mlir::attn::defaults::kVectorWidth",
            "Lanes per vector chunk (16 for AVX-512, 8 for AVX2)">,
   ];
   let dependentDialects = ["vector::VectorDialect", "scf::SCFDialect",

@@ -1,5 +1,5 @@
 // RUN: attn-opt %s -split-input-file -attn-online-softmax | FileCheck %s
-// RUN: attn-opt %s -split-input-file -attn-tile -attn-online-softmax | FileCheck %s --check-prefix=TILED
+// RUN: attn-opt %s -split-input-file -attn-tile=query-tile-size=64 -attn-online-softmax | FileCheck %s --check-prefix=TILED
 
 // attn.attention becomes the online-softmax recurrence: f32 state (an
 // accumulator at 0, a running max at -inf, a running sum at 0) updated by

@@ -1,5 +1,5 @@
-// RUN: attn-opt %s -split-input-file -attn-tile="group-rows=4" | FileCheck %s
-// RUN: attn-opt %s -split-input-file -attn-tile | FileCheck %s --check-prefix=OFF
+// RUN: attn-opt %s -split-input-file -attn-tile="query-tile-size=64 group-rows=4" | FileCheck %s
+// RUN: attn-opt %s -split-input-file -attn-tile=query-tile-size=64 | FileCheck %s --check-prefix=OFF
 
 // Decoding (static Sq <= group-rows): a tile takes a whole GQA group of
 // query heads and its one key/value head, so that the group shares each

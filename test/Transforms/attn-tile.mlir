@@ -1,4 +1,4 @@
-// RUN: attn-opt %s -split-input-file -attn-tile | FileCheck %s
+// RUN: attn-opt %s -split-input-file -attn-tile=query-tile-size=64 | FileCheck %s
 // RUN: attn-opt %s -split-input-file -attn-tile=query-tile-size=16 | FileCheck %s --check-prefix=TILE16
 // RUN: attn-opt %s -split-input-file -attn-tile="query-tile-size=256 banded-query-tile-size=32" | FileCheck %s --check-prefix=BANDED
 

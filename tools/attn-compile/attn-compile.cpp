@@ -64,15 +64,17 @@ static cl::opt<std::string> targetFeatures(
     cl::desc("LLVM features to add (+x) or remove (-x), e.g. +avx2,+fma "
              "(default: the host's, or the --target-cpu's)"),
     cl::init(""), cl::cat(category));
+static const attn::CompileOptions kDefaults;
 static cl::opt<int64_t> queryTile("query-tile-size",
                                   cl::desc("Query rows per work item (CPU)"),
-                                  cl::init(256), cl::cat(category));
+                                  cl::init(kDefaults.queryTileSize),
+                                  cl::cat(category));
 static cl::opt<int64_t> bandedQueryTile(
     "banded-query-tile-size",
     cl::desc("Query rows per work item of causal and windowed kernels (CPU; "
              "default: the smaller of --query-tile-size and 128, or 256 for "
              "bf16 with AVX-512 BF16)"),
-    cl::init(0), cl::cat(category));
+    cl::init(kDefaults.bandedQueryTileSize), cl::cat(category));
 static cl::opt<int64_t>
     keyTile("key-tile-size",
             cl::desc("Keys per tile of the key loop (default: chosen per "
@@ -80,12 +82,12 @@ static cl::opt<int64_t>
                      "bf16 prefill with AVX-512 BF16 and D + Dv > 192, "
                      "else 128; "
                      "GPU: 64, 32 for f32 with D > 128)"),
-            cl::init(0), cl::cat(category));
+            cl::init(kDefaults.keyTileSize), cl::cat(category));
 static cl::opt<int64_t>
     gpuWarps("gpu-warps",
              cl::desc("Warps per thread block, 16 query rows each (GPU; "
                       "default 4)"),
-             cl::init(4), cl::cat(category));
+             cl::init(kDefaults.gpuWarps), cl::cat(category));
 static cl::opt<int64_t>
     rowBlock("row-block",
              cl::desc("Query rows sharing each packed K/V load (CPU, 1-8; "
@@ -93,7 +95,7 @@ static cl::opt<int64_t>
                       "AVX-512 and for bf16 prefill with AVX-512 BF16 and "
                       "D + Dv > 192, 3 for the latter with Dv <= 80, else "
                       "2)"),
-             cl::init(0), cl::cat(category));
+             cl::init(kDefaults.rowBlock), cl::cat(category));
 static cl::opt<std::string> kernelChoice(
     "kernel",
     cl::desc("The micro-kernel and blocking of every kernel, as an "
@@ -106,39 +108,39 @@ static cl::opt<int64_t> bandKeyStep(
     cl::desc("Keys per step in the packed key blocks that a causal or window "
              "band cuts (CPU; a multiple of the vector width dividing the key "
              "tile; 0: the largest such up to 64)"),
-    cl::init(0), cl::cat(category));
+    cl::init(kDefaults.bandKeyStep), cl::cat(category));
 static cl::opt<int64_t>
     laneRows("lane-rows",
              cl::desc("Query rows per tile of the lane-rows micro-kernel "
                       "(CPU; rows in vector lanes; 0: off; default: 64 on "
                       "AVX-512, 24 on AVX2, else off)"),
-             cl::init(-1), cl::cat(category));
+             cl::init(kDefaults.laneRows), cl::cat(category));
 static cl::opt<int64_t> prefetchDistance(
     "prefetch-bytes",
     cl::desc("Bytes of K ahead that decoding kernels prefetch (CPU; 0: off)"),
-    cl::init(4096), cl::cat(category));
+    cl::init(kDefaults.prefetchDistance), cl::cat(category));
 static cl::opt<bool> splitKeys(
     "split-keys",
     cl::desc("Give decoding kernels (static Sq <= 4) the key split's "
              "partial and merge entry points, which the runtime uses when a "
              "call has fewer GQA groups than threads (CPU; default on; "
              "--split-keys=false leaves them out)"),
-    cl::init(true), cl::cat(category));
+    cl::init(kDefaults.splitKeys), cl::cat(category));
 static cl::opt<bool> llvmUnroll(
     "llvm-unroll",
     cl::desc("Let LLVM's O3 unroll loops (CPU; default off: the micro-kernels "
              "are unrolled where it pays when they are generated)"),
-    cl::init(false), cl::cat(category));
+    cl::init(kDefaults.llvmUnroll), cl::cat(category));
 static cl::opt<int64_t>
     vectorWidth("vector-width",
                 cl::desc("f32 lanes per vector (default: from the target)"),
-                cl::init(0), cl::cat(category));
+                cl::init(kDefaults.vectorWidth), cl::cat(category));
 static cl::opt<std::string> librarySymbol(
     "library-symbol",
     cl::desc("Name of the kernel table symbol (default attn_library_v1, "
              "what the runtime loads; give objects linked into one program "
              "distinct names)"),
-    cl::init("attn_library_v1"), cl::cat(category));
+    cl::init(kDefaults.librarySymbol), cl::cat(category));
 static cl::opt<bool>
     timing("timing",
            cl::desc("Print per-stage timings: MLIR passes, LLVM "
