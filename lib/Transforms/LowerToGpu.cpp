@@ -31,7 +31,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "lib/Transforms/AttentionMath.h"
-#include "lib/Transforms/Gpu/WarpTile.h"
+#include "lib/Transforms/Gpu/TileMemory.h"
 #include "lib/Transforms/Passes.h"
 
 #include "dialect/AttnOps.h"
@@ -66,43 +66,20 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 /// many as the largest key tile the GPU pipeline takes).
 constexpr int64_t kMaxWholeKeys = 128;
 
-/// A function argument in global memory: the kernel's pointer parameter
-/// (a 1-D memref) and its sizes and element strides (index values).
-struct GlobalTensor {
-  Value data;
-  Type elementType; // the tensor's: i1 for a keep-mask (stored as i8)
-  SmallVector<Value, 4> sizes, strides;
-  /// Whether its rows can be copied in 16-byte cp.async chunks: unit
-  /// innermost stride, other strides and the pointer 16-byte aligned.
-  Value asyncCopyable;
-};
-
-/// A slice of a global tensor: offsets and sizes in its coordinates.
-struct View {
-  unsigned tensor;
-  SmallVector<Value, 4> offsets, sizes;
-};
-
-/// One thread's part of a state tensor (see the file comment).
-struct Fragments {
-  SmallVector<Value> values;
-};
-
-int64_t elementBytes(Type t) { return t.getIntOrFloatBitWidth() / 8; }
-
-class KernelConverter : public WarpTile {
+class KernelConverter : public SoftmaxStep {
 public:
   KernelConverter(func::FuncOp func, scf::ForallOp forall, bool useMma,
                   bool useAsyncCopy)
-      : func(func), forall(forall), requestMma(useMma),
-        asyncCopy(useAsyncCopy) {}
+      : func(func), forall(forall), requestMma(useMma) {
+    asyncCopy = useAsyncCopy;
+  }
 
   LogicalResult convert(gpu::GPUModuleOp gpuModule);
 
 private:
   func::FuncOp func;
   scf::ForallOp forall;
-  bool requestMma, asyncCopy;
+  bool requestMma;
 
   /// The micro-kernel the tile takes, and once built, the micro-kernel.
   GpuMicroKernelKind kind = GpuMicroKernelKind::Fma;
@@ -111,34 +88,10 @@ private:
   // Conversion state.
   std::unique_ptr<ImplicitLocOpBuilder> ownedBuilder;
   IRMapping mapping;
-  SmallVector<GlobalTensor> globals;
   /// The grid dimension of each forall index.
   SmallVector<gpu::Dimension> gridDims;
-  DenseMap<Value, View> views;
   DenseMap<Value, Fragments> states;
-  SharedTiles shared;
   Value stagedQuery; // the original query tile value now in shared memory
-
-  //===--- global memory ----------------------------------------------===//
-  /// The linear element index of `indices` (relative to the view).
-  Value globalIndex(const View &view, ArrayRef<Value> indices) {
-    const GlobalTensor &g = globals[view.tensor];
-    Value index = cst(0);
-    for (auto [d, i] : llvm::enumerate(indices))
-      index = add(index, mul(add(view.offsets[d], i), g.strides[d]));
-    return index;
-  }
-  /// One element as f32 (a keep-mask element as i1).
-  Value loadGlobal(const View &view, ArrayRef<Value> indices) {
-    const GlobalTensor &g = globals[view.tensor];
-    Value v = memref::LoadOp::create(b(), g.data,
-                                     ValueRange{globalIndex(view, indices)});
-    if (g.elementType.isInteger(1))
-      return arith::CmpIOp::create(
-          b(), arith::CmpIPredicate::ne, v,
-          arith::ConstantOp::create(b(), b().getI8IntegerAttr(0)));
-    return toF32(v);
-  }
 
   //===--- the conversion ---------------------------------------------===//
   LogicalResult analyze();
@@ -150,21 +103,6 @@ private:
   LogicalResult convertFor(scf::ForOp op);
   LogicalResult convertOnline(OnlineAttentionOp op);
   LogicalResult convertEpilogue(linalg::GenericOp op);
-
-  void stageQuery(const View &view);
-  void waitForCopies(unsigned pending);
-  Value asyncCopyable(const GlobalTensor &g);
-  void copyTileAsync(Value tile, const View &view, Value rows, int64_t cols,
-                     int64_t paddedCols);
-  void copyTileByElements(Value tile, const View &view, Value rows,
-                          int64_t cols, int64_t paddedCols);
-  void stageTile(Value tile, const View &view, Value rows, int64_t cols,
-                 int64_t paddedCols);
-  void maskScores(OnlineAttentionOp op, SmallVector<Value> &scores, Value keys);
-  SmallVector<Value> updateStatistics(OnlineAttentionOp op,
-                                      SmallVector<Value> &scores,
-                                      Fragments &max, Fragments &sum);
-  Value rowReduce(AttentionMath &maths, Value v, bool isMax);
 };
 
 //===----------------------------------------------------------------------===//
@@ -553,227 +491,9 @@ LogicalResult KernelConverter::convertFor(scf::ForOp op) {
 // Shared-memory staging
 //===----------------------------------------------------------------------===//
 
-/// Copies `rows` x `cols` elements of `view` (rows along dim 2, columns
-/// along dim 3) into `tile`, all threads of the block cooperating; rows up
-/// to the tile's height and columns up to `paddedCols` are zero-filled. With
-/// cp.async (sm_80) where the tensor's layout allows 16-byte chunks (checked
-/// once per launch), as one group of copies still in flight on return
-/// (waitForCopies); element by element otherwise.
-void KernelConverter::stageTile(Value tile, const View &view, Value rows,
-                                int64_t cols, int64_t paddedCols) {
-  if (Value copyable = globals[view.tensor].asyncCopyable) {
-    auto choice = scf::IfOp::create(b(), copyable, /*withElseRegion=*/true);
-    OpBuilder::InsertionGuard guard(b());
-    b().setInsertionPoint(choice.thenBlock()->getTerminator());
-    copyTileAsync(tile, view, rows, cols, paddedCols);
-    b().setInsertionPoint(choice.elseBlock()->getTerminator());
-    copyTileByElements(tile, view, rows, cols, paddedCols);
-  } else {
-    copyTileByElements(tile, view, rows, cols, paddedCols);
-  }
-  // One cp.async group per tile, empty when the tile took element copies,
-  // so that waitForCopies(n) counts tiles whichever way each was copied.
-  if (asyncCopy)
-    nvgpu::DeviceAsyncCreateGroupOp::create(
-        b(), nvgpu::DeviceAsyncTokenType::get(b().getContext()), ValueRange{});
-}
-
-Value KernelConverter::asyncCopyable(const GlobalTensor &g) {
-  int64_t chunk = 16 / elementBytes(elementType);
-  auto multiple = [&](Value v, int64_t n) {
-    return arith::CmpIOp::create(b(), arith::CmpIPredicate::eq,
-                                 arith::RemUIOp::create(b(), v, cst(n)), cst(0))
-        .getResult();
-  };
-  Value ok = arith::CmpIOp::create(b(), arith::CmpIPredicate::eq,
-                                   g.strides.back(), cst(1));
-  for (Value stride : ArrayRef(g.strides).drop_back())
-    ok = andI(ok, multiple(stride, chunk));
-  Value address = memref::ExtractAlignedPointerAsIndexOp::create(b(), g.data);
-  return andI(ok, multiple(address, 16));
-}
-
-void KernelConverter::copyTileAsync(Value tile, const View &view, Value rows,
-                                    int64_t cols, int64_t paddedCols) {
-  int64_t tileRows = cast<MemRefType>(tile.getType()).getDimSize(0);
-  int64_t chunk = 16 / elementBytes(elementType);
-  int64_t chunksPerRow = paddedCols / chunk;
-  const GlobalTensor &g = globals[view.tensor];
-  forLoop(
-      tid, cst(tileRows * chunksPerRow), cst(warps * kWarpSize), [&](Value i) {
-        Value r = arith::DivUIOp::create(b(), i, cst(chunksPerRow));
-        Value c =
-            mul(arith::RemUIOp::create(b(), i, cst(chunksPerRow)), cst(chunk));
-        // Elements read: the chunk's part of a real row; the rest of the
-        // 16 bytes is zero-filled (a row past the end reads nothing,
-        // from a valid address).
-        Value inside = lt(r, rows);
-        Value count = arith::MaxSIOp::create(
-            b(), arith::MinSIOp::create(b(), sub(cst(cols), c), cst(chunk)),
-            cst(0));
-        count = select(inside, count, cst(0));
-        Value reads = arith::CmpIOp::create(b(), arith::CmpIPredicate::sgt,
-                                            count, cst(0));
-        Value row = select(reads, r, cst(0));
-        Value col = select(reads, c, cst(0));
-        nvgpu::DeviceAsyncCopyOp::create(
-            b(), nvgpu::DeviceAsyncTokenType::get(b().getContext()), tile,
-            ValueRange{r, c}, g.data,
-            ValueRange{globalIndex(view, {cst(0), cst(0), row, col})},
-            b().getIndexAttr(chunk), count, b().getUnitAttr());
-      });
-}
-
-/// Waits until at most `pending` of this thread's latest cp.async groups
-/// (tiles) are still in flight; a barrier then makes every thread's copies
-/// visible. Nothing to wait for without cp.async (element copies are
-/// synchronous, and so is a tile whose layout took that path).
-void KernelConverter::waitForCopies(unsigned pending) {
-  if (asyncCopy)
-    NVVM::CpAsyncWaitGroupOp::create(b(), pending);
-}
-
-void KernelConverter::copyTileByElements(Value tile, const View &view,
-                                         Value rows, int64_t cols,
-                                         int64_t paddedCols) {
-  int64_t tileRows = cast<MemRefType>(tile.getType()).getDimSize(0);
-  Value zero = arith::ConstantOp::create(b(), b().getZeroAttr(elementType));
-  const GlobalTensor &g = globals[view.tensor];
-  forLoop(tid, cst(tileRows * paddedCols), cst(warps * kWarpSize),
-          [&](Value i) {
-            Value r = arith::DivUIOp::create(b(), i, cst(paddedCols));
-            Value c = arith::RemUIOp::create(b(), i, cst(paddedCols));
-            Value inside = andI(lt(r, rows), lt(c, cst(cols)));
-            Value v = ifElse(
-                inside, elementType,
-                [&]() -> Value {
-                  return memref::LoadOp::create(
-                      b(), g.data,
-                      ValueRange{globalIndex(view, {cst(0), cst(0), r, c})});
-                },
-                [&]() -> Value { return zero; });
-            memref::StoreOp::create(b(), v, tile, ValueRange{r, c});
-          });
-}
-
-void KernelConverter::stageQuery(const View &view) {
-  gpu::BarrierOp::create(b()); // earlier readers of the tile are done
-  stageTile(shared.query, view, view.sizes[2], headDim, paddedHeadDim);
-  waitForCopies(0);
-  gpu::BarrierOp::create(b());
-}
-
 //===----------------------------------------------------------------------===//
 // The online-softmax step
 //===----------------------------------------------------------------------===//
-
-/// Scale, soft-cap, bias or keep-mask, causal/window band and the tile's
-/// key count, per score, as the online op defines them.
-void KernelConverter::maskScores(OnlineAttentionOp op,
-                                 SmallVector<Value> &scores, Value keys) {
-  AttentionMath scoreMath = maths(op);
-  Value scale = f32(scoreMath.scoreScale());
-  for (Value &s : scores)
-    s = arith::MulFOp::create(b(), s, scale);
-  for (Value &s : scores)
-    s = scoreMath.softcap(s);
-
-  // The band: key j allowed iff row + diag - left <= j <= row + diag + right.
-  Value diagonal = resolveDiagonal(
-      b(), b().getLoc(), op,
-      op.getDiagonal() ? mapping.lookupOrDefault(op.getDiagonal()) : Value(),
-      [&](Value operand, int64_t dim) { return views[operand].sizes[dim]; });
-  BandArithmetic band(b(), b().getLoc(), op, diagonal);
-
-  const View *mask = op.getMask() ? &views[op.getMask()] : nullptr;
-  Value negInf = f32(-kInf), zero = f32(0);
-  for (int64_t j = 0; j < keyTile / kGroup; ++j)
-    for (int64_t i = 0; i < 4; ++i) {
-      Value &s = scores[j * 4 + i];
-      Value row = fragmentRow(i);
-      Value key = add(colPair, cst(j * kGroup + (i & 1)));
-      Value allowed = lt(key, keys);
-      if (diagonal && band.banded()) {
-        Value center = band.relative(row, Value());
-        if (band.right)
-          allowed = andI(allowed,
-                         arith::CmpIOp::create(b(), arith::CmpIPredicate::sle,
-                                               key, band.upper(center)));
-        if (band.left)
-          allowed = andI(allowed,
-                         arith::CmpIOp::create(b(), arith::CmpIPredicate::sge,
-                                               key, band.lower(center)));
-      }
-      if (mask) {
-        // Rows past the tile's end and keys past the tile are not read; a
-        // mask whose Sq dim is a static 1 broadcasts its row 0.
-        bool rowBroadcast =
-            cast<ShapedType>(op.getMask().getType()).getDimSize(2) == 1;
-        Value maskRow = rowBroadcast ? cst(0) : row;
-        Value readable = lt(key, keys);
-        if (!rowBroadcast)
-          readable = andI(readable, lt(row, mask->sizes[2]));
-        Value bias = ifElse(
-            readable, b().getF32Type(),
-            [&]() -> Value {
-              Value m = loadGlobal(*mask, {cst(0), cst(0), maskRow, key});
-              return m.getType().isInteger(1) ? select(m, zero, negInf) : m;
-            },
-            [&]() -> Value { return zero; });
-        s = arith::AddFOp::create(b(), s, bias);
-        // A -inf bias (or false keep bit) excludes the key by the select:
-        // NaN + -inf is NaN, and an excluded key's NaN must not leak.
-        allowed =
-            andI(allowed, arith::CmpFOp::create(b(), arith::CmpFPredicate::UNE,
-                                                bias, negInf));
-      }
-      s = select(allowed, s, negInf);
-    }
-}
-
-/// The 4 lanes of a row combine their partial max or sum.
-Value KernelConverter::rowReduce(AttentionMath &maths, Value v, bool isMax) {
-  for (int32_t offset : {1, 2}) {
-    Value other = gpu::ShuffleOp::create(b(), b().getLoc(), v, offset,
-                                         kWarpSize, gpu::ShuffleMode::XOR)
-                      .getShuffleResult();
-    v = isMax ? maths.max(v, other)
-              : Value(arith::AddFOp::create(b(), v, other));
-  }
-  return v;
-}
-
-/// Online update of the rows' max and sum; scores become the weights p.
-/// Returns the rescale factor alpha of row 0 and row 1.
-SmallVector<Value> KernelConverter::updateStatistics(OnlineAttentionOp op,
-                                                     SmallVector<Value> &scores,
-                                                     Fragments &max,
-                                                     Fragments &sum) {
-  AttentionMath softmax = maths(op);
-  SmallVector<Value> alphas;
-  for (int64_t r = 0; r < 2; ++r) {
-    Value blockMax = f32(-kInf);
-    for (int64_t j = 0; j < keyTile / kGroup; ++j)
-      for (int64_t c = 0; c < 2; ++c)
-        blockMax = softmax.max(blockMax, scores[j * 4 + r * 2 + c]);
-    blockMax = rowReduce(softmax, blockMax, /*isMax=*/true);
-    Value oldMax = max.values[r];
-    AttentionMath::MaxUpdate update = softmax.updateMax(oldMax, blockMax);
-    Value safe = update.reference, alpha = update.alpha;
-    Value rowSum = f32(0);
-    for (int64_t j = 0; j < keyTile / kGroup; ++j)
-      for (int64_t c = 0; c < 2; ++c) {
-        Value &s = scores[j * 4 + r * 2 + c];
-        s = softmax.exp(arith::SubFOp::create(b(), s, safe));
-        rowSum = arith::AddFOp::create(b(), rowSum, s);
-      }
-    rowSum = rowReduce(softmax, rowSum, /*isMax=*/false);
-    max.values[r] = update.max;
-    sum.values[r] = softmax.updateSum(sum.values[r], alpha, rowSum);
-    alphas.push_back(alpha);
-  }
-  return alphas;
-}
 
 LogicalResult KernelConverter::convertOnline(OnlineAttentionOp op) {
   for (Value v : {op.getQuery(), op.getKey(), op.getValue()})
@@ -806,7 +526,9 @@ LogicalResult KernelConverter::convertOnline(OnlineAttentionOp op) {
   gpu::BarrierOp::create(b());
 
   SmallVector<Value> scores = microKernel->scores();
-  maskScores(op, scores, keys);
+  maskScores(op, scores, keys,
+             op.getDiagonal() ? mapping.lookupOrDefault(op.getDiagonal())
+                              : Value());
   SmallVector<Value> alphas = updateStatistics(op, scores, max, sum);
   for (auto [i, a] : llvm::enumerate(acc))
     a = arith::MulFOp::create(b(), a, alphas[(i % 4) / 2]);

@@ -91,10 +91,6 @@ protected:
               function_ref<SmallVector<Value>(Value, ValueRange)> body) {
     return buildLoopWith(b(), b().getLoc(), lb, ub, step, inits, body);
   }
-  /// The op's score function and online update in the GPU's conventions.
-  AttentionMath maths(OnlineAttentionOp op) {
-    return AttentionMath(b(), b().getLoc(), op, SoftmaxConvention::gpu());
-  }
   /// `then` under `cond`, with `otherwise` as the value when false.
   Value ifElse(Value cond, Type type, function_ref<Value()> then,
                function_ref<Value()> otherwise) {

@@ -1,0 +1,129 @@
+//===- SoftmaxStep.cpp - The online-softmax step on the fragments ---------===//
+//
+// Per thread, the scores of its fragment (two rows, two columns in each
+// group of 8 keys) go through the score function and the online update of
+// AttentionMath; a row's max and sum combine over the 4 lanes that hold it
+// by warp shuffles.
+//
+//===----------------------------------------------------------------------===//
+#include "lib/Transforms/Gpu/TileMemory.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::attn;
+using namespace mlir::attn::gpu_kernel;
+
+namespace {
+constexpr float kInf = std::numeric_limits<float>::infinity();
+} // namespace
+
+/// Scale, soft-cap, bias or keep-mask, causal/window band and the tile's
+/// key count, per score, as the online op defines them.
+void SoftmaxStep::maskScores(OnlineAttentionOp op, SmallVector<Value> &scores,
+                             Value keys, Value diagonalOperand) {
+  AttentionMath scoreMath = maths(op);
+  Value scale = f32(scoreMath.scoreScale());
+  for (Value &s : scores)
+    s = arith::MulFOp::create(b(), s, scale);
+  for (Value &s : scores)
+    s = scoreMath.softcap(s);
+
+  // The band: key j allowed iff row + diag - left <= j <= row + diag + right.
+  Value diagonal = resolveDiagonal(
+      b(), b().getLoc(), op, diagonalOperand,
+      [&](Value operand, int64_t dim) { return views[operand].sizes[dim]; });
+  BandArithmetic band(b(), b().getLoc(), op, diagonal);
+
+  const View *mask = op.getMask() ? &views[op.getMask()] : nullptr;
+  Value negInf = f32(-kInf), zero = f32(0);
+  for (int64_t j = 0; j < keyTile / kGroup; ++j)
+    for (int64_t i = 0; i < 4; ++i) {
+      Value &s = scores[j * 4 + i];
+      Value row = fragmentRow(i);
+      Value key = add(colPair, cst(j * kGroup + (i & 1)));
+      Value allowed = lt(key, keys);
+      if (diagonal && band.banded()) {
+        Value center = band.relative(row, Value());
+        if (band.right)
+          allowed = andI(allowed,
+                         arith::CmpIOp::create(b(), arith::CmpIPredicate::sle,
+                                               key, band.upper(center)));
+        if (band.left)
+          allowed = andI(allowed,
+                         arith::CmpIOp::create(b(), arith::CmpIPredicate::sge,
+                                               key, band.lower(center)));
+      }
+      if (mask) {
+        // Rows past the tile's end and keys past the tile are not read; a
+        // mask whose Sq dim is a static 1 broadcasts its row 0.
+        bool rowBroadcast =
+            cast<ShapedType>(op.getMask().getType()).getDimSize(2) == 1;
+        Value maskRow = rowBroadcast ? cst(0) : row;
+        Value readable = lt(key, keys);
+        if (!rowBroadcast)
+          readable = andI(readable, lt(row, mask->sizes[2]));
+        Value bias = ifElse(
+            readable, b().getF32Type(),
+            [&]() -> Value {
+              Value m = loadGlobal(*mask, {cst(0), cst(0), maskRow, key});
+              return m.getType().isInteger(1) ? select(m, zero, negInf) : m;
+            },
+            [&]() -> Value { return zero; });
+        s = arith::AddFOp::create(b(), s, bias);
+        // A -inf bias (or false keep bit) excludes the key by the select:
+        // NaN + -inf is NaN, and an excluded key's NaN must not leak.
+        allowed =
+            andI(allowed, arith::CmpFOp::create(b(), arith::CmpFPredicate::UNE,
+                                                bias, negInf));
+      }
+      s = select(allowed, s, negInf);
+    }
+}
+
+/// The 4 lanes of a row combine their partial max or sum.
+Value SoftmaxStep::rowReduce(AttentionMath &maths, Value v, bool isMax) {
+  for (int32_t offset : {1, 2}) {
+    Value other = gpu::ShuffleOp::create(b(), b().getLoc(), v, offset,
+                                         kWarpSize, gpu::ShuffleMode::XOR)
+                      .getShuffleResult();
+    v = isMax ? maths.max(v, other)
+              : Value(arith::AddFOp::create(b(), v, other));
+  }
+  return v;
+}
+
+/// Online update of the rows' max and sum; scores become the weights p.
+/// Returns the rescale factor alpha of row 0 and row 1.
+SmallVector<Value> SoftmaxStep::updateStatistics(OnlineAttentionOp op,
+                                                 SmallVector<Value> &scores,
+                                                 Fragments &max,
+                                                 Fragments &sum) {
+  AttentionMath softmax = maths(op);
+  SmallVector<Value> alphas;
+  for (int64_t r = 0; r < 2; ++r) {
+    Value blockMax = f32(-kInf);
+    for (int64_t j = 0; j < keyTile / kGroup; ++j)
+      for (int64_t c = 0; c < 2; ++c)
+        blockMax = softmax.max(blockMax, scores[j * 4 + r * 2 + c]);
+    blockMax = rowReduce(softmax, blockMax, /*isMax=*/true);
+    Value oldMax = max.values[r];
+    AttentionMath::MaxUpdate update = softmax.updateMax(oldMax, blockMax);
+    Value safe = update.reference, alpha = update.alpha;
+    Value rowSum = f32(0);
+    for (int64_t j = 0; j < keyTile / kGroup; ++j)
+      for (int64_t c = 0; c < 2; ++c) {
+        Value &s = scores[j * 4 + r * 2 + c];
+        s = softmax.exp(arith::SubFOp::create(b(), s, safe));
+        rowSum = arith::AddFOp::create(b(), rowSum, s);
+      }
+    rowSum = rowReduce(softmax, rowSum, /*isMax=*/false);
+    max.values[r] = update.max;
+    sum.values[r] = softmax.updateSum(sum.values[r], alpha, rowSum);
+    alphas.push_back(alpha);
+  }
+  return alphas;
+}
