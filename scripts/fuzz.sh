@@ -35,6 +35,10 @@ declare -A max_len=([attn-fuzz-ir]=4096 [attn-fuzz-runtime]=256
 declare -A timeout=([attn-fuzz-ir]=30 [attn-fuzz-runtime]=10
                     [attn-fuzz-npy]=10 [attn-fuzz-spec]=10)
 
+# The targets are built with AddressSanitizer over an uninstrumented
+# libMLIR.so: see scripts/sanitize.sh for why user poisoning is off.
+export ASAN_OPTIONS="${ASAN_OPTIONS:-allow_user_poisoning=0}"
+
 failed=()
 printf '%-18s %12s %8s %9s  %s\n' target executions seconds exec/s result
 for target in "${targets[@]}"; do
