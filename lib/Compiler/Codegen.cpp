@@ -530,6 +530,19 @@ bool ::attn::chooseKernels(
 
 namespace {
 
+/// chooseKernels for a CPU `host`.
+bool chooseCpuKernels(ModuleOp module, ArrayRef<::attn::KernelSpec> specs,
+                      const ::attn::CompileOptions &options,
+                      const ::attn::ResolvedTarget &host, std::string &error) {
+  return ::attn::chooseKernels(
+      module, specs, options,
+      [&](mlir::attn::AttentionOp op) {
+        return mlir::attn::chooseCpuKernel(op, cpuTarget(host),
+                                           cpuOverrides(options));
+      },
+      error);
+}
+
 /// Each kernel's query rows per work item (its #attn.kernel's query tile),
 /// which its descriptor records, in the module's order.
 SmallVector<int64_t> chosenTileRows(ModuleOp module) {
@@ -716,12 +729,7 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
       ResolvedTarget host;
       if (!resolveTarget(options, host, error))
         return false;
-      if (!chooseKernels(*kernels.module, specs, options,
-                         [&](mlir::attn::AttentionOp op) {
-                           return mlir::attn::chooseCpuKernel(
-                               op, cpuTarget(host), cpuOverrides(options));
-                         },
-                         error))
+      if (!chooseCpuKernels(*kernels.module, specs, options, host, error))
         return false;
     } else if (!chooseKernels(*kernels.module, specs, options,
                               [&](mlir::attn::AttentionOp op) {
@@ -780,12 +788,7 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
     pm.enableTiming(lowering);
     mlir::attn::CpuPipelineOptions pipeline;
     setCpuPipelineOptions(pipeline, options, host);
-    if (!chooseKernels(*kernels.module, specs, options,
-                       [&](mlir::attn::AttentionOp op) {
-                         return mlir::attn::chooseCpuKernel(
-                             op, cpuTarget(host), cpuOverrides(options));
-                       },
-                       error))
+    if (!chooseCpuKernels(*kernels.module, specs, options, host, error))
       return false;
     SmallVector<int64_t> tileRows = chosenTileRows(*kernels.module);
     mlir::attn::buildAttnToLLVMCpuPipeline(pm, pipeline);

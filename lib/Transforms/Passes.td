@@ -78,10 +78,9 @@ def AttnTilePass : Pass<"attn-tile", "func::FuncOp"> {
     launch grid always has those three dimensions, so none may be folded
     away when a static size leaves it one iteration.
 
-    Ops with a causal or window band may take a smaller row tile
-    (`banded-query-tile-size`, or the `attn.banded_query_tile_size`
-    attribute of the function, a compiler's choice for that kernel) than
-    the others: on the CPU a larger tile repacks each K/V block for more
+    An op's `#attn.kernel` (attn-choose-kernels) gives its row tile
+    (`query_tile`); without one, ops with a causal or window band may take
+    a smaller row tile (`banded-query-tile-size`) than the others: on the CPU a larger tile repacks each K/V block for more
     rows, while near the diagonal it computes more scores that the band
     then drops.
   }];
@@ -153,7 +152,7 @@ def AttnSplitKeysPass : Pass<"attn-split-keys", "ModuleOp"> {
     micro-kernel is compiled once: a caller that does not split points the
     workspace at a scratch row (strides 0), one that splits points O and
     LSE at one. A range is `ceil(Sk / splits)` keys rounded up to
-    `key-multiple` (a function's `attn.key_tile_size` replaces it), so that
+    `key-multiple` (the ops' chosen `key_block` replaces it), so that
     masked-block skipping aligns a range's key tiles as it would the whole
     sequence's; trailing ranges may be empty.
   }];
@@ -182,8 +181,8 @@ def AttnSkipMaskedBlocksPass : Pass<"attn-skip-masked-blocks", "func::FuncOp"> {
     shrunk to multiples of it (its ends go to the masked ranges), so that
     its key tiles are all whole: otherwise a causal query tile at row r0
     sees keys [0, r0 + 1) unmasked, and its last key tile holds one key
-    but costs as much as a full one. A function's `attn.key_tile_size`
-    (its own key tile) replaces a nonzero `key-alignment`.
+    but costs as much as a full one. An op's chosen key block
+    (`#attn.kernel`'s `key_block`) replaces a nonzero `key-alignment`.
 
     With `whole-ops` (the CPU pipeline with lane rows on, whose key loops
     are not tiled), ops stay whole: attn-lower-to-vector's micro-kernels
@@ -212,9 +211,9 @@ def AttnTileKeysPass : Pass<"attn-tile-keys", "func::FuncOp"> {
     `TilingInterface` into an `scf.for` whose iteration arguments are the
     running accumulator, maximum and sum: FlashAttention's key loop. No score
     buffer larger than one query tile by one key tile exists after this.
-    A function's `attn.key_tile_size` integer attribute, when present,
-    overrides the option for the ops in it (the compiler picks a tile per
-    kernel, e.g. smaller for large f32 head dims on the GPU).
+    An op's `#attn.kernel` (attn-choose-kernels) gives its key tile
+    (`key_block`) in place of the option (chosen per kernel, e.g. smaller
+    for large f32 head dims on the GPU).
   }];
   let options = [
     Option<"keyTileSize", "key-tile-size", "int64_t",
@@ -272,10 +271,11 @@ def AttnLowerToVectorPass : Pass<"attn-lower-to-vector", "func::FuncOp"> {
     `prefetch-bytes`, the direct path prefetches, while it scores a key,
     the K and V rows of the key that many bytes of K ahead into L2 (the
     hardware prefetcher alone left decoding at 60-70 % of the memory
-    bandwidth). A function's `attn.key_tile_size` and `attn.row_block`
-    integer attributes override `key-block` and `row-block` for its ops (a
-    compiler choosing the blocking per kernel; the key tile of
-    `attn-tile-keys` follows the same attribute).
+    bandwidth). An op's `#attn.kernel` (attn-choose-kernels) gives its
+    micro-kernel (`packed` or `lane_rows`), `key_block`, `row_block`,
+    `lane_rows` and `bf16_dot` in place of the options; the ops of one
+    function share its scratch buffers and must agree on the blocking.
+    The micro-kernels are lib/Transforms/Cpu/*Kernel.cpp.
 
     With `lane-rows` (a multiple of `vector-width`), ops without a mask
     operand or the bf16 dot product take the lane-rows micro-kernel: a
