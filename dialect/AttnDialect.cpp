@@ -79,14 +79,18 @@ KernelAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 //===----------------------------------------------------------------------===//
 
 namespace {
-struct OnlineAttentionBufferization
+/// The bufferization of an attn op in destination-passing style that takes
+/// tensors or memrefs (the online and backward ops): the same op on
+/// buffers, writing its outs in place.
+template <typename OpTy>
+struct MemRefFormBufferization
     : public bufferization::DstBufferizableOpInterfaceExternalModel<
-          OnlineAttentionBufferization, OnlineAttentionOp> {
+          MemRefFormBufferization<OpTy>, OpTy> {
   LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
                           const bufferization::BufferizationOptions &options,
                           bufferization::BufferizationState &state) const {
-    auto online = cast<OnlineAttentionOp>(op);
-    if (!online.hasPureTensorSemantics())
+    auto dps = cast<DestinationStyleOpInterface>(op);
+    if (!dps.hasPureTensorSemantics())
       return op->emitOpError("mixes tensor and memref operands");
     SmallVector<Value> operands;
     for (Value operand : op->getOperands()) {
@@ -103,10 +107,10 @@ struct OnlineAttentionBufferization
     rewriter.setInsertionPoint(op);
     OperationState newState(op->getLoc(), op->getName(), operands,
                             TypeRange{}, op->getAttrs());
-    Operation *bufferized = rewriter.create(newState);
-    auto newOp = cast<OnlineAttentionOp>(bufferized);
+    auto bufferized =
+        cast<DestinationStyleOpInterface>(rewriter.create(newState));
     bufferization::replaceOpWithBufferizedValues(
-        rewriter, op, {newOp.getAcc(), newOp.getMax(), newOp.getSum()});
+        rewriter, op, SmallVector<Value>(bufferized.getDpsInits()));
     return success();
   }
 };
@@ -115,6 +119,9 @@ struct OnlineAttentionBufferization
 void mlir::attn::registerBufferizableOpInterfaceExternalModels(
     DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *ctx, AttnDialect *) {
-    OnlineAttentionOp::attachInterface<OnlineAttentionBufferization>(*ctx);
+    OnlineAttentionOp::attachInterface<
+        MemRefFormBufferization<OnlineAttentionOp>>(*ctx);
+    AttentionBackwardOp::attachInterface<
+        MemRefFormBufferization<AttentionBackwardOp>>(*ctx);
   });
 }

@@ -304,6 +304,62 @@ float effectiveScale(std::optional<float> scale, Value query) {
 
 } // namespace
 
+namespace {
+/// (left, right) of a causal or windowed op: see getBandOffsets.
+std::pair<std::optional<int64_t>, std::optional<int64_t>>
+bandOffsets(const AttentionView &view) {
+  std::optional<int64_t> left, right;
+  if (WindowAttr window = view.window) {
+    left = window.getLeft();
+    right = window.getRight();
+  }
+  if (view.causal)
+    right = right ? std::min<int64_t>(*right, 0) : 0;
+  return {left, right};
+}
+
+/// Memory effects of an op on memrefs: reads every memref operand, writes
+/// its outs.
+void memrefEffects(
+    DestinationStyleOpInterface op,
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  for (OpOperand &operand : op->getOpOperands()) {
+    if (!isa<MemRefType>(operand.get().getType()))
+      continue;
+    effects.emplace_back(MemoryEffects::Read::get(), &operand,
+                         SideEffects::DefaultResource::get());
+    if (op.isDpsInit(&operand))
+      effects.emplace_back(MemoryEffects::Write::get(), &operand,
+                           SideEffects::DefaultResource::get());
+  }
+}
+
+/// Checks that an op's operands are all tensors or all memrefs, that it has
+/// one result per outs operand on tensors (none on memrefs), each of its
+/// outs operand's type.
+LogicalResult verifyTensorOrMemRefForm(DestinationStyleOpInterface op) {
+  bool tensors = isa<TensorType>(op.getDpsInits().front().getType());
+  for (Value operand : op->getOperands()) {
+    if (isa<IndexType>(operand.getType()))
+      continue;
+    if (isa<TensorType>(operand.getType()) != tensors)
+      return op->emitOpError("operands must be all tensors or all memrefs");
+  }
+  size_t expectedResults = tensors ? op.getNumDpsInits() : 0;
+  if (op->getNumResults() != expectedResults)
+    return op->emitOpError()
+           << "must have " << expectedResults
+           << " results (one per outs tensor), found " << op->getNumResults();
+  for (auto [result, init] : llvm::zip(op->getResults(), op.getDpsInits()))
+    if (result.getType() != init.getType())
+      return op->emitOpError() << "result type must equal its outs tensor's "
+                               << init.getType() << ", found "
+                               << result.getType();
+  return success();
+}
+} // namespace
+
 //===----------------------------------------------------------------------===//
 // AttentionOp
 //===----------------------------------------------------------------------===//
@@ -358,53 +414,97 @@ LogicalResult OnlineAttentionOp::verify() {
       failed(verifyStateOrOutput(*this, "sum", getSum().getType(), f32, view,
                                  /*withValueDim=*/false)))
     return failure();
-  bool tensors = isa<TensorType>(getAcc().getType());
-  for (Value operand : getOperation()->getOperands()) {
-    if (isa<IndexType>(operand.getType()))
-      continue;
-    if (isa<TensorType>(operand.getType()) != tensors)
-      return emitOpError("operands must be all tensors or all memrefs");
-  }
-  size_t expectedResults = tensors ? 3 : 0;
-  if (getResults().size() != expectedResults)
-    return emitOpError() << "must have " << expectedResults
-                         << " results (one per state tensor), found "
-                         << getResults().size();
-  for (auto [result, init] : llvm::zip(getResults(), getDpsInits()))
-    if (result.getType() != init.getType())
-      return emitOpError() << "result type must equal its outs tensor's "
-                           << init.getType() << ", found " << result.getType();
-  return success();
+  return verifyTensorOrMemRefForm(*this);
 }
 
 float OnlineAttentionOp::getEffectiveScale() {
   return effectiveScale(viewOf(*this).scale, getQuery());
 }
 
+
 std::pair<std::optional<int64_t>, std::optional<int64_t>>
 OnlineAttentionOp::getBandOffsets() {
-  std::optional<int64_t> left, right;
-  if (auto window = getWindowAttr()) {
-    left = window.getLeft();
-    right = window.getRight();
-  }
-  if (getCausal())
-    right = right ? std::min<int64_t>(*right, 0) : 0;
-  return {left, right};
+  return bandOffsets(viewOf(*this));
 }
 
 void OnlineAttentionOp::getEffects(
     SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
         &effects) {
-  for (OpOperand &operand : getOperation()->getOpOperands()) {
-    if (!isa<MemRefType>(operand.get().getType()))
-      continue;
-    effects.emplace_back(MemoryEffects::Read::get(), &operand,
-                         SideEffects::DefaultResource::get());
-    if (isDpsInit(&operand))
-      effects.emplace_back(MemoryEffects::Write::get(), &operand,
-                           SideEffects::DefaultResource::get());
-  }
+  memrefEffects(*this, effects);
+}
+
+//===----------------------------------------------------------------------===//
+// AttentionBackwardOp
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Checks that `type` (a gradient) has the rank, element type and sizes of
+/// `like` (what it is the gradient of).
+LogicalResult verifyGradientOf(Operation *op, StringRef name, Type type,
+                               StringRef likeName, Type like,
+                               StringRef layout) {
+  auto likeType = cast<ShapedType>(like);
+  if (failed(verifyRank(op, name, type, 4, layout)))
+    return failure();
+  auto shaped = cast<ShapedType>(type);
+  if (shaped.getElementType() != likeType.getElementType())
+    return op->emitOpError()
+           << name << " element type must equal the " << likeName << "'s ("
+           << likeType.getElementType() << "), found "
+           << shaped.getElementType();
+  for (unsigned dim = 0; dim < 4; ++dim)
+    if (!dimsCompatible(shaped.getDimSize(dim), likeType.getDimSize(dim)))
+      return op->emitOpError()
+             << name << " dim " << dim << " must equal the " << likeName
+             << "'s " << dimToString(likeType.getDimSize(dim)) << ", found "
+             << dimToString(shaped.getDimSize(dim));
+  return success();
+}
+} // namespace
+
+LogicalResult AttentionBackwardOp::verify() {
+  AttentionView view = viewOf(*this);
+  if (failed(verifyAttentionInputs(view)))
+    return failure();
+  Type elementType = cast<ShapedType>(getQuery().getType()).getElementType();
+  Type f32 = Float32Type::get(getContext());
+  if (failed(verifyStateOrOutput(*this, "output", getOutput().getType(),
+                                 elementType, view, /*withValueDim=*/true)) ||
+      failed(verifyStateOrOutput(*this, "lse", getLse().getType(), f32, view,
+                                 /*withValueDim=*/false)) ||
+      failed(verifyStateOrOutput(*this, "grad_output",
+                                 getGradOutput().getType(), elementType, view,
+                                 /*withValueDim=*/true)))
+    return failure();
+  if (Value gradLse = getGradLse())
+    if (failed(verifyStateOrOutput(*this, "grad_lse", gradLse.getType(), f32,
+                                   view, /*withValueDim=*/false)))
+      return failure();
+  if (failed(verifyGradientOf(*this, "grad_query", getGradQuery().getType(),
+                              "query", getQuery().getType(),
+                              "[B, Hq, Sq, D]")) ||
+      failed(verifyGradientOf(*this, "grad_key", getGradKey().getType(), "key",
+                              getKey().getType(), "[B, Hkv, Sk, D]")) ||
+      failed(verifyGradientOf(*this, "grad_value", getGradValue().getType(),
+                              "value", getValue().getType(),
+                              "[B, Hkv, Sk, Dv]")))
+    return failure();
+  return verifyTensorOrMemRefForm(*this);
+}
+
+float AttentionBackwardOp::getEffectiveScale() {
+  return effectiveScale(viewOf(*this).scale, getQuery());
+}
+
+std::pair<std::optional<int64_t>, std::optional<int64_t>>
+AttentionBackwardOp::getBandOffsets() {
+  return bandOffsets(viewOf(*this));
+}
+
+void AttentionBackwardOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  memrefEffects(*this, effects);
 }
 
 //===----------------------------------------------------------------------===//
@@ -465,12 +565,59 @@ Value baseDiagonal(OpBuilder &b, Location loc, const AttentionView &view) {
   return arith::SubIOp::create(b, loc, sk, sq);
 }
 
+/// The key/value heads [offset, offset + size) that the query-head tile
+/// (offset, size) reads. Query heads map onto key/value heads h / G. A tile
+/// of all heads reads all of them; a tile of one query head reads its kv
+/// head; a tile of whole GQA groups at a group boundary (what attn-tile
+/// makes for decoding and for the backward op, so that a group's heads
+/// share each K/V load) reads those groups' kv heads, and an aligned tile of
+/// a divisor of the group (unless `wholeGroups`) its one kv head. A tile
+/// size that is not static cannot be checked here: the tiling driver
+/// promises 1 or whole groups.
+FailureOr<std::pair<OpFoldResult, OpFoldResult>>
+kvHeadTile(OpBuilder &b, Location loc, const AttentionView &view,
+           OpFoldResult offset, OpFoldResult size, bool wholeGroups) {
+  OpFoldResult zero = b.getIndexAttr(0), one = b.getIndexAttr(1);
+  OpFoldResult hq = dimOf(b, loc, view.query, 1);
+  if (isZeroInteger(offset) && isFullDim(size, view.query, 1))
+    return std::make_pair(zero, dimOf(b, loc, view.key, 1));
+  std::optional<int64_t> staticSize = getConstantIntValue(size);
+  int64_t staticHq = cast<ShapedType>(view.query.getType()).getDimSize(1);
+  int64_t staticHkv = cast<ShapedType>(view.key.getType()).getDimSize(1);
+  bool staticGroup =
+      !ShapedType::isDynamic(staticHq) && !ShapedType::isDynamic(staticHkv);
+  int64_t staticG = staticGroup ? staticHq / std::max<int64_t>(staticHkv, 1) : 0;
+  if (staticSize && staticGroup && wholeGroups && staticG >= 1 &&
+      *staticSize % staticG != 0)
+    return failure();
+  // Whole groups, or a divisor of the group (a tile of a group larger
+  // than a decoding tile may hold; attn-tile aligns it to the tile).
+  if (staticSize && *staticSize != 1 &&
+      (!staticGroup || staticG < 1 ||
+       (*staticSize % staticG != 0 && staticG % *staticSize != 0)))
+    return failure();
+  // Folded where static, so that the tile's types are.
+  Value hkv =
+      getValueOrCreateConstantIndexOp(b, loc, dimOf(b, loc, view.key, 1));
+  Value group = b.createOrFold<arith::DivUIOp>(
+      loc, getValueOrCreateConstantIndexOp(b, loc, hq), hkv);
+  OpFoldResult kvOffset = getAsOpFoldResult(b.createOrFold<arith::DivUIOp>(
+      loc, getValueOrCreateConstantIndexOp(b, loc, offset), group));
+  OpFoldResult kvSize =
+      staticSize && *staticSize == 1
+          ? one
+          : getAsOpFoldResult(b.createOrFold<arith::CeilDivUIOp>(
+                loc, getValueOrCreateConstantIndexOp(b, loc, size), group));
+  return std::make_pair(kvOffset, kvSize);
+}
+
 /// Slices the inputs of an attention-like op for the iteration-space tile
-/// (offsets, sizes) over (B, Hq, Sq, Sk).
+/// (offsets, sizes) over (B, Hq, Sq, Sk); `wholeGroups`: see kvHeadTile.
 FailureOr<OperandTiles> tileInputs(OpBuilder &b, Location loc,
                                    const AttentionView &view,
                                    ArrayRef<OpFoldResult> offsets,
-                                   ArrayRef<OpFoldResult> sizes) {
+                                   ArrayRef<OpFoldResult> sizes,
+                                   bool wholeGroups = false) {
   OperandTiles tiles;
   OpFoldResult zero = b.getIndexAttr(0), one = b.getIndexAttr(1);
   auto q = cast<ShapedType>(view.query.getType());
@@ -478,45 +625,11 @@ FailureOr<OperandTiles> tileInputs(OpBuilder &b, Location loc,
   OpFoldResult dv =
       b.getIndexAttr(cast<ShapedType>(view.value.getType()).getDimSize(3));
 
-  // Query heads map onto key/value heads h / G. A tile of all heads reads
-  // all of them; a tile of one query head reads its kv head; a tile of whole
-  // GQA groups at a group boundary (what attn-tile makes for decoding, so
-  // that a group's heads share each K/V load) reads those groups' kv heads,
-  // and an aligned tile of a divisor of the group its one kv head.
-  // A tile size that is not static cannot be checked here: the tiling driver
-  // promises 1 or whole groups.
-  OpFoldResult hq = dimOf(b, loc, view.query, 1);
-  OpFoldResult kvOffset, kvSize;
-  if (isZeroInteger(offsets[1]) && isFullDim(sizes[1], view.query, 1)) {
-    kvOffset = zero;
-    kvSize = dimOf(b, loc, view.key, 1);
-  } else {
-    std::optional<int64_t> size = getConstantIntValue(sizes[1]);
-    int64_t staticHq = cast<ShapedType>(view.query.getType()).getDimSize(1);
-    int64_t staticHkv = cast<ShapedType>(view.key.getType()).getDimSize(1);
-    bool staticGroup =
-        !ShapedType::isDynamic(staticHq) && !ShapedType::isDynamic(staticHkv);
-    // Whole groups, or a divisor of the group (a tile of a group larger
-    // than a decoding tile may hold; attn-tile aligns it to the tile).
-    int64_t staticG =
-        staticGroup ? staticHq / std::max<int64_t>(staticHkv, 1) : 0;
-    if (size && *size != 1 &&
-        (!staticGroup || staticG < 1 ||
-         (*size % staticG != 0 && staticG % *size != 0)))
-      return failure();
-    // Folded where static, so that the tile's types are.
-    Value hkv =
-        getValueOrCreateConstantIndexOp(b, loc, dimOf(b, loc, view.key, 1));
-    Value group = b.createOrFold<arith::DivUIOp>(
-        loc, getValueOrCreateConstantIndexOp(b, loc, hq), hkv);
-    kvOffset = getAsOpFoldResult(b.createOrFold<arith::DivUIOp>(
-        loc, getValueOrCreateConstantIndexOp(b, loc, offsets[1]), group));
-    if (size && *size == 1)
-      kvSize = one;
-    else
-      kvSize = getAsOpFoldResult(b.createOrFold<arith::CeilDivUIOp>(
-          loc, getValueOrCreateConstantIndexOp(b, loc, sizes[1]), group));
-  }
+  FailureOr<std::pair<OpFoldResult, OpFoldResult>> kvHeads =
+      kvHeadTile(b, loc, view, offsets[1], sizes[1], wholeGroups);
+  if (failed(kvHeads))
+    return failure();
+  auto [kvOffset, kvSize] = *kvHeads;
 
   tiles.query = extractSlice(b, loc, view.query,
                              {offsets[0], offsets[1], offsets[2], zero},
@@ -676,6 +789,109 @@ LogicalResult OnlineAttentionOp::getResultTilePosition(
     SmallVector<OpFoldResult> &resultSizes) {
   stateTilePosition(b, getDpsInits()[resultNumber], offsets, sizes,
                     resultOffsets, resultSizes);
+  return success();
+}
+
+// The backward op iterates over (B, Hq, Sq, Sk) too, but only B and whole
+// GQA groups of heads are parallel: dK and dV sum over Sq and over a group's
+// query heads, dQ over Sk. A tile owns its dQ rows and its dK/dV heads.
+
+SmallVector<Range> AttentionBackwardOp::getIterationDomain(OpBuilder &b) {
+  return attentionIterationDomain(b, getLoc(), viewOf(*this));
+}
+
+SmallVector<utils::IteratorType>
+AttentionBackwardOp::getLoopIteratorTypes() {
+  return {utils::IteratorType::parallel, utils::IteratorType::parallel,
+          utils::IteratorType::reduction, utils::IteratorType::reduction};
+}
+
+namespace {
+/// Whether (offsets, sizes) leaves the backward op's rows and keys whole.
+bool rowsAndKeysWhole(AttentionBackwardOp op, ArrayRef<OpFoldResult> offsets,
+                      ArrayRef<OpFoldResult> sizes) {
+  return isZeroInteger(offsets[2]) && isFullDim(sizes[2], op.getQuery(), 2) &&
+         isZeroInteger(offsets[3]) && isFullDim(sizes[3], op.getKey(), 2);
+}
+} // namespace
+
+FailureOr<TilingResult>
+AttentionBackwardOp::getTiledImplementation(OpBuilder &b,
+                                            ArrayRef<OpFoldResult> offsets,
+                                            ArrayRef<OpFoldResult> sizes) {
+  if (!hasPureTensorSemantics()) {
+    emitOpError("tiles only in its tensor form");
+    return failure();
+  }
+  if (!rowsAndKeysWhole(*this, offsets, sizes)) {
+    emitOpError("tiles only batches and whole GQA groups of heads (dK and dV "
+                "sum over the query rows, dQ over the keys)");
+    return failure();
+  }
+  Location loc = getLoc();
+  AttentionView view = viewOf(*this);
+  FailureOr<OperandTiles> tiles =
+      tileInputs(b, loc, view, offsets, sizes, /*wholeGroups=*/true);
+  if (failed(tiles)) {
+    emitOpError("can tile the head dimension only by whole GQA groups (the "
+                "heads of a group add to one dK and dV)");
+    return failure();
+  }
+  OpFoldResult zero = b.getIndexAttr(0);
+  auto rowSlice = [&](Value source) {
+    auto type = cast<ShapedType>(source.getType());
+    SmallVector<OpFoldResult> at = {offsets[0], offsets[1], zero};
+    SmallVector<OpFoldResult> size = {sizes[0], sizes[1],
+                                      dimOf(b, loc, source, 2)};
+    if (type.getRank() == 4) {
+      at.push_back(zero);
+      size.push_back(b.getIndexAttr(type.getDimSize(3)));
+    }
+    return extractSlice(b, loc, source, at, size, *tiles);
+  };
+  // dK and dV are sliced as K and V are.
+  auto likeSlice = [&](Value source, Value like) {
+    auto slice = like.getDefiningOp<tensor::ExtractSliceOp>();
+    return extractSlice(b, loc, source, slice.getMixedOffsets(),
+                        slice.getMixedSizes(), *tiles);
+  };
+  Value output = rowSlice(getOutput()), lse = rowSlice(getLse());
+  Value gradOutput = rowSlice(getGradOutput());
+  Value gradLse = getGradLse() ? rowSlice(getGradLse()) : Value();
+  Value gradQuery = likeSlice(getGradQuery(), tiles->query);
+  Value gradKey = likeSlice(getGradKey(), tiles->key);
+  Value gradValue = likeSlice(getGradValue(), tiles->value);
+  auto tiled = AttentionBackwardOp::create(
+      b, loc, TypeRange{gradQuery.getType(), gradKey.getType(),
+                        gradValue.getType()},
+      tiles->query, tiles->key, tiles->value, tiles->mask, tiles->diagonal,
+      output, lse, gradOutput, gradLse, gradQuery, gradKey, gradValue,
+      AttentionAttributes::of(*this).withoutAlignment());
+  return TilingResult{
+      {tiled}, SmallVector<Value>(tiled->getResults()), tiles->slices};
+}
+
+LogicalResult AttentionBackwardOp::getResultTilePosition(
+    OpBuilder &b, unsigned resultNumber, ArrayRef<OpFoldResult> offsets,
+    ArrayRef<OpFoldResult> sizes, SmallVector<OpFoldResult> &resultOffsets,
+    SmallVector<OpFoldResult> &resultSizes) {
+  if (!rowsAndKeysWhole(*this, offsets, sizes))
+    return failure();
+  OpFoldResult zero = b.getIndexAttr(0);
+  Value init = getDpsInits()[resultNumber];
+  OpFoldResult width =
+      b.getIndexAttr(cast<ShapedType>(init.getType()).getDimSize(3));
+  if (resultNumber == 0) {
+    resultOffsets = {offsets[0], offsets[1], zero, zero};
+    resultSizes = {sizes[0], sizes[1], sizes[2], width};
+    return success();
+  }
+  FailureOr<std::pair<OpFoldResult, OpFoldResult>> kvHeads = kvHeadTile(
+      b, getLoc(), viewOf(*this), offsets[1], sizes[1], /*wholeGroups=*/true);
+  if (failed(kvHeads))
+    return failure();
+  resultOffsets = {offsets[0], kvHeads->first, zero, zero};
+  resultSizes = {sizes[0], kvHeads->second, sizes[3], width};
   return success();
 }
 

@@ -12,16 +12,16 @@ include "mlir/Interfaces/TilingInterface.td"
 // What attention-like ops share
 //===----------------------------------------------------------------------===//
 
-// The ops that compute attention (the forward op and its online step; the
-// backward op to come) share their inputs -- Q, K, V, the optional mask and
+// The ops that compute attention (the forward op, its online step and the
+// backward op) share their inputs -- Q, K, V, the optional mask and
 // diagonal --, the attributes that say what is attended, and the assembly
 // around their states. Each def gives its operand type, its states (the
-// `outs`), how they print, and which state's type says whether the op is on
-// tensors. Builders that take an `AttentionAttributes` (AttnOps.h) copy the
+// `outs`, after any further inputs), how they print (`inputsFormat` before
+// `outs`), and which state's type says whether the op is on tensors. Builders that take an `AttentionAttributes` (AttnOps.h) copy the
 // attributes of another op whole.
 class Attn_AttentionLikeOp<string mnemonic, Type inputType, dag states,
                            string statesFormat, string tensorState,
-                           list<Trait> traits = []>
+                           list<Trait> traits = [], string inputsFormat = "">
     : Attn_Op<mnemonic, !listconcat(
         [AttrSizedOperandSegments, DestinationStyleOpInterface], traits)> {
   let arguments = !con(
@@ -43,6 +43,7 @@ class Attn_AttentionLikeOp<string mnemonic, Type inputType, dag states,
     `ins` `(` $query `,` $key `,` $value `:` type($query) `,` type($key) `,` type($value) `)`
     (`mask` `(` $mask^ `:` type($mask) `)`)?
     (`diagonal` `(` $diagonal^ `)`)?
+    }], inputsFormat, [{
     `outs` `(` }], statesFormat, [{ `)`
     (`causal` $causal^)?
     (`align` `(` $alignment^ `)`)?
@@ -239,6 +240,97 @@ def Attn_OnlineAttentionOp : Attn_AttentionLikeOp<"online_attention",
     /// The band of a causal or windowed op, as (left, right): row r sees
     /// the keys k with r + diagonal - left <= k <= r + diagonal + right,
     /// a side without a value unbounded (causal: right at most 0).
+    std::pair<std::optional<int64_t>, std::optional<int64_t>>
+    getBandOffsets();
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// attn.attention_backward
+//===----------------------------------------------------------------------===//
+
+def Attn_AttentionBackwardOp : Attn_AttentionLikeOp<"attention_backward",
+    Attn_TensorOrMemRef,
+    (ins Attn_TensorOrMemRef:$output, Attn_TensorOrMemRef:$lse,
+         Attn_TensorOrMemRef:$grad_output,
+         Optional<Attn_TensorOrMemRef>:$grad_lse,
+         Attn_TensorOrMemRef:$grad_query, Attn_TensorOrMemRef:$grad_key,
+         Attn_TensorOrMemRef:$grad_value),
+    [{$grad_query `,` $grad_key `,` $grad_value `:` type($grad_query) `,`
+      type($grad_key) `,` type($grad_value)}],
+    "$grad_query", [
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
+    DeclareOpInterfaceMethods<TilingInterface, [
+      "getIterationDomain", "getLoopIteratorTypes",
+      "getTiledImplementation", "getResultTilePosition"]>],
+    [{`forward` `(` $output `,` $lse `:` type($output) `,` type($lse) `)`
+      `grads` `(` $grad_output `:` type($grad_output) `)`
+      (`grad_lse` `(` $grad_lse^ `:` type($grad_lse) `)`)?}]> {
+  let summary = "the gradients of attn.attention: dQ, dK and dV";
+  let description = [{
+    Given the inputs and attributes of an `attn.attention` (Q, K, V, mask,
+    causal band, window, scale, soft-cap), its output `O` and log-sum-exp
+    `LSE` (`forward(...)`), the gradient `dO` of a loss with respect to `O`
+    (`grads(...)`) and, when the loss also reads the log-sum-exp, its
+    gradient `dLSE` (`grad_lse(...)`), computes
+
+    ```
+    P[i,j]  = exp(s[i,j] − LSE[i])                   (0 where excluded, or LSE = −inf)
+    Δ_i     = Σ_e dO[i,e]·O[i,e] − dLSE[i]
+    dS[i,j] = P[i,j] · (Σ_e dO[i,e]·V[j,e] − Δ_i) · (1 − (s/c)²  with softcap(c))
+    dV[j]   = Σ_i P[i,j]·dO[i]      dQ[i] = scale·Σ_j dS[i,j]·K[j]
+    dK[j]   = scale·Σ_i dS[i,j]·Q[i]
+    ```
+
+    with `O`, `dO: [B, Hq, Sq, Dv]` of the query's element type, `LSE`,
+    `dLSE: [B, Hq, Sq]` f32, and the results `dQ`, `dK`, `dV` shaped and
+    typed as Q, K and V. Under GQA, dK and dV of a key/value head sum the
+    contributions of its `G` query heads. P is recomputed from Q, K and the
+    saved LSE: nothing of size `Sq · Sk` is stored. A fully masked row (LSE
+    = −inf) gets dQ = 0 and contributes nothing. The contract is the
+    section "The gradient" of `docs/spec.md`.
+
+    `outs` holds dQ, dK and dV, which the op overwrites; on tensors the
+    results are their new values, after bufferization it has none. It tiles
+    over batches and whole GQA groups of heads (each tile owns its dQ rows
+    and its dK/dV heads, so no two tiles write one element: the result does
+    not depend on the thread count).
+
+    ```mlir
+    %dq, %dk, %dv = attn.attention_backward
+        ins(%q, %k, %v : tensor<2x8x?x64xf32>, tensor<2x2x?x64xf32>, tensor<2x2x?x64xf32>)
+        forward(%o, %lse : tensor<2x8x?x64xf32>, tensor<2x8x?xf32>)
+        grads(%do : tensor<2x8x?x64xf32>)
+        outs(%dq0, %dk0, %dv0 : tensor<2x8x?x64xf32>, tensor<2x2x?x64xf32>, tensor<2x2x?x64xf32>)
+        causal align(bottom_right)
+        -> tensor<2x8x?x64xf32>, tensor<2x2x?x64xf32>, tensor<2x2x?x64xf32>
+    ```
+  }];
+
+  let builders = [
+    // A copy of another op's attributes (AttentionAttributes::of).
+    OpBuilder<(ins "::mlir::TypeRange":$resultTypes, "::mlir::Value":$query,
+      "::mlir::Value":$key, "::mlir::Value":$value, "::mlir::Value":$mask,
+      "::mlir::Value":$diagonal, "::mlir::Value":$output,
+      "::mlir::Value":$lse, "::mlir::Value":$gradOutput,
+      "::mlir::Value":$gradLse, "::mlir::Value":$gradQuery,
+      "::mlir::Value":$gradKey, "::mlir::Value":$gradValue,
+      "const ::mlir::attn::AttentionAttributes &":$attributes), [{
+      build($_builder, $_state, resultTypes, query, key, value, mask,
+            diagonal, output, lse, gradOutput, gradLse, gradQuery, gradKey,
+            gradValue, attributes.scale, attributes.causal,
+            attributes.alignment, attributes.window, attributes.softcap,
+            attributes.kernel);
+    }]>
+  ];
+
+  let extraClassDeclaration = [{
+    ::mlir::MutableOperandRange getDpsInitsMutable() {
+      return ::mlir::MutableOperandRange(getOperation(),
+          getGradQueryMutable().getOperandNumber(), 3);
+    }
+    float getEffectiveScale();
+    /// The band, as attn.online_attention's getBandOffsets.
     std::pair<std::optional<int64_t>, std::optional<int64_t>>
     getBandOffsets();
   }];

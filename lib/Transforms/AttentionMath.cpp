@@ -15,7 +15,6 @@ using namespace mlir::attn;
 //===----------------------------------------------------------------------===//
 
 double AttentionMath::scoreScale() {
-  double scale = op.getEffectiveScale();
   return convention.base2 ? scale * llvm::numbers::log2e : scale;
 }
 
@@ -32,7 +31,6 @@ Value AttentionMath::constantLike(Value like, double v) {
 }
 
 Value AttentionMath::softcap(Value s) {
-  auto cap = op.getSoftcapAttr();
   if (!cap)
     return s;
   double c = cap.getValueAsDouble() * biasScale();
@@ -82,12 +80,6 @@ Value AttentionMath::updateSum(Value oldSum, Value alpha,
 //===----------------------------------------------------------------------===//
 // BandArithmetic
 //===----------------------------------------------------------------------===//
-
-BandArithmetic::BandArithmetic(OpBuilder &b, Location loc, OnlineAttentionOp op,
-                               Value diagonal)
-    : b(b), loc(loc), diagonal(diagonal) {
-  std::tie(left, right) = op.getBandOffsets();
-}
 
 Value BandArithmetic::constant(int64_t v) {
   return arith::ConstantIndexOp::create(b, loc, v);
@@ -213,15 +205,16 @@ BandArithmetic::SeenKeys BandArithmetic::keysRowsSee(Value firstRow,
 // Diagonal and loops
 //===----------------------------------------------------------------------===//
 
-Value mlir::attn::resolveDiagonal(OpBuilder &b, Location loc,
-                                  OnlineAttentionOp op, Value diagonal,
-                                  function_ref<Value(Value, int64_t)> size) {
-  if (diagonal || !op.getAlignment())
+Value mlir::attn::resolveDiagonal(
+    OpBuilder &b, Location loc, std::optional<DiagonalAlignment> alignment,
+    Value query, Value key, Value diagonal,
+    function_ref<Value(Value, int64_t)> size) {
+  if (diagonal || !alignment)
     return diagonal;
-  if (*op.getAlignment() == DiagonalAlignment::top_left)
+  if (*alignment == DiagonalAlignment::top_left)
     return arith::ConstantIndexOp::create(b, loc, 0);
-  Value keys = size(op.getKey(), 2);
-  Value rows = size(op.getQuery(), 2);
+  Value keys = size(key, 2);
+  Value rows = size(query, 2);
   return arith::SubIOp::create(b, loc, keys, rows);
 }
 

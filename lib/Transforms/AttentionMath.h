@@ -60,9 +60,13 @@ struct SoftmaxConvention {
 /// constants made match them.
 class AttentionMath {
 public:
-  AttentionMath(OpBuilder &b, Location loc, OnlineAttentionOp op,
+  /// For an attention-like op (attn.online_attention or
+  /// attn.attention_backward): its scale and soft cap.
+  template <typename OpTy>
+  AttentionMath(OpBuilder &b, Location loc, OpTy op,
                 SoftmaxConvention convention)
-      : b(b), loc(loc), op(op), convention(convention) {}
+      : b(b), loc(loc), scale(op.getEffectiveScale()),
+        cap(op.getSoftcapAttr()), convention(convention) {}
 
   //===--- the score function -------------------------------------------===//
 
@@ -105,7 +109,8 @@ private:
 
   OpBuilder &b;
   Location loc;
-  OnlineAttentionOp op;
+  double scale;
+  FloatAttr cap; // null without a soft cap
   SoftmaxConvention convention;
 };
 
@@ -115,8 +120,12 @@ private:
 /// causal masking and either side possibly unbounded.
 class BandArithmetic {
 public:
-  BandArithmetic(OpBuilder &b, Location loc, OnlineAttentionOp op,
-                 Value diagonal);
+  /// For an attention-like op (its getBandOffsets).
+  template <typename OpTy>
+  BandArithmetic(OpBuilder &b, Location loc, OpTy op, Value diagonal)
+      : b(b), loc(loc), diagonal(diagonal) {
+    std::tie(left, right) = op.getBandOffsets();
+  }
 
   /// Whether the op has a band at all.
   bool banded() const { return left || right; }
@@ -170,8 +179,16 @@ private:
 /// caller sees it), or for an op written with align(...) 0 (top_left) or
 /// Sk - Sq of its own operands (bottom_right), `size(operand, dim)` giving
 /// their sizes; null for an op with neither.
-Value resolveDiagonal(OpBuilder &b, Location loc, OnlineAttentionOp op,
-                      Value diagonal, function_ref<Value(Value, int64_t)> size);
+Value resolveDiagonal(OpBuilder &b, Location loc,
+                      std::optional<DiagonalAlignment> alignment, Value query,
+                      Value key, Value diagonal,
+                      function_ref<Value(Value, int64_t)> size);
+template <typename OpTy>
+Value resolveDiagonal(OpBuilder &b, Location loc, OpTy op, Value diagonal,
+                      function_ref<Value(Value, int64_t)> size) {
+  return resolveDiagonal(b, loc, op.getAlignment(), op.getQuery(), op.getKey(),
+                         diagonal, size);
+}
 
 /// An scf.for from `lb` to `ub` by `step` whose body `body` builds.
 void buildLoop(OpBuilder &b, Location loc, Value lb, Value ub, Value step,

@@ -309,8 +309,24 @@ struct AttnLowerToVectorPass
     return choice;
   }
 
+  /// Each bufferized attn.attention_backward becomes the backward
+  /// micro-kernel (its scratch is its own).
+  void lowerBackwardOps(func::FuncOp func) {
+    SmallVector<AttentionBackwardOp> ops;
+    func.walk([&](AttentionBackwardOp op) {
+      if (!op.hasPureTensorSemantics())
+        ops.push_back(op);
+    });
+    for (AttentionBackwardOp op : ops) {
+      ImplicitLocOpBuilder b(op.getLoc(), op);
+      cpu::emitBackward(b, op, vectorWidth);
+      op.erase();
+    }
+  }
+
   void runOnOperation() override {
     func::FuncOp func = getOperation();
+    lowerBackwardOps(func);
     SmallVector<OnlineAttentionOp> ops;
     bool tensorOps = false;
     func.walk([&](OnlineAttentionOp op) {

@@ -2,7 +2,8 @@
 //
 // The first stage of the lowering: every attn.attention becomes an
 // scf.forall over (batch, query head, query tile) whose body computes one
-// tile with a smaller attn.attention. The slicing itself (GQA head mapping,
+// tile with a smaller attn.attention, and every attn.attention_backward one
+// over (batch, key/value head). The slicing itself (GQA head mapping,
 // mask broadcast, the diagonal in tile coordinates) is the op's
 // TilingInterface implementation; this pass only chooses the tile sizes.
 //
@@ -66,6 +67,47 @@ struct AttnTilePass : public mlir::attn::impl::AttnTilePassBase<AttnTilePass> {
         return signalPassFailure();
       rewriter.replaceOp(op, tiled->replacements);
     }
+
+    SmallVector<AttentionBackwardOp> backward;
+    getOperation().walk([&](AttentionBackwardOp op) {
+      if (!op->getParentOfType<scf::ForallOp>() && op.hasPureTensorSemantics())
+        backward.push_back(op);
+    });
+    for (AttentionBackwardOp op : backward)
+      if (failed(tileBackward(rewriter, op)))
+        return signalPassFailure();
+  }
+
+  /// One work item per batch and key/value head: its GQA group of query
+  /// heads, all rows and all keys. Each tile then owns the dQ rows of its
+  /// heads and the dK/dV rows of its key/value head, so that the gradients
+  /// are sums in an order that no thread count changes.
+  LogicalResult tileBackward(RewriterBase &rewriter, AttentionBackwardOp op) {
+    rewriter.setInsertionPoint(op);
+    auto query = cast<ShapedType>(op.getQuery().getType());
+    auto key = cast<ShapedType>(op.getKey().getType());
+    OpFoldResult group;
+    if (!query.isDynamicDim(1) && !key.isDynamicDim(1)) {
+      group = rewriter.getIndexAttr(query.getDimSize(1) /
+                                    std::max<int64_t>(key.getDimSize(1), 1));
+    } else {
+      Location loc = op.getLoc();
+      group = arith::DivUIOp::create(
+                  rewriter, loc,
+                  tensor::DimOp::create(rewriter, loc, op.getQuery(), 1),
+                  tensor::DimOp::create(rewriter, loc, op.getKey(), 1))
+                  .getResult();
+    }
+    scf::SCFTilingOptions options;
+    options.setLoopType(scf::SCFTilingOptions::LoopType::ForallOp)
+        .setTileSizes({rewriter.getIndexAttr(1), group,
+                       rewriter.getIndexAttr(0), rewriter.getIndexAttr(0)});
+    FailureOr<scf::SCFTilingResult> tiled = scf::tileUsingSCF(
+        rewriter, cast<TilingInterface>(op.getOperation()), options);
+    if (failed(tiled))
+      return failure();
+    rewriter.replaceOp(op, tiled->replacements);
+    return success();
   }
 
   /// The forall's dims (batch, head, query tile) as the GPU grid's z, y, x.

@@ -12,6 +12,9 @@
 //   direct     (DirectKernel.cpp)   few rows (decoding) read K and V rows in
 //                                   place, the rows of a GQA group at once.
 //
+// and each bufferized attn.attention_backward to the backward micro-kernel
+// (BackwardKernel.cpp).
+//
 // What they share is below them: VectorEmitter (vector builders and the x86
 // details), KernelEmitter (one op's operands, options and band, the score
 // function and a row's online update) and RowAccumulator (P·V of a block of
@@ -120,6 +123,11 @@ void emitLaneRowsHead(const KernelSite &site, Value batch, Value head,
 void emitDirectGroup(const KernelSite &site, Value batch, Value kvHead,
                      Value firstHead, Value group, Value rows, Value keys,
                      Value keyRows, Value valueRows);
+
+/// The backward micro-kernel (BackwardKernel.cpp) in place of a bufferized
+/// attn.attention_backward, with `lanes` f32 lanes per vector.
+void emitBackward(ImplicitLocOpBuilder &b, AttentionBackwardOp op,
+                  int64_t lanes);
 
 } // namespace cpu
 } // namespace attn

@@ -843,7 +843,7 @@ func.func @online_too_few_results(%q: tensor<1x4x8x16xf32>,
                                   %acc: tensor<1x4x8x8xf32>,
                                   %max: tensor<1x4x8xf32>,
                                   %sum: tensor<1x4x8xf32>) {
-  // expected-error @+1 {{must have 3 results (one per state tensor), found 2}}
+  // expected-error @+1 {{must have 3 results (one per outs tensor), found 2}}
   %r:2 = attn.online_attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
       outs(%acc, %max, %sum : tensor<1x4x8x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>)
       -> tensor<1x4x8x8xf32>, tensor<1x4x8xf32>
@@ -859,7 +859,7 @@ func.func @online_memref_results(%q: memref<1x4x8x16xf32>,
                                  %acc: memref<1x4x8x8xf32>,
                                  %max: memref<1x4x8xf32>,
                                  %sum: memref<1x4x8xf32>) {
-  // expected-error @+1 {{must have 0 results (one per state tensor), found 3}}
+  // expected-error @+1 {{must have 0 results (one per outs tensor), found 3}}
   %r:3 = attn.online_attention ins(%q, %k, %v : memref<1x4x8x16xf32>, memref<1x2x32x16xf32>, memref<1x2x32x8xf32>)
       outs(%acc, %max, %sum : memref<1x4x8x8xf32>, memref<1x4x8xf32>, memref<1x4x8xf32>)
       -> tensor<1x4x8x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>
@@ -1021,5 +1021,77 @@ func.func @kernel_empty_block(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32
   // expected-error @+2 {{#attn.kernel: query_tile and key_block must be positive, found 64 and 0}}
   %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
       outs(%o : tensor<1x4x8x8xf32>) kernel <packed, query_tile = 64, key_block = 0> -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+// attn.attention_backward: the forward's rules, and its own operands.
+
+func.func @backward_grad_output_shape(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+    %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>, %lse: tensor<1x4x8xf32>,
+    %do: tensor<1x4x9x8xf32>, %dq: tensor<1x4x8x16xf32>, %dk: tensor<1x2x32x16xf32>,
+    %dv: tensor<1x2x32x8xf32>) {
+  // expected-error @+1 {{grad_output dim 2 (Sq) must equal query's Sq = 8, found 9}}
+  %r:3 = attn.attention_backward ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      forward(%o, %lse : tensor<1x4x8x8xf32>, tensor<1x4x8xf32>) grads(%do : tensor<1x4x9x8xf32>)
+      outs(%dq, %dk, %dv : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      -> tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>
+  return
+}
+
+// -----
+
+func.func @backward_lse_type(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+    %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>, %lse: tensor<1x4x8xf16>,
+    %do: tensor<1x4x8x8xf32>, %dq: tensor<1x4x8x16xf32>, %dk: tensor<1x2x32x16xf32>,
+    %dv: tensor<1x2x32x8xf32>) {
+  // expected-error @+1 {{lse element type must be 'f32', found 'f16'}}
+  %r:3 = attn.attention_backward ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      forward(%o, %lse : tensor<1x4x8x8xf32>, tensor<1x4x8xf16>) grads(%do : tensor<1x4x8x8xf32>)
+      outs(%dq, %dk, %dv : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      -> tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>
+  return
+}
+
+// -----
+
+func.func @backward_grad_key_shape(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+    %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>, %lse: tensor<1x4x8xf32>,
+    %do: tensor<1x4x8x8xf32>, %dq: tensor<1x4x8x16xf32>, %dk: tensor<1x4x32x16xf32>,
+    %dv: tensor<1x2x32x8xf32>) {
+  // expected-error @+1 {{grad_key dim 1 must equal the key's 2, found 4}}
+  %r:3 = attn.attention_backward ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      forward(%o, %lse : tensor<1x4x8x8xf32>, tensor<1x4x8xf32>) grads(%do : tensor<1x4x8x8xf32>)
+      outs(%dq, %dk, %dv : tensor<1x4x8x16xf32>, tensor<1x4x32x16xf32>, tensor<1x2x32x8xf32>)
+      -> tensor<1x4x8x16xf32>, tensor<1x4x32x16xf32>, tensor<1x2x32x8xf32>
+  return
+}
+
+// -----
+
+func.func @backward_grad_value_type(%q: tensor<1x4x8x16xbf16>, %k: tensor<1x2x32x16xbf16>,
+    %v: tensor<1x2x32x8xbf16>, %o: tensor<1x4x8x8xbf16>, %lse: tensor<1x4x8xf32>,
+    %do: tensor<1x4x8x8xbf16>, %dq: tensor<1x4x8x16xbf16>, %dk: tensor<1x2x32x16xbf16>,
+    %dv: tensor<1x2x32x8xf32>) {
+  // expected-error @+1 {{grad_value element type must equal the value's ('bf16'), found 'f32'}}
+  %r:3 = attn.attention_backward ins(%q, %k, %v : tensor<1x4x8x16xbf16>, tensor<1x2x32x16xbf16>, tensor<1x2x32x8xbf16>)
+      forward(%o, %lse : tensor<1x4x8x8xbf16>, tensor<1x4x8xf32>) grads(%do : tensor<1x4x8x8xbf16>)
+      outs(%dq, %dk, %dv : tensor<1x4x8x16xbf16>, tensor<1x2x32x16xbf16>, tensor<1x2x32x8xf32>)
+      -> tensor<1x4x8x16xbf16>, tensor<1x2x32x16xbf16>, tensor<1x2x32x8xf32>
+  return
+}
+
+// -----
+
+func.func @backward_causal_without_diagonal(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+    %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>, %lse: tensor<1x4x8xf32>,
+    %do: tensor<1x4x8x8xf32>, %dq: tensor<1x4x8x16xf32>, %dk: tensor<1x2x32x16xf32>,
+    %dv: tensor<1x2x32x8xf32>) {
+  // expected-error @+1 {{causal masking and windows need the diagonal}}
+  %r:3 = attn.attention_backward ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      forward(%o, %lse : tensor<1x4x8x8xf32>, tensor<1x4x8xf32>) grads(%do : tensor<1x4x8x8xf32>)
+      outs(%dq, %dk, %dv : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>) causal
+      -> tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>
   return
 }

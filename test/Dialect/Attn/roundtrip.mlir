@@ -1,6 +1,7 @@
 // RUN: attn-opt %s -split-input-file | attn-opt -split-input-file | FileCheck %s
 
-// Every form of attn.attention and attn.online_attention survives printing and
+// Every form of attn.attention, attn.online_attention and
+// attn.attention_backward survives printing and
 // parsing again: the custom assembly format is its own inverse.
 
 // CHECK-LABEL: func @minimal_f32
@@ -334,4 +335,28 @@ func.func @kernel_choice(%q: tensor<1x4x8x16xbf16>, %k: tensor<1x2x32x16xbf16>,
       kernel <packed, query_tile = 256, key_block = 128, row_block = 3, lane_rows = 0, bf16_dot = true>
       -> tensor<1x4x8x8xbf16>
   return %0, %1, %2 : tensor<1x4x8x8xbf16>, tensor<1x4x8x8xbf16>, tensor<1x4x8x8xbf16>
+}
+
+// -----
+
+// CHECK-LABEL: func @backward
+//       CHECK: attn.attention_backward ins(%arg0, %arg1, %arg2 : tensor<2x8x?x64xbf16>, tensor<2x2x?x64xbf16>, tensor<2x2x?x32xbf16>)
+//  CHECK-SAME:   mask(%arg3 : tensor<1x1x?x?xbf16>)
+//  CHECK-SAME:   forward(%arg4, %arg5 : tensor<2x8x?x32xbf16>, tensor<2x8x?xf32>) grads(%arg6 : tensor<2x8x?x32xbf16>)
+//  CHECK-SAME:   grad_lse(%arg7 : tensor<2x8x?xf32>)
+//  CHECK-SAME:   outs(%arg8, %arg9, %arg10 : tensor<2x8x?x64xbf16>, tensor<2x2x?x64xbf16>, tensor<2x2x?x32xbf16>)
+//  CHECK-SAME:   causal align(bottom_right) window <left = 128> scale(1.250000e-01) softcap(3.000000e+01)
+func.func @backward(%q: tensor<2x8x?x64xbf16>, %k: tensor<2x2x?x64xbf16>, %v: tensor<2x2x?x32xbf16>,
+                    %m: tensor<1x1x?x?xbf16>, %o: tensor<2x8x?x32xbf16>, %lse: tensor<2x8x?xf32>,
+                    %do: tensor<2x8x?x32xbf16>, %dlse: tensor<2x8x?xf32>, %dq: tensor<2x8x?x64xbf16>,
+                    %dk: tensor<2x2x?x64xbf16>, %dv: tensor<2x2x?x32xbf16>) {
+  %r:3 = attn.attention_backward
+      ins(%q, %k, %v : tensor<2x8x?x64xbf16>, tensor<2x2x?x64xbf16>, tensor<2x2x?x32xbf16>)
+      mask(%m : tensor<1x1x?x?xbf16>)
+      forward(%o, %lse : tensor<2x8x?x32xbf16>, tensor<2x8x?xf32>)
+      grads(%do : tensor<2x8x?x32xbf16>) grad_lse(%dlse : tensor<2x8x?xf32>)
+      outs(%dq, %dk, %dv : tensor<2x8x?x64xbf16>, tensor<2x2x?x64xbf16>, tensor<2x2x?x32xbf16>)
+      causal align(bottom_right) window <left = 128> scale(0.125) softcap(30.0)
+      -> tensor<2x8x?x64xbf16>, tensor<2x2x?x64xbf16>, tensor<2x2x?x32xbf16>
+  return
 }

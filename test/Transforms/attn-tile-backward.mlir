@@ -1,0 +1,49 @@
+// RUN: attn-opt %s -attn-tile | FileCheck %s
+
+// attn.attention_backward is tiled by batch and whole GQA groups (here G =
+// 8 / 2 = 4 query heads per key/value head): each tile owns the dQ rows of
+// its four query heads and the dK/dV rows of their key/value head, all rows
+// and all keys, so that no two tiles add to one gradient. The tile carries
+// the diagonal as an operand (Sk - Sq for bottom-right alignment).
+
+// CHECK-LABEL: func @causal_gqa
+//       CHECK: scf.forall (%[[B:.+]], %[[H:.+]]) = (0, 0) to (2, 8) step (1, 4)
+//       CHECK:   %[[KVH:.+]] = arith.divui %[[H]], %c4
+//       CHECK:   tensor.extract_slice %{{.+}}[%[[B]], %[[H]], 0, 0] [1, 4, %{{.+}}, 64]
+//       CHECK:   tensor.extract_slice %{{.+}}[%[[B]], %[[KVH]], 0, 0] [1, 1, %{{.+}}, 64]
+//       CHECK:   attn.attention_backward {{.*}} diagonal(%{{.+}}) forward({{.*}} : tensor<1x4x?x32xf32>, tensor<1x4x?xf32>) grads({{.*}} : tensor<1x4x?x32xf32>) outs({{.*}} : tensor<1x4x?x64xf32>, tensor<1x1x?x64xf32>, tensor<1x1x?x32xf32>) causal
+//   CHECK-NOT:   align
+//       CHECK:   tensor.parallel_insert_slice %{{.+}} into %{{.+}}[%[[B]], %[[H]], 0, 0] [1, 4, %{{.+}}, 64]
+//       CHECK:   tensor.parallel_insert_slice %{{.+}} into %{{.+}}[%[[B]], %{{.+}}, 0, 0] [1, 1, %{{.+}}, 64]
+//       CHECK:   tensor.parallel_insert_slice %{{.+}} into %{{.+}}[%[[B]], %{{.+}}, 0, 0] [1, 1, %{{.+}}, 32]
+func.func @causal_gqa(%q: tensor<2x8x?x64xf32>, %k: tensor<2x2x?x64xf32>, %v: tensor<2x2x?x32xf32>,
+                      %o: tensor<2x8x?x32xf32>, %lse: tensor<2x8x?xf32>, %do: tensor<2x8x?x32xf32>,
+                      %dq: tensor<2x8x?x64xf32>, %dk: tensor<2x2x?x64xf32>, %dv: tensor<2x2x?x32xf32>)
+    -> (tensor<2x8x?x64xf32>, tensor<2x2x?x64xf32>, tensor<2x2x?x32xf32>) {
+  %r:3 = attn.attention_backward
+      ins(%q, %k, %v : tensor<2x8x?x64xf32>, tensor<2x2x?x64xf32>, tensor<2x2x?x32xf32>)
+      forward(%o, %lse : tensor<2x8x?x32xf32>, tensor<2x8x?xf32>)
+      grads(%do : tensor<2x8x?x32xf32>)
+      outs(%dq, %dk, %dv : tensor<2x8x?x64xf32>, tensor<2x2x?x64xf32>, tensor<2x2x?x32xf32>)
+      causal align(bottom_right)
+      -> tensor<2x8x?x64xf32>, tensor<2x2x?x64xf32>, tensor<2x2x?x32xf32>
+  return %r#0, %r#1, %r#2 : tensor<2x8x?x64xf32>, tensor<2x2x?x64xf32>, tensor<2x2x?x32xf32>
+}
+
+// A dynamic group: the head tile is Hq / Hkv at run time.
+
+// CHECK-LABEL: func @dynamic_group
+//       CHECK: %[[G:.+]] = arith.divui
+//       CHECK: scf.forall ({{.+}}) = (0, 0) to ({{.+}}) step (1, %[[G]])
+func.func @dynamic_group(%q: tensor<1x?x?x16xf32>, %k: tensor<1x?x?x16xf32>, %v: tensor<1x?x?x16xf32>,
+                         %o: tensor<1x?x?x16xf32>, %lse: tensor<1x?x?xf32>, %do: tensor<1x?x?x16xf32>,
+                         %dq: tensor<1x?x?x16xf32>, %dk: tensor<1x?x?x16xf32>, %dv: tensor<1x?x?x16xf32>)
+    -> (tensor<1x?x?x16xf32>, tensor<1x?x?x16xf32>, tensor<1x?x?x16xf32>) {
+  %r:3 = attn.attention_backward
+      ins(%q, %k, %v : tensor<1x?x?x16xf32>, tensor<1x?x?x16xf32>, tensor<1x?x?x16xf32>)
+      forward(%o, %lse : tensor<1x?x?x16xf32>, tensor<1x?x?xf32>)
+      grads(%do : tensor<1x?x?x16xf32>)
+      outs(%dq, %dk, %dv : tensor<1x?x?x16xf32>, tensor<1x?x?x16xf32>, tensor<1x?x?x16xf32>)
+      -> tensor<1x?x?x16xf32>, tensor<1x?x?x16xf32>, tensor<1x?x?x16xf32>
+  return %r#0, %r#1, %r#2 : tensor<1x?x?x16xf32>, tensor<1x?x?x16xf32>, tensor<1x?x?x16xf32>
+}
