@@ -8,6 +8,7 @@
 //
 //   void    <name>_run(const attn_kernel_args *, int64_t begin, int64_t end)
 //   int64_t <name>_work_items(const attn_kernel_args *)
+//           (a backward kernel's take an attn_backward_args)
 //   const attn_kernel_desc <name>_desc      what the kernel computes
 //   const attn_library attn_library_v1      the table the runtime looks up
 //
@@ -158,7 +159,7 @@ namespace {
 //===----------------------------------------------------------------------===//
 
 struct AbiTypes {
-  llvm::StructType *args, *desc, *library, *gpuKernel;
+  llvm::StructType *args, *backwardArgs, *desc, *library, *gpuKernel;
   llvm::Type *i32, *i64, *f32, *ptr;
 
   explicit AbiTypes(llvm::LLVMContext &ctx) {
@@ -176,10 +177,18 @@ struct AbiTypes {
         {ptr, ptr, ptr, ptr, ptr, ptr, i64, i64, i64, i64, i64, arr(i64, 4),
          arr(i64, 4), arr(i64, 4), arr(i64, 4), arr(i64, 4), arr(i64, 3)},
         "attn_kernel_args");
+    // attn_backward_args: the forward's args, 5 pointers, strides of dO (4),
+    // dLSE (3), dQ, dK, dV (4 each).
+    backwardArgs = llvm::StructType::create(
+        ctx,
+        {args, ptr, ptr, ptr, ptr, ptr, arr(i64, 4), arr(i64, 3), arr(i64, 4),
+         arr(i64, 4), arr(i64, 4)},
+        "attn_backward_args");
     desc = llvm::StructType::create(
         ctx, {i32, i32, ptr, i32, i32,         arr(i32, 3), i32, i32, i32,
               i64, i64, i64, i64, arr(i64, 5), i64,         f32, f32, ptr,
-              ptr, ptr, ptr, i32, ptr,         ptr,         ptr, ptr, ptr},
+              ptr, ptr, ptr, i32, ptr,         ptr,         ptr, ptr, ptr,
+              i32, i32, ptr, ptr},
         "attn_kernel_desc");
     gpuKernel = llvm::StructType::create(
         ctx, {ptr, i32, ptr, i64, ptr, i32, i32, i32}, "attn_gpu_kernel");
@@ -206,6 +215,20 @@ enum ArgField : unsigned {
   kMaskStrides,
   kOutputStrides,
   kLseStrides
+};
+
+enum BackwardArgField : unsigned {
+  kForward = 0,
+  kGradOutput,
+  kGradLse,
+  kGradQuery,
+  kGradKey,
+  kGradValue,
+  kGradOutputStrides,
+  kGradLseStrides,
+  kGradQueryStrides,
+  kGradKeyStrides,
+  kGradValueStrides
 };
 
 /// Which entry point: the kernel's own, or one phase of its key split
@@ -347,6 +370,89 @@ llvm::Function *emitEntryPoint(llvm::Module &module, const AbiTypes &types,
   return fn;
 }
 
+/// Emits a backward kernel's `<name>_run` or `<name>_work_items`: unpack
+/// the attn_backward_args into memref descriptors in the order of its
+/// function (Q, K, V, [mask], O, LSE, dO, [dLSE], dQ, dK, dV) and call
+/// `impl`.
+llvm::Function *emitBackwardEntryPoint(llvm::Module &module,
+                                       const AbiTypes &types,
+                                       const ::attn::KernelSpec &spec,
+                                       llvm::Function *impl, bool isRun) {
+  llvm::LLVMContext &ctx = module.getContext();
+  SmallVector<llvm::Type *> params = {types.ptr};
+  if (isRun)
+    params.append({types.i64, types.i64});
+  llvm::FunctionType *type = llvm::FunctionType::get(
+      isRun ? llvm::Type::getVoidTy(ctx) : types.i64, params, false);
+  auto *fn = llvm::Function::Create(type, llvm::Function::ExternalLinkage,
+                                    spec.name + (isRun ? "_run" : "_work_items"),
+                                    module);
+  llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", fn));
+  llvm::Value *args = fn->getArg(0);
+  llvm::Value *forward = b.CreateStructGEP(types.backwardArgs, args, kForward);
+
+  // A field of the forward's args (`inForward`) or of the backward's own.
+  auto fieldAddress = [&](unsigned field, bool inForward) {
+    return inForward ? b.CreateStructGEP(types.args, forward, field)
+                     : b.CreateStructGEP(types.backwardArgs, args, field);
+  };
+  auto fieldType = [&](unsigned field, bool inForward) {
+    return inForward ? types.args->getElementType(field)
+                     : types.backwardArgs->getElementType(field);
+  };
+  auto load = [&](unsigned field, llvm::Type *t, bool inForward) {
+    return b.CreateLoad(t, fieldAddress(field, inForward));
+  };
+  llvm::Value *batch = load(kBatch, types.i64, true),
+              *headsQ = load(kHeadsQ, types.i64, true),
+              *headsKv = load(kHeadsKv, types.i64, true),
+              *seqQ = load(kSeqQ, types.i64, true),
+              *seqK = load(kSeqK, types.i64, true);
+  llvm::Value *d = b.getInt64(spec.headDim), *dv = b.getInt64(spec.valueDim);
+  llvm::Value *zero = b.getInt64(0);
+
+  SmallVector<llvm::Value *> callArgs;
+  auto memref = [&](unsigned pointerField, unsigned strideField, bool inForward,
+                    ArrayRef<llvm::Value *> sizes) {
+    llvm::Value *pointer = load(pointerField, types.ptr, inForward);
+    callArgs.append({pointer, pointer, zero});
+    callArgs.append(sizes.begin(), sizes.end());
+    llvm::Value *strides = fieldAddress(strideField, inForward);
+    for (unsigned i = 0; i < sizes.size(); ++i)
+      callArgs.push_back(b.CreateLoad(
+          types.i64, b.CreateConstInBoundsGEP2_32(
+                         fieldType(strideField, inForward), strides, 0, i)));
+  };
+  SmallVector<llvm::Value *> queryShape = {batch, headsQ, seqQ, d};
+  SmallVector<llvm::Value *> keyShape = {batch, headsKv, seqK, d};
+  SmallVector<llvm::Value *> valueShape = {batch, headsKv, seqK, dv};
+  SmallVector<llvm::Value *> outputShape = {batch, headsQ, seqQ, dv};
+  SmallVector<llvm::Value *> rowShape = {batch, headsQ, seqQ};
+  memref(kQuery, kQueryStrides, true, queryShape);
+  memref(kKey, kKeyStrides, true, keyShape);
+  memref(kValue, kValueStrides, true, valueShape);
+  if (spec.mask != ::attn::MaskKind::None)
+    memref(kMask, kMaskStrides, true, {batch, headsQ, seqQ, seqK});
+  memref(kOutput, kOutputStrides, true, outputShape);
+  memref(kLse, kLseStrides, true, rowShape);
+  memref(kGradOutput, kGradOutputStrides, false, outputShape);
+  if (spec.lse)
+    memref(kGradLse, kGradLseStrides, false, rowShape);
+  memref(kGradQuery, kGradQueryStrides, false, queryShape);
+  memref(kGradKey, kGradKeyStrides, false, keyShape);
+  memref(kGradValue, kGradValueStrides, false, valueShape);
+  if (isRun) {
+    callArgs.push_back(fn->getArg(1));
+    callArgs.push_back(fn->getArg(2));
+    b.CreateCall(impl, callArgs);
+    b.CreateRetVoid();
+  } else {
+    b.CreateRet(b.CreateCall(impl, callArgs));
+  }
+  impl->setLinkage(llvm::GlobalValue::InternalLinkage);
+  return fn;
+}
+
 llvm::Constant *cString(llvm::Module &module, llvm::StringRef text,
                         const llvm::Twine &name) {
   llvm::LLVMContext &ctx = module.getContext();
@@ -365,6 +471,8 @@ struct KernelCode {
   /// The key split's phases (attn-split-keys), where the kernel has them.
   llvm::Function *partialWorkItems = nullptr, *partialRun = nullptr;
   llvm::Function *mergeWorkItems = nullptr, *mergeRun = nullptr;
+  /// A backward kernel's entry points (then workItems and run are null).
+  llvm::Function *backwardWorkItems = nullptr, *backwardRun = nullptr;
   llvm::Constant *gpu = nullptr;
 };
 
@@ -401,7 +509,7 @@ llvm::GlobalVariable *emitDescriptor(llvm::Module &module,
                       i32(spec.maskBroadcast[2])}),
       i32(spec.causal),
       i32(alignment),
-      i32(spec.lse),
+      i32(spec.lse || spec.backward),
       i64(spec.windowLeft ? *spec.windowLeft : -1),
       i64(spec.windowRight ? *spec.windowRight : -1),
       i64(spec.headDim),
@@ -419,7 +527,11 @@ llvm::GlobalVariable *emitDescriptor(llvm::Module &module,
       orNull(code.partialWorkItems),
       orNull(code.partialRun),
       orNull(code.mergeWorkItems),
-      orNull(code.mergeRun)};
+      orNull(code.mergeRun),
+      i32(spec.backward ? 1 : 0),
+      i32(spec.backward && spec.lse),
+      orNull(code.backwardWorkItems),
+      orNull(code.backwardRun)};
   return new llvm::GlobalVariable(module, types.desc, /*isConstant=*/true,
                                   llvm::GlobalValue::ExternalLinkage,
                                   llvm::ConstantStruct::get(types.desc, fields),
@@ -544,13 +656,17 @@ bool chooseCpuKernels(ModuleOp module, ArrayRef<::attn::KernelSpec> specs,
 }
 
 /// Each kernel's query rows per work item (its #attn.kernel's query tile),
-/// which its descriptor records, in the module's order.
+/// which its descriptor records, in the module's order; 0 for a backward
+/// kernel (a work item takes all rows of a GQA group).
 SmallVector<int64_t> chosenTileRows(ModuleOp module) {
   SmallVector<int64_t> rows;
-  for (auto func : module.getOps<func::FuncOp>())
+  for (auto func : module.getOps<func::FuncOp>()) {
+    int64_t tile = 0;
     func.walk([&](mlir::attn::AttentionOp op) {
-      rows.push_back(op.getKernelAttr().getQueryTile());
+      tile = op.getKernelAttr().getQueryTile();
     });
+    rows.push_back(tile);
+  }
   return rows;
 }
 
@@ -710,6 +826,13 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
     return false;
   }
   bool gpu = !options.gpuArch.empty();
+  for (const KernelSpec &spec : specs)
+    if (gpu && spec.backward) {
+      error = "kernel '" + spec.name +
+              "': backward kernels are made for the CPU only so far (no GPU "
+              "lowering of attn.attention_backward yet)";
+      return false;
+    }
   if (!gpu && (kind == OutputKind::PTX || kind == OutputKind::Cubin)) {
     error = "PTX and cubin output need a GPU target (--target sm_80...)";
     return false;
@@ -824,6 +947,15 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
           llvmModule->getFunction(spec.name + "_impl_merge_work_items");
       bool split = mergeRun && mergeCount;
       KernelCode code;
+      if (spec.backward) {
+        code.backwardRun = emitBackwardEntryPoint(*llvmModule, types, spec,
+                                                  runImpl, /*isRun=*/true);
+        code.backwardWorkItems = emitBackwardEntryPoint(
+            *llvmModule, types, spec, countImpl, /*isRun=*/false);
+        descs.push_back(
+            emitDescriptor(*llvmModule, types, spec, host, rows, code));
+        continue;
+      }
       code.run = emitEntryPoint(*llvmModule, types, spec, runImpl,
                                 /*isRun=*/true, split);
       code.workItems = emitEntryPoint(*llvmModule, types, spec, countImpl,

@@ -157,7 +157,8 @@ inline bool isCpuDecoding(const KernelSpec &spec) {
 /// Whether a kernel compiled with `options` has the key split's phases
 /// (`<name>_partial_*`, `<name>_merge_*`): CPU decoding kernels.
 inline bool hasKeySplit(const KernelSpec &spec, const CompileOptions &options) {
-  return options.splitKeys && options.gpuArch.empty() && isCpuDecoding(spec);
+  return options.splitKeys && options.gpuArch.empty() && !spec.backward &&
+         isCpuDecoding(spec);
 }
 
 /// The C header declaring the kernels' entry points and descriptors; it

@@ -42,6 +42,31 @@ static void gpuKernelDeclarations(std::ostringstream &h, const std::string &n,
     << n << "_desc, args, values, pointers). */\n\n";
 }
 
+/// A backward kernel's entry points and a helper that runs a whole call.
+static void backwardDeclarations(std::ostringstream &h,
+                                 const attn::KernelSpec &spec) {
+  const std::string &n = spec.name;
+  h << "/* The gradients dQ, dK, dV (attn_backward_args: the forward's call "
+       "with its\n * O and LSE, dO"
+    << (spec.lse ? ", dLSE" : "") << ", and dQ, dK, dV to write). */\n";
+  h << "int64_t " << n << "_work_items(const attn_backward_args *args);\n";
+  h << "void " << n
+    << "_run(const attn_backward_args *args, int64_t begin, int64_t end);\n";
+  h << "static inline void " << n
+    << "_task(void *args, int64_t begin, int64_t end) {\n"
+    << "  " << n << "_run((const attn_backward_args *)args, begin, end);\n}\n";
+  h << "/* Runs the whole call; parallel_for may be NULL (this thread "
+       "only). */\n";
+  h << "static inline void " << n
+    << "(const attn_backward_args *args, attn_parallel_for_fn parallel_for,\n"
+    << "    void *pool) {\n"
+    << "  int64_t n = " << n << "_work_items(args);\n"
+    << "  if (n <= 0)\n    return;\n"
+    << "  if (parallel_for)\n"
+    << "    parallel_for(pool, n, " << n << "_task, (void *)args);\n"
+    << "  else\n    " << n << "_run(args, 0, n);\n}\n\n";
+}
+
 std::string attn::kernelHeader(const std::vector<KernelSpec> &specs,
                                const std::string &guard,
                                const std::string &librarySymbol,
@@ -68,6 +93,10 @@ std::string attn::kernelHeader(const std::vector<KernelSpec> &specs,
       << " * The args are not checked here: attn_run (attn/runtime.h) checks "
          "them. */\n";
     h << "extern const attn_kernel_desc " << n << "_desc;\n";
+    if (spec.backward) {
+      backwardDeclarations(h, spec);
+      continue;
+    }
     if (gpu) {
       gpuKernelDeclarations(h, n, (*gpu)[index]);
       continue;

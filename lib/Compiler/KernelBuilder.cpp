@@ -7,6 +7,11 @@
 //                          %o: tensor<?x?x?xDvxT>, [%lse: tensor<?x?x?xf32>])
 //       attributes {attn.kernel}
 //
+// A backward kernel's function is around attn.attention_backward:
+//
+//   func.func @<name>_impl(%q, %k, %v, [%mask], %o, %lse, %do, [%dlse],
+//                          %dq, %dk, %dv) -> (dQ, dK, dV)
+//
 // The mask is full-shaped ([B, Hq, Sq, Sk]): a broadcast dimension is one
 // whose stride the runtime sets to 0, so one kernel serves every broadcast
 // form the spec allows. Sizes an .mlir op declares static are recorded in
@@ -64,14 +69,21 @@ func::FuncOp buildKernelFunction(OpBuilder &b, Location loc,
   Type k = tensor({batch, kvHeads, keys, spec.headDim}, elem);
   Type v = tensor({batch, kvHeads, keys, spec.valueDim}, elem);
   Type o = tensor({batch, heads, rows, spec.valueDim}, elem);
+  Type lse = tensor({batch, heads, rows}, b.getF32Type());
   SmallVector<Type> args = {q, k, v};
   if (spec.mask != MaskKind::None)
     args.push_back(tensor({dyn, dyn, dyn, dyn},
                           spec.mask == MaskKind::Bool ? b.getI1Type() : elem));
   args.push_back(o);
   SmallVector<Type> results = {o};
-  if (spec.lse) {
-    Type lse = tensor({batch, heads, rows}, b.getF32Type());
+  if (spec.backward) {
+    // O and LSE of the forward, dO, [dLSE]; then dQ, dK, dV.
+    args.append({lse, o});
+    if (spec.lse)
+      args.push_back(lse);
+    args.append({q, k, v});
+    results = {q, k, v};
+  } else if (spec.lse) {
     args.push_back(lse);
     results.push_back(lse);
   }
@@ -86,7 +98,7 @@ func::FuncOp buildKernelFunction(OpBuilder &b, Location loc,
   Value mask =
       spec.mask != MaskKind::None ? body->getArgument(next++) : Value();
   SmallVector<Value> outs = {body->getArgument(next++)};
-  if (spec.lse)
+  if (spec.lse && !spec.backward)
     outs.push_back(body->getArgument(next++));
 
   FloatAttr scale = spec.scale ? b.getF32FloatAttr(*spec.scale) : FloatAttr();
@@ -105,6 +117,20 @@ func::FuncOp buildKernelFunction(OpBuilder &b, Location loc,
   mlir::attn::AttentionAttributes attributes{
       scale, spec.causal ? b.getUnitAttr() : UnitAttr(), alignment, window,
       softcap};
+  if (spec.backward) {
+    Value output = outs[0], forwardLse = body->getArgument(next++);
+    Value gradOutput = body->getArgument(next++);
+    Value gradLse = spec.lse ? body->getArgument(next++) : Value();
+    Value gradQuery = body->getArgument(next++);
+    Value gradKey = body->getArgument(next++);
+    Value gradValue = body->getArgument(next++);
+    auto op = mlir::attn::AttentionBackwardOp::create(
+        b, loc, TypeRange{q, k, v}, body->getArgument(0), body->getArgument(1),
+        body->getArgument(2), mask, Value(), output, forwardLse, gradOutput,
+        gradLse, gradQuery, gradKey, gradValue, attributes);
+    func::ReturnOp::create(b, loc, op.getResults());
+    return func;
+  }
   auto op = mlir::attn::AttentionOp::create(
       b, loc, ValueRange(outs).getTypes(), body->getArgument(0),
       body->getArgument(1), body->getArgument(2), mask, Value(), outs,

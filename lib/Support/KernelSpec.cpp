@@ -338,21 +338,21 @@ bool SpecParser::parseItem(std::string_view item) {
 
   static const char *const knownKeys[] = {
       "name", "dtype", "d",   "dv",    "causal",  "align", "window",
-      "mask", "lse",   "gqa", "scale", "softcap", "sizes"};
+      "mask", "lse",   "gqa", "scale", "softcap", "sizes", "backward"};
   bool known = false;
   for (const char *k : knownKeys)
     known |= key == k;
   if (!known)
     return fail("unknown key " + quote(key) +
                 " in kernel spec (known: name, dtype, d, dv, causal, align, "
-                "window, mask, lse, gqa, scale, softcap, sizes)");
+                "window, mask, lse, gqa, scale, softcap, sizes, backward)");
   for (const std::string &seen : seenKeys)
     if (key == seen)
       return fail("duplicate key '" + std::string(key) + "' in kernel spec");
   seenKeys.emplace_back(key);
 
-  // Only `causal` and `lse` may stand alone.
-  if (!hasValue && key != "causal" && key != "lse")
+  // Only `causal`, `lse` and `backward` may stand alone.
+  if (!hasValue && key != "causal" && key != "lse" && key != "backward")
     return fail("key '" + std::string(key) + "' needs a value ('" +
                 std::string(key) + "=...')");
   if (hasValue && value.empty())
@@ -404,6 +404,8 @@ bool SpecParser::parseItem(std::string_view item) {
     return parseMask(value);
   if (key == "lse")
     return parseFlag(key, value, hasValue, spec.lse);
+  if (key == "backward")
+    return parseFlag(key, value, hasValue, spec.backward);
   if (key == "gqa") {
     int64_t group;
     if (!parseInt(value, group))
@@ -658,6 +660,8 @@ std::string attn::printKernelSpec(const KernelSpec &spec) {
   }
   if (spec.lse)
     add("lse");
+  if (spec.backward)
+    add("backward");
   if (spec.group != -1)
     add("gqa=" + std::to_string(spec.group));
   if (spec.scale)

@@ -38,7 +38,12 @@ struct KernelSpec {
   std::optional<int64_t> windowLeft, windowRight;
   std::optional<float> scale; // absent: 1/sqrt(D)
   std::optional<float> softcap;
+  // A forward kernel with `lse` also writes the log-sum-exp; a backward
+  // kernel (the gradients dQ, dK, dV of the forward with these attributes;
+  // it always reads the forward's LSE) with `lse` also takes dLSE, the
+  // gradient of a loss that reads the LSE.
   bool lse = false;
+  bool backward = false;
   // Sizes declared in the IR (B, Hq, Hkv, Sq, Sk); -1 = dynamic. A spec
   // string may set the GQA ratio instead (group = Hq / Hkv), -1 = any.
   int64_t staticSizes[5] = {-1, -1, -1, -1, -1};
@@ -56,7 +61,8 @@ struct KernelSpec {
 /// (top_left|bottom_right, or bare `causal` = top_left), align
 /// (top_left|bottom_right, for windows without causal), window=L:R (either side
 /// `inf`), mask=none|bool|bias with an optional `:` list of broadcast dims
-/// among b1,h1,q1, lse, gqa=G, scale, softcap, sizes=B:Hq:Hkv:Sq:Sk (each a
+/// among b1,h1,q1, lse, backward (the gradients' kernel), gqa=G, scale,
+/// softcap, sizes=B:Hq:Hkv:Sq:Sk (each a
 /// number or `?`). Returns a message in `error` and std::nullopt on bad input.
 std::optional<KernelSpec> parseKernelSpec(const std::string &text,
                                           std::string &error);

@@ -118,9 +118,12 @@ def kernel_spec(
     softcap: Optional[float],
     lse: bool,
     decode_rows: Optional[int] = None,
+    backward: bool = False,
 ) -> str:
     """The attn-compile spec string (lib/Support/KernelSpec.h) of a call.
-    `decode_rows`: a static Sq for a decoding kernel (see DECODE_ROWS)."""
+    `decode_rows`: a static Sq for a decoding kernel (see DECODE_ROWS).
+    `backward`: the kernel of the call's gradients, which with `lse` also
+    takes the gradient of the returned log-sum-exp."""
     items = ["name=attn_sdpa", f"dtype={dtype}", f"d={head_dim}", f"dv={value_dim}"]
     if mask is not None:
         items.append(f"mask={mask}")
@@ -140,6 +143,8 @@ def kernel_spec(
         items.append(f"softcap={float(softcap)!r}")
     if lse:
         items.append("lse")
+    if backward:
+        items.append("backward")
     if decode_rows is not None:
         items.append(f"sizes=?:?:?:{decode_rows}:?")
     return ",".join(items)
@@ -188,7 +193,10 @@ def spec_for(
     window_right: Optional[int],
     softcap: Optional[float],
     return_lse: bool,
+    backward: bool = False,
 ) -> str:
+    """The spec of a call's kernel; with `backward`, of its gradients'
+    (`return_lse` then: whether it takes dLSE)."""
     dtype = dtype_name(query.dtype)
     rows = int(query.shape[2])
     mask = None
@@ -206,7 +214,8 @@ def spec_for(
         scale,
         softcap,
         return_lse,
-        rows if 1 <= rows <= DECODE_ROWS else None,
+        rows if 1 <= rows <= DECODE_ROWS and not backward else None,
+        backward,
     )
 
 
@@ -220,6 +229,15 @@ def dtype_name_or_none(dtype) -> Optional[str]:
 def run(spec: str, query, key, value, mask, output, lse) -> None:
     """Runs the kernel of `spec` (compiling it on first use)."""
     _cache.kernel(spec).run(query, key, value, mask, output, lse)
+
+
+def run_backward(spec: str, query, key, value, mask, output, lse, grad_output,
+                 grad_lse, grad_query, grad_key, grad_value) -> None:
+    """Runs the backward kernel of `spec` (compiling it on first use)."""
+    _cache.kernel(spec).run_backward(
+        query, key, value, mask, output, lse, grad_output, grad_lse,
+        grad_query, grad_key, grad_value,
+    )
 
 
 # ---------------------------------------------------------------------------

@@ -13,8 +13,13 @@ the dispatcher's round trip); it can also be called directly with 4-D
 
 It always returns (output, lse); lse has shape [0] unless return_lse.
 Under torch.autocast("cpu") it follows PyTorch's SDPA: the floating inputs
-are cast to the autocast dtype first. Forward only: no autograd formula is
-registered.
+are cast to the autocast dtype first.
+
+Its autograd formula is attn's backward kernel (docs/spec.md, "The
+gradient"): gradients flow to query, key and value, and through the returned
+LSE when return_lse (a loss that reads it); P is recomputed from the saved
+LSE, which the forward computes whenever a gradient will be needed. A float
+attn_mask that requires grad is refused (its gradient is not built yet).
 """
 
 from __future__ import annotations
@@ -126,6 +131,130 @@ _autocast_library = torch.library.Library("attn", "IMPL")
 _autocast_library.impl("sdpa", _sdpa_autocast_cpu, "AutocastCPU")
 
 
+# ---------------------------------------------------------------------------
+# Autograd
+# ---------------------------------------------------------------------------
+
+_OPTIONS = ("is_causal", "scale", "enable_gqa", "causal_alignment",
+            "window_left", "window_right", "softcap", "return_lse")
+
+
+def _setup_context(ctx, inputs, output):
+    query, key, value, attn_mask, *options = inputs
+    out, lse = output
+    if attn_mask is not None and attn_mask.requires_grad:
+        raise _core.Error(
+            "attn_mask requires grad, but attn has no gradient for a float "
+            "mask yet; detach it (or pass it without requires_grad)"
+        )
+    ctx.options = dict(zip(_OPTIONS, options))
+    ctx.save_for_backward(query, key, value, attn_mask, out, lse)
+
+
+def _sdpa_backward(ctx, grad_output, grad_lse):
+    query, key, value, attn_mask, out, lse = ctx.saved_tensors
+    o = ctx.options
+    forward_options = (o["is_causal"], o["scale"], o["enable_gqa"],
+                       o["causal_alignment"], o["window_left"],
+                       o["window_right"], o["softcap"])
+    if lse.dim() != 3:
+        # Called without the LSE (torch.ops.attn.sdpa directly, with
+        # return_lse False): the forward again, for it.
+        out, lse = torch.ops.attn.sdpa(query, key, value, attn_mask,
+                                       *forward_options, True)
+    if grad_output is None:
+        grad_output = torch.zeros_like(out)
+    grads = torch.ops.attn.sdpa_backward(
+        query, key, value, attn_mask, out, lse, grad_output,
+        grad_lse if o["return_lse"] else None, *forward_options)
+    return (*grads, None, *(None,) * len(_OPTIONS))
+
+
+def _sdpa_backward_eager(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attn_mask: Optional[Tensor],
+    output: Tensor,
+    lse: Tensor,
+    grad_output: Tensor,
+    grad_lse: Optional[Tensor],
+    is_causal: bool,
+    scale: Optional[float],
+    enable_gqa: bool,
+    causal_alignment: str,
+    window_left: Optional[int],
+    window_right: Optional[int],
+    softcap: Optional[float],
+) -> Tuple[Tensor, Tensor, Tensor]:
+    """The backward operator: dQ, dK, dV of the call (its O and LSE given)
+    for the incoming gradient dO and, when not None, the LSE's gradient."""
+    # An LSE the caller did not use gets zeros from autograd: no dLSE then
+    # (a kernel without it).
+    if grad_lse is not None and not bool(grad_lse.any()):
+        grad_lse = None
+    return sdpa_backward(query, key, value, attn_mask, output, lse, grad_output,
+                         grad_lse, is_causal, scale, enable_gqa, causal_alignment,
+                         window_left, window_right, softcap)
+
+
+def sdpa_backward(query, key, value, attn_mask, output, lse, grad_output,
+                  grad_lse, is_causal, scale, enable_gqa, causal_alignment,
+                  window_left, window_right, softcap):
+    """dQ, dK, dV of the call (its O and LSE given) for the incoming
+    gradient dO and, when not None, the LSE's gradient dLSE."""
+    query, key, value, output, lse, grad_output = (
+        t.detach() for t in (query, key, value, output, lse, grad_output))
+    if attn_mask is not None:
+        attn_mask = attn_mask.detach()
+    if grad_lse is not None:
+        grad_lse = grad_lse.detach().float()
+    _core.check_shapes(query, key, value, enable_gqa)
+    mask = None
+    if attn_mask is not None:
+        shape = _core.mask_view_shape(attn_mask.shape, query.shape, key.shape)
+        try:
+            mask = attn_mask.expand(shape)
+        except RuntimeError:
+            mask = attn_mask  # not broadcastable: the runtime says why
+    spec = _core.spec_for(
+        query, key, value, mask, is_causal, scale, causal_alignment,
+        window_left, window_right, softcap, grad_lse is not None,
+        backward=True,
+    )
+    grad_query = torch.empty_like(query, memory_format=torch.contiguous_format)
+    grad_key = torch.empty_like(key, memory_format=torch.contiguous_format)
+    grad_value = torch.empty_like(value, memory_format=torch.contiguous_format)
+    _core.run_backward(
+        spec, _capsule(query), _capsule(key), _capsule(value),
+        None if mask is None else _capsule(mask), _capsule(output),
+        _capsule(lse), _capsule(grad_output),
+        None if grad_lse is None else _capsule(grad_lse),
+        _capsule(grad_query), _capsule(grad_key), _capsule(grad_value),
+    )
+    return grad_query, grad_key, grad_value
+
+
+sdpa_backward_op = torch.library.custom_op(
+    "attn::sdpa_backward", _sdpa_backward_eager, mutates_args=())
+
+
+@sdpa_backward_op.register_fake
+def _sdpa_backward_fake(query, key, value, attn_mask, output, lse, grad_output,
+                        grad_lse, *options):
+    return (torch.empty_like(query, memory_format=torch.contiguous_format),
+            torch.empty_like(key, memory_format=torch.contiguous_format),
+            torch.empty_like(value, memory_format=torch.contiguous_format))
+
+
+sdpa.register_autograd(_sdpa_backward, setup_context=_setup_context)
+
+
+def _needs_grad(*tensors) -> bool:
+    return torch.is_grad_enabled() and any(
+        t is not None and t.requires_grad for t in tensors)
+
+
 def _plain_eager_call(*tensors) -> bool:
     """Whether the operator may be skipped: plain CPU tensors (not fake,
     functional or other subclasses), nothing being traced or compiled, no
@@ -168,9 +297,12 @@ def scaled_dot_product_attention(
     # the empty LSE the operator returns when none is asked for); anything
     # traced, compiled or differentiated goes through the operator.
     call = _run if _plain_eager_call(query, key, value, attn_mask) else torch.ops.attn.sdpa
+    # The backward recomputes the weights from the LSE: compute it whenever
+    # a gradient will be needed (the caller sees it only if asked for).
+    with_lse = return_lse or _needs_grad(query, key, value)
     output, lse = call(
         query, key, value, attn_mask, is_causal, scale, enable_gqa,
-        causal_alignment, window_left, window_right, softcap, return_lse,
+        causal_alignment, window_left, window_right, softcap, with_lse,
     )
     if squeeze:
         output, lse = output.squeeze(0), (lse.squeeze(0) if return_lse else lse)

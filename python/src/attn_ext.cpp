@@ -168,6 +168,42 @@ struct PyKernel {
     }
     attn::check(status);
   }
+
+  /// A backward kernel's call: the forward's tensors (O and LSE read), dO,
+  /// dLSE (None unless the kernel takes it), and dQ, dK, dV to write.
+  void runBackward(const InputArray &query, const InputArray &key,
+                   const InputArray &value,
+                   const std::optional<InputArray> &mask,
+                   const InputArray &output, const InputArray &lse,
+                   const InputArray &gradOutput,
+                   const std::optional<InputArray> &gradLse,
+                   const OutputArray &gradQuery, const OutputArray &gradKey,
+                   const OutputArray &gradValue) const {
+    attn_tensor q = toTensor(query, "query");
+    attn_tensor k = toTensor(key, "key");
+    attn_tensor v = toTensor(value, "value");
+    attn_tensor o = toTensor(output, "output");
+    attn_tensor l = toTensor(lse, "lse");
+    attn_tensor dO = toTensor(gradOutput, "grad_output");
+    attn_tensor dQ = toTensor(gradQuery, "grad_query");
+    attn_tensor dK = toTensor(gradKey, "grad_key");
+    attn_tensor dV = toTensor(gradValue, "grad_value");
+    attn_tensor m{}, dL{};
+    if (mask)
+      m = toTensor(*mask, "mask");
+    if (gradLse)
+      dL = toTensor(*gradLse, "grad_lse");
+    attn_thread_pool *threads = sharedPool();
+    attn_status status;
+    {
+      nb::gil_scoped_release release;
+      status = attn_run_backward(kernel.get(), &q, &k, &v,
+                                 mask ? &m : nullptr, &o, &l, &dO,
+                                 gradLse ? &dL : nullptr, &dQ, &dK, &dV,
+                                 threads);
+    }
+    attn::check(status);
+  }
 };
 
 std::vector<PyKernel> loadLibrary(const std::string &path) {
@@ -247,6 +283,22 @@ NB_MODULE(_ext, m) {
           "supported_on_this_cpu",
           [](const PyKernel &k) { return k.kernel.supportedOnThisCpu(); },
           "Whether this CPU has every feature the kernel was compiled for.")
+      .def_prop_ro("backward",
+                   [](const PyKernel &k) {
+                     return attn_kernel_kind_of(k.kernel.get()) ==
+                            ATTN_KERNEL_BACKWARD;
+                   })
+      .def("run_backward", &PyKernel::runBackward,
+           nb::arg("query").noconvert(), nb::arg("key").noconvert(),
+           nb::arg("value").noconvert(), nb::arg("mask").noconvert().none(),
+           nb::arg("output").noconvert(), nb::arg("lse").noconvert(),
+           nb::arg("grad_output").noconvert(),
+           nb::arg("grad_lse").noconvert().none(),
+           nb::arg("grad_query").noconvert(), nb::arg("grad_key").noconvert(),
+           nb::arg("grad_value").noconvert(),
+           "Runs a backward kernel: writes the gradients dQ, dK, dV of the "
+           "forward whose inputs, O and LSE are given, for the incoming dO "
+           "(and dLSE where the kernel takes it).")
       .def("run", &PyKernel::run, nb::arg("query").noconvert(),
            nb::arg("key").noconvert(), nb::arg("value").noconvert(),
            nb::arg("mask").noconvert().none(), nb::arg("output").noconvert(),

@@ -489,3 +489,142 @@ attn_status attn_prepare(const attn_kernel_desc *k, const attn_tensor *query,
   }
   return ATTN_OK;
 }
+
+//===----------------------------------------------------------------------===//
+// attn_prepare_backward
+//===----------------------------------------------------------------------===//
+
+static const role grad_output_role = {
+    "grad_output", 4, {"B", "Hq", "Sq", "Dv"}, "[B, Hq, Sq, Dv]"};
+static const role grad_lse_role = {
+    "grad_lse", 3, {"B", "Hq", "Sq", NULL}, "[B, Hq, Sq]"};
+static const role grad_query_role = {
+    "grad_query", 4, {"B", "Hq", "Sq", "D"}, "[B, Hq, Sq, D]"};
+static const role grad_key_role = {
+    "grad_key", 4, {"B", "Hkv", "Sk", "D"}, "[B, Hkv, Sk, D]"};
+static const role grad_value_role = {
+    "grad_value", 4, {"B", "Hkv", "Sk", "Dv"}, "[B, Hkv, Sk, Dv]"};
+
+attn_status attn_prepare_backward(
+    const attn_kernel_desc *k, const attn_tensor *query, const attn_tensor *key,
+    const attn_tensor *value, const attn_tensor *mask,
+    const attn_tensor *output, const attn_tensor *lse,
+    const attn_tensor *grad_output, const attn_tensor *grad_lse,
+    const attn_tensor *grad_query, const attn_tensor *grad_key,
+    const attn_tensor *grad_value, attn_backward_args *args) {
+  if (!k)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT, "kernel is NULL");
+  if (!args)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "attn_prepare_backward: args is NULL");
+  memset(args, 0, sizeof(*args));
+  if (attn_kernel_kind_of(k) != ATTN_KERNEL_BACKWARD)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "kernel '%s' is a forward kernel, not a backward one",
+                     k->name);
+  if (!output)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "output: the forward's O %s is NULL; the backward reads "
+                     "it",
+                     output_role.shape_text);
+  if (!lse)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "lse: the forward's log-sum-exp %s is NULL; the backward "
+                     "recomputes the weights from it",
+                     lse_role.shape_text);
+  /* The forward's tensors, with O and LSE read. */
+  attn_status s = attn_prepare(k, query, key, value, mask, output, lse,
+                               &args->forward);
+  if (s != ATTN_OK)
+    return s;
+
+  const attn_tensor *required[4] = {grad_output, grad_query, grad_key,
+                                    grad_value};
+  const role *required_role[4] = {&grad_output_role, &grad_query_role,
+                                  &grad_key_role, &grad_value_role};
+  for (int i = 0; i < 4; ++i)
+    if (!required[i])
+      return attn_fail(ATTN_ERROR_INVALID_ARGUMENT, "%s: tensor is NULL",
+                       required_role[i]->name);
+  if (!k->has_grad_lse && grad_lse)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "grad_lse: kernel '%s' takes no dLSE but one was given "
+                     "(compile it with the spec key 'lse')",
+                     k->name);
+  if (k->has_grad_lse && !grad_lse)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "grad_lse: kernel '%s' takes dLSE %s but grad_lse is NULL",
+                     k->name, grad_lse_role.shape_text);
+
+  /* Each gradient on its own, then shaped as what it is the gradient of. */
+  char takes[160];
+  snprintf(takes, sizeof(takes), "kernel '%s' takes", k->name);
+  const attn_tensor *grads[5] = {grad_output, grad_lse, grad_query, grad_key,
+                                 grad_value};
+  const role *grad_role[5] = {&grad_output_role, &grad_lse_role,
+                              &grad_query_role, &grad_key_role,
+                              &grad_value_role};
+  const attn_tensor *like[5] = {output, lse, query, key, value};
+  const char *like_name[5] = {"output's", "lse's", "query's", "key's",
+                              "value's"};
+  const int32_t grad_dtype[5] = {k->dtype, ATTN_F32, k->dtype, k->dtype,
+                                 k->dtype};
+  for (int i = 0; i < 5; ++i) {
+    if (!grads[i])
+      continue;
+    s = check_rank_and_dtype(grads[i], grad_role[i], grad_dtype[i],
+                             i == 1 ? "the log-sum-exp is always" : takes);
+    if (s == ATTN_OK)
+      s = check_sizes_and_data(grads[i], grad_role[i]);
+    for (int32_t d = 0; s == ATTN_OK && d < grad_role[i]->rank; ++d)
+      s = expect_size(grads[i], grad_role[i], d, like_name[i],
+                      like[i]->shape[d]);
+    if (s != ATTN_OK)
+      return s;
+  }
+
+  /* Memory: the gradients written must not share memory with anything. */
+  const attn_tensor *all[11] = {query,       key,      value,      mask,
+                                output,      lse,      grad_output, grad_lse,
+                                grad_query,  grad_key, grad_value};
+  const role *all_role[11] = {&query_role,       &key_role,
+                              &value_role,       &mask_role,
+                              &output_role,      &lse_role,
+                              &grad_output_role, &grad_lse_role,
+                              &grad_query_role,  &grad_key_role,
+                              &grad_value_role};
+  extent extents[11];
+  for (int i = 0; i < 11; ++i) {
+    extents[i].empty = true;
+    if (all[i] && (s = compute_extent(all[i], all_role[i], &extents[i])))
+      return s;
+  }
+  for (int w = 8; w < 11; ++w) {
+    if (!extents[w].empty && (s = check_no_self_overlap(all[w], all_role[w])))
+      return s;
+    for (int i = 0; i < 11; ++i)
+      if (i != w && all[i] &&
+          (s = check_disjoint(all_role[w]->name, &extents[w],
+                              all_role[i]->name, &extents[i])))
+        return s;
+  }
+
+  args->grad_output = grad_output->data;
+  args->grad_query = grad_query->data;
+  args->grad_key = grad_key->data;
+  args->grad_value = grad_value->data;
+  memcpy(args->grad_output_strides, grad_output->strides,
+         sizeof(args->grad_output_strides));
+  memcpy(args->grad_query_strides, grad_query->strides,
+         sizeof(args->grad_query_strides));
+  memcpy(args->grad_key_strides, grad_key->strides,
+         sizeof(args->grad_key_strides));
+  memcpy(args->grad_value_strides, grad_value->strides,
+         sizeof(args->grad_value_strides));
+  if (grad_lse) {
+    args->grad_lse = grad_lse->data;
+    memcpy(args->grad_lse_strides, grad_lse->strides,
+           sizeof(args->grad_lse_strides));
+  }
+  return ATTN_OK;
+}

@@ -108,6 +108,18 @@ static int has_split_fields(const attn_kernel_desc *k) {
          offsetof(attn_kernel_desc, merge_run) + sizeof(k->merge_run);
 }
 
+/* Whether the descriptor is recent enough to have the kind's fields. */
+static int has_kind_fields(const attn_kernel_desc *k) {
+  return k->struct_size >=
+         offsetof(attn_kernel_desc, backward_run) + sizeof(k->backward_run);
+}
+
+attn_kernel_kind attn_kernel_kind_of(const attn_kernel_desc *kernel) {
+  if (!kernel || !has_kind_fields(kernel))
+    return ATTN_KERNEL_FORWARD;
+  return (attn_kernel_kind)kernel->kind;
+}
+
 int attn_kernel_has_key_split(const attn_kernel_desc *kernel) {
   return kernel && attn_kernel_device(kernel) == ATTN_DEVICE_CPU &&
          has_split_fields(kernel) && kernel->partial_run != NULL;
@@ -187,7 +199,19 @@ static attn_status validate_library(const attn_library *library,
       return attn_fail(ATTN_ERROR_LOAD, "%s: kernel %" PRIu32 " has no name",
                        origin, i);
     attn_device device = attn_kernel_device(k);
-    if (device == ATTN_DEVICE_CUDA) {
+    attn_kernel_kind kind = attn_kernel_kind_of(k);
+    if (kind != ATTN_KERNEL_FORWARD && kind != ATTN_KERNEL_BACKWARD)
+      return attn_fail(ATTN_ERROR_LOAD,
+                       "%s: kernel '%s' is of an unknown kind %d", origin,
+                       k->name, (int)kind);
+    if (kind == ATTN_KERNEL_BACKWARD) {
+      if (device != ATTN_DEVICE_CPU || !k->backward_run ||
+          !k->backward_work_items || !k->has_lse)
+        return attn_fail(ATTN_ERROR_LOAD,
+                         "%s: backward kernel '%s' lacks its CPU entry "
+                         "points or its LSE",
+                         origin, k->name);
+    } else if (device == ATTN_DEVICE_CUDA) {
       attn_status status = validate_gpu_kernel(k, origin);
       if (status != ATTN_OK)
         return status;
@@ -502,6 +526,11 @@ attn_status attn_run_split(const attn_kernel_desc *kernel,
                      "key_splits is %" PRId64 "; it must be 0 (the runtime "
                      "chooses), 1 (no split) or more",
                      key_splits);
+  if (attn_kernel_kind_of(kernel) == ATTN_KERNEL_BACKWARD)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "kernel '%s' computes gradients: run it with "
+                     "attn_run_backward",
+                     kernel->name);
   /* Pinned before the descriptor is read, so that an unload on another
    * thread cannot free the code this call is about to run. */
   attn_module *owner = pin_owner(kernel);
@@ -555,4 +584,62 @@ attn_status attn_run(const attn_kernel_desc *kernel, const attn_tensor *query,
                      const attn_tensor *mask, const attn_tensor *output,
                      const attn_tensor *lse, attn_thread_pool *pool) {
   return attn_run_split(kernel, query, key, value, mask, output, lse, 0, pool);
+}
+
+//===----------------------------------------------------------------------===//
+// The backward
+//===----------------------------------------------------------------------===//
+
+typedef struct backward_context {
+  const attn_kernel_desc *kernel;
+  const attn_backward_args *args;
+} backward_context;
+
+static void run_backward_items(void *context, int64_t begin, int64_t end) {
+  const backward_context *run = context;
+  run->kernel->backward_run(run->args, begin, end);
+}
+
+attn_status attn_run_backward(
+    const attn_kernel_desc *kernel, const attn_tensor *query,
+    const attn_tensor *key, const attn_tensor *value, const attn_tensor *mask,
+    const attn_tensor *output, const attn_tensor *lse,
+    const attn_tensor *grad_output, const attn_tensor *grad_lse,
+    const attn_tensor *grad_query, const attn_tensor *grad_key,
+    const attn_tensor *grad_value, attn_thread_pool *pool) {
+  if (!kernel)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT, "kernel is NULL");
+  if (attn_kernel_kind_of(kernel) != ATTN_KERNEL_BACKWARD)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "kernel '%s' is a forward kernel: attn_run_backward "
+                     "takes a backward kernel (attn-compile's spec key "
+                     "'backward')",
+                     kernel->name);
+  attn_module *owner = pin_owner(kernel);
+  attn_backward_args args;
+  attn_status status = attn_prepare_backward(
+      kernel, query, key, value, mask, output, lse, grad_output, grad_lse,
+      grad_query, grad_key, grad_value, &args);
+  if (status == ATTN_OK)
+    status = attn_kernel_check_cpu(kernel);
+  if (status != ATTN_OK) {
+    unpin(owner);
+    return status;
+  }
+  int64_t items = kernel->backward_work_items(&args);
+  if (items < 0) {
+    unpin(owner);
+    return attn_fail(ATTN_ERROR_INTERNAL,
+                     "kernel '%s' reported %" PRId64 " work items",
+                     kernel->name, items);
+  }
+  backward_context context = {kernel, &args};
+  if (items > 0) {
+    if (pool)
+      attn_thread_pool_parallel_for(pool, items, run_backward_items, &context);
+    else
+      run_backward_items(&context, 0, items);
+  }
+  unpin(owner);
+  return ATTN_OK;
 }

@@ -24,6 +24,10 @@
  * each work item into O and LSE. Both phases take the same `splits` and
  * workspace; every partial item must finish before any merge item starts.
  *
+ * A backward kernel (`kind` = ATTN_KERNEL_BACKWARD) computes the gradients
+ * dQ, dK, dV of the forward with the same attributes (docs/spec.md, "The
+ * gradient"): its entry points take an attn_backward_args.
+ *
  * A CUDA kernel (`device` = ATTN_DEVICE_CUDA) has no `run`: its descriptor
  * points to an `attn_gpu_kernel` with the PTX or cubin image and its launch
  * shape, and `attn_gpu_kernel_params` lays out its parameters.
@@ -84,6 +88,30 @@ typedef struct attn_kernel_args {
   int64_t lse_strides[3];
 } attn_kernel_args;
 
+/* The arguments of a backward call (attn.attention_backward): the forward's
+ * call, whose output and lse are now read (its O and LSE), the incoming
+ * gradients and the gradients the kernel writes. Strides as in
+ * attn_kernel_args. */
+typedef struct attn_backward_args {
+  attn_kernel_args forward;
+  const void *grad_output; /* dO [B, Hq, Sq, Dv] */
+  const float *grad_lse;   /* dLSE [B, Hq, Sq], or NULL without one */
+  void *grad_query;        /* dQ [B, Hq, Sq, D] */
+  void *grad_key;          /* dK [B, Hkv, Sk, D] */
+  void *grad_value;        /* dV [B, Hkv, Sk, Dv] */
+  int64_t grad_output_strides[4];
+  int64_t grad_lse_strides[3];
+  int64_t grad_query_strides[4];
+  int64_t grad_key_strides[4];
+  int64_t grad_value_strides[4];
+} attn_backward_args;
+
+/* What a kernel computes: the forward function, or its gradients. */
+typedef enum attn_kernel_kind {
+  ATTN_KERNEL_FORWARD = 0,
+  ATTN_KERNEL_BACKWARD = 1
+} attn_kernel_kind;
+
 typedef enum attn_device {
   ATTN_DEVICE_CPU = 0,
   ATTN_DEVICE_CUDA = 1
@@ -120,6 +148,11 @@ typedef int64_t (*attn_split_work_items_fn)(const attn_kernel_args *args,
 typedef void (*attn_split_run_fn)(const attn_kernel_args *args,
                                   int64_t splits, float *workspace,
                                   int64_t begin, int64_t end);
+/* A backward kernel's work items (one per batch and key/value head: each
+ * writes the dQ of its query heads and its dK, dV alone). */
+typedef int64_t (*attn_backward_work_items_fn)(const attn_backward_args *args);
+typedef void (*attn_backward_run_fn)(const attn_backward_args *args,
+                                     int64_t begin, int64_t end);
 #define ATTN_SPLIT_WORKSPACE_FLOATS(args, value_dim, splits)                   \
   ((args)->batch * (args)->heads_q * (args)->seq_q * (splits) *                \
    ((value_dim) + 2))
@@ -156,6 +189,14 @@ typedef struct attn_kernel_desc {
   attn_split_run_fn partial_run;
   attn_split_work_items_fn merge_work_items; /* = work_items */
   attn_split_run_fn merge_run;
+  /* Where struct_size covers them (older kernels end above and are forward
+   * kernels): the kind, and for a backward kernel (`run` and `work_items`
+   * NULL; has_lse 1: it reads the forward's LSE) whether it takes dLSE and
+   * its entry points. */
+  int32_t kind;         /* attn_kernel_kind */
+  int32_t has_grad_lse; /* 0 or 1 */
+  attn_backward_work_items_fn backward_work_items;
+  attn_backward_run_fn backward_run;
 } attn_kernel_desc;
 
 typedef struct attn_library {

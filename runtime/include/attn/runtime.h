@@ -176,6 +176,38 @@ ATTN_RUNTIME_EXPORT attn_status attn_prepare(
     const attn_tensor *key, const attn_tensor *value, const attn_tensor *mask,
     const attn_tensor *output, const attn_tensor *lse, attn_kernel_args *args);
 
+/* Whether a kernel computes the forward function or its gradients (older
+ * kernels are forward kernels). */
+ATTN_RUNTIME_EXPORT attn_kernel_kind
+attn_kernel_kind_of(const attn_kernel_desc *kernel);
+
+/* Runs a backward kernel: the gradients dQ, dK, dV of the forward with the
+ * kernel's attributes (docs/spec.md, "The gradient"). `query` ... `mask` are
+ * the forward's inputs, `output` and `lse` its O and LSE (read),
+ * `grad_output` dO (shaped as O), `grad_lse` dLSE (shaped as LSE, f32) for a
+ * kernel that takes it and NULL otherwise; `grad_query`, `grad_key` and
+ * `grad_value` (shaped and typed as Q, K, V) are overwritten and must not
+ * overlap any other tensor or one another. Every check of attn_run applies;
+ * nothing is written when one fails. The result does not depend on the
+ * pool's size. */
+ATTN_RUNTIME_EXPORT attn_status attn_run_backward(
+    const attn_kernel_desc *kernel, const attn_tensor *query,
+    const attn_tensor *key, const attn_tensor *value, const attn_tensor *mask,
+    const attn_tensor *output, const attn_tensor *lse,
+    const attn_tensor *grad_output, const attn_tensor *grad_lse,
+    const attn_tensor *grad_query, const attn_tensor *grad_key,
+    const attn_tensor *grad_value, attn_thread_pool *pool);
+
+/* attn_run_backward's checks alone: fills `args` for the kernel's entry
+ * points (for callers that drive work items themselves). */
+ATTN_RUNTIME_EXPORT attn_status attn_prepare_backward(
+    const attn_kernel_desc *kernel, const attn_tensor *query,
+    const attn_tensor *key, const attn_tensor *value, const attn_tensor *mask,
+    const attn_tensor *output, const attn_tensor *lse,
+    const attn_tensor *grad_output, const attn_tensor *grad_lse,
+    const attn_tensor *grad_query, const attn_tensor *grad_key,
+    const attn_tensor *grad_value, attn_backward_args *args);
+
 #ifdef __cplusplus
 }
 #endif

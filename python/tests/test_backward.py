@@ -1,0 +1,315 @@
+"""Gradients through attn.scaled_dot_product_attention (attn's backward
+kernel) against float64 autograd, across the spec's cases.
+
+Each gradient is measured as max|g - ref| / max|ref| against torch.autograd
+on the contract written out in float64 (and, where PyTorch's SDPA computes
+the same function, on PyTorch's math SDPA too), with the spec's bounds for
+the gradient: f32 1e-4, f16/bf16 2e-2."""
+
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import attn
+from conftest import random_qkv, relative_error
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+GRAD_TOLERANCE = {torch.float32: 1e-4, torch.float16: 2e-2, torch.bfloat16: 2e-2}
+
+
+def reference(q, k, v, mask=None, is_causal=False, scale=None, alignment="top_left",
+              window=None, softcap=None):
+    """The contract (docs/spec.md) in float64, written so that autograd
+    differentiates it: rows with nothing allowed give O = 0, LSE = -inf and
+    zero gradients (never NaN)."""
+    group = q.shape[-3] // k.shape[-3]
+    k = k.repeat_interleave(group, dim=-3)
+    v = v.repeat_interleave(group, dim=-3)
+    seq_q, seq_k = q.shape[-2], k.shape[-2]
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    s = (q @ k.transpose(-1, -2)) * scale
+    if softcap is not None:
+        s = softcap * torch.tanh(s / softcap)
+    allowed = torch.ones(seq_q, seq_k, dtype=torch.bool)
+    if mask is not None:
+        if mask.dtype == torch.bool:
+            allowed = allowed & mask
+        else:
+            s = s + mask
+            allowed = allowed & (mask != -math.inf)
+    off = 0 if alignment == "top_left" else seq_k - seq_q
+    i = torch.arange(seq_q)[:, None]
+    j = torch.arange(seq_k)[None, :]
+    if is_causal:
+        allowed = allowed & (j <= i + off)
+    if window is not None:
+        left, right = window
+        if left is not None:
+            allowed = allowed & (j >= i + off - left)
+        if right is not None:
+            allowed = allowed & (j <= i + off + right)
+    allowed = allowed.expand(s.shape)
+    s = s.masked_fill(~allowed, -math.inf)
+    any_allowed = allowed.any(-1, keepdim=True)
+    s = torch.where(any_allowed, s, torch.zeros_like(s))
+    lse = torch.logsumexp(s, dim=-1, keepdim=True)
+    p = torch.exp(s - lse) * any_allowed
+    lse = torch.where(any_allowed, lse, torch.full_like(lse, -math.inf)).squeeze(-1)
+    return p @ v, lse
+
+
+def gradients(fn, tensors, grad_out, grad_lse=None):
+    """(out, lse, [dq, dk, dv]) of fn(*tensors) for the given output grads."""
+    tensors = [t.detach().clone().requires_grad_(True) for t in tensors]
+    out, lse = fn(*tensors)
+    outputs, grads = [out], [grad_out.to(out.dtype)]
+    if grad_lse is not None:
+        outputs.append(lse)
+        grads.append(grad_lse)
+    return out, lse, torch.autograd.grad(outputs, tensors, grads)
+
+
+def check(q, k, v, attn_mask=None, with_lse=False, is_causal=False, scale=None,
+          causal_alignment="top_left", window=None, softcap=None, enable_gqa=False,
+          seed=1):
+    generator = torch.Generator().manual_seed(seed)
+    dv = v.shape[-1]
+    grad_out = torch.randn(q.shape[:-1] + (dv,), generator=generator).to(q.dtype)
+    grad_lse = torch.randn(q.shape[:-1], generator=generator) if with_lse else None
+
+    def ours(q, k, v):
+        out, lse = attn.scaled_dot_product_attention(
+            q, k, v, attn_mask=attn_mask, is_causal=is_causal, scale=scale,
+            enable_gqa=enable_gqa, causal_alignment=causal_alignment, window=window,
+            softcap=softcap, return_lse=True)
+        return out, lse
+
+    def ref(q, k, v):
+        return reference(q, k, v, None if attn_mask is None else
+                         (attn_mask if attn_mask.dtype == torch.bool else attn_mask.double()),
+                         is_causal, scale, causal_alignment, window, softcap)
+
+    _, _, got = gradients(ours, (q, k, v), grad_out, grad_lse)
+    _, _, want = gradients(ref, (q.double(), k.double(), v.double()), grad_out.double(),
+                           None if grad_lse is None else grad_lse.double())
+    for name, g, w, t in zip(("dq", "dk", "dv"), got, want, (q, k, v)):
+        assert g.dtype == t.dtype and g.shape == t.shape, name
+        assert not torch.isnan(g).any(), f"{name} has NaN"
+        error = relative_error(g, w)
+        assert error <= GRAD_TOLERANCE[q.dtype], f"{name}: relative error {error:.3g}"
+    return got
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_plain(dtype):
+    check(*random_qkv(dtype=dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("alignment", ["top_left", "bottom_right"])
+def test_causal(dtype, alignment):
+    check(*random_qkv(seq_q=70, seq_k=90, dtype=dtype), is_causal=True,
+          causal_alignment=alignment)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_gqa_odd_sizes_and_value_dim(dtype):
+    q, k, v = random_qkv(batch=3, heads_q=6, heads_kv=2, seq_q=29, seq_k=67, d=40, dv=24,
+                         dtype=dtype)
+    check(q, k, v, enable_gqa=True)
+
+
+def test_mqa_decoding_rows():
+    q, k, v = random_qkv(heads_q=8, heads_kv=1, seq_q=3, seq_k=130)
+    check(q, k, v, enable_gqa=True, is_causal=True, causal_alignment="bottom_right")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_window_softcap_scale(dtype):
+    check(*random_qkv(seq_q=64, seq_k=64, dtype=dtype), window=(12, 3), softcap=4.0,
+          scale=0.3)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_bool_mask_with_fully_masked_rows(dtype):
+    q, k, v = random_qkv(seq_q=33, seq_k=70, dtype=dtype)
+    generator = torch.Generator().manual_seed(3)
+    mask = torch.rand(2, 1, 33, 70, generator=generator) > 0.4
+    mask[:, :, 5] = False  # rows with nothing to attend: zero gradients
+    dq, _, _ = check(q, k, v, attn_mask=mask)
+    assert (dq[:, :, 5] == 0).all()
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_float_mask_with_minus_inf(dtype):
+    q, k, v = random_qkv(seq_q=20, seq_k=50, dtype=dtype)
+    generator = torch.Generator().manual_seed(4)
+    bias = torch.randn(1, 4, 20, 50, generator=generator)
+    bias[torch.rand(bias.shape, generator=generator) < 0.2] = -math.inf
+    check(q, k, v, attn_mask=bias.to(dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_through_the_lse(dtype):
+    # A loss that reads the returned LSE: dS gains P * dLSE.
+    check(*random_qkv(seq_q=40, seq_k=40, dtype=dtype), with_lse=True, is_causal=True)
+
+
+def test_bottom_right_rows_before_the_keys_get_zero_gradients():
+    # Sq > Sk, bottom-right: the first Sq - Sk rows see no key.
+    q, k, v = random_qkv(seq_q=30, seq_k=10)
+    dq, dk, dv = check(q, k, v, is_causal=True, causal_alignment="bottom_right")
+    assert (dq[:, :, :20] == 0).all()
+
+
+def test_matches_pytorch_sdpa_autograd():
+    q, k, v = random_qkv(seq_q=50, seq_k=50, d=64)
+    grad = torch.randn(2, 4, 50, 64, generator=torch.Generator().manual_seed(9))
+    _, _, ours = gradients(
+        lambda q, k, v: (attn.scaled_dot_product_attention(q, k, v, is_causal=True), None),
+        (q, k, v), grad)
+    _, _, theirs = gradients(
+        lambda q, k, v: (F.scaled_dot_product_attention(q, k, v, is_causal=True), None),
+        (q.double(), k.double(), v.double()), grad.double())
+    for g, w in zip(ours, theirs):
+        assert relative_error(g, w) <= 1e-4
+
+
+def test_strided_bshd_views():
+    # [B, S, H, D] buffers seen as [B, H, S, D]: no copies, same gradients.
+    generator = torch.Generator().manual_seed(5)
+    q = torch.randn(2, 37, 4, 32, generator=generator).transpose(1, 2)
+    k = torch.randn(2, 45, 4, 32, generator=generator).transpose(1, 2)
+    v = torch.randn(2, 45, 4, 32, generator=generator).transpose(1, 2)
+    assert not q.is_contiguous()
+    check(q, k, v, is_causal=True)
+
+
+def test_backward_is_deterministic_run_to_run():
+    q, k, v = random_qkv(seq_q=200, seq_k=300, heads_q=8, heads_kv=2)
+    first = check(q, k, v, enable_gqa=True, is_causal=True)
+    second = check(q, k, v, enable_gqa=True, is_causal=True)
+    for a, b in zip(first, second):
+        assert torch.equal(a, b)
+
+
+def test_backward_does_not_depend_on_the_thread_count(tmp_path):
+    # The same call in processes with 1 and 3 threads: bit-identical.
+    script = tmp_path / "grads.py"
+    script.write_text(
+        "import sys, torch, attn\n"
+        "g = torch.Generator().manual_seed(0)\n"
+        "q = torch.randn(2, 6, 150, 32, generator=g, requires_grad=True)\n"
+        "k = torch.randn(2, 3, 170, 32, generator=g, requires_grad=True)\n"
+        "v = torch.randn(2, 3, 170, 32, generator=g, requires_grad=True)\n"
+        "o = attn.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)\n"
+        "o.backward(torch.randn(o.shape, generator=g))\n"
+        "torch.save([q.grad, k.grad, v.grad], sys.argv[1])\n")
+    results = []
+    for threads in ("1", "3"):
+        out = tmp_path / f"grads{threads}.pt"
+        env = dict(os.environ, ATTN_NUM_THREADS=threads)
+        subprocess.run([sys.executable, str(script), str(out)], env=env, check=True)
+        results.append(torch.load(out))
+    for a, b in zip(*results):
+        assert torch.equal(a, b)
+
+
+def test_mask_requiring_grad_is_refused():
+    q, k, v = random_qkv(seq_q=8, seq_k=8)
+    bias = torch.zeros(8, 8, requires_grad=True)
+    with pytest.raises(ValueError, match="attn_mask requires grad"):
+        attn.scaled_dot_product_attention(q.requires_grad_(), k, v, attn_mask=bias)
+
+
+def test_wrong_grad_output_shape_is_refused_and_nothing_written():
+    q, k, v = random_qkv(seq_q=8, seq_k=8)
+    out, lse = attn.scaled_dot_product_attention(q, k, v, return_lse=True)
+    from attn import _torch
+    with pytest.raises(ValueError, match="grad_output: dim 2 .Sq. is 9"):
+        _torch.sdpa_backward(q, k, v, None, out, lse, torch.zeros(2, 4, 9, 32), None,
+                             False, None, False, "top_left", None, None, None)
+    with pytest.raises(ValueError, match="lse: dim 2 .Sq. is 7"):
+        _torch.sdpa_backward(q, k, v, None, out, lse[:, :, :7], torch.zeros_like(out),
+                             None, False, None, False, "top_left", None, None, None)
+
+
+def test_opcheck():
+    q, k, v = random_qkv(seq_q=16, seq_k=16, d=16)
+    args = (q.requires_grad_(), k.requires_grad_(), v.requires_grad_(), None, True, None,
+            False, "top_left", None, None, None, True)
+    torch.library.opcheck(torch.ops.attn.sdpa.default, args)
+
+
+def test_under_torch_compile():
+    q, k, v = random_qkv(seq_q=32, seq_k=32, d=16)
+
+    def loss(q, k, v):
+        return attn.scaled_dot_product_attention(q, k, v, is_causal=True).square().sum()
+
+    compiled = torch.compile(loss, fullgraph=True)
+    qs = [t.clone().requires_grad_() for t in (q, k, v)]
+    rs = [t.clone().requires_grad_() for t in (q, k, v)]
+    compiled(*qs).backward()
+    loss(*rs).backward()
+    for a, b in zip(qs, rs):
+        assert torch.allclose(a.grad, b.grad, rtol=0, atol=0)
+
+
+class TinyTransformer(torch.nn.Module):
+    """Two pre-norm layers of causal self-attention and a feed-forward block,
+    with the attention function swappable."""
+
+    def __init__(self, sdpa, vocab=17, dim=32, heads=4, layers=2):
+        super().__init__()
+        self.sdpa, self.heads = sdpa, heads
+        self.embed = torch.nn.Embedding(vocab, dim)
+        self.blocks = torch.nn.ModuleList()
+        for _ in range(layers):
+            self.blocks.append(torch.nn.ModuleDict({
+                "norm1": torch.nn.LayerNorm(dim), "qkv": torch.nn.Linear(dim, 3 * dim),
+                "proj": torch.nn.Linear(dim, dim), "norm2": torch.nn.LayerNorm(dim),
+                "ff": torch.nn.Sequential(torch.nn.Linear(dim, 4 * dim), torch.nn.GELU(),
+                                          torch.nn.Linear(4 * dim, dim))}))
+        self.head = torch.nn.Linear(dim, vocab)
+
+    def forward(self, tokens):
+        x = self.embed(tokens)
+        batch, seq, dim = x.shape
+        for block in self.blocks:
+            q, k, v = block["qkv"](block["norm1"](x)).chunk(3, dim=-1)
+            split = lambda t: t.view(batch, seq, self.heads, -1).transpose(1, 2)  # noqa: E731
+            a = self.sdpa(split(q), split(k), split(v), is_causal=True)
+            x = x + block["proj"](a.transpose(1, 2).reshape(batch, seq, dim))
+            x = x + block["ff"](block["norm2"](x))
+        return self.head(x)
+
+
+def test_training_matches_pytorch():
+    # The same model, weights and data trained for a few steps with attn's
+    # attention and with PyTorch's: the losses agree.
+    torch.manual_seed(0)
+    ours = TinyTransformer(attn.scaled_dot_product_attention)
+    theirs = TinyTransformer(F.scaled_dot_product_attention)
+    theirs.load_state_dict(ours.state_dict())
+    data = torch.randint(0, 17, (8, 24), generator=torch.Generator().manual_seed(1))
+    losses = []
+    for model in (ours, theirs):
+        optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+        history = []
+        for _ in range(20):
+            logits = model(data[:, :-1])
+            loss = F.cross_entropy(logits.reshape(-1, 17), data[:, 1:].reshape(-1))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            history.append(loss.item())
+        losses.append(history)
+    assert losses[0][-1] < losses[0][0] - 0.3  # it learns
+    for a, b in zip(*losses):
+        assert abs(a - b) <= 1e-4 * max(1.0, abs(b))
