@@ -186,19 +186,12 @@ std::vector<ConformanceCase> attn::conformanceCases() {
   return cases;
 }
 
-CaseOutcome attn::runConformanceCase(const ConformanceCase &c,
-                                     const attn_kernel_desc *kernel,
-                                     attn_thread_pool *pool,
-                                     int64_t keySplits) {
-  CaseOutcome outcome;
-  std::string error;
-  std::optional<KernelSpec> spec = parseKernelSpec(c.spec, error);
-  if (!spec) {
-    outcome.message = c.spec + ": " + error;
-    return outcome;
-  }
+namespace {
+/// The problem of case `c` for `spec`, with its NaN inputs placed.
+Problem problemOf(const ConformanceCase &c, const KernelSpec &spec,
+                  ProblemData &data) {
   Problem problem;
-  problem.spec = *spec;
+  problem.spec = spec;
   problem.batch = c.batch;
   problem.headsQ = c.headsQ;
   problem.headsKv = c.headsKv;
@@ -207,8 +200,6 @@ CaseOutcome attn::runConformanceCase(const ConformanceCase &c,
   problem.bshd = c.bshd;
   problem.inputScale = c.inputScale;
   problem.seed = std::hash<std::string>()(c.label);
-
-  ProblemData data;
   makeProblemData(problem, data);
   for (const NanInput &nan : c.nans) {
     HostTensor &tensor = nan.tensor == 'q'   ? data.query
@@ -221,6 +212,88 @@ CaseOutcome attn::runConformanceCase(const ConformanceCase &c,
              nan.column] = std::numeric_limits<double>::quiet_NaN();
     setValues(tensor, values);
   }
+  return problem;
+}
+
+/// The index of the first element where `a` and `b` differ bitwise, or -1.
+int64_t firstDifference(const std::vector<double> &a,
+                        const std::vector<double> &b) {
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+    if (std::memcmp(&a[i], &b[i], sizeof(double)) != 0)
+      return static_cast<int64_t>(i);
+  return a.size() == b.size() ? -1 : static_cast<int64_t>(a.size());
+}
+} // namespace
+
+std::string attn::backwardSpec(const ConformanceCase &c) {
+  return c.spec + ",backward";
+}
+
+CaseOutcome attn::runBackwardConformanceCase(const ConformanceCase &c,
+                                             const attn_kernel_desc *kernel,
+                                             attn_thread_pool *pool) {
+  CaseOutcome outcome;
+  std::string error;
+  std::optional<KernelSpec> spec = parseKernelSpec(backwardSpec(c), error);
+  if (!spec) {
+    outcome.message = c.spec + ": " + error;
+    return outcome;
+  }
+  ProblemData data;
+  Problem problem = problemOf(c, *spec, data);
+  BackwardData backward;
+  if (!makeBackwardData(problem, data, backward, error)) {
+    outcome.message = problem.describe() + ": reference failed: " + error;
+    return outcome;
+  }
+  if (runBackwardProblem(kernel, data, backward, pool) != ATTN_OK) {
+    outcome.message = problem.describe() + ": " + attn_last_error();
+    return outcome;
+  }
+  BackwardReport report = checkBackwardAgainstReference(problem, data, backward);
+  outcome.message = problem.describe() + ": " + report.message;
+  std::vector<double> first = gradientValues(backward);
+  if (c.finiteOnly) {
+    for (double value : first)
+      if (!std::isfinite(value)) {
+        outcome.message += "; a non-finite gradient";
+        return outcome;
+      }
+    for (const ErrorStats *stats : {&report.query, &report.key, &report.value})
+      if (stats->mismatched() || stats->relative > 5e-2)
+        return outcome;
+  } else if (!report.passed) {
+    return outcome;
+  }
+  // Once more on this thread alone: the same bits.
+  poisonGradients(backward);
+  if (runBackwardProblem(kernel, data, backward, nullptr) != ATTN_OK) {
+    outcome.message += "; second run: " + std::string(attn_last_error());
+    return outcome;
+  }
+  int64_t differs = firstDifference(first, gradientValues(backward));
+  if (differs >= 0) {
+    outcome.message += "; gradient element " + std::to_string(differs) +
+                       " differs between 2 threads and 1";
+    return outcome;
+  }
+  outcome.passed = true;
+  return outcome;
+}
+
+CaseOutcome attn::runConformanceCase(const ConformanceCase &c,
+                                     const attn_kernel_desc *kernel,
+                                     attn_thread_pool *pool,
+                                     int64_t keySplits) {
+  CaseOutcome outcome;
+  std::string error;
+  std::optional<KernelSpec> spec = parseKernelSpec(c.spec, error);
+  if (!spec) {
+    outcome.message = c.spec + ": " + error;
+    return outcome;
+  }
+  ProblemData data;
+  Problem problem = problemOf(c, *spec, data);
   if (runProblem(kernel, data, pool, keySplits) != ATTN_OK) {
     outcome.message = problem.describe() + ": " + attn_last_error();
     return outcome;
@@ -251,16 +324,14 @@ CaseOutcome attn::runConformanceCase(const ConformanceCase &c,
     outcome.message += "; second run: " + std::string(attn_last_error());
     return outcome;
   }
-  std::vector<double> second = outputValues(data);
-  for (size_t i = 0; i < second.size(); ++i)
-    if (std::memcmp(&second[i], &first[i], sizeof(double)) != 0) {
-      outcome.message += "; element " + std::to_string(i) +
-                         (samePool ? " differs between two runs on the same "
-                                     "pool"
-                                   : " differs between two runs (2 threads, "
-                                     "then 1 on the CPU)");
-      return outcome;
-    }
+  int64_t differs = firstDifference(first, outputValues(data));
+  if (differs >= 0) {
+    outcome.message += "; element " + std::to_string(differs) +
+                       (samePool ? " differs between two runs on the same pool"
+                                 : " differs between two runs (2 threads, "
+                                   "then 1 on the CPU)");
+    return outcome;
+  }
   outcome.passed = true;
   return outcome;
 }

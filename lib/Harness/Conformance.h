@@ -53,6 +53,18 @@ CaseOutcome runConformanceCase(const ConformanceCase &c,
                                const attn_kernel_desc *kernel,
                                attn_thread_pool *pool, int64_t keySplits = 0);
 
+/// The backward of `c` (`kernel` compiled from c.spec plus "backward"; with
+/// c.spec's lse it takes dLSE): the forward's O and LSE from the float64
+/// reference, random dO (and dLSE), NaN-poisoned gradients, dQ, dK and dV
+/// against the reference gradient, then bit-identical gradients on one
+/// thread.
+CaseOutcome runBackwardConformanceCase(const ConformanceCase &c,
+                                       const attn_kernel_desc *kernel,
+                                       attn_thread_pool *pool);
+
+/// c.spec's backward kernel spec.
+std::string backwardSpec(const ConformanceCase &c);
+
 } // namespace attn
 
 #endif // ATTN_HARNESS_CONFORMANCE_H

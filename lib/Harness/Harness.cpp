@@ -402,3 +402,144 @@ CheckReport attn::checkAgainstReference(const Problem &p,
   report.message = os.str();
   return report;
 }
+
+//===----------------------------------------------------------------------===//
+// The backward
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// A dense f32 [B, Hq, Sq] tensor over `values`.
+attn_tensor rowTensor(std::vector<float> &values, int64_t batch, int64_t heads,
+                      int64_t rows) {
+  values.resize(std::max<int64_t>(batch * heads * rows, 1));
+  attn_tensor view{};
+  view.data = values.data();
+  view.dtype = ATTN_F32;
+  view.rank = 3;
+  view.shape[0] = batch;
+  view.shape[1] = heads;
+  view.shape[2] = rows;
+  view.strides[2] = 1;
+  view.strides[1] = rows;
+  view.strides[0] = heads * rows;
+  return view;
+}
+
+RefTensor denseView(const HostTensor &t) {
+  return RefTensor::dense(t.values.data(), t.view.shape[0], t.view.shape[1],
+                          t.view.shape[2], t.view.shape[3]);
+}
+
+ReferenceInputs referenceInputs(const ProblemData &data) {
+  ReferenceInputs inputs;
+  inputs.query = denseView(data.query);
+  inputs.key = denseView(data.key);
+  inputs.value = denseView(data.value);
+  if (data.hasMask)
+    inputs.mask = denseView(data.mask);
+  return inputs;
+}
+} // namespace
+
+bool attn::makeBackwardData(const Problem &p, ProblemData &data,
+                            BackwardData &backward, std::string &error) {
+  ReferenceOutputs forward;
+  if (!computeReference(p.spec, referenceInputs(data), forward, error))
+    return false;
+  setValues(data.output, forward.output);
+  backward.lseView = rowTensor(backward.lse, p.batch, p.headsQ, p.seqQ);
+  for (size_t i = 0; i < forward.lse.size(); ++i)
+    backward.lse[i] = static_cast<float>(forward.lse[i]);
+
+  std::mt19937_64 rng(p.seed ^ 0x9e3779b97f4a7c15ull);
+  attn_dtype type = dtypeOf(p.spec.elementType);
+  const int64_t q[4] = {p.batch, p.headsQ, p.seqQ, p.spec.headDim};
+  const int64_t k[4] = {p.batch, p.headsKv, p.seqK, p.spec.headDim};
+  const int64_t v[4] = {p.batch, p.headsKv, p.seqK, p.spec.valueDim};
+  const int64_t o[4] = {p.batch, p.headsQ, p.seqQ, p.spec.valueDim};
+  allocate(backward.gradOutput, type, o, p.bshd);
+  allocate(backward.gradQuery, type, q, p.bshd);
+  allocate(backward.gradKey, type, k, p.bshd);
+  allocate(backward.gradValue, type, v, p.bshd);
+  fill(backward.gradOutput, rng, 1.0);
+  backward.hasGradLse = p.spec.lse;
+  backward.gradLseView = attn_tensor{};
+  if (backward.hasGradLse) {
+    backward.gradLseView =
+        rowTensor(backward.gradLse, p.batch, p.headsQ, p.seqQ);
+    std::normal_distribution<double> normal(0.0, 1.0);
+    for (float &value : backward.gradLse)
+      value = static_cast<float>(normal(rng));
+  }
+  poisonGradients(backward);
+  return true;
+}
+
+void attn::poisonGradients(BackwardData &backward) {
+  double nan = std::numeric_limits<double>::quiet_NaN();
+  for (HostTensor *t :
+       {&backward.gradQuery, &backward.gradKey, &backward.gradValue})
+    forEach(t->view, [&](int64_t, int64_t offset) {
+      store(t->bytes, t->view.dtype, offset, nan);
+    });
+}
+
+attn_status attn::runBackwardProblem(const attn_kernel_desc *kernel,
+                                     ProblemData &data, BackwardData &backward,
+                                     attn_thread_pool *pool) {
+  return attn_run_backward(
+      kernel, &data.query.view, &data.key.view, &data.value.view,
+      data.hasMask ? &data.mask.view : nullptr, &data.output.view,
+      &backward.lseView, &backward.gradOutput.view,
+      backward.hasGradLse ? &backward.gradLseView : nullptr,
+      &backward.gradQuery.view, &backward.gradKey.view,
+      &backward.gradValue.view, pool);
+}
+
+std::vector<double> attn::gradientValues(const BackwardData &backward) {
+  std::vector<double> values = tensorValues(backward.gradQuery);
+  for (const HostTensor *t : {&backward.gradKey, &backward.gradValue}) {
+    std::vector<double> more = tensorValues(*t);
+    values.insert(values.end(), more.begin(), more.end());
+  }
+  return values;
+}
+
+BackwardReport attn::checkBackwardAgainstReference(
+    const Problem &p, const ProblemData &data, const BackwardData &backward) {
+  BackwardReport report;
+  report.tolerance = gradientTolerance(p.spec.elementType);
+  std::vector<double> gradLse(backward.gradLse.begin(),
+                              backward.gradLse.begin() +
+                                  (backward.hasGradLse
+                                       ? p.batch * p.headsQ * p.seqQ
+                                       : 0));
+  // The reference reads dO as the kernel does: its rounded values.
+  ReferenceGradients ref;
+  std::string error;
+  if (!computeReferenceBackward(
+          p.spec, referenceInputs(data), denseView(data.output),
+          denseView(backward.gradOutput),
+          backward.hasGradLse ? &gradLse : nullptr, ref, error)) {
+    report.message = "reference failed: " + error;
+    return report;
+  }
+  relativeError(tensorValues(backward.gradQuery), ref.query, &report.query);
+  relativeError(tensorValues(backward.gradKey), ref.key, &report.key);
+  relativeError(tensorValues(backward.gradValue), ref.value, &report.value);
+  report.passed = report.query.within(report.tolerance) &&
+                  report.key.within(report.tolerance) &&
+                  report.value.within(report.tolerance);
+  std::ostringstream os;
+  auto describe = [&](const char *name, const ErrorStats &stats) {
+    os << name << ": max rel err " << stats.relative << " ("
+       << stats.nanMismatches << " NaN, " << stats.infMismatches
+       << " inf mismatches); ";
+  };
+  describe("dq", report.query);
+  describe("dk", report.key);
+  describe("dv", report.value);
+  os << "tolerance " << report.tolerance;
+  report.message = os.str();
+  return report;
+}

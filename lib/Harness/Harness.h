@@ -120,6 +120,43 @@ private:
   bool hasMask = false, hasLse = false;
 };
 
+/// A backward call's buffers (problem.spec a backward kernel's): the
+/// forward's LSE (its O goes to ProblemData::output), both from the float64
+/// reference and rounded to the kernel's types; a random dO, a random dLSE
+/// where the kernel takes one, and the NaN-poisoned gradients dQ, dK, dV
+/// (laid out as Q, K, V).
+struct BackwardData {
+  std::vector<float> lse;
+  attn_tensor lseView{};
+  HostTensor gradOutput, gradQuery, gradKey, gradValue;
+  std::vector<float> gradLse;
+  attn_tensor gradLseView{};
+  bool hasGradLse = false;
+};
+
+/// Fills `data.output` and `backward` for `problem` (after makeProblemData);
+/// false with `error` when the reference cannot compute the forward.
+bool makeBackwardData(const Problem &problem, ProblemData &data,
+                      BackwardData &backward, std::string &error);
+/// Writes NaN over the gradients again (before a repeated call).
+void poisonGradients(BackwardData &backward);
+/// Runs a backward kernel once through the runtime (CPU).
+attn_status runBackwardProblem(const attn_kernel_desc *kernel,
+                               ProblemData &data, BackwardData &backward,
+                               attn_thread_pool *pool);
+struct BackwardReport {
+  ErrorStats query, key, value;
+  double tolerance = 0;
+  bool passed = false;
+  std::string message;
+};
+/// Compares dQ, dK, dV with the float64 reference gradient.
+BackwardReport checkBackwardAgainstReference(const Problem &problem,
+                                             const ProblemData &data,
+                                             const BackwardData &backward);
+/// dQ, dK and dV as doubles in the logical layout, one after the other.
+std::vector<double> gradientValues(const BackwardData &backward);
+
 /// What `tensor`'s bytes hold, as doubles in the logical layout.
 std::vector<double> tensorValues(const HostTensor &tensor);
 

@@ -92,6 +92,10 @@ double attn::tolerance(ElementType type) {
   return type == ElementType::F32 ? 1e-5 : 1e-2;
 }
 
+double attn::gradientTolerance(ElementType type) {
+  return type == ElementType::F32 ? 1e-4 : 2e-2;
+}
+
 //===----------------------------------------------------------------------===//
 // The reference
 //===----------------------------------------------------------------------===//
@@ -184,6 +188,73 @@ bool checkShapes(const KernelSpec &spec, const ReferenceInputs &in,
 
 } // namespace
 
+namespace {
+
+/// Steps 1-4 of the contract for one row (b, h, i): its scores at the
+/// allowed positions, whether each is allowed, and for soft-capping the
+/// tanh(ŝ/c) that its derivative needs.
+struct ScoredRow {
+  std::vector<double> scores, capTanh;
+  std::vector<char> allowed;
+  bool anyAllowed = false, anyNaN = false;
+  double max = -std::numeric_limits<double>::infinity();
+};
+
+void scoreRow(const KernelSpec &spec, const ReferenceInputs &in, int64_t b,
+              int64_t h, int64_t i, ScoredRow &row) {
+  const RefTensor &q = in.query, &k = in.key;
+  const int64_t seqQ = q.shape[2], seqK = k.shape[2];
+  const int64_t group = k.shape[1] ? q.shape[1] / k.shape[1] : 1;
+  const int64_t kvHead = h / group;
+  const double scale = spec.effectiveScale();
+  const double inf = std::numeric_limits<double>::infinity();
+  row.scores.assign(static_cast<size_t>(seqK), 0.0);
+  row.capTanh.assign(static_cast<size_t>(seqK), 0.0);
+  row.allowed.assign(static_cast<size_t>(seqK), 0);
+  row.anyAllowed = row.anyNaN = false;
+  row.max = -inf;
+  for (int64_t j = 0; j < seqK; ++j) {
+    if (!isAllowedByDiagonal(spec, i, j, seqQ, seqK))
+      continue;
+    double maskValue = 0.0;
+    if (in.mask) {
+      const RefTensor &m = *in.mask;
+      maskValue = m.at(m.shape[0] == 1 ? 0 : b, m.shape[1] == 1 ? 0 : h,
+                       m.shape[2] == 1 ? 0 : i, j);
+      if (spec.mask == MaskKind::Bool && maskValue == 0.0)
+        continue;
+      // A -inf bias excludes the position whatever the score is (NaN + -inf
+      // would be NaN).
+      if (spec.mask == MaskKind::Bias && maskValue == -inf)
+        continue;
+    }
+    double dot = 0.0;
+    for (int64_t d = 0; d < spec.headDim; ++d)
+      dot += q.at(b, h, i, d) * k.at(b, kvHead, j, d);
+    double s = scale * dot;
+    if (spec.softcap) {
+      double cap = *spec.softcap;
+      row.capTanh[j] = std::tanh(s / cap);
+      s = cap * row.capTanh[j];
+    }
+    if (spec.mask == MaskKind::Bias)
+      s += maskValue;
+    // A -inf score (a finite bias added to a score of -inf: only from an
+    // infinite input) contributes exp(-inf) = 0.
+    if (s == -inf)
+      continue;
+    row.allowed[j] = 1;
+    row.scores[j] = s;
+    row.anyAllowed = true;
+    if (std::isnan(s))
+      row.anyNaN = true;
+    else
+      row.max = std::max(row.max, s);
+  }
+}
+
+} // namespace
+
 bool attn::computeReference(const KernelSpec &spec, const ReferenceInputs &in,
                             ReferenceOutputs &out, std::string &error) {
   if (!checkShapes(spec, in, error))
@@ -191,9 +262,8 @@ bool attn::computeReference(const KernelSpec &spec, const ReferenceInputs &in,
   const RefTensor &q = in.query, &k = in.key, &v = in.value;
   const int64_t batch = q.shape[0], heads = q.shape[1], seqQ = q.shape[2];
   const int64_t kvHeads = k.shape[1], seqK = k.shape[2];
-  const int64_t headDim = spec.headDim, valueDim = spec.valueDim;
+  const int64_t valueDim = spec.valueDim;
   const int64_t group = kvHeads ? heads / kvHeads : 1;
-  const double scale = spec.effectiveScale();
   const double inf = std::numeric_limits<double>::infinity();
   const double nan = std::numeric_limits<double>::quiet_NaN();
 
@@ -204,65 +274,23 @@ bool attn::computeReference(const KernelSpec &spec, const ReferenceInputs &in,
   out.output.assign(static_cast<size_t>(batch * heads * seqQ * valueDim), 0.0);
   out.lse.assign(static_cast<size_t>(batch * heads * seqQ), 0.0);
 
-  std::vector<double> scores(static_cast<size_t>(seqK));
-  std::vector<char> allowed(static_cast<size_t>(seqK));
+  ScoredRow row;
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t h = 0; h < heads; ++h) {
       const int64_t kvHead = h / group;
       for (int64_t i = 0; i < seqQ; ++i) {
-        // Steps 1-4: the scores of the row and which positions are allowed.
-        bool anyAllowed = false, anyNaN = false;
-        double rowMax = -inf;
-        for (int64_t j = 0; j < seqK; ++j) {
-          allowed[j] = false;
-          if (!isAllowedByDiagonal(spec, i, j, seqQ, seqK))
-            continue;
-          double maskValue = 0.0;
-          if (in.mask) {
-            const RefTensor &m = *in.mask;
-            maskValue = m.at(m.shape[0] == 1 ? 0 : b, m.shape[1] == 1 ? 0 : h,
-                             m.shape[2] == 1 ? 0 : i, j);
-            if (spec.mask == MaskKind::Bool && maskValue == 0.0)
-              continue;
-            // A -inf bias excludes the position whatever the score is
-            // (NaN + -inf would be NaN).
-            if (spec.mask == MaskKind::Bias && maskValue == -inf)
-              continue;
-          }
-          double dot = 0.0;
-          for (int64_t d = 0; d < headDim; ++d)
-            dot += q.at(b, h, i, d) * k.at(b, kvHead, j, d);
-          double s = scale * dot;
-          if (spec.softcap) {
-            double cap = *spec.softcap;
-            s = cap * std::tanh(s / cap);
-          }
-          if (spec.mask == MaskKind::Bias)
-            s += maskValue;
-          // A -inf score (a finite bias added to a score of -inf: only from
-          // an infinite input) contributes exp(-inf) = 0.
-          if (s == -inf)
-            continue;
-          allowed[j] = true;
-          scores[j] = s;
-          anyAllowed = true;
-          if (std::isnan(s))
-            anyNaN = true;
-          else
-            rowMax = std::max(rowMax, s);
-        }
-
+        scoreRow(spec, in, b, h, i, row);
         double *o = &out.output[((b * heads + h) * seqQ + i) * valueDim];
         double &lse = out.lse[(b * heads + h) * seqQ + i];
         // Step 6: a row with nothing to attend to.
-        if (!anyAllowed) {
+        if (!row.anyAllowed) {
           std::fill(o, o + valueDim, 0.0);
           lse = -inf;
           continue;
         }
         // A NaN score reaches every output of the row through the softmax
         // denominator.
-        if (anyNaN) {
+        if (row.anyNaN) {
           std::fill(o, o + valueDim, nan);
           lse = nan;
           continue;
@@ -271,16 +299,96 @@ bool attn::computeReference(const KernelSpec &spec, const ReferenceInputs &in,
         // Step 5: exact softmax over the allowed positions.
         double sum = 0.0;
         for (int64_t j = 0; j < seqK; ++j)
-          if (allowed[j])
-            sum += std::exp(scores[j] - rowMax);
+          if (row.allowed[j])
+            sum += std::exp(row.scores[j] - row.max);
         for (int64_t d = 0; d < valueDim; ++d) {
           double acc = 0.0;
           for (int64_t j = 0; j < seqK; ++j)
-            if (allowed[j])
-              acc += std::exp(scores[j] - rowMax) * v.at(b, kvHead, j, d);
+            if (row.allowed[j])
+              acc += std::exp(row.scores[j] - row.max) * v.at(b, kvHead, j, d);
           o[d] = acc / sum;
         }
-        lse = rowMax + std::log(sum);
+        lse = row.max + std::log(sum);
+      }
+    }
+  }
+  return true;
+}
+
+bool attn::computeReferenceBackward(const KernelSpec &spec,
+                                    const ReferenceInputs &in,
+                                    const RefTensor &output,
+                                    const RefTensor &gradOutput,
+                                    const std::vector<double> *gradLse,
+                                    ReferenceGradients &out,
+                                    std::string &error) {
+  if (!checkShapes(spec, in, error))
+    return false;
+  const RefTensor &q = in.query, &k = in.key, &v = in.value;
+  const int64_t batch = q.shape[0], heads = q.shape[1], seqQ = q.shape[2];
+  const int64_t kvHeads = k.shape[1], seqK = k.shape[2];
+  const int64_t headDim = spec.headDim, valueDim = spec.valueDim;
+  const int64_t group = kvHeads ? heads / kvHeads : 1;
+  const double scale = spec.effectiveScale();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  if (gradLse && gradLse->size() != static_cast<size_t>(batch * heads * seqQ)) {
+    error = "dLSE has " + std::to_string(gradLse->size()) +
+            " values, not B * Hq * Sq";
+    return false;
+  }
+  out.query.assign(static_cast<size_t>(batch * heads * seqQ * headDim), 0.0);
+  out.key.assign(static_cast<size_t>(batch * kvHeads * seqK * headDim), 0.0);
+  out.value.assign(static_cast<size_t>(batch * kvHeads * seqK * valueDim),
+                   0.0);
+  auto at = [](std::vector<double> &t, int64_t i0, int64_t n1, int64_t i1,
+               int64_t n2, int64_t i2, int64_t n3) -> double * {
+    return &t[((i0 * n1 + i1) * n2 + i2) * n3];
+  };
+
+  ScoredRow row;
+  std::vector<double> p(static_cast<size_t>(seqK));
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t h = 0; h < heads; ++h) {
+      const int64_t kvHead = h / group;
+      for (int64_t i = 0; i < seqQ; ++i) {
+        scoreRow(spec, in, b, h, i, row);
+        // A row with nothing allowed contributes nothing and gets dQ = 0.
+        if (!row.anyAllowed)
+          continue;
+        // P: the exact softmax, NaN everywhere in a row with a NaN score.
+        double sum = 0.0;
+        for (int64_t j = 0; j < seqK; ++j)
+          if (row.allowed[j] && !row.anyNaN)
+            sum += std::exp(row.scores[j] - row.max);
+        for (int64_t j = 0; j < seqK; ++j)
+          p[j] = !row.allowed[j] ? 0.0
+                 : row.anyNaN    ? nan
+                                 : std::exp(row.scores[j] - row.max) / sum;
+        // Δ = dO·O − dLSE, with the forward's (rounded) O.
+        double delta = 0.0;
+        for (int64_t e = 0; e < valueDim; ++e)
+          delta += gradOutput.at(b, h, i, e) * output.at(b, h, i, e);
+        if (gradLse)
+          delta -= (*gradLse)[(b * heads + h) * seqQ + i];
+        double *dq = at(out.query, b, heads, h, seqQ, i, headDim);
+        for (int64_t j = 0; j < seqK; ++j) {
+          if (!row.allowed[j])
+            continue;
+          double dp = 0.0;
+          for (int64_t e = 0; e < valueDim; ++e)
+            dp += gradOutput.at(b, h, i, e) * v.at(b, kvHead, j, e);
+          double ds = p[j] * (dp - delta);
+          if (spec.softcap)
+            ds *= 1.0 - row.capTanh[j] * row.capTanh[j];
+          double *dk = at(out.key, b, kvHeads, kvHead, seqK, j, headDim);
+          double *dv = at(out.value, b, kvHeads, kvHead, seqK, j, valueDim);
+          for (int64_t e = 0; e < valueDim; ++e)
+            dv[e] += p[j] * gradOutput.at(b, h, i, e);
+          for (int64_t d = 0; d < headDim; ++d) {
+            dq[d] += scale * ds * k.at(b, kvHead, j, d);
+            dk[d] += scale * ds * q.at(b, h, i, d);
+          }
+        }
       }
     }
   }

@@ -72,6 +72,31 @@ struct ReferenceOutputs {
 bool computeReference(const KernelSpec &spec, const ReferenceInputs &inputs,
                       ReferenceOutputs &outputs, std::string &error);
 
+/// The gradients of a loss through the function (docs/spec.md, "The
+/// gradient"), dense: dQ [B, Hq, Sq, D], dK [B, Hkv, Sk, D], dV
+/// [B, Hkv, Sk, Dv].
+struct ReferenceGradients {
+  std::vector<double> query, key, value;
+};
+
+/// Computes dQ, dK and dV for the incoming gradient `gradOutput` (dO, shaped
+/// as O) and, when given, `gradLse` (dLSE, dense [B, Hq, Sq]). P is the exact
+/// softmax of the inputs' scores; Δ = dO·O − dLSE takes `output`, the
+/// forward's O as the kernel received it (rounded to its element type).
+/// Rows with nothing allowed contribute nothing; a NaN score makes its row's
+/// P NaN. Fails as computeReference does.
+bool computeReferenceBackward(const KernelSpec &spec,
+                              const ReferenceInputs &inputs,
+                              const RefTensor &output,
+                              const RefTensor &gradOutput,
+                              const std::vector<double> *gradLse,
+                              ReferenceGradients &gradients,
+                              std::string &error);
+
+/// The accuracy bound of the gradient (docs/spec.md): 1e-4 for f32, 2e-2 for
+/// f16 and bf16.
+double gradientTolerance(ElementType type);
+
 /// The diagonal offset `off` of causal and window masking: 0 for top-left
 /// alignment, Sk - Sq for bottom-right.
 int64_t diagonalOffset(const KernelSpec &spec, int64_t seqQ, int64_t seqK);

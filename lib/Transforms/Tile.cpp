@@ -86,16 +86,20 @@ struct AttnTilePass : public mlir::attn::impl::AttnTilePassBase<AttnTilePass> {
     rewriter.setInsertionPoint(op);
     auto query = cast<ShapedType>(op.getQuery().getType());
     auto key = cast<ShapedType>(op.getKey().getType());
+    // At least 1: a call without query heads has no work item (the
+    // runtime gives it zero dK and dV).
     OpFoldResult group;
     if (!query.isDynamicDim(1) && !key.isDynamicDim(1)) {
-      group = rewriter.getIndexAttr(query.getDimSize(1) /
-                                    std::max<int64_t>(key.getDimSize(1), 1));
+      group = rewriter.getIndexAttr(std::max<int64_t>(
+          query.getDimSize(1) / std::max<int64_t>(key.getDimSize(1), 1), 1));
     } else {
       Location loc = op.getLoc();
-      group = arith::DivUIOp::create(
-                  rewriter, loc,
-                  tensor::DimOp::create(rewriter, loc, op.getQuery(), 1),
-                  tensor::DimOp::create(rewriter, loc, op.getKey(), 1))
+      Value heads = arith::DivUIOp::create(
+          rewriter, loc, tensor::DimOp::create(rewriter, loc, op.getQuery(), 1),
+          tensor::DimOp::create(rewriter, loc, op.getKey(), 1));
+      group = arith::MaxUIOp::create(
+                  rewriter, loc, heads,
+                  arith::ConstantIndexOp::create(rewriter, loc, 1))
                   .getResult();
     }
     scf::SCFTilingOptions options;

@@ -590,6 +590,21 @@ attn_status attn_run(const attn_kernel_desc *kernel, const attn_tensor *query,
 // The backward
 //===----------------------------------------------------------------------===//
 
+/* Writes +0 into every element of a checked 4-d tensor (all-zero bits in
+ * each of the float types). */
+static void zero_tensor(const attn_tensor *t) {
+  size_t size = t->dtype == ATTN_F32 ? 4 : 2;
+  for (int64_t a = 0; a < t->shape[0]; ++a)
+    for (int64_t b = 0; b < t->shape[1]; ++b)
+      for (int64_t c = 0; c < t->shape[2]; ++c)
+        for (int64_t d = 0; d < t->shape[3]; ++d)
+          memset((char *)t->data +
+                     (a * t->strides[0] + b * t->strides[1] +
+                      c * t->strides[2] + d * t->strides[3]) *
+                         (int64_t)size,
+                 0, size);
+}
+
 typedef struct backward_context {
   const attn_kernel_desc *kernel;
   const attn_backward_args *args;
@@ -625,6 +640,14 @@ attn_status attn_run_backward(
   if (status != ATTN_OK) {
     unpin(owner);
     return status;
+  }
+  /* No query head: nothing reaches dK and dV, which are then 0 (the
+   * kernel has no work item to write them). */
+  if (args.forward.heads_q == 0) {
+    zero_tensor(grad_key);
+    zero_tensor(grad_value);
+    unpin(owner);
+    return ATTN_OK;
   }
   int64_t items = kernel->backward_work_items(&args);
   if (items < 0) {

@@ -107,6 +107,63 @@ INSTANTIATE_TEST_SUITE_P(Matrix, Conformance,
                            return info.param.label;
                          });
 
+/// The backward of every case (its spec plus "backward"; where the case has
+/// an LSE, the backward takes dLSE): every backward kernel compiled into one
+/// more library, against the float64 reference gradient.
+class Backward : public ::testing::TestWithParam<Case> {
+public:
+  static void SetUpTestSuite() {
+    std::vector<KernelSpec> specs;
+    for (const Case &c : conformanceCases()) {
+      std::string error;
+      std::optional<KernelSpec> spec = parseKernelSpec(backwardSpec(c), error);
+      ASSERT_TRUE(spec) << c.spec << ": " << error;
+      specs.push_back(*spec);
+    }
+    llvm::SmallString<128> dir;
+    ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("attn-backward", dir));
+    directory = dir.str().str();
+    library = directory + "/backward.so";
+    std::string error;
+    ASSERT_TRUE(compileKernels(specs, CompileOptions(),
+                               OutputKind::SharedLibrary, library, error))
+        << error;
+    ASSERT_EQ(attn_module_load(library.c_str(), &module), ATTN_OK)
+        << attn_last_error();
+    ASSERT_EQ(attn_thread_pool_create(2, &pool), ATTN_OK);
+  }
+  static void TearDownTestSuite() {
+    attn_thread_pool_destroy(pool);
+    attn_module_unload(module);
+    llvm::sys::fs::remove(library);
+    llvm::sys::fs::remove(directory);
+  }
+
+  static std::string directory, library;
+  static attn_module *module;
+  static attn_thread_pool *pool;
+};
+
+std::string Backward::directory, Backward::library;
+attn_module *Backward::module = nullptr;
+attn_thread_pool *Backward::pool = nullptr;
+
+TEST_P(Backward, MatchesReferenceGradient) {
+  const Case &c = GetParam();
+  ASSERT_NE(module, nullptr);
+  const attn_kernel_desc *kernel = nullptr;
+  ASSERT_EQ(attn_module_find(module, c.label.c_str(), &kernel), ATTN_OK);
+  ASSERT_EQ(attn_kernel_kind_of(kernel), ATTN_KERNEL_BACKWARD);
+  CaseOutcome outcome = runBackwardConformanceCase(c, kernel, pool);
+  EXPECT_TRUE(outcome.passed) << outcome.message;
+}
+
+INSTANTIATE_TEST_SUITE_P(Matrix, Backward,
+                         ::testing::ValuesIn(conformanceCases()),
+                         [](const ::testing::TestParamInfo<Case> &info) {
+                           return info.param.label;
+                         });
+
 /// The decoding cases, whose kernels have the key split's phases.
 std::vector<Case> keySplitCases() {
   std::vector<Case> cases;

@@ -30,10 +30,12 @@ func.func @causal_gqa(%q: tensor<2x8x?x64xf32>, %k: tensor<2x2x?x64xf32>, %v: te
   return %r#0, %r#1, %r#2 : tensor<2x8x?x64xf32>, tensor<2x2x?x64xf32>, tensor<2x2x?x32xf32>
 }
 
-// A dynamic group: the head tile is Hq / Hkv at run time.
+// A dynamic group: the head tile is Hq / Hkv at run time, at least 1 (a
+// call without query heads then has no work item).
 
 // CHECK-LABEL: func @dynamic_group
-//       CHECK: %[[G:.+]] = arith.divui
+//       CHECK: %[[Q:.+]] = arith.divui
+//       CHECK: %[[G:.+]] = arith.maxui %[[Q]], %c1
 //       CHECK: scf.forall ({{.+}}) = (0, 0) to ({{.+}}) step (1, %[[G]])
 func.func @dynamic_group(%q: tensor<1x?x?x16xf32>, %k: tensor<1x?x?x16xf32>, %v: tensor<1x?x?x16xf32>,
                          %o: tensor<1x?x?x16xf32>, %lse: tensor<1x?x?xf32>, %do: tensor<1x?x?x16xf32>,
