@@ -124,6 +124,8 @@ struct AttentionView {
   std::optional<DiagonalAlignment> alignment;
   WindowAttr window;
   std::optional<float> scale, softcap;
+  Value dropoutP, dropoutSeed;
+  ValueRange origin;
 };
 
 template <typename OpTy> AttentionView viewOf(OpTy op) {
@@ -142,7 +144,10 @@ template <typename OpTy> AttentionView viewOf(OpTy op) {
           op.getAlignment(),
           op.getWindowAttr(),
           scale,
-          softcap};
+          softcap,
+          op.getDropoutP(),
+          op.getDropoutSeed(),
+          op.getOrigin()};
 }
 
 /// Checks Q, K, V, the mask and the attributes: every rule of the spec that
@@ -260,6 +265,13 @@ LogicalResult verifyAttentionInputs(const AttentionView &view) {
     return op->emitOpError("align(...) and diagonal(...) need causal or a "
                            "window; found neither");
 
+  if (static_cast<bool>(view.dropoutP) != static_cast<bool>(view.dropoutSeed))
+    return op->emitOpError("dropout takes a probability and a seed");
+  if (!view.origin.empty() && view.origin.size() != 4)
+    return op->emitOpError()
+           << "origin takes the global (b, h, i, j) of element (0, 0, 0, 0): "
+              "4 indices, found "
+           << view.origin.size();
   if (view.scale && !std::isfinite(*view.scale))
     return op->emitOpError() << "scale must be finite, found " << *view.scale;
   if (view.softcap && !(std::isfinite(*view.softcap) && *view.softcap > 0))
@@ -341,8 +353,8 @@ void memrefEffects(
 LogicalResult verifyTensorOrMemRefForm(DestinationStyleOpInterface op) {
   bool tensors = isa<TensorType>(op.getDpsInits().front().getType());
   for (Value operand : op->getOperands()) {
-    if (isa<IndexType>(operand.getType()))
-      continue;
+    if (!isa<ShapedType>(operand.getType()))
+      continue; // the diagonal, dropout's scalars, the origin
     if (isa<TensorType>(operand.getType()) != tensors)
       return op->emitOpError("operands must be all tensors or all memrefs");
   }
@@ -521,6 +533,8 @@ namespace {
 /// offset in the tile's own coordinates.
 struct OperandTiles {
   Value query, key, value, mask, diagonal;
+  /// The tile's global (b, h, i, j), for an op with dropout (else empty).
+  SmallVector<Value, 4> origin;
   SmallVector<Operation *> slices;
 };
 
@@ -652,6 +666,16 @@ FailureOr<OperandTiles> tileInputs(OpBuilder &b, Location loc,
     maskSizes.push_back(sizes[3]);
     tiles.mask = extractSlice(b, loc, view.mask, maskOffsets, maskSizes, tiles);
   }
+  if (view.dropoutP) {
+    // The tile's global indices: the op's origin plus the tile's offsets.
+    for (unsigned dim = 0; dim < 4; ++dim) {
+      Value offset = getValueOrCreateConstantIndexOp(b, loc, offsets[dim]);
+      tiles.origin.push_back(
+          view.origin.empty()
+              ? offset
+              : b.createOrFold<arith::AddIOp>(loc, view.origin[dim], offset));
+    }
+  }
   if (view.causal || view.window) {
     // off_tile = off + q_offset - k_offset: the same (i, j) relation in the
     // tile's local indices.
@@ -730,7 +754,8 @@ AttentionOp::getTiledImplementation(OpBuilder &b,
   auto tiled = AttentionOp::create(
       b, loc, ValueRange(outputs).getTypes(), tiles->query, tiles->key,
       tiles->value, tiles->mask, tiles->diagonal, outputs,
-      AttentionAttributes::of(*this).withoutAlignment());
+      AttentionAttributes::of(*this).withoutAlignment().withOrigin(
+          tiles->origin));
   return TilingResult{
       {tiled}, SmallVector<Value>(tiled->getResults()), tiles->slices};
 }
@@ -778,7 +803,9 @@ OnlineAttentionOp::getTiledImplementation(OpBuilder &b,
   auto tiled = OnlineAttentionOp::create(
       b, loc, ValueRange(states).getTypes(), tiles->query, tiles->key,
       tiles->value, tiles->mask, tiles->diagonal, states[0], states[1],
-      states[2], AttentionAttributes::of(*this).withoutAlignment());
+      states[2],
+      AttentionAttributes::of(*this).withoutAlignment().withOrigin(
+          tiles->origin));
   return TilingResult{
       {tiled}, SmallVector<Value>(tiled->getResults()), tiles->slices};
 }
@@ -866,7 +893,8 @@ AttentionBackwardOp::getTiledImplementation(OpBuilder &b,
                         gradValue.getType()},
       tiles->query, tiles->key, tiles->value, tiles->mask, tiles->diagonal,
       output, lse, gradOutput, gradLse, gradQuery, gradKey, gradValue,
-      AttentionAttributes::of(*this).withoutAlignment());
+      AttentionAttributes::of(*this).withoutAlignment().withOrigin(
+          tiles->origin));
   return TilingResult{
       {tiled}, SmallVector<Value>(tiled->getResults()), tiles->slices};
 }

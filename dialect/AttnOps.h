@@ -29,12 +29,29 @@ struct AttentionAttributes {
   FloatAttr softcap;
   /// The micro-kernel and blocking chosen for the op (attn-choose-kernels).
   KernelAttr kernel;
+  /// Dropout's probability (f32) and seed (i64), both null without dropout,
+  /// and the global (b, h, i, j) of the op's element (0, 0, 0, 0): empty for
+  /// an untiled op (all 0). Operands, not attributes, but what an op made
+  /// from another carries over with them (tiling shifts the origin).
+  Value dropoutP, dropoutSeed;
+  SmallVector<Value, 4> origin;
 
-  /// The attributes of `op` (attn.attention or attn.online_attention).
+  /// The attributes of `op` (an attention-like op).
   template <typename OpTy>
   static AttentionAttributes of(OpTy op) {
-    return {op.getScaleAttr(), op.getCausalAttr(), op.getAlignmentAttr(),
-            op.getWindowAttr(), op.getSoftcapAttr(), op.getKernelAttr()};
+    AttentionAttributes attributes{op.getScaleAttr(),  op.getCausalAttr(),
+                                   op.getAlignmentAttr(), op.getWindowAttr(),
+                                   op.getSoftcapAttr(), op.getKernelAttr()};
+    attributes.dropoutP = op.getDropoutP();
+    attributes.dropoutSeed = op.getDropoutSeed();
+    attributes.origin.assign(op.getOrigin().begin(), op.getOrigin().end());
+    return attributes;
+  }
+  /// With the origin moved to `origin`.
+  AttentionAttributes withOrigin(ArrayRef<Value> newOrigin) const {
+    AttentionAttributes copy = *this;
+    copy.origin.assign(newOrigin.begin(), newOrigin.end());
+    return copy;
   }
   /// For a tile or a key range, whose diagonal is an operand.
   AttentionAttributes withoutAlignment() const {

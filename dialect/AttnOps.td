@@ -29,7 +29,10 @@ class Attn_AttentionLikeOp<string mnemonic, Type inputType, dag states,
          inputType:$key,
          inputType:$value,
          Optional<inputType>:$mask,
-         Optional<Index>:$diagonal),
+         Optional<Index>:$diagonal,
+         Optional<F32>:$dropout_p,
+         Optional<I64>:$dropout_seed,
+         Variadic<Index>:$origin),
     states,
     (ins OptionalAttr<F32Attr>:$scale,
          UnitAttr:$causal,
@@ -43,6 +46,8 @@ class Attn_AttentionLikeOp<string mnemonic, Type inputType, dag states,
     `ins` `(` $query `,` $key `,` $value `:` type($query) `,` type($key) `,` type($value) `)`
     (`mask` `(` $mask^ `:` type($mask) `)`)?
     (`diagonal` `(` $diagonal^ `)`)?
+    (`dropout` `(` $dropout_p^ `,` $dropout_seed `)`)?
+    (`origin` `(` $origin^ `)`)?
     }], inputsFormat, [{
     `outs` `(` }], statesFormat, [{ `)`
     (`causal` $causal^)?
@@ -123,6 +128,14 @@ def Attn_AttentionOp : Attn_AttentionLikeOp<"attention", AnyRankedTensor,
         -> tensor<2x8x?x64xf16>, tensor<2x8x?xf32>
     ```
 
+    Dropout (`dropout(%p, %seed)`, an f32 probability in [0, 1) and an i64
+    seed) drops each weight with probability p and scales the kept ones by
+    1 / (1 − p); the keep bits are Philox 4x32-10 of the seed and the
+    position's global indices (docs/spec.md), the LSE that of the undropped
+    softmax. A tile of an op with dropout carries its global indices as
+    `origin(%b, %h, %i, %j)`: the batch, query head, row and key of its
+    element (0, 0, 0, 0) in the untiled op (all 0 when absent).
+
     A boolean keep-mask broadcast over batch and heads, a sliding window that
     looks back 256 keys, and soft-capping:
 
@@ -143,7 +156,8 @@ def Attn_AttentionOp : Attn_AttentionLikeOp<"attention", AnyRankedTensor,
       "::mlir::Value":$diagonal, "::mlir::ValueRange":$outputs,
       "const ::mlir::attn::AttentionAttributes &":$attributes), [{
       build($_builder, $_state, resultTypes, query, key, value, mask,
-            diagonal, outputs, attributes.scale, attributes.causal,
+            diagonal, attributes.dropoutP, attributes.dropoutSeed,
+            attributes.origin, outputs, attributes.scale, attributes.causal,
             attributes.alignment, attributes.window, attributes.softcap,
             attributes.kernel);
     }]>
@@ -225,7 +239,9 @@ def Attn_OnlineAttentionOp : Attn_AttentionLikeOp<"online_attention",
       "::mlir::Value":$sum,
       "const ::mlir::attn::AttentionAttributes &":$attributes), [{
       build($_builder, $_state, resultTypes, query, key, value, mask,
-            diagonal, acc, max, sum, attributes.scale, attributes.causal,
+            diagonal, attributes.dropoutP, attributes.dropoutSeed,
+            attributes.origin, acc, max, sum, attributes.scale,
+            attributes.causal,
             attributes.alignment, attributes.window, attributes.softcap,
             attributes.kernel);
     }]>
@@ -317,8 +333,9 @@ def Attn_AttentionBackwardOp : Attn_AttentionLikeOp<"attention_backward",
       "::mlir::Value":$gradKey, "::mlir::Value":$gradValue,
       "const ::mlir::attn::AttentionAttributes &":$attributes), [{
       build($_builder, $_state, resultTypes, query, key, value, mask,
-            diagonal, output, lse, gradOutput, gradLse, gradQuery, gradKey,
-            gradValue, attributes.scale, attributes.causal,
+            diagonal, attributes.dropoutP, attributes.dropoutSeed,
+            attributes.origin, output, lse, gradOutput, gradLse, gradQuery,
+            gradKey, gradValue, attributes.scale, attributes.causal,
             attributes.alignment, attributes.window, attributes.softcap,
             attributes.kernel);
     }]>

@@ -171,11 +171,12 @@ struct AbiTypes {
       return llvm::ArrayType::get(t, n);
     };
     // attn_kernel_args: 6 pointers, 5 sizes, strides of Q, K, V, mask, O
-    // (4 each) and LSE (3).
+    // (4 each) and LSE (3), dropout's probability and seed.
     args = llvm::StructType::create(
         ctx,
         {ptr, ptr, ptr, ptr, ptr, ptr, i64, i64, i64, i64, i64, arr(i64, 4),
-         arr(i64, 4), arr(i64, 4), arr(i64, 4), arr(i64, 4), arr(i64, 3)},
+         arr(i64, 4), arr(i64, 4), arr(i64, 4), arr(i64, 4), arr(i64, 3), f32,
+         i64},
         "attn_kernel_args");
     // attn_backward_args: the forward's args, 5 pointers, strides of dO (4),
     // dLSE (3), dQ, dK, dV (4 each).
@@ -188,7 +189,7 @@ struct AbiTypes {
         ctx, {i32, i32, ptr, i32, i32,         arr(i32, 3), i32, i32, i32,
               i64, i64, i64, i64, arr(i64, 5), i64,         f32, f32, ptr,
               ptr, ptr, ptr, i32, ptr,         ptr,         ptr, ptr, ptr,
-              i32, i32, ptr, ptr},
+              i32, i32, ptr, ptr, i32},
         "attn_kernel_desc");
     gpuKernel = llvm::StructType::create(
         ctx, {ptr, i32, ptr, i64, ptr, i32, i32, i32}, "attn_gpu_kernel");
@@ -214,7 +215,9 @@ enum ArgField : unsigned {
   kValueStrides,
   kMaskStrides,
   kOutputStrides,
-  kLseStrides
+  kLseStrides,
+  kDropoutP,
+  kDropoutSeed
 };
 
 enum BackwardArgField : unsigned {
@@ -358,6 +361,10 @@ llvm::Function *emitEntryPoint(llvm::Module &module, const AbiTypes &types,
     }
     callArgs.push_back(splits);
   }
+  if (spec.dropout) {
+    callArgs.push_back(load(kDropoutP, types.f32));
+    callArgs.push_back(load(kDropoutSeed, types.i64));
+  }
   if (isRun) {
     callArgs.push_back(fn->getArg(fn->arg_size() - 2));
     callArgs.push_back(fn->getArg(fn->arg_size() - 1));
@@ -441,6 +448,10 @@ llvm::Function *emitBackwardEntryPoint(llvm::Module &module,
   memref(kGradQuery, kGradQueryStrides, false, queryShape);
   memref(kGradKey, kGradKeyStrides, false, keyShape);
   memref(kGradValue, kGradValueStrides, false, valueShape);
+  if (spec.dropout) {
+    callArgs.push_back(load(kDropoutP, types.f32, true));
+    callArgs.push_back(load(kDropoutSeed, types.i64, true));
+  }
   if (isRun) {
     callArgs.push_back(fn->getArg(1));
     callArgs.push_back(fn->getArg(2));
@@ -531,7 +542,8 @@ llvm::GlobalVariable *emitDescriptor(llvm::Module &module,
       i32(spec.backward ? 1 : 0),
       i32(spec.backward && spec.lse),
       orNull(code.backwardWorkItems),
-      orNull(code.backwardRun)};
+      orNull(code.backwardRun),
+      i32(spec.dropout ? 1 : 0)};
   return new llvm::GlobalVariable(module, types.desc, /*isConstant=*/true,
                                   llvm::GlobalValue::ExternalLinkage,
                                   llvm::ConstantStruct::get(types.desc, fields),
@@ -827,7 +839,12 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
   }
   bool gpu = !options.gpuArch.empty();
   for (const KernelSpec &spec : specs)
-    if (gpu && spec.backward) {
+    if (gpu && spec.dropout) {
+      error = "kernel '" + spec.name +
+              "': dropout kernels are made for the CPU only so far (no GPU "
+              "lowering of dropout yet)";
+      return false;
+    } else if (gpu && spec.backward) {
       error = "kernel '" + spec.name +
               "': backward kernels are made for the CPU only so far (no GPU "
               "lowering of attn.attention_backward yet)";

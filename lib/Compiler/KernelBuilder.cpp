@@ -87,6 +87,9 @@ func::FuncOp buildKernelFunction(OpBuilder &b, Location loc,
     args.push_back(lse);
     results.push_back(lse);
   }
+  // Dropout's probability and seed, last.
+  if (spec.dropout)
+    args.append({b.getF32Type(), b.getI64Type()});
   auto func = func::FuncOp::create(b, loc, spec.name + "_impl",
                                    b.getFunctionType(args, results));
   func->setAttr(mlir::attn::kKernelAttrName, b.getUnitAttr());
@@ -117,6 +120,11 @@ func::FuncOp buildKernelFunction(OpBuilder &b, Location loc,
   mlir::attn::AttentionAttributes attributes{
       scale, spec.causal ? b.getUnitAttr() : UnitAttr(), alignment, window,
       softcap};
+  if (spec.dropout) {
+    unsigned count = body->getNumArguments();
+    attributes.dropoutP = body->getArgument(count - 2);
+    attributes.dropoutSeed = body->getArgument(count - 1);
+  }
   if (spec.backward) {
     Value output = outs[0], forwardLse = body->getArgument(next++);
     Value gradOutput = body->getArgument(next++);

@@ -493,7 +493,7 @@ attn_status attn::runBackwardProblem(const attn_kernel_desc *kernel,
       &backward.lseView, &backward.gradOutput.view,
       backward.hasGradLse ? &backward.gradLseView : nullptr,
       &backward.gradQuery.view, &backward.gradKey.view,
-      &backward.gradValue.view, pool);
+      &backward.gradValue.view, 0.0f, 0, pool);
 }
 
 std::vector<double> attn::gradientValues(const BackwardData &backward) {

@@ -192,6 +192,7 @@ const char *const kRuntimeNames[] = {"attn_alignment",
                                      "attn_kernel_check_cpu",
                                      "attn_kernel_desc",
                                      "attn_kernel_device",
+                                     "attn_kernel_has_dropout",
                                      "attn_kernel_has_key_split",
                                      "attn_kernel_kind",
                                      "attn_kernel_kind_of",
@@ -211,6 +212,7 @@ const char *const kRuntimeNames[] = {"attn_alignment",
                                      "attn_prepare_backward",
                                      "attn_run",
                                      "attn_run_backward",
+                                     "attn_run_dropout",
                                      "attn_run_fn",
                                      "attn_run_split",
                                      "attn_split_run_fn",
@@ -345,21 +347,23 @@ bool SpecParser::parseItem(std::string_view item) {
 
   static const char *const knownKeys[] = {
       "name", "dtype", "d",   "dv",    "causal",  "align", "window",
-      "mask", "lse",   "gqa", "scale", "softcap", "sizes", "backward"};
+      "mask", "lse",   "gqa", "scale", "softcap", "sizes", "backward", "dropout"};
   bool known = false;
   for (const char *k : knownKeys)
     known |= key == k;
   if (!known)
     return fail("unknown key " + quote(key) +
                 " in kernel spec (known: name, dtype, d, dv, causal, align, "
-                "window, mask, lse, gqa, scale, softcap, sizes, backward)");
+                "window, mask, lse, gqa, scale, softcap, sizes, backward, "
+                "dropout)");
   for (const std::string &seen : seenKeys)
     if (key == seen)
       return fail("duplicate key '" + std::string(key) + "' in kernel spec");
   seenKeys.emplace_back(key);
 
-  // Only `causal`, `lse` and `backward` may stand alone.
-  if (!hasValue && key != "causal" && key != "lse" && key != "backward")
+  // Only `causal`, `lse`, `backward` and `dropout` may stand alone.
+  if (!hasValue && key != "causal" && key != "lse" && key != "backward" &&
+      key != "dropout")
     return fail("key '" + std::string(key) + "' needs a value ('" +
                 std::string(key) + "=...')");
   if (hasValue && value.empty())
@@ -413,6 +417,8 @@ bool SpecParser::parseItem(std::string_view item) {
     return parseFlag(key, value, hasValue, spec.lse);
   if (key == "backward")
     return parseFlag(key, value, hasValue, spec.backward);
+  if (key == "dropout")
+    return parseFlag(key, value, hasValue, spec.dropout);
   if (key == "gqa") {
     int64_t group;
     if (!parseInt(value, group))
@@ -669,6 +675,8 @@ std::string attn::printKernelSpec(const KernelSpec &spec) {
     add("lse");
   if (spec.backward)
     add("backward");
+  if (spec.dropout)
+    add("dropout");
   if (spec.group != -1)
     add("gqa=" + std::to_string(spec.group));
   if (spec.scale)

@@ -240,3 +240,114 @@ SmallVector<Value> mlir::attn::buildLoopWith(
   }
   return SmallVector<Value>(loop.getResults());
 }
+
+//===----------------------------------------------------------------------===//
+// Dropout
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// i32 arithmetic on scalars or vectors of one shape.
+struct Words {
+  OpBuilder &b;
+  Location loc;
+  Type type; // i32 or vector of i32
+
+  Value constant(uint32_t v) {
+    auto i32 = b.getI32Type();
+    Attribute attr = b.getIntegerAttr(i32, static_cast<int32_t>(v));
+    if (auto vec = dyn_cast<VectorType>(type))
+      return arith::ConstantOp::create(
+          b, loc, DenseElementsAttr::get(vec, attr));
+    return arith::ConstantOp::create(b, loc, cast<TypedAttr>(attr));
+  }
+  Value like(Value v) {
+    if (v.getType() == type)
+      return v;
+    return vector::BroadcastOp::create(b, loc, type, v);
+  }
+  Value xorOf(Value x, Value y) { return arith::XOrIOp::create(b, loc, x, y); }
+  /// (hi, lo) of the 64-bit product of `x` and the constant `m`.
+  std::pair<Value, Value> mulHiLo(Value x, uint32_t m) {
+    Type wide = b.getI64Type();
+    if (auto vec = dyn_cast<VectorType>(type))
+      wide = VectorType::get(vec.getShape(), wide);
+    Value x64 = arith::ExtUIOp::create(b, loc, wide, x);
+    Value m64;
+    if (auto vec = dyn_cast<VectorType>(wide))
+      m64 = arith::ConstantOp::create(
+          b, loc,
+          DenseElementsAttr::get(vec, b.getI64IntegerAttr(int64_t(m))));
+    else
+      m64 = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(int64_t(m)));
+    Value product = arith::MulIOp::create(b, loc, x64, m64);
+    Value lo = arith::TruncIOp::create(b, loc, type, product);
+    Value shift;
+    if (auto vec = dyn_cast<VectorType>(wide))
+      shift = arith::ConstantOp::create(
+          b, loc, DenseElementsAttr::get(vec, b.getI64IntegerAttr(32)));
+    else
+      shift = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(32));
+    Value hi = arith::TruncIOp::create(
+        b, loc, type, arith::ShRUIOp::create(b, loc, product, shift));
+    return {hi, lo};
+  }
+};
+} // namespace
+
+Value mlir::attn::dropoutKeep(OpBuilder &b, Location loc, Value seed,
+                              Value threshold, Value batch, Value head,
+                              Value row, Value key) {
+  Type type = b.getI32Type();
+  for (Value v : {batch, head, row, key})
+    if (isa<VectorType>(v.getType()))
+      type = v.getType();
+  Words w{b, loc, type};
+  // Philox 4x32-10 (Salmon et al., Random123): the round's multipliers and
+  // the key schedule's Weyl constants.
+  constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
+  constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
+  Value c[4] = {
+      arith::ShRUIOp::create(b, loc, w.like(key), w.constant(2)),
+      w.like(row), w.like(head), w.like(batch)};
+  Value seed32 = arith::TruncIOp::create(b, loc, b.getI32Type(), seed);
+  Value seedHigh = arith::TruncIOp::create(
+      b, loc, b.getI32Type(),
+      arith::ShRUIOp::create(
+          b, loc, seed,
+          arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(32))));
+  Value k0 = w.like(seed32), k1 = w.like(seedHigh);
+  for (int round = 0; round < 10; ++round) {
+    if (round > 0) {
+      k0 = arith::AddIOp::create(b, loc, k0, w.constant(kW0));
+      k1 = arith::AddIOp::create(b, loc, k1, w.constant(kW1));
+    }
+    auto [hi0, lo0] = w.mulHiLo(c[0], kM0);
+    auto [hi1, lo1] = w.mulHiLo(c[2], kM1);
+    Value next[4] = {w.xorOf(w.xorOf(hi1, c[1]), k0), lo1,
+                     w.xorOf(w.xorOf(hi0, c[3]), k1), lo0};
+    std::copy(std::begin(next), std::end(next), std::begin(c));
+  }
+  // Word j mod 4.
+  Value word = arith::AndIOp::create(b, loc, w.like(key), w.constant(3));
+  auto is = [&](uint32_t n) {
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, word,
+                                 w.constant(n));
+  };
+  Value u = arith::SelectOp::create(
+      b, loc, is(0), c[0],
+      arith::SelectOp::create(
+          b, loc, is(1), c[1],
+          arith::SelectOp::create(b, loc, is(2), c[2], c[3])));
+  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge, u,
+                               w.like(threshold));
+}
+
+Value mlir::attn::dropoutThreshold(OpBuilder &b, Location loc,
+                                   Value probability) {
+  Value p64 = arith::ExtFOp::create(b, loc, b.getF64Type(), probability);
+  Value scaled = arith::MulFOp::create(
+      b, loc, p64,
+      arith::ConstantOp::create(b, loc, b.getF64FloatAttr(4294967296.0)));
+  Value wide = arith::FPToUIOp::create(b, loc, b.getI64Type(), scaled);
+  return arith::TruncIOp::create(b, loc, b.getI32Type(), wide);
+}

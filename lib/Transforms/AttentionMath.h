@@ -175,6 +175,19 @@ private:
   Value diagonal;
 };
 
+/// Dropout's keep bits (docs/spec.md, "The gradient"): Philox 4x32-10
+/// keyed by the 64-bit `seed` (i64) on the counter (⌊j/4⌋, i, h, b), output
+/// word j mod 4, kept iff it is >= `threshold` (i32, ⌊p·2³²⌋). `b`, `h`,
+/// `i`, `j` are i32 global indices, scalars or vectors of one shape (a
+/// scalar index is broadcast to the others' shape); returns i1 of that
+/// shape.
+Value dropoutKeep(OpBuilder &b, Location loc, Value seed, Value threshold,
+                  Value batch, Value head, Value row, Value key);
+
+/// The i32 threshold ⌊p·2³²⌋ of an f32 dropout probability p in [0, 1)
+/// (the product taken in f64, exactly).
+Value dropoutThreshold(OpBuilder &b, Location loc, Value probability);
+
 /// The op's causal diagonal: its diagonal operand (`diagonal`, as the
 /// caller sees it), or for an op written with align(...) 0 (top_left) or
 /// Sk - Sq of its own operands (bottom_right), `size(operand, dim)` giving

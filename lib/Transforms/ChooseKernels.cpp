@@ -140,7 +140,7 @@ KernelAttr mlir::attn::chooseCpuKernel(AttentionOp op, const CpuTarget &target,
   // gathered) or the bf16 dot product: 10-20 % faster than the packed path
   // for f32 prefill on Zen 4, 16-25 % for f16.
   int64_t laneRows = cpuLaneRows(target, overrides);
-  bool lanes = laneRows > 0 && !shape.masked && !bf16Dot;
+  bool lanes = laneRows > 0 && !shape.masked && !bf16Dot && !op.getDropoutP();
   return KernelAttr::get(op.getContext(),
                          lanes ? MicroKernel::lane_rows : MicroKernel::packed,
                          queryTile, keyBlock, rowBlock, laneRows, bf16Dot);

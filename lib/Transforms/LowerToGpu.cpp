@@ -344,6 +344,9 @@ LogicalResult KernelConverter::convertFor(scf::ForOp op) {
 //===----------------------------------------------------------------------===//
 
 LogicalResult KernelConverter::convertOnline(OnlineAttentionOp op) {
+  if (op.getDropoutP())
+    return op.emitOpError("attn-lower-to-gpu: dropout has no GPU lowering "
+                          "yet (the CPU lowering has it)");
   for (Value v : {op.getQuery(), op.getKey(), op.getValue()})
     if (!views.count(v))
       return op.emitOpError("attn-lower-to-gpu: operand is not a slice of "

@@ -59,7 +59,9 @@ inline bool laneRowsCandidate(OnlineAttentionOp op, bool bf16Dot) {
   auto isBF16 = [](Value v) {
     return getElementTypeOrSelf(v.getType()).isBF16();
   };
-  return !op.getMask() &&
+  // Dropout's keep bits are made where the packed and direct paths store
+  // a row's weights (KernelEmitter::updateRowStatistics).
+  return !op.getMask() && !op.getDropoutP() &&
          !(bf16Dot && isBF16(op.getQuery()) && isBF16(op.getKey()));
 }
 

@@ -78,11 +78,26 @@ OnlineAttentionOp createKeyRange(OpBuilder &b, OnlineAttentionOp op,
   Value keys = sliceKeys(op.getKey(), 2);
   Value values = sliceKeys(op.getValue(), 2);
   Value mask = sliceKeys(op.getMask(), 3);
-  return OnlineAttentionOp::create(
-      b, loc, state.getTypes(), op.getQuery(), keys, values, mask,
-      rangeDiagonal, state[0], state[1], state[2],
+  AttentionAttributes attributes =
       masked ? AttentionAttributes::of(op).withoutAlignment()
-             : AttentionAttributes::of(op).withoutBand());
+             : AttentionAttributes::of(op).withoutBand();
+  if (op.getDropoutP()) {
+    // Dropout's global key index: the range starts at key `begin`.
+    SmallVector<Value, 4> origin(op.getOrigin().begin(), op.getOrigin().end());
+    if (origin.empty())
+      origin.assign(3, arith::ConstantIndexOp::create(b, loc, 0).getResult());
+    else
+      origin.pop_back();
+    origin.push_back(op.getOrigin().empty()
+                         ? begin
+                         : arith::AddIOp::create(b, loc, op.getOrigin()[3],
+                                                 begin)
+                               .getResult());
+    attributes = attributes.withOrigin(origin);
+  }
+  return OnlineAttentionOp::create(b, loc, state.getTypes(), op.getQuery(),
+                                   keys, values, mask, rangeDiagonal, state[0],
+                                   state[1], state[2], attributes);
 }
 
 LogicalResult splitByKeyRanges(OnlineAttentionOp op, RewriterBase &rewriter,

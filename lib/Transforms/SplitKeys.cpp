@@ -250,6 +250,10 @@ void buildPartial(func::FuncOp func, int64_t keyMultiple) {
   if (Value diagonal = online.getDiagonal())
     online.getDiagonalMutable().assign(
         arith::SubIOp::create(b, loc, diagonal, first).getResult());
+  if (!online.getOrigin().empty())
+    online.getOriginMutable().slice(3, 1).assign(
+        arith::AddIOp::create(b, loc, online.getOrigin()[3], first)
+            .getResult());
 
   // Copy the state into the range's workspace tile, which has the range's
   // unit dim (a generic over it rather than a rank-reducing slice, whose

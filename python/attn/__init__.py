@@ -77,6 +77,7 @@ def scaled_dot_product_attention(
     window: Optional[Tuple[Optional[int], Optional[int]]] = None,
     softcap: Optional[float] = None,
     return_lse: bool = False,
+    dropout_seed: Optional[int] = None,
 ):
     """Attention as torch.nn.functional.scaled_dot_product_attention computes it.
 
@@ -85,7 +86,15 @@ def scaled_dot_product_attention(
 
     attn_mask: bool (True = attend) or a float additive bias of the query's
         type, broadcastable to [B, Hq, Sq, Sk].
-    dropout_p: must be 0.0 (kept so that positional calls match PyTorch's).
+    dropout_p: dropout on the attention weights, as PyTorch's: each weight
+        is dropped with this probability and the kept ones scaled by
+        1 / (1 - dropout_p) (the LSE stays the undropped softmax's). The
+        keep bits come from dropout_seed and the position alone (Philox
+        4x32-10, docs/spec.md): attn.dropout_mask gives them, and the
+        backward regenerates them.
+    dropout_seed: the 64-bit seed of dropout; when None, drawn from
+        PyTorch's default generator (torch.manual_seed reproduces a run), or
+        NumPy's global one for NumPy inputs.
     is_causal: causal masking, aligned as causal_alignment says (PyTorch's
         is_causal is "top_left"). Unlike PyTorch, it may be combined with
         attn_mask.
@@ -117,11 +126,22 @@ def scaled_dot_product_attention(
             return torch_path.scaled_dot_product_attention(
                 query, key, value, attn_mask, bool(is_causal), scale, bool(enable_gqa),
                 causal_alignment, window_left, window_right, softcap, bool(return_lse),
+                float(dropout_p), dropout_seed,
             )
     return _core.sdpa_numpy(
         query, key, value, attn_mask, bool(is_causal), scale, bool(enable_gqa),
         causal_alignment, window_left, window_right, softcap, bool(return_lse),
+        float(dropout_p), dropout_seed,
     )
+
+
+def dropout_mask(batch: int, heads: int, seq_q: int, seq_k: int, dropout_p: float,
+                 seed: int):
+    """The boolean keep-mask [B, Hq, Sq, Sk] (a NumPy array, True = kept)
+    that scaled_dot_product_attention applies for dropout_p and seed: a
+    reference for tests (a dropped output is attention with the weights
+    times dropout_mask(...) / (1 - dropout_p))."""
+    return _core.dropout_mask(batch, heads, seq_q, seq_k, dropout_p, seed)
 
 
 __all__ = [
@@ -131,6 +151,7 @@ __all__ = [
     "set_compile_status",
     "cache_stats",
     "clear_memory_cache",
+    "dropout_mask",
     "compiler_search_path",
     "find_compiler",
     "kernel",

@@ -69,8 +69,9 @@ def check_options(
 ) -> Tuple[Optional[int], Optional[int], bool]:
     """Validates the options that need no tensor; returns the window sides
     (None = unbounded) and whether there is a window at all."""
-    if dropout_p != 0.0:
-        raise Error(f"dropout_p is {dropout_p} but attn supports only 0.0 (no dropout)")
+    if isinstance(dropout_p, bool) or not isinstance(dropout_p, (int, float)) or not (
+            0.0 <= dropout_p < 1.0):
+        raise Error(f"dropout_p is {dropout_p!r} but must be a probability in [0, 1)")
     if scale is not None:
         _check_number("scale", scale, positive=False)
     if softcap is not None:
@@ -119,6 +120,7 @@ def kernel_spec(
     lse: bool,
     decode_rows: Optional[int] = None,
     backward: bool = False,
+    dropout: bool = False,
 ) -> str:
     """The attn-compile spec string (lib/Support/KernelSpec.h) of a call.
     `decode_rows`: a static Sq for a decoding kernel (see DECODE_ROWS).
@@ -145,6 +147,8 @@ def kernel_spec(
         items.append("lse")
     if backward:
         items.append("backward")
+    if dropout:
+        items.append("dropout")
     if decode_rows is not None:
         items.append(f"sizes=?:?:?:{decode_rows}:?")
     return ",".join(items)
@@ -194,9 +198,11 @@ def spec_for(
     softcap: Optional[float],
     return_lse: bool,
     backward: bool = False,
+    dropout: bool = False,
 ) -> str:
     """The spec of a call's kernel; with `backward`, of its gradients'
-    (`return_lse` then: whether it takes dLSE)."""
+    (`return_lse` then: whether it takes dLSE); with `dropout`, one that
+    takes dropout's probability and seed."""
     dtype = dtype_name(query.dtype)
     rows = int(query.shape[2])
     mask = None
@@ -214,8 +220,9 @@ def spec_for(
         scale,
         softcap,
         return_lse,
-        rows if 1 <= rows <= DECODE_ROWS and not backward else None,
+        rows if 1 <= rows <= DECODE_ROWS and not (backward or dropout) else None,
         backward,
+        dropout,
     )
 
 
@@ -226,18 +233,83 @@ def dtype_name_or_none(dtype) -> Optional[str]:
         return None
 
 
-def run(spec: str, query, key, value, mask, output, lse) -> None:
+def run(spec: str, query, key, value, mask, output, lse, dropout_p: float = 0.0,
+        dropout_seed: int = 0) -> None:
     """Runs the kernel of `spec` (compiling it on first use)."""
-    _cache.kernel(spec).run(query, key, value, mask, output, lse)
+    _cache.kernel(spec).run(query, key, value, mask, output, lse, dropout_p,
+                            seed_bits(dropout_seed))
 
 
 def run_backward(spec: str, query, key, value, mask, output, lse, grad_output,
-                 grad_lse, grad_query, grad_key, grad_value) -> None:
+                 grad_lse, grad_query, grad_key, grad_value, dropout_p: float = 0.0,
+                 dropout_seed: int = 0) -> None:
     """Runs the backward kernel of `spec` (compiling it on first use)."""
     _cache.kernel(spec).run_backward(
         query, key, value, mask, output, lse, grad_output, grad_lse,
-        grad_query, grad_key, grad_value,
+        grad_query, grad_key, grad_value, dropout_p, seed_bits(dropout_seed),
     )
+
+
+def seed_bits(seed: int) -> int:
+    """A seed as the kernels take it: its 64 bits (a negative int64, as
+    PyTorch stores seeds, is the same bits)."""
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise Error(f"dropout_seed is {seed!r} but must be an integer")
+    if not -(2**63) <= seed < 2**64:
+        raise Error(f"dropout_seed is {seed} but must fit in 64 bits")
+    return seed & (2**64 - 1)
+
+
+# ---------------------------------------------------------------------------
+# Dropout's keep bits
+# ---------------------------------------------------------------------------
+
+_PHILOX_M = (0xD2511F53, 0xCD9E8D57)
+_PHILOX_W = (0x9E3779B9, 0xBB67AE85)
+
+
+def dropout_mask(batch: int, heads: int, seq_q: int, seq_k: int, dropout_p: float,
+                 seed: int):
+    """The keep-mask [B, Hq, Sq, Sk] (NumPy bool, True = kept) that attn's
+    kernels apply for `dropout_p` and `seed` (docs/spec.md): Philox 4x32-10
+    keyed by the seed on the counter (j // 4, i, h, b), word j % 4, kept iff
+    it is >= floor(p * 2**32) with p rounded to f32. Written here
+    independently of the kernels, in NumPy."""
+    import numpy as np
+
+    if isinstance(dropout_p, bool) or not 0.0 <= dropout_p < 1.0:
+        raise Error(f"dropout_p is {dropout_p!r} but must be a probability in [0, 1)")
+    seed = seed_bits(seed)
+    p32 = float(np.float32(dropout_p))
+    threshold = int(p32 * 2.0**32)  # exact: an f32 times a power of two
+    b, h, i, c = np.meshgrid(np.arange(batch, dtype=np.uint64),
+                             np.arange(heads, dtype=np.uint64),
+                             np.arange(seq_q, dtype=np.uint64),
+                             np.arange((seq_k + 3) // 4, dtype=np.uint64),
+                             indexing="ij")
+    words = philox4x32((c, i, h, b), (seed & 0xFFFFFFFF, seed >> 32))
+    words = np.stack(words, axis=-1).reshape(batch, heads, seq_q, -1)[..., :seq_k]
+    return words >= np.uint64(threshold)
+
+
+def philox4x32(counter, key):
+    """Philox 4x32-10 (Salmon et al., Random123) of the four counter words
+    (NumPy uint64 arrays holding 32-bit values) under the two key words;
+    returns the four output words."""
+    import numpy as np
+
+    mask32 = np.uint64(0xFFFFFFFF)
+    ctr = [np.asarray(w, dtype=np.uint64) for w in counter]
+    k0, k1 = int(key[0]), int(key[1])
+    for round_ in range(10):
+        if round_ > 0:
+            k0 = (k0 + _PHILOX_W[0]) & 0xFFFFFFFF
+            k1 = (k1 + _PHILOX_W[1]) & 0xFFFFFFFF
+        p0 = ctr[0] * np.uint64(_PHILOX_M[0])
+        p1 = ctr[2] * np.uint64(_PHILOX_M[1])
+        ctr = [(p1 >> np.uint64(32)) ^ ctr[1] ^ np.uint64(k0), p1 & mask32,
+               (p0 >> np.uint64(32)) ^ ctr[3] ^ np.uint64(k1), p0 & mask32]
+    return ctr
 
 
 # ---------------------------------------------------------------------------
@@ -258,8 +330,13 @@ def sdpa_numpy(
     window_right,
     softcap,
     return_lse,
+    dropout_p=0.0,
+    dropout_seed=None,
 ):
     import numpy as np
+
+    if dropout_p > 0.0 and dropout_seed is None:
+        dropout_seed = int(np.random.randint(0, 2**63 - 1, dtype=np.int64))
 
     def as_array(x, name):
         if isinstance(x, np.ndarray):
@@ -286,12 +363,13 @@ def sdpa_numpy(
             mask = attn_mask  # not broadcastable: the runtime says why
     spec = spec_for(
         query, key, value, mask, is_causal, scale, causal_alignment,
-        window_left, window_right, softcap, return_lse,
+        window_left, window_right, softcap, return_lse, dropout=dropout_p > 0.0,
     )
     batch, heads, seq_q = query.shape[:3]
     output = np.empty((batch, heads, seq_q, value.shape[3]), dtype=query.dtype)
     lse = np.empty((batch, heads, seq_q), dtype=np.float32) if return_lse else None
-    run(spec, query, key, value, mask, output, lse)
+    run(spec, query, key, value, mask, output, lse, dropout_p,
+        0 if dropout_seed is None else dropout_seed)
     if squeeze:
         output = output[0]
         lse = lse[0] if lse is not None else None

@@ -54,11 +54,14 @@ def _sdpa_eager(
     window_right: Optional[int],
     softcap: Optional[float],
     return_lse: bool,
+    dropout_p: float = 0.0,
+    dropout_seed: int = 0,
 ) -> Tuple[Tensor, Tensor]:
     """The operator's implementation: checks, allocates, runs the kernel."""
     output, lse = _run(
         query, key, value, attn_mask, is_causal, scale, enable_gqa,
         causal_alignment, window_left, window_right, softcap, return_lse,
+        dropout_p, dropout_seed,
     )
     if lse is None:  # the operator returns a tensor in every case
         lse = query.new_empty((0,), dtype=torch.float32)
@@ -68,6 +71,7 @@ def _sdpa_eager(
 def _run(
     query, key, value, attn_mask, is_causal, scale, enable_gqa,
     causal_alignment, window_left, window_right, softcap, return_lse,
+    dropout_p=0.0, dropout_seed=0,
 ) -> Tuple[Tensor, Optional[Tensor]]:
     """Checks, allocates and runs the kernel (the arguments are
     _sdpa_eager's); the LSE only where asked for (else None)."""
@@ -93,6 +97,7 @@ def _run(
     spec = _core.spec_for(
         query, key, value, mask, is_causal, scale, causal_alignment,
         window_left, window_right, softcap, return_lse,
+        dropout=dropout_p > 0.0,
     )
     batch, heads, seq_q = query.shape[:3]
     output = query.new_empty((batch, heads, seq_q, value.shape[3]))
@@ -100,7 +105,7 @@ def _run(
     _core.run(
         spec, _capsule(query), _capsule(key), _capsule(value),
         None if mask is None else _capsule(mask), _capsule(output),
-        None if lse is None else _capsule(lse),
+        None if lse is None else _capsule(lse), dropout_p, dropout_seed,
     )
     return output, lse
 
@@ -136,7 +141,8 @@ _autocast_library.impl("sdpa", _sdpa_autocast_cpu, "AutocastCPU")
 # ---------------------------------------------------------------------------
 
 _OPTIONS = ("is_causal", "scale", "enable_gqa", "causal_alignment",
-            "window_left", "window_right", "softcap", "return_lse")
+            "window_left", "window_right", "softcap", "return_lse",
+            "dropout_p", "dropout_seed")
 
 
 def _setup_context(ctx, inputs, output):
@@ -157,16 +163,17 @@ def _sdpa_backward(ctx, grad_output, grad_lse):
     forward_options = (o["is_causal"], o["scale"], o["enable_gqa"],
                        o["causal_alignment"], o["window_left"],
                        o["window_right"], o["softcap"])
+    dropout = (o["dropout_p"], o["dropout_seed"])
     if lse.dim() != 3:
         # Called without the LSE (torch.ops.attn.sdpa directly, with
         # return_lse False): the forward again, for it.
         out, lse = torch.ops.attn.sdpa(query, key, value, attn_mask,
-                                       *forward_options, True)
+                                       *forward_options, True, *dropout)
     if grad_output is None:
         grad_output = torch.zeros_like(out)
     grads = torch.ops.attn.sdpa_backward(
         query, key, value, attn_mask, out, lse, grad_output,
-        grad_lse if o["return_lse"] else None, *forward_options)
+        grad_lse if o["return_lse"] else None, *forward_options, *dropout)
     return (*grads, None, *(None,) * len(_OPTIONS))
 
 
@@ -186,6 +193,8 @@ def _sdpa_backward_eager(
     window_left: Optional[int],
     window_right: Optional[int],
     softcap: Optional[float],
+    dropout_p: float = 0.0,
+    dropout_seed: int = 0,
 ) -> Tuple[Tensor, Tensor, Tensor]:
     """The backward operator: dQ, dK, dV of the call (its O and LSE given)
     for the incoming gradient dO and, when not None, the LSE's gradient."""
@@ -195,14 +204,17 @@ def _sdpa_backward_eager(
         grad_lse = None
     return sdpa_backward(query, key, value, attn_mask, output, lse, grad_output,
                          grad_lse, is_causal, scale, enable_gqa, causal_alignment,
-                         window_left, window_right, softcap)
+                         window_left, window_right, softcap, dropout_p,
+                         dropout_seed)
 
 
 def sdpa_backward(query, key, value, attn_mask, output, lse, grad_output,
                   grad_lse, is_causal, scale, enable_gqa, causal_alignment,
-                  window_left, window_right, softcap):
+                  window_left, window_right, softcap, dropout_p=0.0,
+                  dropout_seed=0):
     """dQ, dK, dV of the call (its O and LSE given) for the incoming
-    gradient dO and, when not None, the LSE's gradient dLSE."""
+    gradient dO and, when not None, the LSE's gradient dLSE; with the
+    forward's dropout probability and seed."""
     query, key, value, output, lse, grad_output = (
         t.detach() for t in (query, key, value, output, lse, grad_output))
     if attn_mask is not None:
@@ -220,7 +232,7 @@ def sdpa_backward(query, key, value, attn_mask, output, lse, grad_output,
     spec = _core.spec_for(
         query, key, value, mask, is_causal, scale, causal_alignment,
         window_left, window_right, softcap, grad_lse is not None,
-        backward=True,
+        backward=True, dropout=dropout_p > 0.0,
     )
     grad_query = torch.empty_like(query, memory_format=torch.contiguous_format)
     grad_key = torch.empty_like(key, memory_format=torch.contiguous_format)
@@ -231,6 +243,7 @@ def sdpa_backward(query, key, value, attn_mask, output, lse, grad_output,
         _capsule(lse), _capsule(grad_output),
         None if grad_lse is None else _capsule(grad_lse),
         _capsule(grad_query), _capsule(grad_key), _capsule(grad_value),
+        dropout_p, dropout_seed,
     )
     return grad_query, grad_key, grad_value
 
@@ -275,6 +288,7 @@ def _plain_eager_call(*tensors) -> bool:
 def _sdpa_fake(
     query, key, value, attn_mask, is_causal, scale, enable_gqa,
     causal_alignment, window_left, window_right, softcap, return_lse,
+    dropout_p=0.0, dropout_seed=0,
 ):
     torch._check(query.dim() == 4, lambda: "attn::sdpa: query must be 4-D [B, H, S, D]")
     torch._check(value.dim() == 4, lambda: "attn::sdpa: value must be 4-D [B, H, S, D]")
@@ -287,9 +301,16 @@ def _sdpa_fake(
 def scaled_dot_product_attention(
     query, key, value, attn_mask, is_causal, scale, enable_gqa,
     causal_alignment, window_left, window_right, softcap, return_lse,
+    dropout_p=0.0, dropout_seed=None,
 ):
     """The public function's PyTorch path: 3-D inputs gain and lose B=1
     around the operator. Written to be traced by torch.compile."""
+    if dropout_p > 0.0 and dropout_seed is None:
+        # From PyTorch's default generator: torch.manual_seed reproduces it.
+        dropout_seed = int(torch.randint(-(2**63), 2**63 - 1, (), dtype=torch.int64))
+    dropout_seed = 0 if dropout_seed is None else _core.seed_bits(dropout_seed)
+    if dropout_seed >= 2**63:  # the operator's int is an int64: the same bits
+        dropout_seed -= 2**64
     squeeze = query.dim() == 3 and key.dim() == 3 and value.dim() == 3
     if squeeze:
         query, key, value = query.unsqueeze(0), key.unsqueeze(0), value.unsqueeze(0)
@@ -303,6 +324,7 @@ def scaled_dot_product_attention(
     output, lse = call(
         query, key, value, attn_mask, is_causal, scale, enable_gqa,
         causal_alignment, window_left, window_right, softcap, with_lse,
+        float(dropout_p), dropout_seed,
     )
     if squeeze:
         output, lse = output.squeeze(0), (lse.squeeze(0) if return_lse else lse)

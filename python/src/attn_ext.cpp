@@ -146,8 +146,8 @@ struct PyKernel {
 
   void run(const InputArray &query, const InputArray &key,
            const InputArray &value, const std::optional<InputArray> &mask,
-           const OutputArray &output,
-           const std::optional<OutputArray> &lse) const {
+           const OutputArray &output, const std::optional<OutputArray> &lse,
+           float dropoutP, uint64_t dropoutSeed) const {
     attn_tensor q = toTensor(query, "query");
     attn_tensor k = toTensor(key, "key");
     attn_tensor v = toTensor(value, "value");
@@ -163,8 +163,13 @@ struct PyKernel {
       // The arrays stay referenced by the caller's frame; no Python object is
       // touched while the kernel runs.
       nb::gil_scoped_release release;
-      status = attn_run(kernel.get(), &q, &k, &v, mask ? &m : nullptr, &o,
-                        lse ? &l : nullptr, threads);
+      status = attn_kernel_has_dropout(kernel.get())
+                   ? attn_run_dropout(kernel.get(), &q, &k, &v,
+                                      mask ? &m : nullptr, &o,
+                                      lse ? &l : nullptr, dropoutP,
+                                      dropoutSeed, threads)
+                   : attn_run(kernel.get(), &q, &k, &v, mask ? &m : nullptr,
+                              &o, lse ? &l : nullptr, threads);
     }
     attn::check(status);
   }
@@ -178,7 +183,8 @@ struct PyKernel {
                    const InputArray &gradOutput,
                    const std::optional<InputArray> &gradLse,
                    const OutputArray &gradQuery, const OutputArray &gradKey,
-                   const OutputArray &gradValue) const {
+                   const OutputArray &gradValue, float dropoutP,
+                   uint64_t dropoutSeed) const {
     attn_tensor q = toTensor(query, "query");
     attn_tensor k = toTensor(key, "key");
     attn_tensor v = toTensor(value, "value");
@@ -200,7 +206,7 @@ struct PyKernel {
       status = attn_run_backward(kernel.get(), &q, &k, &v,
                                  mask ? &m : nullptr, &o, &l, &dO,
                                  gradLse ? &dL : nullptr, &dQ, &dK, &dV,
-                                 threads);
+                                 dropoutP, dropoutSeed, threads);
     }
     attn::check(status);
   }
@@ -283,6 +289,10 @@ NB_MODULE(_ext, m) {
           "supported_on_this_cpu",
           [](const PyKernel &k) { return k.kernel.supportedOnThisCpu(); },
           "Whether this CPU has every feature the kernel was compiled for.")
+      .def_prop_ro("dropout",
+                   [](const PyKernel &k) {
+                     return attn_kernel_has_dropout(k.kernel.get()) != 0;
+                   })
       .def_prop_ro("backward",
                    [](const PyKernel &k) {
                      return attn_kernel_kind_of(k.kernel.get()) ==
@@ -295,14 +305,16 @@ NB_MODULE(_ext, m) {
            nb::arg("grad_output").noconvert(),
            nb::arg("grad_lse").noconvert().none(),
            nb::arg("grad_query").noconvert(), nb::arg("grad_key").noconvert(),
-           nb::arg("grad_value").noconvert(),
+           nb::arg("grad_value").noconvert(), nb::arg("dropout_p") = 0.0f,
+           nb::arg("dropout_seed") = 0,
            "Runs a backward kernel: writes the gradients dQ, dK, dV of the "
            "forward whose inputs, O and LSE are given, for the incoming dO "
            "(and dLSE where the kernel takes it).")
       .def("run", &PyKernel::run, nb::arg("query").noconvert(),
            nb::arg("key").noconvert(), nb::arg("value").noconvert(),
            nb::arg("mask").noconvert().none(), nb::arg("output").noconvert(),
-           nb::arg("lse").noconvert().none(),
+           nb::arg("lse").noconvert().none(), nb::arg("dropout_p") = 0.0f,
+           nb::arg("dropout_seed") = 0,
            "Checks the tensors against the kernel and runs it on the shared "
            "thread pool. Tensors are [B, H, S, D] with any strides; `mask` "
            "and `lse` are None or tensors, as the kernel requires.");

@@ -199,7 +199,8 @@ def test_backward_is_deterministic_run_to_run():
 
 
 def test_backward_does_not_depend_on_the_thread_count(tmp_path):
-    # The same call in processes with 1 and 3 threads: bit-identical.
+    # The same call (with dropout) in processes with 1 and 3 threads: the
+    # output and the gradients bit-identical.
     script = tmp_path / "grads.py"
     script.write_text(
         "import sys, torch, attn\n"
@@ -207,9 +208,10 @@ def test_backward_does_not_depend_on_the_thread_count(tmp_path):
         "q = torch.randn(2, 6, 150, 32, generator=g, requires_grad=True)\n"
         "k = torch.randn(2, 3, 170, 32, generator=g, requires_grad=True)\n"
         "v = torch.randn(2, 3, 170, 32, generator=g, requires_grad=True)\n"
-        "o = attn.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)\n"
+        "o = attn.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True,\n"
+        "                                      dropout_p=0.2, dropout_seed=11)\n"
         "o.backward(torch.randn(o.shape, generator=g))\n"
-        "torch.save([q.grad, k.grad, v.grad], sys.argv[1])\n")
+        "torch.save([o.detach(), q.grad, k.grad, v.grad], sys.argv[1])\n")
     results = []
     for threads in ("1", "3"):
         out = tmp_path / f"grads{threads}.pt"
@@ -313,3 +315,151 @@ def test_training_matches_pytorch():
     assert losses[0][-1] < losses[0][0] - 0.3  # it learns
     for a, b in zip(*losses):
         assert abs(a - b) <= 1e-4 * max(1.0, abs(b))
+
+
+# ---------------------------------------------------------------------------
+# Dropout
+# ---------------------------------------------------------------------------
+
+
+def test_philox_known_answers():
+    # Random123's known-answer vectors for Philox 4x32-10.
+    import numpy as np
+    cases = [((0, 0, 0, 0), (0, 0), (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)),
+             ((0xFFFFFFFF,) * 4, (0xFFFFFFFF,) * 2,
+              (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD)),
+             ((0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344), (0xA4093822, 0x299F31D0),
+              (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1))]
+    for counter, key, expected in cases:
+        words = attn._core.philox4x32([np.uint64(w) for w in counter], key)
+        assert tuple(int(w) for w in words) == expected
+
+
+def dropout_reference(q, k, v, keep, p, is_causal=False, alignment="top_left", window=None,
+                      softcap=None, mask=None):
+    """O of the contract with dropout, float64, differentiable: the weights
+    times keep / (1 - p) (p rounded to f32, as the kernels take it)."""
+    out, _ = reference(q, k, v, mask, is_causal, None, alignment, window, softcap)
+    group = q.shape[-3] // k.shape[-3]
+    kk = k.repeat_interleave(group, dim=-3)
+    vv = v.repeat_interleave(group, dim=-3)
+    # The weights again, as reference() computes them.
+    s = (q @ kk.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+    if softcap is not None:
+        s = softcap * torch.tanh(s / softcap)
+    seq_q, seq_k = q.shape[-2], k.shape[-2]
+    allowed = torch.ones(seq_q, seq_k, dtype=torch.bool)
+    if mask is not None:
+        allowed = allowed & mask
+    off = 0 if alignment == "top_left" else seq_k - seq_q
+    i = torch.arange(seq_q)[:, None]
+    j = torch.arange(seq_k)[None, :]
+    if is_causal:
+        allowed = allowed & (j <= i + off)
+    if window is not None:
+        left, right = window
+        if left is not None:
+            allowed = allowed & (j >= i + off - left)
+        if right is not None:
+            allowed = allowed & (j <= i + off + right)
+    allowed = allowed.expand(s.shape)
+    s = s.masked_fill(~allowed, -math.inf)
+    any_allowed = allowed.any(-1, keepdim=True)
+    s = torch.where(any_allowed, s, torch.zeros_like(s))
+    weights = torch.softmax(s, -1) * any_allowed
+    scale = 1.0 / (1.0 - float(torch.tensor(p, dtype=torch.float32)))
+    return (weights * keep * scale) @ vv
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("p", [0.1, 0.5])
+def test_dropout_forward_and_gradients(dtype, p):
+    q, k, v = random_qkv(batch=2, heads_q=4, heads_kv=2, seq_q=70, seq_k=90, d=32, dv=24,
+                         dtype=dtype)
+    seed = 0x123456789ABCDEF
+    keep = torch.from_numpy(attn.dropout_mask(2, 4, 70, 90, p, seed))
+    grad = torch.randn(2, 4, 70, 24, generator=torch.Generator().manual_seed(2)).to(dtype)
+
+    def ours(q, k, v):
+        return attn.scaled_dot_product_attention(
+            q, k, v, dropout_p=p, dropout_seed=seed, is_causal=True,
+            causal_alignment="bottom_right", enable_gqa=True), None
+
+    def ref(q, k, v):
+        return dropout_reference(q, k, v, keep, p, is_causal=True,
+                                 alignment="bottom_right"), None
+
+    out, _, got = gradients(ours, (q, k, v), grad)
+    want_out, _, want = gradients(ref, (q.double(), k.double(), v.double()), grad.double())
+    tolerance = {torch.float32: 1e-5, torch.float16: 1e-2, torch.bfloat16: 1e-2}[dtype]
+    assert relative_error(out, want_out) <= tolerance
+    for name, g, w in zip(("dq", "dk", "dv"), got, want):
+        error = relative_error(g, w)
+        assert error <= GRAD_TOLERANCE[dtype], f"{name}: relative error {error:.3g}"
+
+
+def test_dropout_with_mask_window_softcap_and_lse():
+    q, k, v = random_qkv(seq_q=50, seq_k=64)
+    generator = torch.Generator().manual_seed(6)
+    mask = torch.rand(50, 64, generator=generator) > 0.3
+    mask[7] = False
+    seed, p = 99, 0.25
+    keep = torch.from_numpy(attn.dropout_mask(2, 4, 50, 64, p, seed))
+    grad = torch.randn(2, 4, 50, 32, generator=generator)
+    options = dict(window=(20, 5), softcap=3.0)
+
+    def ours(q, k, v):
+        out, lse = attn.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, dropout_p=p, dropout_seed=seed, return_lse=True,
+            **options)
+        return out, lse
+
+    def ref(q, k, v):
+        return dropout_reference(q, k, v, keep, p, mask=mask, **options), None
+
+    out, lse, got = gradients(ours, (q, k, v), grad)
+    want_out, _, want = gradients(ref, (q.double(), k.double(), v.double()), grad.double())
+    assert relative_error(out, want_out) <= 1e-5
+    # The LSE is the undropped softmax's.
+    _, plain_lse = reference(q.double(), k.double(), v.double(), mask, window=(20, 5),
+                             softcap=3.0)
+    finite = torch.isfinite(plain_lse)
+    assert torch.equal(finite, torch.isfinite(lse))
+    assert (lse[finite].double() - plain_lse[finite]).abs().max() <= 1e-5
+    for g, w in zip(got, want):
+        assert relative_error(g, w) <= 1e-4
+    assert (got[0][:, :, 7] == 0).all()
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5, 0.9])
+def test_dropout_keep_rate(p):
+    # 4 * 8 * 256 * 256 = 2M positions: the rate within 5 standard errors.
+    keep = attn.dropout_mask(4, 8, 256, 256, p, 2024)
+    n = keep.size
+    rate = keep.mean()
+    assert abs(rate - (1 - p)) <= 5 * math.sqrt(p * (1 - p) / n)
+
+
+def test_dropout_seeds_and_reproducibility():
+    q, k, v = random_qkv(seq_q=40, seq_k=40)
+    a = attn.scaled_dot_product_attention(q, k, v, dropout_p=0.2, dropout_seed=5)
+    b = attn.scaled_dot_product_attention(q, k, v, dropout_p=0.2, dropout_seed=5)
+    c = attn.scaled_dot_product_attention(q, k, v, dropout_p=0.2, dropout_seed=6)
+    assert torch.equal(a, b) and not torch.equal(a, c)
+    torch.manual_seed(3)
+    d = attn.scaled_dot_product_attention(q, k, v, dropout_p=0.2)
+    torch.manual_seed(3)
+    e = attn.scaled_dot_product_attention(q, k, v, dropout_p=0.2)
+    assert torch.equal(d, e)
+    # p = 0 is no dropout (and no generator in the kernel).
+    f = attn.scaled_dot_product_attention(q, k, v, dropout_p=0.0)
+    g = attn.scaled_dot_product_attention(q, k, v)
+    assert torch.equal(f, g)
+
+
+def test_dropout_mask_does_not_depend_on_the_slice():
+    # The keep bits are a function of the global indices: a sub-block of a
+    # larger mask is the mask of nothing else.
+    big = attn.dropout_mask(2, 3, 20, 30, 0.4, 77)
+    small = attn.dropout_mask(1, 2, 10, 13, 0.4, 77)
+    assert (big[:1, :2, :10, :13] == small).all()

@@ -77,8 +77,9 @@ def test_wrong_rank():
 
 def test_bad_options():
     q, k, v = random_qkv()
-    with pytest.raises(attn.Error, match="dropout_p"):
-        attn.scaled_dot_product_attention(q, k, v, dropout_p=0.1)
+    for p in (1.0, -0.1, 1.5, float("nan")):
+        with pytest.raises(attn.Error, match="dropout_p"):
+            attn.scaled_dot_product_attention(q, k, v, dropout_p=p)
     with pytest.raises(attn.Error, match="causal_alignment"):
         attn.scaled_dot_product_attention(q, k, v, causal_alignment="middle")
     with pytest.raises(attn.Error, match="window"):

@@ -114,6 +114,27 @@ static int has_kind_fields(const attn_kernel_desc *k) {
          offsetof(attn_kernel_desc, backward_run) + sizeof(k->backward_run);
 }
 
+int attn_kernel_has_dropout(const attn_kernel_desc *kernel) {
+  return kernel &&
+         kernel->struct_size >= offsetof(attn_kernel_desc, has_dropout) +
+                                    sizeof(kernel->has_dropout) &&
+         kernel->has_dropout != 0;
+}
+
+/* Checks a call's dropout against the kernel: a probability in [0, 1) for a
+ * kernel with dropout, 0 for one without. */
+static attn_status check_dropout(const attn_kernel_desc *k, float p) {
+  if (!(p >= 0.0f && p < 1.0f))
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "dropout_p is %g but must be in [0, 1)", (double)p);
+  if (p != 0.0f && !attn_kernel_has_dropout(k))
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "dropout_p is %g but kernel '%s' has no dropout "
+                     "(compile it with the spec key 'dropout')",
+                     (double)p, k->name);
+  return ATTN_OK;
+}
+
 attn_kernel_kind attn_kernel_kind_of(const attn_kernel_desc *kernel) {
   if (!kernel || !has_kind_fields(kernel))
     return ATTN_KERNEL_FORWARD;
@@ -514,11 +535,49 @@ static attn_status run_split(const attn_kernel_desc *kernel,
   return status;
 }
 
+static attn_status run_forward(const attn_kernel_desc *kernel,
+                               const attn_tensor *query,
+                               const attn_tensor *key,
+                               const attn_tensor *value,
+                               const attn_tensor *mask,
+                               const attn_tensor *output,
+                               const attn_tensor *lse, int64_t key_splits,
+                               float dropout_p, uint64_t dropout_seed,
+                               attn_thread_pool *pool);
+
 attn_status attn_run_split(const attn_kernel_desc *kernel,
                            const attn_tensor *query, const attn_tensor *key,
                            const attn_tensor *value, const attn_tensor *mask,
                            const attn_tensor *output, const attn_tensor *lse,
                            int64_t key_splits, attn_thread_pool *pool) {
+  if (attn_kernel_has_dropout(kernel))
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "kernel '%s' has dropout: run it with attn_run_dropout "
+                     "(a probability and a seed)",
+                     kernel->name);
+  return run_forward(kernel, query, key, value, mask, output, lse, key_splits,
+                     0.0f, 0, pool);
+}
+
+attn_status attn_run_dropout(const attn_kernel_desc *kernel,
+                             const attn_tensor *query, const attn_tensor *key,
+                             const attn_tensor *value, const attn_tensor *mask,
+                             const attn_tensor *output, const attn_tensor *lse,
+                             float dropout_p, uint64_t dropout_seed,
+                             attn_thread_pool *pool) {
+  return run_forward(kernel, query, key, value, mask, output, lse, 0,
+                     dropout_p, dropout_seed, pool);
+}
+
+static attn_status run_forward(const attn_kernel_desc *kernel,
+                               const attn_tensor *query,
+                               const attn_tensor *key,
+                               const attn_tensor *value,
+                               const attn_tensor *mask,
+                               const attn_tensor *output,
+                               const attn_tensor *lse, int64_t key_splits,
+                               float dropout_p, uint64_t dropout_seed,
+                               attn_thread_pool *pool) {
   if (!kernel)
     return attn_fail(ATTN_ERROR_INVALID_ARGUMENT, "kernel is NULL");
   if (key_splits < 0)
@@ -535,8 +594,11 @@ attn_status attn_run_split(const attn_kernel_desc *kernel,
    * thread cannot free the code this call is about to run. */
   attn_module *owner = pin_owner(kernel);
   attn_kernel_args args;
-  attn_status status =
-      attn_prepare(kernel, query, key, value, mask, output, lse, &args);
+  attn_status status = check_dropout(kernel, dropout_p);
+  if (status == ATTN_OK)
+    status = attn_prepare(kernel, query, key, value, mask, output, lse, &args);
+  args.dropout_p = dropout_p;
+  args.dropout_seed = dropout_seed;
   if (status == ATTN_OK)
     status = attn_kernel_check_cpu(kernel);
   if (status == ATTN_OK && key_splits > 1 && !attn_kernel_has_key_split(kernel))
@@ -621,7 +683,8 @@ attn_status attn_run_backward(
     const attn_tensor *output, const attn_tensor *lse,
     const attn_tensor *grad_output, const attn_tensor *grad_lse,
     const attn_tensor *grad_query, const attn_tensor *grad_key,
-    const attn_tensor *grad_value, attn_thread_pool *pool) {
+    const attn_tensor *grad_value, float dropout_p, uint64_t dropout_seed,
+    attn_thread_pool *pool) {
   if (!kernel)
     return attn_fail(ATTN_ERROR_INVALID_ARGUMENT, "kernel is NULL");
   if (attn_kernel_kind_of(kernel) != ATTN_KERNEL_BACKWARD)
@@ -632,9 +695,13 @@ attn_status attn_run_backward(
                      kernel->name);
   attn_module *owner = pin_owner(kernel);
   attn_backward_args args;
-  attn_status status = attn_prepare_backward(
-      kernel, query, key, value, mask, output, lse, grad_output, grad_lse,
-      grad_query, grad_key, grad_value, &args);
+  attn_status status = check_dropout(kernel, dropout_p);
+  if (status == ATTN_OK)
+    status = attn_prepare_backward(kernel, query, key, value, mask, output,
+                                   lse, grad_output, grad_lse, grad_query,
+                                   grad_key, grad_value, &args);
+  args.forward.dropout_p = dropout_p;
+  args.forward.dropout_seed = dropout_seed;
   if (status == ATTN_OK)
     status = attn_kernel_check_cpu(kernel);
   if (status != ATTN_OK) {

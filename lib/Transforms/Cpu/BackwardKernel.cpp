@@ -82,6 +82,9 @@ private:
   /// Lanes of key vector `v` that row `row` may see: the block's live keys,
   /// the band, the mask's keep bits (loaded into `keep`).
   Value allowed(const KeyBlock &keys, Value row, int64_t r, int64_t v);
+  /// Dropout's Z of key vector `v` for row `row` of head `head` (op-local).
+  Value dropoutFactor(const Group &group, Value head, Value row,
+                      const KeyBlock &block, int64_t v);
   /// Fills `keep` (and `bias`) for rows [firstRow, firstRow + rowCount).
   void loadMask(const Group &group, const KeyBlock &keys, Value head,
                 Value firstRow, int64_t rowCount);
@@ -139,7 +142,10 @@ private:
   Value gradKeys, gradValues;    // [64][DPad], [64][DvPad]
   // One block of rows: P, dS (first the soft cap's derivative), the mask.
   Value probs, grads, keep, bias; // [kRows][64]
-  Value keys;                     // Sk
+  // Dropout: each weight's factor Z (1 / (1 − p) or 0), its threshold and
+  // the kept weights' factor.
+  Value dropScale, dropThreshold, dropKept;
+  Value keys; // Sk
 };
 
 void BackwardLowering::emit() {
@@ -159,6 +165,13 @@ void BackwardLowering::emit() {
   if (op.getMask()) {
     keep = stackBuffer({kRows, kBlockKeys});
     bias = stackBuffer({kRows, kBlockKeys});
+  }
+  if (op.getDropoutP()) {
+    dropScale = stackBuffer({kRows, kBlockKeys});
+    dropThreshold = dropoutThreshold(b, b.getLoc(), op.getDropoutP());
+    dropKept = splat(arith::DivFOp::create(
+        b, f32Const(1.0f),
+        arith::SubFOp::create(b, f32Const(1.0f), op.getDropoutP())));
   }
 
   Value heads = dim(query, 1), kvHeads = dim(key, 1);
@@ -433,6 +446,9 @@ void BackwardLowering::emitRowBlock(const Group &group, const KeyBlock &block,
       p = arith::SelectOp::create(b, allowed(block, row[r], r, v), p,
                                   zeroVector());
       storeVector(p, probs, {cst(r), cst(v * lanes)});
+      if (dropScale)
+        storeVector(dropoutFactor(group, head, row[r], block, v), dropScale,
+                    {cst(r), cst(v * lanes)});
     }
   }
 
@@ -456,8 +472,15 @@ void BackwardLowering::emitRowBlock(const Group &group, const KeyBlock &block,
         splat(memref::LoadOp::create(b, group.delta, ValueRange{rowAt[r]}));
     for (int64_t v = 0; v < keyVectors; ++v) {
       Value p = loadVector(probs, {cst(r), cst(v * lanes)});
-      Value ds = arith::MulFOp::create(
-          b, p, arith::SubFOp::create(b, gradProbs[r * keyVectors + v], delta));
+      // Dropout: dS = P·(Z·dP − Δ), and P·V's weights are P·Z.
+      Value dp = gradProbs[r * keyVectors + v];
+      Value z;
+      if (dropScale) {
+        z = loadVector(dropScale, {cst(r), cst(v * lanes)});
+        dp = arith::MulFOp::create(b, dp, z);
+      }
+      Value ds =
+          arith::MulFOp::create(b, p, arith::SubFOp::create(b, dp, delta));
       if (op.getSoftcapAttr())
         ds = arith::MulFOp::create(b, ds,
                                    loadVector(grads, {cst(r), cst(v * lanes)}));
@@ -465,6 +488,9 @@ void BackwardLowering::emitRowBlock(const Group &group, const KeyBlock &block,
       ds = arith::SelectOp::create(b, allowed(block, row[r], r, v), ds,
                                    zeroVector());
       storeVector(ds, grads, {cst(r), cst(v * lanes)});
+      if (z)
+        storeVector(arith::MulFOp::create(b, p, z), probs,
+                    {cst(r), cst(v * lanes)});
     }
   }
 
@@ -507,6 +533,30 @@ void BackwardLowering::emitRowBlock(const Group &group, const KeyBlock &block,
     for (int64_t r = 0; r < rowCount; ++r)
       storeVector(sums[r], group.gradQuery, {rowAt[r], c});
   });
+}
+
+Value BackwardLowering::dropoutFactor(const Group &group, Value head, Value row,
+                                      const KeyBlock &block, int64_t v) {
+  // The global indices: the op's origin plus its own.
+  ValueRange origin = op.getOrigin();
+  auto global = [&](unsigned dim, Value local) -> Value {
+    Value index =
+        origin.empty()
+            ? local
+            : arith::AddIOp::create(b, origin[dim], local).getResult();
+    return arith::IndexCastOp::create(b, b.getI32Type(), index);
+  };
+  SmallVector<int32_t> iota;
+  for (int64_t l = 0; l < lanes; ++l)
+    iota.push_back(static_cast<int32_t>(v * lanes + l));
+  Value keys = arith::AddIOp::create(
+      b, splat(global(3, block.start)),
+      arith::ConstantOp::create(
+          b, DenseElementsAttr::get(idxVecType, ArrayRef<int32_t>(iota))));
+  Value kept = dropoutKeep(b, b.getLoc(), op.getDropoutSeed(), dropThreshold,
+                           global(0, group.batch), global(1, head),
+                           global(2, row), keys);
+  return arith::SelectOp::create(b, kept, dropKept, zeroVector());
 }
 
 void BackwardLowering::storeAs(Value value, Value memref, ValueRange at) {

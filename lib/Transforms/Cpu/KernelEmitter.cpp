@@ -252,6 +252,10 @@ Value KernelEmitter::updateRowStatistics(Value batch, const AccRow &at,
   for (int64_t v = 0; v < scoreVectors; ++v) {
     Value p = maths.exp(arith::SubFOp::create(b, scores[v], safeMaxVec));
     sumVec = arith::AddFOp::create(b, sumVec, p);
+    // Dropout: the sum (and so the LSE) is the undropped softmax's; the
+    // weights that reach P·V are kept or 0, and scaled.
+    if (op.getDropoutP())
+      p = dropout(batch, head, row, blockStart, v, p);
     vector::StoreOp::create(b, p, scratch.probs,
                             ValueRange{cst(slot), cst(v * lanes)});
     if (storePairs)
@@ -274,4 +278,36 @@ Value KernelEmitter::updateRowStatistics(Value batch, const AccRow &at,
   memref::StoreOp::create(b, newMax, op.getMax(), ValueRange{batch, head, row});
   memref::StoreOp::create(b, newSum, op.getSum(), ValueRange{batch, head, row});
   return alpha;
+}
+
+Value KernelEmitter::dropout(Value batch, Value head, Value row,
+                             Value blockStart, int64_t vector, Value p) {
+  Location loc = b.getLoc();
+  // The global indices: the op's origin plus its own.
+  ValueRange origin = op.getOrigin();
+  auto global = [&](unsigned dim, Value local) -> Value {
+    Value index = origin.empty()
+                      ? local
+                      : arith::AddIOp::create(b, origin[dim], local).getResult();
+    return arith::IndexCastOp::create(b, b.getI32Type(), index);
+  };
+  Value key = arith::AddIOp::create(
+      b, global(3, blockStart),
+      arith::ConstantOp::create(
+          b, b.getI32IntegerAttr(static_cast<int32_t>(vector * lanes))));
+  Value keys = arith::AddIOp::create(
+      b, splat(key),
+      arith::IndexCastOp::create(
+          b, idxVecType,
+          vector::StepOp::create(b, VectorType::get({lanes},
+                                                    b.getIndexType()))));
+  Value keep = dropoutKeep(b, loc, op.getDropoutSeed(),
+                           dropoutThreshold(b, loc, op.getDropoutP()),
+                           global(0, batch), global(1, head), global(2, row),
+                           keys);
+  Value scale = arith::DivFOp::create(
+      b, f32Const(1.0f), arith::SubFOp::create(b, f32Const(1.0f),
+                                               op.getDropoutP()));
+  return arith::SelectOp::create(b, keep, arith::MulFOp::create(b, p, splat(scale)),
+                                 splat(f32Const(0.0f)));
 }

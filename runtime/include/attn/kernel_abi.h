@@ -86,6 +86,10 @@ typedef struct attn_kernel_args {
   int64_t mask_strides[4];
   int64_t output_strides[4];
   int64_t lse_strides[3];
+  /* Dropout (kernels with has_dropout; others never read these): the
+   * probability in [0, 1) and the seed of the keep bits (docs/spec.md). */
+  float dropout_p;
+  uint64_t dropout_seed;
 } attn_kernel_args;
 
 /* The arguments of a backward call (attn.attention_backward): the forward's
@@ -197,6 +201,7 @@ typedef struct attn_kernel_desc {
   int32_t has_grad_lse; /* 0 or 1 */
   attn_backward_work_items_fn backward_work_items;
   attn_backward_run_fn backward_run;
+  int32_t has_dropout; /* 0 or 1: reads dropout_p and dropout_seed */
 } attn_kernel_desc;
 
 typedef struct attn_library {

@@ -176,6 +176,22 @@ ATTN_RUNTIME_EXPORT attn_status attn_prepare(
     const attn_tensor *key, const attn_tensor *value, const attn_tensor *mask,
     const attn_tensor *output, const attn_tensor *lse, attn_kernel_args *args);
 
+/* Whether a kernel applies dropout (spec key 'dropout'): it then runs with
+ * attn_run_dropout (forward) or takes a nonzero dropout_p in
+ * attn_run_backward, and refuses attn_run. */
+ATTN_RUNTIME_EXPORT int attn_kernel_has_dropout(const attn_kernel_desc *kernel);
+
+/* attn_run for a kernel with dropout: each weight is dropped with
+ * probability `dropout_p` (in [0, 1)) and the kept ones scaled by
+ * 1 / (1 - dropout_p); the keep bits are Philox 4x32-10 of `dropout_seed`
+ * and the position (docs/spec.md), the LSE that of the undropped softmax.
+ * The backward of the call takes the same probability and seed. */
+ATTN_RUNTIME_EXPORT attn_status attn_run_dropout(
+    const attn_kernel_desc *kernel, const attn_tensor *query,
+    const attn_tensor *key, const attn_tensor *value, const attn_tensor *mask,
+    const attn_tensor *output, const attn_tensor *lse, float dropout_p,
+    uint64_t dropout_seed, attn_thread_pool *pool);
+
 /* Whether a kernel computes the forward function or its gradients (older
  * kernels are forward kernels). */
 ATTN_RUNTIME_EXPORT attn_kernel_kind
@@ -189,14 +205,17 @@ attn_kernel_kind_of(const attn_kernel_desc *kernel);
  * `grad_value` (shaped and typed as Q, K, V) are overwritten and must not
  * overlap any other tensor or one another. Every check of attn_run applies;
  * nothing is written when one fails. The result does not depend on the
- * pool's size. */
+ * pool's size. A kernel with dropout takes the forward's `dropout_p` and
+ * `dropout_seed` (and regenerates its keep bits); others take 0 and any
+ * seed. */
 ATTN_RUNTIME_EXPORT attn_status attn_run_backward(
     const attn_kernel_desc *kernel, const attn_tensor *query,
     const attn_tensor *key, const attn_tensor *value, const attn_tensor *mask,
     const attn_tensor *output, const attn_tensor *lse,
     const attn_tensor *grad_output, const attn_tensor *grad_lse,
     const attn_tensor *grad_query, const attn_tensor *grad_key,
-    const attn_tensor *grad_value, attn_thread_pool *pool);
+    const attn_tensor *grad_value, float dropout_p, uint64_t dropout_seed,
+    attn_thread_pool *pool);
 
 /* attn_run_backward's checks alone: fills `args` for the kernel's entry
  * points (for callers that drive work items themselves). */

@@ -130,7 +130,7 @@ int main(int argc, char **argv) {
   memset(dk, 0xff, sizeof(dk));
   memset(dv, 0xff, sizeof(dv));
   if (attn_run_backward(backward, &tq, &tk, &tv, NULL, &to, &tl, &tdo, NULL,
-                        &tdq, &tdk, &tdv, pool3) != ATTN_OK)
+                        &tdq, &tdk, &tdv, 0.0f, 0, pool3) != ATTN_OK)
     fail("backward");
   reference();
   double eq = relative_error(&dq[0][0][0][0], &rq[0][0][0][0], sizeof(dq) / 4);
@@ -145,7 +145,7 @@ int main(int argc, char **argv) {
   memcpy(dk1, dk, sizeof(dk));
   memcpy(dv1, dv, sizeof(dv));
   if (attn_run_backward(backward, &tq, &tk, &tv, NULL, &to, &tl, &tdo, NULL,
-                        &tdq, &tdk, &tdv, pool1) != ATTN_OK)
+                        &tdq, &tdk, &tdv, 0.0f, 0, pool1) != ATTN_OK)
     fail("backward on one thread");
   printf("same bits on 1 and 3 threads: %d\n",
          !memcmp(dq1, dq, sizeof(dq)) && !memcmp(dk1, dk, sizeof(dk)) &&
@@ -157,23 +157,23 @@ int main(int argc, char **argv) {
   attn_tensor short_do = tdo;
   short_do.shape[2] = SQ - 1;
   if (attn_run_backward(backward, &tq, &tk, &tv, NULL, &to, &tl, &short_do,
-                        NULL, &tdq, &tdk, &tdv, pool3) !=
+                        NULL, &tdq, &tdk, &tdv, 0.0f, 0, pool3) !=
       ATTN_ERROR_INVALID_ARGUMENT)
     fail("a short grad_output was accepted");
   printf("%s\n", attn_last_error());
   attn_tensor overlapping = tdk;
   overlapping.data = dq;
   if (attn_run_backward(backward, &tq, &tk, &tv, NULL, &to, &tl, &tdo, NULL,
-                        &tdq, &overlapping, &tdv, pool3) !=
+                        &tdq, &overlapping, &tdv, 0.0f, 0, pool3) !=
       ATTN_ERROR_INVALID_ARGUMENT)
     fail("overlapping gradients were accepted");
   printf("%s\n", attn_last_error());
   if (attn_run_backward(backward, &tq, &tk, &tv, NULL, &to, &tl, &tdo, &tl,
-                        &tdq, &tdk, &tdv, pool3) != ATTN_ERROR_INVALID_ARGUMENT)
+                        &tdq, &tdk, &tdv, 0.0f, 0, pool3) != ATTN_ERROR_INVALID_ARGUMENT)
     fail("a grad_lse was accepted by a kernel without one");
   printf("%s\n", attn_last_error());
   if (attn_run_backward(forward, &tq, &tk, &tv, NULL, &to, &tl, &tdo, NULL,
-                        &tdq, &tdk, &tdv, pool3) != ATTN_ERROR_INVALID_ARGUMENT)
+                        &tdq, &tdk, &tdv, 0.0f, 0, pool3) != ATTN_ERROR_INVALID_ARGUMENT)
     fail("a forward kernel ran as a backward one");
   printf("%s\n", attn_last_error());
   if (attn_run(backward, &tq, &tk, &tv, NULL, &to, &tl, pool3) !=
