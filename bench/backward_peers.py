@@ -16,7 +16,12 @@ causal case counts about half. The machine's fp32 FMA peak comes from
 ``attn-bench`` in the same run.
 
     python bench/backward_peers.py [--quick] [--only TEXT] [--repeat N]
-                                   [--threads N]
+                                   [--threads N] [--dropout P]
+
+With --dropout P: attn's forward and backward with dropout next to without
+(what the generator costs), and a whole training step (forward + backward)
+with dropout in attn and in PyTorch (whose CPU backward with dropout takes
+its math path).
 """
 
 from __future__ import annotations
@@ -57,7 +62,12 @@ def main(argv=None):
     parser.add_argument("--only", default="")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--dropout", type=float, default=0.0,
+                        help="dropout probability: then attn with and without "
+                             "dropout, and PyTorch with it")
     args = parser.parse_args(argv)
+    if args.dropout > 0.0:
+        return dropout_table(args)
     os.environ["ATTN_NUM_THREADS"] = str(args.threads)
 
     import torch
@@ -137,6 +147,68 @@ def main(argv=None):
               f"| {t['torch bwd'] / t['attn bwd']:.2f}x "
               f"| {t['attn bwd'] / t['attn fwd']:.2f} "
               f"| {100 * gf(bwd_flops, t['attn bwd']) / peak:.0f} % |", flush=True)
+
+
+def dropout_table(args):
+    """attn's forward and backward with dropout next to without it (the
+    generator's cost), and PyTorch's with it (its CPU backward then takes
+    the math path)."""
+    import torch
+    import torch.nn.functional as F
+
+    import attn
+
+    torch.set_num_threads(args.threads)
+    p = args.dropout
+    print(f"# {peers.cpu_model()}, {args.threads} threads; dropout p={p}")
+    print("# milliseconds (median); attn's cost of dropout as time ratios")
+    print("| case | attn fwd | attn fwd+dropout | attn bwd | attn bwd+dropout "
+          "| fwd ratio | bwd ratio | torch fwd+bwd+dropout | attn fwd+bwd+dropout |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    dtypes = {"f32": torch.float32, "bf16": torch.bfloat16}
+    for case in cases(args.quick):
+        if args.only and args.only not in label(case):
+            continue
+        dtype, seq, dim, causal = case
+        generator = torch.Generator().manual_seed(0)
+        make = lambda: torch.randn(1, 8, seq, dim, generator=generator).to(dtypes[dtype])  # noqa: E731
+        q, k, v, grad = make(), make(), make(), make()
+        base = (causal, None, False, "top_left", None, None, None)
+
+        def forward(drop):
+            return torch.ops.attn.sdpa(q, k, v, None, *base, True, drop, 7)
+
+        saved = {drop: forward(drop) for drop in (0.0, p)}
+
+        def backward(drop):
+            out, lse = saved[drop]
+            return torch.ops.attn.sdpa_backward(q, k, v, None, out, lse, grad, None,
+                                                *base, drop, 7)
+
+        def ours_step():
+            qs, ks, vs = (t.detach().requires_grad_() for t in (q, k, v))
+            o = attn.scaled_dot_product_attention(qs, ks, vs, is_causal=causal,
+                                                  dropout_p=p, dropout_seed=7)
+            o.backward(grad)
+
+        def torch_step():
+            qs, ks, vs = (t.detach().requires_grad_() for t in (q, k, v))
+            o = F.scaled_dot_product_attention(qs, ks, vs, is_causal=causal, dropout_p=p)
+            o.backward(grad)
+
+        runs = {"fwd": lambda: forward(0.0), "fwd+d": lambda: forward(p),
+                "bwd": lambda: backward(0.0), "bwd+d": lambda: backward(p),
+                "torch": torch_step, "ours": ours_step}
+        samples = {name: [] for name in runs}
+        for _ in range(args.repeat):
+            for name, run in runs.items():
+                time.sleep(peers.SETTLE_SECONDS)
+                samples[name].append(peers.seconds_per_call(run, 1))
+        t = {name: 1e3 * statistics.median(s) for name, s in samples.items()}
+        print(f"| {label(case)} | {t['fwd']:.1f} | {t['fwd+d']:.1f} | {t['bwd']:.1f} "
+              f"| {t['bwd+d']:.1f} | {t['fwd+d'] / t['fwd']:.2f} "
+              f"| {t['bwd+d'] / t['bwd']:.2f} | {t['torch']:.1f} | {t['ours']:.1f} |",
+              flush=True)
 
 
 if __name__ == "__main__":

@@ -294,21 +294,15 @@ struct Words {
 };
 } // namespace
 
-Value mlir::attn::dropoutKeep(OpBuilder &b, Location loc, Value seed,
-                              Value threshold, Value batch, Value head,
-                              Value row, Value key) {
-  Type type = b.getI32Type();
-  for (Value v : {batch, head, row, key})
-    if (isa<VectorType>(v.getType()))
-      type = v.getType();
-  Words w{b, loc, type};
-  // Philox 4x32-10 (Salmon et al., Random123): the round's multipliers and
-  // the key schedule's Weyl constants.
+/// Philox 4x32-10 (Salmon et al., Random123) of the counter `c` (i32
+/// scalars or vectors of `w`'s type) keyed by the 64-bit `seed`: the four
+/// output words, in place.
+static void philox(Words &w, Value seed, Value (&c)[4]) {
+  OpBuilder &b = w.b;
+  Location loc = w.loc;
+  // The round's multipliers and the key schedule's Weyl constants.
   constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
   constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
-  Value c[4] = {
-      arith::ShRUIOp::create(b, loc, w.like(key), w.constant(2)),
-      w.like(row), w.like(head), w.like(batch)};
   Value seed32 = arith::TruncIOp::create(b, loc, b.getI32Type(), seed);
   Value seedHigh = arith::TruncIOp::create(
       b, loc, b.getI32Type(),
@@ -327,6 +321,19 @@ Value mlir::attn::dropoutKeep(OpBuilder &b, Location loc, Value seed,
                      w.xorOf(w.xorOf(hi0, c[3]), k1), lo0};
     std::copy(std::begin(next), std::end(next), std::begin(c));
   }
+}
+
+Value mlir::attn::dropoutKeep(OpBuilder &b, Location loc, Value seed,
+                              Value threshold, Value batch, Value head,
+                              Value row, Value key) {
+  Type type = b.getI32Type();
+  for (Value v : {batch, head, row, key})
+    if (isa<VectorType>(v.getType()))
+      type = v.getType();
+  Words w{b, loc, type};
+  Value c[4] = {arith::ShRUIOp::create(b, loc, w.like(key), w.constant(2)),
+                w.like(row), w.like(head), w.like(batch)};
+  philox(w, seed, c);
   // Word j mod 4.
   Value word = arith::AndIOp::create(b, loc, w.like(key), w.constant(3));
   auto is = [&](uint32_t n) {
@@ -350,4 +357,76 @@ Value mlir::attn::dropoutThreshold(OpBuilder &b, Location loc,
       arith::ConstantOp::create(b, loc, b.getF64FloatAttr(4294967296.0)));
   Value wide = arith::FPToUIOp::create(b, loc, b.getI64Type(), scaled);
   return arith::TruncIOp::create(b, loc, b.getI32Type(), wide);
+}
+
+SmallVector<Value> mlir::attn::dropoutKeepVectors(
+    OpBuilder &b, Location loc, Value seed, Value threshold, Value batch,
+    Value head, Value row, Value firstKey, int64_t lanes, int64_t count) {
+  auto i32 = b.getI32Type();
+  auto idxType = VectorType::get({lanes}, i32);
+  auto keepType = VectorType::get({lanes}, b.getI1Type());
+  auto lanesFrom = [&](Value first) {
+    SmallVector<int32_t> iota;
+    for (int64_t l = 0; l < lanes; ++l)
+      iota.push_back(static_cast<int32_t>(l));
+    Value step = arith::ConstantOp::create(
+        b, loc, DenseElementsAttr::get(idxType, ArrayRef<int32_t>(iota)));
+    return arith::AddIOp::create(
+        b, loc, vector::BroadcastOp::create(b, loc, idxType, first), step);
+  };
+  auto constant = [&](int64_t v) {
+    return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
+  };
+  Value aligned = arith::CmpIOp::create(
+      b, loc, arith::CmpIPredicate::eq,
+      arith::AndIOp::create(b, loc, firstKey, constant(3)), constant(0));
+  SmallVector<Type> types(count, keepType);
+  auto branch = scf::IfOp::create(b, loc, types, aligned,
+                                  /*withElseRegion=*/true);
+  {
+    // Aligned: one Philox per counter (4 keys), the words spread to their
+    // keys by shuffles. Counter lane l of a group of 4 vectors holds keys
+    // 4l .. 4l + 3 of the group; key lane l of its vector v wants word
+    // l % 4 of counter lane (lanes / 4) v + l / 4.
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(branch.thenBlock());
+    SmallVector<Value> keeps;
+    Value firstCounter = arith::ShRUIOp::create(b, loc, firstKey, constant(2));
+    Words w{b, loc, idxType};
+    for (int64_t group = 0; group < count; group += 4) {
+      Value c[4] = {
+          lanesFrom(arith::AddIOp::create(b, loc, firstCounter,
+                                          constant(group / 4 * lanes))),
+          w.like(row), w.like(head), w.like(batch)};
+      philox(w, seed, c);
+      for (int64_t v = 0; v < 4 && group + v < count; ++v) {
+        SmallVector<int64_t> low, high, pick;
+        for (int64_t l = 0; l < lanes; ++l) {
+          int64_t counter = lanes / 4 * v + l / 4;
+          low.push_back(l % 4 == 1 ? lanes + counter : counter);
+          high.push_back(l % 4 == 3 ? lanes + counter : counter);
+          pick.push_back(l % 4 < 2 ? l : lanes + l);
+        }
+        Value words01 = vector::ShuffleOp::create(b, loc, c[0], c[1], low);
+        Value words23 = vector::ShuffleOp::create(b, loc, c[2], c[3], high);
+        Value words = vector::ShuffleOp::create(b, loc, words01, words23, pick);
+        keeps.push_back(arith::CmpIOp::create(
+            b, loc, arith::CmpIPredicate::uge, words, w.like(threshold)));
+      }
+    }
+    scf::YieldOp::create(b, loc, keeps);
+  }
+  {
+    // Otherwise each lane its own Philox.
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(branch.elseBlock());
+    SmallVector<Value> keeps;
+    for (int64_t v = 0; v < count; ++v)
+      keeps.push_back(dropoutKeep(
+          b, loc, seed, threshold, batch, head, row,
+          lanesFrom(arith::AddIOp::create(b, loc, firstKey,
+                                          constant(v * lanes)))));
+    scf::YieldOp::create(b, loc, keeps);
+  }
+  return SmallVector<Value>(branch.getResults());
 }

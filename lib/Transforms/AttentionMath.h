@@ -184,6 +184,16 @@ private:
 Value dropoutKeep(OpBuilder &b, Location loc, Value seed, Value threshold,
                   Value batch, Value head, Value row, Value key);
 
+/// The keep bits of `count` vectors of `lanes` keys from `firstKey` (i32
+/// scalars, global) of one row: where firstKey is a multiple of 4 (always,
+/// in the CPU kernels' blocks), one Philox per counter and shuffles (4x
+/// less work than a Philox per lane); else dropoutKeep per lane. `count` a
+/// multiple of 4, `lanes` of 4.
+SmallVector<Value> dropoutKeepVectors(OpBuilder &b, Location loc, Value seed,
+                                      Value threshold, Value batch, Value head,
+                                      Value row, Value firstKey, int64_t lanes,
+                                      int64_t count);
+
 /// The i32 threshold ⌊p·2³²⌋ of an f32 dropout probability p in [0, 1)
 /// (the product taken in f64, exactly).
 Value dropoutThreshold(OpBuilder &b, Location loc, Value probability);

@@ -82,9 +82,10 @@ private:
   /// Lanes of key vector `v` that row `row` may see: the block's live keys,
   /// the band, the mask's keep bits (loaded into `keep`).
   Value allowed(const KeyBlock &keys, Value row, int64_t r, int64_t v);
-  /// Dropout's Z of key vector `v` for row `row` of head `head` (op-local).
-  Value dropoutFactor(const Group &group, Value head, Value row,
-                      const KeyBlock &block, int64_t v);
+  /// Dropout's Z of the block's key vectors for row `row` of head `head`
+  /// (op-local).
+  SmallVector<Value> dropoutFactors(const Group &group, Value head, Value row,
+                                    const KeyBlock &block);
   /// Fills `keep` (and `bias`) for rows [firstRow, firstRow + rowCount).
   void loadMask(const Group &group, const KeyBlock &keys, Value head,
                 Value firstRow, int64_t rowCount);
@@ -429,6 +430,9 @@ void BackwardLowering::emitRowBlock(const Group &group, const KeyBlock &block,
   for (int64_t r = 0; r < rowCount; ++r) {
     Value lse =
         splat(memref::LoadOp::create(b, group.lseRef, ValueRange{rowAt[r]}));
+    SmallVector<Value> factors;
+    if (dropScale)
+      factors = dropoutFactors(group, head, row[r], block);
     for (int64_t v = 0; v < keyVectors; ++v) {
       Value s = arith::MulFOp::create(b, scores[r * keyVectors + v], scale);
       if (FloatAttr cap = op.getSoftcapAttr()) {
@@ -447,8 +451,7 @@ void BackwardLowering::emitRowBlock(const Group &group, const KeyBlock &block,
                                   zeroVector());
       storeVector(p, probs, {cst(r), cst(v * lanes)});
       if (dropScale)
-        storeVector(dropoutFactor(group, head, row[r], block, v), dropScale,
-                    {cst(r), cst(v * lanes)});
+        storeVector(factors[v], dropScale, {cst(r), cst(v * lanes)});
     }
   }
 
@@ -535,28 +538,26 @@ void BackwardLowering::emitRowBlock(const Group &group, const KeyBlock &block,
   });
 }
 
-Value BackwardLowering::dropoutFactor(const Group &group, Value head, Value row,
-                                      const KeyBlock &block, int64_t v) {
+SmallVector<Value> BackwardLowering::dropoutFactors(const Group &group,
+                                                   Value head, Value row,
+                                                   const KeyBlock &block) {
   // The global indices: the op's origin plus its own.
   ValueRange origin = op.getOrigin();
   auto global = [&](unsigned dim, Value local) -> Value {
-    Value index =
-        origin.empty()
-            ? local
-            : arith::AddIOp::create(b, origin[dim], local).getResult();
+    Value index = origin.empty()
+                      ? local
+                      : arith::AddIOp::create(b, origin[dim], local).getResult();
     return arith::IndexCastOp::create(b, b.getI32Type(), index);
   };
-  SmallVector<int32_t> iota;
-  for (int64_t l = 0; l < lanes; ++l)
-    iota.push_back(static_cast<int32_t>(v * lanes + l));
-  Value keys = arith::AddIOp::create(
-      b, splat(global(3, block.start)),
-      arith::ConstantOp::create(
-          b, DenseElementsAttr::get(idxVecType, ArrayRef<int32_t>(iota))));
-  Value kept = dropoutKeep(b, b.getLoc(), op.getDropoutSeed(), dropThreshold,
-                           global(0, group.batch), global(1, head),
-                           global(2, row), keys);
-  return arith::SelectOp::create(b, kept, dropKept, zeroVector());
+  SmallVector<Value> keeps = dropoutKeepVectors(
+      b, b.getLoc(), op.getDropoutSeed(), dropThreshold,
+      global(0, group.batch), global(1, head), global(2, row),
+      global(3, block.start), lanes, keyVectors);
+  SmallVector<Value> factors;
+  for (Value keep : keeps)
+    factors.push_back(
+        arith::SelectOp::create(b, keep, dropKept, zeroVector()));
+  return factors;
 }
 
 void BackwardLowering::storeAs(Value value, Value memref, ValueRange at) {

@@ -249,13 +249,16 @@ Value KernelEmitter::updateRowStatistics(Value batch, const AccRow &at,
   Value newMax = update.max, safeMax = update.reference, alpha = update.alpha;
   Value safeMaxVec = splat(safeMax);
   Value sumVec = zeroVec;
+  SmallVector<Value> dropFactors;
+  if (op.getDropoutP())
+    dropFactors = dropoutFactors(batch, head, row, blockStart, scoreVectors);
   for (int64_t v = 0; v < scoreVectors; ++v) {
     Value p = maths.exp(arith::SubFOp::create(b, scores[v], safeMaxVec));
     sumVec = arith::AddFOp::create(b, sumVec, p);
     // Dropout: the sum (and so the LSE) is the undropped softmax's; the
     // weights that reach P·V are kept or 0, and scaled.
-    if (op.getDropoutP())
-      p = dropout(batch, head, row, blockStart, v, p);
+    if (!dropFactors.empty())
+      p = arith::MulFOp::create(b, p, dropFactors[v]);
     vector::StoreOp::create(b, p, scratch.probs,
                             ValueRange{cst(slot), cst(v * lanes)});
     if (storePairs)
@@ -280,8 +283,9 @@ Value KernelEmitter::updateRowStatistics(Value batch, const AccRow &at,
   return alpha;
 }
 
-Value KernelEmitter::dropout(Value batch, Value head, Value row,
-                             Value blockStart, int64_t vector, Value p) {
+SmallVector<Value> KernelEmitter::dropoutFactors(Value batch, Value head,
+                                                 Value row, Value blockStart,
+                                                 int64_t vectors) {
   Location loc = b.getLoc();
   // The global indices: the op's origin plus its own.
   ValueRange origin = op.getOrigin();
@@ -291,23 +295,35 @@ Value KernelEmitter::dropout(Value batch, Value head, Value row,
                       : arith::AddIOp::create(b, origin[dim], local).getResult();
     return arith::IndexCastOp::create(b, b.getI32Type(), index);
   };
-  Value key = arith::AddIOp::create(
-      b, global(3, blockStart),
-      arith::ConstantOp::create(
-          b, b.getI32IntegerAttr(static_cast<int32_t>(vector * lanes))));
-  Value keys = arith::AddIOp::create(
-      b, splat(key),
-      arith::IndexCastOp::create(
-          b, idxVecType,
-          vector::StepOp::create(b, VectorType::get({lanes},
-                                                    b.getIndexType()))));
-  Value keep = dropoutKeep(b, loc, op.getDropoutSeed(),
-                           dropoutThreshold(b, loc, op.getDropoutP()),
-                           global(0, batch), global(1, head), global(2, row),
-                           keys);
-  Value scale = arith::DivFOp::create(
+  Value threshold = dropoutThreshold(b, loc, op.getDropoutP());
+  Value firstKey = global(3, blockStart);
+  SmallVector<Value> keeps;
+  if (vectors % 4 == 0) {
+    keeps = dropoutKeepVectors(b, loc, op.getDropoutSeed(), threshold,
+                               global(0, batch), global(1, head),
+                               global(2, row), firstKey, lanes, vectors);
+  } else {
+    Value lane = arith::IndexCastOp::create(
+        b, idxVecType,
+        vector::StepOp::create(b, VectorType::get({lanes}, b.getIndexType())));
+    for (int64_t v = 0; v < vectors; ++v) {
+      Value keys = arith::AddIOp::create(
+          b,
+          splat(arith::AddIOp::create(
+              b, firstKey,
+              arith::ConstantOp::create(
+                  b, b.getI32IntegerAttr(static_cast<int32_t>(v * lanes))))),
+          lane);
+      keeps.push_back(dropoutKeep(b, loc, op.getDropoutSeed(), threshold,
+                                  global(0, batch), global(1, head),
+                                  global(2, row), keys));
+    }
+  }
+  Value kept = splat(arith::DivFOp::create(
       b, f32Const(1.0f), arith::SubFOp::create(b, f32Const(1.0f),
-                                               op.getDropoutP()));
-  return arith::SelectOp::create(b, keep, arith::MulFOp::create(b, p, splat(scale)),
-                                 splat(f32Const(0.0f)));
+                                               op.getDropoutP())));
+  SmallVector<Value> factors;
+  for (Value keep : keeps)
+    factors.push_back(arith::SelectOp::create(b, keep, kept, splat(f32Const(0))));
+  return factors;
 }

@@ -113,11 +113,11 @@ protected:
                             int64_t slot, MutableArrayRef<Value> scores,
                             Value blockStart, Value blockKeys, bool storePairs,
                             bool scaledAndCapped = false);
-  /// Dropout of the weights `p` of score vector `vector` of a block (keys
-  /// blockStart + vector·lanes + lane of row (batch, head, row), op-local
-  /// indices): p / (1 − p_drop) where kept, else 0.
-  Value dropout(Value batch, Value head, Value row, Value blockStart,
-                int64_t vector, Value p);
+  /// Dropout's factors of a block's `vectors` score vectors for row
+  /// (batch, head, row) (op-local indices; keys from blockStart): 1 / (1 −
+  /// p) where the weight is kept, else 0.
+  SmallVector<Value> dropoutFactors(Value batch, Value head, Value row,
+                                    Value blockStart, int64_t vectors);
 };
 
 } // namespace cpu
