@@ -42,6 +42,25 @@ static void gpuKernelDeclarations(std::ostringstream &h, const std::string &n,
     << n << "_desc, args, values, pointers). */\n\n";
 }
 
+/// `<n>_task` (a work-item range for a parallel-for) and `<n>`, which runs
+/// a whole call on entry points taking an `argsType`.
+static void wholeCall(std::ostringstream &h, const std::string &n,
+                      const char *argsType) {
+  h << "static inline void " << n
+    << "_task(void *args, int64_t begin, int64_t end) {\n"
+    << "  " << n << "_run((const " << argsType << " *)args, begin, end);\n}\n";
+  h << "/* Runs the whole call; parallel_for may be NULL (this thread "
+       "only). */\n";
+  h << "static inline void " << n << "(const " << argsType
+    << " *args, attn_parallel_for_fn parallel_for,\n"
+    << "    void *pool) {\n"
+    << "  int64_t n = " << n << "_work_items(args);\n"
+    << "  if (n <= 0)\n    return;\n"
+    << "  if (parallel_for)\n"
+    << "    parallel_for(pool, n, " << n << "_task, (void *)args);\n"
+    << "  else\n    " << n << "_run(args, 0, n);\n}\n\n";
+}
+
 /// A backward kernel's entry points and a helper that runs a whole call.
 static void backwardDeclarations(std::ostringstream &h,
                                  const attn::KernelSpec &spec) {
@@ -52,19 +71,7 @@ static void backwardDeclarations(std::ostringstream &h,
   h << "int64_t " << n << "_work_items(const attn_backward_args *args);\n";
   h << "void " << n
     << "_run(const attn_backward_args *args, int64_t begin, int64_t end);\n";
-  h << "static inline void " << n
-    << "_task(void *args, int64_t begin, int64_t end) {\n"
-    << "  " << n << "_run((const attn_backward_args *)args, begin, end);\n}\n";
-  h << "/* Runs the whole call; parallel_for may be NULL (this thread "
-       "only). */\n";
-  h << "static inline void " << n
-    << "(const attn_backward_args *args, attn_parallel_for_fn parallel_for,\n"
-    << "    void *pool) {\n"
-    << "  int64_t n = " << n << "_work_items(args);\n"
-    << "  if (n <= 0)\n    return;\n"
-    << "  if (parallel_for)\n"
-    << "    parallel_for(pool, n, " << n << "_task, (void *)args);\n"
-    << "  else\n    " << n << "_run(args, 0, n);\n}\n\n";
+  wholeCall(h, n, "attn_backward_args");
 }
 
 std::string attn::kernelHeader(const std::vector<KernelSpec> &specs,
@@ -118,19 +125,7 @@ std::string attn::kernelHeader(const std::vector<KernelSpec> &specs,
         << "void " << n
         << "_merge_run(const attn_kernel_args *args, int64_t splits,\n"
         << "    float *workspace, int64_t begin, int64_t end);\n";
-    h << "static inline void " << n
-      << "_task(void *args, int64_t begin, int64_t end) {\n"
-      << "  " << n << "_run((const attn_kernel_args *)args, begin, end);\n}\n";
-    h << "/* Runs the whole call; parallel_for may be NULL (this thread "
-         "only). */\n";
-    h << "static inline void " << n
-      << "(const attn_kernel_args *args, attn_parallel_for_fn parallel_for,\n"
-      << "    void *pool) {\n"
-      << "  int64_t n = " << n << "_work_items(args);\n"
-      << "  if (n <= 0)\n    return;\n"
-      << "  if (parallel_for)\n"
-      << "    parallel_for(pool, n, " << n << "_task, (void *)args);\n"
-      << "  else\n    " << n << "_run(args, 0, n);\n}\n\n";
+    wholeCall(h, n, "attn_kernel_args");
   }
   h << "#ifdef __cplusplus\n}\n#endif\n\n#endif /* " << guard << " */\n";
   return h.str();

@@ -430,3 +430,12 @@ SmallVector<Value> mlir::attn::dropoutKeepVectors(
   }
   return SmallVector<Value>(branch.getResults());
 }
+
+Value mlir::attn::globalIndex(OpBuilder &b, Location loc, ValueRange origin,
+                              unsigned dim, Value local) {
+  Value index = origin.empty()
+                    ? local
+                    : arith::AddIOp::create(b, loc, origin[dim], local)
+                          .getResult();
+  return arith::IndexCastOp::create(b, loc, b.getI32Type(), index);
+}

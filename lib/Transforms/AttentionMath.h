@@ -194,6 +194,11 @@ SmallVector<Value> dropoutKeepVectors(OpBuilder &b, Location loc, Value seed,
                                       Value row, Value firstKey, int64_t lanes,
                                       int64_t count);
 
+/// The global index (i32) of an op's local index `local` along dim `dim`
+/// of (b, h, i, j): plus the op's `origin` where it has one.
+Value globalIndex(OpBuilder &b, Location loc, ValueRange origin, unsigned dim,
+                  Value local);
+
 /// The i32 threshold ⌊p·2³²⌋ of an f32 dropout probability p in [0, 1)
 /// (the product taken in f64, exactly).
 Value dropoutThreshold(OpBuilder &b, Location loc, Value probability);

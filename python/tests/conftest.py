@@ -30,9 +30,12 @@ def relative_error(out, ref):
 
 
 def naive_attention(q, k, v, mask=None, is_causal=False, scale=None, alignment="top_left",
-                    window=None, softcap=None):
-    """The contract (docs/spec.md), step by step, in float64.
-    Returns (output, lse); rows with nothing allowed give 0 and -inf."""
+                    window=None, softcap=None, keep=None, dropout_p=0.0):
+    """The contract (docs/spec.md), step by step, in float64, written so that
+    autograd differentiates it. Returns (output, lse); rows with nothing
+    allowed give 0 and -inf (and zero gradients, never NaN). With `keep`
+    (attn.dropout_mask's bits) the weights are dropped as dropout_p (rounded
+    to f32) says."""
     q, k, v = q.double(), k.double(), v.double()
     group = q.shape[-3] // k.shape[-3]
     k = k.repeat_interleave(group, dim=-3)
@@ -48,6 +51,7 @@ def naive_attention(q, k, v, mask=None, is_causal=False, scale=None, alignment="
             allowed = allowed & mask
         else:
             s = s + mask.double()
+            allowed = allowed & (mask != -math.inf)
     off = 0 if alignment == "top_left" else seq_k - seq_q
     i = torch.arange(seq_q)[:, None]
     j = torch.arange(seq_k)[None, :]
@@ -59,10 +63,15 @@ def naive_attention(q, k, v, mask=None, is_causal=False, scale=None, alignment="
             allowed = allowed & (j >= i + off - left)
         if right is not None:
             allowed = allowed & (j <= i + off + right)
+    allowed = allowed.expand(s.shape)
     s = s.masked_fill(~allowed, -math.inf)
-    lse = torch.logsumexp(s, dim=-1)
-    p = torch.exp(s - lse.unsqueeze(-1))
-    p = torch.nan_to_num(p, nan=0.0)  # rows with nothing allowed
+    any_allowed = allowed.any(-1, keepdim=True)
+    s = torch.where(any_allowed, s, torch.zeros_like(s))
+    lse = torch.logsumexp(s, dim=-1, keepdim=True)
+    p = torch.exp(s - lse) * any_allowed
+    lse = torch.where(any_allowed, lse, torch.full_like(lse, -math.inf)).squeeze(-1)
+    if keep is not None:
+        p = p * keep / (1.0 - float(torch.tensor(dropout_p, dtype=torch.float32)))
     return p @ v, lse
 
 

@@ -16,51 +16,14 @@ import torch
 import torch.nn.functional as F
 
 import attn
-from conftest import random_qkv, relative_error
+from conftest import naive_attention, random_qkv, relative_error
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 GRAD_TOLERANCE = {torch.float32: 1e-4, torch.float16: 2e-2, torch.bfloat16: 2e-2}
 
 
-def reference(q, k, v, mask=None, is_causal=False, scale=None, alignment="top_left",
-              window=None, softcap=None):
-    """The contract (docs/spec.md) in float64, written so that autograd
-    differentiates it: rows with nothing allowed give O = 0, LSE = -inf and
-    zero gradients (never NaN)."""
-    group = q.shape[-3] // k.shape[-3]
-    k = k.repeat_interleave(group, dim=-3)
-    v = v.repeat_interleave(group, dim=-3)
-    seq_q, seq_k = q.shape[-2], k.shape[-2]
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    s = (q @ k.transpose(-1, -2)) * scale
-    if softcap is not None:
-        s = softcap * torch.tanh(s / softcap)
-    allowed = torch.ones(seq_q, seq_k, dtype=torch.bool)
-    if mask is not None:
-        if mask.dtype == torch.bool:
-            allowed = allowed & mask
-        else:
-            s = s + mask
-            allowed = allowed & (mask != -math.inf)
-    off = 0 if alignment == "top_left" else seq_k - seq_q
-    i = torch.arange(seq_q)[:, None]
-    j = torch.arange(seq_k)[None, :]
-    if is_causal:
-        allowed = allowed & (j <= i + off)
-    if window is not None:
-        left, right = window
-        if left is not None:
-            allowed = allowed & (j >= i + off - left)
-        if right is not None:
-            allowed = allowed & (j <= i + off + right)
-    allowed = allowed.expand(s.shape)
-    s = s.masked_fill(~allowed, -math.inf)
-    any_allowed = allowed.any(-1, keepdim=True)
-    s = torch.where(any_allowed, s, torch.zeros_like(s))
-    lse = torch.logsumexp(s, dim=-1, keepdim=True)
-    p = torch.exp(s - lse) * any_allowed
-    lse = torch.where(any_allowed, lse, torch.full_like(lse, -math.inf)).squeeze(-1)
-    return p @ v, lse
+#: The contract in float64, differentiable (conftest.py).
+reference = naive_attention
 
 
 def gradients(fn, tensors, grad_out, grad_lse=None):
@@ -337,38 +300,8 @@ def test_philox_known_answers():
 
 def dropout_reference(q, k, v, keep, p, is_causal=False, alignment="top_left", window=None,
                       softcap=None, mask=None):
-    """O of the contract with dropout, float64, differentiable: the weights
-    times keep / (1 - p) (p rounded to f32, as the kernels take it)."""
-    out, _ = reference(q, k, v, mask, is_causal, None, alignment, window, softcap)
-    group = q.shape[-3] // k.shape[-3]
-    kk = k.repeat_interleave(group, dim=-3)
-    vv = v.repeat_interleave(group, dim=-3)
-    # The weights again, as reference() computes them.
-    s = (q @ kk.transpose(-1, -2)) / math.sqrt(q.shape[-1])
-    if softcap is not None:
-        s = softcap * torch.tanh(s / softcap)
-    seq_q, seq_k = q.shape[-2], k.shape[-2]
-    allowed = torch.ones(seq_q, seq_k, dtype=torch.bool)
-    if mask is not None:
-        allowed = allowed & mask
-    off = 0 if alignment == "top_left" else seq_k - seq_q
-    i = torch.arange(seq_q)[:, None]
-    j = torch.arange(seq_k)[None, :]
-    if is_causal:
-        allowed = allowed & (j <= i + off)
-    if window is not None:
-        left, right = window
-        if left is not None:
-            allowed = allowed & (j >= i + off - left)
-        if right is not None:
-            allowed = allowed & (j <= i + off + right)
-    allowed = allowed.expand(s.shape)
-    s = s.masked_fill(~allowed, -math.inf)
-    any_allowed = allowed.any(-1, keepdim=True)
-    s = torch.where(any_allowed, s, torch.zeros_like(s))
-    weights = torch.softmax(s, -1) * any_allowed
-    scale = 1.0 / (1.0 - float(torch.tensor(p, dtype=torch.float32)))
-    return (weights * keep * scale) @ vv
+    """O of the contract with dropout, float64, differentiable."""
+    return reference(q, k, v, mask, is_causal, None, alignment, window, softcap, keep, p)[0]
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)

@@ -471,7 +471,7 @@ static void run_merge_items(void *context, int64_t begin, int64_t end) {
 }
 
 static void run_items(attn_thread_pool *pool, int64_t items, attn_task_fn task,
-                      run_context *context) {
+                      void *context) {
   if (items <= 0)
     return;
   if (pool)
@@ -724,12 +724,7 @@ attn_status attn_run_backward(
                      kernel->name, items);
   }
   backward_context context = {kernel, &args};
-  if (items > 0) {
-    if (pool)
-      attn_thread_pool_parallel_for(pool, items, run_backward_items, &context);
-    else
-      run_backward_items(&context, 0, items);
-  }
+  run_items(pool, items, run_backward_items, &context);
   unpin(owner);
   return ATTN_OK;
 }

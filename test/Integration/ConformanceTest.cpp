@@ -48,21 +48,26 @@ namespace {
 
 using Case = ConformanceCase;
 
-/// Compiles every case's kernel into one library, once for the suite.
-class Conformance : public ::testing::TestWithParam<Case> {
-public:
-  static void SetUpTestSuite() {
+/// A library compiled from one spec per case, loaded, with a 2-thread pool:
+/// the state of a suite that checks every case.
+struct CaseLibrary {
+  std::string directory, library;
+  attn_module *module = nullptr;
+  attn_thread_pool *pool = nullptr;
+
+  /// Compiles `spec(c)` of every case into `<name>.so` in a new directory.
+  void build(const char *name, std::string (*spec)(const Case &)) {
     std::vector<KernelSpec> specs;
     for (const Case &c : conformanceCases()) {
       std::string error;
-      std::optional<KernelSpec> spec = parseKernelSpec(c.spec, error);
-      ASSERT_TRUE(spec) << c.spec << ": " << error;
-      specs.push_back(*spec);
+      std::optional<KernelSpec> parsed = parseKernelSpec(spec(c), error);
+      ASSERT_TRUE(parsed) << c.spec << ": " << error;
+      specs.push_back(*parsed);
     }
     llvm::SmallString<128> dir;
-    ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("attn-conformance", dir));
+    ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory(name, dir));
     directory = dir.str().str();
-    library = directory + "/conformance.so";
+    library = directory + "/" + name + ".so";
     std::string error;
     ASSERT_TRUE(compileKernels(specs, CompileOptions(),
                                OutputKind::SharedLibrary, library, error))
@@ -71,19 +76,32 @@ public:
         << attn_last_error();
     ASSERT_EQ(attn_thread_pool_create(2, &pool), ATTN_OK);
   }
-  static void TearDownTestSuite() {
+  void release() {
     attn_thread_pool_destroy(pool);
     attn_module_unload(module);
     llvm::sys::fs::remove(library);
     llvm::sys::fs::remove(directory);
   }
+};
 
-  static std::string directory, library;
+std::string forwardSpec(const Case &c) { return c.spec; }
+
+/// Compiles every case's kernel into one library, once for the suite.
+class Conformance : public ::testing::TestWithParam<Case> {
+public:
+  static void SetUpTestSuite() {
+    state.build("attn-conformance", forwardSpec);
+    module = state.module;
+    pool = state.pool;
+  }
+  static void TearDownTestSuite() { state.release(); }
+
+  static CaseLibrary state;
   static attn_module *module;
   static attn_thread_pool *pool;
 };
 
-std::string Conformance::directory, Conformance::library;
+CaseLibrary Conformance::state;
 attn_module *Conformance::module = nullptr;
 attn_thread_pool *Conformance::pool = nullptr;
 
@@ -113,38 +131,18 @@ INSTANTIATE_TEST_SUITE_P(Matrix, Conformance,
 class Backward : public ::testing::TestWithParam<Case> {
 public:
   static void SetUpTestSuite() {
-    std::vector<KernelSpec> specs;
-    for (const Case &c : conformanceCases()) {
-      std::string error;
-      std::optional<KernelSpec> spec = parseKernelSpec(backwardSpec(c), error);
-      ASSERT_TRUE(spec) << c.spec << ": " << error;
-      specs.push_back(*spec);
-    }
-    llvm::SmallString<128> dir;
-    ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("attn-backward", dir));
-    directory = dir.str().str();
-    library = directory + "/backward.so";
-    std::string error;
-    ASSERT_TRUE(compileKernels(specs, CompileOptions(),
-                               OutputKind::SharedLibrary, library, error))
-        << error;
-    ASSERT_EQ(attn_module_load(library.c_str(), &module), ATTN_OK)
-        << attn_last_error();
-    ASSERT_EQ(attn_thread_pool_create(2, &pool), ATTN_OK);
+    state.build("attn-backward", backwardSpec);
+    module = state.module;
+    pool = state.pool;
   }
-  static void TearDownTestSuite() {
-    attn_thread_pool_destroy(pool);
-    attn_module_unload(module);
-    llvm::sys::fs::remove(library);
-    llvm::sys::fs::remove(directory);
-  }
+  static void TearDownTestSuite() { state.release(); }
 
-  static std::string directory, library;
+  static CaseLibrary state;
   static attn_module *module;
   static attn_thread_pool *pool;
 };
 
-std::string Backward::directory, Backward::library;
+CaseLibrary Backward::state;
 attn_module *Backward::module = nullptr;
 attn_thread_pool *Backward::pool = nullptr;
 

@@ -82,6 +82,11 @@ private:
   /// Lanes of key vector `v` that row `row` may see: the block's live keys,
   /// the band, the mask's keep bits (loaded into `keep`).
   Value allowed(const KeyBlock &keys, Value row, int64_t r, int64_t v);
+  /// rows[rowAt[r]] · blockᵀ for each row r: `width` columns of the rows
+  /// (f32) against the packed block transposed ([width][64]), as register
+  /// tiles of rows x key vectors (r-major).
+  SmallVector<Value> rowsTimesBlock(Value rows, Value blockT, int64_t width,
+                                    ArrayRef<Value> rowAt);
   /// Dropout's Z of the block's key vectors for row `row` of head `head`
   /// (op-local).
   SmallVector<Value> dropoutFactors(const Group &group, Value head, Value row,
@@ -407,24 +412,10 @@ void BackwardLowering::emitRowBlock(const Group &group, const KeyBlock &block,
   }
   if (op.getMask())
     loadMask(group, block, head, firstRow, rowCount);
-  int64_t tiles = rowCount * keyVectors;
-  SmallVector<Value> zeros(tiles, zeroVector());
 
   // S = Q·Kᵀ: per column of Q, keyVectors loads of Kᵀ feed rowCount FMAs.
   SmallVector<Value> scores =
-      forLoopWith(cst(0), cst(headDim), cst(1), zeros,
-                  [&](Value c, ValueRange acc) -> SmallVector<Value> {
-                    SmallVector<Value> kt, next;
-                    for (int64_t v = 0; v < keyVectors; ++v)
-                      kt.push_back(loadVector(keysT, {c, cst(v * lanes)}));
-                    for (int64_t r = 0; r < rowCount; ++r) {
-                      Value q = splat(memref::LoadOp::create(
-                          b, group.queryRows, ValueRange{rowAt[r], c}));
-                      for (int64_t v = 0; v < keyVectors; ++v)
-                        next.push_back(fma(q, kt[v], acc[r * keyVectors + v]));
-                    }
-                    return next;
-                  });
+      rowsTimesBlock(group.queryRows, keysT, headDim, rowAt);
   // P = exp(s − LSE) where allowed; the soft cap's derivative into grads.
   Value scale = splat(f32Const(static_cast<float>(math.scoreScale())));
   for (int64_t r = 0; r < rowCount; ++r) {
@@ -457,19 +448,7 @@ void BackwardLowering::emitRowBlock(const Group &group, const KeyBlock &block,
 
   // dP = dO·Vᵀ, then dS = P·(dP − Δ) (· the soft cap's derivative).
   SmallVector<Value> gradProbs =
-      forLoopWith(cst(0), cst(valueDim), cst(1), zeros,
-                  [&](Value c, ValueRange acc) -> SmallVector<Value> {
-                    SmallVector<Value> vt, next;
-                    for (int64_t v = 0; v < keyVectors; ++v)
-                      vt.push_back(loadVector(valuesT, {c, cst(v * lanes)}));
-                    for (int64_t r = 0; r < rowCount; ++r) {
-                      Value dO = splat(memref::LoadOp::create(
-                          b, group.gradOutRows, ValueRange{rowAt[r], c}));
-                      for (int64_t v = 0; v < keyVectors; ++v)
-                        next.push_back(fma(dO, vt[v], acc[r * keyVectors + v]));
-                    }
-                    return next;
-                  });
+      rowsTimesBlock(group.gradOutRows, valuesT, valueDim, rowAt);
   for (int64_t r = 0; r < rowCount; ++r) {
     Value delta =
         splat(memref::LoadOp::create(b, group.delta, ValueRange{rowAt[r]}));
@@ -541,13 +520,8 @@ void BackwardLowering::emitRowBlock(const Group &group, const KeyBlock &block,
 SmallVector<Value> BackwardLowering::dropoutFactors(const Group &group,
                                                    Value head, Value row,
                                                    const KeyBlock &block) {
-  // The global indices: the op's origin plus its own.
-  ValueRange origin = op.getOrigin();
-  auto global = [&](unsigned dim, Value local) -> Value {
-    Value index = origin.empty()
-                      ? local
-                      : arith::AddIOp::create(b, origin[dim], local).getResult();
-    return arith::IndexCastOp::create(b, b.getI32Type(), index);
+  auto global = [&](unsigned dim, Value local) {
+    return globalIndex(b, b.getLoc(), op.getOrigin(), dim, local);
   };
   SmallVector<Value> keeps = dropoutKeepVectors(
       b, b.getLoc(), op.getDropoutSeed(), dropThreshold,
@@ -558,6 +532,27 @@ SmallVector<Value> BackwardLowering::dropoutFactors(const Group &group,
     factors.push_back(
         arith::SelectOp::create(b, keep, dropKept, zeroVector()));
   return factors;
+}
+
+SmallVector<Value> BackwardLowering::rowsTimesBlock(Value rows, Value blockT,
+                                                   int64_t width,
+                                                   ArrayRef<Value> rowAt) {
+  int64_t rowCount = rowAt.size();
+  SmallVector<Value> zeros(rowCount * keyVectors, zeroVector());
+  return forLoopWith(
+      cst(0), cst(width), cst(1), zeros,
+      [&](Value c, ValueRange acc) -> SmallVector<Value> {
+        SmallVector<Value> columns, next;
+        for (int64_t v = 0; v < keyVectors; ++v)
+          columns.push_back(loadVector(blockT, {c, cst(v * lanes)}));
+        for (int64_t r = 0; r < rowCount; ++r) {
+          Value x = splat(
+              memref::LoadOp::create(b, rows, ValueRange{rowAt[r], c}));
+          for (int64_t v = 0; v < keyVectors; ++v)
+            next.push_back(fma(x, columns[v], acc[r * keyVectors + v]));
+        }
+        return next;
+      });
 }
 
 void BackwardLowering::storeAs(Value value, Value memref, ValueRange at) {

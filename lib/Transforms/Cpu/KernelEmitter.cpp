@@ -287,13 +287,8 @@ SmallVector<Value> KernelEmitter::dropoutFactors(Value batch, Value head,
                                                  Value row, Value blockStart,
                                                  int64_t vectors) {
   Location loc = b.getLoc();
-  // The global indices: the op's origin plus its own.
-  ValueRange origin = op.getOrigin();
-  auto global = [&](unsigned dim, Value local) -> Value {
-    Value index = origin.empty()
-                      ? local
-                      : arith::AddIOp::create(b, origin[dim], local).getResult();
-    return arith::IndexCastOp::create(b, b.getI32Type(), index);
+  auto global = [&](unsigned dim, Value local) {
+    return globalIndex(b, loc, op.getOrigin(), dim, local);
   };
   Value threshold = dropoutThreshold(b, loc, op.getDropoutP());
   Value firstKey = global(3, blockStart);
