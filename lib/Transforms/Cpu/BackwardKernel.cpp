@@ -518,25 +518,24 @@ void BackwardLowering::emitRowBlock(const Group &group, const KeyBlock &block,
 }
 
 SmallVector<Value> BackwardLowering::dropoutFactors(const Group &group,
-                                                   Value head, Value row,
-                                                   const KeyBlock &block) {
+                                                    Value head, Value row,
+                                                    const KeyBlock &block) {
   auto global = [&](unsigned dim, Value local) {
     return globalIndex(b, b.getLoc(), op.getOrigin(), dim, local);
   };
   SmallVector<Value> keeps = dropoutKeepVectors(
-      b, b.getLoc(), op.getDropoutSeed(), dropThreshold,
-      global(0, group.batch), global(1, head), global(2, row),
-      global(3, block.start), lanes, keyVectors);
+      b, b.getLoc(), op.getDropoutSeed(), dropThreshold, global(0, group.batch),
+      global(1, head), global(2, row), global(3, block.start), lanes,
+      keyVectors);
   SmallVector<Value> factors;
   for (Value keep : keeps)
-    factors.push_back(
-        arith::SelectOp::create(b, keep, dropKept, zeroVector()));
+    factors.push_back(arith::SelectOp::create(b, keep, dropKept, zeroVector()));
   return factors;
 }
 
 SmallVector<Value> BackwardLowering::rowsTimesBlock(Value rows, Value blockT,
-                                                   int64_t width,
-                                                   ArrayRef<Value> rowAt) {
+                                                    int64_t width,
+                                                    ArrayRef<Value> rowAt) {
   int64_t rowCount = rowAt.size();
   SmallVector<Value> zeros(rowCount * keyVectors, zeroVector());
   return forLoopWith(
@@ -546,8 +545,8 @@ SmallVector<Value> BackwardLowering::rowsTimesBlock(Value rows, Value blockT,
         for (int64_t v = 0; v < keyVectors; ++v)
           columns.push_back(loadVector(blockT, {c, cst(v * lanes)}));
         for (int64_t r = 0; r < rowCount; ++r) {
-          Value x = splat(
-              memref::LoadOp::create(b, rows, ValueRange{rowAt[r], c}));
+          Value x =
+              splat(memref::LoadOp::create(b, rows, ValueRange{rowAt[r], c}));
           for (int64_t v = 0; v < keyVectors; ++v)
             next.push_back(fma(x, columns[v], acc[r * keyVectors + v]));
         }
