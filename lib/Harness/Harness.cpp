@@ -162,7 +162,14 @@ std::optional<uint64_t> attn::hostBytesNeeded(const Problem &p) {
       add({p.batch, p.headsQ, p.seqQ, p.spec.valueDim}, elementBytes + 16) &&
       add({p.batch, p.headsQ, p.seqQ}, 4 + 8) &&
       (p.spec.mask == MaskKind::None ||
-       add({mask[0], mask[1], mask[2], mask[3]}, maskBytes + 8));
+       add({mask[0], mask[1], mask[2], mask[3]}, maskBytes + 8)) &&
+      // The backward's dO, dLSE, dQ, dK, dV and their reference values.
+      (!p.spec.backward ||
+       (add({p.batch, p.headsQ, p.seqQ, p.spec.valueDim}, elementBytes + 8) &&
+        add({p.batch, p.headsQ, p.seqQ}, 8) &&
+        add({p.batch, p.headsQ, p.seqQ, p.spec.headDim}, elementBytes + 16) &&
+        add({p.batch, p.headsKv, p.seqK, p.spec.headDim}, elementBytes + 16) &&
+        add({p.batch, p.headsKv, p.seqK, p.spec.valueDim}, elementBytes + 16)));
   return fits ? std::optional<uint64_t>(total) : std::nullopt;
 }
 

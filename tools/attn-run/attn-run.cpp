@@ -99,6 +99,12 @@ static cl::opt<std::string> saveOutput(
 static cl::opt<std::string>
     saveLse("save-lse", cl::desc("Write LSE to an .npy file (default: none)"),
             cl::init(""), cl::cat(category));
+static cl::opt<bool> backward(
+    "backward",
+    cl::desc("Run the spec's backward kernel (dQ, dK, dV for a random dO, "
+             "and dLSE with lse) and check the gradients against the float64 "
+             "reference (default: false; CPU)"),
+    cl::init(false), cl::cat(category));
 static cl::opt<bool>
     noCheck("no-check",
             cl::desc("Skip the reference comparison (default: false)"),
@@ -258,7 +264,8 @@ int main(int argc, char **argv) {
   const cl::Option *const onceOnly[] = {
       &specText, &batch,    &headsQ,  &headsKv,    &seqQ,   &seqK,
       &layout,   &seed,     &threads, &repeat,     &device, &queryNpy,
-      &keyNpy,   &valueNpy, &maskNpy, &saveOutput, &saveLse};
+      &keyNpy,   &valueNpy, &maskNpy, &saveOutput, &saveLse,
+      &backward};
   for (const cl::Option *option : onceOnly)
     if (option->getNumOccurrences() > 1)
       return fail("--" + option->ArgStr.str() + " is given " +
@@ -287,6 +294,16 @@ int main(int argc, char **argv) {
     if (!parsed)
       return fail("--spec: " + error);
     spec = *parsed;
+  }
+
+  if (backward) {
+    if (!deviceName.empty())
+      return fail("--backward: backward kernels run on the CPU only so far "
+                  "(no GPU lowering of attn.attention_backward yet)");
+    if (!saveOutput.empty() || !saveLse.empty())
+      return fail("--backward: --save-output and --save-lse write the "
+                  "forward's results; run without --backward for them");
+    spec.backward = true;
   }
 
   if (layout != "bshd" && layout != "bhsd")
@@ -414,6 +431,11 @@ int main(int argc, char **argv) {
     else
       loaded = loadNpyInto(mask, data.mask, /*bshd=*/false, error);
   }
+  // The backward's O and LSE come from the float64 forward of these inputs.
+  attn::BackwardData gradients;
+  if (loaded && backward &&
+      !attn::makeBackwardData(problem, data, gradients, error))
+    loaded = false;
   if (!loaded) {
     attn_module_unload(module);
     cleanup();
@@ -422,6 +444,10 @@ int main(int argc, char **argv) {
 
   attn_thread_pool *pool = nullptr;
   attn_thread_pool_create(threads, &pool);
+  auto runOnce = [&] {
+    return backward ? attn::runBackwardProblem(kernel, data, gradients, pool)
+                    : runProblem(kernel, data, pool);
+  };
 
   llvm::outs() << "attn-run: " << problem.describe() << "\n";
   llvm::outs() << "  compiled in " << llvm::format("%.2f", compileSeconds)
@@ -430,7 +456,7 @@ int main(int argc, char **argv) {
     llvm::outs() << attn_thread_pool_size(pool) << " threads\n";
   else
     llvm::outs() << "on " << deviceName << "\n";
-  if (runProblem(kernel, data, pool) != ATTN_OK) {
+  if (runOnce() != ATTN_OK) {
     std::string message = attn_last_error();
     attn_thread_pool_destroy(pool);
     attn_module_unload(module);
@@ -439,7 +465,14 @@ int main(int argc, char **argv) {
   }
 
   bool passed = true;
-  if (!noCheck) {
+  if (!noCheck && backward) {
+    attn::BackwardReport report =
+        attn::checkBackwardAgainstReference(problem, data, gradients);
+    llvm::outs() << "  check of the gradients against the float64 "
+                    "reference: "
+                 << report.message << "\n";
+    passed = report.passed;
+  } else if (!noCheck) {
     attn::CheckReport report = attn::checkAgainstReference(problem, data);
     llvm::outs() << "  check against the float64 reference: " << report.message
                  << "\n";
@@ -460,7 +493,7 @@ int main(int argc, char **argv) {
   for (int r = 0; r < std::max(1, static_cast<int>(repeat)); ++r) {
     auto start = std::chrono::steady_clock::now();
     if (deviceName.empty())
-      runProblem(kernel, data, pool);
+      runOnce();
     else
       deviceData.run(kernel);
     seconds.push_back(
@@ -471,11 +504,17 @@ int main(int argc, char **argv) {
   double median = seconds[seconds.size() / 2];
   double flops = attn::flopCount(spec, problem.batch, problem.headsQ,
                                  problem.seqQ, problem.seqK);
+  // The backward's five products: 2*(3D+2Dv) per pair (docs/spec.md).
+  if (backward)
+    flops *= double(3 * spec.headDim + 2 * spec.valueDim) /
+             double(spec.headDim + spec.valueDim);
   llvm::outs() << "  time " << llvm::format("%.3f", median * 1e3)
                << " ms (median of " << seconds.size() << "), "
                << llvm::format("%.1f", flops / median * 1e-9)
-               << " GFLOP/s (FLOPs = 2*(D+Dv) per allowed (i, j) per "
-                  "head: "
+               << (backward ? " GFLOP/s (FLOPs = 2*(3D+2Dv) per allowed (i, "
+                              "j) per head: "
+                            : " GFLOP/s (FLOPs = 2*(D+Dv) per allowed (i, j) "
+                              "per head: ")
                << llvm::format("%.3g", flops) << ")\n";
 
   auto save = [&](const std::string &path, attn::NpyArray array) {
