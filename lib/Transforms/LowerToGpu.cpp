@@ -344,9 +344,6 @@ LogicalResult KernelConverter::convertFor(scf::ForOp op) {
 //===----------------------------------------------------------------------===//
 
 LogicalResult KernelConverter::convertOnline(OnlineAttentionOp op) {
-  if (op.getDropoutP())
-    return op.emitOpError("attn-lower-to-gpu: dropout has no GPU lowering "
-                          "yet (the CPU lowering has it)");
   for (Value v : {op.getQuery(), op.getKey(), op.getValue()})
     if (!views.count(v))
       return op.emitOpError("attn-lower-to-gpu: operand is not a slice of "
@@ -529,6 +526,24 @@ struct AttnLowerToGpuPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    // What the CPU lowering has and this one not yet, refused on the op
+    // before anything else is said of its function.
+    WalkResult unsupported = module.walk([](Operation *op) {
+      if (isa<AttentionBackwardOp>(op)) {
+        op->emitOpError("attn-lower-to-gpu: attn.attention_backward has no "
+                        "GPU lowering yet (the CPU lowering has it)");
+        return WalkResult::interrupt();
+      }
+      auto online = dyn_cast<OnlineAttentionOp>(op);
+      if (online && online.getDropoutP()) {
+        op->emitOpError("attn-lower-to-gpu: dropout has no GPU lowering yet "
+                        "(the CPU lowering has it)");
+        return WalkResult::interrupt();
+      }
+      return WalkResult::advance();
+    });
+    if (unsupported.wasInterrupted())
+      return signalPassFailure();
     SmallVector<std::pair<func::FuncOp, scf::ForallOp>> kernels;
     for (auto func : module.getOps<func::FuncOp>()) {
       scf::ForallOp forall;

@@ -31,3 +31,4 @@ func.func @in_a_loop(%q: tensor<?x?x?x64xf16>, %k: tensor<?x?x?x64xf16>, %v: ten
   }
   return %r : tensor<?x?x?x64xf16>
 }
+
