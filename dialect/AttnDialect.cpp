@@ -80,7 +80,7 @@ KernelAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 
 namespace {
 /// The bufferization of an attn op in destination-passing style that takes
-/// tensors or memrefs (the online and backward ops): the same op on
+/// tensors or memrefs (the online, backward and weights ops): the same op on
 /// buffers, writing its outs in place.
 template <typename OpTy>
 struct MemRefFormBufferization
@@ -123,5 +123,7 @@ void mlir::attn::registerBufferizableOpInterfaceExternalModels(
         MemRefFormBufferization<OnlineAttentionOp>>(*ctx);
     AttentionBackwardOp::attachInterface<
         MemRefFormBufferization<AttentionBackwardOp>>(*ctx);
+    AttentionWeightsOp::attachInterface<
+        MemRefFormBufferization<AttentionWeightsOp>>(*ctx);
   });
 }

@@ -128,6 +128,10 @@ struct AttentionView {
   ValueRange origin;
 };
 
+/// V of an attention-like op; the weights op reads none.
+template <typename OpTy> Value valueOperand(OpTy op) { return op.getValue(); }
+Value valueOperand(AttentionWeightsOp) { return {}; }
+
 template <typename OpTy> AttentionView viewOf(OpTy op) {
   std::optional<float> scale, softcap;
   if (auto attr = op.getScaleAttr())
@@ -137,7 +141,7 @@ template <typename OpTy> AttentionView viewOf(OpTy op) {
   return {op.getOperation(),
           op.getQuery(),
           op.getKey(),
-          op.getValue(),
+          valueOperand(op),
           op.getMask(),
           op.getDiagonal(),
           op.getCausal(),
@@ -150,19 +154,20 @@ template <typename OpTy> AttentionView viewOf(OpTy op) {
           op.getOrigin()};
 }
 
-/// Checks Q, K, V, the mask and the attributes: every rule of the spec that
-/// does not involve the outputs.
+/// Checks Q, K, V (where the op reads one), the mask and the attributes:
+/// every rule of the spec that does not involve the outputs.
 LogicalResult verifyAttentionInputs(const AttentionView &view) {
   Operation *op = view.op;
+  // Without V (the weights op) its checks run on K, which has what they ask.
+  Value value = view.value ? view.value : view.key;
   if (failed(
           verifyRank(op, "query", view.query.getType(), 4, "[B, Hq, Sq, D]")) ||
       failed(verifyRank(op, "key", view.key.getType(), 4, "[B, Hkv, Sk, D]")) ||
-      failed(
-          verifyRank(op, "value", view.value.getType(), 4, "[B, Hkv, Sk, Dv]")))
+      failed(verifyRank(op, "value", value.getType(), 4, "[B, Hkv, Sk, Dv]")))
     return failure();
   auto q = cast<ShapedType>(view.query.getType());
   auto k = cast<ShapedType>(view.key.getType());
-  auto v = cast<ShapedType>(view.value.getType());
+  auto v = cast<ShapedType>(value.getType());
 
   Type elementType = q.getElementType();
   if (!isAttentionElementType(elementType))
@@ -520,6 +525,55 @@ void AttentionBackwardOp::getEffects(
 }
 
 //===----------------------------------------------------------------------===//
+// AttentionWeightsOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult AttentionWeightsOp::verify() {
+  AttentionView view = viewOf(*this);
+  if (failed(verifyAttentionInputs(view)))
+    return failure();
+  Type f32 = Float32Type::get(getContext());
+  if (Value lse = getLse())
+    if (failed(verifyStateOrOutput(*this, "lse", lse.getType(), f32, view,
+                                   /*withValueDim=*/false)))
+      return failure();
+  Type weights = getWeights().getType();
+  if (failed(verifyRank(*this, "weights", weights, 4, "[B, Hq, Sq, Sk]")))
+    return failure();
+  auto shaped = cast<ShapedType>(weights);
+  if (shaped.getElementType() != f32)
+    return emitOpError() << "weights element type must be f32, found "
+                         << shaped.getElementType();
+  auto q = cast<ShapedType>(getQuery().getType());
+  static const char *names[] = {"B", "Hq", "Sq"};
+  for (unsigned dim = 0; dim < 3; ++dim)
+    if (failed(verifyDim(*this, "weights", shaped, dim, names[dim],
+                         q.getDimSize(dim),
+                         (Twine("query's ") + names[dim]).str())))
+      return failure();
+  if (failed(verifyDim(*this, "weights", shaped, 3, "Sk",
+                       cast<ShapedType>(getKey().getType()).getDimSize(2),
+                       "key's Sk")))
+    return failure();
+  return verifyTensorOrMemRefForm(*this);
+}
+
+float AttentionWeightsOp::getEffectiveScale() {
+  return effectiveScale(viewOf(*this).scale, getQuery());
+}
+
+std::pair<std::optional<int64_t>, std::optional<int64_t>>
+AttentionWeightsOp::getBandOffsets() {
+  return bandOffsets(viewOf(*this));
+}
+
+void AttentionWeightsOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  memrefEffects(*this, effects);
+}
+
+//===----------------------------------------------------------------------===//
 // Tiling
 //===----------------------------------------------------------------------===//
 //
@@ -636,8 +690,6 @@ FailureOr<OperandTiles> tileInputs(OpBuilder &b, Location loc,
   OpFoldResult zero = b.getIndexAttr(0), one = b.getIndexAttr(1);
   auto q = cast<ShapedType>(view.query.getType());
   OpFoldResult d = b.getIndexAttr(q.getDimSize(3));
-  OpFoldResult dv =
-      b.getIndexAttr(cast<ShapedType>(view.value.getType()).getDimSize(3));
 
   FailureOr<std::pair<OpFoldResult, OpFoldResult>> kvHeads =
       kvHeadTile(b, loc, view, offsets[1], sizes[1], wholeGroups);
@@ -651,9 +703,13 @@ FailureOr<OperandTiles> tileInputs(OpBuilder &b, Location loc,
   tiles.key =
       extractSlice(b, loc, view.key, {offsets[0], kvOffset, offsets[3], zero},
                    {sizes[0], kvSize, sizes[3], d}, tiles);
-  tiles.value =
-      extractSlice(b, loc, view.value, {offsets[0], kvOffset, offsets[3], zero},
-                   {sizes[0], kvSize, sizes[3], dv}, tiles);
+  if (view.value) {
+    OpFoldResult dv =
+        b.getIndexAttr(cast<ShapedType>(view.value.getType()).getDimSize(3));
+    tiles.value = extractSlice(b, loc, view.value,
+                               {offsets[0], kvOffset, offsets[3], zero},
+                               {sizes[0], kvSize, sizes[3], dv}, tiles);
+  }
   if (view.mask) {
     auto m = cast<ShapedType>(view.mask.getType());
     SmallVector<OpFoldResult> maskOffsets, maskSizes;
@@ -920,6 +976,66 @@ LogicalResult AttentionBackwardOp::getResultTilePosition(
     return failure();
   resultOffsets = {offsets[0], kvHeads->first, zero, zero};
   resultSizes = {sizes[0], kvHeads->second, sizes[3], width};
+  return success();
+}
+
+// The weights op's rows are independent (each is normalized by its own
+// LSE): B, Hq and Sq tile; Sk stays whole (a row's own LSE sums over it).
+
+SmallVector<Range> AttentionWeightsOp::getIterationDomain(OpBuilder &b) {
+  return attentionIterationDomain(b, getLoc(), viewOf(*this));
+}
+
+SmallVector<utils::IteratorType> AttentionWeightsOp::getLoopIteratorTypes() {
+  return attentionIteratorTypes();
+}
+
+FailureOr<TilingResult>
+AttentionWeightsOp::getTiledImplementation(OpBuilder &b,
+                                           ArrayRef<OpFoldResult> offsets,
+                                           ArrayRef<OpFoldResult> sizes) {
+  if (!hasPureTensorSemantics()) {
+    emitOpError("tiles only in its tensor form");
+    return failure();
+  }
+  if (!isZeroInteger(offsets[3]) || !isFullDim(sizes[3], getKey(), 2)) {
+    emitOpError("cannot tile the key dimension: a row's weights are "
+                "normalized over all its keys");
+    return failure();
+  }
+  Location loc = getLoc();
+  FailureOr<OperandTiles> tiles =
+      tileInputs(b, loc, viewOf(*this), offsets, sizes);
+  if (failed(tiles)) {
+    emitOpError("can tile the head dimension only by 1, by whole GQA groups, "
+                "by a divisor of the group or not at all");
+    return failure();
+  }
+  SmallVector<OpFoldResult> rowOffsets(offsets.take_front(3)),
+      rowSizes(sizes.take_front(3));
+  Value lse = getLse() ? extractSlice(b, loc, getLse(), rowOffsets, rowSizes,
+                                      *tiles)
+                       : Value();
+  rowOffsets.push_back(b.getIndexAttr(0));
+  rowSizes.push_back(dimOf(b, loc, getKey(), 2));
+  Value weights =
+      extractSlice(b, loc, getWeights(), rowOffsets, rowSizes, *tiles);
+  auto tiled = AttentionWeightsOp::create(
+      b, loc, TypeRange{weights.getType()}, tiles->query, tiles->key,
+      tiles->mask, tiles->diagonal, lse, weights,
+      AttentionAttributes::of(*this).withoutAlignment().withOrigin(
+          tiles->origin));
+  return TilingResult{
+      {tiled}, SmallVector<Value>(tiled->getResults()), tiles->slices};
+}
+
+LogicalResult AttentionWeightsOp::getResultTilePosition(
+    OpBuilder &b, unsigned, ArrayRef<OpFoldResult> offsets,
+    ArrayRef<OpFoldResult> sizes, SmallVector<OpFoldResult> &resultOffsets,
+    SmallVector<OpFoldResult> &resultSizes) {
+  resultOffsets = {offsets[0], offsets[1], offsets[2], b.getIndexAttr(0)};
+  resultSizes = {sizes[0], sizes[1], sizes[2],
+                 dimOf(b, getLoc(), getKey(), 2)};
   return success();
 }
 

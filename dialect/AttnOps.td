@@ -17,18 +17,21 @@ include "mlir/Interfaces/TilingInterface.td"
 // diagonal --, the attributes that say what is attended, and the assembly
 // around their states. Each def gives its operand type, its states (the
 // `outs`, after any further inputs), how they print (`inputsFormat` before
-// `outs`), and which state's type says whether the op is on tensors. Builders that take an `AttentionAttributes` (AttnOps.h) copy the
-// attributes of another op whole.
+// `outs`), which state's type says whether the op is on tensors, and
+// whether it reads V (`hasValue`: the weights op does not). Builders that
+// take an `AttentionAttributes` (AttnOps.h) copy the attributes of another
+// op whole.
 class Attn_AttentionLikeOp<string mnemonic, Type inputType, dag states,
                            string statesFormat, string tensorState,
-                           list<Trait> traits = [], string inputsFormat = "">
+                           list<Trait> traits = [], string inputsFormat = "",
+                           bit hasValue = 1>
     : Attn_Op<mnemonic, !listconcat(
         [AttrSizedOperandSegments, DestinationStyleOpInterface], traits)> {
   let arguments = !con(
     (ins inputType:$query,
-         inputType:$key,
-         inputType:$value,
-         Optional<inputType>:$mask,
+         inputType:$key),
+    !if(hasValue, (ins inputType:$value), (ins)),
+    (ins Optional<inputType>:$mask,
          Optional<Index>:$diagonal,
          Optional<F32>:$dropout_p,
          Optional<I64>:$dropout_seed,
@@ -42,8 +45,10 @@ class Attn_AttentionLikeOp<string mnemonic, Type inputType, dag states,
          OptionalAttr<Attn_KernelAttr>:$kernel));
   let results = (outs Variadic<AnyRankedTensor>:$results);
 
-  let assemblyFormat = !strconcat([{
-    `ins` `(` $query `,` $key `,` $value `:` type($query) `,` type($key) `,` type($value) `)`
+  let assemblyFormat = !strconcat(
+    !if(hasValue,
+      [{`ins` `(` $query `,` $key `,` $value `:` type($query) `,` type($key) `,` type($value) `)`}],
+      [{`ins` `(` $query `,` $key `:` type($query) `,` type($key) `)`}]), [{
     (`mask` `(` $mask^ `:` type($mask) `)`)?
     (`diagonal` `(` $diagonal^ `)`)?
     (`dropout` `(` $dropout_p^ `,` $dropout_seed `)`)?
@@ -345,6 +350,76 @@ def Attn_AttentionBackwardOp : Attn_AttentionLikeOp<"attention_backward",
     ::mlir::MutableOperandRange getDpsInitsMutable() {
       return ::mlir::MutableOperandRange(getOperation(),
           getGradQueryMutable().getOperandNumber(), 3);
+    }
+    float getEffectiveScale();
+    /// The band, as attn.online_attention's getBandOffsets.
+    std::pair<std::optional<int64_t>, std::optional<int64_t>>
+    getBandOffsets();
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// attn.attention_weights
+//===----------------------------------------------------------------------===//
+
+def Attn_AttentionWeightsOp : Attn_AttentionLikeOp<"attention_weights",
+    Attn_TensorOrMemRef,
+    (ins Optional<Attn_TensorOrMemRef>:$lse, Attn_TensorOrMemRef:$weights),
+    [{$weights `:` type($weights)}],
+    "$weights", [
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
+    DeclareOpInterfaceMethods<TilingInterface, [
+      "getIterationDomain", "getLoopIteratorTypes",
+      "getTiledImplementation", "getResultTilePosition"]>],
+    [{(`lse` `(` $lse^ `:` type($lse) `)`)?}], /*hasValue=*/0> {
+  let summary = "the attention weights P of attn.attention, as a matrix";
+  let description = [{
+    Given the query, the keys, the mask and every attribute of an
+    `attn.attention` (causal band, window, scale, soft-cap, GQA, dropout),
+    writes the matrix of weights that its softmax gives each key:
+
+    ```
+    P[b,h,i,j] = exp(s[b,h,i,j] − LSE[b,h,i]) · Z[b,h,i,j]
+    ```
+
+    with `s` the op's scores, `LSE` the row's log-sum-exp and `Z` dropout's
+    factor (1 without dropout): the matrix that multiplies V in the forward.
+    `P` is 0 at every excluded position and on a fully masked row (LSE =
+    −inf). `weights: [B, Hq, Sq, Sk]` is f32 whatever the inputs' type. With
+    `lse(...)` (the forward's log-sum-exp, `[B, Hq, Sq]` f32) the op
+    normalizes by it; without, it computes each row's own first (a second
+    pass over the keys). The contract is the section "Attention weights" of
+    `docs/spec.md`.
+
+    It is the only op whose output is O(Sq · Sk): attention itself never
+    stores P. It tiles over batches, query heads and query rows (every row
+    is its own).
+
+    ```mlir
+    %p = attn.attention_weights ins(%q, %k : tensor<2x8x?x64xf32>, tensor<2x2x?x64xf32>)
+        outs(%p0 : tensor<2x8x?x?xf32>) causal align(bottom_right)
+        -> tensor<2x8x?x?xf32>
+    ```
+  }];
+
+  let builders = [
+    // A copy of another op's attributes (AttentionAttributes::of).
+    OpBuilder<(ins "::mlir::TypeRange":$resultTypes, "::mlir::Value":$query,
+      "::mlir::Value":$key, "::mlir::Value":$mask,
+      "::mlir::Value":$diagonal, "::mlir::Value":$lse,
+      "::mlir::Value":$weights,
+      "const ::mlir::attn::AttentionAttributes &":$attributes), [{
+      build($_builder, $_state, resultTypes, query, key, mask, diagonal,
+            attributes.dropoutP, attributes.dropoutSeed, attributes.origin,
+            lse, weights, attributes.scale, attributes.causal,
+            attributes.alignment, attributes.window, attributes.softcap,
+            attributes.kernel);
+    }]>
+  ];
+
+  let extraClassDeclaration = [{
+    ::mlir::MutableOperandRange getDpsInitsMutable() {
+      return getWeightsMutable();
     }
     float getEffectiveScale();
     /// The band, as attn.online_attention's getBandOffsets.

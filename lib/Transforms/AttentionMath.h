@@ -79,6 +79,9 @@ public:
   /// The op's soft cap c·tanh(s / c) of a scaled score s (c·log2(e) in
   /// place of c in base 2); s itself when the op has none.
   Value softcap(Value s);
+  /// Whether the op has a soft cap, and its c (in natural units).
+  bool hasSoftcap() const { return static_cast<bool>(cap); }
+  double softcapValue() const { return cap.getValueAsDouble(); }
 
   //===--- the online update --------------------------------------------===//
 

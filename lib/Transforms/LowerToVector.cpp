@@ -324,9 +324,24 @@ struct AttnLowerToVectorPass
     }
   }
 
+  /// Each bufferized attn.attention_weights becomes the weights kernel.
+  void lowerWeightsOps(func::FuncOp func) {
+    SmallVector<AttentionWeightsOp> ops;
+    func.walk([&](AttentionWeightsOp op) {
+      if (!op.hasPureTensorSemantics())
+        ops.push_back(op);
+    });
+    for (AttentionWeightsOp op : ops) {
+      ImplicitLocOpBuilder b(op.getLoc(), op);
+      cpu::emitWeights(b, op, vectorWidth);
+      op.erase();
+    }
+  }
+
   void runOnOperation() override {
     func::FuncOp func = getOperation();
     lowerBackwardOps(func);
+    lowerWeightsOps(func);
     SmallVector<OnlineAttentionOp> ops;
     bool tensorOps = false;
     func.walk([&](OnlineAttentionOp op) {

@@ -2,8 +2,9 @@
 //
 // The first stage of the lowering: every attn.attention becomes an
 // scf.forall over (batch, query head, query tile) whose body computes one
-// tile with a smaller attn.attention, and every attn.attention_backward one
-// over (batch, key/value head). The slicing itself (GQA head mapping,
+// tile with a smaller attn.attention, every attn.attention_backward one
+// over (batch, key/value head), every attn.attention_weights one over
+// (batch, query head, query tile). The slicing itself (GQA head mapping,
 // mask broadcast, the diagonal in tile coordinates) is the op's
 // TilingInterface implementation; this pass only chooses the tile sizes.
 //
@@ -76,6 +77,32 @@ struct AttnTilePass : public mlir::attn::impl::AttnTilePassBase<AttnTilePass> {
     for (AttentionBackwardOp op : backward)
       if (failed(tileBackward(rewriter, op)))
         return signalPassFailure();
+
+    SmallVector<AttentionWeightsOp> weights;
+    getOperation().walk([&](AttentionWeightsOp op) {
+      if (!op->getParentOfType<scf::ForallOp>() && op.hasPureTensorSemantics())
+        weights.push_back(op);
+    });
+    for (AttentionWeightsOp op : weights)
+      if (failed(tileWeights(rewriter, op)))
+        return signalPassFailure();
+  }
+
+  /// One work item per batch, query head and `queryTileSize` rows: every
+  /// row of the weights is its own (its LSE too).
+  LogicalResult tileWeights(RewriterBase &rewriter, AttentionWeightsOp op) {
+    rewriter.setInsertionPoint(op);
+    scf::SCFTilingOptions options;
+    options.setLoopType(scf::SCFTilingOptions::LoopType::ForallOp)
+        .setTileSizes({rewriter.getIndexAttr(1), rewriter.getIndexAttr(1),
+                       rewriter.getIndexAttr(queryTileSize),
+                       rewriter.getIndexAttr(0)});
+    FailureOr<scf::SCFTilingResult> tiled = scf::tileUsingSCF(
+        rewriter, cast<TilingInterface>(op.getOperation()), options);
+    if (failed(tiled))
+      return failure();
+    rewriter.replaceOp(op, tiled->replacements);
+    return success();
   }
 
   /// One work item per batch and key/value head: its GQA group of query

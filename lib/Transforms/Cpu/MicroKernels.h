@@ -129,6 +129,11 @@ void emitDirectGroup(const KernelSite &site, Value batch, Value kvHead,
 void emitBackward(ImplicitLocOpBuilder &b, AttentionBackwardOp op,
                   int64_t lanes);
 
+/// The attention weights' kernel (WeightsKernel.cpp) in place of a
+/// bufferized attn.attention_weights.
+void emitWeights(ImplicitLocOpBuilder &b, AttentionWeightsOp op,
+                 int64_t lanes);
+
 } // namespace cpu
 } // namespace attn
 } // namespace mlir

@@ -1,0 +1,261 @@
+//===- KeyBlockEmitter.cpp - Scores of a key block, recomputed ------------===//
+#include "lib/Transforms/Cpu/KeyBlockEmitter.h"
+#include "lib/Transforms/Cpu/MicroKernels.h"
+
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+using namespace mlir;
+using namespace mlir::attn;
+using namespace mlir::attn::cpu;
+
+void KeyBlockEmitter::allocateBlockState() {
+  keysT = stackBuffer({headPad, kBlockKeys});
+  if (mask) {
+    keep = stackBuffer({kRows, kBlockKeys});
+    bias = stackBuffer({kRows, kBlockKeys});
+  }
+  if (dropoutP) {
+    dropScale = stackBuffer({kRows, kBlockKeys});
+    dropThreshold = dropoutThreshold(b, b.getLoc(), dropoutP);
+    dropKept = splat(arith::DivFOp::create(
+        b, f32Const(1.0f), arith::SubFOp::create(b, f32Const(1.0f), dropoutP)));
+  }
+}
+
+Value KeyBlockEmitter::stackBuffer(ArrayRef<int64_t> shape) {
+  return memref::AllocaOp::create(b, MemRefType::get(shape, f32), ValueRange{},
+                                  b.getI64IntegerAttr(64));
+}
+
+Value KeyBlockEmitter::heapRows(Value rows, int64_t cols) {
+  SmallVector<int64_t> shape = {ShapedType::kDynamic};
+  if (cols > 0)
+    shape.push_back(cols);
+  return memref::AllocOp::create(b, MemRefType::get(shape, f32),
+                                 ValueRange{rows}, b.getI64IntegerAttr(64));
+}
+
+Value KeyBlockEmitter::kvHeadOf(Value head) {
+  Value group = arith::DivUIOp::create(b, dim(query, 1), dim(key, 1));
+  return arith::DivUIOp::create(b, head, group);
+}
+
+Value KeyBlockEmitter::finiteOrZero(Value x) {
+  Value inf = f32Const(kInf), zero = f32Const(0.0f);
+  if (isa<VectorType>(x.getType())) {
+    inf = splat(inf);
+    zero = splat(zero);
+  }
+  Value finite = arith::CmpFOp::create(b, arith::CmpFPredicate::OLT,
+                                       math::AbsFOp::create(b, x), inf);
+  return arith::SelectOp::create(b, finite, x, zero);
+}
+
+void KeyBlockEmitter::zeroBuffer(Value buffer, Value rows, int64_t cols) {
+  Value zero = zeroVector();
+  forLoop(cst(0), rows, cst(1), [&](Value r) {
+    for (int64_t c = 0; c < cols; c += lanes)
+      storeVector(zero, buffer, {r, cst(c)});
+  });
+}
+
+void KeyBlockEmitter::storeAs(Value value, Value memref, ValueRange at) {
+  Type elem = cast<MemRefType>(memref.getType()).getElementType();
+  if (elem != f32)
+    value = arith::TruncFOp::create(b, elem, value);
+  memref::StoreOp::create(b, value, memref, at);
+}
+
+void KeyBlockEmitter::packRow(Value source, Value batch, Value head,
+                              Value row, Value rows, Value r, int64_t width,
+                              int64_t pad) {
+  forLoop(cst(0), cst(width), cst(1), [&](Value c) {
+    memref::StoreOp::create(b, loadF32(source, {batch, head, row, c}), rows,
+                            ValueRange{r, c});
+  });
+  for (int64_t c = width; c < pad; ++c)
+    memref::StoreOp::create(b, f32Const(0.0f), rows, ValueRange{r, cst(c)});
+}
+
+void KeyBlockEmitter::packKeys(Value batch, Value kvHead,
+                               const KeyBlock &block, Value keyRows) {
+  zeroBuffer(keysT, cst(headPad), kBlockKeys);
+  if (keyRows)
+    zeroBuffer(keyRows, cst(kBlockKeys), headPad);
+  forLoop(cst(0), block.count, cst(1), [&](Value k) {
+    Value at = arith::AddIOp::create(b, block.start, k);
+    forLoop(cst(0), cst(headDim), cst(1), [&](Value c) {
+      Value x = loadF32(key, {batch, kvHead, at, c});
+      memref::StoreOp::create(b, x, keysT, ValueRange{c, k});
+      if (keyRows)
+        memref::StoreOp::create(b, finiteOrZero(x), keyRows, ValueRange{k, c});
+    });
+  });
+}
+
+void KeyBlockEmitter::forRowBlocks(Value lo, Value hi,
+                                   function_ref<void(Value, int64_t)> body) {
+  Value count = arith::SubIOp::create(b, hi, lo);
+  Value whole = arith::AddIOp::create(
+      b, lo,
+      arith::MulIOp::create(b, arith::DivUIOp::create(b, count, cst(kRows)),
+                            cst(kRows)));
+  forLoop(lo, whole, cst(kRows), [&](Value row) { body(row, kRows); });
+  forLoop(whole, hi, cst(1), [&](Value row) { body(row, 1); });
+}
+
+std::pair<Value, Value> KeyBlockEmitter::rowsSeeing(const KeyBlock &block,
+                                                    Value rows) {
+  if (!diagonal)
+    return {cst(0), rows};
+  // Row i sees key j iff j − d − right <= i <= j − d + left.
+  Value lo = cst(0), hi = rows;
+  Value first = arith::SubIOp::create(b, block.start, diagonal);
+  Value last = arith::SubIOp::create(
+      b, arith::AddIOp::create(b, first, block.count), cst(1));
+  if (right)
+    lo = arith::MaxSIOp::create(b, lo,
+                                arith::SubIOp::create(b, first, cst(*right)));
+  if (left)
+    hi = arith::MinSIOp::create(b, hi,
+                                arith::AddIOp::create(b, last, cst(*left + 1)));
+  hi = arith::MaxSIOp::create(b, hi, lo);
+  return {arith::MinSIOp::create(b, lo, rows),
+          arith::MinSIOp::create(b, hi, rows)};
+}
+
+Value KeyBlockEmitter::maskIndex(int64_t dimIndex, Value index) {
+  Value broadcast = arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                                          dim(mask, dimIndex), cst(1));
+  return arith::SelectOp::create(b, broadcast, cst(0), index);
+}
+
+void KeyBlockEmitter::loadMask(Value batch, const KeyBlock &block, Value head,
+                               Value firstRow, int64_t rowCount) {
+  bool isBias = !cast<MemRefType>(mask.getType()).getElementType().isInteger(1);
+  Value zero = zeroVector();
+  for (int64_t r = 0; r < rowCount; ++r) {
+    for (int64_t c = 0; c < kBlockKeys; c += lanes) {
+      storeVector(zero, keep, {cst(r), cst(c)});
+      storeVector(zero, bias, {cst(r), cst(c)});
+    }
+    Value row = arith::AddIOp::create(b, firstRow, cst(r));
+    Value mb = maskIndex(0, batch), mh = maskIndex(1, head),
+          mi = maskIndex(2, row);
+    forLoop(cst(0), block.count, cst(1), [&](Value k) {
+      Value at = arith::AddIOp::create(b, block.start, k);
+      Value kept;
+      if (isBias) {
+        Value x = loadF32(mask, {mb, mh, mi, at});
+        kept = arith::CmpFOp::create(b, arith::CmpFPredicate::ONE, x,
+                                     f32Const(-kInf));
+        // NaN != −inf: a NaN bias is kept, and makes its score NaN.
+        kept = arith::OrIOp::create(
+            b, kept, arith::CmpFOp::create(b, arith::CmpFPredicate::UNO, x, x));
+        memref::StoreOp::create(b, x, bias, ValueRange{cst(r), k});
+      } else {
+        kept = memref::LoadOp::create(b, mask, ValueRange{mb, mh, mi, at});
+      }
+      memref::StoreOp::create(
+          b, arith::SelectOp::create(b, kept, f32Const(1.0f), f32Const(0.0f)),
+          keep, ValueRange{cst(r), k});
+    });
+  }
+}
+
+Value KeyBlockEmitter::allowed(const KeyBlock &block, Value row, int64_t r,
+                               int64_t v) {
+  // Lane l stands for key start + v·lanes + l.
+  SmallVector<int32_t> iota;
+  for (int64_t l = 0; l < lanes; ++l)
+    iota.push_back(static_cast<int32_t>(v * lanes + l));
+  Value local = arith::ConstantOp::create(
+      b, DenseElementsAttr::get(idxVecType, ArrayRef<int32_t>(iota)));
+  Value live =
+      arith::CmpIOp::create(b, arith::CmpIPredicate::slt, local,
+                            splat(clampToI32(block.count, 0, kBlockKeys)));
+  if (diagonal) {
+    // rel = row + d − start: the row's diagonal key in block coordinates.
+    Value rel = arith::SubIOp::create(
+        b, arith::AddIOp::create(b, row, diagonal), block.start);
+    if (left) {
+      Value from = arith::SubIOp::create(b, rel, cst(*left));
+      live = arith::AndIOp::create(
+          b, live,
+          arith::CmpIOp::create(b, arith::CmpIPredicate::sge, local,
+                                splat(clampToI32(from, -1, kBlockKeys + 1))));
+    }
+    if (right) {
+      Value to = arith::AddIOp::create(b, rel, cst(*right));
+      live = arith::AndIOp::create(
+          b, live,
+          arith::CmpIOp::create(b, arith::CmpIPredicate::sle, local,
+                                splat(clampToI32(to, -1, kBlockKeys + 1))));
+    }
+  }
+  if (keep) {
+    Value bits = loadVector(keep, {cst(r), cst(v * lanes)});
+    live = arith::AndIOp::create(
+        b, live,
+        arith::CmpFOp::create(b, arith::CmpFPredicate::ONE, bits,
+                              zeroVector()));
+  }
+  return live;
+}
+
+Value KeyBlockEmitter::finalScore(Value score, int64_t r, int64_t v,
+                                  Value capDerivative) {
+  Value s = arith::MulFOp::create(
+      b, score, splat(f32Const(static_cast<float>(math.scoreScale()))));
+  if (math.hasSoftcap()) {
+    s = math.softcap(s);
+    if (capDerivative) {
+      Value t = arith::MulFOp::create(
+          b, s, splat(f32Const(static_cast<float>(1.0 / math.softcapValue()))));
+      Value derivative = arith::SubFOp::create(
+          b, splat(f32Const(1.0f)), arith::MulFOp::create(b, t, t));
+      storeVector(derivative, capDerivative, {cst(r), cst(v * lanes)});
+    }
+  }
+  if (bias)
+    s = arith::AddFOp::create(b, s, loadVector(bias, {cst(r), cst(v * lanes)}));
+  return s;
+}
+
+SmallVector<Value> KeyBlockEmitter::dropoutFactors(Value batch, Value head,
+                                                   Value row,
+                                                   const KeyBlock &block) {
+  auto global = [&](unsigned dim, Value local) {
+    return globalIndex(b, b.getLoc(), origin, dim, local);
+  };
+  SmallVector<Value> keeps = dropoutKeepVectors(
+      b, b.getLoc(), dropoutSeed, dropThreshold, global(0, batch),
+      global(1, head), global(2, row), global(3, block.start), lanes,
+      keyVectors);
+  SmallVector<Value> factors;
+  for (Value kept : keeps)
+    factors.push_back(arith::SelectOp::create(b, kept, dropKept, zeroVector()));
+  return factors;
+}
+
+SmallVector<Value> KeyBlockEmitter::rowsTimesBlock(Value rows, Value blockT,
+                                                   int64_t width,
+                                                   ArrayRef<Value> rowAt) {
+  int64_t rowCount = rowAt.size();
+  SmallVector<Value> zeros(rowCount * keyVectors, zeroVector());
+  return forLoopWith(
+      cst(0), cst(width), cst(1), zeros,
+      [&](Value c, ValueRange acc) -> SmallVector<Value> {
+        SmallVector<Value> columns, next;
+        for (int64_t v = 0; v < keyVectors; ++v)
+          columns.push_back(loadVector(blockT, {c, cst(v * lanes)}));
+        for (int64_t r = 0; r < rowCount; ++r) {
+          Value x =
+              splat(memref::LoadOp::create(b, rows, ValueRange{rowAt[r], c}));
+          for (int64_t v = 0; v < keyVectors; ++v)
+            next.push_back(fma(x, columns[v], acc[r * keyVectors + v]));
+        }
+        return next;
+      });
+}

@@ -1,0 +1,138 @@
+//===- KeyBlockEmitter.h - Scores of a key block, recomputed -----*- C++ -*-===//
+//
+// What the CPU kernels that recompute the softmax's weights block by block
+// share (the backward kernel, the attention weights' kernel): blocks of 64
+// keys packed as f32 Kᵀ, the rows of a block that see one of its keys, the
+// scores of kRows rows against the block as register tiles, which lanes a
+// row may see (the live keys, the causal/window band, the mask's keep
+// bits) and dropout's factors. Unlike the forward's micro-kernels, these
+// read every input through f32 copies padded to whole vectors, so that the
+// inner loops run on unit-stride f32 whatever the caller's strides and
+// element type.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ATTN_TRANSFORMS_CPU_KEYBLOCKEMITTER_H
+#define ATTN_TRANSFORMS_CPU_KEYBLOCKEMITTER_H
+
+#include "lib/Transforms/AttentionMath.h"
+#include "lib/Transforms/Cpu/VectorEmitter.h"
+
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+
+namespace mlir {
+namespace attn {
+namespace cpu {
+
+class KeyBlockEmitter : public VectorEmitter {
+protected:
+  /// Keys per block, and query rows per register block.
+  static constexpr int64_t kBlockKeys = 64;
+  static constexpr int64_t kRows = 4;
+
+  /// One block of keys: [start, start + count).
+  struct KeyBlock {
+    Value start, count;
+  };
+
+  /// For a bufferized attention-like op: its mask, band and dropout; the
+  /// diagonal is resolved at the builder's insertion point.
+  template <typename OpTy>
+  KeyBlockEmitter(ImplicitLocOpBuilder &b, OpTy op, int64_t lanes)
+      : VectorEmitter(b, lanes), query(op.getQuery()), key(op.getKey()),
+        mask(op.getMask()), dropoutP(op.getDropoutP()),
+        dropoutSeed(op.getDropoutSeed()), origin(op.getOrigin()),
+        math(b, b.getLoc(), op, SoftmaxConvention{}),
+        headDim(cast<ShapedType>(op.getQuery().getType()).getDimSize(3)),
+        headPad(llvm::alignTo(headDim, lanes)), keyVectors(kBlockKeys / lanes) {
+    diagonal = resolveDiagonal(b, b.getLoc(), op, op.getDiagonal(),
+                               [&](Value v, int64_t i) { return dim(v, i); });
+    std::tie(left, right) = op.getBandOffsets();
+    allocateBlockState();
+  }
+
+  /// Key block `block` of key/value head `kvHead` as f32 Kᵀ ([DPad][64],
+  /// keys past the block's count 0) into `keysT`; with `keyRows`, also as
+  /// rows ([64][DPad]) with non-finite elements 0 (finiteOrZero).
+  void packKeys(Value batch, Value kvHead, const KeyBlock &block,
+                Value keyRows = {});
+  /// Row `row` of `source` ([B, H, S, width] at (batch, head)) as f32 into
+  /// row `r` of `rows` ([R][pad]), columns past `width` 0.
+  void packRow(Value source, Value batch, Value head, Value row, Value rows,
+               Value r, int64_t width, int64_t pad);
+  /// `body(firstRow, count)` over rows [lo, hi): whole blocks of kRows
+  /// rows, then the rest one by one.
+  void forRowBlocks(Value lo, Value hi,
+                    function_ref<void(Value, int64_t)> body);
+  /// The rows (of one head) that see a key of the block: [lo, hi).
+  std::pair<Value, Value> rowsSeeing(const KeyBlock &block, Value rows);
+  /// Lanes of key vector `v` that row `row` may see: the block's live keys,
+  /// the band, the mask's keep bits (loaded by loadMask for row `r`).
+  Value allowed(const KeyBlock &block, Value row, int64_t r, int64_t v);
+  /// rows[rowAt[r]] · blockᵀ for each row r: `width` columns of the rows
+  /// (f32) against the packed block transposed ([width][64]), as register
+  /// tiles of rows x key vectors (r-major).
+  SmallVector<Value> rowsTimesBlock(Value rows, Value blockT, int64_t width,
+                                    ArrayRef<Value> rowAt);
+  /// The final scores s of register tile `scores` of row `r` (the scale,
+  /// the soft cap, the bias loaded by loadMask): vector `v`'s. With
+  /// `capDerivative`, stores 1 − (s/c)² there (the soft cap's derivative).
+  Value finalScore(Value scores, int64_t r, int64_t v,
+                   Value capDerivative = {});
+  /// Fills `keep` (and `bias`) for rows [firstRow, firstRow + rowCount) of
+  /// head `head`.
+  void loadMask(Value batch, const KeyBlock &block, Value head,
+                Value firstRow, int64_t rowCount);
+  /// Dropout's Z of the block's key vectors for row `row` of head `head`
+  /// (op-local indices).
+  SmallVector<Value> dropoutFactors(Value batch, Value head, Value row,
+                                    const KeyBlock &block);
+
+  Value zeroVector() { return splat(f32Const(0.0f)); }
+  /// x where finite, else 0 (a scalar or a vector): the factor that a
+  /// product's weights multiply. A NaN or inf in a row reaches every
+  /// position that row allows through the weight itself (its score is NaN
+  /// there); where a position is excluded, its 0 weight must give 0, not
+  /// 0·NaN.
+  Value finiteOrZero(Value x);
+  Value fma(Value a, Value x, Value acc) {
+    return vector::FMAOp::create(b, a, x, acc);
+  }
+  Value loadVector(Value memref, ValueRange at) {
+    return vector::LoadOp::create(b, vecType, memref, at);
+  }
+  void storeVector(Value v, Value memref, ValueRange at) {
+    vector::StoreOp::create(b, v, memref, at);
+  }
+  /// memref[at] = 0 for every vector of a [rows][cols] f32 buffer.
+  void zeroBuffer(Value buffer, Value rows, int64_t cols);
+  /// Rounds an f32 to `memref`'s element type and stores it.
+  void storeAs(Value value, Value memref, ValueRange at);
+  Value stackBuffer(ArrayRef<int64_t> shape);
+  /// A [rows][cols] f32 buffer on the heap ([rows] when cols is 0).
+  Value heapRows(Value rows, int64_t cols);
+  /// The key/value head of query head `head`.
+  Value kvHeadOf(Value head);
+
+  Value query, key, mask, dropoutP, dropoutSeed;
+  ValueRange origin;
+  AttentionMath math;
+  int64_t headDim, headPad, keyVectors;
+  Value diagonal; // null without a band
+  std::optional<int64_t> left, right;
+  Value keysT; // the packed key block [DPad][64]
+  // One block of rows: the mask's keep bits and bias, dropout's factors.
+  Value keep, bias, dropScale; // [kRows][64]
+  // Dropout: the threshold of the keep bits and the kept weights' factor.
+  Value dropThreshold, dropKept;
+
+private:
+  void allocateBlockState();
+  /// Index `index` of a mask dim, or 0 where the dim broadcasts (size 1).
+  Value maskIndex(int64_t dimIndex, Value index);
+};
+
+} // namespace cpu
+} // namespace attn
+} // namespace mlir
+
+#endif // ATTN_TRANSFORMS_CPU_KEYBLOCKEMITTER_H
