@@ -323,13 +323,21 @@ llvm::Function *emitEntryPoint(llvm::Module &module, const AbiTypes &types,
   };
   memref(kQuery, kQueryStrides, {batch, headsQ, seqQ, d});
   memref(kKey, kKeyStrides, {batch, headsKv, seqK, d});
-  memref(kValue, kValueStrides, {batch, headsKv, seqK, dv});
+  if (!spec.weights)
+    memref(kValue, kValueStrides, {batch, headsKv, seqK, dv});
   if (spec.mask != ::attn::MaskKind::None)
     memref(kMask, kMaskStrides, {batch, headsQ, seqQ, seqK});
-  // O's elements are at most 4 bytes: Dv floats' room holds its row.
-  memref(kOutput, kOutputStrides, {batch, headsQ, seqQ, dv}, 0);
-  if (spec.lse)
-    memref(kLse, kLseStrides, {batch, headsQ, seqQ}, spec.valueDim);
+  if (spec.weights) {
+    // The LSE it reads, then W [B, Hq, Sq, Sk] f32 in `output`.
+    if (spec.lse)
+      memref(kLse, kLseStrides, {batch, headsQ, seqQ});
+    memref(kOutput, kOutputStrides, {batch, headsQ, seqQ, seqK});
+  } else {
+    // O's elements are at most 4 bytes: Dv floats' room holds its row.
+    memref(kOutput, kOutputStrides, {batch, headsQ, seqQ, dv}, 0);
+    if (spec.lse)
+      memref(kLse, kLseStrides, {batch, headsQ, seqQ}, spec.valueDim);
+  }
   if (split) {
     // The workspace (kernel_abi.h): acc [B, Hq, Sq, splits, Dv], then max
     // and sum [B, Hq, Sq, splits], f32, dense. The kernel's own entry
@@ -539,7 +547,9 @@ llvm::GlobalVariable *emitDescriptor(llvm::Module &module,
       orNull(code.partialRun),
       orNull(code.mergeWorkItems),
       orNull(code.mergeRun),
-      i32(spec.backward ? 1 : 0),
+      i32(spec.backward  ? 1
+          : spec.weights ? 2
+                         : 0),
       i32(spec.backward && spec.lse),
       orNull(code.backwardWorkItems),
       orNull(code.backwardRun),
@@ -669,7 +679,8 @@ bool chooseCpuKernels(ModuleOp module, ArrayRef<::attn::KernelSpec> specs,
 
 /// Each kernel's query rows per work item (its #attn.kernel's query tile),
 /// which its descriptor records, in the module's order; 0 for a backward
-/// kernel (a work item takes all rows of a GQA group).
+/// kernel (a work item takes all rows of a GQA group) and a weights kernel
+/// (whose rows are not the forward's tiles).
 SmallVector<int64_t> chosenTileRows(ModuleOp module) {
   SmallVector<int64_t> rows;
   for (auto func : module.getOps<func::FuncOp>()) {
@@ -848,6 +859,11 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
       error = "kernel '" + spec.name +
               "': backward kernels are made for the CPU only so far (no GPU "
               "lowering of attn.attention_backward yet)";
+      return false;
+    } else if (gpu && spec.weights) {
+      error = "kernel '" + spec.name +
+              "': weights kernels are made for the CPU only so far (no GPU "
+              "lowering of attn.attention_weights yet)";
       return false;
     }
   if (!gpu && (kind == OutputKind::PTX || kind == OutputKind::Cubin)) {

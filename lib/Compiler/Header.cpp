@@ -74,6 +74,26 @@ static void backwardDeclarations(std::ostringstream &h,
   wholeCall(h, n, "attn_backward_args");
 }
 
+/// A weights kernel's entry points: the forward's args with W in `output`.
+static void weightsDeclarations(std::ostringstream &h,
+                                const attn::KernelSpec &spec) {
+  const std::string &n = spec.name;
+  h << "/* " << n << ": " << printKernelSpec(spec) << "\n"
+    << " * The attention weights W [B,Hq,Sq,Sk] f32 (args->output) of Q "
+       "[B,Hq,Sq,"
+    << spec.headDim << "], K [B,Hkv,Sk," << spec.headDim << "]"
+    << (spec.mask != attn::MaskKind::None ? ", mask [B,Hq,Sq,Sk]" : "")
+    << (spec.lse ? ", the forward's LSE [B,Hq,Sq] f32 (args->lse, read)" : "")
+    << "; args->value is not read.\n"
+    << " * The args are not checked here: attn_run_weights (attn/runtime.h) "
+       "checks them. */\n";
+  h << "extern const attn_kernel_desc " << n << "_desc;\n";
+  h << "int64_t " << n << "_work_items(const attn_kernel_args *args);\n";
+  h << "void " << n
+    << "_run(const attn_kernel_args *args, int64_t begin, int64_t end);\n";
+  wholeCall(h, n, "attn_kernel_args");
+}
+
 std::string attn::kernelHeader(const std::vector<KernelSpec> &specs,
                                const std::string &guard,
                                const std::string &librarySymbol,
@@ -89,6 +109,10 @@ std::string attn::kernelHeader(const std::vector<KernelSpec> &specs,
     << librarySymbol << ";\n\n";
   for (auto [index, spec] : llvm::enumerate(specs)) {
     const std::string &n = spec.name;
+    if (spec.weights) {
+      weightsDeclarations(h, spec);
+      continue;
+    }
     h << "/* " << n << ": " << printKernelSpec(spec) << "\n"
       << " * Q [B,Hq,Sq," << spec.headDim << "], K [B,Hkv,Sk," << spec.headDim
       << "], V [B,Hkv,Sk," << spec.valueDim << "], O [B,Hq,Sq," << spec.valueDim

@@ -12,6 +12,11 @@
 //   func.func @<name>_impl(%q, %k, %v, [%mask], %o, %lse, %do, [%dlse],
 //                          %dq, %dk, %dv) -> (dQ, dK, dV)
 //
+// A weights kernel's is around attn.attention_weights (no V; LSE read):
+//
+//   func.func @<name>_impl(%q, %k, [%mask], [%lse], %w: tensor<?x?x?x?xf32>)
+//       -> W
+//
 // The mask is full-shaped ([B, Hq, Sq, Sk]): a broadcast dimension is one
 // whose stride the runtime sets to 0, so one kernel serves every broadcast
 // form the spec allows. Sizes an .mlir op declares static are recorded in
@@ -70,13 +75,20 @@ func::FuncOp buildKernelFunction(OpBuilder &b, Location loc,
   Type v = tensor({batch, kvHeads, keys, spec.valueDim}, elem);
   Type o = tensor({batch, heads, rows, spec.valueDim}, elem);
   Type lse = tensor({batch, heads, rows}, b.getF32Type());
-  SmallVector<Type> args = {q, k, v};
+  Type weights = tensor({batch, heads, rows, keys}, b.getF32Type());
+  SmallVector<Type> args = {q, k};
+  if (!spec.weights)
+    args.push_back(v);
   if (spec.mask != MaskKind::None)
     args.push_back(tensor({dyn, dyn, dyn, dyn},
                           spec.mask == MaskKind::Bool ? b.getI1Type() : elem));
-  args.push_back(o);
-  SmallVector<Type> results = {o};
-  if (spec.backward) {
+  args.push_back(spec.weights ? weights : o);
+  SmallVector<Type> results = {spec.weights ? weights : o};
+  if (spec.weights) {
+    // [LSE] read before W.
+    if (spec.lse)
+      args.insert(args.end() - 1, lse);
+  } else if (spec.backward) {
     // O and LSE of the forward, dO, [dLSE]; then dQ, dK, dV.
     args.append({lse, o});
     if (spec.lse)
@@ -97,11 +109,13 @@ func::FuncOp buildKernelFunction(OpBuilder &b, Location loc,
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(body);
 
-  unsigned next = 3;
+  unsigned next = spec.weights ? 2 : 3;
   Value mask =
       spec.mask != MaskKind::None ? body->getArgument(next++) : Value();
+  Value weightsLse =
+      spec.weights && spec.lse ? body->getArgument(next++) : Value();
   SmallVector<Value> outs = {body->getArgument(next++)};
-  if (spec.lse && !spec.backward)
+  if (spec.lse && !spec.backward && !spec.weights)
     outs.push_back(body->getArgument(next++));
 
   FloatAttr scale = spec.scale ? b.getF32FloatAttr(*spec.scale) : FloatAttr();
@@ -124,6 +138,13 @@ func::FuncOp buildKernelFunction(OpBuilder &b, Location loc,
     unsigned count = body->getNumArguments();
     attributes.dropoutP = body->getArgument(count - 2);
     attributes.dropoutSeed = body->getArgument(count - 1);
+  }
+  if (spec.weights) {
+    auto op = mlir::attn::AttentionWeightsOp::create(
+        b, loc, TypeRange{weights}, body->getArgument(0), body->getArgument(1),
+        mask, Value(), weightsLse, outs[0], attributes);
+    func::ReturnOp::create(b, loc, op.getResults());
+    return func;
   }
   if (spec.backward) {
     Value output = outs[0], forwardLse = body->getArgument(next++);

@@ -210,11 +210,13 @@ const char *const kRuntimeNames[] = {"attn_alignment",
                                      "attn_parallel_for_fn",
                                      "attn_prepare",
                                      "attn_prepare_backward",
+                                     "attn_prepare_weights",
                                      "attn_run",
                                      "attn_run_backward",
                                      "attn_run_dropout",
                                      "attn_run_fn",
                                      "attn_run_split",
+                                     "attn_run_weights",
                                      "attn_split_run_fn",
                                      "attn_split_work_items_fn",
                                      "attn_status",
@@ -347,7 +349,7 @@ bool SpecParser::parseItem(std::string_view item) {
 
   static const char *const knownKeys[] = {
       "name", "dtype", "d",   "dv",    "causal",  "align", "window",
-      "mask", "lse",   "gqa", "scale", "softcap", "sizes", "backward", "dropout"};
+      "mask", "lse",   "gqa", "scale", "softcap", "sizes", "backward", "dropout", "weights"};
   bool known = false;
   for (const char *k : knownKeys)
     known |= key == k;
@@ -355,15 +357,16 @@ bool SpecParser::parseItem(std::string_view item) {
     return fail("unknown key " + quote(key) +
                 " in kernel spec (known: name, dtype, d, dv, causal, align, "
                 "window, mask, lse, gqa, scale, softcap, sizes, backward, "
-                "dropout)");
+                "dropout, weights)");
   for (const std::string &seen : seenKeys)
     if (key == seen)
       return fail("duplicate key '" + std::string(key) + "' in kernel spec");
   seenKeys.emplace_back(key);
 
-  // Only `causal`, `lse`, `backward` and `dropout` may stand alone.
+  // Only `causal`, `lse`, `backward`, `dropout` and `weights` may stand
+  // alone.
   if (!hasValue && key != "causal" && key != "lse" && key != "backward" &&
-      key != "dropout")
+      key != "dropout" && key != "weights")
     return fail("key '" + std::string(key) + "' needs a value ('" +
                 std::string(key) + "=...')");
   if (hasValue && value.empty())
@@ -419,6 +422,8 @@ bool SpecParser::parseItem(std::string_view item) {
     return parseFlag(key, value, hasValue, spec.backward);
   if (key == "dropout")
     return parseFlag(key, value, hasValue, spec.dropout);
+  if (key == "weights")
+    return parseFlag(key, value, hasValue, spec.weights);
   if (key == "gqa") {
     int64_t group;
     if (!parseInt(value, group))
@@ -576,8 +581,15 @@ bool SpecParser::checkConsistency() {
     spec.alignment = *causalAlignment;
   else if (explicitAlignment)
     spec.alignment = *explicitAlignment;
+  bool seenValueDim =
+      std::find(seenKeys.begin(), seenKeys.end(), "dv") != seenKeys.end();
+  if (spec.weights && spec.backward)
+    return fail("'weights' and 'backward' are two kinds of kernel: a spec "
+                "takes one");
+  if (spec.weights && seenValueDim)
+    return fail("a weights kernel reads no V: 'dv' does not apply");
   // Dv defaults to D: "d=128" means a 128-wide value head too.
-  if (std::find(seenKeys.begin(), seenKeys.end(), "dv") == seenKeys.end())
+  if (!seenValueDim)
     spec.valueDim = spec.headDim;
 
   int64_t heads = spec.staticSizes[1], kvHeads = spec.staticSizes[2];
@@ -638,7 +650,8 @@ std::optional<KernelSpec> attn::parseKernelSpec(const std::string &text,
 
 std::string attn::printKernelSpec(const KernelSpec &spec) {
   // Fields are printed in a fixed order and only when they differ from the
-  // default, except dtype, d and dv, which a reader always wants to see.
+  // default, except dtype, d and dv (but for a weights kernel, which has
+  // none), which a reader always wants to see.
   std::string out;
   auto add = [&](const std::string &item) {
     if (!out.empty())
@@ -647,7 +660,8 @@ std::string attn::printKernelSpec(const KernelSpec &spec) {
   };
   add(std::string("dtype=") + elementTypeName(spec.elementType));
   add("d=" + std::to_string(spec.headDim));
-  add("dv=" + std::to_string(spec.valueDim));
+  if (!spec.weights) // which reads no V
+    add("dv=" + std::to_string(spec.valueDim));
   if (spec.causal)
     add(std::string("causal=") + alignmentName(spec.alignment));
   else if (spec.alignment != Alignment::TopLeft)
@@ -677,6 +691,8 @@ std::string attn::printKernelSpec(const KernelSpec &spec) {
     add("backward");
   if (spec.dropout)
     add("dropout");
+  if (spec.weights)
+    add("weights");
   if (spec.group != -1)
     add("gqa=" + std::to_string(spec.group));
   if (spec.scale)

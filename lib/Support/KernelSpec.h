@@ -47,6 +47,11 @@ struct KernelSpec {
   // Dropout on the weights (docs/spec.md): the kernel takes the probability
   // and the seed at run time (attn_kernel_args).
   bool dropout = false;
+  // The attention weights' kernel: W [B, Hq, Sq, Sk] f32 of the forward
+  // with these attributes (docs/spec.md, "Attention weights"); with `lse`
+  // it reads the forward's LSE, else computes each row's own. It reads no
+  // V (its Dv is D and unused).
+  bool weights = false;
   // Sizes declared in the IR (B, Hq, Hkv, Sq, Sk); -1 = dynamic. A spec
   // string may set the GQA ratio instead (group = Hq / Hkv), -1 = any.
   int64_t staticSizes[5] = {-1, -1, -1, -1, -1};
@@ -64,7 +69,8 @@ struct KernelSpec {
 /// (top_left|bottom_right, or bare `causal` = top_left), align
 /// (top_left|bottom_right, for windows without causal), window=L:R (either side
 /// `inf`), mask=none|bool|bias with an optional `:` list of broadcast dims
-/// among b1,h1,q1, lse, backward (the gradients' kernel), dropout, gqa=G, scale,
+/// among b1,h1,q1, lse, backward (the gradients' kernel), dropout, weights (the
+/// attention weights' kernel), gqa=G, scale,
 /// softcap, sizes=B:Hq:Hkv:Sq:Sk (each a
 /// number or `?`). Returns a message in `error` and std::nullopt on bad input.
 std::optional<KernelSpec> parseKernelSpec(const std::string &text,

@@ -144,7 +144,10 @@ def dropout_mask(batch: int, heads: int, seq_q: int, seq_k: int, dropout_p: floa
     return _core.dropout_mask(batch, heads, seq_q, seq_k, dropout_p, seed)
 
 
+from ._weights import attention_weights  # noqa: E402
+
 __all__ = [
+    "attention_weights",
     "Error",
     "Kernel",
     "cache_dir",

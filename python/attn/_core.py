@@ -121,12 +121,17 @@ def kernel_spec(
     decode_rows: Optional[int] = None,
     backward: bool = False,
     dropout: bool = False,
+    weights: bool = False,
 ) -> str:
     """The attn-compile spec string (lib/Support/KernelSpec.h) of a call.
     `decode_rows`: a static Sq for a decoding kernel (see DECODE_ROWS).
     `backward`: the kernel of the call's gradients, which with `lse` also
-    takes the gradient of the returned log-sum-exp."""
-    items = ["name=attn_sdpa", f"dtype={dtype}", f"d={head_dim}", f"dv={value_dim}"]
+    takes the gradient of the returned log-sum-exp. `weights`: the kernel
+    of its attention weights (no V: `value_dim` is ignored), which with
+    `lse` reads the forward's."""
+    items = ["name=attn_sdpa", f"dtype={dtype}", f"d={head_dim}"]
+    if not weights:
+        items.append(f"dv={value_dim}")
     if mask is not None:
         items.append(f"mask={mask}")
     windowed = window_left is not None or window_right is not None
@@ -149,6 +154,8 @@ def kernel_spec(
         items.append("backward")
     if dropout:
         items.append("dropout")
+    if weights:
+        items.append("weights")
     if decode_rows is not None:
         items.append(f"sizes=?:?:?:{decode_rows}:?")
     return ",".join(items)
@@ -315,6 +322,13 @@ def philox4x32(counter, key):
 # ---------------------------------------------------------------------------
 # NumPy (and any other DLPack producer)
 # ---------------------------------------------------------------------------
+
+
+def run_weights(spec: str, query, key, mask, lse, weights, dropout_p: float = 0.0,
+                dropout_seed: int = 0) -> None:
+    """Runs the weights kernel of `spec` (compiling it on first use)."""
+    _cache.kernel(spec).run_weights(query, key, mask, lse, weights, dropout_p,
+                                    seed_bits(dropout_seed))
 
 
 def sdpa_numpy(

@@ -210,6 +210,32 @@ struct PyKernel {
     }
     attn::check(status);
   }
+
+  /// A weights kernel's call: Q, K, the mask and the forward's LSE (None
+  /// unless the kernel reads one), and W [B, Hq, Sq, Sk] f32 to write.
+  void runWeights(const InputArray &query, const InputArray &key,
+                  const std::optional<InputArray> &mask,
+                  const std::optional<InputArray> &lse,
+                  const OutputArray &weights, float dropoutP,
+                  uint64_t dropoutSeed) const {
+    attn_tensor q = toTensor(query, "query");
+    attn_tensor k = toTensor(key, "key");
+    attn_tensor w = toTensor(weights, "weights");
+    attn_tensor m{}, l{};
+    if (mask)
+      m = toTensor(*mask, "mask");
+    if (lse)
+      l = toTensor(*lse, "lse");
+    attn_thread_pool *threads = sharedPool();
+    attn_status status;
+    {
+      nb::gil_scoped_release release;
+      status = attn_run_weights(kernel.get(), &q, &k, mask ? &m : nullptr,
+                                lse ? &l : nullptr, &w, dropoutP, dropoutSeed,
+                                threads);
+    }
+    attn::check(status);
+  }
 };
 
 std::vector<PyKernel> loadLibrary(const std::string &path) {
@@ -310,6 +336,18 @@ NB_MODULE(_ext, m) {
            "Runs a backward kernel: writes the gradients dQ, dK, dV of the "
            "forward whose inputs, O and LSE are given, for the incoming dO "
            "(and dLSE where the kernel takes it).")
+      .def_prop_ro("weights",
+                   [](const PyKernel &k) {
+                     return attn_kernel_kind_of(k.kernel.get()) ==
+                            ATTN_KERNEL_WEIGHTS;
+                   })
+      .def("run_weights", &PyKernel::runWeights, nb::arg("query").noconvert(),
+           nb::arg("key").noconvert(), nb::arg("mask").noconvert().none(),
+           nb::arg("lse").noconvert().none(), nb::arg("weights").noconvert(),
+           nb::arg("dropout_p") = 0.0f, nb::arg("dropout_seed") = 0,
+           "Runs a weights kernel: writes the attention weights W [B, Hq, "
+           "Sq, Sk] (f32) of the forward whose Q, K and mask are given, "
+           "normalized by the forward's LSE where the kernel reads one.")
       .def("run", &PyKernel::run, nb::arg("query").noconvert(),
            nb::arg("key").noconvert(), nb::arg("value").noconvert(),
            nb::arg("mask").noconvert().none(), nb::arg("output").noconvert(),

@@ -36,10 +36,20 @@ def naive_attention(q, k, v, mask=None, is_causal=False, scale=None, alignment="
     allowed give 0 and -inf (and zero gradients, never NaN). With `keep`
     (attn.dropout_mask's bits) the weights are dropped as dropout_p (rounded
     to f32) says."""
-    q, k, v = q.double(), k.double(), v.double()
+    p, lse = naive_weights(q, k, mask, is_causal, scale, alignment, window, softcap,
+                           keep, dropout_p)
+    v = v.double()
+    v = v.repeat_interleave(q.shape[-3] // v.shape[-3], dim=-3)
+    return p @ v, lse
+
+
+def naive_weights(q, k, mask=None, is_causal=False, scale=None, alignment="top_left",
+                  window=None, softcap=None, keep=None, dropout_p=0.0):
+    """The weights of naive_attention (the matrix that multiplies V) and its
+    LSE, in float64: docs/spec.md's "Attention weights"."""
+    q, k = q.double(), k.double()
     group = q.shape[-3] // k.shape[-3]
     k = k.repeat_interleave(group, dim=-3)
-    v = v.repeat_interleave(group, dim=-3)
     seq_q, seq_k = q.shape[-2], k.shape[-2]
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     s = (q @ k.transpose(-1, -2)) * scale
@@ -72,7 +82,7 @@ def naive_attention(q, k, v, mask=None, is_causal=False, scale=None, alignment="
     lse = torch.where(any_allowed, lse, torch.full_like(lse, -math.inf)).squeeze(-1)
     if keep is not None:
         p = p * keep / (1.0 - float(torch.tensor(dropout_p, dtype=torch.float32)))
-    return p @ v, lse
+    return p, lse
 
 
 def random_qkv(batch=2, heads_q=4, heads_kv=4, seq_q=37, seq_k=45, d=32, dv=None,

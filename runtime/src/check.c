@@ -173,6 +173,8 @@ static attn_status check_mask_dim(const attn_kernel_desc *k,
                    may_broadcast ? " or 1" : "");
 }
 
+/* The shapes of a call against one another and the kernel; V and O may be
+ * NULL (a weights call has neither). */
 static attn_status check_shapes(const attn_kernel_desc *k, const attn_tensor *q,
                                 const attn_tensor *key, const attn_tensor *v,
                                 const attn_tensor *mask, const attn_tensor *o,
@@ -201,10 +203,10 @@ static attn_status check_shapes(const attn_kernel_desc *k, const attn_tensor *q,
   if ((s = expect_size(key, &key_role, 3, compiled_for, k->head_dim)))
     return s;
 
-  if ((s = expect_size(v, &value_role, 0, "query's", batch)) ||
-      (s = expect_size(v, &value_role, 1, "key's", heads_kv)) ||
-      (s = expect_size(v, &value_role, 2, "key's", seq_k)) ||
-      (s = expect_size(v, &value_role, 3, compiled_for, k->value_dim)))
+  if (v && ((s = expect_size(v, &value_role, 0, "query's", batch)) ||
+            (s = expect_size(v, &value_role, 1, "key's", heads_kv)) ||
+            (s = expect_size(v, &value_role, 2, "key's", seq_k)) ||
+            (s = expect_size(v, &value_role, 3, compiled_for, k->value_dim))))
     return s;
 
   if (mask) {
@@ -215,10 +217,10 @@ static attn_status check_shapes(const attn_kernel_desc *k, const attn_tensor *q,
       return s;
   }
 
-  if ((s = expect_size(o, &output_role, 0, "query's", batch)) ||
-      (s = expect_size(o, &output_role, 1, "query's", heads_q)) ||
-      (s = expect_size(o, &output_role, 2, "query's", seq_q)) ||
-      (s = expect_size(o, &output_role, 3, compiled_for, k->value_dim)))
+  if (o && ((s = expect_size(o, &output_role, 0, "query's", batch)) ||
+            (s = expect_size(o, &output_role, 1, "query's", heads_q)) ||
+            (s = expect_size(o, &output_role, 2, "query's", seq_q)) ||
+            (s = expect_size(o, &output_role, 3, compiled_for, k->value_dim))))
     return s;
 
   if (lse) {
@@ -625,6 +627,125 @@ attn_status attn_prepare_backward(
     args->grad_lse = grad_lse->data;
     memcpy(args->grad_lse_strides, grad_lse->strides,
            sizeof(args->grad_lse_strides));
+  }
+  return ATTN_OK;
+}
+
+//===----------------------------------------------------------------------===//
+// attn_prepare_weights
+//===----------------------------------------------------------------------===//
+
+static const role weights_role = {
+    "weights", 4, {"B", "Hq", "Sq", "Sk"}, "[B, Hq, Sq, Sk]"};
+
+attn_status attn_prepare_weights(const attn_kernel_desc *k,
+                                 const attn_tensor *query,
+                                 const attn_tensor *key,
+                                 const attn_tensor *mask,
+                                 const attn_tensor *lse,
+                                 const attn_tensor *weights,
+                                 attn_kernel_args *args) {
+  if (!k)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT, "kernel is NULL");
+  if (!args)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "attn_prepare_weights: args is NULL");
+  memset(args, 0, sizeof(*args));
+  if (attn_kernel_kind_of(k) != ATTN_KERNEL_WEIGHTS)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "kernel '%s' is not a weights kernel", k->name);
+  const attn_tensor *required[3] = {query, key, weights};
+  const role *required_role[3] = {&query_role, &key_role, &weights_role};
+  for (int i = 0; i < 3; ++i)
+    if (!required[i])
+      return attn_fail(ATTN_ERROR_INVALID_ARGUMENT, "%s: tensor is NULL",
+                       required_role[i]->name);
+  if (k->mask_kind == ATTN_MASK_NONE && mask)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "mask: kernel '%s' takes no mask but one was given",
+                     k->name);
+  if (k->mask_kind != ATTN_MASK_NONE && !mask)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "mask: kernel '%s' needs %s %s but mask is NULL", k->name,
+                     mask_kind_text(k->mask_kind), mask_role.shape_text);
+  if (!k->has_lse && lse)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "lse: kernel '%s' computes each row's own log-sum-exp "
+                     "but an lse tensor was given (compile it with the spec "
+                     "key 'lse' to read the forward's)",
+                     k->name);
+  if (k->has_lse && !lse)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "lse: kernel '%s' normalizes by the forward's "
+                     "log-sum-exp %s but lse is NULL",
+                     k->name, lse_role.shape_text);
+
+  char takes[160];
+  snprintf(takes, sizeof(takes), "kernel '%s' takes", k->name);
+  char mask_takes[200];
+  snprintf(mask_takes, sizeof(mask_takes), "kernel '%s' takes %s of", k->name,
+           k->mask_kind == ATTN_MASK_BOOL ? "a keep-mask" : "an additive bias");
+  const attn_tensor *all[5] = {query, key, mask, lse, weights};
+  const role *all_role[5] = {&query_role, &key_role, &mask_role, &lse_role,
+                             &weights_role};
+  const int32_t all_dtype[5] = {
+      k->dtype, k->dtype, k->mask_kind == ATTN_MASK_BOOL ? ATTN_BOOL : k->dtype,
+      ATTN_F32, ATTN_F32};
+  const char *all_why[5] = {takes, takes, mask_takes,
+                            "the log-sum-exp is always",
+                            "the attention weights are always"};
+  attn_status s;
+  for (int i = 0; i < 5; ++i) {
+    if (!all[i])
+      continue;
+    s = check_rank_and_dtype(all[i], all_role[i], all_dtype[i], all_why[i]);
+    if (s == ATTN_OK)
+      s = check_sizes_and_data(all[i], all_role[i]);
+    if (s != ATTN_OK)
+      return s;
+  }
+  if ((s = check_shapes(k, query, key, NULL, mask, NULL, lse)))
+    return s;
+  const int64_t *q = query->shape;
+  if ((s = expect_size(weights, &weights_role, 0, "query's", q[0])) ||
+      (s = expect_size(weights, &weights_role, 1, "query's", q[1])) ||
+      (s = expect_size(weights, &weights_role, 2, "query's", q[2])) ||
+      (s = expect_size(weights, &weights_role, 3, "key's", key->shape[2])))
+    return s;
+
+  /* Memory: the weights written share memory with nothing. */
+  extent extents[5];
+  for (int i = 0; i < 5; ++i) {
+    extents[i].empty = true;
+    if (all[i] && (s = compute_extent(all[i], all_role[i], &extents[i])))
+      return s;
+  }
+  if (!extents[4].empty && (s = check_no_self_overlap(weights, &weights_role)))
+    return s;
+  for (int i = 0; i < 4; ++i)
+    if ((s = check_disjoint("weights", &extents[4], all_role[i]->name,
+                            &extents[i])))
+      return s;
+
+  args->query = query->data;
+  args->key = key->data;
+  args->output = weights->data;
+  args->batch = q[0];
+  args->heads_q = q[1];
+  args->heads_kv = key->shape[1];
+  args->seq_q = q[2];
+  args->seq_k = key->shape[2];
+  memcpy(args->query_strides, query->strides, sizeof(args->query_strides));
+  memcpy(args->key_strides, key->strides, sizeof(args->key_strides));
+  memcpy(args->output_strides, weights->strides, sizeof(args->output_strides));
+  if (mask) {
+    args->mask = mask->data;
+    for (int d = 0; d < 4; ++d)
+      args->mask_strides[d] = mask->shape[d] == 1 ? 0 : mask->strides[d];
+  }
+  if (lse) {
+    args->lse = (float *)lse->data;
+    memcpy(args->lse_strides, lse->strides, sizeof(args->lse_strides));
   }
   return ATTN_OK;
 }

@@ -221,7 +221,8 @@ static attn_status validate_library(const attn_library *library,
                        origin, i);
     attn_device device = attn_kernel_device(k);
     attn_kernel_kind kind = attn_kernel_kind_of(k);
-    if (kind != ATTN_KERNEL_FORWARD && kind != ATTN_KERNEL_BACKWARD)
+    if (kind != ATTN_KERNEL_FORWARD && kind != ATTN_KERNEL_BACKWARD &&
+        kind != ATTN_KERNEL_WEIGHTS)
       return attn_fail(ATTN_ERROR_LOAD,
                        "%s: kernel '%s' is of an unknown kind %d", origin,
                        k->name, (int)kind);
@@ -232,6 +233,10 @@ static attn_status validate_library(const attn_library *library,
                          "%s: backward kernel '%s' lacks its CPU entry "
                          "points or its LSE",
                          origin, k->name);
+    } else if (kind == ATTN_KERNEL_WEIGHTS && device != ATTN_DEVICE_CPU) {
+      return attn_fail(ATTN_ERROR_LOAD,
+                       "%s: weights kernel '%s' is not a CPU kernel", origin,
+                       k->name);
     } else if (device == ATTN_DEVICE_CUDA) {
       attn_status status = validate_gpu_kernel(k, origin);
       if (status != ATTN_OK)
@@ -590,6 +595,11 @@ static attn_status run_forward(const attn_kernel_desc *kernel,
                      "kernel '%s' computes gradients: run it with "
                      "attn_run_backward",
                      kernel->name);
+  if (attn_kernel_kind_of(kernel) == ATTN_KERNEL_WEIGHTS)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "kernel '%s' computes the attention weights: run it "
+                     "with attn_run_weights",
+                     kernel->name);
   /* Pinned before the descriptor is read, so that an unload on another
    * thread cannot free the code this call is about to run. */
   attn_module *owner = pin_owner(kernel);
@@ -689,8 +699,8 @@ attn_status attn_run_backward(
     return attn_fail(ATTN_ERROR_INVALID_ARGUMENT, "kernel is NULL");
   if (attn_kernel_kind_of(kernel) != ATTN_KERNEL_BACKWARD)
     return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
-                     "kernel '%s' is a forward kernel: attn_run_backward "
-                     "takes a backward kernel (attn-compile's spec key "
+                     "kernel '%s' is not a backward kernel: "
+                     "attn_run_backward takes one (attn-compile's spec key "
                      "'backward')",
                      kernel->name);
   attn_module *owner = pin_owner(kernel);
@@ -725,6 +735,50 @@ attn_status attn_run_backward(
   }
   backward_context context = {kernel, &args};
   run_items(pool, items, run_backward_items, &context);
+  unpin(owner);
+  return ATTN_OK;
+}
+
+//===----------------------------------------------------------------------===//
+// The attention weights
+//===----------------------------------------------------------------------===//
+
+attn_status attn_run_weights(const attn_kernel_desc *kernel,
+                             const attn_tensor *query, const attn_tensor *key,
+                             const attn_tensor *mask, const attn_tensor *lse,
+                             const attn_tensor *weights, float dropout_p,
+                             uint64_t dropout_seed, attn_thread_pool *pool) {
+  if (!kernel)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT, "kernel is NULL");
+  if (attn_kernel_kind_of(kernel) != ATTN_KERNEL_WEIGHTS)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "kernel '%s' is not a weights kernel: attn_run_weights "
+                     "takes one (attn-compile's spec key 'weights')",
+                     kernel->name);
+  attn_module *owner = pin_owner(kernel);
+  attn_kernel_args args;
+  attn_status status = check_dropout(kernel, dropout_p);
+  if (status == ATTN_OK)
+    status = attn_prepare_weights(kernel, query, key, mask, lse, weights, &args);
+  args.dropout_p = dropout_p;
+  args.dropout_seed = dropout_seed;
+  if (status == ATTN_OK)
+    status = attn_kernel_check_cpu(kernel);
+  /* No row to write (Sk == 0 has rows of no element). */
+  if (status != ATTN_OK || args.batch == 0 || args.heads_q == 0 ||
+      args.seq_q == 0 || args.seq_k == 0) {
+    unpin(owner);
+    return status;
+  }
+  int64_t items = kernel->work_items(&args);
+  if (items < 0) {
+    unpin(owner);
+    return attn_fail(ATTN_ERROR_INTERNAL,
+                     "kernel '%s' reported %" PRId64 " work items",
+                     kernel->name, items);
+  }
+  run_context context = {kernel, &args, 1, NULL};
+  run_items(pool, items, run_work_items, &context);
   unpin(owner);
   return ATTN_OK;
 }

@@ -28,6 +28,13 @@
  * dQ, dK, dV of the forward with the same attributes (docs/spec.md, "The
  * gradient"): its entry points take an attn_backward_args.
  *
+ * A weights kernel (`kind` = ATTN_KERNEL_WEIGHTS) writes the attention
+ * weights W [B, Hq, Sq, Sk] f32 of the forward with the same attributes
+ * (docs/spec.md, "Attention weights"). Its `run` and `work_items` take an
+ * attn_kernel_args whose `output` (with output_strides) is W, whose `lse`
+ * is read (when has_lse: the forward's LSE, else the kernel computes each
+ * row's own) and whose `value` is not read; value_dim is unused.
+ *
  * A CUDA kernel (`device` = ATTN_DEVICE_CUDA) has no `run`: its descriptor
  * points to an `attn_gpu_kernel` with the PTX or cubin image and its launch
  * shape, and `attn_gpu_kernel_params` lays out its parameters.
@@ -110,10 +117,12 @@ typedef struct attn_backward_args {
   int64_t grad_value_strides[4];
 } attn_backward_args;
 
-/* What a kernel computes: the forward function, or its gradients. */
+/* What a kernel computes: the forward function, its gradients, or its
+ * attention weights. */
 typedef enum attn_kernel_kind {
   ATTN_KERNEL_FORWARD = 0,
-  ATTN_KERNEL_BACKWARD = 1
+  ATTN_KERNEL_BACKWARD = 1,
+  ATTN_KERNEL_WEIGHTS = 2
 } attn_kernel_kind;
 
 typedef enum attn_device {

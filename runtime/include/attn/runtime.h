@@ -192,8 +192,8 @@ ATTN_RUNTIME_EXPORT attn_status attn_run_dropout(
     const attn_tensor *output, const attn_tensor *lse, float dropout_p,
     uint64_t dropout_seed, attn_thread_pool *pool);
 
-/* Whether a kernel computes the forward function or its gradients (older
- * kernels are forward kernels). */
+/* Whether a kernel computes the forward function, its gradients or its
+ * attention weights (older kernels are forward kernels). */
 ATTN_RUNTIME_EXPORT attn_kernel_kind
 attn_kernel_kind_of(const attn_kernel_desc *kernel);
 
@@ -226,6 +226,28 @@ ATTN_RUNTIME_EXPORT attn_status attn_prepare_backward(
     const attn_tensor *grad_output, const attn_tensor *grad_lse,
     const attn_tensor *grad_query, const attn_tensor *grad_key,
     const attn_tensor *grad_value, attn_backward_args *args);
+
+/* Runs a weights kernel: the attention weights W [B, Hq, Sq, Sk] f32 of the
+ * forward with the kernel's attributes (docs/spec.md, "Attention
+ * weights"), written to `weights`, which must not overlap any other tensor.
+ * `query`, `key` and `mask` are the forward's inputs; `lse` is the forward's
+ * LSE (f32 [B, Hq, Sq], read) for a kernel compiled with `lse` and NULL
+ * otherwise (the kernel then computes each row's own). Every check of
+ * attn_run applies; nothing is written when one fails. A kernel with
+ * dropout takes the forward's `dropout_p` and `dropout_seed` (the weights
+ * are then the ones that multiplied V); others take 0 and any seed. */
+ATTN_RUNTIME_EXPORT attn_status attn_run_weights(
+    const attn_kernel_desc *kernel, const attn_tensor *query,
+    const attn_tensor *key, const attn_tensor *mask, const attn_tensor *lse,
+    const attn_tensor *weights, float dropout_p, uint64_t dropout_seed,
+    attn_thread_pool *pool);
+
+/* attn_run_weights's checks alone: fills `args` for the kernel's entry
+ * points (`output` is W). */
+ATTN_RUNTIME_EXPORT attn_status attn_prepare_weights(
+    const attn_kernel_desc *kernel, const attn_tensor *query,
+    const attn_tensor *key, const attn_tensor *mask, const attn_tensor *lse,
+    const attn_tensor *weights, attn_kernel_args *args);
 
 #ifdef __cplusplus
 }
