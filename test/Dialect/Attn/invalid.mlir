@@ -1119,3 +1119,57 @@ func.func @origin_of_three(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
       outs(%o : tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
   return
 }
+
+// -----
+
+// attn.attention_weights: the forward's rules on Q, K and the mask, and its
+// own operands.
+
+func.func @weights_not_f32(%q: tensor<1x4x8x16xbf16>, %k: tensor<1x2x32x16xbf16>,
+                           %w: tensor<1x4x8x32xbf16>) {
+  // expected-error @+1 {{weights element type must be f32, found 'bf16'}}
+  %r = attn.attention_weights ins(%q, %k : tensor<1x4x8x16xbf16>, tensor<1x2x32x16xbf16>)
+      outs(%w : tensor<1x4x8x32xbf16>) -> tensor<1x4x8x32xbf16>
+  return
+}
+
+// -----
+
+func.func @weights_wrong_keys(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                              %w: tensor<1x4x8x31xf32>) {
+  // expected-error @+1 {{weights dim 3 (Sk) must equal key's Sk = 32, found 31}}
+  %r = attn.attention_weights ins(%q, %k : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>)
+      outs(%w : tensor<1x4x8x31xf32>) -> tensor<1x4x8x31xf32>
+  return
+}
+
+// -----
+
+func.func @weights_wrong_lse(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                             %lse: tensor<1x4x9xf32>, %w: tensor<1x4x8x32xf32>) {
+  // expected-error @+1 {{lse dim 2 (Sq) must equal query's Sq = 8, found 9}}
+  %r = attn.attention_weights ins(%q, %k : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>)
+      lse(%lse : tensor<1x4x9xf32>)
+      outs(%w : tensor<1x4x8x32xf32>) -> tensor<1x4x8x32xf32>
+  return
+}
+
+// -----
+
+func.func @weights_key_head_dim(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x8xf32>,
+                                %w: tensor<1x4x8x32xf32>) {
+  // expected-error @+1 {{key dim 3 (D) must equal query's D = 16, found 8}}
+  %r = attn.attention_weights ins(%q, %k : tensor<1x4x8x16xf32>, tensor<1x2x32x8xf32>)
+      outs(%w : tensor<1x4x8x32xf32>) -> tensor<1x4x8x32xf32>
+  return
+}
+
+// -----
+
+func.func @weights_mixed_forms(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                               %w: memref<1x4x8x32xf32>) {
+  // expected-error @+1 {{operands must be all tensors or all memrefs}}
+  attn.attention_weights ins(%q, %k : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>)
+      outs(%w : memref<1x4x8x32xf32>)
+  return
+}

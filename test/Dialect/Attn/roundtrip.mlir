@@ -374,3 +374,22 @@ func.func @dropout(%q: tensor<1x1x16x8xf32>, %k: tensor<1x1x?x8xf32>, %v: tensor
       -> tensor<1x1x16x8xf32>, tensor<1x1x16xf32>, tensor<1x1x16xf32>
   return
 }
+
+// -----
+
+// CHECK-LABEL: func @weights
+//       CHECK: attn.attention_weights ins(%{{.+}}, %{{.+}} : tensor<2x8x?x64xbf16>, tensor<2x2x?x64xbf16>) mask(%{{.+}} : tensor<1x1x?x?xi1>) dropout(%{{.+}}, %{{.+}}) lse(%{{.+}} : tensor<2x8x?xf32>) outs(%{{.+}} : tensor<2x8x?x?xf32>) causal align(bottom_right) window <left = 128> softcap(3.000000e+01) -> tensor<2x8x?x?xf32>
+//       CHECK: attn.attention_weights ins(%{{.+}}, %{{.+}} : memref<2x8x?x64xbf16>, memref<2x2x?x64xbf16>) outs(%{{.+}} : memref<2x8x?x?xf32>)
+func.func @weights(%q: tensor<2x8x?x64xbf16>, %k: tensor<2x2x?x64xbf16>,
+                   %m: tensor<1x1x?x?xi1>, %lse: tensor<2x8x?xf32>,
+                   %w: tensor<2x8x?x?xf32>, %p: f32, %s: i64,
+                   %qm: memref<2x8x?x64xbf16>, %km: memref<2x2x?x64xbf16>,
+                   %wm: memref<2x8x?x?xf32>) -> tensor<2x8x?x?xf32> {
+  %r = attn.attention_weights ins(%q, %k : tensor<2x8x?x64xbf16>, tensor<2x2x?x64xbf16>)
+      mask(%m : tensor<1x1x?x?xi1>) dropout(%p, %s) lse(%lse : tensor<2x8x?xf32>)
+      outs(%w : tensor<2x8x?x?xf32>) causal align(bottom_right) window <left = 128>
+      softcap(30.0) -> tensor<2x8x?x?xf32>
+  attn.attention_weights ins(%qm, %km : memref<2x8x?x64xbf16>, memref<2x2x?x64xbf16>)
+      outs(%wm : memref<2x8x?x?xf32>)
+  return %r : tensor<2x8x?x?xf32>
+}

@@ -1,0 +1,73 @@
+// RUN: attn-opt %s -attn-lower-to-vector -canonicalize | FileCheck %s
+
+// A bufferized attn.attention_weights (one work item: a batch, a query head,
+// a tile of rows) becomes the weights kernel. Without an LSE operand it
+// first computes each row's own: per block of 64 keys (K^T packed on the
+// stack), per block of four rows that see it, the scores as 4 x 4 register
+// tiles of 16-lane FMAs, the allowed ones' maximum (NaN-propagating) and
+// sum of exponentials, folded into the row's running max and sum; LSE = m +
+// log(l), +inf for a row that saw no key. Then per key block again the rows
+// outside the band get zeros and the others exp(s - LSE), written with
+// masked stores where the weights' rows have unit stride (else element by
+// element).
+
+// CHECK-LABEL: func @own_lse
+//   CHECK-DAG: %[[KT:.+]] = memref.alloca() {alignment = 64 : i64} : memref<16x64xf32>
+//       CHECK: %[[QROWS:.+]] = memref.alloc(%{{.+}}) {alignment = 64 : i64} : memref<?x16xf32>
+//       CHECK: %[[LSE:.+]] = memref.alloc(%{{.+}}) {alignment = 64 : i64} : memref<?xf32>
+//       CHECK: %[[MAX:.+]] = memref.alloc(%{{.+}}) {alignment = 64 : i64} : memref<?xf32>
+//       CHECK: %[[SUM:.+]] = memref.alloc(%{{.+}}) {alignment = 64 : i64} : memref<?xf32>
+// The LSE pass: key blocks, row blocks of 4, the scores against K^T.
+//       CHECK: scf.for %{{.+}} = %c0 to %{{.+}} step %c64 {
+//       CHECK:   scf.for %{{.+}} = %{{.+}} to %{{.+}} step %c4 {
+//       CHECK:     scf.for %{{.+}} = %c0 to %c16 step %c1 iter_args
+//       CHECK:       vector.load %[[KT]]
+//       CHECK:       memref.load %[[QROWS]]
+//       CHECK:     vector.reduction <maximumf>
+//       CHECK:     memref.store %{{.+}}, %[[MAX]]
+//       CHECK:     vector.reduction <add>
+//       CHECK:     memref.store %{{.+}}, %[[SUM]]
+// LSE = m + log(l), +inf where m = -inf.
+//       CHECK: scf.for
+//       CHECK:   math.log
+//       CHECK:   arith.cmpf oeq
+//       CHECK:   memref.store %{{.+}}, %[[LSE]]
+// The weights: unit-stride rows or not, then per key block the zeros
+// before and after the band and the band's rows by blocks of 4.
+//       CHECK: scf.if
+//       CHECK:   scf.for %{{.+}} = %c0 to %{{.+}} step %c64 {
+//       CHECK:     vector.maskedstore
+//       CHECK:     scf.for %{{.+}} = %{{.+}} to %{{.+}} step %c4 {
+//       CHECK:       math.exp
+//       CHECK:       vector.maskedstore
+//       CHECK: } else {
+//       CHECK:   memref.store %{{.+}}, %{{.+}}[%c0, %c0, %{{.+}}, %{{.+}}] : memref<1x1x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>
+//       CHECK: memref.dealloc %[[QROWS]]
+func.func @own_lse(%q: memref<1x1x?x16xf32, strided<[?, ?, ?, ?], offset: ?>>,
+                   %k: memref<1x1x?x16xf32, strided<[?, ?, ?, ?], offset: ?>>,
+                   %w: memref<1x1x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, %d: index) {
+  attn.attention_weights ins(%q, %k : memref<1x1x?x16xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<1x1x?x16xf32, strided<[?, ?, ?, ?], offset: ?>>)
+      diagonal(%d) outs(%w : memref<1x1x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>) causal
+  return
+}
+
+// With the forward's LSE the kernel reads it (-inf made +inf, so that a fully
+// masked row's weights are exp(s - inf) = 0) and makes one pass.
+
+// CHECK-LABEL: func @given_lse
+//       CHECK: %[[LSE:.+]] = memref.alloc(%{{.+}}) {alignment = 64 : i64} : memref<?xf32>
+//       CHECK: scf.for
+//       CHECK:   memref.load %{{.+}} : memref<1x1x?xf32, strided<[?, ?, ?], offset: ?>>
+//       CHECK:   arith.select %{{.+}}, %cst{{.*}}, %{{.+}} : f32
+//       CHECK:   memref.store %{{.+}}, %[[LSE]]
+//   CHECK-NOT: vector.reduction <maximumf>
+//       CHECK: scf.if
+func.func @given_lse(%q: memref<1x1x?x16xbf16, strided<[?, ?, ?, ?], offset: ?>>,
+                     %k: memref<1x1x?x16xbf16, strided<[?, ?, ?, ?], offset: ?>>,
+                     %lse: memref<1x1x?xf32, strided<[?, ?, ?], offset: ?>>,
+                     %w: memref<1x1x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>) {
+  attn.attention_weights ins(%q, %k : memref<1x1x?x16xbf16, strided<[?, ?, ?, ?], offset: ?>>, memref<1x1x?x16xbf16, strided<[?, ?, ?, ?], offset: ?>>)
+      lse(%lse : memref<1x1x?xf32, strided<[?, ?, ?], offset: ?>>)
+      outs(%w : memref<1x1x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>)
+  return
+}
