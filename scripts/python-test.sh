@@ -4,8 +4,8 @@
 #
 # Installs only what is missing: attn-compile (scripts/setup.sh, when
 # build/tools/attn-compile is not there), a venv (build-py/venv, or
-# $ATTN_PY_VENV), and numpy, pytest, nanobind, scikit-build-core and torch from
-# PyPI. Kernels compiled by the tests are kept in build-py/kernel-cache (or
+# $ATTN_PY_VENV), and numpy, pytest, nanobind, scikit-build-core, torch and
+# matplotlib (the heatmaps' tests) from PyPI. Kernels compiled by the tests are kept in build-py/kernel-cache (or
 # $ATTN_CACHE_DIR); their cache key includes the compiler, so a rebuilt
 # attn-compile never reuses stale ones. Extra arguments go to pytest.
 set -euo pipefail
@@ -29,7 +29,7 @@ dependencies() {
   local missing
   missing=($("$venv/bin/python" - <<'PY'
 import importlib.util
-for pkg in ("numpy", "pytest", "nanobind", "scikit-build-core", "torch"):
+for pkg in ("numpy", "pytest", "nanobind", "scikit-build-core", "torch", "matplotlib"):
     if importlib.util.find_spec(pkg.replace("-", "_")) is None:
         print(pkg)
 PY

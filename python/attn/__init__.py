@@ -144,6 +144,7 @@ def dropout_mask(batch: int, heads: int, seq_q: int, seq_k: int, dropout_p: floa
     return _core.dropout_mask(batch, heads, seq_q, seq_k, dropout_p, seed)
 
 
+from ._plot import plot_attention  # noqa: E402
 from ._weights import attention_weights  # noqa: E402
 
 __all__ = [
@@ -160,5 +161,6 @@ __all__ = [
     "kernel",
     "load_library",
     "num_threads",
+    "plot_attention",
     "scaled_dot_product_attention",
 ]
