@@ -145,6 +145,16 @@ def dropout_mask(batch: int, heads: int, seq_q: int, seq_k: int, dropout_p: floa
 
 
 from ._plot import plot_attention  # noqa: E402
+
+
+def __getattr__(name):
+    # attn.nn imports torch: only when it is used.
+    if name == "nn":
+        import importlib
+
+        return importlib.import_module(".nn", __name__)
+    raise AttributeError(f"module 'attn' has no attribute {name!r}")
+
 from ._weights import attention_weights  # noqa: E402
 
 __all__ = [

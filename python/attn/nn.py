@@ -1,0 +1,221 @@
+"""attn.nn: attention modules on attn's kernels.
+
+MultiheadAttention is a drop-in for torch.nn.MultiheadAttention: the same
+constructor, parameters (names and shapes, so load_state_dict of a torch
+module's weights works), forward arguments and results, with attention
+computed by attn's fused kernel (and the weights, when asked for, by its
+weights kernel, normalized by the forward's LSE).
+
+Differences from torch, by design:
+- a query row that may attend nothing (every key masked) gives output 0 and
+  weights 0, where torch gives NaN;
+- is_causal=True without attn_mask applies a causal mask (torch requires the
+  mask as well and treats is_causal as a hint);
+- the returned weights are not differentiable (they are for looking at);
+  gradients flow through the output as in torch;
+- with dropout in training mode, the weights are dropped by attn's
+  generator (Philox on a seed drawn from torch's), not torch's.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ._torch import scaled_dot_product_attention
+from ._weights import attention_weights
+
+__all__ = ["MultiheadAttention"]
+
+
+class MultiheadAttention(nn.Module):
+    """torch.nn.MultiheadAttention on attn's kernels (see the module's doc
+    for the differences)."""
+
+    __constants__ = ["batch_first"]
+
+    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False,
+                 add_zero_attn=False, kdim=None, vdim=None, batch_first=False,
+                 device=None, dtype=None) -> None:
+        if embed_dim <= 0 or num_heads <= 0:
+            raise ValueError(
+                f"embed_dim and num_heads must be greater than 0, got embed_dim={embed_dim} "
+                f"and num_heads={num_heads} instead"
+            )
+        if embed_dim % num_heads != 0:
+            raise AssertionError("embed_dim must be divisible by num_heads")
+        factory = {"device": device, "dtype": dtype}
+        super().__init__()
+        self.embed_dim = embed_dim
+        self.kdim = kdim if kdim is not None else embed_dim
+        self.vdim = vdim if vdim is not None else embed_dim
+        self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
+        self.num_heads = num_heads
+        self.dropout = dropout
+        self.batch_first = batch_first
+        self.head_dim = embed_dim // num_heads
+        if self._qkv_same_embed_dim:
+            self.in_proj_weight = nn.Parameter(torch.empty((3 * embed_dim, embed_dim), **factory))
+            self.register_parameter("q_proj_weight", None)
+            self.register_parameter("k_proj_weight", None)
+            self.register_parameter("v_proj_weight", None)
+        else:
+            self.q_proj_weight = nn.Parameter(torch.empty((embed_dim, embed_dim), **factory))
+            self.k_proj_weight = nn.Parameter(torch.empty((embed_dim, self.kdim), **factory))
+            self.v_proj_weight = nn.Parameter(torch.empty((embed_dim, self.vdim), **factory))
+            self.register_parameter("in_proj_weight", None)
+        if bias:
+            self.in_proj_bias = nn.Parameter(torch.empty(3 * embed_dim, **factory))
+        else:
+            self.register_parameter("in_proj_bias", None)
+        self.out_proj = nn.modules.linear.NonDynamicallyQuantizableLinear(
+            embed_dim, embed_dim, bias=bias, **factory)
+        if add_bias_kv:
+            self.bias_k = nn.Parameter(torch.empty((1, 1, embed_dim), **factory))
+            self.bias_v = nn.Parameter(torch.empty((1, 1, embed_dim), **factory))
+        else:
+            self.bias_k = self.bias_v = None
+        self.add_zero_attn = add_zero_attn
+        self._reset_parameters()
+
+    def _reset_parameters(self) -> None:
+        # torch's initialization, so that a seeded model starts the same.
+        if self._qkv_same_embed_dim:
+            nn.init.xavier_uniform_(self.in_proj_weight)
+        else:
+            nn.init.xavier_uniform_(self.q_proj_weight)
+            nn.init.xavier_uniform_(self.k_proj_weight)
+            nn.init.xavier_uniform_(self.v_proj_weight)
+        if self.in_proj_bias is not None:
+            nn.init.constant_(self.in_proj_bias, 0.0)
+            nn.init.constant_(self.out_proj.bias, 0.0)
+        if self.bias_k is not None:
+            nn.init.xavier_normal_(self.bias_k)
+        if self.bias_v is not None:
+            nn.init.xavier_normal_(self.bias_v)
+
+    def forward(self, query: Tensor, key: Tensor, value: Tensor,
+                key_padding_mask: Optional[Tensor] = None, need_weights: bool = True,
+                attn_mask: Optional[Tensor] = None, average_attn_weights: bool = True,
+                is_causal: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
+        batched = query.dim() == 3
+        if not batched:
+            query, key, value = query[None], key[None], value[None]
+            if key_padding_mask is not None:
+                key_padding_mask = key_padding_mask[None]
+        elif not self.batch_first:
+            # (L, N, E) as (N, L, E): views, no copies.
+            query, key, value = (x.transpose(0, 1) for x in (query, key, value))
+        batch, seq_q = query.shape[:2]
+
+        q, k, v = self._project(query, key, value)
+        if self.bias_k is not None:
+            k = torch.cat([k, self.bias_k.expand(batch, 1, -1)], dim=1)
+            v = torch.cat([v, self.bias_v.expand(batch, 1, -1)], dim=1)
+        heads, dim = self.num_heads, self.head_dim
+        # [N, S, E] as [N, H, S, hd]: strided views for the kernel.
+        q = q.unflatten(-1, (heads, dim)).transpose(1, 2)
+        k = k.unflatten(-1, (heads, dim)).transpose(1, 2)
+        v = v.unflatten(-1, (heads, dim)).transpose(1, 2)
+        extra = int(self.bias_k is not None)
+        if self.add_zero_attn:
+            k = torch.cat([k, k.new_zeros(batch, heads, 1, dim)], dim=2)
+            v = torch.cat([v, v.new_zeros(batch, heads, 1, dim)], dim=2)
+            extra += 1
+        seq_k = k.shape[2]
+
+        mask = _merge_masks(attn_mask, key_padding_mask, batch, heads, seq_q, seq_k,
+                            extra, q.dtype)
+        causal = bool(is_causal) and attn_mask is None
+        dropout_p = self.dropout if self.training else 0.0
+        seed = None
+        if dropout_p > 0.0:
+            seed = int(torch.randint(0, 2**63 - 1, (), dtype=torch.int64))
+        result = scaled_dot_product_attention(
+            q, k, v, mask, causal, None, False, "top_left", None, None, None,
+            need_weights, float(dropout_p), seed)
+        out, lse = result if need_weights else (result, None)
+        out = self.out_proj(out.transpose(1, 2).flatten(2))
+
+        weights = None
+        if need_weights:
+            weights = attention_weights(
+                q, k, mask, causal, lse=lse, dropout_p=dropout_p,
+                dropout_seed=seed).to(out.dtype)
+            if average_attn_weights:
+                weights = weights.mean(dim=1)
+            if not batched:
+                weights = weights[0]
+        if not batched:
+            out = out[0]
+        elif not self.batch_first:
+            out = out.transpose(0, 1)
+        return out, weights
+
+    def _project(self, query: Tensor, key: Tensor, value: Tensor):
+        """Q, K, V projected, [N, S, E] each: one matrix multiplication for
+        self-attention with the packed weight, else one each."""
+        weight, bias = self.in_proj_weight, self.in_proj_bias
+        biases = (None, None, None) if bias is None else bias.chunk(3)
+        if self._qkv_same_embed_dim:
+            if query is key and key is value:
+                return F.linear(query, weight, bias).chunk(3, dim=-1)
+            weights = weight.chunk(3)
+            if key is value:
+                q = F.linear(query, weights[0], biases[0])
+                kv = F.linear(key, weight[self.embed_dim:],
+                              None if bias is None else bias[self.embed_dim:])
+                return (q, *kv.chunk(2, dim=-1))
+        else:
+            weights = (self.q_proj_weight, self.k_proj_weight, self.v_proj_weight)
+        return tuple(F.linear(x, w, b) for x, w, b in zip((query, key, value), weights, biases))
+
+
+def _merge_masks(attn_mask, key_padding_mask, batch, heads, seq_q, seq_k, extra, dtype):
+    """torch.nn.MultiheadAttention's masks (bool True = masked out, or float
+    added) as one attn mask [N or 1, H or 1, L, S]: a keep-mask (True =
+    attend) when both are bool, else an additive bias of the query's type.
+    `extra` key columns (bias_kv, zero attention) are appended, allowed."""
+    masks = []
+    if attn_mask is not None:
+        if attn_mask.dim() == 2:
+            if tuple(attn_mask.shape) != (seq_q, seq_k - extra):
+                raise RuntimeError(
+                    f"The shape of the 2D attn_mask is {tuple(attn_mask.shape)}, but should "
+                    f"be {(seq_q, seq_k - extra)}.")
+            attn_mask = attn_mask[None, None]
+        elif attn_mask.dim() == 3:
+            if tuple(attn_mask.shape) != (batch * heads, seq_q, seq_k - extra):
+                raise RuntimeError(
+                    f"The shape of the 3D attn_mask is {tuple(attn_mask.shape)}, but should "
+                    f"be {(batch * heads, seq_q, seq_k - extra)}.")
+            attn_mask = attn_mask.view(batch, heads, seq_q, seq_k - extra)
+        else:
+            raise RuntimeError(f"attn_mask's dimension {attn_mask.dim()} is not supported")
+        masks.append(attn_mask)
+    if key_padding_mask is not None:
+        if tuple(key_padding_mask.shape) != (batch, seq_k - extra):
+            raise RuntimeError(
+                f"expecting key_padding_mask shape of {(batch, seq_k - extra)}, but got "
+                f"{tuple(key_padding_mask.shape)}")
+        masks.append(key_padding_mask[:, None, None, :])
+    if not masks:
+        return None
+    if all(m.dtype == torch.bool for m in masks):
+        masked = masks[0] if len(masks) == 1 else masks[0] | masks[1]
+        keep = ~masked
+        if extra:
+            keep = F.pad(keep, (0, extra), value=True)
+        return keep
+    bias = None
+    for m in masks:
+        term = (torch.zeros(m.shape, dtype=dtype).masked_fill(m, -math.inf)
+                if m.dtype == torch.bool else m.to(dtype))
+        bias = term if bias is None else bias + term
+    if extra:
+        bias = F.pad(bias, (0, extra), value=0.0)
+    return bias
