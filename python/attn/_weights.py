@@ -67,6 +67,7 @@ def attention_weights(
     dropout_p: float = 0.0,
     dropout_seed: Optional[int] = None,
     max_bytes: Optional[int] = None,
+    out=None,
 ):
     """The attention weights of the scaled_dot_product_attention call with
     these arguments, as a float32 [B, Hq, Sq, Sk] tensor.
@@ -85,6 +86,10 @@ def attention_weights(
     max_bytes: the largest output allowed (default DEFAULT_MAX_BYTES, 4 GiB
         or ATTN_WEIGHTS_MAX_BYTES): a call over it raises attn.Error before
         allocating.
+    out: a float32 [B, Hq, Sq, Sk] tensor (of the inputs' kind) to write the
+        weights into, any strides, and return: a large buffer reused across
+        calls saves the page faults of a fresh one (as long as the
+        kernel's own time, for a new 512 MiB).
 
     A row with nothing to attend has weights 0 (torch's softmax gives NaN).
     Returns a PyTorch tensor for PyTorch inputs (not differentiable), else a
@@ -104,12 +109,12 @@ def attention_weights(
         return _weights_torch(
             torch, query, key, attn_mask, bool(is_causal), scale, bool(enable_gqa),
             causal_alignment, window_left, window_right, softcap, lse,
-            float(dropout_p), dropout_seed, limit,
+            float(dropout_p), dropout_seed, limit, out,
         )
     return _weights_numpy(
         query, key, attn_mask, bool(is_causal), scale, bool(enable_gqa),
         causal_alignment, window_left, window_right, softcap, lse,
-        float(dropout_p), dropout_seed, limit,
+        float(dropout_p), dropout_seed, limit, out,
     )
 
 
@@ -155,12 +160,20 @@ def _spec(query, mask, is_causal, scale, alignment, left, right, softcap, lse, d
     )
 
 
+def _output(out, shape, squeeze, allocate):
+    """The caller's `out` (seen as 4-D) or a new tensor."""
+    if out is None:
+        return allocate(shape)
+    return out[None] if squeeze and len(out.shape) == 3 else out
+
+
 def _weights_torch(torch, query, key, attn_mask, is_causal, scale, enable_gqa,
                    alignment, left, right, softcap, lse, dropout_p, dropout_seed,
-                   max_bytes):
+                   max_bytes, out):
     from ._torch import _capsule
 
-    tensors = (("query", query), ("key", key), ("attn_mask", attn_mask), ("lse", lse))
+    tensors = (("query", query), ("key", key), ("attn_mask", attn_mask), ("lse", lse),
+               ("out", out))
     for name, tensor in tensors:
         if tensor is not None and not isinstance(tensor, torch.Tensor):
             raise Error(f"{name}: a {type(tensor).__name__} where the query is a torch.Tensor")
@@ -183,7 +196,8 @@ def _weights_torch(torch, query, key, attn_mask, is_causal, scale, enable_gqa,
     _check_size(shape, max_bytes)
     spec = _spec(query, mask, is_causal, scale, alignment, left, right, softcap, lse,
                  dropout_p > 0.0)
-    weights = torch.empty(shape, dtype=torch.float32)
+    weights = _output(out, shape, squeeze,
+                      lambda s: torch.empty(s, dtype=torch.float32))
     _core.run_weights(
         spec, _capsule(query), _capsule(key), None if mask is None else _capsule(mask),
         None if lse is None else _capsule(lse), _capsule(weights), dropout_p,
@@ -193,7 +207,7 @@ def _weights_torch(torch, query, key, attn_mask, is_causal, scale, enable_gqa,
 
 
 def _weights_numpy(query, key, attn_mask, is_causal, scale, enable_gqa, alignment,
-                   left, right, softcap, lse, dropout_p, dropout_seed, max_bytes):
+                   left, right, softcap, lse, dropout_p, dropout_seed, max_bytes, out):
     import numpy as np
 
     def as_array(x, name):
@@ -223,7 +237,7 @@ def _weights_numpy(query, key, attn_mask, is_causal, scale, enable_gqa, alignmen
     _check_size(shape, max_bytes)
     spec = _spec(query, mask, is_causal, scale, alignment, left, right, softcap, lse,
                  dropout_p > 0.0)
-    weights = np.empty(shape, dtype=np.float32)
+    weights = _output(out, shape, squeeze, lambda s: np.empty(s, dtype=np.float32))
     _core.run_weights(spec, query, key, mask, lse, weights, dropout_p,
                       0 if dropout_seed is None else dropout_seed)
     return weights[0] if squeeze else weights

@@ -14,5 +14,6 @@ def python_snippet():
     return blocks[0]
 
 
-def test_readme_python_snippet_runs():
+def test_readme_python_snippet_runs(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the files it writes (a heatmap)
     exec(compile(python_snippet(), str(README), "exec"), {})

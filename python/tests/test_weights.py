@@ -169,6 +169,23 @@ def test_every_element_is_written():
     assert (weights.double() - ref).abs().max().item() <= 1e-5
 
 
+def test_out():
+    q, k, _ = random_qkv(1, 2, 2, 10, 20, 16)
+    buffer = torch.full((1, 20, 2, 10), math.nan).permute(0, 2, 3, 1)  # strided
+    got = attn.attention_weights(q, k, is_causal=True, out=buffer)
+    assert got is buffer
+    ref, _ = naive_weights(q, k, is_causal=True)
+    assert (buffer.double() - ref).abs().max().item() <= 1e-5
+    with pytest.raises(attn.Error, match="weights: element type"):
+        attn.attention_weights(q, k, out=torch.empty(1, 2, 10, 20, dtype=torch.float64))
+    with pytest.raises(attn.Error, match="weights: dim 3"):
+        attn.attention_weights(q, k, out=torch.empty(1, 2, 10, 21))
+    base = torch.randn(400)
+    with pytest.raises(attn.Error, match="overlaps"):
+        attn.attention_weights(base[:320].view(1, 2, 10, 16), k,
+                               out=base.view(1, 2, 10, 20))
+
+
 def test_errors():
     q, k, _ = random_qkv(1, 2, 2, 8, 9, 16)
     with pytest.raises(attn.Error, match="over the limit"):
