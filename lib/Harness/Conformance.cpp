@@ -7,6 +7,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <sstream>
 
 using namespace attn;
 
@@ -275,6 +276,54 @@ CaseOutcome attn::runBackwardConformanceCase(const ConformanceCase &c,
   if (differs >= 0) {
     outcome.message += "; gradient element " + std::to_string(differs) +
                        " differs between 2 threads and 1";
+    return outcome;
+  }
+  outcome.passed = true;
+  return outcome;
+}
+
+std::string attn::weightsSpec(const ConformanceCase &c) {
+  std::string spec;
+  std::stringstream items(c.spec);
+  for (std::string item; std::getline(items, item, ',');)
+    if (item.rfind("dv=", 0) != 0)
+      spec += item + ",";
+  return spec + "weights";
+}
+
+CaseOutcome attn::runWeightsConformanceCase(const ConformanceCase &c,
+                                            const attn_kernel_desc *kernel,
+                                            attn_thread_pool *pool) {
+  CaseOutcome outcome;
+  std::string error;
+  std::optional<KernelSpec> spec = parseKernelSpec(weightsSpec(c), error);
+  if (!spec) {
+    outcome.message = c.spec + ": " + error;
+    return outcome;
+  }
+  ProblemData data;
+  Problem problem = problemOf(c, *spec, data);
+  WeightsData weights;
+  if (!makeWeightsData(problem, data, weights, error)) {
+    outcome.message = problem.describe() + ": reference failed: " + error;
+    return outcome;
+  }
+  if (runWeightsProblem(kernel, data, weights, pool) != ATTN_OK) {
+    outcome.message = problem.describe() + ": " + attn_last_error();
+    return outcome;
+  }
+  CheckReport report = checkWeightsAgainstReference(problem, data, weights);
+  outcome.message = problem.describe() + ": " + report.message;
+  if (c.finiteOnly) {
+    // Extreme logits: finite weights that still sum to one per row.
+    for (double value : weightsValues(weights))
+      if (!std::isfinite(value)) {
+        outcome.message += "; a non-finite weight";
+        return outcome;
+      }
+    if (report.output.mismatched() || report.output.relative > 5e-2)
+      return outcome;
+  } else if (!report.passed) {
     return outcome;
   }
   outcome.passed = true;

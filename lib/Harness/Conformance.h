@@ -65,6 +65,17 @@ CaseOutcome runBackwardConformanceCase(const ConformanceCase &c,
 /// c.spec's backward kernel spec.
 std::string backwardSpec(const ConformanceCase &c);
 
+/// The weights of `c` (`kernel` compiled from weightsSpec(c); with c.spec's
+/// lse it reads the forward's LSE, from the float64 reference): W against
+/// the reference weights, every element written (NaN-poisoned before).
+CaseOutcome runWeightsConformanceCase(const ConformanceCase &c,
+                                      const attn_kernel_desc *kernel,
+                                      attn_thread_pool *pool);
+
+/// c.spec's weights kernel spec (its dv dropped: a weights kernel reads no
+/// V).
+std::string weightsSpec(const ConformanceCase &c);
+
 } // namespace attn
 
 #endif // ATTN_HARNESS_CONFORMANCE_H

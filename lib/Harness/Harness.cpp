@@ -550,3 +550,84 @@ BackwardReport attn::checkBackwardAgainstReference(
   report.message = os.str();
   return report;
 }
+
+//===----------------------------------------------------------------------===//
+// The weights
+//===----------------------------------------------------------------------===//
+
+bool attn::makeWeightsData(const Problem &p, ProblemData &data,
+                           WeightsData &weights, std::string &error) {
+  weights.hasLse = p.spec.lse;
+  weights.lseView = attn_tensor{};
+  if (weights.hasLse) {
+    ReferenceOutputs forward;
+    if (!computeReference(p.spec, referenceInputs(data), forward, error))
+      return false;
+    weights.lseView = rowTensor(weights.lse, p.batch, p.headsQ, p.seqQ);
+    for (size_t i = 0; i < forward.lse.size(); ++i)
+      weights.lse[i] = static_cast<float>(forward.lse[i]);
+  }
+  const int64_t count = p.batch * p.headsQ * p.seqQ * p.seqK;
+  weights.weights.assign(static_cast<size_t>(std::max<int64_t>(count, 1)),
+                         std::numeric_limits<float>::quiet_NaN());
+  attn_tensor &view = weights.weightsView;
+  view = attn_tensor{};
+  view.data = weights.weights.data();
+  view.dtype = ATTN_F32;
+  view.rank = 4;
+  view.shape[0] = p.batch;
+  view.shape[1] = p.headsQ;
+  view.shape[2] = p.seqQ;
+  view.shape[3] = p.seqK;
+  view.strides[0] = p.headsQ * p.seqQ * p.seqK;
+  view.strides[1] = p.seqQ * p.seqK;
+  view.strides[2] = p.bshd ? 1 : p.seqK;
+  view.strides[3] = p.bshd ? p.seqQ : 1;
+  return true;
+}
+
+attn_status attn::runWeightsProblem(const attn_kernel_desc *kernel,
+                                    ProblemData &data, WeightsData &weights,
+                                    attn_thread_pool *pool) {
+  return attn_run_weights(kernel, &data.query.view, &data.key.view,
+                          data.hasMask ? &data.mask.view : nullptr,
+                          weights.hasLse ? &weights.lseView : nullptr,
+                          &weights.weightsView, 0.0f, 0, pool);
+}
+
+std::vector<double> attn::weightsValues(const WeightsData &weights) {
+  const attn_tensor &view = weights.weightsView;
+  std::vector<double> values;
+  values.reserve(static_cast<size_t>(view.shape[0] * view.shape[1] *
+                                     view.shape[2] * view.shape[3]));
+  for (int64_t b = 0; b < view.shape[0]; ++b)
+    for (int64_t h = 0; h < view.shape[1]; ++h)
+      for (int64_t i = 0; i < view.shape[2]; ++i)
+        for (int64_t j = 0; j < view.shape[3]; ++j)
+          values.push_back(weights.weights[static_cast<size_t>(
+              b * view.strides[0] + h * view.strides[1] + i * view.strides[2] +
+              j * view.strides[3])]);
+  return values;
+}
+
+CheckReport attn::checkWeightsAgainstReference(const Problem &p,
+                                               const ProblemData &data,
+                                               const WeightsData &weights) {
+  CheckReport report;
+  report.tolerance = tolerance(p.spec.elementType);
+  std::vector<double> ref;
+  std::string error;
+  if (!computeReferenceWeights(p.spec, referenceInputs(data), ref, error)) {
+    report.message = "reference failed: " + error;
+    return report;
+  }
+  relativeError(weightsValues(weights), ref, &report.output);
+  report.passed = report.output.within(report.tolerance);
+  std::ostringstream os;
+  os << "weights: max rel err " << report.output.relative << " (max abs "
+     << report.output.maxAbs << ", " << report.output.nanMismatches
+     << " NaN and " << report.output.infMismatches
+     << " inf mismatches); tolerance " << report.tolerance;
+  report.message = os.str();
+  return report;
+}

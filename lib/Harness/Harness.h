@@ -157,6 +157,33 @@ BackwardReport checkBackwardAgainstReference(const Problem &problem,
 /// dQ, dK and dV as doubles in the logical layout, one after the other.
 std::vector<double> gradientValues(const BackwardData &backward);
 
+/// A weights call's buffers (problem.spec a weights kernel's): the forward's
+/// LSE from the float64 reference (where the kernel reads one) and the
+/// NaN-poisoned weights W f32 [B, Hq, Sq, Sk], dense, or for a [B, S, H, D]
+/// problem stored transposed as [B, Hq, Sk, Sq] (its rows then have stride
+/// Sq: the kernel's element-wise path).
+struct WeightsData {
+  std::vector<float> lse, weights;
+  attn_tensor lseView{}, weightsView{};
+  bool hasLse = false;
+};
+
+/// Fills `weights` for `problem` (after makeProblemData); false with `error`
+/// when the reference cannot compute the forward.
+bool makeWeightsData(const Problem &problem, ProblemData &data,
+                     WeightsData &weights, std::string &error);
+/// Runs a weights kernel once through the runtime (CPU).
+attn_status runWeightsProblem(const attn_kernel_desc *kernel,
+                              ProblemData &data, WeightsData &weights,
+                              attn_thread_pool *pool);
+/// W as doubles in the logical layout.
+std::vector<double> weightsValues(const WeightsData &weights);
+/// Compares W with the reference weights (in CheckReport::output; the
+/// tolerance is the forward's).
+CheckReport checkWeightsAgainstReference(const Problem &problem,
+                                         const ProblemData &data,
+                                         const WeightsData &weights);
+
 /// What `tensor`'s bytes hold, as doubles in the logical layout.
 std::vector<double> tensorValues(const HostTensor &tensor);
 

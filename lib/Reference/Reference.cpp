@@ -315,6 +315,37 @@ bool attn::computeReference(const KernelSpec &spec, const ReferenceInputs &in,
   return true;
 }
 
+bool attn::computeReferenceWeights(const KernelSpec &spec,
+                                   const ReferenceInputs &in,
+                                   std::vector<double> &weights,
+                                   std::string &error) {
+  if (!checkShapes(spec, in, error))
+    return false;
+  const int64_t batch = in.query.shape[0], heads = in.query.shape[1];
+  const int64_t seqQ = in.query.shape[2], seqK = in.key.shape[2];
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  weights.assign(static_cast<size_t>(batch * heads * seqQ * seqK), 0.0);
+  ScoredRow row;
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < seqQ; ++i) {
+        scoreRow(spec, in, b, h, i, row);
+        if (!row.anyAllowed)
+          continue;
+        double sum = 0.0;
+        for (int64_t j = 0; j < seqK; ++j)
+          if (row.allowed[j] && !row.anyNaN)
+            sum += std::exp(row.scores[j] - row.max);
+        double *out = &weights[static_cast<size_t>(((b * heads + h) * seqQ + i) *
+                                                   seqK)];
+        for (int64_t j = 0; j < seqK; ++j)
+          out[j] = !row.allowed[j] ? 0.0
+                   : row.anyNaN    ? nan
+                                   : std::exp(row.scores[j] - row.max) / sum;
+      }
+  return true;
+}
+
 bool attn::computeReferenceBackward(const KernelSpec &spec,
                                     const ReferenceInputs &in,
                                     const RefTensor &output,

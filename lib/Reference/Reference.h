@@ -93,6 +93,14 @@ bool computeReferenceBackward(const KernelSpec &spec,
                               ReferenceGradients &gradients,
                               std::string &error);
 
+/// The attention weights (docs/spec.md, "Attention weights"), dense
+/// [B, Hq, Sq, Sk]: the exact softmax of each row's scores, 0 at excluded
+/// positions and on rows with nothing allowed, NaN at every allowed position
+/// of a row with a NaN score. Fails as computeReference does.
+bool computeReferenceWeights(const KernelSpec &spec,
+                             const ReferenceInputs &inputs,
+                             std::vector<double> &weights, std::string &error);
+
 /// The accuracy bound of the gradient (docs/spec.md): 1e-4 for f32, 2e-2 for
 /// f16 and bf16.
 double gradientTolerance(ElementType type);

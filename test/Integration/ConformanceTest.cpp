@@ -162,6 +162,43 @@ INSTANTIATE_TEST_SUITE_P(Matrix, Backward,
                            return info.param.label;
                          });
 
+/// The attention weights of every case (its spec plus "weights"; where the
+/// case has an LSE, the kernel reads the forward's): every weights kernel
+/// compiled into one more library, against the float64 reference weights.
+class Weights : public ::testing::TestWithParam<Case> {
+public:
+  static void SetUpTestSuite() {
+    state.build("attn-weights", weightsSpec);
+    module = state.module;
+    pool = state.pool;
+  }
+  static void TearDownTestSuite() { state.release(); }
+
+  static CaseLibrary state;
+  static attn_module *module;
+  static attn_thread_pool *pool;
+};
+
+CaseLibrary Weights::state;
+attn_module *Weights::module = nullptr;
+attn_thread_pool *Weights::pool = nullptr;
+
+TEST_P(Weights, MatchesReferenceWeights) {
+  const Case &c = GetParam();
+  ASSERT_NE(module, nullptr);
+  const attn_kernel_desc *kernel = nullptr;
+  ASSERT_EQ(attn_module_find(module, c.label.c_str(), &kernel), ATTN_OK);
+  ASSERT_EQ(attn_kernel_kind_of(kernel), ATTN_KERNEL_WEIGHTS);
+  CaseOutcome outcome = runWeightsConformanceCase(c, kernel, pool);
+  EXPECT_TRUE(outcome.passed) << outcome.message;
+}
+
+INSTANTIATE_TEST_SUITE_P(Matrix, Weights,
+                         ::testing::ValuesIn(conformanceCases()),
+                         [](const ::testing::TestParamInfo<Case> &info) {
+                           return info.param.label;
+                         });
+
 /// The decoding cases, whose kernels have the key split's phases.
 std::vector<Case> keySplitCases() {
   std::vector<Case> cases;
