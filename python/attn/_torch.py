@@ -329,3 +329,44 @@ def scaled_dot_product_attention(
     if squeeze:
         output, lse = output.squeeze(0), (lse.squeeze(0) if return_lse else lse)
     return (output, lse) if return_lse else output
+
+
+def _weights_eager(
+    query: Tensor,
+    key: Tensor,
+    attn_mask: Optional[Tensor],
+    is_causal: bool,
+    scale: Optional[float],
+    enable_gqa: bool,
+    causal_alignment: str,
+    window_left: Optional[int],
+    window_right: Optional[int],
+    softcap: Optional[float],
+    lse: Optional[Tensor],
+    dropout_p: float = 0.0,
+    dropout_seed: int = 0,
+) -> Tensor:
+    """torch.ops.attn.weights: attn.attention_weights on 4-D tensors, as an
+    operator that torch.compile keeps as one node (not differentiable)."""
+    from ._weights import attention_weights
+
+    window = None
+    if window_left is not None or window_right is not None:
+        window = (window_left, window_right)
+    return attention_weights(
+        query, key, attn_mask, is_causal, scale, enable_gqa,
+        causal_alignment=causal_alignment, window=window, softcap=softcap, lse=lse,
+        dropout_p=dropout_p, dropout_seed=dropout_seed if dropout_p > 0.0 else None)
+
+
+weights_op = torch.library.custom_op("attn::weights", _weights_eager, mutates_args=())
+
+
+@weights_op.register_fake
+def _weights_fake(query, key, attn_mask, is_causal, scale, enable_gqa,
+                  causal_alignment, window_left, window_right, softcap, lse,
+                  dropout_p=0.0, dropout_seed=0):
+    torch._check(query.dim() == 4, lambda: "attn::weights: query must be 4-D [B, H, S, D]")
+    torch._check(key.dim() == 4, lambda: "attn::weights: key must be 4-D [B, H, S, D]")
+    batch, heads, seq_q = query.shape[:3]
+    return query.new_empty((batch, heads, seq_q, key.shape[2]), dtype=torch.float32)

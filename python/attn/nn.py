@@ -148,12 +148,18 @@ class MultiheadAttention(nn.Module):
             # Averaged weights: the per-head ones go to a scratch buffer kept
             # per thread (a fresh one's page faults cost more than the
             # kernel: 20 ms against 15 for 64 MiB on Zen 4).
-            out_heads = None
-            if average_attn_weights:
-                out_heads = self._scratch.get((batch, heads, seq_q, seq_k))
-            weights = attention_weights(
-                q, k, mask, causal, lse=lse, dropout_p=dropout_p,
-                dropout_seed=seed, out=out_heads)
+            if torch.compiler.is_compiling():
+                # The operator: one node of the compiled graph.
+                weights = torch.ops.attn.weights(
+                    q, k, mask, causal, None, False, "top_left", None, None, None,
+                    lse, float(dropout_p), 0 if seed is None else seed)
+            else:
+                out_heads = None
+                if average_attn_weights:
+                    out_heads = self._scratch.get((batch, heads, seq_q, seq_k))
+                weights = attention_weights(
+                    q, k, mask, causal, lse=lse, dropout_p=dropout_p,
+                    dropout_seed=seed, out=out_heads)
             if average_attn_weights:
                 weights = weights.mean(dim=1)
             weights = weights.to(out.dtype)

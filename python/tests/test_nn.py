@@ -156,3 +156,17 @@ def test_dropout_weights_are_the_ones_used():
     ours.eval()
     _, weights = ours(x, x, x)
     assert torch.allclose(weights.sum(-1), torch.ones(2, 16), atol=1e-5)
+
+
+def test_torch_compile_fullgraph():
+    _, ours = pair(batch_first=True)
+    ours.eval()
+    x, _, _ = inputs(2, 5, 5, 32, batch_first=True)
+    compiled = torch.compile(ours, fullgraph=True)
+    with torch.no_grad():
+        for need_weights in (False, True):
+            got, got_w = compiled(x, x, x, need_weights=need_weights)
+            want, want_w = ours(x, x, x, need_weights=need_weights)
+            close(got, want)
+            if need_weights:
+                close(got_w, want_w)
