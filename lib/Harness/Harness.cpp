@@ -169,7 +169,9 @@ std::optional<uint64_t> attn::hostBytesNeeded(const Problem &p) {
         add({p.batch, p.headsQ, p.seqQ}, 8) &&
         add({p.batch, p.headsQ, p.seqQ, p.spec.headDim}, elementBytes + 16) &&
         add({p.batch, p.headsKv, p.seqK, p.spec.headDim}, elementBytes + 16) &&
-        add({p.batch, p.headsKv, p.seqK, p.spec.valueDim}, elementBytes + 16)));
+        add({p.batch, p.headsKv, p.seqK, p.spec.valueDim}, elementBytes + 16))) &&
+      // The weights W (f32), their values and the reference's.
+      (!p.spec.weights || add({p.batch, p.headsQ, p.seqQ, p.seqK}, 4 + 16));
   return fits ? std::optional<uint64_t>(total) : std::nullopt;
 }
 

@@ -105,6 +105,17 @@ static cl::opt<bool> backward(
              "and dLSE with lse) and check the gradients against the float64 "
              "reference (default: false; CPU)"),
     cl::init(false), cl::cat(category));
+static cl::opt<bool> weights(
+    "weights",
+    cl::desc("Run the spec's attention weights kernel (W [B, Hq, Sq, Sk] "
+             "f32; with lse it reads the forward's LSE) and check W against "
+             "the float64 reference (default: false; CPU)"),
+    cl::init(false), cl::cat(category));
+static cl::opt<std::string> saveWeights(
+    "save-weights",
+    cl::desc("With --weights, write W to an .npy file [B, Hq, Sq, Sk] f32 "
+             "(default: none; python -m attn heatmap draws it)"),
+    cl::init(""), cl::cat(category));
 static cl::opt<bool>
     noCheck("no-check",
             cl::desc("Skip the reference comparison (default: false)"),
@@ -265,7 +276,7 @@ int main(int argc, char **argv) {
       &specText, &batch,    &headsQ,  &headsKv,    &seqQ,   &seqK,
       &layout,   &seed,     &threads, &repeat,     &device, &queryNpy,
       &keyNpy,   &valueNpy, &maskNpy, &saveOutput, &saveLse,
-      &backward};
+      &backward, &weights,  &saveWeights};
   for (const cl::Option *option : onceOnly)
     if (option->getNumOccurrences() > 1)
       return fail("--" + option->ArgStr.str() + " is given " +
@@ -304,6 +315,23 @@ int main(int argc, char **argv) {
       return fail("--backward: --save-output and --save-lse write the "
                   "forward's results; run without --backward for them");
     spec.backward = true;
+  }
+
+  if (!saveWeights.empty() && !weights)
+    return fail("--save-weights writes the weights kernel's W: add --weights");
+  if (weights) {
+    if (backward)
+      return fail("--weights and --backward run two kinds of kernel; give one");
+    if (!deviceName.empty())
+      return fail("--weights: weights kernels run on the CPU only so far (no "
+                  "GPU lowering of attn.attention_weights yet)");
+    if (!saveOutput.empty() || !saveLse.empty())
+      return fail("--weights: --save-output and --save-lse write the "
+                  "forward's results; --save-weights writes W");
+    if (!valueNpy.empty())
+      return fail("--weights: the weights do not depend on V; drop --value");
+    spec.weights = true;
+    spec.valueDim = spec.headDim;
   }
 
   if (layout != "bshd" && layout != "bhsd")
@@ -436,6 +464,10 @@ int main(int argc, char **argv) {
   if (loaded && backward &&
       !attn::makeBackwardData(problem, data, gradients, error))
     loaded = false;
+  attn::WeightsData weightData;
+  if (loaded && weights &&
+      !attn::makeWeightsData(problem, data, weightData, error))
+    loaded = false;
   if (!loaded) {
     attn_module_unload(module);
     cleanup();
@@ -445,8 +477,9 @@ int main(int argc, char **argv) {
   attn_thread_pool *pool = nullptr;
   attn_thread_pool_create(threads, &pool);
   auto runOnce = [&] {
-    return backward ? attn::runBackwardProblem(kernel, data, gradients, pool)
-                    : runProblem(kernel, data, pool);
+    return backward  ? attn::runBackwardProblem(kernel, data, gradients, pool)
+           : weights ? attn::runWeightsProblem(kernel, data, weightData, pool)
+                     : runProblem(kernel, data, pool);
   };
 
   llvm::outs() << "attn-run: " << problem.describe() << "\n";
@@ -470,6 +503,12 @@ int main(int argc, char **argv) {
         attn::checkBackwardAgainstReference(problem, data, gradients);
     llvm::outs() << "  check of the gradients against the float64 "
                     "reference: "
+                 << report.message << "\n";
+    passed = report.passed;
+  } else if (!noCheck && weights) {
+    attn::CheckReport report =
+        attn::checkWeightsAgainstReference(problem, data, weightData);
+    llvm::outs() << "  check of the weights against the float64 reference: "
                  << report.message << "\n";
     passed = report.passed;
   } else if (!noCheck) {
@@ -508,6 +547,18 @@ int main(int argc, char **argv) {
   if (backward)
     flops *= double(3 * spec.headDim + 2 * spec.valueDim) /
              double(spec.headDim + spec.valueDim);
+  if (weights) {
+    // One product per weight, 2D flops; and W's bytes written.
+    flops *= double(spec.headDim) / double(spec.headDim + spec.valueDim);
+    double bytes = 4.0 * double(problem.batch) * double(problem.headsQ) *
+                   double(problem.seqQ) * double(problem.seqK);
+    llvm::outs() << "  time " << llvm::format("%.3f", median * 1e3)
+                 << " ms (median of " << seconds.size() << "), W written at "
+                 << llvm::format("%.2f", bytes / median * 1e-9) << " GB/s, "
+                 << llvm::format("%.1f", flops / median * 1e-9)
+                 << " GFLOP/s (FLOPs = 2*D per allowed (i, j) per head: "
+                 << llvm::format("%.3g", flops) << ")\n";
+  } else
   llvm::outs() << "  time " << llvm::format("%.3f", median * 1e3)
                << " ms (median of " << seconds.size() << "), "
                << llvm::format("%.1f", flops / median * 1e-9)
@@ -549,6 +600,18 @@ int main(int argc, char **argv) {
             std::memcpy(&out.data[at * 4], &f, 4);
           }
     saved &= save(saveOutput, out);
+  }
+  if (!saveWeights.empty()) {
+    attn::NpyArray out;
+    out.dtype = "f32";
+    out.shape = {problem.batch, problem.headsQ, problem.seqQ, problem.seqK};
+    std::vector<double> values = attn::weightsValues(weightData);
+    out.data.resize(values.size() * 4);
+    for (size_t i = 0; i < values.size(); ++i) {
+      float f = static_cast<float>(values[i]);
+      std::memcpy(&out.data[i * 4], &f, 4);
+    }
+    saved &= save(saveWeights, out);
   }
   if (!saveLse.empty()) {
     if (!spec.lse) {
