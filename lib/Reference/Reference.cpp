@@ -253,6 +253,21 @@ void scoreRow(const KernelSpec &spec, const ReferenceInputs &in, int64_t b,
   }
 }
 
+/// P of a scored row with an allowed position into `p` (the row's length):
+/// the exact softmax, 0 where excluded, NaN at every allowed position of a
+/// row with a NaN score.
+void rowSoftmax(const ScoredRow &row, double *p) {
+  const size_t keys = row.scores.size();
+  double sum = 0.0;
+  for (size_t j = 0; j < keys; ++j)
+    if (row.allowed[j] && !row.anyNaN)
+      sum += std::exp(row.scores[j] - row.max);
+  for (size_t j = 0; j < keys; ++j)
+    p[j] = !row.allowed[j] ? 0.0
+           : row.anyNaN    ? std::numeric_limits<double>::quiet_NaN()
+                           : std::exp(row.scores[j] - row.max) / sum;
+}
+
 } // namespace
 
 bool attn::computeReference(const KernelSpec &spec, const ReferenceInputs &in,
@@ -323,25 +338,15 @@ bool attn::computeReferenceWeights(const KernelSpec &spec,
     return false;
   const int64_t batch = in.query.shape[0], heads = in.query.shape[1];
   const int64_t seqQ = in.query.shape[2], seqK = in.key.shape[2];
-  const double nan = std::numeric_limits<double>::quiet_NaN();
   weights.assign(static_cast<size_t>(batch * heads * seqQ * seqK), 0.0);
   ScoredRow row;
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t h = 0; h < heads; ++h)
       for (int64_t i = 0; i < seqQ; ++i) {
         scoreRow(spec, in, b, h, i, row);
-        if (!row.anyAllowed)
-          continue;
-        double sum = 0.0;
-        for (int64_t j = 0; j < seqK; ++j)
-          if (row.allowed[j] && !row.anyNaN)
-            sum += std::exp(row.scores[j] - row.max);
-        double *out = &weights[static_cast<size_t>(((b * heads + h) * seqQ + i) *
-                                                   seqK)];
-        for (int64_t j = 0; j < seqK; ++j)
-          out[j] = !row.allowed[j] ? 0.0
-                   : row.anyNaN    ? nan
-                                   : std::exp(row.scores[j] - row.max) / sum;
+        if (row.anyAllowed)
+          rowSoftmax(row, &weights[static_cast<size_t>(
+                              ((b * heads + h) * seqQ + i) * seqK)]);
       }
   return true;
 }
@@ -386,15 +391,7 @@ bool attn::computeReferenceBackward(const KernelSpec &spec,
         // A row with nothing allowed contributes nothing and gets dQ = 0.
         if (!row.anyAllowed)
           continue;
-        // P: the exact softmax, NaN everywhere in a row with a NaN score.
-        double sum = 0.0;
-        for (int64_t j = 0; j < seqK; ++j)
-          if (row.allowed[j] && !row.anyNaN)
-            sum += std::exp(row.scores[j] - row.max);
-        for (int64_t j = 0; j < seqK; ++j)
-          p[j] = !row.allowed[j] ? 0.0
-                 : row.anyNaN    ? nan
-                                 : std::exp(row.scores[j] - row.max) / sum;
+        rowSoftmax(row, p.data());
         // Δ = dO·O − dLSE, with the forward's (rounded) O.
         double delta = 0.0;
         for (int64_t e = 0; e < valueDim; ++e)

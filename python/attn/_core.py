@@ -331,6 +331,20 @@ def run_weights(spec: str, query, key, mask, lse, weights, dropout_p: float = 0.
                                     seed_bits(dropout_seed))
 
 
+def as_array(x, name: str):
+    """`x` as a NumPy array (DLPack tensors without a copy)."""
+    import numpy as np
+
+    if isinstance(x, np.ndarray):
+        return x
+    if hasattr(x, "__dlpack__"):
+        return np.from_dlpack(x)
+    raise Error(
+        f"{name}: a {type(x).__name__} is not a tensor; attn takes NumPy arrays, "
+        "PyTorch tensors and other DLPack tensors"
+    )
+
+
 def sdpa_numpy(
     query,
     key,
@@ -351,16 +365,6 @@ def sdpa_numpy(
 
     if dropout_p > 0.0 and dropout_seed is None:
         dropout_seed = int(np.random.randint(0, 2**63 - 1, dtype=np.int64))
-
-    def as_array(x, name):
-        if isinstance(x, np.ndarray):
-            return x
-        if hasattr(x, "__dlpack__"):
-            return np.from_dlpack(x)
-        raise Error(
-            f"{name}: a {type(x).__name__} is not a tensor; attn takes NumPy arrays, "
-            "PyTorch tensors and other DLPack tensors"
-        )
 
     query, key, value = (as_array(t, n) for t, n in ((query, "query"), (key, "key"), (value, "value")))
     squeeze = query.ndim == 3 and key.ndim == 3 and value.ndim == 3

@@ -210,16 +210,7 @@ def _weights_numpy(query, key, attn_mask, is_causal, scale, enable_gqa, alignmen
                    left, right, softcap, lse, dropout_p, dropout_seed, max_bytes, out):
     import numpy as np
 
-    def as_array(x, name):
-        if isinstance(x, np.ndarray):
-            return x
-        if hasattr(x, "__dlpack__"):
-            return np.from_dlpack(x)
-        raise Error(
-            f"{name}: a {type(x).__name__} is not a tensor; attn takes NumPy arrays, "
-            "PyTorch tensors and other DLPack tensors"
-        )
-
+    as_array = _core.as_array
     query, key = as_array(query, "query"), as_array(key, "key")
     attn_mask = None if attn_mask is None else as_array(attn_mask, "attn_mask")
     lse = None if lse is None else as_array(lse, "lse")

@@ -375,6 +375,20 @@ static const char *mask_kind_text(int32_t kind) {
   return kind == ATTN_MASK_BOOL ? "a bool keep-mask" : "an additive bias mask";
 }
 
+/* A mask exactly where the kernel takes one. */
+static attn_status check_mask_presence(const attn_kernel_desc *k,
+                                       const attn_tensor *mask) {
+  if (k->mask_kind == ATTN_MASK_NONE && mask)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "mask: kernel '%s' takes no mask but one was given",
+                     k->name);
+  if (k->mask_kind != ATTN_MASK_NONE && !mask)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "mask: kernel '%s' needs %s %s but mask is NULL", k->name,
+                     mask_kind_text(k->mask_kind), mask_role.shape_text);
+  return ATTN_OK;
+}
+
 attn_status attn_prepare(const attn_kernel_desc *k, const attn_tensor *query,
                          const attn_tensor *key, const attn_tensor *value,
                          const attn_tensor *mask, const attn_tensor *output,
@@ -393,14 +407,9 @@ attn_status attn_prepare(const attn_kernel_desc *k, const attn_tensor *query,
     if (!required[i])
       return attn_fail(ATTN_ERROR_INVALID_ARGUMENT, "%s: tensor is NULL",
                        required_role[i]->name);
-  if (k->mask_kind == ATTN_MASK_NONE && mask)
-    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
-                     "mask: kernel '%s' takes no mask but one was given",
-                     k->name);
-  if (k->mask_kind != ATTN_MASK_NONE && !mask)
-    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
-                     "mask: kernel '%s' needs %s %s but mask is NULL", k->name,
-                     mask_kind_text(k->mask_kind), mask_role.shape_text);
+  attn_status present = check_mask_presence(k, mask);
+  if (present != ATTN_OK)
+    return present;
   if (!k->has_lse && lse)
     return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
                      "lse: kernel '%s' writes no log-sum-exp but an lse "
@@ -660,14 +669,9 @@ attn_status attn_prepare_weights(const attn_kernel_desc *k,
     if (!required[i])
       return attn_fail(ATTN_ERROR_INVALID_ARGUMENT, "%s: tensor is NULL",
                        required_role[i]->name);
-  if (k->mask_kind == ATTN_MASK_NONE && mask)
-    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
-                     "mask: kernel '%s' takes no mask but one was given",
-                     k->name);
-  if (k->mask_kind != ATTN_MASK_NONE && !mask)
-    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
-                     "mask: kernel '%s' needs %s %s but mask is NULL", k->name,
-                     mask_kind_text(k->mask_kind), mask_role.shape_text);
+  attn_status present = check_mask_presence(k, mask);
+  if (present != ATTN_OK)
+    return present;
   if (!k->has_lse && lse)
     return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
                      "lse: kernel '%s' computes each row's own log-sum-exp "

@@ -550,6 +550,14 @@ static attn_status run_forward(const attn_kernel_desc *kernel,
                                float dropout_p, uint64_t dropout_seed,
                                attn_thread_pool *pool);
 
+/* The error of a kernel whose work_items returned a negative count. */
+static attn_status bad_work_items(const attn_kernel_desc *kernel,
+                                  int64_t items) {
+  return attn_fail(ATTN_ERROR_INTERNAL,
+                   "kernel '%s' reported %" PRId64 " work items", kernel->name,
+                   items);
+}
+
 attn_status attn_run_split(const attn_kernel_desc *kernel,
                            const attn_tensor *query, const attn_tensor *key,
                            const attn_tensor *value, const attn_tensor *mask,
@@ -632,9 +640,7 @@ static attn_status run_forward(const attn_kernel_desc *kernel,
   int64_t items = kernel->work_items(&args);
   if (items < 0) {
     unpin(owner);
-    return attn_fail(ATTN_ERROR_INTERNAL,
-                     "kernel '%s' reported %" PRId64 " work items",
-                     kernel->name, items);
+    return bad_work_items(kernel, items);
   }
   int64_t splits = key_splits;
   if (splits == 0)
@@ -729,9 +735,7 @@ attn_status attn_run_backward(
   int64_t items = kernel->backward_work_items(&args);
   if (items < 0) {
     unpin(owner);
-    return attn_fail(ATTN_ERROR_INTERNAL,
-                     "kernel '%s' reported %" PRId64 " work items",
-                     kernel->name, items);
+    return bad_work_items(kernel, items);
   }
   backward_context context = {kernel, &args};
   run_items(pool, items, run_backward_items, &context);
@@ -771,14 +775,11 @@ attn_status attn_run_weights(const attn_kernel_desc *kernel,
     return status;
   }
   int64_t items = kernel->work_items(&args);
-  if (items < 0) {
-    unpin(owner);
-    return attn_fail(ATTN_ERROR_INTERNAL,
-                     "kernel '%s' reported %" PRId64 " work items",
-                     kernel->name, items);
+  status = items < 0 ? bad_work_items(kernel, items) : ATTN_OK;
+  if (status == ATTN_OK) {
+    run_context context = {kernel, &args, 1, NULL};
+    run_items(pool, items, run_work_items, &context);
   }
-  run_context context = {kernel, &args, 1, NULL};
-  run_items(pool, items, run_work_items, &context);
   unpin(owner);
-  return ATTN_OK;
+  return status;
 }

@@ -48,6 +48,11 @@ namespace {
 
 using Case = ConformanceCase;
 
+/// A parameterized test's name: its case's label.
+std::string caseName(const ::testing::TestParamInfo<Case> &info) {
+  return info.param.label;
+}
+
 /// A library compiled from one spec per case, loaded, with a 2-thread pool:
 /// the state of a suite that checks every case.
 struct CaseLibrary {
@@ -120,84 +125,62 @@ TEST_P(Conformance, MatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Matrix, Conformance,
-                         ::testing::ValuesIn(conformanceCases()),
-                         [](const ::testing::TestParamInfo<Case> &info) {
-                           return info.param.label;
-                         });
+                         ::testing::ValuesIn(conformanceCases()), caseName);
 
-/// The backward of every case (its spec plus "backward"; where the case has
-/// an LSE, the backward takes dLSE): every backward kernel compiled into one
-/// more library, against the float64 reference gradient.
-class Backward : public ::testing::TestWithParam<Case> {
+/// A suite over every case whose kernels, compiled from SpecOf(case), make
+/// one more library (built once for the suite).
+template <std::string (*SpecOf)(const Case &)>
+class CaseKernels : public ::testing::TestWithParam<Case> {
 public:
   static void SetUpTestSuite() {
-    state.build("attn-backward", backwardSpec);
+    state.build(SpecOf == backwardSpec ? "attn-backward" : "attn-weights",
+                SpecOf);
     module = state.module;
     pool = state.pool;
   }
   static void TearDownTestSuite() { state.release(); }
 
-  static CaseLibrary state;
-  static attn_module *module;
-  static attn_thread_pool *pool;
+  /// The case's kernel, of kind `kind`.
+  static const attn_kernel_desc *kernelOf(const Case &c, attn_kernel_kind kind) {
+    const attn_kernel_desc *kernel = nullptr;
+    if (!module || attn_module_find(module, c.label.c_str(), &kernel) != ATTN_OK ||
+        attn_kernel_kind_of(kernel) != kind)
+      return nullptr;
+    return kernel;
+  }
+
+  static inline CaseLibrary state;
+  static inline attn_module *module = nullptr;
+  static inline attn_thread_pool *pool = nullptr;
 };
 
-CaseLibrary Backward::state;
-attn_module *Backward::module = nullptr;
-attn_thread_pool *Backward::pool = nullptr;
+/// The backward of every case (its spec plus "backward"; where the case has
+/// an LSE, the backward takes dLSE), against the float64 reference gradient.
+using Backward = CaseKernels<backwardSpec>;
 
 TEST_P(Backward, MatchesReferenceGradient) {
-  const Case &c = GetParam();
-  ASSERT_NE(module, nullptr);
-  const attn_kernel_desc *kernel = nullptr;
-  ASSERT_EQ(attn_module_find(module, c.label.c_str(), &kernel), ATTN_OK);
-  ASSERT_EQ(attn_kernel_kind_of(kernel), ATTN_KERNEL_BACKWARD);
-  CaseOutcome outcome = runBackwardConformanceCase(c, kernel, pool);
+  const attn_kernel_desc *kernel = kernelOf(GetParam(), ATTN_KERNEL_BACKWARD);
+  ASSERT_NE(kernel, nullptr);
+  CaseOutcome outcome = runBackwardConformanceCase(GetParam(), kernel, pool);
+  EXPECT_TRUE(outcome.passed) << outcome.message;
+}
+
+/// The attention weights of every case (its spec plus "weights"; where the
+/// case has an LSE, the kernel reads the forward's), against the float64
+/// reference weights.
+using Weights = CaseKernels<weightsSpec>;
+
+TEST_P(Weights, MatchesReferenceWeights) {
+  const attn_kernel_desc *kernel = kernelOf(GetParam(), ATTN_KERNEL_WEIGHTS);
+  ASSERT_NE(kernel, nullptr);
+  CaseOutcome outcome = runWeightsConformanceCase(GetParam(), kernel, pool);
   EXPECT_TRUE(outcome.passed) << outcome.message;
 }
 
 INSTANTIATE_TEST_SUITE_P(Matrix, Backward,
-                         ::testing::ValuesIn(conformanceCases()),
-                         [](const ::testing::TestParamInfo<Case> &info) {
-                           return info.param.label;
-                         });
-
-/// The attention weights of every case (its spec plus "weights"; where the
-/// case has an LSE, the kernel reads the forward's): every weights kernel
-/// compiled into one more library, against the float64 reference weights.
-class Weights : public ::testing::TestWithParam<Case> {
-public:
-  static void SetUpTestSuite() {
-    state.build("attn-weights", weightsSpec);
-    module = state.module;
-    pool = state.pool;
-  }
-  static void TearDownTestSuite() { state.release(); }
-
-  static CaseLibrary state;
-  static attn_module *module;
-  static attn_thread_pool *pool;
-};
-
-CaseLibrary Weights::state;
-attn_module *Weights::module = nullptr;
-attn_thread_pool *Weights::pool = nullptr;
-
-TEST_P(Weights, MatchesReferenceWeights) {
-  const Case &c = GetParam();
-  ASSERT_NE(module, nullptr);
-  const attn_kernel_desc *kernel = nullptr;
-  ASSERT_EQ(attn_module_find(module, c.label.c_str(), &kernel), ATTN_OK);
-  ASSERT_EQ(attn_kernel_kind_of(kernel), ATTN_KERNEL_WEIGHTS);
-  CaseOutcome outcome = runWeightsConformanceCase(c, kernel, pool);
-  EXPECT_TRUE(outcome.passed) << outcome.message;
-}
-
+                         ::testing::ValuesIn(conformanceCases()), caseName);
 INSTANTIATE_TEST_SUITE_P(Matrix, Weights,
-                         ::testing::ValuesIn(conformanceCases()),
-                         [](const ::testing::TestParamInfo<Case> &info) {
-                           return info.param.label;
-                         });
+                         ::testing::ValuesIn(conformanceCases()), caseName);
 
 /// The decoding cases, whose kernels have the key split's phases.
 std::vector<Case> keySplitCases() {
@@ -230,10 +213,7 @@ TEST_P(KeySplit, MatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Decoding, KeySplit,
-                         ::testing::ValuesIn(keySplitCases()),
-                         [](const ::testing::TestParamInfo<Case> &info) {
-                           return info.param.label;
-                         });
+                         ::testing::ValuesIn(keySplitCases()), caseName);
 
 TEST_F(Conformance, KeySplitOfAPrefillKernelIsRefused) {
   ASSERT_NE(module, nullptr);
@@ -405,9 +385,6 @@ TEST_P(GpuConformance, MatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Matrix, GpuConformance,
-                         ::testing::ValuesIn(conformanceCases()),
-                         [](const ::testing::TestParamInfo<Case> &info) {
-                           return info.param.label;
-                         });
+                         ::testing::ValuesIn(conformanceCases()), caseName);
 
 } // namespace
