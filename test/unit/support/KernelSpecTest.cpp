@@ -44,6 +44,9 @@ void expectEqualSpecs(const KernelSpec &a, const KernelSpec &b) {
     EXPECT_EQ(*a.softcap, *b.softcap);
   }
   EXPECT_EQ(a.lse, b.lse);
+  EXPECT_EQ(a.backward, b.backward);
+  EXPECT_EQ(a.dropout, b.dropout);
+  EXPECT_EQ(a.weights, b.weights);
   for (int i = 0; i < 5; ++i)
     EXPECT_EQ(a.staticSizes[i], b.staticSizes[i]) << "static size " << i;
   EXPECT_EQ(a.group, b.group);
@@ -217,6 +220,18 @@ TEST(KernelSpec, RoundTripsStaticSizes) {
   expectEqualSpecs(parseOrDie(printKernelSpec(spec)), spec);
 }
 
+TEST(KernelSpec, KindsOfKernel) {
+  // A weights kernel has no V: it prints no dv, and its Dv is D.
+  KernelSpec weights = parseOrDie("dtype=bf16,d=96,causal,lse,dropout,weights");
+  EXPECT_TRUE(weights.weights && weights.lse && weights.dropout);
+  EXPECT_EQ(weights.valueDim, 96);
+  std::string printed = printKernelSpec(weights);
+  EXPECT_EQ(printed.find("dv="), std::string::npos) << printed;
+  expectEqualSpecs(parseOrDie(printed), weights);
+  KernelSpec backward = parseOrDie("d=64,dv=32,backward,lse");
+  expectEqualSpecs(parseOrDie(printKernelSpec(backward)), backward);
+}
+
 TEST(KernelSpec, RoundTripsFloatsExactly) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> dist(1e-6f, 1e6f);
@@ -243,6 +258,12 @@ TEST(KernelSpecErrors, UnknownAndDuplicateKeys) {
   expectError("d=64,", {"empty item"});
   expectError("d", {"'d'", "needs a value"});
   expectError("d=", {"empty value", "'d'"});
+}
+
+TEST(KernelSpecErrors, KindsOfKernel) {
+  expectError("d=64,weights,backward", {"'weights' and 'backward'"});
+  expectError("d=64,dv=32,weights", {"reads no V", "'dv'"});
+  expectError("d=64,weights=2", {"weights"});
 }
 
 TEST(KernelSpecErrors, BadNumbers) {
