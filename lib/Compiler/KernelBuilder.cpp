@@ -305,7 +305,9 @@ bool specsFromMLIRFile(const std::string &path, std::vector<KernelSpec> &specs,
     specs.push_back(spec);
   });
   if (ok && specs.empty()) {
-    error = path + " holds no attn.attention op";
+    error = path + " holds no attn.attention op (backward and weights "
+                   "kernels are made from --spec, with the keys 'backward' "
+                   "and 'weights')";
     ok = false;
   }
   return ok;

@@ -529,9 +529,10 @@ struct AttnLowerToGpuPass
     // What the CPU lowering has and this one not yet, refused on the op
     // before anything else is said of its function.
     WalkResult unsupported = module.walk([](Operation *op) {
-      if (isa<AttentionBackwardOp>(op)) {
-        op->emitOpError("attn-lower-to-gpu: attn.attention_backward has no "
-                        "GPU lowering yet (the CPU lowering has it)");
+      if (isa<AttentionBackwardOp, AttentionWeightsOp>(op)) {
+        op->emitOpError() << "attn-lower-to-gpu: " << op->getName()
+                          << " has no GPU lowering yet (the CPU lowering "
+                             "has it)";
         return WalkResult::interrupt();
       }
       auto online = dyn_cast<OnlineAttentionOp>(op);

@@ -1,6 +1,7 @@
 // RUN: attn-opt %s -split-input-file -verify-diagnostics -attn-tiling="query-tile-size=64 decode-rows=0" -attn-lower-to-gpu
 
-// No GPU lowering of dropout or of the backward yet: refused on the op.
+// No GPU lowering of dropout, of the backward or of the weights yet:
+// refused on the op.
 func.func @dropout(%q: tensor<?x?x?x64xf16>, %k: tensor<?x?x?x64xf16>, %v: tensor<?x?x?x64xf16>, %o: tensor<?x?x?x64xf16>, %p: f32, %s: i64) -> tensor<?x?x?x64xf16> {
   // expected-error @below {{attn-lower-to-gpu: dropout has no GPU lowering yet}}
   %r = attn.attention ins(%q, %k, %v : tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>) dropout(%p, %s) outs(%o : tensor<?x?x?x64xf16>) -> tensor<?x?x?x64xf16>
@@ -19,4 +20,14 @@ func.func @backward(%q: tensor<1x2x?x64xf16>, %k: tensor<1x2x?x64xf16>, %v: tens
       outs(%dq, %dk, %dv : tensor<1x2x?x64xf16>, tensor<1x2x?x64xf16>, tensor<1x2x?x64xf16>)
       -> tensor<1x2x?x64xf16>, tensor<1x2x?x64xf16>, tensor<1x2x?x64xf16>
   return %r#0 : tensor<1x2x?x64xf16>
+}
+
+// -----
+
+func.func @weights(%q: tensor<1x2x?x64xf16>, %k: tensor<1x2x?x64xf16>,
+                   %w: tensor<1x2x?x?xf32>) -> tensor<1x2x?x?xf32> {
+  // expected-error @below {{attn-lower-to-gpu: attn.attention_weights has no GPU lowering yet}}
+  %r = attn.attention_weights ins(%q, %k : tensor<1x2x?x64xf16>, tensor<1x2x?x64xf16>)
+      outs(%w : tensor<1x2x?x?xf32>) -> tensor<1x2x?x?xf32>
+  return %r : tensor<1x2x?x?xf32>
 }
