@@ -375,6 +375,47 @@ static const char *mask_kind_text(int32_t kind) {
   return kind == ATTN_MASK_BOOL ? "a bool keep-mask" : "an additive bias mask";
 }
 
+/* "<role>: tensor is NULL" for the first of `count` required tensors that
+ * is missing. */
+static attn_status check_required(const attn_tensor *const *tensors,
+                                  const role *const *roles, int count) {
+  for (int i = 0; i < count; ++i)
+    if (!tensors[i])
+      return attn_fail(ATTN_ERROR_INVALID_ARGUMENT, "%s: tensor is NULL",
+                       roles[i]->name);
+  return ATTN_OK;
+}
+
+/* Each present tensor on its own: rank, element type (`why` says why it
+ * must be `dtypes[i]`), sizes and data. */
+static attn_status check_each(const attn_tensor *const *tensors,
+                              const role *const *roles, const int32_t *dtypes,
+                              const char *const *why, int count) {
+  for (int i = 0; i < count; ++i) {
+    if (!tensors[i])
+      continue;
+    attn_status s = check_rank_and_dtype(tensors[i], roles[i], dtypes[i], why[i]);
+    if (s == ATTN_OK)
+      s = check_sizes_and_data(tensors[i], roles[i]);
+    if (s != ATTN_OK)
+      return s;
+  }
+  return ATTN_OK;
+}
+
+/* The extents of `count` tensors (empty for an absent one). */
+static attn_status compute_extents(const attn_tensor *const *tensors,
+                                   const role *const *roles, extent *extents,
+                                   int count) {
+  for (int i = 0; i < count; ++i) {
+    extents[i].empty = true;
+    attn_status s;
+    if (tensors[i] && (s = compute_extent(tensors[i], roles[i], &extents[i])))
+      return s;
+  }
+  return ATTN_OK;
+}
+
 /* A mask exactly where the kernel takes one. */
 static attn_status check_mask_presence(const attn_kernel_desc *k,
                                        const attn_tensor *mask) {
@@ -403,11 +444,9 @@ attn_status attn_prepare(const attn_kernel_desc *k, const attn_tensor *query,
   const attn_tensor *required[4] = {query, key, value, output};
   const role *required_role[4] = {&query_role, &key_role, &value_role,
                                   &output_role};
-  for (int i = 0; i < 4; ++i)
-    if (!required[i])
-      return attn_fail(ATTN_ERROR_INVALID_ARGUMENT, "%s: tensor is NULL",
-                       required_role[i]->name);
-  attn_status present = check_mask_presence(k, mask);
+  attn_status present = check_required(required, required_role, 4);
+  if (present == ATTN_OK)
+    present = check_mask_presence(k, mask);
   if (present != ATTN_OK)
     return present;
   if (!k->has_lse && lse)
@@ -436,28 +475,16 @@ attn_status attn_prepare(const attn_kernel_desc *k, const attn_tensor *query,
       k->dtype, ATTN_F32};
   const char *all_why[6] = {takes,      takes, takes,
                             mask_takes, takes, "the log-sum-exp is always"};
-  for (int i = 0; i < 6; ++i) {
-    if (!all[i])
-      continue;
-    attn_status s =
-        check_rank_and_dtype(all[i], all_role[i], all_dtype[i], all_why[i]);
-    if (s == ATTN_OK)
-      s = check_sizes_and_data(all[i], all_role[i]);
-    if (s != ATTN_OK)
-      return s;
-  }
-
-  attn_status s = check_shapes(k, query, key, value, mask, output, lse);
+  attn_status s = check_each(all, all_role, all_dtype, all_why, 6);
+  if (s == ATTN_OK)
+    s = check_shapes(k, query, key, value, mask, output, lse);
   if (s != ATTN_OK)
     return s;
 
   /* Memory. */
   extent extents[6];
-  for (int i = 0; i < 6; ++i) {
-    extents[i].empty = true;
-    if (all[i] && (s = compute_extent(all[i], all_role[i], &extents[i])))
-      return s;
-  }
+  if ((s = compute_extents(all, all_role, extents, 6)))
+    return s;
   if ((!extents[4].empty &&
        (s = check_no_self_overlap(output, &output_role))) ||
       (lse && !extents[5].empty && (s = check_no_self_overlap(lse, &lse_role))))
@@ -553,10 +580,8 @@ attn_status attn_prepare_backward(
                                     grad_value};
   const role *required_role[4] = {&grad_output_role, &grad_query_role,
                                   &grad_key_role, &grad_value_role};
-  for (int i = 0; i < 4; ++i)
-    if (!required[i])
-      return attn_fail(ATTN_ERROR_INVALID_ARGUMENT, "%s: tensor is NULL",
-                       required_role[i]->name);
+  if ((s = check_required(required, required_role, 4)))
+    return s;
   if (!k->has_grad_lse && grad_lse)
     return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
                      "grad_lse: kernel '%s' takes no dLSE but one was given "
@@ -605,11 +630,8 @@ attn_status attn_prepare_backward(
                               &grad_query_role,  &grad_key_role,
                               &grad_value_role};
   extent extents[11];
-  for (int i = 0; i < 11; ++i) {
-    extents[i].empty = true;
-    if (all[i] && (s = compute_extent(all[i], all_role[i], &extents[i])))
-      return s;
-  }
+  if ((s = compute_extents(all, all_role, extents, 11)))
+    return s;
   for (int w = 8; w < 11; ++w) {
     if (!extents[w].empty && (s = check_no_self_overlap(all[w], all_role[w])))
       return s;
@@ -665,13 +687,11 @@ attn_status attn_prepare_weights(const attn_kernel_desc *k,
                      "kernel '%s' is not a weights kernel", k->name);
   const attn_tensor *required[3] = {query, key, weights};
   const role *required_role[3] = {&query_role, &key_role, &weights_role};
-  for (int i = 0; i < 3; ++i)
-    if (!required[i])
-      return attn_fail(ATTN_ERROR_INVALID_ARGUMENT, "%s: tensor is NULL",
-                       required_role[i]->name);
-  attn_status present = check_mask_presence(k, mask);
-  if (present != ATTN_OK)
-    return present;
+  attn_status s = check_required(required, required_role, 3);
+  if (s == ATTN_OK)
+    s = check_mask_presence(k, mask);
+  if (s != ATTN_OK)
+    return s;
   if (!k->has_lse && lse)
     return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
                      "lse: kernel '%s' computes each row's own log-sum-exp "
@@ -698,17 +718,8 @@ attn_status attn_prepare_weights(const attn_kernel_desc *k,
   const char *all_why[5] = {takes, takes, mask_takes,
                             "the log-sum-exp is always",
                             "the attention weights are always"};
-  attn_status s;
-  for (int i = 0; i < 5; ++i) {
-    if (!all[i])
-      continue;
-    s = check_rank_and_dtype(all[i], all_role[i], all_dtype[i], all_why[i]);
-    if (s == ATTN_OK)
-      s = check_sizes_and_data(all[i], all_role[i]);
-    if (s != ATTN_OK)
-      return s;
-  }
-  if ((s = check_shapes(k, query, key, NULL, mask, NULL, lse)))
+  if ((s = check_each(all, all_role, all_dtype, all_why, 5)) ||
+      (s = check_shapes(k, query, key, NULL, mask, NULL, lse)))
     return s;
   const int64_t *q = query->shape;
   if ((s = expect_size(weights, &weights_role, 0, "query's", q[0])) ||
@@ -719,11 +730,8 @@ attn_status attn_prepare_weights(const attn_kernel_desc *k,
 
   /* Memory: the weights written share memory with nothing. */
   extent extents[5];
-  for (int i = 0; i < 5; ++i) {
-    extents[i].empty = true;
-    if (all[i] && (s = compute_extent(all[i], all_role[i], &extents[i])))
-      return s;
-  }
+  if ((s = compute_extents(all, all_role, extents, 5)))
+    return s;
   if (!extents[4].empty && (s = check_no_self_overlap(weights, &weights_role)))
     return s;
   for (int i = 0; i < 4; ++i)
