@@ -69,40 +69,47 @@ struct AttnTilePass : public mlir::attn::impl::AttnTilePassBase<AttnTilePass> {
       rewriter.replaceOp(op, tiled->replacements);
     }
 
-    SmallVector<AttentionBackwardOp> backward;
-    getOperation().walk([&](AttentionBackwardOp op) {
-      if (!op->getParentOfType<scf::ForallOp>() && op.hasPureTensorSemantics())
-        backward.push_back(op);
-    });
-    for (AttentionBackwardOp op : backward)
+    for (AttentionBackwardOp op : outermostTensorOps<AttentionBackwardOp>())
       if (failed(tileBackward(rewriter, op)))
         return signalPassFailure();
-
-    SmallVector<AttentionWeightsOp> weights;
-    getOperation().walk([&](AttentionWeightsOp op) {
-      if (!op->getParentOfType<scf::ForallOp>() && op.hasPureTensorSemantics())
-        weights.push_back(op);
-    });
-    for (AttentionWeightsOp op : weights)
+    for (AttentionWeightsOp op : outermostTensorOps<AttentionWeightsOp>())
       if (failed(tileWeights(rewriter, op)))
         return signalPassFailure();
+  }
+
+  /// The ops of a kind on tensors that no earlier tiling made.
+  template <typename OpTy> SmallVector<OpTy> outermostTensorOps() {
+    SmallVector<OpTy> ops;
+    getOperation().walk([&](OpTy op) {
+      if (!op->template getParentOfType<scf::ForallOp>() &&
+          op.hasPureTensorSemantics())
+        ops.push_back(op);
+    });
+    return ops;
+  }
+
+  /// Replaces `op` by an scf.forall of tiles of `tileSizes`.
+  LogicalResult tileAsForall(RewriterBase &rewriter, Operation *op,
+                             ArrayRef<OpFoldResult> tileSizes) {
+    scf::SCFTilingOptions options;
+    options.setLoopType(scf::SCFTilingOptions::LoopType::ForallOp)
+        .setTileSizes(tileSizes);
+    FailureOr<scf::SCFTilingResult> tiled =
+        scf::tileUsingSCF(rewriter, cast<TilingInterface>(op), options);
+    if (failed(tiled))
+      return failure();
+    rewriter.replaceOp(op, tiled->replacements);
+    return success();
   }
 
   /// One work item per batch, query head and `queryTileSize` rows: every
   /// row of the weights is its own (its LSE too).
   LogicalResult tileWeights(RewriterBase &rewriter, AttentionWeightsOp op) {
     rewriter.setInsertionPoint(op);
-    scf::SCFTilingOptions options;
-    options.setLoopType(scf::SCFTilingOptions::LoopType::ForallOp)
-        .setTileSizes({rewriter.getIndexAttr(1), rewriter.getIndexAttr(1),
-                       rewriter.getIndexAttr(queryTileSize),
-                       rewriter.getIndexAttr(0)});
-    FailureOr<scf::SCFTilingResult> tiled = scf::tileUsingSCF(
-        rewriter, cast<TilingInterface>(op.getOperation()), options);
-    if (failed(tiled))
-      return failure();
-    rewriter.replaceOp(op, tiled->replacements);
-    return success();
+    return tileAsForall(rewriter, op,
+                        {rewriter.getIndexAttr(1), rewriter.getIndexAttr(1),
+                         rewriter.getIndexAttr(queryTileSize),
+                         rewriter.getIndexAttr(0)});
   }
 
   /// One work item per batch and key/value head: its GQA group of query
@@ -129,16 +136,9 @@ struct AttnTilePass : public mlir::attn::impl::AttnTilePassBase<AttnTilePass> {
                   arith::ConstantIndexOp::create(rewriter, loc, 1))
                   .getResult();
     }
-    scf::SCFTilingOptions options;
-    options.setLoopType(scf::SCFTilingOptions::LoopType::ForallOp)
-        .setTileSizes({rewriter.getIndexAttr(1), group,
-                       rewriter.getIndexAttr(0), rewriter.getIndexAttr(0)});
-    FailureOr<scf::SCFTilingResult> tiled = scf::tileUsingSCF(
-        rewriter, cast<TilingInterface>(op.getOperation()), options);
-    if (failed(tiled))
-      return failure();
-    rewriter.replaceOp(op, tiled->replacements);
-    return success();
+    return tileAsForall(rewriter, op,
+                        {rewriter.getIndexAttr(1), group,
+                         rewriter.getIndexAttr(0), rewriter.getIndexAttr(0)});
   }
 
   /// The forall's dims (batch, head, query tile) as the GPU grid's z, y, x.
