@@ -370,9 +370,9 @@ LogicalResult verifyTensorOrMemRefForm(DestinationStyleOpInterface op) {
            << " results (one per outs tensor), found " << op->getNumResults();
   for (auto [result, init] : llvm::zip(op->getResults(), op.getDpsInits()))
     if (result.getType() != init.getType())
-      return op->emitOpError() << "result type must equal its outs tensor's "
-                               << init.getType() << ", found "
-                               << result.getType();
+      return op->emitOpError()
+             << "result type must equal its outs tensor's " << init.getType()
+             << ", found " << result.getType();
   return success();
 }
 } // namespace
@@ -398,6 +398,16 @@ LogicalResult AttentionOp::verify() {
                                    Float32Type::get(getContext()), view,
                                    /*withValueDim=*/false)))
       return failure();
+  if (Value sinks = getSinks()) {
+    // One f32 logit per query head (docs/spec.md, "Attention sinks").
+    auto type = cast<RankedTensorType>(sinks.getType());
+    int64_t heads = getQuery().getType().getDimSize(1);
+    if (type.getRank() != 1 || !type.getElementType().isF32() ||
+        !dimsCompatible(type.getDimSize(0), heads))
+      return emitOpError() << "sinks must be tensor<" << dimToString(heads)
+                           << "xf32> (one logit per query head), found "
+                           << type;
+  }
   if (getResults().size() != getOutputs().size())
     return emitOpError() << "must have one result per outs tensor ("
                          << getOutputs().size() << "), found "
@@ -438,7 +448,6 @@ float OnlineAttentionOp::getEffectiveScale() {
   return effectiveScale(viewOf(*this).scale, getQuery());
 }
 
-
 std::pair<std::optional<int64_t>, std::optional<int64_t>>
 OnlineAttentionOp::getBandOffsets() {
   return bandOffsets(viewOf(*this));
@@ -465,10 +474,9 @@ LogicalResult verifyGradientOf(Operation *op, StringRef name, Type type,
     return failure();
   auto shaped = cast<ShapedType>(type);
   if (shaped.getElementType() != likeType.getElementType())
-    return op->emitOpError()
-           << name << " element type must equal the " << likeName << "'s ("
-           << likeType.getElementType() << "), found "
-           << shaped.getElementType();
+    return op->emitOpError() << name << " element type must equal the "
+                             << likeName << "'s (" << likeType.getElementType()
+                             << "), found " << shaped.getElementType();
   for (unsigned dim = 0; dim < 4; ++dim)
     if (!dimsCompatible(shaped.getDimSize(dim), likeType.getDimSize(dim)))
       return op->emitOpError()
@@ -654,7 +662,8 @@ kvHeadTile(OpBuilder &b, Location loc, const AttentionView &view,
   int64_t staticHkv = cast<ShapedType>(view.key.getType()).getDimSize(1);
   bool staticGroup =
       !ShapedType::isDynamic(staticHq) && !ShapedType::isDynamic(staticHkv);
-  int64_t staticG = staticGroup ? staticHq / std::max<int64_t>(staticHkv, 1) : 0;
+  int64_t staticG =
+      staticGroup ? staticHq / std::max<int64_t>(staticHkv, 1) : 0;
   if (staticSize && staticGroup && wholeGroups && staticG >= 1 &&
       *staticSize % staticG != 0)
     return failure();
@@ -807,9 +816,13 @@ AttentionOp::getTiledImplementation(OpBuilder &b,
     stateTilePosition(b, init, offsets, sizes, outOffsets, outSizes);
     outputs.push_back(extractSlice(b, loc, init, outOffsets, outSizes, *tiles));
   }
+  // The sinks of the tile's query heads.
+  Value sinks;
+  if (getSinks())
+    sinks = extractSlice(b, loc, getSinks(), {offsets[1]}, {sizes[1]}, *tiles);
   auto tiled = AttentionOp::create(
       b, loc, ValueRange(outputs).getTypes(), tiles->query, tiles->key,
-      tiles->value, tiles->mask, tiles->diagonal, outputs,
+      tiles->value, tiles->mask, tiles->diagonal, sinks, outputs,
       AttentionAttributes::of(*this).withoutAlignment().withOrigin(
           tiles->origin));
   return TilingResult{
@@ -883,8 +896,7 @@ SmallVector<Range> AttentionBackwardOp::getIterationDomain(OpBuilder &b) {
   return attentionIterationDomain(b, getLoc(), viewOf(*this));
 }
 
-SmallVector<utils::IteratorType>
-AttentionBackwardOp::getLoopIteratorTypes() {
+SmallVector<utils::IteratorType> AttentionBackwardOp::getLoopIteratorTypes() {
   return {utils::IteratorType::parallel, utils::IteratorType::parallel,
           utils::IteratorType::reduction, utils::IteratorType::reduction};
 }
@@ -945,8 +957,8 @@ AttentionBackwardOp::getTiledImplementation(OpBuilder &b,
   Value gradKey = likeSlice(getGradKey(), tiles->key);
   Value gradValue = likeSlice(getGradValue(), tiles->value);
   auto tiled = AttentionBackwardOp::create(
-      b, loc, TypeRange{gradQuery.getType(), gradKey.getType(),
-                        gradValue.getType()},
+      b, loc,
+      TypeRange{gradQuery.getType(), gradKey.getType(), gradValue.getType()},
       tiles->query, tiles->key, tiles->value, tiles->mask, tiles->diagonal,
       output, lse, gradOutput, gradLse, gradQuery, gradKey, gradValue,
       AttentionAttributes::of(*this).withoutAlignment().withOrigin(
@@ -1013,9 +1025,9 @@ AttentionWeightsOp::getTiledImplementation(OpBuilder &b,
   }
   SmallVector<OpFoldResult> rowOffsets(offsets.take_front(3)),
       rowSizes(sizes.take_front(3));
-  Value lse = getLse() ? extractSlice(b, loc, getLse(), rowOffsets, rowSizes,
-                                      *tiles)
-                       : Value();
+  Value lse = getLse()
+                  ? extractSlice(b, loc, getLse(), rowOffsets, rowSizes, *tiles)
+                  : Value();
   rowOffsets.push_back(b.getIndexAttr(0));
   rowSizes.push_back(dimOf(b, loc, getKey(), 2));
   Value weights =
@@ -1034,8 +1046,7 @@ LogicalResult AttentionWeightsOp::getResultTilePosition(
     ArrayRef<OpFoldResult> sizes, SmallVector<OpFoldResult> &resultOffsets,
     SmallVector<OpFoldResult> &resultSizes) {
   resultOffsets = {offsets[0], offsets[1], offsets[2], b.getIndexAttr(0)};
-  resultSizes = {sizes[0], sizes[1], sizes[2],
-                 dimOf(b, getLoc(), getKey(), 2)};
+  resultSizes = {sizes[0], sizes[1], sizes[2], dimOf(b, getLoc(), getKey(), 2)};
   return success();
 }
 
@@ -1057,7 +1068,7 @@ struct DropUnusedLse : public OpRewritePattern<AttentionOp> {
     auto replacement = AttentionOp::create(
         rewriter, op.getLoc(), TypeRange{op.getResult(0).getType()},
         op.getQuery(), op.getKey(), op.getValue(), op.getMask(),
-        op.getDiagonal(), ValueRange{op.getOutput()},
+        op.getDiagonal(), op.getSinks(), ValueRange{op.getOutput()},
         AttentionAttributes::of(op));
     rewriter.replaceOp(op, {replacement.getResult(0), op.getLse()});
     return success();

@@ -73,12 +73,14 @@ class Attn_AttentionLikeOp<string mnemonic, Type inputType, dag states,
 //===----------------------------------------------------------------------===//
 
 def Attn_AttentionOp : Attn_AttentionLikeOp<"attention", AnyRankedTensor,
-    (ins Variadic<AnyRankedTensor>:$outputs),
+    (ins Optional<AnyRankedTensor>:$sinks,
+         Variadic<AnyRankedTensor>:$outputs),
     [{$outputs `:` type($outputs)}], "$outputs", [
     Pure,
     DeclareOpInterfaceMethods<TilingInterface, [
       "getIterationDomain", "getLoopIteratorTypes",
-      "getTiledImplementation", "getResultTilePosition"]>]> {
+      "getTiledImplementation", "getResultTilePosition"]>],
+    [{(`sinks` `(` $sinks^ `:` type($sinks) `)`)?}]> {
   let summary = "scaled dot-product attention with masks, GQA and log-sum-exp";
   let description = [{
     Computes, for each batch `b`, query head `h`, query row `i`:
@@ -141,6 +143,13 @@ def Attn_AttentionOp : Attn_AttentionLikeOp<"attention", AnyRankedTensor,
     `origin(%b, %h, %i, %j)`: the batch, query head, row and key of its
     element (0, 0, 0, 0) in the untiled op (all 0 when absent).
 
+    Attention sinks (`sinks(%s : tensor<Hqxf32>)`, docs/spec.md "Attention
+    sinks"): a per-query-head logit that each row's softmax gains as one
+    more column with no value, `l_i ← l_i + exp(sinks[h] − m_i)` (in the
+    stable form). A fully masked row then gives `O = 0` and `LSE = sinks[h]`.
+    The sink is applied once, to the final state (attn-online-softmax puts
+    it in the normalization), so key tiling and key splits never see it.
+
     A boolean keep-mask broadcast over batch and heads, a sliding window that
     looks back 256 keys, and soft-capping:
 
@@ -158,13 +167,14 @@ def Attn_AttentionOp : Attn_AttentionLikeOp<"attention", AnyRankedTensor,
     // A copy of another op's attributes (AttentionAttributes::of).
     OpBuilder<(ins "::mlir::TypeRange":$resultTypes, "::mlir::Value":$query,
       "::mlir::Value":$key, "::mlir::Value":$value, "::mlir::Value":$mask,
-      "::mlir::Value":$diagonal, "::mlir::ValueRange":$outputs,
+      "::mlir::Value":$diagonal, "::mlir::Value":$sinks,
+      "::mlir::ValueRange":$outputs,
       "const ::mlir::attn::AttentionAttributes &":$attributes), [{
       build($_builder, $_state, resultTypes, query, key, value, mask,
             diagonal, attributes.dropoutP, attributes.dropoutSeed,
-            attributes.origin, outputs, attributes.scale, attributes.causal,
-            attributes.alignment, attributes.window, attributes.softcap,
-            attributes.kernel);
+            attributes.origin, sinks, outputs, attributes.scale,
+            attributes.causal, attributes.alignment, attributes.window,
+            attributes.softcap, attributes.kernel);
     }]>
   ];
 

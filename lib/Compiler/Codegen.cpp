@@ -171,12 +171,14 @@ struct AbiTypes {
       return llvm::ArrayType::get(t, n);
     };
     // attn_kernel_args: 6 pointers, 5 sizes, strides of Q, K, V, mask, O
-    // (4 each) and LSE (3), dropout's probability and seed.
+    // (4 each) and LSE (3), dropout's probability and seed, the sinks and
+    // their stride.
     args = llvm::StructType::create(
-        ctx,
-        {ptr, ptr, ptr, ptr, ptr, ptr, i64, i64, i64, i64, i64, arr(i64, 4),
-         arr(i64, 4), arr(i64, 4), arr(i64, 4), arr(i64, 4), arr(i64, 3), f32,
-         i64},
+        ctx, {ptr,         ptr,         ptr,         ptr,         ptr,
+              ptr,         i64,         i64,         i64,         i64,
+              i64,         arr(i64, 4), arr(i64, 4), arr(i64, 4), arr(i64, 4),
+              arr(i64, 4), arr(i64, 3), f32,         i64,         ptr,
+              arr(i64, 1)},
         "attn_kernel_args");
     // attn_backward_args: the forward's args, 5 pointers, strides of dO (4),
     // dLSE (3), dQ, dK, dV (4 each).
@@ -186,10 +188,10 @@ struct AbiTypes {
          arr(i64, 4), arr(i64, 4)},
         "attn_backward_args");
     desc = llvm::StructType::create(
-        ctx, {i32, i32, ptr, i32, i32,         arr(i32, 3), i32, i32, i32,
-              i64, i64, i64, i64, arr(i64, 5), i64,         f32, f32, ptr,
-              ptr, ptr, ptr, i32, ptr,         ptr,         ptr, ptr, ptr,
-              i32, i32, ptr, ptr, i32},
+        ctx,
+        {i32, i32, ptr,         i32, i32, arr(i32, 3), i32, i32, i32, i64, i64,
+         i64, i64, arr(i64, 5), i64, f32, f32,         ptr, ptr, ptr, ptr, i32,
+         ptr, ptr, ptr,         ptr, ptr, i32,         i32, ptr, ptr, i32, i32},
         "attn_kernel_desc");
     gpuKernel = llvm::StructType::create(
         ctx, {ptr, i32, ptr, i64, ptr, i32, i32, i32}, "attn_gpu_kernel");
@@ -217,7 +219,9 @@ enum ArgField : unsigned {
   kOutputStrides,
   kLseStrides,
   kDropoutP,
-  kDropoutSeed
+  kDropoutSeed,
+  kSinks,
+  kSinksStrides
 };
 
 enum BackwardArgField : unsigned {
@@ -327,6 +331,8 @@ llvm::Function *emitEntryPoint(llvm::Module &module, const AbiTypes &types,
     memref(kValue, kValueStrides, {batch, headsKv, seqK, dv});
   if (spec.mask != ::attn::MaskKind::None)
     memref(kMask, kMaskStrides, {batch, headsQ, seqQ, seqK});
+  if (spec.sinks)
+    memref(kSinks, kSinksStrides, {headsQ});
   if (spec.weights) {
     // The LSE it reads, then W [B, Hq, Sq, Sk] f32 in `output`.
     if (spec.lse)
@@ -399,9 +405,9 @@ llvm::Function *emitBackwardEntryPoint(llvm::Module &module,
     params.append({types.i64, types.i64});
   llvm::FunctionType *type = llvm::FunctionType::get(
       isRun ? llvm::Type::getVoidTy(ctx) : types.i64, params, false);
-  auto *fn = llvm::Function::Create(type, llvm::Function::ExternalLinkage,
-                                    spec.name + (isRun ? "_run" : "_work_items"),
-                                    module);
+  auto *fn = llvm::Function::Create(
+      type, llvm::Function::ExternalLinkage,
+      spec.name + (isRun ? "_run" : "_work_items"), module);
   llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", fn));
   llvm::Value *args = fn->getArg(0);
   llvm::Value *forward = b.CreateStructGEP(types.backwardArgs, args, kForward);
@@ -553,7 +559,8 @@ llvm::GlobalVariable *emitDescriptor(llvm::Module &module,
       i32(spec.backward && spec.lse),
       orNull(code.backwardWorkItems),
       orNull(code.backwardRun),
-      i32(spec.dropout ? 1 : 0)};
+      i32(spec.dropout ? 1 : 0),
+      i32(spec.sinks ? 1 : 0)};
   return new llvm::GlobalVariable(module, types.desc, /*isConstant=*/true,
                                   llvm::GlobalValue::ExternalLinkage,
                                   llvm::ConstantStruct::get(types.desc, fields),
@@ -592,7 +599,8 @@ mlir::attn::CpuTarget cpuTarget(const ::attn::ResolvedTarget &host) {
 }
 
 /// The choices `options` fix for the CPU (the others are chosen).
-mlir::attn::CpuKernelOverrides cpuOverrides(const ::attn::CompileOptions &options) {
+mlir::attn::CpuKernelOverrides
+cpuOverrides(const ::attn::CompileOptions &options) {
   mlir::attn::CpuKernelOverrides overrides;
   overrides.queryTile = options.queryTileSize;
   overrides.bandedQueryTile = options.bandedQueryTileSize;
@@ -860,6 +868,11 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
               "': backward kernels are made for the CPU only so far (no GPU "
               "lowering of attn.attention_backward yet)";
       return false;
+    } else if (gpu && spec.sinks) {
+      error = "kernel '" + spec.name +
+              "': kernels with sinks are made for the CPU only so far (the "
+              "GPU lowering does not take the sinks' normalization yet)";
+      return false;
     } else if (gpu && spec.weights) {
       error = "kernel '" + spec.name +
               "': weights kernels are made for the CPU only so far (no GPU "
@@ -887,12 +900,13 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
         return false;
       if (!chooseCpuKernels(*kernels.module, specs, options, host, error))
         return false;
-    } else if (!chooseKernels(*kernels.module, specs, options,
-                              [&](mlir::attn::AttentionOp op) {
-                                return mlir::attn::chooseGpuKernel(
-                                    op, gpuOverrides(options));
-                              },
-                              error)) {
+    } else if (!chooseKernels(
+                   *kernels.module, specs, options,
+                   [&](mlir::attn::AttentionOp op) {
+                     return mlir::attn::chooseGpuKernel(op,
+                                                        gpuOverrides(options));
+                   },
+                   error)) {
       return false;
     }
     std::string text;

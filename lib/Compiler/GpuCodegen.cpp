@@ -60,7 +60,6 @@ bool validGpuArch(const std::string &arch) {
   return number >= 80 && (rest.empty() || rest == "a");
 }
 
-
 bool compileGpuImage(const std::vector<KernelSpec> &specs,
                      const CompileOptions &options, bool cubin, GpuImage &image,
                      std::string &error, TimingScope &timing) {
@@ -86,12 +85,12 @@ bool compileGpuImage(const std::vector<KernelSpec> &specs,
   for (auto [spec, func] :
        llvm::zip(specs, kernels.module->getOps<func::FuncOp>()))
     func.setSymName(spec.name);
-  if (!chooseKernels(*kernels.module, specs, options,
-                     [&](mlir::attn::AttentionOp op) {
-                       return mlir::attn::chooseGpuKernel(
-                           op, gpuOverrides(options));
-                     },
-                     error))
+  if (!chooseKernels(
+          *kernels.module, specs, options,
+          [&](mlir::attn::AttentionOp op) {
+            return mlir::attn::chooseGpuKernel(op, gpuOverrides(options));
+          },
+          error))
     return false;
 
   PassManager pm(&kernels.context);

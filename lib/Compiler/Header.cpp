@@ -120,7 +120,8 @@ std::string attn::kernelHeader(const std::vector<KernelSpec> &specs,
       << (spec.mask != MaskKind::None ? ", mask [B,Hq,Sq,Sk] (stride 0 on "
                                         "broadcast dims)"
                                       : "")
-      << (spec.lse ? ", LSE [B,Hq,Sq] f32" : "") << ".\n"
+      << (spec.lse ? ", LSE [B,Hq,Sq] f32" : "")
+      << (spec.sinks ? ", sinks [Hq] f32 (args->sinks)" : "") << ".\n"
       << " * The args are not checked here: attn_run (attn/runtime.h) checks "
          "them. */\n";
     h << "extern const attn_kernel_desc " << n << "_desc;\n";

@@ -4,6 +4,7 @@
 // and sequence size dynamic and the head dims static:
 //
 //   func.func @<name>_impl(%q: tensor<?x?x?xDxT>, %k, %v, [%mask],
+//                          [%sinks: tensor<?xf32>],
 //                          %o: tensor<?x?x?xDvxT>, [%lse: tensor<?x?x?xf32>])
 //       attributes {attn.kernel}
 //
@@ -82,6 +83,8 @@ func::FuncOp buildKernelFunction(OpBuilder &b, Location loc,
   if (spec.mask != MaskKind::None)
     args.push_back(tensor({dyn, dyn, dyn, dyn},
                           spec.mask == MaskKind::Bool ? b.getI1Type() : elem));
+  if (spec.sinks)
+    args.push_back(tensor({heads}, b.getF32Type()));
   args.push_back(spec.weights ? weights : o);
   SmallVector<Type> results = {spec.weights ? weights : o};
   if (spec.weights) {
@@ -112,6 +115,7 @@ func::FuncOp buildKernelFunction(OpBuilder &b, Location loc,
   unsigned next = spec.weights ? 2 : 3;
   Value mask =
       spec.mask != MaskKind::None ? body->getArgument(next++) : Value();
+  Value sinks = spec.sinks ? body->getArgument(next++) : Value();
   Value weightsLse =
       spec.weights && spec.lse ? body->getArgument(next++) : Value();
   SmallVector<Value> outs = {body->getArgument(next++)};
@@ -162,7 +166,7 @@ func::FuncOp buildKernelFunction(OpBuilder &b, Location loc,
   }
   auto op = mlir::attn::AttentionOp::create(
       b, loc, ValueRange(outs).getTypes(), body->getArgument(0),
-      body->getArgument(1), body->getArgument(2), mask, Value(), outs,
+      body->getArgument(1), body->getArgument(2), mask, Value(), sinks, outs,
       attributes);
   func::ReturnOp::create(b, loc, op.getResults());
   return func;
@@ -239,6 +243,7 @@ bool specFromOp(mlir::attn::AttentionOp op, KernelSpec &spec,
   if (auto softcap = op.getSoftcapAttr())
     spec.softcap = softcap.getValueAsDouble();
   spec.lse = static_cast<bool>(op.getLse());
+  spec.sinks = static_cast<bool>(op.getSinks());
   auto staticOr = [](int64_t size) {
     return ShapedType::isDynamic(size) ? int64_t(-1) : size;
   };

@@ -194,6 +194,7 @@ const char *const kRuntimeNames[] = {"attn_alignment",
                                      "attn_kernel_device",
                                      "attn_kernel_has_dropout",
                                      "attn_kernel_has_key_split",
+                                     "attn_kernel_has_sinks",
                                      "attn_kernel_kind",
                                      "attn_kernel_kind_of",
                                      "attn_last_error",
@@ -210,13 +211,16 @@ const char *const kRuntimeNames[] = {"attn_alignment",
                                      "attn_parallel_for_fn",
                                      "attn_prepare",
                                      "attn_prepare_backward",
+                                     "attn_prepare_with",
                                      "attn_prepare_weights",
                                      "attn_run",
                                      "attn_run_backward",
                                      "attn_run_dropout",
                                      "attn_run_fn",
+                                     "attn_run_options",
                                      "attn_run_split",
                                      "attn_run_weights",
+                                     "attn_run_with",
                                      "attn_split_run_fn",
                                      "attn_split_work_items_fn",
                                      "attn_status",
@@ -348,8 +352,9 @@ bool SpecParser::parseItem(std::string_view item) {
     return fail("missing key before '=' in item " + quote(item));
 
   static const char *const knownKeys[] = {
-      "name", "dtype", "d",   "dv",    "causal",  "align", "window",
-      "mask", "lse",   "gqa", "scale", "softcap", "sizes", "backward", "dropout", "weights"};
+      "name",   "dtype",    "d",       "dv",      "causal", "align",
+      "window", "mask",     "lse",     "gqa",     "scale",  "softcap",
+      "sizes",  "backward", "dropout", "weights", "sinks"};
   bool known = false;
   for (const char *k : knownKeys)
     known |= key == k;
@@ -357,16 +362,16 @@ bool SpecParser::parseItem(std::string_view item) {
     return fail("unknown key " + quote(key) +
                 " in kernel spec (known: name, dtype, d, dv, causal, align, "
                 "window, mask, lse, gqa, scale, softcap, sizes, backward, "
-                "dropout, weights)");
+                "dropout, weights, sinks)");
   for (const std::string &seen : seenKeys)
     if (key == seen)
       return fail("duplicate key '" + std::string(key) + "' in kernel spec");
   seenKeys.emplace_back(key);
 
-  // Only `causal`, `lse`, `backward`, `dropout` and `weights` may stand
-  // alone.
+  // Only `causal`, `lse`, `backward`, `dropout`, `weights` and `sinks` may
+  // stand alone.
   if (!hasValue && key != "causal" && key != "lse" && key != "backward" &&
-      key != "dropout" && key != "weights")
+      key != "dropout" && key != "weights" && key != "sinks")
     return fail("key '" + std::string(key) + "' needs a value ('" +
                 std::string(key) + "=...')");
   if (hasValue && value.empty())
@@ -424,6 +429,8 @@ bool SpecParser::parseItem(std::string_view item) {
     return parseFlag(key, value, hasValue, spec.dropout);
   if (key == "weights")
     return parseFlag(key, value, hasValue, spec.weights);
+  if (key == "sinks")
+    return parseFlag(key, value, hasValue, spec.sinks);
   if (key == "gqa") {
     int64_t group;
     if (!parseInt(value, group))
@@ -586,6 +593,14 @@ bool SpecParser::checkConsistency() {
   if (spec.weights && spec.backward)
     return fail("'weights' and 'backward' are two kinds of kernel: a spec "
                 "takes one");
+  // The sinks are part of the forward's LSE, which both other kinds read.
+  if (spec.sinks && spec.backward)
+    return fail("a backward kernel takes no 'sinks': it reads the forward's "
+                "LSE, which includes them (the sinks' own gradient is "
+                "docs/spec.md's d-sigma, from O, dO and that LSE)");
+  if (spec.sinks && spec.weights)
+    return fail("a weights kernel takes no 'sinks': give it 'lse' and the "
+                "forward's LSE, which includes them");
   if (spec.weights && seenValueDim)
     return fail("a weights kernel reads no V: 'dv' does not apply");
   // Dv defaults to D: "d=128" means a 128-wide value head too.
@@ -691,6 +706,8 @@ std::string attn::printKernelSpec(const KernelSpec &spec) {
     add("backward");
   if (spec.dropout)
     add("dropout");
+  if (spec.sinks)
+    add("sinks");
   if (spec.weights)
     add("weights");
   if (spec.group != -1)

@@ -52,6 +52,9 @@ struct KernelSpec {
   // it reads the forward's LSE, else computes each row's own. It reads no
   // V (its Dv is D and unused).
   bool weights = false;
+  // Attention sinks (docs/spec.md): the forward kernel takes one f32 logit
+  // per query head, [Hq], at run time (attn_kernel_args::sinks).
+  bool sinks = false;
   // Sizes declared in the IR (B, Hq, Hkv, Sq, Sk); -1 = dynamic. A spec
   // string may set the GQA ratio instead (group = Hq / Hkv), -1 = any.
   int64_t staticSizes[5] = {-1, -1, -1, -1, -1};
@@ -70,7 +73,7 @@ struct KernelSpec {
 /// (top_left|bottom_right, for windows without causal), window=L:R (either side
 /// `inf`), mask=none|bool|bias with an optional `:` list of broadcast dims
 /// among b1,h1,q1, lse, backward (the gradients' kernel), dropout, weights (the
-/// attention weights' kernel), gqa=G, scale,
+/// attention weights' kernel), sinks (a per-head sink logit), gqa=G, scale,
 /// softcap, sizes=B:Hq:Hkv:Sq:Sk (each a
 /// number or `?`). Returns a message in `error` and std::nullopt on bad input.
 std::optional<KernelSpec> parseKernelSpec(const std::string &text,

@@ -17,6 +17,19 @@
 // are all NaN (a NaN query): its sum is NaN, and the NaN must reach O and
 // LSE rather than the row being reported as fully masked.
 //
+// With attention sinks (one logit σ per query head) the normalization
+// takes the sink as one more column, in the stable form that never takes
+// exp of a positive number: m' = max(max, σ), c = e^(max - m'),
+// l' = sum·c + e^(σ - m'). The row's divisor becomes
+//
+//   sum = σ == -inf ? sum : (c == 0 ? +inf : l' / c)     (acc / sum = O)
+//   LSE = σ == -inf ? as above : (σ == +inf ? +inf : m' + log(l'))
+//
+// computed per row before the output's epilogue, which is unchanged: a
+// fully masked row (max = -inf) divides acc = 0 by +inf, and σ = NaN makes
+// the divisor NaN. Key tiles and key splits never see the sink: it is
+// applied once, to the final state.
+//
 //===----------------------------------------------------------------------===//
 #include "lib/Transforms/Passes.h"
 
@@ -42,13 +55,13 @@ using namespace mlir::attn;
 
 namespace {
 
-/// A state tensor of `shape` filled with `value`. Where a dynamic size has
-/// a constant upper bound (a query tile's rows: min(tile, Sq - offset)),
-/// the tensor is a slice of a statically shaped one: it bufferizes to a
-/// fixed-size stack buffer that can live at the function's entry instead of
+/// A state tensor of `shape`, filled with `value` where one is given. Where a
+/// dynamic size has a constant upper bound (a query tile's rows: min(tile, Sq -
+/// offset)), the tensor is a slice of a statically shaped one: it bufferizes to
+/// a fixed-size stack buffer that can live at the function's entry instead of
 /// growing the stack in every tile.
 Value filledTensor(OpBuilder &b, Location loc, ArrayRef<OpFoldResult> shape,
-                   float value) {
+                   std::optional<float> value) {
   Type f32 = b.getF32Type();
   SmallVector<OpFoldResult> bounded;
   bool sliced = false;
@@ -75,7 +88,9 @@ Value filledTensor(OpBuilder &b, Location loc, ArrayRef<OpFoldResult> shape,
         ones(shape.size(), b.getIndexAttr(1));
     tensor = tensor::ExtractSliceOp::create(b, loc, tensor, zeros, shape, ones);
   }
-  Value fill = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(value));
+  if (!value)
+    return tensor;
+  Value fill = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(*value));
   return linalg::FillOp::create(b, loc, fill, tensor).getResult(0);
 }
 
@@ -114,6 +129,50 @@ Value noAllowedKey(OpBuilder &b, Location loc, Value max, Value sum) {
   return arith::AndIOp::create(b, loc, noMax, noSum);
 }
 
+/// A linalg.generic over the rows [B, Hq, Sq] of `rows` (max, sum: the
+/// identity) and the sinks `[Hq]` (read at the row's head), into `init`.
+Value perRowWithSinks(
+    OpBuilder &b, Location loc, ValueRange rows, Value sinks, Value init,
+    function_ref<Value(OpBuilder &, Location, ValueRange)> body) {
+  MLIRContext *ctx = b.getContext();
+  AffineMap identity = AffineMap::getMultiDimIdentityMap(3, ctx);
+  SmallVector<AffineMap> maps(rows.size(), identity);
+  maps.push_back(AffineMap::get(3, 0, {b.getAffineDimExpr(1)}, ctx));
+  maps.push_back(identity);
+  SmallVector<Value> inputs(rows);
+  inputs.push_back(sinks);
+  SmallVector<utils::IteratorType> iterators(3, utils::IteratorType::parallel);
+  return linalg::GenericOp::create(
+             b, loc, init.getType(), inputs, init, maps, iterators,
+             [&](OpBuilder &nb, Location nloc, ValueRange args) {
+               linalg::YieldOp::create(nb, nloc, body(nb, nloc, args));
+             })
+      .getResult(0);
+}
+
+/// The sink's terms of a row (max, sum) and sink σ (not -inf): m' =
+/// max(max, σ), c = e^(max - m') and l' = sum·c + e^(σ - m').
+struct SinkTerms {
+  Value newMax, scale, newSum;
+};
+SinkTerms sinkTerms(OpBuilder &b, Location loc, Value max, Value sum,
+                    Value sink) {
+  Value newMax = arith::MaximumFOp::create(b, loc, max, sink);
+  Value scale = math::ExpOp::create(
+      b, loc, arith::SubFOp::create(b, loc, max, newMax).getResult());
+  Value sinkTerm = math::ExpOp::create(
+      b, loc, arith::SubFOp::create(b, loc, sink, newMax).getResult());
+  Value newSum = arith::AddFOp::create(
+      b, loc, arith::MulFOp::create(b, loc, sum, scale).getResult(), sinkTerm);
+  return {newMax, scale, newSum};
+}
+
+Value isNegInf(OpBuilder &b, Location loc, Value x) {
+  Value negInf = arith::ConstantOp::create(
+      b, loc, b.getF32FloatAttr(-std::numeric_limits<float>::infinity()));
+  return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, x, negInf);
+}
+
 struct DecomposeAttention : public OpRewritePattern<AttentionOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -137,11 +196,34 @@ struct DecomposeAttention : public OpRewritePattern<AttentionOp> {
         op.getDiagonal(), acc, max, sum, AttentionAttributes::of(op));
     Value finalAcc = online.getResult(0), finalMax = online.getResult(1),
           finalSum = online.getResult(2);
+    // The sum the output divides by: the keys' own, or with the sink's
+    // column (acc / (l' / c) = acc · c / l').
+    Value divisor = finalSum;
+    Value sinks = op.getSinks();
+    if (sinks)
+      divisor = perRowWithSinks(
+          rewriter, loc, {finalMax, finalSum}, sinks,
+          filledTensor(rewriter, loc, rows, std::nullopt),
+          [&](OpBuilder &b, Location l, ValueRange args) -> Value {
+            Value max = args[0], sum = args[1], sink = args[2];
+            SinkTerms terms = sinkTerms(b, l, max, sum, sink);
+            Value zero = arith::ConstantOp::create(b, l, b.getF32FloatAttr(0));
+            Value posInf =
+                arith::ConstantOp::create(b, l, b.getF32FloatAttr(inf));
+            Value vanished = arith::CmpFOp::create(
+                b, l, arith::CmpFPredicate::OEQ, terms.scale, zero);
+            Value withSink = arith::SelectOp::create(
+                b, l, vanished, posInf,
+                arith::DivFOp::create(b, l, terms.newSum, terms.scale)
+                    .getResult());
+            return arith::SelectOp::create(b, l, isNegInf(b, l, sink), sum,
+                                           withSink);
+          });
 
     Type outElement =
         cast<ShapedType>(op.getOutput().getType()).getElementType();
     Value output = elementwise(
-        rewriter, loc, {finalAcc, finalMax, finalSum}, op.getOutput(),
+        rewriter, loc, {finalAcc, finalMax, divisor}, op.getOutput(),
         [&](OpBuilder &b, Location l, ValueRange args) -> Value {
           Value zero = arith::ConstantOp::create(b, l, b.getF32FloatAttr(0));
           Value empty = noAllowedKey(b, l, args[1], args[2]);
@@ -160,16 +242,40 @@ struct DecomposeAttention : public OpRewritePattern<AttentionOp> {
     SmallVector<Value> replacements = {output};
 
     if (Value lseInit = op.getLse()) {
-      Value lse = elementwise(
-          rewriter, loc, {finalMax, finalSum}, lseInit,
-          [&](OpBuilder &b, Location l, ValueRange args) -> Value {
-            Value negInf =
-                arith::ConstantOp::create(b, l, b.getF32FloatAttr(-inf));
-            Value empty = noAllowedKey(b, l, args[0], args[1]);
-            Value logSum = math::LogOp::create(b, l, args[1]);
-            Value value = arith::AddFOp::create(b, l, args[0], logSum);
-            return arith::SelectOp::create(b, l, empty, negInf, value);
-          });
+      auto keysLse = [&](OpBuilder &b, Location l, Value max,
+                         Value sum) -> Value {
+        Value negInf = arith::ConstantOp::create(b, l, b.getF32FloatAttr(-inf));
+        Value empty = noAllowedKey(b, l, max, sum);
+        Value logSum = math::LogOp::create(b, l, sum);
+        Value value = arith::AddFOp::create(b, l, max, logSum);
+        return arith::SelectOp::create(b, l, empty, negInf, value);
+      };
+      Value lse;
+      if (sinks) {
+        lse = perRowWithSinks(
+            rewriter, loc, {finalMax, finalSum}, sinks, lseInit,
+            [&](OpBuilder &b, Location l, ValueRange args) -> Value {
+              Value max = args[0], sum = args[1], sink = args[2];
+              SinkTerms terms = sinkTerms(b, l, max, sum, sink);
+              Value withSink = arith::AddFOp::create(
+                  b, l, terms.newMax,
+                  math::LogOp::create(b, l, terms.newSum).getResult());
+              // σ = +inf takes all the weight (its l' is NaN: inf - inf).
+              Value posInf =
+                  arith::ConstantOp::create(b, l, b.getF32FloatAttr(inf));
+              Value sinkInf = arith::CmpFOp::create(
+                  b, l, arith::CmpFPredicate::OEQ, sink, posInf);
+              withSink =
+                  arith::SelectOp::create(b, l, sinkInf, posInf, withSink);
+              return arith::SelectOp::create(b, l, isNegInf(b, l, sink),
+                                             keysLse(b, l, max, sum), withSink);
+            });
+      } else {
+        lse = elementwise(rewriter, loc, {finalMax, finalSum}, lseInit,
+                          [&](OpBuilder &b, Location l, ValueRange args) {
+                            return keysLse(b, l, args[0], args[1]);
+                          });
+      }
       replacements.push_back(lse);
     }
     rewriter.replaceOp(op, replacements);

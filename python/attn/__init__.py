@@ -78,6 +78,7 @@ def scaled_dot_product_attention(
     softcap: Optional[float] = None,
     return_lse: bool = False,
     dropout_seed: Optional[int] = None,
+    sinks=None,
 ):
     """Attention as torch.nn.functional.scaled_dot_product_attention computes it.
 
@@ -109,6 +110,11 @@ def scaled_dot_product_attention(
     softcap: c > 0: scores become c * tanh(s / c) before masking.
     return_lse: also return the log-sum-exp [B, Hq, Sq] (float32): a row
         with nothing to attend gives output 0 and lse -inf.
+    sinks: attention sinks, one logit per query head [Hq] (any float type,
+        used as float32): each row's softmax gains the sink as one more
+        column that carries no value (as in gpt-oss), so the weights of the
+        keys sum to less than 1 and a fully masked row gives output 0 with
+        a finite lse (= the sink). Differentiable on PyTorch tensors.
 
     Returns the output [B, Hq, Sq, Dv] (or (output, lse)) of the query's
     type and kind: a PyTorch tensor for PyTorch inputs, else a NumPy array.
@@ -126,12 +132,12 @@ def scaled_dot_product_attention(
             return torch_path.scaled_dot_product_attention(
                 query, key, value, attn_mask, bool(is_causal), scale, bool(enable_gqa),
                 causal_alignment, window_left, window_right, softcap, bool(return_lse),
-                float(dropout_p), dropout_seed,
+                float(dropout_p), dropout_seed, sinks,
             )
     return _core.sdpa_numpy(
         query, key, value, attn_mask, bool(is_causal), scale, bool(enable_gqa),
         causal_alignment, window_left, window_right, softcap, bool(return_lse),
-        float(dropout_p), dropout_seed,
+        float(dropout_p), dropout_seed, sinks,
     )
 
 

@@ -122,13 +122,15 @@ def kernel_spec(
     backward: bool = False,
     dropout: bool = False,
     weights: bool = False,
+    sinks: bool = False,
 ) -> str:
     """The attn-compile spec string (lib/Support/KernelSpec.h) of a call.
     `decode_rows`: a static Sq for a decoding kernel (see DECODE_ROWS).
     `backward`: the kernel of the call's gradients, which with `lse` also
     takes the gradient of the returned log-sum-exp. `weights`: the kernel
     of its attention weights (no V: `value_dim` is ignored), which with
-    `lse` reads the forward's."""
+    `lse` reads the forward's. `sinks`: a forward kernel that takes a sink
+    logit per query head."""
     items = ["name=attn_sdpa", f"dtype={dtype}", f"d={head_dim}"]
     if not weights:
         items.append(f"dv={value_dim}")
@@ -156,6 +158,8 @@ def kernel_spec(
         items.append("dropout")
     if weights:
         items.append("weights")
+    if sinks:
+        items.append("sinks")
     if decode_rows is not None:
         items.append(f"sizes=?:?:?:{decode_rows}:?")
     return ",".join(items)
@@ -206,10 +210,12 @@ def spec_for(
     return_lse: bool,
     backward: bool = False,
     dropout: bool = False,
+    sinks: bool = False,
 ) -> str:
     """The spec of a call's kernel; with `backward`, of its gradients'
     (`return_lse` then: whether it takes dLSE); with `dropout`, one that
-    takes dropout's probability and seed."""
+    takes dropout's probability and seed; with `sinks`, one that takes the
+    sink logits (a forward kernel: the backward reads them in the LSE)."""
     dtype = dtype_name(query.dtype)
     rows = int(query.shape[2])
     mask = None
@@ -230,6 +236,7 @@ def spec_for(
         rows if 1 <= rows <= DECODE_ROWS and not (backward or dropout) else None,
         backward,
         dropout,
+        sinks=sinks and not backward,
     )
 
 
@@ -241,10 +248,20 @@ def dtype_name_or_none(dtype) -> Optional[str]:
 
 
 def run(spec: str, query, key, value, mask, output, lse, dropout_p: float = 0.0,
-        dropout_seed: int = 0) -> None:
+        dropout_seed: int = 0, sinks=None) -> None:
     """Runs the kernel of `spec` (compiling it on first use)."""
     _cache.kernel(spec).run(query, key, value, mask, output, lse, dropout_p,
-                            seed_bits(dropout_seed))
+                            seed_bits(dropout_seed), sinks)
+
+
+def check_sinks(sinks_shape: Sequence[int], heads_q: int) -> None:
+    """What the sinks must be before the kernel's own checks: one logit per
+    query head (docs/spec.md, "Attention sinks")."""
+    if tuple(sinks_shape) != (heads_q,):
+        raise Error(
+            f"sinks: shape is {list(sinks_shape)} but must be [Hq] = [{heads_q}] "
+            "(one logit per query head)"
+        )
 
 
 def run_backward(spec: str, query, key, value, mask, output, lse, grad_output,
@@ -360,6 +377,7 @@ def sdpa_numpy(
     return_lse,
     dropout_p=0.0,
     dropout_seed=None,
+    sinks=None,
 ):
     import numpy as np
 
@@ -379,15 +397,20 @@ def sdpa_numpy(
             mask = np.broadcast_to(attn_mask, shape)
         except ValueError:
             mask = attn_mask  # not broadcastable: the runtime says why
+    if sinks is not None:
+        sinks = as_array(sinks, "sinks")
+        check_sinks(sinks.shape, query.shape[1])
+        sinks = sinks.astype(np.float32, copy=False)
     spec = spec_for(
         query, key, value, mask, is_causal, scale, causal_alignment,
         window_left, window_right, softcap, return_lse, dropout=dropout_p > 0.0,
+        sinks=sinks is not None,
     )
     batch, heads, seq_q = query.shape[:3]
     output = np.empty((batch, heads, seq_q, value.shape[3]), dtype=query.dtype)
     lse = np.empty((batch, heads, seq_q), dtype=np.float32) if return_lse else None
     run(spec, query, key, value, mask, output, lse, dropout_p,
-        0 if dropout_seed is None else dropout_seed)
+        0 if dropout_seed is None else dropout_seed, sinks)
     if squeeze:
         output = output[0]
         lse = lse[0] if lse is not None else None

@@ -20,6 +20,9 @@ gradient"): gradients flow to query, key and value, and through the returned
 LSE when return_lse (a loss that reads it); P is recomputed from the saved
 LSE, which the forward computes whenever a gradient will be needed. A float
 attn_mask that requires grad is refused (its gradient is not built yet).
+The optional last argument, sinks [Hq] (docs/spec.md, "Attention sinks"),
+gets its gradient from O, dO and the LSE (which includes the sinks):
+dsinks[h] = sum over b, i of exp(sinks[h] - LSE) * (dLSE - rowsum(dO * O)).
 """
 
 from __future__ import annotations
@@ -56,12 +59,13 @@ def _sdpa_eager(
     return_lse: bool,
     dropout_p: float = 0.0,
     dropout_seed: int = 0,
+    sinks: Optional[Tensor] = None,
 ) -> Tuple[Tensor, Tensor]:
     """The operator's implementation: checks, allocates, runs the kernel."""
     output, lse = _run(
         query, key, value, attn_mask, is_causal, scale, enable_gqa,
         causal_alignment, window_left, window_right, softcap, return_lse,
-        dropout_p, dropout_seed,
+        dropout_p, dropout_seed, sinks,
     )
     if lse is None:  # the operator returns a tensor in every case
         lse = query.new_empty((0,), dtype=torch.float32)
@@ -71,7 +75,7 @@ def _sdpa_eager(
 def _run(
     query, key, value, attn_mask, is_causal, scale, enable_gqa,
     causal_alignment, window_left, window_right, softcap, return_lse,
-    dropout_p=0.0, dropout_seed=0,
+    dropout_p=0.0, dropout_seed=0, sinks=None,
 ) -> Tuple[Tensor, Optional[Tensor]]:
     """Checks, allocates and runs the kernel (the arguments are
     _sdpa_eager's); the LSE only where asked for (else None)."""
@@ -83,9 +87,13 @@ def _run(
     if attn_mask is not None and attn_mask.requires_grad:
         attn_mask = attn_mask.detach()
     _core.check_shapes(query, key, value, enable_gqa)
-    for name, tensor in (("query", query), ("key", key), ("value", value), ("attn_mask", attn_mask)):
+    for name, tensor in (("query", query), ("key", key), ("value", value),
+                         ("attn_mask", attn_mask), ("sinks", sinks)):
         if tensor is not None and not tensor.is_cpu:
             raise _core.Error(f"{name}: tensor is on {tensor.device} but attn runs on the CPU")
+    if sinks is not None:
+        _core.check_sinks(sinks.shape, query.shape[1])
+        sinks = sinks.detach().float()
     mask = None
     if attn_mask is not None:
         mask = attn_mask
@@ -97,7 +105,7 @@ def _run(
     spec = _core.spec_for(
         query, key, value, mask, is_causal, scale, causal_alignment,
         window_left, window_right, softcap, return_lse,
-        dropout=dropout_p > 0.0,
+        dropout=dropout_p > 0.0, sinks=sinks is not None,
     )
     batch, heads, seq_q = query.shape[:3]
     output = query.new_empty((batch, heads, seq_q, value.shape[3]))
@@ -106,6 +114,7 @@ def _run(
         spec, _capsule(query), _capsule(key), _capsule(value),
         None if mask is None else _capsule(mask), _capsule(output),
         None if lse is None else _capsule(lse), dropout_p, dropout_seed,
+        None if sinks is None else _capsule(sinks),
     )
     return output, lse
 
@@ -147,6 +156,7 @@ _OPTIONS = ("is_causal", "scale", "enable_gqa", "causal_alignment",
 
 def _setup_context(ctx, inputs, output):
     query, key, value, attn_mask, *options = inputs
+    sinks = options[len(_OPTIONS)] if len(options) > len(_OPTIONS) else None
     out, lse = output
     if attn_mask is not None and attn_mask.requires_grad:
         raise _core.Error(
@@ -154,11 +164,23 @@ def _setup_context(ctx, inputs, output):
             "mask yet; detach it (or pass it without requires_grad)"
         )
     ctx.options = dict(zip(_OPTIONS, options))
-    ctx.save_for_backward(query, key, value, attn_mask, out, lse)
+    ctx.save_for_backward(query, key, value, attn_mask, out, lse, sinks)
+
+
+def _sinks_gradient(sinks, out, lse, grad_output, grad_lse):
+    """dsinks (docs/spec.md, "Attention sinks"): the sink's weight
+    exp(sinks - LSE) times (dLSE - rowsum(dO * O)), summed over the rows of
+    each head; a sink of -inf has weight 0 (never exp(-inf - -inf))."""
+    sink = sinks.detach().float()[None, :, None]
+    weight = torch.where(sink == float("-inf"), 0.0, torch.exp(sink - lse))
+    delta = (grad_output.float() * out.float()).sum(-1)
+    if grad_lse is not None:
+        delta = delta - grad_lse.float()
+    return (-(weight * delta)).sum((0, 2)).to(sinks.dtype)
 
 
 def _sdpa_backward(ctx, grad_output, grad_lse):
-    query, key, value, attn_mask, out, lse = ctx.saved_tensors
+    query, key, value, attn_mask, out, lse, sinks = ctx.saved_tensors
     o = ctx.options
     forward_options = (o["is_causal"], o["scale"], o["enable_gqa"],
                        o["causal_alignment"], o["window_left"],
@@ -168,13 +190,17 @@ def _sdpa_backward(ctx, grad_output, grad_lse):
         # Called without the LSE (torch.ops.attn.sdpa directly, with
         # return_lse False): the forward again, for it.
         out, lse = torch.ops.attn.sdpa(query, key, value, attn_mask,
-                                       *forward_options, True, *dropout)
+                                       *forward_options, True, *dropout, sinks)
     if grad_output is None:
         grad_output = torch.zeros_like(out)
+    grad_lse = grad_lse if o["return_lse"] else None
     grads = torch.ops.attn.sdpa_backward(
-        query, key, value, attn_mask, out, lse, grad_output,
-        grad_lse if o["return_lse"] else None, *forward_options, *dropout)
-    return (*grads, None, *(None,) * len(_OPTIONS))
+        query, key, value, attn_mask, out, lse, grad_output, grad_lse,
+        *forward_options, *dropout)
+    grad_sinks = None
+    if sinks is not None and ctx.needs_input_grad[4 + len(_OPTIONS)]:
+        grad_sinks = _sinks_gradient(sinks, out, lse, grad_output, grad_lse)
+    return (*grads, None, *(None,) * len(_OPTIONS), grad_sinks)
 
 
 def _sdpa_backward_eager(
@@ -288,7 +314,7 @@ def _plain_eager_call(*tensors) -> bool:
 def _sdpa_fake(
     query, key, value, attn_mask, is_causal, scale, enable_gqa,
     causal_alignment, window_left, window_right, softcap, return_lse,
-    dropout_p=0.0, dropout_seed=0,
+    dropout_p=0.0, dropout_seed=0, sinks=None,
 ):
     torch._check(query.dim() == 4, lambda: "attn::sdpa: query must be 4-D [B, H, S, D]")
     torch._check(value.dim() == 4, lambda: "attn::sdpa: value must be 4-D [B, H, S, D]")
@@ -301,7 +327,7 @@ def _sdpa_fake(
 def scaled_dot_product_attention(
     query, key, value, attn_mask, is_causal, scale, enable_gqa,
     causal_alignment, window_left, window_right, softcap, return_lse,
-    dropout_p=0.0, dropout_seed=None,
+    dropout_p=0.0, dropout_seed=None, sinks=None,
 ):
     """The public function's PyTorch path: 3-D inputs gain and lose B=1
     around the operator. Written to be traced by torch.compile."""
@@ -311,20 +337,22 @@ def scaled_dot_product_attention(
     dropout_seed = 0 if dropout_seed is None else _core.seed_bits(dropout_seed)
     if dropout_seed >= 2**63:  # the operator's int is an int64: the same bits
         dropout_seed -= 2**64
+    if sinks is not None and not isinstance(sinks, Tensor):
+        sinks = torch.as_tensor(sinks)
     squeeze = query.dim() == 3 and key.dim() == 3 and value.dim() == 3
     if squeeze:
         query, key, value = query.unsqueeze(0), key.unsqueeze(0), value.unsqueeze(0)
     # Eager calls on plain tensors run the implementation directly (without
     # the empty LSE the operator returns when none is asked for); anything
     # traced, compiled or differentiated goes through the operator.
-    call = _run if _plain_eager_call(query, key, value, attn_mask) else torch.ops.attn.sdpa
+    call = _run if _plain_eager_call(query, key, value, attn_mask, sinks) else torch.ops.attn.sdpa
     # The backward recomputes the weights from the LSE: compute it whenever
     # a gradient will be needed (the caller sees it only if asked for).
-    with_lse = return_lse or _needs_grad(query, key, value)
+    with_lse = return_lse or _needs_grad(query, key, value, sinks)
     output, lse = call(
         query, key, value, attn_mask, is_causal, scale, enable_gqa,
         causal_alignment, window_left, window_right, softcap, with_lse,
-        float(dropout_p), dropout_seed,
+        float(dropout_p), dropout_seed, sinks,
     )
     if squeeze:
         output, lse = output.squeeze(0), (lse.squeeze(0) if return_lse else lse)

@@ -147,29 +147,32 @@ struct PyKernel {
   void run(const InputArray &query, const InputArray &key,
            const InputArray &value, const std::optional<InputArray> &mask,
            const OutputArray &output, const std::optional<OutputArray> &lse,
-           float dropoutP, uint64_t dropoutSeed) const {
+           float dropoutP, uint64_t dropoutSeed,
+           const std::optional<InputArray> &sinks) const {
     attn_tensor q = toTensor(query, "query");
     attn_tensor k = toTensor(key, "key");
     attn_tensor v = toTensor(value, "value");
     attn_tensor o = toTensor(output, "output");
-    attn_tensor m{}, l{};
+    attn_tensor m{}, l{}, s{};
     if (mask)
       m = toTensor(*mask, "mask");
     if (lse)
       l = toTensor(*lse, "lse");
+    if (sinks)
+      s = toTensor(*sinks, "sinks");
+    attn_run_options options{};
+    options.struct_size = sizeof(options);
+    options.sinks = sinks ? &s : nullptr;
+    options.dropout_p = dropoutP;
+    options.dropout_seed = dropoutSeed;
     attn_thread_pool *threads = sharedPool();
     attn_status status;
     {
       // The arrays stay referenced by the caller's frame; no Python object is
       // touched while the kernel runs.
       nb::gil_scoped_release release;
-      status = attn_kernel_has_dropout(kernel.get())
-                   ? attn_run_dropout(kernel.get(), &q, &k, &v,
-                                      mask ? &m : nullptr, &o,
-                                      lse ? &l : nullptr, dropoutP,
-                                      dropoutSeed, threads)
-                   : attn_run(kernel.get(), &q, &k, &v, mask ? &m : nullptr,
-                              &o, lse ? &l : nullptr, threads);
+      status = attn_run_with(kernel.get(), &q, &k, &v, mask ? &m : nullptr, &o,
+                             lse ? &l : nullptr, &options, threads);
     }
     attn::check(status);
   }
@@ -203,10 +206,9 @@ struct PyKernel {
     attn_status status;
     {
       nb::gil_scoped_release release;
-      status = attn_run_backward(kernel.get(), &q, &k, &v,
-                                 mask ? &m : nullptr, &o, &l, &dO,
-                                 gradLse ? &dL : nullptr, &dQ, &dK, &dV,
-                                 dropoutP, dropoutSeed, threads);
+      status = attn_run_backward(kernel.get(), &q, &k, &v, mask ? &m : nullptr,
+                                 &o, &l, &dO, gradLse ? &dL : nullptr, &dQ, &dK,
+                                 &dV, dropoutP, dropoutSeed, threads);
     }
     attn::check(status);
   }
@@ -319,16 +321,19 @@ NB_MODULE(_ext, m) {
                    [](const PyKernel &k) {
                      return attn_kernel_has_dropout(k.kernel.get()) != 0;
                    })
+      .def_prop_ro("sinks",
+                   [](const PyKernel &k) {
+                     return attn_kernel_has_sinks(k.kernel.get()) != 0;
+                   })
       .def_prop_ro("backward",
                    [](const PyKernel &k) {
                      return attn_kernel_kind_of(k.kernel.get()) ==
                             ATTN_KERNEL_BACKWARD;
                    })
-      .def("run_backward", &PyKernel::runBackward,
-           nb::arg("query").noconvert(), nb::arg("key").noconvert(),
-           nb::arg("value").noconvert(), nb::arg("mask").noconvert().none(),
-           nb::arg("output").noconvert(), nb::arg("lse").noconvert(),
-           nb::arg("grad_output").noconvert(),
+      .def("run_backward", &PyKernel::runBackward, nb::arg("query").noconvert(),
+           nb::arg("key").noconvert(), nb::arg("value").noconvert(),
+           nb::arg("mask").noconvert().none(), nb::arg("output").noconvert(),
+           nb::arg("lse").noconvert(), nb::arg("grad_output").noconvert(),
            nb::arg("grad_lse").noconvert().none(),
            nb::arg("grad_query").noconvert(), nb::arg("grad_key").noconvert(),
            nb::arg("grad_value").noconvert(), nb::arg("dropout_p") = 0.0f,
@@ -353,9 +358,11 @@ NB_MODULE(_ext, m) {
            nb::arg("mask").noconvert().none(), nb::arg("output").noconvert(),
            nb::arg("lse").noconvert().none(), nb::arg("dropout_p") = 0.0f,
            nb::arg("dropout_seed") = 0,
+           nb::arg("sinks").noconvert().none() = nb::none(),
            "Checks the tensors against the kernel and runs it on the shared "
-           "thread pool. Tensors are [B, H, S, D] with any strides; `mask` "
-           "and `lse` are None or tensors, as the kernel requires.");
+           "thread pool. Tensors are [B, H, S, D] with any strides; `mask`, "
+           "`lse` and `sinks` ([Hq] f32) are None or tensors, as the kernel "
+           "requires.");
 
   m.def("load_library", &loadLibrary, nb::arg("path"),
         "Loads a kernel library made by attn-compile; returns its kernels.");

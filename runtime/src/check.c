@@ -64,6 +64,7 @@ static const role mask_role = {
 static const role output_role = {
     "output", 4, {"B", "Hq", "Sq", "Dv"}, "[B, Hq, Sq, Dv]"};
 static const role lse_role = {"lse", 3, {"B", "Hq", "Sq", NULL}, "[B, Hq, Sq]"};
+static const role sinks_role = {"sinks", 1, {"Hq", NULL, NULL, NULL}, "[Hq]"};
 
 static size_t element_size(int32_t dtype) {
   switch (dtype) {
@@ -394,7 +395,8 @@ static attn_status check_each(const attn_tensor *const *tensors,
   for (int i = 0; i < count; ++i) {
     if (!tensors[i])
       continue;
-    attn_status s = check_rank_and_dtype(tensors[i], roles[i], dtypes[i], why[i]);
+    attn_status s =
+        check_rank_and_dtype(tensors[i], roles[i], dtypes[i], why[i]);
     if (s == ATTN_OK)
       s = check_sizes_and_data(tensors[i], roles[i]);
     if (s != ATTN_OK)
@@ -430,10 +432,32 @@ static attn_status check_mask_presence(const attn_kernel_desc *k,
   return ATTN_OK;
 }
 
+int attn_kernel_has_sinks(const attn_kernel_desc *kernel) {
+  return kernel &&
+         kernel->struct_size >= offsetof(attn_kernel_desc, has_sinks) +
+                                    sizeof(kernel->has_sinks) &&
+         kernel->has_sinks != 0;
+}
+
 attn_status attn_prepare(const attn_kernel_desc *k, const attn_tensor *query,
                          const attn_tensor *key, const attn_tensor *value,
                          const attn_tensor *mask, const attn_tensor *output,
                          const attn_tensor *lse, attn_kernel_args *args) {
+  if (attn_kernel_has_sinks(k))
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "sinks: kernel '%s' takes attention sinks %s; pass them "
+                     "with attn_run_with or attn_prepare_with",
+                     k->name, sinks_role.shape_text);
+  return attn_prepare_forward(k, query, key, value, mask, output, lse, NULL,
+                              args);
+}
+
+attn_status
+attn_prepare_forward(const attn_kernel_desc *k, const attn_tensor *query,
+                     const attn_tensor *key, const attn_tensor *value,
+                     const attn_tensor *mask, const attn_tensor *output,
+                     const attn_tensor *lse, const attn_tensor *sinks,
+                     attn_kernel_args *args) {
   if (!k)
     return attn_fail(ATTN_ERROR_INVALID_ARGUMENT, "kernel is NULL");
   if (!args)
@@ -459,45 +483,60 @@ attn_status attn_prepare(const attn_kernel_desc *k, const attn_tensor *query,
                      "lse: kernel '%s' writes the log-sum-exp %s but lse is "
                      "NULL",
                      k->name, lse_role.shape_text);
+  if (!attn_kernel_has_sinks(k) && sinks)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "sinks: kernel '%s' takes no attention sinks but sinks "
+                     "were given (compile it with the spec key 'sinks')",
+                     k->name);
+  if (attn_kernel_has_sinks(k) && !sinks)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "sinks: kernel '%s' takes attention sinks %s but sinks "
+                     "is NULL",
+                     k->name, sinks_role.shape_text);
 
   /* Each tensor on its own. */
   char takes[160];
   snprintf(takes, sizeof(takes), "kernel '%s' takes", k->name);
-  const attn_tensor *all[6] = {query, key, value, mask, output, lse};
-  const role *all_role[6] = {&query_role, &key_role,    &value_role,
-                             &mask_role,  &output_role, &lse_role};
+  const attn_tensor *all[7] = {query, key, value, mask, output, lse, sinks};
+  const role *all_role[7] = {&query_role,  &key_role, &value_role, &mask_role,
+                             &output_role, &lse_role, &sinks_role};
   char mask_takes[200];
   snprintf(mask_takes, sizeof(mask_takes), "kernel '%s' takes %s of", k->name,
            k->mask_kind == ATTN_MASK_BOOL ? "a keep-mask" : "an additive bias");
-  const int32_t all_dtype[6] = {
+  const int32_t all_dtype[7] = {
       k->dtype, k->dtype,
       k->dtype, k->mask_kind == ATTN_MASK_BOOL ? ATTN_BOOL : k->dtype,
-      k->dtype, ATTN_F32};
-  const char *all_why[6] = {takes,      takes, takes,
-                            mask_takes, takes, "the log-sum-exp is always"};
-  attn_status s = check_each(all, all_role, all_dtype, all_why, 6);
+      k->dtype, ATTN_F32,
+      ATTN_F32};
+  const char *all_why[7] = {takes,
+                            takes,
+                            takes,
+                            mask_takes,
+                            takes,
+                            "the log-sum-exp is always",
+                            "the sink logits are always"};
+  attn_status s = check_each(all, all_role, all_dtype, all_why, 7);
   if (s == ATTN_OK)
     s = check_shapes(k, query, key, value, mask, output, lse);
+  if (s == ATTN_OK && sinks)
+    s = expect_size(sinks, &sinks_role, 0, "query's", query->shape[1]);
   if (s != ATTN_OK)
     return s;
 
   /* Memory. */
-  extent extents[6];
-  if ((s = compute_extents(all, all_role, extents, 6)))
+  extent extents[7];
+  if ((s = compute_extents(all, all_role, extents, 7)))
     return s;
   if ((!extents[4].empty &&
        (s = check_no_self_overlap(output, &output_role))) ||
       (lse && !extents[5].empty && (s = check_no_self_overlap(lse, &lse_role))))
     return s;
-  for (int i = 0; i < 4; ++i) /* query, key, value, mask */
-    if ((s = check_disjoint("output", &extents[4], all_role[i]->name,
-                            &extents[i])))
-      return s;
-  if ((s = check_disjoint("output", &extents[4], "lse", &extents[5])))
-    return s;
-  for (int i = 0; i < 4; ++i)
-    if ((s = check_disjoint("lse", &extents[5], all_role[i]->name,
-                            &extents[i])))
+  for (int i = 0; i < 7; ++i) /* what the output and the lse must not hit */
+    if ((i != 4 && (s = check_disjoint("output", &extents[4], all_role[i]->name,
+                                       &extents[i]))) ||
+        (i != 4 && i != 5 &&
+         (s = check_disjoint("lse", &extents[5], all_role[i]->name,
+                             &extents[i]))))
       return s;
 
   /* All good: the kernel's view of the call. */
@@ -524,6 +563,10 @@ attn_status attn_prepare(const attn_kernel_desc *k, const attn_tensor *query,
   if (lse) {
     args->lse = lse->data;
     memcpy(args->lse_strides, lse->strides, sizeof(args->lse_strides));
+  }
+  if (sinks) {
+    args->sinks = sinks->data;
+    args->sinks_strides[0] = sinks->strides[0];
   }
   return ATTN_OK;
 }
@@ -571,8 +614,8 @@ attn_status attn_prepare_backward(
                      "recomputes the weights from it",
                      lse_role.shape_text);
   /* The forward's tensors, with O and LSE read. */
-  attn_status s = attn_prepare(k, query, key, value, mask, output, lse,
-                               &args->forward);
+  attn_status s =
+      attn_prepare(k, query, key, value, mask, output, lse, &args->forward);
   if (s != ATTN_OK)
     return s;
 
@@ -620,15 +663,13 @@ attn_status attn_prepare_backward(
   }
 
   /* Memory: the gradients written must not share memory with anything. */
-  const attn_tensor *all[11] = {query,       key,      value,      mask,
-                                output,      lse,      grad_output, grad_lse,
-                                grad_query,  grad_key, grad_value};
-  const role *all_role[11] = {&query_role,       &key_role,
-                              &value_role,       &mask_role,
-                              &output_role,      &lse_role,
-                              &grad_output_role, &grad_lse_role,
-                              &grad_query_role,  &grad_key_role,
-                              &grad_value_role};
+  const attn_tensor *all[11] = {query,      key,      value,       mask,
+                                output,     lse,      grad_output, grad_lse,
+                                grad_query, grad_key, grad_value};
+  const role *all_role[11] = {
+      &query_role,      &key_role,      &value_role,       &mask_role,
+      &output_role,     &lse_role,      &grad_output_role, &grad_lse_role,
+      &grad_query_role, &grad_key_role, &grad_value_role};
   extent extents[11];
   if ((s = compute_extents(all, all_role, extents, 11)))
     return s;
@@ -637,8 +678,8 @@ attn_status attn_prepare_backward(
       return s;
     for (int i = 0; i < 11; ++i)
       if (i != w && all[i] &&
-          (s = check_disjoint(all_role[w]->name, &extents[w],
-                              all_role[i]->name, &extents[i])))
+          (s = check_disjoint(all_role[w]->name, &extents[w], all_role[i]->name,
+                              &extents[i])))
         return s;
   }
 
@@ -669,13 +710,11 @@ attn_status attn_prepare_backward(
 static const role weights_role = {
     "weights", 4, {"B", "Hq", "Sq", "Sk"}, "[B, Hq, Sq, Sk]"};
 
-attn_status attn_prepare_weights(const attn_kernel_desc *k,
-                                 const attn_tensor *query,
-                                 const attn_tensor *key,
-                                 const attn_tensor *mask,
-                                 const attn_tensor *lse,
-                                 const attn_tensor *weights,
-                                 attn_kernel_args *args) {
+attn_status
+attn_prepare_weights(const attn_kernel_desc *k, const attn_tensor *query,
+                     const attn_tensor *key, const attn_tensor *mask,
+                     const attn_tensor *lse, const attn_tensor *weights,
+                     attn_kernel_args *args) {
   if (!k)
     return attn_fail(ATTN_ERROR_INVALID_ARGUMENT, "kernel is NULL");
   if (!args)

@@ -26,4 +26,16 @@ attn_status attn_cuda_launch(const attn_kernel_desc *kernel,
                              const attn_kernel_args *args);
 void attn_cuda_forget(const attn_library *library);
 
+/* attn_prepare with the sinks (NULL for a kernel without): every check of
+ * a forward call's tensors. */
+attn_status attn_prepare_forward(const attn_kernel_desc *kernel,
+                                 const attn_tensor *query,
+                                 const attn_tensor *key,
+                                 const attn_tensor *value,
+                                 const attn_tensor *mask,
+                                 const attn_tensor *output,
+                                 const attn_tensor *lse,
+                                 const attn_tensor *sinks,
+                                 attn_kernel_args *args);
+
 #endif /* ATTN_RUNTIME_INTERNAL_H */

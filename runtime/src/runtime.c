@@ -226,6 +226,20 @@ static attn_status validate_library(const attn_library *library,
       return attn_fail(ATTN_ERROR_LOAD,
                        "%s: kernel '%s' is of an unknown kind %d", origin,
                        k->name, (int)kind);
+    if (kind == ATTN_KERNEL_BACKWARD &&
+        k->struct_size <
+            offsetof(attn_kernel_desc, has_sinks) + sizeof(k->has_sinks))
+      return attn_fail(ATTN_ERROR_LOAD,
+                       "%s: backward kernel '%s' was compiled by an older "
+                       "attn-compile, for an attn_backward_args without the "
+                       "sinks' fields: compile it again",
+                       origin, k->name);
+    if (attn_kernel_has_sinks(k) &&
+        (kind != ATTN_KERNEL_FORWARD || device != ATTN_DEVICE_CPU))
+      return attn_fail(ATTN_ERROR_LOAD,
+                       "%s: kernel '%s' takes sinks but is not a CPU forward "
+                       "kernel",
+                       origin, k->name);
     if (kind == ATTN_KERNEL_BACKWARD) {
       if (device != ATTN_DEVICE_CPU || !k->backward_run ||
           !k->backward_work_items || !k->has_lse)
@@ -540,16 +554,6 @@ static attn_status run_split(const attn_kernel_desc *kernel,
   return status;
 }
 
-static attn_status run_forward(const attn_kernel_desc *kernel,
-                               const attn_tensor *query,
-                               const attn_tensor *key,
-                               const attn_tensor *value,
-                               const attn_tensor *mask,
-                               const attn_tensor *output,
-                               const attn_tensor *lse, int64_t key_splits,
-                               float dropout_p, uint64_t dropout_seed,
-                               attn_thread_pool *pool);
-
 /* The error of a kernel whose work_items returned a negative count. */
 static attn_status bad_work_items(const attn_kernel_desc *kernel,
                                   int64_t items) {
@@ -568,8 +572,9 @@ attn_status attn_run_split(const attn_kernel_desc *kernel,
                      "kernel '%s' has dropout: run it with attn_run_dropout "
                      "(a probability and a seed)",
                      kernel->name);
-  return run_forward(kernel, query, key, value, mask, output, lse, key_splits,
-                     0.0f, 0, pool);
+  attn_run_options options = {sizeof(options), NULL, 0.0f, 0, key_splits};
+  return attn_run_with(kernel, query, key, value, mask, output, lse, &options,
+                       pool);
 }
 
 attn_status attn_run_dropout(const attn_kernel_desc *kernel,
@@ -578,21 +583,66 @@ attn_status attn_run_dropout(const attn_kernel_desc *kernel,
                              const attn_tensor *output, const attn_tensor *lse,
                              float dropout_p, uint64_t dropout_seed,
                              attn_thread_pool *pool) {
-  return run_forward(kernel, query, key, value, mask, output, lse, 0,
-                     dropout_p, dropout_seed, pool);
+  attn_run_options options = {sizeof(options), NULL, dropout_p, dropout_seed,
+                              0};
+  return attn_run_with(kernel, query, key, value, mask, output, lse, &options,
+                       pool);
 }
 
-static attn_status run_forward(const attn_kernel_desc *kernel,
-                               const attn_tensor *query,
-                               const attn_tensor *key,
-                               const attn_tensor *value,
-                               const attn_tensor *mask,
-                               const attn_tensor *output,
-                               const attn_tensor *lse, int64_t key_splits,
-                               float dropout_p, uint64_t dropout_seed,
-                               attn_thread_pool *pool) {
+/* The options a call gave, as this runtime's struct: fields past the
+ * caller's struct_size are zero. */
+static attn_status read_options(const attn_run_options *given,
+                                attn_run_options *options) {
+  memset(options, 0, sizeof(*options));
+  if (!given)
+    return ATTN_OK;
+  if (given->struct_size < offsetof(attn_run_options, sinks) ||
+      given->struct_size > 4096)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "options: struct_size is %" PRIu32 "; set it to "
+                     "sizeof(attn_run_options) after zeroing the struct",
+                     given->struct_size);
+  size_t size = given->struct_size < sizeof(*options) ? given->struct_size
+                                                      : sizeof(*options);
+  memcpy(options, given, size);
+  return ATTN_OK;
+}
+
+attn_status attn_prepare_with(const attn_kernel_desc *kernel,
+                              const attn_tensor *query, const attn_tensor *key,
+                              const attn_tensor *value, const attn_tensor *mask,
+                              const attn_tensor *output, const attn_tensor *lse,
+                              const attn_run_options *given,
+                              attn_kernel_args *args) {
   if (!kernel)
     return attn_fail(ATTN_ERROR_INVALID_ARGUMENT, "kernel is NULL");
+  attn_run_options options;
+  attn_status status = read_options(given, &options);
+  if (status == ATTN_OK)
+    status = check_dropout(kernel, options.dropout_p);
+  if (status == ATTN_OK)
+    status = attn_prepare_forward(kernel, query, key, value, mask, output, lse,
+                                  options.sinks, args);
+  if (status == ATTN_OK) {
+    args->dropout_p = options.dropout_p;
+    args->dropout_seed = options.dropout_seed;
+  }
+  return status;
+}
+
+attn_status attn_run_with(const attn_kernel_desc *kernel,
+                          const attn_tensor *query, const attn_tensor *key,
+                          const attn_tensor *value, const attn_tensor *mask,
+                          const attn_tensor *output, const attn_tensor *lse,
+                          const attn_run_options *given,
+                          attn_thread_pool *pool) {
+  if (!kernel)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT, "kernel is NULL");
+  attn_run_options options;
+  attn_status read = read_options(given, &options);
+  if (read != ATTN_OK)
+    return read;
+  int64_t key_splits = options.key_splits;
   if (key_splits < 0)
     return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
                      "key_splits is %" PRId64 "; it must be 0 (the runtime "
@@ -612,11 +662,8 @@ static attn_status run_forward(const attn_kernel_desc *kernel,
    * thread cannot free the code this call is about to run. */
   attn_module *owner = pin_owner(kernel);
   attn_kernel_args args;
-  attn_status status = check_dropout(kernel, dropout_p);
-  if (status == ATTN_OK)
-    status = attn_prepare(kernel, query, key, value, mask, output, lse, &args);
-  args.dropout_p = dropout_p;
-  args.dropout_seed = dropout_seed;
+  attn_status status = attn_prepare_with(kernel, query, key, value, mask,
+                                         output, lse, &options, &args);
   if (status == ATTN_OK)
     status = attn_kernel_check_cpu(kernel);
   if (status == ATTN_OK && key_splits > 1 && !attn_kernel_has_key_split(kernel))
@@ -676,10 +723,9 @@ static void zero_tensor(const attn_tensor *t) {
     for (int64_t b = 0; b < t->shape[1]; ++b)
       for (int64_t c = 0; c < t->shape[2]; ++c)
         for (int64_t d = 0; d < t->shape[3]; ++d)
-          memset((char *)t->data +
-                     (a * t->strides[0] + b * t->strides[1] +
-                      c * t->strides[2] + d * t->strides[3]) *
-                         (int64_t)size,
+          memset((char *)t->data + (a * t->strides[0] + b * t->strides[1] +
+                                    c * t->strides[2] + d * t->strides[3]) *
+                                       (int64_t)size,
                  0, size);
 }
 
@@ -693,14 +739,16 @@ static void run_backward_items(void *context, int64_t begin, int64_t end) {
   run->kernel->backward_run(run->args, begin, end);
 }
 
-attn_status attn_run_backward(
-    const attn_kernel_desc *kernel, const attn_tensor *query,
-    const attn_tensor *key, const attn_tensor *value, const attn_tensor *mask,
-    const attn_tensor *output, const attn_tensor *lse,
-    const attn_tensor *grad_output, const attn_tensor *grad_lse,
-    const attn_tensor *grad_query, const attn_tensor *grad_key,
-    const attn_tensor *grad_value, float dropout_p, uint64_t dropout_seed,
-    attn_thread_pool *pool) {
+attn_status attn_run_backward(const attn_kernel_desc *kernel,
+                              const attn_tensor *query, const attn_tensor *key,
+                              const attn_tensor *value, const attn_tensor *mask,
+                              const attn_tensor *output, const attn_tensor *lse,
+                              const attn_tensor *grad_output,
+                              const attn_tensor *grad_lse,
+                              const attn_tensor *grad_query,
+                              const attn_tensor *grad_key,
+                              const attn_tensor *grad_value, float dropout_p,
+                              uint64_t dropout_seed, attn_thread_pool *pool) {
   if (!kernel)
     return attn_fail(ATTN_ERROR_INVALID_ARGUMENT, "kernel is NULL");
   if (attn_kernel_kind_of(kernel) != ATTN_KERNEL_BACKWARD)
@@ -713,9 +761,9 @@ attn_status attn_run_backward(
   attn_backward_args args;
   attn_status status = check_dropout(kernel, dropout_p);
   if (status == ATTN_OK)
-    status = attn_prepare_backward(kernel, query, key, value, mask, output,
-                                   lse, grad_output, grad_lse, grad_query,
-                                   grad_key, grad_value, &args);
+    status = attn_prepare_backward(kernel, query, key, value, mask, output, lse,
+                                   grad_output, grad_lse, grad_query, grad_key,
+                                   grad_value, &args);
   args.forward.dropout_p = dropout_p;
   args.forward.dropout_seed = dropout_seed;
   if (status == ATTN_OK)
@@ -763,7 +811,8 @@ attn_status attn_run_weights(const attn_kernel_desc *kernel,
   attn_kernel_args args;
   attn_status status = check_dropout(kernel, dropout_p);
   if (status == ATTN_OK)
-    status = attn_prepare_weights(kernel, query, key, mask, lse, weights, &args);
+    status =
+        attn_prepare_weights(kernel, query, key, mask, lse, weights, &args);
   args.dropout_p = dropout_p;
   args.dropout_seed = dropout_seed;
   if (status == ATTN_OK)

@@ -97,6 +97,11 @@ typedef struct attn_kernel_args {
    * probability in [0, 1) and the seed of the keep bits (docs/spec.md). */
   float dropout_p;
   uint64_t dropout_seed;
+  /* Attention sinks (kernels with has_sinks; others never read these): one
+   * f32 logit per query head, [Hq] read with sinks_strides (docs/spec.md,
+   * "Attention sinks"). */
+  const float *sinks;
+  int64_t sinks_strides[1];
 } attn_kernel_args;
 
 /* The arguments of a backward call (attn.attention_backward): the forward's
@@ -158,9 +163,8 @@ typedef void (*attn_run_fn)(const attn_kernel_args *args, int64_t begin,
  * acc [B, Hq, Sq, splits, Dv], then max and sum [B, Hq, Sq, splits]. */
 typedef int64_t (*attn_split_work_items_fn)(const attn_kernel_args *args,
                                             int64_t splits);
-typedef void (*attn_split_run_fn)(const attn_kernel_args *args,
-                                  int64_t splits, float *workspace,
-                                  int64_t begin, int64_t end);
+typedef void (*attn_split_run_fn)(const attn_kernel_args *args, int64_t splits,
+                                  float *workspace, int64_t begin, int64_t end);
 /* A backward kernel's work items (one per batch and key/value head: each
  * writes the dQ of its query heads and its dK, dV alone). */
 typedef int64_t (*attn_backward_work_items_fn)(const attn_backward_args *args);
@@ -211,6 +215,10 @@ typedef struct attn_kernel_desc {
   attn_backward_work_items_fn backward_work_items;
   attn_backward_run_fn backward_run;
   int32_t has_dropout; /* 0 or 1: reads dropout_p and dropout_seed */
+  /* Where struct_size covers it (older kernels have no sinks, and their
+   * backward kernels predate the sinks' fields in attn_kernel_args, which
+   * attn_backward_args embeds: the runtime refuses those). */
+  int32_t has_sinks; /* 0 or 1: reads sinks (a forward kernel only) */
 } attn_kernel_desc;
 
 typedef struct attn_library {

@@ -168,9 +168,11 @@ ATTN_RUNTIME_EXPORT attn_status attn_run_split(
     attn_thread_pool *pool);
 
 /* Whether `kernel` has the key split's phases (attn_run_split). */
-ATTN_RUNTIME_EXPORT int attn_kernel_has_key_split(const attn_kernel_desc *kernel);
+ATTN_RUNTIME_EXPORT int
+attn_kernel_has_key_split(const attn_kernel_desc *kernel);
 
-/* The checks of attn_run alone; fills `args` for kernel->run on success. */
+/* The checks of attn_run alone; fills `args` for kernel->run on success. A
+ * kernel with sinks needs attn_prepare_with. */
 ATTN_RUNTIME_EXPORT attn_status attn_prepare(
     const attn_kernel_desc *kernel, const attn_tensor *query,
     const attn_tensor *key, const attn_tensor *value, const attn_tensor *mask,
@@ -191,6 +193,43 @@ ATTN_RUNTIME_EXPORT attn_status attn_run_dropout(
     const attn_tensor *key, const attn_tensor *value, const attn_tensor *mask,
     const attn_tensor *output, const attn_tensor *lse, float dropout_p,
     uint64_t dropout_seed, attn_thread_pool *pool);
+
+/* Whether a kernel takes attention sinks (spec key 'sinks'): it then runs
+ * with attn_run_with (options->sinks) and refuses attn_run. */
+ATTN_RUNTIME_EXPORT int attn_kernel_has_sinks(const attn_kernel_desc *kernel);
+
+/* What a forward call takes besides the tensors of attn_run. Zero it, set
+ * struct_size = sizeof(attn_run_options) and then what the kernel needs;
+ * fields that a later runtime adds lie past an older caller's struct_size
+ * and count as zero. */
+typedef struct attn_run_options {
+  uint32_t struct_size;
+  /* The sink logits [Hq] f32 (any stride), for a kernel with sinks
+   * (docs/spec.md, "Attention sinks"); NULL for one without. Read only. */
+  const attn_tensor *sinks;
+  /* Dropout, for a kernel with dropout: as attn_run_dropout's. */
+  float dropout_p;
+  uint64_t dropout_seed;
+  /* As attn_run_split's: 0 lets the runtime choose, 1 never splits. */
+  int64_t key_splits;
+} attn_run_options;
+
+/* attn_run with every per-call input: `options` may be NULL for a kernel
+ * that needs none of them (then it is attn_run). attn_run, attn_run_split
+ * and attn_run_dropout are this call with one option set. */
+ATTN_RUNTIME_EXPORT attn_status attn_run_with(
+    const attn_kernel_desc *kernel, const attn_tensor *query,
+    const attn_tensor *key, const attn_tensor *value, const attn_tensor *mask,
+    const attn_tensor *output, const attn_tensor *lse,
+    const attn_run_options *options, attn_thread_pool *pool);
+
+/* attn_prepare with the options' tensors and dropout (key_splits is not
+ * checked: it is a choice of attn_run_with, not of the kernel's call). */
+ATTN_RUNTIME_EXPORT attn_status attn_prepare_with(
+    const attn_kernel_desc *kernel, const attn_tensor *query,
+    const attn_tensor *key, const attn_tensor *value, const attn_tensor *mask,
+    const attn_tensor *output, const attn_tensor *lse,
+    const attn_run_options *options, attn_kernel_args *args);
 
 /* Whether a kernel computes the forward function, its gradients or its
  * attention weights (older kernels are forward kernels). */

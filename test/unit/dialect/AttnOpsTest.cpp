@@ -110,8 +110,8 @@ protected:
     AttentionAttributes attributes{scale, causal, alignment, window,
                                    /*softcap=*/FloatAttr()};
     return AttentionOp::create(builder, loc, TypeRange{output.getType()}, query,
-                               key, value, mask, diagonal, ValueRange{output},
-                               attributes);
+                               key, value, mask, diagonal, /*sinks=*/Value(),
+                               ValueRange{output}, attributes);
   }
 
   /// Verifies `op` and returns the error messages it emitted.
