@@ -30,21 +30,22 @@ def relative_error(out, ref):
 
 
 def naive_attention(q, k, v, mask=None, is_causal=False, scale=None, alignment="top_left",
-                    window=None, softcap=None, keep=None, dropout_p=0.0):
+                    window=None, softcap=None, keep=None, dropout_p=0.0, sinks=None):
     """The contract (docs/spec.md), step by step, in float64, written so that
     autograd differentiates it. Returns (output, lse); rows with nothing
     allowed give 0 and -inf (and zero gradients, never NaN). With `keep`
     (attn.dropout_mask's bits) the weights are dropped as dropout_p (rounded
-    to f32) says."""
+    to f32) says; with `sinks` ([Hq]) each row's softmax has one more column
+    per head that carries no value."""
     p, lse = naive_weights(q, k, mask, is_causal, scale, alignment, window, softcap,
-                           keep, dropout_p)
+                           keep, dropout_p, sinks)
     v = v.double()
     v = v.repeat_interleave(q.shape[-3] // v.shape[-3], dim=-3)
     return p @ v, lse
 
 
 def naive_weights(q, k, mask=None, is_causal=False, scale=None, alignment="top_left",
-                  window=None, softcap=None, keep=None, dropout_p=0.0):
+                  window=None, softcap=None, keep=None, dropout_p=0.0, sinks=None):
     """The weights of naive_attention (the matrix that multiplies V) and its
     LSE, in float64: docs/spec.md's "Attention weights"."""
     q, k = q.double(), k.double()
@@ -76,6 +77,19 @@ def naive_weights(q, k, mask=None, is_causal=False, scale=None, alignment="top_l
     allowed = allowed.expand(s.shape)
     s = s.masked_fill(~allowed, -math.inf)
     any_allowed = allowed.any(-1, keepdim=True)
+    if sinks is not None:
+        # The sink as one more column (docs/spec.md, "Attention sinks"); a
+        # row whose keys and sink are all -inf is a row with nothing allowed.
+        sink = sinks.double().reshape(1, -1, 1, 1).expand(*s.shape[:-1], 1)
+        z = torch.cat([s, sink], dim=-1)
+        anything = any_allowed | (sink > -math.inf) | sink.isnan()
+        z = torch.where(anything, z, torch.zeros_like(z))
+        lse = torch.logsumexp(z, dim=-1, keepdim=True)
+        p = (torch.exp(z - lse) * anything)[..., :-1]
+        lse = torch.where(anything, lse, torch.full_like(lse, -math.inf)).squeeze(-1)
+        if keep is not None:
+            p = p * keep / (1.0 - float(torch.tensor(dropout_p, dtype=torch.float32)))
+        return p, lse
     s = torch.where(any_allowed, s, torch.zeros_like(s))
     lse = torch.logsumexp(s, dim=-1, keepdim=True)
     p = torch.exp(s - lse) * any_allowed

@@ -65,3 +65,53 @@ func.func @tiled_causal_with_mask(%q: tensor<1x1x?x64xf32>, %k: tensor<1x1x?x64x
       mask(%m : tensor<1x1x?x?xf32>) outs(%o : tensor<1x1x?x64xf32>) causal align(top_left) -> tensor<1x1x?x64xf32>
   return %r : tensor<1x1x?x64xf32>
 }
+
+// -----
+
+// Attention sinks join the state once, after the recurrence: a per-row
+// generic reads max, sum and the row's head's sink (map (b, h, i) -> (h))
+// and gives the divisor of the unchanged output epilogue, in the stable
+// form m' = max(m, σ), c = e^(m - m'), l' = sum·c + e^(σ - m'),
+// divisor = l' / c (+inf where c = 0; the keys' own sum where σ = -inf).
+// The LSE is m' + log(l') (+inf for σ = +inf). Tiled, each tile reads the
+// sinks of its query heads.
+
+// CHECK-DAG: #[[ROW:.+]] = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+// CHECK-DAG: #[[HEAD:.+]] = affine_map<(d0, d1, d2) -> (d1)>
+// CHECK-LABEL: func @sinks
+//  CHECK-SAME: %[[SINKS:[^:]+]]: tensor<4xf32>
+//       CHECK: %[[STATE:.+]]:3 = attn.online_attention
+//       CHECK: %[[DIV:.+]] = linalg.generic {indexing_maps = [#[[ROW]], #[[ROW]], #[[HEAD]], #[[ROW]]], {{.+}}} ins(%[[STATE]]#1, %[[STATE]]#2, %[[SINKS]] : {{.+}})
+//       CHECK:   ^bb0(%[[M:.+]]: f32, %[[S:.+]]: f32, %[[SINK:.+]]: f32, %{{.+}}: f32):
+//       CHECK:   %[[NEWMAX:.+]] = arith.maximumf %[[M]], %[[SINK]] : f32
+//       CHECK:   %[[C:.+]] = math.exp %{{.+}} : f32
+//       CHECK:   %[[E:.+]] = math.exp %{{.+}} : f32
+//       CHECK:   %[[SC:.+]] = arith.mulf %[[S]], %[[C]] : f32
+//       CHECK:   %[[L:.+]] = arith.addf %[[SC]], %[[E]] : f32
+//       CHECK:   %[[VANISHED:.+]] = arith.cmpf oeq, %[[C]], %{{.+}} : f32
+//       CHECK:   %[[RATIO:.+]] = arith.divf %[[L]], %[[C]] : f32
+//       CHECK:   %[[D:.+]] = arith.select %[[VANISHED]], %{{.+}}, %[[RATIO]] : f32
+//       CHECK:   %[[NOSINK:.+]] = arith.cmpf oeq, %[[SINK]], %{{.+}} : f32
+//       CHECK:   arith.select %[[NOSINK]], %[[S]], %[[D]] : f32
+//       CHECK: linalg.generic {{.+}} ins(%[[STATE]]#0, %[[STATE]]#1, %[[DIV]] : {{.+}})
+//       CHECK:   arith.divf
+//       CHECK: linalg.generic {indexing_maps = [#[[ROW]], #[[ROW]], #[[HEAD]], #[[ROW]]], {{.+}}} ins(%[[STATE]]#1, %[[STATE]]#2, %[[SINKS]] : {{.+}})
+//       CHECK:   arith.maximumf
+//       CHECK:   math.log
+//       CHECK:   arith.select
+//       CHECK:   math.log
+//       CHECK:   arith.select
+
+// TILED-LABEL: func @sinks
+//  TILED-SAME: %[[SINKS:[^:]+]]: tensor<4xf32>
+//       TILED: scf.forall (%{{.+}}, %[[H:.+]], %{{.+}}) =
+//       TILED:   %[[TILE:.+]] = tensor.extract_slice %[[SINKS]][%[[H]]] [1] [1] : tensor<4xf32> to tensor<1xf32>
+//       TILED:   attn.online_attention
+//       TILED:   linalg.generic {{.+}} ins(%{{.+}}, %{{.+}}, %[[TILE]] : tensor<1x1x?xf32>, tensor<1x1x?xf32>, tensor<1xf32>)
+func.func @sinks(%q: tensor<2x4x?x64xf32>, %k: tensor<2x2x?x64xf32>,
+                 %v: tensor<2x2x?x32xf32>, %s: tensor<4xf32>,
+                 %o: tensor<2x4x?x32xf32>, %l: tensor<2x4x?xf32>) -> (tensor<2x4x?x32xf32>, tensor<2x4x?xf32>) {
+  %r:2 = attn.attention ins(%q, %k, %v : tensor<2x4x?x64xf32>, tensor<2x2x?x64xf32>, tensor<2x2x?x32xf32>)
+      sinks(%s : tensor<4xf32>) outs(%o, %l : tensor<2x4x?x32xf32>, tensor<2x4x?xf32>) -> tensor<2x4x?x32xf32>, tensor<2x4x?xf32>
+  return %r#0, %r#1 : tensor<2x4x?x32xf32>, tensor<2x4x?xf32>
+}

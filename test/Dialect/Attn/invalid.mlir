@@ -1173,3 +1173,25 @@ func.func @weights_mixed_forms(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf3
       outs(%w : memref<1x4x8x32xf32>)
   return
 }
+
+// -----
+
+func.func @sinks_per_head(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                          %v: tensor<1x2x32x16xf32>, %s: tensor<2xf32>,
+                          %o: tensor<1x4x8x16xf32>) {
+  // expected-error @+1 {{sinks must be tensor<4xf32> (one logit per query head), found 'tensor<2xf32>'}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x16xf32>)
+      sinks(%s : tensor<2xf32>) outs(%o : tensor<1x4x8x16xf32>) -> tensor<1x4x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @sinks_f32(%q: tensor<1x4x8x16xbf16>, %k: tensor<1x2x32x16xbf16>,
+                     %v: tensor<1x2x32x16xbf16>, %s: tensor<4xbf16>,
+                     %o: tensor<1x4x8x16xbf16>) {
+  // expected-error @+1 {{sinks must be tensor<4xf32> (one logit per query head), found 'tensor<4xbf16>'}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xbf16>, tensor<1x2x32x16xbf16>, tensor<1x2x32x16xbf16>)
+      sinks(%s : tensor<4xbf16>) outs(%o : tensor<1x4x8x16xbf16>) -> tensor<1x4x8x16xbf16>
+  return
+}
