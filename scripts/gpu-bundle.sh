@@ -20,7 +20,7 @@ build="$root/build"
 mkdir -p "$out"
 specs=()
 while read -r spec; do specs+=(--spec "$spec"); done \
-  < <("$build/tools/attn-check" --specs)
+  < <("$build/tools/attn-check" --gpu-specs)
 "$build/tools/attn-compile" --target "$arch" "${specs[@]}" \
   -o "$out/conformance_$arch.so" --header /dev/null
 bench=()

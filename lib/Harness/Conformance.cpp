@@ -127,6 +127,23 @@ std::vector<ConformanceCase> attn::conformanceCases() {
       // Empty problems: Sk = 0 (every row fully masked), Sq = 0.
       {"sk_0", "d=16,lse", 1, 2, 2, 5, 0},
       {"sq_0", "d=16,lse", 1, 2, 2, 0, 9},
+      // Attention sinks (heads in turn: a moderate sink, none (-inf), one
+      // that takes nearly all the weight, moderate ones): on the lane-rows
+      // and packed kernels, rows that see no key (LSE = the sink), decoding
+      // groups and split-KV (the sink joins once, in the merge), D != Dv
+      // with GQA in bf16, a keep-mask in f16, and no keys at all.
+      {"sinks", "d=64,sinks,lse", 2, 4, 4, 100, 200},
+      {"sinks_causal_br_sq_gt_sk", "d=64,causal=bottom_right,sinks,lse", 1, 4,
+       2, 150, 70},
+      {"sinks_decode_group",
+       "d=64,causal=bottom_right,sinks,lse,sizes=?:?:?:3:?", 1, 6, 2, 3, 200},
+      {"sinks_decode_split", "dtype=bf16,d=128,sinks,lse,sizes=?:?:?:1:?", 1,
+       6, 1, 1, 1100},
+      {"sinks_bf16_gqa_dv", "dtype=bf16,d=80,dv=48,gqa=2,sinks,lse", 1, 4, 2,
+       67, 131},
+      {"sinks_f16_mask", "dtype=f16,d=64,mask=bool:b1h1,window=40:10,sinks",
+       2, 4, 4, 70, 150},
+      {"sinks_sk_0", "d=16,sinks,lse", 1, 4, 2, 5, 0},
   };
   // Strided [B, S, H, D] buffers.
   cases.push_back({"bshd", "d=64,causal,gqa=2,lse", 2, 4, 2, 90, 90, true});
@@ -188,6 +205,39 @@ std::vector<ConformanceCase> attn::conformanceCases() {
 }
 
 namespace {
+bool hasItem(const std::string &spec, const std::string &item);
+} // namespace
+
+std::vector<ConformanceCase> attn::gpuConformanceCases() {
+  std::vector<ConformanceCase> cases;
+  for (ConformanceCase &c : conformanceCases())
+    if (!hasItem(c.spec, "sinks"))
+      cases.push_back(std::move(c));
+  return cases;
+}
+
+namespace {
+/// Whether the spec string `spec` holds the item `item` (a bare key).
+bool hasItem(const std::string &spec, const std::string &item) {
+  std::stringstream items(spec);
+  for (std::string each; std::getline(items, each, ',');)
+    if (each == item)
+      return true;
+  return false;
+}
+
+/// `spec` without the items for which `drop` holds, then `extra`.
+std::string respec(const std::string &spec,
+                   const std::function<bool(const std::string &)> &drop,
+                   const std::string &extra) {
+  std::string result;
+  std::stringstream items(spec);
+  for (std::string item; std::getline(items, item, ',');)
+    if (!drop(item))
+      result += item + ",";
+  return result + extra;
+}
+
 /// The problem of case `c` for `spec`, with its NaN inputs placed.
 Problem problemOf(const ConformanceCase &c, const KernelSpec &spec,
                   ProblemData &data) {
@@ -201,6 +251,7 @@ Problem problemOf(const ConformanceCase &c, const KernelSpec &spec,
   problem.bshd = c.bshd;
   problem.inputScale = c.inputScale;
   problem.seed = std::hash<std::string>()(c.label);
+  problem.sinks = hasItem(c.spec, "sinks");
   makeProblemData(problem, data);
   for (const NanInput &nan : c.nans) {
     HostTensor &tensor = nan.tensor == 'q'   ? data.query
@@ -226,8 +277,13 @@ int64_t firstDifference(const std::vector<double> &a,
 }
 } // namespace
 
+// A backward or weights kernel of a forward with sinks takes them through
+// the forward's LSE (the weights kernel then needs it: `lse`).
+
 std::string attn::backwardSpec(const ConformanceCase &c) {
-  return c.spec + ",backward";
+  return respec(
+      c.spec, [](const std::string &item) { return item == "sinks"; },
+      "backward");
 }
 
 CaseOutcome attn::runBackwardConformanceCase(const ConformanceCase &c,
@@ -283,12 +339,14 @@ CaseOutcome attn::runBackwardConformanceCase(const ConformanceCase &c,
 }
 
 std::string attn::weightsSpec(const ConformanceCase &c) {
-  std::string spec;
-  std::stringstream items(c.spec);
-  for (std::string item; std::getline(items, item, ',');)
-    if (item.rfind("dv=", 0) != 0)
-      spec += item + ",";
-  return spec + "weights";
+  bool sinks = hasItem(c.spec, "sinks");
+  return respec(
+      c.spec,
+      [&](const std::string &item) {
+        return item.rfind("dv=", 0) == 0 || item == "sinks" ||
+               (sinks && item == "lse");
+      },
+      sinks ? "lse,weights" : "weights");
 }
 
 CaseOutcome attn::runWeightsConformanceCase(const ConformanceCase &c,

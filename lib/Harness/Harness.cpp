@@ -206,6 +206,22 @@ void attn::makeProblemData(const Problem &p, ProblemData &data) {
           store(data.mask.bytes, data.mask.view.dtype, offset, value);
     });
   }
+  data.sinks.clear();
+  data.sinksView = attn_tensor{};
+  if (p.hasSinks()) {
+    std::uniform_real_distribution<double> moderate(-1.0, 4.0);
+    for (int64_t h = 0; h < p.headsQ; ++h)
+      data.sinks.push_back(
+          h == 1   ? -std::numeric_limits<float>::infinity()
+          : h == 2 ? 30.0f
+                   : static_cast<float>(moderate(rng)));
+    data.sinks.resize(std::max<int64_t>(p.headsQ, 1));
+    data.sinksView.data = data.sinks.data();
+    data.sinksView.dtype = ATTN_F32;
+    data.sinksView.rank = 1;
+    data.sinksView.shape[0] = p.headsQ;
+    data.sinksView.strides[0] = 1;
+  }
   data.lse.clear();
   data.lseView = attn_tensor{};
   if (p.spec.lse) {
@@ -332,12 +348,16 @@ attn_status attn::runProblem(const attn_kernel_desc *kernel, ProblemData &data,
       status = device.download(data);
     return status;
   }
-  return attn_run_split(
+  attn_run_options options{};
+  options.struct_size = sizeof(options);
+  options.sinks = data.sinksView.data ? &data.sinksView : nullptr;
+  options.key_splits = keySplits;
+  return attn_run_with(
       kernel, &data.query.view, &data.key.view, &data.value.view,
       data.hasMask ? &data.mask.view : nullptr, &data.output.view,
       data.lse.empty() && data.lseView.data == nullptr ? nullptr
                                                        : &data.lseView,
-      keySplits, pool);
+      &options, pool);
 }
 
 KernelSpec attn::specOfKernel(const attn_kernel_desc *kernel) {
@@ -365,28 +385,38 @@ KernelSpec attn::specOfKernel(const attn_kernel_desc *kernel) {
   if (kernel->softcap != 0)
     spec.softcap = kernel->softcap;
   spec.lse = kernel->has_lse != 0;
+  spec.sinks = attn_kernel_has_sinks(kernel) != 0;
   for (int i = 0; i < 5; ++i)
     spec.staticSizes[i] = kernel->static_sizes[i];
   return spec;
 }
 
+namespace {
+RefTensor denseView(const HostTensor &t) {
+  return RefTensor::dense(t.values.data(), t.view.shape[0], t.view.shape[1],
+                          t.view.shape[2], t.view.shape[3]);
+}
+
+ReferenceInputs referenceInputs(const ProblemData &data) {
+  ReferenceInputs inputs;
+  inputs.query = denseView(data.query);
+  inputs.key = denseView(data.key);
+  inputs.value = denseView(data.value);
+  if (data.hasMask)
+    inputs.mask = denseView(data.mask);
+  inputs.sinks.assign(data.sinks.begin(), data.sinks.end());
+  inputs.sinks.resize(data.sinksView.data ? data.sinksView.shape[0] : 0);
+  return inputs;
+}
+} // namespace
+
 CheckReport attn::checkAgainstReference(const Problem &p,
                                         const ProblemData &data) {
   CheckReport report;
   report.tolerance = tolerance(p.spec.elementType);
-  ReferenceInputs inputs;
-  auto dense = [](const HostTensor &t) {
-    return RefTensor::dense(t.values.data(), t.view.shape[0], t.view.shape[1],
-                            t.view.shape[2], t.view.shape[3]);
-  };
-  inputs.query = dense(data.query);
-  inputs.key = dense(data.key);
-  inputs.value = dense(data.value);
-  if (data.hasMask)
-    inputs.mask = dense(data.mask);
   ReferenceOutputs ref;
   std::string error;
-  if (!computeReference(p.spec, inputs, ref, error)) {
+  if (!computeReference(p.spec, referenceInputs(data), ref, error)) {
     report.message = "reference failed: " + error;
     return report;
   }
@@ -434,20 +464,6 @@ attn_tensor rowTensor(std::vector<float> &values, int64_t batch, int64_t heads,
   return view;
 }
 
-RefTensor denseView(const HostTensor &t) {
-  return RefTensor::dense(t.values.data(), t.view.shape[0], t.view.shape[1],
-                          t.view.shape[2], t.view.shape[3]);
-}
-
-ReferenceInputs referenceInputs(const ProblemData &data) {
-  ReferenceInputs inputs;
-  inputs.query = denseView(data.query);
-  inputs.key = denseView(data.key);
-  inputs.value = denseView(data.value);
-  if (data.hasMask)
-    inputs.mask = denseView(data.mask);
-  return inputs;
-}
 } // namespace
 
 bool attn::makeBackwardData(const Problem &p, ProblemData &data,

@@ -32,6 +32,12 @@ struct Problem {
   double inputScale = 1.0;
   /// Probability that a bool mask entry is false / a bias entry is -inf.
   double maskDropRate = 0.2;
+  /// Whether the forward takes attention sinks: a forward kernel's spec
+  /// says so; a backward or weights kernel of such a forward reads them
+  /// through its LSE, and its problem sets this.
+  bool sinks = false;
+
+  bool hasSinks() const { return sinks || spec.sinks; }
 
   /// The mask's shape: dims the spec broadcasts are 1.
   void maskShape(int64_t shape[4]) const;
@@ -51,6 +57,11 @@ struct ProblemData {
   std::vector<float> lse;
   attn_tensor lseView{};
   bool hasMask = false;
+  /// The sink logits [Hq] where the problem has sinks (else empty): per
+  /// head in turn a moderate logit, -inf (no sink), 30 (the sink takes
+  /// nearly all the weight), moderate ones after.
+  std::vector<float> sinks;
+  attn_tensor sinksView{};
 };
 
 /// The host memory that makeProblemData and checkAgainstReference take for

@@ -128,6 +128,9 @@ bool checkShapes(const KernelSpec &spec, const ReferenceInputs &in,
   int64_t kvHeads = k.shape[1], seqK = k.shape[2];
   if (k.shape[0] != batch)
     return mismatch("key batch", batch, k.shape[0]);
+  if (!in.sinks.empty() && static_cast<int64_t>(in.sinks.size()) != heads)
+    return mismatch("sinks (one per query head)", heads,
+                    static_cast<int64_t>(in.sinks.size()));
   if (v.shape[0] != batch)
     return mismatch("value batch", batch, v.shape[0]);
   if (v.shape[1] != kvHeads)
@@ -198,6 +201,13 @@ struct ScoredRow {
   std::vector<char> allowed;
   bool anyAllowed = false, anyNaN = false;
   double max = -std::numeric_limits<double>::infinity();
+  /// The row's head's sink logit; -inf without sinks (no sink).
+  double sink = -std::numeric_limits<double>::infinity();
+
+  /// Whether the row's outputs are NaN: a NaN score or a NaN sink.
+  bool isNaN() const { return anyNaN || std::isnan(sink); }
+  /// Whether the sink takes all the weight (+inf): O = 0, LSE = +inf.
+  bool sinkTakesAll() const { return sink == std::numeric_limits<double>::infinity(); }
 };
 
 void scoreRow(const KernelSpec &spec, const ReferenceInputs &in, int64_t b,
@@ -213,6 +223,7 @@ void scoreRow(const KernelSpec &spec, const ReferenceInputs &in, int64_t b,
   row.allowed.assign(static_cast<size_t>(seqK), 0);
   row.anyAllowed = row.anyNaN = false;
   row.max = -inf;
+  row.sink = in.sinks.empty() ? -inf : in.sinks[static_cast<size_t>(h)];
   for (int64_t j = 0; j < seqK; ++j) {
     if (!isAllowedByDiagonal(spec, i, j, seqQ, seqK))
       continue;
@@ -253,19 +264,37 @@ void scoreRow(const KernelSpec &spec, const ReferenceInputs &in, int64_t b,
   }
 }
 
+/// The softmax's shift and denominator of a row that is not NaN and whose
+/// sink is not +inf: m = the largest of its allowed scores and its sink,
+/// l = Σ_allowed exp(s − m) + exp(sink − m) (the sink's term 0 for -inf).
+struct Normalizer {
+  double max = 0, sum = 0;
+};
+Normalizer normalizerOf(const ScoredRow &row) {
+  Normalizer n;
+  n.max = std::max(row.max, row.sink);
+  n.sum = row.sink == -std::numeric_limits<double>::infinity()
+              ? 0.0
+              : std::exp(row.sink - n.max);
+  for (size_t j = 0; j < row.scores.size(); ++j)
+    if (row.allowed[j])
+      n.sum += std::exp(row.scores[j] - n.max);
+  return n;
+}
+
 /// P of a scored row with an allowed position into `p` (the row's length):
-/// the exact softmax, 0 where excluded, NaN at every allowed position of a
-/// row with a NaN score.
+/// the exact softmax (with the sink's column, not written), 0 where
+/// excluded, NaN at every allowed position of a NaN row, 0 everywhere under
+/// a sink of +inf.
 void rowSoftmax(const ScoredRow &row, double *p) {
   const size_t keys = row.scores.size();
-  double sum = 0.0;
+  Normalizer n;
+  if (!row.isNaN() && !row.sinkTakesAll())
+    n = normalizerOf(row);
   for (size_t j = 0; j < keys; ++j)
-    if (row.allowed[j] && !row.anyNaN)
-      sum += std::exp(row.scores[j] - row.max);
-  for (size_t j = 0; j < keys; ++j)
-    p[j] = !row.allowed[j] ? 0.0
-           : row.anyNaN    ? std::numeric_limits<double>::quiet_NaN()
-                           : std::exp(row.scores[j] - row.max) / sum;
+    p[j] = !row.allowed[j] || row.sinkTakesAll() ? 0.0
+           : row.isNaN() ? std::numeric_limits<double>::quiet_NaN()
+                         : std::exp(row.scores[j] - n.max) / n.sum;
 }
 
 } // namespace
@@ -297,33 +326,31 @@ bool attn::computeReference(const KernelSpec &spec, const ReferenceInputs &in,
         scoreRow(spec, in, b, h, i, row);
         double *o = &out.output[((b * heads + h) * seqQ + i) * valueDim];
         double &lse = out.lse[(b * heads + h) * seqQ + i];
-        // Step 6: a row with nothing to attend to.
-        if (!row.anyAllowed) {
-          std::fill(o, o + valueDim, 0.0);
-          lse = -inf;
-          continue;
-        }
-        // A NaN score reaches every output of the row through the softmax
-        // denominator.
-        if (row.anyNaN) {
+        // A NaN score (or sink) reaches every output of the row through
+        // the softmax denominator.
+        if (row.isNaN()) {
           std::fill(o, o + valueDim, nan);
           lse = nan;
           continue;
         }
+        // Step 6: a row with nothing to attend to (not even a sink), and a
+        // sink of +inf, which takes all the weight.
+        if ((!row.anyAllowed && row.sink == -inf) || row.sinkTakesAll()) {
+          std::fill(o, o + valueDim, 0.0);
+          lse = row.sinkTakesAll() ? inf : -inf;
+          continue;
+        }
 
-        // Step 5: exact softmax over the allowed positions.
-        double sum = 0.0;
-        for (int64_t j = 0; j < seqK; ++j)
-          if (row.allowed[j])
-            sum += std::exp(row.scores[j] - row.max);
+        // Step 5: exact softmax over the allowed positions and the sink.
+        Normalizer n = normalizerOf(row);
         for (int64_t d = 0; d < valueDim; ++d) {
           double acc = 0.0;
           for (int64_t j = 0; j < seqK; ++j)
             if (row.allowed[j])
-              acc += std::exp(row.scores[j] - row.max) * v.at(b, kvHead, j, d);
-          o[d] = acc / sum;
+              acc += std::exp(row.scores[j] - n.max) * v.at(b, kvHead, j, d);
+          o[d] = acc / n.sum;
         }
-        lse = row.max + std::log(sum);
+        lse = n.max + std::log(n.sum);
       }
     }
   }

@@ -51,6 +51,10 @@ struct ReferenceInputs {
   /// bool mask 0 excludes the position and any other value keeps it; for a
   /// bias the value is added to the score (-inf excludes).
   std::optional<RefTensor> mask;
+  /// The sink logits [Hq] (docs/spec.md, "Attention sinks"); empty for
+  /// none. The forward reads them whatever the spec says: a backward or
+  /// weights kernel takes them through the forward's LSE.
+  std::vector<double> sinks;
 };
 
 struct ReferenceOutputs {

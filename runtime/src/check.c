@@ -439,15 +439,19 @@ int attn_kernel_has_sinks(const attn_kernel_desc *kernel) {
          kernel->has_sinks != 0;
 }
 
+attn_status attn_sinks_needed(const attn_kernel_desc *k) {
+  return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                   "sinks: kernel '%s' takes attention sinks %s; pass them "
+                   "with attn_run_with or attn_prepare_with",
+                   k->name, sinks_role.shape_text);
+}
+
 attn_status attn_prepare(const attn_kernel_desc *k, const attn_tensor *query,
                          const attn_tensor *key, const attn_tensor *value,
                          const attn_tensor *mask, const attn_tensor *output,
                          const attn_tensor *lse, attn_kernel_args *args) {
   if (attn_kernel_has_sinks(k))
-    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
-                     "sinks: kernel '%s' takes attention sinks %s; pass them "
-                     "with attn_run_with or attn_prepare_with",
-                     k->name, sinks_role.shape_text);
+    return attn_sinks_needed(k);
   return attn_prepare_forward(k, query, key, value, mask, output, lse, NULL,
                               args);
 }

@@ -26,6 +26,10 @@ attn_status attn_cuda_launch(const attn_kernel_desc *kernel,
                              const attn_kernel_args *args);
 void attn_cuda_forget(const attn_library *library);
 
+/* The refusal of an entry point that has no sinks to pass (attn_run,
+ * attn_prepare...) for a kernel that takes them. */
+attn_status attn_sinks_needed(const attn_kernel_desc *kernel);
+
 /* attn_prepare with the sinks (NULL for a kernel without): every check of
  * a forward call's tensors. */
 attn_status attn_prepare_forward(const attn_kernel_desc *kernel,

@@ -572,6 +572,8 @@ attn_status attn_run_split(const attn_kernel_desc *kernel,
                      "kernel '%s' has dropout: run it with attn_run_dropout "
                      "(a probability and a seed)",
                      kernel->name);
+  if (attn_kernel_has_sinks(kernel))
+    return attn_sinks_needed(kernel);
   attn_run_options options = {sizeof(options), NULL, 0.0f, 0, key_splits};
   return attn_run_with(kernel, query, key, value, mask, output, lse, &options,
                        pool);
@@ -583,6 +585,8 @@ attn_status attn_run_dropout(const attn_kernel_desc *kernel,
                              const attn_tensor *output, const attn_tensor *lse,
                              float dropout_p, uint64_t dropout_seed,
                              attn_thread_pool *pool) {
+  if (attn_kernel_has_sinks(kernel))
+    return attn_sinks_needed(kernel);
   attn_run_options options = {sizeof(options), NULL, dropout_p, dropout_seed,
                               0};
   return attn_run_with(kernel, query, key, value, mask, output, lse, &options,
@@ -594,6 +598,7 @@ attn_status attn_run_dropout(const attn_kernel_desc *kernel,
 static attn_status read_options(const attn_run_options *given,
                                 attn_run_options *options) {
   memset(options, 0, sizeof(*options));
+  options->struct_size = sizeof(*options);
   if (!given)
     return ATTN_OK;
   if (given->struct_size < offsetof(attn_run_options, sinks) ||
@@ -605,6 +610,7 @@ static attn_status read_options(const attn_run_options *given,
   size_t size = given->struct_size < sizeof(*options) ? given->struct_size
                                                       : sizeof(*options);
   memcpy(options, given, size);
+  options->struct_size = sizeof(*options);
   return ATTN_OK;
 }
 

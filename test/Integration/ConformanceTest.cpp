@@ -265,7 +265,7 @@ TEST_F(Conformance, AllFalseMaskRows) {
 
 std::vector<KernelSpec> conformanceSpecs() {
   std::vector<KernelSpec> specs;
-  for (const Case &c : conformanceCases()) {
+  for (const Case &c : gpuConformanceCases()) {
     std::string error;
     specs.push_back(*parseKernelSpec(c.spec, error));
   }
@@ -385,6 +385,6 @@ TEST_P(GpuConformance, MatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Matrix, GpuConformance,
-                         ::testing::ValuesIn(conformanceCases()), caseName);
+                         ::testing::ValuesIn(gpuConformanceCases()), caseName);
 
 } // namespace

@@ -8,6 +8,7 @@
 //
 //   attn-check LIBRARY        run the cases; exit 1 if one fails
 //   attn-check --specs        print every case's spec, one per line
+//   attn-check --gpu-specs    the same for the cases the GPU lowering takes
 //
 //===----------------------------------------------------------------------===//
 #include "lib/Harness/Conformance.h"
@@ -18,13 +19,16 @@
 #include <string>
 
 int main(int argc, char **argv) {
-  if (argc == 2 && std::strcmp(argv[1], "--specs") == 0) {
-    for (const attn::ConformanceCase &c : attn::conformanceCases())
+  bool gpuSpecs = argc == 2 && std::strcmp(argv[1], "--gpu-specs") == 0;
+  if (gpuSpecs || (argc == 2 && std::strcmp(argv[1], "--specs") == 0)) {
+    for (const attn::ConformanceCase &c :
+         gpuSpecs ? attn::gpuConformanceCases() : attn::conformanceCases())
       std::printf("%s\n", c.spec.c_str());
     return 0;
   }
   if (argc != 2 || argv[1][0] == '-') {
-    std::fprintf(stderr, "usage: attn-check LIBRARY | attn-check --specs\n");
+    std::fprintf(stderr, "usage: attn-check LIBRARY | attn-check --specs | "
+                         "attn-check --gpu-specs\n");
     return 2;
   }
   attn_module *module = nullptr;

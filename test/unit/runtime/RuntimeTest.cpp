@@ -855,6 +855,163 @@ TEST(Prepare, FillsKernelArguments) {
 }
 
 //===----------------------------------------------------------------------===//
+// attn_run_with: the options struct and the sinks
+//===----------------------------------------------------------------------===//
+
+/// fake_plain's descriptor marked as taking sinks (its code ignores them:
+/// these tests check what the runtime hands it).
+struct SinksKernel {
+  attn_kernel_desc desc = *fakeKernel("fake_plain");
+  SinksKernel() {
+    desc.name = "fake_sinks";
+    desc.has_sinks = 1;
+  }
+};
+
+attn_run_options optionsWith(const attn_tensor *sinks) {
+  attn_run_options options{};
+  options.struct_size = sizeof(options);
+  options.sinks = sinks;
+  return options;
+}
+
+TEST(RunWith, HandsTheSinksToTheKernel) {
+  SinksKernel kernel;
+  Problem p(&kernel.desc, 2, 4, 2, 3, 5);
+  std::vector<float> sinks(8, 0.5f);
+  // Every other element of a buffer of 8: stride 2.
+  attn_tensor s{sinks.data(), ATTN_F32, 1, {4}, {2}};
+  attn_run_options options = optionsWith(&s);
+  attn_kernel_args args;
+  ASSERT_EQ(attn_prepare_with(&kernel.desc, &p.Q, &p.K, &p.V, nullptr, &p.O,
+                              &p.L, &options, &args),
+            ATTN_OK)
+      << attn_last_error();
+  EXPECT_EQ(args.sinks, sinks.data());
+  EXPECT_EQ(args.sinks_strides[0], 2);
+  EXPECT_EQ(attn_run_with(&kernel.desc, &p.Q, &p.K, &p.V, nullptr, &p.O, &p.L,
+                          &options, nullptr),
+            ATTN_OK)
+      << attn_last_error();
+  EXPECT_TRUE(attn_kernel_has_sinks(&kernel.desc));
+  EXPECT_FALSE(attn_kernel_has_sinks(fakeKernel("fake_plain")));
+}
+
+TEST(RunWith, WithoutOptionsIsAttnRun) {
+  const attn_kernel_desc *desc = fakeKernel("fake_plain");
+  Problem p(desc, 2, 3, 3, 5, 7);
+  ASSERT_EQ(attn_run_with(desc, &p.Q, &p.K, &p.V, nullptr, &p.O, &p.L,
+                          nullptr, nullptr),
+            ATTN_OK)
+      << attn_last_error();
+  expectMatchesReference(desc, p);
+}
+
+TEST(RunWith, RefusesSinksWhereTheKernelTakesNone) {
+  const attn_kernel_desc *desc = fakeKernel("fake_plain");
+  Problem p(desc, 1, 4, 2, 3, 5);
+  std::vector<float> sinks(4);
+  attn_tensor s{sinks.data(), ATTN_F32, 1, {4}, {1}};
+  attn_run_options options = optionsWith(&s);
+  EXPECT_EQ(attn_run_with(desc, &p.Q, &p.K, &p.V, nullptr, &p.O, &p.L,
+                          &options, nullptr),
+            ATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_STREQ(attn_last_error(),
+               "sinks: kernel 'fake_plain' takes no attention sinks but sinks "
+               "were given (compile it with the spec key 'sinks')");
+}
+
+TEST(RunWith, RefusesBadSinks) {
+  SinksKernel kernel;
+  const attn_kernel_desc *desc = &kernel.desc;
+  Problem p(desc, 1, 4, 2, 3, 5);
+  std::vector<float> sinks(16);
+  auto refused = [&](const attn_tensor *s) {
+    attn_run_options options = optionsWith(s);
+    EXPECT_EQ(attn_run_with(desc, &p.Q, &p.K, &p.V, nullptr, &p.O, &p.L,
+                            &options, nullptr),
+              ATTN_ERROR_INVALID_ARGUMENT);
+    return std::string(attn_last_error());
+  };
+  EXPECT_EQ(refused(nullptr), "sinks: kernel 'fake_sinks' takes attention "
+                              "sinks [Hq] but sinks is NULL");
+  attn_tensor s{sinks.data(), ATTN_F32, 1, {3}, {1}};
+  EXPECT_NE(refused(&s).find("sinks: dim 0 (Hq) is 3 but query's Hq=4"),
+            std::string::npos)
+      << attn_last_error();
+  s.shape[0] = 4;
+  s.dtype = ATTN_BF16;
+  EXPECT_EQ(refused(&s), "sinks: element type is bf16 but the sink logits "
+                         "are always f32");
+  s.dtype = ATTN_F32;
+  s.rank = 2;
+  EXPECT_NE(refused(&s).find("sinks: rank is 2"), std::string::npos)
+      << attn_last_error();
+  // The outputs are written: they must not overlap the sinks.
+  s.rank = 1;
+  s.data = p.o.data();
+  EXPECT_NE(refused(&s).find("output overlaps sinks"), std::string::npos)
+      << attn_last_error();
+  // attn_run and attn_prepare have no sinks to pass.
+  EXPECT_EQ(p.run(desc), ATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_STREQ(attn_last_error(),
+               "sinks: kernel 'fake_sinks' takes attention sinks [Hq]; pass "
+               "them with attn_run_with or attn_prepare_with");
+}
+
+TEST(RunWith, RefusesOptionsWithoutTheirSize) {
+  const attn_kernel_desc *desc = fakeKernel("fake_plain");
+  Problem p(desc, 1, 2, 2, 3, 5);
+  attn_run_options options{};
+  EXPECT_EQ(attn_run_with(desc, &p.Q, &p.K, &p.V, nullptr, &p.O, &p.L,
+                          &options, nullptr),
+            ATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_STREQ(attn_last_error(),
+               "options: struct_size is 0; set it to "
+               "sizeof(attn_run_options) after zeroing the struct");
+  // An older caller's shorter struct: the fields past it count as zero.
+  options.struct_size = offsetof(attn_run_options, dropout_p);
+  options.dropout_p = 0.5f; // past its size: not read
+  EXPECT_EQ(attn_run_with(desc, &p.Q, &p.K, &p.V, nullptr, &p.O, &p.L,
+                          &options, nullptr),
+            ATTN_OK)
+      << attn_last_error();
+  options.struct_size = sizeof(options);
+  EXPECT_EQ(attn_run_with(desc, &p.Q, &p.K, &p.V, nullptr, &p.O, &p.L,
+                          &options, nullptr),
+            ATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(attn_last_error()).find("has no dropout"),
+            std::string::npos)
+      << attn_last_error();
+}
+
+TEST(Module, FromLibraryRefusesBackwardKernelsOlderThanTheSinks) {
+  LinkedLibrary linked;
+  linked.desc.kind = ATTN_KERNEL_BACKWARD;
+  linked.desc.struct_size = offsetof(attn_kernel_desc, has_sinks);
+  attn_module *module = nullptr;
+  EXPECT_EQ(linked.load(&module), ATTN_ERROR_LOAD);
+  EXPECT_NE(std::string(attn_last_error())
+                .find("backward kernel 'linked' was compiled by an older "
+                      "attn-compile"),
+            std::string::npos)
+      << attn_last_error();
+}
+
+TEST(Module, FromLibraryRefusesSinksOnOtherKinds) {
+  LinkedLibrary linked;
+  linked.desc.kind = ATTN_KERNEL_WEIGHTS;
+  linked.desc.has_sinks = 1;
+  attn_module *module = nullptr;
+  EXPECT_EQ(linked.load(&module), ATTN_ERROR_LOAD);
+  EXPECT_NE(std::string(attn_last_error())
+                .find("kernel 'linked' takes sinks but is not a CPU forward "
+                      "kernel"),
+            std::string::npos)
+      << attn_last_error();
+}
+
+//===----------------------------------------------------------------------===//
 // attn_prepare's refusals, one per check
 //===----------------------------------------------------------------------===//
 

@@ -47,6 +47,7 @@ void expectEqualSpecs(const KernelSpec &a, const KernelSpec &b) {
   EXPECT_EQ(a.backward, b.backward);
   EXPECT_EQ(a.dropout, b.dropout);
   EXPECT_EQ(a.weights, b.weights);
+  EXPECT_EQ(a.sinks, b.sinks);
   for (int i = 0; i < 5; ++i)
     EXPECT_EQ(a.staticSizes[i], b.staticSizes[i]) << "static size " << i;
   EXPECT_EQ(a.group, b.group);
@@ -230,6 +231,11 @@ TEST(KernelSpec, KindsOfKernel) {
   expectEqualSpecs(parseOrDie(printed), weights);
   KernelSpec backward = parseOrDie("d=64,dv=32,backward,lse");
   expectEqualSpecs(parseOrDie(printKernelSpec(backward)), backward);
+  KernelSpec sinks = parseOrDie("dtype=f16,d=64,causal,sinks,lse");
+  EXPECT_TRUE(sinks.sinks);
+  EXPECT_NE(printKernelSpec(sinks).find(",sinks"), std::string::npos);
+  expectEqualSpecs(parseOrDie(printKernelSpec(sinks)), sinks);
+  EXPECT_FALSE(parseOrDie("d=64,sinks=false").sinks);
 }
 
 TEST(KernelSpec, RoundTripsFloatsExactly) {
@@ -264,6 +270,10 @@ TEST(KernelSpecErrors, KindsOfKernel) {
   expectError("d=64,weights,backward", {"'weights' and 'backward'"});
   expectError("d=64,dv=32,weights", {"reads no V", "'dv'"});
   expectError("d=64,weights=2", {"weights"});
+  // The sinks are in the forward's LSE, which these kernels read.
+  expectError("d=64,backward,sinks", {"backward kernel takes no 'sinks'"});
+  expectError("d=64,lse,weights,sinks", {"weights kernel takes no 'sinks'"});
+  expectError("d=64,sinks=2", {"sinks"});
 }
 
 TEST(KernelSpecErrors, BadNumbers) {
