@@ -52,6 +52,31 @@ def _check_size(shape: Sequence[int], max_bytes: int) -> None:
         )
 
 
+def _lse_with_sinks(query, key, attn_mask, is_causal, scale, enable_gqa,
+                    causal_alignment, window, softcap, sinks):
+    """The forward's LSE with the sinks: the forward with a value of one
+    zero column (stride 0: no memory), for its LSE alone."""
+    from . import scaled_dot_product_attention
+
+    torch = _torch_or_none(query)
+    shape = tuple(key.shape[:-1]) + (1,)
+    if torch is not None:  # the weights are not differentiable
+        query, key = query.detach(), key.detach()
+        value = query.new_zeros(()).expand(shape)
+        if isinstance(sinks, torch.Tensor):
+            sinks = sinks.detach()
+    else:
+        import numpy as np
+
+        query, key = _core.as_array(query, "query"), _core.as_array(key, "key")
+        value = np.broadcast_to(np.zeros((), dtype=query.dtype), shape)
+    _, lse = scaled_dot_product_attention(
+        query, key, value, attn_mask, is_causal=is_causal, scale=scale,
+        enable_gqa=enable_gqa, causal_alignment=causal_alignment, window=window,
+        softcap=softcap, return_lse=True, sinks=sinks)
+    return lse
+
+
 def attention_weights(
     query,
     key,
@@ -68,6 +93,7 @@ def attention_weights(
     dropout_seed: Optional[int] = None,
     max_bytes: Optional[int] = None,
     out=None,
+    sinks=None,
 ):
     """The attention weights of the scaled_dot_product_attention call with
     these arguments, as a float32 [B, Hq, Sq, Sk] tensor.
@@ -83,6 +109,10 @@ def attention_weights(
     dropout_p, dropout_seed: the forward's dropout; the weights are then the
         dropped ones, kept weights scaled by 1 / (1 - dropout_p): the matrix
         that multiplied V. dropout_p > 0 needs the forward's seed.
+    sinks: the forward's attention sinks [Hq]: the weights are then
+        normalized with the sink's column too (they sum to less than 1); a
+        forward pass computes that LSE first. Give lse or sinks, not both
+        (the forward's LSE already includes its sinks).
     max_bytes: the largest output allowed (default DEFAULT_MAX_BYTES, 4 GiB
         or ATTN_WEIGHTS_MAX_BYTES): a call over it raises attn.Error before
         allocating.
@@ -104,6 +134,14 @@ def attention_weights(
             "ones that forward dropped"
         )
     limit = DEFAULT_MAX_BYTES if max_bytes is None else int(max_bytes)
+    if sinks is not None:
+        if lse is not None:
+            raise Error(
+                "give lse or sinks, not both: the forward's LSE already "
+                "includes its sinks"
+            )
+        lse = _lse_with_sinks(query, key, attn_mask, is_causal, scale, enable_gqa,
+                              causal_alignment, window, softcap, sinks)
     torch = _torch_or_none(query)
     if torch is not None:
         return _weights_torch(

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import attn
-from conftest import TOLERANCE, naive_attention, random_qkv, relative_error
+from conftest import TOLERANCE, naive_attention, naive_weights, random_qkv, relative_error
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 GRAD_TOLERANCE = {torch.float32: 1e-4, torch.float16: 2e-2, torch.bfloat16: 2e-2}
@@ -242,3 +242,23 @@ def test_a_kernel_with_sinks_refuses_a_call_without():
         kernel.run(q, k, v, None, out, None)
     with pytest.raises(attn.Error, match="element type is f16 but the sink logits are always f32"):
         kernel.run(q, k, v, None, out, None, sinks=np.zeros(2, dtype=np.float16))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_attention_weights_with_sinks(dtype):
+    # The weights of a forward with sinks: normalized with the sink's
+    # column, so that they times V are its output.
+    q, k, v = random_qkv(2, 4, 2, 23, 31, 16, dtype=dtype, seed=9)
+    sinks = random_sinks(4)
+    weights = attn.attention_weights(q, k, is_causal=True, enable_gqa=True, sinks=sinks)
+    ref, _ = naive_attention(q, k, v, is_causal=True, sinks=sinks)
+    want, _ = naive_weights(q, k, is_causal=True, sinks=sinks)
+    assert (weights - want).abs().max() <= TOLERANCE[dtype]
+    out = weights @ v.float().repeat_interleave(2, dim=1)
+    assert relative_error(out, ref) <= TOLERANCE[dtype]
+    # NumPy in, NumPy out; and lse and sinks are one or the other.
+    w_np = attn.attention_weights(q.float().numpy(), k.float().numpy(), is_causal=True,
+                                  enable_gqa=True, sinks=sinks.numpy())
+    assert isinstance(w_np, np.ndarray) and w_np.shape == (2, 4, 23, 31)
+    with pytest.raises(attn.Error, match="give lse or sinks, not both"):
+        attn.attention_weights(q, k, lse=torch.zeros(2, 4, 23), sinks=sinks)

@@ -92,6 +92,11 @@ static cl::opt<std::string>
             cl::desc("Mask from an .npy file, [Bm, Hm, Sqm, Sk] in any layout "
                      "(default: random)"),
             cl::init(""), cl::cat(category));
+static cl::opt<std::string>
+    sinksNpy("sinks",
+             cl::desc("Sink logits from an .npy file, [Hq] f32, for a spec "
+                      "with sinks (default: random)"),
+             cl::init(""), cl::cat(category));
 static cl::opt<std::string> saveOutput(
     "save-output",
     cl::desc("Write O to an .npy file, in the layout (default: none)"),
@@ -458,6 +463,23 @@ int main(int argc, char **argv) {
       error = "--mask: " + error, loaded = false;
     else
       loaded = loadNpyInto(mask, data.mask, /*bshd=*/false, error);
+  }
+  if (loaded && !sinksNpy.empty()) {
+    attn::NpyArray array;
+    std::vector<int64_t> heads = {problem.headsQ};
+    if (data.sinks.empty())
+      error = "--sinks given but the kernel takes no sinks (spec key "
+              "'sinks')",
+      loaded = false;
+    else if (!attn::readNpy(sinksNpy, array, error))
+      error = "--sinks: " + error, loaded = false;
+    else if (array.dtype != "f32" || array.shape != heads)
+      error = "--sinks: " + sinksNpy + " holds " + array.dtype + " " +
+              shapeText(array.shape) + "; the problem needs f32 " +
+              shapeText(heads),
+      loaded = false;
+    else
+      std::memcpy(data.sinks.data(), array.data.data(), array.data.size());
   }
   // The backward's O and LSE come from the float64 forward of these inputs.
   attn::BackwardData gradients;
