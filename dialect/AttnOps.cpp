@@ -514,6 +514,28 @@ LogicalResult AttentionBackwardOp::verify() {
                               "value", getValue().getType(),
                               "[B, Hkv, Sk, Dv]")))
     return failure();
+  if (Value gradMask = getGradMask()) {
+    // dS of every score: [B, Hq, Sq, Sk] f32 whatever the mask broadcasts.
+    Value mask = getMask();
+    if (!mask || !isa<FloatType>(
+                     cast<ShapedType>(mask.getType()).getElementType()))
+      return emitOpError("grad_mask is the gradient of an additive float "
+                         "mask, and the op has none");
+    auto type = cast<ShapedType>(gradMask.getType());
+    auto query = cast<ShapedType>(getQuery().getType());
+    auto key = cast<ShapedType>(getKey().getType());
+    if (type.getRank() != 4 || !type.getElementType().isF32() ||
+        !dimsCompatible(type.getDimSize(0), query.getDimSize(0)) ||
+        !dimsCompatible(type.getDimSize(1), query.getDimSize(1)) ||
+        !dimsCompatible(type.getDimSize(2), query.getDimSize(2)) ||
+        !dimsCompatible(type.getDimSize(3), key.getDimSize(2)))
+      return emitOpError()
+             << "grad_mask must be f32 [B, Hq, Sq, Sk] = ["
+             << dimToString(query.getDimSize(0)) << ", "
+             << dimToString(query.getDimSize(1)) << ", "
+             << dimToString(query.getDimSize(2)) << ", "
+             << dimToString(key.getDimSize(2)) << "], found " << type;
+  }
   return verifyTensorOrMemRefForm(*this);
 }
 
@@ -956,11 +978,20 @@ AttentionBackwardOp::getTiledImplementation(OpBuilder &b,
   Value gradQuery = likeSlice(getGradQuery(), tiles->query);
   Value gradKey = likeSlice(getGradKey(), tiles->key);
   Value gradValue = likeSlice(getGradValue(), tiles->value);
+  // dM: the tile's batches and query heads, every row and key.
+  Value gradMask;
+  if (getGradMask())
+    gradMask = extractSlice(b, loc, getGradMask(),
+                            {offsets[0], offsets[1], zero, zero},
+                            {sizes[0], sizes[1], sizes[2], sizes[3]}, *tiles);
+  SmallVector<Type> types = {gradQuery.getType(), gradKey.getType(),
+                             gradValue.getType()};
+  if (gradMask)
+    types.push_back(gradMask.getType());
   auto tiled = AttentionBackwardOp::create(
-      b, loc,
-      TypeRange{gradQuery.getType(), gradKey.getType(), gradValue.getType()},
-      tiles->query, tiles->key, tiles->value, tiles->mask, tiles->diagonal,
-      output, lse, gradOutput, gradLse, gradQuery, gradKey, gradValue,
+      b, loc, types, tiles->query, tiles->key, tiles->value, tiles->mask,
+      tiles->diagonal, output, lse, gradOutput, gradLse, gradQuery, gradKey,
+      gradValue, gradMask,
       AttentionAttributes::of(*this).withoutAlignment().withOrigin(
           tiles->origin));
   return TilingResult{
@@ -975,6 +1006,11 @@ LogicalResult AttentionBackwardOp::getResultTilePosition(
     return failure();
   OpFoldResult zero = b.getIndexAttr(0);
   Value init = getDpsInits()[resultNumber];
+  if (resultNumber == 3) { // dM [B, Hq, Sq, Sk]
+    resultOffsets = {offsets[0], offsets[1], zero, zero};
+    resultSizes = {sizes[0], sizes[1], sizes[2], sizes[3]};
+    return success();
+  }
   OpFoldResult width =
       b.getIndexAttr(cast<ShapedType>(init.getType()).getDimSize(3));
   if (resultNumber == 0) {

@@ -286,9 +286,11 @@ def Attn_AttentionBackwardOp : Attn_AttentionLikeOp<"attention_backward",
          Attn_TensorOrMemRef:$grad_output,
          Optional<Attn_TensorOrMemRef>:$grad_lse,
          Attn_TensorOrMemRef:$grad_query, Attn_TensorOrMemRef:$grad_key,
-         Attn_TensorOrMemRef:$grad_value),
+         Attn_TensorOrMemRef:$grad_value,
+         Optional<Attn_TensorOrMemRef>:$grad_mask),
     [{$grad_query `,` $grad_key `,` $grad_value `:` type($grad_query) `,`
-      type($grad_key) `,` type($grad_value)}],
+      type($grad_key) `,` type($grad_value)
+      (`grad_mask` `(` $grad_mask^ `:` type($grad_mask) `)`)?}],
     "$grad_query", [
     DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
     DeclareOpInterfaceMethods<TilingInterface, [
@@ -297,7 +299,7 @@ def Attn_AttentionBackwardOp : Attn_AttentionLikeOp<"attention_backward",
     [{`forward` `(` $output `,` $lse `:` type($output) `,` type($lse) `)`
       `grads` `(` $grad_output `:` type($grad_output) `)`
       (`grad_lse` `(` $grad_lse^ `:` type($grad_lse) `)`)?}]> {
-  let summary = "the gradients of attn.attention: dQ, dK and dV";
+  let summary = "the gradients of attn.attention: dQ, dK, dV and d(bias)";
   let description = [{
     Given the inputs and attributes of an `attn.attention` (Q, K, V, mask,
     causal band, window, scale, soft-cap), its output `O` and log-sum-exp
@@ -320,6 +322,12 @@ def Attn_AttentionBackwardOp : Attn_AttentionLikeOp<"attention_backward",
     saved LSE: nothing of size `Sq · Sk` is stored. A fully masked row (LSE
     = −inf) gets dQ = 0 and contributes nothing. The contract is the
     section "The gradient" of `docs/spec.md`.
+
+    With an additive float mask, `outs(... grad_mask(%dm : ...))` also
+    writes `dS` itself, the gradient of each score and so of the bias
+    element added to it: `dM: [B, Hq, Sq, Sk]` f32, 0 at excluded positions
+    (whatever the mask's broadcast: the caller sums the broadcast dims). It
+    is the one O(Sq · Sk) result of the backward, made only when asked for.
 
     `outs` holds dQ, dK and dV, which the op overwrites; on tensors the
     results are their new values, after bufferization it has none. It tiles
@@ -346,11 +354,12 @@ def Attn_AttentionBackwardOp : Attn_AttentionLikeOp<"attention_backward",
       "::mlir::Value":$lse, "::mlir::Value":$gradOutput,
       "::mlir::Value":$gradLse, "::mlir::Value":$gradQuery,
       "::mlir::Value":$gradKey, "::mlir::Value":$gradValue,
+      "::mlir::Value":$gradMask,
       "const ::mlir::attn::AttentionAttributes &":$attributes), [{
       build($_builder, $_state, resultTypes, query, key, value, mask,
             diagonal, attributes.dropoutP, attributes.dropoutSeed,
             attributes.origin, output, lse, gradOutput, gradLse, gradQuery,
-            gradKey, gradValue, attributes.scale, attributes.causal,
+            gradKey, gradValue, gradMask, attributes.scale, attributes.causal,
             attributes.alignment, attributes.window, attributes.softcap,
             attributes.kernel);
     }]>
@@ -359,7 +368,7 @@ def Attn_AttentionBackwardOp : Attn_AttentionLikeOp<"attention_backward",
   let extraClassDeclaration = [{
     ::mlir::MutableOperandRange getDpsInitsMutable() {
       return ::mlir::MutableOperandRange(getOperation(),
-          getGradQueryMutable().getOperandNumber(), 3);
+          getGradQueryMutable().getOperandNumber(), getGradMask() ? 4 : 3);
     }
     float getEffectiveScale();
     /// The band, as attn.online_attention's getBandOffsets.

@@ -181,17 +181,18 @@ struct AbiTypes {
               arr(i64, 1)},
         "attn_kernel_args");
     // attn_backward_args: the forward's args, 5 pointers, strides of dO (4),
-    // dLSE (3), dQ, dK, dV (4 each).
+    // dLSE (3), dQ, dK, dV (4 each), then dM and its strides (4).
     backwardArgs = llvm::StructType::create(
         ctx,
         {args, ptr, ptr, ptr, ptr, ptr, arr(i64, 4), arr(i64, 3), arr(i64, 4),
-         arr(i64, 4), arr(i64, 4)},
+         arr(i64, 4), arr(i64, 4), ptr, arr(i64, 4)},
         "attn_backward_args");
     desc = llvm::StructType::create(
         ctx,
         {i32, i32, ptr,         i32, i32, arr(i32, 3), i32, i32, i32, i64, i64,
          i64, i64, arr(i64, 5), i64, f32, f32,         ptr, ptr, ptr, ptr, i32,
-         ptr, ptr, ptr,         ptr, ptr, i32,         i32, ptr, ptr, i32, i32},
+         ptr, ptr, ptr,         ptr, ptr, i32,         i32, ptr, ptr, i32, i32,
+         i32},
         "attn_kernel_desc");
     gpuKernel = llvm::StructType::create(
         ctx, {ptr, i32, ptr, i64, ptr, i32, i32, i32}, "attn_gpu_kernel");
@@ -235,7 +236,9 @@ enum BackwardArgField : unsigned {
   kGradLseStrides,
   kGradQueryStrides,
   kGradKeyStrides,
-  kGradValueStrides
+  kGradValueStrides,
+  kGradMask,
+  kGradMaskStrides
 };
 
 /// Which entry point: the kernel's own, or one phase of its key split
@@ -462,6 +465,8 @@ llvm::Function *emitBackwardEntryPoint(llvm::Module &module,
   memref(kGradQuery, kGradQueryStrides, false, queryShape);
   memref(kGradKey, kGradKeyStrides, false, keyShape);
   memref(kGradValue, kGradValueStrides, false, valueShape);
+  if (spec.gradMask)
+    memref(kGradMask, kGradMaskStrides, false, {batch, headsQ, seqQ, seqK});
   if (spec.dropout) {
     callArgs.push_back(load(kDropoutP, types.f32, true));
     callArgs.push_back(load(kDropoutSeed, types.i64, true));
@@ -560,7 +565,8 @@ llvm::GlobalVariable *emitDescriptor(llvm::Module &module,
       orNull(code.backwardWorkItems),
       orNull(code.backwardRun),
       i32(spec.dropout ? 1 : 0),
-      i32(spec.sinks ? 1 : 0)};
+      i32(spec.sinks ? 1 : 0),
+      i32(spec.gradMask ? 1 : 0)};
   return new llvm::GlobalVariable(module, types.desc, /*isConstant=*/true,
                                   llvm::GlobalValue::ExternalLinkage,
                                   llvm::ConstantStruct::get(types.desc, fields),

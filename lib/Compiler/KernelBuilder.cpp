@@ -11,7 +11,7 @@
 // A backward kernel's function is around attn.attention_backward:
 //
 //   func.func @<name>_impl(%q, %k, %v, [%mask], %o, %lse, %do, [%dlse],
-//                          %dq, %dk, %dv) -> (dQ, dK, dV)
+//                          %dq, %dk, %dv, [%dm]) -> (dQ, dK, dV, [dM])
 //
 // A weights kernel's is around attn.attention_weights (no V; LSE read):
 //
@@ -98,6 +98,11 @@ func::FuncOp buildKernelFunction(OpBuilder &b, Location loc,
       args.push_back(lse);
     args.append({q, k, v});
     results = {q, k, v};
+    // [dM], the bias's gradient [B, Hq, Sq, Sk] f32.
+    if (spec.gradMask) {
+      args.push_back(weights);
+      results.push_back(weights);
+    }
   } else if (spec.lse) {
     args.push_back(lse);
     results.push_back(lse);
@@ -157,10 +162,11 @@ func::FuncOp buildKernelFunction(OpBuilder &b, Location loc,
     Value gradQuery = body->getArgument(next++);
     Value gradKey = body->getArgument(next++);
     Value gradValue = body->getArgument(next++);
+    Value gradMask = spec.gradMask ? body->getArgument(next++) : Value();
     auto op = mlir::attn::AttentionBackwardOp::create(
-        b, loc, TypeRange{q, k, v}, body->getArgument(0), body->getArgument(1),
+        b, loc, results, body->getArgument(0), body->getArgument(1),
         body->getArgument(2), mask, Value(), output, forwardLse, gradOutput,
-        gradLse, gradQuery, gradKey, gradValue, attributes);
+        gradLse, gradQuery, gradKey, gradValue, gradMask, attributes);
     func::ReturnOp::create(b, loc, op.getResults());
     return func;
   }

@@ -281,9 +281,14 @@ int64_t firstDifference(const std::vector<double> &a,
 // the forward's LSE (the weights kernel then needs it: `lse`).
 
 std::string attn::backwardSpec(const ConformanceCase &c) {
+  // An additive bias gets its gradient checked too.
+  bool bias = false;
+  std::stringstream items(c.spec);
+  for (std::string item; std::getline(items, item, ',');)
+    bias |= item.rfind("mask=bias", 0) == 0;
   return respec(
       c.spec, [](const std::string &item) { return item == "sinks"; },
-      "backward");
+      bias ? "backward,dbias" : "backward");
 }
 
 CaseOutcome attn::runBackwardConformanceCase(const ConformanceCase &c,

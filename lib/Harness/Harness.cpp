@@ -496,6 +496,24 @@ bool attn::makeBackwardData(const Problem &p, ProblemData &data,
     for (float &value : backward.gradLse)
       value = static_cast<float>(normal(rng));
   }
+  backward.hasGradMask = p.spec.gradMask;
+  backward.gradMask.clear();
+  backward.gradMaskView = attn_tensor{};
+  if (backward.hasGradMask) {
+    const int64_t count = p.batch * p.headsQ * p.seqQ * p.seqK;
+    backward.gradMask.resize(static_cast<size_t>(std::max<int64_t>(count, 1)));
+    attn_tensor &view = backward.gradMaskView;
+    view.data = backward.gradMask.data();
+    view.dtype = ATTN_F32;
+    view.rank = 4;
+    const int64_t shape[4] = {p.batch, p.headsQ, p.seqQ, p.seqK};
+    int64_t stride = 1;
+    for (int d = 3; d >= 0; --d) {
+      view.shape[d] = shape[d];
+      view.strides[d] = stride;
+      stride *= std::max<int64_t>(shape[d], 1);
+    }
+  }
   poisonGradients(backward);
   return true;
 }
@@ -507,18 +525,23 @@ void attn::poisonGradients(BackwardData &backward) {
     forEach(t->view, [&](int64_t, int64_t offset) {
       store(t->bytes, t->view.dtype, offset, nan);
     });
+  std::fill(backward.gradMask.begin(), backward.gradMask.end(),
+            std::numeric_limits<float>::quiet_NaN());
 }
 
 attn_status attn::runBackwardProblem(const attn_kernel_desc *kernel,
                                      ProblemData &data, BackwardData &backward,
                                      attn_thread_pool *pool) {
-  return attn_run_backward(
+  attn_run_options options{};
+  options.struct_size = sizeof(options);
+  options.grad_mask = backward.hasGradMask ? &backward.gradMaskView : nullptr;
+  return attn_run_backward_with(
       kernel, &data.query.view, &data.key.view, &data.value.view,
       data.hasMask ? &data.mask.view : nullptr, &data.output.view,
       &backward.lseView, &backward.gradOutput.view,
       backward.hasGradLse ? &backward.gradLseView : nullptr,
       &backward.gradQuery.view, &backward.gradKey.view,
-      &backward.gradValue.view, 0.0f, 0, pool);
+      &backward.gradValue.view, &options, pool);
 }
 
 std::vector<double> attn::gradientValues(const BackwardData &backward) {
@@ -527,6 +550,13 @@ std::vector<double> attn::gradientValues(const BackwardData &backward) {
     std::vector<double> more = tensorValues(*t);
     values.insert(values.end(), more.begin(), more.end());
   }
+  if (backward.hasGradMask)
+    values.insert(values.end(), backward.gradMask.begin(),
+                  backward.gradMask.begin() +
+                      backward.gradMaskView.shape[0] *
+                          backward.gradMaskView.shape[1] *
+                          backward.gradMaskView.shape[2] *
+                          backward.gradMaskView.shape[3]);
   return values;
 }
 
@@ -555,6 +585,12 @@ BackwardReport attn::checkBackwardAgainstReference(
   report.passed = report.query.within(report.tolerance) &&
                   report.key.within(report.tolerance) &&
                   report.value.within(report.tolerance);
+  if (backward.hasGradMask) {
+    std::vector<double> mask(backward.gradMask.begin(),
+                             backward.gradMask.begin() + ref.scores.size());
+    relativeError(mask, ref.scores, &report.mask);
+    report.passed = report.passed && report.mask.within(report.tolerance);
+  }
   std::ostringstream os;
   auto describe = [&](const char *name, const ErrorStats &stats) {
     os << name << ": max rel err " << stats.relative << " ("
@@ -564,6 +600,8 @@ BackwardReport attn::checkBackwardAgainstReference(
   describe("dq", report.query);
   describe("dk", report.key);
   describe("dv", report.value);
+  if (backward.hasGradMask)
+    describe("dbias", report.mask);
   os << "tolerance " << report.tolerance;
   report.message = os.str();
   return report;

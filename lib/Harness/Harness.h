@@ -143,6 +143,10 @@ struct BackwardData {
   std::vector<float> gradLse;
   attn_tensor gradLseView{};
   bool hasGradLse = false;
+  /// dM [B, Hq, Sq, Sk] f32, dense, for a kernel with spec.gradMask.
+  std::vector<float> gradMask;
+  attn_tensor gradMaskView{};
+  bool hasGradMask = false;
 };
 
 /// Fills `data.output` and `backward` for `problem` (after makeProblemData);
@@ -156,7 +160,7 @@ attn_status runBackwardProblem(const attn_kernel_desc *kernel,
                                ProblemData &data, BackwardData &backward,
                                attn_thread_pool *pool);
 struct BackwardReport {
-  ErrorStats query, key, value;
+  ErrorStats query, key, value, mask; // mask: dM, with spec.gradMask
   double tolerance = 0;
   bool passed = false;
   std::string message;

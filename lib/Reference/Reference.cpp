@@ -403,6 +403,9 @@ bool attn::computeReferenceBackward(const KernelSpec &spec,
   out.key.assign(static_cast<size_t>(batch * kvHeads * seqK * headDim), 0.0);
   out.value.assign(static_cast<size_t>(batch * kvHeads * seqK * valueDim),
                    0.0);
+  out.scores.assign(
+      spec.gradMask ? static_cast<size_t>(batch * heads * seqQ * seqK) : 0,
+      0.0);
   auto at = [](std::vector<double> &t, int64_t i0, int64_t n1, int64_t i1,
                int64_t n2, int64_t i2, int64_t n3) -> double * {
     return &t[((i0 * n1 + i1) * n2 + i2) * n3];
@@ -433,6 +436,9 @@ bool attn::computeReferenceBackward(const KernelSpec &spec,
           for (int64_t e = 0; e < valueDim; ++e)
             dp += gradOutput.at(b, h, i, e) * v.at(b, kvHead, j, e);
           double ds = p[j] * (dp - delta);
+          if (spec.gradMask)
+            out.scores[static_cast<size_t>(((b * heads + h) * seqQ + i) * seqK +
+                                           j)] = ds;
           if (spec.softcap)
             ds *= 1.0 - row.capTanh[j] * row.capTanh[j];
           double *dk = at(out.key, b, kvHeads, kvHead, seqK, j, headDim);

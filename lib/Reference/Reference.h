@@ -81,6 +81,10 @@ bool computeReference(const KernelSpec &spec, const ReferenceInputs &inputs,
 /// [B, Hkv, Sk, Dv].
 struct ReferenceGradients {
   std::vector<double> query, key, value;
+  /// With spec.gradMask: dS of every score, dense [B, Hq, Sq, Sk] (the
+  /// gradient of an additive bias before its broadcast dims are summed),
+  /// 0 at excluded positions.
+  std::vector<double> scores;
 };
 
 /// Computes dQ, dK and dV for the incoming gradient `gradOutput` (dO, shaped

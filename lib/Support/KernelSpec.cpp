@@ -193,6 +193,7 @@ const char *const kRuntimeNames[] = {"attn_alignment",
                                      "attn_kernel_desc",
                                      "attn_kernel_device",
                                      "attn_kernel_has_dropout",
+                                     "attn_kernel_has_grad_mask",
                                      "attn_kernel_has_key_split",
                                      "attn_kernel_has_sinks",
                                      "attn_kernel_kind",
@@ -211,10 +212,12 @@ const char *const kRuntimeNames[] = {"attn_alignment",
                                      "attn_parallel_for_fn",
                                      "attn_prepare",
                                      "attn_prepare_backward",
+                                     "attn_prepare_backward_with",
                                      "attn_prepare_with",
                                      "attn_prepare_weights",
                                      "attn_run",
                                      "attn_run_backward",
+                                     "attn_run_backward_with",
                                      "attn_run_dropout",
                                      "attn_run_fn",
                                      "attn_run_options",
@@ -354,7 +357,7 @@ bool SpecParser::parseItem(std::string_view item) {
   static const char *const knownKeys[] = {
       "name",   "dtype",    "d",       "dv",      "causal", "align",
       "window", "mask",     "lse",     "gqa",     "scale",  "softcap",
-      "sizes",  "backward", "dropout", "weights", "sinks"};
+      "sizes",  "backward", "dropout", "weights", "sinks",  "dbias"};
   bool known = false;
   for (const char *k : knownKeys)
     known |= key == k;
@@ -362,16 +365,17 @@ bool SpecParser::parseItem(std::string_view item) {
     return fail("unknown key " + quote(key) +
                 " in kernel spec (known: name, dtype, d, dv, causal, align, "
                 "window, mask, lse, gqa, scale, softcap, sizes, backward, "
-                "dropout, weights, sinks)");
+                "dropout, weights, sinks, dbias)");
   for (const std::string &seen : seenKeys)
     if (key == seen)
       return fail("duplicate key '" + std::string(key) + "' in kernel spec");
   seenKeys.emplace_back(key);
 
-  // Only `causal`, `lse`, `backward`, `dropout`, `weights` and `sinks` may
-  // stand alone.
+  // Only `causal`, `lse`, `backward`, `dropout`, `weights`, `sinks` and
+  // `dbias` may stand alone.
   if (!hasValue && key != "causal" && key != "lse" && key != "backward" &&
-      key != "dropout" && key != "weights" && key != "sinks")
+      key != "dropout" && key != "weights" && key != "sinks" &&
+      key != "dbias")
     return fail("key '" + std::string(key) + "' needs a value ('" +
                 std::string(key) + "=...')");
   if (hasValue && value.empty())
@@ -431,6 +435,8 @@ bool SpecParser::parseItem(std::string_view item) {
     return parseFlag(key, value, hasValue, spec.weights);
   if (key == "sinks")
     return parseFlag(key, value, hasValue, spec.sinks);
+  if (key == "dbias")
+    return parseFlag(key, value, hasValue, spec.gradMask);
   if (key == "gqa") {
     int64_t group;
     if (!parseInt(value, group))
@@ -601,6 +607,9 @@ bool SpecParser::checkConsistency() {
   if (spec.sinks && spec.weights)
     return fail("a weights kernel takes no 'sinks': give it 'lse' and the "
                 "forward's LSE, which includes them");
+  if (spec.gradMask && (!spec.backward || spec.mask != MaskKind::Bias))
+    return fail("'dbias' is the gradient of an additive bias: it needs "
+                "'backward' and 'mask=bias'");
   if (spec.weights && seenValueDim)
     return fail("a weights kernel reads no V: 'dv' does not apply");
   // Dv defaults to D: "d=128" means a 128-wide value head too.
@@ -704,6 +713,8 @@ std::string attn::printKernelSpec(const KernelSpec &spec) {
     add("lse");
   if (spec.backward)
     add("backward");
+  if (spec.gradMask)
+    add("dbias");
   if (spec.dropout)
     add("dropout");
   if (spec.sinks)

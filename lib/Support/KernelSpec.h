@@ -44,6 +44,9 @@ struct KernelSpec {
   // gradient of a loss that reads the LSE.
   bool lse = false;
   bool backward = false;
+  // A backward kernel that also writes d(bias) (spec key `dbias`): dS of
+  // every score, [B, Hq, Sq, Sk] f32, for an additive float mask.
+  bool gradMask = false;
   // Dropout on the weights (docs/spec.md): the kernel takes the probability
   // and the seed at run time (attn_kernel_args).
   bool dropout = false;
@@ -73,7 +76,8 @@ struct KernelSpec {
 /// (top_left|bottom_right, for windows without causal), window=L:R (either side
 /// `inf`), mask=none|bool|bias with an optional `:` list of broadcast dims
 /// among b1,h1,q1, lse, backward (the gradients' kernel), dropout, weights (the
-/// attention weights' kernel), sinks (a per-head sink logit), gqa=G, scale,
+/// attention weights' kernel), sinks (a per-head sink logit), dbias (a
+/// backward kernel that also writes the bias's gradient), gqa=G, scale,
 /// softcap, sizes=B:Hq:Hkv:Sq:Sk (each a
 /// number or `?`). Returns a message in `error` and std::nullopt on bad input.
 std::optional<KernelSpec> parseKernelSpec(const std::string &text,

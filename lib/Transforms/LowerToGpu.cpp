@@ -535,6 +535,11 @@ struct AttnLowerToGpuPass
                              "has it)";
         return WalkResult::interrupt();
       }
+      if (op->hasAttr(kSinksAttrName)) {
+        op->emitOpError("attn-lower-to-gpu: attention sinks have no GPU "
+                        "lowering yet (the CPU lowering has them)");
+        return WalkResult::interrupt();
+      }
       auto online = dyn_cast<OnlineAttentionOp>(op);
       if (online && online.getDropoutP()) {
         op->emitOpError("attn-lower-to-gpu: dropout has no GPU lowering yet "

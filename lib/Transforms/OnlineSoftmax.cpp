@@ -142,12 +142,13 @@ Value perRowWithSinks(
   SmallVector<Value> inputs(rows);
   inputs.push_back(sinks);
   SmallVector<utils::IteratorType> iterators(3, utils::IteratorType::parallel);
-  return linalg::GenericOp::create(
-             b, loc, init.getType(), inputs, init, maps, iterators,
-             [&](OpBuilder &nb, Location nloc, ValueRange args) {
-               linalg::YieldOp::create(nb, nloc, body(nb, nloc, args));
-             })
-      .getResult(0);
+  auto generic = linalg::GenericOp::create(
+      b, loc, init.getType(), inputs, init, maps, iterators,
+      [&](OpBuilder &nb, Location nloc, ValueRange args) {
+        linalg::YieldOp::create(nb, nloc, body(nb, nloc, args));
+      });
+  generic->setAttr(kSinksAttrName, b.getUnitAttr());
+  return generic.getResult(0);
 }
 
 /// The sink's terms of a row (max, sum) and sink σ (not -inf): m' =

@@ -37,6 +37,10 @@ inline constexpr llvm::StringLiteral kKernelAttrName = "attn.kernel";
 /// The attribute that asks attn-split-keys to add the key-split (partial
 /// and merge) kernels of a kernel.
 inline constexpr llvm::StringLiteral kSplitKeysAttrName = "attn.split_keys";
+/// Marks the normalization's generics that fold attention sinks into the
+/// final state (attn-online-softmax), which the GPU lowering does not take
+/// yet.
+inline constexpr llvm::StringLiteral kSinksAttrName = "attn.sinks";
 
 /// A unit attribute on a `math.exp2` whose operand is never positive nor
 /// +inf (the softmax's s - m'; NaN may occur): attn-approximate-math may

@@ -123,6 +123,7 @@ def kernel_spec(
     dropout: bool = False,
     weights: bool = False,
     sinks: bool = False,
+    dbias: bool = False,
 ) -> str:
     """The attn-compile spec string (lib/Support/KernelSpec.h) of a call.
     `decode_rows`: a static Sq for a decoding kernel (see DECODE_ROWS).
@@ -154,6 +155,8 @@ def kernel_spec(
         items.append("lse")
     if backward:
         items.append("backward")
+    if dbias:
+        items.append("dbias")
     if dropout:
         items.append("dropout")
     if weights:
@@ -211,6 +214,7 @@ def spec_for(
     backward: bool = False,
     dropout: bool = False,
     sinks: bool = False,
+    dbias: bool = False,
 ) -> str:
     """The spec of a call's kernel; with `backward`, of its gradients'
     (`return_lse` then: whether it takes dLSE); with `dropout`, one that
@@ -237,6 +241,7 @@ def spec_for(
         backward,
         dropout,
         sinks=sinks and not backward,
+        dbias=dbias and backward,
     )
 
 
@@ -266,11 +271,12 @@ def check_sinks(sinks_shape: Sequence[int], heads_q: int) -> None:
 
 def run_backward(spec: str, query, key, value, mask, output, lse, grad_output,
                  grad_lse, grad_query, grad_key, grad_value, dropout_p: float = 0.0,
-                 dropout_seed: int = 0) -> None:
+                 dropout_seed: int = 0, grad_mask=None) -> None:
     """Runs the backward kernel of `spec` (compiling it on first use)."""
     _cache.kernel(spec).run_backward(
         query, key, value, mask, output, lse, grad_output, grad_lse,
         grad_query, grad_key, grad_value, dropout_p, seed_bits(dropout_seed),
+        grad_mask,
     )
 
 

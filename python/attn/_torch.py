@@ -19,7 +19,9 @@ Its autograd formula is attn's backward kernel (docs/spec.md, "The
 gradient"): gradients flow to query, key and value, and through the returned
 LSE when return_lse (a loss that reads it); P is recomputed from the saved
 LSE, which the forward computes whenever a gradient will be needed. A float
-attn_mask that requires grad is refused (its gradient is not built yet).
+attn_mask (an additive bias) that requires grad gets its gradient too: the
+backward kernel writes dS [B, Hq, Sq, Sk] (f32) and the bias's broadcast
+dims are summed (Tensor.sum_to_size).
 The optional last argument, sinks [Hq] (docs/spec.md, "Attention sinks"),
 gets its gradient from O, dO and the LSE (which includes the sinks):
 dsinks[h] = sum over b, i of exp(sinks[h] - LSE) * (dLSE - rowsum(dO * O)).
@@ -158,11 +160,6 @@ def _setup_context(ctx, inputs, output):
     query, key, value, attn_mask, *options = inputs
     sinks = options[len(_OPTIONS)] if len(options) > len(_OPTIONS) else None
     out, lse = output
-    if attn_mask is not None and attn_mask.requires_grad:
-        raise _core.Error(
-            "attn_mask requires grad, but attn has no gradient for a float "
-            "mask yet; detach it (or pass it without requires_grad)"
-        )
     ctx.options = dict(zip(_OPTIONS, options))
     ctx.save_for_backward(query, key, value, attn_mask, out, lse, sinks)
 
@@ -194,13 +191,19 @@ def _sdpa_backward(ctx, grad_output, grad_lse):
     if grad_output is None:
         grad_output = torch.zeros_like(out)
     grad_lse = grad_lse if o["return_lse"] else None
-    grads = torch.ops.attn.sdpa_backward(
+    mask_grad = attn_mask is not None and ctx.needs_input_grad[3]
+    *grads, grad_scores = torch.ops.attn.sdpa_backward(
         query, key, value, attn_mask, out, lse, grad_output, grad_lse,
-        *forward_options, *dropout)
+        *forward_options, *dropout, mask_grad)
+    grad_mask = None
+    if mask_grad:
+        # dS of every score; the bias's broadcast dims (size 1, or missing
+        # in a mask of lower rank) sum what they were added to.
+        grad_mask = grad_scores.sum_to_size(attn_mask.shape).to(attn_mask.dtype)
     grad_sinks = None
     if sinks is not None and ctx.needs_input_grad[4 + len(_OPTIONS)]:
         grad_sinks = _sinks_gradient(sinks, out, lse, grad_output, grad_lse)
-    return (*grads, None, *(None,) * len(_OPTIONS), grad_sinks)
+    return (*grads, grad_mask, *(None,) * len(_OPTIONS), grad_sinks)
 
 
 def _sdpa_backward_eager(
@@ -221,9 +224,11 @@ def _sdpa_backward_eager(
     softcap: Optional[float],
     dropout_p: float = 0.0,
     dropout_seed: int = 0,
-) -> Tuple[Tensor, Tensor, Tensor]:
+    mask_grad: bool = False,
+) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
     """The backward operator: dQ, dK, dV of the call (its O and LSE given)
-    for the incoming gradient dO and, when not None, the LSE's gradient."""
+    for the incoming gradient dO and, when not None, the LSE's gradient; and
+    with mask_grad dS [B, Hq, Sq, Sk] f32 (else an empty tensor)."""
     # An LSE the caller did not use gets zeros from autograd: no dLSE then
     # (a kernel without it).
     if grad_lse is not None and not bool(grad_lse.any()):
@@ -231,16 +236,18 @@ def _sdpa_backward_eager(
     return sdpa_backward(query, key, value, attn_mask, output, lse, grad_output,
                          grad_lse, is_causal, scale, enable_gqa, causal_alignment,
                          window_left, window_right, softcap, dropout_p,
-                         dropout_seed)
+                         dropout_seed, mask_grad)
 
 
 def sdpa_backward(query, key, value, attn_mask, output, lse, grad_output,
                   grad_lse, is_causal, scale, enable_gqa, causal_alignment,
                   window_left, window_right, softcap, dropout_p=0.0,
-                  dropout_seed=0):
+                  dropout_seed=0, mask_grad=False):
     """dQ, dK, dV of the call (its O and LSE given) for the incoming
     gradient dO and, when not None, the LSE's gradient dLSE; with the
-    forward's dropout probability and seed."""
+    forward's dropout probability and seed; and dS [B, Hq, Sq, Sk] f32 with
+    mask_grad (an additive mask's gradient before its broadcast dims are
+    summed), else an empty tensor."""
     query, key, value, output, lse, grad_output = (
         t.detach() for t in (query, key, value, output, lse, grad_output))
     if attn_mask is not None:
@@ -258,20 +265,28 @@ def sdpa_backward(query, key, value, attn_mask, output, lse, grad_output,
     spec = _core.spec_for(
         query, key, value, mask, is_causal, scale, causal_alignment,
         window_left, window_right, softcap, grad_lse is not None,
-        backward=True, dropout=dropout_p > 0.0,
+        backward=True, dropout=dropout_p > 0.0, dbias=mask_grad,
     )
     grad_query = torch.empty_like(query, memory_format=torch.contiguous_format)
     grad_key = torch.empty_like(key, memory_format=torch.contiguous_format)
     grad_value = torch.empty_like(value, memory_format=torch.contiguous_format)
+    if mask_grad:
+        if mask is None or mask.dtype == torch.bool:
+            raise _core.Error("mask_grad: only an additive float mask has a gradient")
+        grad_scores = query.new_empty(
+            (query.shape[0], query.shape[1], query.shape[2], key.shape[2]),
+            dtype=torch.float32)
+    else:
+        grad_scores = query.new_empty((0,), dtype=torch.float32)
     _core.run_backward(
         spec, _capsule(query), _capsule(key), _capsule(value),
         None if mask is None else _capsule(mask), _capsule(output),
         _capsule(lse), _capsule(grad_output),
         None if grad_lse is None else _capsule(grad_lse),
         _capsule(grad_query), _capsule(grad_key), _capsule(grad_value),
-        dropout_p, dropout_seed,
+        dropout_p, dropout_seed, _capsule(grad_scores) if mask_grad else None,
     )
-    return grad_query, grad_key, grad_value
+    return grad_query, grad_key, grad_value, grad_scores
 
 
 sdpa_backward_op = torch.library.custom_op(
@@ -280,10 +295,15 @@ sdpa_backward_op = torch.library.custom_op(
 
 @sdpa_backward_op.register_fake
 def _sdpa_backward_fake(query, key, value, attn_mask, output, lse, grad_output,
-                        grad_lse, *options):
+                        grad_lse, is_causal, scale, enable_gqa, causal_alignment,
+                        window_left, window_right, softcap, dropout_p=0.0,
+                        dropout_seed=0, mask_grad=False):
+    scores = ((query.shape[0], query.shape[1], query.shape[2], key.shape[2])
+              if mask_grad else (0,))
     return (torch.empty_like(query, memory_format=torch.contiguous_format),
             torch.empty_like(key, memory_format=torch.contiguous_format),
-            torch.empty_like(value, memory_format=torch.contiguous_format))
+            torch.empty_like(value, memory_format=torch.contiguous_format),
+            query.new_empty(scores, dtype=torch.float32))
 
 
 sdpa.register_autograd(_sdpa_backward, setup_context=_setup_context)

@@ -187,7 +187,8 @@ struct PyKernel {
                    const std::optional<InputArray> &gradLse,
                    const OutputArray &gradQuery, const OutputArray &gradKey,
                    const OutputArray &gradValue, float dropoutP,
-                   uint64_t dropoutSeed) const {
+                   uint64_t dropoutSeed,
+                   const std::optional<OutputArray> &gradMask) const {
     attn_tensor q = toTensor(query, "query");
     attn_tensor k = toTensor(key, "key");
     attn_tensor v = toTensor(value, "value");
@@ -197,18 +198,25 @@ struct PyKernel {
     attn_tensor dQ = toTensor(gradQuery, "grad_query");
     attn_tensor dK = toTensor(gradKey, "grad_key");
     attn_tensor dV = toTensor(gradValue, "grad_value");
-    attn_tensor m{}, dL{};
+    attn_tensor m{}, dL{}, dM{};
     if (mask)
       m = toTensor(*mask, "mask");
     if (gradLse)
       dL = toTensor(*gradLse, "grad_lse");
+    if (gradMask)
+      dM = toTensor(*gradMask, "grad_mask");
+    attn_run_options options{};
+    options.struct_size = sizeof(options);
+    options.dropout_p = dropoutP;
+    options.dropout_seed = dropoutSeed;
+    options.grad_mask = gradMask ? &dM : nullptr;
     attn_thread_pool *threads = sharedPool();
     attn_status status;
     {
       nb::gil_scoped_release release;
-      status = attn_run_backward(kernel.get(), &q, &k, &v, mask ? &m : nullptr,
-                                 &o, &l, &dO, gradLse ? &dL : nullptr, &dQ, &dK,
-                                 &dV, dropoutP, dropoutSeed, threads);
+      status = attn_run_backward_with(
+          kernel.get(), &q, &k, &v, mask ? &m : nullptr, &o, &l, &dO,
+          gradLse ? &dL : nullptr, &dQ, &dK, &dV, &options, threads);
     }
     attn::check(status);
   }
@@ -338,6 +346,7 @@ NB_MODULE(_ext, m) {
            nb::arg("grad_query").noconvert(), nb::arg("grad_key").noconvert(),
            nb::arg("grad_value").noconvert(), nb::arg("dropout_p") = 0.0f,
            nb::arg("dropout_seed") = 0,
+           nb::arg("grad_mask").noconvert().none() = nb::none(),
            "Runs a backward kernel: writes the gradients dQ, dK, dV of the "
            "forward whose inputs, O and LSE are given, for the incoming dO "
            "(and dLSE where the kernel takes it).")

@@ -185,11 +185,81 @@ def test_backward_does_not_depend_on_the_thread_count(tmp_path):
         assert torch.equal(a, b)
 
 
-def test_mask_requiring_grad_is_refused():
-    q, k, v = random_qkv(seq_q=8, seq_k=8)
-    bias = torch.zeros(8, 8, requires_grad=True)
-    with pytest.raises(ValueError, match="attn_mask requires grad"):
-        attn.scaled_dot_product_attention(q.requires_grad_(), k, v, attn_mask=bias)
+def bias_gradient(q, k, v, bias, **options):
+    """(attn's, float64 autograd's) gradient of an additive bias through
+    the output and the LSE, the other inputs held fixed."""
+    generator = torch.Generator().manual_seed(8)
+    grad_out = torch.randn(q.shape[:-1] + (v.shape[-1],), generator=generator)
+    grad_lse = torch.randn(q.shape[:-1], generator=generator)
+    ours = bias.detach().clone().requires_grad_()
+    out, lse = attn.scaled_dot_product_attention(q, k, v, attn_mask=ours, return_lse=True,
+                                                 **options)
+    torch.autograd.backward([out, lse], [grad_out.to(out.dtype), grad_lse])
+    ref = bias.detach().double().requires_grad_()
+    want_out, want_lse = reference(
+        q, k, v, ref, options.get("is_causal", False), options.get("scale"),
+        options.get("causal_alignment", "top_left"), options.get("window"),
+        options.get("softcap"))
+    torch.autograd.backward([want_out, want_lse], [grad_out.double(), grad_lse.double()])
+    assert ours.grad.shape == bias.shape and ours.grad.dtype == bias.dtype
+    return ours.grad, ref.grad
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape", [(2, 4, 20, 50), (1, 4, 20, 50), (1, 1, 20, 50),
+                                   (20, 50), (1, 1, 1, 50), (4, 1, 50)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_bias_gradient_in_every_broadcast_form(dtype, shape):
+    # dM = dS, summed over the bias's broadcast dims (and the leading dims a
+    # mask of lower rank lacks); 0 where -inf excludes the position.
+    q, k, v = random_qkv(seq_q=20, seq_k=50, dtype=dtype, seed=6)
+    generator = torch.Generator().manual_seed(5)
+    bias = torch.randn(shape, generator=generator)
+    bias[torch.rand(bias.shape, generator=generator) < 0.2] = -math.inf
+    got, want = bias_gradient(q, k, v, bias.to(dtype))
+    assert relative_error(got, want) <= GRAD_TOLERANCE[dtype]
+    assert (got[bias == -math.inf] == 0).all()
+
+
+def test_bias_gradient_with_causal_window_softcap_gqa():
+    # Positions outside the band get 0; the soft cap's derivative does not
+    # reach the bias (it is added after the cap).
+    q, k, v = random_qkv(1, 4, 2, 37, 61, 32, dv=16, seed=2)
+    bias = torch.randn(1, 4, 37, 61)
+    got, want = bias_gradient(q, k, v, bias, is_causal=True, causal_alignment="bottom_right",
+                              window=(20, 0), softcap=3.0, enable_gqa=True)
+    assert relative_error(got, want) <= 1e-4
+    i = torch.arange(37)[:, None] + 61 - 37
+    j = torch.arange(61)[None, :]
+    assert (got[0, :, ((j > i) | (j < i - 20))] == 0).all()
+
+
+def test_learned_relative_position_bias():
+    # A T5-style learned bias table indexed by relative position: autograd
+    # takes dM back through the indexing to the table.
+    q, k, v = random_qkv(1, 4, 4, 24, 24, 16, seed=4)
+    table = torch.zeros(4, 47, requires_grad=True)
+    relative = torch.arange(24)[None, :] - torch.arange(24)[:, None] + 23
+    optimizer = torch.optim.SGD([table], lr=0.5)
+    losses = []
+    for _ in range(5):
+        optimizer.zero_grad()
+        bias = table[:, relative].unsqueeze(0)   # [1, 4, 24, 24]
+        out = attn.scaled_dot_product_attention(q, k, v, attn_mask=bias, is_causal=True)
+        loss = (out - v).pow(2).mean()
+        loss.backward()
+        losses.append(loss.item())
+        optimizer.step()
+    assert losses[-1] < losses[0]
+    ref_table = table.detach().clone().requires_grad_()
+    ref_bias = ref_table[:, relative].unsqueeze(0)
+    ref_out, _ = reference(q, k, v, ref_bias.double(), True)
+    (ref_out - v.double()).pow(2).mean().backward()
+    table.grad = None
+    bias = table[:, relative].unsqueeze(0)
+    out = attn.scaled_dot_product_attention(q, k, v, attn_mask=bias, is_causal=True)
+    (out - v).pow(2).mean().backward()
+    assert relative_error(table.grad, ref_table.grad) <= 1e-4
 
 
 def test_wrong_grad_output_shape_is_refused_and_nothing_written():

@@ -590,6 +590,24 @@ static const role grad_key_role = {
 static const role grad_value_role = {
     "grad_value", 4, {"B", "Hkv", "Sk", "Dv"}, "[B, Hkv, Sk, Dv]"};
 
+static const role grad_mask_role = {
+    "grad_mask", 4, {"B", "Hq", "Sq", "Sk"}, "[B, Hq, Sq, Sk]"};
+
+int attn_kernel_has_grad_mask(const attn_kernel_desc *kernel) {
+  return kernel &&
+         kernel->struct_size >= offsetof(attn_kernel_desc, has_grad_mask) +
+                                    sizeof(kernel->has_grad_mask) &&
+         kernel->has_grad_mask != 0;
+}
+
+attn_status attn_grad_mask_needed(const attn_kernel_desc *k) {
+  return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                   "grad_mask: kernel '%s' writes the bias's gradient %s; "
+                   "pass it with attn_run_backward_with or "
+                   "attn_prepare_backward_with",
+                   k->name, grad_mask_role.shape_text);
+}
+
 attn_status attn_prepare_backward(
     const attn_kernel_desc *k, const attn_tensor *query, const attn_tensor *key,
     const attn_tensor *value, const attn_tensor *mask,
@@ -597,6 +615,21 @@ attn_status attn_prepare_backward(
     const attn_tensor *grad_output, const attn_tensor *grad_lse,
     const attn_tensor *grad_query, const attn_tensor *grad_key,
     const attn_tensor *grad_value, attn_backward_args *args) {
+  if (attn_kernel_has_grad_mask(k))
+    return attn_grad_mask_needed(k);
+  return attn_prepare_backward_tensors(k, query, key, value, mask, output, lse,
+                                       grad_output, grad_lse, grad_query,
+                                       grad_key, grad_value, NULL, args);
+}
+
+attn_status attn_prepare_backward_tensors(
+    const attn_kernel_desc *k, const attn_tensor *query, const attn_tensor *key,
+    const attn_tensor *value, const attn_tensor *mask,
+    const attn_tensor *output, const attn_tensor *lse,
+    const attn_tensor *grad_output, const attn_tensor *grad_lse,
+    const attn_tensor *grad_query, const attn_tensor *grad_key,
+    const attn_tensor *grad_value, const attn_tensor *grad_mask,
+    attn_backward_args *args) {
   if (!k)
     return attn_fail(ATTN_ERROR_INVALID_ARGUMENT, "kernel is NULL");
   if (!args)
@@ -638,25 +671,46 @@ attn_status attn_prepare_backward(
     return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
                      "grad_lse: kernel '%s' takes dLSE %s but grad_lse is NULL",
                      k->name, grad_lse_role.shape_text);
+  if (!attn_kernel_has_grad_mask(k) && grad_mask)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "grad_mask: kernel '%s' writes no bias gradient but "
+                     "grad_mask was given (compile it with the spec key "
+                     "'dbias')",
+                     k->name);
+  if (attn_kernel_has_grad_mask(k) && !grad_mask)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "grad_mask: kernel '%s' writes the bias's gradient %s "
+                     "but grad_mask is NULL",
+                     k->name, grad_mask_role.shape_text);
 
   /* Each gradient on its own, then shaped as what it is the gradient of. */
   char takes[160];
   snprintf(takes, sizeof(takes), "kernel '%s' takes", k->name);
-  const attn_tensor *grads[5] = {grad_output, grad_lse, grad_query, grad_key,
-                                 grad_value};
-  const role *grad_role[5] = {&grad_output_role, &grad_lse_role,
-                              &grad_query_role, &grad_key_role,
-                              &grad_value_role};
-  const attn_tensor *like[5] = {output, lse, query, key, value};
-  const char *like_name[5] = {"output's", "lse's", "query's", "key's",
-                              "value's"};
-  const int32_t grad_dtype[5] = {k->dtype, ATTN_F32, k->dtype, k->dtype,
-                                 k->dtype};
-  for (int i = 0; i < 5; ++i) {
+  /* dM is shaped as the scores: [B, Hq] of the query, Sq, and Sk of the
+   * key. */
+  const attn_tensor scores_like = {
+      NULL,
+      ATTN_F32,
+      4,
+      {query->shape[0], query->shape[1], query->shape[2], key->shape[2]},
+      {0}};
+  const attn_tensor *grads[6] = {grad_output, grad_lse, grad_query,
+                                 grad_key,    grad_value, grad_mask};
+  const role *grad_role[6] = {&grad_output_role, &grad_lse_role,
+                              &grad_query_role,  &grad_key_role,
+                              &grad_value_role,  &grad_mask_role};
+  const attn_tensor *like[6] = {output, lse, query, key, value, &scores_like};
+  const char *like_name[6] = {"output's", "lse's",   "query's",
+                              "key's",    "value's", "the scores'"};
+  const int32_t grad_dtype[6] = {k->dtype, ATTN_F32, k->dtype,
+                                 k->dtype, k->dtype, ATTN_F32};
+  for (int i = 0; i < 6; ++i) {
     if (!grads[i])
       continue;
     s = check_rank_and_dtype(grads[i], grad_role[i], grad_dtype[i],
-                             i == 1 ? "the log-sum-exp is always" : takes);
+                             i == 1   ? "the log-sum-exp is always"
+                             : i == 5 ? "the bias's gradient is always"
+                                      : takes);
     if (s == ATTN_OK)
       s = check_sizes_and_data(grads[i], grad_role[i]);
     for (int32_t d = 0; s == ATTN_OK && d < grad_role[i]->rank; ++d)
@@ -667,20 +721,22 @@ attn_status attn_prepare_backward(
   }
 
   /* Memory: the gradients written must not share memory with anything. */
-  const attn_tensor *all[11] = {query,      key,      value,       mask,
+  const attn_tensor *all[12] = {query,      key,      value,       mask,
                                 output,     lse,      grad_output, grad_lse,
-                                grad_query, grad_key, grad_value};
-  const role *all_role[11] = {
+                                grad_query, grad_key, grad_value,  grad_mask};
+  const role *all_role[12] = {
       &query_role,      &key_role,      &value_role,       &mask_role,
       &output_role,     &lse_role,      &grad_output_role, &grad_lse_role,
-      &grad_query_role, &grad_key_role, &grad_value_role};
-  extent extents[11];
-  if ((s = compute_extents(all, all_role, extents, 11)))
+      &grad_query_role, &grad_key_role, &grad_value_role,  &grad_mask_role};
+  extent extents[12];
+  if ((s = compute_extents(all, all_role, extents, 12)))
     return s;
-  for (int w = 8; w < 11; ++w) {
+  for (int w = 8; w < 12; ++w) {
+    if (!all[w])
+      continue;
     if (!extents[w].empty && (s = check_no_self_overlap(all[w], all_role[w])))
       return s;
-    for (int i = 0; i < 11; ++i)
+    for (int i = 0; i < 12; ++i)
       if (i != w && all[i] &&
           (s = check_disjoint(all_role[w]->name, &extents[w], all_role[i]->name,
                               &extents[i])))
@@ -703,6 +759,11 @@ attn_status attn_prepare_backward(
     args->grad_lse = grad_lse->data;
     memcpy(args->grad_lse_strides, grad_lse->strides,
            sizeof(args->grad_lse_strides));
+  }
+  if (grad_mask) {
+    args->grad_mask = grad_mask->data;
+    memcpy(args->grad_mask_strides, grad_mask->strides,
+           sizeof(args->grad_mask_strides));
   }
   return ATTN_OK;
 }

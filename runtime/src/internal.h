@@ -30,6 +30,21 @@ void attn_cuda_forget(const attn_library *library);
  * attn_prepare...) for a kernel that takes them. */
 attn_status attn_sinks_needed(const attn_kernel_desc *kernel);
 
+/* The refusal of attn_run_backward and attn_prepare_backward for a kernel
+ * that writes dM (they have no grad_mask to pass). */
+attn_status attn_grad_mask_needed(const attn_kernel_desc *kernel);
+
+/* attn_prepare_backward with dM (NULL for a kernel without): every check of
+ * a backward call's tensors. */
+attn_status attn_prepare_backward_tensors(
+    const attn_kernel_desc *kernel, const attn_tensor *query,
+    const attn_tensor *key, const attn_tensor *value, const attn_tensor *mask,
+    const attn_tensor *output, const attn_tensor *lse,
+    const attn_tensor *grad_output, const attn_tensor *grad_lse,
+    const attn_tensor *grad_query, const attn_tensor *grad_key,
+    const attn_tensor *grad_value, const attn_tensor *grad_mask,
+    attn_backward_args *args);
+
 /* attn_prepare with the sinks (NULL for a kernel without): every check of
  * a forward call's tensors. */
 attn_status attn_prepare_forward(const attn_kernel_desc *kernel,

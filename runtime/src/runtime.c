@@ -574,7 +574,8 @@ attn_status attn_run_split(const attn_kernel_desc *kernel,
                      kernel->name);
   if (attn_kernel_has_sinks(kernel))
     return attn_sinks_needed(kernel);
-  attn_run_options options = {sizeof(options), NULL, 0.0f, 0, key_splits};
+  attn_run_options options = {sizeof(options), NULL, 0.0f, 0, key_splits,
+                              NULL};
   return attn_run_with(kernel, query, key, value, mask, output, lse, &options,
                        pool);
 }
@@ -588,7 +589,7 @@ attn_status attn_run_dropout(const attn_kernel_desc *kernel,
   if (attn_kernel_has_sinks(kernel))
     return attn_sinks_needed(kernel);
   attn_run_options options = {sizeof(options), NULL, dropout_p, dropout_seed,
-                              0};
+                              0, NULL};
   return attn_run_with(kernel, query, key, value, mask, output, lse, &options,
                        pool);
 }
@@ -624,6 +625,10 @@ attn_status attn_prepare_with(const attn_kernel_desc *kernel,
     return attn_fail(ATTN_ERROR_INVALID_ARGUMENT, "kernel is NULL");
   attn_run_options options;
   attn_status status = read_options(given, &options);
+  if (status == ATTN_OK && options.grad_mask)
+    status = attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                       "options: grad_mask is a backward call's "
+                       "(attn_run_backward_with)");
   if (status == ATTN_OK)
     status = check_dropout(kernel, options.dropout_p);
   if (status == ATTN_OK)
@@ -755,6 +760,52 @@ attn_status attn_run_backward(const attn_kernel_desc *kernel,
                               const attn_tensor *grad_key,
                               const attn_tensor *grad_value, float dropout_p,
                               uint64_t dropout_seed, attn_thread_pool *pool) {
+  if (attn_kernel_has_grad_mask(kernel))
+    return attn_grad_mask_needed(kernel);
+  attn_run_options options = {sizeof(options), NULL, dropout_p, dropout_seed,
+                              0, NULL};
+  return attn_run_backward_with(kernel, query, key, value, mask, output, lse,
+                                grad_output, grad_lse, grad_query, grad_key,
+                                grad_value, &options, pool);
+}
+
+attn_status attn_prepare_backward_with(
+    const attn_kernel_desc *kernel, const attn_tensor *query,
+    const attn_tensor *key, const attn_tensor *value, const attn_tensor *mask,
+    const attn_tensor *output, const attn_tensor *lse,
+    const attn_tensor *grad_output, const attn_tensor *grad_lse,
+    const attn_tensor *grad_query, const attn_tensor *grad_key,
+    const attn_tensor *grad_value, const attn_run_options *given,
+    attn_backward_args *args) {
+  if (!kernel)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT, "kernel is NULL");
+  attn_run_options options;
+  attn_status status = read_options(given, &options);
+  if (status == ATTN_OK && (options.sinks || options.key_splits != 0))
+    status = attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                       "options: a backward call takes no sinks or key "
+                       "splits (the forward's LSE holds the sinks)");
+  if (status == ATTN_OK)
+    status = check_dropout(kernel, options.dropout_p);
+  if (status == ATTN_OK)
+    status = attn_prepare_backward_tensors(
+        kernel, query, key, value, mask, output, lse, grad_output, grad_lse,
+        grad_query, grad_key, grad_value, options.grad_mask, args);
+  if (status == ATTN_OK) {
+    args->forward.dropout_p = options.dropout_p;
+    args->forward.dropout_seed = options.dropout_seed;
+  }
+  return status;
+}
+
+attn_status attn_run_backward_with(
+    const attn_kernel_desc *kernel, const attn_tensor *query,
+    const attn_tensor *key, const attn_tensor *value, const attn_tensor *mask,
+    const attn_tensor *output, const attn_tensor *lse,
+    const attn_tensor *grad_output, const attn_tensor *grad_lse,
+    const attn_tensor *grad_query, const attn_tensor *grad_key,
+    const attn_tensor *grad_value, const attn_run_options *options,
+    attn_thread_pool *pool) {
   if (!kernel)
     return attn_fail(ATTN_ERROR_INVALID_ARGUMENT, "kernel is NULL");
   if (attn_kernel_kind_of(kernel) != ATTN_KERNEL_BACKWARD)
@@ -765,13 +816,9 @@ attn_status attn_run_backward(const attn_kernel_desc *kernel,
                      kernel->name);
   attn_module *owner = pin_owner(kernel);
   attn_backward_args args;
-  attn_status status = check_dropout(kernel, dropout_p);
-  if (status == ATTN_OK)
-    status = attn_prepare_backward(kernel, query, key, value, mask, output, lse,
-                                   grad_output, grad_lse, grad_query, grad_key,
-                                   grad_value, &args);
-  args.forward.dropout_p = dropout_p;
-  args.forward.dropout_seed = dropout_seed;
+  attn_status status = attn_prepare_backward_with(
+      kernel, query, key, value, mask, output, lse, grad_output, grad_lse,
+      grad_query, grad_key, grad_value, options, &args);
   if (status == ATTN_OK)
     status = attn_kernel_check_cpu(kernel);
   if (status != ATTN_OK) {

@@ -49,3 +49,28 @@ func.func @dynamic_group(%q: tensor<1x?x?x16xf32>, %k: tensor<1x?x?x16xf32>, %v:
       -> tensor<1x?x?x16xf32>, tensor<1x?x?x16xf32>, tensor<1x?x?x16xf32>
   return %r#0, %r#1, %r#2 : tensor<1x?x?x16xf32>, tensor<1x?x?x16xf32>, tensor<1x?x?x16xf32>
 }
+
+// The bias's gradient dM [B, Hq, Sq, Sk] is tiled as the query heads are:
+// each tile writes the scores of its batch and query heads, all rows and
+// keys, and inserts them back as its fourth result.
+
+// CHECK-LABEL: func @bias_gradient
+//       CHECK: scf.forall (%[[B:.+]], %[[H:.+]]) = (0, 0) to (2, 4) step (1, 2)
+//       CHECK:   %[[DM:.+]] = tensor.extract_slice %{{.+}}[%[[B]], %[[H]], 0, 0] [1, 2, %{{.+}}, %{{.+}}] [1, 1, 1, 1] : tensor<2x4x?x?xf32> to tensor<1x2x?x?xf32>
+//       CHECK:   %[[R:.+]]:4 = attn.attention_backward {{.*}} mask({{.*}}) {{.*}} grad_mask(%[[DM]] : tensor<1x2x?x?xf32>))
+//       CHECK:   tensor.parallel_insert_slice %[[R]]#3 into %{{.+}}[%[[B]], %[[H]], 0, 0] [1, 2, %{{.+}}, %{{.+}}]
+func.func @bias_gradient(%q: tensor<2x4x?x16xf32>, %k: tensor<2x2x?x16xf32>, %v: tensor<2x2x?x16xf32>,
+                         %m: tensor<1x4x?x?xf32>,
+                         %o: tensor<2x4x?x16xf32>, %lse: tensor<2x4x?xf32>, %do: tensor<2x4x?x16xf32>,
+                         %dq: tensor<2x4x?x16xf32>, %dk: tensor<2x2x?x16xf32>, %dv: tensor<2x2x?x16xf32>,
+                         %dm: tensor<2x4x?x?xf32>) -> tensor<2x4x?x?xf32> {
+  %r:4 = attn.attention_backward
+      ins(%q, %k, %v : tensor<2x4x?x16xf32>, tensor<2x2x?x16xf32>, tensor<2x2x?x16xf32>)
+      mask(%m : tensor<1x4x?x?xf32>)
+      forward(%o, %lse : tensor<2x4x?x16xf32>, tensor<2x4x?xf32>)
+      grads(%do : tensor<2x4x?x16xf32>)
+      outs(%dq, %dk, %dv : tensor<2x4x?x16xf32>, tensor<2x2x?x16xf32>, tensor<2x2x?x16xf32>
+           grad_mask(%dm : tensor<2x4x?x?xf32>))
+      -> tensor<2x4x?x16xf32>, tensor<2x2x?x16xf32>, tensor<2x2x?x16xf32>, tensor<2x4x?x?xf32>
+  return %r#3 : tensor<2x4x?x?xf32>
+}

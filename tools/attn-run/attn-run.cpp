@@ -321,6 +321,14 @@ int main(int argc, char **argv) {
                   "forward's results; run without --backward for them");
     spec.backward = true;
   }
+  // The backward and weights kernels of a forward with sinks read them
+  // through its LSE (the weights kernel then needs it): the problem keeps
+  // them, the kernel takes none.
+  bool forwardSinks = spec.sinks && (backward || weights);
+  if (forwardSinks) {
+    spec.sinks = false;
+    spec.lse = spec.lse || weights;
+  }
 
   if (!saveWeights.empty() && !weights)
     return fail("--save-weights writes the weights kernel's W: add --weights");
@@ -393,6 +401,7 @@ int main(int argc, char **argv) {
 
   attn::Problem problem;
   problem.spec = spec;
+  problem.sinks = forwardSinks;
   problem.seed = seed;
   problem.bshd = bshd;
   problem.batch = sizes.value[0];

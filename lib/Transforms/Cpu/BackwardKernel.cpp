@@ -15,6 +15,11 @@
 //     dK, dV of the block → memory (scaled, rounded once)
 //   dQ → memory (scaled, rounded once)
 //
+// With grad_mask (the bias's gradient dM, [B, Hq, Sq, Sk] f32), the work
+// item first zeroes its heads' dM, then each row block stores its dS
+// (before the soft cap's derivative: the bias is added after the cap) for
+// the block's keys; positions no block reaches stay 0.
+//
 // P is recomputed from the saved LSE, never stored beyond one block of
 // rows. Each sum runs in a fixed order: the same inputs give the same bits
 // whatever the thread count. The inputs are read once per work item into
@@ -68,8 +73,9 @@ private:
   // The packed value block, K as rows and the accumulators (stack).
   Value valuesT, keyRows;     // [DvPad][64], [64][DPad]
   Value gradKeys, gradValues; // [64][DPad], [64][DvPad]
-  // One block of rows: P, dS (first the soft cap's derivative).
-  Value probs, grads; // [kRows][64]
+  // One block of rows: P, dS (first the soft cap's derivative), and dS
+  // before that derivative for dM (with grad_mask and a soft cap).
+  Value probs, grads, gradScores; // [kRows][64]
   Value keys;         // Sk
 };
 
@@ -81,6 +87,8 @@ void BackwardLowering::emit() {
   gradValues = stackBuffer({kBlockKeys, valuePad});
   probs = stackBuffer({kRows, kBlockKeys});
   grads = stackBuffer({kRows, kBlockKeys});
+  if (op.getGradMask())
+    gradScores = stackBuffer({kRows, kBlockKeys});
 
   Value heads = dim(query, 1), kvHeads = dim(key, 1);
   Value groupSize = arith::DivUIOp::create(b, heads, kvHeads);
@@ -102,6 +110,16 @@ void BackwardLowering::emit() {
                 [&](Value row) { packRows(group, g, row); });
       });
       zeroBuffer(group.gradQuery, groupRows, headPad);
+      if (Value gradMask = op.getGradMask())
+        forLoop(cst(0), groupSize, cst(1), [&](Value g) {
+          Value head = arith::AddIOp::create(b, group.firstHead, g);
+          forLoop(cst(0), group.rows, cst(1), [&](Value row) {
+            forLoop(cst(0), keys, cst(1), [&](Value key) {
+              memref::StoreOp::create(b, f32Const(0.0f), gradMask,
+                                      ValueRange{batch, head, row, key});
+            });
+          });
+        });
       // Per block of keys: every row of the group that sees one of them.
       forLoop(cst(0), keys, cst(kBlockKeys), [&](Value start) {
         KeyBlock block{start, arith::MinSIOp::create(
@@ -222,12 +240,15 @@ void BackwardLowering::emitRowBlock(const Group &group, const KeyBlock &block,
       }
       Value ds =
           arith::MulFOp::create(b, p, arith::SubFOp::create(b, dp, delta));
+      // An excluded position contributes nothing, whatever V holds there.
+      Value keep = allowed(block, row[r], r, v);
+      if (gradScores)
+        storeVector(arith::SelectOp::create(b, keep, ds, zeroVector()),
+                    gradScores, {cst(r), cst(v * lanes)});
       if (op.getSoftcapAttr())
         ds = arith::MulFOp::create(b, ds,
                                    loadVector(grads, {cst(r), cst(v * lanes)}));
-      // An excluded position contributes nothing, whatever V holds there.
-      ds = arith::SelectOp::create(b, allowed(block, row[r], r, v), ds,
-                                   zeroVector());
+      ds = arith::SelectOp::create(b, keep, ds, zeroVector());
       storeVector(ds, grads, {cst(r), cst(v * lanes)});
       if (z)
         storeVector(arith::MulFOp::create(b, p, z), probs,
@@ -252,6 +273,16 @@ void BackwardLowering::emitRowBlock(const Group &group, const KeyBlock &block,
       });
     });
   };
+  // dM = dS at the block's keys of these rows.
+  if (gradScores)
+    for (int64_t r = 0; r < rowCount; ++r)
+      forLoop(cst(0), block.count, cst(1), [&](Value k) {
+        Value x = memref::LoadOp::create(b, gradScores, ValueRange{cst(r), k});
+        memref::StoreOp::create(
+            b, x, op.getGradMask(),
+            ValueRange{group.batch, head, row[r],
+                       arith::AddIOp::create(b, block.start, k)});
+      });
   accumulateKeys(gradValues, probs, group.gradOutRows, valuePad);
   accumulateKeys(gradKeys, grads, group.queryRows, headPad);
 

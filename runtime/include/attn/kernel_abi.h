@@ -120,6 +120,11 @@ typedef struct attn_backward_args {
   int64_t grad_query_strides[4];
   int64_t grad_key_strides[4];
   int64_t grad_value_strides[4];
+  /* For a kernel with has_grad_mask (others never read these): dM
+   * [B, Hq, Sq, Sk] f32, the gradient of the scores, so of an additive
+   * bias before its broadcast dims are summed. */
+  float *grad_mask;
+  int64_t grad_mask_strides[4];
 } attn_backward_args;
 
 /* What a kernel computes: the forward function, its gradients, or its
@@ -219,6 +224,9 @@ typedef struct attn_kernel_desc {
    * backward kernels predate the sinks' fields in attn_kernel_args, which
    * attn_backward_args embeds: the runtime refuses those). */
   int32_t has_sinks; /* 0 or 1: reads sinks (a forward kernel only) */
+  /* Where struct_size covers it: a backward kernel that also writes dM
+   * (attn_backward_args::grad_mask; spec key 'dbias'). */
+  int32_t has_grad_mask;
 } attn_kernel_desc;
 
 typedef struct attn_library {

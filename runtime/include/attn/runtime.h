@@ -212,6 +212,12 @@ typedef struct attn_run_options {
   uint64_t dropout_seed;
   /* As attn_run_split's: 0 lets the runtime choose, 1 never splits. */
   int64_t key_splits;
+  /* attn_run_backward_with: dM [B, Hq, Sq, Sk] f32, written, for a
+   * backward kernel that has it (attn_kernel_has_grad_mask; spec key
+   * 'dbias'): the gradient of every score, so of an additive bias before
+   * its broadcast dims are summed (by the caller); 0 at excluded
+   * positions. NULL for other kernels. */
+  const attn_tensor *grad_mask;
 } attn_run_options;
 
 /* attn_run with every per-call input: `options` may be NULL for a kernel
@@ -255,6 +261,34 @@ ATTN_RUNTIME_EXPORT attn_status attn_run_backward(
     const attn_tensor *grad_query, const attn_tensor *grad_key,
     const attn_tensor *grad_value, float dropout_p, uint64_t dropout_seed,
     attn_thread_pool *pool);
+
+/* Whether a backward kernel also writes the bias's gradient dM (spec key
+ * 'dbias'): it then runs with attn_run_backward_with (options->grad_mask)
+ * and refuses attn_run_backward. */
+ATTN_RUNTIME_EXPORT int
+attn_kernel_has_grad_mask(const attn_kernel_desc *kernel);
+
+/* attn_run_backward with the options (dropout's probability and seed, and
+ * grad_mask for a kernel that writes dM; sinks and key_splits do not apply
+ * and must be unset). `options` may be NULL for a kernel that needs none. */
+ATTN_RUNTIME_EXPORT attn_status attn_run_backward_with(
+    const attn_kernel_desc *kernel, const attn_tensor *query,
+    const attn_tensor *key, const attn_tensor *value, const attn_tensor *mask,
+    const attn_tensor *output, const attn_tensor *lse,
+    const attn_tensor *grad_output, const attn_tensor *grad_lse,
+    const attn_tensor *grad_query, const attn_tensor *grad_key,
+    const attn_tensor *grad_value, const attn_run_options *options,
+    attn_thread_pool *pool);
+
+/* attn_run_backward_with's checks alone. */
+ATTN_RUNTIME_EXPORT attn_status attn_prepare_backward_with(
+    const attn_kernel_desc *kernel, const attn_tensor *query,
+    const attn_tensor *key, const attn_tensor *value, const attn_tensor *mask,
+    const attn_tensor *output, const attn_tensor *lse,
+    const attn_tensor *grad_output, const attn_tensor *grad_lse,
+    const attn_tensor *grad_query, const attn_tensor *grad_key,
+    const attn_tensor *grad_value, const attn_run_options *options,
+    attn_backward_args *args);
 
 /* attn_run_backward's checks alone: fills `args` for the kernel's entry
  * points (for callers that drive work items themselves). */

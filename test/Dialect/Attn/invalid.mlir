@@ -1195,3 +1195,33 @@ func.func @sinks_f32(%q: tensor<1x4x8x16xbf16>, %k: tensor<1x2x32x16xbf16>,
       sinks(%s : tensor<4xbf16>) outs(%o : tensor<1x4x8x16xbf16>) -> tensor<1x4x8x16xbf16>
   return
 }
+
+// -----
+
+func.func @grad_mask_without_bias(%q: tensor<1x2x8x16xf32>, %k: tensor<1x2x8x16xf32>,
+                                  %m: tensor<1x1x8x8xi1>, %o: tensor<1x2x8x16xf32>,
+                                  %l: tensor<1x2x8xf32>, %dm: tensor<1x2x8x8xf32>) {
+  // expected-error @+1 {{grad_mask is the gradient of an additive float mask, and the op has none}}
+  %r:4 = attn.attention_backward ins(%q, %k, %k : tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>)
+      mask(%m : tensor<1x1x8x8xi1>)
+      forward(%o, %l : tensor<1x2x8x16xf32>, tensor<1x2x8xf32>) grads(%o : tensor<1x2x8x16xf32>)
+      outs(%q, %k, %k : tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>
+           grad_mask(%dm : tensor<1x2x8x8xf32>))
+      -> tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @grad_mask_shape(%q: tensor<1x2x8x16xf32>, %k: tensor<1x2x9x16xf32>,
+                           %m: tensor<1x1x8x9xf32>, %o: tensor<1x2x8x16xf32>,
+                           %l: tensor<1x2x8xf32>, %dm: tensor<1x1x8x9xf32>) {
+  // expected-error @+1 {{grad_mask must be f32 [B, Hq, Sq, Sk] = [1, 2, 8, 9], found 'tensor<1x1x8x9xf32>'}}
+  %r:4 = attn.attention_backward ins(%q, %k, %k : tensor<1x2x8x16xf32>, tensor<1x2x9x16xf32>, tensor<1x2x9x16xf32>)
+      mask(%m : tensor<1x1x8x9xf32>)
+      forward(%o, %l : tensor<1x2x8x16xf32>, tensor<1x2x8xf32>) grads(%o : tensor<1x2x8x16xf32>)
+      outs(%q, %k, %k : tensor<1x2x8x16xf32>, tensor<1x2x9x16xf32>, tensor<1x2x9x16xf32>
+           grad_mask(%dm : tensor<1x1x8x9xf32>))
+      -> tensor<1x2x8x16xf32>, tensor<1x2x9x16xf32>, tensor<1x2x9x16xf32>, tensor<1x1x8x9xf32>
+  return
+}

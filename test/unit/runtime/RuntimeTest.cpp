@@ -985,6 +985,113 @@ TEST(RunWith, RefusesOptionsWithoutTheirSize) {
       << attn_last_error();
 }
 
+/// fake_bias_window's descriptor as a backward kernel that writes dM (its
+/// code is never run: these tests check the runtime's checks and args).
+struct GradMaskKernel {
+  attn_kernel_desc desc = *fakeKernel("fake_bias_window");
+  GradMaskKernel() {
+    desc.name = "fake_dbias";
+    desc.kind = ATTN_KERNEL_BACKWARD;
+    desc.has_lse = 1;
+    desc.has_grad_mask = 1;
+  }
+};
+
+/// The backward's tensors for a Problem: dO shaped as O, dQ, dK, dV as Q,
+/// K, V, and dM [B, Hq, Sq, Sk] f32.
+struct BackwardTensors {
+  std::vector<float> dout, dq, dk, dv, dm;
+  attn_tensor dO, dQ, dK, dV, dM;
+  explicit BackwardTensors(const Problem &p) {
+    auto make = [](std::vector<float> &data, const attn_tensor &like) {
+      int64_t n = 1;
+      for (int d = 0; d < like.rank; ++d)
+        n *= like.shape[d];
+      data.assign(static_cast<size_t>(n), 0.0f);
+      return attn_tensor_contiguous(data.data(), ATTN_F32, like.rank,
+                                    like.shape);
+    };
+    dO = make(dout, p.O);
+    dQ = make(dq, p.Q);
+    dK = make(dk, p.K);
+    dV = make(dv, p.V);
+    int64_t scores[4] = {p.B, p.Hq, p.Sq, p.Sk};
+    dm.assign(static_cast<size_t>(p.B * p.Hq * p.Sq * p.Sk), 0.0f);
+    dM = attn_tensor_contiguous(dm.data(), ATTN_F32, 4, scores);
+  }
+};
+
+TEST(BackwardWith, HandsDMToTheKernelAndRefusesBadOnes) {
+  GradMaskKernel kernel;
+  const attn_kernel_desc *desc = &kernel.desc;
+  Problem p(desc, 2, 4, 2, 3, 5);
+  BackwardTensors g(p);
+  attn_run_options options{};
+  options.struct_size = sizeof(options);
+  options.grad_mask = &g.dM;
+  attn_backward_args args;
+  auto prepare = [&](const attn_run_options *o) {
+    return attn_prepare_backward_with(desc, &p.Q, &p.K, &p.V, p.mask(desc),
+                                      &p.O, &p.L, &g.dO, nullptr, &g.dQ,
+                                      &g.dK, &g.dV, o, &args);
+  };
+  ASSERT_EQ(prepare(&options), ATTN_OK) << attn_last_error();
+  EXPECT_EQ(args.grad_mask, g.dm.data());
+  EXPECT_EQ(args.grad_mask_strides[0], 4 * 3 * 5);
+  EXPECT_EQ(args.grad_mask_strides[3], 1);
+  EXPECT_TRUE(attn_kernel_has_grad_mask(desc));
+
+  auto refused = [&](const attn_run_options *o) {
+    EXPECT_EQ(prepare(o), ATTN_ERROR_INVALID_ARGUMENT);
+    return std::string(attn_last_error());
+  };
+  options.grad_mask = nullptr;
+  EXPECT_EQ(refused(&options),
+            "grad_mask: kernel 'fake_dbias' writes the bias's gradient "
+            "[B, Hq, Sq, Sk] but grad_mask is NULL");
+  attn_tensor bad = g.dM;
+  bad.shape[3] = 4;
+  options.grad_mask = &bad;
+  EXPECT_NE(refused(&options).find("grad_mask: dim 3 (Sk) is 4 but the "
+                                   "scores' Sk=5"),
+            std::string::npos)
+      << attn_last_error();
+  bad = g.dM;
+  bad.dtype = ATTN_BF16;
+  EXPECT_EQ(refused(&options), "grad_mask: element type is bf16 but the "
+                               "bias's gradient is always f32");
+  bad = g.dM;
+  bad.data = g.dq.data();
+  EXPECT_NE(refused(&options).find("overlaps"), std::string::npos)
+      << attn_last_error();
+  // The forward's options do not apply to a backward call, nor dM to a
+  // forward call.
+  options.grad_mask = &g.dM;
+  options.key_splits = 2;
+  EXPECT_EQ(refused(&options), "options: a backward call takes no sinks or "
+                               "key splits (the forward's LSE holds the "
+                               "sinks)");
+  // attn_run_backward and attn_prepare_backward have no dM to pass.
+  EXPECT_EQ(attn_run_backward(desc, &p.Q, &p.K, &p.V, p.mask(desc), &p.O,
+                              &p.L, &g.dO, nullptr, &g.dQ, &g.dK, &g.dV, 0.0f,
+                              0, nullptr),
+            ATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_STREQ(attn_last_error(),
+               "grad_mask: kernel 'fake_dbias' writes the bias's gradient "
+               "[B, Hq, Sq, Sk]; pass it with attn_run_backward_with or "
+               "attn_prepare_backward_with");
+  const attn_kernel_desc *forward = fakeKernel("fake_bias_window");
+  attn_run_options forwardOptions{};
+  forwardOptions.struct_size = sizeof(forwardOptions);
+  forwardOptions.grad_mask = &g.dM;
+  EXPECT_EQ(attn_run_with(forward, &p.Q, &p.K, &p.V, p.mask(forward), &p.O,
+                          p.lseTensor(forward), &forwardOptions, nullptr),
+            ATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_STREQ(attn_last_error(),
+               "options: grad_mask is a backward call's "
+               "(attn_run_backward_with)");
+}
+
 TEST(Module, FromLibraryRefusesBackwardKernelsOlderThanTheSinks) {
   LinkedLibrary linked;
   linked.desc.kind = ATTN_KERNEL_BACKWARD;

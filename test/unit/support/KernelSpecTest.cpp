@@ -48,6 +48,7 @@ void expectEqualSpecs(const KernelSpec &a, const KernelSpec &b) {
   EXPECT_EQ(a.dropout, b.dropout);
   EXPECT_EQ(a.weights, b.weights);
   EXPECT_EQ(a.sinks, b.sinks);
+  EXPECT_EQ(a.gradMask, b.gradMask);
   for (int i = 0; i < 5; ++i)
     EXPECT_EQ(a.staticSizes[i], b.staticSizes[i]) << "static size " << i;
   EXPECT_EQ(a.group, b.group);
@@ -236,6 +237,9 @@ TEST(KernelSpec, KindsOfKernel) {
   EXPECT_NE(printKernelSpec(sinks).find(",sinks"), std::string::npos);
   expectEqualSpecs(parseOrDie(printKernelSpec(sinks)), sinks);
   EXPECT_FALSE(parseOrDie("d=64,sinks=false").sinks);
+  KernelSpec dbias = parseOrDie("d=64,mask=bias:b1,backward,dbias");
+  EXPECT_TRUE(dbias.gradMask);
+  expectEqualSpecs(parseOrDie(printKernelSpec(dbias)), dbias);
 }
 
 TEST(KernelSpec, RoundTripsFloatsExactly) {
@@ -274,6 +278,9 @@ TEST(KernelSpecErrors, KindsOfKernel) {
   expectError("d=64,backward,sinks", {"backward kernel takes no 'sinks'"});
   expectError("d=64,lse,weights,sinks", {"weights kernel takes no 'sinks'"});
   expectError("d=64,sinks=2", {"sinks"});
+  // d(bias) is the backward's, of an additive bias.
+  expectError("d=64,mask=bias,dbias", {"'dbias'", "'backward'"});
+  expectError("d=64,mask=bool,backward,dbias", {"'dbias'", "'mask=bias'"});
 }
 
 TEST(KernelSpecErrors, BadNumbers) {
