@@ -22,6 +22,11 @@ With --dropout P: attn's forward and backward with dropout next to without
 (what the generator costs), and a whole training step (forward + backward)
 with dropout in attn and in PyTorch (whose CPU backward with dropout takes
 its math path).
+
+With --bias: a training step with a learned additive bias [1, H, S, S]
+(requires grad) in attn (its backward then also writes dS) and in PyTorch,
+next to attn's step with the same bias frozen (what the bias's gradient
+costs).
 """
 
 from __future__ import annotations
@@ -65,9 +70,14 @@ def main(argv=None):
     parser.add_argument("--dropout", type=float, default=0.0,
                         help="dropout probability: then attn with and without "
                              "dropout, and PyTorch with it")
+    parser.add_argument("--bias", action="store_true",
+                        help="a training step with a learned bias, in attn and "
+                             "PyTorch")
     args = parser.parse_args(argv)
     if args.dropout > 0.0:
         return dropout_table(args)
+    if args.bias:
+        return bias_table(args)
     os.environ["ATTN_NUM_THREADS"] = str(args.threads)
 
     import torch
@@ -208,6 +218,63 @@ def dropout_table(args):
         print(f"| {label(case)} | {t['fwd']:.1f} | {t['fwd+d']:.1f} | {t['bwd']:.1f} "
               f"| {t['bwd+d']:.1f} | {t['fwd+d'] / t['fwd']:.2f} "
               f"| {t['bwd+d'] / t['bwd']:.2f} | {t['torch']:.1f} | {t['ours']:.1f} |",
+              flush=True)
+
+
+def bias_table(args):
+    """A training step (forward + backward) with a learned additive bias
+    [1, H, S, S]: attn with the bias's gradient, attn with the bias frozen,
+    and PyTorch with its gradient (checked equal to attn's first)."""
+    import torch
+    import torch.nn.functional as F
+
+    import attn
+
+    os.environ["ATTN_NUM_THREADS"] = str(args.threads)
+    torch.set_num_threads(args.threads)
+    print(f"# {peers.cpu_model()}, {args.threads} threads; a bias [1, 8, S, S] "
+          "that requires grad")
+    print("# milliseconds (median) of forward + backward")
+    print("| case | attn, bias frozen | attn, bias learned | torch, bias learned "
+          "| dbias cost | speed-up vs torch |")
+    print("|---|---|---|---|---|---|")
+    dtypes = {"f32": torch.float32, "bf16": torch.bfloat16}
+    for case in cases(args.quick):
+        if args.only and args.only not in label(case):
+            continue
+        dtype, seq, dim, causal = case
+        generator = torch.Generator().manual_seed(0)
+        make = lambda: torch.randn(1, 8, seq, dim, generator=generator).to(dtypes[dtype])  # noqa: E731
+        q, k, v, grad = make(), make(), make(), make()
+        bias = torch.randn(1, 8, seq, seq, generator=generator).to(dtypes[dtype])
+        if causal:  # PyTorch takes no is_causal with a mask: fold it in
+            band = torch.ones(seq, seq, dtype=torch.bool).triu(1)
+            bias = bias.masked_fill(band, float("-inf"))
+
+        def step(fn, learn):
+            qs, ks, vs = (t.detach().requires_grad_() for t in (q, k, v))
+            b = bias.detach().requires_grad_(learn)
+            o = fn(qs, ks, vs, attn_mask=b)
+            o.backward(grad)
+            return b.grad
+
+        ours_grad = step(attn.scaled_dot_product_attention, True)
+        torch_grad = step(F.scaled_dot_product_attention, True)
+        scale = torch_grad.float().abs().max().item()
+        error = (ours_grad.float() - torch_grad.float()).abs().max().item() / scale
+        assert error <= (1e-3 if dtype == "f32" else 5e-2), (label(case), error)
+        runs = {"frozen": lambda: step(attn.scaled_dot_product_attention, False),
+                "ours": lambda: step(attn.scaled_dot_product_attention, True),
+                "torch": lambda: step(F.scaled_dot_product_attention, True)}
+        samples = {name: [] for name in runs}
+        order = list(runs.items())
+        for round_ in range(args.repeat):
+            for name, run in order if round_ % 2 == 0 else reversed(order):
+                time.sleep(peers.SETTLE_SECONDS)
+                samples[name].append(peers.seconds_per_call(run, 1))
+        t = {name: 1e3 * statistics.median(s) for name, s in samples.items()}
+        print(f"| {label(case)} | {t['frozen']:.1f} | {t['ours']:.1f} | {t['torch']:.1f} "
+              f"| {t['ours'] / t['frozen']:.2f}× | {t['torch'] / t['ours']:.2f}× |",
               flush=True)
 
 

@@ -99,6 +99,18 @@ def naive_weights(q, k, mask=None, is_causal=False, scale=None, alignment="top_l
     return p, lse
 
 
+def gradients(fn, tensors, grad_out, grad_lse=None):
+    """(out, lse, [the gradient of each tensor]) of fn(*tensors) -> (out,
+    lse) for the given gradients of out and (when not None) lse."""
+    tensors = [t.detach().clone().requires_grad_(True) for t in tensors]
+    out, lse = fn(*tensors)
+    outputs, grads = [out], [grad_out.to(out.dtype)]
+    if grad_lse is not None:
+        outputs.append(lse)
+        grads.append(grad_lse)
+    return out, lse, torch.autograd.grad(outputs, tensors, grads)
+
+
 def random_qkv(batch=2, heads_q=4, heads_kv=4, seq_q=37, seq_k=45, d=32, dv=None,
                dtype=torch.float32, seed=0):
     generator = torch.Generator().manual_seed(seed)

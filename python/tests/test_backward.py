@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 import attn
-from conftest import naive_attention, random_qkv, relative_error
+from conftest import gradients, naive_attention, random_qkv, relative_error
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 GRAD_TOLERANCE = {torch.float32: 1e-4, torch.float16: 2e-2, torch.bfloat16: 2e-2}
@@ -24,17 +24,6 @@ GRAD_TOLERANCE = {torch.float32: 1e-4, torch.float16: 2e-2, torch.bfloat16: 2e-2
 
 #: The contract in float64, differentiable (conftest.py).
 reference = naive_attention
-
-
-def gradients(fn, tensors, grad_out, grad_lse=None):
-    """(out, lse, [dq, dk, dv]) of fn(*tensors) for the given output grads."""
-    tensors = [t.detach().clone().requires_grad_(True) for t in tensors]
-    out, lse = fn(*tensors)
-    outputs, grads = [out], [grad_out.to(out.dtype)]
-    if grad_lse is not None:
-        outputs.append(lse)
-        grads.append(grad_lse)
-    return out, lse, torch.autograd.grad(outputs, tensors, grads)
 
 
 def check(q, k, v, attn_mask=None, with_lse=False, is_causal=False, scale=None,
