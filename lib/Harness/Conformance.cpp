@@ -149,6 +149,9 @@ std::vector<ConformanceCase> attn::conformanceCases() {
   cases.push_back({"bshd", "d=64,causal,gqa=2,lse", 2, 4, 2, 90, 90, true});
   cases.push_back(
       {"bshd_bf16", "dtype=bf16,d=64,mask=bool:h1", 1, 4, 4, 70, 70, true});
+  // A bias whose gradient the backward writes into a transposed dM.
+  cases.push_back({"bshd_bias", "d=32,mask=bias:h1,causal=bottom_right,lse", 2,
+                   4, 2, 45, 80, true});
   // Logits of magnitude ~1e4: finite, no NaN.
   for (const char *dtype : {"f32", "bf16", "f16"}) {
     ConformanceCase c{std::string("logits_1e4_") + dtype,

@@ -507,11 +507,14 @@ bool attn::makeBackwardData(const Problem &p, ProblemData &data,
     view.dtype = ATTN_F32;
     view.rank = 4;
     const int64_t shape[4] = {p.batch, p.headsQ, p.seqQ, p.seqK};
+    // [B, S, H, D] problems store dM transposed ([B, Hq, Sk, Sq] in
+    // memory), as the weights: the kernel's element-wise path.
+    const int64_t order[4] = {0, 1, p.bshd ? 3 : 2, p.bshd ? 2 : 3};
     int64_t stride = 1;
     for (int d = 3; d >= 0; --d) {
       view.shape[d] = shape[d];
-      view.strides[d] = stride;
-      stride *= std::max<int64_t>(shape[d], 1);
+      view.strides[order[d]] = stride;
+      stride *= std::max<int64_t>(shape[order[d]], 1);
     }
   }
   poisonGradients(backward);
@@ -544,19 +547,28 @@ attn_status attn::runBackwardProblem(const attn_kernel_desc *kernel,
       &backward.gradValue.view, &options, pool);
 }
 
+namespace {
+/// dM in the logical [B, Hq, Sq, Sk] order (empty without one).
+std::vector<double> gradMaskValues(const BackwardData &backward) {
+  std::vector<double> values;
+  if (!backward.hasGradMask)
+    return values;
+  const attn_tensor &view = backward.gradMaskView;
+  forEach(view, [&](int64_t, int64_t offset) {
+    values.push_back(backward.gradMask[static_cast<size_t>(offset)]);
+  });
+  return values;
+}
+} // namespace
+
 std::vector<double> attn::gradientValues(const BackwardData &backward) {
   std::vector<double> values = tensorValues(backward.gradQuery);
   for (const HostTensor *t : {&backward.gradKey, &backward.gradValue}) {
     std::vector<double> more = tensorValues(*t);
     values.insert(values.end(), more.begin(), more.end());
   }
-  if (backward.hasGradMask)
-    values.insert(values.end(), backward.gradMask.begin(),
-                  backward.gradMask.begin() +
-                      backward.gradMaskView.shape[0] *
-                          backward.gradMaskView.shape[1] *
-                          backward.gradMaskView.shape[2] *
-                          backward.gradMaskView.shape[3]);
+  std::vector<double> mask = gradMaskValues(backward);
+  values.insert(values.end(), mask.begin(), mask.end());
   return values;
 }
 
@@ -586,9 +598,7 @@ BackwardReport attn::checkBackwardAgainstReference(
                   report.key.within(report.tolerance) &&
                   report.value.within(report.tolerance);
   if (backward.hasGradMask) {
-    std::vector<double> mask(backward.gradMask.begin(),
-                             backward.gradMask.begin() + ref.scores.size());
-    relativeError(mask, ref.scores, &report.mask);
+    relativeError(gradMaskValues(backward), ref.scores, &report.mask);
     report.passed = report.passed && report.mask.within(report.tolerance);
   }
   std::ostringstream os;

@@ -15,10 +15,11 @@
 //     dK, dV of the block → memory (scaled, rounded once)
 //   dQ → memory (scaled, rounded once)
 //
-// With grad_mask (the bias's gradient dM, [B, Hq, Sq, Sk] f32), the work
-// item first zeroes its heads' dM, then each row block stores its dS
-// (before the soft cap's derivative: the bias is added after the cap) for
-// the block's keys; positions no block reaches stay 0.
+// With grad_mask (the bias's gradient dM, [B, Hq, Sq, Sk] f32), each row
+// block stores its dS (before the soft cap's derivative: the bias is added
+// after the cap) at the block's keys, and the rows outside the band get
+// zeros there: every element is written once, by vector stores where dM's
+// rows have unit stride.
 //
 // P is recomputed from the saved LSE, never stored beyond one block of
 // rows. Each sum runs in a fixed order: the same inputs give the same bits
@@ -66,6 +67,12 @@ private:
   void emitRowBlock(const Group &group, const KeyBlock &keys, Value g,
                     Value firstRow, int64_t rowCount);
   void writeKeyBlock(const Group &group, const KeyBlock &keys);
+  /// dM at the block's keys: `rows` of head `head` from gradScores (rows
+  /// [0, count) of the row block at `firstRow`), or zeros for every row in
+  /// [first, last) when `firstRow` is null.
+  void writeGradMask(const Group &group, const KeyBlock &keys, Value head,
+                     Value first, Value last, Value firstRow,
+                     int64_t rowCount);
   void writeGradQuery(const Group &group);
 
   AttentionBackwardOp op;
@@ -76,6 +83,7 @@ private:
   // One block of rows: P, dS (first the soft cap's derivative), and dS
   // before that derivative for dM (with grad_mask and a soft cap).
   Value probs, grads, gradScores; // [kRows][64]
+  Value rowBuffer;                // [64]: a row of dM for element-wise stores
   Value keys;         // Sk
 };
 
@@ -87,8 +95,10 @@ void BackwardLowering::emit() {
   gradValues = stackBuffer({kBlockKeys, valuePad});
   probs = stackBuffer({kRows, kBlockKeys});
   grads = stackBuffer({kRows, kBlockKeys});
-  if (op.getGradMask())
+  if (op.getGradMask()) {
     gradScores = stackBuffer({kRows, kBlockKeys});
+    rowBuffer = stackBuffer({kBlockKeys});
+  }
 
   Value heads = dim(query, 1), kvHeads = dim(key, 1);
   Value groupSize = arith::DivUIOp::create(b, heads, kvHeads);
@@ -110,16 +120,6 @@ void BackwardLowering::emit() {
                 [&](Value row) { packRows(group, g, row); });
       });
       zeroBuffer(group.gradQuery, groupRows, headPad);
-      if (Value gradMask = op.getGradMask())
-        forLoop(cst(0), groupSize, cst(1), [&](Value g) {
-          Value head = arith::AddIOp::create(b, group.firstHead, g);
-          forLoop(cst(0), group.rows, cst(1), [&](Value row) {
-            forLoop(cst(0), keys, cst(1), [&](Value key) {
-              memref::StoreOp::create(b, f32Const(0.0f), gradMask,
-                                      ValueRange{batch, head, row, key});
-            });
-          });
-        });
       // Per block of keys: every row of the group that sees one of them.
       forLoop(cst(0), keys, cst(kBlockKeys), [&](Value start) {
         KeyBlock block{start, arith::MinSIOp::create(
@@ -128,6 +128,11 @@ void BackwardLowering::emit() {
         packKeyBlock(group, block);
         forLoop(cst(0), groupSize, cst(1), [&](Value g) {
           auto [lo, hi] = rowsSeeing(block, group.rows);
+          if (gradScores) {
+            Value head = arith::AddIOp::create(b, group.firstHead, g);
+            writeGradMask(group, block, head, cst(0), lo, Value(), 0);
+            writeGradMask(group, block, head, hi, group.rows, Value(), 0);
+          }
           forRowBlocks(lo, hi, [&](Value row, int64_t count) {
             emitRowBlock(group, block, g, row, count);
           });
@@ -275,14 +280,7 @@ void BackwardLowering::emitRowBlock(const Group &group, const KeyBlock &block,
   };
   // dM = dS at the block's keys of these rows.
   if (gradScores)
-    for (int64_t r = 0; r < rowCount; ++r)
-      forLoop(cst(0), block.count, cst(1), [&](Value k) {
-        Value x = memref::LoadOp::create(b, gradScores, ValueRange{cst(r), k});
-        memref::StoreOp::create(
-            b, x, op.getGradMask(),
-            ValueRange{group.batch, head, row[r],
-                       arith::AddIOp::create(b, block.start, k)});
-      });
+    writeGradMask(group, block, head, Value(), Value(), firstRow, rowCount);
   accumulateKeys(gradValues, probs, group.gradOutRows, valuePad);
   accumulateKeys(gradKeys, grads, group.queryRows, headPad);
 
@@ -322,6 +320,33 @@ void BackwardLowering::writeKeyBlock(const Group &group,
               op.getGradValue(), {group.batch, group.kvHead, key, c});
     });
   });
+}
+
+void BackwardLowering::writeGradMask(const Group &group, const KeyBlock &block,
+                                     Value head, Value first, Value last,
+                                     Value firstRow, int64_t rowCount) {
+  Value gradMask = op.getGradMask();
+  auto write = [&](Value view) {
+    if (!firstRow) {
+      SmallVector<Value> zeros(keyVectors, zeroVector());
+      forLoop(first, last, cst(1), [&](Value row) {
+        storeKeyRow(gradMask, view, rowBuffer, block,
+                    {group.batch, head, row}, zeros);
+      });
+      return;
+    }
+    for (int64_t r = 0; r < rowCount; ++r) {
+      SmallVector<Value> vectors;
+      for (int64_t v = 0; v < keyVectors; ++v)
+        vectors.push_back(loadVector(gradScores, {cst(r), cst(v * lanes)}));
+      storeKeyRow(gradMask, view, rowBuffer, block,
+                  {group.batch, head,
+                   arith::AddIOp::create(b, firstRow, cst(r))},
+                  vectors);
+    }
+  };
+  ifUnitStride(
+      gradMask, [&](Value view) { write(view); }, [&] { write(Value()); });
 }
 
 void BackwardLowering::writeGradQuery(const Group &group) {

@@ -52,6 +52,32 @@ Value KeyBlockEmitter::finiteOrZero(Value x) {
   return arith::SelectOp::create(b, finite, x, zero);
 }
 
+void KeyBlockEmitter::storeKeyRow(Value result, Value view, Value rowBuffer,
+                                  const KeyBlock &block, ValueRange at,
+                                  ArrayRef<Value> vectors) {
+  if (view) {
+    // Masked stores: lanes past the block's count are not the row's.
+    for (int64_t v = 0; v < keyVectors; ++v) {
+      Value live = vector::CreateMaskOp::create(
+          b, maskVecType,
+          ValueRange{arith::SubIOp::create(b, block.count, cst(v * lanes))});
+      Value column = arith::AddIOp::create(b, block.start, cst(v * lanes));
+      vector::MaskedStoreOp::create(b, view,
+                                    ValueRange{at[0], at[1], at[2], column},
+                                    live, vectors[v]);
+    }
+    return;
+  }
+  for (int64_t v = 0; v < keyVectors; ++v)
+    storeVector(vectors[v], rowBuffer, {cst(v * lanes)});
+  forLoop(cst(0), block.count, cst(1), [&](Value k) {
+    memref::StoreOp::create(
+        b, memref::LoadOp::create(b, rowBuffer, ValueRange{k}), result,
+        ValueRange{at[0], at[1], at[2],
+                   arith::AddIOp::create(b, block.start, k)});
+  });
+}
+
 void KeyBlockEmitter::zeroBuffer(Value buffer, Value rows, int64_t cols) {
   Value zero = zeroVector();
   forLoop(cst(0), rows, cst(1), [&](Value r) {

@@ -105,6 +105,14 @@ protected:
   }
   /// memref[at] = 0 for every vector of a [rows][cols] f32 buffer.
   void zeroBuffer(Value buffer, Value rows, int64_t cols);
+  /// Row `at` = (batch, head, row) of an f32 [B, H, Sq, Sk] result at the
+  /// block's keys, from `vectors` (keyVectors of them): masked vector stores
+  /// into `view` (the result seen with unit inner stride, see ifUnitStride)
+  /// where given, else element by element from `rowBuffer` ([64] f32) into
+  /// `result`.
+  void storeKeyRow(Value result, Value view, Value rowBuffer,
+                   const KeyBlock &block, ValueRange at,
+                   ArrayRef<Value> vectors);
   /// Rounds an f32 to `memref`'s element type and stores it.
   void storeAs(Value value, Value memref, ValueRange at);
   Value stackBuffer(ArrayRef<int64_t> shape);

@@ -222,27 +222,8 @@ void WeightsLowering::writeWeights(const Head &head, Value view) {
 void WeightsLowering::storeRow(const Head &head, Value view,
                                const KeyBlock &block, Value row,
                                ArrayRef<Value> vectors) {
-  if (view) {
-    // Masked stores: lanes past the block's count are not the row's.
-    for (int64_t v = 0; v < keyVectors; ++v) {
-      Value live = vector::CreateMaskOp::create(
-          b, maskVecType,
-          ValueRange{arith::SubIOp::create(b, block.count, cst(v * lanes))});
-      Value column = arith::AddIOp::create(b, block.start, cst(v * lanes));
-      vector::MaskedStoreOp::create(
-          b, view, ValueRange{head.batch, head.head, row, column}, live,
-          vectors[v]);
-    }
-    return;
-  }
-  for (int64_t v = 0; v < keyVectors; ++v)
-    storeVector(vectors[v], rowBuffer, {cst(v * lanes)});
-  forLoop(cst(0), block.count, cst(1), [&](Value k) {
-    memref::StoreOp::create(
-        b, memref::LoadOp::create(b, rowBuffer, ValueRange{k}), op.getWeights(),
-        ValueRange{head.batch, head.head, row,
-                   arith::AddIOp::create(b, block.start, k)});
-  });
+  storeKeyRow(op.getWeights(), view, rowBuffer, block,
+              {head.batch, head.head, row}, vectors);
 }
 
 } // namespace
