@@ -7,7 +7,7 @@
 // type (invalid enum values too) or rank; a NULL tensor or NULL data; data
 // that points into another tensor's buffer; a pointer no buffer backs.
 //
-// attn_prepare must either refuse with a message, or accept a call that
+// attn_prepare_with must either refuse with a message, or accept a call that
 // touches only memory the descriptors name. Two oracles check that:
 //  - on success, this file recomputes, in 128-bit arithmetic and
 //    independently of runtime/src/check.c, what the call must satisfy
@@ -33,8 +33,8 @@ namespace {
 
 using i128 = __int128;
 
-enum TensorIndex { Query, Key, Value, Mask, Output, Lse, NumTensors };
-constexpr int32_t kRoleRank[NumTensors] = {4, 4, 4, 4, 4, 3};
+enum TensorIndex { Query, Key, Value, Mask, Output, Lse, Sinks, NumTensors };
+constexpr int32_t kRoleRank[NumTensors] = {4, 4, 4, 4, 4, 3, 1};
 /// At most this many bytes per buffer; a larger tensor gets a pointer no
 /// memory backs, and the call is then only checked, never run.
 constexpr i128 kMaxBufferBytes = 1 << 20;
@@ -176,10 +176,11 @@ void checkAccepted(const attn_kernel_desc *k, const attn_tensor *ts[],
     expect(ts[i] != nullptr);
   expect((ts[Mask] != nullptr) == (k->mask_kind != ATTN_MASK_NONE));
   expect((ts[Lse] != nullptr) == (k->has_lse != 0));
+  expect((ts[Sinks] != nullptr) == (attn_kernel_has_sinks(k) != 0));
   const int32_t maskType =
       k->mask_kind == ATTN_MASK_BOOL ? ATTN_BOOL : k->dtype;
-  const int32_t dtype[NumTensors] = {k->dtype, k->dtype, k->dtype,
-                                     maskType, k->dtype, ATTN_F32};
+  const int32_t dtype[NumTensors] = {k->dtype, k->dtype, k->dtype, maskType,
+                                     k->dtype, ATTN_F32,  ATTN_F32};
   Span spans[NumTensors];
   for (int i = 0; i < NumTensors; ++i) {
     const attn_tensor *t = ts[i];
@@ -215,6 +216,8 @@ void checkAccepted(const attn_kernel_desc *k, const attn_tensor *ts[],
   if (const attn_tensor *l = ts[Lse])
     for (int d = 0; d < 3; ++d)
       expect(l->shape[d] == q.shape[d]);
+  if (const attn_tensor *sinks = ts[Sinks])
+    expect(sinks->shape[0] == q.shape[1]);
   // What the kernel writes shares no byte with anything else.
   for (int written : {Output, Lse})
     for (int other = 0; other < NumTensors; ++other)
@@ -290,19 +293,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const int64_t shapes[NumTensors][4] = {
       {batch, headsQ, seqQ, D},   {batch, headsKv, seqK, D},
       {batch, headsKv, seqK, Dv}, {batch, headsQ, seqQ, seqK},
-      {batch, headsQ, seqQ, Dv},  {batch, headsQ, seqQ, 0}};
+      {batch, headsQ, seqQ, Dv},  {batch, headsQ, seqQ, 0},
+      {headsQ, 0, 0, 0}};
   const int32_t dtypes[NumTensors] = {shapeOf->dtype, shapeOf->dtype,
                                       shapeOf->dtype, maskType,
-                                      shapeOf->dtype, ATTN_F32};
+                                      shapeOf->dtype, ATTN_F32,
+                                      ATTN_F32};
   TensorPlan plans[NumTensors];
   for (int i = 0; i < NumTensors; ++i) {
     plans[i].t = dense(kRoleRank[i], shapes[i], dtypes[i],
-                       bshd && i != Mask && i != Lse);
+                       bshd && i != Mask && i != Lse && i != Sinks);
     if (flipSeq && kRoleRank[i] == 4) // walk the sequence backwards
       plans[i].t.strides[2] = -plans[i].t.strides[2];
   }
   plans[Mask].present = shapeOf->mask_kind != ATTN_MASK_NONE;
   plans[Lse].present = shapeOf->has_lse != 0;
+  plans[Sinks].present = attn_kernel_has_sinks(shapeOf) != 0;
 
   // The edits.
   while (!in.empty()) {
@@ -406,18 +412,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (int i = 0; i < NumTensors; ++i)
     ts[i] = plans[i].present ? &plans[i].t : nullptr;
 
+  // Through the options (what every entry point of a forward call comes
+  // to), sinks and all.
+  attn_run_options options{};
+  options.struct_size = sizeof(options);
+  options.sinks = ts[Sinks];
   attn_kernel_args args;
-  attn_status status = attn_prepare(k, ts[Query], ts[Key], ts[Value], ts[Mask],
-                                    ts[Output], ts[Lse], &args);
+  attn_status status =
+      attn_prepare_with(k, ts[Query], ts[Key], ts[Value], ts[Mask], ts[Output],
+                        ts[Lse], &options, &args);
   expect(attn_last_error() != nullptr);
   if (status == ATTN_OK) {
     checkAccepted(k, ts, args);
     i128 work = i128(args.batch) * args.heads_q * args.seq_q *
                 (args.seq_k + 1) * (k->head_dim + k->value_dim + 1);
     if (runnable && work <= kMaxWork) {
-      attn_status ran =
-          attn_run(k, ts[Query], ts[Key], ts[Value], ts[Mask], ts[Output],
-                   ts[Lse], usePool ? pool() : nullptr);
+      attn_status ran = attn_run_with(k, ts[Query], ts[Key], ts[Value],
+                                      ts[Mask], ts[Output], ts[Lse], &options,
+                                      usePool ? pool() : nullptr);
       expect(ran == ATTN_OK || (ran == ATTN_ERROR_UNSUPPORTED_CPU &&
                                 attn_kernel_check_cpu(k) != ATTN_OK));
     }

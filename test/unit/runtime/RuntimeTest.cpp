@@ -294,7 +294,8 @@ TEST(Module, LoadsLibraryAndListsKernels) {
     names.push_back(attn_module_kernel(module, i)->name);
   EXPECT_EQ(names, (std::vector<std::string>{"fake_plain", "fake_causal_mask",
                                              "fake_bias_window", "fake_static",
-                                             "fake_avx512", "fake_amx"}));
+                                             "fake_avx512", "fake_amx",
+                                             "fake_sinks"}));
   EXPECT_EQ(attn_module_kernel(module, -1), nullptr);
   EXPECT_EQ(attn_module_kernel(module, attn_module_num_kernels(module)),
             nullptr);
@@ -858,14 +859,9 @@ TEST(Prepare, FillsKernelArguments) {
 // attn_run_with: the options struct and the sinks
 //===----------------------------------------------------------------------===//
 
-/// fake_plain's descriptor marked as taking sinks (its code ignores them:
-/// these tests check what the runtime hands it).
+/// fake_sinks: fake_plain with a sink logit per query head.
 struct SinksKernel {
-  attn_kernel_desc desc = *fakeKernel("fake_plain");
-  SinksKernel() {
-    desc.name = "fake_sinks";
-    desc.has_sinks = 1;
-  }
+  attn_kernel_desc desc = *fakeKernel("fake_sinks");
 };
 
 attn_run_options optionsWith(const attn_tensor *sinks) {
@@ -895,6 +891,24 @@ TEST(RunWith, HandsTheSinksToTheKernel) {
       << attn_last_error();
   EXPECT_TRUE(attn_kernel_has_sinks(&kernel.desc));
   EXPECT_FALSE(attn_kernel_has_sinks(fakeKernel("fake_plain")));
+
+  // Sinks of -inf are no sinks; a finite one joins each row's LSE.
+  std::vector<float> none(4, -std::numeric_limits<float>::infinity());
+  attn_tensor n{none.data(), ATTN_F32, 1, {4}, {1}};
+  attn_run_options noSinks = optionsWith(&n);
+  ASSERT_EQ(attn_run_with(&kernel.desc, &p.Q, &p.K, &p.V, nullptr, &p.O, &p.L,
+                          &noSinks, nullptr),
+            ATTN_OK)
+      << attn_last_error();
+  expectMatchesReference(&kernel.desc, p);
+  std::vector<float> lse = p.lse;
+  ASSERT_EQ(attn_run_with(&kernel.desc, &p.Q, &p.K, &p.V, nullptr, &p.O, &p.L,
+                          &options, nullptr),
+            ATTN_OK);
+  for (size_t row = 0; row < lse.size(); ++row)
+    EXPECT_NEAR(p.lse[row], std::log(std::exp(lse[row]) + std::exp(0.5)),
+                1e-5)
+        << "row " << row;
 }
 
 TEST(RunWith, WithoutOptionsIsAttnRun) {
@@ -1723,8 +1737,8 @@ TEST(Errors, StatusNames) {
 
 TEST(Cpp, LoadFindRunAndErrors) {
   attn::Module module = attn::Module::load(ATTN_FAKE_KERNELS_PATH);
-  EXPECT_EQ(module.size(), 6);
-  EXPECT_EQ(module.kernels().size(), 6u);
+  EXPECT_EQ(module.size(), 7);
+  EXPECT_EQ(module.kernels().size(), 7u);
   attn::Kernel kernel = module.find("fake_plain");
   EXPECT_EQ(kernel.name(), "fake_plain");
   EXPECT_TRUE(kernel.supportedOnThisCpu());

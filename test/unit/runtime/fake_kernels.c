@@ -91,7 +91,15 @@ static void run_rows(const attn_kernel_desc *k, const attn_kernel_args *a,
           max = any && max >= s ? max : s;
           any = true;
         }
-      float sum = 0.0f, acc[MAX_VALUE_DIM] = {0};
+      /* A sink is one more score with no value (docs/spec.md). */
+      const float sink =
+          k->has_sinks ? a->sinks[h * a->sinks_strides[0]] : -INFINITY;
+      if (sink != -INFINITY) {
+        max = any && max >= sink ? max : sink;
+        any = true;
+      }
+      float sum = sink != -INFINITY ? expf(sink - max) : 0.0f;
+      float acc[MAX_VALUE_DIM] = {0};
       if (any)
         for (int64_t j = 0; j < a->seq_k; ++j)
           if (score(k, a, b, h, i, j, &s)) {
@@ -139,6 +147,7 @@ FAKE_KERNEL(fake_bias_window)
 FAKE_KERNEL(fake_static)
 FAKE_KERNEL(fake_avx512)
 FAKE_KERNEL(fake_amx)
+FAKE_KERNEL(fake_sinks)
 
 /* No mask, LSE, D = Dv = 4. */
 static const attn_kernel_desc fake_plain = {
@@ -269,9 +278,31 @@ static const attn_kernel_desc fake_amx = {
     .work_items = fake_amx_work_items,
     .run = fake_amx_run};
 
+/* fake_plain with a sink logit per query head. */
+static const attn_kernel_desc fake_sinks = {
+    .abi_version = ATTN_KERNEL_ABI_VERSION,
+    .struct_size = sizeof(attn_kernel_desc),
+    .name = "fake_sinks",
+    .dtype = ATTN_F32,
+    .mask_kind = ATTN_MASK_NONE,
+    .alignment = ATTN_ALIGN_NONE,
+    .has_lse = 1,
+    .window_left = ATTN_UNBOUNDED,
+    .window_right = ATTN_UNBOUNDED,
+    .head_dim = 4,
+    .value_dim = 4,
+    .static_sizes = DYNAMIC_SIZES,
+    .block_q = 2,
+    .scale = 0.5f,
+    .target_cpu = "generic",
+    .target_features = "",
+    .work_items = fake_sinks_work_items,
+    .run = fake_sinks_run,
+    .has_sinks = 1};
+
 static const attn_kernel_desc *const fake_kernels[] = {
-    &fake_plain,  &fake_causal_mask, &fake_bias_window,
-    &fake_static, &fake_avx512,      &fake_amx};
+    &fake_plain,  &fake_causal_mask, &fake_bias_window, &fake_static,
+    &fake_avx512, &fake_amx,         &fake_sinks};
 
 FAKE_EXPORT const attn_library attn_library_v1 = {
     .magic = ATTN_LIBRARY_MAGIC,
