@@ -170,6 +170,10 @@ std::optional<uint64_t> attn::hostBytesNeeded(const Problem &p) {
         add({p.batch, p.headsQ, p.seqQ, p.spec.headDim}, elementBytes + 16) &&
         add({p.batch, p.headsKv, p.seqK, p.spec.headDim}, elementBytes + 16) &&
         add({p.batch, p.headsKv, p.seqK, p.spec.valueDim}, elementBytes + 16))) &&
+      // dM (f32), its values and the reference's.
+      (!p.spec.gradMask || add({p.batch, p.headsQ, p.seqQ, p.seqK}, 4 + 16)) &&
+      // The sinks, their values.
+      (!p.hasSinks() || add({p.headsQ}, 4 + 8)) &&
       // The weights W (f32), their values and the reference's.
       (!p.spec.weights || add({p.batch, p.headsQ, p.seqQ, p.seqK}, 4 + 16));
   return fits ? std::optional<uint64_t>(total) : std::nullopt;

@@ -207,7 +207,9 @@ struct ScoredRow {
   /// Whether the row's outputs are NaN: a NaN score or a NaN sink.
   bool isNaN() const { return anyNaN || std::isnan(sink); }
   /// Whether the sink takes all the weight (+inf): O = 0, LSE = +inf.
-  bool sinkTakesAll() const { return sink == std::numeric_limits<double>::infinity(); }
+  bool sinkTakesAll() const {
+    return sink == std::numeric_limits<double>::infinity();
+  }
 };
 
 void scoreRow(const KernelSpec &spec, const ReferenceInputs &in, int64_t b,
