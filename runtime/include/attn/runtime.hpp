@@ -215,6 +215,32 @@ public:
 
   /// Whether the kernel has the key split's phases (runSplit above 1).
   bool hasKeySplit() const { return attn_kernel_has_key_split(desc_) != 0; }
+  /// Whether the kernel takes attention sinks (runWith's `sinks`).
+  bool hasSinks() const { return attn_kernel_has_sinks(desc_) != 0; }
+
+  /// What a forward call takes besides its tensors (attn_run_options).
+  struct RunOptions {
+    const Tensor *sinks = nullptr; // [Hq] f32, for a kernel with sinks
+    float dropoutP = 0.0f;         // for a kernel with dropout
+    uint64_t dropoutSeed = 0;
+    int64_t keySplits = 0; // 0: the runtime chooses, 1: no split
+  };
+  /// run with every per-call input (attn_run_with).
+  void runWith(const Tensor &query, const Tensor &key, const Tensor &value,
+               const Tensor &output, const RunOptions &options,
+               const Tensor *mask = nullptr, const Tensor *lse = nullptr,
+               ThreadPool *pool = nullptr) const {
+    attn_run_options raw{};
+    raw.struct_size = sizeof(raw);
+    raw.sinks = options.sinks ? &options.sinks->raw() : nullptr;
+    raw.dropout_p = options.dropoutP;
+    raw.dropout_seed = options.dropoutSeed;
+    raw.key_splits = options.keySplits;
+    check(attn_run_with(desc_, &query.raw(), &key.raw(), &value.raw(),
+                        mask ? &mask->raw() : nullptr, &output.raw(),
+                        lse ? &lse->raw() : nullptr, &raw,
+                        pool ? pool->get() : nullptr));
+  }
 
   /// The checks alone: the kernel's view of the call.
   attn_kernel_args prepare(const Tensor &query, const Tensor &key,

@@ -1766,6 +1766,21 @@ TEST(Cpp, LoadFindRunAndErrors) {
   EXPECT_FLOAT_EQ(o[0], 1.5f);
   EXPECT_THROW(kernel.runSplit(Q, K, V, O, 2, nullptr, &L, &pool), attn::Error);
 
+  // Sinks through runWith: -inf ones change nothing; without them the
+  // sinks kernel refuses the call.
+  attn::Kernel sinks = module.find("fake_sinks");
+  EXPECT_TRUE(sinks.hasSinks());
+  EXPECT_FALSE(kernel.hasSinks());
+  std::vector<float> none(H, -std::numeric_limits<float>::infinity());
+  attn::Tensor S = attn::Tensor::contiguous(none.data(), ATTN_F32, {H});
+  attn::Kernel::RunOptions options;
+  options.sinks = &S;
+  std::fill(o.begin(), o.end(), kNaN);
+  sinks.runWith(Q, K, V, O, options, nullptr, &L, &pool);
+  EXPECT_FLOAT_EQ(o[0], 1.5f);
+  EXPECT_THROW(sinks.run(Q, K, V, O, nullptr, &L), attn::Error);
+  EXPECT_THROW(kernel.runWith(Q, K, V, O, options, nullptr, &L), attn::Error);
+
   try {
     kernel.run(Q, K, V, O); // no LSE
     FAIL() << "expected attn::Error";
