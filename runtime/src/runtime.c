@@ -615,6 +615,33 @@ static attn_status read_options(const attn_run_options *given,
   return ATTN_OK;
 }
 
+/* attn_prepare_with once the options are read (read_options). */
+static attn_status prepare_with(const attn_kernel_desc *kernel,
+                                const attn_tensor *query,
+                                const attn_tensor *key,
+                                const attn_tensor *value,
+                                const attn_tensor *mask,
+                                const attn_tensor *output,
+                                const attn_tensor *lse,
+                                const attn_run_options *options,
+                                attn_kernel_args *args) {
+  attn_status status = ATTN_OK;
+  if (options->grad_mask)
+    status = attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                       "options: grad_mask is a backward call's "
+                       "(attn_run_backward_with)");
+  if (status == ATTN_OK)
+    status = check_dropout(kernel, options->dropout_p);
+  if (status == ATTN_OK)
+    status = attn_prepare_forward(kernel, query, key, value, mask, output, lse,
+                                  options->sinks, args);
+  if (status == ATTN_OK) {
+    args->dropout_p = options->dropout_p;
+    args->dropout_seed = options->dropout_seed;
+  }
+  return status;
+}
+
 attn_status attn_prepare_with(const attn_kernel_desc *kernel,
                               const attn_tensor *query, const attn_tensor *key,
                               const attn_tensor *value, const attn_tensor *mask,
@@ -625,19 +652,9 @@ attn_status attn_prepare_with(const attn_kernel_desc *kernel,
     return attn_fail(ATTN_ERROR_INVALID_ARGUMENT, "kernel is NULL");
   attn_run_options options;
   attn_status status = read_options(given, &options);
-  if (status == ATTN_OK && options.grad_mask)
-    status = attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
-                       "options: grad_mask is a backward call's "
-                       "(attn_run_backward_with)");
   if (status == ATTN_OK)
-    status = check_dropout(kernel, options.dropout_p);
-  if (status == ATTN_OK)
-    status = attn_prepare_forward(kernel, query, key, value, mask, output, lse,
-                                  options.sinks, args);
-  if (status == ATTN_OK) {
-    args->dropout_p = options.dropout_p;
-    args->dropout_seed = options.dropout_seed;
-  }
+    status = prepare_with(kernel, query, key, value, mask, output, lse,
+                          &options, args);
   return status;
 }
 
@@ -673,8 +690,8 @@ attn_status attn_run_with(const attn_kernel_desc *kernel,
    * thread cannot free the code this call is about to run. */
   attn_module *owner = pin_owner(kernel);
   attn_kernel_args args;
-  attn_status status = attn_prepare_with(kernel, query, key, value, mask,
-                                         output, lse, &options, &args);
+  attn_status status = prepare_with(kernel, query, key, value, mask, output,
+                                    lse, &options, &args);
   if (status == ATTN_OK)
     status = attn_kernel_check_cpu(kernel);
   if (status == ATTN_OK && key_splits > 1 && !attn_kernel_has_key_split(kernel))
