@@ -67,12 +67,14 @@ private:
   void emitRowBlock(const Group &group, const KeyBlock &keys, Value g,
                     Value firstRow, int64_t rowCount);
   void writeKeyBlock(const Group &group, const KeyBlock &keys);
-  /// dM at the block's keys: `rows` of head `head` from gradScores (rows
-  /// [0, count) of the row block at `firstRow`), or zeros for every row in
-  /// [first, last) when `firstRow` is null.
+  /// dM at the block's keys of the row block at `firstRow` of `head`: its
+  /// dS before the soft cap's derivative.
   void writeGradMask(const Group &group, const KeyBlock &keys, Value head,
-                     Value first, Value last, Value firstRow,
-                     int64_t rowCount);
+                     Value firstRow, int64_t rowCount);
+  /// dM at the block's keys of rows [first, last) of `head`, which see none
+  /// of them: 0.
+  void zeroGradMask(const Group &group, const KeyBlock &keys, Value head,
+                    Value first, Value last);
   void writeGradQuery(const Group &group);
 
   AttentionBackwardOp op;
@@ -80,8 +82,9 @@ private:
   // The packed value block, K as rows and the accumulators (stack).
   Value valuesT, keyRows;     // [DvPad][64], [64][DPad]
   Value gradKeys, gradValues; // [64][DPad], [64][DvPad]
-  // One block of rows: P, dS (first the soft cap's derivative), and dS
-  // before that derivative for dM (with grad_mask and a soft cap).
+  // One block of rows: P, dS (first the soft cap's derivative); with
+  // grad_mask, the dS that dM takes (before that derivative: `grads`
+  // itself without a soft cap).
   Value probs, grads, gradScores; // [kRows][64]
   Value rowBuffer;                // [64]: a row of dM for element-wise stores
   Value keys;         // Sk
@@ -96,7 +99,8 @@ void BackwardLowering::emit() {
   probs = stackBuffer({kRows, kBlockKeys});
   grads = stackBuffer({kRows, kBlockKeys});
   if (op.getGradMask()) {
-    gradScores = stackBuffer({kRows, kBlockKeys});
+    gradScores =
+        op.getSoftcapAttr() ? stackBuffer({kRows, kBlockKeys}) : grads;
     rowBuffer = stackBuffer({kBlockKeys});
   }
 
@@ -130,8 +134,8 @@ void BackwardLowering::emit() {
           auto [lo, hi] = rowsSeeing(block, group.rows);
           if (gradScores) {
             Value head = arith::AddIOp::create(b, group.firstHead, g);
-            writeGradMask(group, block, head, cst(0), lo, Value(), 0);
-            writeGradMask(group, block, head, hi, group.rows, Value(), 0);
+            zeroGradMask(group, block, head, cst(0), lo);
+            zeroGradMask(group, block, head, hi, group.rows);
           }
           forRowBlocks(lo, hi, [&](Value row, int64_t count) {
             emitRowBlock(group, block, g, row, count);
@@ -245,15 +249,18 @@ void BackwardLowering::emitRowBlock(const Group &group, const KeyBlock &block,
       }
       Value ds =
           arith::MulFOp::create(b, p, arith::SubFOp::create(b, dp, delta));
-      // An excluded position contributes nothing, whatever V holds there.
-      Value keep = allowed(block, row[r], r, v);
-      if (gradScores)
-        storeVector(arith::SelectOp::create(b, keep, ds, zeroVector()),
-                    gradScores, {cst(r), cst(v * lanes)});
-      if (op.getSoftcapAttr())
+      if (op.getSoftcapAttr()) {
+        // dM takes dS before the soft cap's derivative (0 where excluded).
+        if (gradScores)
+          storeVector(arith::SelectOp::create(b, allowed(block, row[r], r, v),
+                                              ds, zeroVector()),
+                      gradScores, {cst(r), cst(v * lanes)});
         ds = arith::MulFOp::create(b, ds,
                                    loadVector(grads, {cst(r), cst(v * lanes)}));
-      ds = arith::SelectOp::create(b, keep, ds, zeroVector());
+      }
+      // An excluded position contributes nothing, whatever V holds there.
+      ds = arith::SelectOp::create(b, allowed(block, row[r], r, v), ds,
+                                   zeroVector());
       storeVector(ds, grads, {cst(r), cst(v * lanes)});
       if (z)
         storeVector(arith::MulFOp::create(b, p, z), probs,
@@ -280,7 +287,7 @@ void BackwardLowering::emitRowBlock(const Group &group, const KeyBlock &block,
   };
   // dM = dS at the block's keys of these rows.
   if (gradScores)
-    writeGradMask(group, block, head, Value(), Value(), firstRow, rowCount);
+    writeGradMask(group, block, head, firstRow, rowCount);
   accumulateKeys(gradValues, probs, group.gradOutRows, valuePad);
   accumulateKeys(gradKeys, grads, group.queryRows, headPad);
 
@@ -323,18 +330,10 @@ void BackwardLowering::writeKeyBlock(const Group &group,
 }
 
 void BackwardLowering::writeGradMask(const Group &group, const KeyBlock &block,
-                                     Value head, Value first, Value last,
-                                     Value firstRow, int64_t rowCount) {
+                                     Value head, Value firstRow,
+                                     int64_t rowCount) {
   Value gradMask = op.getGradMask();
   auto write = [&](Value view) {
-    if (!firstRow) {
-      SmallVector<Value> zeros(keyVectors, zeroVector());
-      forLoop(first, last, cst(1), [&](Value row) {
-        storeKeyRow(gradMask, view, rowBuffer, block,
-                    {group.batch, head, row}, zeros);
-      });
-      return;
-    }
     for (int64_t r = 0; r < rowCount; ++r) {
       SmallVector<Value> vectors;
       for (int64_t v = 0; v < keyVectors; ++v)
@@ -344,6 +343,20 @@ void BackwardLowering::writeGradMask(const Group &group, const KeyBlock &block,
                    arith::AddIOp::create(b, firstRow, cst(r))},
                   vectors);
     }
+  };
+  ifUnitStride(
+      gradMask, [&](Value view) { write(view); }, [&] { write(Value()); });
+}
+
+void BackwardLowering::zeroGradMask(const Group &group, const KeyBlock &block,
+                                    Value head, Value first, Value last) {
+  Value gradMask = op.getGradMask();
+  SmallVector<Value> zeros(keyVectors, zeroVector());
+  auto write = [&](Value view) {
+    forLoop(first, last, cst(1), [&](Value row) {
+      storeKeyRow(gradMask, view, rowBuffer, block, {group.batch, head, row},
+                  zeros);
+    });
   };
   ifUnitStride(
       gradMask, [&](Value view) { write(view); }, [&] { write(Value()); });
