@@ -368,7 +368,7 @@ def scaled_dot_product_attention(
     call = _run if _plain_eager_call(query, key, value, attn_mask, sinks) else torch.ops.attn.sdpa
     # The backward recomputes the weights from the LSE: compute it whenever
     # a gradient will be needed (the caller sees it only if asked for).
-    with_lse = return_lse or _needs_grad(query, key, value, sinks)
+    with_lse = return_lse or _needs_grad(query, key, value, attn_mask, sinks)
     output, lse = call(
         query, key, value, attn_mask, is_causal, scale, enable_gqa,
         causal_alignment, window_left, window_right, softcap, with_lse,
