@@ -107,6 +107,9 @@ struct MemRefFormBufferization
     rewriter.setInsertionPoint(op);
     OperationState newState(op->getLoc(), op->getName(), operands,
                             TypeRange{}, op->getAttrs());
+    // The modifiers' regions move over as they are: they compute scalars.
+    for (Region &region : op->getRegions())
+      newState.addRegion()->takeBody(region);
     auto bufferized =
         cast<DestinationStyleOpInterface>(rewriter.create(newState));
     bufferization::replaceOpWithBufferizedValues(

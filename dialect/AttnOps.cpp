@@ -16,7 +16,10 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/Matchers.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/IR/PatternMatch.h"
+#include "llvm/ADT/SmallBitVector.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 #include <cmath>
 #include <string>
@@ -67,6 +70,42 @@ static void printResultTypes(OpAsmPrinter &printer, Operation *,
 static void printResultTypes(OpAsmPrinter &printer, Operation *op,
                              TypeRange types, Type acc) {
   printResultTypes(printer, op, types, TypeRange(acc));
+}
+
+/// The modifiers, each after its keyword: `score_mod {...}` then
+/// `mask_mod {...}`, both optional. Each keyword's region must have its
+/// arguments, since they tell the two apart in the op.
+static ParseResult
+parseModifiers(OpAsmParser &parser,
+               SmallVectorImpl<std::unique_ptr<Region>> &regions) {
+  for (auto [keyword, arguments] :
+       {std::pair<StringRef, unsigned>{"score_mod", 5}, {"mask_mod", 4}}) {
+    if (failed(parser.parseOptionalKeyword(keyword)))
+      continue;
+    llvm::SMLoc at = parser.getCurrentLocation();
+    auto region = std::make_unique<Region>();
+    if (parser.parseRegion(*region, /*arguments=*/{}))
+      return failure();
+    if (region->empty() || region->front().getNumArguments() != arguments)
+      return parser.emitError(at)
+             << keyword << " takes "
+             << (arguments == 5 ? "(score: f32, b, h, q_idx, kv_idx: index)"
+                                : "(b, h, q_idx, kv_idx: index)")
+             << " as its block's arguments";
+    regions.push_back(std::move(region));
+  }
+  return success();
+}
+
+static void printModifiers(OpAsmPrinter &printer, Operation *op,
+                           MutableArrayRef<Region> regions) {
+  llvm::interleave(
+      regions,
+      [&](Region &region) {
+        printer << (&region == scoreModOf(op) ? "score_mod " : "mask_mod ");
+        printer.printRegion(region, /*printEntryBlockArgs=*/true);
+      },
+      [&] { printer << " "; });
 }
 
 #define GET_OP_CLASSES
@@ -126,6 +165,8 @@ struct AttentionView {
   std::optional<float> scale, softcap;
   Value dropoutP, dropoutSeed;
   ValueRange origin;
+  MutableArrayRef<Region> modifiers;
+  ValueRange captures;
 };
 
 /// V of an attention-like op; the weights op reads none.
@@ -151,7 +192,105 @@ template <typename OpTy> AttentionView viewOf(OpTy op) {
           softcap,
           op.getDropoutP(),
           op.getDropoutSeed(),
-          op.getOrigin()};
+          op.getOrigin(),
+          op.getModifiers(),
+          op.getCaptures()};
+}
+
+/// Checks a modifier region: its block's arguments (the score when
+/// `score`, then b, h, i, j), its ops (scalar arith and math, attn.captured)
+/// and what it yields (`yields`).
+LogicalResult verifyModifier(Operation *op, Region &region, StringRef name,
+                             bool score, Type yields) {
+  Block &block = region.front();
+  MLIRContext *ctx = op->getContext();
+  SmallVector<Type> expected;
+  if (score)
+    expected.push_back(Float32Type::get(ctx));
+  expected.append(4, IndexType::get(ctx));
+  if (block.getArgumentTypes() != TypeRange(expected)) {
+    std::string types;
+    llvm::raw_string_ostream os(types);
+    llvm::interleaveComma(block.getArgumentTypes(), os);
+    return op->emitOpError()
+           << name << " takes "
+           << (score ? "(score: f32, b, h, q_idx, kv_idx: index)"
+                     : "(b, h, q_idx, kv_idx: index)")
+           << ", found (" << types << ")";
+  }
+  auto yield = dyn_cast<YieldOp>(block.getTerminator());
+  if (!yield || yield.getValues().size() != 1 ||
+      yield.getValues()[0].getType() != yields)
+    return op->emitOpError() << name << " must end in attn.yield of one "
+                             << yields;
+  for (Operation &inner : block.without_terminator()) {
+    StringRef dialect = inner.getName().getDialectNamespace();
+    if (!isa<CapturedOp>(inner) && dialect != "arith" && dialect != "math")
+      return inner.emitOpError()
+             << "is not allowed in " << name
+             << ": a modifier holds scalar arith and math ops and "
+                "attn.captured reads";
+    if (inner.getNumRegions() != 0)
+      return inner.emitOpError() << "is not allowed in " << name
+                                 << ": a modifier holds no regions";
+    for (Type type : inner.getResultTypes())
+      if (!type.isIntOrIndexOrFloat())
+        return inner.emitOpError()
+               << "in " << name << " must compute scalars, found " << type;
+  }
+  return success();
+}
+
+/// Checks the modifiers and their captured operands.
+LogicalResult verifyModifiers(const AttentionView &view) {
+  Operation *op = view.op;
+  MLIRContext *ctx = op->getContext();
+  // At most a score_mod then a mask_mod, told apart by their arguments.
+  if (view.modifiers.size() > 2)
+    return op->emitOpError() << "takes at most two modifiers (a score_mod "
+                                "and a mask_mod), found "
+                             << view.modifiers.size();
+  Region *scoreMod = scoreModOf(op), *maskMod = maskModOf(op);
+  unsigned known = (scoreMod ? 1 : 0) + (maskMod ? 1 : 0);
+  if (known != view.modifiers.size() ||
+      (scoreMod && maskMod && scoreMod != &view.modifiers[0]))
+    return op->emitOpError(
+        "modifiers must be a score_mod (5 block arguments) then a mask_mod "
+        "(4), each at most once");
+  if ((scoreMod && failed(verifyModifier(op, *scoreMod, "score_mod",
+                                         /*score=*/true,
+                                         Float32Type::get(ctx)))) ||
+      (maskMod && failed(verifyModifier(op, *maskMod, "mask_mod",
+                                        /*score=*/false,
+                                        IntegerType::get(ctx, 1)))))
+    return failure();
+  if (view.captures.empty())
+    return success();
+  if (view.modifiers.empty())
+    return op->emitOpError("captures(...) are read by a score_mod or "
+                           "mask_mod, and the op has neither");
+  llvm::SmallBitVector read(view.captures.size());
+  for (Region &region : view.modifiers)
+    region.walk([&](CapturedOp captured) {
+      if (captured.getCapture() >= 0 &&
+          static_cast<uint64_t>(captured.getCapture()) < read.size())
+        read.set(captured.getCapture());
+    });
+  for (auto [index, capture] : llvm::enumerate(view.captures)) {
+    auto type = cast<ShapedType>(capture.getType());
+    Type element = type.getElementType();
+    if (type.getRank() < 1 || type.getRank() > 4 ||
+        !(element.isF32() || element.isInteger(32) || element.isInteger(64)))
+      return op->emitOpError()
+             << "capture " << index
+             << " must be a tensor of rank 1 to 4 of f32, i32 or i64, found "
+             << type;
+    if (!read.test(index))
+      return op->emitOpError()
+             << "capture " << index << " is never read (attn.captured "
+             << index << " [...]) by the modifiers";
+  }
+  return success();
 }
 
 /// Checks Q, K, V (where the op reads one), the mask and the attributes:
@@ -277,6 +416,8 @@ LogicalResult verifyAttentionInputs(const AttentionView &view) {
            << "origin takes the global (b, h, i, j) of element (0, 0, 0, 0): "
               "4 indices, found "
            << view.origin.size();
+  if (failed(verifyModifiers(view)))
+    return failure();
   if (view.scale && !std::isfinite(*view.scale))
     return op->emitOpError() << "scale must be finite, found " << *view.scale;
   if (view.softcap && !(std::isfinite(*view.softcap) && *view.softcap > 0))
@@ -491,6 +632,9 @@ LogicalResult AttentionBackwardOp::verify() {
   AttentionView view = viewOf(*this);
   if (failed(verifyAttentionInputs(view)))
     return failure();
+  if (scoreModOf(*this))
+    return emitOpError("takes no score_mod yet: the score_mod's derivative "
+                       "is not generated (a mask_mod needs none)");
   Type elementType = cast<ShapedType>(getQuery().getType()).getElementType();
   Type f32 = Float32Type::get(getContext());
   if (failed(verifyStateOrOutput(*this, "output", getOutput().getType(),
@@ -617,7 +761,8 @@ namespace {
 /// offset in the tile's own coordinates.
 struct OperandTiles {
   Value query, key, value, mask, diagonal;
-  /// The tile's global (b, h, i, j), for an op with dropout (else empty).
+  /// The tile's global (b, h, i, j), for an op with dropout or modifiers
+  /// (else empty).
   SmallVector<Value, 4> origin;
   SmallVector<Operation *> slices;
 };
@@ -753,7 +898,7 @@ FailureOr<OperandTiles> tileInputs(OpBuilder &b, Location loc,
     maskSizes.push_back(sizes[3]);
     tiles.mask = extractSlice(b, loc, view.mask, maskOffsets, maskSizes, tiles);
   }
-  if (view.dropoutP) {
+  if (view.dropoutP || !view.modifiers.empty()) {
     // The tile's global indices: the op's origin plus the tile's offsets.
     for (unsigned dim = 0; dim < 4; ++dim) {
       Value offset = getValueOrCreateConstantIndexOp(b, loc, offsets[dim]);
@@ -1136,4 +1281,58 @@ struct DropRightWindowUnderCausal : public OpRewritePattern<AttentionOp> {
 void AttentionOp::getCanonicalizationPatterns(RewritePatternSet &results,
                                               MLIRContext *context) {
   results.add<DropUnusedLse, DropRightWindowUnderCausal>(context);
+}
+
+//===----------------------------------------------------------------------===//
+// The modifiers: attn.captured, and their regions in ops made from others
+//===----------------------------------------------------------------------===//
+
+Region *mlir::attn::scoreModOf(Operation *op) {
+  for (Region &region : op->getRegions())
+    if (!region.empty() && region.front().getNumArguments() == 5)
+      return &region;
+  return nullptr;
+}
+
+Region *mlir::attn::maskModOf(Operation *op) {
+  for (Region &region : op->getRegions())
+    if (!region.empty() && region.front().getNumArguments() == 4)
+      return &region;
+  return nullptr;
+}
+
+void AttentionAttributes::cloneModifiersInto(OperationState &state) const {
+  if (!modifiers)
+    return;
+  for (unsigned i = 0; i < modifierCount(); ++i) {
+    IRMapping mapping;
+    modifiers->getRegion(i).cloneInto(state.regions[i].get(), mapping);
+  }
+}
+
+LogicalResult CapturedOp::verify() {
+  Operation *owner = (*this)->getParentOp();
+  std::optional<ValueRange> captures =
+      llvm::TypeSwitch<Operation *, std::optional<ValueRange>>(owner)
+          .Case<AttentionOp, OnlineAttentionOp, AttentionBackwardOp,
+                AttentionWeightsOp>(
+              [](auto op) { return ValueRange(op.getCaptures()); })
+          .Default([](Operation *) { return std::nullopt; });
+  if (!captures)
+    return emitOpError("must be in a score_mod or mask_mod region of an "
+                       "attention op");
+  int64_t number = getCapture();
+  if (number < 0 || number >= static_cast<int64_t>(captures->size()))
+    return emitOpError() << "reads capture " << number << ", but the op has "
+                         << captures->size() << " captures(...)";
+  auto type = cast<ShapedType>((*captures)[number].getType());
+  if (static_cast<int64_t>(getIndices().size()) != type.getRank())
+    return emitOpError() << "capture " << number << " has rank "
+                         << type.getRank() << " and takes as many indices, found "
+                         << getIndices().size();
+  if (getType() != type.getElementType())
+    return emitOpError() << "result type must be capture " << number
+                         << "'s element type " << type.getElementType()
+                         << ", found " << getType();
+  return success();
 }

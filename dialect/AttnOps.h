@@ -35,6 +35,12 @@ struct AttentionAttributes {
   /// from another carries over with them (tiling shifts the origin).
   Value dropoutP, dropoutSeed;
   SmallVector<Value, 4> origin;
+  /// The score and mask modifiers: the op whose `score_mod` and `mask_mod`
+  /// regions an op made from it clones (null: none), and the tensors they
+  /// read (`captures`, whole under every tiling: the regions see global
+  /// indices).
+  Operation *modifiers = nullptr;
+  SmallVector<Value, 2> captures;
 
   /// The attributes of `op` (an attention-like op).
   template <typename OpTy>
@@ -45,7 +51,18 @@ struct AttentionAttributes {
     attributes.dropoutP = op.getDropoutP();
     attributes.dropoutSeed = op.getDropoutSeed();
     attributes.origin.assign(op.getOrigin().begin(), op.getOrigin().end());
+    if (!op.getModifiers().empty())
+      attributes.modifiers = op.getOperation();
+    attributes.captures.assign(op.getCaptures().begin(),
+                               op.getCaptures().end());
     return attributes;
+  }
+  /// Clones the modifiers' regions into `state` (a builder's, whose two
+  /// regions are empty).
+  void cloneModifiersInto(OperationState &state) const;
+  /// How many modifier regions an op made from these has.
+  unsigned modifierCount() const {
+    return modifiers ? modifiers->getNumRegions() : 0;
   }
   /// With the origin moved to `origin`.
   AttentionAttributes withOrigin(ArrayRef<Value> newOrigin) const {
@@ -67,6 +84,23 @@ struct AttentionAttributes {
     return copy;
   }
 };
+
+/// An attention-like op's score_mod region (its block takes the score and
+/// b, h, q_idx, kv_idx), or null.
+Region *scoreModOf(Operation *op);
+/// An attention-like op's mask_mod region (b, h, q_idx, kv_idx), or null.
+Region *maskModOf(Operation *op);
+
+/// Whether an attention-like op has a score or mask modifier.
+template <typename OpTy> bool hasModifiers(OpTy op) {
+  return !op.getModifiers().empty();
+}
+
+/// Whether an attention-like op reads its global indices (b, h, i, j):
+/// dropout's keep bits and the modifiers do, so its tiles carry an origin.
+template <typename OpTy> bool needsGlobalIndices(OpTy op) {
+  return op.getDropoutP() || hasModifiers(op);
+}
 
 } // namespace attn
 } // namespace mlir

@@ -26,7 +26,8 @@ class Attn_AttentionLikeOp<string mnemonic, Type inputType, dag states,
                            list<Trait> traits = [], string inputsFormat = "",
                            bit hasValue = 1>
     : Attn_Op<mnemonic, !listconcat(
-        [AttrSizedOperandSegments, DestinationStyleOpInterface], traits)> {
+        [AttrSizedOperandSegments, DestinationStyleOpInterface,
+         IsolatedFromAbove], traits)> {
   let arguments = !con(
     (ins inputType:$query,
          inputType:$key),
@@ -35,7 +36,8 @@ class Attn_AttentionLikeOp<string mnemonic, Type inputType, dag states,
          Optional<Index>:$diagonal,
          Optional<F32>:$dropout_p,
          Optional<I64>:$dropout_seed,
-         Variadic<Index>:$origin),
+         Variadic<Index>:$origin,
+         Variadic<inputType>:$captures),
     states,
     (ins OptionalAttr<F32Attr>:$scale,
          UnitAttr:$causal,
@@ -44,6 +46,12 @@ class Attn_AttentionLikeOp<string mnemonic, Type inputType, dag states,
          OptionalAttr<F32Attr>:$softcap,
          OptionalAttr<Attn_KernelAttr>:$kernel));
   let results = (outs Variadic<AnyRankedTensor>:$results);
+  // The score and mask modifiers (docs/spec.md, "Score and mask
+  // modifiers"): none, a score_mod, a mask_mod, or both in that order, told
+  // apart by their arguments (scoreModOf, maskModOf). A variadic list
+  // rather than two optional regions: an op without modifiers has no
+  // region at all, which upstream patterns that clone ops expect.
+  let regions = (region VariadicRegion<SizedRegion<1>>:$modifiers);
 
   let assemblyFormat = !strconcat(
     !if(hasValue,
@@ -53,6 +61,7 @@ class Attn_AttentionLikeOp<string mnemonic, Type inputType, dag states,
     (`diagonal` `(` $diagonal^ `)`)?
     (`dropout` `(` $dropout_p^ `,` $dropout_seed `)`)?
     (`origin` `(` $origin^ `)`)?
+    (`captures` `(` $captures^ `:` type($captures) `)`)?
     }], inputsFormat, [{
     `outs` `(` }], statesFormat, [{ `)`
     (`causal` $causal^)?
@@ -61,6 +70,7 @@ class Attn_AttentionLikeOp<string mnemonic, Type inputType, dag states,
     (`scale` `(` $scale^ `)`)?
     (`softcap` `(` $softcap^ `)`)?
     (`kernel` $kernel^)?
+    custom<Modifiers>($modifiers)
     attr-dict custom<ResultTypes>(type($results), ref(type(}], tensorState,
     [{)))
   }]);
@@ -172,9 +182,10 @@ def Attn_AttentionOp : Attn_AttentionLikeOp<"attention", AnyRankedTensor,
       "const ::mlir::attn::AttentionAttributes &":$attributes), [{
       build($_builder, $_state, resultTypes, query, key, value, mask,
             diagonal, attributes.dropoutP, attributes.dropoutSeed,
-            attributes.origin, sinks, outputs, attributes.scale,
-            attributes.causal, attributes.alignment, attributes.window,
-            attributes.softcap, attributes.kernel);
+            attributes.origin, attributes.captures, sinks, outputs,
+            attributes.scale, attributes.causal, attributes.alignment,
+            attributes.window, attributes.softcap, attributes.kernel, attributes.modifierCount());
+      attributes.cloneModifiersInto($_state);
     }]>
   ];
 
@@ -255,10 +266,10 @@ def Attn_OnlineAttentionOp : Attn_AttentionLikeOp<"online_attention",
       "const ::mlir::attn::AttentionAttributes &":$attributes), [{
       build($_builder, $_state, resultTypes, query, key, value, mask,
             diagonal, attributes.dropoutP, attributes.dropoutSeed,
-            attributes.origin, acc, max, sum, attributes.scale,
-            attributes.causal,
-            attributes.alignment, attributes.window, attributes.softcap,
-            attributes.kernel);
+            attributes.origin, attributes.captures, acc, max, sum,
+            attributes.scale, attributes.causal, attributes.alignment,
+            attributes.window, attributes.softcap, attributes.kernel, attributes.modifierCount());
+      attributes.cloneModifiersInto($_state);
     }]>
   ];
 
@@ -358,10 +369,11 @@ def Attn_AttentionBackwardOp : Attn_AttentionLikeOp<"attention_backward",
       "const ::mlir::attn::AttentionAttributes &":$attributes), [{
       build($_builder, $_state, resultTypes, query, key, value, mask,
             diagonal, attributes.dropoutP, attributes.dropoutSeed,
-            attributes.origin, output, lse, gradOutput, gradLse, gradQuery,
-            gradKey, gradValue, gradMask, attributes.scale, attributes.causal,
-            attributes.alignment, attributes.window, attributes.softcap,
-            attributes.kernel);
+            attributes.origin, attributes.captures, output, lse, gradOutput,
+            gradLse, gradQuery, gradKey, gradValue, gradMask,
+            attributes.scale, attributes.causal, attributes.alignment,
+            attributes.window, attributes.softcap, attributes.kernel, attributes.modifierCount());
+      attributes.cloneModifiersInto($_state);
     }]>
   ];
 
@@ -430,9 +442,10 @@ def Attn_AttentionWeightsOp : Attn_AttentionLikeOp<"attention_weights",
       "const ::mlir::attn::AttentionAttributes &":$attributes), [{
       build($_builder, $_state, resultTypes, query, key, mask, diagonal,
             attributes.dropoutP, attributes.dropoutSeed, attributes.origin,
-            lse, weights, attributes.scale, attributes.causal,
-            attributes.alignment, attributes.window, attributes.softcap,
-            attributes.kernel);
+            attributes.captures, lse, weights, attributes.scale,
+            attributes.causal, attributes.alignment, attributes.window,
+            attributes.softcap, attributes.kernel, attributes.modifierCount());
+      attributes.cloneModifiersInto($_state);
     }]>
   ];
 
@@ -445,6 +458,46 @@ def Attn_AttentionWeightsOp : Attn_AttentionLikeOp<"attention_weights",
     std::pair<std::optional<int64_t>, std::optional<int64_t>>
     getBandOffsets();
   }];
+}
+
+//===----------------------------------------------------------------------===//
+// The modifiers' ops: attn.captured and attn.yield
+//===----------------------------------------------------------------------===//
+
+def Attn_CapturedOp : Attn_Op<"captured", [Pure]> {
+  let summary = "reads an element of a tensor that a modifier captured";
+  let description = [{
+    In a `score_mod` or `mask_mod` region of an attention-like op, reads
+    element `indices` of the op's captured operand number `capture`
+    (`captures(...)`): a bias table, per-head slopes, document ids. The
+    result type is the capture's element type (f32, i32 or i64) and there is
+    one index per dim. An index outside the capture reads the nearest
+    element (it is clamped into [0, size − 1]), so that a modifier never
+    reads out of bounds (docs/spec.md, "Score and mask modifiers").
+
+    ```mlir
+    %slope = attn.captured 0 [%h] : f32
+    ```
+  }];
+  let arguments = (ins I64Attr:$capture, Variadic<Index>:$indices);
+  let results = (outs AnyTypeOf<[F32, I32, I64]>:$result);
+  let assemblyFormat = [{
+    $capture `[` $indices `]` attr-dict `:` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Attn_YieldOp : Attn_Op<"yield", [Pure, Terminator,
+    ParentOneOf<["AttentionOp", "OnlineAttentionOp", "AttentionBackwardOp",
+                 "AttentionWeightsOp"]>]> {
+  let summary = "ends a modifier region with its value";
+  let description = [{
+    The terminator of a `score_mod` region (one f32, the new score) or a
+    `mask_mod` region (one i1, whether the position is kept).
+  }];
+  let arguments = (ins Variadic<AnyType>:$values);
+  let assemblyFormat = [{ attr-dict ($values^ `:` type($values))? }];
+  let builders = [OpBuilder<(ins), [{ build($_builder, $_state, {}); }]>];
 }
 
 #endif // ATTN_OPS_TD

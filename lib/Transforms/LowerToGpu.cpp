@@ -541,6 +541,11 @@ struct AttnLowerToGpuPass
         return WalkResult::interrupt();
       }
       auto online = dyn_cast<OnlineAttentionOp>(op);
+      if (online && hasModifiers(online)) {
+        op->emitOpError("attn-lower-to-gpu: score_mod and mask_mod have no "
+                        "GPU lowering yet (the CPU lowering has them)");
+        return WalkResult::interrupt();
+      }
       if (online && online.getDropoutP()) {
         op->emitOpError("attn-lower-to-gpu: dropout has no GPU lowering yet "
                         "(the CPU lowering has it)");

@@ -57,15 +57,15 @@ int64_t chosenKeyBlock(OpTy op, int64_t option) {
 }
 
 /// Whether attn-lower-to-vector's lane-rows micro-kernel can take `op`: no
-/// mask operand, and not bf16 Q and K where the bf16 dot product (`bf16Dot`)
+/// mask operand, dropout or modifiers, and not bf16 Q and K where the bf16 dot product (`bf16Dot`)
 /// takes those.
 inline bool laneRowsCandidate(OnlineAttentionOp op, bool bf16Dot) {
   auto isBF16 = [](Value v) {
     return getElementTypeOrSelf(v.getType()).isBF16();
   };
-  // Dropout's keep bits are made where the packed and direct paths store
-  // a row's weights (KernelEmitter::updateRowStatistics).
-  return !op.getMask() && !op.getDropoutP() &&
+  // Dropout's keep bits and the modifiers are made where the packed and
+  // direct paths score a row's keys (KernelEmitter::updateRowStatistics).
+  return !op.getMask() && !op.getDropoutP() && !hasModifiers(op) &&
          !(bf16Dot && isBF16(op.getQuery()) && isBF16(op.getKey()));
 }
 

@@ -81,8 +81,9 @@ OnlineAttentionOp createKeyRange(OpBuilder &b, OnlineAttentionOp op,
   AttentionAttributes attributes =
       masked ? AttentionAttributes::of(op).withoutAlignment()
              : AttentionAttributes::of(op).withoutBand();
-  if (op.getDropoutP()) {
-    // Dropout's global key index: the range starts at key `begin`.
+  if (needsGlobalIndices(op)) {
+    // The global key index (dropout's, the modifiers'): the range starts at
+    // key `begin`.
     SmallVector<Value, 4> origin(op.getOrigin().begin(), op.getOrigin().end());
     if (origin.empty())
       origin.assign(3, arith::ConstantIndexOp::create(b, loc, 0).getResult());

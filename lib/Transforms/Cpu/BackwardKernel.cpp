@@ -208,8 +208,7 @@ void BackwardLowering::emitRowBlock(const Group &group, const KeyBlock &block,
     rowAt.push_back(arith::AddIOp::create(b, groupRow, cst(r)));
     row.push_back(arith::AddIOp::create(b, firstRow, cst(r)));
   }
-  if (op.getMask())
-    loadMask(group.batch, block, head, firstRow, rowCount);
+  loadRowBlock(group.batch, block, head, firstRow, rowCount);
 
   // S = Q·Kᵀ: per column of Q, keyVectors loads of Kᵀ feed rowCount FMAs.
   SmallVector<Value> scores =

@@ -15,7 +15,7 @@ KernelEmitter::KernelEmitter(const KernelSite &site)
       bandKeyStep(site.options.bandKeyStep), rowBlock(site.options.rowBlock),
       laneRows(site.options.laneRows), diagonal(site.diagonal),
       maths(b, b.getLoc(), op, SoftmaxConvention::cpu()),
-      band(b, b.getLoc(), op, diagonal) {
+      band(b, b.getLoc(), op, diagonal), modifiers(b, b.getLoc(), op) {
   auto q = cast<MemRefType>(op.getQuery().getType());
   headDim = q.getDimSize(3);
   auto keyType = cast<MemRefType>(op.getKey().getType());
@@ -181,6 +181,10 @@ Value KernelEmitter::updateRowStatistics(Value batch, const AccRow &at,
   if (!scaledAndCapped)
     for (Value &s : scores)
       s = scaleAndCap(s);
+  // Positions that the mask or the mask_mod exclude, made -inf after the
+  // score_mod (which must not bring an excluded score back).
+  SmallVector<Value> excluded(scoreVectors);
+  Value negInfVec = splat(f32Const(-kInf));
   if (op.getMask()) {
     // A -inf bias (a false keep bit) excludes the key by a select, not by
     // the addition alone: NaN + -inf is NaN, and a NaN in an excluded
@@ -189,7 +193,6 @@ Value KernelEmitter::updateRowStatistics(Value batch, const AccRow &at,
     packMaskRow(batch, head, row, blockStart, blockKeys);
     bool keepMask =
         cast<MemRefType>(op.getMask().getType()).getElementType().isInteger(1);
-    Value negInfVec = splat(f32Const(-kInf));
     for (int64_t v = 0; v < scoreVectors; ++v) {
       Value bias = vector::LoadOp::create(b, vecType, scratch.rowBias,
                                           ValueRange{cst(v * lanes)});
@@ -197,11 +200,14 @@ Value KernelEmitter::updateRowStatistics(Value batch, const AccRow &at,
         scores[v] = vector::FMAOp::create(
             b, bias, splat(f32Const(static_cast<float>(maths.biasScale()))),
             scores[v]);
-      Value excluded =
+      excluded[v] =
           arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, bias, negInfVec);
-      scores[v] = arith::SelectOp::create(b, excluded, negInfVec, scores[v]);
     }
   }
+  applyModifiers(batch, head, row, blockStart, scores, excluded);
+  for (int64_t v = 0; v < scoreVectors; ++v)
+    if (excluded[v])
+      scores[v] = arith::SelectOp::create(b, excluded[v], negInfVec, scores[v]);
 
   // Lanes past the block's keys, and outside the causal/window band,
   // are excluded: -inf scores.
@@ -221,7 +227,6 @@ Value KernelEmitter::updateRowStatistics(Value batch, const AccRow &at,
     if (band.left)
       bandLo = splat(clampToI32(band.lower(rel), -1, keyBlock));
   }
-  Value negInfVec = splat(f32Const(-kInf));
   for (int64_t v = 0; v < scoreVectors; ++v) {
     Value j = arith::AddIOp::create(
         b, lane,
@@ -281,6 +286,50 @@ Value KernelEmitter::updateRowStatistics(Value batch, const AccRow &at,
   memref::StoreOp::create(b, newMax, op.getMax(), ValueRange{batch, head, row});
   memref::StoreOp::create(b, newSum, op.getSum(), ValueRange{batch, head, row});
   return alpha;
+}
+
+void KernelEmitter::applyModifiers(Value batch, Value head, Value row,
+                                   Value blockStart,
+                                   MutableArrayRef<Value> scores,
+                                   MutableArrayRef<Value> excluded) {
+  if (!modifiers.hasScoreMod() && !modifiers.hasMaskMod())
+    return;
+  Location loc = b.getLoc();
+  auto global = [&](unsigned dim, Value local) {
+    return globalIndex(b, loc, op.getOrigin(), dim, local);
+  };
+  Value gb = global(0, batch), gh = global(1, head), gi = global(2, row);
+  Value firstKey = global(3, blockStart);
+  Value lane = arith::IndexCastOp::create(
+      b, idxVecType,
+      vector::StepOp::create(b, VectorType::get({lanes}, b.getIndexType())));
+  // The score_mod takes natural units: the base-2 score times ln 2, and
+  // its result times log2(e).
+  Value toNatural = splat(f32Const(static_cast<float>(M_LN2)));
+  Value toBase2 = splat(f32Const(static_cast<float>(M_LOG2E)));
+  for (auto [v, score] : llvm::enumerate(scores)) {
+    Value keys = arith::AddIOp::create(
+        b,
+        splat(arith::AddIOp::create(
+            b, firstKey,
+            arith::ConstantOp::create(
+                b, b.getI32IntegerAttr(static_cast<int32_t>(v * lanes))))),
+        lane);
+    SmallVector<Value> indices = {gb, gh, gi, keys};
+    if (modifiers.hasScoreMod())
+      score = arith::MulFOp::create(
+          b,
+          modifiers.score(arith::MulFOp::create(b, score, toNatural), indices),
+          toBase2);
+    if (modifiers.hasMaskMod()) {
+      Value dropped = arith::XOrIOp::create(
+          b, modifiers.keep(indices, lanes),
+          splat(arith::ConstantOp::create(b, b.getBoolAttr(true))));
+      excluded[v] = excluded[v]
+                        ? arith::OrIOp::create(b, excluded[v], dropped)
+                        : dropped;
+    }
+  }
 }
 
 SmallVector<Value> KernelEmitter::dropoutFactors(Value batch, Value head,

@@ -16,6 +16,7 @@
 #define ATTN_TRANSFORMS_CPU_KERNELEMITTER_H
 
 #include "lib/Transforms/AttentionMath.h"
+#include "lib/Transforms/Modifiers.h"
 #include "lib/Transforms/Cpu/MicroKernels.h"
 #include "lib/Transforms/Cpu/VectorEmitter.h"
 
@@ -44,6 +45,8 @@ protected:
   /// 2, x86's max), and the op's band.
   AttentionMath maths;
   BandArithmetic band;
+  /// The op's score_mod and mask_mod.
+  ModifierEmitter modifiers;
   using SeenKeys = BandArithmetic::SeenKeys;
 
   /// The largest lane of a vector by maths.max: a tree of halves.
@@ -113,6 +116,12 @@ protected:
                             int64_t slot, MutableArrayRef<Value> scores,
                             Value blockStart, Value blockKeys, bool storePairs,
                             bool scaledAndCapped = false);
+  /// The score_mod of a row's score vectors (base 2) of the block from
+  /// blockStart, and the mask_mod's exclusions or'ed into `excluded`
+  /// (vectors of i1, null where nothing is excluded yet); op-local indices.
+  void applyModifiers(Value batch, Value head, Value row, Value blockStart,
+                      MutableArrayRef<Value> scores,
+                      MutableArrayRef<Value> excluded);
   /// Dropout's factors of a block's `vectors` score vectors for row
   /// (batch, head, row) (op-local indices; keys from blockStart): 1 / (1 −
   /// p) where the weight is kept, else 0.

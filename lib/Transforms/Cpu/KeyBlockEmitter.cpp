@@ -11,10 +11,10 @@ using namespace mlir::attn::cpu;
 
 void KeyBlockEmitter::allocateBlockState() {
   keysT = stackBuffer({headPad, kBlockKeys});
-  if (mask) {
+  if (mask || modifiers.hasMaskMod())
     keep = stackBuffer({kRows, kBlockKeys});
+  if (mask)
     bias = stackBuffer({kRows, kBlockKeys});
-  }
   if (dropoutP) {
     dropScale = stackBuffer({kRows, kBlockKeys});
     dropThreshold = dropoutThreshold(b, b.getLoc(), dropoutP);
@@ -230,6 +230,47 @@ Value KeyBlockEmitter::allowed(const KeyBlock &block, Value row, int64_t r,
   return live;
 }
 
+void KeyBlockEmitter::loadRowBlock(Value batch, const KeyBlock &block,
+                                   Value head, Value firstRow,
+                                   int64_t rowCount) {
+  if (mask)
+    loadMask(batch, block, head, firstRow, rowCount);
+  if (!modifiers.hasScoreMod() && !modifiers.hasMaskMod())
+    return;
+  Location loc = b.getLoc();
+  globalBatch = globalIndex(b, loc, origin, 0, batch);
+  globalHead = globalIndex(b, loc, origin, 1, head);
+  globalFirstRow = globalIndex(b, loc, origin, 2, firstRow);
+  globalFirstKey = globalIndex(b, loc, origin, 3, block.start);
+  if (!modifiers.hasMaskMod())
+    return;
+  // keep = (the mask's keep bit, 1 without a mask) where the mask_mod keeps.
+  Value one = splat(f32Const(1.0f)), zero = zeroVector();
+  for (int64_t r = 0; r < rowCount; ++r)
+    for (int64_t v = 0; v < keyVectors; ++v) {
+      Value kept = modifiers.keep(globalIndices(r, v), lanes);
+      Value bits = mask ? loadVector(keep, {cst(r), cst(v * lanes)}) : one;
+      storeVector(arith::SelectOp::create(b, kept, bits, zero), keep,
+                  {cst(r), cst(v * lanes)});
+    }
+}
+
+SmallVector<Value> KeyBlockEmitter::globalIndices(int64_t r, int64_t v) {
+  auto i32 = [&](int64_t c) {
+    return arith::ConstantOp::create(
+        b, b.getI32IntegerAttr(static_cast<int32_t>(c)));
+  };
+  Value row = arith::AddIOp::create(b, globalFirstRow, i32(r));
+  SmallVector<int32_t> iota;
+  for (int64_t l = 0; l < lanes; ++l)
+    iota.push_back(static_cast<int32_t>(v * lanes + l));
+  Value keys = arith::AddIOp::create(
+      b, splat(globalFirstKey),
+      arith::ConstantOp::create(
+          b, DenseElementsAttr::get(idxVecType, ArrayRef<int32_t>(iota))));
+  return {globalBatch, globalHead, row, keys};
+}
+
 Value KeyBlockEmitter::finalScore(Value score, int64_t r, int64_t v,
                                   Value capDerivative) {
   Value s = arith::MulFOp::create(
@@ -246,6 +287,8 @@ Value KeyBlockEmitter::finalScore(Value score, int64_t r, int64_t v,
   }
   if (bias)
     s = arith::AddFOp::create(b, s, loadVector(bias, {cst(r), cst(v * lanes)}));
+  if (modifiers.hasScoreMod())
+    s = modifiers.score(s, globalIndices(r, v));
   return s;
 }
 

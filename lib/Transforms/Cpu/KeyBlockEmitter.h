@@ -15,6 +15,7 @@
 #define ATTN_TRANSFORMS_CPU_KEYBLOCKEMITTER_H
 
 #include "lib/Transforms/AttentionMath.h"
+#include "lib/Transforms/Modifiers.h"
 #include "lib/Transforms/Cpu/VectorEmitter.h"
 
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -42,6 +43,7 @@ protected:
         mask(op.getMask()), dropoutP(op.getDropoutP()),
         dropoutSeed(op.getDropoutSeed()), origin(op.getOrigin()),
         math(b, b.getLoc(), op, SoftmaxConvention{}),
+        modifiers(b, b.getLoc(), op),
         headDim(cast<ShapedType>(op.getQuery().getType()).getDimSize(3)),
         headPad(llvm::alignTo(headDim, lanes)), keyVectors(kBlockKeys / lanes) {
     diagonal = resolveDiagonal(b, b.getLoc(), op, op.getDiagonal(),
@@ -79,9 +81,10 @@ protected:
   Value finalScore(Value scores, int64_t r, int64_t v,
                    Value capDerivative = {});
   /// Fills `keep` (and `bias`) for rows [firstRow, firstRow + rowCount) of
-  /// head `head`.
-  void loadMask(Value batch, const KeyBlock &block, Value head,
-                Value firstRow, int64_t rowCount);
+  /// head `head` from the mask and the mask_mod, and sets where the block's
+  /// scores are for finalScore's score_mod.
+  void loadRowBlock(Value batch, const KeyBlock &block, Value head,
+                    Value firstRow, int64_t rowCount);
   /// Dropout's Z of the block's key vectors for row `row` of head `head`
   /// (op-local indices).
   SmallVector<Value> dropoutFactors(Value batch, Value head, Value row,
@@ -124,6 +127,7 @@ protected:
   Value query, key, mask, dropoutP, dropoutSeed;
   ValueRange origin;
   AttentionMath math;
+  ModifierEmitter modifiers;
   int64_t headDim, headPad, keyVectors;
   Value diagonal; // null without a band
   std::optional<int64_t> left, right;
@@ -135,6 +139,14 @@ protected:
 
 private:
   void allocateBlockState();
+  /// The mask's keep bits and bias for the row block (loadRowBlock).
+  void loadMask(Value batch, const KeyBlock &block, Value head,
+                Value firstRow, int64_t rowCount);
+  /// The global (b, h, first row) of the row block, and its key block's
+  /// first key: what the modifiers take (loadRowBlock sets them).
+  Value globalBatch, globalHead, globalFirstRow, globalFirstKey;
+  /// (b, h, i, j) of register tile (r, v): j a vector of the lanes' keys.
+  SmallVector<Value> globalIndices(int64_t r, int64_t v);
   /// Index `index` of a mask dim, or 0 where the dim broadcasts (size 1).
   Value maskIndex(int64_t dimIndex, Value index);
 };

@@ -117,8 +117,7 @@ SmallVector<Value> WeightsLowering::blockScores(const Head &head,
                                                 const KeyBlock &block,
                                                 Value firstRow,
                                                 int64_t count) {
-  if (mask)
-    loadMask(head.batch, block, head.head, firstRow, count);
+  loadRowBlock(head.batch, block, head.head, firstRow, count);
   SmallVector<Value> rowAt;
   for (int64_t r = 0; r < count; ++r)
     rowAt.push_back(arith::AddIOp::create(b, firstRow, cst(r)));

@@ -602,7 +602,7 @@ func.func @result_type(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
 func.func @outs_empty(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
                       %v: tensor<1x2x32x8xf32>) {
   // expected-error @+1 {{outs must hold the output and optionally the log-sum-exp (1 or 2 tensors), found 0}}
-  "attn.attention"(%q, %k, %v) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 0, 0, 0>}>
+  "attn.attention"(%q, %k, %v) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0>}>
       : (tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>) -> ()
   return
 }
@@ -613,7 +613,7 @@ func.func @outs_three(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
                       %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>,
                       %l: tensor<1x4x8xf32>) {
   // expected-error @+1 {{outs must hold the output and optionally the log-sum-exp (1 or 2 tensors), found 3}}
-  %r:3 = "attn.attention"(%q, %k, %v, %o, %l, %l) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 0, 0, 3>}>
+  %r:3 = "attn.attention"(%q, %k, %v, %o, %l, %l) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 3>}>
       : (tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>, tensor<1x4x8x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>) -> (tensor<1x4x8x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>)
   return
 }
@@ -624,7 +624,7 @@ func.func @outs_three(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
 func.func @scale_not_f32(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
                          %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>) {
   // expected-error @+1 {{attribute 'scale' failed to satisfy constraint: 32-bit float attribute}}
-  %r = "attn.attention"(%q, %k, %v, %o) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 0, 0, 1>, scale = 1.0 : f64}>
+  %r = "attn.attention"(%q, %k, %v, %o) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 1>, scale = 1.0 : f64}>
       : (tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>, tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
   return
 }
@@ -1103,7 +1103,7 @@ func.func @backward_causal_without_diagonal(%q: tensor<1x4x8x16xf32>, %k: tensor
 func.func @dropout_without_seed(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
                                 %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>, %p: f32) {
   // expected-error @+1 {{dropout takes a probability and a seed}}
-  %r = "attn.attention"(%q, %k, %v, %p, %o) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 1, 0, 0, 0, 1>}>
+  %r = "attn.attention"(%q, %k, %v, %p, %o) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 1, 0, 0, 0, 0, 1>}>
       : (tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>, f32, tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
   return
 }

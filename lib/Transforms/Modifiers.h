@@ -1,0 +1,66 @@
+//===- Modifiers.h - Score and mask modifiers, emitted in a kernel -*- C++ -*-===//
+//
+// An attention-like op's `score_mod` and `mask_mod` regions (docs/spec.md,
+// "Score and mask modifiers") are scalar functions of a score and the
+// position's global indices (b, h, q_idx, kv_idx). A micro-kernel evaluates
+// them where it has the scores: on one position (scalars), or on a vector
+// of positions, one per lane (the keys of a block, or the rows of a lane-
+// rows tile). ModifierEmitter clones a region's ops there, each on vectors
+// where one of its operands varies across lanes and on scalars where none
+// does (so what depends on the row alone, a head's slope say, is computed
+// once), and reads the captured tensors with clamped indices: a scalar
+// load, or a gather of the lanes' elements.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ATTN_TRANSFORMS_MODIFIERS_H
+#define ATTN_TRANSFORMS_MODIFIERS_H
+
+#include "dialect/AttnOps.h"
+#include "mlir/IR/Builders.h"
+
+namespace mlir {
+namespace attn {
+
+class ModifierEmitter {
+public:
+  /// For an attention-like op after bufferization (its captures memrefs).
+  template <typename OpTy>
+  ModifierEmitter(OpBuilder &b, Location loc, OpTy op)
+      : b(b), loc(loc), scoreMod(scoreModOf(op)), maskMod(maskModOf(op)),
+        captures(op.getCaptures()) {}
+
+  bool hasScoreMod() const { return scoreMod; }
+  bool hasMaskMod() const { return maskMod; }
+
+  /// The score_mod of f32 score `score` (a scalar or a vector) at the
+  /// global indices (b, h, q_idx, kv_idx): integer or index scalars, or
+  /// integer vectors of the score's lanes. Returns the new score, of
+  /// `score`'s type.
+  Value score(Value score, ArrayRef<Value> indices);
+  /// The mask_mod at the global indices: i1, or a vector of i1 of `lanes`
+  /// lanes where `lanes` > 0 (a scalar result is then broadcast).
+  Value keep(ArrayRef<Value> indices, int64_t lanes);
+
+private:
+  /// Emits `region` with its block's arguments bound to `arguments` and
+  /// returns what it yields, `lanes` wide where anything varies (0: all
+  /// scalars).
+  Value emit(Region &region, ArrayRef<Value> arguments, int64_t lanes);
+  /// Element `indices` of capture `number`, clamped into its bounds.
+  Value read(unsigned number, ArrayRef<Value> indices, Type element,
+             int64_t lanes);
+  /// An index argument as `index` (a scalar) or a vector of index.
+  Value asIndex(Value v);
+  /// `v` as a vector of `lanes` (itself if it is one).
+  Value broadcast(Value v, int64_t lanes);
+
+  OpBuilder &b;
+  Location loc;
+  Region *scoreMod, *maskMod;
+  ValueRange captures;
+};
+
+} // namespace attn
+} // namespace mlir
+
+#endif // ATTN_TRANSFORMS_MODIFIERS_H
