@@ -21,6 +21,7 @@
 //===----------------------------------------------------------------------===//
 #include "lib/Compiler/Compiler.h"
 #include "lib/Compiler/CompilerInternal.h"
+#include "lib/Support/Limits.h"
 
 #include "lib/Pipelines/Pipelines.h"
 #include "lib/Pipelines/Registration.h"
@@ -160,6 +161,7 @@ namespace {
 
 struct AbiTypes {
   llvm::StructType *args, *backwardArgs, *desc, *library, *gpuKernel;
+  llvm::StructType *capture, *captureDesc;
   llvm::Type *i32, *i64, *f32, *ptr;
 
   explicit AbiTypes(llvm::LLVMContext &ctx) {
@@ -170,15 +172,21 @@ struct AbiTypes {
     auto arr = [&](llvm::Type *t, unsigned n) {
       return llvm::ArrayType::get(t, n);
     };
+    // attn_capture: the data, 4 sizes, 4 strides.
+    capture = llvm::StructType::create(ctx, {ptr, arr(i64, 4), arr(i64, 4)},
+                                       "attn_capture");
+    // attn_capture_desc: dtype, rank, 4 static sizes.
+    captureDesc = llvm::StructType::create(ctx, {i32, i32, arr(i64, 4)},
+                                           "attn_capture_desc");
     // attn_kernel_args: 6 pointers, 5 sizes, strides of Q, K, V, mask, O
     // (4 each) and LSE (3), dropout's probability and seed, the sinks and
-    // their stride.
+    // their stride, the captures.
     args = llvm::StructType::create(
         ctx, {ptr,         ptr,         ptr,         ptr,         ptr,
               ptr,         i64,         i64,         i64,         i64,
               i64,         arr(i64, 4), arr(i64, 4), arr(i64, 4), arr(i64, 4),
               arr(i64, 4), arr(i64, 3), f32,         i64,         ptr,
-              arr(i64, 1)},
+              arr(i64, 1), arr(capture, ::attn::kMaxCaptures)},
         "attn_kernel_args");
     // attn_backward_args: the forward's args, 5 pointers, strides of dO (4),
     // dLSE (3), dQ, dK, dV (4 each), then dM and its strides (4).
@@ -192,7 +200,7 @@ struct AbiTypes {
         {i32, i32, ptr,         i32, i32, arr(i32, 3), i32, i32, i32, i64, i64,
          i64, i64, arr(i64, 5), i64, f32, f32,         ptr, ptr, ptr, ptr, i32,
          ptr, ptr, ptr,         ptr, ptr, i32,         i32, ptr, ptr, i32, i32,
-         i32},
+         i32, i32, ptr},
         "attn_kernel_desc");
     gpuKernel = llvm::StructType::create(
         ctx, {ptr, i32, ptr, i64, ptr, i32, i32, i32}, "attn_gpu_kernel");
@@ -222,7 +230,8 @@ enum ArgField : unsigned {
   kDropoutP,
   kDropoutSeed,
   kSinks,
-  kSinksStrides
+  kSinksStrides,
+  kCaptures
 };
 
 enum BackwardArgField : unsigned {
@@ -240,6 +249,35 @@ enum BackwardArgField : unsigned {
   kGradMask,
   kGradMaskStrides
 };
+
+/// The memref descriptors of the captured tensors in `args` (an
+/// attn_kernel_args), each with its rank's sizes and strides.
+void captureMemrefs(
+    llvm::IRBuilder<> &b, const AbiTypes &types, llvm::Value *args,
+    const ::attn::KernelSpec &spec,
+    llvm::function_ref<void(llvm::Value *, llvm::Value *,
+                            ArrayRef<llvm::Value *>, ArrayRef<llvm::Value *>)>
+        descriptor) {
+  llvm::Value *captures = b.CreateStructGEP(types.args, args, kCaptures);
+  llvm::Type *array = types.args->getElementType(kCaptures);
+  for (auto [index, capture] : llvm::enumerate(spec.captures)) {
+    llvm::Value *at = b.CreateConstInBoundsGEP2_32(array, captures, 0, index);
+    auto field = [&](unsigned f, unsigned d) {
+      llvm::Value *fieldAt = b.CreateStructGEP(types.capture, at, f);
+      return b.CreateLoad(types.i64,
+                          b.CreateConstInBoundsGEP2_32(
+                              types.capture->getElementType(f), fieldAt, 0, d));
+    };
+    SmallVector<llvm::Value *> sizes, strides;
+    for (int d = 0; d < capture.rank; ++d) {
+      sizes.push_back(field(1, d));
+      strides.push_back(field(2, d));
+    }
+    llvm::Value *data =
+        b.CreateLoad(types.ptr, b.CreateStructGEP(types.capture, at, 0));
+    descriptor(data, b.getInt64(0), sizes, strides);
+  }
+}
 
 /// Which entry point: the kernel's own, or one phase of its key split
 /// (attn-split-keys), which also takes the split count and the workspace.
@@ -334,6 +372,7 @@ llvm::Function *emitEntryPoint(llvm::Module &module, const AbiTypes &types,
     memref(kValue, kValueStrides, {batch, headsKv, seqK, dv});
   if (spec.mask != ::attn::MaskKind::None)
     memref(kMask, kMaskStrides, {batch, headsQ, seqQ, seqK});
+  captureMemrefs(b, types, args, spec, descriptor);
   if (spec.sinks)
     memref(kSinks, kSinksStrides, {headsQ});
   if (spec.weights) {
@@ -457,6 +496,14 @@ llvm::Function *emitBackwardEntryPoint(llvm::Module &module,
   memref(kValue, kValueStrides, true, valueShape);
   if (spec.mask != ::attn::MaskKind::None)
     memref(kMask, kMaskStrides, true, {batch, headsQ, seqQ, seqK});
+  captureMemrefs(b, types, forward, spec,
+                 [&](llvm::Value *pointer, llvm::Value *offset,
+                     ArrayRef<llvm::Value *> sizes,
+                     ArrayRef<llvm::Value *> strides) {
+                   callArgs.append({pointer, pointer, offset});
+                   callArgs.append(sizes.begin(), sizes.end());
+                   callArgs.append(strides.begin(), strides.end());
+                 });
   memref(kOutput, kOutputStrides, true, outputShape);
   memref(kLse, kLseStrides, true, rowShape);
   memref(kGradOutput, kGradOutputStrides, false, outputShape);
@@ -505,6 +552,31 @@ struct KernelCode {
   llvm::Function *backwardWorkItems = nullptr, *backwardRun = nullptr;
   llvm::Constant *gpu = nullptr;
 };
+
+/// The kernel's attn_capture_desc array, or null without captures.
+llvm::Constant *captureDescs(llvm::Module &module, const AbiTypes &types,
+                             const ::attn::KernelSpec &spec) {
+  if (spec.captures.empty())
+    return llvm::ConstantPointerNull::get(
+        llvm::cast<llvm::PointerType>(types.ptr));
+  SmallVector<llvm::Constant *> descs;
+  for (const ::attn::CaptureSpec &capture : spec.captures) {
+    SmallVector<llvm::Constant *> sizes;
+    for (int64_t size : capture.staticSizes)
+      sizes.push_back(llvm::ConstantInt::get(types.i64, size));
+    descs.push_back(llvm::ConstantStruct::get(
+        types.captureDesc,
+        {llvm::ConstantInt::get(types.i32, static_cast<int>(capture.type)),
+         llvm::ConstantInt::get(types.i32, capture.rank),
+         llvm::ConstantArray::get(llvm::ArrayType::get(types.i64, 4),
+                                  sizes)}));
+  }
+  auto *arrayType = llvm::ArrayType::get(types.captureDesc, descs.size());
+  return new llvm::GlobalVariable(
+      module, arrayType, /*isConstant=*/true,
+      llvm::GlobalValue::PrivateLinkage,
+      llvm::ConstantArray::get(arrayType, descs), spec.name + ".captures");
+}
 
 llvm::GlobalVariable *emitDescriptor(llvm::Module &module,
                                      const AbiTypes &types,
@@ -566,7 +638,9 @@ llvm::GlobalVariable *emitDescriptor(llvm::Module &module,
       orNull(code.backwardRun),
       i32(spec.dropout ? 1 : 0),
       i32(spec.sinks ? 1 : 0),
-      i32(spec.gradMask ? 1 : 0)};
+      i32(spec.gradMask ? 1 : 0),
+      i32(static_cast<int64_t>(spec.captures.size())),
+      captureDescs(module, types, spec)};
   return new llvm::GlobalVariable(module, types.desc, /*isConstant=*/true,
                                   llvm::GlobalValue::ExternalLinkage,
                                   llvm::ConstantStruct::get(types.desc, fields),
@@ -878,6 +952,11 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
       error = "kernel '" + spec.name +
               "': kernels with sinks are made for the CPU only so far (the "
               "GPU lowering does not take the sinks' normalization yet)";
+      return false;
+    } else if (gpu && !spec.modifiers.empty()) {
+      error = "kernel '" + spec.name +
+              "': kernels with a score_mod or mask_mod are made for the CPU "
+              "only so far (no GPU lowering of the modifiers yet)";
       return false;
     } else if (gpu && spec.weights) {
       error = "kernel '" + spec.name +

@@ -125,6 +125,15 @@ bool resolveTarget(const CompileOptions &options, ResolvedTarget &target,
 bool specFromOp(mlir::attn::AttentionOp op, KernelSpec &spec,
                 std::string &error);
 
+/// Gives `spec` the score_mod and/or mask_mod in `regions` (their MLIR as
+/// attn.attention prints them, e.g. "score_mod { ^bb0(%s: f32, %b: index,
+/// ...): ... attn.yield %r : f32 }") reading tensors of `captureTypes`
+/// ("tensor<?xf32>", ...): spec.modifiers and spec.captures. Fails with the
+/// parser's or verifier's message.
+bool setModifiers(KernelSpec &spec, const std::string &regions,
+                  const std::vector<std::string> &captureTypes,
+                  std::string &error);
+
 /// Reads an .mlir file and returns the spec of every attn.attention in it,
 /// named after its function (with a suffix when a function holds several).
 bool specsFromMLIRFile(const std::string &path, std::vector<KernelSpec> &specs,

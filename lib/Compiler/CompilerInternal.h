@@ -67,7 +67,9 @@ bool chooseKernels(
     std::string &error);
 
 mlir::Type elementTypeOf(mlir::MLIRContext *ctx, ElementType type);
-/// Builds `@<spec.name>_impl`, the kernel function around attn.attention.
+mlir::Type captureElementType(mlir::MLIRContext *ctx, CaptureType type);
+/// Builds `@<spec.name>_impl`, the kernel function around attn.attention;
+/// null (with an error emitted) where the spec's modifiers do not parse.
 mlir::func::FuncOp buildKernelFunction(mlir::OpBuilder &b, mlir::Location loc,
                                        const KernelSpec &spec);
 } // namespace attn

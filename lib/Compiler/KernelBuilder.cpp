@@ -4,7 +4,7 @@
 // and sequence size dynamic and the head dims static:
 //
 //   func.func @<name>_impl(%q: tensor<?x?x?xDxT>, %k, %v, [%mask],
-//                          [%sinks: tensor<?xf32>],
+//                          [%captures...], [%sinks: tensor<?xf32>],
 //                          %o: tensor<?x?x?xDvxT>, [%lse: tensor<?x?x?xf32>])
 //       attributes {attn.kernel}
 //
@@ -18,6 +18,10 @@
 //   func.func @<name>_impl(%q, %k, [%mask], [%lse], %w: tensor<?x?x?x?xf32>)
 //       -> W
 //
+// Every kind takes the tensors that its modifiers capture right after the
+// mask, as the spec's CaptureSpecs declare them (the modifiers' regions
+// come from the spec's `modifiers` source, see modifiersSource).
+//
 // The mask is full-shaped ([B, Hq, Sq, Sk]): a broadcast dimension is one
 // whose stride the runtime sets to 0, so one kernel serves every broadcast
 // form the spec allows. Sizes an .mlir op declares static are recorded in
@@ -26,6 +30,7 @@
 //===----------------------------------------------------------------------===//
 #include "lib/Compiler/Compiler.h"
 #include "lib/Compiler/CompilerInternal.h"
+#include "lib/Support/Limits.h"
 #include "lib/Support/Nesting.h"
 
 #include "dialect/AttnOps.h"
@@ -34,6 +39,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/AsmState.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
@@ -52,6 +58,18 @@ Type elementTypeOf(MLIRContext *ctx, ElementType type) {
     return Float16Type::get(ctx);
   case ElementType::BF16:
     return BFloat16Type::get(ctx);
+  }
+  return {};
+}
+
+Type captureElementType(MLIRContext *ctx, CaptureType type) {
+  switch (type) {
+  case CaptureType::F32:
+    return Float32Type::get(ctx);
+  case CaptureType::I32:
+    return IntegerType::get(ctx, 32);
+  case CaptureType::I64:
+    return IntegerType::get(ctx, 64);
   }
   return {};
 }
@@ -83,6 +101,13 @@ func::FuncOp buildKernelFunction(OpBuilder &b, Location loc,
   if (spec.mask != MaskKind::None)
     args.push_back(tensor({dyn, dyn, dyn, dyn},
                           spec.mask == MaskKind::Bool ? b.getI1Type() : elem));
+  for (const CaptureSpec &capture : spec.captures) {
+    SmallVector<int64_t> shape;
+    for (int d = 0; d < capture.rank; ++d)
+      shape.push_back(capture.staticSizes[d] < 0 ? dyn
+                                                  : capture.staticSizes[d]);
+    args.push_back(tensor(shape, captureElementType(ctx, capture.type)));
+  }
   if (spec.sinks)
     args.push_back(tensor({heads}, b.getF32Type()));
   args.push_back(spec.weights ? weights : o);
@@ -120,6 +145,8 @@ func::FuncOp buildKernelFunction(OpBuilder &b, Location loc,
   unsigned next = spec.weights ? 2 : 3;
   Value mask =
       spec.mask != MaskKind::None ? body->getArgument(next++) : Value();
+  ValueRange captures = body->getArguments().slice(next, spec.captures.size());
+  next += spec.captures.size();
   Value sinks = spec.sinks ? body->getArgument(next++) : Value();
   Value weightsLse =
       spec.weights && spec.lse ? body->getArgument(next++) : Value();
@@ -143,6 +170,23 @@ func::FuncOp buildKernelFunction(OpBuilder &b, Location loc,
   mlir::attn::AttentionAttributes attributes{
       scale, spec.causal ? b.getUnitAttr() : UnitAttr(), alignment, window,
       softcap};
+  attributes.captures.assign(captures.begin(), captures.end());
+  // The modifiers' regions, cloned by the op's builder from the source's
+  // op (which lives until the function is built).
+  OwningOpRef<ModuleOp> modifiers;
+  if (!spec.modifiers.empty()) {
+    modifiers = parseSourceString<ModuleOp>(spec.modifiers, ParserConfig(ctx));
+    mlir::attn::AttentionOp source;
+    if (modifiers)
+      modifiers->walk([&](mlir::attn::AttentionOp op) { source = op; });
+    if (!source) {
+      mlir::emitError(loc) << "kernel '" << spec.name
+                           << "': its modifiers' source does not parse";
+      func.erase();
+      return {};
+    }
+    attributes.modifiers = source;
+  }
   if (spec.dropout) {
     unsigned count = body->getNumArguments();
     attributes.dropoutP = body->getArgument(count - 2);
@@ -197,7 +241,10 @@ KernelModule::KernelModule(const std::vector<KernelSpec> &specs)
   OwningOpRef<ModuleOp> built = ModuleOp::create(b, loc);
   b.setInsertionPointToEnd(built->getBody());
   for (const KernelSpec &spec : specs)
-    buildKernelFunction(b, loc, spec);
+    if (!buildKernelFunction(b, loc, spec)) {
+      diagnostics = "cannot build kernel '" + spec.name + "':\n" + diagnostics;
+      return;
+    }
   if (failed(verify(*built))) {
     diagnostics =
         "internal error: the kernel function does not verify:\n" + diagnostics;
@@ -213,6 +260,111 @@ KernelModule::KernelModule(const std::vector<KernelSpec> &specs)
 //===----------------------------------------------------------------------===//
 
 namespace attn {
+namespace {
+/// KernelSpec::modifiers for `regions` reading `captureTypes`: a function
+/// of a 1x1x1x1 Q and the captures around an attn.attention that holds the
+/// regions (which the kernel's op clones).
+std::string modifiersSource(const std::string &regions,
+                            const std::vector<std::string> &captureTypes) {
+  const char *t = "tensor<1x1x1x1xf32>";
+  std::string args = std::string("%q: ") + t, names, types;
+  for (size_t i = 0; i < captureTypes.size(); ++i) {
+    std::string name = "%c" + std::to_string(i);
+    args += ", " + name + ": " + captureTypes[i];
+    names += (i ? ", " : "") + name;
+    types += (i ? ", " : "") + captureTypes[i];
+  }
+  std::string captures =
+      captureTypes.empty() ? "" : " captures(" + names + " : " + types + ")";
+  return "func.func @modifiers(" + args + ") {\n  %o = attn.attention ins(" +
+         "%q, %q, %q : " + t + ", " + t + ", " + t + ")" + captures +
+         " outs(%q : " + t + ")\n  " + regions + " -> " + t +
+         "\n  return\n}\n";
+}
+
+/// Fills spec.captures from `op`'s captures.
+bool captureSpecs(mlir::attn::AttentionOp op, KernelSpec &spec,
+                  std::string &error) {
+  spec.captures.clear();
+  for (Value capture : op.getCaptures()) {
+    auto type = cast<ShapedType>(capture.getType());
+    CaptureSpec c;
+    Type element = type.getElementType();
+    c.type = element.isF32()          ? CaptureType::F32
+             : element.isInteger(32) ? CaptureType::I32
+                                      : CaptureType::I64;
+    c.rank = static_cast<int>(type.getRank());
+    for (int d = 0; d < c.rank; ++d)
+      c.staticSizes[d] =
+          type.isDynamicDim(d) ? int64_t(-1) : type.getDimSize(d);
+    spec.captures.push_back(c);
+  }
+  if (spec.captures.size() > kMaxCaptures) {
+    error = "attn.attention captures " + std::to_string(spec.captures.size()) +
+            " tensors; a kernel takes at most " + std::to_string(kMaxCaptures);
+    return false;
+  }
+  return true;
+}
+
+/// The regions of `op` and its capture types, as modifiersSource takes them.
+void printModifiers(mlir::attn::AttentionOp op, std::string &regions,
+                    std::vector<std::string> &captureTypes) {
+  // Each block with its arguments, its ops named by one AsmState.
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  AsmState state(op);
+  for (Region &region : op.getModifiers()) {
+    os << (&region == mlir::attn::scoreModOf(op) ? "score_mod " : "mask_mod ");
+    os << "{\n";
+    Block &block = region.front();
+    os << "^bb0(";
+    llvm::interleaveComma(block.getArguments(), os, [&](BlockArgument arg) {
+      arg.printAsOperand(os, state);
+      os << ": " << arg.getType();
+    });
+    os << "):\n";
+    for (Operation &inner : block) {
+      inner.print(os, state);
+      os << "\n";
+    }
+    os << "} ";
+  }
+  regions = text;
+  for (Value capture : op.getCaptures()) {
+    std::string type;
+    llvm::raw_string_ostream ts(type);
+    ts << capture.getType();
+    captureTypes.push_back(type);
+  }
+}
+} // namespace
+
+bool setModifiers(KernelSpec &spec, const std::string &regions,
+                  const std::vector<std::string> &captureTypes,
+                  std::string &error) {
+  MLIRContext ctx(kernelRegistry());
+  ctx.loadAllAvailableDialects();
+  std::string diagnostics;
+  ScopedDiagnosticHandler handler(&ctx, [&](Diagnostic &diag) {
+    diagnostics += diag.str() + "\n";
+    return success();
+  });
+  std::string source = modifiersSource(regions, captureTypes);
+  OwningOpRef<ModuleOp> module =
+      parseSourceString<ModuleOp>(source, ParserConfig(&ctx));
+  mlir::attn::AttentionOp op;
+  if (module)
+    module->walk([&](mlir::attn::AttentionOp found) { op = found; });
+  if (!op) {
+    error = "the modifiers do not parse: " + diagnostics;
+    return false;
+  }
+  if (!captureSpecs(op, spec, error))
+    return false;
+  spec.modifiers = source;
+  return true;
+}
 bool specFromOp(mlir::attn::AttentionOp op, KernelSpec &spec,
                 std::string &error) {
   if (op.getDiagonal()) {
@@ -250,6 +402,13 @@ bool specFromOp(mlir::attn::AttentionOp op, KernelSpec &spec,
     spec.softcap = softcap.getValueAsDouble();
   spec.lse = static_cast<bool>(op.getLse());
   spec.sinks = static_cast<bool>(op.getSinks());
+  if (mlir::attn::hasModifiers(op)) {
+    std::string regions;
+    std::vector<std::string> captureTypes;
+    printModifiers(op, regions, captureTypes);
+    if (!setModifiers(spec, regions, captureTypes, error))
+      return false;
+  }
   auto staticOr = [](int64_t size) {
     return ShapedType::isDynamic(size) ? int64_t(-1) : size;
   };

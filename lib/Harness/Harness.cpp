@@ -52,6 +52,16 @@ double store(std::vector<uint8_t> &bytes, attn_dtype type, int64_t index,
   case ATTN_BOOL:
     bytes[index] = value != 0;
     return value != 0;
+  case ATTN_I32: {
+    int32_t i = static_cast<int32_t>(value);
+    std::memcpy(&bytes[index * 4], &i, 4);
+    return i;
+  }
+  case ATTN_I64: {
+    int64_t i = static_cast<int64_t>(value);
+    std::memcpy(&bytes[index * 8], &i, 8);
+    return static_cast<double>(i);
+  }
   }
   return 0;
 }
@@ -75,6 +85,16 @@ double load(const std::vector<uint8_t> &bytes, attn_dtype type, int64_t index) {
   }
   case ATTN_BOOL:
     return bytes[index] != 0;
+  case ATTN_I32: {
+    int32_t i;
+    std::memcpy(&i, &bytes[index * 4], 4);
+    return i;
+  }
+  case ATTN_I64: {
+    int64_t i;
+    std::memcpy(&i, &bytes[index * 8], 8);
+    return static_cast<double>(i);
+  }
   }
   return 0;
 }
@@ -226,6 +246,36 @@ void attn::makeProblemData(const Problem &p, ProblemData &data) {
     data.sinksView.shape[0] = p.headsQ;
     data.sinksView.strides[0] = 1;
   }
+  data.modifiers = p.modifiers;
+  data.captureValues.clear();
+  data.captureBytes.clear();
+  data.captureViews.clear();
+  if (p.modifiers && p.modifiers->captures) {
+    data.captureValues = p.modifiers->captures(p);
+    for (CaptureValues &capture : data.captureValues) {
+      size_t width = capture.type == ATTN_I64 ? 8 : 4;
+      std::vector<uint8_t> bytes(std::max<size_t>(capture.values.size(), 1) *
+                                 width);
+      for (size_t e = 0; e < capture.values.size(); ++e)
+        capture.values[e] = store(bytes, capture.type,
+                                  static_cast<int64_t>(e), capture.values[e]);
+      data.captureBytes.push_back(std::move(bytes));
+    }
+    for (size_t c = 0; c < data.captureValues.size(); ++c) {
+      const CaptureValues &capture = data.captureValues[c];
+      attn_tensor view{};
+      view.data = data.captureBytes[c].data();
+      view.dtype = capture.type;
+      view.rank = static_cast<int32_t>(capture.shape.size());
+      int64_t stride = 1;
+      for (int d = view.rank - 1; d >= 0; --d) {
+        view.shape[d] = capture.shape[d];
+        view.strides[d] = stride;
+        stride *= capture.shape[d];
+      }
+      data.captureViews.push_back(view);
+    }
+  }
   data.lse.clear();
   data.lseView = attn_tensor{};
   if (p.spec.lse) {
@@ -356,6 +406,8 @@ attn_status attn::runProblem(const attn_kernel_desc *kernel, ProblemData &data,
   options.struct_size = sizeof(options);
   options.sinks = data.sinksView.data ? &data.sinksView : nullptr;
   options.key_splits = keySplits;
+  options.captures = data.captureViews.data();
+  options.num_captures = static_cast<int32_t>(data.captureViews.size());
   return attn_run_with(
       kernel, &data.query.view, &data.key.view, &data.value.view,
       data.hasMask ? &data.mask.view : nullptr, &data.output.view,
@@ -410,6 +462,19 @@ ReferenceInputs referenceInputs(const ProblemData &data) {
     inputs.mask = denseView(data.mask);
   inputs.sinks.assign(data.sinks.begin(), data.sinks.end());
   inputs.sinks.resize(data.sinksView.data ? data.sinksView.shape[0] : 0);
+  if (const ModifierCase *m = data.modifiers.get()) {
+    const std::vector<CaptureValues> *values = &data.captureValues;
+    if (m->scoreMod)
+      inputs.scoreMod = [m, values](double s, int64_t b, int64_t h, int64_t i,
+                                    int64_t j) {
+        return m->scoreMod(*values, s, b, h, i, j);
+      };
+    if (m->maskMod)
+      inputs.maskMod = [m, values](int64_t b, int64_t h, int64_t i,
+                                   int64_t j) {
+        return m->maskMod(*values, b, h, i, j);
+      };
+  }
   return inputs;
 }
 } // namespace
@@ -542,6 +607,8 @@ attn_status attn::runBackwardProblem(const attn_kernel_desc *kernel,
   attn_run_options options{};
   options.struct_size = sizeof(options);
   options.grad_mask = backward.hasGradMask ? &backward.gradMaskView : nullptr;
+  options.captures = data.captureViews.data();
+  options.num_captures = static_cast<int32_t>(data.captureViews.size());
   return attn_run_backward_with(
       kernel, &data.query.view, &data.key.view, &data.value.view,
       data.hasMask ? &data.mask.view : nullptr, &data.output.view,
@@ -659,10 +726,14 @@ bool attn::makeWeightsData(const Problem &p, ProblemData &data,
 attn_status attn::runWeightsProblem(const attn_kernel_desc *kernel,
                                     ProblemData &data, WeightsData &weights,
                                     attn_thread_pool *pool) {
-  return attn_run_weights(kernel, &data.query.view, &data.key.view,
-                          data.hasMask ? &data.mask.view : nullptr,
-                          weights.hasLse ? &weights.lseView : nullptr,
-                          &weights.weightsView, 0.0f, 0, pool);
+  attn_run_options options{};
+  options.struct_size = sizeof(options);
+  options.captures = data.captureViews.data();
+  options.num_captures = static_cast<int32_t>(data.captureViews.size());
+  return attn_run_weights_with(kernel, &data.query.view, &data.key.view,
+                               data.hasMask ? &data.mask.view : nullptr,
+                               weights.hasLse ? &weights.lseView : nullptr,
+                               &weights.weightsView, &options, pool);
 }
 
 std::vector<double> attn::weightsValues(const WeightsData &weights) {

@@ -15,11 +15,40 @@
 #include "lib/Support/KernelSpec.h"
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace attn {
+
+struct Problem;
+
+/// A tensor that a modifier captures: its element type (ATTN_F32, ATTN_I32
+/// or ATTN_I64), shape and values (dense, row-major).
+struct CaptureValues {
+  attn_dtype type = ATTN_F32;
+  std::vector<int64_t> shape;
+  std::vector<double> values;
+};
+
+/// Score and mask modifiers for a problem (docs/spec.md, "Score and mask
+/// modifiers"): the MLIR regions a kernel is compiled with (setModifiers),
+/// what they capture, and the same functions written in C++ for the
+/// float64 reference, reading the captures' values.
+struct ModifierCase {
+  std::string regions;
+  std::vector<std::string> captureTypes;
+  /// The captured tensors for a problem (its sizes and seed).
+  std::function<std::vector<CaptureValues>(const Problem &)> captures;
+  std::function<double(const std::vector<CaptureValues> &, double s,
+                       int64_t b, int64_t h, int64_t i, int64_t j)>
+      scoreMod;
+  std::function<bool(const std::vector<CaptureValues> &, int64_t b,
+                     int64_t h, int64_t i, int64_t j)>
+      maskMod;
+};
 
 struct Problem {
   KernelSpec spec;
@@ -36,6 +65,8 @@ struct Problem {
   /// says so; a backward or weights kernel of such a forward reads them
   /// through its LSE, and its problem sets this.
   bool sinks = false;
+  /// The modifiers its kernel was compiled with, or null.
+  std::shared_ptr<const ModifierCase> modifiers;
 
   bool hasSinks() const { return sinks || spec.sinks; }
 
@@ -62,6 +93,12 @@ struct ProblemData {
   /// nearly all the weight), moderate ones after.
   std::vector<float> sinks;
   attn_tensor sinksView{};
+  /// The modifiers' captured tensors (values, then bytes and views in the
+  /// kernel's types), and the modifiers for the reference.
+  std::vector<CaptureValues> captureValues;
+  std::vector<std::vector<uint8_t>> captureBytes;
+  std::vector<attn_tensor> captureViews;
+  std::shared_ptr<const ModifierCase> modifiers;
 };
 
 /// The host memory that makeProblemData and checkAgainstReference take for

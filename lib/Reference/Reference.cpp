@@ -241,6 +241,8 @@ void scoreRow(const KernelSpec &spec, const ReferenceInputs &in, int64_t b,
       if (spec.mask == MaskKind::Bias && maskValue == -inf)
         continue;
     }
+    if (in.maskMod && !in.maskMod(b, h, i, j))
+      continue;
     double dot = 0.0;
     for (int64_t d = 0; d < spec.headDim; ++d)
       dot += q.at(b, h, i, d) * k.at(b, kvHead, j, d);
@@ -252,6 +254,8 @@ void scoreRow(const KernelSpec &spec, const ReferenceInputs &in, int64_t b,
     }
     if (spec.mask == MaskKind::Bias)
       s += maskValue;
+    if (in.scoreMod)
+      s = in.scoreMod(s, b, h, i, j);
     // A -inf score (a finite bias added to a score of -inf: only from an
     // infinite input) contributes exp(-inf) = 0.
     if (s == -inf)

@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -55,6 +56,12 @@ struct ReferenceInputs {
   /// none. The forward reads them whatever the spec says: a backward or
   /// weights kernel takes them through the forward's LSE.
   std::vector<double> sinks;
+  /// The score and mask modifiers (docs/spec.md, "Score and mask
+  /// modifiers") as C++ written apart from the kernel's MLIR regions: the
+  /// new score of score s (after the scale, soft cap and bias) at global
+  /// (b, h, i, j), and whether (b, h, i, j) is kept. Empty: none.
+  std::function<double(double, int64_t, int64_t, int64_t, int64_t)> scoreMod;
+  std::function<bool(int64_t, int64_t, int64_t, int64_t)> maskMod;
 };
 
 struct ReferenceOutputs {

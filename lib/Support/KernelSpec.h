@@ -18,12 +18,22 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace attn {
 
 enum class ElementType { F32, F16, BF16 };
 enum class MaskKind { None, Bool, Bias };
 enum class Alignment { TopLeft, BottomRight };
+/// The element type of a tensor that modifiers capture (attn_dtype's).
+enum class CaptureType { F32 = 0, I32 = 4, I64 = 5 };
+
+/// A tensor that a kernel's score_mod or mask_mod reads.
+struct CaptureSpec {
+  CaptureType type = CaptureType::F32;
+  int rank = 1;
+  int64_t staticSizes[4] = {-1, -1, -1, -1}; // -1 = dynamic
+};
 
 struct KernelSpec {
   std::string name = "attention";
@@ -58,6 +68,13 @@ struct KernelSpec {
   // Attention sinks (docs/spec.md): the forward kernel takes one f32 logit
   // per query head, [Hq], at run time (attn_kernel_args::sinks).
   bool sinks = false;
+  // Score and mask modifiers (docs/spec.md): the MLIR of a function whose
+  // one attn.attention holds the kernel's score_mod and mask_mod regions
+  // and whose arguments after Q (tensor<1x1x1x1xf32>) are its captures
+  // (lib/Compiler: modifiersSource). Only an .mlir file gives them, not a
+  // spec string. Empty: none.
+  std::string modifiers;
+  std::vector<CaptureSpec> captures;
   // Sizes declared in the IR (B, Hq, Hkv, Sq, Sk); -1 = dynamic. A spec
   // string may set the GQA ratio instead (group = Hq / Hkv), -1 = any.
   int64_t staticSizes[5] = {-1, -1, -1, -1, -1};

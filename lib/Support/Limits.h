@@ -16,6 +16,8 @@
 namespace attn {
 
 constexpr int64_t kMaxHeadDim = 1024;
+/// The most tensors a kernel's modifiers capture (ATTN_MAX_CAPTURES).
+constexpr size_t kMaxCaptures = 8;
 
 } // namespace attn
 

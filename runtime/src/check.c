@@ -75,6 +75,10 @@ static size_t element_size(int32_t dtype) {
     return 2;
   case ATTN_BOOL:
     return 1;
+  case ATTN_I32:
+    return 4;
+  case ATTN_I64:
+    return 8;
   }
   return 0;
 }
@@ -446,12 +450,97 @@ attn_status attn_sinks_needed(const attn_kernel_desc *k) {
                    k->name, sinks_role.shape_text);
 }
 
+//===----------------------------------------------------------------------===//
+// The tensors that modifiers capture
+//===----------------------------------------------------------------------===//
+
+int32_t attn_kernel_num_captures(const attn_kernel_desc *kernel) {
+  if (!kernel || kernel->struct_size < offsetof(attn_kernel_desc, captures) +
+                                           sizeof(kernel->captures))
+    return 0;
+  return kernel->num_captures;
+}
+
+attn_status attn_captures_needed(const attn_kernel_desc *k) {
+  return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                   "captures: kernel '%s' has modifiers that read %" PRId32
+                   " captured tensors; pass them in attn_run_options "
+                   "(attn_run_with, attn_run_backward_with)",
+                   k->name, attn_kernel_num_captures(k));
+}
+
+attn_status attn_prepare_captures(const attn_kernel_desc *k,
+                                  const attn_tensor *captures, int32_t count,
+                                  const attn_tensor *const *written,
+                                  int num_written, attn_kernel_args *args) {
+  int32_t expected = attn_kernel_num_captures(k);
+  if (count != expected || (count > 0 && !captures))
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "captures: kernel '%s' reads %" PRId32
+                     " captured tensors but %" PRId32 " were given%s",
+                     k->name, expected, count,
+                     count > 0 && !captures ? " (and captures is NULL)" : "");
+  for (int32_t i = 0; i < count; ++i) {
+    const attn_tensor *t = &captures[i];
+    const attn_capture_desc *want = &k->captures[i];
+    char name[32], shape_text[64];
+    snprintf(name, sizeof(name), "capture %" PRId32, i);
+    snprintf(shape_text, sizeof(shape_text), "of rank %" PRId32, want->rank);
+    role r = {name, want->rank, {"0", "1", "2", "3"}, shape_text};
+    char why[160];
+    snprintf(why, sizeof(why), "kernel '%s' takes", k->name);
+    attn_status s = check_rank_and_dtype(t, &r, want->dtype, why);
+    if (s == ATTN_OK)
+      s = check_sizes_and_data(t, &r);
+    if (s != ATTN_OK)
+      return s;
+    for (int32_t d = 0; d < want->rank; ++d) {
+      /* Indices are clamped into [0, size - 1]: every dim needs an element. */
+      if (t->shape[d] < 1)
+        return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                         "%s: dim %" PRId32 " is %" PRId64
+                         " but a captured tensor needs at least one element "
+                         "in every dim (its indices are clamped into it)",
+                         name, d, t->shape[d]);
+      if (want->static_sizes[d] >= 0 && t->shape[d] != want->static_sizes[d])
+        return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                         "%s: dim %" PRId32 " is %" PRId64 " but kernel '%s' "
+                         "was compiled for %" PRId64,
+                         name, d, t->shape[d], k->name, want->static_sizes[d]);
+      if (t->strides[d] < 0)
+        return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                         "%s: stride %" PRId32 " is %" PRId64
+                         " but a captured tensor's strides must be >= 0",
+                         name, d, t->strides[d]);
+    }
+    extent e;
+    if ((s = compute_extent(t, &r, &e)))
+      return s;
+    for (int w = 0; w < num_written; ++w) {
+      extent out;
+      if (!written[w] ||
+          compute_extent(written[w], &output_role, &out) != ATTN_OK)
+        continue; /* checked with its own role before */
+      if ((s = check_disjoint("an output", &out, name, &e)))
+        return s;
+    }
+    args->captures[i].data = t->data;
+    for (int32_t d = 0; d < want->rank; ++d) {
+      args->captures[i].sizes[d] = t->shape[d];
+      args->captures[i].strides[d] = t->strides[d];
+    }
+  }
+  return ATTN_OK;
+}
+
 attn_status attn_prepare(const attn_kernel_desc *k, const attn_tensor *query,
                          const attn_tensor *key, const attn_tensor *value,
                          const attn_tensor *mask, const attn_tensor *output,
                          const attn_tensor *lse, attn_kernel_args *args) {
   if (attn_kernel_has_sinks(k))
     return attn_sinks_needed(k);
+  if (attn_kernel_num_captures(k) > 0)
+    return attn_captures_needed(k);
   return attn_prepare_forward(k, query, key, value, mask, output, lse, NULL,
                               args);
 }
@@ -617,6 +706,8 @@ attn_status attn_prepare_backward(
     const attn_tensor *grad_value, attn_backward_args *args) {
   if (attn_kernel_has_grad_mask(k))
     return attn_grad_mask_needed(k);
+  if (attn_kernel_num_captures(k) > 0)
+    return attn_captures_needed(k);
   return attn_prepare_backward_tensors(k, query, key, value, mask, output, lse,
                                        grad_output, grad_lse, grad_query,
                                        grad_key, grad_value, NULL, args);
@@ -650,9 +741,10 @@ attn_status attn_prepare_backward_tensors(
                      "lse: the forward's log-sum-exp %s is NULL; the backward "
                      "recomputes the weights from it",
                      lse_role.shape_text);
-  /* The forward's tensors, with O and LSE read. */
-  attn_status s =
-      attn_prepare(k, query, key, value, mask, output, lse, &args->forward);
+  /* The forward's tensors, with O and LSE read (the captures are the
+   * caller's to add: attn_prepare_captures). */
+  attn_status s = attn_prepare_forward(k, query, key, value, mask, output,
+                                       lse, NULL, &args->forward);
   if (s != ATTN_OK)
     return s;
 
@@ -780,6 +872,15 @@ attn_prepare_weights(const attn_kernel_desc *k, const attn_tensor *query,
                      const attn_tensor *key, const attn_tensor *mask,
                      const attn_tensor *lse, const attn_tensor *weights,
                      attn_kernel_args *args) {
+  if (attn_kernel_num_captures(k) > 0)
+    return attn_captures_needed(k);
+  return attn_prepare_weights_tensors(k, query, key, mask, lse, weights, args);
+}
+
+attn_status attn_prepare_weights_tensors(
+    const attn_kernel_desc *k, const attn_tensor *query,
+    const attn_tensor *key, const attn_tensor *mask, const attn_tensor *lse,
+    const attn_tensor *weights, attn_kernel_args *args) {
   if (!k)
     return attn_fail(ATTN_ERROR_INVALID_ARGUMENT, "kernel is NULL");
   if (!args)

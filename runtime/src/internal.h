@@ -30,6 +30,25 @@ void attn_cuda_forget(const attn_library *library);
  * attn_prepare...) for a kernel that takes them. */
 attn_status attn_sinks_needed(const attn_kernel_desc *kernel);
 
+/* The refusal of an entry point that has no captures to pass for a kernel
+ * whose modifiers read some. */
+attn_status attn_captures_needed(const attn_kernel_desc *kernel);
+
+/* Checks a call's captured tensors against the kernel's descriptor (count,
+ * ranks, element types, static sizes, strides, extents, and no overlap with
+ * the `written` tensors) and puts them in args->captures. */
+attn_status attn_prepare_captures(const attn_kernel_desc *kernel,
+                                  const attn_tensor *captures, int32_t count,
+                                  const attn_tensor *const *written,
+                                  int num_written, attn_kernel_args *args);
+
+/* attn_prepare_weights without the captures: every check of a weights
+ * call's other tensors. */
+attn_status attn_prepare_weights_tensors(
+    const attn_kernel_desc *kernel, const attn_tensor *query,
+    const attn_tensor *key, const attn_tensor *mask, const attn_tensor *lse,
+    const attn_tensor *weights, attn_kernel_args *args);
+
 /* The refusal of attn_run_backward and attn_prepare_backward for a kernel
  * that writes dM (they have no grad_mask to pass). */
 attn_status attn_grad_mask_needed(const attn_kernel_desc *kernel);

@@ -73,6 +73,10 @@ const char *attn_dtype_name(int32_t dtype) {
     return "bf16";
   case ATTN_BOOL:
     return "bool";
+  case ATTN_I32:
+    return "i32";
+  case ATTN_I64:
+    return "i64";
   }
   return "an unknown element type";
 }
@@ -228,12 +232,21 @@ static attn_status validate_library(const attn_library *library,
                        k->name, (int)kind);
     if (kind == ATTN_KERNEL_BACKWARD &&
         k->struct_size <
-            offsetof(attn_kernel_desc, has_sinks) + sizeof(k->has_sinks))
+            offsetof(attn_kernel_desc, captures) + sizeof(k->captures))
       return attn_fail(ATTN_ERROR_LOAD,
                        "%s: backward kernel '%s' was compiled by an older "
                        "attn-compile, for an attn_backward_args without the "
-                       "sinks' fields: compile it again",
+                       "captures' fields: compile it again",
                        origin, k->name);
+    if (attn_kernel_num_captures(k) < 0 ||
+        attn_kernel_num_captures(k) > ATTN_MAX_CAPTURES ||
+        (attn_kernel_num_captures(k) > 0 &&
+         (!k->captures || device != ATTN_DEVICE_CPU)))
+      return attn_fail(ATTN_ERROR_LOAD,
+                       "%s: kernel '%s' has %" PRId32 " captures (at most %d, "
+                       "described, on the CPU)",
+                       origin, k->name, attn_kernel_num_captures(k),
+                       ATTN_MAX_CAPTURES);
     if (attn_kernel_has_sinks(k) &&
         (kind != ATTN_KERNEL_FORWARD || device != ATTN_DEVICE_CPU))
       return attn_fail(ATTN_ERROR_LOAD,
@@ -574,8 +587,10 @@ attn_status attn_run_split(const attn_kernel_desc *kernel,
                      kernel->name);
   if (attn_kernel_has_sinks(kernel))
     return attn_sinks_needed(kernel);
+  if (attn_kernel_num_captures(kernel) > 0)
+    return attn_captures_needed(kernel);
   attn_run_options options = {sizeof(options), NULL, 0.0f, 0, key_splits,
-                              NULL};
+                              NULL, NULL, 0};
   return attn_run_with(kernel, query, key, value, mask, output, lse, &options,
                        pool);
 }
@@ -588,8 +603,10 @@ attn_status attn_run_dropout(const attn_kernel_desc *kernel,
                              attn_thread_pool *pool) {
   if (attn_kernel_has_sinks(kernel))
     return attn_sinks_needed(kernel);
+  if (attn_kernel_num_captures(kernel) > 0)
+    return attn_captures_needed(kernel);
   attn_run_options options = {sizeof(options), NULL, dropout_p, dropout_seed,
-                              0, NULL};
+                              0, NULL, NULL, 0};
   return attn_run_with(kernel, query, key, value, mask, output, lse, &options,
                        pool);
 }
@@ -635,6 +652,11 @@ static attn_status prepare_with(const attn_kernel_desc *kernel,
   if (status == ATTN_OK)
     status = attn_prepare_forward(kernel, query, key, value, mask, output, lse,
                                   options->sinks, args);
+  if (status == ATTN_OK) {
+    const attn_tensor *written[2] = {output, lse};
+    status = attn_prepare_captures(kernel, options->captures,
+                                   options->num_captures, written, 2, args);
+  }
   if (status == ATTN_OK) {
     args->dropout_p = options->dropout_p;
     args->dropout_seed = options->dropout_seed;
@@ -779,8 +801,10 @@ attn_status attn_run_backward(const attn_kernel_desc *kernel,
                               uint64_t dropout_seed, attn_thread_pool *pool) {
   if (attn_kernel_has_grad_mask(kernel))
     return attn_grad_mask_needed(kernel);
+  if (attn_kernel_num_captures(kernel) > 0)
+    return attn_captures_needed(kernel);
   attn_run_options options = {sizeof(options), NULL, dropout_p, dropout_seed,
-                              0, NULL};
+                              0, NULL, NULL, 0};
   return attn_run_backward_with(kernel, query, key, value, mask, output, lse,
                                 grad_output, grad_lse, grad_query, grad_key,
                                 grad_value, &options, pool);
@@ -808,6 +832,13 @@ attn_status attn_prepare_backward_with(
     status = attn_prepare_backward_tensors(
         kernel, query, key, value, mask, output, lse, grad_output, grad_lse,
         grad_query, grad_key, grad_value, options.grad_mask, args);
+  if (status == ATTN_OK) {
+    const attn_tensor *written[4] = {grad_query, grad_key, grad_value,
+                                     options.grad_mask};
+    status = attn_prepare_captures(kernel, options.captures,
+                                   options.num_captures, written, 4,
+                                   &args->forward);
+  }
   if (status == ATTN_OK) {
     args->forward.dropout_p = options.dropout_p;
     args->forward.dropout_seed = options.dropout_seed;
@@ -870,6 +901,22 @@ attn_status attn_run_weights(const attn_kernel_desc *kernel,
                              const attn_tensor *mask, const attn_tensor *lse,
                              const attn_tensor *weights, float dropout_p,
                              uint64_t dropout_seed, attn_thread_pool *pool) {
+  if (attn_kernel_num_captures(kernel) > 0)
+    return attn_captures_needed(kernel);
+  attn_run_options options = {sizeof(options), NULL, dropout_p, dropout_seed,
+                              0, NULL, NULL, 0};
+  return attn_run_weights_with(kernel, query, key, mask, lse, weights,
+                               &options, pool);
+}
+
+attn_status attn_run_weights_with(const attn_kernel_desc *kernel,
+                                  const attn_tensor *query,
+                                  const attn_tensor *key,
+                                  const attn_tensor *mask,
+                                  const attn_tensor *lse,
+                                  const attn_tensor *weights,
+                                  const attn_run_options *given,
+                                  attn_thread_pool *pool) {
   if (!kernel)
     return attn_fail(ATTN_ERROR_INVALID_ARGUMENT, "kernel is NULL");
   if (attn_kernel_kind_of(kernel) != ATTN_KERNEL_WEIGHTS)
@@ -877,12 +924,29 @@ attn_status attn_run_weights(const attn_kernel_desc *kernel,
                      "kernel '%s' is not a weights kernel: attn_run_weights "
                      "takes one (attn-compile's spec key 'weights')",
                      kernel->name);
+  attn_run_options options;
+  attn_status read = read_options(given, &options);
+  if (read == ATTN_OK &&
+      (options.sinks || options.key_splits != 0 || options.grad_mask))
+    read = attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "options: a weights call takes no sinks, key splits or "
+                     "grad_mask (give it the forward's LSE, which holds the "
+                     "sinks)");
+  if (read != ATTN_OK)
+    return read;
+  float dropout_p = options.dropout_p;
+  uint64_t dropout_seed = options.dropout_seed;
   attn_module *owner = pin_owner(kernel);
   attn_kernel_args args;
   attn_status status = check_dropout(kernel, dropout_p);
   if (status == ATTN_OK)
-    status =
-        attn_prepare_weights(kernel, query, key, mask, lse, weights, &args);
+    status = attn_prepare_weights_tensors(kernel, query, key, mask, lse,
+                                          weights, &args);
+  if (status == ATTN_OK) {
+    const attn_tensor *written[1] = {weights};
+    status = attn_prepare_captures(kernel, options.captures,
+                                   options.num_captures, written, 1, &args);
+  }
   args.dropout_p = dropout_p;
   args.dropout_seed = dropout_seed;
   if (status == ATTN_OK)

@@ -56,7 +56,9 @@ typedef enum attn_dtype {
   ATTN_F32 = 0,
   ATTN_F16 = 1,
   ATTN_BF16 = 2,
-  ATTN_BOOL = 3 /* masks only: one byte per element, 0 = masked out */
+  ATTN_BOOL = 3, /* masks only: one byte per element, 0 = masked out */
+  ATTN_I32 = 4,  /* captured tensors only (ids, buckets) */
+  ATTN_I64 = 5   /* captured tensors only */
 } attn_dtype;
 
 typedef enum attn_mask_kind {
@@ -74,6 +76,19 @@ typedef enum attn_alignment {
 /* Marks an unbounded side of a sliding window, and a dynamic static size. */
 #define ATTN_UNBOUNDED (-1)
 #define ATTN_DYNAMIC (-1)
+
+/* The most tensors a kernel's score and mask modifiers capture. */
+#define ATTN_MAX_CAPTURES 8
+
+/* A tensor that a kernel's score_mod or mask_mod reads (docs/spec.md,
+ * "Score and mask modifiers"): its first `rank` sizes (each >= 1) and
+ * element strides count, rank and element type as the kernel's
+ * attn_capture_desc says. */
+typedef struct attn_capture {
+  const void *data;
+  int64_t sizes[4];
+  int64_t strides[4];
+} attn_capture;
 
 /* The arguments of one call. Tensors are in the logical [B, H, S, D] layout
  * of the spec with arbitrary element strides (a [B, S, H, D] buffer is the
@@ -102,6 +117,10 @@ typedef struct attn_kernel_args {
    * "Attention sinks"). */
   const float *sinks;
   int64_t sinks_strides[1];
+  /* The captured tensors of a kernel with modifiers (num_captures in its
+   * descriptor; others never read these), in the order of its op's
+   * captures(...). */
+  attn_capture captures[ATTN_MAX_CAPTURES];
 } attn_kernel_args;
 
 /* The arguments of a backward call (attn.attention_backward): the forward's
@@ -179,6 +198,15 @@ typedef void (*attn_backward_run_fn)(const attn_backward_args *args,
   ((args)->batch * (args)->heads_q * (args)->seq_q * (splits) *                \
    ((value_dim) + 2))
 
+/* A captured tensor as the kernel takes it: its element type (ATTN_F32,
+ * ATTN_I32 or ATTN_I64), rank (1-4) and the sizes its IR declares
+ * (ATTN_DYNAMIC where free). */
+typedef struct attn_capture_desc {
+  int32_t dtype;
+  int32_t rank;
+  int64_t static_sizes[4];
+} attn_capture_desc;
+
 /* What a kernel computes, recorded by the compiler next to its code. */
 typedef struct attn_kernel_desc {
   uint32_t abi_version; /* ATTN_KERNEL_ABI_VERSION */
@@ -227,6 +255,12 @@ typedef struct attn_kernel_desc {
   /* Where struct_size covers it: a backward kernel that also writes dM
    * (attn_backward_args::grad_mask; spec key 'dbias'). */
   int32_t has_grad_mask;
+  /* Where struct_size covers them (older kernels have no modifiers, and
+   * their backward kernels predate the captures in attn_kernel_args: the
+   * runtime refuses those): how many tensors the kernel's score_mod and
+   * mask_mod read (attn_kernel_args::captures), and what each must be. */
+  int32_t num_captures;
+  const struct attn_capture_desc *captures;
 } attn_kernel_desc;
 
 typedef struct attn_library {

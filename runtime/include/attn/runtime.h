@@ -198,6 +198,11 @@ ATTN_RUNTIME_EXPORT attn_status attn_run_dropout(
  * with attn_run_with (options->sinks) and refuses attn_run. */
 ATTN_RUNTIME_EXPORT int attn_kernel_has_sinks(const attn_kernel_desc *kernel);
 
+/* How many tensors a kernel's score and mask modifiers capture (0 for a
+ * kernel without modifiers): attn_run_options::captures. */
+ATTN_RUNTIME_EXPORT int32_t
+attn_kernel_num_captures(const attn_kernel_desc *kernel);
+
 /* What a forward call takes besides the tensors of attn_run. Zero it, set
  * struct_size = sizeof(attn_run_options) and then what the kernel needs;
  * fields that a later runtime adds lie past an older caller's struct_size
@@ -218,6 +223,13 @@ typedef struct attn_run_options {
    * its broadcast dims are summed (by the caller); 0 at excluded
    * positions. NULL for other kernels. */
   const attn_tensor *grad_mask;
+  /* The tensors that the kernel's score_mod and mask_mod read, in the order
+   * of its op's captures(...): `num_captures` of them, each of the rank and
+   * element type the kernel's descriptor gives (attn_kernel_num_captures,
+   * attn_kernel_desc::captures), every dim at least 1, strides >= 0. Read
+   * only; none may overlap an output. */
+  const attn_tensor *captures;
+  int32_t num_captures;
 } attn_run_options;
 
 /* attn_run with every per-call input: `options` may be NULL for a kernel
@@ -313,6 +325,15 @@ ATTN_RUNTIME_EXPORT attn_status attn_run_weights(
     const attn_kernel_desc *kernel, const attn_tensor *query,
     const attn_tensor *key, const attn_tensor *mask, const attn_tensor *lse,
     const attn_tensor *weights, float dropout_p, uint64_t dropout_seed,
+    attn_thread_pool *pool);
+
+/* attn_run_weights with its per-call inputs in `options` (dropout, and
+ * the captured tensors of a kernel with modifiers); sinks, key splits and
+ * grad_mask are refused. */
+ATTN_RUNTIME_EXPORT attn_status attn_run_weights_with(
+    const attn_kernel_desc *kernel, const attn_tensor *query,
+    const attn_tensor *key, const attn_tensor *mask, const attn_tensor *lse,
+    const attn_tensor *weights, const attn_run_options *options,
     attn_thread_pool *pool);
 
 /* attn_run_weights's checks alone: fills `args` for the kernel's entry
