@@ -71,8 +71,9 @@ struct KernelSpec {
   // Score and mask modifiers (docs/spec.md): the MLIR of a function whose
   // one attn.attention holds the kernel's score_mod and mask_mod regions
   // and whose arguments after Q (tensor<1x1x1x1xf32>) are its captures
-  // (lib/Compiler: modifiersSource). Only an .mlir file gives them, not a
-  // spec string. Empty: none.
+  // (lib/Compiler: setModifiers). Only an .mlir file (or setModifiers)
+  // gives them, not a spec string, and printKernelSpec leaves them out.
+  // Empty: none.
   std::string modifiers;
   std::vector<CaptureSpec> captures;
   // Sizes declared in the IR (B, Hq, Hkv, Sq, Sk); -1 = dynamic. A spec

@@ -311,6 +311,12 @@ int main(int argc, char **argv) {
       return fail("--spec: " + error);
     spec = *parsed;
   }
+  if (!spec.modifiers.empty())
+    return fail(inputFile + ": the kernel '" + spec.name +
+                "' has a score_mod or mask_mod, whose captured tensors "
+                "attn-run cannot make and whose reference it cannot compute "
+                "yet; compile it with attn-compile (attn-conformance-tests "
+                "checks such kernels against C++ modifiers)");
 
   if (backward) {
     if (!deviceName.empty())

@@ -1225,3 +1225,181 @@ func.func @grad_mask_shape(%q: tensor<1x2x8x16xf32>, %k: tensor<1x2x9x16xf32>,
       -> tensor<1x2x8x16xf32>, tensor<1x2x9x16xf32>, tensor<1x2x9x16xf32>, tensor<1x1x8x9xf32>
   return
 }
+
+// -----
+
+func.func @score_mod_signature(%q: tensor<1x1x8x16xf32>, %o: tensor<1x1x8x16xf32>) -> tensor<1x1x8x16xf32> {
+  // expected-error @+1 {{score_mod takes (score: f32, b, h, q_idx, kv_idx: index), found (f32, index, index, index, i32)}}
+  %r = attn.attention ins(%q, %q, %q : tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>)
+      outs(%o : tensor<1x1x8x16xf32>)
+      score_mod {
+      ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: i32):
+        attn.yield %s : f32
+      } -> tensor<1x1x8x16xf32>
+  return %r : tensor<1x1x8x16xf32>
+}
+
+// -----
+
+func.func @score_mod_arguments(%q: tensor<1x1x8x16xf32>, %o: tensor<1x1x8x16xf32>) -> tensor<1x1x8x16xf32> {
+  %r = attn.attention ins(%q, %q, %q : tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>)
+      outs(%o : tensor<1x1x8x16xf32>)
+      // expected-error @+1 {{score_mod takes (score: f32, b, h, q_idx, kv_idx: index) as its block's arguments}}
+      score_mod {
+      ^bb0(%b: index, %h: index, %i: index, %j: index):
+        %keep = arith.constant true
+        attn.yield %keep : i1
+      } -> tensor<1x1x8x16xf32>
+  return %r : tensor<1x1x8x16xf32>
+}
+
+// -----
+
+func.func @mask_mod_yield(%q: tensor<1x1x8x16xf32>, %o: tensor<1x1x8x16xf32>) -> tensor<1x1x8x16xf32> {
+  // expected-error @+1 {{mask_mod must end in attn.yield of one 'i1'}}
+  %r = attn.attention ins(%q, %q, %q : tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>)
+      outs(%o : tensor<1x1x8x16xf32>)
+      mask_mod {
+      ^bb0(%b: index, %h: index, %i: index, %j: index):
+        attn.yield %i : index
+      } -> tensor<1x1x8x16xf32>
+  return %r : tensor<1x1x8x16xf32>
+}
+
+// -----
+
+func.func @modifier_ops(%q: tensor<1x1x8x16xf32>, %o: tensor<1x1x8x16xf32>) -> tensor<1x1x8x16xf32> {
+  %r = attn.attention ins(%q, %q, %q : tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>)
+      outs(%o : tensor<1x1x8x16xf32>)
+      score_mod {
+      ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+        // expected-error @+1 {{'tensor.empty' op is not allowed in score_mod: a modifier holds scalar arith and math ops and attn.captured reads}}
+        %t = tensor.empty() : tensor<4xf32>
+        attn.yield %s : f32
+      } -> tensor<1x1x8x16xf32>
+  return %r : tensor<1x1x8x16xf32>
+}
+
+// -----
+
+func.func @modifier_vector(%q: tensor<1x1x8x16xf32>, %o: tensor<1x1x8x16xf32>) -> tensor<1x1x8x16xf32> {
+  %r = attn.attention ins(%q, %q, %q : tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>)
+      outs(%o : tensor<1x1x8x16xf32>)
+      score_mod {
+      ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+        // expected-error @+1 {{in score_mod must compute scalars, found 'vector<4xf32>'}}
+        %c = arith.constant dense<1.0> : vector<4xf32>
+        attn.yield %s : f32
+      } -> tensor<1x1x8x16xf32>
+  return %r : tensor<1x1x8x16xf32>
+}
+
+// -----
+
+func.func @capture_unread(%q: tensor<1x1x8x16xf32>, %c: tensor<4xf32>, %o: tensor<1x1x8x16xf32>) -> tensor<1x1x8x16xf32> {
+  // expected-error @+1 {{capture 0 is never read (attn.captured 0 [...]) by the modifiers}}
+  %r = attn.attention ins(%q, %q, %q : tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>)
+      captures(%c : tensor<4xf32>)
+      outs(%o : tensor<1x1x8x16xf32>)
+      mask_mod {
+      ^bb0(%b: index, %h: index, %i: index, %j: index):
+        %keep = arith.constant true
+        attn.yield %keep : i1
+      } -> tensor<1x1x8x16xf32>
+  return %r : tensor<1x1x8x16xf32>
+}
+
+// -----
+
+func.func @captures_without_modifiers(%q: tensor<1x1x8x16xf32>, %c: tensor<4xf32>, %o: tensor<1x1x8x16xf32>) -> tensor<1x1x8x16xf32> {
+  // expected-error @+1 {{captures(...) are read by a score_mod or mask_mod, and the op has neither}}
+  %r = attn.attention ins(%q, %q, %q : tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>)
+      captures(%c : tensor<4xf32>)
+      outs(%o : tensor<1x1x8x16xf32>) -> tensor<1x1x8x16xf32>
+  return %r : tensor<1x1x8x16xf32>
+}
+
+// -----
+
+func.func @capture_type(%q: tensor<1x1x8x16xf32>, %c: tensor<4xf16>, %o: tensor<1x1x8x16xf32>) -> tensor<1x1x8x16xf32> {
+  // expected-error @+1 {{capture 0 must be a tensor of rank 1 to 4 of f32, i32 or i64, found 'tensor<4xf16>'}}
+  %r = attn.attention ins(%q, %q, %q : tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>)
+      captures(%c : tensor<4xf16>)
+      outs(%o : tensor<1x1x8x16xf32>)
+      mask_mod {
+      ^bb0(%b: index, %h: index, %i: index, %j: index):
+        %keep = arith.constant true
+        attn.yield %keep : i1
+      } -> tensor<1x1x8x16xf32>
+  return %r : tensor<1x1x8x16xf32>
+}
+
+// -----
+
+func.func @captured_number(%q: tensor<1x1x8x16xf32>, %c: tensor<4xf32>, %o: tensor<1x1x8x16xf32>) -> tensor<1x1x8x16xf32> {
+  %r = attn.attention ins(%q, %q, %q : tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>)
+      captures(%c : tensor<4xf32>)
+      outs(%o : tensor<1x1x8x16xf32>)
+      score_mod {
+      ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+        %x = attn.captured 0 [%h] : f32
+        // expected-error @+1 {{reads capture 1, but the op has 1 captures(...)}}
+        %y = attn.captured 1 [%h] : f32
+        attn.yield %x : f32
+      } -> tensor<1x1x8x16xf32>
+  return %r : tensor<1x1x8x16xf32>
+}
+
+// -----
+
+func.func @captured_indices(%q: tensor<1x1x8x16xf32>, %c: tensor<4x4xf32>, %o: tensor<1x1x8x16xf32>) -> tensor<1x1x8x16xf32> {
+  %r = attn.attention ins(%q, %q, %q : tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>)
+      captures(%c : tensor<4x4xf32>)
+      outs(%o : tensor<1x1x8x16xf32>)
+      score_mod {
+      ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+        // expected-error @+1 {{capture 0 has rank 2 and takes as many indices, found 1}}
+        %x = attn.captured 0 [%h] : f32
+        attn.yield %x : f32
+      } -> tensor<1x1x8x16xf32>
+  return %r : tensor<1x1x8x16xf32>
+}
+
+// -----
+
+func.func @captured_type(%q: tensor<1x1x8x16xf32>, %c: tensor<4xi32>, %o: tensor<1x1x8x16xf32>) -> tensor<1x1x8x16xf32> {
+  %r = attn.attention ins(%q, %q, %q : tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>)
+      captures(%c : tensor<4xi32>)
+      outs(%o : tensor<1x1x8x16xf32>)
+      mask_mod {
+      ^bb0(%b: index, %h: index, %i: index, %j: index):
+        // expected-error @+1 {{result type must be capture 0's element type 'i32', found 'i64'}}
+        %x = attn.captured 0 [%h] : i64
+        %keep = arith.constant true
+        attn.yield %keep : i1
+      } -> tensor<1x1x8x16xf32>
+  return %r : tensor<1x1x8x16xf32>
+}
+
+// -----
+
+func.func @captured_outside(%c: tensor<4xf32>, %i: index) -> f32 {
+  // expected-error @+1 {{must be in a score_mod or mask_mod region of an attention op}}
+  %x = attn.captured 0 [%i] : f32
+  return %x : f32
+}
+
+// -----
+
+func.func @backward_score_mod(%q: tensor<1x1x8x16xf32>, %l: tensor<1x1x8xf32>) {
+  // expected-error @+1 {{takes no score_mod yet: the score_mod's derivative is not generated (a mask_mod needs none)}}
+  %r:3 = attn.attention_backward ins(%q, %q, %q : tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>)
+      forward(%q, %l : tensor<1x1x8x16xf32>, tensor<1x1x8xf32>)
+      grads(%q : tensor<1x1x8x16xf32>)
+      outs(%q, %q, %q : tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>)
+      score_mod {
+      ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+        attn.yield %s : f32
+      } -> tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>
+  return
+}

@@ -408,3 +408,63 @@ func.func @weights(%q: tensor<2x8x?x64xbf16>, %k: tensor<2x2x?x64xbf16>,
       outs(%wm : memref<2x8x?x?xf32>)
   return %r : tensor<2x8x?x?xf32>
 }
+
+// -----
+
+// Modifiers print after the attributes: the score_mod, then the mask_mod,
+// each with its block's arguments; the captures between the inputs and
+// outs.
+// CHECK-LABEL: func @modifiers
+// CHECK: attn.attention ins({{.+}}) captures(%{{.+}}, %{{.+}} : tensor<8xf32>, tensor<?x?xi64>) outs(
+// CHECK-SAME: causal align(bottom_right) score_mod {
+// CHECK-NEXT: ^bb0(%[[S:.+]]: f32, %{{.+}}: index, %[[H:.+]]: index, %{{.+}}: index, %{{.+}}: index):
+// CHECK-NEXT: %[[SLOPE:.+]] = attn.captured 0[%[[H]]] : f32
+// CHECK-NEXT: %[[R:.+]] = arith.addf %[[S]], %[[SLOPE]] : f32
+// CHECK-NEXT: attn.yield %[[R]] : f32
+// CHECK-NEXT: } mask_mod {
+// CHECK-NEXT: ^bb0(%[[B:.+]]: index, %{{.+}}: index, %[[I:.+]]: index, %[[J:.+]]: index):
+// CHECK-NEXT: %[[DI:.+]] = attn.captured 1[%[[B]], %[[I]]] : i64
+// CHECK-NEXT: %[[DJ:.+]] = attn.captured 1[%[[B]], %[[J]]] : i64
+// CHECK-NEXT: %[[EQ:.+]] = arith.cmpi eq, %[[DI]], %[[DJ]] : i64
+// CHECK-NEXT: attn.yield %[[EQ]] : i1
+// CHECK-NEXT: } -> tensor<1x8x?x16xf32>
+func.func @modifiers(%q: tensor<1x8x?x16xf32>, %k: tensor<1x2x?x16xf32>,
+                     %v: tensor<1x2x?x16xf32>, %slopes: tensor<8xf32>,
+                     %docs: tensor<?x?xi64>, %o: tensor<1x8x?x16xf32>)
+    -> tensor<1x8x?x16xf32> {
+  %r = attn.attention ins(%q, %k, %v : tensor<1x8x?x16xf32>, tensor<1x2x?x16xf32>, tensor<1x2x?x16xf32>)
+      captures(%slopes, %docs : tensor<8xf32>, tensor<?x?xi64>)
+      outs(%o : tensor<1x8x?x16xf32>) causal align(bottom_right)
+      score_mod {
+      ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+        %slope = attn.captured 0 [%h] : f32
+        %t = arith.addf %s, %slope : f32
+        attn.yield %t : f32
+      }
+      mask_mod {
+      ^bb0(%b: index, %h: index, %i: index, %j: index):
+        %di = attn.captured 1 [%b, %i] : i64
+        %dj = attn.captured 1 [%b, %j] : i64
+        %same = arith.cmpi eq, %di, %dj : i64
+        attn.yield %same : i1
+      }
+      -> tensor<1x8x?x16xf32>
+  return %r : tensor<1x8x?x16xf32>
+}
+
+// -----
+
+// A mask_mod alone on the weights op (on memrefs).
+// CHECK-LABEL: func @weights_mask_mod
+// CHECK: attn.attention_weights ins({{.+}}) outs({{.+}}) mask_mod {
+func.func @weights_mask_mod(%q: memref<1x1x8x16xf32>, %k: memref<1x1x8x16xf32>,
+                            %w: memref<1x1x8x8xf32>) {
+  attn.attention_weights ins(%q, %k : memref<1x1x8x16xf32>, memref<1x1x8x16xf32>)
+      outs(%w : memref<1x1x8x8xf32>)
+      mask_mod {
+      ^bb0(%b: index, %h: index, %i: index, %j: index):
+        %keep = arith.cmpi sle, %j, %i : index
+        attn.yield %keep : i1
+      }
+  return
+}

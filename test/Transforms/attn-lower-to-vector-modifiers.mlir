@@ -1,0 +1,57 @@
+// RUN: attn-opt %s -attn-lower-to-vector -canonicalize -cse | FileCheck %s
+
+// The modifiers in the packed micro-kernel (docs/spec.md, "Score and mask
+// modifiers"): each vector of 16 keys gets its global key indices (the
+// origin's j plus the block's start plus the lane), the row's global
+// indices are scalars. The score_mod's ops run on vectors where they
+// involve a key index and on scalars where not (the head's slope is one
+// clamped scalar load); it takes the score in natural units (the base-2
+// score times ln 2) and gives it back times log2(e). The mask_mod gathers
+// the keys' document ids (clamped into the capture) and its false lanes
+// join the exclusions, applied after the score_mod.
+
+// CHECK-LABEL: func @alibi_documents_tile
+//  CHECK-SAME: (%{{.+}}, %{{.+}}, %{{.+}}, %[[SLOPES:[a-z0-9]+]]: memref<?xf32>, %[[DOCS:[a-z0-9]+]]: memref<?xi32>, %[[B:[a-z0-9]+]]: index, %[[H:[a-z0-9]+]]: index, %[[I:[a-z0-9]+]]: index, %[[J:[a-z0-9]+]]: index,
+//       CHECK: %[[ROW:.+]] = arith.addi %[[I]], %{{.+}} : index
+//       CHECK: %[[KEY0:.+]] = arith.addi %[[J]], %{{.+}} : index
+//       CHECK: %[[KEYS:.+]] = arith.addi %{{.+}}, %{{.+}} : vector<16xi32>
+//       CHECK: %[[NATURAL:.+]] = arith.mulf %{{.+}}, %{{.+}} : vector<16xf32>
+//       CHECK: %[[KEYSX:.+]] = arith.index_cast %[[KEYS]] : vector<16xi32> to vector<16xindex>
+//       CHECK: %[[HC:.+]] = arith.minsi %{{.+}}, %{{.+}} : index
+//       CHECK: %[[SLOPE:.+]] = memref.load %[[SLOPES]][%[[HC]]] : memref<?xf32>
+//       CHECK: %[[D:.+]] = arith.subi %[[KEYSX]], %{{.+}} : vector<16xindex>
+//       CHECK: arith.sitofp %{{.+}} : vector<16xi64> to vector<16xf32>
+//       CHECK: %[[BIAS:.+]] = arith.mulf %{{.+}}, %{{.+}} : vector<16xf32>
+//       CHECK: %[[MODDED:.+]] = arith.addf %[[NATURAL]], %[[BIAS]] : vector<16xf32>
+//       CHECK: arith.mulf %[[MODDED]], %{{.+}} : vector<16xf32>
+//       CHECK: %[[DI:.+]] = memref.load %[[DOCS]][%{{.+}}] : memref<?xi32>
+//       CHECK: %[[JC:.+]] = arith.minsi %{{.+}}, %{{.+}} : vector<16xindex>
+//       CHECK: %[[DJ:.+]] = vector.gather %{{.+}}[%c0] [%[[JC]]], %{{.+}}, %{{.+}} : memref<?xi32, strided<[1], offset: ?>>, vector<16xindex>, vector<16xi1>, vector<16xi32> into vector<16xi32>
+//       CHECK: arith.cmpi eq, %{{.+}}, %[[DJ]] : vector<16xi32>
+func.func @alibi_documents_tile(%q: memref<1x1x64x16xf32>, %k: memref<1x1x?x16xf32>, %v: memref<1x1x?x16xf32>,
+                      %slopes: memref<?xf32>, %docs: memref<?xi32>,
+                      %b: index, %h: index, %i: index, %j: index,
+                      %acc: memref<1x1x64x16xf32>, %max: memref<1x1x64xf32>, %sum: memref<1x1x64xf32>) {
+  attn.online_attention ins(%q, %k, %v : memref<1x1x64x16xf32>, memref<1x1x?x16xf32>, memref<1x1x?x16xf32>)
+      origin(%b, %h, %i, %j) captures(%slopes, %docs : memref<?xf32>, memref<?xi32>)
+      outs(%acc, %max, %sum : memref<1x1x64x16xf32>, memref<1x1x64xf32>, memref<1x1x64xf32>)
+      kernel <packed, query_tile = 64, key_block = 64, row_block = 2>
+      score_mod {
+      ^bb0(%s: f32, %bb: index, %hh: index, %ii: index, %jj: index):
+        %slope = attn.captured 0 [%hh] : f32
+        %d = arith.subi %jj, %ii : index
+        %di = arith.index_cast %d : index to i64
+        %df = arith.sitofp %di : i64 to f32
+        %bias = arith.mulf %slope, %df : f32
+        %t = arith.addf %s, %bias : f32
+        attn.yield %t : f32
+      }
+      mask_mod {
+      ^bb0(%bb: index, %hh: index, %ii: index, %jj: index):
+        %di = attn.captured 1 [%ii] : i32
+        %dj = attn.captured 1 [%jj] : i32
+        %same = arith.cmpi eq, %di, %dj : i32
+        attn.yield %same : i1
+      }
+  return
+}
