@@ -9,6 +9,7 @@
 #include "attn/runtime.h"
 #include "lib/Compiler/Compiler.h"
 #include "lib/Harness/Harness.h"
+#include "lib/Harness/ModifierCases.h"
 #include "lib/Support/Npy.h"
 
 #include "llvm/Support/CommandLine.h"
@@ -97,6 +98,13 @@ static cl::opt<std::string>
              cl::desc("Sink logits from an .npy file, [Hq] f32, for a spec "
                       "with sinks (default: random)"),
              cl::init(""), cl::cat(category));
+static cl::opt<std::string> modifiersName(
+    "modifiers",
+    cl::desc("Compile the spec with a named example of score and mask "
+             "modifiers (docs/spec.md), with random captured tensors, and "
+             "check it against the same modifiers in the reference: "
+             "--modifiers=list names them"),
+    cl::init(""), cl::cat(category));
 static cl::opt<std::string> saveOutput(
     "save-output",
     cl::desc("Write O to an .npy file, in the layout (default: none)"),
@@ -315,8 +323,23 @@ int main(int argc, char **argv) {
     return fail(inputFile + ": the kernel '" + spec.name +
                 "' has a score_mod or mask_mod, whose captured tensors "
                 "attn-run cannot make and whose reference it cannot compute "
-                "yet; compile it with attn-compile (attn-conformance-tests "
-                "checks such kernels against C++ modifiers)");
+                "from MLIR yet; compile it with attn-compile, or run a named "
+                "example with --spec and --modifiers");
+  attn::ModifierPtr modifiers;
+  if (modifiersName == "list") {
+    for (const attn::NamedModifier &m : attn::namedModifiers())
+      llvm::outs() << llvm::formatv("{0,-16} {1}\n", m.name, m.description);
+    return 0;
+  }
+  if (!modifiersName.empty()) {
+    modifiers = attn::modifierCase(modifiersName);
+    if (!modifiers)
+      return fail("--modifiers: no example named '" + modifiersName +
+                  "' (--modifiers=list names them)");
+    if (!attn::setModifiers(spec, modifiers->regions, modifiers->captureTypes,
+                            error))
+      return fail("--modifiers=" + modifiersName + ": " + error);
+  }
 
   if (backward) {
     if (!deviceName.empty())
@@ -408,6 +431,7 @@ int main(int argc, char **argv) {
   attn::Problem problem;
   problem.spec = spec;
   problem.sinks = forwardSinks;
+  problem.modifiers = modifiers;
   problem.seed = seed;
   problem.bshd = bshd;
   problem.batch = sizes.value[0];

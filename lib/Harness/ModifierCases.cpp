@@ -1,0 +1,326 @@
+//===- ModifierCases.cpp - Score and mask modifiers to run and check -----===//
+#include "lib/Harness/ModifierCases.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+
+using namespace attn;
+
+namespace {
+
+const double kInf = std::numeric_limits<double>::infinity();
+
+
+/// Uniform values in [lo, hi) for `count` elements, from `seed`.
+std::vector<double> uniform(uint64_t seed, size_t count, double lo,
+                            double hi) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> dist(lo, hi);
+  std::vector<double> values(count);
+  for (double &v : values)
+    v = dist(rng);
+  return values;
+}
+
+/// ALiBi: s − slope[h] · |j − i|, the slopes 2^(−8(h+1)/Hq) captured ([Hq]
+/// f32). (The symmetric form: the largest scores stay near the diagonal,
+/// where the bias is small, so f32 scores keep their precision there.)
+ModifierPtr alibi() {
+  auto m = std::make_shared<ModifierCase>();
+  m->regions = R"(score_mod {
+    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+      %slope = attn.captured 0 [%h] : f32
+      %d = arith.subi %j, %i : index
+      %nd = arith.subi %i, %j : index
+      %ad = arith.maxsi %d, %nd : index
+      %di = arith.index_cast %ad : index to i64
+      %df = arith.sitofp %di : i64 to f32
+      %bias = arith.mulf %slope, %df : f32
+      %r = arith.subf %s, %bias : f32
+      attn.yield %r : f32
+    })";
+  m->captureTypes = {"tensor<?xf32>"};
+  m->captures = [](const Problem &p) {
+    CaptureValues slopes;
+    slopes.type = ATTN_F32;
+    slopes.shape = {p.headsQ};
+    for (int64_t h = 0; h < p.headsQ; ++h)
+      slopes.values.push_back(std::pow(2.0, -8.0 * (h + 1) / p.headsQ));
+    return std::vector<CaptureValues>{slopes};
+  };
+  m->scoreMod = [](const std::vector<CaptureValues> &c, double s, int64_t,
+                   int64_t h, int64_t i, int64_t j) {
+    return s - c[0].values[h] * static_cast<double>(std::abs(j - i));
+  };
+  return m;
+}
+
+/// A relative-position bias table [Hq, 33] indexed by clamp(j − i, −16, 16)
+/// + 16 (T5-style, with one bucket per distance up to 16).
+ModifierPtr relativeBias() {
+  auto m = std::make_shared<ModifierCase>();
+  m->regions = R"(score_mod {
+    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+      %lo = arith.constant -16 : index
+      %hi = arith.constant 16 : index
+      %d = arith.subi %j, %i : index
+      %c = arith.maxsi %d, %lo : index
+      %c2 = arith.minsi %c, %hi : index
+      %bucket = arith.addi %c2, %hi : index
+      %bias = attn.captured 0 [%h, %bucket] : f32
+      %r = arith.addf %s, %bias : f32
+      attn.yield %r : f32
+    })";
+  m->captureTypes = {"tensor<?x33xf32>"};
+  m->captures = [](const Problem &p) {
+    CaptureValues table;
+    table.type = ATTN_F32;
+    table.shape = {p.headsQ, 33};
+    table.values = uniform(p.seed + 7, p.headsQ * 33, -2.0, 2.0);
+    return std::vector<CaptureValues>{table};
+  };
+  m->scoreMod = [](const std::vector<CaptureValues> &c, double s, int64_t,
+                   int64_t h, int64_t i, int64_t j) {
+    int64_t d = std::min<int64_t>(std::max<int64_t>(j - i, -16), 16) + 16;
+    return s + c[0].values[h * 33 + d];
+  };
+  return m;
+}
+
+/// Document masking of packed sequences: a query attends the keys of its
+/// own document (query ids i32 [Sq], key ids i64 [Sk]; runs of 1-40).
+ModifierPtr documents() {
+  auto m = std::make_shared<ModifierCase>();
+  m->regions = R"(mask_mod {
+    ^bb0(%b: index, %h: index, %i: index, %j: index):
+      %qd = attn.captured 0 [%i] : i32
+      %kd = attn.captured 1 [%j] : i64
+      %qd64 = arith.extsi %qd : i32 to i64
+      %same = arith.cmpi eq, %qd64, %kd : i64
+      attn.yield %same : i1
+    })";
+  m->captureTypes = {"tensor<?xi32>", "tensor<?xi64>"};
+  m->captures = [](const Problem &p) {
+    auto ids = [&](int64_t n, attn_dtype type, uint64_t seed) {
+      CaptureValues c;
+      c.type = type;
+      c.shape = {std::max<int64_t>(n, 1)};
+      std::mt19937_64 rng(seed);
+      std::uniform_int_distribution<int> run(1, 40);
+      int64_t doc = 0, left = run(rng);
+      for (int64_t k = 0; k < c.shape[0]; ++k) {
+        if (left-- == 0) {
+          ++doc;
+          left = run(rng) - 1;
+        }
+        c.values.push_back(static_cast<double>(doc));
+      }
+      return c;
+    };
+    // The same runs for queries and keys where Sq = Sk; else their own.
+    uint64_t seed = p.seed + 11;
+    return std::vector<CaptureValues>{
+        ids(p.seqQ, ATTN_I32, seed),
+        ids(p.seqK, ATTN_I64, p.seqQ == p.seqK ? seed : seed + 1)};
+  };
+  m->maskMod = [](const std::vector<CaptureValues> &c, int64_t, int64_t,
+                  int64_t i, int64_t j) {
+    return c[0].values[i] == c[1].values[j];
+  };
+  return m;
+}
+
+/// Prefix-LM: causal, but the first 24 keys are seen by every query.
+ModifierPtr prefixLm() {
+  auto m = std::make_shared<ModifierCase>();
+  m->regions = R"(mask_mod {
+    ^bb0(%b: index, %h: index, %i: index, %j: index):
+      %prefix = arith.constant 24 : index
+      %causal = arith.cmpi sle, %j, %i : index
+      %in = arith.cmpi slt, %j, %prefix : index
+      %keep = arith.ori %causal, %in : i1
+      attn.yield %keep : i1
+    })";
+  m->maskMod = [](const std::vector<CaptureValues> &, int64_t, int64_t,
+                  int64_t i, int64_t j) { return j <= i || j < 24; };
+  return m;
+}
+
+/// Longformer-style: a window of ±8 plus 4 global tokens (seen by every
+/// query, and seeing every key).
+ModifierPtr windowGlobal() {
+  auto m = std::make_shared<ModifierCase>();
+  m->regions = R"(mask_mod {
+    ^bb0(%b: index, %h: index, %i: index, %j: index):
+      %w = arith.constant 8 : index
+      %g = arith.constant 4 : index
+      %d = arith.subi %i, %j : index
+      %nd = arith.subi %j, %i : index
+      %ad = arith.maxsi %d, %nd : index
+      %near = arith.cmpi sle, %ad, %w : index
+      %gj = arith.cmpi slt, %j, %g : index
+      %gi = arith.cmpi slt, %i, %g : index
+      %k1 = arith.ori %near, %gj : i1
+      %keep = arith.ori %k1, %gi : i1
+      attn.yield %keep : i1
+    })";
+  m->maskMod = [](const std::vector<CaptureValues> &, int64_t, int64_t,
+                  int64_t i, int64_t j) {
+    return std::abs(i - j) <= 8 || j < 4 || i < 4;
+  };
+  return m;
+}
+
+/// Soft-capping written as a score_mod: 20 · tanh(s / 20).
+ModifierPtr softcapMod() {
+  auto m = std::make_shared<ModifierCase>();
+  m->regions = R"(score_mod {
+    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+      %c = arith.constant 20.0 : f32
+      %x = arith.divf %s, %c : f32
+      %t = math.tanh %x : f32
+      %r = arith.mulf %t, %c : f32
+      attn.yield %r : f32
+    })";
+  m->scoreMod = [](const std::vector<CaptureValues> &, double s, int64_t,
+                   int64_t, int64_t, int64_t) {
+    return 20.0 * std::tanh(s / 20.0);
+  };
+  return m;
+}
+
+/// Rows i ≡ 3 (mod 5) and batch 1's head 0 keep nothing (O = 0, LSE =
+/// −inf); the others every key but j ≡ 1 (mod 3).
+ModifierPtr emptyRows() {
+  auto m = std::make_shared<ModifierCase>();
+  m->regions = R"(mask_mod {
+    ^bb0(%b: index, %h: index, %i: index, %j: index):
+      %c0 = arith.constant 0 : index
+      %c1 = arith.constant 1 : index
+      %c3 = arith.constant 3 : index
+      %c5 = arith.constant 5 : index
+      %ri = arith.remsi %i, %c5 : index
+      %empty = arith.cmpi eq, %ri, %c3 : index
+      %b1 = arith.cmpi eq, %b, %c1 : index
+      %h0 = arith.cmpi eq, %h, %c0 : index
+      %bh = arith.andi %b1, %h0 : i1
+      %none = arith.ori %empty, %bh : i1
+      %rj = arith.remsi %j, %c3 : index
+      %jout = arith.cmpi eq, %rj, %c1 : index
+      %out = arith.ori %none, %jout : i1
+      %true = arith.constant true
+      %keep = arith.xori %out, %true : i1
+      attn.yield %keep : i1
+    })";
+  m->maskMod = [](const std::vector<CaptureValues> &, int64_t b, int64_t h,
+                  int64_t i, int64_t j) {
+    return !(i % 5 == 3 || (b == 1 && h == 0) || j % 3 == 1);
+  };
+  return m;
+}
+
+/// A score_mod that excludes (i + j) ≡ 0 (mod 7) by −inf and adds a
+/// per-query-head, per-batch offset elsewhere.
+ModifierPtr minusInf() {
+  auto m = std::make_shared<ModifierCase>();
+  m->regions = R"(score_mod {
+    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+      %c0 = arith.constant 0 : index
+      %c7 = arith.constant 7 : index
+      %ninf = arith.constant 0xFF800000 : f32
+      %sum = arith.addi %i, %j : index
+      %r = arith.remsi %sum, %c7 : index
+      %out = arith.cmpi eq, %r, %c0 : index
+      %bh = arith.addi %b, %h : index
+      %bhi = arith.index_cast %bh : index to i32
+      %off = arith.sitofp %bhi : i32 to f32
+      %t = arith.mulf %off, %off : f32
+      %s2 = arith.addf %s, %t : f32
+      %v = arith.select %out, %ninf, %s2 : f32
+      attn.yield %v : f32
+    })";
+  m->scoreMod = [](const std::vector<CaptureValues> &, double s, int64_t b,
+                   int64_t h, int64_t i, int64_t j) {
+    double off = static_cast<double>(b + h);
+    return (i + j) % 7 == 0 ? -kInf : s + off * off;
+  };
+  return m;
+}
+
+/// ALiBi and document masking together (both regions, three captures).
+ModifierPtr alibiDocuments() {
+  ModifierPtr a = alibi(), d = documents();
+  auto m = std::make_shared<ModifierCase>();
+  // Document ids are captures 1 and 2 here.
+  std::string mask = d->regions;
+  for (auto [from, to] : {std::pair<std::string, std::string>{
+                              "attn.captured 1", "attn.captured 2"},
+                          {"attn.captured 0", "attn.captured 1"}}) {
+    for (size_t at = mask.find(from); at != std::string::npos;
+         at = mask.find(from, at + to.size()))
+      mask.replace(at, from.size(), to);
+  }
+  m->regions = a->regions + " " + mask;
+  m->captureTypes = {"tensor<?xf32>", "tensor<?xi32>", "tensor<?xi64>"};
+  m->captures = [a, d](const Problem &p) {
+    std::vector<CaptureValues> all = a->captures(p), docs = d->captures(p);
+    all.insert(all.end(), docs.begin(), docs.end());
+    return all;
+  };
+  m->scoreMod = a->scoreMod;
+  m->maskMod = [](const std::vector<CaptureValues> &c, int64_t, int64_t,
+                  int64_t i, int64_t j) {
+    return c[1].values[i] == c[2].values[j];
+  };
+  return m;
+}
+
+/// Causal masking written as a mask_mod (top-left: j <= i), to compare with
+/// the `causal` attribute, whose key ranges the compiler skips.
+ModifierPtr causalMod() {
+  auto m = std::make_shared<ModifierCase>();
+  m->regions = R"(mask_mod {
+    ^bb0(%b: index, %h: index, %i: index, %j: index):
+      %keep = arith.cmpi sle, %j, %i : index
+      attn.yield %keep : i1
+    })";
+  m->maskMod = [](const std::vector<CaptureValues> &, int64_t, int64_t,
+                  int64_t i, int64_t j) { return j <= i; };
+  return m;
+}
+
+} // namespace
+
+const std::vector<NamedModifier> &attn::namedModifiers() {
+  static const std::vector<NamedModifier> all = {
+      {"alibi", "ALiBi: s - slope[h] * |j - i|, slopes [Hq] f32", alibi},
+      {"relative_bias",
+       "a relative-position bias table [Hq, 33] f32 at clamp(j - i, -16, 16)",
+       relativeBias},
+      {"documents",
+       "document masking: query ids [Sq] i32 equal to key ids [Sk] i64",
+       documents},
+      {"prefix_lm", "causal plus the first 24 keys for every query",
+       prefixLm},
+      {"window_global", "|i - j| <= 8, or i or j among the first 4 tokens",
+       windowGlobal},
+      {"softcap", "20 * tanh(s / 20) as a score_mod", softcapMod},
+      {"causal", "j <= i as a mask_mod", causalMod},
+      {"empty_rows", "rows i = 3 mod 5 (and b = 1, h = 0) keep nothing",
+       emptyRows},
+      {"minus_inf", "-inf where (i + j) = 0 mod 7, else s + (b + h)^2",
+       minusInf},
+      {"alibi_documents", "ALiBi and document masking together",
+       alibiDocuments},
+  };
+  return all;
+}
+
+ModifierPtr attn::modifierCase(const std::string &name) {
+  for (const NamedModifier &m : namedModifiers())
+    if (name == m.name)
+      return m.make();
+  return nullptr;
+}
