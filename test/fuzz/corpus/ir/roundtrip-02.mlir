@@ -1,7 +1,7 @@
-func.func @bf16(%q: tensor<1x2x8x64xbf16>, %k: tensor<1x2x8x64xbf16>,
-                %v: tensor<1x2x8x64xbf16>, %o: tensor<1x2x8x64xbf16>)
-    -> tensor<1x2x8x64xbf16> {
-  %r = attn.attention ins(%q, %k, %v : tensor<1x2x8x64xbf16>, tensor<1x2x8x64xbf16>, tensor<1x2x8x64xbf16>)
-      outs(%o : tensor<1x2x8x64xbf16>) -> tensor<1x2x8x64xbf16>
-  return %r : tensor<1x2x8x64xbf16>
+func.func @f16(%q: tensor<2x4x16x32xf16>, %k: tensor<2x4x64x32xf16>,
+               %v: tensor<2x4x64x32xf16>, %o: tensor<2x4x16x32xf16>)
+    -> tensor<2x4x16x32xf16> {
+  %r = attn.attention ins(%q, %k, %v : tensor<2x4x16x32xf16>, tensor<2x4x64x32xf16>, tensor<2x4x64x32xf16>)
+      outs(%o : tensor<2x4x16x32xf16>) -> tensor<2x4x16x32xf16>
+  return %r : tensor<2x4x16x32xf16>
 }

@@ -1,7 +1,7 @@
-func.func @gqa(%q: tensor<1x8x16x32xf32>, %k: tensor<1x2x16x32xf32>,
-               %v: tensor<1x2x16x32xf32>, %o: tensor<1x8x16x32xf32>)
-    -> tensor<1x8x16x32xf32> {
-  %r = attn.attention ins(%q, %k, %v : tensor<1x8x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>)
-      outs(%o : tensor<1x8x16x32xf32>) -> tensor<1x8x16x32xf32>
-  return %r : tensor<1x8x16x32xf32>
+func.func @bf16(%q: tensor<1x2x8x64xbf16>, %k: tensor<1x2x8x64xbf16>,
+                %v: tensor<1x2x8x64xbf16>, %o: tensor<1x2x8x64xbf16>)
+    -> tensor<1x2x8x64xbf16> {
+  %r = attn.attention ins(%q, %k, %v : tensor<1x2x8x64xbf16>, tensor<1x2x8x64xbf16>, tensor<1x2x8x64xbf16>)
+      outs(%o : tensor<1x2x8x64xbf16>) -> tensor<1x2x8x64xbf16>
+  return %r : tensor<1x2x8x64xbf16>
 }

@@ -1,7 +1,7 @@
-func.func @mqa(%q: tensor<2x8x16x32xf32>, %k: tensor<2x1x16x32xf32>,
-               %v: tensor<2x1x16x32xf32>, %o: tensor<2x8x16x32xf32>)
-    -> tensor<2x8x16x32xf32> {
-  %r = attn.attention ins(%q, %k, %v : tensor<2x8x16x32xf32>, tensor<2x1x16x32xf32>, tensor<2x1x16x32xf32>)
-      outs(%o : tensor<2x8x16x32xf32>) -> tensor<2x8x16x32xf32>
-  return %r : tensor<2x8x16x32xf32>
+func.func @gqa(%q: tensor<1x8x16x32xf32>, %k: tensor<1x2x16x32xf32>,
+               %v: tensor<1x2x16x32xf32>, %o: tensor<1x8x16x32xf32>)
+    -> tensor<1x8x16x32xf32> {
+  %r = attn.attention ins(%q, %k, %v : tensor<1x8x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>)
+      outs(%o : tensor<1x8x16x32xf32>) -> tensor<1x8x16x32xf32>
+  return %r : tensor<1x8x16x32xf32>
 }

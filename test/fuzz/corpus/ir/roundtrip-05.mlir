@@ -1,7 +1,7 @@
-func.func @dynamic_dims(%q: tensor<?x?x?x64xf16>, %k: tensor<?x?x?x64xf16>,
-                        %v: tensor<?x?x?x32xf16>, %o: tensor<?x?x?x32xf16>)
-    -> tensor<?x?x?x32xf16> {
-  %r = attn.attention ins(%q, %k, %v : tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x32xf16>)
-      outs(%o : tensor<?x?x?x32xf16>) -> tensor<?x?x?x32xf16>
-  return %r : tensor<?x?x?x32xf16>
+func.func @mqa(%q: tensor<2x8x16x32xf32>, %k: tensor<2x1x16x32xf32>,
+               %v: tensor<2x1x16x32xf32>, %o: tensor<2x8x16x32xf32>)
+    -> tensor<2x8x16x32xf32> {
+  %r = attn.attention ins(%q, %k, %v : tensor<2x8x16x32xf32>, tensor<2x1x16x32xf32>, tensor<2x1x16x32xf32>)
+      outs(%o : tensor<2x8x16x32xf32>) -> tensor<2x8x16x32xf32>
+  return %r : tensor<2x8x16x32xf32>
 }

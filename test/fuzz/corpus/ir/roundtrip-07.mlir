@@ -1,9 +1,7 @@
-func.func @with_lse(%q: tensor<2x4x16x32xf16>, %k: tensor<2x4x16x32xf16>,
-                    %v: tensor<2x4x16x32xf16>, %o: tensor<2x4x16x32xf16>,
-                    %l: tensor<2x4x16xf32>)
-    -> (tensor<2x4x16x32xf16>, tensor<2x4x16xf32>) {
-  %r:2 = attn.attention ins(%q, %k, %v : tensor<2x4x16x32xf16>, tensor<2x4x16x32xf16>, tensor<2x4x16x32xf16>)
-      outs(%o, %l : tensor<2x4x16x32xf16>, tensor<2x4x16xf32>)
-      -> tensor<2x4x16x32xf16>, tensor<2x4x16xf32>
-  return %r#0, %r#1 : tensor<2x4x16x32xf16>, tensor<2x4x16xf32>
+func.func @d_differs_from_dv(%q: tensor<1x1x3x2xf32>, %k: tensor<1x1x5x2xf32>,
+                             %v: tensor<1x1x5x4xf32>, %o: tensor<1x1x3x4xf32>)
+    -> tensor<1x1x3x4xf32> {
+  %r = attn.attention ins(%q, %k, %v : tensor<1x1x3x2xf32>, tensor<1x1x5x2xf32>, tensor<1x1x5x4xf32>)
+      outs(%o : tensor<1x1x3x4xf32>) -> tensor<1x1x3x4xf32>
+  return %r : tensor<1x1x3x4xf32>
 }

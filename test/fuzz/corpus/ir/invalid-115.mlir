@@ -1,0 +1,12 @@
+func.func @captured_type(%q: tensor<1x1x8x16xf32>, %c: tensor<4xi32>, %o: tensor<1x1x8x16xf32>) -> tensor<1x1x8x16xf32> {
+  %r = attn.attention ins(%q, %q, %q : tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>)
+      captures(%c : tensor<4xi32>)
+      outs(%o : tensor<1x1x8x16xf32>)
+      mask_mod {
+      ^bb0(%b: index, %h: index, %i: index, %j: index):
+        %x = attn.captured 0 [%h] : i64
+        %keep = arith.constant true
+        attn.yield %keep : i1
+      } -> tensor<1x1x8x16xf32>
+  return %r : tensor<1x1x8x16xf32>
+}

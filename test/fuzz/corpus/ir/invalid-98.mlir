@@ -1,0 +1,7 @@
+func.func @weights_wrong_lse(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                             %lse: tensor<1x4x9xf32>, %w: tensor<1x4x8x32xf32>) {
+  %r = attn.attention_weights ins(%q, %k : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>)
+      lse(%lse : tensor<1x4x9xf32>)
+      outs(%w : tensor<1x4x8x32xf32>) -> tensor<1x4x8x32xf32>
+  return
+}
