@@ -73,9 +73,10 @@ static void printResultTypes(OpAsmPrinter &printer, Operation *op,
 }
 
 /// The modifiers, each after its keyword: `score_mod {...}` then
-/// `mask_mod {...}`, both optional. Each keyword's region must have its
-/// arguments, since they tell the two apart in the op.
-static ParseResult
+/// `mask_mod {...}`, both optional (the optional group that the directive
+/// anchors is absent when neither is there). Each keyword's region must
+/// have its arguments, since they tell the two apart in the op.
+static OptionalParseResult
 parseModifiers(OpAsmParser &parser,
                SmallVectorImpl<std::unique_ptr<Region>> &regions) {
   for (auto [keyword, arguments] :
@@ -94,6 +95,8 @@ parseModifiers(OpAsmParser &parser,
              << " as its block's arguments";
     regions.push_back(std::move(region));
   }
+  if (regions.empty())
+    return std::nullopt; // neither: the optional group is absent
   return success();
 }
 

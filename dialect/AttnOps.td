@@ -70,7 +70,7 @@ class Attn_AttentionLikeOp<string mnemonic, Type inputType, dag states,
     (`scale` `(` $scale^ `)`)?
     (`softcap` `(` $softcap^ `)`)?
     (`kernel` $kernel^)?
-    custom<Modifiers>($modifiers)
+    (custom<Modifiers>($modifiers)^)?
     attr-dict custom<ResultTypes>(type($results), ref(type(}], tensorState,
     [{)))
   }]);

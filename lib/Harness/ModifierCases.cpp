@@ -12,10 +12,8 @@ namespace {
 
 const double kInf = std::numeric_limits<double>::infinity();
 
-
 /// Uniform values in [lo, hi) for `count` elements, from `seed`.
-std::vector<double> uniform(uint64_t seed, size_t count, double lo,
-                            double hi) {
+std::vector<double> uniform(uint64_t seed, size_t count, double lo, double hi) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> dist(lo, hi);
   std::vector<double> values(count);
@@ -126,9 +124,8 @@ ModifierPtr documents() {
         ids(p.seqK, ATTN_I64, p.seqQ == p.seqK ? seed : seed + 1)};
   };
   m->maskMod = [](const std::vector<CaptureValues> &c, int64_t, int64_t,
-                  int64_t i, int64_t j) {
-    return c[0].values[i] == c[1].values[j];
-  };
+                  int64_t i,
+                  int64_t j) { return c[0].values[i] == c[1].values[j]; };
   return m;
 }
 
@@ -167,9 +164,8 @@ ModifierPtr windowGlobal() {
       attn.yield %keep : i1
     })";
   m->maskMod = [](const std::vector<CaptureValues> &, int64_t, int64_t,
-                  int64_t i, int64_t j) {
-    return std::abs(i - j) <= 8 || j < 4 || i < 4;
-  };
+                  int64_t i,
+                  int64_t j) { return std::abs(i - j) <= 8 || j < 4 || i < 4; };
   return m;
 }
 
@@ -185,9 +181,8 @@ ModifierPtr softcapMod() {
       attn.yield %r : f32
     })";
   m->scoreMod = [](const std::vector<CaptureValues> &, double s, int64_t,
-                   int64_t, int64_t, int64_t) {
-    return 20.0 * std::tanh(s / 20.0);
-  };
+                   int64_t, int64_t,
+                   int64_t) { return 20.0 * std::tanh(s / 20.0); };
   return m;
 }
 
@@ -271,9 +266,8 @@ ModifierPtr alibiDocuments() {
   };
   m->scoreMod = a->scoreMod;
   m->maskMod = [](const std::vector<CaptureValues> &c, int64_t, int64_t,
-                  int64_t i, int64_t j) {
-    return c[1].values[i] == c[2].values[j];
-  };
+                  int64_t i,
+                  int64_t j) { return c[1].values[i] == c[2].values[j]; };
   return m;
 }
 
@@ -302,8 +296,7 @@ const std::vector<NamedModifier> &attn::namedModifiers() {
       {"documents",
        "document masking: query ids [Sq] i32 equal to key ids [Sk] i64",
        documents},
-      {"prefix_lm", "causal plus the first 24 keys for every query",
-       prefixLm},
+      {"prefix_lm", "causal plus the first 24 keys for every query", prefixLm},
       {"window_global", "|i - j| <= 8, or i or j among the first 4 tokens",
        windowGlobal},
       {"softcap", "20 * tanh(s / 20) as a score_mod", softcapMod},

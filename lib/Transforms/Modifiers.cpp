@@ -42,8 +42,8 @@ Value ModifierEmitter::asIndex(Value v) {
 Value ModifierEmitter::broadcast(Value v, int64_t lanes) {
   if (isa<VectorType>(v.getType()))
     return v;
-  return vector::BroadcastOp::create(
-      b, loc, VectorType::get({lanes}, v.getType()), v);
+  return vector::BroadcastOp::create(b, loc,
+                                     VectorType::get({lanes}, v.getType()), v);
 }
 
 Value ModifierEmitter::emit(Region &region, ArrayRef<Value> arguments,
@@ -112,8 +112,7 @@ Value ModifierEmitter::read(unsigned number, ArrayRef<Value> indices,
 
   // A gather from the capture seen as one dimension from its first
   // element: offset Σ index_d · stride_d.
-  auto metadata =
-      memref::ExtractStridedMetadataOp::create(b, loc, capture);
+  auto metadata = memref::ExtractStridedMetadataOp::create(b, loc, capture);
   Value offsets;
   Value span = one;
   for (auto [dim, index] : llvm::enumerate(clamped)) {
@@ -137,8 +136,8 @@ Value ModifierEmitter::read(unsigned number, ArrayRef<Value> indices,
   Value allLanes = vector::ConstantMaskOp::create(
       b, loc, VectorType::get({lanes}, b.getI1Type()),
       ArrayRef<int64_t>{lanes});
-  Value passThrough = arith::ConstantOp::create(
-      b, loc, resultType, b.getZeroAttr(resultType));
+  Value passThrough =
+      arith::ConstantOp::create(b, loc, resultType, b.getZeroAttr(resultType));
   return vector::GatherOp::create(b, loc, resultType, flat, ValueRange{zero},
                                   offsets, allLanes, passThrough);
 }

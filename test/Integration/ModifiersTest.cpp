@@ -51,36 +51,40 @@ void PrintTo(const ModCase &c, std::ostream *os) {
 std::vector<ModCase> modifierCases() {
   return {
       {"alibi_f32", "d=64,lse", 2, 4, 2, 100, 100, named("alibi")},
-      {"alibi_bf16_causal_gqa", "dtype=bf16,d=64,causal=bottom_right,lse", 1,
-       8, 2, 37, 101, named("alibi")},
-      {"alibi_f16_dv", "dtype=f16,d=64,dv=32,lse", 1, 4, 4, 65, 130, named("alibi"),
-       true},
+      {"alibi_bf16_causal_gqa", "dtype=bf16,d=64,causal=bottom_right,lse", 1, 8,
+       2, 37, 101, named("alibi")},
+      {"alibi_f16_dv", "dtype=f16,d=64,dv=32,lse", 1, 4, 4, 65, 130,
+       named("alibi"), true},
       {"alibi_decode_split", "d=128,lse,sizes=?:?:?:1:?", 1, 2, 1, 1, 700,
        named("alibi")},
-      {"relative_bias_f32", "d=32,lse", 1, 4, 2, 77, 90, named("relative_bias")},
+      {"relative_bias_f32", "d=32,lse", 1, 4, 2, 77, 90,
+       named("relative_bias")},
       {"relative_bias_bf16_window", "dtype=bf16,d=64,window=20:5,lse", 2, 4, 1,
        64, 64, named("relative_bias")},
       {"documents_f32", "d=64,lse", 1, 4, 2, 130, 130, named("documents")},
-      {"documents_bf16_causal", "dtype=bf16,d=64,causal,lse", 2, 2, 2, 150,
-       150, named("documents")},
+      {"documents_bf16_causal", "dtype=bf16,d=64,causal,lse", 2, 2, 2, 150, 150,
+       named("documents")},
       {"documents_f16_sq_ne_sk_mask", "dtype=f16,d=48,dv=80,mask=bool:b1h1,lse",
        1, 4, 2, 33, 190, named("documents")},
-      {"documents_decode", "d=64,causal=bottom_right,lse,sizes=?:?:?:3:?", 1,
-       4, 1, 3, 300, named("documents")},
+      {"documents_decode", "d=64,causal=bottom_right,lse,sizes=?:?:?:3:?", 1, 4,
+       1, 3, 300, named("documents")},
       {"prefix_lm_f32", "d=64,lse", 1, 2, 1, 120, 120, named("prefix_lm")},
       {"prefix_lm_bf16_bias", "dtype=bf16,d=64,mask=bias:h1,lse", 2, 4, 2, 90,
        90, named("prefix_lm")},
-      {"window_global_f32", "d=64,lse", 1, 4, 2, 140, 140, named("window_global")},
+      {"window_global_f32", "d=64,lse", 1, 4, 2, 140, 140,
+       named("window_global")},
       {"window_global_f16", "dtype=f16,d=64,lse", 1, 2, 2, 70, 70,
        named("window_global")},
-      {"softcap_mod_f32", "d=64,scale=0.5,lse", 1, 4, 2, 60, 77, named("softcap")},
-      {"softcap_mod_bf16_causal", "dtype=bf16,d=64,causal,scale=0.5,lse", 1,
-       4, 2, 60, 60, named("softcap")},
+      {"softcap_mod_f32", "d=64,scale=0.5,lse", 1, 4, 2, 60, 77,
+       named("softcap")},
+      {"softcap_mod_bf16_causal", "dtype=bf16,d=64,causal,scale=0.5,lse", 1, 4,
+       2, 60, 60, named("softcap")},
       {"empty_rows_f32", "d=64,lse", 2, 2, 1, 43, 51, named("empty_rows")},
       {"empty_rows_bf16_causal", "dtype=bf16,d=64,causal=bottom_right,lse", 2,
        2, 2, 40, 55, named("empty_rows")},
       {"minus_inf_f32", "d=64,lse", 2, 4, 2, 50, 66, named("minus_inf")},
-      {"minus_inf_softcap", "d=64,softcap=5,lse", 1, 2, 1, 45, 45, named("minus_inf")},
+      {"minus_inf_softcap", "d=64,softcap=5,lse", 1, 2, 1, 45, 45,
+       named("minus_inf")},
       {"alibi_documents_f32", "d=64,causal,lse", 1, 4, 2, 129, 129,
        named("alibi_documents")},
       {"alibi_documents_bf16", "dtype=bf16,d=128,gqa=2,lse", 1, 4, 2, 70, 95,
@@ -110,8 +114,7 @@ KernelSpec specOf(const ModCase &c, Kind kind) {
   EXPECT_TRUE(spec) << text << ": " << error;
   if (!spec)
     return {};
-  EXPECT_TRUE(setModifiers(*spec, c.mods->regions, c.mods->captureTypes,
-                           error))
+  EXPECT_TRUE(setModifiers(*spec, c.mods->regions, c.mods->captureTypes, error))
       << c.label << ": " << error;
   return *spec;
 }
@@ -300,9 +303,8 @@ TEST(ModifiersRuntime, CallsWithoutTheCapturesAreRefused) {
                          &data.value.view, nullptr, &data.output.view, nullptr,
                          &options, nullptr);
   };
-  EXPECT_EQ(attn_run(kernel, &data.query.view, &data.key.view,
-                     &data.value.view, nullptr, &data.output.view, nullptr,
-                     nullptr),
+  EXPECT_EQ(attn_run(kernel, &data.query.view, &data.key.view, &data.value.view,
+                     nullptr, &data.output.view, nullptr, nullptr),
             ATTN_ERROR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(attn_last_error()).find("captured tensors"),
             std::string::npos)

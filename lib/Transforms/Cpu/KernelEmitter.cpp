@@ -182,9 +182,11 @@ Value KernelEmitter::updateRowStatistics(Value batch, const AccRow &at,
     for (Value &s : scores)
       s = scaleAndCap(s);
   // Positions that the mask or the mask_mod exclude, made -inf after the
-  // score_mod (which must not bring an excluded score back).
+  // score_mod (which must not bring an excluded score back); without
+  // modifiers, at once.
   SmallVector<Value> excluded(scoreVectors);
   Value negInfVec = splat(f32Const(-kInf));
+  bool modified = modifiers.hasScoreMod() || modifiers.hasMaskMod();
   if (op.getMask()) {
     // A -inf bias (a false keep bit) excludes the key by a select, not by
     // the addition alone: NaN + -inf is NaN, and a NaN in an excluded
@@ -202,6 +204,11 @@ Value KernelEmitter::updateRowStatistics(Value batch, const AccRow &at,
             scores[v]);
       excluded[v] =
           arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, bias, negInfVec);
+      if (!modified) {
+        scores[v] =
+            arith::SelectOp::create(b, excluded[v], negInfVec, scores[v]);
+        excluded[v] = {};
+      }
     }
   }
   applyModifiers(batch, head, row, blockStart, scores, excluded);
@@ -288,6 +295,19 @@ Value KernelEmitter::updateRowStatistics(Value batch, const AccRow &at,
   return alpha;
 }
 
+Value KernelEmitter::keyLanes(Value firstKey, int64_t v) {
+  Value lane = arith::IndexCastOp::create(
+      b, idxVecType,
+      vector::StepOp::create(b, VectorType::get({lanes}, b.getIndexType())));
+  return arith::AddIOp::create(
+      b,
+      splat(arith::AddIOp::create(
+          b, firstKey,
+          arith::ConstantOp::create(
+              b, b.getI32IntegerAttr(static_cast<int32_t>(v * lanes))))),
+      lane);
+}
+
 void KernelEmitter::applyModifiers(Value batch, Value head, Value row,
                                    Value blockStart,
                                    MutableArrayRef<Value> scores,
@@ -300,22 +320,12 @@ void KernelEmitter::applyModifiers(Value batch, Value head, Value row,
   };
   Value gb = global(0, batch), gh = global(1, head), gi = global(2, row);
   Value firstKey = global(3, blockStart);
-  Value lane = arith::IndexCastOp::create(
-      b, idxVecType,
-      vector::StepOp::create(b, VectorType::get({lanes}, b.getIndexType())));
   // The score_mod takes natural units: the base-2 score times ln 2, and
   // its result times log2(e).
   Value toNatural = splat(f32Const(static_cast<float>(M_LN2)));
   Value toBase2 = splat(f32Const(static_cast<float>(M_LOG2E)));
   for (auto [v, score] : llvm::enumerate(scores)) {
-    Value keys = arith::AddIOp::create(
-        b,
-        splat(arith::AddIOp::create(
-            b, firstKey,
-            arith::ConstantOp::create(
-                b, b.getI32IntegerAttr(static_cast<int32_t>(v * lanes))))),
-        lane);
-    SmallVector<Value> indices = {gb, gh, gi, keys};
+    SmallVector<Value> indices = {gb, gh, gi, keyLanes(firstKey, v)};
     if (modifiers.hasScoreMod())
       score = arith::MulFOp::create(
           b,
@@ -347,21 +357,10 @@ SmallVector<Value> KernelEmitter::dropoutFactors(Value batch, Value head,
                                global(0, batch), global(1, head),
                                global(2, row), firstKey, lanes, vectors);
   } else {
-    Value lane = arith::IndexCastOp::create(
-        b, idxVecType,
-        vector::StepOp::create(b, VectorType::get({lanes}, b.getIndexType())));
-    for (int64_t v = 0; v < vectors; ++v) {
-      Value keys = arith::AddIOp::create(
-          b,
-          splat(arith::AddIOp::create(
-              b, firstKey,
-              arith::ConstantOp::create(
-                  b, b.getI32IntegerAttr(static_cast<int32_t>(v * lanes))))),
-          lane);
+    for (int64_t v = 0; v < vectors; ++v)
       keeps.push_back(dropoutKeep(b, loc, op.getDropoutSeed(), threshold,
                                   global(0, batch), global(1, head),
-                                  global(2, row), keys));
-    }
+                                  global(2, row), keyLanes(firstKey, v)));
   }
   Value kept = splat(arith::DivFOp::create(
       b, f32Const(1.0f), arith::SubFOp::create(b, f32Const(1.0f),

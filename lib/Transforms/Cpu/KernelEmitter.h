@@ -116,6 +116,9 @@ protected:
                             int64_t slot, MutableArrayRef<Value> scores,
                             Value blockStart, Value blockKeys, bool storePairs,
                             bool scaledAndCapped = false);
+  /// The keys (i32) of score vector `v` of a block whose first key is
+  /// `firstKey` (i32): firstKey + v·lanes + lane.
+  Value keyLanes(Value firstKey, int64_t v);
   /// The score_mod of a row's score vectors (base 2) of the block from
   /// blockStart, and the mask_mod's exclusions or'ed into `excluded`
   /// (vectors of i1, null where nothing is excluded yet); op-local indices.

@@ -1119,6 +1119,37 @@ TEST(Module, FromLibraryRefusesBackwardKernelsOlderThanTheSinks) {
       << attn_last_error();
 }
 
+TEST(Module, FromLibraryRefusesBackwardKernelsOlderThanTheCaptures) {
+  // Their attn_backward_args embed an attn_kernel_args without captures.
+  LinkedLibrary linked;
+  linked.desc.kind = ATTN_KERNEL_BACKWARD;
+  linked.desc.struct_size = offsetof(attn_kernel_desc, num_captures);
+  attn_module *module = nullptr;
+  EXPECT_EQ(linked.load(&module), ATTN_ERROR_LOAD);
+  EXPECT_NE(std::string(attn_last_error())
+                .find("without the captures' fields: compile it again"),
+            std::string::npos)
+      << attn_last_error();
+}
+
+TEST(Module, FromLibraryRefusesBadCaptureCounts) {
+  attn_capture_desc capture = {ATTN_F32, 1, {ATTN_DYNAMIC}};
+  for (int32_t count : {-1, ATTN_MAX_CAPTURES + 1}) {
+    LinkedLibrary linked;
+    linked.desc.num_captures = count;
+    linked.desc.captures = &capture;
+    attn_module *module = nullptr;
+    EXPECT_EQ(linked.load(&module), ATTN_ERROR_LOAD) << count;
+  }
+  LinkedLibrary described;
+  described.desc.num_captures = 1; // but no descriptions
+  attn_module *module = nullptr;
+  EXPECT_EQ(described.load(&module), ATTN_ERROR_LOAD);
+  EXPECT_NE(std::string(attn_last_error()).find("has 1 captures"),
+            std::string::npos)
+      << attn_last_error();
+}
+
 TEST(Module, FromLibraryRefusesSinksOnOtherKinds) {
   LinkedLibrary linked;
   linked.desc.kind = ATTN_KERNEL_WEIGHTS;
