@@ -1,5 +1,4 @@
-//===- ModifierCases.h - Score and mask modifiers to run and check -*- C++
-//-*-===//
+//===- ModifierCases.h - Modifiers to run and check ------*- C++ -*-===//
 //
 // The examples of docs/spec.md's "Score and mask modifiers", each as the
 // MLIR regions a kernel is compiled with and the same functions in C++ for

@@ -1,5 +1,4 @@
-//===- Modifiers.h - Score and mask modifiers, emitted in a kernel -*- C++
-//-*-===//
+//===- Modifiers.h - Score and mask modifiers in a kernel --*- C++ -*-===//
 //
 // An attention-like op's `score_mod` and `mask_mod` regions (docs/spec.md,
 // "Score and mask modifiers") are scalar functions of a score and the
