@@ -267,18 +267,20 @@ namespace {
 std::string modifiersSource(const std::string &regions,
                             const std::vector<std::string> &captureTypes) {
   const char *t = "tensor<1x1x1x1xf32>";
-  std::string args = std::string("%q: ") + t, names, types;
+  // Names the printer never gives a region's values (%c0, %arg0, %cst...):
+  // the regions do not shadow names of the function around them.
+  std::string args = std::string("%attn_q: ") + t, names, types;
   for (size_t i = 0; i < captureTypes.size(); ++i) {
-    std::string name = "%c" + std::to_string(i);
+    std::string name = "%attn_capture" + std::to_string(i);
     args += ", " + name + ": " + captureTypes[i];
     names += (i ? ", " : "") + name;
     types += (i ? ", " : "") + captureTypes[i];
   }
   std::string captures =
       captureTypes.empty() ? "" : " captures(" + names + " : " + types + ")";
-  return "func.func @modifiers(" + args + ") {\n  %o = attn.attention ins(" +
-         "%q, %q, %q : " + t + ", " + t + ", " + t + ")" + captures +
-         " outs(%q : " + t + ")\n  " + regions + " -> " + t +
+  return "func.func @modifiers(" + args + ") {\n  %attn_o = attn.attention " +
+         "ins(%attn_q, %attn_q, %attn_q : " + t + ", " + t + ", " + t + ")" +
+         captures + " outs(%attn_q : " + t + ")\n  " + regions + " -> " + t +
          "\n  return\n}\n";
 }
 
@@ -363,6 +365,7 @@ bool setModifiers(KernelSpec &spec, const std::string &regions,
   if (!captureSpecs(op, spec, error))
     return false;
   spec.modifiers = source;
+  spec.scoreMod = mlir::attn::scoreModOf(op) != nullptr;
   return true;
 }
 bool specFromOp(mlir::attn::AttentionOp op, KernelSpec &spec,

@@ -76,6 +76,7 @@ struct KernelSpec {
   // Empty: none.
   std::string modifiers;
   std::vector<CaptureSpec> captures;
+  bool scoreMod = false; // whether `modifiers` has a score_mod
   // Sizes declared in the IR (B, Hq, Hkv, Sq, Sk); -1 = dynamic. A spec
   // string may set the GQA ratio instead (group = Hq / Hkv), -1 = any.
   int64_t staticSizes[5] = {-1, -1, -1, -1, -1};

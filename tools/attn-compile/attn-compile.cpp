@@ -31,6 +31,11 @@ static cl::list<std::string>
                    "\"name=attn_causal,dtype=bf16,d=128,causal,lse\" "
                    "(repeatable; see README)"),
           cl::cat(category));
+static cl::opt<std::string> modifiersFile(
+    "modifiers",
+    cl::desc("An .mlir file whose one attn.attention has a score_mod and/or "
+             "mask_mod (and their captures): every --spec kernel gets them"),
+    cl::value_desc("file"), cl::cat(category));
 static cl::opt<std::string> outputFile("o", cl::desc("Output file"),
                                        cl::value_desc("file"), cl::Required,
                                        cl::cat(category));
@@ -212,6 +217,25 @@ int main(int argc, char **argv) {
     if (!spec)
       return fail("--spec \"" + text + "\": " + error);
     kernels.push_back(*spec);
+  }
+  if (!modifiersFile.empty()) {
+    if (specs.empty())
+      return fail("--modifiers applies to --spec kernels; an .mlir file's "
+                  "ops carry their own regions");
+    std::vector<attn::KernelSpec> sources;
+    if (!attn::specsFromMLIRFile(modifiersFile, sources, error))
+      return fail("--modifiers " + modifiersFile + ": " + error);
+    if (sources.size() != 1 || sources[0].modifiers.empty())
+      return fail("--modifiers " + modifiersFile +
+                  ": expected one attn.attention with a score_mod or "
+                  "mask_mod, found " +
+                  std::to_string(sources.size()) + " op(s)" +
+                  (sources.size() == 1 ? " without modifiers" : ""));
+    for (attn::KernelSpec &kernel : kernels) {
+      kernel.modifiers = sources[0].modifiers;
+      kernel.captures = sources[0].captures;
+      kernel.scoreMod = sources[0].scoreMod;
+    }
   }
   if (kernels.empty())
     return fail("nothing to compile: give an .mlir file or --spec");
