@@ -42,7 +42,7 @@ STATUS_ENV = "ATTN_COMPILE_STATUS"
 STATUS_DELAY_SECONDS = 0.5
 
 _lock = threading.Lock()
-_loaded: dict[str, _ext.Kernel] = {}
+_loaded: dict[object, _ext.Kernel] = {}
 _compiler_identity: dict[str, str] = {}
 _stats = {"compiles": 0, "disk_hits": 0, "memory_hits": 0}
 _status_override: bool | None = None
@@ -169,8 +169,11 @@ def cache_dir() -> Path:
     return (Path(xdg) if xdg else Path.home() / ".cache") / "attn"
 
 
-def cache_key(spec: str, compiler: Path) -> str:
-    text = "\n".join(["attn kernel cache v1", spec, _identity(compiler), cpu_features()])
+def cache_key(spec: str, compiler: Path, modifiers: str | None = None) -> str:
+    parts = ["attn kernel cache v1", spec, _identity(compiler), cpu_features()]
+    if modifiers:
+        parts.append(modifiers)
+    text = "\n".join(parts)
     return hashlib.sha256(text.encode()).hexdigest()[:40]
 
 
@@ -238,8 +241,9 @@ def _cache_error(folder: Path, error: OSError) -> Error:
     )
 
 
-def _compile(spec: str, compiler: Path, target: Path) -> None:
-    """Compiles `spec` into `target`, atomically."""
+def _compile(spec: str, compiler: Path, target: Path, modifiers: str | None = None) -> None:
+    """Compiles `spec` (with the score and mask modifiers of the .mlir text
+    `modifiers`, if any) into `target`, atomically."""
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         workspace = tempfile.TemporaryDirectory(prefix=".compiling-", dir=target.parent)
@@ -250,9 +254,14 @@ def _compile(spec: str, compiler: Path, target: Path) -> None:
     try:
         with workspace as tmp:
             library = Path(tmp) / "kernel.so"
+            command = [str(compiler), "--spec", spec, "-o", str(library)]
+            if modifiers:
+                source = Path(tmp) / "modifiers.mlir"
+                source.write_text(modifiers)
+                command += ["--modifiers", str(source)]
             try:
                 result = subprocess.run(
-                    [str(compiler), "--spec", spec, "-o", str(library)],
+                    command,
                     capture_output=True,
                     text=True,
                     timeout=600,
@@ -278,9 +287,9 @@ def _compile(spec: str, compiler: Path, target: Path) -> None:
     _stats["compiles"] += 1
 
 
-def _load(spec: str) -> _ext.Kernel:
+def _load(spec: str, modifiers: str | None) -> _ext.Kernel:
     compiler = find_compiler()
-    path = cache_dir() / f"{cache_key(spec, compiler)}.so"
+    path = cache_dir() / f"{cache_key(spec, compiler, modifiers)}.so"
     if path.is_file():
         try:
             kernels = _ext.load_library(str(path))
@@ -291,24 +300,27 @@ def _load(spec: str) -> _ext.Kernel:
             kernels = None
         if kernels:
             return kernels[0]
-    _compile(spec, compiler, path)
+    _compile(spec, compiler, path, modifiers)
     kernels = _ext.load_library(str(path))
     if len(kernels) != 1:
         raise Error(f"{path}: expected one kernel, found {len(kernels)}")
     return kernels[0]
 
 
-def kernel(spec: str) -> _ext.Kernel:
-    """The loaded kernel for `spec`, compiling it on first use."""
-    found = _loaded.get(spec)
+def kernel(spec: str, modifiers: str | None = None) -> _ext.Kernel:
+    """The loaded kernel for `spec`, compiling it on first use; with
+    `modifiers` (the .mlir text of an attn.attention whose score_mod and
+    mask_mod the kernel gets, attn-compile --modifiers) part of its key."""
+    key = spec if not modifiers else (spec, modifiers)
+    found = _loaded.get(key)
     if found is not None:
         _stats["memory_hits"] += 1
         return found
     with _lock:
-        found = _loaded.get(spec)
+        found = _loaded.get(key)
         if found is None:
-            found = _load(spec)
-            _loaded[spec] = found
+            found = _load(spec, modifiers)
+            _loaded[key] = found
         return found
 
 

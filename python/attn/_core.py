@@ -253,10 +253,13 @@ def dtype_name_or_none(dtype) -> Optional[str]:
 
 
 def run(spec: str, query, key, value, mask, output, lse, dropout_p: float = 0.0,
-        dropout_seed: int = 0, sinks=None) -> None:
-    """Runs the kernel of `spec` (compiling it on first use)."""
-    _cache.kernel(spec).run(query, key, value, mask, output, lse, dropout_p,
-                            seed_bits(dropout_seed), sinks)
+        dropout_seed: int = 0, sinks=None, modifiers: Optional[str] = None,
+        captures=()) -> None:
+    """Runs the kernel of `spec` (compiling it on first use); `modifiers`
+    and `captures`: its score and mask modifiers (attn._flex) and the
+    tensors they read."""
+    _cache.kernel(spec, modifiers).run(query, key, value, mask, output, lse, dropout_p,
+                                       seed_bits(dropout_seed), sinks, list(captures))
 
 
 def check_sinks(sinks_shape: Sequence[int], heads_q: int) -> None:
@@ -271,12 +274,13 @@ def check_sinks(sinks_shape: Sequence[int], heads_q: int) -> None:
 
 def run_backward(spec: str, query, key, value, mask, output, lse, grad_output,
                  grad_lse, grad_query, grad_key, grad_value, dropout_p: float = 0.0,
-                 dropout_seed: int = 0, grad_mask=None) -> None:
+                 dropout_seed: int = 0, grad_mask=None, modifiers: Optional[str] = None,
+                 captures=()) -> None:
     """Runs the backward kernel of `spec` (compiling it on first use)."""
-    _cache.kernel(spec).run_backward(
+    _cache.kernel(spec, modifiers).run_backward(
         query, key, value, mask, output, lse, grad_output, grad_lse,
         grad_query, grad_key, grad_value, dropout_p, seed_bits(dropout_seed),
-        grad_mask,
+        grad_mask, list(captures),
     )
 
 
@@ -348,10 +352,11 @@ def philox4x32(counter, key):
 
 
 def run_weights(spec: str, query, key, mask, lse, weights, dropout_p: float = 0.0,
-                dropout_seed: int = 0) -> None:
+                dropout_seed: int = 0, modifiers: Optional[str] = None,
+                captures=()) -> None:
     """Runs the weights kernel of `spec` (compiling it on first use)."""
-    _cache.kernel(spec).run_weights(query, key, mask, lse, weights, dropout_p,
-                                    seed_bits(dropout_seed))
+    _cache.kernel(spec, modifiers).run_weights(query, key, mask, lse, weights, dropout_p,
+                                               seed_bits(dropout_seed), list(captures))
 
 
 def as_array(x, name: str):

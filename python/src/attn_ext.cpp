@@ -86,8 +86,11 @@ const char *dtypeText(nb::dlpack::dtype dtype) {
   }
 }
 
+/// `array` as an attn_tensor for `role`; `integers`: int32 and int64 are
+/// accepted too (a modifier's captured tensors).
 template <typename Array>
-attn_tensor toTensor(const Array &array, const char *role) {
+attn_tensor toTensor(const Array &array, const std::string &role,
+                     bool integers = false) {
   if (array.device_type() != nb::device::cpu::value)
     throw attn::Error(ATTN_ERROR_INVALID_ARGUMENT,
                       std::string(role) + ": tensor is on DLPack device type " +
@@ -114,12 +117,16 @@ attn_tensor toTensor(const Array &array, const char *role) {
     tensor.dtype = ATTN_BF16;
   else if (dtype.code == static_cast<uint8_t>(Code::Bool) && dtype.bits == 8)
     tensor.dtype = ATTN_BOOL;
+  else if (integers && dtype.code == static_cast<uint8_t>(Code::Int) &&
+           (dtype.bits == 32 || dtype.bits == 64))
+    tensor.dtype = dtype.bits == 32 ? ATTN_I32 : ATTN_I64;
   else
-    throw attn::Error(ATTN_ERROR_INVALID_ARGUMENT,
-                      std::string(role) + ": element type is " +
-                          dtypeText(dtype) + " (" + std::to_string(dtype.bits) +
-                          " bits) but attn takes float32, float16, bfloat16 "
-                          "(and bool for masks)");
+    throw attn::Error(
+        ATTN_ERROR_INVALID_ARGUMENT,
+        std::string(role) + ": element type is " + dtypeText(dtype) + " (" +
+            std::to_string(dtype.bits) + " bits) but attn takes " +
+            (integers ? "float32, int32 or int64 for captured tensors"
+                      : "float32, float16, bfloat16 (and bool for masks)"));
   tensor.data = const_cast<void *>(static_cast<const void *>(array.data()));
   tensor.rank = static_cast<int32_t>(array.ndim());
   const int64_t *strides = array.stride_ptr();
@@ -132,6 +139,23 @@ attn_tensor toTensor(const Array &array, const char *role) {
   }
   return tensor;
 }
+
+/// The tensors a kernel's modifiers capture, in the order of its op's
+/// captures(...).
+struct Captures {
+  std::vector<attn_tensor> tensors;
+
+  explicit Captures(const std::vector<InputArray> &arrays) {
+    for (size_t i = 0; i < arrays.size(); ++i)
+      tensors.push_back(toTensor(arrays[i],
+                                 "captures[" + std::to_string(i) + "]",
+                                 /*integers=*/true));
+  }
+  void into(attn_run_options &options) const {
+    options.captures = tensors.empty() ? nullptr : tensors.data();
+    options.num_captures = static_cast<int32_t>(tensors.size());
+  }
+};
 
 //===----------------------------------------------------------------------===//
 // Kernels
@@ -148,7 +172,8 @@ struct PyKernel {
            const InputArray &value, const std::optional<InputArray> &mask,
            const OutputArray &output, const std::optional<OutputArray> &lse,
            float dropoutP, uint64_t dropoutSeed,
-           const std::optional<InputArray> &sinks) const {
+           const std::optional<InputArray> &sinks,
+           const std::vector<InputArray> &captures) const {
     attn_tensor q = toTensor(query, "query");
     attn_tensor k = toTensor(key, "key");
     attn_tensor v = toTensor(value, "value");
@@ -163,6 +188,8 @@ struct PyKernel {
     attn_run_options options{};
     options.struct_size = sizeof(options);
     options.sinks = sinks ? &s : nullptr;
+    Captures captured(captures);
+    captured.into(options);
     options.dropout_p = dropoutP;
     options.dropout_seed = dropoutSeed;
     attn_thread_pool *threads = sharedPool();
@@ -188,7 +215,8 @@ struct PyKernel {
                    const OutputArray &gradQuery, const OutputArray &gradKey,
                    const OutputArray &gradValue, float dropoutP,
                    uint64_t dropoutSeed,
-                   const std::optional<OutputArray> &gradMask) const {
+                   const std::optional<OutputArray> &gradMask,
+                   const std::vector<InputArray> &captures) const {
     attn_tensor q = toTensor(query, "query");
     attn_tensor k = toTensor(key, "key");
     attn_tensor v = toTensor(value, "value");
@@ -210,6 +238,8 @@ struct PyKernel {
     options.dropout_p = dropoutP;
     options.dropout_seed = dropoutSeed;
     options.grad_mask = gradMask ? &dM : nullptr;
+    Captures captured(captures);
+    captured.into(options);
     attn_thread_pool *threads = sharedPool();
     attn_status status;
     {
@@ -227,7 +257,8 @@ struct PyKernel {
                   const std::optional<InputArray> &mask,
                   const std::optional<InputArray> &lse,
                   const OutputArray &weights, float dropoutP,
-                  uint64_t dropoutSeed) const {
+                  uint64_t dropoutSeed,
+                  const std::vector<InputArray> &captures) const {
     attn_tensor q = toTensor(query, "query");
     attn_tensor k = toTensor(key, "key");
     attn_tensor w = toTensor(weights, "weights");
@@ -236,13 +267,18 @@ struct PyKernel {
       m = toTensor(*mask, "mask");
     if (lse)
       l = toTensor(*lse, "lse");
+    attn_run_options options{};
+    options.struct_size = sizeof(options);
+    options.dropout_p = dropoutP;
+    options.dropout_seed = dropoutSeed;
+    Captures captured(captures);
+    captured.into(options);
     attn_thread_pool *threads = sharedPool();
     attn_status status;
     {
       nb::gil_scoped_release release;
-      status = attn_run_weights(kernel.get(), &q, &k, mask ? &m : nullptr,
-                                lse ? &l : nullptr, &w, dropoutP, dropoutSeed,
-                                threads);
+      status = attn_run_weights_with(kernel.get(), &q, &k, mask ? &m : nullptr,
+                                     lse ? &l : nullptr, &w, &options, threads);
     }
     attn::check(status);
   }
@@ -347,6 +383,7 @@ NB_MODULE(_ext, m) {
            nb::arg("grad_value").noconvert(), nb::arg("dropout_p") = 0.0f,
            nb::arg("dropout_seed") = 0,
            nb::arg("grad_mask").noconvert().none() = nb::none(),
+           nb::arg("captures") = std::vector<InputArray>(),
            "Runs a backward kernel: writes the gradients dQ, dK, dV of the "
            "forward whose inputs, O and LSE are given, for the incoming dO "
            "(and dLSE where the kernel takes it).")
@@ -359,6 +396,7 @@ NB_MODULE(_ext, m) {
            nb::arg("key").noconvert(), nb::arg("mask").noconvert().none(),
            nb::arg("lse").noconvert().none(), nb::arg("weights").noconvert(),
            nb::arg("dropout_p") = 0.0f, nb::arg("dropout_seed") = 0,
+           nb::arg("captures") = std::vector<InputArray>(),
            "Runs a weights kernel: writes the attention weights W [B, Hq, "
            "Sq, Sk] (f32) of the forward whose Q, K and mask are given, "
            "normalized by the forward's LSE where the kernel reads one.")
@@ -368,10 +406,15 @@ NB_MODULE(_ext, m) {
            nb::arg("lse").noconvert().none(), nb::arg("dropout_p") = 0.0f,
            nb::arg("dropout_seed") = 0,
            nb::arg("sinks").noconvert().none() = nb::none(),
+           nb::arg("captures") = std::vector<InputArray>(),
            "Checks the tensors against the kernel and runs it on the shared "
            "thread pool. Tensors are [B, H, S, D] with any strides; `mask`, "
            "`lse` and `sinks` ([Hq] f32) are None or tensors, as the kernel "
-           "requires.");
+           "requires; `captures` the tensors its modifiers read.")
+      .def_prop_ro("num_captures",
+                   [](const PyKernel &k) {
+                     return attn_kernel_num_captures(k.kernel.get());
+                   });
 
   m.def("load_library", &loadLibrary, nb::arg("path"),
         "Loads a kernel library made by attn-compile; returns its kernels.");
