@@ -153,18 +153,30 @@ def dropout_mask(batch: int, heads: int, seq_q: int, seq_k: int, dropout_p: floa
 from ._plot import plot_attention  # noqa: E402
 
 
-def __getattr__(name):
-    # attn.nn imports torch: only when it is used.
-    if name == "nn":
-        import importlib
+_FLEX_NAMES = ("flex_attention", "create_block_mask", "BlockMask", "and_masks",
+               "or_masks", "noop_mask")
 
+
+def __getattr__(name):
+    # attn.nn and FlexAttention's interface import torch: only when used.
+    import importlib
+
+    if name == "nn":
         return importlib.import_module(".nn", __name__)
+    if name in _FLEX_NAMES:
+        return getattr(importlib.import_module("._flex", __name__), name)
     raise AttributeError(f"module 'attn' has no attribute {name!r}")
 
 from ._weights import attention_weights  # noqa: E402
 
 __all__ = [
+    "and_masks",
     "attention_weights",
+    "BlockMask",
+    "create_block_mask",
+    "flex_attention",
+    "noop_mask",
+    "or_masks",
     "Error",
     "Kernel",
     "cache_dir",

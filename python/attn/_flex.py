@@ -1,0 +1,1057 @@
+"""FlexAttention's interface on attn's kernels: ``flex_attention`` and
+``create_block_mask``, with PyTorch's signatures and semantics
+(``torch.nn.attention.flex_attention``), so that switching is an import
+change:
+
+    from attn import flex_attention, create_block_mask
+
+    def alibi(score, b, h, q_idx, kv_idx):
+        return score - slopes[h] * (q_idx - kv_idx).abs()
+
+    def document(b, h, q_idx, kv_idx):
+        return doc_id[q_idx] == doc_id[kv_idx]
+
+    mask = create_block_mask(document, None, None, S, S)
+    out = flex_attention(q, k, v, score_mod=alibi, block_mask=mask)
+
+A ``score_mod`` or ``mask_mod`` is ordinary Python on 0-d tensors. It is
+traced with torch.fx into the MLIR of the op's ``score_mod`` and
+``mask_mod`` regions (docs/spec.md, "Score and mask modifiers"), which the
+compiler fuses into the kernel: the scores are never materialized. Tensors
+the function closes over (bias tables, document ids, per-head slopes) become
+the kernel's captured tensors, read at the traced indices. The kernel is
+cached by the traced structure and the captured tensors' element types and
+ranks: a new closure value of the same kind (another bias table, other
+document ids) or a new sequence length runs the same kernel.
+
+What a modifier may use: + - * / // % ** (a constant exponent), unary -,
+abs, comparisons, & | ^ ~, torch.where, torch.clamp / clip, minimum,
+maximum, exp, exp2, log, log2, tanh, sigmoid, sqrt, rsqrt, floor, ceil,
+conversions (.float(), .int(), .long(), .bool(), .to(dtype)), and
+indexing a captured tensor by traced integers (``table[h, bucket]``).
+Anything else (Python control flow on the arguments, other functions) is an
+attn.Error that names the construct.
+
+Where attn differs from PyTorch: integer division or modulo by zero gives 0
+(PyTorch raises); an out-of-range index into a captured tensor is clamped
+to the nearest element (PyTorch raises, or wraps a negative one). The kernels
+evaluate ``mask_mod`` on every score: the block mask's lists are computed
+(and checked against the call) but not yet used to skip blocks.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import struct
+from typing import Callable, List, Optional, Tuple
+
+import torch
+import torch.fx as fx
+from torch import Tensor
+
+from . import _core
+
+Error = _core.Error
+
+def noop_mask(b, h, q_idx, kv_idx):
+    """A mask_mod that keeps everything (FlexAttention's noop_mask)."""
+    return q_idx >= 0  # True, as a tensor of the arguments' kind
+
+
+def and_masks(*mask_mods: Callable) -> Callable:
+    """A mask_mod keeping what every one of `mask_mods` keeps."""
+    if not all(callable(m) for m in mask_mods):
+        raise Error("and_masks: every argument must be a mask_mod (a callable)")
+
+    def both(b, h, q_idx, kv_idx):
+        result = True
+        for mask_mod in mask_mods:
+            result = mask_mod(b, h, q_idx, kv_idx) & result
+        return result
+
+    return both
+
+
+def or_masks(*mask_mods: Callable) -> Callable:
+    """A mask_mod keeping what any one of `mask_mods` keeps."""
+    if not all(callable(m) for m in mask_mods):
+        raise Error("or_masks: every argument must be a mask_mod (a callable)")
+
+    def either(b, h, q_idx, kv_idx):
+        result = False
+        for mask_mod in mask_mods:
+            result = mask_mod(b, h, q_idx, kv_idx) | result
+        return result
+
+    return either
+
+
+# ---------------------------------------------------------------------------
+# Tracing a modifier into MLIR
+# ---------------------------------------------------------------------------
+
+_F32, _INDEX, _I1 = "f32", "index", "i1"
+
+
+class _Value:
+    """An SSA value of the region being written, of kind f32, index or i1."""
+
+    __slots__ = ("name", "kind")
+
+    def __init__(self, name: str, kind: str):
+        self.name, self.kind = name, kind
+
+
+class _View:
+    """A captured tensor indexed by fewer indices than its rank so far."""
+
+    __slots__ = ("capture", "indices")
+
+    def __init__(self, capture: int, indices: list):
+        self.capture, self.indices = capture, indices
+
+
+class _Captures:
+    """The captured tensors of one call (shared by its score_mod and
+    mask_mod), in the order of the op's captures(...)."""
+
+    def __init__(self):
+        self.tensors: List[Tensor] = []
+        self.types: List[str] = []
+        self.bool: List[bool] = []
+        self._index: dict = {}
+        self._held: List[Tensor] = []  # keeps each id() unique while tracing
+
+    def add(self, tensor: Tensor, where: str) -> int:
+        found = self._index.get(id(tensor))
+        if found is not None:
+            return found
+        if tensor.device.type != "cpu":
+            raise Error(f"{where}: a captured tensor is on {tensor.device} but attn runs on the CPU")
+        if tensor.dim() > 4:
+            raise Error(f"{where}: a captured tensor has {tensor.dim()} dims; at most 4 are supported")
+        if tensor.is_complex():
+            raise Error(f"{where}: a captured tensor is complex ({tensor.dtype})")
+        data = tensor.detach()
+        if data.dim() == 0:
+            data = data.reshape(1)
+        is_bool = data.dtype == torch.bool
+        if data.is_floating_point():
+            data, element = data.to(torch.float32), "f32"
+        elif data.dtype == torch.int64:
+            element = "i64"
+        else:  # bool, uint8, int8, int16, int32
+            data, element = data.to(torch.int32), "i32"
+        index = len(self.tensors)
+        if index >= 8:
+            raise Error(f"{where}: more than 8 captured tensors (the kernels take at most 8)")
+        self._index[id(tensor)] = index
+        self._held.append(tensor)
+        self.tensors.append(data)
+        self.types.append("tensor<" + "?x" * data.dim() + element + ">")
+        self.bool.append(is_bool)
+        return index
+
+    def rank(self, index: int) -> int:
+        return self.tensors[index].dim()
+
+    def element(self, index: int) -> str:
+        return self.types[index].rsplit("x", 1)[-1].rstrip(">")
+
+
+class _Tracer(fx.Tracer):
+    """torch.fx's tracer, with every tensor the function touches (closed-
+    over tensors and parameters alike) recorded as a constant node."""
+
+    def __init__(self):
+        super().__init__(autowrap_functions=())
+        self.constants: dict = {}
+
+    def create_arg(self, a):
+        if isinstance(a, Tensor):
+            name = f"_capture{id(a)}"
+            self.constants[name] = a
+            return self.create_node("get_attr", name, (), {})
+        return super().create_arg(a)
+
+
+_SUPPORTED = (
+    "+ - * / // % ** (constant exponent), unary -, abs, comparisons, & | ^ ~, "
+    "torch.where, clamp/clip, minimum, maximum, exp, exp2, log, log2, tanh, "
+    "sigmoid, sqrt, rsqrt, floor, ceil, .float()/.int()/.long()/.bool()/.to(dtype), "
+    "and indexing a captured tensor by traced integers"
+)
+
+
+def _describe(node: fx.Node) -> str:
+    target = node.target
+    if node.op == "call_method":
+        return f"the method .{target}()"
+    name = getattr(target, "__name__", str(target))
+    module = getattr(target, "__module__", None) or ""
+    if module.startswith("torch"):
+        return f"torch.{name}"
+    if module == "_operator":
+        return f"the operator {name}"
+    return f"{module + '.' if module else ''}{name}"
+
+
+class _Region:
+    """Writes one region (score_mod or mask_mod) from a traced graph."""
+
+    def __init__(self, role: str, captures: _Captures):
+        self.role = role
+        self.captures = captures
+        self.lines: List[str] = []
+        self.count = 0
+        self._constants: dict = {}
+
+    # -- values -------------------------------------------------------------
+
+    def emit(self, text: str, kind: str) -> _Value:
+        name = f"%v{self.count}"
+        self.count += 1
+        self.lines.append(f"    {name} = {text}")
+        return _Value(name, kind)
+
+    def constant(self, value, kind: str) -> _Value:
+        key = (kind, repr(value))
+        found = self._constants.get(key)
+        if found is not None:
+            return found
+        if kind == _F32:
+            bits = struct.unpack("<I", struct.pack("<f", float(value)))[0]
+            text = f"arith.constant 0x{bits:08X} : f32"
+        elif kind == _INDEX:
+            if not -(2**63) <= int(value) < 2**63:
+                raise Error(f"{self.role}: the integer {value} does not fit in 64 bits")
+            text = f"arith.constant {int(value)} : index"
+        else:
+            text = f"arith.constant {'true' if value else 'false'}"
+        found = self.emit(text, kind)
+        self._constants[key] = found
+        return found
+
+    def kind_of(self, x) -> str:
+        if isinstance(x, _Value):
+            return x.kind
+        if isinstance(x, bool):
+            return _I1
+        if isinstance(x, int):
+            return _INDEX
+        if isinstance(x, float):
+            return _F32
+        raise Error(f"{self.role}: {self._what(x)} cannot be used as a value here")
+
+    def _what(self, x) -> str:
+        if isinstance(x, _View):
+            return ("a captured tensor indexed by fewer indices than its "
+                    f"{self.captures.rank(x.capture)} dims")
+        if isinstance(x, Tensor):
+            return f"a tensor of shape {list(x.shape)} (index it to read one element)"
+        if isinstance(x, _Value):
+            return {_F32: "a float", _INDEX: "an integer", _I1: "a bool"}.get(x.kind, x.kind)
+        return f"{type(x).__name__} {x!r}"
+
+    def as_kind(self, x, kind: str) -> _Value:
+        if not isinstance(x, _Value):
+            self.kind_of(x)  # refuses what is no number
+            if kind == _I1:
+                return self.constant(bool(x), _I1)
+            if kind == _INDEX:
+                if isinstance(x, float):
+                    raise Error(f"{self.role}: the float {x} is used where an integer is needed")
+                return self.constant(int(x), _INDEX)
+            return self.constant(float(x), _F32)
+        if x.kind == kind:
+            return x
+        if kind == _F32:
+            if x.kind == _I1:
+                return self.emit(f"arith.uitofp {x.name} : i1 to f32", _F32)
+            wide = self.emit(f"arith.index_cast {x.name} : index to i64", "i64")
+            return self.emit(f"arith.sitofp {wide.name} : i64 to f32", _F32)
+        if kind == _INDEX:
+            if x.kind == _I1:
+                wide = self.emit(f"arith.extui {x.name} : i1 to i64", "i64")
+                return self.emit(f"arith.index_cast {wide.name} : i64 to index", _INDEX)
+            raise Error(f"{self.role}: a float is used where an integer is needed "
+                        "(convert it with .long() or .int())")
+        # to i1: PyTorch's bool(x) is x != 0
+        zero = self.constant(0.0 if x.kind == _F32 else 0, x.kind)
+        if x.kind == _F32:
+            return self.emit(f"arith.cmpf une, {x.name}, {zero.name} : f32", _I1)
+        return self.emit(f"arith.cmpi ne, {x.name}, {zero.name} : index", _I1)
+
+    def common(self, *xs, bools: bool = False) -> str:
+        """The kind PyTorch's promotion gives `xs`: f32 if any is a float,
+        else index (i1 only when all are bool and `bools`)."""
+        kinds = [self.kind_of(x) for x in xs]
+        if _F32 in kinds:
+            return _F32
+        if bools and all(k == _I1 for k in kinds):
+            return _I1
+        return _INDEX
+
+    # -- operations ---------------------------------------------------------
+
+    def arith(self, op: str, a, b):
+        if not isinstance(a, _Value) and not isinstance(b, _Value):
+            return {"add": operator.add, "sub": operator.sub, "mul": operator.mul}[op](a, b)
+        kind = self.common(a, b)
+        x, y = self.as_kind(a, kind), self.as_kind(b, kind)
+        suffix = "f" if kind == _F32 else "i"
+        return self.emit(f"arith.{op}{suffix} {x.name}, {y.name} : {kind}", kind)
+
+    def truediv(self, a, b):
+        x, y = self.as_kind(a, _F32), self.as_kind(b, _F32)
+        return self.emit(f"arith.divf {x.name}, {y.name} : f32", _F32)
+
+    def floordiv(self, a, b, modulo: bool):
+        kind = self.common(a, b)
+        if kind == _F32:
+            x, y = self.as_kind(a, _F32), self.as_kind(b, _F32)
+            quotient = self.emit(f"arith.divf {x.name}, {y.name} : f32", _F32)
+            floor = self.emit(f"math.floor {quotient.name} : f32", _F32)
+            if not modulo:
+                return floor
+            product = self.emit(f"arith.mulf {floor.name}, {y.name} : f32", _F32)
+            return self.emit(f"arith.subf {x.name}, {product.name} : f32", _F32)
+        x = self.as_kind(a, _INDEX)
+        zero = self.constant(0, _INDEX)
+        if not isinstance(b, _Value) and int(b) == 0:
+            raise Error(f"{self.role}: integer division or modulo by zero")
+        if isinstance(b, _Value):
+            y = self.as_kind(b, _INDEX)
+            # No trap on a zero divisor: divide by 1 and give 0 there.
+            is_zero = self.emit(f"arith.cmpi eq, {y.name}, {zero.name} : index", _I1)
+            one = self.constant(1, _INDEX)
+            divisor = self.emit(f"arith.select {is_zero.name}, {one.name}, {y.name} : index",
+                                _INDEX)
+        else:
+            is_zero, divisor = None, self.constant(int(b), _INDEX)
+        result = self.emit(f"arith.floordivsi {x.name}, {divisor.name} : index", _INDEX)
+        if modulo:
+            product = self.emit(f"arith.muli {result.name}, {divisor.name} : index", _INDEX)
+            result = self.emit(f"arith.subi {x.name}, {product.name} : index", _INDEX)
+        if is_zero is not None:
+            result = self.emit(
+                f"arith.select {is_zero.name}, {zero.name}, {result.name} : index", _INDEX)
+        return result
+
+    def power(self, a, b):
+        if isinstance(b, _Value) or isinstance(b, bool) or not isinstance(b, (int, float)):
+            raise Error(f"{self.role}: ** takes a constant exponent (a Python number)")
+        kind = self.common(a, b)
+        if float(b) == 0.5:
+            return self.unary("sqrt", a)
+        if float(b) != int(b) or not 0 <= int(b) <= 16:
+            if kind != _F32:
+                raise Error(f"{self.role}: an integer ** takes an exponent from 0 to 16")
+            x = self.as_kind(a, _F32)
+            y = self.constant(float(b), _F32)
+            return self.emit(f"math.powf {x.name}, {y.name} : f32", _F32)
+        x = self.as_kind(a, kind)
+        result = self.constant(1.0 if kind == _F32 else 1, kind)
+        suffix = "f" if kind == _F32 else "i"
+        for _ in range(int(b)):
+            result = self.emit(f"arith.mul{suffix} {result.name}, {x.name} : {kind}", kind)
+        return result
+
+    def negate(self, a):
+        kind = self.common(a)
+        if kind == _F32:
+            return self.emit(f"arith.negf {self.as_kind(a, _F32).name} : f32", _F32)
+        return self.arith("sub", 0, self.as_kind(a, _INDEX))
+
+    def absolute(self, a):
+        kind = self.common(a)
+        if kind == _F32:
+            return self.emit(f"math.absf {self.as_kind(a, _F32).name} : f32", _F32)
+        x = self.as_kind(a, _INDEX)
+        minus = self.arith("sub", 0, x)
+        return self.emit(f"arith.maxsi {x.name}, {minus.name} : index", _INDEX)
+
+    def compare(self, predicate: str, a, b):
+        kind = self.common(a, b, bools=True)
+        x, y = self.as_kind(a, kind), self.as_kind(b, kind)
+        if kind == _F32:
+            float_predicate = {"eq": "oeq", "ne": "une", "lt": "olt", "le": "ole",
+                               "gt": "ogt", "ge": "oge"}[predicate]
+            return self.emit(f"arith.cmpf {float_predicate}, {x.name}, {y.name} : f32", _I1)
+        if kind == _I1 and predicate not in ("eq", "ne"):
+            x, y = self.as_kind(x, _INDEX), self.as_kind(y, _INDEX)
+            kind = _INDEX
+        signed = {"eq": "eq", "ne": "ne", "lt": "slt", "le": "sle", "gt": "sgt",
+                  "ge": "sge"}[predicate]
+        return self.emit(f"arith.cmpi {signed}, {x.name}, {y.name} : {kind}", _I1)
+
+    def bitwise(self, op: str, a, b):
+        kind = self.common(a, b, bools=True)
+        if kind == _F32:
+            raise Error(f"{self.role}: & | ^ take bools or integers, not floats")
+        x, y = self.as_kind(a, kind), self.as_kind(b, kind)
+        return self.emit(f"arith.{op} {x.name}, {y.name} : {kind}", kind)
+
+    def invert(self, a):
+        kind = self.common(a, bools=True)
+        if kind == _F32:
+            raise Error(f"{self.role}: ~ takes a bool or an integer, not a float")
+        ones = self.constant(True if kind == _I1 else -1, kind)
+        x = self.as_kind(a, kind)
+        return self.emit(f"arith.xori {x.name}, {ones.name} : {kind}", kind)
+
+    def logical_not(self, a):
+        return self.invert(self.as_kind(a, _I1))
+
+    def where(self, condition, a, b):
+        c = self.as_kind(condition, _I1) if self.kind_of(condition) == _I1 else None
+        if c is None:
+            raise Error(f"{self.role}: torch.where's condition must be a bool")
+        kind = self.common(a, b, bools=True)
+        x, y = self.as_kind(a, kind), self.as_kind(b, kind)
+        return self.emit(f"arith.select {c.name}, {x.name}, {y.name} : {kind}", kind)
+
+    def extremum(self, which: str, a, b):
+        kind = self.common(a, b)
+        x, y = self.as_kind(a, kind), self.as_kind(b, kind)
+        op = {("max", _F32): "maximumf", ("min", _F32): "minimumf",
+              ("max", _INDEX): "maxsi", ("min", _INDEX): "minsi"}[(which, kind)]
+        return self.emit(f"arith.{op} {x.name}, {y.name} : {kind}", kind)
+
+    def clamp(self, a, low=None, high=None):
+        result = a
+        if low is not None:
+            result = self.extremum("max", result, low)
+        if high is not None:
+            result = self.extremum("min", result, high)
+        return result if isinstance(result, _Value) else self.as_kind(result, self.kind_of(a))
+
+    def unary(self, name: str, a):
+        x = self.as_kind(a, _F32)
+        if name == "sigmoid":
+            minus = self.emit(f"arith.negf {x.name} : f32", _F32)
+            e = self.emit(f"math.exp {minus.name} : f32", _F32)
+            one = self.constant(1.0, _F32)
+            denominator = self.emit(f"arith.addf {one.name}, {e.name} : f32", _F32)
+            return self.emit(f"arith.divf {one.name}, {denominator.name} : f32", _F32)
+        return self.emit(f"math.{name} {x.name} : f32", _F32)
+
+    def convert(self, a, dtype):
+        if dtype is torch.bool:
+            return self.as_kind(a, _I1)
+        if dtype.is_floating_point:
+            return self.as_kind(a, _F32)
+        if dtype in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8):
+            if self.kind_of(a) == _F32:  # truncation toward zero, as PyTorch's
+                x = self.as_kind(a, _F32)
+                wide = self.emit(f"arith.fptosi {x.name} : f32 to i64", "i64")
+                return self.emit(f"arith.index_cast {wide.name} : i64 to index", _INDEX)
+            return self.as_kind(a, _INDEX)
+        raise Error(f"{self.role}: conversion to {dtype} is not supported")
+
+    def index(self, base, indices, where: str):
+        if isinstance(base, Tensor):
+            view = _View(self.captures.add(base, where), [])
+        elif isinstance(base, _View):
+            view = _View(base.capture, list(base.indices))
+        else:
+            raise Error(f"{self.role}: only captured tensors can be indexed, not {self._what(base)}")
+        if not isinstance(indices, tuple):
+            indices = (indices,)
+        for i in indices:
+            if isinstance(i, _Value) and i.kind != _F32:
+                view.indices.append(self.as_kind(i, _INDEX))
+            elif isinstance(i, int) and not isinstance(i, bool) and i >= 0:
+                view.indices.append(self.constant(i, _INDEX))
+            elif isinstance(i, int) and not isinstance(i, bool):
+                raise Error(f"{self.role}: a negative constant index ({i}) into a captured tensor")
+            else:
+                raise Error(f"{self.role}: a captured tensor is indexed by {self._what(i)}; "
+                            "only integers (the index arguments, arithmetic on them, or "
+                            "values read from integer tensors) can index it")
+        rank = self.captures.rank(view.capture)
+        if len(view.indices) > rank:
+            raise Error(f"{self.role}: a captured tensor of {rank} dims is indexed by "
+                        f"{len(view.indices)} indices")
+        if len(view.indices) < rank:
+            return view
+        element = self.captures.element(view.capture)
+        names = ", ".join(v.name for v in view.indices)
+        read = self.emit(f"attn.captured {view.capture} [{names}] : {element}", element)
+        if element == _F32:
+            return read
+        if self.captures.bool[view.capture]:
+            zero = self.emit(f"arith.constant 0 : {element}", element)
+            return self.emit(f"arith.cmpi ne, {read.name}, {zero.name} : {element}", _I1)
+        return self.emit(f"arith.index_cast {read.name} : {element} to index", _INDEX)
+
+
+def _fold(node: fx.Node, args, kwargs):
+    """Runs a node whose operands are all known (tensors the function holds
+    or computes from them, numbers) in PyTorch, once, at trace time."""
+    if node.op == "call_method":
+        return getattr(args[0], node.target)(*args[1:], **kwargs)
+    return node.target(*args, **kwargs)
+
+
+_UNARY = {
+    "exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "tanh": "tanh",
+    "sqrt": "sqrt", "rsqrt": "rsqrt", "floor": "floor", "ceil": "ceil",
+    "sigmoid": "sigmoid",
+}
+_COMPARE = {operator.eq: "eq", operator.ne: "ne", operator.lt: "lt", operator.le: "le",
+            operator.gt: "gt", operator.ge: "ge"}
+_COMPARE_NAMES = {"eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge",
+                  "greater": "gt", "less": "lt", "greater_equal": "ge", "less_equal": "le",
+                  "not_equal": "ne"}
+
+
+def _name_of(node: fx.Node) -> Optional[str]:
+    """The torch function or method name of a node ('where', 'abs', ...)."""
+    if node.op == "call_method":
+        return node.target
+    target = node.target
+    module = getattr(target, "__module__", "") or ""
+    name = getattr(target, "__name__", None)
+    if module.startswith("torch") or target in vars(torch).values():
+        return name
+    return None
+
+
+def _apply(region: _Region, node: fx.Node, args, kwargs, where: str):
+    """One traced operation on region values."""
+    target = node.target
+    if (node.op == "call_function" and target is operator.getitem) or (
+            node.op == "call_method" and target == "__getitem__"):
+        return region.index(args[0], args[1], where)
+    # A 0-d tensor the function holds (or computed from what it holds, like
+    # SLOPES[-1]) is a captured value: a new value does not recompile.
+    def scalar(a):
+        return region.index(a, (0,), where) if isinstance(a, Tensor) and a.dim() == 0 else a
+
+    args = tuple(scalar(a) for a in args)
+    kwargs = {k: scalar(a) for k, a in kwargs.items()}
+    simple = {operator.add: "add", operator.sub: "sub", operator.mul: "mul"}
+    if node.op == "call_function" and target in simple:
+        return region.arith(simple[target], *args)
+    if node.op == "call_function" and target is operator.truediv:
+        return region.truediv(*args)
+    if node.op == "call_function" and target in (operator.floordiv, operator.mod):
+        return region.floordiv(*args, modulo=target is operator.mod)
+    if node.op == "call_function" and target is operator.pow:
+        return region.power(*args)
+    if node.op == "call_function" and target is operator.neg:
+        return region.negate(*args)
+    if node.op == "call_function" and target is operator.pos:
+        return args[0]
+    if node.op == "call_function" and target is operator.abs:
+        return region.absolute(*args)
+    if node.op == "call_function" and target in _COMPARE:
+        return region.compare(_COMPARE[target], *args)
+    if node.op == "call_function" and target in (operator.and_, operator.or_, operator.xor):
+        op = {operator.and_: "andi", operator.or_: "ori", operator.xor: "xori"}[target]
+        return region.bitwise(op, *args)
+    if node.op == "call_function" and target is operator.invert:
+        return region.invert(*args)
+
+    name = _name_of(node)
+    if name is None:
+        raise Error(f"{where}: {_describe(node)} is not supported in a modifier "
+                    f"(supported: {_SUPPORTED})")
+    if name.startswith("__") and name.endswith("__"):
+        name = name[2:-2].rstrip("_")
+        name = {"truediv": "div", "and": "bitwise_and", "or": "bitwise_or",
+                "xor": "bitwise_xor", "floordiv": "floor_divide", "mod": "remainder"}.get(
+                    name, name)
+    if name in ("add", "sub", "subtract", "mul", "multiply") and not kwargs:
+        op = {"subtract": "sub", "multiply": "mul"}.get(name, name)
+        return region.arith(op, *args)
+    if name in ("div", "true_divide", "divide") and not kwargs:
+        return region.truediv(*args)
+    if name in ("floor_divide", "remainder") and not kwargs:
+        return region.floordiv(*args, modulo=name == "remainder")
+    if name == "pow" and not kwargs:
+        return region.power(*args)
+    if name in ("neg", "negative"):
+        return region.negate(*args)
+    if name == "abs":
+        return region.absolute(*args)
+    if name in _COMPARE_NAMES and not kwargs:
+        return region.compare(_COMPARE_NAMES[name], *args)
+    if name in ("bitwise_and", "logical_and"):
+        return region.bitwise("andi", *(region.as_kind(a, _I1) if name[0] == "l" else a
+                                        for a in args))
+    if name in ("bitwise_or", "logical_or"):
+        return region.bitwise("ori", *(region.as_kind(a, _I1) if name[0] == "l" else a
+                                       for a in args))
+    if name in ("bitwise_xor", "logical_xor"):
+        return region.bitwise("xori", *(region.as_kind(a, _I1) if name[0] == "l" else a
+                                        for a in args))
+    if name in ("bitwise_not", "invert"):
+        return region.invert(*args)
+    if name == "logical_not":
+        return region.logical_not(*args)
+    if name == "where" and len(args) + len(kwargs) == 3:
+        values = list(args) + [kwargs[k] for k in ("input", "other") if k in kwargs]
+        return region.where(*values)
+    if name in ("clamp", "clip"):
+        low = kwargs.get("min", args[1] if len(args) > 1 else None)
+        high = kwargs.get("max", args[2] if len(args) > 2 else None)
+        if isinstance(low, Tensor) or isinstance(high, Tensor):
+            raise Error(f"{where}: clamp's bounds must be numbers or traced values")
+        return region.clamp(args[0], low, high)
+    if name in ("minimum", "maximum", "fmin", "fmax") and not kwargs:
+        return region.extremum("min" if "min" in name else "max", *args)
+    if name in _UNARY and len(args) == 1 and not kwargs:
+        return region.unary(_UNARY[name], *args)
+    if name == "float":
+        return region.convert(args[0], torch.float32)
+    if name in ("int", "long"):
+        return region.convert(args[0], torch.int64)
+    if name == "bool":
+        return region.convert(args[0], torch.bool)
+    if name in ("to", "type") and node.op == "call_method":
+        dtype = kwargs.get("dtype", args[1] if len(args) > 1 else None)
+        if isinstance(dtype, torch.dtype):
+            return region.convert(args[0], dtype)
+    raise Error(f"{where}: {_describe(node)} is not supported in a modifier "
+                f"(supported: {_SUPPORTED})")
+
+
+def _trace(fn: Callable, role: str, captures: _Captures) -> Optional[str]:
+    """The region text of `fn` (a score_mod or mask_mod); None when it is
+    the identity (a score_mod returning its score, a mask_mod keeping
+    everything)."""
+    if not callable(fn):
+        raise Error(f"{role} must be a callable, not {type(fn).__name__}")
+    where = f"{role} {getattr(fn, '__qualname__', None) or getattr(fn, '__name__', repr(fn))}"
+    if role == "score_mod":
+        def traced(score, b, h, q_idx, kv_idx):
+            return fn(score, b, h, q_idx, kv_idx)
+        arguments = [("score", _F32), ("b", _INDEX), ("h", _INDEX), ("q_idx", _INDEX),
+                     ("kv_idx", _INDEX)]
+    else:
+        def traced(b, h, q_idx, kv_idx):
+            return fn(b, h, q_idx, kv_idx)
+        arguments = [("b", _INDEX), ("h", _INDEX), ("q_idx", _INDEX), ("kv_idx", _INDEX)]
+    tracer = _Tracer()
+    try:
+        graph = tracer.trace(traced)
+    except Error:
+        raise
+    except fx.proxy.TraceError as error:
+        raise Error(f"{where}: {error}. A modifier cannot branch on its arguments "
+                    "(Python if/and/or/not, bool(), int()); use torch.where, &, |, ~") from None
+    except Exception as error:  # what the function did with a traced value
+        raise Error(f"{where}: cannot be traced ({type(error).__name__}: {error}); "
+                    f"supported: {_SUPPORTED}") from None
+
+    region = _Region(role, captures)
+    values: dict = {}
+    block = []
+    for (name, kind), node in zip(arguments, (n for n in graph.nodes if n.op == "placeholder")):
+        values[node] = _Value(f"%{name}", kind)
+        block.append(f"%{name}: {kind}")
+    result = None
+    for node in graph.nodes:
+        if node.op == "placeholder":
+            continue
+        if node.op == "get_attr":
+            values[node] = tracer.constants[node.target]
+            continue
+        args = fx.node.map_arg(node.args, lambda n: values[n])
+        kwargs = fx.node.map_arg(node.kwargs, lambda n: values[n])
+        if node.op == "output":
+            result = args[0]
+            break
+        if node.op not in ("call_function", "call_method"):
+            raise Error(f"{where}: {node.op} {node.target} is not supported in a modifier "
+                        f"(supported: {_SUPPORTED})")
+        if not _holds_traced((args, kwargs)):
+            values[node] = _fold(node, args, kwargs)
+        else:
+            values[node] = _apply(region, node, args, kwargs, where)
+    if isinstance(result, Tensor):
+        # A tensor the function returned as it is (0-d): read it.
+        if result.numel() != 1:
+            raise Error(f"{where}: returns a tensor of shape {list(result.shape)}, "
+                        "not a value per score")
+        result = region.index(result.reshape(1), (0,), where)
+    if isinstance(result, _View) or not isinstance(result, (_Value, bool, int, float)):
+        raise Error(f"{where}: returns {region._what(result)}, not a value per score")
+    if role == "score_mod":
+        if isinstance(result, _Value) and result.name == "%score":
+            return None
+        value = region.as_kind(result, _F32)
+        yield_type = "f32"
+    else:
+        if region.kind_of(result) != _I1:
+            raise Error(f"{where}: must return a bool (True = attend), "
+                        f"not {'a float' if region.kind_of(result) == _F32 else 'an integer'}")
+        if result is True:
+            return None
+        value = region.as_kind(result, _I1)
+        yield_type = "i1"
+    body = "\n".join(region.lines)
+    return (f"{role} {{\n  ^bb0({', '.join(block)}):\n{body}\n"
+            f"    attn.yield {value.name} : {yield_type}\n  }}")
+
+
+def _holds_traced(tree) -> bool:
+    found = []
+    fx.node.map_aggregate(tree, lambda a: found.append(a) if isinstance(a, (_Value, _View))
+                          else None)
+    return bool(found)
+
+
+class Modifiers:
+    """The traced score_mod and mask_mod of a call: the .mlir text the
+    kernel is compiled with (its cache key) and the tensors it reads."""
+
+    def __init__(self, score_mod: Optional[Callable], mask_mod: Optional[Callable]):
+        captures = _Captures()
+        regions = []
+        if score_mod is not None:
+            text = _trace(score_mod, "score_mod", captures)
+            if text:
+                regions.append(text)
+        if mask_mod is not None:
+            text = _trace(mask_mod, "mask_mod", captures)
+            if text:
+                regions.append(text)
+        self.has_score_mod = any(r.startswith("score_mod") for r in regions)
+        self.captures = captures.tensors
+        self.source = _module_text(regions, captures.types) if regions else None
+
+
+@torch.compiler.disable
+def _traced(score_mod, mask_mod) -> Modifiers:
+    """Modifiers(score_mod, mask_mod), run eagerly under torch.compile
+    (Dynamo breaks the graph once here instead of inside torch.fx)."""
+    return Modifiers(score_mod, mask_mod)
+
+
+def _module_text(regions: List[str], types: List[str]) -> str:
+    """An attn.attention holding `regions` and reading captures of `types`,
+    as attn-compile --modifiers takes it."""
+    t = "tensor<1x1x1x1xf32>"
+    args = ", ".join([f"%attn_q: {t}"] +
+                     [f"%attn_capture{i}: {ty}" for i, ty in enumerate(types)])
+    captures = ""
+    if types:
+        names = ", ".join(f"%attn_capture{i}" for i in range(len(types)))
+        captures = f" captures({names} : {', '.join(types)})"
+    q = "%attn_q"
+    return (f"func.func @modifiers({args}) {{\n"
+            f"  %attn_o = attn.attention ins({q}, {q}, {q} : {t}, {t}, {t}){captures} "
+            f"outs({q} : {t})\n"
+            f"  {' '.join(regions)} -> {t}\n  return\n}}\n")
+
+
+# ---------------------------------------------------------------------------
+# Block masks
+# ---------------------------------------------------------------------------
+
+#: FlexAttention's default block size.
+BLOCK_SIZE = 128
+
+
+class BlockMask:
+    """Which key blocks each query block attends, in FlexAttention's layout:
+    for each [b, h, query block], `kv_num_blocks` partial blocks (some
+    scores kept: mask_mod decides each) listed first in `kv_indices`, and
+    `full_kv_num_blocks` full ones (every score kept) in `full_kv_indices`;
+    the `q_*` lists are the same by key block. Made by create_block_mask.
+    """
+
+    def __init__(self, seq_lengths, block_size, mask_mod, kv_num_blocks, kv_indices,
+                 full_kv_num_blocks, full_kv_indices, q_num_blocks, q_indices,
+                 full_q_num_blocks, full_q_indices):
+        self.seq_lengths = tuple(seq_lengths)
+        self.BLOCK_SIZE = tuple(block_size)
+        self.mask_mod = mask_mod
+        self.kv_num_blocks, self.kv_indices = kv_num_blocks, kv_indices
+        self.full_kv_num_blocks, self.full_kv_indices = full_kv_num_blocks, full_kv_indices
+        self.q_num_blocks, self.q_indices = q_num_blocks, q_indices
+        self.full_q_num_blocks, self.full_q_indices = full_q_num_blocks, full_q_indices
+
+    @property
+    def shape(self) -> Tuple[int, int, int, int]:
+        batch, heads = self.kv_num_blocks.shape[:2]
+        return (batch, heads, *self.seq_lengths)
+
+    def as_tuple(self):
+        return (self.seq_lengths[0], self.seq_lengths[1], self.kv_num_blocks, self.kv_indices,
+                self.full_kv_num_blocks, self.full_kv_indices, self.q_num_blocks,
+                self.q_indices, self.full_q_num_blocks, self.full_q_indices,
+                self.BLOCK_SIZE[0], self.BLOCK_SIZE[1], self.mask_mod)
+
+    def to_dense(self) -> Tensor:
+        """[B, H, query blocks, key blocks] int32: 1 where a block is
+        computed (partial or full), else 0."""
+        batch, heads, rows = self.kv_num_blocks.shape
+        columns = self.kv_indices.shape[-1]
+        dense = torch.zeros(batch, heads, rows, columns, dtype=torch.int32)
+        for counts, indices in ((self.kv_num_blocks, self.kv_indices),
+                                (self.full_kv_num_blocks, self.full_kv_indices)):
+            keep = torch.arange(columns)[None, None, None, :] < counts[..., None]
+            dense.scatter_add_(-1, indices.long(), keep.to(torch.int32))
+        return dense
+
+    def sparsity(self) -> float:
+        """The percentage of blocks skipped (neither partial nor full)."""
+        dense = self.to_dense()
+        return 100.0 * (1.0 - float(dense.sum()) / max(dense.numel(), 1))
+
+    def __repr__(self) -> str:
+        return (f"BlockMask(shape={self.shape}, sparsity={self.sparsity():.2f}%, "
+                f"BLOCK_SIZE={self.BLOCK_SIZE}, mask_mod={getattr(self.mask_mod, '__name__', self.mask_mod)})")
+
+
+def _evaluate_mask(mask_mod, batch: int, heads: int, rows: Tensor, columns: Tensor) -> Tensor:
+    """mask_mod on the grid [batch, heads, rows, columns] (bool): by
+    broadcasting, else (a function that needs 0-d arguments) with vmap."""
+    b = torch.arange(batch)[:, None, None, None]
+    h = torch.arange(heads)[None, :, None, None]
+    q = rows[None, None, :, None]
+    kv = columns[None, None, None, :]
+    shape = (batch, heads, len(rows), len(columns))
+    try:
+        kept = mask_mod(b, h, q, kv)
+        if isinstance(kept, Tensor) and kept.dtype == torch.bool:
+            return kept.expand(shape)
+    except Exception:
+        pass
+    from torch.func import vmap
+
+    fn = mask_mod
+    for dims in ((None, None, None, 0), (None, None, 0, None), (None, 0, None, None),
+                 (0, None, None, None)):
+        fn = vmap(fn, in_dims=dims, out_dims=0)
+    kept = fn(torch.arange(batch), torch.arange(heads), rows, columns)
+    if not isinstance(kept, Tensor) or kept.dtype != torch.bool:
+        raise Error("create_block_mask: mask_mod must return a bool tensor (True = attend)")
+    return kept.expand(shape)
+
+
+def _block_lists(blocks: Tensor) -> Tuple[Tensor, Tensor]:
+    """Counts and indices (kept blocks first, in order) along the last dim."""
+    counts = blocks.sum(-1, dtype=torch.int32)
+    order = torch.argsort((~blocks).to(torch.int8), dim=-1, stable=True).to(torch.int32)
+    return counts, order
+
+
+def create_block_mask(mask_mod: Callable, B: Optional[int], H: Optional[int], Q_LEN: int,
+                      KV_LEN: int, device="cpu", BLOCK_SIZE=BLOCK_SIZE,
+                      _compile: bool = False) -> BlockMask:
+    """FlexAttention's create_block_mask: evaluates `mask_mod(b, h, q_idx,
+    kv_idx)` over [B, H, Q_LEN, KV_LEN] (B or H None: broadcast over it) and
+    lists, per block of BLOCK_SIZE (an int, or (query, key) block sizes),
+    the partial and the full key blocks of each query block."""
+    if not callable(mask_mod):
+        raise Error("create_block_mask: mask_mod must be a callable (b, h, q_idx, kv_idx) -> bool")
+    if torch.device(device).type != "cpu":
+        raise Error(f"create_block_mask: device is {device} but attn runs on the CPU")
+    sizes = (BLOCK_SIZE, BLOCK_SIZE) if isinstance(BLOCK_SIZE, int) else tuple(BLOCK_SIZE)
+    batch = 1 if B is None else B
+    heads = 1 if H is None else H
+    for name, value in (("B", batch), ("H", heads), ("Q_LEN", Q_LEN), ("KV_LEN", KV_LEN),
+                        ("BLOCK_SIZE", sizes[0]), ("BLOCK_SIZE", sizes[-1])):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise Error(f"create_block_mask: {name} is {value!r} but must be a positive integer")
+    if len(sizes) != 2:
+        raise Error("create_block_mask: BLOCK_SIZE is an int or a (query, key) pair")
+    q_block, kv_block = sizes
+    rows_n, cols_n = -(-Q_LEN // q_block), -(-KV_LEN // kv_block)
+    any_kept = torch.zeros(batch, heads, rows_n, cols_n, dtype=torch.bool)
+    all_kept = torch.zeros_like(any_kept)
+    columns = torch.arange(KV_LEN)
+    # A bounded grid at a time: query blocks whose scores fit in ~16M bools.
+    step = max(1, (1 << 24) // max(1, batch * heads * q_block * KV_LEN))
+    pad = cols_n * kv_block - KV_LEN
+    for first in range(0, rows_n, step):
+        last = min(rows_n, first + step)
+        rows = torch.arange(first * q_block, min(Q_LEN, last * q_block))
+        kept = _evaluate_mask(mask_mod, batch, heads, rows, columns)
+        n = last - first
+        row_pad = n * q_block - len(rows)
+        # Positions past Q_LEN or KV_LEN count as excluded (as PyTorch's):
+        # a block that holds some is never full.
+        padded = torch.nn.functional.pad(kept, (0, pad, 0, row_pad), value=False)
+        grid = padded.reshape(batch, heads, n, q_block, cols_n, kv_block)
+        any_kept[:, :, first:last] = grid.any(5).any(3)
+        all_kept[:, :, first:last] = grid.all(5).all(3)
+    full = all_kept
+    partial = any_kept & ~all_kept
+    kv_num, kv_idx = _block_lists(partial)
+    full_kv_num, full_kv_idx = _block_lists(full)
+    q_num, q_idx = _block_lists(partial.transpose(-1, -2))
+    full_q_num, full_q_idx = _block_lists(full.transpose(-1, -2))
+    return BlockMask((Q_LEN, KV_LEN), (q_block, kv_block), mask_mod, kv_num, kv_idx,
+                     full_kv_num, full_kv_idx, q_num, q_idx, full_q_num, full_q_idx)
+
+
+# ---------------------------------------------------------------------------
+# flex_attention
+# ---------------------------------------------------------------------------
+
+
+def _check_block_mask(block_mask, query: Tensor, key: Tensor) -> None:
+    if not isinstance(block_mask, BlockMask):
+        raise Error("block_mask must be an attn BlockMask (from attn.create_block_mask), "
+                    f"not {type(block_mask).__name__}")
+    seq_q, seq_k = int(query.shape[-2]), int(key.shape[-2])
+    if block_mask.seq_lengths != (seq_q, seq_k):
+        raise Error(f"block_mask was made for Q_LEN, KV_LEN = {block_mask.seq_lengths} but the "
+                    f"call has query length {seq_q} and key length {seq_k}")
+    batch, heads = block_mask.shape[:2]
+    if batch not in (1, int(query.shape[0])) or heads not in (1, int(query.shape[1])):
+        raise Error(f"block_mask was made for B, H = ({batch}, {heads}) but the call has "
+                    f"B = {int(query.shape[0])} and {int(query.shape[1])} query heads "
+                    "(B and H must match or be 1/None)")
+
+
+def flex_attention(query: Tensor, key: Tensor, value: Tensor,
+                   score_mod: Optional[Callable] = None, block_mask: Optional[BlockMask] = None,
+                   scale: Optional[float] = None, enable_gqa: bool = False,
+                   return_lse: bool = False, kernel_options: Optional[dict] = None, *,
+                   sinks: Optional[Tensor] = None):
+    """torch.nn.attention.flex_attention.flex_attention on attn's kernels.
+
+    query [B, Hq, L, E], key [B, Hkv, S, E], value [B, Hkv, S, Ev] (CPU
+    tensors, f32/bf16/f16; Hq = G * Hkv with enable_gqa); score_mod(score,
+    b, h, q_idx, kv_idx) -> score and block_mask (create_block_mask's, whose
+    mask_mod decides which scores are kept) compiled into the kernel; scale
+    defaults to 1/sqrt(E). sinks: one logit per query head [Hq] (docs/spec.md,
+    "Attention sinks"). Returns the output [B, Hq, L, Ev] (and with
+    return_lse the log-sum-exp [B, Hq, L] f32: -inf on a row with nothing
+    kept, whose output is 0). Differentiable (query, key, value, sinks)
+    when there is no score_mod; a score_mod's gradient is not generated yet.
+    """
+    if kernel_options:
+        raise Error("kernel_options are FlexAttention's Triton tuning knobs; attn chooses each "
+                    "kernel's blocking itself (pass None)")
+    for name, tensor in (("query", query), ("key", key), ("value", value)):
+        if not isinstance(tensor, Tensor):
+            raise Error(f"{name} must be a torch.Tensor, not {type(tensor).__name__}")
+        if tensor.dim() != 4:
+            raise Error(f"{name}: shape is {list(tensor.shape)} but flex_attention takes 4-D "
+                        "[B, H, S, D] tensors")
+    mask_mod = None
+    if block_mask is not None:
+        _check_block_mask(block_mask, query, key)
+        mask_mod = block_mask.mask_mod
+    modifiers = _traced(score_mod, mask_mod)
+    if sinks is not None and not isinstance(sinks, Tensor):
+        sinks = torch.as_tensor(sinks)
+    from . import _torch
+
+    with_lse = return_lse or _torch._needs_grad(query, key, value, sinks)
+    if modifiers.source is None:
+        output, lse = _torch.scaled_dot_product_attention(
+            query, key, value, None, False, scale, bool(enable_gqa), "top_left", None, None,
+            None, True, 0.0, None, sinks) if with_lse else (
+            _torch.scaled_dot_product_attention(
+                query, key, value, None, False, scale, bool(enable_gqa), "top_left", None,
+                None, None, False, 0.0, None, sinks), None)
+        return (output, lse) if return_lse else output
+    output, lse = torch.ops.attn.flex(query, key, value, modifiers.captures, modifiers.source,
+                                      scale, bool(enable_gqa), with_lse, sinks)
+    return (output, lse) if return_lse else output
+
+
+# ---------------------------------------------------------------------------
+# The operator torch.ops.attn.flex and its gradient
+# ---------------------------------------------------------------------------
+
+
+def _capsules(tensors):
+    from ._torch import _capsule
+
+    return [_capsule(t) for t in tensors]
+
+
+def _flex_eager(query: Tensor, key: Tensor, value: Tensor, captures: List[Tensor],
+                modifiers: str, scale: Optional[float], enable_gqa: bool, return_lse: bool,
+                sinks: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+    """The operator: attention with the score and mask modifiers of the
+    .mlir text `modifiers`, reading `captures`."""
+    from ._torch import _capsule
+
+    query, key, value = query.detach(), key.detach(), value.detach()
+    _core.check_shapes(query, key, value, enable_gqa)
+    for name, tensor in (("query", query), ("key", key), ("value", value), ("sinks", sinks)):
+        if tensor is not None and not tensor.is_cpu:
+            raise Error(f"{name}: tensor is on {tensor.device} but attn runs on the CPU")
+    if sinks is not None:
+        _core.check_sinks(sinks.shape, query.shape[1])
+        sinks = sinks.detach().float()
+    spec = _core.spec_for(query, key, value, None, False, scale, "top_left", None, None, None,
+                          return_lse, sinks=sinks is not None)
+    batch, heads, seq_q = query.shape[:3]
+    output = query.new_empty((batch, heads, seq_q, value.shape[3]))
+    lse = query.new_empty((batch, heads, seq_q) if return_lse else (0,), dtype=torch.float32)
+    _core.run(spec, _capsule(query), _capsule(key), _capsule(value), None, _capsule(output),
+              _capsule(lse) if return_lse else None, 0.0, 0,
+              None if sinks is None else _capsule(sinks), modifiers=modifiers,
+              captures=_capsules(captures))
+    return output, lse
+
+
+flex_op = torch.library.custom_op("attn::flex", _flex_eager, mutates_args=())
+
+
+@flex_op.register_fake
+def _flex_fake(query, key, value, captures, modifiers, scale, enable_gqa, return_lse,
+               sinks=None):
+    batch, heads, seq_q = query.shape[:3]
+    output = query.new_empty((batch, heads, seq_q, value.shape[3]))
+    lse = query.new_empty((batch, heads, seq_q) if return_lse else (0,), dtype=torch.float32)
+    return output, lse
+
+
+def _flex_setup_context(ctx, inputs, output):
+    query, key, value, captures, modifiers, scale, enable_gqa, return_lse, *rest = inputs
+    sinks = rest[0] if rest else None
+    ctx.modifiers, ctx.scale, ctx.enable_gqa = modifiers, scale, enable_gqa
+    ctx.return_lse = return_lse
+    ctx.num_captures = len(captures)
+    out, lse = output
+    ctx.save_for_backward(query, key, value, out, lse, sinks, *captures)
+
+
+def _flex_backward(ctx, grad_output, grad_lse):
+    from ._torch import _capsule, _sinks_gradient
+
+    query, key, value, out, lse, sinks, *captures = ctx.saved_tensors
+    if "\n  score_mod {" in ctx.modifiers:  # how _module_text writes it
+        raise Error("flex_attention's gradient with a score_mod is not generated yet "
+                    "(the backward kernels take a mask_mod only); call it under "
+                    "torch.no_grad() or without a score_mod")
+    if lse.dim() != 3:
+        raise Error("flex_attention's backward needs the forward's LSE (return_lse)")
+    if grad_output is None:
+        grad_output = torch.zeros_like(out)
+    if not ctx.return_lse or grad_lse is None or not bool(grad_lse.any()):
+        grad_lse = None
+    query, key, value, out, grad_output = (t.detach() for t in (query, key, value, out,
+                                                                 grad_output))
+    spec = _core.spec_for(query, key, value, None, False, ctx.scale, "top_left", None, None,
+                          None, grad_lse is not None, backward=True)
+    grad_query = torch.empty_like(query, memory_format=torch.contiguous_format)
+    grad_key = torch.empty_like(key, memory_format=torch.contiguous_format)
+    grad_value = torch.empty_like(value, memory_format=torch.contiguous_format)
+    _core.run_backward(spec, _capsule(query), _capsule(key), _capsule(value), None,
+                       _capsule(out), _capsule(lse), _capsule(grad_output),
+                       None if grad_lse is None else _capsule(grad_lse.detach().float()),
+                       _capsule(grad_query), _capsule(grad_key), _capsule(grad_value),
+                       modifiers=ctx.modifiers, captures=_capsules(captures))
+    grad_sinks = None
+    if sinks is not None and ctx.needs_input_grad[8]:
+        grad_sinks = _sinks_gradient(sinks, out, lse, grad_output, grad_lse)
+    return (grad_query, grad_key, grad_value, [None] * ctx.num_captures, None, None, None,
+            None, grad_sinks)
+
+
+flex_op.register_autograd(_flex_backward, setup_context=_flex_setup_context)

@@ -1,0 +1,409 @@
+"""FlexAttention's interface (attn.flex_attention, attn.create_block_mask):
+the issue's examples written as ordinary Python score_mod / mask_mod
+functions, each against the same functions evaluated densely in float64
+(PyTorch broadcasting, not attn's tracer) across dtypes, GQA, Sq != Sk and
+D != Dv; fully masked rows; gradients against float64 autograd; the block
+lists against PyTorch's own create_block_mask; caching by structure; and
+the errors for what a modifier cannot do."""
+
+import math
+import warnings
+
+import pytest
+import torch
+
+import attn
+from conftest import TOLERANCE, relative_error
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+
+
+def random_qkv(batch, heads_q, heads_kv, seq_q, seq_k, d, dv, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(batch, heads_q, seq_q, d, generator=g).to(dtype)
+    k = torch.randn(batch, heads_kv, seq_k, d, generator=g).to(dtype)
+    v = torch.randn(batch, heads_kv, seq_k, dv, generator=g).to(dtype)
+    return q, k, v
+
+
+def reference(q, k, v, score_mod=None, mask_mod=None, scale=None, sinks=None):
+    """Output and LSE in float64: the scores, score_mod and mask_mod applied
+    to every [b, h, i, j] at once by broadcasting, the softmax (with the
+    sinks' column), 0 and -inf on rows with nothing kept."""
+    q, k, v = q.double(), k.double(), v.double()
+    group = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
+    batch, heads, seq_q, seq_k = q.shape[0], q.shape[1], q.shape[2], k.shape[2]
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    s = (q @ k.transpose(-1, -2)) * scale
+    b = torch.arange(batch)[:, None, None, None]
+    h = torch.arange(heads)[None, :, None, None]
+    i = torch.arange(seq_q)[None, None, :, None]
+    j = torch.arange(seq_k)[None, None, None, :]
+    if score_mod is not None:
+        s = score_mod(s, b, h, i, j).double().expand(s.shape)
+    if mask_mod is not None:
+        s = s.masked_fill(~mask_mod(b, h, i, j).expand(s.shape), float("-inf"))
+    columns = s
+    if sinks is not None:
+        sink = sinks.double()[None, :, None, None].expand(batch, heads, seq_q, 1)
+        columns = torch.cat([s, sink], -1)
+    lse = torch.logsumexp(columns, -1)
+    p = torch.exp(s - lse[..., None]).nan_to_num(0.0)
+    return p @ v, lse
+
+
+def check(q, k, v, score_mod=None, mask_mod=None, scale=None, enable_gqa=False, sinks=None):
+    block_mask = None
+    if mask_mod is not None:
+        block_mask = attn.create_block_mask(mask_mod, None, None, q.shape[2], k.shape[2],
+                                            BLOCK_SIZE=16)
+    out, lse = attn.flex_attention(q, k, v, score_mod=score_mod, block_mask=block_mask,
+                                   scale=scale, enable_gqa=enable_gqa, return_lse=True,
+                                   sinks=sinks)
+    ref, ref_lse = reference(q, k, v, score_mod, mask_mod, scale, sinks)
+    assert out.dtype == q.dtype and out.shape == ref.shape
+    assert relative_error(out, ref) <= TOLERANCE[q.dtype]
+    finite = torch.isfinite(ref_lse)
+    assert torch.equal(torch.isfinite(lse), finite)
+    if finite.any():
+        error = (lse.double()[finite] - ref_lse[finite]).abs().max()
+        assert error <= 1e-4 * max(1.0, ref_lse[finite].abs().max().item())
+    return out, lse
+
+
+# The issue's examples, as users write them for FlexAttention ------------------
+
+HEADS = 4
+SEQ = 70
+SLOPES = torch.exp2(-8.0 * torch.arange(1, HEADS + 1) / HEADS)
+TABLE = torch.randn(HEADS, 17, generator=torch.Generator().manual_seed(5))
+LOG_TABLE = torch.randn(HEADS, 16, generator=torch.Generator().manual_seed(6))
+DOCUMENTS = torch.tensor([0] * 20 + [1] * 31 + [2] * 19, dtype=torch.int32)
+PREFIX = torch.tensor([9, 30])  # per batch, int64
+
+
+def alibi(score, b, h, q_idx, kv_idx):
+    return score - SLOPES[h] * (q_idx - kv_idx).abs()
+
+
+def relative_bias(score, b, h, q_idx, kv_idx):
+    bucket = torch.clamp(kv_idx - q_idx, -8, 8) + 8
+    return score + TABLE[h, bucket]
+
+
+def t5_buckets(score, b, h, q_idx, kv_idx):
+    """T5's causal buckets: exact up to 8, logarithmic up to 128."""
+    distance = torch.clamp(q_idx - kv_idx, min=0)
+    log_bucket = 8 + (torch.log(distance.float().clamp(min=1) / 8) / math.log(128 / 8) * 8).long()
+    bucket = torch.where(distance < 8, distance, torch.clamp(log_bucket, max=15))
+    return score + LOG_TABLE[h, bucket]
+
+
+def softcap(score, b, h, q_idx, kv_idx):
+    return 20 * torch.tanh(score / 20)
+
+
+def assorted_math(score, b, h, q_idx, kv_idx):
+    distance = (q_idx - kv_idx).abs().float()
+    return (score + 0.5 * torch.sigmoid(score) - 0.1 * torch.floor(score)
+            + torch.exp2(-distance) - 0.001 * (q_idx - kv_idx) ** 2 + torch.rsqrt(distance + 1))
+
+
+def causal(b, h, q_idx, kv_idx):
+    return q_idx >= kv_idx
+
+
+def document(b, h, q_idx, kv_idx):
+    return DOCUMENTS[q_idx] == DOCUMENTS[kv_idx]
+
+
+def prefix_lm(b, h, q_idx, kv_idx):
+    return (kv_idx < PREFIX[b]) | (q_idx >= kv_idx)
+
+
+def window_global(b, h, q_idx, kv_idx):
+    return ((q_idx - kv_idx).abs() <= 6) | (kv_idx < 2) | (q_idx < 2)
+
+
+def stripes(b, h, q_idx, kv_idx):
+    # Python's modulo on negative numbers, and integer division.
+    return ((kv_idx - q_idx) % 5 == 0) | ((q_idx // 7) == (kv_idx // 7))
+
+
+def late_rows(b, h, q_idx, kv_idx):
+    return (q_idx >= 5) & (kv_idx <= q_idx)  # rows 0-4 keep nothing
+
+
+EXAMPLES = {
+    "alibi": (alibi, None),
+    "relative_bias": (relative_bias, None),
+    "t5_buckets": (t5_buckets, None),
+    "softcap": (softcap, None),
+    "assorted_math": (assorted_math, None),
+    "causal": (None, causal),
+    "document": (None, document),
+    "document_causal": (None, attn.and_masks(document, causal)),
+    "prefix_lm": (None, prefix_lm),
+    "window_global": (None, window_global),
+    "stripes": (None, stripes),
+    "alibi_document": (alibi, attn.and_masks(causal, document)),
+    "late_rows": (None, late_rows),
+}
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_examples_f32(name):
+    score_mod, mask_mod = EXAMPLES[name]
+    q, k, v = random_qkv(2, HEADS, HEADS, SEQ, SEQ, 32, 32, torch.float32)
+    check(q, k, v, score_mod, mask_mod)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("name", ["alibi", "t5_buckets", "document_causal", "late_rows"])
+def test_examples_half(name, dtype):
+    score_mod, mask_mod = EXAMPLES[name]
+    q, k, v = random_qkv(2, HEADS, HEADS, SEQ, SEQ, 64, 64, dtype, seed=1)
+    check(q, k, v, score_mod, mask_mod)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_gqa_unequal_lengths_and_dims(dtype):
+    # Hq = 2 Hkv, Sq != Sk (neither a multiple of any tile), D != Dv: the
+    # indices reach the modifiers as global positions and query heads.
+    q, k, v = random_qkv(2, HEADS, 2, 45, SEQ, 40, 24, dtype, seed=2)
+
+    def bias(score, b, h, q_idx, kv_idx):
+        return score + TABLE[h, (kv_idx - q_idx).clamp(-8, 8) + 8] * (b + 1)
+
+    def aligned_causal(b, h, q_idx, kv_idx):
+        return kv_idx <= q_idx + (SEQ - 45)
+
+    check(q, k, v, bias, aligned_causal, enable_gqa=True, scale=0.2)
+
+
+def test_decoding_rows():
+    q, k, v = random_qkv(1, HEADS, HEADS, 1, 300, 64, 64, torch.float32, seed=3)
+    check(q, k, v, alibi, lambda b, h, q_idx, kv_idx: kv_idx % 3 != 0)
+
+
+def test_fully_masked_rows_and_sinks():
+    q, k, v = random_qkv(2, HEADS, HEADS, SEQ, SEQ, 32, 32, torch.float32, seed=4)
+    out, lse = check(q, k, v, None, late_rows)
+    assert torch.equal(out[:, :, :5], torch.zeros_like(out[:, :, :5]))
+    assert torch.isneginf(lse[:, :, :5]).all()
+    sinks = torch.tensor([0.5, -1.0, 2.0, 0.0])
+    out, lse = check(q, k, v, alibi, late_rows, sinks=sinks)
+    assert torch.equal(out[:, :, :5], torch.zeros_like(out[:, :, :5]))
+    assert torch.equal(lse[:, :, :5], sinks[None, :, None].expand(2, HEADS, 5))
+
+
+def test_held_scalars_are_captured_values():
+    # SLOPES[-1] and a 0-d tensor are computed before tracing: captured, so
+    # another value runs the same kernel.
+    q, k, v = random_qkv(1, HEADS, HEADS, 30, 30, 16, 16, torch.float32, seed=15)
+    for temperature in (torch.tensor(0.5), torch.tensor(2.0)):
+        def mod(score, b, h, q_idx, kv_idx):
+            return score * temperature - SLOPES[-1] * (q_idx - kv_idx).abs()
+        out = attn.flex_attention(q, k, v, score_mod=mod)
+        assert relative_error(out, reference(q, k, v, mod)[0]) <= 1e-5
+
+
+def test_chained_indexing_reads_the_same_element():
+    q, k, v = random_qkv(1, HEADS, HEADS, 30, 30, 16, 16, torch.float32, seed=14)
+    chained = attn.flex_attention(
+        q, k, v, score_mod=lambda s, b, h, i, j: s + TABLE[h][(j - i).clamp(-8, 8) + 8])
+    indexed = attn.flex_attention(q, k, v, score_mod=relative_bias)
+    assert torch.equal(chained, indexed)
+
+
+def test_bool_and_int64_captures():
+    allowed = torch.rand(SEQ, generator=torch.Generator().manual_seed(7)) > 0.3
+    documents = DOCUMENTS.long()
+
+    def mask(b, h, q_idx, kv_idx):
+        return allowed[kv_idx] & (documents[q_idx] == documents[kv_idx])
+
+    q, k, v = random_qkv(1, 2, 2, SEQ, SEQ, 16, 16, torch.float32, seed=8)
+    check(q, k, v, None, mask)
+
+
+def test_matches_pytorch_flex_attention():
+    from torch.nn.attention.flex_attention import create_block_mask as torch_block_mask
+    from torch.nn.attention.flex_attention import flex_attention as torch_flex
+
+    q, k, v = random_qkv(1, 2, 2, 130, 130, 16, 16, torch.float32, seed=9)
+    block_mask = torch_block_mask(causal, None, None, 130, 130, device="cpu")
+    with warnings.catch_warnings():  # PyTorch's note that its CPU path is unfused
+        warnings.simplefilter("ignore")
+        expected = torch_flex(q, k, v, score_mod=alibi_2, block_mask=block_mask)
+    ours = attn.flex_attention(q, k, v, score_mod=alibi_2,
+                               block_mask=attn.create_block_mask(causal, None, None, 130, 130))
+    assert (ours - expected).abs().max() <= 1e-5
+
+
+SLOPES_2 = torch.tensor([0.5, 0.25])
+
+
+def alibi_2(score, b, h, q_idx, kv_idx):
+    return score + SLOPES_2[h] * (kv_idx - q_idx)
+
+
+# Gradients -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_gradient_with_mask_mod(dtype):
+    q, k, v = random_qkv(2, HEADS, 2, 45, SEQ, 32, 24, dtype, seed=10)
+    mask_mod = attn.and_masks(document, lambda b, h, i, j: j <= i + SEQ - 45)
+    block_mask = attn.create_block_mask(mask_mod, None, None, 45, SEQ)
+    sinks = torch.tensor([0.5, -1.0, 2.0, 0.0])
+    tensors = [t.detach().clone().requires_grad_() for t in (q, k, v, sinks)]
+    out, lse = attn.flex_attention(*tensors[:3], block_mask=block_mask, enable_gqa=True,
+                                   return_lse=True, sinks=tensors[3])
+    g = torch.Generator().manual_seed(11)
+    grad_out = torch.randn(out.shape, generator=g).to(dtype)
+    grad_lse = torch.randn(lse.shape, generator=g)
+    torch.autograd.backward([out, lse], [grad_out, grad_lse])
+    doubles = [t.detach().double().requires_grad_() for t in (q, k, v, sinks)]
+    ref, ref_lse = reference(*doubles[:3], mask_mod=mask_mod, sinks=doubles[3])
+    torch.autograd.backward([ref, ref_lse], [grad_out.double(), grad_lse.double()])
+    bound = {torch.float32: 1e-4, torch.float16: 2e-2, torch.bfloat16: 2e-2}[dtype]
+    for ours, theirs in zip(tensors, doubles):
+        assert relative_error(ours.grad, theirs.grad) <= bound
+
+
+def test_gradient_with_score_mod_is_refused():
+    q, k, v = (t.requires_grad_() for t in random_qkv(1, 2, 2, 8, 8, 16, 16, torch.float32))
+    out = attn.flex_attention(q, k, v, score_mod=alibi_2)
+    with pytest.raises(attn.Error, match="score_mod is not generated yet"):
+        out.sum().backward()
+
+
+def test_under_torch_compile():
+    # The modifiers are traced eagerly (one graph break); the operator
+    # torch.ops.attn.flex is in the compiled graph.
+    import torch._dynamo
+
+    q, k, v = random_qkv(1, 2, 2, 33, 33, 16, 16, torch.float32, seed=16)
+
+    def f(q, k, v):
+        return attn.flex_attention(q, k, v, score_mod=alibi_2) * 2
+
+    torch._dynamo.reset()
+    explained = torch._dynamo.explain(f)(q, k, v)
+    assert explained.graph_break_count <= 1
+    assert torch.equal(torch.compile(f)(q, k, v), f(q, k, v))
+
+
+# Block masks -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mask_mod", [causal, window_global, document],
+                         ids=lambda f: f.__name__)
+def test_block_lists_match_pytorch(mask_mod):
+    from torch.nn.attention.flex_attention import create_block_mask as torch_block_mask
+
+    theirs = torch_block_mask(mask_mod, 2, None, SEQ, 50, device="cpu", BLOCK_SIZE=16)
+    ours = attn.create_block_mask(mask_mod, 2, None, SEQ, 50, BLOCK_SIZE=16)
+    for name in ("kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_kv_indices",
+                 "q_num_blocks", "q_indices", "full_q_num_blocks", "full_q_indices"):
+        assert torch.equal(getattr(ours, name), getattr(theirs, name)), name
+    assert ours.shape == (2, 1, SEQ, 50)
+    assert ours.sparsity() == pytest.approx(theirs.sparsity())
+    assert torch.equal(ours.to_dense(), theirs.to_dense())
+
+
+def test_block_mask_that_needs_vmap():
+    def scalar_only(b, h, q_idx, kv_idx):
+        # torch.where with Python numbers on both sides only works on 0-d
+        # tensors under broadcasting too; .item() would not: vmap it is.
+        return torch.where(q_idx >= kv_idx, True, False)
+
+    mask = attn.create_block_mask(scalar_only, None, None, 40, 40, BLOCK_SIZE=8)
+    assert mask.full_kv_num_blocks[0, 0].tolist() == [0, 1, 2, 3, 4]
+
+
+def test_block_mask_shape_must_match_the_call():
+    q, k, v = random_qkv(2, 2, 2, 32, 32, 16, 16, torch.float32)
+    with pytest.raises(attn.Error, match="Q_LEN, KV_LEN = \\(16, 32\\)"):
+        attn.flex_attention(q, k, v, block_mask=attn.create_block_mask(causal, None, None, 16, 32))
+    with pytest.raises(attn.Error, match="B, H = \\(3, 1\\)"):
+        attn.flex_attention(q, k, v, block_mask=attn.create_block_mask(causal, 3, None, 32, 32))
+    with pytest.raises(attn.Error, match="must be an attn BlockMask"):
+        attn.flex_attention(q, k, v, block_mask=causal)
+
+
+# Caching by structure ------------------------------------------------------------
+
+
+def test_new_closure_values_and_lengths_do_not_recompile():
+    q, k, v = random_qkv(1, 2, 2, 40, 40, 16, 16, torch.float32, seed=12)
+
+    def with_table(table):
+        def bias(score, b, h, q_idx, kv_idx):
+            return score + table[h, (kv_idx - q_idx).clamp(-8, 8) + 8]
+        return bias
+
+    first = torch.randn(2, 17)
+    attn.flex_attention(q, k, v, score_mod=with_table(first))
+    before = attn.cache_stats()["compiles"]
+    second = torch.randn(2, 17)
+    out = attn.flex_attention(q, k, v, score_mod=with_table(second))
+    ref, _ = reference(q, k, v, with_table(second))
+    assert relative_error(out, ref) <= 1e-5
+    q2, k2, v2 = random_qkv(1, 2, 2, 90, 77, 16, 16, torch.float32, seed=13)
+    attn.flex_attention(q2, k2, v2, score_mod=with_table(torch.randn(2, 17)))
+    assert attn.cache_stats()["compiles"] == before
+
+
+def test_identity_modifiers_use_the_plain_kernel():
+    q, k, v = random_qkv(1, 2, 2, 20, 20, 16, 16, torch.float32)
+    out = attn.flex_attention(q, k, v, score_mod=lambda s, b, h, i, j: s,
+                              block_mask=attn.create_block_mask(
+                                  attn.noop_mask, None, None, 20, 20))
+    assert relative_error(out, reference(q, k, v)[0]) <= 1e-5
+
+
+# What a modifier cannot do ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("score_mod, message", [
+    (lambda s, b, h, i, j: s + torch.sin(s), "torch.sin is not supported"),
+    (lambda s, b, h, i, j: s if i > j else -s, "cannot branch on its arguments"),
+    (lambda s, b, h, i, j: s + SLOPES[s], "indexed by a float"),
+    (lambda s, b, h, i, j: s + TABLE[h], "fewer indices than its 2 dims"),
+    (lambda s, b, h, i, j: s + TABLE[h, 0, 1], "indexed by 3 indices"),
+    (lambda s, b, h, i, j: s + TABLE[h, -1], "negative constant index"),
+    (lambda s, b, h, i, j: s + (i // 0), "division or modulo by zero"),
+    (lambda s, b, h, i, j: s ** i, "constant exponent"),
+    (lambda s, b, h, i, j: s + math.exp(s), "math.exp is not supported"),
+    (lambda s, b, h, i, j: s + float(s), "cannot be traced"),
+    ("not a function", "must be a callable"),
+], ids=["sin", "if", "float_index", "partial_index", "extra_index", "negative_index",
+        "zero_division", "traced_exponent", "python_math", "python_float", "not_callable"])
+def test_unsupported_score_mod(score_mod, message):
+    q, k, v = random_qkv(1, 2, 2, 8, 8, 16, 16, torch.float32)
+    with pytest.raises(attn.Error, match=message):
+        attn.flex_attention(q, k, v, score_mod=score_mod)
+
+
+def test_mask_mod_must_return_a_bool():
+    q, k, v = random_qkv(1, 2, 2, 8, 8, 16, 16, torch.float32)
+    mask = attn.create_block_mask(causal, None, None, 8, 8)
+    mask.mask_mod = lambda b, h, i, j: i - j
+    with pytest.raises(attn.Error, match="must return a bool"):
+        attn.flex_attention(q, k, v, block_mask=mask)
+
+
+def test_kernel_options_are_refused():
+    q, k, v = random_qkv(1, 2, 2, 8, 8, 16, 16, torch.float32)
+    with pytest.raises(attn.Error, match="kernel_options"):
+        attn.flex_attention(q, k, v, kernel_options={"BLOCK_M": 64})
+
+
+def test_captured_tensor_on_another_device_or_rank():
+    q, k, v = random_qkv(1, 2, 2, 8, 8, 16, 16, torch.float32)
+    big = torch.zeros(1, 1, 1, 1, 2)
+    with pytest.raises(attn.Error, match="at most 4 are supported"):
+        attn.flex_attention(q, k, v, score_mod=lambda s, b, h, i, j: s + big[0, 0, 0, 0, h])
