@@ -65,6 +65,11 @@ def rows(repeat: int, only: str, seq: int, backward: bool):
 
     import attn
 
+    # One compiled graph per modifier and dtype: past Dynamo's recompile
+    # limit (8) a call would fall back to PyTorch's unfused eager path.
+    for limit in ("recompile_limit", "cache_size_limit"):
+        if hasattr(torch._dynamo.config, limit):
+            setattr(torch._dynamo.config, limit, 64)
     compiled = torch.compile(torch_flex, dynamic=False)
     heads, dim = 8, 64
     results = []

@@ -737,6 +737,14 @@ bool ::attn::chooseKernels(
       return false;
     }
   }
+  // A mask_mod's causal band or window becomes the attributes first, so
+  // that the choice (banded query tiles, the micro-kernel) sees them.
+  PassManager bands(module.getContext());
+  bands.addPass(mlir::attn::createAttnBandFromMaskModPass());
+  if (failed(bands.run(module))) {
+    error = "internal error: attn-band-from-mask-mod failed";
+    return false;
+  }
   for (auto [spec, func] : llvm::zip(specs, module.getOps<func::FuncOp>())) {
     // Decoding kernels also get the key split's phases, for calls with
     // fewer GQA groups than threads.

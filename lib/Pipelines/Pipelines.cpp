@@ -20,6 +20,8 @@ using namespace mlir::attn;
 
 void mlir::attn::buildAttnTilingPipeline(OpPassManager &pm,
                                          const TilingConfig &config) {
+  // Bands a mask_mod states become attributes, which tiling skips by.
+  pm.addPass(createAttnBandFromMaskModPass());
   {
     OpPassManager &func = pm.nest<func::FuncOp>();
     func.addPass(

@@ -166,6 +166,25 @@ def AttnSplitKeysPass : Pass<"attn-split-keys", "ModuleOp"> {
                            "math::MathDialect", "func::FuncDialect"];
 }
 
+def AttnBandFromMaskModPass : Pass<"attn-band-from-mask-mod"> {
+  let summary = "Move the causal band or window a mask_mod states to attributes";
+  let description = [{
+    A `mask_mod` that keeps `(i, j)` only where `j − i` lies in
+    `[−left, right]` (for example `arith.cmpi sge, %i, %j`, causal, or
+    `|i − j| <= 256` written with `arith.maxsi`), alone or as conjuncts
+    (`arith.andi`) of a larger mask, states what the `causal` and `window`
+    attributes state: the indices are global, so it is their top-left
+    diagonal. Such conjuncts become the attributes (causal for
+    `right = 0` with no left bound, else `#attn.window`), leave the region,
+    and a mask_mod with nothing left leaves the op. `attn-skip-masked-blocks`
+    and the micro-kernels then skip the keys outside the band instead of
+    evaluating the mask score by score: a causal mask_mod runs as fast as
+    the causal attribute. Ops with a causal or window attribute already, and
+    bands with a negative side (`j < i`), stay as they are.
+  }];
+  let dependentDialects = ["arith::ArithDialect"];
+}
+
 def AttnSkipMaskedBlocksPass : Pass<"attn-skip-masked-blocks", "func::FuncOp"> {
   let summary = "Visit only the keys that causal masks and windows allow";
   let description = [{
