@@ -65,12 +65,6 @@ def rows(repeat: int, only: str, seq: int, backward: bool):
 
     import attn
 
-    # One compiled graph per modifier and dtype: past Dynamo's recompile
-    # limit (8) a call would fall back to PyTorch's unfused eager path.
-    for limit in ("recompile_limit", "cache_size_limit"):
-        if hasattr(torch._dynamo.config, limit):
-            setattr(torch._dynamo.config, limit, 64)
-    compiled = torch.compile(torch_flex, dynamic=False)
     heads, dim = 8, 64
     results = []
     for dtype in (torch.float32, torch.bfloat16):
@@ -78,6 +72,11 @@ def rows(repeat: int, only: str, seq: int, backward: bool):
             label = f"{name} {str(dtype).replace('torch.', '')}"
             if only and only not in label:
                 continue
+            # A fresh compile per row: once Dynamo has recompiled flex_attention
+            # for other modifiers, calls fell back to PyTorch's unfused path
+            # (10x slower), which is not what a user of one mask sees.
+            torch._dynamo.reset()
+            compiled = torch.compile(torch_flex, dynamic=False)
             g = torch.Generator().manual_seed(0)
             q, k, v = (torch.randn(1, heads, seq, dim, generator=g).to(dtype) for _ in range(3))
             ours_mask = theirs_mask = None

@@ -267,12 +267,33 @@ LogicalResult verifyModifiers(const AttentionView &view) {
                                         /*score=*/false,
                                         IntegerType::get(ctx, 1)))))
     return failure();
+  llvm::SmallBitVector read(view.captures.size());
+  if (Attribute attr = op->getAttr(kBlockMaskAttrName)) {
+    auto table = dyn_cast<DenseI64ArrayAttr>(attr);
+    if (!table || table.size() != 3 || table[1] < 1 || table[2] < 1)
+      return op->emitOpError()
+             << kBlockMaskAttrName
+             << " must be array<i64: capture, query_block, key_block> with "
+                "block sizes >= 1, found "
+             << attr;
+    if (table[0] < 0 || table[0] >= static_cast<int64_t>(read.size()))
+      return op->emitOpError()
+             << kBlockMaskAttrName << " names capture " << table[0]
+             << ", but the op has " << read.size() << " captures(...)";
+    auto type = cast<ShapedType>(view.captures[table[0]].getType());
+    if (type.getRank() != 4 || !type.getElementType().isInteger(32))
+      return op->emitOpError()
+             << "the block mask's table (capture " << table[0]
+             << ") must be a rank-4 i32 tensor [B, Hq, query blocks, key "
+                "blocks], found "
+             << type;
+    read.set(table[0]);
+  }
   if (view.captures.empty())
     return success();
-  if (view.modifiers.empty())
+  if (view.modifiers.empty() && read.none())
     return op->emitOpError("captures(...) are read by a score_mod or "
                            "mask_mod, and the op has neither");
-  llvm::SmallBitVector read(view.captures.size());
   for (Region &region : view.modifiers)
     region.walk([&](CapturedOp captured) {
       if (captured.getCapture() >= 0 &&
@@ -1305,6 +1326,8 @@ Region *mlir::attn::maskModOf(Operation *op) {
 }
 
 void AttentionAttributes::cloneModifiersInto(OperationState &state) const {
+  if (blockMask)
+    state.addAttribute(kBlockMaskAttrName, blockMask);
   if (!modifiers)
     return;
   for (unsigned i = 0; i < modifierCount(); ++i) {

@@ -21,6 +21,14 @@ namespace attn {
 /// ops' builders take it, so that an op made from another copies them
 /// whole, and an attribute added to the ops is added here, not at every
 /// place that creates one.
+/// The block table of a block-sparse mask (FlexAttention's BlockMask):
+/// array<i64: capture, query_block, key_block> on an attention-like op. Its
+/// capture is an i32 tensor [B or 1, Hq or 1, query blocks, key blocks]
+/// (indices clamp, so a dim of 1 broadcasts) whose zero entries mark key
+/// blocks that no query of the query block keeps: the kernels may skip
+/// them. A hint that must be conservative; the mask_mod still decides.
+constexpr llvm::StringLiteral kBlockMaskAttrName = "attn.block_mask";
+
 struct AttentionAttributes {
   FloatAttr scale;
   UnitAttr causal;
@@ -41,6 +49,8 @@ struct AttentionAttributes {
   /// indices).
   Operation *modifiers = nullptr;
   SmallVector<Value, 2> captures;
+  /// The block-sparse mask's table (kBlockMaskAttrName), or null.
+  DenseI64ArrayAttr blockMask;
 
   /// The attributes of `op` (an attention-like op).
   template <typename OpTy>
@@ -55,10 +65,12 @@ struct AttentionAttributes {
       attributes.modifiers = op.getOperation();
     attributes.captures.assign(op.getCaptures().begin(),
                                op.getCaptures().end());
+    attributes.blockMask =
+        op->template getAttrOfType<DenseI64ArrayAttr>(kBlockMaskAttrName);
     return attributes;
   }
   /// Clones the modifiers' regions into `state` (a builder's, whose two
-  /// regions are empty).
+  /// regions are empty), and gives it the block mask.
   void cloneModifiersInto(OperationState &state) const;
   /// How many modifier regions an op made from these has.
   unsigned modifierCount() const {
@@ -97,9 +109,11 @@ template <typename OpTy> bool hasModifiers(OpTy op) {
 }
 
 /// Whether an attention-like op reads its global indices (b, h, i, j):
-/// dropout's keep bits and the modifiers do, so its tiles carry an origin.
+/// dropout's keep bits, the modifiers and a block mask's table do, so its
+/// tiles carry an origin.
 template <typename OpTy> bool needsGlobalIndices(OpTy op) {
-  return op.getDropoutP() || hasModifiers(op);
+  return op.getDropoutP() || hasModifiers(op) ||
+         op->hasAttr(kBlockMaskAttrName);
 }
 
 } // namespace attn

@@ -186,6 +186,8 @@ func::FuncOp buildKernelFunction(OpBuilder &b, Location loc,
       return {};
     }
     attributes.modifiers = source;
+    attributes.blockMask = source->getAttrOfType<DenseI64ArrayAttr>(
+        mlir::attn::kBlockMaskAttrName);
   }
   if (spec.dropout) {
     unsigned count = body->getNumArguments();
@@ -332,6 +334,10 @@ void printModifiers(mlir::attn::AttentionOp op, std::string &regions,
     }
     os << "} ";
   }
+  // The block mask's table, in the attribute dictionary after the regions.
+  if (auto table = op->getAttrOfType<DenseI64ArrayAttr>(
+          mlir::attn::kBlockMaskAttrName))
+    os << "{" << mlir::attn::kBlockMaskAttrName << " = " << table << "} ";
   regions = text;
   for (Value capture : op.getCaptures()) {
     std::string type;

@@ -707,9 +707,12 @@ def _holds_traced(tree) -> bool:
 
 class Modifiers:
     """The traced score_mod and mask_mod of a call: the .mlir text the
-    kernel is compiled with (its cache key) and the tensors it reads."""
+    kernel is compiled with (its cache key) and the tensors it reads. With
+    `block_table` ([B, H, query blocks, key blocks] int32, 0 = no key kept
+    there) and `block_size`, the kernel skips the blocks it leaves out."""
 
-    def __init__(self, score_mod: Optional[Callable], mask_mod: Optional[Callable]):
+    def __init__(self, score_mod: Optional[Callable], mask_mod: Optional[Callable],
+                 block_table: Optional[Tensor] = None, block_size=None):
         captures = _Captures()
         regions = []
         if score_mod is not None:
@@ -721,15 +724,29 @@ class Modifiers:
             if text:
                 regions.append(text)
         self.has_score_mod = any(r.startswith("score_mod") for r in regions)
+        if block_table is not None and any(r.startswith("mask_mod") for r in regions):
+            if len(captures.tensors) >= 8:
+                raise Error("the modifiers capture 8 tensors: no room for the block mask's "
+                            "table (the kernels take at most 8)")
+            index = len(captures.tensors)
+            captures.tensors.append(block_table)
+            captures.types.append("tensor<?x?x?x?xi32>")
+            regions.append(f"{{attn.block_mask = array<i64: {index}, {block_size[0]}, "
+                           f"{block_size[1]}>}}")
         self.captures = captures.tensors
         self.source = _module_text(regions, captures.types) if regions else None
 
 
 @torch.compiler.disable
-def _traced(score_mod, mask_mod) -> Modifiers:
-    """Modifiers(score_mod, mask_mod), run eagerly under torch.compile
-    (Dynamo breaks the graph once here instead of inside torch.fx)."""
-    return Modifiers(score_mod, mask_mod)
+def _traced(score_mod, block_mask) -> Modifiers:
+    """The Modifiers of a call, made eagerly under torch.compile (Dynamo
+    breaks the graph once here instead of inside torch.fx)."""
+    if block_mask is None:
+        return Modifiers(score_mod, None)
+    table = block_mask.to_dense()
+    if bool((table != 0).all()):  # no block to skip
+        table = None
+    return Modifiers(score_mod, block_mask.mask_mod, table, block_mask.BLOCK_SIZE)
 
 
 def _module_text(regions: List[str], types: List[str]) -> str:
@@ -938,11 +955,9 @@ def flex_attention(query: Tensor, key: Tensor, value: Tensor,
         if tensor.dim() != 4:
             raise Error(f"{name}: shape is {list(tensor.shape)} but flex_attention takes 4-D "
                         "[B, H, S, D] tensors")
-    mask_mod = None
     if block_mask is not None:
         _check_block_mask(block_mask, query, key)
-        mask_mod = block_mask.mask_mod
-    modifiers = _traced(score_mod, mask_mod)
+    modifiers = _traced(score_mod, block_mask)
     if sinks is not None and not isinstance(sinks, Tensor):
         sinks = torch.as_tensor(sinks)
     from . import _torch

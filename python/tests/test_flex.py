@@ -229,8 +229,8 @@ def test_bool_and_int64_captures():
 
 
 def test_matches_pytorch_flex_attention():
-    from torch.nn.attention.flex_attention import create_block_mask as torch_block_mask
-    from torch.nn.attention.flex_attention import flex_attention as torch_flex
+    flex = pytest.importorskip("torch.nn.attention.flex_attention")  # PyTorch >= 2.5
+    torch_block_mask, torch_flex = flex.create_block_mask, flex.flex_attention
 
     q, k, v = random_qkv(1, 2, 2, 130, 130, 16, 16, torch.float32, seed=9)
     block_mask = torch_block_mask(causal, None, None, 130, 130, device="cpu")
@@ -302,7 +302,7 @@ def test_under_torch_compile():
 @pytest.mark.parametrize("mask_mod", [causal, window_global, document],
                          ids=lambda f: f.__name__)
 def test_block_lists_match_pytorch(mask_mod):
-    from torch.nn.attention.flex_attention import create_block_mask as torch_block_mask
+    torch_block_mask = pytest.importorskip("torch.nn.attention.flex_attention").create_block_mask
 
     theirs = torch_block_mask(mask_mod, 2, None, SEQ, 50, device="cpu", BLOCK_SIZE=16)
     ours = attn.create_block_mask(mask_mod, 2, None, SEQ, 50, BLOCK_SIZE=16)
@@ -312,6 +312,36 @@ def test_block_lists_match_pytorch(mask_mod):
     assert ours.shape == (2, 1, SEQ, 50)
     assert ours.sparsity() == pytest.approx(theirs.sparsity())
     assert torch.equal(ours.to_dense(), theirs.to_dense())
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_block_sparse_skipping_per_batch_and_head(dtype):
+    # The kernel skips the key blocks the block mask's table leaves out
+    # (per batch and query head here: the mask_mod reads b and h), with
+    # block sizes that are not the kernel's tiles and lengths that are not
+    # multiples of either. Skipping must not drop a kept score.
+    seq_q, seq_k = 300, 333
+    ends = torch.tensor([[0, 50, 140, 141, 260, 333], [0, 200, 333, 333, 333, 333]])
+    doc_q = torch.stack([torch.bucketize(torch.arange(seq_q), e[1:], right=True) for e in ends])
+    doc_k = torch.stack([torch.bucketize(torch.arange(seq_k), e[1:], right=True) for e in ends])
+    doc_q, doc_k = doc_q.to(torch.int32), doc_k.to(torch.int32)
+    reach = torch.tensor([40, 1000, 90, 7])  # per query head
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        return ((doc_q[b, q_idx] == doc_k[b, kv_idx]) & (kv_idx <= q_idx + (seq_k - seq_q))
+                & (q_idx + (seq_k - seq_q) - kv_idx <= reach[h]))
+
+    block_mask = attn.create_block_mask(mask_mod, 2, 4, seq_q, seq_k, BLOCK_SIZE=(32, 64))
+    assert block_mask.sparsity() > 50
+    assert "attn.block_mask = array<i64: 3, 32, 64>" in attn._flex._traced(None, block_mask).source
+    q, k, v = random_qkv(2, 4, 2, seq_q, seq_k, 32, 16, dtype, seed=17)
+    out, lse = attn.flex_attention(q, k, v, block_mask=block_mask, enable_gqa=True,
+                                   return_lse=True)
+    ref, ref_lse = reference(q, k, v, mask_mod=mask_mod)
+    assert relative_error(out, ref) <= TOLERANCE[dtype]
+    finite = torch.isfinite(ref_lse)
+    assert torch.equal(torch.isfinite(lse), finite)
+    assert (lse.double()[finite] - ref_lse[finite]).abs().max() <= 1e-3
 
 
 def test_block_mask_that_needs_vmap():

@@ -76,14 +76,74 @@ void KernelEmitter::widenRows(Value rowsMemref, Value batch, Value kvHead,
   });
 }
 
+Value KernelEmitter::blockTableKeeps(Value batch, Value head, Value firstRow,
+                                     Value count, Value blockStart,
+                                     Value blockKeys) {
+  auto table = op->getAttrOfType<DenseI64ArrayAttr>(kBlockMaskAttrName);
+  Value entries = op.getCaptures()[table[0]];
+  ValueRange origin = op.getOrigin();
+  auto global = [&](unsigned dim, Value local) -> Value {
+    return origin.empty() ? local
+                          : arith::AddIOp::create(b, origin[dim], local);
+  };
+  // An index clamped into dim `dim` of the table (a dim of 1 broadcasts).
+  auto clamp = [&](Value index, int64_t dim) -> Value {
+    Value size = memref::DimOp::create(b, entries, dim);
+    Value last = arith::SubIOp::create(b, size, cst(1));
+    return arith::MaxSIOp::create(b, arith::MinSIOp::create(b, index, last),
+                                  cst(0));
+  };
+  auto blocks = [&](Value first, Value n, int64_t blockSize, int64_t dim) {
+    Value lastIndex =
+        arith::SubIOp::create(b, arith::AddIOp::create(b, first, n), cst(1));
+    Value from = arith::DivUIOp::create(b, first, cst(blockSize));
+    Value to = arith::DivUIOp::create(b, lastIndex, cst(blockSize));
+    return std::make_pair(clamp(from, dim),
+                          arith::AddIOp::create(b, clamp(to, dim), cst(1)));
+  };
+  Value tb = clamp(global(0, batch), 0), th = clamp(global(1, head), 1);
+  auto [rowFrom, rowTo] = blocks(global(2, firstRow), count, table[1], 2);
+  auto [keyFrom, keyTo] = blocks(global(3, blockStart), blockKeys, table[2], 3);
+  Value zero = arith::ConstantOp::create(b, b.getI32IntegerAttr(0));
+  Value none = arith::ConstantOp::create(b, b.getBoolAttr(false));
+  auto rows = scf::ForOp::create(
+      b, rowFrom, rowTo, cst(1), ValueRange{none},
+      [&](OpBuilder &rb, Location loc, Value qb, ValueRange rowAny) {
+        auto keysLoop = scf::ForOp::create(
+            rb, loc, keyFrom, keyTo, cst(1), rowAny,
+            [&](OpBuilder &kb, Location loc, Value kblock, ValueRange any) {
+              Value entry = memref::LoadOp::create(
+                  kb, loc, entries, ValueRange{tb, th, qb, kblock});
+              Value kept = arith::CmpIOp::create(
+                  kb, loc, arith::CmpIPredicate::ne, entry, zero);
+              scf::YieldOp::create(
+                  kb, loc, ValueRange{arith::OrIOp::create(kb, loc, any[0], kept)});
+            });
+        scf::YieldOp::create(rb, loc, keysLoop.getResults());
+      });
+  return rows.getResult(0);
+}
+
 void KernelEmitter::eachBandBlock(Value firstRow, Value count, Value keys,
                                   function_ref<void(Value, Value)> prologue,
-                                  function_ref<void(Value, Value)> body) {
+                                  function_ref<void(Value, Value)> body,
+                                  Value batch, Value head) {
   Value first, last;
   std::tie(first, last) = band.keysSomeRowSees(firstRow, count, keys);
+  bool table = batch && op->hasAttr(kBlockMaskAttrName);
   forLoop(first, last, cst(keyBlock), [&](Value blockStart) {
     Value blockKeys = arith::MinSIOp::create(
         b, arith::SubIOp::create(b, last, blockStart), cst(keyBlock));
+    // A key block the block mask leaves out: nothing to pack or compute.
+    std::optional<OpBuilder::InsertionGuard> inTable;
+    if (table) {
+      auto kept = scf::IfOp::create(
+          b, blockTableKeeps(batch, head, firstRow, count, blockStart,
+                             blockKeys),
+          /*withElseRegion=*/false);
+      inTable.emplace(b);
+      b.setInsertionPoint(kept.thenBlock()->getTerminator());
+    }
     prologue(blockStart, blockKeys);
     if (!op.getCausal() && !op.getWindow())
       return body(blockStart, blockKeys);

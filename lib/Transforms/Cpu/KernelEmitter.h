@@ -84,9 +84,20 @@ protected:
   /// whole: with blockInsideBand set (then), so that bandApplies() is false
   /// there, and clear (else). The prologue (what does not depend on the
   /// band: packing or widening K) is emitted once, before the branch.
+  /// With `batch` and `head` (rows of one query head) and a block mask's
+  /// table on the op (kBlockMaskAttrName), a key block whose table entries
+  /// for these rows are all 0 is skipped, prologue included.
   void eachBandBlock(Value firstRow, Value count, Value keys,
                      function_ref<void(Value, Value)> prologue,
-                     function_ref<void(Value, Value)> body);
+                     function_ref<void(Value, Value)> body,
+                     Value batch = {}, Value head = {});
+
+  /// Whether the block mask's table keeps any key block of keys
+  /// [blockStart, blockStart + blockKeys) for rows [firstRow, firstRow +
+  /// count) of `head` in `batch` (i1): an OR over the table entries they
+  /// cover (at most a few), indices clamped to the table.
+  Value blockTableKeeps(Value batch, Value head, Value firstRow, Value count,
+                        Value blockStart, Value blockKeys);
 
   /// The factor from raw scores q·k to the base-2 scores the softmax
   /// takes: the op's scale times log2(e), rounded once.

@@ -65,7 +65,8 @@ public:
         },
         [&](Value blockStart, Value blockKeys) {
           emitPackedBlock(batch, head, rows, blockStart, blockKeys);
-        });
+        },
+        batch, head);
     if (sums)
       forLoop(cst(0), rows, cst(1), [&](Value row) {
         Value partial = vector::LoadOp::create(b, vecType, scratch.rowSums,

@@ -1403,3 +1403,33 @@ func.func @backward_score_mod(%q: tensor<1x1x8x16xf32>, %l: tensor<1x1x8xf32>) {
       } -> tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>
   return
 }
+
+// -----
+
+func.func @block_mask_malformed(%q: tensor<1x1x8x16xf32>, %t: tensor<?x?x?x?xi32>, %o: tensor<1x1x8x16xf32>) -> tensor<1x1x8x16xf32> {
+  // expected-error @+1 {{attn.block_mask must be array<i64: capture, query_block, key_block> with block sizes >= 1, found array<i64: 0, 0, 128>}}
+  %r = attn.attention ins(%q, %q, %q : tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>)
+      captures(%t : tensor<?x?x?x?xi32>) outs(%o : tensor<1x1x8x16xf32>)
+      {attn.block_mask = array<i64: 0, 0, 128>} -> tensor<1x1x8x16xf32>
+  return %r : tensor<1x1x8x16xf32>
+}
+
+// -----
+
+func.func @block_mask_no_capture(%q: tensor<1x1x8x16xf32>, %t: tensor<?x?x?x?xi32>, %o: tensor<1x1x8x16xf32>) -> tensor<1x1x8x16xf32> {
+  // expected-error @+1 {{attn.block_mask names capture 1, but the op has 1 captures(...)}}
+  %r = attn.attention ins(%q, %q, %q : tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>)
+      captures(%t : tensor<?x?x?x?xi32>) outs(%o : tensor<1x1x8x16xf32>)
+      {attn.block_mask = array<i64: 1, 128, 128>} -> tensor<1x1x8x16xf32>
+  return %r : tensor<1x1x8x16xf32>
+}
+
+// -----
+
+func.func @block_mask_table_type(%q: tensor<1x1x8x16xf32>, %t: tensor<?x?xi32>, %o: tensor<1x1x8x16xf32>) -> tensor<1x1x8x16xf32> {
+  // expected-error @+1 {{the block mask's table (capture 0) must be a rank-4 i32 tensor [B, Hq, query blocks, key blocks], found 'tensor<?x?xi32>'}}
+  %r = attn.attention ins(%q, %q, %q : tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>)
+      captures(%t : tensor<?x?xi32>) outs(%o : tensor<1x1x8x16xf32>)
+      {attn.block_mask = array<i64: 0, 128, 128>} -> tensor<1x1x8x16xf32>
+  return %r : tensor<1x1x8x16xf32>
+}
