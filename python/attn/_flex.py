@@ -34,9 +34,12 @@ attn.Error that names the construct.
 
 Where attn differs from PyTorch: integer division or modulo by zero gives 0
 (PyTorch raises); an out-of-range index into a captured tensor is clamped
-to the nearest element (PyTorch raises, or wraps a negative one). The kernels
-evaluate ``mask_mod`` on every score: the block mask's lists are computed
-(and checked against the call) but not yet used to skip blocks.
+to the nearest element (PyTorch raises, or wraps a negative one).
+
+The block mask's table goes to the kernel as one more captured tensor
+(``attn.block_mask``): the forward skips the key blocks it leaves out and
+evaluates ``mask_mod`` in the others. Conjuncts of ``mask_mod`` that bound
+``kv_idx - q_idx`` (causal, windows) become the kernel's band attributes.
 """
 
 from __future__ import annotations
