@@ -922,8 +922,10 @@ FailureOr<OperandTiles> tileInputs(OpBuilder &b, Location loc,
     maskSizes.push_back(sizes[3]);
     tiles.mask = extractSlice(b, loc, view.mask, maskOffsets, maskSizes, tiles);
   }
-  if (view.dropoutP || !view.modifiers.empty()) {
-    // The tile's global indices: the op's origin plus the tile's offsets.
+  if (view.dropoutP || !view.modifiers.empty() ||
+      view.op->hasAttr(kBlockMaskAttrName)) {
+    // The tile's global indices (dropout's, the modifiers', the block
+    // table's): the op's origin plus the tile's offsets.
     for (unsigned dim = 0; dim < 4; ++dim) {
       Value offset = getValueOrCreateConstantIndexOp(b, loc, offsets[dim]);
       tiles.origin.push_back(

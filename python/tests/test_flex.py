@@ -344,6 +344,20 @@ def test_block_sparse_skipping_per_batch_and_head(dtype):
     assert (lse.double()[finite] - ref_lse[finite]).abs().max() <= 1e-3
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_block_table_without_a_mask_mod_left(dtype):
+    # A causal mask_mod becomes the causal attribute whole; its block table
+    # stays and is read with global rows in every query tile (bf16 tiles
+    # hold 256 rows: two table rows each).
+    seq = 600
+    q, k, v = random_qkv(1, 2, 2, seq, seq, 64, 64, dtype, seed=18)
+    block_mask = attn.create_block_mask(causal, None, None, seq, seq)
+    out, lse = attn.flex_attention(q, k, v, block_mask=block_mask, return_lse=True)
+    ref, ref_lse = reference(q, k, v, mask_mod=causal)
+    assert relative_error(out, ref) <= TOLERANCE[dtype]
+    assert (lse.double() - ref_lse).abs().max() <= 1e-3
+
+
 def test_block_mask_that_needs_vmap():
     def scalar_only(b, h, q_idx, kv_idx):
         # torch.where with Python numbers on both sides only works on 0-d
