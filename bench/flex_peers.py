@@ -40,6 +40,9 @@ def modifiers(torch, seq: int, heads: int):
     def causal(b, h, q_idx, kv_idx):
         return q_idx >= kv_idx
 
+    def document(b, h, q_idx, kv_idx):
+        return documents[q_idx] == documents[kv_idx]
+
     def document_causal(b, h, q_idx, kv_idx):
         return (documents[q_idx] == documents[kv_idx]) & (q_idx >= kv_idx)
 
@@ -52,6 +55,7 @@ def modifiers(torch, seq: int, heads: int):
         "causal mask_mod": (None, causal, {"is_causal": True}),
         "alibi score_mod": (alibi, None, None),
         "alibi + causal": (alibi, causal, None),
+        "documents": (None, document, None),
         "documents + causal": (None, document_causal, None),
         "window 256 mask_mod": (None, window, {"window": (256, 256)}),
     }
@@ -106,6 +110,7 @@ def rows(repeat: int, only: str, seq: int, backward: bool):
                 for key, run in order if round_ % 2 == 0 else reversed(order):
                     samples[key].append(peers.seconds_per_call(run, 1))
             times = {key: statistics.median(t) for key, t in samples.items()}
+            times["density"] = 1.0 - (ours_mask.sparsity() / 100 if ours_mask else 0.0)
             if backward and score_mod is None:
                 times.update(backward_times(torch, attn, compiled, q, k, v, ours_mask,
                                             theirs_mask, repeat))
@@ -153,12 +158,16 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     print(f"# {peers.cpu_model()}, {args.threads} threads, torch {torch.__version__}, "
           f"B=1 H=8 S={args.seq} D=64")
-    print("| modifiers | attn flex | torch flex (compiled) | speed-up | attn attribute | "
-          "torch SDPA | attn fwd+bwd | torch fwd+bwd |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| modifiers | block density | attn flex | vs attn's dense time | torch flex "
+          "(compiled) | speed-up | attn attribute | torch SDPA | attn fwd+bwd | torch fwd+bwd |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    dense = {}
     for label, t in rows(args.repeat, args.only, args.seq, args.backward):
         ms = lambda key: f"{t[key] * 1e3:.1f} ms" if key in t else "—"  # noqa: E731
-        print(f"| {label} | {ms('attn flex')} | {ms('torch flex')} | "
+        dtype = label.rsplit(" ", 1)[1]
+        dense.setdefault(dtype, t["attn flex"])  # the first row: no modifiers
+        print(f"| {label} | {t['density']:.2f} | {ms('attn flex')} | "
+              f"{t['attn flex'] / dense[dtype]:.2f} | {ms('torch flex')} | "
               f"{t['torch flex'] / t['attn flex']:.2f}× | {ms('attn attribute')} | "
               f"{ms('torch sdpa')} | {ms('attn flex fwd+bwd')} | {ms('torch flex fwd+bwd')} |")
     return 0
