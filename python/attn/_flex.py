@@ -15,7 +15,8 @@ change:
     out = flex_attention(q, k, v, score_mod=alibi, block_mask=mask)
 
 A ``score_mod`` or ``mask_mod`` is ordinary Python on 0-d tensors. It is
-traced with torch.fx into the MLIR of the op's ``score_mod`` and
+traced (run once on traced arguments, whose operators and torch functions
+write MLIR) into the op's ``score_mod`` and
 ``mask_mod`` regions (docs/spec.md, "Score and mask modifiers"), which the
 compiler fuses into the kernel: the scores are never materialized. Tensors
 the function closes over (bias tables, document ids, per-head slopes) become
@@ -50,7 +51,6 @@ import struct
 from typing import Callable, List, Optional, Tuple
 
 import torch
-import torch.fx as fx
 from torch import Tensor
 
 from . import _core
@@ -98,21 +98,84 @@ _F32, _INDEX, _I1 = "f32", "index", "i1"
 
 
 class _Value:
-    """An SSA value of the region being written, of kind f32, index or i1."""
+    """An SSA value of the region being written (of kind f32, index or i1),
+    and what a modifier's arguments and results are while it is traced:
+    Python's operators, the torch functions (through __torch_function__) and
+    the tensor methods on it write the region's MLIR as they run."""
 
-    __slots__ = ("name", "kind")
+    __slots__ = ("name", "kind", "region")
+    __hash__ = object.__hash__
 
-    def __init__(self, name: str, kind: str):
-        self.name, self.kind = name, kind
+    def __init__(self, name: str, kind: str, region: "_Region" = None):
+        self.name, self.kind, self.region = name, kind, region
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        region = next(a.region for a in _flatten((args, kwargs)) if isinstance(a, _Value))
+        return region.call(func, args, kwargs)
+
+    def __getattr__(self, name: str):
+        # Tensor methods: x.abs(), x.clamp(min=0), x.float(), x.to(dtype)...
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return lambda *args, **kwargs: self.region.apply(name, (self,) + args, kwargs)
+
+    def __bool__(self):
+        raise Error(f"{self.region.site}: a modifier cannot branch on its arguments (Python "
+                    "if/and/or/not, bool()): they are traced, not known; use torch.where, "
+                    "&, | and ~")
+
+    def _number(self, *_):
+        raise Error(f"{self.region.site}: cannot be traced: a traced value cannot become a "
+                    "Python number (float(), int(), math.* functions, list indices); use the "
+                    "torch functions")
+
+    __float__ = __int__ = __index__ = __complex__ = _number
+
+    def __iter__(self):
+        raise Error(f"{self.region.site}: a traced value is one number per score, not a "
+                    "sequence")
+
+
+def _binary(name: str, reflected: bool = False):
+    if reflected:
+        return lambda self, other: self.region.apply(name, (other, self), {})
+    return lambda self, other: self.region.apply(name, (self, other), {})
+
+
+for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor"):
+    setattr(_Value, f"__{_name}__", _binary(_name))
+    setattr(_Value, f"__r{_name}__", _binary(_name, reflected=True))
+for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
+    setattr(_Value, f"__{_name}__", _binary(_name))
+for _name in ("neg", "pos", "abs", "invert"):
+    setattr(_Value, f"__{_name}__",
+            (lambda op: lambda self: self.region.apply(op, (self,), {}))(_name))
+
+
+def _flatten(tree):
+    if isinstance(tree, (list, tuple)):
+        for item in tree:
+            yield from _flatten(item)
+    elif isinstance(tree, dict):
+        for item in tree.values():
+            yield from _flatten(item)
+    else:
+        yield tree
 
 
 class _View:
-    """A captured tensor indexed by fewer indices than its rank so far."""
+    """A captured tensor indexed by fewer indices than its rank so far
+    (``table[h]`` of ``table[h][bucket]``)."""
 
-    __slots__ = ("capture", "indices")
+    __slots__ = ("capture", "indices", "region")
 
-    def __init__(self, capture: int, indices: list):
-        self.capture, self.indices = capture, indices
+    def __init__(self, capture: int, indices: list, region: "_Region" = None):
+        self.capture, self.indices, self.region = capture, indices, region
+
+    def __getitem__(self, index):
+        return self.region.index(self, index, self.region.site)
 
 
 class _Captures:
@@ -163,22 +226,6 @@ class _Captures:
         return self.types[index].rsplit("x", 1)[-1].rstrip(">")
 
 
-class _Tracer(fx.Tracer):
-    """torch.fx's tracer, with every tensor the function touches (closed-
-    over tensors and parameters alike) recorded as a constant node."""
-
-    def __init__(self):
-        super().__init__(autowrap_functions=())
-        self.constants: dict = {}
-
-    def create_arg(self, a):
-        if isinstance(a, Tensor):
-            name = f"_capture{id(a)}"
-            self.constants[name] = a
-            return self.create_node("get_attr", name, (), {})
-        return super().create_arg(a)
-
-
 _SUPPORTED = (
     "+ - * / // % ** (constant exponent), unary -, abs, comparisons, & | ^ ~, "
     "torch.where, clamp/clip, minimum, maximum, exp, exp2, log, log2, tanh, "
@@ -187,24 +234,12 @@ _SUPPORTED = (
 )
 
 
-def _describe(node: fx.Node) -> str:
-    target = node.target
-    if node.op == "call_method":
-        return f"the method .{target}()"
-    name = getattr(target, "__name__", str(target))
-    module = getattr(target, "__module__", None) or ""
-    if module.startswith("torch"):
-        return f"torch.{name}"
-    if module == "_operator":
-        return f"the operator {name}"
-    return f"{module + '.' if module else ''}{name}"
-
-
 class _Region:
     """Writes one region (score_mod or mask_mod) from a traced graph."""
 
-    def __init__(self, role: str, captures: _Captures):
+    def __init__(self, role: str, captures: _Captures, where: str):
         self.role = role
+        self.site = where  # the function, for messages
         self.captures = captures
         self.lines: List[str] = []
         self.count = 0
@@ -216,7 +251,7 @@ class _Region:
         name = f"%v{self.count}"
         self.count += 1
         self.lines.append(f"    {name} = {text}")
-        return _Value(name, kind)
+        return _Value(name, kind, self)
 
     def constant(self, value, kind: str) -> _Value:
         key = (kind, repr(value))
@@ -455,9 +490,9 @@ class _Region:
 
     def index(self, base, indices, where: str):
         if isinstance(base, Tensor):
-            view = _View(self.captures.add(base, where), [])
+            view = _View(self.captures.add(base, where), [], self)
         elif isinstance(base, _View):
-            view = _View(base.capture, list(base.indices))
+            view = _View(base.capture, list(base.indices), self)
         else:
             raise Error(f"{self.role}: only captured tensors can be indexed, not {self._what(base)}")
         if not isinstance(indices, tuple):
@@ -490,43 +525,38 @@ class _Region:
         return self.emit(f"arith.index_cast {read.name} : {element} to index", _INDEX)
 
 
-def _fold(node: fx.Node, args, kwargs):
-    """Runs a node whose operands are all known (tensors the function holds
-    or computes from them, numbers) in PyTorch, once, at trace time."""
-    if node.op == "call_method":
-        return getattr(args[0], node.target)(*args[1:], **kwargs)
-    return node.target(*args, **kwargs)
+_UNARY = ("exp", "exp2", "log", "log2", "tanh", "sqrt", "rsqrt", "floor", "ceil", "sigmoid")
+_COMPARE = {"eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge",
+            "greater": "gt", "less": "lt", "greater_equal": "ge", "less_equal": "le",
+            "not_equal": "ne"}
+#: Dunder and alias names as the operation they are.
+_ALIASES = {"truediv": "div", "true_divide": "div", "divide": "div", "and": "bitwise_and",
+            "or": "bitwise_or", "xor": "bitwise_xor", "floordiv": "floor_divide",
+            "mod": "remainder", "subtract": "sub", "multiply": "mul", "negative": "neg",
+            "invert": "bitwise_not", "clip": "clamp", "fmin": "minimum", "fmax": "maximum"}
 
 
-_UNARY = {
-    "exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "tanh": "tanh",
-    "sqrt": "sqrt", "rsqrt": "rsqrt", "floor": "floor", "ceil": "ceil",
-    "sigmoid": "sigmoid",
-}
-_COMPARE = {operator.eq: "eq", operator.ne: "ne", operator.lt: "lt", operator.le: "le",
-            operator.gt: "gt", operator.ge: "ge"}
-_COMPARE_NAMES = {"eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge",
-                  "greater": "gt", "less": "lt", "greater_equal": "ge", "less_equal": "le",
-                  "not_equal": "ne"}
+def _call(region: _Region, func, args, kwargs):
+    """A torch function or Tensor method that __torch_function__ hands over
+    (torch.where, Tensor.__getitem__ of a held tensor, Tensor.__mul__ of a
+    held 0-d tensor...)."""
+    name = getattr(func, "__name__", None)
+    if name is None:
+        raise Error(f"{region.site}: {func!r} is not supported in a modifier "
+                    f"(supported: {_SUPPORTED})")
+    if name.startswith("__r") and name.endswith("__") and len(args) == 2 and name not in (
+            "__repr__",):
+        # Tensor.__rsub__(t, x) is x - t.
+        return region.apply(name[3:-2], (args[1], args[0]), kwargs, func)
+    return region.apply(name.strip("_"), args, kwargs, func)
 
 
-def _name_of(node: fx.Node) -> Optional[str]:
-    """The torch function or method name of a node ('where', 'abs', ...)."""
-    if node.op == "call_method":
-        return node.target
-    target = node.target
-    module = getattr(target, "__module__", "") or ""
-    name = getattr(target, "__name__", None)
-    if module.startswith("torch") or target in vars(torch).values():
-        return name
-    return None
-
-
-def _apply(region: _Region, node: fx.Node, args, kwargs, where: str):
-    """One traced operation on region values."""
-    target = node.target
-    if (node.op == "call_function" and target is operator.getitem) or (
-            node.op == "call_method" and target == "__getitem__"):
+def _apply(region: _Region, name: str, args, kwargs, func=None):
+    """One operation of a modifier on traced values, held tensors and
+    numbers: its MLIR in `region`, or the error that names it."""
+    where = region.site
+    name = _ALIASES.get(name, name)
+    if name == "getitem":
         return region.index(args[0], args[1], where)
     # A 0-d tensor the function holds (or computed from what it holds, like
     # SLOPES[-1]) is a captured value: a new value does not recompile.
@@ -535,146 +565,85 @@ def _apply(region: _Region, node: fx.Node, args, kwargs, where: str):
 
     args = tuple(scalar(a) for a in args)
     kwargs = {k: scalar(a) for k, a in kwargs.items()}
-    simple = {operator.add: "add", operator.sub: "sub", operator.mul: "mul"}
-    if node.op == "call_function" and target in simple:
-        return region.arith(simple[target], *args)
-    if node.op == "call_function" and target is operator.truediv:
-        return region.truediv(*args)
-    if node.op == "call_function" and target in (operator.floordiv, operator.mod):
-        return region.floordiv(*args, modulo=target is operator.mod)
-    if node.op == "call_function" and target is operator.pow:
-        return region.power(*args)
-    if node.op == "call_function" and target is operator.neg:
-        return region.negate(*args)
-    if node.op == "call_function" and target is operator.pos:
-        return args[0]
-    if node.op == "call_function" and target is operator.abs:
-        return region.absolute(*args)
-    if node.op == "call_function" and target in _COMPARE:
-        return region.compare(_COMPARE[target], *args)
-    if node.op == "call_function" and target in (operator.and_, operator.or_, operator.xor):
-        op = {operator.and_: "andi", operator.or_: "ori", operator.xor: "xori"}[target]
-        return region.bitwise(op, *args)
-    if node.op == "call_function" and target is operator.invert:
-        return region.invert(*args)
-
-    name = _name_of(node)
-    if name is None:
-        raise Error(f"{where}: {_describe(node)} is not supported in a modifier "
-                    f"(supported: {_SUPPORTED})")
-    if name.startswith("__") and name.endswith("__"):
-        name = name[2:-2].rstrip("_")
-        name = {"truediv": "div", "and": "bitwise_and", "or": "bitwise_or",
-                "xor": "bitwise_xor", "floordiv": "floor_divide", "mod": "remainder"}.get(
-                    name, name)
-    if name in ("add", "sub", "subtract", "mul", "multiply") and not kwargs:
-        op = {"subtract": "sub", "multiply": "mul"}.get(name, name)
-        return region.arith(op, *args)
-    if name in ("div", "true_divide", "divide") and not kwargs:
+    if name in ("add", "sub", "mul") and not kwargs:
+        return region.arith(name, *args)
+    if name == "div" and not kwargs:
         return region.truediv(*args)
     if name in ("floor_divide", "remainder") and not kwargs:
         return region.floordiv(*args, modulo=name == "remainder")
     if name == "pow" and not kwargs:
         return region.power(*args)
-    if name in ("neg", "negative"):
+    if name == "neg":
         return region.negate(*args)
+    if name == "pos":
+        return args[0]
     if name == "abs":
         return region.absolute(*args)
-    if name in _COMPARE_NAMES and not kwargs:
-        return region.compare(_COMPARE_NAMES[name], *args)
-    if name in ("bitwise_and", "logical_and"):
-        return region.bitwise("andi", *(region.as_kind(a, _I1) if name[0] == "l" else a
-                                        for a in args))
-    if name in ("bitwise_or", "logical_or"):
-        return region.bitwise("ori", *(region.as_kind(a, _I1) if name[0] == "l" else a
-                                       for a in args))
-    if name in ("bitwise_xor", "logical_xor"):
-        return region.bitwise("xori", *(region.as_kind(a, _I1) if name[0] == "l" else a
-                                        for a in args))
-    if name in ("bitwise_not", "invert"):
+    if name in _COMPARE and not kwargs:
+        return region.compare(_COMPARE[name], *args)
+    for op, mlir in (("and", "andi"), ("or", "ori"), ("xor", "xori")):
+        if name == f"bitwise_{op}":
+            return region.bitwise(mlir, *args)
+        if name == f"logical_{op}":
+            return region.bitwise(mlir, *(region.as_kind(a, _I1) for a in args))
+    if name == "bitwise_not":
         return region.invert(*args)
     if name == "logical_not":
         return region.logical_not(*args)
     if name == "where" and len(args) + len(kwargs) == 3:
         values = list(args) + [kwargs[k] for k in ("input", "other") if k in kwargs]
         return region.where(*values)
-    if name in ("clamp", "clip"):
+    if name == "clamp":
         low = kwargs.get("min", args[1] if len(args) > 1 else None)
         high = kwargs.get("max", args[2] if len(args) > 2 else None)
         if isinstance(low, Tensor) or isinstance(high, Tensor):
             raise Error(f"{where}: clamp's bounds must be numbers or traced values")
         return region.clamp(args[0], low, high)
-    if name in ("minimum", "maximum", "fmin", "fmax") and not kwargs:
-        return region.extremum("min" if "min" in name else "max", *args)
+    if name in ("minimum", "maximum") and not kwargs:
+        return region.extremum("min" if name == "minimum" else "max", *args)
     if name in _UNARY and len(args) == 1 and not kwargs:
-        return region.unary(_UNARY[name], *args)
+        return region.unary(name, *args)
     if name == "float":
         return region.convert(args[0], torch.float32)
     if name in ("int", "long"):
         return region.convert(args[0], torch.int64)
     if name == "bool":
         return region.convert(args[0], torch.bool)
-    if name in ("to", "type") and node.op == "call_method":
+    if name in ("to", "type"):
         dtype = kwargs.get("dtype", args[1] if len(args) > 1 else None)
         if isinstance(dtype, torch.dtype):
             return region.convert(args[0], dtype)
-    raise Error(f"{where}: {_describe(node)} is not supported in a modifier "
-                f"(supported: {_SUPPORTED})")
+    if func is not None and getattr(func, "__module__", None) in ("torch", "torch.functional"):
+        what = f"torch.{getattr(func, '__name__', name)}"
+    else:
+        what = f"the tensor method .{name}()" if func is None else f"torch's {name}"
+    raise Error(f"{where}: {what} is not supported in a modifier (supported: {_SUPPORTED})")
+
+
+_Region.call = _call
+_Region.apply = _apply
 
 
 def _trace(fn: Callable, role: str, captures: _Captures) -> Optional[str]:
-    """The region text of `fn` (a score_mod or mask_mod); None when it is
-    the identity (a score_mod returning its score, a mask_mod keeping
-    everything)."""
+    """The region text of `fn` (a score_mod or mask_mod), from running it
+    once on traced arguments; None when it is the identity (a score_mod
+    returning its score, a mask_mod keeping everything)."""
     if not callable(fn):
         raise Error(f"{role} must be a callable, not {type(fn).__name__}")
     where = f"{role} {getattr(fn, '__qualname__', None) or getattr(fn, '__name__', repr(fn))}"
+    names = ["b", "h", "q_idx", "kv_idx"]
+    kinds = [_INDEX] * 4
     if role == "score_mod":
-        def traced(score, b, h, q_idx, kv_idx):
-            return fn(score, b, h, q_idx, kv_idx)
-        arguments = [("score", _F32), ("b", _INDEX), ("h", _INDEX), ("q_idx", _INDEX),
-                     ("kv_idx", _INDEX)]
-    else:
-        def traced(b, h, q_idx, kv_idx):
-            return fn(b, h, q_idx, kv_idx)
-        arguments = [("b", _INDEX), ("h", _INDEX), ("q_idx", _INDEX), ("kv_idx", _INDEX)]
-    tracer = _Tracer()
+        names, kinds = ["score"] + names, [_F32] + kinds
+    region = _Region(role, captures, where)
+    arguments = [_Value(f"%{name}", kind, region) for name, kind in zip(names, kinds)]
     try:
-        graph = tracer.trace(traced)
+        result = fn(*arguments)
     except Error:
         raise
-    except fx.proxy.TraceError as error:
-        raise Error(f"{where}: {error}. A modifier cannot branch on its arguments "
-                    "(Python if/and/or/not, bool(), int()); use torch.where, &, |, ~") from None
     except Exception as error:  # what the function did with a traced value
         raise Error(f"{where}: cannot be traced ({type(error).__name__}: {error}); "
                     f"supported: {_SUPPORTED}") from None
-
-    region = _Region(role, captures)
-    values: dict = {}
-    block = []
-    for (name, kind), node in zip(arguments, (n for n in graph.nodes if n.op == "placeholder")):
-        values[node] = _Value(f"%{name}", kind)
-        block.append(f"%{name}: {kind}")
-    result = None
-    for node in graph.nodes:
-        if node.op == "placeholder":
-            continue
-        if node.op == "get_attr":
-            values[node] = tracer.constants[node.target]
-            continue
-        args = fx.node.map_arg(node.args, lambda n: values[n])
-        kwargs = fx.node.map_arg(node.kwargs, lambda n: values[n])
-        if node.op == "output":
-            result = args[0]
-            break
-        if node.op not in ("call_function", "call_method"):
-            raise Error(f"{where}: {node.op} {node.target} is not supported in a modifier "
-                        f"(supported: {_SUPPORTED})")
-        if not _holds_traced((args, kwargs)):
-            values[node] = _fold(node, args, kwargs)
-        else:
-            values[node] = _apply(region, node, args, kwargs, where)
     if isinstance(result, Tensor):
         # A tensor the function returned as it is (0-d): read it.
         if result.numel() != 1:
@@ -684,7 +653,7 @@ def _trace(fn: Callable, role: str, captures: _Captures) -> Optional[str]:
     if isinstance(result, _View) or not isinstance(result, (_Value, bool, int, float)):
         raise Error(f"{where}: returns {region._what(result)}, not a value per score")
     if role == "score_mod":
-        if isinstance(result, _Value) and result.name == "%score":
+        if result is arguments[0]:
             return None
         value = region.as_kind(result, _F32)
         yield_type = "f32"
@@ -696,16 +665,10 @@ def _trace(fn: Callable, role: str, captures: _Captures) -> Optional[str]:
             return None
         value = region.as_kind(result, _I1)
         yield_type = "i1"
+    block = ", ".join(f"{a.name}: {a.kind}" for a in arguments)
     body = "\n".join(region.lines)
-    return (f"{role} {{\n  ^bb0({', '.join(block)}):\n{body}\n"
+    return (f"{role} {{\n  ^bb0({block}):\n{body}\n"
             f"    attn.yield {value.name} : {yield_type}\n  }}")
-
-
-def _holds_traced(tree) -> bool:
-    found = []
-    fx.node.map_aggregate(tree, lambda a: found.append(a) if isinstance(a, (_Value, _View))
-                          else None)
-    return bool(found)
 
 
 class Modifiers:
@@ -743,7 +706,7 @@ class Modifiers:
 @torch.compiler.disable
 def _traced(score_mod, block_mask) -> Modifiers:
     """The Modifiers of a call, made eagerly under torch.compile (Dynamo
-    breaks the graph once here instead of inside torch.fx)."""
+    breaks the graph once here instead of inside the tracing)."""
     if block_mask is None:
         return Modifiers(score_mod, None)
     table = block_mask.to_dense()
