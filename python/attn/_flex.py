@@ -709,8 +709,8 @@ def _traced(score_mod, block_mask) -> Modifiers:
     breaks the graph once here instead of inside the tracing)."""
     if block_mask is None:
         return Modifiers(score_mod, None)
-    table = block_mask.to_dense()
-    if bool((table != 0).all()):  # no block to skip
+    table = block_mask.kernel_table()
+    if bool((table == 2).all()):  # nothing to skip, nothing to evaluate
         table = None
     return Modifiers(score_mod, block_mask.mask_mod, table, block_mask.BLOCK_SIZE)
 
@@ -770,17 +770,27 @@ class BlockMask:
                 self.q_indices, self.full_q_num_blocks, self.full_q_indices,
                 self.BLOCK_SIZE[0], self.BLOCK_SIZE[1], self.mask_mod)
 
+    def _listed(self, counts: Tensor, indices: Tensor) -> Tensor:
+        """[B, H, query blocks, key blocks] int32: 1 where `indices` lists
+        a block (its first `counts` entries)."""
+        batch, heads, rows = counts.shape
+        columns = indices.shape[-1]
+        dense = torch.zeros(batch, heads, rows, columns, dtype=torch.int32)
+        keep = torch.arange(columns)[None, None, None, :] < counts[..., None]
+        return dense.scatter_add_(-1, indices.long(), keep.to(torch.int32))
+
     def to_dense(self) -> Tensor:
         """[B, H, query blocks, key blocks] int32: 1 where a block is
         computed (partial or full), else 0."""
-        batch, heads, rows = self.kv_num_blocks.shape
-        columns = self.kv_indices.shape[-1]
-        dense = torch.zeros(batch, heads, rows, columns, dtype=torch.int32)
-        for counts, indices in ((self.kv_num_blocks, self.kv_indices),
-                                (self.full_kv_num_blocks, self.full_kv_indices)):
-            keep = torch.arange(columns)[None, None, None, :] < counts[..., None]
-            dense.scatter_add_(-1, indices.long(), keep.to(torch.int32))
-        return dense
+        return (self._listed(self.kv_num_blocks, self.kv_indices)
+                + self._listed(self.full_kv_num_blocks, self.full_kv_indices))
+
+    def kernel_table(self) -> Tensor:
+        """The table the kernels take (docs/spec.md, "Score and mask
+        modifiers" 7): 0 for a block to skip, 1 partial (the mask_mod
+        decides each score), 2 full (every score kept)."""
+        return (self._listed(self.kv_num_blocks, self.kv_indices)
+                + 2 * self._listed(self.full_kv_num_blocks, self.full_kv_indices))
 
     def sparsity(self) -> float:
         """The percentage of blocks skipped (neither partial nor full)."""

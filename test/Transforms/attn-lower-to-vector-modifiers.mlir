@@ -57,21 +57,27 @@ func.func @alibi_documents_tile(%q: memref<1x1x64x16xf32>, %k: memref<1x1x?x16xf
 }
 
 // A block mask's table (attn.block_mask = [capture, query block, key
-// block]): before each key block, the packed micro-kernel ORs the table
+// block]): before each key block, the packed micro-kernel reads the table
 // entries its rows and keys cover (the tile's global rows / 128, the
 // block's global keys / 32, each clamped into the table: a [1, 1, ...]
-// table broadcasts) and skips the block, K/V packing included, where all
-// are 0.
+// table broadcasts): where all are 0 it skips the block, K/V packing
+// included; where all are 2 (full) it runs the block without the mask_mod
+// (no gather), else with it.
 // CHECK-LABEL: func @block_table_tile
 //  CHECK-SAME: %[[TABLE:[a-z0-9]+]]: memref<?x?x?x?xi32>
 //       CHECK: scf.for %[[KB:.+]] =
-//       CHECK:   %[[ANY:.+]] = scf.for %[[QBI:.+]] = %{{.+}} to %{{.+}} step %{{.+}} iter_args(%{{.+}} = %false) -> (i1) {
-//       CHECK:     scf.for %[[KBI:.+]] = %{{.+}} to %{{.+}} step %{{.+}} iter_args(%[[ACC:.+]] = %{{.+}}) -> (i1) {
+//       CHECK:   %[[ENTRIES:.+]]:2 = scf.for %[[QBI:.+]] = %{{.+}} to %{{.+}} step %{{.+}} iter_args(%{{.+}} = %false, %{{.+}} = %true) -> (i1, i1) {
+//       CHECK:     scf.for %[[KBI:.+]] = %{{.+}} to %{{.+}} step %{{.+}} iter_args(%[[ANY:.+]] = %{{.+}}, %[[ALL:.+]] = %{{.+}}) -> (i1, i1) {
 //       CHECK:       %[[E:.+]] = memref.load %[[TABLE]][%{{.+}}, %{{.+}}, %[[QBI]], %[[KBI]]] : memref<?x?x?x?xi32>
 //       CHECK:       %[[NZ:.+]] = arith.cmpi ne, %[[E]], %c0_i32 : i32
-//       CHECK:       arith.ori %[[ACC]], %[[NZ]] : i1
-//       CHECK:   scf.if %[[ANY]] {
-//       CHECK:     vector.gather
+//       CHECK:       %[[FULL:.+]] = arith.cmpi eq, %[[E]], %c2_i32 : i32
+//       CHECK:       arith.ori %[[ANY]], %[[NZ]] : i1
+//       CHECK:       arith.andi %[[ALL]], %[[FULL]] : i1
+//       CHECK:   scf.if %[[ENTRIES]]#0 {
+//       CHECK:     scf.if %[[ENTRIES]]#1 {
+//   CHECK-NOT:       vector.gather
+//       CHECK:     } else {
+//       CHECK:       vector.gather
 func.func @block_table_tile(%q: memref<1x1x64x16xf32>, %k: memref<1x1x?x16xf32>, %v: memref<1x1x?x16xf32>,
                       %docs: memref<?xi32>, %table: memref<?x?x?x?xi32>,
                       %b: index, %h: index, %i: index, %j: index,

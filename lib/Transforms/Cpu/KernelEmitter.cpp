@@ -76,9 +76,10 @@ void KernelEmitter::widenRows(Value rowsMemref, Value batch, Value kvHead,
   });
 }
 
-Value KernelEmitter::blockTableKeeps(Value batch, Value head, Value firstRow,
-                                     Value count, Value blockStart,
-                                     Value blockKeys) {
+std::pair<Value, Value>
+KernelEmitter::blockTableEntries(Value batch, Value head, Value firstRow,
+                                 Value count, Value blockStart,
+                                 Value blockKeys) {
   auto table = op->getAttrOfType<DenseI64ArrayAttr>(kBlockMaskAttrName);
   Value entries = op.getCaptures()[table[0]];
   ValueRange origin = op.getOrigin();
@@ -105,23 +106,30 @@ Value KernelEmitter::blockTableKeeps(Value batch, Value head, Value firstRow,
   auto [rowFrom, rowTo] = blocks(global(2, firstRow), count, table[1], 2);
   auto [keyFrom, keyTo] = blocks(global(3, blockStart), blockKeys, table[2], 3);
   Value zero = arith::ConstantOp::create(b, b.getI32IntegerAttr(0));
-  Value none = arith::ConstantOp::create(b, b.getBoolAttr(false));
+  Value two = arith::ConstantOp::create(b, b.getI32IntegerAttr(2));
+  Value no = arith::ConstantOp::create(b, b.getBoolAttr(false));
+  Value yes = arith::ConstantOp::create(b, b.getBoolAttr(true));
+  // (some entry kept, every entry full) over the covered entries.
   auto rows = scf::ForOp::create(
-      b, rowFrom, rowTo, cst(1), ValueRange{none},
-      [&](OpBuilder &rb, Location loc, Value qb, ValueRange rowAny) {
+      b, rowFrom, rowTo, cst(1), ValueRange{no, yes},
+      [&](OpBuilder &rb, Location loc, Value qb, ValueRange rowState) {
         auto keysLoop = scf::ForOp::create(
-            rb, loc, keyFrom, keyTo, cst(1), rowAny,
-            [&](OpBuilder &kb, Location loc, Value kblock, ValueRange any) {
+            rb, loc, keyFrom, keyTo, cst(1), rowState,
+            [&](OpBuilder &kb, Location loc, Value kblock, ValueRange state) {
               Value entry = memref::LoadOp::create(
                   kb, loc, entries, ValueRange{tb, th, qb, kblock});
               Value kept = arith::CmpIOp::create(
                   kb, loc, arith::CmpIPredicate::ne, entry, zero);
+              Value full = arith::CmpIOp::create(
+                  kb, loc, arith::CmpIPredicate::eq, entry, two);
               scf::YieldOp::create(
-                  kb, loc, ValueRange{arith::OrIOp::create(kb, loc, any[0], kept)});
+                  kb, loc,
+                  ValueRange{arith::OrIOp::create(kb, loc, state[0], kept),
+                             arith::AndIOp::create(kb, loc, state[1], full)});
             });
         scf::YieldOp::create(rb, loc, keysLoop.getResults());
       });
-  return rows.getResult(0);
+  return {rows.getResult(0), rows.getResult(1)};
 }
 
 void KernelEmitter::eachBandBlock(Value firstRow, Value count, Value keys,
@@ -135,28 +143,43 @@ void KernelEmitter::eachBandBlock(Value firstRow, Value count, Value keys,
     Value blockKeys = arith::MinSIOp::create(
         b, arith::SubIOp::create(b, last, blockStart), cst(keyBlock));
     // A key block the block mask leaves out: nothing to pack or compute.
+    // One it declares full: no mask_mod to evaluate.
     std::optional<OpBuilder::InsertionGuard> inTable;
+    Value full;
     if (table) {
-      auto kept = scf::IfOp::create(
-          b, blockTableKeeps(batch, head, firstRow, count, blockStart,
-                             blockKeys),
-          /*withElseRegion=*/false);
+      auto [kept, allFull] = blockTableEntries(batch, head, firstRow, count,
+                                               blockStart, blockKeys);
+      auto keptIf = scf::IfOp::create(b, kept, /*withElseRegion=*/false);
       inTable.emplace(b);
-      b.setInsertionPoint(kept.thenBlock()->getTerminator());
+      b.setInsertionPoint(keptIf.thenBlock()->getTerminator());
+      if (modifiers.hasMaskMod())
+        full = allFull;
     }
     prologue(blockStart, blockKeys);
-    if (!op.getCausal() && !op.getWindow())
-      return body(blockStart, blockKeys);
-    auto inBand = scf::IfOp::create(
-        b, band.blockInBand(firstRow, count, blockStart, blockKeys),
-        /*withElseRegion=*/true);
+    auto bandBody = [&] {
+      if (!op.getCausal() && !op.getWindow())
+        return body(blockStart, blockKeys);
+      auto inBand = scf::IfOp::create(
+          b, band.blockInBand(firstRow, count, blockStart, blockKeys),
+          /*withElseRegion=*/true);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(inBand.thenBlock()->getTerminator());
+      blockInsideBand = true;
+      body(blockStart, blockKeys);
+      blockInsideBand = false;
+      b.setInsertionPoint(inBand.elseBlock()->getTerminator());
+      body(blockStart, blockKeys);
+    };
+    if (!full)
+      return bandBody();
+    auto fullIf = scf::IfOp::create(b, full, /*withElseRegion=*/true);
     OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPoint(inBand.thenBlock()->getTerminator());
-    blockInsideBand = true;
-    body(blockStart, blockKeys);
-    blockInsideBand = false;
-    b.setInsertionPoint(inBand.elseBlock()->getTerminator());
-    body(blockStart, blockKeys);
+    b.setInsertionPoint(fullIf.thenBlock()->getTerminator());
+    maskModOff = true;
+    bandBody();
+    maskModOff = false;
+    b.setInsertionPoint(fullIf.elseBlock()->getTerminator());
+    bandBody();
   });
 }
 
@@ -391,7 +414,7 @@ void KernelEmitter::applyModifiers(Value batch, Value head, Value row,
           b,
           modifiers.score(arith::MulFOp::create(b, score, toNatural), indices),
           toBase2);
-    if (modifiers.hasMaskMod()) {
+    if (modifiers.hasMaskMod() && !maskModOff) {
       Value dropped = arith::XOrIOp::create(
           b, modifiers.keep(indices, lanes),
           splat(arith::ConstantOp::create(b, b.getBoolAttr(true))));

@@ -38,6 +38,9 @@ protected:
   /// Set while a kernel emits a key block of a causal or windowed op that
   /// every row of the tile sees whole: no band compares there.
   bool blockInsideBand = false;
+  /// Set while emitting a key block that the block table declares full:
+  /// applyModifiers leaves the mask_mod out.
+  bool maskModOff = false;
   /// Set while the packed path keeps the rows' sums in scratch.rowSums.
   bool vectorSums = false;
   Value diagonal; // set when the op is causal or windowed
@@ -86,18 +89,22 @@ protected:
   /// band: packing or widening K) is emitted once, before the branch.
   /// With `batch` and `head` (rows of one query head) and a block mask's
   /// table on the op (kBlockMaskAttrName), a key block whose table entries
-  /// for these rows are all 0 is skipped, prologue included.
+  /// for these rows are all 0 is skipped, prologue included, and one whose
+  /// entries are all 2 (full) runs the body with maskModOff set.
   void eachBandBlock(Value firstRow, Value count, Value keys,
                      function_ref<void(Value, Value)> prologue,
                      function_ref<void(Value, Value)> body,
                      Value batch = {}, Value head = {});
 
-  /// Whether the block mask's table keeps any key block of keys
-  /// [blockStart, blockStart + blockKeys) for rows [firstRow, firstRow +
-  /// count) of `head` in `batch` (i1): an OR over the table entries they
-  /// cover (at most a few), indices clamped to the table.
-  Value blockTableKeeps(Value batch, Value head, Value firstRow, Value count,
-                        Value blockStart, Value blockKeys);
+  /// Whether the block mask's table keeps any score of keys [blockStart,
+  /// blockStart + blockKeys) for rows [firstRow, firstRow + count) of
+  /// `head` in `batch`, and whether it declares them all kept (i1 each):
+  /// over the table entries they cover (at most a few; 0 none kept, 2 all
+  /// kept), indices clamped to the table.
+  std::pair<Value, Value> blockTableEntries(Value batch, Value head,
+                                            Value firstRow, Value count,
+                                            Value blockStart,
+                                            Value blockKeys);
 
   /// The factor from raw scores q·k to the base-2 scores the softmax
   /// takes: the op's scale times log2(e), rounded once.
