@@ -109,6 +109,17 @@ class _Value:
     def __init__(self, name: str, kind: str, region: "_Region" = None):
         self.name, self.kind, self.region = name, kind, region
 
+    # What code that inspects its arguments sees: FlexAttention's 0-d
+    # tensors (the score float32, the indices int32) on the CPU.
+    dtype = property(lambda self: {_F32: torch.float32, _I1: torch.bool}.get(
+        self.kind, torch.int32))
+    shape = property(lambda self: torch.Size([]))
+    ndim = property(lambda self: 0)
+    device = property(lambda self: torch.device("cpu"))
+
+    def dim(self) -> int:
+        return 0
+
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -232,6 +243,17 @@ _SUPPORTED = (
     "sigmoid, sqrt, rsqrt, floor, ceil, .float()/.int()/.long()/.bool()/.to(dtype), "
     "and indexing a captured tensor by traced integers"
 )
+
+
+_UNARY = ("exp", "exp2", "log", "log2", "tanh", "sqrt", "rsqrt", "floor", "ceil", "sigmoid")
+_COMPARE = {"eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge",
+            "greater": "gt", "less": "lt", "greater_equal": "ge", "less_equal": "le",
+            "not_equal": "ne"}
+#: Dunder and alias names as the operation they are.
+_ALIASES = {"truediv": "div", "true_divide": "div", "divide": "div", "and": "bitwise_and",
+            "or": "bitwise_or", "xor": "bitwise_xor", "floordiv": "floor_divide",
+            "mod": "remainder", "subtract": "sub", "multiply": "mul", "negative": "neg",
+            "invert": "bitwise_not", "clip": "clamp", "fmin": "minimum", "fmax": "maximum"}
 
 
 class _Region:
@@ -524,104 +546,88 @@ class _Region:
             return self.emit(f"arith.cmpi ne, {read.name}, {zero.name} : {element}", _I1)
         return self.emit(f"arith.index_cast {read.name} : {element} to index", _INDEX)
 
+    # -- what a traced function calls ------------------------------------------
 
-_UNARY = ("exp", "exp2", "log", "log2", "tanh", "sqrt", "rsqrt", "floor", "ceil", "sigmoid")
-_COMPARE = {"eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge",
-            "greater": "gt", "less": "lt", "greater_equal": "ge", "less_equal": "le",
-            "not_equal": "ne"}
-#: Dunder and alias names as the operation they are.
-_ALIASES = {"truediv": "div", "true_divide": "div", "divide": "div", "and": "bitwise_and",
-            "or": "bitwise_or", "xor": "bitwise_xor", "floordiv": "floor_divide",
-            "mod": "remainder", "subtract": "sub", "multiply": "mul", "negative": "neg",
-            "invert": "bitwise_not", "clip": "clamp", "fmin": "minimum", "fmax": "maximum"}
+    def call(self, func, args, kwargs):
+        """A torch function or Tensor method that __torch_function__ hands over
+        (torch.where, Tensor.__getitem__ of a held tensor, Tensor.__mul__ of a
+        held 0-d tensor...)."""
+        name = getattr(func, "__name__", None)
+        if name is None:
+            raise Error(f"{self.site}: {func!r} is not supported in a modifier "
+                        f"(supported: {_SUPPORTED})")
+        if name.startswith("__r") and name.endswith("__") and len(args) == 2:
+            # Tensor.__rsub__(t, x) is x - t.
+            return self.apply(name[3:-2], (args[1], args[0]), kwargs, func)
+        return self.apply(name.strip("_"), args, kwargs, func)
 
+    def apply(self, name: str, args, kwargs, func=None):
+        """One operation of a modifier on traced values, held tensors and
+        numbers: its MLIR in this region, or the error that names it."""
+        where = self.site
+        name = _ALIASES.get(name, name)
+        if name == "getitem":
+            return self.index(args[0], args[1], where)
+        # A 0-d tensor the function holds (or computed from what it holds, like
+        # SLOPES[-1]) is a captured value: a new value does not recompile.
+        def scalar(a):
+            return self.index(a, (0,), where) if isinstance(a, Tensor) and a.dim() == 0 else a
 
-def _call(region: _Region, func, args, kwargs):
-    """A torch function or Tensor method that __torch_function__ hands over
-    (torch.where, Tensor.__getitem__ of a held tensor, Tensor.__mul__ of a
-    held 0-d tensor...)."""
-    name = getattr(func, "__name__", None)
-    if name is None:
-        raise Error(f"{region.site}: {func!r} is not supported in a modifier "
-                    f"(supported: {_SUPPORTED})")
-    if name.startswith("__r") and name.endswith("__") and len(args) == 2 and name not in (
-            "__repr__",):
-        # Tensor.__rsub__(t, x) is x - t.
-        return region.apply(name[3:-2], (args[1], args[0]), kwargs, func)
-    return region.apply(name.strip("_"), args, kwargs, func)
-
-
-def _apply(region: _Region, name: str, args, kwargs, func=None):
-    """One operation of a modifier on traced values, held tensors and
-    numbers: its MLIR in `region`, or the error that names it."""
-    where = region.site
-    name = _ALIASES.get(name, name)
-    if name == "getitem":
-        return region.index(args[0], args[1], where)
-    # A 0-d tensor the function holds (or computed from what it holds, like
-    # SLOPES[-1]) is a captured value: a new value does not recompile.
-    def scalar(a):
-        return region.index(a, (0,), where) if isinstance(a, Tensor) and a.dim() == 0 else a
-
-    args = tuple(scalar(a) for a in args)
-    kwargs = {k: scalar(a) for k, a in kwargs.items()}
-    if name in ("add", "sub", "mul") and not kwargs:
-        return region.arith(name, *args)
-    if name == "div" and not kwargs:
-        return region.truediv(*args)
-    if name in ("floor_divide", "remainder") and not kwargs:
-        return region.floordiv(*args, modulo=name == "remainder")
-    if name == "pow" and not kwargs:
-        return region.power(*args)
-    if name == "neg":
-        return region.negate(*args)
-    if name == "pos":
-        return args[0]
-    if name == "abs":
-        return region.absolute(*args)
-    if name in _COMPARE and not kwargs:
-        return region.compare(_COMPARE[name], *args)
-    for op, mlir in (("and", "andi"), ("or", "ori"), ("xor", "xori")):
-        if name == f"bitwise_{op}":
-            return region.bitwise(mlir, *args)
-        if name == f"logical_{op}":
-            return region.bitwise(mlir, *(region.as_kind(a, _I1) for a in args))
-    if name == "bitwise_not":
-        return region.invert(*args)
-    if name == "logical_not":
-        return region.logical_not(*args)
-    if name == "where" and len(args) + len(kwargs) == 3:
-        values = list(args) + [kwargs[k] for k in ("input", "other") if k in kwargs]
-        return region.where(*values)
-    if name == "clamp":
-        low = kwargs.get("min", args[1] if len(args) > 1 else None)
-        high = kwargs.get("max", args[2] if len(args) > 2 else None)
-        if isinstance(low, Tensor) or isinstance(high, Tensor):
-            raise Error(f"{where}: clamp's bounds must be numbers or traced values")
-        return region.clamp(args[0], low, high)
-    if name in ("minimum", "maximum") and not kwargs:
-        return region.extremum("min" if name == "minimum" else "max", *args)
-    if name in _UNARY and len(args) == 1 and not kwargs:
-        return region.unary(name, *args)
-    if name == "float":
-        return region.convert(args[0], torch.float32)
-    if name in ("int", "long"):
-        return region.convert(args[0], torch.int64)
-    if name == "bool":
-        return region.convert(args[0], torch.bool)
-    if name in ("to", "type"):
-        dtype = kwargs.get("dtype", args[1] if len(args) > 1 else None)
-        if isinstance(dtype, torch.dtype):
-            return region.convert(args[0], dtype)
-    if func is not None and getattr(func, "__module__", None) in ("torch", "torch.functional"):
-        what = f"torch.{getattr(func, '__name__', name)}"
-    else:
-        what = f"the tensor method .{name}()" if func is None else f"torch's {name}"
-    raise Error(f"{where}: {what} is not supported in a modifier (supported: {_SUPPORTED})")
-
-
-_Region.call = _call
-_Region.apply = _apply
+        args = tuple(scalar(a) for a in args)
+        kwargs = {k: scalar(a) for k, a in kwargs.items()}
+        if name in ("add", "sub", "mul") and not kwargs:
+            return self.arith(name, *args)
+        if name == "div" and not kwargs:
+            return self.truediv(*args)
+        if name in ("floor_divide", "remainder") and not kwargs:
+            return self.floordiv(*args, modulo=name == "remainder")
+        if name == "pow" and not kwargs:
+            return self.power(*args)
+        if name == "neg":
+            return self.negate(*args)
+        if name == "pos":
+            return args[0]
+        if name == "abs":
+            return self.absolute(*args)
+        if name in _COMPARE and not kwargs:
+            return self.compare(_COMPARE[name], *args)
+        for op, mlir in (("and", "andi"), ("or", "ori"), ("xor", "xori")):
+            if name == f"bitwise_{op}":
+                return self.bitwise(mlir, *args)
+            if name == f"logical_{op}":
+                return self.bitwise(mlir, *(self.as_kind(a, _I1) for a in args))
+        if name == "bitwise_not":
+            return self.invert(*args)
+        if name == "logical_not":
+            return self.logical_not(*args)
+        if name == "where" and len(args) + len(kwargs) == 3:
+            values = list(args) + [kwargs[k] for k in ("input", "other") if k in kwargs]
+            return self.where(*values)
+        if name == "clamp":
+            low = kwargs.get("min", args[1] if len(args) > 1 else None)
+            high = kwargs.get("max", args[2] if len(args) > 2 else None)
+            if isinstance(low, Tensor) or isinstance(high, Tensor):
+                raise Error(f"{where}: clamp's bounds must be numbers or traced values")
+            return self.clamp(args[0], low, high)
+        if name in ("minimum", "maximum") and not kwargs:
+            return self.extremum("min" if name == "minimum" else "max", *args)
+        if name in _UNARY and len(args) == 1 and not kwargs:
+            return self.unary(name, *args)
+        if name == "float":
+            return self.convert(args[0], torch.float32)
+        if name in ("int", "long"):
+            return self.convert(args[0], torch.int64)
+        if name == "bool":
+            return self.convert(args[0], torch.bool)
+        if name in ("to", "type"):
+            dtype = kwargs.get("dtype", args[1] if len(args) > 1 else None)
+            if isinstance(dtype, torch.dtype):
+                return self.convert(args[0], dtype)
+        if func is not None and getattr(func, "__module__", None) in ("torch", "torch.functional"):
+            what = f"torch.{getattr(func, '__name__', name)}"
+        else:
+            what = f"the tensor method .{name}()" if func is None else f"torch's {name}"
+        raise Error(f"{where}: {what} is not supported in a modifier (supported: {_SUPPORTED})")
 
 
 def _trace(fn: Callable, role: str, captures: _Captures) -> Optional[str]:

@@ -209,6 +209,19 @@ def test_held_scalars_are_captured_values():
         assert relative_error(out, reference(q, k, v, mod)[0]) <= 1e-5
 
 
+def test_modifiers_that_inspect_their_arguments():
+    # Code written for FlexAttention may look at its 0-d arguments.
+    q, k, v = random_qkv(1, 2, 2, 20, 20, 16, 16, torch.float32, seed=19)
+
+    def mod(score, b, h, q_idx, kv_idx):
+        assert score.dtype == torch.float32 and q_idx.dtype == torch.int32
+        assert score.shape == () and score.dim() == 0 and score.device.type == "cpu"
+        return torch.where(q_idx >= kv_idx, score, torch.tensor(float("-inf"), dtype=score.dtype))
+
+    ref, _ = reference(q, k, v, mask_mod=causal)
+    assert relative_error(attn.flex_attention(q, k, v, score_mod=mod), ref) <= 1e-5
+
+
 def test_chained_indexing_reads_the_same_element():
     q, k, v = random_qkv(1, HEADS, HEADS, 30, 30, 16, 16, torch.float32, seed=14)
     chained = attn.flex_attention(
