@@ -62,32 +62,28 @@ def noop_mask(b, h, q_idx, kv_idx):
     return q_idx >= 0  # True, as a tensor of the arguments' kind
 
 
-def and_masks(*mask_mods: Callable) -> Callable:
-    """A mask_mod keeping what every one of `mask_mods` keeps."""
+def _combined(name: str, mask_mods, combine, start: bool) -> Callable:
+    """A mask_mod folding `mask_mods`' results with `combine` from `start`."""
     if not all(callable(m) for m in mask_mods):
-        raise Error("and_masks: every argument must be a mask_mod (a callable)")
+        raise Error(f"{name}: every argument must be a mask_mod (a callable)")
 
-    def both(b, h, q_idx, kv_idx):
-        result = True
-        for mask_mod in mask_mods:
-            result = mask_mod(b, h, q_idx, kv_idx) & result
+    def mask_mod(b, h, q_idx, kv_idx):
+        result = start
+        for each in mask_mods:
+            result = combine(each(b, h, q_idx, kv_idx), result)
         return result
 
-    return both
+    return mask_mod
+
+
+def and_masks(*mask_mods: Callable) -> Callable:
+    """A mask_mod keeping what every one of `mask_mods` keeps."""
+    return _combined("and_masks", mask_mods, operator.and_, True)
 
 
 def or_masks(*mask_mods: Callable) -> Callable:
     """A mask_mod keeping what any one of `mask_mods` keeps."""
-    if not all(callable(m) for m in mask_mods):
-        raise Error("or_masks: every argument must be a mask_mod (a callable)")
-
-    def either(b, h, q_idx, kv_idx):
-        result = False
-        for mask_mod in mask_mods:
-            result = mask_mod(b, h, q_idx, kv_idx) | result
-        return result
-
-    return either
+    return _combined("or_masks", mask_mods, operator.or_, False)
 
 
 # ---------------------------------------------------------------------------
@@ -946,13 +942,11 @@ def flex_attention(query: Tensor, key: Tensor, value: Tensor,
 
     with_lse = return_lse or _torch._needs_grad(query, key, value, sinks)
     if modifiers.source is None:
-        output, lse = _torch.scaled_dot_product_attention(
+        # Plain attention (which computes the LSE itself when a gradient
+        # needs it).
+        return _torch.scaled_dot_product_attention(
             query, key, value, None, False, scale, bool(enable_gqa), "top_left", None, None,
-            None, True, 0.0, None, sinks) if with_lse else (
-            _torch.scaled_dot_product_attention(
-                query, key, value, None, False, scale, bool(enable_gqa), "top_left", None,
-                None, None, False, 0.0, None, sinks), None)
-        return (output, lse) if return_lse else output
+            None, bool(return_lse), 0.0, None, sinks)
     output, lse = torch.ops.attn.flex(query, key, value, modifiers.captures, modifiers.source,
                                       scale, bool(enable_gqa), with_lse, sinks)
     return (output, lse) if return_lse else output
