@@ -72,7 +72,7 @@ std::string compilerVersion() {
 /// items; false when the target does not know the CPU.
 static bool featuresOfCpu(const std::string &triple, const std::string &cpu,
                           SmallVectorImpl<std::string> &features) {
-  llvm::InitializeNativeTarget();
+  mlir::attn::initializeNativeTarget();
   std::string error;
   const llvm::Target *t =
       llvm::TargetRegistry::lookupTarget(llvm::Triple(triple), error);
@@ -795,8 +795,7 @@ SmallVector<int64_t> chosenTileRows(ModuleOp module) {
 
 std::unique_ptr<llvm::TargetMachine>
 createTargetMachine(const ::attn::ResolvedTarget &target, std::string &error) {
-  llvm::InitializeNativeTarget();
-  llvm::InitializeNativeTargetAsmPrinter();
+  mlir::attn::initializeNativeTarget();
   llvm::Triple triple(target.triple);
   const llvm::Target *t = llvm::TargetRegistry::lookupTarget(triple, error);
   if (!t)

@@ -14,6 +14,8 @@
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/TargetParser/Triple.h"
 
+#include <mutex>
+
 namespace mlir {
 namespace attn {
 #define GEN_PASS_DEF_ATTNCHOOSEKERNELSPASS
@@ -49,9 +51,21 @@ OpShape shapeOf(AttentionOp op, int64_t decodeRows) {
 
 } // namespace
 
+void mlir::attn::initializeNativeTarget() {
+  // LLVM's target registration is not thread-safe: two passes registering
+  // at once (attn-opt runs a function pass on every function in parallel)
+  // can link the x86-64 target into the registry twice, after which every
+  // lookup fails with "Cannot choose between targets".
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+  });
+}
+
 bool mlir::attn::resolveCpuTarget(llvm::StringRef cpu, llvm::StringRef features,
                                   CpuTarget &target, std::string &error) {
-  llvm::InitializeNativeTarget();
+  initializeNativeTarget();
   const llvm::Triple triple("x86_64-unknown-linux-gnu");
   const llvm::Target *t = llvm::TargetRegistry::lookupTarget(triple, error);
   if (!t)
@@ -141,8 +155,8 @@ KernelAttr mlir::attn::chooseCpuKernel(AttentionOp op, const CpuTarget &target,
   // time) or the bf16 dot product: 10-20 % faster than the packed path for
   // f32 prefill on Zen 4, 16-25 % for f16.
   int64_t laneRows = cpuLaneRows(target, overrides);
-  bool lanes = laneRows > 0 && !shape.masked && !bf16Dot &&
-               !op.getDropoutP() && !hasModifiers(op);
+  bool lanes = laneRows > 0 && !shape.masked && !bf16Dot && !op.getDropoutP() &&
+               !hasModifiers(op);
   return KernelAttr::get(op.getContext(),
                          lanes ? MicroKernel::lane_rows : MicroKernel::packed,
                          queryTile, keyBlock, rowBlock, laneRows, bf16Dot);
@@ -181,6 +195,13 @@ struct AttnChooseKernelsPass
           AttnChooseKernelsPass> {
   using AttnChooseKernelsPassBase::AttnChooseKernelsPassBase;
 
+  /// Resolves a CPU target once, before the functions run in parallel.
+  LogicalResult initialize(MLIRContext *) override {
+    if (!isGpuTarget(target))
+      cpuResolved = resolveCpuTarget(target, features, cpu, cpuError);
+    return success();
+  }
+
   void runOnOperation() override {
     func::FuncOp func = getOperation();
     std::function<KernelAttr(AttentionOp)> choose;
@@ -191,10 +212,8 @@ struct AttnChooseKernelsPass
       overrides.mma = mma;
       choose = [=](AttentionOp op) { return chooseGpuKernel(op, overrides); };
     } else {
-      CpuTarget cpu;
-      std::string error;
-      if (!resolveCpuTarget(target, features, cpu, error)) {
-        func.emitError() << "attn-choose-kernels: " << error;
+      if (!cpuResolved) {
+        func.emitError() << "attn-choose-kernels: " << cpuError;
         return signalPassFailure();
       }
       CpuKernelOverrides overrides;
@@ -204,7 +223,7 @@ struct AttnChooseKernelsPass
       overrides.rowBlock = rowBlock;
       overrides.laneRows = laneRows;
       overrides.decodeRows = decodeRows;
-      choose = [=](AttentionOp op) {
+      choose = [this, overrides](AttentionOp op) {
         return chooseCpuKernel(op, cpu, overrides);
       };
     }
@@ -214,6 +233,11 @@ struct AttnChooseKernelsPass
         op.setKernelAttr(choose(op));
     });
   }
+
+private:
+  CpuTarget cpu;
+  bool cpuResolved = false;
+  std::string cpuError;
 };
 
 } // namespace

@@ -28,6 +28,10 @@ struct CpuTarget {
   bool bf16Dot = false;
 };
 
+/// Registers LLVM's native target and its assembly printer, once per
+/// process whichever thread asks first (LLVM's own registration races).
+void initializeNativeTarget();
+
 /// The CPU target that LLVM knows `cpu` (an LLVM CPU name: znver4,
 /// sapphirerapids, x86-64-v3, ...) to be, with `features` ("+x,-y") on
 /// top; false with `error` set where LLVM does not know the CPU.
