@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generated GPU kernels next to PyTorch's FlashAttention on the same GPU.
+"""Generated GPU kernels next to PyTorch's FlashAttention and cuDNN on the same GPU.
 
 Our kernels come from a library that attn-compile made for the GPU's
 architecture; they run through the runtime's C API (libattn_runtime.so, by
@@ -7,8 +7,10 @@ ctypes) on PyTorch's device buffers, so that this script needs neither MLIR
 nor LLVM on the GPU machine. For each shape, in this one process and on the
 same inputs: our kernel's output (poisoned with NaN first) and PyTorch's
 flash SDPA output are compared with a float64 reference of the whole
-problem, then both are timed in alternating rounds (ours, flash, ours,
-flash, ...) with CUDA events, median of the rounds. FLOPs are the spec's:
+problem, then all are timed in alternating rounds (ours, flash, cuDNN,
+ours, ...) with CUDA events, median of the rounds. cuDNN is PyTorch's
+CUDNN_ATTENTION backend; where PyTorch refuses it for a shape its columns
+say n/a. FLOPs are the spec's:
 4*S*S*D per head, about half of that when causal.
 
     python3 bench/gpu_peers.py --specs          # the kernels to compile
@@ -25,7 +27,8 @@ import statistics
 import sys
 
 BATCH, HEADS = 4, 8
-SHAPES = [(1024, 64), (4096, 64), (2048, 128)]
+SHAPES = [(1024, 64), (4096, 64), (16384, 64), (2048, 128), (8192, 128),
+          (16384, 128)]
 QUICK_SHAPES = [(256, 64)]
 DTYPES = ("f16", "bf16")
 # Relative error (Frobenius norm) allowed against the float64 reference:
@@ -157,9 +160,13 @@ def main():
     parser.add_argument("--runtime", default="libattn_runtime.so")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--repeat", type=int, default=30)
+    parser.add_argument("--only", metavar="TEXT",
+                        help="only the shapes whose label holds TEXT "
+                             "(e.g. f16_S8192_D128)")
     args = parser.parse_args()
 
-    rows = shapes(args.quick)
+    rows = [row for row in shapes(args.quick)
+            if args.only is None or args.only in row[0]]
     if args.specs:
         print("\n".join(specs()))
         return 0
@@ -178,7 +185,7 @@ def main():
     if not torch.cuda.is_available():
         print("PyTorch sees no CUDA device")
         return 1
-    print(f"PyTorch {torch.__version__} flash SDPA on "
+    print(f"PyTorch {torch.__version__} flash and cuDNN SDPA on "
           f"{torch.cuda.get_device_name()}; B={BATCH} H={HEADS}, "
           f"median of {args.repeat} alternating rounds")
     sdpa = torch.nn.functional.scaled_dot_product_attention
@@ -204,38 +211,58 @@ def main():
         def ours():
             runtime.run(kernel, q, k, v, out, dtype)
 
-        def flash():
-            with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-                return sdpa(q, k, v, is_causal=causal)
+        def peer(backend):
+            def call():
+                with sdpa_kernel(backend):
+                    return sdpa(q, k, v, is_causal=causal)
+            return call
 
+        peers = {"flash": peer(SDPBackend.FLASH_ATTENTION),
+                 "cudnn": peer(SDPBackend.CUDNN_ATTENTION)}
         ours()
         ref = reference(torch, q, k, v, causal)
         error = relative_error(torch, out, ref)
-        flash_error = relative_error(torch, flash(), ref)
+        peer_error = {}
+        for name, call in list(peers.items()):
+            try:
+                peer_error[name] = relative_error(torch, call(), ref)
+            except RuntimeError as refusal:  # a backend refusing the shape
+                print(f"{label}: PyTorch's {name} backend: "
+                      f"{str(refusal).splitlines()[0]}")
+                del peers[name]
         del ref
         ok = error <= TOLERANCE[dtype]
         failures += not ok
-        ours_ms, flash_ms = [], []
+        times = {"ours": [], **{name: [] for name in peers}}
+        calls = {"ours": ours, **peers}
         for _ in range(3):
-            ours(), flash()
+            for call in calls.values():
+                call()
         for _ in range(args.repeat):
-            ours_ms.append(timed(ours))
-            flash_ms.append(timed(flash))
+            for name, call in calls.items():
+                times[name].append(timed(call))
         flops = 4.0 * BATCH * HEADS * s * s * d
         if causal:
             flops *= (s + 1) / (2 * s)
-        mine, theirs = statistics.median(ours_ms), statistics.median(flash_ms)
-        table.append(f"| {label} | {mine:.3f} | {flops / mine * 1e-9:.1f} "
-                     f"| {theirs:.3f} | {flops / theirs * 1e-9:.1f} "
-                     f"| {theirs / mine:.2f}x | {error:.1e} "
-                     f"| {flash_error:.1e} | {'ok' if ok else 'FAIL'} |")
+        ms = {name: statistics.median(t) for name, t in times.items()}
+        cells = [f"{ms['ours']:.3f}", f"{flops / ms['ours'] * 1e-9:.1f}"]
+        for name in ("flash", "cudnn"):
+            if name in ms:
+                cells += [f"{ms[name]:.3f}", f"{flops / ms[name] * 1e-9:.1f}",
+                          f"{ms[name] / ms['ours']:.2f}x",
+                          f"{peer_error[name]:.1e}"]
+            else:
+                cells += ["n/a"] * 4
+        table.append(f"| {label} | " + " | ".join(cells)
+                     + f" | {error:.1e} | {'ok' if ok else 'FAIL'} |")
         print(table[-1], flush=True)
 
     print()
     print("| shape | ours ms | ours TFLOP/s | flash ms | flash TFLOP/s "
-          "| ours / flash (speed) | ours rel. error | flash rel. error "
-          "| check |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+          "| ours / flash (speed) | flash rel. error | cuDNN ms "
+          "| cuDNN TFLOP/s | ours / cuDNN (speed) | cuDNN rel. error "
+          "| ours rel. error | check |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     print("\n".join(table))
     return 1 if failures else 0
 

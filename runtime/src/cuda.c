@@ -327,8 +327,11 @@ void attn_cuda_forget(const attn_library *library) {
   pthread_mutex_lock(&loaded_lock);
   /* cuModuleUnload acts on the current context, which this thread (not
    * necessarily the one that loaded the modules) may not have yet. */
-  if (loaded)
+  /* A kernel launched on a caller's stream may still be running. */
+  if (loaded) {
     cu.ctxSetCurrent(context);
+    cu.ctxSynchronize();
+  }
   for (loaded_kernel **link = &loaded; *link;) {
     loaded_kernel *k = *link;
     bool owned = false;
@@ -346,7 +349,7 @@ void attn_cuda_forget(const attn_library *library) {
 }
 
 attn_status attn_cuda_launch(const attn_kernel_desc *kernel,
-                             const attn_kernel_args *args) {
+                             const attn_kernel_args *args, void *stream) {
   attn_status status = use_device();
   if (status != ATTN_OK)
     return status;
@@ -367,8 +370,9 @@ attn_status attn_cuda_launch(const attn_kernel_desc *kernel,
   CUresult result =
       cu.launchKernel(function, (unsigned)tiles, (unsigned)args->heads_q,
                       (unsigned)args->batch, (unsigned)gpu->block_threads, 1, 1,
-                      (unsigned)gpu->shared_bytes, NULL, pointers, NULL);
-  if (result == CUDA_SUCCESS)
+                      (unsigned)gpu->shared_bytes, (CUstream)stream, pointers,
+                      NULL);
+  if (result == CUDA_SUCCESS && !stream)
     result = cu.ctxSynchronize();
   if (result != CUDA_SUCCESS)
     return attn_fail(ATTN_ERROR_INTERNAL, "GPU kernel '%s' failed: %s",

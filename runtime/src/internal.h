@@ -20,10 +20,12 @@ attn_fail(attn_status status, const char *format, ...);
 /* The name a message uses for an element type ("f32", "bool", ...). */
 const char *attn_dtype_name(int32_t dtype);
 
-/* cuda.c: launches a GPU kernel on checked arguments (synchronously), and
- * drops the images loaded for a library's kernels before it is unloaded. */
+/* cuda.c: launches a GPU kernel on checked arguments (on `stream` without
+ * waiting, or on the default stream, waiting for it when `stream` is NULL),
+ * and drops the images loaded for a library's kernels before it is
+ * unloaded. */
 attn_status attn_cuda_launch(const attn_kernel_desc *kernel,
-                             const attn_kernel_args *args);
+                             const attn_kernel_args *args, void *stream);
 void attn_cuda_forget(const attn_library *library);
 
 /* The refusal of an entry point that has no sinks to pass (attn_run,

@@ -590,7 +590,7 @@ attn_status attn_run_split(const attn_kernel_desc *kernel,
   if (attn_kernel_num_captures(kernel) > 0)
     return attn_captures_needed(kernel);
   attn_run_options options = {sizeof(options), NULL, 0.0f, 0, key_splits,
-                              NULL, NULL, 0};
+                              NULL, NULL, 0, NULL};
   return attn_run_with(kernel, query, key, value, mask, output, lse, &options,
                        pool);
 }
@@ -606,7 +606,7 @@ attn_status attn_run_dropout(const attn_kernel_desc *kernel,
   if (attn_kernel_num_captures(kernel) > 0)
     return attn_captures_needed(kernel);
   attn_run_options options = {sizeof(options), NULL, dropout_p, dropout_seed,
-                              0, NULL, NULL, 0};
+                              0, NULL, NULL, 0, NULL};
   return attn_run_with(kernel, query, key, value, mask, output, lse, &options,
                        pool);
 }
@@ -632,6 +632,17 @@ static attn_status read_options(const attn_run_options *given,
   return ATTN_OK;
 }
 
+/* A stream is a GPU launch's: refused for a CPU kernel rather than ignored. */
+static attn_status check_stream(const attn_kernel_desc *kernel,
+                                const attn_run_options *options) {
+  if (options->cuda_stream && attn_kernel_device(kernel) != ATTN_DEVICE_CUDA)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "options: cuda_stream is given but kernel '%s' runs on "
+                     "the CPU",
+                     kernel->name);
+  return ATTN_OK;
+}
+
 /* attn_prepare_with once the options are read (read_options). */
 static attn_status prepare_with(const attn_kernel_desc *kernel,
                                 const attn_tensor *query,
@@ -647,6 +658,8 @@ static attn_status prepare_with(const attn_kernel_desc *kernel,
     status = attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
                        "options: grad_mask is a backward call's "
                        "(attn_run_backward_with)");
+  if (status == ATTN_OK)
+    status = check_stream(kernel, options);
   if (status == ATTN_OK)
     status = check_dropout(kernel, options->dropout_p);
   if (status == ATTN_OK)
@@ -730,7 +743,7 @@ attn_status attn_run_with(const attn_kernel_desc *kernel,
     return status;
   }
   if (attn_kernel_device(kernel) == ATTN_DEVICE_CUDA) {
-    status = attn_cuda_launch(kernel, &args);
+    status = attn_cuda_launch(kernel, &args, options.cuda_stream);
     unpin(owner);
     return status;
   }
@@ -804,7 +817,7 @@ attn_status attn_run_backward(const attn_kernel_desc *kernel,
   if (attn_kernel_num_captures(kernel) > 0)
     return attn_captures_needed(kernel);
   attn_run_options options = {sizeof(options), NULL, dropout_p, dropout_seed,
-                              0, NULL, NULL, 0};
+                              0, NULL, NULL, 0, NULL};
   return attn_run_backward_with(kernel, query, key, value, mask, output, lse,
                                 grad_output, grad_lse, grad_query, grad_key,
                                 grad_value, &options, pool);
@@ -826,6 +839,8 @@ attn_status attn_prepare_backward_with(
     status = attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
                        "options: a backward call takes no sinks or key "
                        "splits (the forward's LSE holds the sinks)");
+  if (status == ATTN_OK)
+    status = check_stream(kernel, &options);
   if (status == ATTN_OK)
     status = check_dropout(kernel, options.dropout_p);
   if (status == ATTN_OK)
@@ -904,7 +919,7 @@ attn_status attn_run_weights(const attn_kernel_desc *kernel,
   if (attn_kernel_num_captures(kernel) > 0)
     return attn_captures_needed(kernel);
   attn_run_options options = {sizeof(options), NULL, dropout_p, dropout_seed,
-                              0, NULL, NULL, 0};
+                              0, NULL, NULL, 0, NULL};
   return attn_run_weights_with(kernel, query, key, mask, lse, weights,
                                &options, pool);
 }
@@ -932,6 +947,8 @@ attn_status attn_run_weights_with(const attn_kernel_desc *kernel,
                      "options: a weights call takes no sinks, key splits or "
                      "grad_mask (give it the forward's LSE, which holds the "
                      "sinks)");
+  if (read == ATTN_OK)
+    read = check_stream(kernel, &options);
   if (read != ATTN_OK)
     return read;
   float dropout_p = options.dropout_p;

@@ -72,10 +72,22 @@
 // CHECK:     nvgpu.ldmatrix %[[VS]][%{{.+}}, %{{.+}}] {numTiles = 4 : i32, transpose = true}
 // CHECK:     nvvm.mma.sync
 // CHECK:     scf.yield
-// The diagonal key loop masks with the causal band.
+// The diagonal key loop masks with the causal band. An excluded key's
+// weight is 0 and 0 · NaN is NaN on tensor cores, so before P·V the block
+// asks whether V's tile holds NaN or ±inf (its exponent bits, OR-ed by a
+// barrier); if so, P·V by FMA with each row's excluded keys dropped, the
+// weights passed between a row's lanes by shuffles; else mma.sync.
 // CHECK:   scf.for
 // CHECK:     arith.cmpi sle
-// CHECK:     nvvm.mma.sync
+// CHECK:     vector.bitcast %{{.+}} : vector<8xf16> to vector<8xi16>
+// CHECK:     %[[ANY:.+]] = nvvm.barrier #nvvm.reduction<or> %{{.+}} -> i32
+// CHECK:     %[[NONFINITE:.+]] = arith.cmpi ne, %[[ANY]]
+// CHECK:     scf.if %[[NONFINITE]]
+// CHECK:       gpu.shuffle  idx
+// CHECK:       arith.cmpf oeq
+// CHECK:       math.fma
+// CHECK:     } else {
+// CHECK:       nvvm.mma.sync
 // Normalization per fragment element, stored where row and column exist;
 // the LSE by one lane of each row.
 // CHECK:   arith.divf

@@ -5,12 +5,23 @@
 // mma.sync.m16n8k16, whose accumulator layout is the fragment layout; P is
 // rounded to the inputs' type in registers and is P·V's A operand as is.
 //
+// An excluded key's weight is exactly 0, and on tensor cores 0 · NaN (or
+// ±inf) is NaN: a non-finite value in V would reach rows that do not attend
+// to its key. So a tile where keys may be excluded first asks, with one pass
+// over the staged V tile and a block-wide OR, whether V holds such a value;
+// if it does (rare), that tile's P·V is done by FMA with each row's excluded
+// keys dropped, the spec's rule that NaN reaches exactly the rows attending
+// to it.
+//
 //===----------------------------------------------------------------------===//
 #include "lib/Transforms/Gpu/WarpTile.h"
 
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 using namespace mlir;
@@ -45,6 +56,11 @@ private:
   // and `8 ((lane / 8) % 2)` (rows +0, +0, +8, +8, columns +0, +8, +0, +8).
   Value ldRow, ldCol, ldKeyRow, ldKeyCol;
 
+  void accumulateByMma(SmallVector<Value> &acc, ArrayRef<Value> probs);
+  Value valuesHoldNonFinite();
+  SmallVector<Value> accumulateDroppingExcluded(ValueRange acc,
+                                                ArrayRef<Value> probs,
+                                                Value keys);
   Value packPair(Value lo, Value hi);
   Value mmaOperand(Value pair);
   Value mmaStep(ArrayRef<Value> a, ArrayRef<Value> b, ArrayRef<Value> c);
@@ -127,10 +143,29 @@ SmallVector<Value> MmaSyncKernel::scores() {
   return scores;
 }
 
+void MmaSyncKernel::accumulate(SmallVector<Value> &acc, ArrayRef<Value> probs,
+                               Value keys, bool dropExcluded) {
+  if (!dropExcluded) {
+    accumulateByMma(acc, probs);
+    return;
+  }
+  auto choice = scf::IfOp::create(b(), ValueRange(acc).getTypes(),
+                                  valuesHoldNonFinite(),
+                                  /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b());
+  b().setInsertionPointToStart(choice.thenBlock());
+  scf::YieldOp::create(b(), accumulateDroppingExcluded(acc, probs, keys));
+  b().setInsertionPointToStart(choice.elseBlock());
+  SmallVector<Value> byMma = acc;
+  accumulateByMma(byMma, probs);
+  scf::YieldOp::create(b(), byMma);
+  acc = SmallVector<Value>(choice.getResults());
+}
+
 /// acc += P·V on tensor cores: the weights' fragments are already in the
 /// A-operand layout (two 8-column groups make one 16-key step).
-void MmaSyncKernel::accumulate(SmallVector<Value> &acc, ArrayRef<Value> probs,
-                               Value /*keys*/, bool /*dropExcluded*/) {
+void MmaSyncKernel::accumulateByMma(SmallVector<Value> &acc,
+                                    ArrayRef<Value> probs) {
   auto round = [&](Value v) {
     return arith::TruncFOp::create(b(), elementType, v).getResult();
   };
@@ -155,6 +190,106 @@ void MmaSyncKernel::accumulate(SmallVector<Value> &acc, ArrayRef<Value> probs,
       }
     }
   }
+}
+
+/// Whether the staged V tile holds a NaN or an infinity, the same answer
+/// in every thread: each tests the exponent bits of 16-byte pieces of the
+/// tile (the padding rows and columns are zeros), and a barrier ORs the
+/// threads' findings.
+Value MmaSyncKernel::valuesHoldNonFinite() {
+  int64_t chunk = 128 / elementType.getIntOrFloatBitWidth();
+  int64_t chunksPerRow = paddedValueDim / chunk;
+  auto chunkType = VectorType::get({chunk}, elementType);
+  auto bitsType = VectorType::get({chunk}, b().getI16Type());
+  // All exponent bits set: NaN or ±inf (f16: 0x7c00, bf16: 0x7f80).
+  int64_t exponent = elementType.isF16() ? 0x7c00 : 0x7f80;
+  Value exponentBits = arith::ConstantOp::create(
+      b(), DenseElementsAttr::get(bitsType, b().getI16IntegerAttr(exponent)
+                                                .getValue()));
+  Value found = forLoopWith(
+      tid, cst(keyTile * chunksPerRow), cst(warps * gpu_kernel::kWarpSize),
+      ValueRange{arith::ConstantOp::create(b(), b().getBoolAttr(false))},
+      [&](Value i, ValueRange state) -> SmallVector<Value> {
+        Value row = arith::DivUIOp::create(b(), i, cst(chunksPerRow));
+        Value col =
+            mul(arith::RemUIOp::create(b(), i, cst(chunksPerRow)), cst(chunk));
+        Value v = vector::LoadOp::create(b(), chunkType, shared.values,
+                                         ValueRange{row, col});
+        Value bits = vector::BitCastOp::create(b(), bitsType, v);
+        Value bad = arith::CmpIOp::create(
+            b(), arith::CmpIPredicate::eq,
+            arith::AndIOp::create(b(), bits, exponentBits), exponentBits);
+        Value any = vector::ReductionOp::create(
+            b(), vector::CombiningKind::OR, bad);
+        return {arith::OrIOp::create(b(), state[0], any)};
+      })[0];
+  Value predicate =
+      arith::ExtUIOp::create(b(), b().getI32Type(), found).getResult();
+  Value anywhere =
+      NVVM::BarrierOp::create(
+          b(), TypeRange{b().getI32Type()}, /*barrierId=*/Value(),
+          /*numberOfThreads=*/Value(),
+          NVVM::BarrierReductionAttr::get(b().getContext(),
+                                          NVVM::BarrierReduction::OR),
+          predicate)
+          .getRes();
+  return arith::CmpIOp::create(b(), arith::CmpIPredicate::ne, anywhere,
+                               arith::ConstantIntOp::create(b(), 0, 32));
+}
+
+/// acc + P·V by FMA, a key of weight 0 bringing none of its V in (as the
+/// FMA micro-kernel does). Lane l holds, of each group of 8 keys, the
+/// weights of keys 2(l % 4) and the next; the four lanes of a row pass
+/// each key's weight around by shuffles.
+SmallVector<Value>
+MmaSyncKernel::accumulateDroppingExcluded(ValueRange acc, ArrayRef<Value> probs,
+                                          Value keys) {
+  Value quadLead = mul(arith::DivUIOp::create(b(), lane, cst(4)), cst(4));
+  Value zero = f32(0);
+  return forLoopWith(
+      cst(0), keys, cst(1), acc,
+      [&](Value key, ValueRange state) -> SmallVector<Value> {
+        Value group = arith::DivUIOp::create(b(), key, cst(kGroup));
+        Value inGroup = arith::RemUIOp::create(b(), key, cst(kGroup));
+        Value odd = arith::CmpIOp::create(
+            b(), arith::CmpIPredicate::ne,
+            arith::RemUIOp::create(b(), inGroup, cst(2)), cst(0));
+        // This lane's weight at the key's place among its columns, then
+        // the weight of the lane that holds the key.
+        Value source = arith::IndexCastOp::create(
+            b(), b().getI32Type(),
+            add(quadLead, arith::DivUIOp::create(b(), inGroup, cst(2))));
+        Value width = arith::ConstantIntOp::create(b(), gpu_kernel::kWarpSize, 32);
+        Value p[2], excluded[2];
+        for (int r = 0; r < 2; ++r) {
+          Value own = zero;
+          for (int64_t j = 0; j < keyTile / kGroup; ++j)
+            own = select(
+                arith::CmpIOp::create(b(), arith::CmpIPredicate::eq, group,
+                                      cst(j)),
+                select(odd, probs[j * 4 + 2 * r + 1], probs[j * 4 + 2 * r]),
+                own);
+          p[r] = gpu::ShuffleOp::create(b(), b().getLoc(), own, source, width,
+                                        gpu::ShuffleMode::IDX)
+                     .getShuffleResult();
+          excluded[r] = arith::CmpFOp::create(b(), arith::CmpFPredicate::OEQ,
+                                              p[r], zero);
+        }
+        SmallVector<Value> next;
+        for (int64_t e = 0; e < paddedValueDim / kGroup; ++e) {
+          Value col = add(colPair, cst(e * kGroup));
+          Value v[2] = {
+              toF32(memref::LoadOp::create(b(), shared.values,
+                                           ValueRange{key, col})),
+              toF32(memref::LoadOp::create(b(), shared.values,
+                                           ValueRange{key, add(col, cst(1))}))};
+          for (int64_t i = 0; i < 4; ++i)
+            next.push_back(math::FmaOp::create(
+                b(), p[i / 2], select(excluded[i / 2], zero, v[i & 1]),
+                state[e * 4 + i]));
+        }
+        return next;
+      });
 }
 
 std::unique_ptr<GpuMicroKernel>

@@ -230,6 +230,12 @@ typedef struct attn_run_options {
    * only; none may overlap an output. */
   const attn_tensor *captures;
   int32_t num_captures;
+  /* A GPU kernel's CUDA stream (a CUstream or cudaStream_t of GPU 0's
+   * primary context, which PyTorch's streams on cuda:0 are): the kernel is
+   * queued on it and the call returns without waiting for it, as any
+   * launch on a stream does. NULL: the default stream, and the call waits
+   * for the kernel to finish. Not for CPU kernels. */
+  void *cuda_stream;
 } attn_run_options;
 
 /* attn_run with every per-call input: `options` may be NULL for a kernel

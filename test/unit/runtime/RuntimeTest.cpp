@@ -1104,6 +1104,20 @@ TEST(BackwardWith, HandsDMToTheKernelAndRefusesBadOnes) {
   EXPECT_STREQ(attn_last_error(),
                "options: grad_mask is a backward call's "
                "(attn_run_backward_with)");
+  // A CUDA stream is a GPU launch's; a CPU kernel refuses it, forward and
+  // backward, rather than ignoring it.
+  int notAStream = 0;
+  attn_run_options streamOptions{};
+  streamOptions.struct_size = sizeof(streamOptions);
+  streamOptions.cuda_stream = &notAStream;
+  EXPECT_EQ(attn_run_with(forward, &p.Q, &p.K, &p.V, p.mask(forward), &p.O,
+                          p.lseTensor(forward), &streamOptions, nullptr),
+            ATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_STREQ(attn_last_error(), "options: cuda_stream is given but kernel "
+                                  "'fake_bias_window' runs on the CPU");
+  streamOptions.grad_mask = &g.dM;
+  EXPECT_EQ(refused(&streamOptions), "options: cuda_stream is given but "
+                                     "kernel 'fake_dbias' runs on the CPU");
 }
 
 TEST(Module, FromLibraryRefusesBackwardKernelsOlderThanTheSinks) {
