@@ -39,10 +39,11 @@ num_threads = _ext.num_threads
 Kernel = _ext.Kernel
 
 
-def kernel(spec: str) -> Kernel:
+def kernel(spec: str, target: str | None = None) -> Kernel:
     """The compiled kernel of an attn-compile spec string (compiled on first
-    use, then cached); see README for the spec format."""
-    return _cache.kernel(spec)
+    use, then cached); see README for the spec format. `target`: a GPU
+    architecture (``"sm_90"``) to compile for instead of this CPU."""
+    return _cache.kernel(spec, target=target)
 
 
 if hasattr(os, "register_at_fork"):

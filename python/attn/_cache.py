@@ -5,8 +5,9 @@ call that needs a spec compiles it with the attn-compile executable into the
 disk cache; later calls in the same process find it loaded in memory, and
 later processes load it from disk. The disk key covers everything that changes
 the machine code: the spec, the compiler (its ``--version`` output and the
-size and modification time of the executable) and this CPU (its feature
-flags), since attn-compile targets the host CPU.
+size and modification time of the executable) and the target: this CPU (its
+feature flags), since attn-compile targets the host CPU, or for a GPU kernel
+the GPU's architecture (``sm_90``), which attn-compile is given.
 
 Two processes may fill the cache at once: each compiles into a private
 temporary folder inside the cache folder and moves the finished library into
@@ -169,8 +170,12 @@ def cache_dir() -> Path:
     return (Path(xdg) if xdg else Path.home() / ".cache") / "attn"
 
 
-def cache_key(spec: str, compiler: Path, modifiers: str | None = None) -> str:
-    parts = ["attn kernel cache v1", spec, _identity(compiler), cpu_features()]
+def cache_key(spec: str, compiler: Path, modifiers: str | None = None,
+              target: str | None = None) -> str:
+    """The disk cache's name for a kernel; `target`: a GPU architecture
+    (``sm_90``), else the kernel is this CPU's."""
+    machine = f"gpu {target}" if target else cpu_features()
+    parts = ["attn kernel cache v1", spec, _identity(compiler), machine]
     if modifiers:
         parts.append(modifiers)
     text = "\n".join(parts)
@@ -241,9 +246,11 @@ def _cache_error(folder: Path, error: OSError) -> Error:
     )
 
 
-def _compile(spec: str, compiler: Path, target: Path, modifiers: str | None = None) -> None:
+def _compile(spec: str, compiler: Path, target: Path, modifiers: str | None = None,
+             gpu: str | None = None) -> None:
     """Compiles `spec` (with the score and mask modifiers of the .mlir text
-    `modifiers`, if any) into `target`, atomically."""
+    `modifiers`, if any; for GPU architecture `gpu` if given, else this
+    CPU) into `target`, atomically."""
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         workspace = tempfile.TemporaryDirectory(prefix=".compiling-", dir=target.parent)
@@ -255,6 +262,8 @@ def _compile(spec: str, compiler: Path, target: Path, modifiers: str | None = No
         with workspace as tmp:
             library = Path(tmp) / "kernel.so"
             command = [str(compiler), "--spec", spec, "-o", str(library)]
+            if gpu:
+                command += ["--target", gpu]
             if modifiers:
                 source = Path(tmp) / "modifiers.mlir"
                 source.write_text(modifiers)
@@ -287,9 +296,9 @@ def _compile(spec: str, compiler: Path, target: Path, modifiers: str | None = No
     _stats["compiles"] += 1
 
 
-def _load(spec: str, modifiers: str | None) -> _ext.Kernel:
+def _load(spec: str, modifiers: str | None, target: str | None) -> _ext.Kernel:
     compiler = find_compiler()
-    path = cache_dir() / f"{cache_key(spec, compiler, modifiers)}.so"
+    path = cache_dir() / f"{cache_key(spec, compiler, modifiers, target)}.so"
     if path.is_file():
         try:
             kernels = _ext.load_library(str(path))
@@ -300,18 +309,19 @@ def _load(spec: str, modifiers: str | None) -> _ext.Kernel:
             kernels = None
         if kernels:
             return kernels[0]
-    _compile(spec, compiler, path, modifiers)
+    _compile(spec, compiler, path, modifiers, target)
     kernels = _ext.load_library(str(path))
     if len(kernels) != 1:
         raise Error(f"{path}: expected one kernel, found {len(kernels)}")
     return kernels[0]
 
 
-def kernel(spec: str, modifiers: str | None = None) -> _ext.Kernel:
+def kernel(spec: str, modifiers: str | None = None, target: str | None = None) -> _ext.Kernel:
     """The loaded kernel for `spec`, compiling it on first use; with
     `modifiers` (the .mlir text of an attn.attention whose score_mod and
-    mask_mod the kernel gets, attn-compile --modifiers) part of its key."""
-    key = spec if not modifiers else (spec, modifiers)
+    mask_mod the kernel gets, attn-compile --modifiers) part of its key;
+    for GPU architecture `target` (``sm_90``) where given, else this CPU."""
+    key = spec if not modifiers and not target else (spec, modifiers, target)
     found = _loaded.get(key)
     if found is not None:
         _stats["memory_hits"] += 1
@@ -319,7 +329,7 @@ def kernel(spec: str, modifiers: str | None = None) -> _ext.Kernel:
     with _lock:
         found = _loaded.get(key)
         if found is None:
-            found = _load(spec, modifiers)
+            found = _load(spec, modifiers, target)
             _loaded[key] = found
         return found
 

@@ -254,12 +254,16 @@ def dtype_name_or_none(dtype) -> Optional[str]:
 
 def run(spec: str, query, key, value, mask, output, lse, dropout_p: float = 0.0,
         dropout_seed: int = 0, sinks=None, modifiers: Optional[str] = None,
-        captures=()) -> None:
+        captures=(), gpu: Optional[Tuple[str, int]] = None) -> None:
     """Runs the kernel of `spec` (compiling it on first use); `modifiers`
     and `captures`: its score and mask modifiers (attn._flex) and the
-    tensors they read."""
-    _cache.kernel(spec, modifiers).run(query, key, value, mask, output, lse, dropout_p,
-                                       seed_bits(dropout_seed), sinks, list(captures))
+    tensors they read; `gpu`: (architecture, CUDA stream) for tensors on
+    the GPU, the kernel compiled for that architecture and queued on that
+    stream."""
+    target, stream = gpu if gpu else (None, 0)
+    _cache.kernel(spec, modifiers, target).run(
+        query, key, value, mask, output, lse, dropout_p, seed_bits(dropout_seed),
+        sinks, list(captures), stream)
 
 
 def check_sinks(sinks_shape: Sequence[int], heads_q: int) -> None:

@@ -12,8 +12,13 @@ the dispatcher's round trip); it can also be called directly with 4-D
                                    "top_left", None, None, None, False)
 
 It always returns (output, lse); lse has shape [0] unless return_lse.
-Under torch.autocast("cpu") it follows PyTorch's SDPA: the floating inputs
-are cast to the autocast dtype first.
+Under torch.autocast("cpu") and torch.autocast("cuda") it follows PyTorch's
+SDPA: the floating inputs are cast to the autocast dtype first.
+
+On tensors on cuda:0 it runs attn's GPU kernel, compiled for the GPU's
+architecture (cached like the CPU kernels) and queued on PyTorch's current
+stream, with no copy and no synchronization; the backward runs on the CPU
+only, so a gradient of GPU tensors is refused with a message saying so.
 
 Its autograd formula is attn's backward kernel (docs/spec.md, "The
 gradient"): gradients flow to query, key and value, and through the returned
@@ -89,10 +94,7 @@ def _run(
     if attn_mask is not None and attn_mask.requires_grad:
         attn_mask = attn_mask.detach()
     _core.check_shapes(query, key, value, enable_gqa)
-    for name, tensor in (("query", query), ("key", key), ("value", value),
-                         ("attn_mask", attn_mask), ("sinks", sinks)):
-        if tensor is not None and not tensor.is_cpu:
-            raise _core.Error(f"{name}: tensor is on {tensor.device} but attn runs on the CPU")
+    gpu = _gpu_launch(query, key, value, attn_mask, sinks)
     if sinks is not None:
         _core.check_sinks(sinks.shape, query.shape[1])
         sinks = sinks.detach().float()
@@ -116,35 +118,61 @@ def _run(
         spec, _capsule(query), _capsule(key), _capsule(value),
         None if mask is None else _capsule(mask), _capsule(output),
         None if lse is None else _capsule(lse), dropout_p, dropout_seed,
-        None if sinks is None else _capsule(sinks),
+        None if sinks is None else _capsule(sinks), gpu=gpu,
     )
     return output, lse
+
+
+def _gpu_launch(query, key, value, attn_mask, sinks):
+    """None for CPU tensors; for tensors on cuda:0, the GPU's architecture
+    (``sm_90``: the kernel is compiled for it and cached) and PyTorch's
+    current stream there (the kernel is queued on it: no copy, no
+    synchronization). Every tensor must be on query's device."""
+    device = query.device
+    for name, tensor in (("key", key), ("value", value),
+                         ("attn_mask", attn_mask), ("sinks", sinks)):
+        if tensor is not None and tensor.device != device:
+            raise _core.Error(f"{name}: tensor is on {tensor.device} but query is on {device}")
+    if device.type == "cpu":
+        return None
+    if device.type != "cuda":
+        raise _core.Error(f"query: tensor is on {device} but attn runs on the CPU "
+                          "and on NVIDIA GPUs (cuda)")
+    if device.index != 0:
+        raise _core.Error(f"query: tensor is on {device} but attn's GPU kernels run "
+                          "on the first GPU (cuda:0)")
+    major, minor = torch.cuda.get_device_capability(device)
+    return f"sm_{major}{minor}", torch.cuda.current_stream(device).cuda_stream
 
 
 sdpa = torch.library.custom_op("attn::sdpa", _sdpa_eager, mutates_args=())
 
 
-def _sdpa_autocast_cpu(query, key, value, attn_mask, *options):
-    """The operator under torch.autocast("cpu"): PyTorch's SDPA rule, its
-    floating inputs (a float mask included) cast to the autocast dtype,
+def _sdpa_autocast(device_type, key):
+    """The operator under torch.autocast(device_type): PyTorch's SDPA rule,
+    its floating inputs (a float mask included) cast to the autocast dtype,
     then the operator as usual."""
-    dtype = torch.get_autocast_dtype("cpu")
+    def autocast(query, key_, value, attn_mask, *options):
+        dtype = torch.get_autocast_dtype(device_type)
 
-    def cast(tensor):
-        if tensor is not None and tensor.is_floating_point() and tensor.dtype != dtype:
-            return tensor.to(dtype)
-        return tensor
+        def cast(tensor):
+            if tensor is not None and tensor.is_floating_point() and tensor.dtype != dtype:
+                return tensor.to(dtype)
+            return tensor
 
-    with torch._C._ExcludeDispatchKeyGuard(
-        torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastCPU)
-    ):
-        return torch.ops.attn.sdpa(cast(query), cast(key), cast(value), cast(attn_mask), *options)
+        with torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(key)):
+            return torch.ops.attn.sdpa(cast(query), cast(key_), cast(value), cast(attn_mask),
+                                       *options)
+    return autocast
 
 
 # The autocast dtype is read at each call (bf16 or f16), so this is not
 # register_autocast, which fixes one dtype when it is registered.
 _autocast_library = torch.library.Library("attn", "IMPL")
-_autocast_library.impl("sdpa", _sdpa_autocast_cpu, "AutocastCPU")
+_autocast_library.impl("sdpa", _sdpa_autocast("cpu", torch._C.DispatchKey.AutocastCPU),
+                       "AutocastCPU")
+_autocast_library.impl("sdpa", _sdpa_autocast("cuda", torch._C.DispatchKey.AutocastCUDA),
+                       "AutocastCUDA")
 
 
 # ---------------------------------------------------------------------------
@@ -248,6 +276,11 @@ def sdpa_backward(query, key, value, attn_mask, output, lse, grad_output,
     forward's dropout probability and seed; and dS [B, Hq, Sq, Sk] f32 with
     mask_grad (an additive mask's gradient before its broadcast dims are
     summed), else an empty tensor."""
+    if query.device.type != "cpu":
+        raise _core.Error(
+            f"query: tensor is on {query.device}, and attn's gradients run on the CPU "
+            "only: its GPU kernels compute the forward (for training on the GPU use "
+            "torch.nn.functional.scaled_dot_product_attention)")
     query, key, value, output, lse, grad_output = (
         t.detach() for t in (query, key, value, output, lse, grad_output))
     if attn_mask is not None:
@@ -321,8 +354,8 @@ def _plain_eager_call(*tensors) -> bool:
     as the kernel of a short decoding step (tens of microseconds)."""
     if torch.compiler.is_compiling() or torch.jit.is_tracing():
         return False
-    if torch.is_autocast_enabled("cpu"):  # the operator's autocast rule
-        return False
+    if torch.is_autocast_enabled("cpu") or torch.is_autocast_enabled("cuda"):
+        return False  # the operator's autocast rule
     grad = torch.is_grad_enabled()
     return all(
         t is None or (type(t) is Tensor and not (grad and t.requires_grad))

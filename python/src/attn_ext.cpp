@@ -4,10 +4,11 @@
 // Python. It loads kernel libraries made by attn-compile and runs a kernel on
 // any CPU tensor that speaks DLPack or the buffer protocol (NumPy arrays,
 // PyTorch tensors), zero-copy and with the caller's strides: a [B, S, H, D]
-// buffer viewed as [B, H, S, D] reaches the kernel as it is. Every check is
-// the runtime's; its refusals become `attn._ext.Error` (a ValueError) with the
-// runtime's message. Calls run on one process-wide thread pool (all cores)
-// with the GIL released.
+// buffer viewed as [B, H, S, D] reaches the kernel as it is. A GPU kernel
+// takes tensors on GPU 0 (DLPack's CUDA device 0) and is queued on the
+// caller's CUDA stream. Every check is the runtime's; its refusals become
+// `attn._ext.Error` (a ValueError) with the runtime's message. CPU calls run
+// on one process-wide thread pool (all cores) with the GIL released.
 //
 // Deciding which kernel a call needs, compiling and caching it is the Python
 // package's job (python/attn/_cache.py); this file holds no policy.
@@ -24,6 +25,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
@@ -86,16 +88,29 @@ const char *dtypeText(nb::dlpack::dtype dtype) {
   }
 }
 
+/// Where a DLPack array lives, in PyTorch's words ("cpu", "cuda:1", ...).
+template <typename Array> std::string deviceText(const Array &array) {
+  if (array.device_type() == nb::device::cpu::value)
+    return "the CPU";
+  if (array.device_type() == nb::device::cuda::value)
+    return "cuda:" + std::to_string(array.device_id());
+  return "DLPack device type " + std::to_string(array.device_type());
+}
+
 /// `array` as an attn_tensor for `role`; `integers`: int32 and int64 are
-/// accepted too (a modifier's captured tensors).
+/// accepted too (a modifier's captured tensors). `gpu`: the kernel runs on
+/// GPU 0, so the tensor must be there (else on the CPU).
 template <typename Array>
 attn_tensor toTensor(const Array &array, const std::string &role,
-                     bool integers = false) {
-  if (array.device_type() != nb::device::cpu::value)
+                     bool integers = false, bool gpu = false) {
+  bool onCpu = array.device_type() == nb::device::cpu::value;
+  bool onGpu0 = array.device_type() == nb::device::cuda::value &&
+                array.device_id() == 0;
+  if (gpu ? !onGpu0 : !onCpu)
     throw attn::Error(ATTN_ERROR_INVALID_ARGUMENT,
-                      std::string(role) + ": tensor is on DLPack device type " +
-                          std::to_string(array.device_type()) +
-                          " but attn runs on the CPU (device type 1)");
+                      std::string(role) + ": tensor is on " +
+                          deviceText(array) + " but the kernel runs on " +
+                          (gpu ? "the GPU (cuda:0)" : "the CPU"));
   if (array.ndim() > 4)
     throw attn::Error(ATTN_ERROR_INVALID_ARGUMENT,
                       std::string(role) + ": rank is " +
@@ -145,11 +160,11 @@ attn_tensor toTensor(const Array &array, const std::string &role,
 struct Captures {
   std::vector<attn_tensor> tensors;
 
-  explicit Captures(const std::vector<InputArray> &arrays) {
+  Captures(const std::vector<InputArray> &arrays, bool gpu = false) {
     for (size_t i = 0; i < arrays.size(); ++i)
       tensors.push_back(toTensor(arrays[i],
                                  "captures[" + std::to_string(i) + "]",
-                                 /*integers=*/true));
+                                 /*integers=*/true, gpu));
   }
   void into(attn_run_options &options) const {
     options.captures = tensors.empty() ? nullptr : tensors.data();
@@ -167,32 +182,41 @@ struct PyKernel {
   attn::Kernel kernel;
 
   const attn_kernel_desc &desc() const { return kernel.desc(); }
+  bool onGpu() const {
+    return attn_kernel_device(kernel.get()) == ATTN_DEVICE_CUDA;
+  }
 
   void run(const InputArray &query, const InputArray &key,
            const InputArray &value, const std::optional<InputArray> &mask,
            const OutputArray &output, const std::optional<OutputArray> &lse,
            float dropoutP, uint64_t dropoutSeed,
            const std::optional<InputArray> &sinks,
-           const std::vector<InputArray> &captures) const {
-    attn_tensor q = toTensor(query, "query");
-    attn_tensor k = toTensor(key, "key");
-    attn_tensor v = toTensor(value, "value");
-    attn_tensor o = toTensor(output, "output");
+           const std::vector<InputArray> &captures, uintptr_t stream) const {
+    bool gpu = onGpu();
+    if (stream && !gpu)
+      throw attn::Error(ATTN_ERROR_INVALID_ARGUMENT,
+                        "cuda_stream is given but kernel '" +
+                            std::string(desc().name) + "' runs on the CPU");
+    attn_tensor q = toTensor(query, "query", false, gpu);
+    attn_tensor k = toTensor(key, "key", false, gpu);
+    attn_tensor v = toTensor(value, "value", false, gpu);
+    attn_tensor o = toTensor(output, "output", false, gpu);
     attn_tensor m{}, l{}, s{};
     if (mask)
-      m = toTensor(*mask, "mask");
+      m = toTensor(*mask, "mask", false, gpu);
     if (lse)
-      l = toTensor(*lse, "lse");
+      l = toTensor(*lse, "lse", false, gpu);
     if (sinks)
-      s = toTensor(*sinks, "sinks");
+      s = toTensor(*sinks, "sinks", false, gpu);
     attn_run_options options{};
     options.struct_size = sizeof(options);
     options.sinks = sinks ? &s : nullptr;
-    Captures captured(captures);
+    Captures captured(captures, gpu);
     captured.into(options);
     options.dropout_p = dropoutP;
     options.dropout_seed = dropoutSeed;
-    attn_thread_pool *threads = sharedPool();
+    options.cuda_stream = reinterpret_cast<void *>(stream);
+    attn_thread_pool *threads = gpu ? nullptr : sharedPool();
     attn_status status;
     {
       // The arrays stay referenced by the caller's frame; no Python object is
@@ -407,10 +431,18 @@ NB_MODULE(_ext, m) {
            nb::arg("dropout_seed") = 0,
            nb::arg("sinks").noconvert().none() = nb::none(),
            nb::arg("captures") = std::vector<InputArray>(),
+           nb::arg("cuda_stream") = 0,
            "Checks the tensors against the kernel and runs it on the shared "
            "thread pool. Tensors are [B, H, S, D] with any strides; `mask`, "
            "`lse` and `sinks` ([Hq] f32) are None or tensors, as the kernel "
-           "requires; `captures` the tensors its modifiers read.")
+           "requires; `captures` the tensors its modifiers read. A GPU "
+           "kernel takes tensors on cuda:0 and is queued on `cuda_stream` "
+           "(a cudaStream_t as an int; 0: the default stream, and the call "
+           "waits for the kernel).")
+      .def_prop_ro("device",
+                   [](const PyKernel &k) {
+                     return std::string(k.onGpu() ? "cuda" : "cpu");
+                   })
       .def_prop_ro("num_captures",
                    [](const PyKernel &k) {
                      return attn_kernel_num_captures(k.kernel.get());

@@ -1,0 +1,184 @@
+"""attn on CUDA tensors: the GPU kernels through the Python package.
+
+Everywhere: every GPU case's kernel compiles through the package for an
+sm_90 target (the same cache entries a GPU machine uses; this is also how
+scripts/gpu-bundle.sh fills the kernel cache it ships), and what can be
+checked without a GPU is (device mix-ups, a stream for a CPU kernel, a GPU
+kernel given CPU tensors, gradients of GPU tensors). The tests that need a
+CPU kernel have "cpu_kernel" in their names: gpu-bundle/run.sh leaves them
+out on a GPU machine without the compiler. With a GPU (cuda:0):
+each case against the float64 reference, the launch on PyTorch's current
+stream without waiting, torch.compile and torch.autocast("cuda").
+"""
+
+import pytest
+
+import torch
+import torch.nn.functional as F
+
+import attn
+from attn import _core
+
+from conftest import TOLERANCE, naive_attention, random_qkv, relative_error
+
+HAS_GPU = torch.cuda.is_available()
+needs_gpu = pytest.mark.skipif(not HAS_GPU, reason="no CUDA GPU here")
+#: The architecture the GPU-free test compiles for (H100/H200's).
+TARGET = "sm_90"
+
+#: (label, dtype, heads q/kv, Sq, Sk, d, mask kind, causal, alignment, lse)
+CASES = [
+    ("f16_plain", torch.float16, (4, 4), 77, 130, 64, None, False, "top_left", False),
+    ("bf16_causal_lse", torch.bfloat16, (4, 4), 130, 130, 64, None, True, "top_left", True),
+    ("f16_gqa_bottom_right", torch.float16, (8, 2), 40, 150, 128, None, True, "bottom_right",
+     True),
+    ("f16_bool_mask", torch.float16, (2, 2), 65, 70, 64, "bool", False, "top_left", False),
+    ("bf16_bias", torch.bfloat16, (2, 2), 33, 90, 32, "bias", False, "top_left", True),
+    ("f32_causal", torch.float32, (2, 2), 50, 50, 64, None, True, "top_left", False),
+    ("f16_decode", torch.float16, (8, 2), 1, 300, 64, None, True, "bottom_right", True),
+]
+
+
+#: Kernels the tests below need besides those of CASES: the first case
+#: causal (torch.compile) and with the LSE (a gradient's forward).
+VARIANTS = [
+    ("f16_plain_causal",) + CASES[0][1:7] + (True, "top_left", False),
+    ("f16_plain_lse",) + CASES[0][1:9] + (True,),
+]
+
+
+def _inputs(case, seed=0):
+    _, dtype, (hq, hkv), sq, sk, d, mask_kind, *_ = case
+    q, k, v = random_qkv(2, hq, hkv, sq, sk, d, dtype=dtype, seed=seed)
+    mask = None
+    generator = torch.Generator().manual_seed(seed + 1)
+    if mask_kind == "bool":
+        mask = torch.rand(sq, sk, generator=generator) > 0.3
+    elif mask_kind == "bias":
+        mask = torch.randn(1, hq, sq, sk, generator=generator).to(dtype)
+    return q, k, v, mask
+
+
+def _spec(case):
+    _, _, _, _, _, _, _, causal, alignment, lse = case
+    q, k, v, mask = _inputs(case)
+    return _core.spec_for(q, k, v, mask, causal, None, alignment, None, None, None, lse)
+
+
+@pytest.mark.parametrize("case", CASES + VARIANTS, ids=[c[0] for c in CASES + VARIANTS])
+def test_gpu_kernel_compiles_through_the_package(case):
+    assert attn.kernel(_spec(case), target=TARGET).device == "cuda"
+
+
+def test_cpu_kernel_is_the_cpu_one():
+    assert attn.kernel(_spec(CASES[0])).device == "cpu"
+
+
+def test_gpu_kernel_refuses_cpu_tensors():
+    if HAS_GPU:
+        pytest.skip("checks the refusal where no GPU runs the kernel")
+    kernel = attn.kernel(_spec(CASES[0]), target=TARGET)
+    q, k, v, _ = _inputs(CASES[0])
+    out = torch.empty_like(q)
+    with pytest.raises(attn.Error, match=r"query: tensor is on the CPU but the kernel "
+                                         r"runs on the GPU \(cuda:0\)"):
+        kernel.run(q, k, v, None, out, None)
+
+
+def test_cpu_kernel_refuses_a_stream():
+    q, k, v, _ = _inputs(CASES[0])
+    kernel = attn.kernel(_spec(CASES[0]))
+    with pytest.raises(attn.Error, match="cuda_stream is given but kernel 'attn_sdpa' "
+                                         "runs on the CPU"):
+        kernel.run(q, k, v, None, torch.empty_like(q), None, cuda_stream=1234)
+
+
+def test_devices_must_match_and_be_cpu_or_cuda_before_any_kernel():
+    q, k, v, _ = _inputs(CASES[0])
+    with pytest.raises(attn.Error, match="key: tensor is on meta but query is on cpu"):
+        attn.scaled_dot_product_attention(q, k.to("meta"), v)
+    meta = [t.to("meta") for t in (q, k, v)]
+    with pytest.raises(attn.Error, match="query: tensor is on meta but attn runs on the "
+                                         r"CPU and on NVIDIA GPUs \(cuda\)"):
+        attn.scaled_dot_product_attention(*meta)
+
+
+def test_gradients_of_gpu_tensors_are_refused_with_a_reason():
+    # The backward runs on the CPU only; a GPU tensor's gradient says so
+    # (meta tensors stand in for GPU ones here: the check is the device's).
+    q, k, v = (t.to("meta") for t in _inputs(CASES[0])[:3])
+    with pytest.raises(attn.Error, match="attn's gradients run on the CPU only"):
+        attn._torch.sdpa_backward(q, k, v, None, q, q[..., 0].float(), q, None,
+                                  False, None, False, "top_left", None, None, None)
+
+
+@needs_gpu
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_gpu_matches_the_float64_reference(case):
+    label, dtype, _, _, _, _, _, causal, alignment, lse = case
+    q, k, v, mask = _inputs(case, seed=7)
+    ref, ref_lse = naive_attention(q, k, v, mask=mask, is_causal=causal, alignment=alignment)
+    gpu = [None if t is None else t.cuda() for t in (q, k, v, mask)]
+    result = attn.scaled_dot_product_attention(
+        *gpu[:3], attn_mask=gpu[3], is_causal=causal, causal_alignment=alignment,
+        enable_gqa=True, return_lse=lse)
+    out, out_lse = result if lse else (result, None)
+    assert out.device == q.cuda().device and out.dtype == dtype
+    assert out.shape == ref.shape
+    assert relative_error(out.cpu(), ref) <= TOLERANCE[dtype], label
+    if lse:
+        finite = torch.isfinite(ref_lse)
+        assert torch.equal(torch.isfinite(out_lse.cpu()), finite)
+        assert torch.allclose(out_lse.cpu().double()[finite], ref_lse[finite], atol=1e-3)
+
+
+@needs_gpu
+def test_gpu_kernel_writes_every_element_of_a_poisoned_output():
+    case = CASES[2]
+    q, k, v, _ = (t.cuda() if t is not None else None for t in _inputs(case))
+    kernel = attn.kernel(_spec(case), target=TARGET)
+    out = torch.full((q.shape[0], q.shape[1], q.shape[2], v.shape[3]), float("nan"),
+                     dtype=q.dtype, device="cuda")
+    lse = torch.full(q.shape[:3], float("nan"), device="cuda")
+    kernel.run(q, k, v, None, out, lse)  # default stream: waits
+    assert not out.isnan().any() and not lse.isnan().any()
+
+
+@needs_gpu
+def test_gpu_launch_is_queued_on_the_current_stream():
+    q, k, v, _ = (t.cuda() if t is not None else None for t in _inputs(CASES[0]))
+    expected = attn.scaled_dot_product_attention(q, k, v)
+    torch.cuda.synchronize()
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        torch.cuda._sleep(200_000_000)  # about 0.1 s of GPU time ahead of attn
+        out = attn.scaled_dot_product_attention(q, k, v)
+        queued = not stream.query()  # attn returned while the stream was busy
+    stream.synchronize()
+    assert queued
+    assert torch.equal(out, expected)
+
+
+@needs_gpu
+def test_gpu_under_torch_compile_and_autocast():
+    q, k, v = (t.cuda() for t in _inputs(CASES[0])[:3])
+    compiled = torch.compile(
+        lambda a, b, c: attn.scaled_dot_product_attention(a, b, c, is_causal=True),
+        fullgraph=True)  # VARIANTS[0]
+    eager = attn.scaled_dot_product_attention(q, k, v, is_causal=True)
+    assert torch.equal(compiled(q, k, v), eager)
+    with torch.autocast("cuda", dtype=torch.float16):
+        out = attn.scaled_dot_product_attention(q.float(), k.float(), v.float())
+    assert out.dtype == torch.float16
+    ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float())
+    assert relative_error(out.cpu(), ref.cpu()) <= TOLERANCE[torch.float16]
+
+
+@needs_gpu
+def test_gpu_gradient_is_refused_with_a_reason():
+    q, k, v, _ = _inputs(CASES[0])
+    q = q.cuda().requires_grad_()
+    out = attn.scaled_dot_product_attention(q, k.cuda(), v.cuda())
+    with pytest.raises((attn.Error, RuntimeError),
+                       match="attn's gradients run on the CPU only"):
+        out.sum().backward()  # the forward was VARIANTS[1]
