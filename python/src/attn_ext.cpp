@@ -104,8 +104,8 @@ template <typename Array>
 attn_tensor toTensor(const Array &array, const std::string &role,
                      bool integers = false, bool gpu = false) {
   bool onCpu = array.device_type() == nb::device::cpu::value;
-  bool onGpu0 = array.device_type() == nb::device::cuda::value &&
-                array.device_id() == 0;
+  bool onGpu0 =
+      array.device_type() == nb::device::cuda::value && array.device_id() == 0;
   if (gpu ? !onGpu0 : !onCpu)
     throw attn::Error(ATTN_ERROR_INVALID_ARGUMENT,
                       std::string(role) + ": tensor is on " +

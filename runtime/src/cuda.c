@@ -367,11 +367,10 @@ attn_status attn_cuda_launch(const attn_kernel_desc *kernel,
   uint64_t values[ATTN_GPU_MAX_PARAMS];
   void *pointers[ATTN_GPU_MAX_PARAMS];
   attn_gpu_kernel_params(kernel, args, values, pointers);
-  CUresult result =
-      cu.launchKernel(function, (unsigned)tiles, (unsigned)args->heads_q,
-                      (unsigned)args->batch, (unsigned)gpu->block_threads, 1, 1,
-                      (unsigned)gpu->shared_bytes, (CUstream)stream, pointers,
-                      NULL);
+  CUresult result = cu.launchKernel(
+      function, (unsigned)tiles, (unsigned)args->heads_q, (unsigned)args->batch,
+      (unsigned)gpu->block_threads, 1, 1, (unsigned)gpu->shared_bytes,
+      (CUstream)stream, pointers, NULL);
   if (result == CUDA_SUCCESS && !stream)
     result = cu.ctxSynchronize();
   if (result != CUDA_SUCCESS)

@@ -66,38 +66,42 @@ void FmaKernel::accumulate(SmallVector<Value> &acc, ArrayRef<Value> probs,
           b(), probs[j * 4 + i], shared.probs,
           ValueRange{fragmentRow(i), add(colPair, cst(j * kGroup + (i & 1)))});
   gpu::BarrierOp::create(b());
-  Value zero = f32(0);
   acc = forLoopWith(
       cst(0), keys, cst(1), acc,
       [&](Value key, ValueRange state) -> SmallVector<Value> {
         Value p[2] = {
             memref::LoadOp::create(b(), shared.probs, ValueRange{row0, key}),
             memref::LoadOp::create(b(), shared.probs, ValueRange{row1, key})};
-        // An excluded key has weight exactly 0; 0 · NaN would still leak
-        // a NaN value into a row that does not attend to it.
-        Value excluded[2];
-        if (dropExcluded)
-          for (int r = 0; r < 2; ++r)
-            excluded[r] = arith::CmpFOp::create(b(), arith::CmpFPredicate::OEQ,
-                                                p[r], zero);
-        SmallVector<Value> next;
-        for (int64_t e = 0; e < paddedValueDim / kGroup; ++e) {
-          Value col = add(colPair, cst(e * kGroup));
-          Value v[2] = {
-              toF32(memref::LoadOp::create(b(), shared.values,
-                                           ValueRange{key, col})),
-              toF32(memref::LoadOp::create(b(), shared.values,
-                                           ValueRange{key, add(col, cst(1))}))};
-          for (int64_t i = 0; i < 4; ++i) {
-            Value value = v[i & 1];
-            if (dropExcluded)
-              value = select(excluded[i / 2], zero, value);
-            next.push_back(
-                math::FmaOp::create(b(), p[i / 2], value, state[e * 4 + i]));
-          }
-        }
-        return next;
+        return accumulateKey(state, key, p, dropExcluded);
       });
+}
+
+SmallVector<Value> GpuMicroKernel::accumulateKey(ValueRange acc, Value key,
+                                                 ArrayRef<Value> p,
+                                                 bool dropExcluded) {
+  // An excluded key has weight exactly 0; 0 · NaN would still leak a NaN
+  // value into a row that does not attend to it.
+  Value zero = f32(0);
+  Value excluded[2];
+  if (dropExcluded)
+    for (int r = 0; r < 2; ++r)
+      excluded[r] =
+          arith::CmpFOp::create(b(), arith::CmpFPredicate::OEQ, p[r], zero);
+  SmallVector<Value> next;
+  for (int64_t e = 0; e < paddedValueDim / kGroup; ++e) {
+    Value col = add(colPair, cst(e * kGroup));
+    Value v[2] = {
+        toF32(memref::LoadOp::create(b(), shared.values, ValueRange{key, col})),
+        toF32(memref::LoadOp::create(b(), shared.values,
+                                     ValueRange{key, add(col, cst(1))}))};
+    for (int64_t i = 0; i < 4; ++i) {
+      Value value = v[i & 1];
+      if (dropExcluded)
+        value = select(excluded[i / 2], zero, value);
+      next.push_back(math::FmaOp::create(b(), p[i / 2], value, acc[e * 4 + i]));
+    }
+  }
+  return next;
 }
 
 std::unique_ptr<GpuMicroKernel>

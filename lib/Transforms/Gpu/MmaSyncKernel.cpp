@@ -19,9 +19,9 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
-#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 using namespace mlir;
@@ -58,9 +58,8 @@ private:
 
   void accumulateByMma(SmallVector<Value> &acc, ArrayRef<Value> probs);
   Value valuesHoldNonFinite();
-  SmallVector<Value> accumulateDroppingExcluded(ValueRange acc,
-                                                ArrayRef<Value> probs,
-                                                Value keys);
+  SmallVector<Value>
+  accumulateDroppingExcluded(ValueRange acc, ArrayRef<Value> probs, Value keys);
   Value packPair(Value lo, Value hi);
   Value mmaOperand(Value pair);
   Value mmaStep(ArrayRef<Value> a, ArrayRef<Value> b, ArrayRef<Value> c);
@@ -149,9 +148,9 @@ void MmaSyncKernel::accumulate(SmallVector<Value> &acc, ArrayRef<Value> probs,
     accumulateByMma(acc, probs);
     return;
   }
-  auto choice = scf::IfOp::create(b(), ValueRange(acc).getTypes(),
-                                  valuesHoldNonFinite(),
-                                  /*withElseRegion=*/true);
+  auto choice =
+      scf::IfOp::create(b(), ValueRange(acc).getTypes(), valuesHoldNonFinite(),
+                        /*withElseRegion=*/true);
   OpBuilder::InsertionGuard guard(b());
   b().setInsertionPointToStart(choice.thenBlock());
   scf::YieldOp::create(b(), accumulateDroppingExcluded(acc, probs, keys));
@@ -204,8 +203,8 @@ Value MmaSyncKernel::valuesHoldNonFinite() {
   // All exponent bits set: NaN or ±inf (f16: 0x7c00, bf16: 0x7f80).
   int64_t exponent = elementType.isF16() ? 0x7c00 : 0x7f80;
   Value exponentBits = arith::ConstantOp::create(
-      b(), DenseElementsAttr::get(bitsType, b().getI16IntegerAttr(exponent)
-                                                .getValue()));
+      b(), DenseElementsAttr::get(bitsType,
+                                  b().getI16IntegerAttr(exponent).getValue()));
   Value found = forLoopWith(
       tid, cst(keyTile * chunksPerRow), cst(warps * gpu_kernel::kWarpSize),
       ValueRange{arith::ConstantOp::create(b(), b().getBoolAttr(false))},
@@ -219,20 +218,19 @@ Value MmaSyncKernel::valuesHoldNonFinite() {
         Value bad = arith::CmpIOp::create(
             b(), arith::CmpIPredicate::eq,
             arith::AndIOp::create(b(), bits, exponentBits), exponentBits);
-        Value any = vector::ReductionOp::create(
-            b(), vector::CombiningKind::OR, bad);
+        Value any =
+            vector::ReductionOp::create(b(), vector::CombiningKind::OR, bad);
         return {arith::OrIOp::create(b(), state[0], any)};
       })[0];
   Value predicate =
       arith::ExtUIOp::create(b(), b().getI32Type(), found).getResult();
-  Value anywhere =
-      NVVM::BarrierOp::create(
-          b(), TypeRange{b().getI32Type()}, /*barrierId=*/Value(),
-          /*numberOfThreads=*/Value(),
-          NVVM::BarrierReductionAttr::get(b().getContext(),
-                                          NVVM::BarrierReduction::OR),
-          predicate)
-          .getRes();
+  Value anywhere = NVVM::BarrierOp::create(
+                       b(), TypeRange{b().getI32Type()}, /*barrierId=*/Value(),
+                       /*numberOfThreads=*/Value(),
+                       NVVM::BarrierReductionAttr::get(
+                           b().getContext(), NVVM::BarrierReduction::OR),
+                       predicate)
+                       .getRes();
   return arith::CmpIOp::create(b(), arith::CmpIPredicate::ne, anywhere,
                                arith::ConstantIntOp::create(b(), 0, 32));
 }
@@ -259,8 +257,9 @@ MmaSyncKernel::accumulateDroppingExcluded(ValueRange acc, ArrayRef<Value> probs,
         Value source = arith::IndexCastOp::create(
             b(), b().getI32Type(),
             add(quadLead, arith::DivUIOp::create(b(), inGroup, cst(2))));
-        Value width = arith::ConstantIntOp::create(b(), gpu_kernel::kWarpSize, 32);
-        Value p[2], excluded[2];
+        Value width =
+            arith::ConstantIntOp::create(b(), gpu_kernel::kWarpSize, 32);
+        Value p[2];
         for (int r = 0; r < 2; ++r) {
           Value own = zero;
           for (int64_t j = 0; j < keyTile / kGroup; ++j)
@@ -272,23 +271,8 @@ MmaSyncKernel::accumulateDroppingExcluded(ValueRange acc, ArrayRef<Value> probs,
           p[r] = gpu::ShuffleOp::create(b(), b().getLoc(), own, source, width,
                                         gpu::ShuffleMode::IDX)
                      .getShuffleResult();
-          excluded[r] = arith::CmpFOp::create(b(), arith::CmpFPredicate::OEQ,
-                                              p[r], zero);
         }
-        SmallVector<Value> next;
-        for (int64_t e = 0; e < paddedValueDim / kGroup; ++e) {
-          Value col = add(colPair, cst(e * kGroup));
-          Value v[2] = {
-              toF32(memref::LoadOp::create(b(), shared.values,
-                                           ValueRange{key, col})),
-              toF32(memref::LoadOp::create(b(), shared.values,
-                                           ValueRange{key, add(col, cst(1))}))};
-          for (int64_t i = 0; i < 4; ++i)
-            next.push_back(math::FmaOp::create(
-                b(), p[i / 2], select(excluded[i / 2], zero, v[i & 1]),
-                state[e * 4 + i]));
-        }
-        return next;
+        return accumulateKey(state, key, p, /*dropExcluded=*/true);
       });
 }
 

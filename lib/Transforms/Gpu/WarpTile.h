@@ -127,6 +127,13 @@ public:
                           Value keys, bool dropExcluded) = 0;
 
 protected:
+  /// acc + p · V[key] by FMA over the thread's value columns, `p` the
+  /// weights of rows row0 and row1; with `dropExcluded`, a row whose weight
+  /// is 0 takes none of the key's V (0 · NaN would be NaN). In
+  /// FmaKernel.cpp; mma.sync's NaN fallback uses it too.
+  SmallVector<Value> accumulateKey(ValueRange acc, Value key, ArrayRef<Value> p,
+                                   bool dropExcluded);
+
   /// The converter's, carved in the prologue.
   const SharedTiles &shared;
 };
