@@ -201,7 +201,8 @@ class _Captures:
         if found is not None:
             return found
         if tensor.device.type != "cpu":
-            raise Error(f"{where}: a captured tensor is on {tensor.device} but attn runs on the CPU")
+            raise Error(f"{where}: a captured tensor is on {tensor.device} but attn's "
+                        "score and mask modifiers run on the CPU only")
         if tensor.dim() > 4:
             raise Error(f"{where}: a captured tensor has {tensor.dim()} dims; at most 4 are supported")
         if tensor.is_complex():
@@ -847,7 +848,8 @@ def create_block_mask(mask_mod: Callable, B: Optional[int], H: Optional[int], Q_
     if not callable(mask_mod):
         raise Error("create_block_mask: mask_mod must be a callable (b, h, q_idx, kv_idx) -> bool")
     if torch.device(device).type != "cpu":
-        raise Error(f"create_block_mask: device is {device} but attn runs on the CPU")
+        raise Error(f"create_block_mask: device is {device} but attn's block masks "
+                    "run on the CPU only")
     sizes = (BLOCK_SIZE, BLOCK_SIZE) if isinstance(BLOCK_SIZE, int) else tuple(BLOCK_SIZE)
     batch = 1 if B is None else B
     heads = 1 if H is None else H
@@ -974,7 +976,8 @@ def _flex_eager(query: Tensor, key: Tensor, value: Tensor, captures: List[Tensor
     _core.check_shapes(query, key, value, enable_gqa)
     for name, tensor in (("query", query), ("key", key), ("value", value), ("sinks", sinks)):
         if tensor is not None and not tensor.is_cpu:
-            raise Error(f"{name}: tensor is on {tensor.device} but attn runs on the CPU")
+            raise Error(f"{name}: tensor is on {tensor.device} but attn's flex_attention "
+                        "runs on the CPU only")
     if sinks is not None:
         _core.check_sinks(sinks.shape, query.shape[1])
         sinks = sinks.detach().float()

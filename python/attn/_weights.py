@@ -216,7 +216,8 @@ def _weights_torch(torch, query, key, attn_mask, is_causal, scale, enable_gqa,
         if tensor is not None and not isinstance(tensor, torch.Tensor):
             raise Error(f"{name}: a {type(tensor).__name__} where the query is a torch.Tensor")
         if tensor is not None and not tensor.is_cpu:
-            raise Error(f"{name}: tensor is on {tensor.device} but attn runs on the CPU")
+            raise Error(f"{name}: tensor is on {tensor.device} but attn's attention "
+                        "weights run on the CPU only")
     query, key = query.detach(), key.detach()
     attn_mask = None if attn_mask is None else attn_mask.detach()
     lse = None if lse is None else lse.detach()

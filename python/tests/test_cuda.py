@@ -182,3 +182,21 @@ def test_gpu_gradient_is_refused_with_a_reason():
     with pytest.raises((attn.Error, RuntimeError),
                        match="attn's gradients run on the CPU only"):
         out.sum().backward()  # the forward was VARIANTS[1]
+
+
+
+def test_cpu_only_weights_say_so_for_other_devices():
+    # The attention weights have no GPU kernel: tensors elsewhere (meta
+    # here, a GPU's alike) get a message saying so.
+    q, k = (t.to("meta") for t in _inputs(CASES[0])[:2])
+    with pytest.raises(attn.Error, match="attention weights run on the CPU only"):
+        attn.attention_weights(q, k)
+
+
+@needs_gpu
+def test_gpu_flex_attention_with_modifiers_says_it_runs_on_the_cpu():
+    # Without modifiers flex_attention is plain attention (GPU kernel);
+    # score and mask modifiers have no GPU kernels yet.
+    q, k, v = (t.cuda() for t in _inputs(CASES[0])[:3])
+    with pytest.raises((attn.Error, RuntimeError), match="runs on the CPU only"):
+        attn.flex_attention(q, k, v, score_mod=lambda s, b, h, i, j: s * 2)
