@@ -148,11 +148,11 @@ def _gpu_launch(query, key, value, attn_mask, sinks):
 sdpa = torch.library.custom_op("attn::sdpa", _sdpa_eager, mutates_args=())
 
 
-def _sdpa_autocast(device_type, key):
+def _sdpa_autocast(device_type, dispatch_key):
     """The operator under torch.autocast(device_type): PyTorch's SDPA rule,
     its floating inputs (a float mask included) cast to the autocast dtype,
     then the operator as usual."""
-    def autocast(query, key_, value, attn_mask, *options):
+    def autocast(query, key, value, attn_mask, *options):
         dtype = torch.get_autocast_dtype(device_type)
 
         def cast(tensor):
@@ -160,8 +160,8 @@ def _sdpa_autocast(device_type, key):
                 return tensor.to(dtype)
             return tensor
 
-        with torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(key)):
-            return torch.ops.attn.sdpa(cast(query), cast(key_), cast(value), cast(attn_mask),
+        with torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(dispatch_key)):
+            return torch.ops.attn.sdpa(cast(query), cast(key), cast(value), cast(attn_mask),
                                        *options)
     return autocast
 

@@ -193,10 +193,6 @@ struct PyKernel {
            const std::optional<InputArray> &sinks,
            const std::vector<InputArray> &captures, uintptr_t stream) const {
     bool gpu = onGpu();
-    if (stream && !gpu)
-      throw attn::Error(ATTN_ERROR_INVALID_ARGUMENT,
-                        "cuda_stream is given but kernel '" +
-                            std::string(desc().name) + "' runs on the CPU");
     attn_tensor q = toTensor(query, "query", false, gpu);
     attn_tensor k = toTensor(key, "key", false, gpu);
     attn_tensor v = toTensor(value, "value", false, gpu);

@@ -326,8 +326,8 @@ static attn_status load_function(const attn_kernel_desc *kernel,
 void attn_cuda_forget(const attn_library *library) {
   pthread_mutex_lock(&loaded_lock);
   /* cuModuleUnload acts on the current context, which this thread (not
-   * necessarily the one that loaded the modules) may not have yet. */
-  /* A kernel launched on a caller's stream may still be running. */
+   * necessarily the one that loaded the modules) may not have yet; and a
+   * kernel launched on a caller's stream may still be running. */
   if (loaded) {
     cu.ctxSetCurrent(context);
     cu.ctxSynchronize();
