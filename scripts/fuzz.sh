@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (the `fuzz` preset: ASan + UBSan + coverage,
-# in build-fuzz/) and runs each for a bounded time on a scratch copy of its
-# seed corpus (test/fuzz/corpus/<target>), so that runs never write into the
-# repository. Prints the executions of each target and exits non-zero if any
-# target crashed, leaked, hung or ran out of memory; the input that did it
-# is kept under build-fuzz/fuzz-runs/<target>/ (reproduce: the target binary
-# with the file as its argument).
+# Builds the libFuzzer targets (the `fuzz` build preset: the targets of the
+# `asan` configuration, ASan + UBSan + coverage in build-asan/, which
+# scripts/sanitize.sh has built already in CI) and runs each for a bounded
+# time on a scratch copy of its seed corpus (test/fuzz/corpus/<target>), so
+# that runs never write into the repository. Prints the executions of each
+# target and exits non-zero if any target crashed, leaked, hung or ran out of
+# memory; the input that did it is kept under build-asan/fuzz-runs/<target>/
+# (reproduce: the target binary with the file as its argument).
 #
 #   scripts/fuzz.sh [seconds-per-target] [target...]
 #       (defaults: 60 s; attn-fuzz-ir attn-fuzz-runtime attn-fuzz-npy
@@ -14,7 +15,7 @@
 #   ATTN_FUZZ_KEEP_CORPUS=1  start from the corpus a previous run grew
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-build="$root/build-fuzz"
+build="$root/build-asan"
 seconds="${1:-60}"
 (($# > 0)) && shift
 targets=("$@")
@@ -24,7 +25,7 @@ targets=("$@")
 cd "$root"
 if [ -z "${ATTN_FUZZ_NO_BUILD:-}" ]; then
   scripts/setup.sh --packages-only
-  [ -f "$build/build.ninja" ] || cmake --preset fuzz >/dev/null
+  [ -f "$build/build.ninja" ] || cmake --preset asan >/dev/null
   cmake --build --preset fuzz | tail -n 1
 fi
 

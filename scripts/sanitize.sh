@@ -2,7 +2,8 @@
 # The sanitizer builds and their tests:
 #   asan  (build-asan/) every test, with AddressSanitizer and
 #         UndefinedBehaviorSanitizer in all of attn (lit suite, the dialect,
-#         runtime and support suites, the conformance matrix);
+#         runtime and support suites, every other case of the conformance
+#         matrix); the build has the fuzz targets too (scripts/fuzz.sh);
 #   tsan  (build-tsan/) the runtime alone and its tests, with
 #         ThreadSanitizer on the thread pool and concurrent calls.
 # Any sanitizer report fails the test that made it.

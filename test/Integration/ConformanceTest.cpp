@@ -16,6 +16,7 @@
 #include "lib/Harness/Conformance.h"
 #include "lib/Compiler/Compiler.h"
 #include "lib/Harness/Harness.h"
+#include "test/Integration/SelectedCases.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -24,6 +25,7 @@
 
 #include <iostream>
 #include <regex>
+#include <set>
 
 #include <gtest/gtest.h>
 
@@ -60,15 +62,21 @@ struct CaseLibrary {
   attn_module *module = nullptr;
   attn_thread_pool *pool = nullptr;
 
-  /// Compiles `spec(c)` of every case into `<name>.so` in a new directory.
-  void build(const char *name, std::string (*spec)(const Case &)) {
+  /// Compiles `spec(c)` of every case in `labels` into `<name>.so` in a new
+  /// directory; nothing when `labels` is empty.
+  void build(const char *name, std::string (*spec)(const Case &),
+             const std::set<std::string> &labels) {
     std::vector<KernelSpec> specs;
     for (const Case &c : conformanceCases()) {
+      if (!labels.count(c.label))
+        continue;
       std::string error;
       std::optional<KernelSpec> parsed = parseKernelSpec(spec(c), error);
       ASSERT_TRUE(parsed) << c.spec << ": " << error;
       specs.push_back(*parsed);
     }
+    if (specs.empty())
+      return;
     llvm::SmallString<128> dir;
     ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory(name, dir));
     directory = dir.str().str();
@@ -84,18 +92,26 @@ struct CaseLibrary {
   void release() {
     attn_thread_pool_destroy(pool);
     attn_module_unload(module);
-    llvm::sys::fs::remove(library);
-    llvm::sys::fs::remove(directory);
+    if (!library.empty()) {
+      llvm::sys::fs::remove(library);
+      llvm::sys::fs::remove(directory);
+    }
+    *this = CaseLibrary();
   }
 };
 
 std::string forwardSpec(const Case &c) { return c.spec; }
 
-/// Compiles every case's kernel into one library, once for the suite.
+/// Compiles the kernel of every case that will run into one library, once
+/// for the suite (the suite's plain tests use "plain" and "mask_full").
 class Conformance : public ::testing::TestWithParam<Case> {
 public:
   static void SetUpTestSuite() {
-    state.build("attn-conformance", forwardSpec);
+    bool plainTests = false;
+    std::set<std::string> labels = selectedCases("", &plainTests);
+    if (plainTests)
+      labels.insert({"plain", "mask_full"});
+    state.build("attn-conformance", forwardSpec, labels);
     module = state.module;
     pool = state.pool;
   }
@@ -134,7 +150,7 @@ class CaseKernels : public ::testing::TestWithParam<Case> {
 public:
   static void SetUpTestSuite() {
     state.build(SpecOf == backwardSpec ? "attn-backward" : "attn-weights",
-                SpecOf);
+                SpecOf, selectedCases());
     module = state.module;
     pool = state.pool;
   }
