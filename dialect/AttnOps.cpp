@@ -18,7 +18,9 @@
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/PatternMatch.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallBitVector.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <cmath>
@@ -652,13 +654,64 @@ LogicalResult verifyGradientOf(Operation *op, StringRef name, Type type,
 }
 } // namespace
 
+ScoreDerivative mlir::attn::scoreDerivativeOf(Operation *op) {
+  if (llvm::none_of(op->getResultTypes(),
+                    [](Type type) { return isa<FloatType>(type); }))
+    return ScoreDerivative::Zero;
+  static const llvm::StringSet<> generated = {
+      "arith.addf",    "arith.subf",     "arith.mulf",    "arith.divf",
+      "arith.negf",    "arith.select",   "arith.maximumf", "arith.minimumf",
+      "arith.maxnumf", "arith.minnumf",  "arith.extf",    "arith.truncf",
+      "math.tanh",     "math.exp",      "math.exp2",
+      "math.expm1",    "math.log",       "math.log2",     "math.log1p",
+      "math.sqrt",     "math.rsqrt",     "math.absf",     "math.powf",
+      "math.fma",      "math.sin",       "math.cos",      "math.atan",
+      "math.erf"};
+  static const llvm::StringSet<> zero = {"math.floor", "math.ceil",
+                                         "math.round", "math.roundeven",
+                                         "math.trunc", "arith.sitofp",
+                                         "arith.uitofp", "attn.captured"};
+  StringRef name = op->getName().getStringRef();
+  if (generated.contains(name))
+    return ScoreDerivative::Generated;
+  if (zero.contains(name))
+    return ScoreDerivative::Zero;
+  return ScoreDerivative::Unknown;
+}
+
+Operation *mlir::attn::undifferentiableScoreOp(Region &scoreMod) {
+  Block &block = scoreMod.front();
+  // The float values that vary with the score.
+  llvm::DenseSet<Value> varying = {block.getArgument(0)};
+  for (Operation &op : block.without_terminator()) {
+    if (llvm::none_of(op.getOperands(),
+                      [&](Value v) { return varying.contains(v); }))
+      continue;
+    switch (scoreDerivativeOf(&op)) {
+    case ScoreDerivative::Unknown:
+      return &op;
+    case ScoreDerivative::Zero:
+      break;
+    case ScoreDerivative::Generated:
+      for (Value result : op.getResults())
+        if (isa<FloatType>(result.getType()))
+          varying.insert(result);
+    }
+  }
+  return nullptr;
+}
+
 LogicalResult AttentionBackwardOp::verify() {
   AttentionView view = viewOf(*this);
   if (failed(verifyAttentionInputs(view)))
     return failure();
-  if (scoreModOf(*this))
-    return emitOpError("takes no score_mod yet: the score_mod's derivative "
-                       "is not generated (a mask_mod needs none)");
+  if (Region *scoreMod = scoreModOf(*this))
+    if (Operation *op = undifferentiableScoreOp(*scoreMod))
+      return op->emitOpError()
+             << "in the score_mod of attn.attention_backward has no "
+                "derivative that the compiler generates (arithmetic, select, "
+                "min/max, tanh, exp, log, sqrt, rsqrt, abs, pow, fma, sin, "
+                "cos, atan, erf; floor/ceil/round count as constant)";
   Type elementType = cast<ShapedType>(getQuery().getType()).getElementType();
   Type f32 = Float32Type::get(getContext());
   if (failed(verifyStateOrOutput(*this, "output", getOutput().getType(),

@@ -103,6 +103,17 @@ Region *scoreModOf(Operation *op);
 /// An attention-like op's mask_mod region (b, h, q_idx, kv_idx), or null.
 Region *maskModOf(Operation *op);
 
+/// How a score_mod op's result changes with the score, for the backward
+/// (docs/spec.md, "Gradients"): ops whose derivative the compiler generates
+/// (arithmetic, select, min/max, the smooth math functions), ops that are
+/// piecewise constant in their float operands (floor, ceil, round, and
+/// every integer or i1 result), and the rest.
+enum class ScoreDerivative { Generated, Zero, Unknown };
+ScoreDerivative scoreDerivativeOf(Operation *op);
+/// The first op of `scoreMod` that depends on the score and whose
+/// derivative is Unknown, or null when the backward can differentiate it.
+Operation *undifferentiableScoreOp(Region &scoreMod);
+
 /// Whether an attention-like op has a score or mask modifier.
 template <typename OpTy> bool hasModifiers(OpTy op) {
   return !op.getModifiers().empty();

@@ -965,11 +965,6 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
               "': kernels with a score_mod or mask_mod are made for the CPU "
               "only so far (no GPU lowering of the modifiers yet)";
       return false;
-    } else if (spec.backward && spec.scoreMod) {
-      error = "kernel '" + spec.name +
-              "': a backward kernel takes no score_mod yet (its derivative "
-              "is not generated); a mask_mod needs none";
-      return false;
     } else if (gpu && spec.weights) {
       error = "kernel '" + spec.name +
               "': weights kernels are made for the CPU only so far (no GPU "

@@ -244,6 +244,41 @@ ModifierPtr minusInf() {
   return m;
 }
 
+/// A smooth score_mod whose derivative takes most of the backward's rules
+/// (products and a quotient of the score with itself, abs, exp, max, a
+/// select on a comparison of it): max(s² / (1 + |s|), s / 2) + exp(−|s|),
+/// and s − 2 above 2.
+ModifierPtr nonlinear() {
+  auto m = std::make_shared<ModifierCase>();
+  m->regions = R"(score_mod {
+    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+      %one = arith.constant 1.0 : f32
+      %half = arith.constant 0.5 : f32
+      %two = arith.constant 2.0 : f32
+      %a = math.absf %s : f32
+      %sq = arith.mulf %s, %s : f32
+      %den = arith.addf %one, %a : f32
+      %q = arith.divf %sq, %den : f32
+      %lin = arith.mulf %s, %half : f32
+      %m = arith.maximumf %q, %lin : f32
+      %na = arith.negf %a : f32
+      %e = math.exp %na : f32
+      %r = arith.addf %m, %e : f32
+      %big = arith.cmpf ogt, %s, %two : f32
+      %shift = arith.subf %s, %two : f32
+      %v = arith.select %big, %shift, %r : f32
+      attn.yield %v : f32
+    })";
+  m->scoreMod = [](const std::vector<CaptureValues> &, double s, int64_t,
+                   int64_t, int64_t, int64_t) {
+    if (s > 2.0)
+      return s - 2.0;
+    double a = std::fabs(s);
+    return std::max(s * s / (1.0 + a), 0.5 * s) + std::exp(-a);
+  };
+  return m;
+}
+
 /// ALiBi and document masking together (both regions, three captures).
 ModifierPtr alibiDocuments() {
   ModifierPtr a = alibi(), d = documents();
@@ -307,6 +342,9 @@ const std::vector<NamedModifier> &attn::namedModifiers() {
        minusInf},
       {"alibi_documents", "ALiBi and document masking together",
        alibiDocuments},
+      {"nonlinear",
+       "max(s^2 / (1 + |s|), s / 2) + exp(-|s|), or s - 2 above 2",
+       nonlinear},
   };
   return all;
 }

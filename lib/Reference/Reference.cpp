@@ -194,10 +194,12 @@ bool checkShapes(const KernelSpec &spec, const ReferenceInputs &in,
 namespace {
 
 /// Steps 1-4 of the contract for one row (b, h, i): its scores at the
-/// allowed positions, whether each is allowed, and for soft-capping the
-/// tanh(ŝ/c) that its derivative needs.
+/// allowed positions, whether each is allowed, for soft-capping the
+/// tanh(ŝ/c) that its derivative needs, and with a score_mod its derivative
+/// in the score (by central differences of the C++ function: independent of
+/// the derivative the compiler generates).
 struct ScoredRow {
-  std::vector<double> scores, capTanh;
+  std::vector<double> scores, capTanh, modSlope;
   std::vector<char> allowed;
   bool anyAllowed = false, anyNaN = false;
   double max = -std::numeric_limits<double>::infinity();
@@ -212,6 +214,22 @@ struct ScoredRow {
   }
 };
 
+/// d score_mod(x) / dx by central differences (one-sided where the function
+/// is not finite on one side: at an exclusion's edge).
+double scoreModSlope(const ReferenceInputs &in, double x, double fx, int64_t b,
+                     int64_t h, int64_t i, int64_t j) {
+  const double step = 1e-6 * std::max(1.0, std::fabs(x));
+  double above = in.scoreMod(x + step, b, h, i, j);
+  double below = in.scoreMod(x - step, b, h, i, j);
+  if (std::isfinite(above) && std::isfinite(below))
+    return (above - below) / (2 * step);
+  if (std::isfinite(above))
+    return (above - fx) / step;
+  if (std::isfinite(below))
+    return (fx - below) / step;
+  return 0.0;
+}
+
 void scoreRow(const KernelSpec &spec, const ReferenceInputs &in, int64_t b,
               int64_t h, int64_t i, ScoredRow &row) {
   const RefTensor &q = in.query, &k = in.key;
@@ -222,6 +240,7 @@ void scoreRow(const KernelSpec &spec, const ReferenceInputs &in, int64_t b,
   const double inf = std::numeric_limits<double>::infinity();
   row.scores.assign(static_cast<size_t>(seqK), 0.0);
   row.capTanh.assign(static_cast<size_t>(seqK), 0.0);
+  row.modSlope.assign(in.scoreMod ? static_cast<size_t>(seqK) : 0, 0.0);
   row.allowed.assign(static_cast<size_t>(seqK), 0);
   row.anyAllowed = row.anyNaN = false;
   row.max = -inf;
@@ -254,8 +273,11 @@ void scoreRow(const KernelSpec &spec, const ReferenceInputs &in, int64_t b,
     }
     if (spec.mask == MaskKind::Bias)
       s += maskValue;
-    if (in.scoreMod)
-      s = in.scoreMod(s, b, h, i, j);
+    if (in.scoreMod) {
+      double x = s;
+      s = in.scoreMod(x, b, h, i, j);
+      row.modSlope[j] = scoreModSlope(in, x, s, b, h, i, j);
+    }
     // A -inf score (a finite bias added to a score of -inf: only from an
     // infinite input) contributes exp(-inf) = 0.
     if (s == -inf)
@@ -442,6 +464,8 @@ bool attn::computeReferenceBackward(const KernelSpec &spec,
           for (int64_t e = 0; e < valueDim; ++e)
             dp += gradOutput.at(b, h, i, e) * v.at(b, kvHead, j, e);
           double ds = p[j] * (dp - delta);
+          if (in.scoreMod && p[j] != 0.0)
+            ds *= row.modSlope[j];
           if (spec.gradMask)
             out.scores[static_cast<size_t>(((b * heads + h) * seqQ + i) * seqK +
                                            j)] = ds;

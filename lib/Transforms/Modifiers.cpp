@@ -2,9 +2,14 @@
 #include "lib/Transforms/Modifiers.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/TypeUtilities.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <cmath>
 
 using namespace mlir;
 using namespace mlir::attn;
@@ -23,6 +28,14 @@ Value ModifierEmitter::score(Value score, ArrayRef<Value> indices) {
   return emit(*scoreMod, arguments, lanesOf(score));
 }
 
+Value ModifierEmitter::score(Value score, ArrayRef<Value> indices,
+                             Value &derivative) {
+  SmallVector<Value> arguments = {score};
+  for (Value index : indices)
+    arguments.push_back(asIndex(index));
+  return emit(*scoreMod, arguments, lanesOf(score), &derivative);
+}
+
 Value ModifierEmitter::keep(ArrayRef<Value> indices, int64_t lanes) {
   SmallVector<Value> arguments;
   for (Value index : indices)
@@ -39,6 +52,13 @@ Value ModifierEmitter::asIndex(Value v) {
   return arith::IndexCastOp::create(b, loc, index, v);
 }
 
+Value ModifierEmitter::floatConstant(Type type, double value) {
+  TypedAttr attr = b.getFloatAttr(getElementTypeOrSelf(type), value);
+  if (auto vector = dyn_cast<VectorType>(type))
+    attr = SplatElementsAttr::get(vector, attr);
+  return arith::ConstantOp::create(b, loc, type, attr);
+}
+
 Value ModifierEmitter::broadcast(Value v, int64_t lanes) {
   if (isa<VectorType>(v.getType()))
     return v;
@@ -47,11 +67,30 @@ Value ModifierEmitter::broadcast(Value v, int64_t lanes) {
 }
 
 Value ModifierEmitter::emit(Region &region, ArrayRef<Value> arguments,
-                            int64_t lanes) {
+                            int64_t lanes, Value *derivative) {
   Block &block = region.front();
   IRMapping mapping;
   for (auto [argument, value] : llvm::zip(block.getArguments(), arguments))
     mapping.map(argument, value);
+  // With `derivative`: each float value's derivative in the score (the
+  // first argument, whose own is 1); a value absent from it has 0.
+  DenseMap<Value, Value> derivatives;
+  if (derivative)
+    derivatives[block.getArgument(0)] =
+        floatConstant(arguments[0].getType(), 1.0);
+  auto differentiate = [&](Operation &op, Operation *emitted) {
+    SmallVector<Value> operandDerivatives;
+    bool any = false;
+    for (Value operand : op.getOperands()) {
+      operandDerivatives.push_back(derivatives.lookup(operand));
+      any |= static_cast<bool>(operandDerivatives.back());
+    }
+    if (!any || scoreDerivativeOf(&op) != ScoreDerivative::Generated)
+      return;
+    derivatives[op.getResult(0)] =
+        derivativeOf(op, emitted->getOperands(), emitted->getResult(0),
+                     operandDerivatives);
+  };
   for (Operation &op : block.without_terminator()) {
     SmallVector<Value> operands;
     bool varies = false;
@@ -66,7 +105,9 @@ Value ModifierEmitter::emit(Region &region, ArrayRef<Value> arguments,
       continue;
     }
     if (!varies) {
-      b.clone(op, mapping);
+      Operation *scalarOp = b.clone(op, mapping);
+      if (derivative)
+        differentiate(op, scalarOp);
       continue;
     }
     // The op on vectors: its scalar operands broadcast, its results
@@ -80,8 +121,23 @@ Value ModifierEmitter::emit(Region &region, ArrayRef<Value> arguments,
       vectorResult.setType(VectorType::get({lanes}, result.getType()));
       mapping.map(result, vectorResult);
     }
+    if (derivative)
+      differentiate(op, vectorOp);
   }
   Value yielded = mapping.lookup(block.getTerminator()->getOperand(0));
+  if (derivative) {
+    // A score_mod that ignores the score (or the lanes) still gives one
+    // derivative per lane of the score.
+    Value score = arguments[0];
+    *derivative = derivatives.lookup(block.getTerminator()->getOperand(0));
+    if (!*derivative)
+      *derivative = arith::ConstantOp::create(b, loc, score.getType(),
+                                              b.getZeroAttr(score.getType()));
+    else if (lanes > 0)
+      *derivative = broadcast(*derivative, lanes);
+    if (lanes > 0 && !isa<VectorType>(yielded.getType()))
+      yielded = broadcast(yielded, lanes);
+  }
   // A mask_mod that depends on no lane's index still gives every lane.
   if (lanes > 0 && !isa<VectorType>(yielded.getType()))
     yielded = broadcast(yielded, lanes);
@@ -140,4 +196,137 @@ Value ModifierEmitter::read(unsigned number, ArrayRef<Value> indices,
       arith::ConstantOp::create(b, loc, resultType, b.getZeroAttr(resultType));
   return vector::GatherOp::create(b, loc, resultType, flat, ValueRange{zero},
                                   offsets, allLanes, passThrough);
+}
+
+Value ModifierEmitter::derivativeOf(Operation &op, ValueRange operands,
+                                    Value result,
+                                    ArrayRef<Value> operandDerivatives) {
+  Type type = result.getType();
+  auto constant = [&](double value) { return floatConstant(type, value); };
+  // Operand i (the emitted op's: vectors where the op is on vectors) and
+  // its derivative (null: 0; a vector wherever the score is one).
+  auto operand = [&](unsigned i) { return operands[i]; };
+  auto d = [&](unsigned i) { return operandDerivatives[i]; };
+  // Arithmetic on derivatives, where null is 0 (so that the terms of
+  // operands that do not depend on the score are not emitted at all).
+  auto add = [&](Value x, Value y) -> Value {
+    if (!x || !y)
+      return x ? x : y;
+    return arith::AddFOp::create(b, loc, x, y);
+  };
+  auto mul = [&](Value x, Value y) -> Value {
+    if (!x || !y)
+      return Value();
+    return arith::MulFOp::create(b, loc, x, y);
+  };
+  auto div = [&](Value x, Value y) -> Value {
+    if (!x)
+      return Value();
+    return arith::DivFOp::create(b, loc, x, y);
+  };
+  auto neg = [&](Value x) -> Value {
+    return x ? arith::NegFOp::create(b, loc, x).getResult() : Value();
+  };
+  auto orZero = [&](Value x) { return x ? x : constant(0.0); };
+  // max/min and select: the derivative of the operand that is taken.
+  auto choose = [&](Value condition, Value x, Value y) -> Value {
+    if (!x && !y)
+      return Value();
+    return arith::SelectOp::create(b, loc, condition, orZero(x), orZero(y));
+  };
+  auto pick = [&](arith::CmpFPredicate predicate) -> Value {
+    Value first =
+        arith::CmpFOp::create(b, loc, predicate, operand(0), operand(1));
+    return choose(first, d(0), d(1));
+  };
+  Value x = operands.empty() ? Value() : operand(0);
+  Value derivative =
+      llvm::TypeSwitch<Operation *, Value>(&op)
+          .Case([&](arith::AddFOp) { return add(d(0), d(1)); })
+          .Case([&](arith::SubFOp) { return add(d(0), neg(d(1))); })
+          .Case([&](arith::MulFOp) {
+            return add(mul(d(0), operand(1)), mul(x, d(1)));
+          })
+          .Case([&](arith::DivFOp) {
+            // (x/y)' = (x' − (x/y)·y') / y.
+            return div(add(d(0), neg(mul(result, d(1)))), operand(1));
+          })
+          .Case([&](arith::NegFOp) { return neg(d(0)); })
+          .Case([&](arith::SelectOp) { return choose(x, d(1), d(2)); })
+          .Case<arith::MaximumFOp, arith::MaxNumFOp>(
+              [&](auto) { return pick(arith::CmpFPredicate::OGE); })
+          .Case<arith::MinimumFOp, arith::MinNumFOp>(
+              [&](auto) { return pick(arith::CmpFPredicate::OLE); })
+          .Case([&](arith::ExtFOp) {
+            return arith::ExtFOp::create(b, loc, type, d(0)).getResult();
+          })
+          .Case([&](arith::TruncFOp) {
+            return arith::TruncFOp::create(b, loc, type, d(0)).getResult();
+          })
+          .Case([&](math::TanhOp) {
+            return mul(arith::SubFOp::create(b, loc, constant(1.0),
+                                             mul(result, result)),
+                       d(0));
+          })
+          .Case([&](math::ExpOp) { return mul(result, d(0)); })
+          .Case([&](math::Exp2Op) {
+            return mul(mul(result, constant(M_LN2)), d(0));
+          })
+          .Case([&](math::ExpM1Op) {
+            return mul(add(result, constant(1.0)), d(0));
+          })
+          .Case([&](math::LogOp) { return div(d(0), x); })
+          .Case([&](math::Log2Op) {
+            return div(d(0), mul(x, constant(M_LN2)));
+          })
+          .Case([&](math::Log1pOp) {
+            return div(d(0), add(x, constant(1.0)));
+          })
+          .Case([&](math::SqrtOp) {
+            return div(d(0), mul(constant(2.0), result));
+          })
+          .Case([&](math::RsqrtOp) {
+            // (x^-1/2)' = −x^-1/2 / (2x).
+            return neg(div(mul(result, d(0)), mul(constant(2.0), x)));
+          })
+          .Case([&](math::AbsFOp) {
+            Value negative = arith::CmpFOp::create(
+                b, loc, arith::CmpFPredicate::OLT, x, constant(0.0));
+            return choose(negative, neg(d(0)), d(0));
+          })
+          .Case([&](math::PowFOp) {
+            // (x^y)' = y·x^(y−1)·x' + x^y·ln(x)·y'.
+            Value y = operand(1);
+            Value base =
+                d(0) ? mul(y, math::PowFOp::create(
+                                  b, loc, x,
+                                  arith::SubFOp::create(b, loc, y,
+                                                        constant(1.0))))
+                     : Value();
+            Value exponent =
+                d(1) ? mul(result, math::LogOp::create(b, loc, x)) : Value();
+            return add(mul(base, d(0)), mul(exponent, d(1)));
+          })
+          .Case([&](math::FmaOp) {
+            return add(add(mul(d(0), operand(1)), mul(x, d(1))), d(2));
+          })
+          .Case([&](math::SinOp) {
+            return mul(math::CosOp::create(b, loc, x), d(0));
+          })
+          .Case([&](math::CosOp) {
+            return neg(mul(math::SinOp::create(b, loc, x), d(0)));
+          })
+          .Case([&](math::AtanOp) {
+            return div(d(0), add(constant(1.0), mul(x, x)));
+          })
+          .Case([&](math::ErfOp) {
+            // 2/√π · exp(−x²).
+            Value gauss = math::ExpOp::create(b, loc, neg(mul(x, x)));
+            return mul(mul(constant(M_2_SQRTPI), gauss), d(0));
+          })
+          .Default([&](Operation *) -> Value {
+            llvm_unreachable("the backward's verifier admits only the ops "
+                             "of scoreDerivativeOf's Generated list");
+          });
+  return orZero(derivative);
 }

@@ -9,7 +9,8 @@
 // where one of its operands varies across lanes and on scalars where none
 // does (so what depends on the row alone, a head's slope say, is computed
 // once), and reads the captured tensors with clamped indices: a scalar
-// load, or a gather of the lanes' elements.
+// load, or a gather of the lanes' elements. For the backward it also
+// emits the score_mod's derivative in the score, op by op (forward mode).
 //
 //===----------------------------------------------------------------------===//
 #ifndef ATTN_TRANSFORMS_MODIFIERS_H
@@ -37,6 +38,11 @@ public:
   /// integer vectors of the score's lanes. Returns the new score, of
   /// `score`'s type.
   Value score(Value score, ArrayRef<Value> indices);
+  /// score() and, into `derivative`, the new score's derivative in the
+  /// score (of the score's type): forward-mode differentiation of the
+  /// region's ops, which the backward's verifier admitted
+  /// (undifferentiableScoreOp).
+  Value score(Value score, ArrayRef<Value> indices, Value &derivative);
   /// The mask_mod at the global indices: i1, or a vector of i1 of `lanes`
   /// lanes where `lanes` > 0 (a scalar result is then broadcast).
   Value keep(ArrayRef<Value> indices, int64_t lanes);
@@ -45,12 +51,19 @@ private:
   /// Emits `region` with its block's arguments bound to `arguments` and
   /// returns what it yields, `lanes` wide where anything varies (0: all
   /// scalars).
-  Value emit(Region &region, ArrayRef<Value> arguments, int64_t lanes);
+  Value emit(Region &region, ArrayRef<Value> arguments, int64_t lanes,
+             Value *derivative = nullptr);
+  /// The derivative of `op`'s (float) result `result` (emitted, on
+  /// `operands`) from its operands' derivatives (null: 0).
+  Value derivativeOf(Operation &op, ValueRange operands, Value result,
+                     ArrayRef<Value> operandDerivatives);
   /// Element `indices` of capture `number`, clamped into its bounds.
   Value read(unsigned number, ArrayRef<Value> indices, Type element,
              int64_t lanes);
   /// An index argument as `index` (a scalar) or a vector of index.
   Value asIndex(Value v);
+  /// A float constant of `type` (a scalar or a vector: splat).
+  Value floatConstant(Type type, double value);
   /// `v` as a vector of `lanes` (itself if it is one).
   Value broadcast(Value v, int64_t lanes);
 

@@ -195,6 +195,7 @@ class _Captures:
         self.bool: List[bool] = []
         self._index: dict = {}
         self._held: List[Tensor] = []  # keeps each id() unique while tracing
+        self.requires_grad = False  # whether a captured tensor requires grad
 
     def add(self, tensor: Tensor, where: str) -> int:
         found = self._index.get(id(tensor))
@@ -222,6 +223,7 @@ class _Captures:
             raise Error(f"{where}: more than 8 captured tensors (the kernels take at most 8)")
         self._index[id(tensor)] = index
         self._held.append(tensor)
+        self.requires_grad |= tensor.requires_grad
         self.tensors.append(data)
         self.types.append("tensor<" + "?x" * data.dim() + element + ">")
         self.bool.append(is_bool)
@@ -703,6 +705,7 @@ class Modifiers:
             regions.append(f"{{attn.block_mask = array<i64: {index}, {block_size[0]}, "
                            f"{block_size[1]}>}}")
         self.captures = captures.tensors
+        self.captures_require_grad = captures.requires_grad
         self.source = _module_text(regions, captures.types) if regions else None
 
 
@@ -923,8 +926,9 @@ def flex_attention(query: Tensor, key: Tensor, value: Tensor,
     defaults to 1/sqrt(E). sinks: one logit per query head [Hq] (docs/spec.md,
     "Attention sinks"). Returns the output [B, Hq, L, Ev] (and with
     return_lse the log-sum-exp [B, Hq, L] f32: -inf on a row with nothing
-    kept, whose output is 0). Differentiable (query, key, value, sinks)
-    when there is no score_mod; a score_mod's gradient is not generated yet.
+    kept, whose output is 0). Differentiable in query, key, value and sinks,
+    through the score_mod too (the compiler differentiates it); captured
+    tensors get no gradient yet (an error if one requires grad).
     """
     if kernel_options:
         raise Error("kernel_options are FlexAttention's Triton tuning knobs; attn chooses each "
@@ -949,7 +953,13 @@ def flex_attention(query: Tensor, key: Tensor, value: Tensor,
         return _torch.scaled_dot_product_attention(
             query, key, value, None, False, scale, bool(enable_gqa), "top_left", None, None,
             None, bool(return_lse), 0.0, None, sinks)
-    output, lse = torch.ops.attn.flex(query, key, value, modifiers.captures, modifiers.source,
+    captures = modifiers.captures
+    if modifiers.captures_require_grad and torch.is_grad_enabled():
+        # So that a backward reaches the operator's, which says that captured
+        # tensors get no gradient yet, instead of leaving them without one.
+        captures = [t.detach().requires_grad_() if t.is_floating_point() else t
+                    for t in captures]
+    output, lse = torch.ops.attn.flex(query, key, value, captures, modifiers.source,
                                       scale, bool(enable_gqa), with_lse, sinks)
     return (output, lse) if return_lse else output
 
@@ -1011,6 +1021,7 @@ def _flex_setup_context(ctx, inputs, output):
     ctx.modifiers, ctx.scale, ctx.enable_gqa = modifiers, scale, enable_gqa
     ctx.return_lse = return_lse
     ctx.num_captures = len(captures)
+    ctx.captures_need_grad = any(c.requires_grad for c in captures)
     out, lse = output
     ctx.save_for_backward(query, key, value, out, lse, sinks, *captures)
 
@@ -1019,10 +1030,11 @@ def _flex_backward(ctx, grad_output, grad_lse):
     from ._torch import _capsule, _sinks_gradient
 
     query, key, value, out, lse, sinks, *captures = ctx.saved_tensors
-    if "\n  score_mod {" in ctx.modifiers:  # how _module_text writes it
-        raise Error("flex_attention's gradient with a score_mod is not generated yet "
-                    "(the backward kernels take a mask_mod only); call it under "
-                    "torch.no_grad() or without a score_mod")
+    if ctx.captures_need_grad:
+        raise Error("flex_attention's backward gives no gradient to tensors that the "
+                    "score_mod or mask_mod captures (a bias table or ALiBi slopes being "
+                    "trained) yet; detach them (or set requires_grad=False) to train "
+                    "query, key and value through the modifiers")
     if lse.dim() != 3:
         raise Error("flex_attention's backward needs the forward's LSE (return_lse)")
     if grad_output is None:

@@ -90,6 +90,11 @@ std::vector<ModCase> modifierCases() {
        named("alibi_documents")},
       {"alibi_documents_bf16", "dtype=bf16,d=128,gqa=2,lse", 1, 4, 2, 70, 95,
        named("alibi_documents")},
+      {"nonlinear_f32", "d=64,scale=0.5,lse", 2, 4, 2, 70, 90,
+       named("nonlinear")},
+      {"nonlinear_bf16_causal_bias",
+       "dtype=bf16,d=64,causal,mask=bias,lse", 1, 4, 2, 50, 66,
+       named("nonlinear")},
   };
 }
 
@@ -110,7 +115,8 @@ KernelSpec specOf(const ModCase &c, Kind kind) {
     text += ",weights";
   }
   if (kind == Kind::Backward)
-    text += ",backward";
+    text += text.find("mask=bias") != std::string::npos ? ",backward,dbias"
+                                                        : ",backward";
   std::optional<KernelSpec> spec = parseKernelSpec(text, error);
   EXPECT_TRUE(spec) << text << ": " << error;
   if (!spec)
@@ -121,9 +127,8 @@ KernelSpec specOf(const ModCase &c, Kind kind) {
 }
 
 bool backwardTakes(const ModCase &c) {
-  // The backward differentiates no score_mod yet; sizes= decoding kernels
-  // have no backward form to check here.
-  return !c.mods->scoreMod && c.spec.find("sizes=") == std::string::npos;
+  // sizes= decoding kernels have no backward form to check here.
+  return c.spec.find("sizes=") == std::string::npos;
 }
 
 /// One library per kind for the suite.
@@ -263,8 +268,7 @@ TEST_P(Modifiers, WeightsMatchReference) {
 TEST_P(Modifiers, BackwardMatchesReferenceGradient) {
   const ModCase &c = GetParam();
   if (!backwardTakes(c))
-    GTEST_SKIP() << "no backward form: a score_mod (its derivative is not "
-                    "generated yet) or a decoding spec";
+    GTEST_SKIP() << "a decoding spec: its forward is what is checked";
   Problem p = problemOf(c, Kind::Backward);
   const attn_kernel_desc *kernel = backward.find(c.label);
   ASSERT_TRUE(kernel);

@@ -1,4 +1,4 @@
-// RUN: attn-opt %s -attn-lower-to-vector -canonicalize | FileCheck %s
+// RUN: attn-opt %s -split-input-file -attn-lower-to-vector -canonicalize | FileCheck %s
 
 // A bufferized attn.attention_backward (one work item: a batch and a GQA
 // group of two query heads) becomes the backward micro-kernel: the group's
@@ -48,5 +48,50 @@ func.func @backward(%q: memref<1x2x?x16xf32>, %k: memref<1x1x?x16xf32>, %v: memr
       grads(%do : memref<1x2x?x8xf32>)
       outs(%dq, %dk, %dv : memref<1x2x?x16xf32>, memref<1x1x?x16xf32>, memref<1x1x?x8xf32>)
       causal softcap(20.0)
+  return
+}
+
+// -----
+
+// With a score_mod (here a soft cap written as one, 20·tanh(s/20)), the
+// backward evaluates it on each vector of scores and, op by op, its
+// derivative in the score (forward mode: (1 − t²)·(1/20)·20), into a
+// [4 x 64] buffer after P's and dS's; dS = P·(dP − Δ) is multiplied by it, and is 0
+// where P is (a score_mod that excludes by −inf).
+
+// CHECK-LABEL: func @backward_score_mod
+//       CHECK: memref.alloca() {alignment = 64 : i64} : memref<4x64xf32>
+//       CHECK: memref.alloca() {alignment = 64 : i64} : memref<4x64xf32>
+//       CHECK: %[[SLOPES:.+]] = memref.alloca() {alignment = 64 : i64} : memref<4x64xf32>
+//       CHECK: %[[X:.+]] = arith.divf %{{.+}}, %[[C20:.+]] : vector<16xf32>
+//       CHECK: %[[T:.+]] = math.tanh %[[X]] : vector<16xf32>
+//       CHECK: %[[TT:.+]] = arith.mulf %[[T]], %[[T]] : vector<16xf32>
+//       CHECK: %[[DT:.+]] = arith.subf %{{.+}}, %[[TT]] : vector<16xf32>
+//       CHECK: %[[DX:.+]] = arith.mulf %[[DT]], %{{.+}} : vector<16xf32>
+//       CHECK: arith.mulf %[[T]], %[[C20]] : vector<16xf32>
+//       CHECK: %[[D:.+]] = arith.mulf %[[DX]], %[[C20]] : vector<16xf32>
+//       CHECK: vector.store %[[D]], %[[SLOPES]][%c0, %c0]
+//       CHECK: %[[P:.+]] = vector.load %{{.+}}[%c0, %c0] : memref<4x64xf32>, vector<16xf32>
+//       CHECK: %[[DS:.+]] = arith.mulf %[[P]], %{{.+}} : vector<16xf32>
+//       CHECK: %[[SLOPE:.+]] = vector.load %[[SLOPES]][%c0, %c0]
+//       CHECK: %[[NONE:.+]] = arith.cmpf oeq, %[[P]], %[[ZERO:.+]] : vector<16xf32>
+//       CHECK: %[[CHAINED:.+]] = arith.mulf %[[DS]], %[[SLOPE]] : vector<16xf32>
+//       CHECK: arith.select %[[NONE]], %[[ZERO]], %[[CHAINED]]
+func.func @backward_score_mod(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>, %v: memref<1x1x?x16xf32>,
+                              %o: memref<1x1x?x16xf32>, %lse: memref<1x1x?xf32>, %do: memref<1x1x?x16xf32>,
+                              %dq: memref<1x1x?x16xf32>, %dk: memref<1x1x?x16xf32>, %dv: memref<1x1x?x16xf32>) {
+  attn.attention_backward
+      ins(%q, %k, %v : memref<1x1x?x16xf32>, memref<1x1x?x16xf32>, memref<1x1x?x16xf32>)
+      forward(%o, %lse : memref<1x1x?x16xf32>, memref<1x1x?xf32>)
+      grads(%do : memref<1x1x?x16xf32>)
+      outs(%dq, %dk, %dv : memref<1x1x?x16xf32>, memref<1x1x?x16xf32>, memref<1x1x?x16xf32>)
+      score_mod {
+      ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+        %c = arith.constant 20.0 : f32
+        %x = arith.divf %s, %c : f32
+        %t = math.tanh %x : f32
+        %r = arith.mulf %t, %c : f32
+        attn.yield %r : f32
+      }
   return
 }

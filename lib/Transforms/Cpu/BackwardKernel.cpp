@@ -9,15 +9,17 @@
 //                             dQ_r = 0
 //   per block of 64 keys:     Kᵀ, Vᵀ and K packed as f32; dK, dV = 0
 //     per block of rows that see a key of it (the band's rows only):
-//       S  = Q·Kᵀ (scale, soft cap, bias)    P  = exp(S − LSE), 0 if excluded
-//       dP = dO·Vᵀ                            dS = P·(dP − Δ)·(1 − (s/c)²)
+//       S  = Q·Kᵀ (scale, soft cap, bias, score_mod)
+//       P  = exp(S − LSE), 0 if excluded
+//       dP = dO·Vᵀ            dS = P·(dP − Δ)·score_mod'(·)·(1 − (s/c)²)
 //       dV += Pᵀ·dO     dK += dSᵀ·Q     dQ += dS·K
 //     dK, dV of the block → memory (scaled, rounded once)
 //   dQ → memory (scaled, rounded once)
 //
 // With grad_mask (the bias's gradient dM, [B, Hq, Sq, Sk] f32), each row
-// block stores its dS (before the soft cap's derivative: the bias is added
-// after the cap) at the block's keys, and the rows outside the band get
+// block stores its dS (after the score_mod's derivative and before the soft
+// cap's: the bias is added after the cap, the score_mod after the bias) at
+// the block's keys, and the rows outside the band get
 // zeros there: every element is written once, by vector stores where dM's
 // rows have unit stride.
 //
@@ -86,6 +88,7 @@ private:
   // grad_mask, the dS that dM takes (before that derivative: `grads`
   // itself without a soft cap).
   Value probs, grads, gradScores; // [kRows][64]
+  Value modSlopes;                // [kRows][64]: with a score_mod, its derivative
   Value rowBuffer;                // [64]: a row of dM for element-wise stores
   Value keys;         // Sk
 };
@@ -98,6 +101,8 @@ void BackwardLowering::emit() {
   gradValues = stackBuffer({kBlockKeys, valuePad});
   probs = stackBuffer({kRows, kBlockKeys});
   grads = stackBuffer({kRows, kBlockKeys});
+  if (scoreModOf(op))
+    modSlopes = stackBuffer({kRows, kBlockKeys});
   if (op.getGradMask()) {
     gradScores =
         op.getSoftcapAttr() ? stackBuffer({kRows, kBlockKeys}) : grads;
@@ -221,7 +226,7 @@ void BackwardLowering::emitRowBlock(const Group &group, const KeyBlock &block,
     if (dropScale)
       factors = dropoutFactors(group.batch, head, row[r], block);
     for (int64_t v = 0; v < keyVectors; ++v) {
-      Value s = finalScore(scores[r * keyVectors + v], r, v, grads);
+      Value s = finalScore(scores[r * keyVectors + v], r, v, grads, modSlopes);
       Value p = math.exp(arith::SubFOp::create(b, s, lse));
       p = arith::SelectOp::create(b, allowed(block, row[r], r, v), p,
                                   zeroVector());
@@ -248,6 +253,15 @@ void BackwardLowering::emitRowBlock(const Group &group, const KeyBlock &block,
       }
       Value ds =
           arith::MulFOp::create(b, p, arith::SubFOp::create(b, dp, delta));
+      if (modSlopes) {
+        // Through the score_mod; where P = 0 (a score_mod that excludes by
+        // −inf, say) nothing, whatever its derivative is there.
+        Value slope = loadVector(modSlopes, {cst(r), cst(v * lanes)});
+        Value none = arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, p,
+                                           zeroVector());
+        ds = arith::SelectOp::create(b, none, zeroVector(),
+                                     arith::MulFOp::create(b, ds, slope));
+      }
       if (op.getSoftcapAttr()) {
         // dM takes dS before the soft cap's derivative (0 where excluded).
         if (gradScores)

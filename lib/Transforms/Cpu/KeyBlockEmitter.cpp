@@ -272,7 +272,7 @@ SmallVector<Value> KeyBlockEmitter::globalIndices(int64_t r, int64_t v) {
 }
 
 Value KeyBlockEmitter::finalScore(Value score, int64_t r, int64_t v,
-                                  Value capDerivative) {
+                                  Value capDerivative, Value modDerivative) {
   Value s = arith::MulFOp::create(
       b, score, splat(f32Const(static_cast<float>(math.scoreScale()))));
   if (math.hasSoftcap()) {
@@ -287,8 +287,13 @@ Value KeyBlockEmitter::finalScore(Value score, int64_t r, int64_t v,
   }
   if (bias)
     s = arith::AddFOp::create(b, s, loadVector(bias, {cst(r), cst(v * lanes)}));
-  if (modifiers.hasScoreMod())
+  if (modifiers.hasScoreMod() && modDerivative) {
+    Value derivative;
+    s = modifiers.score(s, globalIndices(r, v), derivative);
+    storeVector(derivative, modDerivative, {cst(r), cst(v * lanes)});
+  } else if (modifiers.hasScoreMod()) {
     s = modifiers.score(s, globalIndices(r, v));
+  }
   return s;
 }
 

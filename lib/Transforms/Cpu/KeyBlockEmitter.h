@@ -77,9 +77,10 @@ protected:
                                     ArrayRef<Value> rowAt);
   /// The final scores s of register tile `scores` of row `r` (the scale,
   /// the soft cap, the bias loaded by loadMask): vector `v`'s. With
-  /// `capDerivative`, stores 1 − (s/c)² there (the soft cap's derivative).
+  /// `capDerivative`, stores 1 − (s/c)² there (the soft cap's derivative);
+  /// with `modDerivative`, the score_mod's derivative in its score.
   Value finalScore(Value scores, int64_t r, int64_t v,
-                   Value capDerivative = {});
+                   Value capDerivative = {}, Value modDerivative = {});
   /// Fills `keep` (and `bias`) for rows [firstRow, firstRow + rowCount) of
   /// head `head` from the mask and the mask_mod, and sets where the block's
   /// scores are for finalScore's score_mod.
