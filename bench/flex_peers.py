@@ -113,14 +113,15 @@ def rows(repeat: int, only: str, seq: int, backward: bool):
                     samples[key].append(peers.seconds_per_call(run, 1))
             times = {key: statistics.median(t) for key, t in samples.items()}
             times["density"] = 1.0 - (ours_mask.sparsity() / 100 if ours_mask else 0.0)
-            if backward and score_mod is None:
-                times.update(backward_times(torch, attn, compiled, q, k, v, ours_mask,
-                                            theirs_mask, repeat))
+            if backward:
+                times.update(backward_times(torch, attn, compiled, q, k, v, score_mod,
+                                            ours_mask, theirs_mask, repeat))
             results.append((label, times))
     return results
 
 
-def backward_times(torch, attn, compiled, q, k, v, ours_mask, theirs_mask, repeat):
+def backward_times(torch, attn, compiled, q, k, v, score_mod, ours_mask, theirs_mask,
+                   repeat):
     """Forward + backward of out.sum(), where the implementation has one."""
     def step(fn):
         def run():
@@ -129,11 +130,13 @@ def backward_times(torch, attn, compiled, q, k, v, ours_mask, theirs_mask, repea
         return run
 
     runners = {"attn flex fwd+bwd": step(
-        lambda a, b, c: attn.flex_attention(a, b, c, block_mask=ours_mask))}
+        lambda a, b, c: attn.flex_attention(a, b, c, score_mod=score_mod,
+                                            block_mask=ours_mask))}
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            candidate = step(lambda a, b, c: compiled(a, b, c, block_mask=theirs_mask))
+            candidate = step(lambda a, b, c: compiled(a, b, c, score_mod=score_mod,
+                                                      block_mask=theirs_mask))
             candidate()
         runners["torch flex fwd+bwd"] = candidate
     except Exception as error:  # PyTorch's CPU flex has no backward
