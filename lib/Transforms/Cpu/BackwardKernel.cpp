@@ -8,7 +8,8 @@
 //   per row r of the group:   Q, dO as f32 rows; Δ_r = dO·O − dLSE;
 //                             dQ_r = 0
 //   per block of 64 keys:     Kᵀ, Vᵀ and K packed as f32; dK, dV = 0
-//     per block of rows that see a key of it (the band's rows only):
+//     per block of rows that see a key of it (the band's rows only, and
+//     with a block mask the rows whose table entries keep a score there):
 //       S  = Q·Kᵀ (scale, soft cap, bias, score_mod)
 //       P  = exp(S − LSE), 0 if excluded
 //       dP = dO·Vᵀ            dS = P·(dP − Δ)·score_mod'(·)·(1 − (s/c)²)
@@ -68,6 +69,10 @@ private:
   void packKeyBlock(const Group &group, const KeyBlock &keys);
   void emitRowBlock(const Group &group, const KeyBlock &keys, Value g,
                     Value firstRow, int64_t rowCount);
+  /// emitRowBlock where the block mask's table (if any) keeps a score of
+  /// the rows at the block's keys; elsewhere nothing but dM's zeros.
+  void emitTableRowBlock(const Group &group, const KeyBlock &keys, Value g,
+                         Value firstRow, int64_t rowCount);
   void writeKeyBlock(const Group &group, const KeyBlock &keys);
   /// dM at the block's keys of the row block at `firstRow` of `head`: its
   /// dS before the soft cap's derivative.
@@ -143,7 +148,7 @@ void BackwardLowering::emit() {
             zeroGradMask(group, block, head, hi, group.rows);
           }
           forRowBlocks(lo, hi, [&](Value row, int64_t count) {
-            emitRowBlock(group, block, g, row, count);
+            emitTableRowBlock(group, block, g, row, count);
           });
         });
         writeKeyBlock(group, block);
@@ -201,6 +206,28 @@ void BackwardLowering::packKeyBlock(const Group &group, const KeyBlock &block) {
       memref::StoreOp::create(b, x, valuesT, ValueRange{c, k});
     });
   });
+}
+
+void BackwardLowering::emitTableRowBlock(const Group &group,
+                                         const KeyBlock &block, Value g,
+                                         Value firstRow, int64_t rowCount) {
+  if (!attention->hasAttr(kBlockMaskAttrName))
+    return emitRowBlock(group, block, g, firstRow, rowCount);
+  Value head = arith::AddIOp::create(b, group.firstHead, g);
+  Value kept = blockTableEntries(attention, captures, origin, group.batch,
+                                 head, firstRow, cst(rowCount), block.start,
+                                 block.count)
+                   .first;
+  auto keptIf = scf::IfOp::create(b, kept,
+                                  /*withElseRegion=*/static_cast<bool>(gradScores));
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(keptIf.thenBlock()->getTerminator());
+  emitRowBlock(group, block, g, firstRow, rowCount);
+  if (gradScores) {
+    b.setInsertionPoint(keptIf.elseBlock()->getTerminator());
+    zeroGradMask(group, block, head, firstRow,
+                 arith::AddIOp::create(b, firstRow, cst(rowCount)));
+  }
 }
 
 void BackwardLowering::emitRowBlock(const Group &group, const KeyBlock &block,

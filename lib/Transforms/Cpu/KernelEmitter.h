@@ -96,16 +96,6 @@ protected:
                      function_ref<void(Value, Value)> body,
                      Value batch = {}, Value head = {});
 
-  /// Whether the block mask's table keeps any score of keys [blockStart,
-  /// blockStart + blockKeys) for rows [firstRow, firstRow + count) of
-  /// `head` in `batch`, and whether it declares them all kept (i1 each):
-  /// over the table entries they cover (at most a few; 0 none kept, 2 all
-  /// kept), indices clamped to the table.
-  std::pair<Value, Value> blockTableEntries(Value batch, Value head,
-                                            Value firstRow, Value count,
-                                            Value blockStart,
-                                            Value blockKeys);
-
   /// The factor from raw scores q·k to the base-2 scores the softmax
   /// takes: the op's scale times log2(e), rounded once.
   Value scoreScale();

@@ -39,7 +39,8 @@ protected:
   /// diagonal is resolved at the builder's insertion point.
   template <typename OpTy>
   KeyBlockEmitter(ImplicitLocOpBuilder &b, OpTy op, int64_t lanes)
-      : VectorEmitter(b, lanes), query(op.getQuery()), key(op.getKey()),
+      : VectorEmitter(b, lanes), attention(op), captures(op.getCaptures()),
+        query(op.getQuery()), key(op.getKey()),
         mask(op.getMask()), dropoutP(op.getDropoutP()),
         dropoutSeed(op.getDropoutSeed()), origin(op.getOrigin()),
         math(b, b.getLoc(), op, SoftmaxConvention{}),
@@ -125,6 +126,9 @@ protected:
   /// The key/value head of query head `head`.
   Value kvHeadOf(Value head);
 
+  /// The op and its captured tensors (memrefs).
+  Operation *attention;
+  ValueRange captures;
   Value query, key, mask, dropoutP, dropoutSeed;
   ValueRange origin;
   AttentionMath math;

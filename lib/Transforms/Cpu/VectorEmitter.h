@@ -48,6 +48,18 @@ protected:
   Value horizontalSum(Value vec);
   Value clampToI32(Value index, int64_t lo, int64_t hi);
 
+  /// Whether the block mask's table of attention-like `op` (its captures
+  /// and origin given) keeps any score of keys [blockStart, blockStart +
+  /// blockKeys) for rows [firstRow, firstRow + count) of `head` in `batch`
+  /// (op-local indices), and whether it declares them all kept (i1 each):
+  /// over the table entries they cover (at most a few; 0 none kept, 2 all
+  /// kept), indices clamped to the table.
+  std::pair<Value, Value> blockTableEntries(Operation *op, ValueRange captures,
+                                            ValueRange origin, Value batch,
+                                            Value head, Value firstRow,
+                                            Value count, Value blockStart,
+                                            Value blockKeys);
+
   /// Runs `body` in an scf.if taken when `count` is odd.
   void ifOdd(Value count, function_ref<void()> body);
 
