@@ -659,18 +659,16 @@ ScoreDerivative mlir::attn::scoreDerivativeOf(Operation *op) {
                     [](Type type) { return isa<FloatType>(type); }))
     return ScoreDerivative::Zero;
   static const llvm::StringSet<> generated = {
-      "arith.addf",    "arith.subf",     "arith.mulf",    "arith.divf",
-      "arith.negf",    "arith.select",   "arith.maximumf", "arith.minimumf",
-      "arith.maxnumf", "arith.minnumf",  "arith.extf",    "arith.truncf",
-      "math.tanh",     "math.exp",      "math.exp2",
-      "math.expm1",    "math.log",       "math.log2",     "math.log1p",
-      "math.sqrt",     "math.rsqrt",     "math.absf",     "math.powf",
-      "math.fma",      "math.sin",       "math.cos",      "math.atan",
-      "math.erf"};
-  static const llvm::StringSet<> zero = {"math.floor", "math.ceil",
-                                         "math.round", "math.roundeven",
-                                         "math.trunc", "arith.sitofp",
-                                         "arith.uitofp", "attn.captured"};
+      "arith.addf",    "arith.subf",    "arith.mulf",     "arith.divf",
+      "arith.negf",    "arith.select",  "arith.maximumf", "arith.minimumf",
+      "arith.maxnumf", "arith.minnumf", "arith.extf",     "arith.truncf",
+      "math.tanh",     "math.exp",      "math.exp2",      "math.expm1",
+      "math.log",      "math.log2",     "math.log1p",     "math.sqrt",
+      "math.rsqrt",    "math.absf",     "math.powf",      "math.fma",
+      "math.sin",      "math.cos",      "math.atan",      "math.erf"};
+  static const llvm::StringSet<> zero = {
+      "math.floor", "math.ceil",    "math.round",   "math.roundeven",
+      "math.trunc", "arith.sitofp", "arith.uitofp", "attn.captured"};
   StringRef name = op->getName().getStringRef();
   if (generated.contains(name))
     return ScoreDerivative::Generated;

@@ -342,8 +342,7 @@ const std::vector<NamedModifier> &attn::namedModifiers() {
        minusInf},
       {"alibi_documents", "ALiBi and document masking together",
        alibiDocuments},
-      {"nonlinear",
-       "max(s^2 / (1 + |s|), s / 2) + exp(-|s|), or s - 2 above 2",
+      {"nonlinear", "max(s^2 / (1 + |s|), s / 2) + exp(-|s|), or s - 2 above 2",
        nonlinear},
   };
   return all;

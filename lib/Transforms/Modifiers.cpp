@@ -21,19 +21,12 @@ int64_t lanesOf(Value v) {
 }
 } // namespace
 
-Value ModifierEmitter::score(Value score, ArrayRef<Value> indices) {
-  SmallVector<Value> arguments = {score};
-  for (Value index : indices)
-    arguments.push_back(asIndex(index));
-  return emit(*scoreMod, arguments, lanesOf(score));
-}
-
 Value ModifierEmitter::score(Value score, ArrayRef<Value> indices,
-                             Value &derivative) {
+                             Value *derivative) {
   SmallVector<Value> arguments = {score};
   for (Value index : indices)
     arguments.push_back(asIndex(index));
-  return emit(*scoreMod, arguments, lanesOf(score), &derivative);
+  return emit(*scoreMod, arguments, lanesOf(score), derivative);
 }
 
 Value ModifierEmitter::keep(ArrayRef<Value> indices, int64_t lanes) {
@@ -87,9 +80,8 @@ Value ModifierEmitter::emit(Region &region, ArrayRef<Value> arguments,
     }
     if (!any || scoreDerivativeOf(&op) != ScoreDerivative::Generated)
       return;
-    derivatives[op.getResult(0)] =
-        derivativeOf(op, emitted->getOperands(), emitted->getResult(0),
-                     operandDerivatives);
+    derivatives[op.getResult(0)] = derivativeOf(
+        op, emitted->getOperands(), emitted->getResult(0), operandDerivatives);
   };
   for (Operation &op : block.without_terminator()) {
     SmallVector<Value> operands;
@@ -126,17 +118,11 @@ Value ModifierEmitter::emit(Region &region, ArrayRef<Value> arguments,
   }
   Value yielded = mapping.lookup(block.getTerminator()->getOperand(0));
   if (derivative) {
-    // A score_mod that ignores the score (or the lanes) still gives one
-    // derivative per lane of the score.
-    Value score = arguments[0];
+    // A score_mod that ignores the score still gives one derivative per
+    // lane of the score.
     *derivative = derivatives.lookup(block.getTerminator()->getOperand(0));
     if (!*derivative)
-      *derivative = arith::ConstantOp::create(b, loc, score.getType(),
-                                              b.getZeroAttr(score.getType()));
-    else if (lanes > 0)
-      *derivative = broadcast(*derivative, lanes);
-    if (lanes > 0 && !isa<VectorType>(yielded.getType()))
-      yielded = broadcast(yielded, lanes);
+      *derivative = floatConstant(arguments[0].getType(), 0.0);
   }
   // A mask_mod that depends on no lane's index still gives every lane.
   if (lanes > 0 && !isa<VectorType>(yielded.getType()))
@@ -276,12 +262,9 @@ Value ModifierEmitter::derivativeOf(Operation &op, ValueRange operands,
             return mul(add(result, constant(1.0)), d(0));
           })
           .Case([&](math::LogOp) { return div(d(0), x); })
-          .Case([&](math::Log2Op) {
-            return div(d(0), mul(x, constant(M_LN2)));
-          })
-          .Case([&](math::Log1pOp) {
-            return div(d(0), add(x, constant(1.0)));
-          })
+          .Case(
+              [&](math::Log2Op) { return div(d(0), mul(x, constant(M_LN2))); })
+          .Case([&](math::Log1pOp) { return div(d(0), add(x, constant(1.0))); })
           .Case([&](math::SqrtOp) {
             return div(d(0), mul(constant(2.0), result));
           })
@@ -298,10 +281,10 @@ Value ModifierEmitter::derivativeOf(Operation &op, ValueRange operands,
             // (x^y)' = y·x^(y−1)·x' + x^y·ln(x)·y'.
             Value y = operand(1);
             Value base =
-                d(0) ? mul(y, math::PowFOp::create(
-                                  b, loc, x,
-                                  arith::SubFOp::create(b, loc, y,
-                                                        constant(1.0))))
+                d(0) ? mul(y,
+                           math::PowFOp::create(
+                               b, loc, x,
+                               arith::SubFOp::create(b, loc, y, constant(1.0))))
                      : Value();
             Value exponent =
                 d(1) ? mul(result, math::LogOp::create(b, loc, x)) : Value();

@@ -36,13 +36,12 @@ public:
   /// The score_mod of f32 score `score` (a scalar or a vector) at the
   /// global indices (b, h, q_idx, kv_idx): integer or index scalars, or
   /// integer vectors of the score's lanes. Returns the new score, of
-  /// `score`'s type.
-  Value score(Value score, ArrayRef<Value> indices);
-  /// score() and, into `derivative`, the new score's derivative in the
-  /// score (of the score's type): forward-mode differentiation of the
-  /// region's ops, which the backward's verifier admitted
-  /// (undifferentiableScoreOp).
-  Value score(Value score, ArrayRef<Value> indices, Value &derivative);
+  /// `score`'s type; with `derivative`, sets it to the new score's
+  /// derivative in the score (of the score's type): forward-mode
+  /// differentiation of the region's ops, which the backward's verifier
+  /// admitted (undifferentiableScoreOp).
+  Value score(Value score, ArrayRef<Value> indices,
+              Value *derivative = nullptr);
   /// The mask_mod at the global indices: i1, or a vector of i1 of `lanes`
   /// lanes where `lanes` > 0 (a scalar result is then broadcast).
   Value keep(ArrayRef<Value> indices, int64_t lanes);

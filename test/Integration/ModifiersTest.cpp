@@ -92,9 +92,8 @@ std::vector<ModCase> modifierCases() {
        named("alibi_documents")},
       {"nonlinear_f32", "d=64,scale=0.5,lse", 2, 4, 2, 70, 90,
        named("nonlinear")},
-      {"nonlinear_bf16_causal_bias",
-       "dtype=bf16,d=64,causal,mask=bias,lse", 1, 4, 2, 50, 66,
-       named("nonlinear")},
+      {"nonlinear_bf16_causal_bias", "dtype=bf16,d=64,causal,mask=bias,lse", 1,
+       4, 2, 50, 66, named("nonlinear")},
   };
 }
 

@@ -93,9 +93,9 @@ private:
   // grad_mask, the dS that dM takes (before that derivative: `grads`
   // itself without a soft cap).
   Value probs, grads, gradScores; // [kRows][64]
-  Value modSlopes;                // [kRows][64]: with a score_mod, its derivative
-  Value rowBuffer;                // [64]: a row of dM for element-wise stores
-  Value keys;         // Sk
+  Value modSlopes; // [kRows][64]: with a score_mod, its derivative
+  Value rowBuffer; // [64]: a row of dM for element-wise stores
+  Value keys;      // Sk
 };
 
 void BackwardLowering::emit() {
@@ -214,12 +214,13 @@ void BackwardLowering::emitTableRowBlock(const Group &group,
   if (!attention->hasAttr(kBlockMaskAttrName))
     return emitRowBlock(group, block, g, firstRow, rowCount);
   Value head = arith::AddIOp::create(b, group.firstHead, g);
-  Value kept = blockTableEntries(attention, captures, origin, group.batch,
-                                 head, firstRow, cst(rowCount), block.start,
-                                 block.count)
-                   .first;
-  auto keptIf = scf::IfOp::create(b, kept,
-                                  /*withElseRegion=*/static_cast<bool>(gradScores));
+  Value kept =
+      blockTableEntries(attention, captures, origin, group.batch, head,
+                        firstRow, cst(rowCount), block.start, block.count)
+          .first;
+  auto keptIf =
+      scf::IfOp::create(b, kept,
+                        /*withElseRegion=*/static_cast<bool>(gradScores));
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPoint(keptIf.thenBlock()->getTerminator());
   emitRowBlock(group, block, g, firstRow, rowCount);

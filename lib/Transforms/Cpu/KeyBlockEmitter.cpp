@@ -287,12 +287,12 @@ Value KeyBlockEmitter::finalScore(Value score, int64_t r, int64_t v,
   }
   if (bias)
     s = arith::AddFOp::create(b, s, loadVector(bias, {cst(r), cst(v * lanes)}));
-  if (modifiers.hasScoreMod() && modDerivative) {
+  if (modifiers.hasScoreMod()) {
     Value derivative;
-    s = modifiers.score(s, globalIndices(r, v), derivative);
-    storeVector(derivative, modDerivative, {cst(r), cst(v * lanes)});
-  } else if (modifiers.hasScoreMod()) {
-    s = modifiers.score(s, globalIndices(r, v));
+    s = modifiers.score(s, globalIndices(r, v),
+                        modDerivative ? &derivative : nullptr);
+    if (modDerivative)
+      storeVector(derivative, modDerivative, {cst(r), cst(v * lanes)});
   }
   return s;
 }

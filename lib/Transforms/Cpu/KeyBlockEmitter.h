@@ -40,10 +40,9 @@ protected:
   template <typename OpTy>
   KeyBlockEmitter(ImplicitLocOpBuilder &b, OpTy op, int64_t lanes)
       : VectorEmitter(b, lanes), attention(op), captures(op.getCaptures()),
-        query(op.getQuery()), key(op.getKey()),
-        mask(op.getMask()), dropoutP(op.getDropoutP()),
-        dropoutSeed(op.getDropoutSeed()), origin(op.getOrigin()),
-        math(b, b.getLoc(), op, SoftmaxConvention{}),
+        query(op.getQuery()), key(op.getKey()), mask(op.getMask()),
+        dropoutP(op.getDropoutP()), dropoutSeed(op.getDropoutSeed()),
+        origin(op.getOrigin()), math(b, b.getLoc(), op, SoftmaxConvention{}),
         modifiers(b, b.getLoc(), op),
         headDim(cast<ShapedType>(op.getQuery().getType()).getDimSize(3)),
         headPad(llvm::alignTo(headDim, lanes)), keyVectors(kBlockKeys / lanes) {
@@ -80,8 +79,8 @@ protected:
   /// the soft cap, the bias loaded by loadMask): vector `v`'s. With
   /// `capDerivative`, stores 1 − (s/c)² there (the soft cap's derivative);
   /// with `modDerivative`, the score_mod's derivative in its score.
-  Value finalScore(Value scores, int64_t r, int64_t v,
-                   Value capDerivative = {}, Value modDerivative = {});
+  Value finalScore(Value scores, int64_t r, int64_t v, Value capDerivative = {},
+                   Value modDerivative = {});
   /// Fills `keep` (and `bias`) for rows [firstRow, firstRow + rowCount) of
   /// head `head` from the mask and the mask_mod, and sets where the block's
   /// scores are for finalScore's score_mod.

@@ -235,10 +235,11 @@ Value VectorEmitter::broadcastPair(Value pair) {
       b, VectorType::get({2 * lanes}, b.getBF16Type()), splat(word));
 }
 
-std::pair<Value, Value> VectorEmitter::blockTableEntries(
-    Operation *op, ValueRange captures, ValueRange origin, Value batch,
-    Value head, Value firstRow, Value count, Value blockStart,
-    Value blockKeys) {
+std::pair<Value, Value>
+VectorEmitter::blockTableEntries(Operation *op, ValueRange captures,
+                                 ValueRange origin, Value batch, Value head,
+                                 Value firstRow, Value count, Value blockStart,
+                                 Value blockKeys) {
   auto table = op->getAttrOfType<DenseI64ArrayAttr>(kBlockMaskAttrName);
   Value entries = captures[table[0]];
   auto global = [&](unsigned dim, Value local) -> Value {
