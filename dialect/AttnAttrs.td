@@ -31,6 +31,17 @@ def Attn_WindowAttr : AttrDef<Attn_Dialect, "Window"> {
   let assemblyFormat = "`<` struct(params) `>`";
 }
 
+// The feature map of linear attention (attn.linear): what each query and
+// key element becomes before the products, φ(x) >= 0 so that the
+// normalizer is a sum of non-negative terms.
+def Attn_FeatureMap : I32EnumAttr<"FeatureMap",
+    "the feature map φ that linear attention applies to queries and keys", [
+      I32EnumAttrCase<"elu_plus_one", 0>, // elu(x) + 1: x + 1 if x > 0, else exp(x)
+      I32EnumAttrCase<"relu", 1>          // max(x, 0)
+    ]> {
+  let cppNamespace = "::mlir::attn";
+}
+
 // The micro-kernel that lowers an attention op (see KernelAttr).
 def Attn_MicroKernel : I32EnumAttr<"MicroKernel",
     "the micro-kernel that computes an attention op's tiles", [

@@ -1309,6 +1309,253 @@ LogicalResult AttentionWeightsOp::getResultTilePosition(
 }
 
 //===----------------------------------------------------------------------===//
+// LinearOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult LinearOp::verify() {
+  Operation *op = *this;
+  if (failed(verifyRank(op, "query", getQuery().getType(), 4,
+                        "[B, Hq, Sq, D]")) ||
+      failed(verifyRank(op, "key", getKey().getType(), 4, "[B, Hkv, Sk, D]")) ||
+      failed(verifyRank(op, "value", getValue().getType(), 4,
+                        "[B, Hkv, Sk, Dv]")))
+    return failure();
+  auto q = cast<ShapedType>(getQuery().getType());
+  auto k = cast<ShapedType>(getKey().getType());
+  auto v = cast<ShapedType>(getValue().getType());
+  Type elem = q.getElementType();
+  if (!isAttentionElementType(elem))
+    return emitOpError() << "query element type must be f32, f16 or bf16, "
+                            "found "
+                         << elem;
+  if (k.getElementType() != elem || v.getElementType() != elem)
+    return emitOpError() << "key and value must have the query's element type "
+                         << elem << ", found " << k.getElementType() << " and "
+                         << v.getElementType();
+  if (failed(verifyDim(op, "key", k, 0, "B", q.getDimSize(0), "query's B")) ||
+      failed(verifyDim(op, "key", k, 3, "D", q.getDimSize(3), "query's D")) ||
+      failed(verifyDim(op, "value", v, 0, "B", k.getDimSize(0), "key's B")) ||
+      failed(
+          verifyDim(op, "value", v, 1, "Hkv", k.getDimSize(1), "key's Hkv")) ||
+      failed(verifyDim(op, "value", v, 2, "Sk", k.getDimSize(2), "key's Sk")))
+    return failure();
+  if (q.isDynamicDim(3) || k.isDynamicDim(3) || v.isDynamicDim(3))
+    return emitOpError() << "head dims (D of query and key, Dv of value) "
+                            "must be static, found "
+                         << dimToString(q.getDimSize(3)) << ", "
+                         << dimToString(k.getDimSize(3)) << " and "
+                         << dimToString(v.getDimSize(3));
+  for (auto [name, size] : {std::pair<StringRef, int64_t>{"query dim 3 (D)",
+                                                          q.getDimSize(3)},
+                            {"value dim 3 (Dv)", v.getDimSize(3)}})
+    if (size > ::attn::kMaxHeadDim)
+      return emitOpError() << name << " must be at most "
+                           << ::attn::kMaxHeadDim << ", found " << size;
+  int64_t hq = q.getDimSize(1), hkv = k.getDimSize(1);
+  if (!ShapedType::isDynamic(hq) && !ShapedType::isDynamic(hkv) &&
+      (hkv == 0 ? hq != 0 : hq % hkv != 0))
+    return emitOpError() << "query heads (Hq = " << hq
+                         << ") must be a multiple of key/value heads (Hkv = "
+                         << hkv << ")";
+  if (getCausal() &&
+      failed(verifyDim(op, "key", k, 2, "Sk", q.getDimSize(2),
+                       "query's Sq (causal linear attention: query i sees "
+                       "keys 0..i)")))
+    return failure();
+  if (getInitialState().size() != 0 && getInitialState().size() != 2)
+    return emitOpError() << "state(...) takes the initial state and "
+                            "normalizer (2 operands), found "
+                         << getInitialState().size();
+  if (getOutputs().size() != 1 && getOutputs().size() != 3)
+    return emitOpError() << "outs(...) takes the output, then optionally the "
+                            "final state and normalizer (1 or 3 operands), "
+                            "found "
+                         << getOutputs().size();
+  // O [B, Hq, Sq, Dv] in the inputs' type.
+  Type output = getOutput().getType();
+  if (failed(verifyRank(op, "output", output, 4, "[B, Hq, Sq, Dv]")))
+    return failure();
+  auto o = cast<ShapedType>(output);
+  if (o.getElementType() != elem)
+    return emitOpError() << "output element type must be the query's " << elem
+                         << ", found " << o.getElementType();
+  if (failed(verifyDim(op, "output", o, 0, "B", q.getDimSize(0), "query's B")) ||
+      failed(
+          verifyDim(op, "output", o, 1, "Hq", q.getDimSize(1), "query's Hq")) ||
+      failed(
+          verifyDim(op, "output", o, 2, "Sq", q.getDimSize(2), "query's Sq")) ||
+      failed(
+          verifyDim(op, "output", o, 3, "Dv", v.getDimSize(3), "value's Dv")))
+    return failure();
+  // S [B, Hkv, D, Dv] and z [B, Hkv, D], f32, in and out.
+  Type f32 = Float32Type::get(getContext());
+  auto verifyState = [&](StringRef name, Value state,
+                         bool normalizer) -> LogicalResult {
+    StringRef layout = normalizer ? "[B, Hkv, D]" : "[B, Hkv, D, Dv]";
+    if (failed(verifyRank(op, name, state.getType(), normalizer ? 3 : 4,
+                          layout)))
+      return failure();
+    auto shaped = cast<ShapedType>(state.getType());
+    if (shaped.getElementType() != f32)
+      return emitOpError() << name << " element type must be f32, found "
+                           << shaped.getElementType();
+    if (failed(
+            verifyDim(op, name, shaped, 0, "B", k.getDimSize(0), "key's B")) ||
+        failed(verifyDim(op, name, shaped, 1, "Hkv", k.getDimSize(1),
+                         "key's Hkv")) ||
+        failed(
+            verifyDim(op, name, shaped, 2, "D", k.getDimSize(3), "key's D")))
+      return failure();
+    if (!normalizer && failed(verifyDim(op, name, shaped, 3, "Dv",
+                                        v.getDimSize(3), "value's Dv")))
+      return failure();
+    return success();
+  };
+  if (Value s = getStateIn())
+    if (failed(verifyState("initial state", s, false)) ||
+        failed(verifyState("initial normalizer", getNormalizerIn(), true)))
+      return failure();
+  if (Value s = getStateOut())
+    if (failed(verifyState("final state", s, false)) ||
+        failed(verifyState("final normalizer", getNormalizerOut(), true)))
+      return failure();
+  if (getChunkRows() < 1 || getChunkRows() > ::attn::kMaxLinearChunk)
+    return emitOpError() << "chunk must be in [1, " << ::attn::kMaxLinearChunk
+                         << "], found " << getChunkRows();
+  float eps = getEffectiveEps();
+  if (!std::isfinite(eps) || eps < 0.0f)
+    return emitOpError() << "eps must be finite and >= 0, found " << eps;
+  return verifyTensorOrMemRefForm(*this);
+}
+
+void LinearOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  memrefEffects(*this, effects);
+}
+
+// A work item of attn.linear owns a state: one batch and one key/value
+// head, with its GQA group of query heads. Neither the rows (the state is
+// a prefix sum over them) nor D tile.
+
+SmallVector<Range> LinearOp::getIterationDomain(OpBuilder &b) {
+  Location loc = getLoc();
+  OpFoldResult zero = b.getIndexAttr(0), one = b.getIndexAttr(1);
+  return {Range{zero, dimOf(b, loc, getKey(), 0), one},
+          Range{zero, dimOf(b, loc, getKey(), 1), one}};
+}
+
+SmallVector<utils::IteratorType> LinearOp::getLoopIteratorTypes() {
+  return {utils::IteratorType::parallel, utils::IteratorType::parallel};
+}
+
+namespace {
+/// Offsets and sizes of a tile of attn.linear's operands: the tile's batches
+/// and key/value heads, and its query heads (G per key/value head).
+struct LinearTile {
+  SmallVector<OpFoldResult> query, key, state, normalizer;
+  SmallVector<OpFoldResult> querySizes, keySizes, valueSizes, outputSizes,
+      stateSizes, normalizerSizes;
+};
+
+LinearTile linearTile(OpBuilder &b, LinearOp op, ArrayRef<OpFoldResult> offsets,
+                      ArrayRef<OpFoldResult> sizes) {
+  Location loc = op.getLoc();
+  auto q = cast<ShapedType>(op.getQuery().getType());
+  auto k = cast<ShapedType>(op.getKey().getType());
+  OpFoldResult group;
+  if (!q.isDynamicDim(1) && !k.isDynamicDim(1) && k.getDimSize(1) > 0)
+    group = b.getIndexAttr(q.getDimSize(1) / k.getDimSize(1));
+  else
+    group = arith::DivUIOp::create(
+                b, loc, tensor::DimOp::create(b, loc, op.getQuery(), 1),
+                tensor::DimOp::create(b, loc, op.getKey(), 1))
+                .getResult();
+  AffineExpr s0, s1;
+  bindSymbols(b.getContext(), s0, s1);
+  auto times = [&](OpFoldResult x) {
+    return affine::makeComposedFoldedAffineApply(b, loc, s0 * s1, {x, group});
+  };
+  OpFoldResult zero = b.getIndexAttr(0);
+  OpFoldResult d = dimOf(b, loc, op.getKey(), 3);
+  OpFoldResult dv = dimOf(b, loc, op.getValue(), 3);
+  LinearTile t;
+  t.query = {offsets[0], times(offsets[1]), zero, zero};
+  t.key = {offsets[0], offsets[1], zero, zero};
+  t.state = t.key;
+  t.normalizer = {offsets[0], offsets[1], zero};
+  OpFoldResult rows = dimOf(b, loc, op.getQuery(), 2);
+  OpFoldResult keys = dimOf(b, loc, op.getKey(), 2);
+  t.querySizes = {sizes[0], times(sizes[1]), rows, d};
+  t.keySizes = {sizes[0], sizes[1], keys, d};
+  t.valueSizes = {sizes[0], sizes[1], keys, dv};
+  t.outputSizes = {sizes[0], times(sizes[1]), rows, dv};
+  t.stateSizes = {sizes[0], sizes[1], d, dv};
+  t.normalizerSizes = {sizes[0], sizes[1], d};
+  return t;
+}
+} // namespace
+
+FailureOr<TilingResult>
+LinearOp::getTiledImplementation(OpBuilder &b, ArrayRef<OpFoldResult> offsets,
+                                 ArrayRef<OpFoldResult> sizes) {
+  if (!hasPureTensorSemantics()) {
+    emitOpError("tiles only in its tensor form");
+    return failure();
+  }
+  Location loc = getLoc();
+  LinearTile t = linearTile(b, *this, offsets, sizes);
+  OperandTiles tiles;
+  auto slice = [&](Value source, ArrayRef<OpFoldResult> at,
+                   ArrayRef<OpFoldResult> size) {
+    return extractSlice(b, loc, source, at, size, tiles);
+  };
+  Value query = slice(getQuery(), t.query, t.querySizes);
+  Value key = slice(getKey(), t.key, t.keySizes);
+  Value value = slice(getValue(), t.key, t.valueSizes);
+  SmallVector<Value> initial, outputs;
+  if (getStateIn()) {
+    initial.push_back(slice(getStateIn(), t.state, t.stateSizes));
+    initial.push_back(
+        slice(getNormalizerIn(), t.normalizer, t.normalizerSizes));
+  }
+  outputs.push_back(slice(getOutput(), t.query, t.outputSizes));
+  if (getStateOut()) {
+    outputs.push_back(slice(getStateOut(), t.state, t.stateSizes));
+    outputs.push_back(
+        slice(getNormalizerOut(), t.normalizer, t.normalizerSizes));
+  }
+  auto tiled = LinearOp::create(b, loc, ValueRange(outputs).getTypes(), query,
+                                key, value, initial, outputs, getCausal(),
+                                getChunkAttr(), getEpsAttr(),
+                                getFeatureMapAttr());
+  return TilingResult{
+      {tiled}, SmallVector<Value>(tiled->getResults()), tiles.slices};
+}
+
+LogicalResult LinearOp::getResultTilePosition(
+    OpBuilder &b, unsigned resultNumber, ArrayRef<OpFoldResult> offsets,
+    ArrayRef<OpFoldResult> sizes, SmallVector<OpFoldResult> &resultOffsets,
+    SmallVector<OpFoldResult> &resultSizes) {
+  LinearTile t = linearTile(b, *this, offsets, sizes);
+  switch (resultNumber) {
+  case 0:
+    resultOffsets = t.query;
+    resultSizes = t.outputSizes;
+    break;
+  case 1:
+    resultOffsets = t.state;
+    resultSizes = t.stateSizes;
+    break;
+  default:
+    resultOffsets = t.normalizer;
+    resultSizes = t.normalizerSizes;
+    break;
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // Canonicalization
 //===----------------------------------------------------------------------===//
 

@@ -461,6 +461,107 @@ def Attn_AttentionWeightsOp : Attn_AttentionLikeOp<"attention_weights",
 }
 
 //===----------------------------------------------------------------------===//
+// attn.linear
+//===----------------------------------------------------------------------===//
+
+def Attn_LinearOp : Attn_Op<"linear", [
+    AttrSizedOperandSegments, DestinationStyleOpInterface,
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
+    DeclareOpInterfaceMethods<TilingInterface, [
+      "getIterationDomain", "getLoopIteratorTypes",
+      "getTiledImplementation", "getResultTilePosition"]>]> {
+  let summary = "linear attention: a feature map in place of the softmax";
+  let description = [{
+    Linear attention (Katharopoulos et al., 2020) with the feature map
+    `φ` (`elu_plus_one` by default: `elu(x) + 1`; or `relu`), for each
+    batch `b`, query head `h` (reading key/value head `h / G`, G = Hq / Hkv)
+    and query row `i`:
+
+    ```
+    S_i = S₀ + Σ_j φ(K[j])ᵀ · V[j]          [D, Dv]  (the state)
+    z_i = z₀ + Σ_j φ(K[j])                   [D]      (the normalizer)
+    O[i] = (φ(Q[i]) · S_i) / (φ(Q[i]) · z_i + eps)
+    ```
+
+    where `j` runs over every key, or with `causal` over the keys `j <= i`
+    (then Sq = Sk). `S₀` and `z₀` are the optional initial state
+    (`state(%s0, %z0)`: `[B, Hkv, D, Dv]` and `[B, Hkv, D]` f32, zero when
+    absent); the optional second and third outs receive the final state
+    `S₀ + Σ_all`, `z₀ + Σ_all` in the same layout, so that a sequence can be
+    continued call after call (token by token when decoding). Q, K, V and O
+    share an element type (f32, bf16, f16); φ, the products and the state
+    are f32, O is rounded once. `eps` defaults to 1e-6.
+
+    The non-causal form is two matrix products over the state; the causal
+    form is computed chunkwise (`chunk` rows at a time, 64 by default): per
+    chunk, the intra-chunk causal product `(φ(Q_c) φ(K_c)ᵀ ⊙ M) V_c` plus
+    `φ(Q_c) S`, then `S += φ(K_c)ᵀ V_c`. The chunk changes only the order of
+    f32 sums. The op tiles over batches and key/value heads (a work item
+    owns a state and its GQA group of query heads). The contract is the
+    section "Linear attention" of `docs/spec.md`.
+
+    ```mlir
+    %o, %s, %z = attn.linear ins(%q, %k, %v : tensor<1x8x?x64xf32>,
+        tensor<1x8x?x64xf32>, tensor<1x8x?x64xf32>)
+        outs(%o0, %s0, %z0 : tensor<1x8x?x64xf32>, tensor<1x8x64x64xf32>,
+        tensor<1x8x64xf32>) causal chunk(64)
+        -> tensor<1x8x?x64xf32>, tensor<1x8x64x64xf32>, tensor<1x8x64xf32>
+    ```
+  }];
+  let arguments = (ins Attn_TensorOrMemRef:$query,
+                       Attn_TensorOrMemRef:$key,
+                       Attn_TensorOrMemRef:$value,
+                       Variadic<Attn_TensorOrMemRef>:$initial_state,
+                       Variadic<Attn_TensorOrMemRef>:$outputs,
+                       UnitAttr:$causal,
+                       OptionalAttr<I64Attr>:$chunk,
+                       OptionalAttr<F32Attr>:$eps,
+                       OptionalAttr<Attn_FeatureMap>:$feature_map);
+  let results = (outs Variadic<AnyRankedTensor>:$results);
+  let assemblyFormat = [{
+    `ins` `(` $query `,` $key `,` $value `:` type($query) `,` type($key) `,` type($value) `)`
+    (`state` `(` $initial_state^ `:` type($initial_state) `)`)?
+    `outs` `(` $outputs `:` type($outputs) `)`
+    (`causal` $causal^)?
+    (`chunk` `(` $chunk^ `)`)?
+    (`eps` `(` $eps^ `)`)?
+    (`feature_map` `(` $feature_map^ `)`)?
+    attr-dict custom<ResultTypes>(type($results), ref(type($outputs)))
+  }];
+  let hasVerifier = 1;
+
+  let extraClassDeclaration = [{
+    ::mlir::MutableOperandRange getDpsInitsMutable() {
+      return getOutputsMutable();
+    }
+    ::mlir::Value getOutput() { return getOutputs().front(); }
+    /// The initial state S₀ and normalizer z₀, or null.
+    ::mlir::Value getStateIn() {
+      return getInitialState().empty() ? nullptr : getInitialState()[0];
+    }
+    ::mlir::Value getNormalizerIn() {
+      return getInitialState().empty() ? nullptr : getInitialState()[1];
+    }
+    /// The outs that receive the final state and normalizer, or null.
+    ::mlir::Value getStateOut() {
+      return getOutputs().size() < 3 ? nullptr : getOutputs()[1];
+    }
+    ::mlir::Value getNormalizerOut() {
+      return getOutputs().size() < 3 ? nullptr : getOutputs()[2];
+    }
+    /// The rows per chunk of the causal form (default 64).
+    int64_t getChunkRows() { return getChunk() ? *getChunk() : 64; }
+    float getEffectiveEps() {
+      return getEps() ? getEps()->convertToFloat() : 1e-6f;
+    }
+    ::mlir::attn::FeatureMap getEffectiveFeatureMap() {
+      return getFeatureMap() ? *getFeatureMap()
+                             : ::mlir::attn::FeatureMap::elu_plus_one;
+    }
+  }];
+}
+
+//===----------------------------------------------------------------------===//
 // The modifiers' ops: attn.captured and attn.yield
 //===----------------------------------------------------------------------===//
 

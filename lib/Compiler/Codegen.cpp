@@ -160,7 +160,8 @@ namespace {
 //===----------------------------------------------------------------------===//
 
 struct AbiTypes {
-  llvm::StructType *args, *backwardArgs, *desc, *library, *gpuKernel;
+  llvm::StructType *args, *backwardArgs, *linearArgs, *desc, *library,
+      *gpuKernel;
   llvm::StructType *capture, *captureDesc;
   llvm::Type *i32, *i64, *f32, *ptr;
 
@@ -195,12 +196,20 @@ struct AbiTypes {
         {args, ptr, ptr, ptr, ptr, ptr, arr(i64, 4), arr(i64, 3), arr(i64, 4),
          arr(i64, 4), arr(i64, 4), ptr, arr(i64, 4)},
         "attn_backward_args");
+    // attn_linear_args: Q, K, V, O, S0, z0, S1, z1, 5 sizes, strides of Q,
+    // K, V, O (4 each), S0 (4), z0 (3), S1 (4), z1 (3).
+    linearArgs = llvm::StructType::create(
+        ctx,
+        {ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, i64, i64, i64, i64, i64,
+         arr(i64, 4), arr(i64, 4), arr(i64, 4), arr(i64, 4), arr(i64, 4),
+         arr(i64, 3), arr(i64, 4), arr(i64, 3)},
+        "attn_linear_args");
     desc = llvm::StructType::create(
         ctx,
         {i32, i32, ptr,         i32, i32, arr(i32, 3), i32, i32, i32, i64, i64,
          i64, i64, arr(i64, 5), i64, f32, f32,         ptr, ptr, ptr, ptr, i32,
          ptr, ptr, ptr,         ptr, ptr, i32,         i32, ptr, ptr, i32, i32,
-         i32, i32, ptr},
+         i32, i32, ptr,         ptr, ptr, i32,         i32, f32, i32},
         "attn_kernel_desc");
     gpuKernel = llvm::StructType::create(
         ctx, {ptr, i32, ptr, i64, ptr, i32, i32, i32}, "attn_gpu_kernel");
@@ -530,6 +539,73 @@ llvm::Function *emitBackwardEntryPoint(llvm::Module &module,
   return fn;
 }
 
+/// Emits a linear attention kernel's `<name>_run` or `<name>_work_items`:
+/// unpack the attn_linear_args into memref descriptors in the order of its
+/// function (Q, K, V, [S0, z0], O, [S1, z1]) and call `impl`.
+llvm::Function *emitLinearEntryPoint(llvm::Module &module,
+                                     const AbiTypes &types,
+                                     const ::attn::KernelSpec &spec,
+                                     llvm::Function *impl, bool isRun) {
+  enum : unsigned { kQ, kK, kV, kO, kS0, kZ0, kS1, kZ1, kSizes = 8 };
+  constexpr unsigned kStrides = kSizes + 5;
+  llvm::LLVMContext &ctx = module.getContext();
+  SmallVector<llvm::Type *> params = {types.ptr};
+  if (isRun)
+    params.append({types.i64, types.i64});
+  llvm::FunctionType *type = llvm::FunctionType::get(
+      isRun ? llvm::Type::getVoidTy(ctx) : types.i64, params, false);
+  auto *fn = llvm::Function::Create(
+      type, llvm::Function::ExternalLinkage,
+      spec.name + (isRun ? "_run" : "_work_items"), module);
+  llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", fn));
+  llvm::Value *args = fn->getArg(0);
+  auto load = [&](unsigned field, llvm::Type *t) {
+    return b.CreateLoad(t, b.CreateStructGEP(types.linearArgs, args, field));
+  };
+  SmallVector<llvm::Value *> size;
+  for (unsigned i = 0; i < 5; ++i)
+    size.push_back(load(kSizes + i, types.i64));
+  llvm::Value *batch = size[0], *headsQ = size[1], *headsKv = size[2],
+              *seqQ = size[3], *seqK = size[4];
+  llvm::Value *d = b.getInt64(spec.headDim), *dv = b.getInt64(spec.valueDim);
+  SmallVector<llvm::Value *> callArgs;
+  // Tensor `t` (kQ...kZ1) of `sizes`: its strides are field kStrides + t.
+  auto memref = [&](unsigned t, ArrayRef<llvm::Value *> sizes) {
+    llvm::Value *pointer = load(t, types.ptr);
+    callArgs.append({pointer, pointer, b.getInt64(0)});
+    callArgs.append(sizes.begin(), sizes.end());
+    llvm::Value *strides =
+        b.CreateStructGEP(types.linearArgs, args, kStrides + t);
+    for (unsigned i = 0; i < sizes.size(); ++i)
+      callArgs.push_back(b.CreateLoad(
+          types.i64,
+          b.CreateConstInBoundsGEP2_32(
+              types.linearArgs->getElementType(kStrides + t), strides, 0, i)));
+  };
+  memref(kQ, {batch, headsQ, seqQ, d});
+  memref(kK, {batch, headsKv, seqK, d});
+  memref(kV, {batch, headsKv, seqK, dv});
+  if (spec.linearState) {
+    memref(kS0, {batch, headsKv, d, dv});
+    memref(kZ0, {batch, headsKv, d});
+  }
+  memref(kO, {batch, headsQ, seqQ, dv});
+  if (spec.linearState) {
+    memref(kS1, {batch, headsKv, d, dv});
+    memref(kZ1, {batch, headsKv, d});
+  }
+  if (isRun) {
+    callArgs.push_back(fn->getArg(1));
+    callArgs.push_back(fn->getArg(2));
+    b.CreateCall(impl, callArgs);
+    b.CreateRetVoid();
+  } else {
+    b.CreateRet(b.CreateCall(impl, callArgs));
+  }
+  impl->setLinkage(llvm::GlobalValue::InternalLinkage);
+  return fn;
+}
+
 llvm::Constant *cString(llvm::Module &module, llvm::StringRef text,
                         const llvm::Twine &name) {
   llvm::LLVMContext &ctx = module.getContext();
@@ -550,6 +626,8 @@ struct KernelCode {
   llvm::Function *mergeWorkItems = nullptr, *mergeRun = nullptr;
   /// A backward kernel's entry points (then workItems and run are null).
   llvm::Function *backwardWorkItems = nullptr, *backwardRun = nullptr;
+  /// A linear attention kernel's (then workItems and run are null).
+  llvm::Function *linearWorkItems = nullptr, *linearRun = nullptr;
   llvm::Constant *gpu = nullptr;
 };
 
@@ -632,6 +710,7 @@ llvm::GlobalVariable *emitDescriptor(llvm::Module &module,
       orNull(code.mergeRun),
       i32(spec.backward  ? 1
           : spec.weights ? 2
+          : spec.linear  ? 3
                          : 0),
       i32(spec.backward && spec.lse),
       orNull(code.backwardWorkItems),
@@ -640,7 +719,13 @@ llvm::GlobalVariable *emitDescriptor(llvm::Module &module,
       i32(spec.sinks ? 1 : 0),
       i32(spec.gradMask ? 1 : 0),
       i32(static_cast<int64_t>(spec.captures.size())),
-      captureDescs(module, types, spec)};
+      captureDescs(module, types, spec),
+      orNull(code.linearWorkItems),
+      orNull(code.linearRun),
+      i32(spec.linearState ? 1 : 0),
+      i32(static_cast<int>(spec.featureMap)),
+      f32(spec.linear ? spec.eps : 0.0f),
+      i32(spec.linear ? spec.chunk : 0)};
   return new llvm::GlobalVariable(module, types.desc, /*isConstant=*/true,
                                   llvm::GlobalValue::ExternalLinkage,
                                   llvm::ConstantStruct::get(types.desc, fields),
@@ -970,6 +1055,11 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
               "': weights kernels are made for the CPU only so far (no GPU "
               "lowering of attn.attention_weights yet)";
       return false;
+    } else if (gpu && spec.linear) {
+      error = "kernel '" + spec.name +
+              "': linear attention kernels are made for the CPU only so far "
+              "(no GPU lowering of attn.linear yet)";
+      return false;
     }
   if (!gpu && (kind == OutputKind::PTX || kind == OutputKind::Cubin)) {
     error = "PTX and cubin output need a GPU target (--target sm_80...)";
@@ -1086,6 +1176,15 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
           llvmModule->getFunction(spec.name + "_impl_merge_work_items");
       bool split = mergeRun && mergeCount;
       KernelCode code;
+      if (spec.linear) {
+        code.linearRun = emitLinearEntryPoint(*llvmModule, types, spec,
+                                              runImpl, /*isRun=*/true);
+        code.linearWorkItems = emitLinearEntryPoint(
+            *llvmModule, types, spec, countImpl, /*isRun=*/false);
+        descs.push_back(
+            emitDescriptor(*llvmModule, types, spec, host, rows, code));
+        continue;
+      }
       if (spec.backward) {
         code.backwardRun = emitBackwardEntryPoint(*llvmModule, types, spec,
                                                   runImpl, /*isRun=*/true);

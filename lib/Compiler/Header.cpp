@@ -94,6 +94,28 @@ static void weightsDeclarations(std::ostringstream &h,
   wholeCall(h, n, "attn_kernel_args");
 }
 
+/// A linear attention kernel's entry points.
+static void linearDeclarations(std::ostringstream &h,
+                               const attn::KernelSpec &spec) {
+  const std::string &n = spec.name;
+  h << "/* " << n << ": " << printKernelSpec(spec) << "\n"
+    << " * Linear attention (attn_linear_args): O [B,Hq,Sq," << spec.valueDim
+    << "] of Q [B,Hq,Sq," << spec.headDim << "], K [B,Hkv,Sk," << spec.headDim
+    << "], V [B,Hkv,Sk," << spec.valueDim << "]"
+    << (spec.causal ? ", causal (Sq = Sk)" : "")
+    << (spec.linearState
+            ? ";\n * reads S0 [B,Hkv,D,Dv] and z0 [B,Hkv,D] f32, writes the "
+              "final S1 and z1"
+            : "")
+    << ".\n * The args are not checked here: attn_run_linear "
+       "(attn/runtime.h) checks them. */\n";
+  h << "extern const attn_kernel_desc " << n << "_desc;\n";
+  h << "int64_t " << n << "_work_items(const attn_linear_args *args);\n";
+  h << "void " << n
+    << "_run(const attn_linear_args *args, int64_t begin, int64_t end);\n";
+  wholeCall(h, n, "attn_linear_args");
+}
+
 std::string attn::kernelHeader(const std::vector<KernelSpec> &specs,
                                const std::string &guard,
                                const std::string &librarySymbol,
@@ -129,6 +151,10 @@ std::string attn::kernelHeader(const std::vector<KernelSpec> &specs,
     const std::string &n = spec.name;
     if (spec.weights) {
       weightsDeclarations(h, spec);
+      continue;
+    }
+    if (spec.linear) {
+      linearDeclarations(h, spec);
       continue;
     }
     h << "/* " << n << ": " << printKernelSpec(spec) << "\n"

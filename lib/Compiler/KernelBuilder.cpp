@@ -18,6 +18,12 @@
 //   func.func @<name>_impl(%q, %k, [%mask], [%lse], %w: tensor<?x?x?x?xf32>)
 //       -> W
 //
+// A linear attention kernel's is around attn.linear (states f32):
+//
+//   func.func @<name>_impl(%q, %k, %v, [%s0: tensor<?x?xDxDvxf32>,
+//                          %z0: tensor<?x?xDxf32>], %o, [%s1, %z1])
+//       -> (O, [S1, z1])
+//
 // Every kind takes the tensors that its modifiers capture right after the
 // mask, as the spec's CaptureSpecs declare them (the modifiers' regions
 // come from the spec's `modifiers` source, see modifiersSource).
@@ -74,8 +80,57 @@ Type captureElementType(MLIRContext *ctx, CaptureType type) {
   return {};
 }
 
+/// The kernel function of a linear attention spec (see the file comment).
+static func::FuncOp buildLinearKernelFunction(OpBuilder &b, Location loc,
+                                              const KernelSpec &spec) {
+  MLIRContext *ctx = b.getContext();
+  Type elem = elementTypeOf(ctx, spec.elementType);
+  auto size = [&](int index) {
+    return spec.staticSizes[index] < 0 ? ShapedType::kDynamic
+                                       : spec.staticSizes[index];
+  };
+  int64_t batch = size(0), heads = size(1), kvHeads = size(2), rows = size(3),
+          keys = size(4);
+  auto tensor = [&](ArrayRef<int64_t> shape, Type t) -> Type {
+    return RankedTensorType::get(shape, t);
+  };
+  Type q = tensor({batch, heads, rows, spec.headDim}, elem);
+  Type k = tensor({batch, kvHeads, keys, spec.headDim}, elem);
+  Type v = tensor({batch, kvHeads, keys, spec.valueDim}, elem);
+  Type o = tensor({batch, heads, rows, spec.valueDim}, elem);
+  Type state = tensor({batch, kvHeads, spec.headDim, spec.valueDim},
+                      b.getF32Type());
+  Type normalizer = tensor({batch, kvHeads, spec.headDim}, b.getF32Type());
+  SmallVector<Type> args = {q, k, v}, results = {o};
+  if (spec.linearState) {
+    args.append({state, normalizer, o, state, normalizer});
+    results.append({state, normalizer});
+  } else {
+    args.push_back(o);
+  }
+  auto func = func::FuncOp::create(b, loc, spec.name + "_impl",
+                                   b.getFunctionType(args, results));
+  func->setAttr(mlir::attn::kKernelAttrName, b.getUnitAttr());
+  Block *body = func.addEntryBlock();
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(body);
+  ValueRange initial = body->getArguments().slice(3, spec.linearState ? 2 : 0);
+  ValueRange outputs = body->getArguments().drop_front(3 + initial.size());
+  auto op = mlir::attn::LinearOp::create(
+      b, loc, outputs.getTypes(), body->getArgument(0), body->getArgument(1),
+      body->getArgument(2), initial, outputs,
+      spec.causal ? b.getUnitAttr() : UnitAttr(),
+      b.getI64IntegerAttr(spec.chunk), b.getF32FloatAttr(spec.eps),
+      mlir::attn::FeatureMapAttr::get(
+          ctx, static_cast<mlir::attn::FeatureMap>(spec.featureMap)));
+  func::ReturnOp::create(b, loc, op.getResults());
+  return func;
+}
+
 func::FuncOp buildKernelFunction(OpBuilder &b, Location loc,
                                  const KernelSpec &spec) {
+  if (spec.linear)
+    return buildLinearKernelFunction(b, loc, spec);
   MLIRContext *ctx = b.getContext();
   Type elem = elementTypeOf(ctx, spec.elementType);
   int64_t dyn = ShapedType::kDynamic;
@@ -429,6 +484,33 @@ bool specFromOp(mlir::attn::AttentionOp op, KernelSpec &spec,
   return true;
 }
 
+/// The spec of an attn.linear op.
+static void specFromLinearOp(mlir::attn::LinearOp op, KernelSpec &spec) {
+  auto q = cast<ShapedType>(op.getQuery().getType());
+  auto k = cast<ShapedType>(op.getKey().getType());
+  Type elem = q.getElementType();
+  spec.elementType = elem.isF32()   ? ElementType::F32
+                     : elem.isF16() ? ElementType::F16
+                                    : ElementType::BF16;
+  spec.linear = true;
+  spec.headDim = q.getDimSize(3);
+  spec.valueDim = cast<ShapedType>(op.getValue().getType()).getDimSize(3);
+  spec.causal = op.getCausal();
+  spec.chunk = op.getChunkRows();
+  spec.eps = op.getEffectiveEps();
+  spec.featureMap = static_cast<FeatureMap>(op.getEffectiveFeatureMap());
+  // The kernel reads a state and writes one, or neither.
+  spec.linearState = op.getStateIn() || op.getStateOut();
+  auto staticOr = [](int64_t size) {
+    return ShapedType::isDynamic(size) ? int64_t(-1) : size;
+  };
+  spec.staticSizes[0] = staticOr(q.getDimSize(0));
+  spec.staticSizes[1] = staticOr(q.getDimSize(1));
+  spec.staticSizes[2] = staticOr(k.getDimSize(1));
+  spec.staticSizes[3] = staticOr(q.getDimSize(2));
+  spec.staticSizes[4] = staticOr(k.getDimSize(2));
+}
+
 bool specsFromMLIRFile(const std::string &path, std::vector<KernelSpec> &specs,
                        std::string &error) {
   DialectRegistry registry;
@@ -457,11 +539,13 @@ bool specsFromMLIRFile(const std::string &path, std::vector<KernelSpec> &specs,
     return false;
   }
   bool ok = true;
-  module->walk([&](mlir::attn::AttentionOp op) {
-    if (!ok)
+  module->walk([&](Operation *op) {
+    if (!ok || !isa<mlir::attn::AttentionOp, mlir::attn::LinearOp>(op))
       return;
     KernelSpec spec;
-    if (!specFromOp(op, spec, error)) {
+    if (auto linear = dyn_cast<mlir::attn::LinearOp>(op)) {
+      specFromLinearOp(linear, spec);
+    } else if (!specFromOp(cast<mlir::attn::AttentionOp>(op), spec, error)) {
       ok = false;
       return;
     }
@@ -474,7 +558,8 @@ bool specsFromMLIRFile(const std::string &path, std::vector<KernelSpec> &specs,
       name = base + "_" + std::to_string(n);
     std::string problem = kernelNameProblem(name);
     if (!problem.empty()) {
-      error = path + ": the attn.attention in @" + base +
+      error = path + ": the " + op->getName().getStringRef().str() +
+              " in @" + base +
               " would make a kernel named '" + name + "': " + problem +
               "; rename the function (its name names the kernel)";
       ok = false;
@@ -484,7 +569,7 @@ bool specsFromMLIRFile(const std::string &path, std::vector<KernelSpec> &specs,
     specs.push_back(spec);
   });
   if (ok && specs.empty()) {
-    error = path + " holds no attn.attention op (backward and weights "
+    error = path + " holds no attn.attention or attn.linear op (backward and weights "
                    "kernels are made from --spec, with the keys 'backward' "
                    "and 'weights')";
     ok = false;

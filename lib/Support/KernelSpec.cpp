@@ -187,6 +187,7 @@ const char *const kRuntimeNames[] = {"attn_alignment",
                                      "attn_cuda_malloc",
                                      "attn_device",
                                      "attn_dtype",
+                                     "attn_feature_map",
                                      "attn_gpu_image_format",
                                      "attn_gpu_kernel",
                                      "attn_gpu_kernel_params",
@@ -204,6 +205,9 @@ const char *const kRuntimeNames[] = {"attn_alignment",
                                      "attn_last_error",
                                      "attn_library",
                                      "attn_library_v1",
+                                     "attn_linear_args",
+                                     "attn_linear_run_fn",
+                                     "attn_linear_work_items_fn",
                                      "attn_mask_kind",
                                      "attn_module",
                                      "attn_module_find",
@@ -216,6 +220,7 @@ const char *const kRuntimeNames[] = {"attn_alignment",
                                      "attn_prepare",
                                      "attn_prepare_backward",
                                      "attn_prepare_backward_with",
+                                     "attn_prepare_linear",
                                      "attn_prepare_with",
                                      "attn_prepare_weights",
                                      "attn_run",
@@ -223,6 +228,7 @@ const char *const kRuntimeNames[] = {"attn_alignment",
                                      "attn_run_backward_with",
                                      "attn_run_dropout",
                                      "attn_run_fn",
+                                     "attn_run_linear",
                                      "attn_run_options",
                                      "attn_run_split",
                                      "attn_run_weights",
@@ -326,6 +332,8 @@ private:
   bool parseFlag(std::string_view key, std::string_view value, bool hasValue,
                  bool &out);
   bool checkConsistency();
+  /// The keys of linear attention's kernel and what it refuses.
+  bool checkLinear();
 
   std::string &error;
   KernelSpec spec;
@@ -361,7 +369,8 @@ bool SpecParser::parseItem(std::string_view item) {
   static const char *const knownKeys[] = {
       "name",   "dtype",    "d",       "dv",      "causal", "align",
       "window", "mask",     "lse",     "gqa",     "scale",  "softcap",
-      "sizes",  "backward", "dropout", "weights", "sinks",  "dbias"};
+      "sizes",  "backward", "dropout", "weights", "sinks",  "dbias",
+      "linear", "eps",      "chunk",   "feature_map",      "state"};
   bool known = false;
   for (const char *k : knownKeys)
     known |= key == k;
@@ -369,17 +378,18 @@ bool SpecParser::parseItem(std::string_view item) {
     return fail("unknown key " + quote(key) +
                 " in kernel spec (known: name, dtype, d, dv, causal, align, "
                 "window, mask, lse, gqa, scale, softcap, sizes, backward, "
-                "dropout, weights, sinks, dbias)");
+                "dropout, weights, sinks, dbias, linear, eps, chunk, "
+                "feature_map, state)");
   for (const std::string &seen : seenKeys)
     if (key == seen)
       return fail("duplicate key '" + std::string(key) + "' in kernel spec");
   seenKeys.emplace_back(key);
 
-  // Only `causal`, `lse`, `backward`, `dropout`, `weights`, `sinks` and
-  // `dbias` may stand alone.
+  // Only `causal`, `lse`, `backward`, `dropout`, `weights`, `sinks`,
+  // `dbias`, `linear` and `state` may stand alone.
   if (!hasValue && key != "causal" && key != "lse" && key != "backward" &&
       key != "dropout" && key != "weights" && key != "sinks" &&
-      key != "dbias")
+      key != "dbias" && key != "linear" && key != "state")
     return fail("key '" + std::string(key) + "' needs a value ('" +
                 std::string(key) + "=...')");
   if (hasValue && value.empty())
@@ -441,6 +451,39 @@ bool SpecParser::parseItem(std::string_view item) {
     return parseFlag(key, value, hasValue, spec.sinks);
   if (key == "dbias")
     return parseFlag(key, value, hasValue, spec.gradMask);
+  if (key == "linear")
+    return parseFlag(key, value, hasValue, spec.linear);
+  if (key == "state")
+    return parseFlag(key, value, hasValue, spec.linearState);
+  if (key == "eps") {
+    float eps;
+    if (!parseFloat(value, eps))
+      return badValue(key, value, "a number within the f32 range");
+    if (!std::isfinite(eps) || eps < 0.0f)
+      return badValue(key, value, "a finite number >= 0");
+    spec.eps = eps;
+    return true;
+  }
+  if (key == "chunk") {
+    int64_t chunk;
+    if (!parseInt(value, chunk))
+      return badValue(key, value, "an integer");
+    if (chunk < 1 || chunk > kMaxLinearChunk)
+      return badValue(key, value,
+                      "a chunk in [1, " + std::to_string(kMaxLinearChunk) +
+                          "]");
+    spec.chunk = chunk;
+    return true;
+  }
+  if (key == "feature_map") {
+    if (value == "elu_plus_one")
+      spec.featureMap = FeatureMap::EluPlusOne;
+    else if (value == "relu")
+      spec.featureMap = FeatureMap::Relu;
+    else
+      return badValue(key, value, "elu_plus_one or relu");
+    return true;
+  }
   if (key == "gqa") {
     int64_t group;
     if (!parseInt(value, group))
@@ -588,6 +631,35 @@ bool SpecParser::parseFlag(std::string_view key, std::string_view value,
   return badValue(key, value, "true or false (or the bare key)");
 }
 
+bool SpecParser::checkLinear() {
+  auto seen = [&](const char *key) {
+    return std::find(seenKeys.begin(), seenKeys.end(), key) != seenKeys.end();
+  };
+  if (!spec.linear) {
+    for (const char *key : {"eps", "chunk", "feature_map", "state"})
+      if (seen(key))
+        return fail(std::string("'") + key +
+                    "' is an option of linear attention's kernel: it needs "
+                    "'linear'");
+    return true;
+  }
+  // What softmax attention has and linear attention does not.
+  for (const char *key : {"align", "window", "mask", "lse", "scale", "softcap",
+                          "backward", "dropout", "weights", "sinks", "dbias"})
+    if (seen(key))
+      return fail(std::string("linear attention's kernel takes no '") + key +
+                  "' (docs/spec.md, \"Linear attention\")");
+  if (spec.causal && spec.alignment != Alignment::TopLeft)
+    return fail("causal linear attention has Sq = Sk: its only alignment is "
+                "top_left");
+  int64_t rows = spec.staticSizes[3], keys = spec.staticSizes[4];
+  if (spec.causal && rows > 0 && keys > 0 && rows != keys)
+    return fail("causal linear attention needs Sq = Sk (query i sees keys "
+                "0..i), found sizes Sq = " +
+                std::to_string(rows) + ", Sk = " + std::to_string(keys));
+  return true;
+}
+
 bool SpecParser::checkConsistency() {
   if (causalAlignment && explicitAlignment &&
       *causalAlignment != *explicitAlignment)
@@ -616,6 +688,8 @@ bool SpecParser::checkConsistency() {
                 "'backward' and 'mask=bias'");
   if (spec.weights && seenValueDim)
     return fail("a weights kernel reads no V: 'dv' does not apply");
+  if (!checkLinear())
+    return false;
   // Dv defaults to D: "d=128" means a 128-wide value head too.
   if (!seenValueDim)
     spec.valueDim = spec.headDim;
@@ -725,6 +799,17 @@ std::string attn::printKernelSpec(const KernelSpec &spec) {
     add("sinks");
   if (spec.weights)
     add("weights");
+  if (spec.linear) {
+    add("linear");
+    if (spec.eps != KernelSpec().eps)
+      add("eps=" + formatFloat(spec.eps));
+    if (spec.chunk != KernelSpec().chunk)
+      add("chunk=" + std::to_string(spec.chunk));
+    if (spec.featureMap == FeatureMap::Relu)
+      add("feature_map=relu");
+    if (spec.linearState)
+      add("state");
+  }
   if (spec.group != -1)
     add("gqa=" + std::to_string(spec.group));
   if (spec.scale)

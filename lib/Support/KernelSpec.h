@@ -27,6 +27,8 @@ enum class MaskKind { None, Bool, Bias };
 enum class Alignment { TopLeft, BottomRight };
 /// The element type of a tensor that modifiers capture (attn_dtype's).
 enum class CaptureType { F32 = 0, I32 = 4, I64 = 5 };
+/// Linear attention's feature map (attn.linear's, in the same order).
+enum class FeatureMap { EluPlusOne = 0, Relu = 1 };
 
 /// A tensor that a kernel's score_mod or mask_mod reads.
 struct CaptureSpec {
@@ -68,6 +70,17 @@ struct KernelSpec {
   // Attention sinks (docs/spec.md): the forward kernel takes one f32 logit
   // per query head, [Hq], at run time (attn_kernel_args::sinks).
   bool sinks = false;
+  // Linear attention's kernel (attn.linear; docs/spec.md, "Linear
+  // attention"): O of Q, K, V through the feature map, over all keys or
+  // (`causal`) the keys up to each row, in chunks of `chunk` rows. It takes
+  // no mask, LSE, window, scale or soft-cap. With `linearState` it reads
+  // the initial state S₀ [B, Hkv, D, Dv] and normalizer z₀ [B, Hkv, D]
+  // (f32) and writes the final ones (spec key `state`).
+  bool linear = false;
+  float eps = 1e-6f;
+  int64_t chunk = 64;
+  FeatureMap featureMap = FeatureMap::EluPlusOne;
+  bool linearState = false;
   // Score and mask modifiers (docs/spec.md): the MLIR of a function whose
   // one attn.attention holds the kernel's score_mod and mask_mod regions
   // and whose arguments after Q (tensor<1x1x1x1xf32>) are its captures
@@ -98,7 +111,9 @@ struct KernelSpec {
 /// attention weights' kernel), sinks (a per-head sink logit), dbias (a
 /// backward kernel that also writes the bias's gradient), gqa=G, scale,
 /// softcap, sizes=B:Hq:Hkv:Sq:Sk (each a
-/// number or `?`). Returns a message in `error` and std::nullopt on bad input.
+/// number or `?`); for linear attention's kernel `linear` with `eps`,
+/// `chunk`, `feature_map=elu_plus_one|relu` and `state` (and d, dv, dtype,
+/// causal, gqa, sizes). Returns a message in `error` and std::nullopt on bad input.
 std::optional<KernelSpec> parseKernelSpec(const std::string &text,
                                           std::string &error);
 

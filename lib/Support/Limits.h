@@ -18,6 +18,9 @@ namespace attn {
 constexpr int64_t kMaxHeadDim = 1024;
 /// The most tensors a kernel's modifiers capture (ATTN_MAX_CAPTURES).
 constexpr size_t kMaxCaptures = 8;
+/// The most rows per chunk of causal linear attention (attn.linear's
+/// `chunk`): a chunk's φ(Q), φ(K) and V blocks live in stack buffers.
+constexpr int64_t kMaxLinearChunk = 256;
 
 } // namespace attn
 

@@ -309,39 +309,29 @@ struct AttnLowerToVectorPass
     return choice;
   }
 
-  /// Each bufferized attn.attention_backward becomes the backward
-  /// micro-kernel (its scratch is its own).
-  void lowerBackwardOps(func::FuncOp func) {
-    SmallVector<AttentionBackwardOp> ops;
-    func.walk([&](AttentionBackwardOp op) {
+  /// Each bufferized op of kind OpTy becomes the micro-kernel that `emit`
+  /// writes in its place (its scratch is its own): the backward, weights
+  /// and linear attention ops.
+  template <typename OpTy>
+  void lowerBufferized(func::FuncOp func,
+                       void (*emit)(ImplicitLocOpBuilder &, OpTy, int64_t)) {
+    SmallVector<OpTy> ops;
+    func.walk([&](OpTy op) {
       if (!op.hasPureTensorSemantics())
         ops.push_back(op);
     });
-    for (AttentionBackwardOp op : ops) {
+    for (OpTy op : ops) {
       ImplicitLocOpBuilder b(op.getLoc(), op);
-      cpu::emitBackward(b, op, vectorWidth);
-      op.erase();
-    }
-  }
-
-  /// Each bufferized attn.attention_weights becomes the weights kernel.
-  void lowerWeightsOps(func::FuncOp func) {
-    SmallVector<AttentionWeightsOp> ops;
-    func.walk([&](AttentionWeightsOp op) {
-      if (!op.hasPureTensorSemantics())
-        ops.push_back(op);
-    });
-    for (AttentionWeightsOp op : ops) {
-      ImplicitLocOpBuilder b(op.getLoc(), op);
-      cpu::emitWeights(b, op, vectorWidth);
+      emit(b, op, vectorWidth);
       op.erase();
     }
   }
 
   void runOnOperation() override {
     func::FuncOp func = getOperation();
-    lowerBackwardOps(func);
-    lowerWeightsOps(func);
+    lowerBufferized<AttentionBackwardOp>(func, cpu::emitBackward);
+    lowerBufferized<AttentionWeightsOp>(func, cpu::emitWeights);
+    lowerBufferized<LinearOp>(func, cpu::emitLinear);
     SmallVector<OnlineAttentionOp> ops;
     bool tensorOps = false;
     func.walk([&](OnlineAttentionOp op) {

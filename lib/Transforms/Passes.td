@@ -71,7 +71,11 @@ def AttnTilePass : Pass<"attn-tile", "func::FuncOp"> {
     tiled by its largest divisor up to 16 (a power of two where G is
     dynamic): G = 32 reads each K/V block twice, not 32 times. The key
     dimension is left whole: it is a reduction that only the online form
-    can tile.
+    can tile. The other ops tile the same way over their own parallel dims:
+    `attn.attention_backward` and `attn.linear` by batch and key/value head
+    (a work item owns the key/value head's gradients, or its state, and the
+    query heads of its group), `attn.attention_weights` by batch, query head
+    and query tile.
 
     For the GPU (`block-mapping`), the forall carries `#gpu.block<z>`,
     `#gpu.block<y>`, `#gpu.block<x>` for batch, head and query tile: the
@@ -294,7 +298,9 @@ def AttnLowerToVectorPass : Pass<"attn-lower-to-vector", "func::FuncOp"> {
     micro-kernel (`packed` or `lane_rows`), `key_block`, `row_block`,
     `lane_rows` and `bf16_dot` in place of the options; the ops of one
     function share its scratch buffers and must agree on the blocking.
-    The micro-kernels are lib/Transforms/Cpu/*Kernel.cpp.
+    The micro-kernels are lib/Transforms/Cpu/*Kernel.cpp; the backward,
+    weights and linear attention ops (`attn.linear`: chunkwise products
+    over an f32 state, LinearKernel.cpp) have their own.
 
     With `lane-rows` (a multiple of `vector-width`), ops without a mask
     operand or the bf16 dot product take the lane-rows micro-kernel: a

@@ -2,9 +2,9 @@
 //
 // The first stage of the lowering: every attn.attention becomes an
 // scf.forall over (batch, query head, query tile) whose body computes one
-// tile with a smaller attn.attention, every attn.attention_backward one
-// over (batch, key/value head), every attn.attention_weights one over
-// (batch, query head, query tile). The slicing itself (GQA head mapping,
+// tile with a smaller attn.attention, every attn.attention_backward and
+// attn.linear one over (batch, key/value head), every
+// attn.attention_weights one over (batch, query head, query tile). The slicing itself (GQA head mapping,
 // mask broadcast, the diagonal in tile coordinates) is the op's
 // TilingInterface implementation; this pass only chooses the tile sizes.
 //
@@ -75,6 +75,15 @@ struct AttnTilePass : public mlir::attn::impl::AttnTilePassBase<AttnTilePass> {
     for (AttentionWeightsOp op : outermostTensorOps<AttentionWeightsOp>())
       if (failed(tileWeights(rewriter, op)))
         return signalPassFailure();
+    // attn.linear: one work item per batch and key/value head (a state and
+    // the query heads of its GQA group).
+    for (LinearOp op : outermostTensorOps<LinearOp>()) {
+      rewriter.setInsertionPoint(op);
+      if (failed(tileAsForall(
+              rewriter, op,
+              {rewriter.getIndexAttr(1), rewriter.getIndexAttr(1)})))
+        return signalPassFailure();
+    }
   }
 
   /// The ops of a kind on tensors that no earlier tiling made.

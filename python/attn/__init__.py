@@ -169,6 +169,7 @@ def __getattr__(name):
     raise AttributeError(f"module 'attn' has no attribute {name!r}")
 
 from ._weights import attention_weights  # noqa: E402
+from ._linear import linear_attention  # noqa: E402
 
 __all__ = [
     "and_masks",
@@ -188,6 +189,7 @@ __all__ = [
     "compiler_search_path",
     "find_compiler",
     "kernel",
+    "linear_attention",
     "load_library",
     "num_threads",
     "plot_attention",

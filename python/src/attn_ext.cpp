@@ -302,6 +302,41 @@ struct PyKernel {
     }
     attn::check(status);
   }
+
+  /// A linear attention kernel's call: Q, K, V, the initial state and
+  /// normalizer (None unless the kernel reads them), O and the final state
+  /// and normalizer to write (None likewise).
+  void runLinear(const InputArray &query, const InputArray &key,
+                 const InputArray &value,
+                 const std::optional<InputArray> &initialState,
+                 const std::optional<InputArray> &initialNormalizer,
+                 const OutputArray &output,
+                 const std::optional<OutputArray> &finalState,
+                 const std::optional<OutputArray> &finalNormalizer) const {
+    attn_tensor q = toTensor(query, "query");
+    attn_tensor k = toTensor(key, "key");
+    attn_tensor v = toTensor(value, "value");
+    attn_tensor o = toTensor(output, "output");
+    attn_tensor s0{}, z0{}, s1{}, z1{};
+    if (initialState)
+      s0 = toTensor(*initialState, "initial_state");
+    if (initialNormalizer)
+      z0 = toTensor(*initialNormalizer, "initial_normalizer");
+    if (finalState)
+      s1 = toTensor(*finalState, "final_state");
+    if (finalNormalizer)
+      z1 = toTensor(*finalNormalizer, "final_normalizer");
+    attn_thread_pool *threads = sharedPool();
+    attn_status status;
+    {
+      nb::gil_scoped_release release;
+      status = attn_run_linear(
+          kernel.get(), &q, &k, &v, initialState ? &s0 : nullptr,
+          initialNormalizer ? &z0 : nullptr, &o, finalState ? &s1 : nullptr,
+          finalNormalizer ? &z1 : nullptr, threads);
+    }
+    attn::check(status);
+  }
 };
 
 std::vector<PyKernel> loadLibrary(const std::string &path) {
@@ -420,6 +455,21 @@ NB_MODULE(_ext, m) {
            "Runs a weights kernel: writes the attention weights W [B, Hq, "
            "Sq, Sk] (f32) of the forward whose Q, K and mask are given, "
            "normalized by the forward's LSE where the kernel reads one.")
+      .def_prop_ro("linear",
+                   [](const PyKernel &k) {
+                     return attn_kernel_kind_of(k.kernel.get()) ==
+                            ATTN_KERNEL_LINEAR;
+                   })
+      .def("run_linear", &PyKernel::runLinear, nb::arg("query").noconvert(),
+           nb::arg("key").noconvert(), nb::arg("value").noconvert(),
+           nb::arg("initial_state").noconvert().none(),
+           nb::arg("initial_normalizer").noconvert().none(),
+           nb::arg("output").noconvert(),
+           nb::arg("final_state").noconvert().none(),
+           nb::arg("final_normalizer").noconvert().none(),
+           "Runs a linear attention kernel: writes O of Q, K, V (and, for a "
+           "kernel with a state, the final state and normalizer from the "
+           "initial ones).")
       .def("run", &PyKernel::run, nb::arg("query").noconvert(),
            nb::arg("key").noconvert(), nb::arg("value").noconvert(),
            nb::arg("mask").noconvert().none(), nb::arg("output").noconvert(),

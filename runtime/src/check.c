@@ -966,3 +966,139 @@ attn_status attn_prepare_weights_tensors(
   }
   return ATTN_OK;
 }
+
+//===----------------------------------------------------------------------===//
+// attn_prepare_linear
+//===----------------------------------------------------------------------===//
+
+static const role state_in_role = {
+    "initial_state", 4, {"B", "Hkv", "D", "Dv"}, "[B, Hkv, D, Dv]"};
+static const role normalizer_in_role = {
+    "initial_normalizer", 3, {"B", "Hkv", "D", NULL}, "[B, Hkv, D]"};
+static const role state_out_role = {
+    "final_state", 4, {"B", "Hkv", "D", "Dv"}, "[B, Hkv, D, Dv]"};
+static const role normalizer_out_role = {
+    "final_normalizer", 3, {"B", "Hkv", "D", NULL}, "[B, Hkv, D]"};
+
+/* Whether two tensors are the same memory with the same layout. */
+static bool same_tensor(const attn_tensor *a, const attn_tensor *b) {
+  if (!a || !b || a->data != b->data || a->rank != b->rank)
+    return false;
+  for (int32_t d = 0; d < a->rank; ++d)
+    if (a->shape[d] != b->shape[d] || a->strides[d] != b->strides[d])
+      return false;
+  return true;
+}
+
+attn_status attn_prepare_linear(
+    const attn_kernel_desc *k, const attn_tensor *query,
+    const attn_tensor *key, const attn_tensor *value,
+    const attn_tensor *initial_state, const attn_tensor *initial_normalizer,
+    const attn_tensor *output, const attn_tensor *final_state,
+    const attn_tensor *final_normalizer, attn_linear_args *args) {
+  if (!k)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT, "kernel is NULL");
+  if (!args)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "attn_prepare_linear: args is NULL");
+  memset(args, 0, sizeof(*args));
+  if (attn_kernel_kind_of(k) != ATTN_KERNEL_LINEAR)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "kernel '%s' is not a linear attention kernel "
+                     "(attn-compile's spec key 'linear')",
+                     k->name);
+  const attn_tensor *all[8] = {query,         key,
+                               value,         output,
+                               initial_state, initial_normalizer,
+                               final_state,   final_normalizer};
+  const role *all_role[8] = {&query_role,    &key_role,
+                             &value_role,    &output_role,
+                             &state_in_role, &normalizer_in_role,
+                             &state_out_role, &normalizer_out_role};
+  int required = k->has_state ? 8 : 4;
+  attn_status s = check_required(all, all_role, required);
+  if (s != ATTN_OK)
+    return s;
+  for (int i = 4; i < 8 && !k->has_state; ++i)
+    if (all[i])
+      return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                       "%s: kernel '%s' takes no state but one was given "
+                       "(compile it with the spec key 'state')",
+                       all_role[i]->name, k->name);
+
+  char takes[160];
+  snprintf(takes, sizeof(takes), "kernel '%s' takes", k->name);
+  const int32_t all_dtype[8] = {k->dtype, k->dtype, k->dtype, k->dtype,
+                                ATTN_F32, ATTN_F32, ATTN_F32, ATTN_F32};
+  const char *why_state = "linear attention's state is always";
+  const char *all_why[8] = {takes,     takes,     takes,     takes,
+                            why_state, why_state, why_state, why_state};
+  if ((s = check_each(all, all_role, all_dtype, all_why, 8)) ||
+      (s = check_shapes(k, query, key, value, NULL, output, NULL)))
+    return s;
+  const int64_t batch = query->shape[0], heads_kv = key->shape[1];
+  if (k->causal && key->shape[2] != query->shape[2])
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "key: dim 2 (Sk) is %" PRId64 " but kernel '%s' is "
+                     "causal linear attention, where query i sees keys 0..i: "
+                     "Sk must equal query's Sq=%" PRId64,
+                     key->shape[2], k->name, query->shape[2]);
+  for (int i = 4; i < 8 && k->has_state; ++i) {
+    const attn_tensor *t = all[i];
+    const role *r = all_role[i];
+    if ((s = expect_size(t, r, 0, "query's", batch)) ||
+        (s = expect_size(t, r, 1, "key's", heads_kv)) ||
+        (s = expect_size(t, r, 2, "the kernel's", k->head_dim)) ||
+        (r->rank == 4 &&
+         (s = expect_size(t, r, 3, "the kernel's", k->value_dim))))
+      return s;
+  }
+
+  /* Memory: O and the final state share memory with nothing, except that
+   * the final state may be the initial one itself (updated in place). */
+  extent extents[8];
+  if ((s = compute_extents(all, all_role, extents, 8)))
+    return s;
+  for (int w = 3; w < 8; w = w == 3 ? 6 : w + 1) {
+    if (!all[w])
+      continue;
+    if (!extents[w].empty && (s = check_no_self_overlap(all[w], all_role[w])))
+      return s;
+    for (int i = 0; i < 8; ++i) {
+      if (i == w || (w >= 6 && same_tensor(all[w], all[w - 2]) && i == w - 2))
+        continue;
+      if ((s = check_disjoint(all_role[w]->name, &extents[w],
+                              all_role[i]->name, &extents[i])))
+        return s;
+    }
+  }
+
+  args->query = query->data;
+  args->key = key->data;
+  args->value = value->data;
+  args->output = output->data;
+  args->batch = batch;
+  args->heads_q = query->shape[1];
+  args->heads_kv = heads_kv;
+  args->seq_q = query->shape[2];
+  args->seq_k = key->shape[2];
+  memcpy(args->query_strides, query->strides, sizeof(args->query_strides));
+  memcpy(args->key_strides, key->strides, sizeof(args->key_strides));
+  memcpy(args->value_strides, value->strides, sizeof(args->value_strides));
+  memcpy(args->output_strides, output->strides, sizeof(args->output_strides));
+  if (k->has_state) {
+    args->initial_state = initial_state->data;
+    args->initial_normalizer = initial_normalizer->data;
+    args->final_state = final_state->data;
+    args->final_normalizer = final_normalizer->data;
+    memcpy(args->initial_state_strides, initial_state->strides,
+           sizeof(args->initial_state_strides));
+    memcpy(args->initial_normalizer_strides, initial_normalizer->strides,
+           sizeof(args->initial_normalizer_strides));
+    memcpy(args->final_state_strides, final_state->strides,
+           sizeof(args->final_state_strides));
+    memcpy(args->final_normalizer_strides, final_normalizer->strides,
+           sizeof(args->final_normalizer_strides));
+  }
+  return ATTN_OK;
+}

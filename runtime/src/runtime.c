@@ -226,7 +226,7 @@ static attn_status validate_library(const attn_library *library,
     attn_device device = attn_kernel_device(k);
     attn_kernel_kind kind = attn_kernel_kind_of(k);
     if (kind != ATTN_KERNEL_FORWARD && kind != ATTN_KERNEL_BACKWARD &&
-        kind != ATTN_KERNEL_WEIGHTS)
+        kind != ATTN_KERNEL_WEIGHTS && kind != ATTN_KERNEL_LINEAR)
       return attn_fail(ATTN_ERROR_LOAD,
                        "%s: kernel '%s' is of an unknown kind %d", origin,
                        k->name, (int)kind);
@@ -259,6 +259,15 @@ static attn_status validate_library(const attn_library *library,
         return attn_fail(ATTN_ERROR_LOAD,
                          "%s: backward kernel '%s' lacks its CPU entry "
                          "points or its LSE",
+                         origin, k->name);
+    } else if (kind == ATTN_KERNEL_LINEAR) {
+      if (k->struct_size <
+              offsetof(attn_kernel_desc, chunk) + sizeof(k->chunk) ||
+          device != ATTN_DEVICE_CPU || !k->linear_run ||
+          !k->linear_work_items)
+        return attn_fail(ATTN_ERROR_LOAD,
+                         "%s: linear attention kernel '%s' lacks its CPU "
+                         "entry points",
                          origin, k->name);
     } else if (kind == ATTN_KERNEL_WEIGHTS && device != ATTN_DEVICE_CPU) {
       return attn_fail(ATTN_ERROR_LOAD,
@@ -721,6 +730,11 @@ attn_status attn_run_with(const attn_kernel_desc *kernel,
                      "kernel '%s' computes the attention weights: run it "
                      "with attn_run_weights",
                      kernel->name);
+  if (attn_kernel_kind_of(kernel) == ATTN_KERNEL_LINEAR)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "kernel '%s' computes linear attention: run it with "
+                     "attn_run_linear",
+                     kernel->name);
   /* Pinned before the descriptor is read, so that an unload on another
    * thread cannot free the code this call is about to run. */
   attn_module *owner = pin_owner(kernel);
@@ -982,4 +996,57 @@ attn_status attn_run_weights_with(const attn_kernel_desc *kernel,
   }
   unpin(owner);
   return status;
+}
+
+//===----------------------------------------------------------------------===//
+// Linear attention
+//===----------------------------------------------------------------------===//
+
+typedef struct linear_context {
+  const attn_kernel_desc *kernel;
+  const attn_linear_args *args;
+} linear_context;
+
+static void run_linear_items(void *context, int64_t begin, int64_t end) {
+  const linear_context *run = context;
+  run->kernel->linear_run(run->args, begin, end);
+}
+
+attn_status attn_run_linear(const attn_kernel_desc *kernel,
+                            const attn_tensor *query, const attn_tensor *key,
+                            const attn_tensor *value,
+                            const attn_tensor *initial_state,
+                            const attn_tensor *initial_normalizer,
+                            const attn_tensor *output,
+                            const attn_tensor *final_state,
+                            const attn_tensor *final_normalizer,
+                            attn_thread_pool *pool) {
+  if (!kernel)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT, "kernel is NULL");
+  if (attn_kernel_kind_of(kernel) != ATTN_KERNEL_LINEAR)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "kernel '%s' is not a linear attention kernel: "
+                     "attn_run_linear takes one (attn-compile's spec key "
+                     "'linear')",
+                     kernel->name);
+  attn_module *owner = pin_owner(kernel);
+  attn_linear_args args;
+  attn_status status = attn_prepare_linear(
+      kernel, query, key, value, initial_state, initial_normalizer, output,
+      final_state, final_normalizer, &args);
+  if (status == ATTN_OK)
+    status = attn_kernel_check_cpu(kernel);
+  if (status != ATTN_OK) {
+    unpin(owner);
+    return status;
+  }
+  int64_t items = kernel->linear_work_items(&args);
+  if (items < 0) {
+    unpin(owner);
+    return bad_work_items(kernel, items);
+  }
+  linear_context context = {kernel, &args};
+  run_items(pool, items, run_linear_items, &context);
+  unpin(owner);
+  return ATTN_OK;
 }

@@ -134,6 +134,10 @@ void emitBackward(ImplicitLocOpBuilder &b, AttentionBackwardOp op,
 void emitWeights(ImplicitLocOpBuilder &b, AttentionWeightsOp op,
                  int64_t lanes);
 
+/// Linear attention's kernel (LinearKernel.cpp) in place of a bufferized
+/// attn.linear.
+void emitLinear(ImplicitLocOpBuilder &b, LinearOp op, int64_t lanes);
+
 } // namespace cpu
 } // namespace attn
 } // namespace mlir

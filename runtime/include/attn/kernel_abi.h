@@ -35,6 +35,11 @@
  * is read (when has_lse: the forward's LSE, else the kernel computes each
  * row's own) and whose `value` is not read; value_dim is unused.
  *
+ * A linear attention kernel (`kind` = ATTN_KERNEL_LINEAR) computes
+ * attn.linear (docs/spec.md, "Linear attention"): its entry points take an
+ * attn_linear_args; `work_items` and `run` are NULL. Its work items are one
+ * per batch and key/value head.
+ *
  * A CUDA kernel (`device` = ATTN_DEVICE_CUDA) has no `run`: its descriptor
  * points to an `attn_gpu_kernel` with the PTX or cubin image and its launch
  * shape, and `attn_gpu_kernel_params` lays out its parameters.
@@ -146,13 +151,44 @@ typedef struct attn_backward_args {
   int64_t grad_mask_strides[4];
 } attn_backward_args;
 
-/* What a kernel computes: the forward function, its gradients, or its
- * attention weights. */
+/* The arguments of a linear attention call (attn.linear): Q, K, V and O as
+ * in attn_kernel_args (no mask; Sq = Sk for a causal kernel), and for a
+ * kernel with has_state the initial state S0 [B, Hkv, D, Dv] and normalizer
+ * z0 [B, Hkv, D] it reads and the final ones it writes (f32, any strides). */
+typedef struct attn_linear_args {
+  const void *query; /* [B, Hq, Sq, D] */
+  const void *key;   /* [B, Hkv, Sk, D] */
+  const void *value; /* [B, Hkv, Sk, Dv] */
+  void *output;      /* [B, Hq, Sq, Dv] */
+  const float *initial_state;
+  const float *initial_normalizer;
+  float *final_state;
+  float *final_normalizer;
+  int64_t batch, heads_q, heads_kv, seq_q, seq_k;
+  int64_t query_strides[4];
+  int64_t key_strides[4];
+  int64_t value_strides[4];
+  int64_t output_strides[4];
+  int64_t initial_state_strides[4];
+  int64_t initial_normalizer_strides[3];
+  int64_t final_state_strides[4];
+  int64_t final_normalizer_strides[3];
+} attn_linear_args;
+
+/* What a kernel computes: the forward function, its gradients, its
+ * attention weights, or linear attention. */
 typedef enum attn_kernel_kind {
   ATTN_KERNEL_FORWARD = 0,
   ATTN_KERNEL_BACKWARD = 1,
-  ATTN_KERNEL_WEIGHTS = 2
+  ATTN_KERNEL_WEIGHTS = 2,
+  ATTN_KERNEL_LINEAR = 3
 } attn_kernel_kind;
+
+/* Linear attention's feature map (attn.linear's feature_map). */
+typedef enum attn_feature_map {
+  ATTN_FEATURE_ELU_PLUS_ONE = 0, /* elu(x) + 1 */
+  ATTN_FEATURE_RELU = 1          /* max(x, 0) */
+} attn_feature_map;
 
 typedef enum attn_device {
   ATTN_DEVICE_CPU = 0,
@@ -194,6 +230,11 @@ typedef void (*attn_split_run_fn)(const attn_kernel_args *args, int64_t splits,
 typedef int64_t (*attn_backward_work_items_fn)(const attn_backward_args *args);
 typedef void (*attn_backward_run_fn)(const attn_backward_args *args,
                                      int64_t begin, int64_t end);
+/* A linear attention kernel's work items (one per batch and key/value
+ * head: each owns a state and the query heads of its group). */
+typedef int64_t (*attn_linear_work_items_fn)(const attn_linear_args *args);
+typedef void (*attn_linear_run_fn)(const attn_linear_args *args, int64_t begin,
+                                   int64_t end);
 #define ATTN_SPLIT_WORKSPACE_FLOATS(args, value_dim, splits)                   \
   ((args)->batch * (args)->heads_q * (args)->seq_q * (splits) *                \
    ((value_dim) + 2))
@@ -261,6 +302,16 @@ typedef struct attn_kernel_desc {
    * mask_mod read (attn_kernel_args::captures), and what each must be. */
   int32_t num_captures;
   const struct attn_capture_desc *captures;
+  /* Where struct_size covers them (older kernels are not linear): a linear
+   * attention kernel's entry points, whether it reads an initial state and
+   * writes the final one, its feature map (attn_feature_map), eps and rows
+   * per chunk. */
+  attn_linear_work_items_fn linear_work_items;
+  attn_linear_run_fn linear_run;
+  int32_t has_state;
+  int32_t feature_map;
+  float eps;
+  int32_t chunk;
 } attn_kernel_desc;
 
 typedef struct attn_library {

@@ -255,8 +255,9 @@ ATTN_RUNTIME_EXPORT attn_status attn_prepare_with(
     const attn_tensor *output, const attn_tensor *lse,
     const attn_run_options *options, attn_kernel_args *args);
 
-/* Whether a kernel computes the forward function, its gradients or its
- * attention weights (older kernels are forward kernels). */
+/* Whether a kernel computes the forward function, its gradients, its
+ * attention weights or linear attention (older kernels are forward
+ * kernels). */
 ATTN_RUNTIME_EXPORT attn_kernel_kind
 attn_kernel_kind_of(const attn_kernel_desc *kernel);
 
@@ -317,6 +318,33 @@ ATTN_RUNTIME_EXPORT attn_status attn_prepare_backward(
     const attn_tensor *grad_output, const attn_tensor *grad_lse,
     const attn_tensor *grad_query, const attn_tensor *grad_key,
     const attn_tensor *grad_value, attn_backward_args *args);
+
+/* Runs a linear attention kernel (kind ATTN_KERNEL_LINEAR; docs/spec.md,
+ * "Linear attention"): O [B, Hq, Sq, Dv] of `query`, `key`, `value` (shaped
+ * and typed as attn_run's; no mask; Sq = Sk for a causal kernel) through the
+ * kernel's feature map. A kernel compiled with the spec key 'state' reads
+ * the initial state S0 [B, Hkv, D, Dv] and normalizer z0 [B, Hkv, D] (f32)
+ * and writes the final ones (S0 and z0 plus every key's contribution) to
+ * `final_state` and `final_normalizer`, which may be S0 and z0 themselves
+ * (the same memory with the same strides: updated in place) but must not
+ * otherwise overlap any tensor; all four are NULL for a kernel without. The
+ * output must not overlap any tensor. Nothing is written when a check fails.
+ * The result does not depend on the pool's size. */
+ATTN_RUNTIME_EXPORT attn_status attn_run_linear(
+    const attn_kernel_desc *kernel, const attn_tensor *query,
+    const attn_tensor *key, const attn_tensor *value,
+    const attn_tensor *initial_state, const attn_tensor *initial_normalizer,
+    const attn_tensor *output, const attn_tensor *final_state,
+    const attn_tensor *final_normalizer, attn_thread_pool *pool);
+
+/* attn_run_linear's checks alone: fills `args` for the kernel's entry
+ * points. */
+ATTN_RUNTIME_EXPORT attn_status attn_prepare_linear(
+    const attn_kernel_desc *kernel, const attn_tensor *query,
+    const attn_tensor *key, const attn_tensor *value,
+    const attn_tensor *initial_state, const attn_tensor *initial_normalizer,
+    const attn_tensor *output, const attn_tensor *final_state,
+    const attn_tensor *final_normalizer, attn_linear_args *args);
 
 /* Runs a weights kernel: the attention weights W [B, Hq, Sq, Sk] f32 of the
  * forward with the kernel's attributes (docs/spec.md, "Attention
