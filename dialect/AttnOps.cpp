@@ -1314,11 +1314,11 @@ LogicalResult AttentionWeightsOp::getResultTilePosition(
 
 LogicalResult LinearOp::verify() {
   Operation *op = *this;
-  if (failed(verifyRank(op, "query", getQuery().getType(), 4,
-                        "[B, Hq, Sq, D]")) ||
+  if (failed(
+          verifyRank(op, "query", getQuery().getType(), 4, "[B, Hq, Sq, D]")) ||
       failed(verifyRank(op, "key", getKey().getType(), 4, "[B, Hkv, Sk, D]")) ||
-      failed(verifyRank(op, "value", getValue().getType(), 4,
-                        "[B, Hkv, Sk, Dv]")))
+      failed(
+          verifyRank(op, "value", getValue().getType(), 4, "[B, Hkv, Sk, Dv]")))
     return failure();
   auto q = cast<ShapedType>(getQuery().getType());
   auto k = cast<ShapedType>(getKey().getType());
@@ -1345,12 +1345,12 @@ LogicalResult LinearOp::verify() {
                          << dimToString(q.getDimSize(3)) << ", "
                          << dimToString(k.getDimSize(3)) << " and "
                          << dimToString(v.getDimSize(3));
-  for (auto [name, size] : {std::pair<StringRef, int64_t>{"query dim 3 (D)",
-                                                          q.getDimSize(3)},
-                            {"value dim 3 (Dv)", v.getDimSize(3)}})
+  for (auto [name, size] :
+       {std::pair<StringRef, int64_t>{"query dim 3 (D)", q.getDimSize(3)},
+        {"value dim 3 (Dv)", v.getDimSize(3)}})
     if (size > ::attn::kMaxHeadDim)
-      return emitOpError() << name << " must be at most "
-                           << ::attn::kMaxHeadDim << ", found " << size;
+      return emitOpError() << name << " must be at most " << ::attn::kMaxHeadDim
+                           << ", found " << size;
   int64_t hq = q.getDimSize(1), hkv = k.getDimSize(1);
   if (!ShapedType::isDynamic(hq) && !ShapedType::isDynamic(hkv) &&
       (hkv == 0 ? hq != 0 : hq % hkv != 0))
@@ -1379,7 +1379,8 @@ LogicalResult LinearOp::verify() {
   if (o.getElementType() != elem)
     return emitOpError() << "output element type must be the query's " << elem
                          << ", found " << o.getElementType();
-  if (failed(verifyDim(op, "output", o, 0, "B", q.getDimSize(0), "query's B")) ||
+  if (failed(
+          verifyDim(op, "output", o, 0, "B", q.getDimSize(0), "query's B")) ||
       failed(
           verifyDim(op, "output", o, 1, "Hq", q.getDimSize(1), "query's Hq")) ||
       failed(
@@ -1392,8 +1393,8 @@ LogicalResult LinearOp::verify() {
   auto verifyState = [&](StringRef name, Value state,
                          bool normalizer) -> LogicalResult {
     StringRef layout = normalizer ? "[B, Hkv, D]" : "[B, Hkv, D, Dv]";
-    if (failed(verifyRank(op, name, state.getType(), normalizer ? 3 : 4,
-                          layout)))
+    if (failed(
+            verifyRank(op, name, state.getType(), normalizer ? 3 : 4, layout)))
       return failure();
     auto shaped = cast<ShapedType>(state.getType());
     if (shaped.getElementType() != f32)
@@ -1403,8 +1404,7 @@ LogicalResult LinearOp::verify() {
             verifyDim(op, name, shaped, 0, "B", k.getDimSize(0), "key's B")) ||
         failed(verifyDim(op, name, shaped, 1, "Hkv", k.getDimSize(1),
                          "key's Hkv")) ||
-        failed(
-            verifyDim(op, name, shaped, 2, "D", k.getDimSize(3), "key's D")))
+        failed(verifyDim(op, name, shaped, 2, "D", k.getDimSize(3), "key's D")))
       return failure();
     if (!normalizer && failed(verifyDim(op, name, shaped, 3, "Dv",
                                         v.getDimSize(3), "value's Dv")))
@@ -1525,10 +1525,9 @@ LinearOp::getTiledImplementation(OpBuilder &b, ArrayRef<OpFoldResult> offsets,
     outputs.push_back(
         slice(getNormalizerOut(), t.normalizer, t.normalizerSizes));
   }
-  auto tiled = LinearOp::create(b, loc, ValueRange(outputs).getTypes(), query,
-                                key, value, initial, outputs, getCausal(),
-                                getChunkAttr(), getEpsAttr(),
-                                getFeatureMapAttr());
+  auto tiled = LinearOp::create(
+      b, loc, ValueRange(outputs).getTypes(), query, key, value, initial,
+      outputs, getCausal(), getChunkAttr(), getEpsAttr(), getFeatureMapAttr());
   return TilingResult{
       {tiled}, SmallVector<Value>(tiled->getResults()), tiles.slices};
 }

@@ -199,10 +199,11 @@ struct AbiTypes {
     // attn_linear_args: Q, K, V, O, S0, z0, S1, z1, 5 sizes, strides of Q,
     // K, V, O (4 each), S0 (4), z0 (3), S1 (4), z1 (3).
     linearArgs = llvm::StructType::create(
-        ctx,
-        {ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, i64, i64, i64, i64, i64,
-         arr(i64, 4), arr(i64, 4), arr(i64, 4), arr(i64, 4), arr(i64, 4),
-         arr(i64, 3), arr(i64, 4), arr(i64, 3)},
+        ctx, {ptr,         ptr,         ptr,         ptr,         ptr,
+              ptr,         ptr,         ptr,         i64,         i64,
+              i64,         i64,         i64,         arr(i64, 4), arr(i64, 4),
+              arr(i64, 4), arr(i64, 4), arr(i64, 4), arr(i64, 3), arr(i64, 4),
+              arr(i64, 3)},
         "attn_linear_args");
     desc = llvm::StructType::create(
         ctx,
@@ -1177,10 +1178,10 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
       bool split = mergeRun && mergeCount;
       KernelCode code;
       if (spec.linear) {
-        code.linearRun = emitLinearEntryPoint(*llvmModule, types, spec,
-                                              runImpl, /*isRun=*/true);
-        code.linearWorkItems = emitLinearEntryPoint(
-            *llvmModule, types, spec, countImpl, /*isRun=*/false);
+        code.linearRun = emitLinearEntryPoint(*llvmModule, types, spec, runImpl,
+                                              /*isRun=*/true);
+        code.linearWorkItems = emitLinearEntryPoint(*llvmModule, types, spec,
+                                                    countImpl, /*isRun=*/false);
         descs.push_back(
             emitDescriptor(*llvmModule, types, spec, host, rows, code));
         continue;

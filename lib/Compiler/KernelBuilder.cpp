@@ -98,8 +98,8 @@ static func::FuncOp buildLinearKernelFunction(OpBuilder &b, Location loc,
   Type k = tensor({batch, kvHeads, keys, spec.headDim}, elem);
   Type v = tensor({batch, kvHeads, keys, spec.valueDim}, elem);
   Type o = tensor({batch, heads, rows, spec.valueDim}, elem);
-  Type state = tensor({batch, kvHeads, spec.headDim, spec.valueDim},
-                      b.getF32Type());
+  Type state =
+      tensor({batch, kvHeads, spec.headDim, spec.valueDim}, b.getF32Type());
   Type normalizer = tensor({batch, kvHeads, spec.headDim}, b.getF32Type());
   SmallVector<Type> args = {q, k, v}, results = {o};
   if (spec.linearState) {
@@ -558,9 +558,8 @@ bool specsFromMLIRFile(const std::string &path, std::vector<KernelSpec> &specs,
       name = base + "_" + std::to_string(n);
     std::string problem = kernelNameProblem(name);
     if (!problem.empty()) {
-      error = path + ": the " + op->getName().getStringRef().str() +
-              " in @" + base +
-              " would make a kernel named '" + name + "': " + problem +
+      error = path + ": the " + op->getName().getStringRef().str() + " in @" +
+              base + " would make a kernel named '" + name + "': " + problem +
               "; rename the function (its name names the kernel)";
       ok = false;
       return;
@@ -569,9 +568,10 @@ bool specsFromMLIRFile(const std::string &path, std::vector<KernelSpec> &specs,
     specs.push_back(spec);
   });
   if (ok && specs.empty()) {
-    error = path + " holds no attn.attention or attn.linear op (backward and weights "
-                   "kernels are made from --spec, with the keys 'backward' "
-                   "and 'weights')";
+    error = path +
+            " holds no attn.attention or attn.linear op (backward and weights "
+            "kernels are made from --spec, with the keys 'backward' "
+            "and 'weights')";
     ok = false;
   }
   return ok;

@@ -367,10 +367,10 @@ bool SpecParser::parseItem(std::string_view item) {
     return fail("missing key before '=' in item " + quote(item));
 
   static const char *const knownKeys[] = {
-      "name",   "dtype",    "d",       "dv",      "causal", "align",
-      "window", "mask",     "lse",     "gqa",     "scale",  "softcap",
-      "sizes",  "backward", "dropout", "weights", "sinks",  "dbias",
-      "linear", "eps",      "chunk",   "feature_map",      "state"};
+      "name",   "dtype",    "d",       "dv",          "causal", "align",
+      "window", "mask",     "lse",     "gqa",         "scale",  "softcap",
+      "sizes",  "backward", "dropout", "weights",     "sinks",  "dbias",
+      "linear", "eps",      "chunk",   "feature_map", "state"};
   bool known = false;
   for (const char *k : knownKeys)
     known |= key == k;

@@ -113,7 +113,8 @@ struct KernelSpec {
 /// softcap, sizes=B:Hq:Hkv:Sq:Sk (each a
 /// number or `?`); for linear attention's kernel `linear` with `eps`,
 /// `chunk`, `feature_map=elu_plus_one|relu` and `state` (and d, dv, dtype,
-/// causal, gqa, sizes). Returns a message in `error` and std::nullopt on bad input.
+/// causal, gqa, sizes). Returns a message in `error` and std::nullopt on bad
+/// input.
 std::optional<KernelSpec> parseKernelSpec(const std::string &text,
                                           std::string &error);
 

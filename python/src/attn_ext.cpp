@@ -489,10 +489,9 @@ NB_MODULE(_ext, m) {
                    [](const PyKernel &k) {
                      return std::string(k.onGpu() ? "cuda" : "cpu");
                    })
-      .def_prop_ro("num_captures",
-                   [](const PyKernel &k) {
-                     return attn_kernel_num_captures(k.kernel.get());
-                   });
+      .def_prop_ro("num_captures", [](const PyKernel &k) {
+        return attn_kernel_num_captures(k.kernel.get());
+      });
 
   m.def("load_library", &loadLibrary, nb::arg("path"),
         "Loads a kernel library made by attn-compile; returns its kernels.");

@@ -991,11 +991,11 @@ static bool same_tensor(const attn_tensor *a, const attn_tensor *b) {
 }
 
 attn_status attn_prepare_linear(
-    const attn_kernel_desc *k, const attn_tensor *query,
-    const attn_tensor *key, const attn_tensor *value,
-    const attn_tensor *initial_state, const attn_tensor *initial_normalizer,
-    const attn_tensor *output, const attn_tensor *final_state,
-    const attn_tensor *final_normalizer, attn_linear_args *args) {
+    const attn_kernel_desc *k, const attn_tensor *query, const attn_tensor *key,
+    const attn_tensor *value, const attn_tensor *initial_state,
+    const attn_tensor *initial_normalizer, const attn_tensor *output,
+    const attn_tensor *final_state, const attn_tensor *final_normalizer,
+    attn_linear_args *args) {
   if (!k)
     return attn_fail(ATTN_ERROR_INVALID_ARGUMENT, "kernel is NULL");
   if (!args)
@@ -1011,9 +1011,9 @@ attn_status attn_prepare_linear(
                                value,         output,
                                initial_state, initial_normalizer,
                                final_state,   final_normalizer};
-  const role *all_role[8] = {&query_role,    &key_role,
-                             &value_role,    &output_role,
-                             &state_in_role, &normalizer_in_role,
+  const role *all_role[8] = {&query_role,     &key_role,
+                             &value_role,     &output_role,
+                             &state_in_role,  &normalizer_in_role,
                              &state_out_role, &normalizer_out_role};
   int required = k->has_state ? 8 : 4;
   attn_status s = check_required(all, all_role, required);
@@ -1067,8 +1067,8 @@ attn_status attn_prepare_linear(
     for (int i = 0; i < 8; ++i) {
       if (i == w || (w >= 6 && same_tensor(all[w], all[w - 2]) && i == w - 2))
         continue;
-      if ((s = check_disjoint(all_role[w]->name, &extents[w],
-                              all_role[i]->name, &extents[i])))
+      if ((s = check_disjoint(all_role[w]->name, &extents[w], all_role[i]->name,
+                              &extents[i])))
         return s;
     }
   }

@@ -263,8 +263,7 @@ static attn_status validate_library(const attn_library *library,
     } else if (kind == ATTN_KERNEL_LINEAR) {
       if (k->struct_size <
               offsetof(attn_kernel_desc, chunk) + sizeof(k->chunk) ||
-          device != ATTN_DEVICE_CPU || !k->linear_run ||
-          !k->linear_work_items)
+          device != ATTN_DEVICE_CPU || !k->linear_run || !k->linear_work_items)
         return attn_fail(ATTN_ERROR_LOAD,
                          "%s: linear attention kernel '%s' lacks its CPU "
                          "entry points",
@@ -1012,15 +1011,13 @@ static void run_linear_items(void *context, int64_t begin, int64_t end) {
   run->kernel->linear_run(run->args, begin, end);
 }
 
-attn_status attn_run_linear(const attn_kernel_desc *kernel,
-                            const attn_tensor *query, const attn_tensor *key,
-                            const attn_tensor *value,
-                            const attn_tensor *initial_state,
-                            const attn_tensor *initial_normalizer,
-                            const attn_tensor *output,
-                            const attn_tensor *final_state,
-                            const attn_tensor *final_normalizer,
-                            attn_thread_pool *pool) {
+attn_status
+attn_run_linear(const attn_kernel_desc *kernel, const attn_tensor *query,
+                const attn_tensor *key, const attn_tensor *value,
+                const attn_tensor *initial_state,
+                const attn_tensor *initial_normalizer,
+                const attn_tensor *output, const attn_tensor *final_state,
+                const attn_tensor *final_normalizer, attn_thread_pool *pool) {
   if (!kernel)
     return attn_fail(ATTN_ERROR_INVALID_ARGUMENT, "kernel is NULL");
   if (attn_kernel_kind_of(kernel) != ATTN_KERNEL_LINEAR)

@@ -59,18 +59,18 @@ public:
 private:
   /// The f32 buffers of one work item (heap: the state alone is D x Dv).
   struct Buffers {
-    Value queries; // [C][DPad]  φ(Q_c) of one head
-    Value keys;    // [C][DPad]  φ(K_c)
-    Value keysT;   // [DPad][C]  φ(K_c)ᵀ (causal only)
-    Value values;  // [C][DvPad] V_c
-    Value scores;  // [R][C]     A of a block of rows (causal only)
-    Value state;   // [DPad][DvPad]
+    Value queries;    // [C][DPad]  φ(Q_c) of one head
+    Value keys;       // [C][DPad]  φ(K_c)
+    Value keysT;      // [DPad][C]  φ(K_c)ᵀ (causal only)
+    Value values;     // [C][DvPad] V_c
+    Value scores;     // [R][C]     A of a block of rows (causal only)
+    Value state;      // [DPad][DvPad]
     Value normalizer; // [DPad]
   };
 
   Value heap(ArrayRef<int64_t> shape) {
-    return memref::AllocOp::create(b, MemRefType::get(shape, f32),
-                                   ValueRange{}, b.getI64IntegerAttr(64));
+    return memref::AllocOp::create(b, MemRefType::get(shape, f32), ValueRange{},
+                                   b.getI64IntegerAttr(64));
   }
   Value loadVector(Value memref, ValueRange at) {
     return vector::LoadOp::create(b, vecType, memref, at);
@@ -85,8 +85,8 @@ private:
   /// Rows [first, first + count) of `source` (at [batch, head]) into
   /// `rows` ([C][pad]) as f32, φ applied when `withPhi`; the buffer's rows
   /// from `count` to C zero.
-  void packRows(Value source, Value batch, Value head, Value first,
-                Value count, Value rows, int64_t width, bool withPhi);
+  void packRows(Value source, Value batch, Value head, Value first, Value count,
+                Value rows, int64_t width, bool withPhi);
   void zeroRows(Value rows, Value from, int64_t width);
 
   /// acc[r * n + v] += Σ_{k in [lo, hi)} left(r, k) · right[k][col + v·lanes]
@@ -157,22 +157,24 @@ void LinearLowering::packRows(Value source, Value batch, Value head,
           Value row = arith::AddIOp::create(b, first, r);
           SmallVector<Value> chunks;
           for (int64_t c = 0; c < pad; c += lanes)
-            chunks.push_back(
-                loadRowChunk(view, {batch, head, row}, c, width));
+            chunks.push_back(loadRowChunk(view, {batch, head, row}, c, width));
           finish(r, chunks);
         });
       },
       [&] {
-        // Element by element into the row, then φ a vector at a time.
+        // Element by element into the row (pad columns 0), then φ a vector
+        // at a time.
         forLoop(cst(0), count, cst(1), [&](Value r) {
           Value row = arith::AddIOp::create(b, first, r);
           forLoop(cst(0), cst(width), cst(1), [&](Value c) {
             memref::StoreOp::create(b, loadF32(source, {batch, head, row, c}),
                                     rows, ValueRange{r, c});
           });
-          for (int64_t c = width; c < pad; ++c)
-            memref::StoreOp::create(b, f32Const(0.0f), rows,
-                                    ValueRange{r, cst(c)});
+          forLoop(cst(width), cst(pad), cst(1), [&](Value c) {
+            memref::StoreOp::create(b, f32Const(0.0f), rows, ValueRange{r, c});
+          });
+          if (!withPhi)
+            return;
           SmallVector<Value> chunks;
           for (int64_t c = 0; c < pad; c += lanes)
             chunks.push_back(loadVector(rows, {r, cst(c)}));
@@ -187,20 +189,19 @@ LinearLowering::product(Value lo, Value hi, int64_t rows,
                         function_ref<Value(int64_t, Value)> left, Value right,
                         int64_t col, ValueRange acc) {
   int64_t n = acc.size() / rows;
-  return forLoopWith(
-      lo, hi, cst(1), acc, [&](Value k, ValueRange carried) {
-        SmallVector<Value> next(carried.begin(), carried.end());
-        SmallVector<Value> columns;
-        for (int64_t v = 0; v < n; ++v)
-          columns.push_back(loadVector(right, {k, cst(col + v * lanes)}));
-        for (int64_t r = 0; r < rows; ++r) {
-          Value scalar = splat(left(r, k));
-          for (int64_t v = 0; v < n; ++v)
-            next[r * n + v] = vector::FMAOp::create(b, scalar, columns[v],
-                                                    next[r * n + v]);
-        }
-        return next;
-      });
+  return forLoopWith(lo, hi, cst(1), acc, [&](Value k, ValueRange carried) {
+    SmallVector<Value> next(carried.begin(), carried.end());
+    SmallVector<Value> columns;
+    for (int64_t v = 0; v < n; ++v)
+      columns.push_back(loadVector(right, {k, cst(col + v * lanes)}));
+    for (int64_t r = 0; r < rows; ++r) {
+      Value scalar = splat(left(r, k));
+      for (int64_t v = 0; v < n; ++v)
+        next[r * n + v] =
+            vector::FMAOp::create(b, scalar, columns[v], next[r * n + v]);
+    }
+    return next;
+  });
 }
 
 void LinearLowering::updateState(const Buffers &buf, Value count) {
@@ -214,9 +215,9 @@ void LinearLowering::updateState(const Buffers &buf, Value count) {
       SmallVector<Value> acc;
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t v = 0; v < n; ++v)
-          acc.push_back(loadVector(
-              buf.state, {arith::AddIOp::create(b, first, cst(r)),
-                          cst(col + v * lanes)}));
+          acc.push_back(
+              loadVector(buf.state, {arith::AddIOp::create(b, first, cst(r)),
+                                     cst(col + v * lanes)}));
       acc = product(
           cst(0), count, rows,
           [&](int64_t r, Value j) -> Value {
@@ -227,9 +228,9 @@ void LinearLowering::updateState(const Buffers &buf, Value count) {
           buf.values, col, acc);
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t v = 0; v < n; ++v)
-          storeVector(acc[r * n + v], buf.state,
-                      {arith::AddIOp::create(b, first, cst(r)),
-                       cst(col + v * lanes)});
+          storeVector(
+              acc[r * n + v], buf.state,
+              {arith::AddIOp::create(b, first, cst(r)), cst(col + v * lanes)});
     }
   };
   forLoop(cst(0), whole, cst(kRows),
@@ -292,8 +293,8 @@ void LinearLowering::outputRows(const Buffers &buf, Value batch, Value head,
           Value seen = arith::CmpIOp::create(
               b, arith::CmpIPredicate::sle, keyIndex,
               vector::BroadcastOp::create(b, i32Vec, row));
-          Value a = arith::SelectOp::create(b, seen, acc[r * n + v],
-                                            zeroVector());
+          Value a =
+              arith::SelectOp::create(b, seen, acc[r * n + v], zeroVector());
           storeVector(a, buf.scores, {cst(r), cst(col + v * lanes)});
           rowSums[r] = rowSums[r] ? arith::AddFOp::create(b, rowSums[r], a) : a;
         }
@@ -304,8 +305,8 @@ void LinearLowering::outputRows(const Buffers &buf, Value batch, Value head,
   }
   SmallVector<Value> divisor(kRows);
   for (int64_t r = 0; r < kRows; ++r)
-    divisor[r] = splat(arith::AddFOp::create(
-        b, den[r], f32Const(op.getEffectiveEps())));
+    divisor[r] =
+        splat(arith::AddFOp::create(b, den[r], f32Const(op.getEffectiveEps())));
 
   // The numerators, tiles of kTileVectors vectors of Dv: A V_c, then
   // φ(Q_r) S; divided and stored.
@@ -355,8 +356,7 @@ void LinearLowering::outputRows(const Buffers &buf, Value batch, Value head,
 }
 
 void LinearLowering::storeOutputRow(Value batch, Value head, Value row,
-                                    ArrayRef<Value> vectors,
-                                    Value rowBuffer) {
+                                    ArrayRef<Value> vectors, Value rowBuffer) {
   Value output = op.getOutput();
   Type elem = cast<MemRefType>(output.getType()).getElementType();
   auto narrow = [&](Value v) -> Value {
@@ -423,7 +423,8 @@ void LinearLowering::emit() {
         forLoop(cst(0), cst(headDim), cst(1), [&](Value d) {
           forLoop(cst(0), cst(valueDim), cst(1), [&](Value c) {
             memref::StoreOp::create(
-                b, memref::LoadOp::create(b, s0, ValueRange{batch, kvHead, d, c}),
+                b,
+                memref::LoadOp::create(b, s0, ValueRange{batch, kvHead, d, c}),
                 buf.state, ValueRange{d, c});
           });
           memref::StoreOp::create(
@@ -449,9 +450,8 @@ void LinearLowering::emit() {
                  false);
       };
       auto forHeads = [&](function_ref<void(Value)> body) {
-        forLoop(cst(0), group, cst(1), [&](Value g) {
-          body(arith::AddIOp::create(b, firstHead, g));
-        });
+        forLoop(cst(0), group, cst(1),
+                [&](Value g) { body(arith::AddIOp::create(b, firstHead, g)); });
       };
 
       if (causal) {
@@ -475,11 +475,10 @@ void LinearLowering::emit() {
           updateState(buf, count);
         });
       } else {
-        forChunks(keys,
-                  [&](Value start, Value count) {
-                    packKeysValues(start, count);
-                    updateState(buf, count);
-                  });
+        forChunks(keys, [&](Value start, Value count) {
+          packKeysValues(start, count);
+          updateState(buf, count);
+        });
         forHeads([&](Value head) {
           forChunks(rows, [&](Value start, Value count) {
             packRows(query, batch, head, start, count, buf.queries, headDim,

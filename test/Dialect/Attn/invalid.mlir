@@ -1439,3 +1439,114 @@ func.func @block_mask_table_type(%q: tensor<1x1x8x16xf32>, %t: tensor<?x?xi32>, 
       {attn.block_mask = array<i64: 0, 128, 128>} -> tensor<1x1x8x16xf32>
   return %r : tensor<1x1x8x16xf32>
 }
+
+// -----
+
+// attn.linear: shapes, element types, the state, the causal lengths and
+// the attributes, each with the message that names what is wrong.
+
+func.func @linear_wrong_value_heads(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x8x16xf32>,
+                                    %v: tensor<1x3x8x16xf32>, %o: tensor<1x4x8x16xf32>) {
+  // expected-error @+1 {{value dim 1 (Hkv) must equal key's Hkv = 2, found 3}}
+  %r = attn.linear ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x3x8x16xf32>)
+      outs(%o : tensor<1x4x8x16xf32>) -> tensor<1x4x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @linear_group(%q: tensor<1x3x8x16xf32>, %k: tensor<1x2x8x16xf32>,
+                        %o: tensor<1x3x8x16xf32>) {
+  // expected-error @+1 {{query heads (Hq = 3) must be a multiple of key/value heads (Hkv = 2)}}
+  %r = attn.linear ins(%q, %k, %k : tensor<1x3x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>)
+      outs(%o : tensor<1x3x8x16xf32>) -> tensor<1x3x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @linear_causal_lengths(%q: tensor<1x1x8x16xf32>, %k: tensor<1x1x9x16xf32>,
+                                 %o: tensor<1x1x8x16xf32>) {
+  // expected-error @+1 {{key dim 2 (Sk) must equal query's Sq (causal linear attention: query i sees keys 0..i) = 8, found 9}}
+  %r = attn.linear ins(%q, %k, %k : tensor<1x1x8x16xf32>, tensor<1x1x9x16xf32>, tensor<1x1x9x16xf32>)
+      outs(%o : tensor<1x1x8x16xf32>) causal -> tensor<1x1x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @linear_dynamic_head_dim(%q: tensor<1x1x8x?xf32>, %o: tensor<1x1x8x?xf32>) {
+  // expected-error @+1 {{head dims (D of query and key, Dv of value) must be static, found ?, ? and ?}}
+  %r = attn.linear ins(%q, %q, %q : tensor<1x1x8x?xf32>, tensor<1x1x8x?xf32>, tensor<1x1x8x?xf32>)
+      outs(%o : tensor<1x1x8x?xf32>) -> tensor<1x1x8x?xf32>
+  return
+}
+
+// -----
+
+func.func @linear_output_type(%q: tensor<1x1x8x16xbf16>, %o: tensor<1x1x8x16xf32>) {
+  // expected-error @+1 {{output element type must be the query's 'bf16', found 'f32'}}
+  %r = attn.linear ins(%q, %q, %q : tensor<1x1x8x16xbf16>, tensor<1x1x8x16xbf16>, tensor<1x1x8x16xbf16>)
+      outs(%o : tensor<1x1x8x16xf32>) -> tensor<1x1x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @linear_one_state(%q: tensor<1x1x8x16xf32>, %s: tensor<1x1x16x16xf32>,
+                            %o: tensor<1x1x8x16xf32>) {
+  // expected-error @+1 {{state(...) takes the initial state and normalizer (2 operands), found 1}}
+  %r = attn.linear ins(%q, %q, %q : tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>)
+      state(%s : tensor<1x1x16x16xf32>)
+      outs(%o : tensor<1x1x8x16xf32>) -> tensor<1x1x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @linear_state_type(%q: tensor<1x1x8x16xf32>, %s: tensor<1x1x16x16xbf16>,
+                             %z: tensor<1x1x16xf32>, %o: tensor<1x1x8x16xf32>) {
+  // expected-error @+1 {{initial state element type must be f32, found 'bf16'}}
+  %r = attn.linear ins(%q, %q, %q : tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>)
+      state(%s, %z : tensor<1x1x16x16xbf16>, tensor<1x1x16xf32>)
+      outs(%o : tensor<1x1x8x16xf32>) -> tensor<1x1x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @linear_final_normalizer(%q: tensor<1x1x8x16xf32>, %s: tensor<1x1x16x16xf32>,
+                                   %z: tensor<1x1x15xf32>, %o: tensor<1x1x8x16xf32>) {
+  // expected-error @+1 {{final normalizer dim 2 (D) must equal key's D = 16, found 15}}
+  %r:3 = attn.linear ins(%q, %q, %q : tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>)
+      outs(%o, %s, %z : tensor<1x1x8x16xf32>, tensor<1x1x16x16xf32>, tensor<1x1x15xf32>)
+      -> tensor<1x1x8x16xf32>, tensor<1x1x16x16xf32>, tensor<1x1x15xf32>
+  return
+}
+
+// -----
+
+func.func @linear_chunk(%q: tensor<1x1x8x16xf32>, %o: tensor<1x1x8x16xf32>) {
+  // expected-error @+1 {{chunk must be in [1, 256], found 0}}
+  %r = attn.linear ins(%q, %q, %q : tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>)
+      outs(%o : tensor<1x1x8x16xf32>) causal chunk(0) -> tensor<1x1x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @linear_eps(%q: tensor<1x1x8x16xf32>, %o: tensor<1x1x8x16xf32>) {
+  // expected-error @+1 {{eps must be finite and >= 0, found -1}}
+  %r = attn.linear ins(%q, %q, %q : tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>)
+      outs(%o : tensor<1x1x8x16xf32>) eps(-1.0) -> tensor<1x1x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @linear_outs_count(%q: tensor<1x1x8x16xf32>, %o: tensor<1x1x8x16xf32>) {
+  // expected-error @+1 {{outs(...) takes the output, then optionally the final state and normalizer (1 or 3 operands), found 2}}
+  %r:2 = attn.linear ins(%q, %q, %q : tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>)
+      outs(%o, %o : tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>) -> tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>
+  return
+}

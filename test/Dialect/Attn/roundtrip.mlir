@@ -493,3 +493,46 @@ func.func @block_mask(%q: tensor<1x2x?x16xf32>, %docs: tensor<?xi32>, %t: tensor
       causal align(top_left) {attn.block_mask = array<i64: 0, 128, 128>} -> tensor<1x2x?x16xf32>
   return %r, %s : tensor<1x2x?x16xf32>, tensor<1x2x?x16xf32>
 }
+
+// -----
+
+// attn.linear: the minimal form, and every clause with the state in and out.
+
+// CHECK-LABEL: func @linear_minimal
+// CHECK: attn.linear ins(%{{.+}}, %{{.+}}, %{{.+}} : tensor<1x2x?x16xf32>, tensor<1x2x?x16xf32>, tensor<1x2x?x8xf32>) outs(%{{.+}} : tensor<1x2x?x8xf32>) -> tensor<1x2x?x8xf32>
+func.func @linear_minimal(%q: tensor<1x2x?x16xf32>, %k: tensor<1x2x?x16xf32>,
+                          %v: tensor<1x2x?x8xf32>, %o: tensor<1x2x?x8xf32>)
+    -> tensor<1x2x?x8xf32> {
+  %r = attn.linear ins(%q, %k, %v : tensor<1x2x?x16xf32>, tensor<1x2x?x16xf32>, tensor<1x2x?x8xf32>)
+      outs(%o : tensor<1x2x?x8xf32>) -> tensor<1x2x?x8xf32>
+  return %r : tensor<1x2x?x8xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @linear_state
+// CHECK: attn.linear ins({{.*}}) state(%{{.+}}, %{{.+}} : tensor<1x2x16x8xf32>, tensor<1x2x16xf32>) outs({{.*}}) causal chunk(32) eps(1.000000e-03) feature_map(relu) -> tensor<1x4x?x8xbf16>, tensor<1x2x16x8xf32>, tensor<1x2x16xf32>
+func.func @linear_state(%q: tensor<1x4x?x16xbf16>, %k: tensor<1x2x?x16xbf16>,
+                        %v: tensor<1x2x?x8xbf16>, %s0: tensor<1x2x16x8xf32>,
+                        %z0: tensor<1x2x16xf32>, %o: tensor<1x4x?x8xbf16>,
+                        %s1: tensor<1x2x16x8xf32>, %z1: tensor<1x2x16xf32>)
+    -> (tensor<1x4x?x8xbf16>, tensor<1x2x16x8xf32>, tensor<1x2x16xf32>) {
+  %r:3 = attn.linear ins(%q, %k, %v : tensor<1x4x?x16xbf16>, tensor<1x2x?x16xbf16>, tensor<1x2x?x8xbf16>)
+      state(%s0, %z0 : tensor<1x2x16x8xf32>, tensor<1x2x16xf32>)
+      outs(%o, %s1, %z1 : tensor<1x4x?x8xbf16>, tensor<1x2x16x8xf32>, tensor<1x2x16xf32>)
+      causal chunk(32) eps(1.0e-3) feature_map(relu)
+      -> tensor<1x4x?x8xbf16>, tensor<1x2x16x8xf32>, tensor<1x2x16xf32>
+  return %r#0, %r#1, %r#2 : tensor<1x4x?x8xbf16>, tensor<1x2x16x8xf32>, tensor<1x2x16xf32>
+}
+
+// -----
+
+// On memrefs: no results.
+
+// CHECK-LABEL: func @linear_memrefs
+// CHECK: attn.linear ins({{.*}}) outs(%{{.+}} : memref<1x1x4x8xf16>){{ *$}}
+func.func @linear_memrefs(%q: memref<1x1x4x8xf16>, %o: memref<1x1x4x8xf16>) {
+  attn.linear ins(%q, %q, %q : memref<1x1x4x8xf16>, memref<1x1x4x8xf16>, memref<1x1x4x8xf16>)
+      outs(%o : memref<1x1x4x8xf16>)
+  return
+}

@@ -49,6 +49,11 @@ void expectEqualSpecs(const KernelSpec &a, const KernelSpec &b) {
   EXPECT_EQ(a.weights, b.weights);
   EXPECT_EQ(a.sinks, b.sinks);
   EXPECT_EQ(a.gradMask, b.gradMask);
+  EXPECT_EQ(a.linear, b.linear);
+  EXPECT_EQ(a.eps, b.eps);
+  EXPECT_EQ(a.chunk, b.chunk);
+  EXPECT_EQ(a.featureMap, b.featureMap);
+  EXPECT_EQ(a.linearState, b.linearState);
   for (int i = 0; i < 5; ++i)
     EXPECT_EQ(a.staticSizes[i], b.staticSizes[i]) << "static size " << i;
   EXPECT_EQ(a.group, b.group);
@@ -242,6 +247,23 @@ TEST(KernelSpec, KindsOfKernel) {
   expectEqualSpecs(parseOrDie(printKernelSpec(dbias)), dbias);
 }
 
+TEST(KernelSpec, LinearAttention) {
+  KernelSpec plain = parseOrDie("linear,dtype=bf16,d=64,dv=32");
+  EXPECT_TRUE(plain.linear && !plain.causal && !plain.linearState);
+  EXPECT_EQ(plain.eps, 1e-6f);
+  EXPECT_EQ(plain.chunk, 64);
+  EXPECT_EQ(plain.featureMap, FeatureMap::EluPlusOne);
+  EXPECT_EQ(printKernelSpec(plain), "dtype=bf16,d=64,dv=32,linear");
+  KernelSpec all = parseOrDie(
+      "linear,causal,d=16,eps=0.001,chunk=17,feature_map=relu,state,gqa=4");
+  EXPECT_TRUE(all.causal && all.linearState);
+  EXPECT_EQ(all.chunk, 17);
+  EXPECT_EQ(all.featureMap, FeatureMap::Relu);
+  EXPECT_EQ(all.eps, 0.001f);
+  expectEqualSpecs(parseOrDie(printKernelSpec(all)), all);
+  expectEqualSpecs(parseOrDie(printKernelSpec(plain)), plain);
+}
+
 TEST(KernelSpec, RoundTripsFloatsExactly) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> dist(1e-6f, 1e6f);
@@ -357,6 +379,26 @@ std::set<std::string> runtimeIdentifiers(const std::string &header) {
        ++it)
     names.insert(it->str());
   return names;
+}
+
+TEST(KernelSpecErrors, LinearAttention) {
+  // Its options need it, and what softmax attention has it refuses.
+  expectError("d=64,chunk=32", {"'chunk'", "needs 'linear'"});
+  expectError("d=64,state", {"'state'", "needs 'linear'"});
+  for (const char *key :
+       {"mask=bool", "lse", "scale=0.5", "softcap=30", "window=8:0", "backward",
+        "dropout", "weights", "sinks"})
+    expectError(std::string("linear,d=64,") + key,
+                {"linear attention's kernel takes no"});
+  expectError("linear,d=64,causal=bottom_right",
+              {"only alignment is top_left"});
+  expectError("linear,d=64,causal,sizes=1:1:1:8:9", {"Sq = Sk", "Sk = 9"});
+  expectError("linear,d=64,chunk=0", {"'chunk'", "[1, 256]"});
+  expectError("linear,d=64,chunk=257", {"'chunk'", "[1, 256]"});
+  expectError("linear,d=64,eps=-1", {"'eps'", ">= 0"});
+  expectError("linear,d=64,eps=inf", {"'eps'"});
+  expectError("linear,d=64,feature_map=softmax",
+              {"'feature_map'", "elu_plus_one or relu"});
 }
 
 TEST(KernelSpecErrors, NoNameClashesWithTheRuntimesIdentifiers) {

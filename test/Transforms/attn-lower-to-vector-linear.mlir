@@ -1,0 +1,104 @@
+// RUN: attn-opt %s -attn-lower-to-vector -canonicalize | FileCheck %s
+
+// A bufferized attn.linear (one work item: a batch and a key/value head with
+// its group of query heads) becomes the linear attention kernel: f32 heap
+// buffers for a chunk's φ(Q), φ(K), V, φ(K)ᵀ, the rows' A and the state S
+// [D][DvPad] and normalizer z [D], the state zeroed; per chunk of 32 rows
+// φ(K) and V packed (φ = elu + 1: a select between x + 1 and exp(x); vector
+// loads where the rows have unit stride, else element by element), then per
+// query head φ(Q) packed and per block of 4 rows: φ(Q)·z as a dot product,
+// A = φ(Q) φ(K)ᵀ as 4 x 2 register tiles masked to j <= i (a select, so a
+// NaN at a later key stays out), A·V over the keys before the block and
+// its diagonal, φ(Q)·S, the division by the denominator plus eps, and the
+// rows below the chunk's end stored; then S += φ(K)ᵀV by 4 rows of S at a
+// time and z += Σ φ(K).
+
+// CHECK-LABEL: func @causal
+//   CHECK-DAG: %[[QS:.+]] = memref.alloc() {alignment = 64 : i64} : memref<32x16xf32>
+//   CHECK-DAG: %[[KS:.+]] = memref.alloc() {alignment = 64 : i64} : memref<32x16xf32>
+//   CHECK-DAG: %[[VS:.+]] = memref.alloc() {alignment = 64 : i64} : memref<32x32xf32>
+//   CHECK-DAG: %[[S:.+]] = memref.alloc() {alignment = 64 : i64} : memref<16x32xf32>
+//   CHECK-DAG: %[[Z:.+]] = memref.alloc() {alignment = 64 : i64} : memref<16xf32>
+//   CHECK-DAG: %[[KT:.+]] = memref.alloc() {alignment = 64 : i64} : memref<16x32xf32>
+//   CHECK-DAG: %[[A:.+]] = memref.alloc() {alignment = 64 : i64} : memref<4x32xf32>
+// The chunks, φ(K) packed.
+//       CHECK: scf.for %{{.+}} = %c0 to %{{.+}} step %c32 {
+//       CHECK:   scf.if
+//       CHECK:     arith.cmpf ogt
+//       CHECK:     math.exp
+//       CHECK:     arith.select
+//       CHECK:     vector.store %{{.+}}, %[[KS]]
+//       CHECK:   } else {
+//       CHECK:     memref.store %{{.+}}, %[[KS]]
+// φ(K)ᵀ, then per query head (G = 2) φ(Q) and the blocks of 4 rows.
+//       CHECK:   memref.store %{{.+}}, %[[KT]]
+//       CHECK:   scf.for %{{.+}} = %c0 to %c2 step %c1 {
+//       CHECK:     vector.store %{{.+}}, %[[QS]]
+//       CHECK:     scf.for %[[ROW:.+]] = %c0 to %{{.+}} step %c4 {
+//       CHECK:       vector.load %[[Z]]
+//       CHECK:       vector.reduction <add>
+//       CHECK:       scf.for %{{.+}} = %c0 to %c16 step %c1 iter_args
+//       CHECK:         vector.load %[[KT]]
+//       CHECK:         memref.load %[[QS]]
+//       CHECK:         vector.fma
+//       CHECK:       arith.cmpi {{sle|sge}}
+//       CHECK:       arith.select
+//       CHECK:       vector.store %{{.+}}, %[[A]]
+// A·V up to the block's first row, then its diagonal keys, then φ(Q)·S.
+//       CHECK:       scf.for %{{.+}} = %c0 to %[[ROW]] step %c1 iter_args
+//       CHECK:         vector.load %[[VS]]
+//       CHECK:         memref.load %[[A]]
+//       CHECK:       vector.load %[[VS]]
+//       CHECK:       scf.for %{{.+}} = %c0 to %c16 step %c1 iter_args
+//       CHECK:         vector.load %[[S]]
+//       CHECK:       arith.divf
+//       CHECK:       scf.if
+//       CHECK:         vector.maskedstore
+// The state's update.
+//       CHECK:   scf.for %{{.+}} = %c0 to %c16 step %c4 {
+//       CHECK:     vector.load %[[S]]
+//       CHECK:     scf.for %{{.+}} = %c0 to %{{.+}} step %c1 iter_args
+//       CHECK:       memref.load %[[KS]]
+//       CHECK:       vector.fma
+//       CHECK:     vector.store %{{.+}}, %[[S]]
+//       CHECK:   vector.load %[[Z]]
+//       CHECK:   scf.for
+//       CHECK:     arith.addf
+//       CHECK:   vector.store %{{.+}}, %[[Z]]
+//       CHECK: memref.dealloc %[[QS]]
+func.func @causal(%q: memref<1x2x?x16xf32, strided<[?, ?, ?, ?], offset: ?>>,
+                  %k: memref<1x1x?x16xf32, strided<[?, ?, ?, ?], offset: ?>>,
+                  %v: memref<1x1x?x24xf32, strided<[?, ?, ?, ?], offset: ?>>,
+                  %o: memref<1x2x?x24xf32, strided<[?, ?, ?, ?], offset: ?>>) {
+  attn.linear ins(%q, %k, %v : memref<1x2x?x16xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<1x1x?x16xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<1x1x?x24xf32, strided<[?, ?, ?, ?], offset: ?>>)
+      outs(%o : memref<1x2x?x24xf32, strided<[?, ?, ?, ?], offset: ?>>) causal chunk(32)
+  return
+}
+
+// Non-causal, relu, with a state: S₀ and z₀ read into the buffers, the
+// state summed over every chunk of keys first, then per query head (one
+// here: its loop folds away) and chunk the output rows (no A), and the
+// final state written out.
+
+// CHECK-LABEL: func @state
+//       CHECK: memref.load %arg3
+//       CHECK: memref.load %arg4
+//       CHECK: scf.for %{{.+}} = %c0 to %{{.+}} step %c64 {
+//       CHECK:   arith.maximumf
+//   CHECK-NOT:   math.exp
+//       CHECK:   vector.fma
+//       CHECK: scf.for %{{.+}} = %c0 to %{{.+}} step %c64 {
+//   CHECK-NOT:   arith.cmpi
+//       CHECK:   arith.divf
+//       CHECK: memref.store %{{.+}}, %arg6
+//       CHECK: memref.store %{{.+}}, %arg7
+func.func @state(%q: memref<1x1x?x8xbf16>, %k: memref<1x1x?x8xbf16>,
+                 %v: memref<1x1x?x8xbf16>, %s0: memref<1x1x8x8xf32>,
+                 %z0: memref<1x1x8xf32>, %o: memref<1x1x?x8xbf16>,
+                 %s1: memref<1x1x8x8xf32>, %z1: memref<1x1x8xf32>) {
+  attn.linear ins(%q, %k, %v : memref<1x1x?x8xbf16>, memref<1x1x?x8xbf16>, memref<1x1x?x8xbf16>)
+      state(%s0, %z0 : memref<1x1x8x8xf32>, memref<1x1x8xf32>)
+      outs(%o, %s1, %z1 : memref<1x1x?x8xbf16>, memref<1x1x8x8xf32>, memref<1x1x8xf32>)
+      feature_map(relu)
+  return
+}
