@@ -80,8 +80,8 @@ KernelAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 
 namespace {
 /// The bufferization of an attn op in destination-passing style that takes
-/// tensors or memrefs (the online, backward, weights and linear ops): the
-/// same op on buffers, writing its outs in place.
+/// tensors or memrefs (the online, backward, weights, linear and additive
+/// ops): the same op on buffers, writing its outs in place.
 template <typename OpTy>
 struct MemRefFormBufferization
     : public bufferization::DstBufferizableOpInterfaceExternalModel<
@@ -129,5 +129,6 @@ void mlir::attn::registerBufferizableOpInterfaceExternalModels(
     AttentionWeightsOp::attachInterface<
         MemRefFormBufferization<AttentionWeightsOp>>(*ctx);
     LinearOp::attachInterface<MemRefFormBufferization<LinearOp>>(*ctx);
+    AdditiveOp::attachInterface<MemRefFormBufferization<AdditiveOp>>(*ctx);
   });
 }

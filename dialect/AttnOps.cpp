@@ -1555,6 +1555,200 @@ LogicalResult LinearOp::getResultTilePosition(
 }
 
 //===----------------------------------------------------------------------===//
+// AdditiveOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult AdditiveOp::verify() {
+  Operation *op = *this;
+  struct Operand {
+    const char *name;
+    Value value;
+    int64_t rank;
+    const char *layout;
+  };
+  const Operand operands[] = {{"query", getQuery(), 3, "[B, Sq, Dq]"},
+                              {"keys", getKeys(), 3, "[B, Sk, Dk]"},
+                              {"values", getValues(), 3, "[B, Sk, Dv]"},
+                              {"query_weight", getQueryWeight(), 2, "[A, Dq]"},
+                              {"key_weight", getKeyWeight(), 2, "[A, Dk]"},
+                              {"score_vector", getScoreVector(), 1, "[A]"}};
+  for (const Operand &o : operands)
+    if (failed(verifyRank(op, o.name, o.value.getType(), o.rank, o.layout)))
+      return failure();
+  auto shape = [](Value v) { return cast<ShapedType>(v.getType()); };
+  ShapedType q = shape(getQuery()), k = shape(getKeys()),
+             v = shape(getValues()), wq = shape(getQueryWeight()),
+             wk = shape(getKeyWeight()), va = shape(getScoreVector());
+  Type elem = q.getElementType();
+  if (!isAttentionElementType(elem))
+    return emitOpError() << "query element type must be f32, f16 or bf16, "
+                            "found "
+                         << elem;
+  for (const Operand &o : ArrayRef(operands).drop_front())
+    if (shape(o.value).getElementType() != elem)
+      return emitOpError() << o.name << " must have the query's element type "
+                           << elem << ", found "
+                           << shape(o.value).getElementType();
+  // The feature dims are static: the kernel's buffers are sized by them.
+  for (auto [name, size] :
+       {std::pair<StringRef, int64_t>{"query dim 2 (Dq)", q.getDimSize(2)},
+        {"keys dim 2 (Dk)", k.getDimSize(2)},
+        {"values dim 2 (Dv)", v.getDimSize(2)},
+        {"query_weight dim 0 (A)", wq.getDimSize(0)}}) {
+    if (ShapedType::isDynamic(size))
+      return emitOpError() << name << " must be static, found ?";
+    if (size > ::attn::kMaxHeadDim)
+      return emitOpError() << name << " must be at most " << ::attn::kMaxHeadDim
+                           << ", found " << size;
+  }
+  if (failed(verifyDim(op, "keys", k, 0, "B", q.getDimSize(0), "query's B")) ||
+      failed(
+          verifyDim(op, "values", v, 0, "B", q.getDimSize(0), "query's B")) ||
+      failed(
+          verifyDim(op, "values", v, 1, "Sk", k.getDimSize(1), "keys' Sk")) ||
+      failed(verifyDim(op, "query_weight", wq, 1, "Dq", q.getDimSize(2),
+                       "query's Dq")) ||
+      failed(verifyDim(op, "key_weight", wk, 0, "A", wq.getDimSize(0),
+                       "query_weight's A")) ||
+      failed(verifyDim(op, "key_weight", wk, 1, "Dk", k.getDimSize(2),
+                       "keys' Dk")) ||
+      failed(verifyDim(op, "score_vector", va, 0, "A", wq.getDimSize(0),
+                       "query_weight's A")))
+    return failure();
+  if (Value mask = getMask()) {
+    if (failed(
+            verifyRank(op, "mask", mask.getType(), 3, "[B or 1, Sq or 1, Sk]")))
+      return failure();
+    ShapedType m = shape(mask);
+    if (!m.getElementType().isInteger(1))
+      return emitOpError() << "mask must be an i1 keep-mask, found "
+                           << m.getElementType();
+    static const char *names[] = {"B", "Sq"};
+    for (unsigned d = 0; d < 2; ++d)
+      if (m.getDimSize(d) != 1 &&
+          failed(verifyDim(op, "mask", m, d, names[d], q.getDimSize(d),
+                           (Twine("query's ") + names[d] + " (or 1)").str())))
+        return failure();
+    if (failed(verifyDim(op, "mask", m, 2, "Sk", k.getDimSize(1), "keys' Sk")))
+      return failure();
+  }
+  if (getOutputs().size() != 1 && getOutputs().size() != 2)
+    return emitOpError() << "outs(...) takes the output, then optionally the "
+                            "weights (1 or 2 operands), found "
+                         << getOutputs().size();
+  if (failed(verifyRank(op, "output", getOutput().getType(), 3, "[B, Sq, Dv]")))
+    return failure();
+  ShapedType o = shape(getOutput());
+  if (o.getElementType() != elem)
+    return emitOpError() << "output element type must be the query's " << elem
+                         << ", found " << o.getElementType();
+  if (failed(
+          verifyDim(op, "output", o, 0, "B", q.getDimSize(0), "query's B")) ||
+      failed(
+          verifyDim(op, "output", o, 1, "Sq", q.getDimSize(1), "query's Sq")) ||
+      failed(
+          verifyDim(op, "output", o, 2, "Dv", v.getDimSize(2), "values' Dv")))
+    return failure();
+  if (Value weights = getWeights()) {
+    if (failed(verifyRank(op, "weights", weights.getType(), 3, "[B, Sq, Sk]")))
+      return failure();
+    ShapedType w = shape(weights);
+    if (!w.getElementType().isF32())
+      return emitOpError() << "weights element type must be f32, found "
+                           << w.getElementType();
+    if (failed(verifyDim(op, "weights", w, 0, "B", q.getDimSize(0),
+                         "query's B")) ||
+        failed(verifyDim(op, "weights", w, 1, "Sq", q.getDimSize(1),
+                         "query's Sq")) ||
+        failed(
+            verifyDim(op, "weights", w, 2, "Sk", k.getDimSize(1), "keys' Sk")))
+      return failure();
+  }
+  return verifyTensorOrMemRefForm(*this);
+}
+
+void AdditiveOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  memrefEffects(*this, effects);
+}
+
+// attn.additive's rows are independent (each its own softmax over every
+// key): B and Sq tile, the keys stay whole.
+
+SmallVector<Range> AdditiveOp::getIterationDomain(OpBuilder &b) {
+  Location loc = getLoc();
+  OpFoldResult zero = b.getIndexAttr(0), one = b.getIndexAttr(1);
+  return {Range{zero, dimOf(b, loc, getQuery(), 0), one},
+          Range{zero, dimOf(b, loc, getQuery(), 1), one}};
+}
+
+SmallVector<utils::IteratorType> AdditiveOp::getLoopIteratorTypes() {
+  return {utils::IteratorType::parallel, utils::IteratorType::parallel};
+}
+
+FailureOr<TilingResult>
+AdditiveOp::getTiledImplementation(OpBuilder &b, ArrayRef<OpFoldResult> offsets,
+                                   ArrayRef<OpFoldResult> sizes) {
+  if (!hasPureTensorSemantics()) {
+    emitOpError("tiles only in its tensor form");
+    return failure();
+  }
+  Location loc = getLoc();
+  OperandTiles tiles;
+  OpFoldResult zero = b.getIndexAttr(0);
+  auto whole = [&](Value v, int64_t d) { return dimOf(b, loc, v, d); };
+  auto slice = [&](Value source, ArrayRef<OpFoldResult> at,
+                   ArrayRef<OpFoldResult> size) {
+    return extractSlice(b, loc, source, at, size, tiles);
+  };
+  OpFoldResult keys = whole(getKeys(), 1);
+  Value query = slice(getQuery(), {offsets[0], offsets[1], zero},
+                      {sizes[0], sizes[1], whole(getQuery(), 2)});
+  Value keyRows = slice(getKeys(), {offsets[0], zero, zero},
+                        {sizes[0], keys, whole(getKeys(), 2)});
+  Value values = slice(getValues(), {offsets[0], zero, zero},
+                       {sizes[0], keys, whole(getValues(), 2)});
+  Value mask;
+  if (Value m = getMask()) {
+    // A dim of static size 1 broadcasts: the tile reads its index 0.
+    auto type = cast<ShapedType>(m.getType());
+    SmallVector<OpFoldResult> at, size;
+    for (unsigned d = 0; d < 2; ++d) {
+      bool broadcast = type.getDimSize(d) == 1;
+      at.push_back(broadcast ? zero : offsets[d]);
+      size.push_back(broadcast ? b.getIndexAttr(1) : sizes[d]);
+    }
+    at.push_back(zero);
+    size.push_back(keys);
+    mask = slice(m, at, size);
+  }
+  SmallVector<Value> outputs = {
+      slice(getOutput(), {offsets[0], offsets[1], zero},
+            {sizes[0], sizes[1], whole(getOutput(), 2)})};
+  if (Value w = getWeights())
+    outputs.push_back(
+        slice(w, {offsets[0], offsets[1], zero}, {sizes[0], sizes[1], keys}));
+  auto tiled = AdditiveOp::create(
+      b, loc, ValueRange(outputs).getTypes(), query, keyRows, values,
+      getQueryWeight(), getKeyWeight(), getScoreVector(), mask, outputs);
+  return TilingResult{
+      {tiled}, SmallVector<Value>(tiled->getResults()), tiles.slices};
+}
+
+LogicalResult AdditiveOp::getResultTilePosition(
+    OpBuilder &b, unsigned resultNumber, ArrayRef<OpFoldResult> offsets,
+    ArrayRef<OpFoldResult> sizes, SmallVector<OpFoldResult> &resultOffsets,
+    SmallVector<OpFoldResult> &resultSizes) {
+  Location loc = getLoc();
+  resultOffsets = {offsets[0], offsets[1], b.getIndexAttr(0)};
+  resultSizes = {sizes[0], sizes[1],
+                 resultNumber == 0 ? dimOf(b, loc, getOutput(), 2)
+                                   : dimOf(b, loc, getKeys(), 1)};
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // Canonicalization
 //===----------------------------------------------------------------------===//
 

@@ -562,6 +562,82 @@ def Attn_LinearOp : Attn_Op<"linear", [
 }
 
 //===----------------------------------------------------------------------===//
+// attn.additive
+//===----------------------------------------------------------------------===//
+
+def Attn_AdditiveOp : Attn_Op<"additive", [
+    AttrSizedOperandSegments, DestinationStyleOpInterface,
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
+    DeclareOpInterfaceMethods<TilingInterface, [
+      "getIterationDomain", "getLoopIteratorTypes",
+      "getTiledImplementation", "getResultTilePosition"]>]> {
+  let summary = "additive (Bahdanau) attention: a small network scores each pair";
+  let description = [{
+    Additive attention (Bahdanau et al., 2015), for each batch `b`, query
+    row `i` and key `j`:
+
+    ```
+    s[i,j] = Σ_a v[a] · tanh(qp[i,a] + kp[j,a])
+             qp = query · W_qᵀ  [B, Sq, A],  kp = keys · W_kᵀ  [B, Sk, A]
+    P[i,:] = softmax over the allowed keys of s[i,:]
+    O[i]   = Σ_j P[i,j] · values[j]
+    ```
+
+    with `query [B, Sq, Dq]`, `keys [B, Sk, Dk]`, `values [B, Sk, Dv]`,
+    `W_q [A, Dq]`, `W_k [A, Dk]`, `v [A]` (one element type: f32, bf16 or
+    f16) and an optional keep-mask `[B or 1, Sq or 1, Sk]` (i1, true
+    attends). A row with no allowed key gives O = 0 and weights 0 (the
+    tutorials' `-1e9` fill gives such a row the uniform average instead).
+    The outs are O `[B, Sq, Dv]` (the inputs' type) and, optionally, the
+    weights P `[B, Sq, Sk]` (f32). The projections, tanh and the softmax are
+    f32; nothing of size Sq·Sk·A exists: the scores are computed a block of
+    keys at a time and folded into an online softmax. The op tiles over
+    batches and query rows. The contract is the section "Additive
+    attention" of `docs/spec.md`.
+
+    ```mlir
+    %o = attn.additive ins(%q, %k, %v, %wq, %wk, %va : tensor<4x?x256xf32>,
+        tensor<4x?x256xf32>, tensor<4x?x256xf32>, tensor<128x256xf32>,
+        tensor<128x256xf32>, tensor<128xf32>)
+        outs(%o0 : tensor<4x?x256xf32>) -> tensor<4x?x256xf32>
+    ```
+  }];
+  let arguments = (ins Attn_TensorOrMemRef:$query,
+                       Attn_TensorOrMemRef:$keys,
+                       Attn_TensorOrMemRef:$values,
+                       Attn_TensorOrMemRef:$query_weight,
+                       Attn_TensorOrMemRef:$key_weight,
+                       Attn_TensorOrMemRef:$score_vector,
+                       Optional<Attn_TensorOrMemRef>:$mask,
+                       Variadic<Attn_TensorOrMemRef>:$outputs);
+  let results = (outs Variadic<AnyRankedTensor>:$results);
+  let assemblyFormat = [{
+    `ins` `(` $query `,` $keys `,` $values `,` $query_weight `,` $key_weight `,` $score_vector `:`
+        type($query) `,` type($keys) `,` type($values) `,` type($query_weight) `,`
+        type($key_weight) `,` type($score_vector) `)`
+    (`mask` `(` $mask^ `:` type($mask) `)`)?
+    `outs` `(` $outputs `:` type($outputs) `)`
+    attr-dict custom<ResultTypes>(type($results), ref(type($outputs)))
+  }];
+  let hasVerifier = 1;
+
+  let extraClassDeclaration = [{
+    ::mlir::MutableOperandRange getDpsInitsMutable() {
+      return getOutputsMutable();
+    }
+    ::mlir::Value getOutput() { return getOutputs().front(); }
+    /// The weights out, or null.
+    ::mlir::Value getWeights() {
+      return getOutputs().size() < 2 ? nullptr : getOutputs()[1];
+    }
+    /// As the softmax's shared maths (AttentionMath) read them: additive
+    /// scores are not scaled or capped.
+    float getEffectiveScale() { return 1.0f; }
+    ::mlir::FloatAttr getSoftcapAttr() { return {}; }
+  }];
+}
+
+//===----------------------------------------------------------------------===//
 // The modifiers' ops: attn.captured and attn.yield
 //===----------------------------------------------------------------------===//
 

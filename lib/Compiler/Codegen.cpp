@@ -160,8 +160,8 @@ namespace {
 //===----------------------------------------------------------------------===//
 
 struct AbiTypes {
-  llvm::StructType *args, *backwardArgs, *linearArgs, *desc, *library,
-      *gpuKernel;
+  llvm::StructType *args, *backwardArgs, *linearArgs, *additiveArgs, *desc,
+      *library, *gpuKernel;
   llvm::StructType *capture, *captureDesc;
   llvm::Type *i32, *i64, *f32, *ptr;
 
@@ -205,12 +205,20 @@ struct AbiTypes {
               arr(i64, 4), arr(i64, 4), arr(i64, 4), arr(i64, 3), arr(i64, 4),
               arr(i64, 3)},
         "attn_linear_args");
+    // attn_additive_args: 9 pointers, 3 sizes, then each tensor's strides.
+    additiveArgs = llvm::StructType::create(
+        ctx, {ptr,         ptr,         ptr,         ptr,         ptr,
+              ptr,         ptr,         ptr,         ptr,         i64,
+              i64,         i64,         arr(i64, 3), arr(i64, 3), arr(i64, 3),
+              arr(i64, 2), arr(i64, 2), arr(i64, 1), arr(i64, 3), arr(i64, 3),
+              arr(i64, 3)},
+        "attn_additive_args");
     desc = llvm::StructType::create(
-        ctx,
-        {i32, i32, ptr,         i32, i32, arr(i32, 3), i32, i32, i32, i64, i64,
-         i64, i64, arr(i64, 5), i64, f32, f32,         ptr, ptr, ptr, ptr, i32,
-         ptr, ptr, ptr,         ptr, ptr, i32,         i32, ptr, ptr, i32, i32,
-         i32, i32, ptr,         ptr, ptr, i32,         i32, f32, i32},
+        ctx, {i32, i32, ptr, i32,         i32, arr(i32, 3), i32, i32, i32, i64,
+              i64, i64, i64, arr(i64, 5), i64, f32,         f32, ptr, ptr, ptr,
+              ptr, i32, ptr, ptr,         ptr, ptr,         ptr, i32, i32, ptr,
+              ptr, i32, i32, i32,         i32, ptr,         ptr, ptr, i32, i32,
+              f32, i32, ptr, ptr,         i64, i64,         i32},
         "attn_kernel_desc");
     gpuKernel = llvm::StructType::create(
         ctx, {ptr, i32, ptr, i64, ptr, i32, i32, i32}, "attn_gpu_kernel");
@@ -607,6 +615,69 @@ llvm::Function *emitLinearEntryPoint(llvm::Module &module,
   return fn;
 }
 
+/// Emits an additive attention kernel's `<name>_run` or `<name>_work_items`:
+/// unpack the attn_additive_args into memref descriptors in the order of
+/// its function (Q, K, V, W_q, W_k, v, [mask], O, [W]) and call `impl`.
+llvm::Function *emitAdditiveEntryPoint(llvm::Module &module,
+                                       const AbiTypes &types,
+                                       const ::attn::KernelSpec &spec,
+                                       llvm::Function *impl, bool isRun) {
+  enum : unsigned { kQ, kK, kV, kWq, kWk, kVa, kMask, kO, kW, kSizes = 9 };
+  constexpr unsigned kStrides = kSizes + 3;
+  llvm::LLVMContext &ctx = module.getContext();
+  SmallVector<llvm::Type *> params = {types.ptr};
+  if (isRun)
+    params.append({types.i64, types.i64});
+  llvm::FunctionType *type = llvm::FunctionType::get(
+      isRun ? llvm::Type::getVoidTy(ctx) : types.i64, params, false);
+  auto *fn = llvm::Function::Create(
+      type, llvm::Function::ExternalLinkage,
+      spec.name + (isRun ? "_run" : "_work_items"), module);
+  llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", fn));
+  llvm::Value *args = fn->getArg(0);
+  auto load = [&](unsigned field, llvm::Type *t) {
+    return b.CreateLoad(t, b.CreateStructGEP(types.additiveArgs, args, field));
+  };
+  llvm::Value *batch = load(kSizes, types.i64),
+              *rows = load(kSizes + 1, types.i64),
+              *keys = load(kSizes + 2, types.i64);
+  auto c = [&](int64_t v) { return b.getInt64(v); };
+  SmallVector<llvm::Value *> callArgs;
+  auto memref = [&](unsigned t, ArrayRef<llvm::Value *> sizes) {
+    llvm::Value *pointer = load(t, types.ptr);
+    callArgs.append({pointer, pointer, c(0)});
+    callArgs.append(sizes.begin(), sizes.end());
+    llvm::Value *strides =
+        b.CreateStructGEP(types.additiveArgs, args, kStrides + t);
+    for (unsigned i = 0; i < sizes.size(); ++i)
+      callArgs.push_back(b.CreateLoad(
+          types.i64, b.CreateConstInBoundsGEP2_32(
+                         types.additiveArgs->getElementType(kStrides + t),
+                         strides, 0, i)));
+  };
+  memref(kQ, {batch, rows, c(spec.queryDim)});
+  memref(kK, {batch, keys, c(spec.headDim)});
+  memref(kV, {batch, keys, c(spec.valueDim)});
+  memref(kWq, {c(spec.attnDim), c(spec.queryDim)});
+  memref(kWk, {c(spec.attnDim), c(spec.headDim)});
+  memref(kVa, {c(spec.attnDim)});
+  if (spec.mask != ::attn::MaskKind::None)
+    memref(kMask, {batch, rows, keys});
+  memref(kO, {batch, rows, c(spec.valueDim)});
+  if (spec.additiveWeights)
+    memref(kW, {batch, rows, keys});
+  if (isRun) {
+    callArgs.push_back(fn->getArg(1));
+    callArgs.push_back(fn->getArg(2));
+    b.CreateCall(impl, callArgs);
+    b.CreateRetVoid();
+  } else {
+    b.CreateRet(b.CreateCall(impl, callArgs));
+  }
+  impl->setLinkage(llvm::GlobalValue::InternalLinkage);
+  return fn;
+}
+
 llvm::Constant *cString(llvm::Module &module, llvm::StringRef text,
                         const llvm::Twine &name) {
   llvm::LLVMContext &ctx = module.getContext();
@@ -629,6 +700,8 @@ struct KernelCode {
   llvm::Function *backwardWorkItems = nullptr, *backwardRun = nullptr;
   /// A linear attention kernel's (then workItems and run are null).
   llvm::Function *linearWorkItems = nullptr, *linearRun = nullptr;
+  /// An additive attention kernel's (likewise).
+  llvm::Function *additiveWorkItems = nullptr, *additiveRun = nullptr;
   llvm::Constant *gpu = nullptr;
 };
 
@@ -709,10 +782,11 @@ llvm::GlobalVariable *emitDescriptor(llvm::Module &module,
       orNull(code.partialRun),
       orNull(code.mergeWorkItems),
       orNull(code.mergeRun),
-      i32(spec.backward  ? 1
-          : spec.weights ? 2
-          : spec.linear  ? 3
-                         : 0),
+      i32(spec.backward   ? 1
+          : spec.weights  ? 2
+          : spec.linear   ? 3
+          : spec.additive ? 4
+                          : 0),
       i32(spec.backward && spec.lse),
       orNull(code.backwardWorkItems),
       orNull(code.backwardRun),
@@ -726,7 +800,12 @@ llvm::GlobalVariable *emitDescriptor(llvm::Module &module,
       i32(spec.linearState ? 1 : 0),
       i32(static_cast<int>(spec.featureMap)),
       f32(spec.linear ? spec.eps : 0.0f),
-      i32(spec.linear ? spec.chunk : 0)};
+      i32(spec.linear ? spec.chunk : 0),
+      orNull(code.additiveWorkItems),
+      orNull(code.additiveRun),
+      i64(spec.additive ? spec.queryDim : 0),
+      i64(spec.additive ? spec.attnDim : 0),
+      i32(spec.additive && spec.additiveWeights ? 1 : 0)};
   return new llvm::GlobalVariable(module, types.desc, /*isConstant=*/true,
                                   llvm::GlobalValue::ExternalLinkage,
                                   llvm::ConstantStruct::get(types.desc, fields),
@@ -1056,10 +1135,12 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
               "': weights kernels are made for the CPU only so far (no GPU "
               "lowering of attn.attention_weights yet)";
       return false;
-    } else if (gpu && spec.linear) {
+    } else if (gpu && (spec.linear || spec.additive)) {
       error = "kernel '" + spec.name +
-              "': linear attention kernels are made for the CPU only so far "
-              "(no GPU lowering of attn.linear yet)";
+              "': " + (spec.linear ? "linear" : "additive") +
+              " attention kernels are made for the CPU only so far (no GPU "
+              "lowering of attn." +
+              (spec.linear ? "linear" : "additive") + " yet)";
       return false;
     }
   if (!gpu && (kind == OutputKind::PTX || kind == OutputKind::Cubin)) {
@@ -1184,6 +1265,16 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
                                                     countImpl, /*isRun=*/false);
         descs.push_back(
             emitDescriptor(*llvmModule, types, spec, host, rows, code));
+        continue;
+      }
+      if (spec.additive) {
+        code.additiveRun = emitAdditiveEntryPoint(*llvmModule, types, spec,
+                                                  runImpl, /*isRun=*/true);
+        code.additiveWorkItems = emitAdditiveEntryPoint(
+            *llvmModule, types, spec, countImpl, /*isRun=*/false);
+        // Its work items are tiles of the pipeline's query rows.
+        descs.push_back(emitDescriptor(*llvmModule, types, spec, host,
+                                       pipeline.queryTileSize, code));
         continue;
       }
       if (spec.backward) {

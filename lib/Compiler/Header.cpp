@@ -116,6 +116,29 @@ static void linearDeclarations(std::ostringstream &h,
   wholeCall(h, n, "attn_linear_args");
 }
 
+/// An additive attention kernel's entry points.
+static void additiveDeclarations(std::ostringstream &h,
+                                 const attn::KernelSpec &spec) {
+  const std::string &n = spec.name;
+  h << "/* " << n << ": " << printKernelSpec(spec) << "\n"
+    << " * Additive attention (attn_additive_args): O [B,Sq," << spec.valueDim
+    << "] of query [B,Sq," << spec.queryDim << "], keys [B,Sk," << spec.headDim
+    << "], values [B,Sk," << spec.valueDim << "], W_q [" << spec.attnDim << ","
+    << spec.queryDim << "], W_k [" << spec.attnDim << "," << spec.headDim
+    << "], v [" << spec.attnDim << "]"
+    << (spec.mask != attn::MaskKind::None
+            ? ", keep-mask [B,Sq,Sk] (stride 0 on broadcast dims)"
+            : "")
+    << (spec.additiveWeights ? ", weights [B,Sq,Sk] f32" : "")
+    << ".\n * The args are not checked here: attn_run_additive "
+       "(attn/runtime.h) checks them. */\n";
+  h << "extern const attn_kernel_desc " << n << "_desc;\n";
+  h << "int64_t " << n << "_work_items(const attn_additive_args *args);\n";
+  h << "void " << n
+    << "_run(const attn_additive_args *args, int64_t begin, int64_t end);\n";
+  wholeCall(h, n, "attn_additive_args");
+}
+
 std::string attn::kernelHeader(const std::vector<KernelSpec> &specs,
                                const std::string &guard,
                                const std::string &librarySymbol,
@@ -155,6 +178,10 @@ std::string attn::kernelHeader(const std::vector<KernelSpec> &specs,
     }
     if (spec.linear) {
       linearDeclarations(h, spec);
+      continue;
+    }
+    if (spec.additive) {
+      additiveDeclarations(h, spec);
       continue;
     }
     h << "/* " << n << ": " << printKernelSpec(spec) << "\n"

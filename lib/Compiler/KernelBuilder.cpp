@@ -24,6 +24,14 @@
 //                          %z0: tensor<?x?xDxf32>], %o, [%s1, %z1])
 //       -> (O, [S1, z1])
 //
+// An additive attention kernel's is around attn.additive:
+//
+//   func.func @<name>_impl(%q: tensor<?x?xDqxT>, %k: tensor<?x?xDkxT>,
+//                          %v: tensor<?x?xDvxT>, %wq: tensor<AxDqxT>,
+//                          %wk: tensor<AxDkxT>, %va: tensor<AxT>,
+//                          [%mask: tensor<?x?x?xi1>], %o, [%w: f32])
+//       -> (O, [W])
+//
 // Every kind takes the tensors that its modifiers capture right after the
 // mask, as the spec's CaptureSpecs declare them (the modifiers' regions
 // come from the spec's `modifiers` source, see modifiersSource).
@@ -127,10 +135,55 @@ static func::FuncOp buildLinearKernelFunction(OpBuilder &b, Location loc,
   return func;
 }
 
+/// The kernel function of an additive attention spec.
+static func::FuncOp buildAdditiveKernelFunction(OpBuilder &b, Location loc,
+                                                const KernelSpec &spec) {
+  MLIRContext *ctx = b.getContext();
+  Type elem = elementTypeOf(ctx, spec.elementType);
+  int64_t dyn = ShapedType::kDynamic;
+  auto size = [&](int index) {
+    return spec.staticSizes[index] < 0 ? dyn : spec.staticSizes[index];
+  };
+  int64_t batch = size(0), rows = size(3), keys = size(4);
+  auto tensor = [&](ArrayRef<int64_t> shape, Type t) -> Type {
+    return RankedTensorType::get(shape, t);
+  };
+  SmallVector<Type> args = {tensor({batch, rows, spec.queryDim}, elem),
+                            tensor({batch, keys, spec.headDim}, elem),
+                            tensor({batch, keys, spec.valueDim}, elem),
+                            tensor({spec.attnDim, spec.queryDim}, elem),
+                            tensor({spec.attnDim, spec.headDim}, elem),
+                            tensor({spec.attnDim}, elem)};
+  if (spec.mask != MaskKind::None)
+    args.push_back(tensor({dyn, dyn, dyn}, b.getI1Type()));
+  SmallVector<Type> results = {tensor({batch, rows, spec.valueDim}, elem)};
+  if (spec.additiveWeights)
+    results.push_back(tensor({batch, rows, keys}, b.getF32Type()));
+  args.append(results.begin(), results.end());
+  auto func = func::FuncOp::create(b, loc, spec.name + "_impl",
+                                   b.getFunctionType(args, results));
+  func->setAttr(mlir::attn::kKernelAttrName, b.getUnitAttr());
+  Block *body = func.addEntryBlock();
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(body);
+  unsigned next = 6;
+  Value mask =
+      spec.mask != MaskKind::None ? body->getArgument(next++) : Value();
+  ValueRange outputs = body->getArguments().drop_front(next);
+  auto op = mlir::attn::AdditiveOp::create(
+      b, loc, outputs.getTypes(), body->getArgument(0), body->getArgument(1),
+      body->getArgument(2), body->getArgument(3), body->getArgument(4),
+      body->getArgument(5), mask, outputs);
+  func::ReturnOp::create(b, loc, op.getResults());
+  return func;
+}
+
 func::FuncOp buildKernelFunction(OpBuilder &b, Location loc,
                                  const KernelSpec &spec) {
   if (spec.linear)
     return buildLinearKernelFunction(b, loc, spec);
+  if (spec.additive)
+    return buildAdditiveKernelFunction(b, loc, spec);
   MLIRContext *ctx = b.getContext();
   Type elem = elementTypeOf(ctx, spec.elementType);
   int64_t dyn = ShapedType::kDynamic;
@@ -511,6 +564,34 @@ static void specFromLinearOp(mlir::attn::LinearOp op, KernelSpec &spec) {
   spec.staticSizes[4] = staticOr(k.getDimSize(2));
 }
 
+/// The spec of an attn.additive op.
+static void specFromAdditiveOp(mlir::attn::AdditiveOp op, KernelSpec &spec) {
+  auto q = cast<ShapedType>(op.getQuery().getType());
+  auto k = cast<ShapedType>(op.getKeys().getType());
+  Type elem = q.getElementType();
+  spec.elementType = elem.isF32()   ? ElementType::F32
+                     : elem.isF16() ? ElementType::F16
+                                    : ElementType::BF16;
+  spec.additive = true;
+  spec.queryDim = q.getDimSize(2);
+  spec.headDim = k.getDimSize(2);
+  spec.valueDim = cast<ShapedType>(op.getValues().getType()).getDimSize(2);
+  spec.attnDim = cast<ShapedType>(op.getQueryWeight().getType()).getDimSize(0);
+  spec.additiveWeights = static_cast<bool>(op.getWeights());
+  if (Value mask = op.getMask()) {
+    auto m = cast<ShapedType>(mask.getType());
+    spec.mask = MaskKind::Bool;
+    spec.maskBroadcast[0] = m.getDimSize(0) == 1;
+    spec.maskBroadcast[2] = m.getDimSize(1) == 1;
+  }
+  auto staticOr = [](int64_t size) {
+    return ShapedType::isDynamic(size) ? int64_t(-1) : size;
+  };
+  spec.staticSizes[0] = staticOr(q.getDimSize(0));
+  spec.staticSizes[3] = staticOr(q.getDimSize(1));
+  spec.staticSizes[4] = staticOr(k.getDimSize(1));
+}
+
 bool specsFromMLIRFile(const std::string &path, std::vector<KernelSpec> &specs,
                        std::string &error) {
   DialectRegistry registry;
@@ -540,11 +621,14 @@ bool specsFromMLIRFile(const std::string &path, std::vector<KernelSpec> &specs,
   }
   bool ok = true;
   module->walk([&](Operation *op) {
-    if (!ok || !isa<mlir::attn::AttentionOp, mlir::attn::LinearOp>(op))
+    if (!ok || !isa<mlir::attn::AttentionOp, mlir::attn::LinearOp,
+                    mlir::attn::AdditiveOp>(op))
       return;
     KernelSpec spec;
     if (auto linear = dyn_cast<mlir::attn::LinearOp>(op)) {
       specFromLinearOp(linear, spec);
+    } else if (auto additive = dyn_cast<mlir::attn::AdditiveOp>(op)) {
+      specFromAdditiveOp(additive, spec);
     } else if (!specFromOp(cast<mlir::attn::AttentionOp>(op), spec, error)) {
       ok = false;
       return;
@@ -568,10 +652,10 @@ bool specsFromMLIRFile(const std::string &path, std::vector<KernelSpec> &specs,
     specs.push_back(spec);
   });
   if (ok && specs.empty()) {
-    error = path +
-            " holds no attn.attention or attn.linear op (backward and weights "
-            "kernels are made from --spec, with the keys 'backward' "
-            "and 'weights')";
+    error = path + " holds no attn.attention, attn.linear or attn.additive op "
+                   "(backward and weights "
+                   "kernels are made from --spec, with the keys 'backward' "
+                   "and 'weights')";
     ok = false;
   }
   return ok;

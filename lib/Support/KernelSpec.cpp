@@ -174,7 +174,10 @@ const char *const kCLibraryNames[] = {
     "fma",       "errno",    "assert",    "offsetof"};
 // The runtime's identifiers (attn/runtime.h and attn/kernel_abi.h; a unit
 // test checks that this list covers both headers).
-const char *const kRuntimeNames[] = {"attn_alignment",
+const char *const kRuntimeNames[] = {"attn_additive_args",
+                                     "attn_additive_run_fn",
+                                     "attn_additive_work_items_fn",
+                                     "attn_alignment",
                                      "attn_backward_args",
                                      "attn_backward_run_fn",
                                      "attn_backward_work_items_fn",
@@ -218,12 +221,14 @@ const char *const kRuntimeNames[] = {"attn_alignment",
                                      "attn_module_unload",
                                      "attn_parallel_for_fn",
                                      "attn_prepare",
+                                     "attn_prepare_additive",
                                      "attn_prepare_backward",
                                      "attn_prepare_backward_with",
                                      "attn_prepare_linear",
                                      "attn_prepare_with",
                                      "attn_prepare_weights",
                                      "attn_run",
+                                     "attn_run_additive",
                                      "attn_run_backward",
                                      "attn_run_backward_with",
                                      "attn_run_dropout",
@@ -334,6 +339,8 @@ private:
   bool checkConsistency();
   /// The keys of linear attention's kernel and what it refuses.
   bool checkLinear();
+  /// The same for additive attention's.
+  bool checkAdditive();
 
   std::string &error;
   KernelSpec spec;
@@ -367,10 +374,11 @@ bool SpecParser::parseItem(std::string_view item) {
     return fail("missing key before '=' in item " + quote(item));
 
   static const char *const knownKeys[] = {
-      "name",   "dtype",    "d",       "dv",          "causal", "align",
-      "window", "mask",     "lse",     "gqa",         "scale",  "softcap",
-      "sizes",  "backward", "dropout", "weights",     "sinks",  "dbias",
-      "linear", "eps",      "chunk",   "feature_map", "state"};
+      "name",   "dtype",    "d",           "dv",          "causal", "align",
+      "window", "mask",     "lse",         "gqa",         "scale",  "softcap",
+      "sizes",  "backward", "dropout",     "weights",     "sinks",  "dbias",
+      "linear", "eps",      "chunk",       "feature_map", "state",  "additive",
+      "dq",     "attn_dim", "with_weights"};
   bool known = false;
   for (const char *k : knownKeys)
     known |= key == k;
@@ -379,17 +387,19 @@ bool SpecParser::parseItem(std::string_view item) {
                 " in kernel spec (known: name, dtype, d, dv, causal, align, "
                 "window, mask, lse, gqa, scale, softcap, sizes, backward, "
                 "dropout, weights, sinks, dbias, linear, eps, chunk, "
-                "feature_map, state)");
+                "feature_map, state, additive, dq, attn_dim, with_weights)");
   for (const std::string &seen : seenKeys)
     if (key == seen)
       return fail("duplicate key '" + std::string(key) + "' in kernel spec");
   seenKeys.emplace_back(key);
 
   // Only `causal`, `lse`, `backward`, `dropout`, `weights`, `sinks`,
-  // `dbias`, `linear` and `state` may stand alone.
+  // `dbias`, `linear`, `state`, `additive` and `with_weights` may stand
+  // alone.
   if (!hasValue && key != "causal" && key != "lse" && key != "backward" &&
       key != "dropout" && key != "weights" && key != "sinks" &&
-      key != "dbias" && key != "linear" && key != "state")
+      key != "dbias" && key != "linear" && key != "state" &&
+      key != "additive" && key != "with_weights")
     return fail("key '" + std::string(key) + "' needs a value ('" +
                 std::string(key) + "=...')");
   if (hasValue && value.empty())
@@ -453,6 +463,14 @@ bool SpecParser::parseItem(std::string_view item) {
     return parseFlag(key, value, hasValue, spec.gradMask);
   if (key == "linear")
     return parseFlag(key, value, hasValue, spec.linear);
+  if (key == "additive")
+    return parseFlag(key, value, hasValue, spec.additive);
+  if (key == "with_weights")
+    return parseFlag(key, value, hasValue, spec.additiveWeights);
+  if (key == "dq")
+    return parseHeadDim(key, value, spec.queryDim);
+  if (key == "attn_dim")
+    return parseHeadDim(key, value, spec.attnDim);
   if (key == "state")
     return parseFlag(key, value, hasValue, spec.linearState);
   if (key == "eps") {
@@ -660,6 +678,41 @@ bool SpecParser::checkLinear() {
   return true;
 }
 
+bool SpecParser::checkAdditive() {
+  auto seen = [&](const char *key) {
+    return std::find(seenKeys.begin(), seenKeys.end(), key) != seenKeys.end();
+  };
+  if (!spec.additive) {
+    for (const char *key : {"dq", "attn_dim", "with_weights"})
+      if (seen(key))
+        return fail(std::string("'") + key +
+                    "' is an option of additive attention's kernel: it needs "
+                    "'additive'");
+    return true;
+  }
+  if (spec.linear)
+    return fail("'linear' and 'additive' are two kinds of kernel: a spec "
+                "takes one");
+  for (const char *key :
+       {"causal", "align", "window", "lse", "scale", "softcap", "backward",
+        "dropout", "weights", "sinks", "dbias", "gqa"})
+    if (seen(key))
+      return fail(std::string("additive attention's kernel takes no '") + key +
+                  "' (docs/spec.md, \"Additive attention\")");
+  if (spec.mask == MaskKind::Bias)
+    return fail("additive attention's mask is a keep-mask: 'mask=bool'");
+  if (spec.maskBroadcast[1])
+    return fail("additive attention's mask [B or 1, Sq or 1, Sk] has no "
+                "head dim: its broadcast dims are b1 and q1");
+  if (spec.staticSizes[1] > 0 || spec.staticSizes[2] > 0)
+    return fail("additive attention has no heads: its sizes are B:?:?:Sq:Sk");
+  if (!seen("dq"))
+    spec.queryDim = spec.headDim;
+  if (!seen("attn_dim"))
+    spec.attnDim = spec.headDim;
+  return true;
+}
+
 bool SpecParser::checkConsistency() {
   if (causalAlignment && explicitAlignment &&
       *causalAlignment != *explicitAlignment)
@@ -688,7 +741,7 @@ bool SpecParser::checkConsistency() {
                 "'backward' and 'mask=bias'");
   if (spec.weights && seenValueDim)
     return fail("a weights kernel reads no V: 'dv' does not apply");
-  if (!checkLinear())
+  if (!checkLinear() || !checkAdditive())
     return false;
   // Dv defaults to D: "d=128" means a 128-wide value head too.
   if (!seenValueDim)
@@ -799,6 +852,13 @@ std::string attn::printKernelSpec(const KernelSpec &spec) {
     add("sinks");
   if (spec.weights)
     add("weights");
+  if (spec.additive) {
+    add("additive");
+    add("dq=" + std::to_string(spec.queryDim));
+    add("attn_dim=" + std::to_string(spec.attnDim));
+    if (spec.additiveWeights)
+      add("with_weights");
+  }
   if (spec.linear) {
     add("linear");
     if (spec.eps != KernelSpec().eps)

@@ -81,6 +81,17 @@ struct KernelSpec {
   int64_t chunk = 64;
   FeatureMap featureMap = FeatureMap::EluPlusOne;
   bool linearState = false;
+  // Additive attention's kernel (attn.additive; docs/spec.md, "Additive
+  // attention"): query [B, Sq, Dq], keys [B, Sk, Dk = headDim], values
+  // [B, Sk, Dv = valueDim], W_q [A, Dq], W_k [A, Dk], v [A]; an optional
+  // keep-mask [B or 1, Sq or 1, Sk] (mask=bool with b1/q1; maskBroadcast[0]
+  // and [2]); with `additiveWeights` it also writes the weights [B, Sq, Sk]
+  // f32 (spec key `with_weights`). Static sizes B, Sq, Sk are staticSizes
+  // 0, 3 and 4.
+  bool additive = false;
+  int64_t queryDim = 64; // Dq (default: d)
+  int64_t attnDim = 64;  // A (default: d)
+  bool additiveWeights = false;
   // Score and mask modifiers (docs/spec.md): the MLIR of a function whose
   // one attn.attention holds the kernel's score_mod and mask_mod regions
   // and whose arguments after Q (tensor<1x1x1x1xf32>) are its captures
@@ -113,8 +124,9 @@ struct KernelSpec {
 /// softcap, sizes=B:Hq:Hkv:Sq:Sk (each a
 /// number or `?`); for linear attention's kernel `linear` with `eps`,
 /// `chunk`, `feature_map=elu_plus_one|relu` and `state` (and d, dv, dtype,
-/// causal, gqa, sizes). Returns a message in `error` and std::nullopt on bad
-/// input.
+/// causal, gqa, sizes); for additive attention's `additive` with `dq`,
+/// `attn_dim`, `with_weights` (and d, dv, dtype, mask=bool, sizes). Returns a
+/// message in `error` and std::nullopt on bad input.
 std::optional<KernelSpec> parseKernelSpec(const std::string &text,
                                           std::string &error);
 

@@ -310,8 +310,8 @@ struct AttnLowerToVectorPass
   }
 
   /// Each bufferized op of kind OpTy becomes the micro-kernel that `emit`
-  /// writes in its place (its scratch is its own): the backward, weights
-  /// and linear attention ops.
+  /// writes in its place (its scratch is its own): the backward, weights,
+  /// linear and additive attention ops.
   template <typename OpTy>
   void lowerBufferized(func::FuncOp func,
                        void (*emit)(ImplicitLocOpBuilder &, OpTy, int64_t)) {
@@ -332,6 +332,7 @@ struct AttnLowerToVectorPass
     lowerBufferized<AttentionBackwardOp>(func, cpu::emitBackward);
     lowerBufferized<AttentionWeightsOp>(func, cpu::emitWeights);
     lowerBufferized<LinearOp>(func, cpu::emitLinear);
+    lowerBufferized<AdditiveOp>(func, cpu::emitAdditive);
     SmallVector<OnlineAttentionOp> ops;
     bool tensorOps = false;
     func.walk([&](OnlineAttentionOp op) {

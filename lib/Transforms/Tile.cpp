@@ -85,6 +85,14 @@ struct AttnTilePass : public mlir::attn::impl::AttnTilePassBase<AttnTilePass> {
               {rewriter.getIndexAttr(1), rewriter.getIndexAttr(1)})))
         return signalPassFailure();
     }
+    // attn.additive: one work item per batch and `queryTileSize` rows.
+    for (AdditiveOp op : outermostTensorOps<AdditiveOp>()) {
+      rewriter.setInsertionPoint(op);
+      if (failed(tileAsForall(rewriter, op,
+                              {rewriter.getIndexAttr(1),
+                               rewriter.getIndexAttr(queryTileSize)})))
+        return signalPassFailure();
+    }
   }
 
   /// The ops of a kind on tensors that no earlier tiling made.

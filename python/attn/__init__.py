@@ -170,8 +170,10 @@ def __getattr__(name):
 
 from ._weights import attention_weights  # noqa: E402
 from ._linear import linear_attention  # noqa: E402
+from ._additive import additive_attention  # noqa: E402
 
 __all__ = [
+    "additive_attention",
     "and_masks",
     "attention_weights",
     "BlockMask",

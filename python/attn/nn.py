@@ -27,10 +27,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ._additive import additive_attention
 from ._torch import scaled_dot_product_attention
 from ._weights import attention_weights
 
-__all__ = ["MultiheadAttention"]
+__all__ = ["AdditiveAttention", "MultiheadAttention"]
 
 
 class MultiheadAttention(nn.Module):
@@ -258,3 +259,47 @@ def _merge_masks(attn_mask, key_padding_mask, batch, heads, seq_q, seq_k, extra,
     if extra:
         bias = F.pad(bias, (0, extra), value=0.0)
     return bias
+
+
+class AdditiveAttention(nn.Module):
+    """Additive (Bahdanau) attention, the tutorials' module on attn's kernel:
+    score(q, k) = v . tanh(W_q q + W_k k), softmax over the keys, the
+    weighted sum of the values.
+
+    The parameters are the tutorials' (W_q: Linear(query_dim, attn_dim), W_k:
+    Linear(key_dim, attn_dim), v: Linear(attn_dim, 1), none with a bias), so
+    their state_dict loads here. forward(query, keys, values=None, mask=None)
+    takes query [B, Sq, Dq] (or [B, Dq], or [B, 1, Dq] for one query per
+    batch), keys [B, Sk, Dk], values [B, Sk, Dv] (the keys when None) and a
+    keep-mask ([B, Sk] or [B or 1, Sq or 1, Sk], nonzero attends), and
+    returns (context, weights): context [B, Sq, Dv] ([B, Dv] for a 2-D
+    query), weights [B, Sq, Sk] float32 ([B, Sk] for a single query, as the
+    tutorial's). need_weights=False skips the weights.
+
+    Unlike the tutorials' -1e9 fill, a row whose keys are all masked gets
+    context 0 and weights 0, not the uniform average. Gradients flow through
+    the context (recomputed in PyTorch by blocks of rows for now); the
+    weights are not differentiable.
+    """
+
+    def __init__(self, query_dim: int, key_dim: int, attn_dim: int,
+                 device=None, dtype=None) -> None:
+        super().__init__()
+        factory = {"device": device, "dtype": dtype}
+        self.W_q = nn.Linear(query_dim, attn_dim, bias=False, **factory)
+        self.W_k = nn.Linear(key_dim, attn_dim, bias=False, **factory)
+        self.v = nn.Linear(attn_dim, 1, bias=False, **factory)
+
+    def forward(self, query: Tensor, keys: Tensor, values: Optional[Tensor] = None,
+                mask: Optional[Tensor] = None, need_weights: bool = True):
+        values = keys if values is None else values
+        single = query.dim() == 3 and query.shape[1] == 1
+        result = additive_attention(query, keys, values, self.W_q.weight,
+                                    self.W_k.weight, self.v.weight[0], mask,
+                                    need_weights=need_weights)
+        if not need_weights:
+            return result, None
+        context, weights = result
+        if single:
+            weights = weights[:, 0]
+        return context, weights

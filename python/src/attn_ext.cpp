@@ -337,6 +337,38 @@ struct PyKernel {
     }
     attn::check(status);
   }
+
+  /// An additive attention kernel's call: the query rows, keys, values,
+  /// W_q, W_k, v, the keep-mask (None unless the kernel takes one), O and
+  /// the weights to write (None unless the kernel writes them).
+  void runAdditive(const InputArray &query, const InputArray &keys,
+                   const InputArray &values, const InputArray &queryWeight,
+                   const InputArray &keyWeight, const InputArray &scoreVector,
+                   const std::optional<InputArray> &mask,
+                   const OutputArray &output,
+                   const std::optional<OutputArray> &weights) const {
+    attn_tensor q = toTensor(query, "query");
+    attn_tensor k = toTensor(keys, "keys");
+    attn_tensor v = toTensor(values, "values");
+    attn_tensor wq = toTensor(queryWeight, "query_weight");
+    attn_tensor wk = toTensor(keyWeight, "key_weight");
+    attn_tensor va = toTensor(scoreVector, "score_vector");
+    attn_tensor o = toTensor(output, "output");
+    attn_tensor m{}, w{};
+    if (mask)
+      m = toTensor(*mask, "mask");
+    if (weights)
+      w = toTensor(*weights, "weights");
+    attn_thread_pool *threads = sharedPool();
+    attn_status status;
+    {
+      nb::gil_scoped_release release;
+      status = attn_run_additive(kernel.get(), &q, &k, &v, &wq, &wk, &va,
+                                 mask ? &m : nullptr, &o,
+                                 weights ? &w : nullptr, threads);
+    }
+    attn::check(status);
+  }
 };
 
 std::vector<PyKernel> loadLibrary(const std::string &path) {
@@ -470,6 +502,21 @@ NB_MODULE(_ext, m) {
            "Runs a linear attention kernel: writes O of Q, K, V (and, for a "
            "kernel with a state, the final state and normalizer from the "
            "initial ones).")
+      .def_prop_ro("additive",
+                   [](const PyKernel &k) {
+                     return attn_kernel_kind_of(k.kernel.get()) ==
+                            ATTN_KERNEL_ADDITIVE;
+                   })
+      .def("run_additive", &PyKernel::runAdditive, nb::arg("query").noconvert(),
+           nb::arg("keys").noconvert(), nb::arg("values").noconvert(),
+           nb::arg("query_weight").noconvert(),
+           nb::arg("key_weight").noconvert(),
+           nb::arg("score_vector").noconvert(),
+           nb::arg("mask").noconvert().none(), nb::arg("output").noconvert(),
+           nb::arg("weights").noconvert().none(),
+           "Runs an additive attention kernel: writes O (and the weights, "
+           "for a kernel that has them) of the query rows, keys, values and "
+           "the scoring network W_q, W_k, v.")
       .def("run", &PyKernel::run, nb::arg("query").noconvert(),
            nb::arg("key").noconvert(), nb::arg("value").noconvert(),
            nb::arg("mask").noconvert().none(), nb::arg("output").noconvert(),

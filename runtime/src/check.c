@@ -1102,3 +1102,208 @@ attn_status attn_prepare_linear(
   }
   return ATTN_OK;
 }
+
+//===----------------------------------------------------------------------===//
+// attn_prepare_additive
+//===----------------------------------------------------------------------===//
+
+static const role additive_query_role = {
+    "query", 3, {"B", "Sq", "Dq", NULL}, "[B, Sq, Dq]"};
+static const role additive_keys_role = {
+    "keys", 3, {"B", "Sk", "Dk", NULL}, "[B, Sk, Dk]"};
+static const role additive_values_role = {
+    "values", 3, {"B", "Sk", "Dv", NULL}, "[B, Sk, Dv]"};
+static const role query_weight_role = {
+    "query_weight", 2, {"A", "Dq", NULL, NULL}, "[A, Dq]"};
+static const role key_weight_role = {
+    "key_weight", 2, {"A", "Dk", NULL, NULL}, "[A, Dk]"};
+static const role score_vector_role = {
+    "score_vector", 1, {"A", NULL, NULL, NULL}, "[A]"};
+static const role additive_mask_role = {
+    "mask", 3, {"B", "Sq", "Sk", NULL}, "[B or 1, Sq or 1, Sk]"};
+static const role additive_output_role = {
+    "output", 3, {"B", "Sq", "Dv", NULL}, "[B, Sq, Dv]"};
+static const role additive_weights_role = {
+    "weights", 3, {"B", "Sq", "Sk", NULL}, "[B, Sq, Sk]"};
+
+/* A mask dim of size `full` or, where the kernel broadcasts it, 1. */
+static attn_status check_additive_mask_dim(const attn_kernel_desc *k,
+                                           const attn_tensor *mask, int32_t d,
+                                           int broadcast, int64_t full) {
+  const char *name = additive_mask_role.dims[d];
+  if (mask->shape[d] == full || (mask->shape[d] == 1 && broadcast))
+    return ATTN_OK;
+  return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                   "mask: dim %" PRId32 " (%s) is %" PRId64
+                   " but must be query's %s=%" PRId64 "%s",
+                   d, name, mask->shape[d], name, full,
+                   broadcast ? " or 1"
+                   : mask->shape[d] == 1
+                       ? " (kernel was not compiled to broadcast it)"
+                       : "");
+}
+
+attn_status
+attn_prepare_additive(const attn_kernel_desc *k, const attn_tensor *query,
+                      const attn_tensor *keys, const attn_tensor *values,
+                      const attn_tensor *query_weight,
+                      const attn_tensor *key_weight,
+                      const attn_tensor *score_vector, const attn_tensor *mask,
+                      const attn_tensor *output, const attn_tensor *weights,
+                      attn_additive_args *args) {
+  if (!k)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT, "kernel is NULL");
+  if (!args)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "attn_prepare_additive: args is NULL");
+  memset(args, 0, sizeof(*args));
+  if (attn_kernel_kind_of(k) != ATTN_KERNEL_ADDITIVE)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "kernel '%s' is not an additive attention kernel "
+                     "(attn-compile's spec key 'additive')",
+                     k->name);
+  const attn_tensor *all[9] = {query,        keys,       values,
+                               query_weight, key_weight, score_vector,
+                               mask,         output,     weights};
+  const role *all_role[9] = {
+      &additive_query_role, &additive_keys_role,   &additive_values_role,
+      &query_weight_role,   &key_weight_role,      &score_vector_role,
+      &additive_mask_role,  &additive_output_role, &additive_weights_role};
+  const attn_tensor *required[7] = {
+      query, keys, values, query_weight, key_weight, score_vector, output};
+  const role *required_role[7] = {&additive_query_role,  &additive_keys_role,
+                                  &additive_values_role, &query_weight_role,
+                                  &key_weight_role,      &score_vector_role,
+                                  &additive_output_role};
+  attn_status s = check_required(required, required_role, 7);
+  if (s == ATTN_OK)
+    s = check_mask_presence(k, mask);
+  if (s != ATTN_OK)
+    return s;
+  if (k->has_weights && !weights)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "weights: kernel '%s' writes the weights %s but weights "
+                     "is NULL",
+                     k->name, additive_weights_role.shape_text);
+  if (!k->has_weights && weights)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "weights: kernel '%s' writes no weights but a weights "
+                     "tensor was given (compile it with the spec key "
+                     "'with_weights')",
+                     k->name);
+
+  char takes[160];
+  snprintf(takes, sizeof(takes), "kernel '%s' takes", k->name);
+  const int32_t all_dtype[9] = {k->dtype,  k->dtype, k->dtype,
+                                k->dtype,  k->dtype, k->dtype,
+                                ATTN_BOOL, k->dtype, ATTN_F32};
+  const char *all_why[9] = {takes,
+                            takes,
+                            takes,
+                            takes,
+                            takes,
+                            takes,
+                            "the keep-mask is always",
+                            takes,
+                            "the attention weights are always"};
+  if ((s = check_each(all, all_role, all_dtype, all_why, 9)))
+    return s;
+  char compiled_for[160];
+  snprintf(compiled_for, sizeof(compiled_for), "kernel '%s' was compiled for",
+           k->name);
+  const int64_t batch = query->shape[0], seq_q = query->shape[1],
+                seq_k = keys->shape[1];
+  if ((s = expect_size(query, &additive_query_role, 2, compiled_for,
+                       k->query_dim)) ||
+      (s = expect_size(keys, &additive_keys_role, 0, "query's", batch)) ||
+      (s = expect_size(keys, &additive_keys_role, 2, compiled_for,
+                       k->head_dim)) ||
+      (s = expect_size(values, &additive_values_role, 0, "query's", batch)) ||
+      (s = expect_size(values, &additive_values_role, 1, "keys'", seq_k)) ||
+      (s = expect_size(values, &additive_values_role, 2, compiled_for,
+                       k->value_dim)) ||
+      (s = expect_size(query_weight, &query_weight_role, 0, compiled_for,
+                       k->additive_dim)) ||
+      (s = expect_size(query_weight, &query_weight_role, 1, compiled_for,
+                       k->query_dim)) ||
+      (s = expect_size(key_weight, &key_weight_role, 0, compiled_for,
+                       k->additive_dim)) ||
+      (s = expect_size(key_weight, &key_weight_role, 1, compiled_for,
+                       k->head_dim)) ||
+      (s = expect_size(score_vector, &score_vector_role, 0, compiled_for,
+                       k->additive_dim)) ||
+      (s = expect_size(output, &additive_output_role, 0, "query's", batch)) ||
+      (s = expect_size(output, &additive_output_role, 1, "query's", seq_q)) ||
+      (s = expect_size(output, &additive_output_role, 2, compiled_for,
+                       k->value_dim)))
+    return s;
+  if (mask &&
+      ((s = check_additive_mask_dim(k, mask, 0, k->mask_broadcast[0], batch)) ||
+       (s = check_additive_mask_dim(k, mask, 1, k->mask_broadcast[2], seq_q)) ||
+       (s = expect_size(mask, &additive_mask_role, 2, "keys'", seq_k))))
+    return s;
+  if (weights &&
+      ((s = expect_size(weights, &additive_weights_role, 0, "query's",
+                        batch)) ||
+       (s = expect_size(weights, &additive_weights_role, 1, "query's",
+                        seq_q)) ||
+       (s = expect_size(weights, &additive_weights_role, 2, "keys'", seq_k))))
+    return s;
+  static const char *const static_names[5] = {"B", "", "", "Sq", "Sk"};
+  const int64_t actual[5] = {batch, 0, 0, seq_q, seq_k};
+  for (int i = 0; i < 5; ++i)
+    if (i != 1 && i != 2 && k->static_sizes[i] != ATTN_DYNAMIC &&
+        actual[i] != k->static_sizes[i])
+      return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                       "%s is %" PRId64 " but kernel '%s' was compiled for "
+                       "%s=%" PRId64 " only",
+                       static_names[i], actual[i], k->name, static_names[i],
+                       k->static_sizes[i]);
+
+  /* Memory: O and the weights share memory with nothing. */
+  extent extents[9];
+  if ((s = compute_extents(all, all_role, extents, 9)))
+    return s;
+  for (int w = 7; w < 9; ++w) {
+    if (!all[w])
+      continue;
+    if (!extents[w].empty && (s = check_no_self_overlap(all[w], all_role[w])))
+      return s;
+    for (int i = 0; i < 9; ++i)
+      if (i != w && (s = check_disjoint(all_role[w]->name, &extents[w],
+                                        all_role[i]->name, &extents[i])))
+        return s;
+  }
+
+  args->query = query->data;
+  args->keys = keys->data;
+  args->values = values->data;
+  args->query_weight = query_weight->data;
+  args->key_weight = key_weight->data;
+  args->score_vector = score_vector->data;
+  args->output = output->data;
+  args->batch = batch;
+  args->seq_q = seq_q;
+  args->seq_k = seq_k;
+  memcpy(args->query_strides, query->strides, sizeof(args->query_strides));
+  memcpy(args->key_strides, keys->strides, sizeof(args->key_strides));
+  memcpy(args->value_strides, values->strides, sizeof(args->value_strides));
+  memcpy(args->query_weight_strides, query_weight->strides,
+         sizeof(args->query_weight_strides));
+  memcpy(args->key_weight_strides, key_weight->strides,
+         sizeof(args->key_weight_strides));
+  memcpy(args->score_vector_strides, score_vector->strides,
+         sizeof(args->score_vector_strides));
+  memcpy(args->output_strides, output->strides, sizeof(args->output_strides));
+  if (mask) {
+    args->mask = mask->data;
+    for (int d = 0; d < 3; ++d)
+      args->mask_strides[d] = mask->shape[d] == 1 ? 0 : mask->strides[d];
+  }
+  if (weights) {
+    args->weights = (float *)weights->data;
+    memcpy(args->weights_strides, weights->strides,
+           sizeof(args->weights_strides));
+  }
+  return ATTN_OK;
+}

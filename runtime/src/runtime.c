@@ -226,7 +226,8 @@ static attn_status validate_library(const attn_library *library,
     attn_device device = attn_kernel_device(k);
     attn_kernel_kind kind = attn_kernel_kind_of(k);
     if (kind != ATTN_KERNEL_FORWARD && kind != ATTN_KERNEL_BACKWARD &&
-        kind != ATTN_KERNEL_WEIGHTS && kind != ATTN_KERNEL_LINEAR)
+        kind != ATTN_KERNEL_WEIGHTS && kind != ATTN_KERNEL_LINEAR &&
+        kind != ATTN_KERNEL_ADDITIVE)
       return attn_fail(ATTN_ERROR_LOAD,
                        "%s: kernel '%s' is of an unknown kind %d", origin,
                        k->name, (int)kind);
@@ -267,6 +268,15 @@ static attn_status validate_library(const attn_library *library,
         return attn_fail(ATTN_ERROR_LOAD,
                          "%s: linear attention kernel '%s' lacks its CPU "
                          "entry points",
+                         origin, k->name);
+    } else if (kind == ATTN_KERNEL_ADDITIVE) {
+      if (k->struct_size < offsetof(attn_kernel_desc, has_weights) +
+                               sizeof(k->has_weights) ||
+          device != ATTN_DEVICE_CPU || !k->additive_run ||
+          !k->additive_work_items || k->query_dim < 1 || k->additive_dim < 1)
+        return attn_fail(ATTN_ERROR_LOAD,
+                         "%s: additive attention kernel '%s' lacks its CPU "
+                         "entry points or its dims",
                          origin, k->name);
     } else if (kind == ATTN_KERNEL_WEIGHTS && device != ATTN_DEVICE_CPU) {
       return attn_fail(ATTN_ERROR_LOAD,
@@ -734,6 +744,11 @@ attn_status attn_run_with(const attn_kernel_desc *kernel,
                      "kernel '%s' computes linear attention: run it with "
                      "attn_run_linear",
                      kernel->name);
+  if (attn_kernel_kind_of(kernel) == ATTN_KERNEL_ADDITIVE)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "kernel '%s' computes additive attention: run it with "
+                     "attn_run_additive",
+                     kernel->name);
   /* Pinned before the descriptor is read, so that an unload on another
    * thread cannot free the code this call is about to run. */
   attn_module *owner = pin_owner(kernel);
@@ -1044,6 +1059,58 @@ attn_run_linear(const attn_kernel_desc *kernel, const attn_tensor *query,
   }
   linear_context context = {kernel, &args};
   run_items(pool, items, run_linear_items, &context);
+  unpin(owner);
+  return ATTN_OK;
+}
+
+//===----------------------------------------------------------------------===//
+// Additive attention
+//===----------------------------------------------------------------------===//
+
+typedef struct additive_context {
+  const attn_kernel_desc *kernel;
+  const attn_additive_args *args;
+} additive_context;
+
+static void run_additive_items(void *context, int64_t begin, int64_t end) {
+  const additive_context *run = context;
+  run->kernel->additive_run(run->args, begin, end);
+}
+
+attn_status
+attn_run_additive(const attn_kernel_desc *kernel, const attn_tensor *query,
+                  const attn_tensor *keys, const attn_tensor *values,
+                  const attn_tensor *query_weight,
+                  const attn_tensor *key_weight,
+                  const attn_tensor *score_vector, const attn_tensor *mask,
+                  const attn_tensor *output, const attn_tensor *weights,
+                  attn_thread_pool *pool) {
+  if (!kernel)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT, "kernel is NULL");
+  if (attn_kernel_kind_of(kernel) != ATTN_KERNEL_ADDITIVE)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "kernel '%s' is not an additive attention kernel: "
+                     "attn_run_additive takes one (attn-compile's spec key "
+                     "'additive')",
+                     kernel->name);
+  attn_module *owner = pin_owner(kernel);
+  attn_additive_args args;
+  attn_status status = attn_prepare_additive(
+      kernel, query, keys, values, query_weight, key_weight, score_vector, mask,
+      output, weights, &args);
+  if (status == ATTN_OK)
+    status = attn_kernel_check_cpu(kernel);
+  if (status != ATTN_OK) {
+    unpin(owner);
+    return status;
+  }
+  int64_t items = kernel->additive_work_items(&args);
+  if (items < 0) {
+    unpin(owner);
+    return bad_work_items(kernel, items);
+  }
+  additive_context context = {kernel, &args};
+  run_items(pool, items, run_additive_items, &context);
   unpin(owner);
   return ATTN_OK;
 }

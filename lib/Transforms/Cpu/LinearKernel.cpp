@@ -89,11 +89,12 @@ private:
                 Value rows, int64_t width, bool withPhi);
   void zeroRows(Value rows, Value from, int64_t width);
 
-  /// acc[r * n + v] += Σ_{k in [lo, hi)} left(r, k) · right[k][col + v·lanes]
-  /// for r < rows, v < n (`acc` holds rows x n vectors).
+  /// broadcastProduct at a static column.
   SmallVector<Value> product(Value lo, Value hi, int64_t rows,
                              function_ref<Value(int64_t, Value)> left,
-                             Value right, int64_t col, ValueRange acc);
+                             Value right, int64_t col, ValueRange acc) {
+    return broadcastProduct(lo, hi, rows, left, right, cst(col), acc);
+  }
   /// The state's chunk update: S += φ(K_c)ᵀ V_c, z += Σ_j φ(K_c)[j].
   void updateState(const Buffers &buf, Value count);
   /// O of rows [first, first + kRows) of the chunk at `start` (those below
@@ -101,9 +102,6 @@ private:
   /// through buf.scores too.
   void outputRows(const Buffers &buf, Value batch, Value head, Value start,
                   Value first, Value count, bool causal);
-  /// Row `row` of O from its f32 vectors (valuePad / lanes of them).
-  void storeOutputRow(Value batch, Value head, Value row,
-                      ArrayRef<Value> vectors, Value rowBuffer);
 
   LinearOp op;
   int64_t headDim, valueDim, headPad, valuePad, chunk;
@@ -182,26 +180,6 @@ void LinearLowering::packRows(Value source, Value batch, Value head,
         });
       });
   zeroRows(rows, count, pad);
-}
-
-SmallVector<Value>
-LinearLowering::product(Value lo, Value hi, int64_t rows,
-                        function_ref<Value(int64_t, Value)> left, Value right,
-                        int64_t col, ValueRange acc) {
-  int64_t n = acc.size() / rows;
-  return forLoopWith(lo, hi, cst(1), acc, [&](Value k, ValueRange carried) {
-    SmallVector<Value> next(carried.begin(), carried.end());
-    SmallVector<Value> columns;
-    for (int64_t v = 0; v < n; ++v)
-      columns.push_back(loadVector(right, {k, cst(col + v * lanes)}));
-    for (int64_t r = 0; r < rows; ++r) {
-      Value scalar = splat(left(r, k));
-      for (int64_t v = 0; v < n; ++v)
-        next[r * n + v] =
-            vector::FMAOp::create(b, scalar, columns[v], next[r * n + v]);
-    }
-    return next;
-  });
 }
 
 void LinearLowering::updateState(const Buffers &buf, Value count) {
@@ -348,47 +326,12 @@ void LinearLowering::outputRows(const Buffers &buf, Value batch, Value head,
     auto store = scf::IfOp::create(b, inChunk, /*withElseRegion=*/false);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(store.thenBlock()->getTerminator());
-    storeOutputRow(batch, head, arith::AddIOp::create(b, start, local),
-                   ArrayRef<Value>(outputs).slice(r * (valuePad / lanes),
-                                                  valuePad / lanes),
-                   outputRow);
+    storeRowAs(op.getOutput(),
+               {batch, head, arith::AddIOp::create(b, start, local)},
+               ArrayRef<Value>(outputs).slice(r * (valuePad / lanes),
+                                              valuePad / lanes),
+               valueDim, outputRow);
   }
-}
-
-void LinearLowering::storeOutputRow(Value batch, Value head, Value row,
-                                    ArrayRef<Value> vectors, Value rowBuffer) {
-  Value output = op.getOutput();
-  Type elem = cast<MemRefType>(output.getType()).getElementType();
-  auto narrow = [&](Value v) -> Value {
-    if (elem == f32)
-      return v;
-    return arith::TruncFOp::create(b, VectorType::get({lanes}, elem), v);
-  };
-  ifUnitStride(
-      output,
-      [&](Value view) {
-        for (auto [i, v] : llvm::enumerate(vectors)) {
-          int64_t col = int64_t(i) * lanes;
-          int64_t live = std::min<int64_t>(lanes, valueDim - col);
-          SmallVector<Value, 4> at = {batch, head, row, cst(col)};
-          if (live == lanes)
-            vector::StoreOp::create(b, narrow(v), view, at);
-          else
-            vector::MaskedStoreOp::create(b, view, at, liveLanes(live),
-                                          narrow(v));
-        }
-      },
-      [&] {
-        for (auto [i, v] : llvm::enumerate(vectors))
-          storeVector(v, rowBuffer, {cst(int64_t(i) * lanes)});
-        forLoop(cst(0), cst(valueDim), cst(1), [&](Value c) {
-          Value x = memref::LoadOp::create(b, rowBuffer, ValueRange{c});
-          if (elem != f32)
-            x = arith::TruncFOp::create(b, elem, x);
-          memref::StoreOp::create(b, x, output,
-                                  ValueRange{batch, head, row, c});
-        });
-      });
 }
 
 void LinearLowering::emit() {

@@ -138,6 +138,10 @@ void emitWeights(ImplicitLocOpBuilder &b, AttentionWeightsOp op,
 /// attn.linear.
 void emitLinear(ImplicitLocOpBuilder &b, LinearOp op, int64_t lanes);
 
+/// Additive attention's kernel (AdditiveKernel.cpp) in place of a
+/// bufferized attn.additive.
+void emitAdditive(ImplicitLocOpBuilder &b, AdditiveOp op, int64_t lanes);
+
 } // namespace cpu
 } // namespace attn
 } // namespace mlir

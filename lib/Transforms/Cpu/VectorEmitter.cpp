@@ -107,11 +107,76 @@ void VectorEmitter::ifUnitStride(Value memref, function_ref<void(Value)> fast,
 }
 
 Value VectorEmitter::innerStride(Value memref) {
-  return memref::ExtractStridedMetadataOp::create(b, memref).getStrides()[3];
+  return memref::ExtractStridedMetadataOp::create(b, memref)
+      .getStrides()
+      .back();
 }
 
 Value VectorEmitter::unitStrideRows(Value memref) {
   return unitInnerStrideView(b, b.getLoc(), memref);
+}
+
+SmallVector<Value>
+VectorEmitter::broadcastProduct(Value lo, Value hi, int64_t rows,
+                                function_ref<Value(int64_t, Value)> left,
+                                Value right, Value col, ValueRange acc) {
+  int64_t n = acc.size() / rows;
+  return forLoopWith(lo, hi, cst(1), acc, [&](Value k, ValueRange carried) {
+    SmallVector<Value> next(carried.begin(), carried.end());
+    SmallVector<Value> columns;
+    for (int64_t v = 0; v < n; ++v)
+      columns.push_back(vector::LoadOp::create(
+          b, vecType, right,
+          ValueRange{k, arith::AddIOp::create(b, col, cst(v * lanes))}));
+    for (int64_t r = 0; r < rows; ++r) {
+      Value scalar = splat(left(r, k));
+      for (int64_t v = 0; v < n; ++v)
+        next[r * n + v] =
+            vector::FMAOp::create(b, scalar, columns[v], next[r * n + v]);
+    }
+    return next;
+  });
+}
+
+void VectorEmitter::storeRowAs(Value memref, ValueRange rowIndex,
+                               ArrayRef<Value> vectors, int64_t width,
+                               Value rowBuffer) {
+  Type elem = cast<MemRefType>(memref.getType()).getElementType();
+  auto narrow = [&](Value v) -> Value {
+    if (elem == f32)
+      return v;
+    return arith::TruncFOp::create(b, VectorType::get({lanes}, elem), v);
+  };
+  SmallVector<Value, 4> at(rowIndex.begin(), rowIndex.end());
+  at.push_back(Value());
+  ifUnitStride(
+      memref,
+      [&](Value view) {
+        for (auto [i, v] : llvm::enumerate(vectors)) {
+          int64_t col = int64_t(i) * lanes;
+          int64_t live = std::min<int64_t>(lanes, width - col);
+          if (live <= 0)
+            break;
+          at.back() = cst(col);
+          if (live == lanes)
+            vector::StoreOp::create(b, narrow(v), view, at);
+          else
+            vector::MaskedStoreOp::create(b, view, at, liveLanes(live),
+                                          narrow(v));
+        }
+      },
+      [&] {
+        for (auto [i, v] : llvm::enumerate(vectors))
+          vector::StoreOp::create(b, v, rowBuffer,
+                                  ValueRange{cst(int64_t(i) * lanes)});
+        forLoop(cst(0), cst(width), cst(1), [&](Value c) {
+          Value x = memref::LoadOp::create(b, rowBuffer, ValueRange{c});
+          if (elem != f32)
+            x = arith::TruncFOp::create(b, elem, x);
+          at.back() = c;
+          memref::StoreOp::create(b, x, memref, at);
+        });
+      });
 }
 
 Value VectorEmitter::liveLanes(int64_t live) {

@@ -74,9 +74,25 @@ protected:
   void ifUnitStride(Value memref, function_ref<void(Value)> fast,
                     function_ref<void()> slow);
 
+  /// The innermost stride of `memref` (any rank).
   Value innerStride(Value memref);
   /// `memref` seen with a unit innermost stride (valid where it has one).
   Value unitStrideRows(Value memref);
+
+  /// acc[r * n + v] += Σ_{k in [lo, hi)} left(r, k) · right[k][col + v·lanes]
+  /// for r < rows, v < n (`acc` holds rows x n vectors, `right` is an f32
+  /// [K][N] buffer): a register tile of FMAs that broadcast one scalar of
+  /// the left operand per row and load each vector of the right once.
+  SmallVector<Value> broadcastProduct(Value lo, Value hi, int64_t rows,
+                                      function_ref<Value(int64_t, Value)> left,
+                                      Value right, Value col, ValueRange acc);
+
+  /// Row `rowIndex` of `memref` (any rank; f32, f16 or bf16 elements) from
+  /// the f32 `vectors`, its first `width` elements: (masked) vector stores
+  /// where its rows have unit stride, else element by element through
+  /// `rowBuffer` (f32, room for every vector).
+  void storeRowAs(Value memref, ValueRange rowIndex, ArrayRef<Value> vectors,
+                  int64_t width, Value rowBuffer);
 
   /// The mask of a vector's first `live` lanes.
   Value liveLanes(int64_t live);

@@ -40,6 +40,13 @@
  * attn_linear_args; `work_items` and `run` are NULL. Its work items are one
  * per batch and key/value head.
  *
+ * An additive attention kernel (`kind` = ATTN_KERNEL_ADDITIVE) computes
+ * attn.additive (docs/spec.md, "Additive attention"): its entry points take
+ * an attn_additive_args; `work_items` and `run` are NULL. Its work items are
+ * one per batch and tile of block_q query rows. `head_dim` is Dk,
+ * `query_dim` Dq and `additive_dim` A; mask_broadcast[0] and [2] say whether
+ *its keep-mask may broadcast over B and Sq.
+ *
  * A CUDA kernel (`device` = ATTN_DEVICE_CUDA) has no `run`: its descriptor
  * points to an `attn_gpu_kernel` with the PTX or cubin image and its launch
  * shape, and `attn_gpu_kernel_params` lays out its parameters.
@@ -175,13 +182,40 @@ typedef struct attn_linear_args {
   int64_t final_normalizer_strides[3];
 } attn_linear_args;
 
+/* The arguments of an additive attention call (attn.additive): the query
+ * rows, keys and values, the network's W_q, W_k and v (all of the kernel's
+ * dtype), the optional keep-mask (bytes, read with mask_strides: 0 on a
+ * broadcast dim), O, and for a kernel with has_weights the weights (f32). */
+typedef struct attn_additive_args {
+  const void *query;        /* [B, Sq, Dq] */
+  const void *keys;         /* [B, Sk, Dk] */
+  const void *values;       /* [B, Sk, Dv] */
+  const void *query_weight; /* W_q [A, Dq] */
+  const void *key_weight;   /* W_k [A, Dk] */
+  const void *score_vector; /* v [A] */
+  const void *mask;         /* [B, Sq, Sk], or NULL */
+  void *output;             /* [B, Sq, Dv] */
+  float *weights;           /* [B, Sq, Sk], or NULL */
+  int64_t batch, seq_q, seq_k;
+  int64_t query_strides[3];
+  int64_t key_strides[3];
+  int64_t value_strides[3];
+  int64_t query_weight_strides[2];
+  int64_t key_weight_strides[2];
+  int64_t score_vector_strides[1];
+  int64_t mask_strides[3];
+  int64_t output_strides[3];
+  int64_t weights_strides[3];
+} attn_additive_args;
+
 /* What a kernel computes: the forward function, its gradients, its
- * attention weights, or linear attention. */
+ * attention weights, linear attention or additive attention. */
 typedef enum attn_kernel_kind {
   ATTN_KERNEL_FORWARD = 0,
   ATTN_KERNEL_BACKWARD = 1,
   ATTN_KERNEL_WEIGHTS = 2,
-  ATTN_KERNEL_LINEAR = 3
+  ATTN_KERNEL_LINEAR = 3,
+  ATTN_KERNEL_ADDITIVE = 4
 } attn_kernel_kind;
 
 /* Linear attention's feature map (attn.linear's feature_map). */
@@ -235,6 +269,11 @@ typedef void (*attn_backward_run_fn)(const attn_backward_args *args,
 typedef int64_t (*attn_linear_work_items_fn)(const attn_linear_args *args);
 typedef void (*attn_linear_run_fn)(const attn_linear_args *args, int64_t begin,
                                    int64_t end);
+/* An additive attention kernel's work items (one per batch and tile of
+ * query rows). */
+typedef int64_t (*attn_additive_work_items_fn)(const attn_additive_args *args);
+typedef void (*attn_additive_run_fn)(const attn_additive_args *args,
+                                     int64_t begin, int64_t end);
 #define ATTN_SPLIT_WORKSPACE_FLOATS(args, value_dim, splits)                   \
   ((args)->batch * (args)->heads_q * (args)->seq_q * (splits) *                \
    ((value_dim) + 2))
@@ -312,6 +351,14 @@ typedef struct attn_kernel_desc {
   int32_t feature_map;
   float eps;
   int32_t chunk;
+  /* Where struct_size covers them (older kernels are not additive): an
+   * additive attention kernel's entry points, its Dq and A, and whether it
+   * writes the weights. */
+  attn_additive_work_items_fn additive_work_items;
+  attn_additive_run_fn additive_run;
+  int64_t query_dim;
+  int64_t additive_dim; /* A */
+  int32_t has_weights;
 } attn_kernel_desc;
 
 typedef struct attn_library {

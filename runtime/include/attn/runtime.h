@@ -256,8 +256,8 @@ ATTN_RUNTIME_EXPORT attn_status attn_prepare_with(
     const attn_run_options *options, attn_kernel_args *args);
 
 /* Whether a kernel computes the forward function, its gradients, its
- * attention weights or linear attention (older kernels are forward
- * kernels). */
+ * attention weights, linear or additive attention (older kernels are
+ * forward kernels). */
 ATTN_RUNTIME_EXPORT attn_kernel_kind
 attn_kernel_kind_of(const attn_kernel_desc *kernel);
 
@@ -345,6 +345,33 @@ ATTN_RUNTIME_EXPORT attn_status attn_prepare_linear(
     const attn_tensor *initial_state, const attn_tensor *initial_normalizer,
     const attn_tensor *output, const attn_tensor *final_state,
     const attn_tensor *final_normalizer, attn_linear_args *args);
+
+/* Runs an additive attention kernel (kind ATTN_KERNEL_ADDITIVE;
+ * docs/spec.md, "Additive attention"): O [B, Sq, Dv] of `query` [B, Sq, Dq],
+ * `keys` [B, Sk, Dk] and `values` [B, Sk, Dv] with the scoring network
+ * `query_weight` W_q [A, Dq], `key_weight` W_k [A, Dk] and `score_vector`
+ * v [A] (all of the kernel's dtype, any strides), the keep-mask `mask`
+ * [B or 1, Sq or 1, Sk] (bool; NULL for a kernel without), and for a
+ * kernel with has_weights the weights [B, Sq, Sk] (f32, written; NULL
+ * otherwise). The outputs must not overlap any tensor or each other.
+ * Nothing is written when a check fails. */
+ATTN_RUNTIME_EXPORT attn_status attn_run_additive(
+    const attn_kernel_desc *kernel, const attn_tensor *query,
+    const attn_tensor *keys, const attn_tensor *values,
+    const attn_tensor *query_weight, const attn_tensor *key_weight,
+    const attn_tensor *score_vector, const attn_tensor *mask,
+    const attn_tensor *output, const attn_tensor *weights,
+    attn_thread_pool *pool);
+
+/* attn_run_additive's checks alone: fills `args` for the kernel's entry
+ * points. */
+ATTN_RUNTIME_EXPORT attn_status attn_prepare_additive(
+    const attn_kernel_desc *kernel, const attn_tensor *query,
+    const attn_tensor *keys, const attn_tensor *values,
+    const attn_tensor *query_weight, const attn_tensor *key_weight,
+    const attn_tensor *score_vector, const attn_tensor *mask,
+    const attn_tensor *output, const attn_tensor *weights,
+    attn_additive_args *args);
 
 /* Runs a weights kernel: the attention weights W [B, Hq, Sq, Sk] f32 of the
  * forward with the kernel's attributes (docs/spec.md, "Attention

@@ -1550,3 +1550,78 @@ func.func @linear_outs_count(%q: tensor<1x1x8x16xf32>, %o: tensor<1x1x8x16xf32>)
       outs(%o, %o : tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>) -> tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>
   return
 }
+
+// -----
+
+// attn.additive: the network's shapes, the mask and the outs.
+
+func.func @additive_key_weight(%q: tensor<1x4x8xf32>, %k: tensor<1x6x10xf32>,
+                               %wq: tensor<16x8xf32>, %wk: tensor<16x8xf32>,
+                               %va: tensor<16xf32>, %o: tensor<1x4x10xf32>) {
+  // expected-error @+1 {{key_weight dim 1 (Dk) must equal keys' Dk = 10, found 8}}
+  %r = attn.additive ins(%q, %k, %k, %wq, %wk, %va : tensor<1x4x8xf32>, tensor<1x6x10xf32>, tensor<1x6x10xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<16xf32>)
+      outs(%o : tensor<1x4x10xf32>) -> tensor<1x4x10xf32>
+  return
+}
+
+// -----
+
+func.func @additive_score_vector(%q: tensor<1x4x8xf32>, %w: tensor<16x8xf32>,
+                                 %va: tensor<15xf32>, %o: tensor<1x4x8xf32>) {
+  // expected-error @+1 {{score_vector dim 0 (A) must equal query_weight's A = 16, found 15}}
+  %r = attn.additive ins(%q, %q, %q, %w, %w, %va : tensor<1x4x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<15xf32>)
+      outs(%o : tensor<1x4x8xf32>) -> tensor<1x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @additive_element_types(%q: tensor<1x4x8xf32>, %w: tensor<16x8xbf16>,
+                                  %va: tensor<16xf32>, %o: tensor<1x4x8xf32>) {
+  // expected-error @+1 {{query_weight must have the query's element type 'f32', found 'bf16'}}
+  %r = attn.additive ins(%q, %q, %q, %w, %w, %va : tensor<1x4x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>, tensor<16x8xbf16>, tensor<16x8xbf16>, tensor<16xf32>)
+      outs(%o : tensor<1x4x8xf32>) -> tensor<1x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @additive_bias_mask(%q: tensor<1x4x8xf32>, %w: tensor<16x8xf32>, %va: tensor<16xf32>,
+                              %m: tensor<1x4x4xf32>, %o: tensor<1x4x8xf32>) {
+  // expected-error @+1 {{mask must be an i1 keep-mask, found 'f32'}}
+  %r = attn.additive ins(%q, %q, %q, %w, %w, %va : tensor<1x4x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<16xf32>)
+      mask(%m : tensor<1x4x4xf32>)
+      outs(%o : tensor<1x4x8xf32>) -> tensor<1x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @additive_mask_rows(%q: tensor<1x4x8xf32>, %w: tensor<16x8xf32>, %va: tensor<16xf32>,
+                              %m: tensor<1x3x4xi1>, %o: tensor<1x4x8xf32>) {
+  // expected-error @+1 {{mask dim 1 (Sq) must equal query's Sq (or 1) = 4, found 3}}
+  %r = attn.additive ins(%q, %q, %q, %w, %w, %va : tensor<1x4x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<16xf32>)
+      mask(%m : tensor<1x3x4xi1>)
+      outs(%o : tensor<1x4x8xf32>) -> tensor<1x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @additive_weights_type(%q: tensor<1x4x8xf32>, %w: tensor<16x8xf32>, %va: tensor<16xf32>,
+                                 %o: tensor<1x4x8xf32>, %p: tensor<1x4x4xbf16>) {
+  // expected-error @+1 {{weights element type must be f32, found 'bf16'}}
+  %r:2 = attn.additive ins(%q, %q, %q, %w, %w, %va : tensor<1x4x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<16xf32>)
+      outs(%o, %p : tensor<1x4x8xf32>, tensor<1x4x4xbf16>) -> tensor<1x4x8xf32>, tensor<1x4x4xbf16>
+  return
+}
+
+// -----
+
+func.func @additive_dynamic_attn_dim(%q: tensor<1x4x8xf32>, %w: tensor<?x8xf32>, %va: tensor<?xf32>,
+                                     %o: tensor<1x4x8xf32>) {
+  // expected-error @+1 {{query_weight dim 0 (A) must be static, found ?}}
+  %r = attn.additive ins(%q, %q, %q, %w, %w, %va : tensor<1x4x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>, tensor<?x8xf32>, tensor<?x8xf32>, tensor<?xf32>)
+      outs(%o : tensor<1x4x8xf32>) -> tensor<1x4x8xf32>
+  return
+}

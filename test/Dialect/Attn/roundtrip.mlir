@@ -536,3 +536,30 @@ func.func @linear_memrefs(%q: memref<1x1x4x8xf16>, %o: memref<1x1x4x8xf16>) {
       outs(%o : memref<1x1x4x8xf16>)
   return
 }
+
+// -----
+
+// attn.additive: with and without the mask and the weights out.
+
+// CHECK-LABEL: func @additive_minimal
+// CHECK: attn.additive ins(%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}} : tensor<2x?x24xf32>, tensor<2x?x20xf32>, tensor<2x?x40xf32>, tensor<36x24xf32>, tensor<36x20xf32>, tensor<36xf32>) outs(%{{.+}} : tensor<2x?x40xf32>) -> tensor<2x?x40xf32>
+func.func @additive_minimal(%q: tensor<2x?x24xf32>, %k: tensor<2x?x20xf32>, %v: tensor<2x?x40xf32>,
+                            %wq: tensor<36x24xf32>, %wk: tensor<36x20xf32>, %va: tensor<36xf32>,
+                            %o: tensor<2x?x40xf32>) -> tensor<2x?x40xf32> {
+  %r = attn.additive ins(%q, %k, %v, %wq, %wk, %va : tensor<2x?x24xf32>, tensor<2x?x20xf32>, tensor<2x?x40xf32>, tensor<36x24xf32>, tensor<36x20xf32>, tensor<36xf32>)
+      outs(%o : tensor<2x?x40xf32>) -> tensor<2x?x40xf32>
+  return %r : tensor<2x?x40xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @additive_mask_weights
+// CHECK: attn.additive ins({{.*}}) mask(%{{.+}} : tensor<1x?x?xi1>) outs(%{{.+}}, %{{.+}} : tensor<2x?x8xbf16>, tensor<2x?x?xf32>) -> tensor<2x?x8xbf16>, tensor<2x?x?xf32>
+func.func @additive_mask_weights(%q: tensor<2x?x8xbf16>, %k: tensor<2x?x8xbf16>, %w: tensor<4x8xbf16>,
+                                 %va: tensor<4xbf16>, %m: tensor<1x?x?xi1>, %o: tensor<2x?x8xbf16>,
+                                 %p: tensor<2x?x?xf32>) -> (tensor<2x?x8xbf16>, tensor<2x?x?xf32>) {
+  %r:2 = attn.additive ins(%q, %k, %k, %w, %w, %va : tensor<2x?x8xbf16>, tensor<2x?x8xbf16>, tensor<2x?x8xbf16>, tensor<4x8xbf16>, tensor<4x8xbf16>, tensor<4xbf16>)
+      mask(%m : tensor<1x?x?xi1>)
+      outs(%o, %p : tensor<2x?x8xbf16>, tensor<2x?x?xf32>) -> tensor<2x?x8xbf16>, tensor<2x?x?xf32>
+  return %r#0, %r#1 : tensor<2x?x8xbf16>, tensor<2x?x?xf32>
+}

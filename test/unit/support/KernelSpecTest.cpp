@@ -54,6 +54,10 @@ void expectEqualSpecs(const KernelSpec &a, const KernelSpec &b) {
   EXPECT_EQ(a.chunk, b.chunk);
   EXPECT_EQ(a.featureMap, b.featureMap);
   EXPECT_EQ(a.linearState, b.linearState);
+  EXPECT_EQ(a.additive, b.additive);
+  EXPECT_EQ(a.queryDim, b.queryDim);
+  EXPECT_EQ(a.attnDim, b.attnDim);
+  EXPECT_EQ(a.additiveWeights, b.additiveWeights);
   for (int i = 0; i < 5; ++i)
     EXPECT_EQ(a.staticSizes[i], b.staticSizes[i]) << "static size " << i;
   EXPECT_EQ(a.group, b.group);
@@ -264,6 +268,23 @@ TEST(KernelSpec, LinearAttention) {
   expectEqualSpecs(parseOrDie(printKernelSpec(plain)), plain);
 }
 
+TEST(KernelSpec, AdditiveAttention) {
+  KernelSpec plain = parseOrDie("additive,d=64");
+  EXPECT_TRUE(plain.additive && !plain.additiveWeights);
+  EXPECT_EQ(plain.queryDim, 64); // the feature dims default to d
+  EXPECT_EQ(plain.attnDim, 64);
+  EXPECT_EQ(plain.valueDim, 64);
+  KernelSpec all = parseOrDie("additive,dtype=f16,dq=256,d=128,dv=96,"
+                              "attn_dim=32,mask=bool:b1q1,with_weights,"
+                              "sizes=4:?:?:1:?");
+  EXPECT_EQ(all.queryDim, 256);
+  EXPECT_EQ(all.attnDim, 32);
+  EXPECT_TRUE(all.maskBroadcast[0] && all.maskBroadcast[2]);
+  EXPECT_EQ(all.staticSizes[3], 1);
+  expectEqualSpecs(parseOrDie(printKernelSpec(all)), all);
+  expectEqualSpecs(parseOrDie(printKernelSpec(plain)), plain);
+}
+
 TEST(KernelSpec, RoundTripsFloatsExactly) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> dist(1e-6f, 1e6f);
@@ -399,6 +420,22 @@ TEST(KernelSpecErrors, LinearAttention) {
   expectError("linear,d=64,eps=inf", {"'eps'"});
   expectError("linear,d=64,feature_map=softmax",
               {"'feature_map'", "elu_plus_one or relu"});
+}
+
+TEST(KernelSpecErrors, AdditiveAttention) {
+  expectError("d=64,attn_dim=32", {"'attn_dim'", "needs 'additive'"});
+  expectError("d=64,with_weights", {"'with_weights'", "needs 'additive'"});
+  expectError("additive,linear,d=64", {"kind"});
+  for (const char *key :
+       {"causal", "lse", "scale=0.5", "softcap=30", "window=8:0", "backward",
+        "dropout", "weights", "sinks", "gqa=2"})
+    expectError(std::string("additive,d=64,") + key,
+                {"additive attention's kernel takes no"});
+  expectError("additive,d=64,mask=bias", {"keep-mask", "'mask=bool'"});
+  expectError("additive,d=64,mask=bool:h1", {"no head dim"});
+  expectError("additive,d=64,sizes=1:2:2:8:8", {"no heads"});
+  expectError("additive,d=64,attn_dim=0", {"'attn_dim'"});
+  expectError("additive,d=64,dq=2000", {"'dq'"});
 }
 
 TEST(KernelSpecErrors, NoNameClashesWithTheRuntimesIdentifiers) {

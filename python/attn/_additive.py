@@ -1,0 +1,262 @@
+"""attn.additive_attention: additive (Bahdanau) attention from a kernel.
+
+score(q, k) = v . tanh(W_q q + W_k k), a softmax over the keys, the weighted
+sum of the values (docs/spec.md, "Additive attention"). The kernel
+(attn.additive) projects the queries and keys once and folds the scores into
+an online softmax a block of keys at a time: nothing of size Sq * Sk * A
+exists, where the tutorials' module materializes the [B, Sq, Sk, A] tensor
+of tanh inputs.
+"""
+
+from __future__ import annotations
+
+from . import _cache, _core
+
+Error = _core.Error
+
+
+def _torch_or_none(query):
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(query, torch.Tensor):
+        return torch
+    return None
+
+
+def _spec(query, keys, values, w_q, mask, need_weights, mask_broadcast) -> str:
+    items = [
+        "additive",
+        f"dtype={_core.dtype_name(query.dtype)}",
+        f"dq={int(query.shape[2])}",
+        f"d={int(keys.shape[2])}",
+        f"dv={int(values.shape[2])}",
+        f"attn_dim={int(w_q.shape[0])}",
+    ]
+    if mask is not None:
+        dims = [name for name, b in zip(("b1", "q1"), mask_broadcast) if b]
+        items.append("mask=bool" + (":" + ",".join(dims) if dims else ""))
+    if need_weights:
+        items.append("with_weights")
+    return ",".join(items)
+
+
+def _check(query, keys, values, w_q, w_k, w_v):
+    for name, tensor, rank, layout in (
+        ("query", query, 3, "[B, Sq, Dq]"),
+        ("keys", keys, 3, "[B, Sk, Dk]"),
+        ("values", values, 3, "[B, Sk, Dv]"),
+        ("w_q", w_q, 2, "[A, Dq]"),
+        ("w_k", w_k, 2, "[A, Dk]"),
+        ("w_v", w_v, 1, "[A]"),
+    ):
+        if len(tensor.shape) != rank:
+            raise Error(f"{name}: rank is {len(tensor.shape)} but must be {rank} {layout}")
+    a = int(w_q.shape[0])
+    if int(w_q.shape[1]) != int(query.shape[2]):
+        raise Error(f"w_q: shape {list(w_q.shape)} but must be [A, Dq] with the query's "
+                    f"Dq = {int(query.shape[2])}")
+    if tuple(int(x) for x in w_k.shape) != (a, int(keys.shape[2])):
+        raise Error(f"w_k: shape {list(w_k.shape)} but must be [A, Dk] = "
+                    f"[{a}, {int(keys.shape[2])}]")
+    if int(w_v.shape[0]) != a:
+        raise Error(f"w_v: shape {list(w_v.shape)} but must be [A] = [{a}]")
+
+
+def _mask_view(mask, batch, seq_q, seq_k, expand):
+    """The mask as [B or 1, Sq or 1, Sk] (a [B, Sk] padding mask gains its
+    Sq dim), and which dims broadcast."""
+    if len(mask.shape) == 2:
+        mask = mask[:, None, :]
+    if len(mask.shape) != 3:
+        raise Error(f"mask: rank is {len(mask.shape)} but must be 2 [B, Sk] or 3 "
+                    "[B or 1, Sq or 1, Sk]")
+    broadcast = (int(mask.shape[0]) == 1 and batch != 1,
+                 int(mask.shape[1]) == 1 and seq_q != 1)
+    return mask, broadcast
+
+
+def additive_attention(query, keys, values, w_q, w_k, w_v, mask=None,
+                       need_weights: bool = False):
+    """Additive attention of query [B, Sq, Dq] (or [B, Dq]: one query per
+    batch), keys [B, Sk, Dk] and values [B, Sk, Dv] with the scoring network
+    w_q [A, Dq], w_k [A, Dk] and w_v [A] (or [1, A], nn.Linear's layout):
+
+        s[b, i, j] = sum_a w_v[a] * tanh((w_q q_i)[a] + (w_k k_j)[a])
+        context[b, i] = sum_j softmax_j(s[b, i, :]) * values[b, j]
+
+    All of one dtype (float32, bfloat16 or float16; any strides). mask: a
+    keep-mask (bool, true attends), [B, Sk] or [B or 1, Sq or 1, Sk]; a row
+    with no key to attend gives context 0 and weights 0.
+
+    Returns context [B, Sq, Dv] ([B, Dv] for a 2-D query), and with
+    need_weights=True also the weights [B, Sq, Sk] float32 ([B, Sk] for a
+    2-D query). A PyTorch tensor for PyTorch inputs, else a NumPy array.
+    Gradients flow through context for PyTorch inputs (see
+    attn.nn.AdditiveAttention); the weights are not differentiable.
+    """
+    if _torch_or_none(query) is not None:
+        return additive_attention_torch(query, keys, values, w_q, w_k, w_v, mask,
+                                        need_weights)
+    import numpy as np
+
+    as_array = _core.as_array
+    query, keys, values = (as_array(query, "query"), as_array(keys, "keys"),
+                           as_array(values, "values"))
+    w_q, w_k, w_v = (as_array(w_q, "w_q"), as_array(w_k, "w_k"), as_array(w_v, "w_v"))
+    if w_v.ndim == 2 and w_v.shape[0] == 1:
+        w_v = w_v[0]
+    single = query.ndim == 2
+    if single:
+        query = query[:, None, :]
+    _check(query, keys, values, w_q, w_k, w_v)
+    batch, seq_q, seq_k = int(query.shape[0]), int(query.shape[1]), int(keys.shape[1])
+    broadcast = (False, False)
+    if mask is not None:
+        mask = as_array(mask, "mask")
+        if mask.dtype != np.bool_:
+            mask = mask != 0
+        mask, broadcast = _mask_view(mask, batch, seq_q, seq_k, None)
+    output = np.empty((batch, seq_q, int(values.shape[2])), dtype=query.dtype)
+    weights = (np.empty((batch, seq_q, seq_k), dtype=np.float32)
+               if need_weights else None)
+    run(_spec(query, keys, values, w_q, mask, need_weights, broadcast), query, keys,
+        values, w_q, w_k, w_v, mask, output, weights)
+    if single:
+        output = output[:, 0]
+        weights = None if weights is None else weights[:, 0]
+    return (output, weights) if need_weights else output
+
+
+def run(spec, query, keys, values, w_q, w_k, w_v, mask, output, weights) -> None:
+    """Runs the additive kernel of `spec` (compiling it on first use) on
+    NumPy arrays or DLPack capsules."""
+    _cache.kernel(spec).run_additive(query, keys, values, w_q, w_k, w_v, mask, output,
+                                     weights)
+
+
+def _eager_rows(torch, query, keys, values, w_q, w_k, w_v, mask):
+    """The definition in PyTorch (f32) for a block of query rows: what the
+    backward recomputes to differentiate. A row without an allowed key
+    gives 0, without NaN in its gradient."""
+    qp = query @ w_q.transpose(0, 1)  # [B, R, A]
+    kp = keys @ w_k.transpose(0, 1)  # [B, Sk, A]
+    scores = torch.tanh(qp[:, :, None, :] + kp[:, None, :, :]) @ w_v  # [B, R, Sk]
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    top = scores.amax(-1, keepdim=True).detach()
+    top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
+    e = torch.exp(scores - top)
+    total = e.sum(-1, keepdim=True)
+    p = e / torch.where(total == 0, torch.ones_like(total), total)
+    return p @ values
+
+
+#: Bytes of the [B, rows, Sk, A] tanh block that the backward's
+#: recomputation materializes at a time.
+BACKWARD_BLOCK_BYTES = 64 << 20
+
+
+def _autograd_function(torch):
+    class AdditiveAttentionFunction(torch.autograd.Function):
+        """Forward: the kernel. Backward: the forward recomputed in PyTorch
+        (f32) a block of query rows at a time and differentiated by
+        autograd, so that memory stays O(block) (a compiled backward is the
+        training issue's)."""
+
+        @staticmethod
+        def forward(ctx, query, keys, values, w_q, w_k, w_v, mask, spec):
+            from ._torch import _capsule
+
+            output = query.new_empty((query.shape[0], query.shape[1], values.shape[2]))
+            run(spec, _capsule(query), _capsule(keys), _capsule(values), _capsule(w_q),
+                _capsule(w_k), _capsule(w_v), None if mask is None else _capsule(mask),
+                _capsule(output), None)
+            ctx.save_for_backward(query, keys, values, w_q, w_k, w_v, mask)
+            return output
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            query, keys, values, w_q, w_k, w_v, mask = ctx.saved_tensors
+            f32 = [t.detach().float().requires_grad_() for t in
+                   (query, keys, values, w_q, w_k, w_v)]
+            grads = [torch.zeros_like(t) for t in f32]
+            batch, seq_q = query.shape[0], query.shape[1]
+            per_row = max(1, batch * keys.shape[1] * w_q.shape[0] * 4 * 3)
+            rows = max(1, BACKWARD_BLOCK_BYTES // per_row)
+            grad_output = grad_output.float()
+            full_mask = None
+            if mask is not None:
+                full_mask = mask.expand(batch, seq_q, keys.shape[1])
+            with torch.enable_grad():
+                for lo in range(0, seq_q, rows):
+                    hi = min(seq_q, lo + rows)
+                    out = _eager_rows(torch, f32[0][:, lo:hi], *f32[1:],
+                                      None if full_mask is None else full_mask[:, lo:hi])
+                    parts = torch.autograd.grad(out, f32, grad_output[:, lo:hi],
+                                                allow_unused=True)
+                    for g, part in zip(grads, parts):
+                        if part is not None:
+                            g += part
+            return (*(g.to(t.dtype) if ctx.needs_input_grad[i] else None
+                      for i, (g, t) in enumerate(zip(grads, (query, keys, values, w_q,
+                                                               w_k, w_v)))),
+                    None, None)
+
+    return AdditiveAttentionFunction
+
+
+_FUNCTION = {}
+
+
+def additive_attention_torch(query, keys, values, w_q, w_k, w_v, mask, need_weights):
+    """additive_attention for PyTorch tensors (CPU): differentiable through
+    the context."""
+    import torch
+
+    from ._torch import _capsule
+
+    tensors = (("query", query), ("keys", keys), ("values", values), ("w_q", w_q),
+               ("w_k", w_k), ("w_v", w_v), ("mask", mask))
+    for name, tensor in tensors:
+        if tensor is not None and not isinstance(tensor, torch.Tensor):
+            raise Error(f"{name}: a {type(tensor).__name__} where the query is a "
+                        "torch.Tensor")
+        if tensor is not None and not tensor.is_cpu:
+            raise Error(f"{name}: tensor is on {tensor.device} but attn's additive "
+                        "attention runs on the CPU only")
+    if w_v.dim() == 2 and w_v.shape[0] == 1:
+        w_v = w_v[0]
+    single = query.dim() == 2
+    if single:
+        query = query[:, None, :]
+    _check(query, keys, values, w_q, w_k, w_v)
+    batch, seq_q, seq_k = query.shape[0], query.shape[1], keys.shape[1]
+    broadcast = (False, False)
+    if mask is not None:
+        if mask.dtype != torch.bool:
+            mask = mask != 0
+        mask, broadcast = _mask_view(mask, batch, seq_q, seq_k, None)
+        mask = mask.detach()
+    spec = _spec(query, keys, values, w_q, mask, False, broadcast)
+    if "function" not in _FUNCTION:
+        _FUNCTION["function"] = _autograd_function(torch)
+    grad = torch.is_grad_enabled() and any(
+        t.requires_grad for t in (query, keys, values, w_q, w_k, w_v))
+    weights = None
+    if need_weights or not grad:
+        # One kernel call for both when no gradient is needed.
+        detached = [t.detach() for t in (query, keys, values, w_q, w_k, w_v)]
+        output = query.new_empty((batch, seq_q, values.shape[2]))
+        if need_weights:
+            weights = torch.empty((batch, seq_q, seq_k), dtype=torch.float32)
+        run(_spec(query, keys, values, w_q, mask, need_weights, broadcast),
+            *(_capsule(t) for t in detached), None if mask is None else _capsule(mask),
+            _capsule(output), None if weights is None else _capsule(weights))
+    if grad:
+        output = _FUNCTION["function"].apply(query, keys, values, w_q, w_k, w_v, mask,
+                                             spec)
+    if single:
+        output = output[:, 0]
+        weights = None if weights is None else weights[:, 0]
+    return (output, weights) if need_weights else output

@@ -1,0 +1,189 @@
+"""attn.additive_attention and attn.nn.AdditiveAttention against a float64
+reference of docs/spec.md's "Additive attention", written as the tutorials
+write it (the [B, Sq, Sk, A] tensor of tanh inputs materialized), through
+attn-compile's kernels and the runtime."""
+
+import numpy as np
+import pytest
+
+import attn
+
+torch = pytest.importorskip("torch")
+
+TOLERANCE = {torch.float32: 1e-5, torch.bfloat16: 1e-2, torch.float16: 1e-2}
+
+
+def reference(q, k, v, w_q, w_k, w_v, mask=None):
+    """context, weights in float64; 0 on a row with no allowed key."""
+    q, k, v, w_q, w_k, w_v = (t.double() for t in (q, k, v, w_q, w_k, w_v))
+    scores = torch.tanh((q @ w_q.T)[:, :, None, :] + (k @ w_k.T)[:, None, :, :]) @ w_v
+    if mask is not None:
+        if mask.dim() == 2:
+            mask = mask[:, None, :]
+        scores = scores.masked_fill(~mask.expand_as(scores), float("-inf"))
+    top = scores.amax(-1, keepdim=True)
+    top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
+    e = torch.exp(scores - top)
+    total = e.sum(-1, keepdim=True)
+    p = e / torch.where(total == 0, torch.ones_like(total), total)
+    return p @ v, p
+
+
+def relative_error(x, ref):
+    return (x.double() - ref).abs().max().item() / max(ref.abs().max().item(), 1e-30)
+
+
+def inputs(b, sq, sk, dq, dk, dv, a, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    shapes = [(b, sq, dq), (b, sk, dk), (b, sk, dv), (a, dq), (a, dk), (a,)]
+    return [(torch.randn(*s, generator=g) * (0.3 if len(s) < 3 else 1.0)).to(dtype)
+            for s in shapes]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("masked", [False, True])
+@pytest.mark.parametrize("need_weights", [False, True])
+def test_matches_reference(dtype, masked, need_weights):
+    # Odd sizes: no multiple of a vector, a key block or a row block.
+    q, k, v, w_q, w_k, w_v = inputs(2, 37, 53, 24, 20, 40, 36, dtype, seed=1)
+    mask = None
+    if masked:
+        g = torch.Generator().manual_seed(2)
+        mask = torch.rand(2, 37, 53, generator=g) > 0.3
+        mask[0, 5] = False  # a row with nothing to attend
+    result = attn.additive_attention(q, k, v, w_q, w_k, w_v, mask,
+                                     need_weights=need_weights)
+    out, weights = result if need_weights else (result, None)
+    ref, ref_weights = reference(q, k, v, w_q, w_k, w_v, mask)
+    assert out.dtype == dtype and out.shape == (2, 37, 40)
+    assert relative_error(out, ref) <= TOLERANCE[dtype]
+    if masked:
+        assert torch.equal(out[0, 5], torch.zeros(40, dtype=dtype))
+    if need_weights:
+        assert weights.dtype == torch.float32 and weights.shape == (2, 37, 53)
+        assert (weights.double() - ref_weights).abs().max().item() <= TOLERANCE[dtype]
+        if masked:
+            assert torch.equal(weights[0, 5], torch.zeros(53))
+            assert torch.equal(weights[~mask], torch.zeros(int((~mask).sum())))
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1, 1, 1, 1, 1), (3, 200, 130, 64, 48, 96, 128),
+                                   (1, 5, 700, 16, 16, 16, 8)])
+def test_sizes(shape):
+    b, sq, sk, dq, dk, dv, a = shape
+    q, k, v, w_q, w_k, w_v = inputs(b, sq, sk, dq, dk, dv, a, torch.float32, seed=sq)
+    out, weights = attn.additive_attention(q, k, v, w_q, w_k, w_v, need_weights=True)
+    ref, ref_weights = reference(q, k, v, w_q, w_k, w_v)
+    assert relative_error(out, ref) <= 1e-5
+    assert (weights.double() - ref_weights).abs().max().item() <= 1e-5
+
+
+def test_broadcast_masks():
+    q, k, v, w_q, w_k, w_v = inputs(2, 9, 30, 8, 8, 8, 16, torch.float32, seed=3)
+    padding = torch.arange(30)[None, :] < torch.tensor([[30], [17]])  # [B, Sk]
+    out = attn.additive_attention(q, k, v, w_q, w_k, w_v, padding)
+    assert relative_error(out, reference(q, k, v, w_q, w_k, w_v, padding)[0]) <= 1e-5
+    shared = torch.rand(1, 9, 30) > 0.5  # one mask for every batch
+    out = attn.additive_attention(q, k, v, w_q, w_k, w_v, shared)
+    ref = reference(q, k, v, w_q, w_k, w_v, shared.expand(2, 9, 30))[0]
+    assert relative_error(out, ref) <= 1e-5
+    as_ints = padding.int()  # nonzero attends
+    out = attn.additive_attention(q, k, v, w_q, w_k, w_v, as_ints)
+    assert relative_error(out, reference(q, k, v, w_q, w_k, w_v, padding)[0]) <= 1e-5
+
+
+def test_nan_at_a_masked_key_stays_out():
+    q, k, v, w_q, w_k, w_v = inputs(1, 4, 40, 8, 8, 8, 16, torch.float32, seed=4)
+    mask = torch.ones(1, 4, 40, dtype=torch.bool)
+    mask[:, :, 33] = False
+    k[0, 33, 2] = float("nan")
+    v[0, 33, 5] = float("nan")
+    out = attn.additive_attention(q, k, v, w_q, w_k, w_v, mask)
+    assert not torch.isnan(out).any()
+    k[0, 33, 2], v[0, 33, 5] = 0.0, 0.0
+    assert relative_error(out, reference(q, k, v, w_q, w_k, w_v, mask)[0]) <= 1e-5
+
+
+def test_single_query_and_numpy():
+    q, k, v, w_q, w_k, w_v = inputs(3, 1, 25, 12, 10, 6, 20, torch.float32, seed=5)
+    out, weights = attn.additive_attention(q[:, 0], k, v, w_q, w_k, w_v,
+                                           need_weights=True)
+    assert out.shape == (3, 6) and weights.shape == (3, 25)
+    ref, ref_weights = reference(q, k, v, w_q, w_k, w_v)
+    assert relative_error(out, ref[:, 0]) <= 1e-5
+    arrays = [t.numpy() for t in (q, k, v, w_q, w_k, w_v)]
+    out = attn.additive_attention(*arrays)
+    assert isinstance(out, np.ndarray)
+    assert relative_error(torch.from_numpy(out), ref) <= 1e-5
+    # Strided views: keys as the transpose of a [B, Dk, Sk] buffer.
+    keys_t = k.transpose(1, 2).contiguous().transpose(1, 2)
+    out = attn.additive_attention(q, keys_t, v, w_q.T.contiguous().T, w_k, w_v)
+    assert relative_error(out, ref) <= 1e-5
+
+
+class TutorialAdditiveAttention(torch.nn.Module):
+    """The tutorials' module: the [B, Sq, Sk, A] tanh inputs materialized,
+    masked positions filled with -1e9."""
+
+    def __init__(self, query_dim, key_dim, attn_dim):
+        super().__init__()
+        self.W_q = torch.nn.Linear(query_dim, attn_dim, bias=False)
+        self.W_k = torch.nn.Linear(key_dim, attn_dim, bias=False)
+        self.v = torch.nn.Linear(attn_dim, 1, bias=False)
+
+    def forward(self, query, keys, values, mask=None):
+        scores = self.v(torch.tanh(self.W_q(query).unsqueeze(2) +
+                                   self.W_k(keys).unsqueeze(1))).squeeze(-1)
+        if mask is not None:
+            scores = scores.masked_fill(mask == 0, -1e9)
+        weights = torch.softmax(scores, dim=-1)
+        return weights @ values, weights
+
+
+def test_module_is_a_drop_in_for_the_tutorials():
+    torch.manual_seed(6)
+    theirs = TutorialAdditiveAttention(24, 20, 36)
+    ours = attn.nn.AdditiveAttention(24, 20, 36)
+    ours.load_state_dict(theirs.state_dict())
+    q, k, v = torch.randn(2, 7, 24), torch.randn(2, 30, 20), torch.randn(2, 30, 20)
+    mask = torch.rand(2, 7, 30) > 0.2
+    with torch.no_grad():
+        (c1, w1), (c2, w2) = ours(q, k, v, mask), theirs(q, k, v, mask)
+    assert relative_error(c1, c2.double()) <= 1e-5
+    assert (w1 - w2).abs().max().item() <= 1e-5
+    # One query per batch: the weights are [B, Sk], as the tutorial's.
+    with torch.no_grad():
+        context, weights = ours(q[:, :1], k, v)
+    assert context.shape == (2, 1, 20) and weights.shape == (2, 30)
+    # Training: gradients of every parameter and input as the tutorial's.
+    q.requires_grad_()
+    k.requires_grad_()
+    c1, _ = ours(q, k, v, mask)
+    c1.square().sum().backward()
+    ours_grads = [q.grad.clone(), k.grad.clone()] + [p.grad.clone()
+                                                     for p in ours.parameters()]
+    q.grad, k.grad = None, None
+    c2, _ = theirs(q, k, v, mask)
+    c2.square().sum().backward()
+    theirs_grads = [q.grad, k.grad] + [p.grad for p in theirs.parameters()]
+    for mine, reference_grad in zip(ours_grads, theirs_grads):
+        assert relative_error(mine, reference_grad.double()) <= 1e-4
+
+
+def test_bad_arguments_are_refused():
+    q, k, v, w_q, w_k, w_v = inputs(2, 3, 5, 8, 8, 8, 16, torch.float32)
+    with pytest.raises(attn.Error, match="w_k: shape"):
+        attn.additive_attention(q, k, v, w_q, w_k[:, :4], w_v)
+    with pytest.raises(attn.Error, match="w_v: shape"):
+        attn.additive_attention(q, k, v, w_q, w_k, w_v[:3])
+    with pytest.raises(attn.Error, match="keys: rank is 4"):
+        attn.additive_attention(q, k[None], v, w_q, w_k, w_v)
+    with pytest.raises(attn.Error, match="mask: rank is 4"):
+        attn.additive_attention(q, k, v, w_q, w_k, w_v, torch.ones(1, 2, 3, 5) > 0)
+    # The runtime's checks, in the user's terms.
+    with pytest.raises(attn.Error, match="values: dim 1 \\(Sk\\) is 4 but keys' Sk=5"):
+        attn.additive_attention(q, k, v[:, :4], w_q, w_k, w_v)
+    with pytest.raises(attn.Error, match="mask: dim 2 \\(Sk\\) is 4"):
+        attn.additive_attention(q, k, v, w_q, w_k, w_v, torch.ones(2, 3, 4) > 0)
+    with pytest.raises(attn.Error, match="values: element type is f16"):
+        attn.additive_attention(q, k, v.half(), w_q, w_k, w_v)

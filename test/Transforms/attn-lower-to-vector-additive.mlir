@@ -1,0 +1,72 @@
+// RUN: attn-opt %s -attn-lower-to-vector -canonicalize | FileCheck %s
+
+// A bufferized attn.additive (one work item: a batch and a tile of query
+// rows) becomes the additive attention kernel. Once per work item W_qᵀ
+// and v are packed as f32 (A = 36 padded to 48); per batch the keys are
+// packed transposed and projected a tile of 4 rows of A by 64 keys at a
+// time into kpᵀ [48][Sk'] (keys in vector lanes), the rows projected into
+// qp [rows][48], V packed. Then per block of 4 rows, per block of 16 keys:
+// the four rows' scores Σ_a v[a]·tanh(qp[i,a] + kpᵀ[a]) share each kpᵀ
+// load; keys past Sk or under a false keep bit become −inf by a select;
+// each row's online softmax (maximum, exp, sum) and its P·V. Per row, O =
+// acc / sum (0 for an empty row) with masked stores where O's rows have
+// unit stride, and the weights exp(s − m) / sum likewise.
+
+// CHECK-LABEL: func @additive
+//   CHECK-DAG: %[[WQT:.+]] = memref.alloc() {alignment = 64 : i64} : memref<24x48xf32>
+//   CHECK-DAG: %[[VA:.+]] = memref.alloc() {alignment = 64 : i64} : memref<48xf32>
+//   CHECK-DAG: %[[KT:.+]] = memref.alloc(%{{.+}}) {alignment = 64 : i64} : memref<20x?xf32>
+//   CHECK-DAG: %[[KPT:.+]] = memref.alloc(%{{.+}}) {alignment = 64 : i64} : memref<48x?xf32>
+//   CHECK-DAG: %[[QP:.+]] = memref.alloc(%{{.+}}) {alignment = 64 : i64} : memref<?x48xf32>
+// The keys' projection: 4 rows of A, 64 keys (4 vectors) a tile.
+//       CHECK: scf.for %{{.+}} = %c0 to %c36 step %c4 {
+//       CHECK:   scf.for %{{.+}} = %c0 to %{{.+}} step %c64 {
+//       CHECK:     scf.for %{{.+}} = %c0 to %c20 step %c1 iter_args
+//       CHECK:       vector.load %[[KT]]
+//       CHECK:       vector.fma
+//       CHECK:     vector.store %{{.+}}, %[[KPT]]
+// The rows' projection.
+//       CHECK: scf.for %{{.+}} = %c0 to %{{.+}} step %c4 {
+//       CHECK:   scf.for %{{.+}} = %c0 to %c24 step %c1 iter_args
+//       CHECK:     vector.load %[[WQT]]
+//       CHECK:   vector.store %{{.+}}, %[[QP]]
+// Blocks of 4 rows, blocks of 16 keys: the scores.
+//       CHECK: scf.for %[[ROW:.+]] = %c0 to %{{.+}} step %c4 {
+//       CHECK:   scf.for %{{.+}} = %c0 to %{{.+}} step %c16 {
+//       CHECK:     scf.for %{{.+}} = %c0 to %c36 step %c1 iter_args
+//       CHECK:       vector.load %[[KPT]]
+//       CHECK:       memref.load %[[VA]]
+//       CHECK:       memref.load %[[QP]][%[[ROW]],
+//       CHECK:       math.tanh
+//       CHECK:       vector.fma
+//       CHECK:       math.tanh
+//       CHECK:       math.tanh
+//       CHECK:       math.tanh
+//       CHECK:     arith.cmpi slt
+//       CHECK:     memref.load %arg6
+//       CHECK:     arith.andi
+//       CHECK:     arith.select
+// The online softmax of a row, its P·V (a select per key: a masked key's
+// NaN V stays out).
+//       CHECK:     vector.reduction <maximumf>
+//       CHECK:     math.exp
+//       CHECK:     vector.reduction <add>
+//       CHECK:     scf.for %{{.+}} = %c0 to %c16 step %c1 iter_args
+//       CHECK:       arith.select
+// O and the weights of each row.
+//       CHECK:   arith.divf
+//       CHECK:   scf.if
+//       CHECK:     vector.maskedstore
+//       CHECK:   scf.for %{{.+}} = %c0 to %{{.+}} step %c16 {
+//       CHECK:     math.exp
+//       CHECK:     vector.maskedstore
+//       CHECK: memref.dealloc %[[WQT]]
+func.func @additive(%q: memref<1x?x24xf32, strided<[?, ?, ?], offset: ?>>, %k: memref<1x?x20xf32, strided<[?, ?, ?], offset: ?>>,
+                    %v: memref<1x?x40xf32, strided<[?, ?, ?], offset: ?>>, %wq: memref<36x24xf32>, %wk: memref<36x20xf32>,
+                    %va: memref<36xf32>, %m: memref<1x1x?xi1, strided<[?, ?, ?], offset: ?>>,
+                    %o: memref<1x?x40xf32, strided<[?, ?, ?], offset: ?>>, %w: memref<1x?x?xf32, strided<[?, ?, ?], offset: ?>>) {
+  attn.additive ins(%q, %k, %v, %wq, %wk, %va : memref<1x?x24xf32, strided<[?, ?, ?], offset: ?>>, memref<1x?x20xf32, strided<[?, ?, ?], offset: ?>>, memref<1x?x40xf32, strided<[?, ?, ?], offset: ?>>, memref<36x24xf32>, memref<36x20xf32>, memref<36xf32>)
+      mask(%m : memref<1x1x?xi1, strided<[?, ?, ?], offset: ?>>)
+      outs(%o, %w : memref<1x?x40xf32, strided<[?, ?, ?], offset: ?>>, memref<1x?x?xf32, strided<[?, ?, ?], offset: ?>>)
+  return
+}
