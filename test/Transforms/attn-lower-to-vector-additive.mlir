@@ -1,11 +1,11 @@
 // RUN: attn-opt %s -attn-lower-to-vector -canonicalize | FileCheck %s
 
 // A bufferized attn.additive (one work item: a batch and a tile of query
-// rows) becomes the additive attention kernel. Once per work item W_qᵀ
-// and v are packed as f32 (A = 36 padded to 48); per batch the keys are
-// packed transposed and projected a tile of 4 rows of A by 64 keys at a
-// time into kpᵀ [48][Sk'] (keys in vector lanes), the rows projected into
-// qp [rows][48], V packed. Then per block of 4 rows, per block of 16 keys:
+// rows) becomes the additive attention kernel. Once per work item W_qᵀ,
+// W_kᵀ and v are packed as f32 (A = 36 padded to 48); per batch the keys
+// are projected a tile of 4 keys (read in place) by the 48 of A at a time,
+// each tile stored transposed into kpᵀ [48][Sk'] (keys in vector lanes),
+// the rows projected into qp [rows][48], V packed. Then per block of 4 rows, per block of 16 keys:
 // the four rows' scores Σ_a v[a]·tanh(qp[i,a] + kpᵀ[a]) share each kpᵀ
 // load; keys past Sk or under a false keep bit become −inf by a select;
 // each row's online softmax (maximum, exp, sum) and its P·V. Per row, O =
@@ -15,16 +15,18 @@
 // CHECK-LABEL: func @additive
 //   CHECK-DAG: %[[WQT:.+]] = memref.alloc() {alignment = 64 : i64} : memref<24x48xf32>
 //   CHECK-DAG: %[[VA:.+]] = memref.alloc() {alignment = 64 : i64} : memref<48xf32>
-//   CHECK-DAG: %[[KT:.+]] = memref.alloc(%{{.+}}) {alignment = 64 : i64} : memref<20x?xf32>
+//   CHECK-DAG: %[[WKT:.+]] = memref.alloc() {alignment = 64 : i64} : memref<20x48xf32>
 //   CHECK-DAG: %[[KPT:.+]] = memref.alloc(%{{.+}}) {alignment = 64 : i64} : memref<48x?xf32>
 //   CHECK-DAG: %[[QP:.+]] = memref.alloc(%{{.+}}) {alignment = 64 : i64} : memref<?x48xf32>
-// The keys' projection: 4 rows of A, 64 keys (4 vectors) a tile.
-//       CHECK: scf.for %{{.+}} = %c0 to %c36 step %c4 {
-//       CHECK:   scf.for %{{.+}} = %c0 to %{{.+}} step %c64 {
-//       CHECK:     scf.for %{{.+}} = %c0 to %c20 step %c1 iter_args
-//       CHECK:       vector.load %[[KT]]
-//       CHECK:       vector.fma
-//       CHECK:     vector.store %{{.+}}, %[[KPT]]
+// The keys' projection: 4 keys by 48 of A (3 vectors) a tile, stored
+// transposed lane by lane.
+//       CHECK: scf.for %[[KEY:.+]] = %c0 to %{{.+}} step %c4 {
+//       CHECK:   scf.for %{{.+}} = %c0 to %c20 step %c1 iter_args
+//       CHECK:     vector.load %[[WKT]]
+//       CHECK:     memref.load %arg1[%c0, %[[KEY]],
+//       CHECK:     vector.fma
+//       CHECK:   vector.extract
+//       CHECK:   memref.store %{{.+}}, %[[KPT]]
 // The rows' projection.
 //       CHECK: scf.for %{{.+}} = %c0 to %{{.+}} step %c4 {
 //       CHECK:   scf.for %{{.+}} = %c0 to %c24 step %c1 iter_args

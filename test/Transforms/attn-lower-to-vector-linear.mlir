@@ -9,8 +9,8 @@
 // query head φ(Q) packed and per block of 4 rows: φ(Q)·z as a dot product,
 // A = φ(Q) φ(K)ᵀ as 4 x 2 register tiles masked to j <= i (a select, so a
 // NaN at a later key stays out), A·V over the keys before the block and
-// its diagonal, φ(Q)·S, the division by the denominator plus eps, and the
-// rows below the chunk's end stored; then S += φ(K)ᵀV by 4 rows of S at a
+// its diagonal, φ(Q)·S, times the inverse of the denominator plus eps, and
+// the rows below the chunk's end stored; then S += φ(K)ᵀV by 4 rows of S at a
 // time and z += Σ φ(K).
 
 // CHECK-LABEL: func @causal
@@ -44,14 +44,16 @@
 //       CHECK:       arith.cmpi {{sle|sge}}
 //       CHECK:       arith.select
 //       CHECK:       vector.store %{{.+}}, %[[A]]
-// A·V up to the block's first row, then its diagonal keys, then φ(Q)·S.
+// One division per row (its inverse), then A·V up to the block's first
+// row, its diagonal keys, and φ(Q)·S.
+//       CHECK:       arith.divf %{{.+}}, %{{.+}} : f32
 //       CHECK:       scf.for %{{.+}} = %c0 to %[[ROW]] step %c1 iter_args
 //       CHECK:         vector.load %[[VS]]
 //       CHECK:         memref.load %[[A]]
 //       CHECK:       vector.load %[[VS]]
 //       CHECK:       scf.for %{{.+}} = %c0 to %c16 step %c1 iter_args
 //       CHECK:         vector.load %[[S]]
-//       CHECK:       arith.divf
+//       CHECK:       arith.mulf
 //       CHECK:       scf.if
 //       CHECK:         vector.maskedstore
 // The state's update.

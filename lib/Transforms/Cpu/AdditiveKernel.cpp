@@ -3,10 +3,12 @@
 // One bufferized attn.additive (a work item: a batch and a tile of query
 // rows, as attn-tile makes it) computes, per batch of the tile,
 //
-//   projections:  W_qᵀ, W_kᵀ and v packed as f32; the keys' projection
-//                 kp = keys · W_kᵀ stored transposed, kpᵀ [A][Sk] (keys in
-//                 vector lanes), the rows' qp = query · W_qᵀ [rows][A]; V
-//                 packed as f32 rows
+//   projections:  W_qᵀ, W_kᵀ and v packed as f32 (once per work item); the
+//                 keys' projection kp = keys · W_kᵀ, 4 keys by 64 of A a
+//                 register tile, stored transposed, kpᵀ [A][Sk] (keys in
+//                 vector lanes); the rows' qp = query · W_qᵀ [rows][A]; V
+//                 packed as f32 rows (vector loads where its rows have
+//                 unit stride)
 //   per block of R rows, per block of 16 keys (one vector of scores each):
 //                 s = Σ_a v[a] · tanh(qp[i,a] + kpᵀ[a, keys])
 //                 keys past Sk or under a false keep bit: −inf (a select)
@@ -73,8 +75,8 @@ private:
   Value zeroVector() { return splat(f32Const(0.0f)); }
   Value add(Value x, int64_t c) { return arith::AddIOp::create(b, x, cst(c)); }
 
-  /// kpᵀ [A][SkPad] of batch `batch`: keys packed transposed, then
-  /// W_k · keysᵀ a tile of 4 rows of A by 64 keys at a time.
+  /// kpᵀ [A][SkPad] of batch `batch`: keys · W_kᵀ a tile of 4 keys by 64
+  /// of A at a time, each tile stored transposed.
   void projectKeys(Value batch, Value keys);
   /// qp [rows][APad] of the tile's rows.
   void projectQueries(Value batch, Value rows);
@@ -89,7 +91,7 @@ private:
   // Per work item (heap).
   Value queryWeightT;   // [Dq][APad] W_qᵀ
   Value scoreVector;    // [APad] v
-  Value keysT;          // [Dk][SkPad] keysᵀ
+  Value keyWeightT;     // [Dk][APad] W_kᵀ
   Value projectedKeysT; // [APad][SkPad] kpᵀ
   Value projectedRows;  // [rows][APad] qp
   Value values;         // [SkPad][DvPad]
@@ -102,46 +104,44 @@ private:
 };
 
 void AdditiveLowering::projectKeys(Value batch, Value keys) {
-  Value key = op.getKeys(), weight = op.getKeyWeight();
+  Value key = op.getKeys();
   Value keyPad = dim(projectedKeysT, 1);
-  // keysᵀ, columns past Sk zero.
-  forLoop(cst(0), cst(keyDim), cst(1), [&](Value d) {
-    forLoop(cst(0), keyPad, cst(lanes), [&](Value j) {
-      storeVector(zeroVector(), keysT, {d, j});
-    });
-    forLoop(cst(0), keys, cst(1), [&](Value j) {
-      memref::StoreOp::create(b, loadF32(key, {batch, j, d}), keysT,
-                              ValueRange{d, j});
-    });
-  });
-  // kpᵀ[a] = Σ_d W_k[a][d] · keysᵀ[d]: rows of A in fours (then one at a
-  // time), keys in tiles of kTileVectors vectors.
-  auto rowsFrom = [&](Value first, int64_t rows) {
-    forLoop(cst(0), keyPad, cst(kTileVectors * lanes), [&](Value col) {
-      SmallVector<Value> acc(rows * kTileVectors, zeroVector());
-      acc = broadcastProduct(
-          cst(0), cst(keyDim), rows,
-          [&](int64_t r, Value d) {
-            return loadF32(weight, {add(first, r), d});
-          },
-          keysT, col, acc);
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t v = 0; v < kTileVectors; ++v)
-          storeVector(acc[r * kTileVectors + v], projectedKeysT,
-                      {add(first, r), add(col, v * lanes)});
-    });
-  };
-  int64_t whole = attnDim / kRows * kRows;
-  forLoop(cst(0), cst(whole), cst(kRows),
-          [&](Value first) { rowsFrom(first, kRows); });
-  forLoop(cst(whole), cst(attnDim), cst(1), [&](Value a) { rowsFrom(a, 1); });
-  // Rows of A past attnDim: zero (their v is 0, but tanh(0 + 0) must not
-  // meet a NaN).
-  forLoop(cst(attnDim), cst(attnPad), cst(1), [&](Value a) {
-    forLoop(cst(0), keyPad, cst(lanes), [&](Value j) {
+  // The last, partial vector of keys and those past it: zero.
+  Value tail = arith::MulIOp::create(
+      b, arith::DivUIOp::create(b, keys, cst(lanes)), cst(lanes));
+  forLoop(cst(0), cst(attnPad), cst(1), [&](Value a) {
+    forLoop(tail, keyPad, cst(lanes), [&](Value j) {
       storeVector(zeroVector(), projectedKeysT, {a, j});
     });
   });
+  // kp[j] = Σ_d keys[j][d] · W_kᵀ[d]: tiles of 4 keys by 64 of A, each
+  // key's row read in place; stored transposed into kpᵀ lane by lane.
+  auto keysFrom = [&](Value first, int64_t count) {
+    for (int64_t col = 0; col < attnPad; col += kTileVectors * lanes) {
+      int64_t n = std::min(kTileVectors, (attnPad - col) / lanes);
+      SmallVector<Value> acc(count * n, zeroVector());
+      acc = broadcastProduct(
+          cst(0), cst(keyDim), count,
+          [&](int64_t r, Value d) {
+            return loadF32(key, {batch, add(first, r), d});
+          },
+          keyWeightT, cst(col), acc);
+      for (int64_t r = 0; r < count; ++r)
+        for (int64_t v = 0; v < n; ++v)
+          for (int64_t l = 0; l < lanes; ++l)
+            memref::StoreOp::create(
+                b,
+                vector::ExtractOp::create(b, acc[r * n + v],
+                                          ArrayRef<int64_t>{l}),
+                projectedKeysT,
+                ValueRange{cst(col + v * lanes + l), add(first, r)});
+    }
+  };
+  Value whole = arith::MulIOp::create(
+      b, arith::DivUIOp::create(b, keys, cst(kRows)), cst(kRows));
+  forLoop(cst(0), whole, cst(kRows),
+          [&](Value first) { keysFrom(first, kRows); });
+  forLoop(whole, keys, cst(1), [&](Value j) { keysFrom(j, 1); });
 }
 
 void AdditiveLowering::projectQueries(Value batch, Value rows) {
@@ -171,16 +171,29 @@ void AdditiveLowering::projectQueries(Value batch, Value rows) {
 
 void AdditiveLowering::packValues(Value batch, Value keys) {
   Value value = op.getValues();
-  forLoop(cst(0), dim(values, 0), cst(1), [&](Value j) {
+  forLoop(keys, dim(values, 0), cst(1), [&](Value j) {
     for (int64_t c = 0; c < valuePad; c += lanes)
       storeVector(zeroVector(), values, {j, cst(c)});
   });
-  forLoop(cst(0), keys, cst(1), [&](Value j) {
-    forLoop(cst(0), cst(valueDim), cst(1), [&](Value c) {
-      memref::StoreOp::create(b, loadF32(value, {batch, j, c}), values,
-                              ValueRange{j, c});
-    });
-  });
+  ifUnitStride(
+      value,
+      [&](Value view) {
+        forLoop(cst(0), keys, cst(1), [&](Value j) {
+          for (int64_t c = 0; c < valuePad; c += lanes)
+            storeVector(loadRowChunk(view, {batch, j}, c, valueDim), values,
+                        {j, cst(c)});
+        });
+      },
+      [&] {
+        forLoop(cst(0), keys, cst(1), [&](Value j) {
+          for (int64_t c = 0; c < valuePad; c += lanes)
+            storeVector(zeroVector(), values, {j, cst(c)});
+          forLoop(cst(0), cst(valueDim), cst(1), [&](Value c) {
+            memref::StoreOp::create(b, loadF32(value, {batch, j, c}), values,
+                                    ValueRange{j, c});
+          });
+        });
+      });
 }
 
 void AdditiveLowering::rowBlock(Value batch, Value first, int64_t count,
@@ -381,7 +394,7 @@ void AdditiveLowering::emit() {
       cst(kTileVectors * lanes));
   queryWeightT = heap({queryDim, attnPad});
   scoreVector = heap({attnPad});
-  keysT = heap({keyDim, ShapedType::kDynamic}, {keyPad});
+  keyWeightT = heap({keyDim, attnPad});
   projectedKeysT = heap({attnPad, ShapedType::kDynamic}, {keyPad});
   projectedRows = heap({ShapedType::kDynamic, attnPad}, {rows});
   values = heap({ShapedType::kDynamic, valuePad}, {keyPad});
@@ -394,16 +407,20 @@ void AdditiveLowering::emit() {
   Value bufferSize = arith::MaxUIOp::create(b, keyPad, cst(valuePad));
   rowBuffer = heap({ShapedType::kDynamic}, {bufferSize});
 
-  // W_qᵀ and v, columns of A past attnDim zero.
-  Value queryWeight = op.getQueryWeight(), scores0 = op.getScoreVector();
-  forLoop(cst(0), cst(queryDim), cst(1), [&](Value d) {
-    for (int64_t c = 0; c < attnPad; c += lanes)
-      storeVector(zeroVector(), queryWeightT, {d, cst(c)});
-    forLoop(cst(0), cst(attnDim), cst(1), [&](Value a) {
-      memref::StoreOp::create(b, loadF32(queryWeight, {a, d}), queryWeightT,
-                              ValueRange{d, a});
+  // W_qᵀ, W_kᵀ and v, columns of A past attnDim zero.
+  Value scores0 = op.getScoreVector();
+  auto packTransposed = [&](Value weight, Value packed, int64_t dims) {
+    forLoop(cst(0), cst(dims), cst(1), [&](Value d) {
+      for (int64_t c = 0; c < attnPad; c += lanes)
+        storeVector(zeroVector(), packed, {d, cst(c)});
+      forLoop(cst(0), cst(attnDim), cst(1), [&](Value a) {
+        memref::StoreOp::create(b, loadF32(weight, {a, d}), packed,
+                                ValueRange{d, a});
+      });
     });
-  });
+  };
+  packTransposed(op.getQueryWeight(), queryWeightT, queryDim);
+  packTransposed(op.getKeyWeight(), keyWeightT, keyDim);
   for (int64_t c = 0; c < attnPad; c += lanes)
     storeVector(zeroVector(), scoreVector, {cst(c)});
   forLoop(cst(0), cst(attnDim), cst(1), [&](Value a) {
@@ -423,8 +440,8 @@ void AdditiveLowering::emit() {
             [&](Value first) { rowBlock(batch, first, 1, keys); });
   });
   for (Value buffer :
-       {queryWeightT, scoreVector, keysT, projectedKeysT, projectedRows, values,
-        acc, stats, probs, keep, scores, rowBuffer})
+       {queryWeightT, scoreVector, keyWeightT, projectedKeysT, projectedRows,
+        values, acc, stats, probs, keep, scores, rowBuffer})
     if (buffer)
       memref::DeallocOp::create(b, buffer);
 }

@@ -281,10 +281,12 @@ void LinearLowering::outputRows(const Buffers &buf, Value batch, Value head,
     for (int64_t r = 0; r < kRows; ++r)
       den[r] = arith::AddFOp::create(b, den[r], horizontalSum(rowSums[r]));
   }
-  SmallVector<Value> divisor(kRows);
+  // One division per row: the numerators are multiplied by its inverse.
+  SmallVector<Value> inverse(kRows);
   for (int64_t r = 0; r < kRows; ++r)
-    divisor[r] =
-        splat(arith::AddFOp::create(b, den[r], f32Const(op.getEffectiveEps())));
+    inverse[r] = splat(arith::DivFOp::create(
+        b, f32Const(1.0f),
+        arith::AddFOp::create(b, den[r], f32Const(op.getEffectiveEps()))));
 
   // The numerators, tiles of kTileVectors vectors of Dv: A V_c, then
   // φ(Q_r) S; divided and stored.
@@ -317,7 +319,7 @@ void LinearLowering::outputRows(const Buffers &buf, Value batch, Value head,
     for (int64_t r = 0; r < kRows; ++r)
       for (int64_t v = 0; v < n; ++v)
         outputs[r * (valuePad / lanes) + col / lanes + v] =
-            arith::DivFOp::create(b, acc[r * n + v], divisor[r]);
+            arith::MulFOp::create(b, acc[r * n + v], inverse[r]);
   }
   for (int64_t r = 0; r < kRows; ++r) {
     Value local = arith::AddIOp::create(b, first, cst(r));
