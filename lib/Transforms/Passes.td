@@ -75,7 +75,7 @@ def AttnTilePass : Pass<"attn-tile", "func::FuncOp"> {
     `attn.attention_backward` and `attn.linear` by batch and key/value head
     (a work item owns the key/value head's gradients, or its state, and the
     query heads of its group), `attn.attention_weights` by batch, query head
-    and query tile.
+    and query tile, `attn.additive` by batch and query tile.
 
     For the GPU (`block-mapping`), the forall carries `#gpu.block<z>`,
     `#gpu.block<y>`, `#gpu.block<x>` for batch, head and query tile: the
@@ -299,8 +299,10 @@ def AttnLowerToVectorPass : Pass<"attn-lower-to-vector", "func::FuncOp"> {
     `lane_rows` and `bf16_dot` in place of the options; the ops of one
     function share its scratch buffers and must agree on the blocking.
     The micro-kernels are lib/Transforms/Cpu/*Kernel.cpp; the backward,
-    weights and linear attention ops (`attn.linear`: chunkwise products
-    over an f32 state, LinearKernel.cpp) have their own.
+    weights, linear and additive attention ops (`attn.linear`: chunkwise
+    products over an f32 state, LinearKernel.cpp; `attn.additive`: tanh
+    scores with the keys in vector lanes, AdditiveKernel.cpp) have their
+    own.
 
     With `lane-rows` (a multiple of `vector-width`), ops without a mask
     operand or the bf16 dot product take the lane-rows micro-kernel: a

@@ -4,7 +4,8 @@
 // scf.forall over (batch, query head, query tile) whose body computes one
 // tile with a smaller attn.attention, every attn.attention_backward and
 // attn.linear one over (batch, key/value head), every
-// attn.attention_weights one over (batch, query head, query tile). The slicing
+// attn.attention_weights one over (batch, query head, query tile), every
+// attn.additive one over (batch, query tile). The slicing
 // itself (GQA head mapping, mask broadcast, the diagonal in tile coordinates)
 // is the op's TilingInterface implementation; this pass only chooses the tile
 // sizes.

@@ -32,3 +32,11 @@ func.func @decode_documents(%q: tensor<?x4x1x16xf32>, %k: tensor<?x2x?x16xf32>, 
       -> tensor<?x4x1x16xf32>
   return %r : tensor<?x4x1x16xf32>
 }
+func.func @block_table_only(%q: tensor<1x4x?x16xf32>, %k: tensor<1x4x?x16xf32>, %v: tensor<1x4x?x16xf32>,
+                            %table: tensor<?x?x?x?xi32>, %o: tensor<1x4x?x16xf32>) -> tensor<1x4x?x16xf32> {
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x?x16xf32>, tensor<1x4x?x16xf32>, tensor<1x4x?x16xf32>)
+      captures(%table : tensor<?x?x?x?xi32>)
+      outs(%o : tensor<1x4x?x16xf32>) causal align(top_left) {attn.block_mask = array<i64: 0, 128, 128>}
+      -> tensor<1x4x?x16xf32>
+  return %r : tensor<1x4x?x16xf32>
+}

@@ -1,0 +1,6 @@
+func.func @linear_group(%q: tensor<1x3x8x16xf32>, %k: tensor<1x2x8x16xf32>,
+                        %o: tensor<1x3x8x16xf32>) {
+  %r = attn.linear ins(%q, %k, %k : tensor<1x3x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>)
+      outs(%o : tensor<1x3x8x16xf32>) -> tensor<1x3x8x16xf32>
+  return
+}

@@ -1,0 +1,7 @@
+func.func @linear_one_state(%q: tensor<1x1x8x16xf32>, %s: tensor<1x1x16x16xf32>,
+                            %o: tensor<1x1x8x16xf32>) {
+  %r = attn.linear ins(%q, %q, %q : tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>)
+      state(%s : tensor<1x1x16x16xf32>)
+      outs(%o : tensor<1x1x8x16xf32>) -> tensor<1x1x8x16xf32>
+  return
+}
