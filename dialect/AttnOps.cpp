@@ -1438,11 +1438,18 @@ void LinearOp::getEffects(
 // head, with its GQA group of query heads. Neither the rows (the state is
 // a prefix sum over them) nor D tile.
 
-SmallVector<Range> LinearOp::getIterationDomain(OpBuilder &b) {
-  Location loc = getLoc();
+namespace {
+/// The iteration domain of an op over the first two dims of `value`, both
+/// parallel (attn.linear's and attn.additive's).
+SmallVector<Range> leadingDimsDomain(OpBuilder &b, Location loc, Value value) {
   OpFoldResult zero = b.getIndexAttr(0), one = b.getIndexAttr(1);
-  return {Range{zero, dimOf(b, loc, getKey(), 0), one},
-          Range{zero, dimOf(b, loc, getKey(), 1), one}};
+  return {Range{zero, dimOf(b, loc, value, 0), one},
+          Range{zero, dimOf(b, loc, value, 1), one}};
+}
+} // namespace
+
+SmallVector<Range> LinearOp::getIterationDomain(OpBuilder &b) {
+  return leadingDimsDomain(b, getLoc(), getKey());
 }
 
 SmallVector<utils::IteratorType> LinearOp::getLoopIteratorTypes() {
@@ -1677,10 +1684,7 @@ void AdditiveOp::getEffects(
 // key): B and Sq tile, the keys stay whole.
 
 SmallVector<Range> AdditiveOp::getIterationDomain(OpBuilder &b) {
-  Location loc = getLoc();
-  OpFoldResult zero = b.getIndexAttr(0), one = b.getIndexAttr(1);
-  return {Range{zero, dimOf(b, loc, getQuery(), 0), one},
-          Range{zero, dimOf(b, loc, getQuery(), 1), one}};
+  return leadingDimsDomain(b, getLoc(), getQuery());
 }
 
 SmallVector<utils::IteratorType> AdditiveOp::getLoopIteratorTypes() {

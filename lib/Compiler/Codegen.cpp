@@ -548,61 +548,60 @@ llvm::Function *emitBackwardEntryPoint(llvm::Module &module,
   return fn;
 }
 
-/// Emits a linear attention kernel's `<name>_run` or `<name>_work_items`:
-/// unpack the attn_linear_args into memref descriptors in the order of its
-/// function (Q, K, V, [S0, z0], O, [S1, z1]) and call `impl`.
-llvm::Function *emitLinearEntryPoint(llvm::Module &module,
-                                     const AbiTypes &types,
-                                     const ::attn::KernelSpec &spec,
-                                     llvm::Function *impl, bool isRun) {
-  enum : unsigned { kQ, kK, kV, kO, kS0, kZ0, kS1, kZ1, kSizes = 8 };
-  constexpr unsigned kStrides = kSizes + 5;
+/// The tensors of an argument struct laid out as pointers, then sizes, then
+/// each tensor's strides (attn_linear_args, attn_additive_args): tensor `t`
+/// (the pointer in field t) has its strides in field `strideBase + t`.
+struct StructTensors {
+  llvm::StructType *type;
+  unsigned sizeBase, strideBase;
+};
+
+/// Emits `<name>_run` (`isRun`) or `<name>_work_items` taking a pointer to a
+/// StructTensors struct: `unpack(size, memref)` calls memref(t, sizes) for
+/// each tensor of `impl` in order, with the call's sizes (`size(i)`: size
+/// field `sizeBase + i`); the tensors become memref descriptors.
+llvm::Function *emitStructEntryPoint(
+    llvm::Module &module, const AbiTypes &types, const StructTensors &layout,
+    const std::string &name, llvm::Function *impl, bool isRun,
+    function_ref<void(function_ref<llvm::Value *(unsigned)>,
+                      function_ref<void(unsigned, ArrayRef<llvm::Value *>)>)>
+        unpack) {
   llvm::LLVMContext &ctx = module.getContext();
   SmallVector<llvm::Type *> params = {types.ptr};
   if (isRun)
     params.append({types.i64, types.i64});
   llvm::FunctionType *type = llvm::FunctionType::get(
       isRun ? llvm::Type::getVoidTy(ctx) : types.i64, params, false);
-  auto *fn = llvm::Function::Create(
-      type, llvm::Function::ExternalLinkage,
-      spec.name + (isRun ? "_run" : "_work_items"), module);
+  auto *fn =
+      llvm::Function::Create(type, llvm::Function::ExternalLinkage,
+                             name + (isRun ? "_run" : "_work_items"), module);
   llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", fn));
   llvm::Value *args = fn->getArg(0);
   auto load = [&](unsigned field, llvm::Type *t) {
-    return b.CreateLoad(t, b.CreateStructGEP(types.linearArgs, args, field));
+    return b.CreateLoad(t, b.CreateStructGEP(layout.type, args, field));
   };
-  SmallVector<llvm::Value *> size;
-  for (unsigned i = 0; i < 5; ++i)
-    size.push_back(load(kSizes + i, types.i64));
-  llvm::Value *batch = size[0], *headsQ = size[1], *headsKv = size[2],
-              *seqQ = size[3], *seqK = size[4];
-  llvm::Value *d = b.getInt64(spec.headDim), *dv = b.getInt64(spec.valueDim);
   SmallVector<llvm::Value *> callArgs;
-  // Tensor `t` (kQ...kZ1) of `sizes`: its strides are field kStrides + t.
+  auto size = [&](unsigned i) { return load(layout.sizeBase + i, types.i64); };
   auto memref = [&](unsigned t, ArrayRef<llvm::Value *> sizes) {
     llvm::Value *pointer = load(t, types.ptr);
     callArgs.append({pointer, pointer, b.getInt64(0)});
     callArgs.append(sizes.begin(), sizes.end());
-    llvm::Value *strides =
-        b.CreateStructGEP(types.linearArgs, args, kStrides + t);
+    unsigned field = layout.strideBase + t;
+    llvm::Value *strides = b.CreateStructGEP(layout.type, args, field);
     for (unsigned i = 0; i < sizes.size(); ++i)
       callArgs.push_back(b.CreateLoad(
-          types.i64,
-          b.CreateConstInBoundsGEP2_32(
-              types.linearArgs->getElementType(kStrides + t), strides, 0, i)));
+          types.i64, b.CreateConstInBoundsGEP2_32(
+                         layout.type->getElementType(field), strides, 0, i)));
   };
-  memref(kQ, {batch, headsQ, seqQ, d});
-  memref(kK, {batch, headsKv, seqK, d});
-  memref(kV, {batch, headsKv, seqK, dv});
-  if (spec.linearState) {
-    memref(kS0, {batch, headsKv, d, dv});
-    memref(kZ0, {batch, headsKv, d});
-  }
-  memref(kO, {batch, headsQ, seqQ, dv});
-  if (spec.linearState) {
-    memref(kS1, {batch, headsKv, d, dv});
-    memref(kZ1, {batch, headsKv, d});
-  }
+  // The sizes are loaded once, before the tensors.
+  SmallVector<llvm::Value *> sizes;
+  unpack(
+      [&](unsigned i) -> llvm::Value * {
+        while (sizes.size() <= i)
+          sizes.push_back(size(sizes.size()));
+        return sizes[i];
+      },
+      memref);
   if (isRun) {
     callArgs.push_back(fn->getArg(1));
     callArgs.push_back(fn->getArg(2));
@@ -615,67 +614,63 @@ llvm::Function *emitLinearEntryPoint(llvm::Module &module,
   return fn;
 }
 
-/// Emits an additive attention kernel's `<name>_run` or `<name>_work_items`:
-/// unpack the attn_additive_args into memref descriptors in the order of
-/// its function (Q, K, V, W_q, W_k, v, [mask], O, [W]) and call `impl`.
+/// A linear attention kernel's entry point: attn_linear_args unpacked in
+/// the order of its function (Q, K, V, [S0, z0], O, [S1, z1]).
+llvm::Function *emitLinearEntryPoint(llvm::Module &module,
+                                     const AbiTypes &types,
+                                     const ::attn::KernelSpec &spec,
+                                     llvm::Function *impl, bool isRun) {
+  enum : unsigned { kQ, kK, kV, kO, kS0, kZ0, kS1, kZ1 };
+  return emitStructEntryPoint(
+      module, types, {types.linearArgs, 8, 13}, spec.name, impl, isRun,
+      [&](function_ref<llvm::Value *(unsigned)> size,
+          function_ref<void(unsigned, ArrayRef<llvm::Value *>)> memref) {
+        llvm::Value *batch = size(0), *headsQ = size(1), *headsKv = size(2),
+                    *seqQ = size(3), *seqK = size(4);
+        llvm::Value *d = llvm::ConstantInt::get(types.i64, spec.headDim);
+        llvm::Value *dv = llvm::ConstantInt::get(types.i64, spec.valueDim);
+        memref(kQ, {batch, headsQ, seqQ, d});
+        memref(kK, {batch, headsKv, seqK, d});
+        memref(kV, {batch, headsKv, seqK, dv});
+        if (spec.linearState) {
+          memref(kS0, {batch, headsKv, d, dv});
+          memref(kZ0, {batch, headsKv, d});
+        }
+        memref(kO, {batch, headsQ, seqQ, dv});
+        if (spec.linearState) {
+          memref(kS1, {batch, headsKv, d, dv});
+          memref(kZ1, {batch, headsKv, d});
+        }
+      });
+}
+
+/// An additive attention kernel's entry point: attn_additive_args unpacked
+/// in the order of its function (Q, K, V, W_q, W_k, v, [mask], O, [W]).
 llvm::Function *emitAdditiveEntryPoint(llvm::Module &module,
                                        const AbiTypes &types,
                                        const ::attn::KernelSpec &spec,
                                        llvm::Function *impl, bool isRun) {
-  enum : unsigned { kQ, kK, kV, kWq, kWk, kVa, kMask, kO, kW, kSizes = 9 };
-  constexpr unsigned kStrides = kSizes + 3;
-  llvm::LLVMContext &ctx = module.getContext();
-  SmallVector<llvm::Type *> params = {types.ptr};
-  if (isRun)
-    params.append({types.i64, types.i64});
-  llvm::FunctionType *type = llvm::FunctionType::get(
-      isRun ? llvm::Type::getVoidTy(ctx) : types.i64, params, false);
-  auto *fn = llvm::Function::Create(
-      type, llvm::Function::ExternalLinkage,
-      spec.name + (isRun ? "_run" : "_work_items"), module);
-  llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", fn));
-  llvm::Value *args = fn->getArg(0);
-  auto load = [&](unsigned field, llvm::Type *t) {
-    return b.CreateLoad(t, b.CreateStructGEP(types.additiveArgs, args, field));
-  };
-  llvm::Value *batch = load(kSizes, types.i64),
-              *rows = load(kSizes + 1, types.i64),
-              *keys = load(kSizes + 2, types.i64);
-  auto c = [&](int64_t v) { return b.getInt64(v); };
-  SmallVector<llvm::Value *> callArgs;
-  auto memref = [&](unsigned t, ArrayRef<llvm::Value *> sizes) {
-    llvm::Value *pointer = load(t, types.ptr);
-    callArgs.append({pointer, pointer, c(0)});
-    callArgs.append(sizes.begin(), sizes.end());
-    llvm::Value *strides =
-        b.CreateStructGEP(types.additiveArgs, args, kStrides + t);
-    for (unsigned i = 0; i < sizes.size(); ++i)
-      callArgs.push_back(b.CreateLoad(
-          types.i64, b.CreateConstInBoundsGEP2_32(
-                         types.additiveArgs->getElementType(kStrides + t),
-                         strides, 0, i)));
-  };
-  memref(kQ, {batch, rows, c(spec.queryDim)});
-  memref(kK, {batch, keys, c(spec.headDim)});
-  memref(kV, {batch, keys, c(spec.valueDim)});
-  memref(kWq, {c(spec.attnDim), c(spec.queryDim)});
-  memref(kWk, {c(spec.attnDim), c(spec.headDim)});
-  memref(kVa, {c(spec.attnDim)});
-  if (spec.mask != ::attn::MaskKind::None)
-    memref(kMask, {batch, rows, keys});
-  memref(kO, {batch, rows, c(spec.valueDim)});
-  if (spec.additiveWeights)
-    memref(kW, {batch, rows, keys});
-  if (isRun) {
-    callArgs.push_back(fn->getArg(1));
-    callArgs.push_back(fn->getArg(2));
-    b.CreateCall(impl, callArgs);
-    b.CreateRetVoid();
-  } else {
-    b.CreateRet(b.CreateCall(impl, callArgs));
-  }
-  impl->setLinkage(llvm::GlobalValue::InternalLinkage);
-  return fn;
+  enum : unsigned { kQ, kK, kV, kWq, kWk, kVa, kMask, kO, kW };
+  return emitStructEntryPoint(
+      module, types, {types.additiveArgs, 9, 12}, spec.name, impl, isRun,
+      [&](function_ref<llvm::Value *(unsigned)> size,
+          function_ref<void(unsigned, ArrayRef<llvm::Value *>)> memref) {
+        llvm::Value *batch = size(0), *rows = size(1), *keys = size(2);
+        auto c = [&](int64_t v) {
+          return llvm::ConstantInt::get(types.i64, v);
+        };
+        memref(kQ, {batch, rows, c(spec.queryDim)});
+        memref(kK, {batch, keys, c(spec.headDim)});
+        memref(kV, {batch, keys, c(spec.valueDim)});
+        memref(kWq, {c(spec.attnDim), c(spec.queryDim)});
+        memref(kWk, {c(spec.attnDim), c(spec.headDim)});
+        memref(kVa, {c(spec.attnDim)});
+        if (spec.mask != ::attn::MaskKind::None)
+          memref(kMask, {batch, rows, keys});
+        memref(kO, {batch, rows, c(spec.valueDim)});
+        if (spec.additiveWeights)
+          memref(kW, {batch, rows, keys});
+      });
 }
 
 llvm::Constant *cString(llvm::Module &module, llvm::StringRef text,

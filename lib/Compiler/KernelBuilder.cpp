@@ -371,6 +371,18 @@ KernelModule::KernelModule(const std::vector<KernelSpec> &specs)
 
 namespace attn {
 namespace {
+/// The spec's element type of an op's f32, f16 or bf16.
+ElementType specElementType(Type elem) {
+  return elem.isF32()   ? ElementType::F32
+         : elem.isF16() ? ElementType::F16
+                        : ElementType::BF16;
+}
+
+/// A declared size as a spec records it: -1 where dynamic.
+int64_t staticOr(int64_t size) {
+  return ShapedType::isDynamic(size) ? int64_t(-1) : size;
+}
+
 /// KernelSpec::modifiers for `regions` reading `captureTypes`: a function
 /// of a 1x1x1x1 Q and the captures around an attn.attention that holds the
 /// regions (which the kernel's op clones).
@@ -492,9 +504,7 @@ bool specFromOp(mlir::attn::AttentionOp op, KernelSpec &spec,
   auto q = op.getQuery().getType(), k = op.getKey().getType(),
        v = op.getValue().getType();
   Type elem = q.getElementType();
-  spec.elementType = elem.isF32()   ? ElementType::F32
-                     : elem.isF16() ? ElementType::F16
-                                    : ElementType::BF16;
+  spec.elementType = specElementType(elem);
   spec.headDim = q.getDimSize(3);
   spec.valueDim = v.getDimSize(3);
   if (Value mask = op.getMask()) {
@@ -526,9 +536,6 @@ bool specFromOp(mlir::attn::AttentionOp op, KernelSpec &spec,
     if (!setModifiers(spec, regions, captureTypes, error))
       return false;
   }
-  auto staticOr = [](int64_t size) {
-    return ShapedType::isDynamic(size) ? int64_t(-1) : size;
-  };
   spec.staticSizes[0] = staticOr(q.getDimSize(0));
   spec.staticSizes[1] = staticOr(q.getDimSize(1));
   spec.staticSizes[2] = staticOr(k.getDimSize(1));
@@ -542,9 +549,7 @@ static void specFromLinearOp(mlir::attn::LinearOp op, KernelSpec &spec) {
   auto q = cast<ShapedType>(op.getQuery().getType());
   auto k = cast<ShapedType>(op.getKey().getType());
   Type elem = q.getElementType();
-  spec.elementType = elem.isF32()   ? ElementType::F32
-                     : elem.isF16() ? ElementType::F16
-                                    : ElementType::BF16;
+  spec.elementType = specElementType(elem);
   spec.linear = true;
   spec.headDim = q.getDimSize(3);
   spec.valueDim = cast<ShapedType>(op.getValue().getType()).getDimSize(3);
@@ -554,9 +559,6 @@ static void specFromLinearOp(mlir::attn::LinearOp op, KernelSpec &spec) {
   spec.featureMap = static_cast<FeatureMap>(op.getEffectiveFeatureMap());
   // The kernel reads a state and writes one, or neither.
   spec.linearState = op.getStateIn() || op.getStateOut();
-  auto staticOr = [](int64_t size) {
-    return ShapedType::isDynamic(size) ? int64_t(-1) : size;
-  };
   spec.staticSizes[0] = staticOr(q.getDimSize(0));
   spec.staticSizes[1] = staticOr(q.getDimSize(1));
   spec.staticSizes[2] = staticOr(k.getDimSize(1));
@@ -569,9 +571,7 @@ static void specFromAdditiveOp(mlir::attn::AdditiveOp op, KernelSpec &spec) {
   auto q = cast<ShapedType>(op.getQuery().getType());
   auto k = cast<ShapedType>(op.getKeys().getType());
   Type elem = q.getElementType();
-  spec.elementType = elem.isF32()   ? ElementType::F32
-                     : elem.isF16() ? ElementType::F16
-                                    : ElementType::BF16;
+  spec.elementType = specElementType(elem);
   spec.additive = true;
   spec.queryDim = q.getDimSize(2);
   spec.headDim = k.getDimSize(2);
@@ -584,9 +584,6 @@ static void specFromAdditiveOp(mlir::attn::AdditiveOp op, KernelSpec &spec) {
     spec.maskBroadcast[0] = m.getDimSize(0) == 1;
     spec.maskBroadcast[2] = m.getDimSize(1) == 1;
   }
-  auto staticOr = [](int64_t size) {
-    return ShapedType::isDynamic(size) ? int64_t(-1) : size;
-  };
   spec.staticSizes[0] = staticOr(q.getDimSize(0));
   spec.staticSizes[3] = staticOr(q.getDimSize(1));
   spec.staticSizes[4] = staticOr(k.getDimSize(1));

@@ -990,23 +990,67 @@ static bool same_tensor(const attn_tensor *a, const attn_tensor *b) {
   return true;
 }
 
+/* What every prepare of a kind of kernel starts with: the kernel and the
+ * args are there (the args zeroed, `size` bytes) and the kernel is of
+ * `kind`, which `what` names (`key`: attn-compile's spec key for it). */
+static attn_status check_kernel_of_kind(const attn_kernel_desc *k, void *args,
+                                        size_t size, const char *entry,
+                                        attn_kernel_kind kind, const char *what,
+                                        const char *key) {
+  if (!k)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT, "kernel is NULL");
+  if (!args)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT, "%s: args is NULL", entry);
+  memset(args, 0, size);
+  if (attn_kernel_kind_of(k) != kind)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "kernel '%s' is not %s kernel (attn-compile's spec key "
+                     "'%s')",
+                     k->name, what, key);
+  return ATTN_OK;
+}
+
+/* The memory of the tensors a call writes, all[written[i]] for i < n: each
+ * without self-overlap and disjoint from every other of the `count`
+ * tensors, except that it may be exactly all[alias[i]] (the same memory
+ * with the same layout: updated in place; -1 for none). */
+static attn_status check_written(const attn_tensor *const *all,
+                                 const role *const *roles, int count,
+                                 const int *written, const int *alias, int n) {
+  extent extents[9];
+  attn_status s;
+  if (count > 9)
+    return attn_fail(ATTN_ERROR_INTERNAL, "check_written: %d tensors", count);
+  if ((s = compute_extents(all, roles, extents, count)))
+    return s;
+  for (int i = 0; i < n; ++i) {
+    int w = written[i];
+    if (!all[w])
+      continue;
+    if (!extents[w].empty && (s = check_no_self_overlap(all[w], roles[w])))
+      return s;
+    for (int o = 0; o < count; ++o) {
+      if (o == w || (o == alias[i] && same_tensor(all[w], all[o])))
+        continue;
+      if ((s = check_disjoint(roles[w]->name, &extents[w], roles[o]->name,
+                              &extents[o])))
+        return s;
+    }
+  }
+  return ATTN_OK;
+}
+
 attn_status attn_prepare_linear(
     const attn_kernel_desc *k, const attn_tensor *query, const attn_tensor *key,
     const attn_tensor *value, const attn_tensor *initial_state,
     const attn_tensor *initial_normalizer, const attn_tensor *output,
     const attn_tensor *final_state, const attn_tensor *final_normalizer,
     attn_linear_args *args) {
-  if (!k)
-    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT, "kernel is NULL");
-  if (!args)
-    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
-                     "attn_prepare_linear: args is NULL");
-  memset(args, 0, sizeof(*args));
-  if (attn_kernel_kind_of(k) != ATTN_KERNEL_LINEAR)
-    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
-                     "kernel '%s' is not a linear attention kernel "
-                     "(attn-compile's spec key 'linear')",
-                     k->name);
+  attn_status s =
+      check_kernel_of_kind(k, args, sizeof(*args), "attn_prepare_linear",
+                           ATTN_KERNEL_LINEAR, "a linear attention", "linear");
+  if (s != ATTN_OK)
+    return s;
   const attn_tensor *all[8] = {query,         key,
                                value,         output,
                                initial_state, initial_normalizer,
@@ -1016,7 +1060,7 @@ attn_status attn_prepare_linear(
                              &state_in_role,  &normalizer_in_role,
                              &state_out_role, &normalizer_out_role};
   int required = k->has_state ? 8 : 4;
-  attn_status s = check_required(all, all_role, required);
+  s = check_required(all, all_role, required);
   if (s != ATTN_OK)
     return s;
   for (int i = 4; i < 8 && !k->has_state; ++i)
@@ -1056,22 +1100,9 @@ attn_status attn_prepare_linear(
 
   /* Memory: O and the final state share memory with nothing, except that
    * the final state may be the initial one itself (updated in place). */
-  extent extents[8];
-  if ((s = compute_extents(all, all_role, extents, 8)))
+  static const int written[3] = {3, 6, 7}, alias[3] = {-1, 4, 5};
+  if ((s = check_written(all, all_role, 8, written, alias, 3)))
     return s;
-  for (int w = 3; w < 8; w = w == 3 ? 6 : w + 1) {
-    if (!all[w])
-      continue;
-    if (!extents[w].empty && (s = check_no_self_overlap(all[w], all_role[w])))
-      return s;
-    for (int i = 0; i < 8; ++i) {
-      if (i == w || (w >= 6 && same_tensor(all[w], all[w - 2]) && i == w - 2))
-        continue;
-      if ((s = check_disjoint(all_role[w]->name, &extents[w], all_role[i]->name,
-                              &extents[i])))
-        return s;
-    }
-  }
 
   args->query = query->data;
   args->key = key->data;
@@ -1151,17 +1182,11 @@ attn_prepare_additive(const attn_kernel_desc *k, const attn_tensor *query,
                       const attn_tensor *score_vector, const attn_tensor *mask,
                       const attn_tensor *output, const attn_tensor *weights,
                       attn_additive_args *args) {
-  if (!k)
-    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT, "kernel is NULL");
-  if (!args)
-    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
-                     "attn_prepare_additive: args is NULL");
-  memset(args, 0, sizeof(*args));
-  if (attn_kernel_kind_of(k) != ATTN_KERNEL_ADDITIVE)
-    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
-                     "kernel '%s' is not an additive attention kernel "
-                     "(attn-compile's spec key 'additive')",
-                     k->name);
+  attn_status s = check_kernel_of_kind(
+      k, args, sizeof(*args), "attn_prepare_additive", ATTN_KERNEL_ADDITIVE,
+      "an additive attention", "additive");
+  if (s != ATTN_OK)
+    return s;
   const attn_tensor *all[9] = {query,        keys,       values,
                                query_weight, key_weight, score_vector,
                                mask,         output,     weights};
@@ -1175,7 +1200,7 @@ attn_prepare_additive(const attn_kernel_desc *k, const attn_tensor *query,
                                   &additive_values_role, &query_weight_role,
                                   &key_weight_role,      &score_vector_role,
                                   &additive_output_role};
-  attn_status s = check_required(required, required_role, 7);
+  s = check_required(required, required_role, 7);
   if (s == ATTN_OK)
     s = check_mask_presence(k, mask);
   if (s != ATTN_OK)
@@ -1261,19 +1286,9 @@ attn_prepare_additive(const attn_kernel_desc *k, const attn_tensor *query,
                        k->static_sizes[i]);
 
   /* Memory: O and the weights share memory with nothing. */
-  extent extents[9];
-  if ((s = compute_extents(all, all_role, extents, 9)))
+  static const int written[2] = {7, 8}, alias[2] = {-1, -1};
+  if ((s = check_written(all, all_role, 9, written, alias, 2)))
     return s;
-  for (int w = 7; w < 9; ++w) {
-    if (!all[w])
-      continue;
-    if (!extents[w].empty && (s = check_no_self_overlap(all[w], all_role[w])))
-      return s;
-    for (int i = 0; i < 9; ++i)
-      if (i != w && (s = check_disjoint(all_role[w]->name, &extents[w],
-                                        all_role[i]->name, &extents[i])))
-        return s;
-  }
 
   args->query = query->data;
   args->keys = keys->data;

@@ -63,16 +63,8 @@ public:
 
 private:
   Value heap(ArrayRef<int64_t> shape, ValueRange dynamicSizes = {}) {
-    return memref::AllocOp::create(b, MemRefType::get(shape, f32), dynamicSizes,
-                                   b.getI64IntegerAttr(64));
+    return heapBuffer(shape, dynamicSizes);
   }
-  Value loadVector(Value memref, ValueRange at) {
-    return vector::LoadOp::create(b, vecType, memref, at);
-  }
-  void storeVector(Value v, Value memref, ValueRange at) {
-    vector::StoreOp::create(b, v, memref, at);
-  }
-  Value zeroVector() { return splat(f32Const(0.0f)); }
   Value add(Value x, int64_t c) { return arith::AddIOp::create(b, x, cst(c)); }
 
   /// kpᵀ [A][SkPad] of batch `batch`: keys · W_kᵀ a tile of 4 keys by 64
@@ -137,11 +129,7 @@ void AdditiveLowering::projectKeys(Value batch, Value keys) {
                 ValueRange{cst(col + v * lanes + l), add(first, r)});
     }
   };
-  Value whole = arith::MulIOp::create(
-      b, arith::DivUIOp::create(b, keys, cst(kRows)), cst(kRows));
-  forLoop(cst(0), whole, cst(kRows),
-          [&](Value first) { keysFrom(first, kRows); });
-  forLoop(whole, keys, cst(1), [&](Value j) { keysFrom(j, 1); });
+  forBlocks(cst(0), keys, kRows, keysFrom);
 }
 
 void AdditiveLowering::projectQueries(Value batch, Value rows) {
@@ -162,11 +150,7 @@ void AdditiveLowering::projectQueries(Value batch, Value rows) {
                       {add(first, r), cst(col + v * lanes)});
     }
   };
-  Value whole = arith::MulIOp::create(
-      b, arith::DivUIOp::create(b, rows, cst(kRows)), cst(kRows));
-  forLoop(cst(0), whole, cst(kRows),
-          [&](Value first) { rowsFrom(first, kRows); });
-  forLoop(whole, rows, cst(1), [&](Value i) { rowsFrom(i, 1); });
+  forBlocks(cst(0), rows, kRows, rowsFrom);
 }
 
 void AdditiveLowering::packValues(Value batch, Value keys) {
@@ -432,12 +416,9 @@ void AdditiveLowering::emit() {
     projectKeys(batch, keys);
     projectQueries(batch, rows);
     packValues(batch, keys);
-    Value whole = arith::MulIOp::create(
-        b, arith::DivUIOp::create(b, rows, cst(kRows)), cst(kRows));
-    forLoop(cst(0), whole, cst(kRows),
-            [&](Value first) { rowBlock(batch, first, kRows, keys); });
-    forLoop(whole, rows, cst(1),
-            [&](Value first) { rowBlock(batch, first, 1, keys); });
+    forBlocks(cst(0), rows, kRows, [&](Value first, int64_t count) {
+      rowBlock(batch, first, count, keys);
+    });
   });
   for (Value buffer :
        {queryWeightT, scoreVector, keyWeightT, projectedKeysT, projectedRows,

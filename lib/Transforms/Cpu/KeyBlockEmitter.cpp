@@ -122,13 +122,7 @@ void KeyBlockEmitter::packKeys(Value batch, Value kvHead,
 
 void KeyBlockEmitter::forRowBlocks(Value lo, Value hi,
                                    function_ref<void(Value, int64_t)> body) {
-  Value count = arith::SubIOp::create(b, hi, lo);
-  Value whole = arith::AddIOp::create(
-      b, lo,
-      arith::MulIOp::create(b, arith::DivUIOp::create(b, count, cst(kRows)),
-                            cst(kRows)));
-  forLoop(lo, whole, cst(kRows), [&](Value row) { body(row, kRows); });
-  forLoop(whole, hi, cst(1), [&](Value row) { body(row, 1); });
+  forBlocks(lo, hi, kRows, body);
 }
 
 std::pair<Value, Value> KeyBlockEmitter::rowsSeeing(const KeyBlock &block,

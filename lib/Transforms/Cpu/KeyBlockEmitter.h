@@ -91,7 +91,6 @@ protected:
   SmallVector<Value> dropoutFactors(Value batch, Value head, Value row,
                                     const KeyBlock &block);
 
-  Value zeroVector() { return splat(f32Const(0.0f)); }
   /// x where finite, else 0 (a scalar or a vector): the factor that a
   /// product's weights multiply. A NaN or inf in a row reaches every
   /// position that row allows through the weight itself (its score is NaN
@@ -100,12 +99,6 @@ protected:
   Value finiteOrZero(Value x);
   Value fma(Value a, Value x, Value acc) {
     return vector::FMAOp::create(b, a, x, acc);
-  }
-  Value loadVector(Value memref, ValueRange at) {
-    return vector::LoadOp::create(b, vecType, memref, at);
-  }
-  void storeVector(Value v, Value memref, ValueRange at) {
-    vector::StoreOp::create(b, v, memref, at);
   }
   /// memref[at] = 0 for every vector of a [rows][cols] f32 buffer.
   void zeroBuffer(Value buffer, Value rows, int64_t cols);

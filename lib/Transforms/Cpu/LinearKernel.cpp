@@ -68,17 +68,7 @@ private:
     Value normalizer; // [DPad]
   };
 
-  Value heap(ArrayRef<int64_t> shape) {
-    return memref::AllocOp::create(b, MemRefType::get(shape, f32), ValueRange{},
-                                   b.getI64IntegerAttr(64));
-  }
-  Value loadVector(Value memref, ValueRange at) {
-    return vector::LoadOp::create(b, vecType, memref, at);
-  }
-  void storeVector(Value v, Value memref, ValueRange at) {
-    vector::StoreOp::create(b, v, memref, at);
-  }
-  Value zeroVector() { return splat(f32Const(0.0f)); }
+  Value heap(ArrayRef<int64_t> shape) { return heapBuffer(shape); }
 
   /// φ of a vector, lanes past `live` (the row's end) 0.
   Value phi(Value x, int64_t live);
@@ -185,9 +175,7 @@ void LinearLowering::packRows(Value source, Value batch, Value head,
 void LinearLowering::updateState(const Buffers &buf, Value count) {
   // S's rows d in blocks of kRows (then one at a time), its columns in
   // tiles of kTileVectors vectors: S[d] += Σ_j φK[j][d] · V[j].
-  Value whole = arith::MulIOp::create(
-      b, arith::DivUIOp::create(b, cst(headDim), cst(kRows)), cst(kRows));
-  auto rowsFrom = [&](Value first, int64_t rows) {
+  forBlocks(cst(0), cst(headDim), kRows, [&](Value first, int64_t rows) {
     for (int64_t col = 0; col < valuePad; col += kTileVectors * lanes) {
       int64_t n = std::min(kTileVectors, (valuePad - col) / lanes);
       SmallVector<Value> acc;
@@ -210,10 +198,7 @@ void LinearLowering::updateState(const Buffers &buf, Value count) {
               acc[r * n + v], buf.state,
               {arith::AddIOp::create(b, first, cst(r)), cst(col + v * lanes)});
     }
-  };
-  forLoop(cst(0), whole, cst(kRows),
-          [&](Value first) { rowsFrom(first, kRows); });
-  forLoop(whole, cst(headDim), cst(1), [&](Value d) { rowsFrom(d, 1); });
+  });
   // z += Σ_j φK[j]: vectors along D.
   for (int64_t c = 0; c < headPad; c += lanes) {
     SmallVector<Value> sum = forLoopWith(

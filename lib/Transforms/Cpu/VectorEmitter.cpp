@@ -61,6 +61,23 @@ SmallVector<Value> VectorEmitter::forLoopWith(
   return SmallVector<Value>(loop.getResults());
 }
 
+Value VectorEmitter::heapBuffer(ArrayRef<int64_t> shape,
+                                ValueRange dynamicSizes) {
+  return memref::AllocOp::create(b, MemRefType::get(shape, f32), dynamicSizes,
+                                 b.getI64IntegerAttr(64));
+}
+
+void VectorEmitter::forBlocks(Value lo, Value hi, int64_t size,
+                              function_ref<void(Value, int64_t)> body) {
+  Value count = arith::SubIOp::create(b, hi, lo);
+  Value whole = arith::AddIOp::create(
+      b, lo,
+      arith::MulIOp::create(b, arith::DivUIOp::create(b, count, cst(size)),
+                            cst(size)));
+  forLoop(lo, whole, cst(size), [&](Value first) { body(first, size); });
+  forLoop(whole, hi, cst(1), [&](Value first) { body(first, 1); });
+}
+
 Value VectorEmitter::horizontalSum(Value vec) {
   return vector::ReductionOp::create(b, vector::CombiningKind::ADD, vec,
                                      arith::FastMathFlags::reassoc);

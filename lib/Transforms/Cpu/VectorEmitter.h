@@ -43,6 +43,21 @@ protected:
   SmallVector<Value>
   forLoopWith(Value lb, Value ub, Value step, ValueRange inits,
               function_ref<SmallVector<Value>(Value, ValueRange)> body);
+  Value zeroVector() { return splat(f32Const(0.0f)); }
+  Value loadVector(Value memref, ValueRange at) {
+    return vector::LoadOp::create(b, vecType, memref, at);
+  }
+  void storeVector(Value v, Value memref, ValueRange at) {
+    vector::StoreOp::create(b, v, memref, at);
+  }
+  /// An f32 buffer of `shape` on the heap (64-byte aligned), its dynamic
+  /// dims `dynamicSizes`; the caller deallocates it.
+  Value heapBuffer(ArrayRef<int64_t> shape, ValueRange dynamicSizes = {});
+  /// `body(first, count)` over [lo, hi): whole blocks of `size`, then the
+  /// rest one at a time (count 1).
+  void forBlocks(Value lo, Value hi, int64_t size,
+                 function_ref<void(Value, int64_t)> body);
+
   /// The sum of a vector's lanes in any order (reassoc: a log-depth tree,
   /// not the 16 dependent adds of an ordered reduction).
   Value horizontalSum(Value vec);
