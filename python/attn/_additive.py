@@ -63,7 +63,7 @@ def _check(query, keys, values, w_q, w_k, w_v):
         raise Error(f"w_v: shape {list(w_v.shape)} but must be [A] = [{a}]")
 
 
-def _mask_view(mask, batch, seq_q, seq_k, expand):
+def _mask_view(mask, batch, seq_q):
     """The mask as [B or 1, Sq or 1, Sk] (a [B, Sk] padding mask gains its
     Sq dim), and which dims broadcast."""
     if len(mask.shape) == 2:
@@ -116,7 +116,7 @@ def additive_attention(query, keys, values, w_q, w_k, w_v, mask=None,
         mask = as_array(mask, "mask")
         if mask.dtype != np.bool_:
             mask = mask != 0
-        mask, broadcast = _mask_view(mask, batch, seq_q, seq_k, None)
+        mask, broadcast = _mask_view(mask, batch, seq_q)
     output = np.empty((batch, seq_q, int(values.shape[2])), dtype=query.dtype)
     weights = (np.empty((batch, seq_q, seq_k), dtype=np.float32)
                if need_weights else None)
@@ -236,7 +236,7 @@ def additive_attention_torch(query, keys, values, w_q, w_k, w_v, mask, need_weig
     if mask is not None:
         if mask.dtype != torch.bool:
             mask = mask != 0
-        mask, broadcast = _mask_view(mask, batch, seq_q, seq_k, None)
+        mask, broadcast = _mask_view(mask, batch, seq_q)
         mask = mask.detach()
     spec = _spec(query, keys, values, w_q, mask, False, broadcast)
     if "function" not in _FUNCTION:

@@ -422,6 +422,46 @@ static attn_status compute_extents(const attn_tensor *const *tensors,
   return ATTN_OK;
 }
 
+/* Whether two tensors are the same memory with the same layout. */
+static bool same_tensor(const attn_tensor *a, const attn_tensor *b) {
+  if (!a || !b || a->data != b->data || a->rank != b->rank)
+    return false;
+  for (int32_t d = 0; d < a->rank; ++d)
+    if (a->shape[d] != b->shape[d] || a->strides[d] != b->strides[d])
+      return false;
+  return true;
+}
+
+/* The memory of the tensors a call writes, all[written[i]] for i < n: each
+ * without self-overlap and disjoint from every other of the `count`
+ * tensors, except that it may be exactly all[alias[i]] (the same memory
+ * with the same layout: updated in place; -1 for none). */
+static attn_status check_written(const attn_tensor *const *all,
+                                 const role *const *roles, int count,
+                                 const int *written, const int *alias, int n) {
+  extent extents[12];
+  attn_status s;
+  if (count > 12)
+    return attn_fail(ATTN_ERROR_INTERNAL, "check_written: %d tensors", count);
+  if ((s = compute_extents(all, roles, extents, count)))
+    return s;
+  for (int i = 0; i < n; ++i) {
+    int w = written[i];
+    if (!all[w])
+      continue;
+    if (!extents[w].empty && (s = check_no_self_overlap(all[w], roles[w])))
+      return s;
+    for (int o = 0; o < count; ++o) {
+      if (o == w || (o == alias[i] && same_tensor(all[w], all[o])))
+        continue;
+      if ((s = check_disjoint(roles[w]->name, &extents[w], roles[o]->name,
+                              &extents[o])))
+        return s;
+    }
+  }
+  return ATTN_OK;
+}
+
 /* A mask exactly where the kernel takes one. */
 static attn_status check_mask_presence(const attn_kernel_desc *k,
                                        const attn_tensor *mask) {
@@ -820,20 +860,9 @@ attn_status attn_prepare_backward_tensors(
       &query_role,      &key_role,      &value_role,       &mask_role,
       &output_role,     &lse_role,      &grad_output_role, &grad_lse_role,
       &grad_query_role, &grad_key_role, &grad_value_role,  &grad_mask_role};
-  extent extents[12];
-  if ((s = compute_extents(all, all_role, extents, 12)))
+  static const int written[4] = {8, 9, 10, 11}, alias[4] = {-1, -1, -1, -1};
+  if ((s = check_written(all, all_role, 12, written, alias, 4)))
     return s;
-  for (int w = 8; w < 12; ++w) {
-    if (!all[w])
-      continue;
-    if (!extents[w].empty && (s = check_no_self_overlap(all[w], all_role[w])))
-      return s;
-    for (int i = 0; i < 12; ++i)
-      if (i != w && all[i] &&
-          (s = check_disjoint(all_role[w]->name, &extents[w], all_role[i]->name,
-                              &extents[i])))
-        return s;
-  }
 
   args->grad_output = grad_output->data;
   args->grad_query = grad_query->data;
@@ -934,15 +963,9 @@ attn_status attn_prepare_weights_tensors(
     return s;
 
   /* Memory: the weights written share memory with nothing. */
-  extent extents[5];
-  if ((s = compute_extents(all, all_role, extents, 5)))
+  static const int written[1] = {4}, alias[1] = {-1};
+  if ((s = check_written(all, all_role, 5, written, alias, 1)))
     return s;
-  if (!extents[4].empty && (s = check_no_self_overlap(weights, &weights_role)))
-    return s;
-  for (int i = 0; i < 4; ++i)
-    if ((s = check_disjoint("weights", &extents[4], all_role[i]->name,
-                            &extents[i])))
-      return s;
 
   args->query = query->data;
   args->key = key->data;
@@ -980,16 +1003,6 @@ static const role state_out_role = {
 static const role normalizer_out_role = {
     "final_normalizer", 3, {"B", "Hkv", "D", NULL}, "[B, Hkv, D]"};
 
-/* Whether two tensors are the same memory with the same layout. */
-static bool same_tensor(const attn_tensor *a, const attn_tensor *b) {
-  if (!a || !b || a->data != b->data || a->rank != b->rank)
-    return false;
-  for (int32_t d = 0; d < a->rank; ++d)
-    if (a->shape[d] != b->shape[d] || a->strides[d] != b->strides[d])
-      return false;
-  return true;
-}
-
 /* What every prepare of a kind of kernel starts with: the kernel and the
  * args are there (the args zeroed, `size` bytes) and the kernel is of
  * `kind`, which `what` names (`key`: attn-compile's spec key for it). */
@@ -1007,36 +1020,6 @@ static attn_status check_kernel_of_kind(const attn_kernel_desc *k, void *args,
                      "kernel '%s' is not %s kernel (attn-compile's spec key "
                      "'%s')",
                      k->name, what, key);
-  return ATTN_OK;
-}
-
-/* The memory of the tensors a call writes, all[written[i]] for i < n: each
- * without self-overlap and disjoint from every other of the `count`
- * tensors, except that it may be exactly all[alias[i]] (the same memory
- * with the same layout: updated in place; -1 for none). */
-static attn_status check_written(const attn_tensor *const *all,
-                                 const role *const *roles, int count,
-                                 const int *written, const int *alias, int n) {
-  extent extents[9];
-  attn_status s;
-  if (count > 9)
-    return attn_fail(ATTN_ERROR_INTERNAL, "check_written: %d tensors", count);
-  if ((s = compute_extents(all, roles, extents, count)))
-    return s;
-  for (int i = 0; i < n; ++i) {
-    int w = written[i];
-    if (!all[w])
-      continue;
-    if (!extents[w].empty && (s = check_no_self_overlap(all[w], roles[w])))
-      return s;
-    for (int o = 0; o < count; ++o) {
-      if (o == w || (o == alias[i] && same_tensor(all[w], all[o])))
-        continue;
-      if ((s = check_disjoint(roles[w]->name, &extents[w], roles[o]->name,
-                              &extents[o])))
-        return s;
-    }
-  }
   return ATTN_OK;
 }
 
