@@ -15,13 +15,14 @@
 #include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
-#include "mlir/IR/Matchers.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallBitVector.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/InterleavedRange.h"
 
 #include <cmath>
 #include <string>
@@ -321,6 +322,44 @@ LogicalResult verifyModifiers(const AttentionView &view) {
 
 /// Checks Q, K, V (where the op reads one), the mask and the attributes:
 /// every rule of the spec that does not involve the outputs.
+/// The rules of the band (causal, window and their diagonal) and of the
+/// scale and soft cap, which every op that attends by them shares.
+LogicalResult verifyBandAndScale(Operation *op, bool causal,
+                                 std::optional<DiagonalAlignment> alignment,
+                                 WindowAttr window, bool hasDiagonal,
+                                 std::optional<float> scale,
+                                 std::optional<float> softcap) {
+  if (window) {
+    if (!window.getLeft() && !window.getRight())
+      return op->emitOpError(
+          "window must bound at least one side (left or right)");
+    if (window.getLeft() && *window.getLeft() < 0)
+      return op->emitOpError()
+             << "window left must be >= 0, found " << *window.getLeft();
+    if (window.getRight() && *window.getRight() < 0)
+      return op->emitOpError()
+             << "window right must be >= 0, found " << *window.getRight();
+  }
+  bool needsDiagonal = causal || window;
+  if (needsDiagonal && !alignment && !hasDiagonal)
+    return op->emitOpError(
+        "causal masking and windows need the diagonal: set align(top_left) "
+        "or align(bottom_right), or a diagonal operand");
+  if (needsDiagonal && alignment && hasDiagonal)
+    return op->emitOpError(
+        "takes either align(...) or a diagonal operand, not both");
+  if (!needsDiagonal && (alignment || hasDiagonal))
+    return op->emitOpError("align(...) and diagonal(...) need causal or a "
+                           "window; found neither");
+
+  if (scale && !std::isfinite(*scale))
+    return op->emitOpError() << "scale must be finite, found " << *scale;
+  if (softcap && !(std::isfinite(*softcap) && *softcap > 0))
+    return op->emitOpError()
+           << "softcap must be finite and > 0, found " << *softcap;
+  return success();
+}
+
 LogicalResult verifyAttentionInputs(const AttentionView &view) {
   Operation *op = view.op;
   // Without V (the weights op) its checks run on K, which has what they ask.
@@ -412,29 +451,10 @@ LogicalResult verifyAttentionInputs(const AttentionView &view) {
       return failure();
   }
 
-  if (WindowAttr window = view.window) {
-    if (!window.getLeft() && !window.getRight())
-      return op->emitOpError(
-          "window must bound at least one side (left or right)");
-    if (window.getLeft() && *window.getLeft() < 0)
-      return op->emitOpError()
-             << "window left must be >= 0, found " << *window.getLeft();
-    if (window.getRight() && *window.getRight() < 0)
-      return op->emitOpError()
-             << "window right must be >= 0, found " << *window.getRight();
-  }
-  bool needsDiagonal = view.causal || view.window;
-  if (needsDiagonal && !view.alignment && !view.diagonal)
-    return op->emitOpError(
-        "causal masking and windows need the diagonal: set align(top_left) "
-        "or align(bottom_right), or a diagonal operand");
-  if (needsDiagonal && view.alignment && view.diagonal)
-    return op->emitOpError(
-        "takes either align(...) or a diagonal operand, not both");
-  if (!needsDiagonal && (view.alignment || view.diagonal))
-    return op->emitOpError("align(...) and diagonal(...) need causal or a "
-                           "window; found neither");
-
+  if (failed(verifyBandAndScale(op, view.causal, view.alignment, view.window,
+                                static_cast<bool>(view.diagonal), view.scale,
+                                view.softcap)))
+    return failure();
   if (static_cast<bool>(view.dropoutP) != static_cast<bool>(view.dropoutSeed))
     return op->emitOpError("dropout takes a probability and a seed");
   if (!view.origin.empty() && view.origin.size() != 4)
@@ -442,14 +462,7 @@ LogicalResult verifyAttentionInputs(const AttentionView &view) {
            << "origin takes the global (b, h, i, j) of element (0, 0, 0, 0): "
               "4 indices, found "
            << view.origin.size();
-  if (failed(verifyModifiers(view)))
-    return failure();
-  if (view.scale && !std::isfinite(*view.scale))
-    return op->emitOpError() << "scale must be finite, found " << *view.scale;
-  if (view.softcap && !(std::isfinite(*view.softcap) && *view.softcap > 0))
-    return op->emitOpError()
-           << "softcap must be finite and > 0, found " << *view.softcap;
-  return success();
+  return verifyModifiers(view);
 }
 
 /// Checks that `type` is a rank-`rank` f32 shaped type whose leading dims
@@ -1858,4 +1871,142 @@ LogicalResult CapturedOp::verify() {
                          << "'s element type " << type.getElementType()
                          << ", found " << getType();
   return success();
+}
+
+//===----------------------------------------------------------------------===//
+// attn.mha
+//===----------------------------------------------------------------------===//
+
+LogicalResult MhaOp::verify() {
+  Operation *op = *this;
+  if (failed(verifyRank(op, "query", getQuery().getType(), 3, "[B, Sq, E]")) ||
+      failed(verifyRank(op, "key", getKey().getType(), 3, "[B, Sk, Ek]")) ||
+      failed(verifyRank(op, "value", getValue().getType(), 3, "[B, Sk, Ev]")) ||
+      failed(verifyRank(op, "output", getOutput().getType(), 3, "[B, Sq, E]")))
+    return failure();
+  auto shape = [](Value v) { return cast<ShapedType>(v.getType()); };
+  ShapedType q = shape(getQuery()), k = shape(getKey()), v = shape(getValue()),
+             o = shape(getOutput());
+  Type elem = q.getElementType();
+  if (!isAttentionElementType(elem))
+    return emitOpError() << "query element type must be f32, f16 or bf16, "
+                            "found "
+                         << elem;
+  // The widths are static: they size the projections' register tiles.
+  for (auto [name, size] :
+       {std::pair<StringRef, int64_t>{"query dim 2 (E)", q.getDimSize(2)},
+        {"key dim 2 (Ek)", k.getDimSize(2)},
+        {"value dim 2 (Ev)", v.getDimSize(2)}}) {
+    if (ShapedType::isDynamic(size))
+      return emitOpError() << name << " must be static, found ?";
+    if (size < 1 || size > ::attn::kMaxEmbedDim)
+      return emitOpError() << name << " must be in [1, " << ::attn::kMaxEmbedDim
+                           << "], found " << size;
+  }
+  int64_t embed = q.getDimSize(2), heads = getNumHeads();
+  if (embed % heads != 0)
+    return emitOpError() << "the embedding width E = " << embed
+                         << " must be a multiple of heads = " << heads;
+  if (embed / heads > ::attn::kMaxHeadDim)
+    return emitOpError() << "a head's width E / heads = " << embed / heads
+                         << " must be at most " << ::attn::kMaxHeadDim;
+  if (failed(verifyDim(op, "key", k, 0, "B", q.getDimSize(0), "query's B")) ||
+      failed(verifyDim(op, "value", v, 0, "B", q.getDimSize(0), "query's B")) ||
+      failed(verifyDim(op, "value", v, 1, "Sk", k.getDimSize(1), "key's Sk")) ||
+      failed(
+          verifyDim(op, "output", o, 0, "B", q.getDimSize(0), "query's B")) ||
+      failed(
+          verifyDim(op, "output", o, 1, "Sq", q.getDimSize(1), "query's Sq")) ||
+      failed(verifyDim(op, "output", o, 2, "E", embed, "query's E")))
+    return failure();
+
+  // The parameters: shapes, and one element type for everything.
+  struct Parameter {
+    std::string name;
+    Value value;
+    SmallVector<int64_t> shape;
+    const char *layout;
+  };
+  SmallVector<Parameter> parameters;
+  ValueRange weights = getInWeights();
+  if (weights.size() == 1) {
+    if (k.getDimSize(2) != embed || v.getDimSize(2) != embed)
+      return emitOpError() << "a packed in_proj [3E, E] needs Ek = Ev = E = "
+                           << embed << ", found Ek = " << k.getDimSize(2)
+                           << ", Ev = " << v.getDimSize(2)
+                           << " (give three weights instead)";
+    parameters.push_back(
+        {"in_proj weight", weights[0], {3 * embed, embed}, "[3E, E]"});
+  } else if (weights.size() == 3) {
+    parameters.push_back(
+        {"in_proj query weight", weights[0], {embed, embed}, "[E, E]"});
+    parameters.push_back({"in_proj key weight",
+                          weights[1],
+                          {embed, k.getDimSize(2)},
+                          "[E, Ek]"});
+    parameters.push_back({"in_proj value weight",
+                          weights[2],
+                          {embed, v.getDimSize(2)},
+                          "[E, Ev]"});
+  } else {
+    return emitOpError() << "in_proj(...) takes one packed [3E, E] weight or "
+                            "three ([E, E], [E, Ek], [E, Ev]), found "
+                         << weights.size();
+  }
+  if (Value bias = getInBias())
+    parameters.push_back({"in_bias", bias, {3 * embed}, "[3E]"});
+  parameters.push_back(
+      {"out_proj weight", getOutWeight(), {embed, embed}, "[E, E]"});
+  if (Value bias = getOutBias())
+    parameters.push_back({"out_bias", bias, {embed}, "[E]"});
+  for (const Parameter &p : parameters) {
+    if (failed(verifyRank(op, p.name, p.value.getType(), p.shape.size(),
+                          p.layout)))
+      return failure();
+    ShapedType t = shape(p.value);
+    for (auto [d, size] : llvm::enumerate(p.shape))
+      if (t.getDimSize(d) != size)
+        return emitOpError() << p.name << " must be " << p.layout << " = ["
+                             << llvm::interleaved(p.shape) << "], found " << t;
+  }
+  for (auto [name, value] : {std::pair<std::string, Value>{"key", getKey()},
+                             {"value", getValue()},
+                             {"output", getOutput()}})
+    if (shape(value).getElementType() != elem)
+      return emitOpError() << name << " must have the query's element type "
+                           << elem << ", found "
+                           << shape(value).getElementType();
+  for (const Parameter &p : parameters)
+    if (shape(p.value).getElementType() != elem)
+      return emitOpError() << p.name << " must have the query's element type "
+                           << elem << ", found "
+                           << shape(p.value).getElementType();
+
+  if (Value mask = getMask()) {
+    if (failed(verifyRank(op, "mask", mask.getType(), 4,
+                          "[B or 1, H or 1, Sq or 1, Sk]")))
+      return failure();
+    ShapedType m = shape(mask);
+    if (!m.getElementType().isInteger(1) && m.getElementType() != elem)
+      return emitOpError() << "mask element type must be i1 (keep-mask) or "
+                              "the query's "
+                           << elem << " (additive bias), found "
+                           << m.getElementType();
+    int64_t full[] = {q.getDimSize(0), heads, q.getDimSize(1)};
+    static const char *names[] = {"B", "heads", "Sq"};
+    for (unsigned d = 0; d < 3; ++d)
+      if (m.getDimSize(d) != 1 &&
+          failed(verifyDim(op, "mask", m, d, names[d], full[d],
+                           (Twine(names[d]) + " (or 1)").str())))
+        return failure();
+    if (failed(verifyDim(op, "mask", m, 3, "Sk", k.getDimSize(1), "key's Sk")))
+      return failure();
+  }
+  std::optional<float> scale, softcap;
+  if (FloatAttr attr = getScaleAttr())
+    scale = attr.getValueAsDouble();
+  if (FloatAttr attr = getSoftcapAttr())
+    softcap = attr.getValueAsDouble();
+  return verifyBandAndScale(op, getCausal(), getAlignment(), getWindowAttr(),
+                            /*hasDiagonal=*/false, scale, softcap);
 }

@@ -638,6 +638,98 @@ def Attn_AdditiveOp : Attn_Op<"additive", [
 }
 
 //===----------------------------------------------------------------------===//
+// attn.mha
+//===----------------------------------------------------------------------===//
+
+def Attn_MhaOp : Attn_Op<"mha", [
+    Pure, AttrSizedOperandSegments, DestinationStyleOpInterface]> {
+  let summary = "a multi-head attention layer: projections, heads, attention, output projection";
+  let description = [{
+    The classic multi-head attention layer (`torch.nn.MultiheadAttention`'s
+    forward, batch first), for each batch `b`:
+
+    ```
+    q = query · W_qᵀ + b_q    k = key · W_kᵀ + b_k    v = value · W_vᵀ + b_v
+    q, k, v split into H heads of E/H features: [B, H, S, E/H]
+    o = attn.attention(q, k, v) with the mask, causal, window, scale, softcap
+    Y = merge_heads(o) · W_oᵀ + b_o                     [B, Sq, E]
+    ```
+
+    with `query [B, Sq, E]`, `key [B, Sk, Ek]`, `value [B, Sk, Ev]`. The
+    input projections are packed, `in_proj(%w : [3E, E])` (PyTorch's
+    `in_proj_weight`, rows q, k, v; then Ek = Ev = E), or separate,
+    `in_proj(%wq, %wk, %wv : [E, E], [E, Ek], [E, Ev])`; `in_bias` is
+    `[3E]` either way (`in_proj_bias`), `out_proj(%wo : [E, E])` and
+    `out_bias [E]` are `out_proj.weight` and `out_proj.bias`. All share one
+    element type (f32, bf16 or f16); each projection accumulates in f32 and
+    rounds to it, as PyTorch's linear layers do. The mask and the attributes
+    are attn.attention's, with `Hq = Hkv = H` (`heads`) and `D = E/H`: a
+    keep-mask or additive bias `[B or 1, H or 1, Sq or 1, Sk]`, `causal` and
+    `window` with their alignment, `scale` (default `1/√(E/H)`), `softcap`.
+    A row with no allowed key attends to nothing (its heads give 0, so its
+    output row is `b_o`).
+
+    `attn-decompose-mha` rewrites the op as linalg matrix multiplications
+    around `attn.attention`, one batch per work item.
+
+    ```mlir
+    %y = attn.mha ins(%x, %x, %x : tensor<?x?x512xf32>, tensor<?x?x512xf32>,
+                                  tensor<?x?x512xf32>)
+        in_proj(%w : tensor<1536x512xf32>) in_bias(%b : tensor<1536xf32>)
+        out_proj(%wo : tensor<512x512xf32>) out_bias(%bo : tensor<512xf32>)
+        outs(%y0 : tensor<?x?x512xf32>) heads(8) causal align(top_left)
+        -> tensor<?x?x512xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$query,
+                       AnyRankedTensor:$key,
+                       AnyRankedTensor:$value,
+                       Variadic<AnyRankedTensor>:$in_weights,
+                       Optional<AnyRankedTensor>:$in_bias,
+                       AnyRankedTensor:$out_weight,
+                       Optional<AnyRankedTensor>:$out_bias,
+                       Optional<AnyRankedTensor>:$mask,
+                       AnyRankedTensor:$output,
+                       ConfinedAttr<I64Attr, [IntMinValue<1>]>:$num_heads,
+                       OptionalAttr<F32Attr>:$scale,
+                       UnitAttr:$causal,
+                       OptionalAttr<Attn_Alignment>:$alignment,
+                       OptionalAttr<Attn_WindowAttr>:$window,
+                       OptionalAttr<F32Attr>:$softcap);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    `ins` `(` $query `,` $key `,` $value `:` type($query) `,` type($key) `,` type($value) `)`
+    `in_proj` `(` $in_weights `:` type($in_weights) `)`
+    (`in_bias` `(` $in_bias^ `:` type($in_bias) `)`)?
+    `out_proj` `(` $out_weight `:` type($out_weight) `)`
+    (`out_bias` `(` $out_bias^ `:` type($out_bias) `)`)?
+    (`mask` `(` $mask^ `:` type($mask) `)`)?
+    `outs` `(` $output `:` type($output) `)`
+    `heads` `(` $num_heads `)`
+    (`causal` $causal^)?
+    (`align` `(` $alignment^ `)`)?
+    (`window` $window^)?
+    (`scale` `(` $scale^ `)`)?
+    (`softcap` `(` $softcap^ `)`)?
+    attr-dict `->` type($result)
+  }];
+  let hasVerifier = 1;
+
+  let extraClassDeclaration = [{
+    ::mlir::MutableOperandRange getDpsInitsMutable() {
+      return getOutputMutable();
+    }
+    /// Whether the input projections are one packed [3E, E] weight.
+    bool isPacked() { return getInWeights().size() == 1; }
+    /// E, the embedding (and output) width.
+    int64_t getEmbedDim() {
+      return ::llvm::cast<::mlir::ShapedType>(getQuery().getType())
+          .getDimSize(2);
+    }
+  }];
+}
+
+//===----------------------------------------------------------------------===//
 // The modifiers' ops: attn.captured and attn.yield
 //===----------------------------------------------------------------------===//
 

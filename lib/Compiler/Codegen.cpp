@@ -160,8 +160,8 @@ namespace {
 //===----------------------------------------------------------------------===//
 
 struct AbiTypes {
-  llvm::StructType *args, *backwardArgs, *linearArgs, *additiveArgs, *desc,
-      *library, *gpuKernel;
+  llvm::StructType *args, *backwardArgs, *linearArgs, *additiveArgs, *mhaArgs,
+      *desc, *library, *gpuKernel;
   llvm::StructType *capture, *captureDesc;
   llvm::Type *i32, *i64, *f32, *ptr;
 
@@ -213,12 +213,21 @@ struct AbiTypes {
               arr(i64, 2), arr(i64, 2), arr(i64, 1), arr(i64, 3), arr(i64, 3),
               arr(i64, 3)},
         "attn_additive_args");
+    // attn_mha_args: 11 pointers, 3 sizes, then each tensor's strides.
+    mhaArgs = llvm::StructType::create(
+        ctx, {ptr,         ptr,         ptr,         ptr,         ptr,
+              ptr,         ptr,         ptr,         ptr,         ptr,
+              ptr,         i64,         i64,         i64,         arr(i64, 3),
+              arr(i64, 3), arr(i64, 3), arr(i64, 2), arr(i64, 2), arr(i64, 2),
+              arr(i64, 1), arr(i64, 2), arr(i64, 1), arr(i64, 4), arr(i64, 3)},
+        "attn_mha_args");
     desc = llvm::StructType::create(
-        ctx, {i32, i32, ptr, i32,         i32, arr(i32, 3), i32, i32, i32, i64,
-              i64, i64, i64, arr(i64, 5), i64, f32,         f32, ptr, ptr, ptr,
-              ptr, i32, ptr, ptr,         ptr, ptr,         ptr, i32, i32, ptr,
-              ptr, i32, i32, i32,         i32, ptr,         ptr, ptr, i32, i32,
-              f32, i32, ptr, ptr,         i64, i64,         i32},
+        ctx,
+        {i32, i32, ptr,         i32, i32, arr(i32, 3), i32, i32, i32, i64, i64,
+         i64, i64, arr(i64, 5), i64, f32, f32,         ptr, ptr, ptr, ptr, i32,
+         ptr, ptr, ptr,         ptr, ptr, i32,         i32, ptr, ptr, i32, i32,
+         i32, i32, ptr,         ptr, ptr, i32,         i32, f32, i32, ptr, ptr,
+         i64, i64, i32,         ptr, ptr, i64,         i64, i64, i64, i32},
         "attn_kernel_desc");
     gpuKernel = llvm::StructType::create(
         ctx, {ptr, i32, ptr, i64, ptr, i32, i32, i32}, "attn_gpu_kernel");
@@ -673,6 +682,41 @@ llvm::Function *emitAdditiveEntryPoint(llvm::Module &module,
       });
 }
 
+/// A multi-head attention layer's entry point: attn_mha_args unpacked in
+/// the order of its function (query, key, value, W_q, W_k, W_v, [in_bias],
+/// W_o, [out_bias], [mask], output).
+llvm::Function *emitMhaEntryPoint(llvm::Module &module, const AbiTypes &types,
+                                  const ::attn::KernelSpec &spec,
+                                  llvm::Function *impl, bool isRun) {
+  enum : unsigned { kQ, kK, kV, kWq, kWk, kWv, kBin, kWo, kBo, kMask, kY };
+  return emitStructEntryPoint(
+      module, types, {types.mhaArgs, 11, 14}, spec.name, impl, isRun,
+      [&](function_ref<llvm::Value *(unsigned)> size,
+          function_ref<void(unsigned, ArrayRef<llvm::Value *>)> memref) {
+        llvm::Value *batch = size(0), *rows = size(1), *keys = size(2);
+        auto c = [&](int64_t v) {
+          return llvm::ConstantInt::get(types.i64, v);
+        };
+        int64_t e = spec.embedDim;
+        memref(kQ, {batch, rows, c(e)});
+        memref(kK, {batch, keys, c(spec.keyEmbedDim)});
+        memref(kV, {batch, keys, c(spec.valueEmbedDim)});
+        memref(kWq, {c(e), c(e)});
+        memref(kWk, {c(e), c(spec.keyEmbedDim)});
+        memref(kWv, {c(e), c(spec.valueEmbedDim)});
+        if (spec.mhaBias)
+          memref(kBin, {c(3 * e)});
+        memref(kWo, {c(e), c(e)});
+        if (spec.mhaBias)
+          memref(kBo, {c(e)});
+        // The mask's sizes as the kernel reads them: [B, H, Sq, Sk], a
+        // broadcast dim having stride 0.
+        if (spec.mask != ::attn::MaskKind::None)
+          memref(kMask, {batch, c(spec.mhaHeads), rows, keys});
+        memref(kY, {batch, rows, c(e)});
+      });
+}
+
 llvm::Constant *cString(llvm::Module &module, llvm::StringRef text,
                         const llvm::Twine &name) {
   llvm::LLVMContext &ctx = module.getContext();
@@ -697,6 +741,8 @@ struct KernelCode {
   llvm::Function *linearWorkItems = nullptr, *linearRun = nullptr;
   /// An additive attention kernel's (likewise).
   llvm::Function *additiveWorkItems = nullptr, *additiveRun = nullptr;
+  /// A multi-head attention layer's (likewise).
+  llvm::Function *mhaWorkItems = nullptr, *mhaRun = nullptr;
   llvm::Constant *gpu = nullptr;
 };
 
@@ -781,6 +827,7 @@ llvm::GlobalVariable *emitDescriptor(llvm::Module &module,
           : spec.weights  ? 2
           : spec.linear   ? 3
           : spec.additive ? 4
+          : spec.mha      ? 5
                           : 0),
       i32(spec.backward && spec.lse),
       orNull(code.backwardWorkItems),
@@ -800,7 +847,14 @@ llvm::GlobalVariable *emitDescriptor(llvm::Module &module,
       orNull(code.additiveRun),
       i64(spec.additive ? spec.queryDim : 0),
       i64(spec.additive ? spec.attnDim : 0),
-      i32(spec.additive && spec.additiveWeights ? 1 : 0)};
+      i32(spec.additive && spec.additiveWeights ? 1 : 0),
+      orNull(code.mhaWorkItems),
+      orNull(code.mhaRun),
+      i64(spec.mha ? spec.embedDim : 0),
+      i64(spec.mha ? spec.keyEmbedDim : 0),
+      i64(spec.mha ? spec.valueEmbedDim : 0),
+      i64(spec.mha ? spec.mhaHeads : 0),
+      i32(spec.mha && spec.mhaBias ? 1 : 0)};
   return new llvm::GlobalVariable(module, types.desc, /*isConstant=*/true,
                                   llvm::GlobalValue::ExternalLinkage,
                                   llvm::ConstantStruct::get(types.desc, fields),
@@ -899,10 +953,13 @@ bool ::attn::chooseKernels(
   }
   // A mask_mod's causal band or window becomes the attributes first, so
   // that the choice (banded query tiles, the micro-kernel) sees them.
+  // A multi-head layer's attn.attention is chosen like any other.
   PassManager bands(module.getContext());
+  bands.addNestedPass<func::FuncOp>(mlir::attn::createAttnDecomposeMhaPass());
   bands.addPass(mlir::attn::createAttnBandFromMaskModPass());
   if (failed(bands.run(module))) {
-    error = "internal error: attn-band-from-mask-mod failed";
+    error = "internal error: attn-decompose-mha or attn-band-from-mask-mod "
+            "failed";
     return false;
   }
   for (auto [spec, func] : llvm::zip(specs, module.getOps<func::FuncOp>())) {
@@ -1137,6 +1194,11 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
               "lowering of attn." +
               (spec.linear ? "linear" : "additive") + " yet)";
       return false;
+    } else if (gpu && spec.mha) {
+      error = "kernel '" + spec.name +
+              "': multi-head attention layers are made for the CPU only so "
+              "far (no GPU lowering of attn.mha's projections yet)";
+      return false;
     }
   if (!gpu && (kind == OutputKind::PTX || kind == OutputKind::Cubin)) {
     error = "PTX and cubin output need a GPU target (--target sm_80...)";
@@ -1270,6 +1332,16 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
         // Its work items are tiles of the pipeline's query rows.
         descs.push_back(emitDescriptor(*llvmModule, types, spec, host,
                                        pipeline.queryTileSize, code));
+        continue;
+      }
+      if (spec.mha) {
+        code.mhaRun = emitMhaEntryPoint(*llvmModule, types, spec, runImpl,
+                                        /*isRun=*/true);
+        code.mhaWorkItems = emitMhaEntryPoint(*llvmModule, types, spec,
+                                              countImpl, /*isRun=*/false);
+        // Its work items are batches.
+        descs.push_back(
+            emitDescriptor(*llvmModule, types, spec, host, 0, code));
         continue;
       }
       if (spec.backward) {

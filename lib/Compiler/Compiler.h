@@ -167,8 +167,8 @@ inline bool isCpuDecoding(const KernelSpec &spec) {
 /// (`<name>_partial_*`, `<name>_merge_*`): CPU decoding kernels.
 inline bool hasKeySplit(const KernelSpec &spec, const CompileOptions &options) {
   return options.splitKeys && options.gpuArch.empty() && !spec.backward &&
-         !spec.linear && !spec.additive && !spec.weights && !spec.dropout &&
-         isCpuDecoding(spec);
+         !spec.linear && !spec.additive && !spec.mha && !spec.weights &&
+         !spec.dropout && isCpuDecoding(spec);
 }
 
 /// The C header declaring the kernels' entry points and descriptors; it

@@ -139,6 +139,34 @@ static void additiveDeclarations(std::ostringstream &h,
   wholeCall(h, n, "attn_additive_args");
 }
 
+/// A multi-head attention layer's entry points.
+static void mhaDeclarations(std::ostringstream &h,
+                            const attn::KernelSpec &spec) {
+  const std::string &n = spec.name;
+  int64_t e = spec.embedDim;
+  h << "/* " << n << ": " << printKernelSpec(spec) << "\n"
+    << " * Multi-head attention layer (attn_mha_args), " << spec.mhaHeads
+    << " heads of " << spec.headDim << ": output [B,Sq," << e
+    << "] of query [B,Sq," << e << "], key [B,Sk," << spec.keyEmbedDim
+    << "], value [B,Sk," << spec.valueEmbedDim << "], W_q [" << e << "," << e
+    << "], W_k [" << e << "," << spec.keyEmbedDim << "], W_v [" << e << ","
+    << spec.valueEmbedDim << "], W_o [" << e << "," << e << "]"
+    << (spec.mhaBias ? ", in_bias [" + std::to_string(3 * e) + "], out_bias [" +
+                           std::to_string(e) + "]"
+                     : std::string())
+    << (spec.mask != attn::MaskKind::None
+            ? ", mask [B," + std::to_string(spec.mhaHeads) +
+                  ",Sq,Sk] (stride 0 on broadcast dims)"
+            : std::string())
+    << ".\n * The args are not checked here: attn_run_mha "
+       "(attn/runtime.h) checks them. */\n";
+  h << "extern const attn_kernel_desc " << n << "_desc;\n";
+  h << "int64_t " << n << "_work_items(const attn_mha_args *args);\n";
+  h << "void " << n
+    << "_run(const attn_mha_args *args, int64_t begin, int64_t end);\n";
+  wholeCall(h, n, "attn_mha_args");
+}
+
 std::string attn::kernelHeader(const std::vector<KernelSpec> &specs,
                                const std::string &guard,
                                const std::string &librarySymbol,
@@ -182,6 +210,10 @@ std::string attn::kernelHeader(const std::vector<KernelSpec> &specs,
     }
     if (spec.additive) {
       additiveDeclarations(h, spec);
+      continue;
+    }
+    if (spec.mha) {
+      mhaDeclarations(h, spec);
       continue;
     }
     h << "/* " << n << ": " << printKernelSpec(spec) << "\n"

@@ -178,8 +178,84 @@ static func::FuncOp buildAdditiveKernelFunction(OpBuilder &b, Location loc,
   return func;
 }
 
+/// The forward attributes of `spec` (scale, causal, alignment, window,
+/// soft cap) as the ops take them.
+static mlir::attn::AttentionAttributes attributesOf(OpBuilder &b,
+                                                    const KernelSpec &spec) {
+  MLIRContext *ctx = b.getContext();
+  FloatAttr scale = spec.scale ? b.getF32FloatAttr(*spec.scale) : FloatAttr();
+  FloatAttr softcap =
+      spec.softcap ? b.getF32FloatAttr(*spec.softcap) : FloatAttr();
+  mlir::attn::DiagonalAlignmentAttr alignment;
+  if (spec.usesDiagonal())
+    alignment = mlir::attn::DiagonalAlignmentAttr::get(
+        ctx, spec.alignment == Alignment::TopLeft
+                 ? mlir::attn::DiagonalAlignment::top_left
+                 : mlir::attn::DiagonalAlignment::bottom_right);
+  mlir::attn::WindowAttr window;
+  if (spec.windowed())
+    window =
+        mlir::attn::WindowAttr::get(ctx, spec.windowLeft, spec.windowRight);
+  return {scale, spec.causal ? b.getUnitAttr() : UnitAttr(), alignment, window,
+          softcap};
+}
+
+/// The kernel function of a multi-head attention layer's spec.
+static func::FuncOp buildMhaKernelFunction(OpBuilder &b, Location loc,
+                                           const KernelSpec &spec) {
+  Type elem = elementTypeOf(b.getContext(), spec.elementType);
+  int64_t dyn = ShapedType::kDynamic;
+  auto size = [&](int index) {
+    return spec.staticSizes[index] < 0 ? dyn : spec.staticSizes[index];
+  };
+  int64_t batch = size(0), rows = size(3), keys = size(4);
+  int64_t e = spec.embedDim;
+  auto tensor = [&](ArrayRef<int64_t> shape, Type t) -> Type {
+    return RankedTensorType::get(shape, t);
+  };
+  SmallVector<Type> args = {tensor({batch, rows, e}, elem),
+                            tensor({batch, keys, spec.keyEmbedDim}, elem),
+                            tensor({batch, keys, spec.valueEmbedDim}, elem),
+                            tensor({e, e}, elem),
+                            tensor({e, spec.keyEmbedDim}, elem),
+                            tensor({e, spec.valueEmbedDim}, elem)};
+  if (spec.mhaBias)
+    args.push_back(tensor({3 * e}, elem));
+  args.push_back(tensor({e, e}, elem));
+  if (spec.mhaBias)
+    args.push_back(tensor({e}, elem));
+  if (spec.mask != MaskKind::None)
+    args.push_back(tensor({dyn, dyn, dyn, dyn},
+                          spec.mask == MaskKind::Bool ? b.getI1Type() : elem));
+  Type output = tensor({batch, rows, e}, elem);
+  args.push_back(output);
+  auto func = func::FuncOp::create(b, loc, spec.name + "_impl",
+                                   b.getFunctionType(args, {output}));
+  func->setAttr(mlir::attn::kKernelAttrName, b.getUnitAttr());
+  Block *body = func.addEntryBlock();
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(body);
+  unsigned next = 6;
+  Value inBias = spec.mhaBias ? body->getArgument(next++) : Value();
+  Value outWeight = body->getArgument(next++);
+  Value outBias = spec.mhaBias ? body->getArgument(next++) : Value();
+  Value mask =
+      spec.mask != MaskKind::None ? body->getArgument(next++) : Value();
+  mlir::attn::AttentionAttributes attributes = attributesOf(b, spec);
+  auto op = mlir::attn::MhaOp::create(
+      b, loc, output, body->getArgument(0), body->getArgument(1),
+      body->getArgument(2), body->getArguments().slice(3, 3), inBias, outWeight,
+      outBias, mask, body->getArgument(next),
+      b.getI64IntegerAttr(spec.mhaHeads), attributes.scale, attributes.causal,
+      attributes.alignment, attributes.window, attributes.softcap);
+  func::ReturnOp::create(b, loc, op->getResults());
+  return func;
+}
+
 func::FuncOp buildKernelFunction(OpBuilder &b, Location loc,
                                  const KernelSpec &spec) {
+  if (spec.mha)
+    return buildMhaKernelFunction(b, loc, spec);
   if (spec.linear)
     return buildLinearKernelFunction(b, loc, spec);
   if (spec.additive)
@@ -262,22 +338,7 @@ func::FuncOp buildKernelFunction(OpBuilder &b, Location loc,
   if (spec.lse && !spec.backward && !spec.weights)
     outs.push_back(body->getArgument(next++));
 
-  FloatAttr scale = spec.scale ? b.getF32FloatAttr(*spec.scale) : FloatAttr();
-  FloatAttr softcap =
-      spec.softcap ? b.getF32FloatAttr(*spec.softcap) : FloatAttr();
-  mlir::attn::DiagonalAlignmentAttr alignment;
-  if (spec.usesDiagonal())
-    alignment = mlir::attn::DiagonalAlignmentAttr::get(
-        ctx, spec.alignment == Alignment::TopLeft
-                 ? mlir::attn::DiagonalAlignment::top_left
-                 : mlir::attn::DiagonalAlignment::bottom_right);
-  mlir::attn::WindowAttr window;
-  if (spec.windowed())
-    window =
-        mlir::attn::WindowAttr::get(ctx, spec.windowLeft, spec.windowRight);
-  mlir::attn::AttentionAttributes attributes{
-      scale, spec.causal ? b.getUnitAttr() : UnitAttr(), alignment, window,
-      softcap};
+  mlir::attn::AttentionAttributes attributes = attributesOf(b, spec);
   attributes.captures.assign(captures.begin(), captures.end());
   // The modifiers' regions, cloned by the op's builder from the source's
   // op (which lives until the function is built).
@@ -589,6 +650,52 @@ static void specFromAdditiveOp(mlir::attn::AdditiveOp op, KernelSpec &spec) {
   spec.staticSizes[4] = staticOr(k.getDimSize(1));
 }
 
+/// The spec of an attn.mha op (its forward attributes as the op has them);
+/// false with `error` for an op that a kernel's arguments cannot state.
+static bool specFromMhaOp(mlir::attn::MhaOp op, KernelSpec &spec,
+                          std::string &error) {
+  if (static_cast<bool>(op.getInBias()) != static_cast<bool>(op.getOutBias())) {
+    error = "attn-compile takes an attn.mha with both biases (in_bias and "
+            "out_bias) or neither, as torch.nn.MultiheadAttention has them; "
+            "pass zeros for the one the layer lacks";
+    return false;
+  }
+  auto q = cast<ShapedType>(op.getQuery().getType());
+  auto k = cast<ShapedType>(op.getKey().getType());
+  spec.elementType = specElementType(q.getElementType());
+  spec.mha = true;
+  spec.embedDim = q.getDimSize(2);
+  spec.keyEmbedDim = k.getDimSize(2);
+  spec.valueEmbedDim = cast<ShapedType>(op.getValue().getType()).getDimSize(2);
+  spec.mhaHeads = op.getNumHeads();
+  spec.headDim = spec.valueDim = spec.embedDim / spec.mhaHeads;
+  spec.mhaBias = op.getInBias() || op.getOutBias();
+  if (Value mask = op.getMask()) {
+    auto m = cast<ShapedType>(mask.getType());
+    spec.mask =
+        m.getElementType().isInteger(1) ? MaskKind::Bool : MaskKind::Bias;
+    for (int d = 0; d < 3; ++d)
+      spec.maskBroadcast[d] = m.getDimSize(d) == 1;
+  }
+  spec.causal = op.getCausal();
+  if (auto alignment = op.getAlignment())
+    spec.alignment = *alignment == mlir::attn::DiagonalAlignment::top_left
+                         ? Alignment::TopLeft
+                         : Alignment::BottomRight;
+  if (mlir::attn::WindowAttr window = op.getWindowAttr()) {
+    spec.windowLeft = window.getLeft();
+    spec.windowRight = window.getRight();
+  }
+  if (FloatAttr scale = op.getScaleAttr())
+    spec.scale = scale.getValueAsDouble();
+  if (FloatAttr softcap = op.getSoftcapAttr())
+    spec.softcap = softcap.getValueAsDouble();
+  spec.staticSizes[0] = staticOr(q.getDimSize(0));
+  spec.staticSizes[3] = staticOr(q.getDimSize(1));
+  spec.staticSizes[4] = staticOr(k.getDimSize(1));
+  return true;
+}
+
 bool specsFromMLIRFile(const std::string &path, std::vector<KernelSpec> &specs,
                        std::string &error) {
   DialectRegistry registry;
@@ -619,13 +726,18 @@ bool specsFromMLIRFile(const std::string &path, std::vector<KernelSpec> &specs,
   bool ok = true;
   module->walk([&](Operation *op) {
     if (!ok || !isa<mlir::attn::AttentionOp, mlir::attn::LinearOp,
-                    mlir::attn::AdditiveOp>(op))
+                    mlir::attn::AdditiveOp, mlir::attn::MhaOp>(op))
       return;
     KernelSpec spec;
     if (auto linear = dyn_cast<mlir::attn::LinearOp>(op)) {
       specFromLinearOp(linear, spec);
     } else if (auto additive = dyn_cast<mlir::attn::AdditiveOp>(op)) {
       specFromAdditiveOp(additive, spec);
+    } else if (auto mha = dyn_cast<mlir::attn::MhaOp>(op)) {
+      if (!specFromMhaOp(mha, spec, error)) {
+        ok = false;
+        return;
+      }
     } else if (!specFromOp(cast<mlir::attn::AttentionOp>(op), spec, error)) {
       ok = false;
       return;
@@ -649,7 +761,8 @@ bool specsFromMLIRFile(const std::string &path, std::vector<KernelSpec> &specs,
     specs.push_back(spec);
   });
   if (ok && specs.empty()) {
-    error = path + " holds no attn.attention, attn.linear or attn.additive op "
+    error = path + " holds no attn.attention, attn.linear, attn.additive or "
+                   "attn.mha op "
                    "(backward and weights "
                    "kernels are made from --spec, with the keys 'backward' "
                    "and 'weights')";

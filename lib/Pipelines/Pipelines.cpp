@@ -20,6 +20,8 @@ using namespace mlir::attn;
 
 void mlir::attn::buildAttnTilingPipeline(OpPassManager &pm,
                                          const TilingConfig &config) {
+  // A multi-head layer becomes matmuls around attn.attention first.
+  pm.addNestedPass<func::FuncOp>(createAttnDecomposeMhaPass());
   // Bands a mask_mod states become attributes, which tiling skips by.
   pm.addPass(createAttnBandFromMaskModPass());
   {

@@ -212,6 +212,9 @@ const char *const kRuntimeNames[] = {"attn_additive_args",
                                      "attn_linear_run_fn",
                                      "attn_linear_work_items_fn",
                                      "attn_mask_kind",
+                                     "attn_mha_args",
+                                     "attn_mha_run_fn",
+                                     "attn_mha_work_items_fn",
                                      "attn_module",
                                      "attn_module_find",
                                      "attn_module_from_library",
@@ -225,6 +228,7 @@ const char *const kRuntimeNames[] = {"attn_additive_args",
                                      "attn_prepare_backward",
                                      "attn_prepare_backward_with",
                                      "attn_prepare_linear",
+                                     "attn_prepare_mha",
                                      "attn_prepare_with",
                                      "attn_prepare_weights",
                                      "attn_run",
@@ -234,6 +238,7 @@ const char *const kRuntimeNames[] = {"attn_additive_args",
                                      "attn_run_dropout",
                                      "attn_run_fn",
                                      "attn_run_linear",
+                                     "attn_run_mha",
                                      "attn_run_options",
                                      "attn_run_split",
                                      "attn_run_weights",
@@ -331,6 +336,8 @@ private:
 
   bool parseItem(std::string_view item);
   bool parseHeadDim(std::string_view key, std::string_view value, int64_t &out);
+  bool parseEmbedDim(std::string_view key, std::string_view value,
+                     int64_t &out);
   bool parseWindow(std::string_view value);
   bool parseMask(std::string_view value);
   bool parseSizes(std::string_view value);
@@ -341,6 +348,8 @@ private:
   bool checkLinear();
   /// The same for additive attention's.
   bool checkAdditive();
+  /// The same for a multi-head attention layer's.
+  bool checkMha();
 
   std::string &error;
   KernelSpec spec;
@@ -374,11 +383,13 @@ bool SpecParser::parseItem(std::string_view item) {
     return fail("missing key before '=' in item " + quote(item));
 
   static const char *const knownKeys[] = {
-      "name",   "dtype",    "d",           "dv",          "causal", "align",
-      "window", "mask",     "lse",         "gqa",         "scale",  "softcap",
-      "sizes",  "backward", "dropout",     "weights",     "sinks",  "dbias",
-      "linear", "eps",      "chunk",       "feature_map", "state",  "additive",
-      "dq",     "attn_dim", "with_weights"};
+      "name",     "dtype",        "d",     "dv",       "causal",
+      "align",    "window",       "mask",  "lse",      "gqa",
+      "scale",    "softcap",      "sizes", "backward", "dropout",
+      "weights",  "sinks",        "dbias", "linear",   "eps",
+      "chunk",    "feature_map",  "state", "additive", "dq",
+      "attn_dim", "with_weights", "mha",   "embed",    "heads",
+      "kdim",     "vdim",         "bias"};
   bool known = false;
   for (const char *k : knownKeys)
     known |= key == k;
@@ -387,19 +398,21 @@ bool SpecParser::parseItem(std::string_view item) {
                 " in kernel spec (known: name, dtype, d, dv, causal, align, "
                 "window, mask, lse, gqa, scale, softcap, sizes, backward, "
                 "dropout, weights, sinks, dbias, linear, eps, chunk, "
-                "feature_map, state, additive, dq, attn_dim, with_weights)");
+                "feature_map, state, additive, dq, attn_dim, with_weights, "
+                "mha, embed, heads, kdim, vdim, bias)");
   for (const std::string &seen : seenKeys)
     if (key == seen)
       return fail("duplicate key '" + std::string(key) + "' in kernel spec");
   seenKeys.emplace_back(key);
 
   // Only `causal`, `lse`, `backward`, `dropout`, `weights`, `sinks`,
-  // `dbias`, `linear`, `state`, `additive` and `with_weights` may stand
-  // alone.
+  // `dbias`, `linear`, `state`, `additive`, `with_weights`, `mha` and
+  // `bias` may stand alone.
   if (!hasValue && key != "causal" && key != "lse" && key != "backward" &&
       key != "dropout" && key != "weights" && key != "sinks" &&
       key != "dbias" && key != "linear" && key != "state" &&
-      key != "additive" && key != "with_weights")
+      key != "additive" && key != "with_weights" && key != "mha" &&
+      key != "bias")
     return fail("key '" + std::string(key) + "' needs a value ('" +
                 std::string(key) + "=...')");
   if (hasValue && value.empty())
@@ -467,6 +480,25 @@ bool SpecParser::parseItem(std::string_view item) {
     return parseFlag(key, value, hasValue, spec.additive);
   if (key == "with_weights")
     return parseFlag(key, value, hasValue, spec.additiveWeights);
+  if (key == "mha")
+    return parseFlag(key, value, hasValue, spec.mha);
+  if (key == "bias")
+    return parseFlag(key, value, hasValue, spec.mhaBias);
+  if (key == "embed")
+    return parseEmbedDim(key, value, spec.embedDim);
+  if (key == "kdim")
+    return parseEmbedDim(key, value, spec.keyEmbedDim);
+  if (key == "vdim")
+    return parseEmbedDim(key, value, spec.valueEmbedDim);
+  if (key == "heads") {
+    int64_t heads;
+    if (!parseInt(value, heads))
+      return badValue(key, value, "an integer");
+    if (heads < 1 || heads > kMaxEmbedDim)
+      return badValue(key, value, "a head count >= 1 that divides embed");
+    spec.mhaHeads = heads;
+    return true;
+  }
   if (key == "dq")
     return parseHeadDim(key, value, spec.queryDim);
   if (key == "attn_dim")
@@ -539,6 +571,18 @@ bool SpecParser::parseHeadDim(std::string_view key, std::string_view value,
     return badValue(key, value, "an integer");
   if (dim < kMinHeadDim || dim > kMaxHeadDim)
     return badValue(key, value, "a head dim in [1, 1024]");
+  out = dim;
+  return true;
+}
+
+bool SpecParser::parseEmbedDim(std::string_view key, std::string_view value,
+                               int64_t &out) {
+  int64_t dim;
+  if (!parseInt(value, dim))
+    return badValue(key, value, "an integer");
+  if (dim < 1 || dim > kMaxEmbedDim)
+    return badValue(key, value,
+                    "a width in [1, " + std::to_string(kMaxEmbedDim) + "]");
   out = dim;
   return true;
 }
@@ -713,6 +757,50 @@ bool SpecParser::checkAdditive() {
   return true;
 }
 
+bool SpecParser::checkMha() {
+  auto seen = [&](const char *key) {
+    return std::find(seenKeys.begin(), seenKeys.end(), key) != seenKeys.end();
+  };
+  if (!spec.mha) {
+    for (const char *key : {"embed", "heads", "kdim", "vdim", "bias"})
+      if (seen(key))
+        return fail(std::string("'") + key +
+                    "' is an option of a multi-head attention layer's "
+                    "kernel: it needs 'mha'");
+    return true;
+  }
+  if (spec.linear || spec.additive)
+    return fail("'mha' and '" +
+                std::string(spec.linear ? "linear" : "additive") +
+                "' are two kinds of kernel: a spec takes one");
+  for (const char *key : {"d", "dv", "lse", "backward", "dropout", "weights",
+                          "sinks", "dbias", "gqa"})
+    if (seen(key))
+      return fail(std::string("a multi-head attention layer's kernel takes no "
+                              "'") +
+                  key +
+                  "' (its heads are embed / heads wide; docs/spec.md, "
+                  "\"Multi-head attention layer\")");
+  if (!seen("embed"))
+    return fail("'mha' needs 'embed=E', the layer's width");
+  if (spec.embedDim % spec.mhaHeads != 0)
+    return fail("embed=" + std::to_string(spec.embedDim) +
+                " is not a multiple of heads=" + std::to_string(spec.mhaHeads));
+  if (spec.embedDim / spec.mhaHeads > kMaxHeadDim)
+    return fail("a head (embed / heads = " +
+                std::to_string(spec.embedDim / spec.mhaHeads) +
+                ") is at most " + std::to_string(kMaxHeadDim) + " wide");
+  if (spec.staticSizes[1] > 0 || spec.staticSizes[2] > 0)
+    return fail("a multi-head attention layer's heads are 'heads': its "
+                "sizes are B:?:?:Sq:Sk");
+  if (!seen("kdim"))
+    spec.keyEmbedDim = spec.embedDim;
+  if (!seen("vdim"))
+    spec.valueEmbedDim = spec.embedDim;
+  spec.headDim = spec.valueDim = spec.embedDim / spec.mhaHeads;
+  return true;
+}
+
 bool SpecParser::checkConsistency() {
   if (causalAlignment && explicitAlignment &&
       *causalAlignment != *explicitAlignment)
@@ -741,10 +829,10 @@ bool SpecParser::checkConsistency() {
                 "'backward' and 'mask=bias'");
   if (spec.weights && seenValueDim)
     return fail("a weights kernel reads no V: 'dv' does not apply");
-  if (!checkLinear() || !checkAdditive())
+  if (!checkLinear() || !checkAdditive() || !checkMha())
     return false;
   // Dv defaults to D: "d=128" means a 128-wide value head too.
-  if (!seenValueDim)
+  if (!seenValueDim && !spec.mha)
     spec.valueDim = spec.headDim;
 
   int64_t heads = spec.staticSizes[1], kvHeads = spec.staticSizes[2];
@@ -814,8 +902,10 @@ std::string attn::printKernelSpec(const KernelSpec &spec) {
     out += item;
   };
   add(std::string("dtype=") + elementTypeName(spec.elementType));
-  add("d=" + std::to_string(spec.headDim));
-  if (!spec.weights) // which reads no V
+  // A layer's heads are embed / heads wide: it prints those instead.
+  if (!spec.mha)
+    add("d=" + std::to_string(spec.headDim));
+  if (!spec.weights && !spec.mha) // a weights kernel reads no V
     add("dv=" + std::to_string(spec.valueDim));
   if (spec.causal)
     add(std::string("causal=") + alignmentName(spec.alignment));
@@ -858,6 +948,17 @@ std::string attn::printKernelSpec(const KernelSpec &spec) {
     add("attn_dim=" + std::to_string(spec.attnDim));
     if (spec.additiveWeights)
       add("with_weights");
+  }
+  if (spec.mha) {
+    add("mha");
+    add("embed=" + std::to_string(spec.embedDim));
+    add("heads=" + std::to_string(spec.mhaHeads));
+    if (spec.keyEmbedDim != spec.embedDim)
+      add("kdim=" + std::to_string(spec.keyEmbedDim));
+    if (spec.valueEmbedDim != spec.embedDim)
+      add("vdim=" + std::to_string(spec.valueEmbedDim));
+    if (spec.mhaBias)
+      add("bias");
   }
   if (spec.linear) {
     add("linear");

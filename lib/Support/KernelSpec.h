@@ -92,6 +92,20 @@ struct KernelSpec {
   int64_t queryDim = 64; // Dq (default: d)
   int64_t attnDim = 64;  // A (default: d)
   bool additiveWeights = false;
+  // A multi-head attention layer's kernel (attn.mha; docs/spec.md,
+  // "Multi-head attention layer"): query [B, Sq, E], key [B, Sk, Ek],
+  // value [B, Sk, Ev], the projections W_q [E, E], W_k [E, Ek], W_v [E, Ev],
+  // W_o [E, E], with `mhaBias` the biases in_bias [3E] and out_bias [E];
+  // `mhaHeads` heads of headDim = valueDim = E / heads. The mask and the
+  // attributes are the forward's (mask [B or 1, H or 1, Sq or 1, Sk]).
+  // Static sizes B, Sq, Sk are staticSizes 0, 3 and 4. Spec keys `mha`,
+  // `embed`, `heads`, `kdim`, `vdim` (default E) and `bias`.
+  bool mha = false;
+  int64_t embedDim = 64;      // E
+  int64_t mhaHeads = 1;       // H
+  int64_t keyEmbedDim = 64;   // Ek
+  int64_t valueEmbedDim = 64; // Ev
+  bool mhaBias = false;
   // Score and mask modifiers (docs/spec.md): the MLIR of a function whose
   // one attn.attention holds the kernel's score_mod and mask_mod regions
   // and whose arguments after Q (tensor<1x1x1x1xf32>) are its captures
@@ -125,7 +139,10 @@ struct KernelSpec {
 /// number or `?`); for linear attention's kernel `linear` with `eps`,
 /// `chunk`, `feature_map=elu_plus_one|relu` and `state` (and d, dv, dtype,
 /// causal, gqa, sizes); for additive attention's `additive` with `dq`,
-/// `attn_dim`, `with_weights` (and d, dv, dtype, mask=bool, sizes). Returns a
+/// `attn_dim`, `with_weights` (and d, dv, dtype, mask=bool, sizes); for a
+/// multi-head attention layer's `mha` with `embed`, `heads`, `kdim`, `vdim`
+/// and `bias` (and dtype, causal, align, window, mask, scale, softcap,
+/// sizes=B:?:?:Sq:Sk). Returns a
 /// message in `error` and std::nullopt on bad input.
 std::optional<KernelSpec> parseKernelSpec(const std::string &text,
                                           std::string &error);

@@ -16,6 +16,9 @@
 namespace attn {
 
 constexpr int64_t kMaxHeadDim = 1024;
+/// The widest embedding of attn.mha (its E, Ek and Ev): a projection's
+/// transposed weight is packed per work item.
+constexpr int64_t kMaxEmbedDim = 16384;
 /// The most tensors a kernel's modifiers capture (ATTN_MAX_CAPTURES).
 constexpr size_t kMaxCaptures = 8;
 /// The most rows per chunk of causal linear attention (attn.linear's

@@ -333,6 +333,17 @@ struct AttnLowerToVectorPass
     lowerBufferized<AttentionWeightsOp>(func, cpu::emitWeights);
     lowerBufferized<LinearOp>(func, cpu::emitLinear);
     lowerBufferized<AdditiveOp>(func, cpu::emitAdditive);
+    // A multi-head layer's projections (attn-decompose-mha).
+    SmallVector<linalg::MatmulOp> matmuls;
+    func.walk([&](linalg::MatmulOp op) {
+      if (cpu::isVectorMatmul(op))
+        matmuls.push_back(op);
+    });
+    for (linalg::MatmulOp op : matmuls) {
+      ImplicitLocOpBuilder b(op.getLoc(), op);
+      cpu::emitMatmul(b, op, vectorWidth);
+      op.erase();
+    }
     SmallVector<OnlineAttentionOp> ops;
     bool tensorOps = false;
     func.walk([&](OnlineAttentionOp op) {

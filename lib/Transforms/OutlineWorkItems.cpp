@@ -130,6 +130,8 @@ scf::ForallOp wrapInOneWorkItem(func::FuncOp func) {
   return forall;
 }
 
+void serializeForalls(func::FuncOp func);
+
 LogicalResult outlineKernel(func::FuncOp func) {
   Block &entry = func.getBody().front();
   SmallVector<scf::ForallOp> foralls(entry.getOps<scf::ForallOp>());
@@ -188,6 +190,9 @@ LogicalResult outlineKernel(func::FuncOp func) {
                        body->getArgument(argTypes.size() + 1));
     func::ReturnOp::create(b, ValueRange{});
   }
+  // Foralls nested in a work item (a multi-head layer's attention, inside
+  // its batch) run as loops of that work item.
+  serializeForalls(runFunc);
   func.erase();
   return success();
 }

@@ -34,6 +34,12 @@ namespace attn {
 /// attn-outline-work-items.
 inline constexpr llvm::StringLiteral kKernelAttrName = "attn.kernel";
 
+/// Marks the scf.forall over a multi-head layer's batches that
+/// attn-decompose-mha makes: the ops in it are whole per batch, and
+/// attn-tile tiles them as it tiles ops outside any forall.
+inline constexpr llvm::StringLiteral kLayerBatchesAttrName =
+    "attn.layer_batches";
+
 /// The attribute that asks attn-split-keys to add the key-split (partial
 /// and merge) kernels of a kernel.
 inline constexpr llvm::StringLiteral kSplitKeysAttrName = "attn.split_keys";

@@ -56,6 +56,28 @@ def AttnChooseKernelsPass : Pass<"attn-choose-kernels", "func::FuncOp"> {
   ];
 }
 
+def AttnDecomposeMhaPass : Pass<"attn-decompose-mha", "func::FuncOp"> {
+  let summary = "Rewrite attn.mha as linalg matmuls around attn.attention";
+  let description = [{
+    Rewrites every `attn.mha` (a multi-head attention layer) as an
+    `scf.forall` over batches, each iteration one batch: the query, key and
+    value projections as `linalg.matmul` (the weight transposed, an f32
+    accumulator holding the bias, rounded to the element type), the head
+    split as `tensor.expand_shape` and `linalg.transpose` into
+    `[1, H, S, E/H]`, `attn.attention` with the op's mask slice and
+    attributes, the head merge, and the output projection written in place
+    into the output's batch. A batch is the unit of work because the heads
+    meet again in the output projection. The intermediates are heap
+    buffers (`bufferization.to_tensor` of a `memref.alloc`) that the
+    iteration frees at its end: they are O(S·E), too large for the stack.
+    The attention is left whole, for `attn-tile` and the passes after it.
+  }];
+  let dependentDialects = ["scf::SCFDialect", "tensor::TensorDialect",
+                           "linalg::LinalgDialect", "memref::MemRefDialect",
+                           "bufferization::BufferizationDialect",
+                           "arith::ArithDialect"];
+}
+
 def AttnTilePass : Pass<"attn-tile", "func::FuncOp"> {
   let summary = "Tile attn.attention over its parallel dims (B, Hq, Sq)";
   let description = [{

@@ -46,7 +46,7 @@ struct AttnTilePass : public mlir::attn::impl::AttnTilePassBase<AttnTilePass> {
     SmallVector<AttentionOp> ops;
     // Only the outermost ops: a tile produced by this pass is not tiled again.
     getOperation().walk([&](AttentionOp op) {
-      if (!op->getParentOfType<scf::ForallOp>())
+      if (!insideTile(op))
         ops.push_back(op);
     });
 
@@ -96,12 +96,21 @@ struct AttnTilePass : public mlir::attn::impl::AttnTilePassBase<AttnTilePass> {
     }
   }
 
+  /// Whether `op` is in a tile that tiling made: in an scf.forall other
+  /// than a layer's loop over batches (attn-decompose-mha).
+  static bool insideTile(Operation *op) {
+    for (auto forall = op->getParentOfType<scf::ForallOp>(); forall;
+         forall = forall->getParentOfType<scf::ForallOp>())
+      if (!forall->hasAttr(kLayerBatchesAttrName))
+        return true;
+    return false;
+  }
+
   /// The ops of a kind on tensors that no earlier tiling made.
   template <typename OpTy> SmallVector<OpTy> outermostTensorOps() {
     SmallVector<OpTy> ops;
     getOperation().walk([&](OpTy op) {
-      if (!op->template getParentOfType<scf::ForallOp>() &&
-          op.hasPureTensorSemantics())
+      if (!insideTile(op) && op.hasPureTensorSemantics())
         ops.push_back(op);
     });
     return ops;

@@ -171,6 +171,7 @@ def __getattr__(name):
 from ._weights import attention_weights  # noqa: E402
 from ._linear import linear_attention  # noqa: E402
 from ._additive import additive_attention  # noqa: E402
+from ._mha import mha  # noqa: E402
 
 __all__ = [
     "additive_attention",
@@ -192,6 +193,7 @@ __all__ = [
     "find_compiler",
     "kernel",
     "linear_attention",
+    "mha",
     "load_library",
     "num_threads",
     "plot_attention",

@@ -369,6 +369,43 @@ struct PyKernel {
     }
     attn::check(status);
   }
+
+  /// A multi-head attention layer's call: the inputs, the projections'
+  /// weights (W_q, W_k, W_v, W_o), the biases and the mask (None unless
+  /// the kernel takes them), and the output to write.
+  void runMha(const InputArray &query, const InputArray &key,
+              const InputArray &value, const InputArray &queryWeight,
+              const InputArray &keyWeight, const InputArray &valueWeight,
+              const std::optional<InputArray> &inBias,
+              const InputArray &outWeight,
+              const std::optional<InputArray> &outBias,
+              const std::optional<InputArray> &mask,
+              const OutputArray &output) const {
+    attn_tensor q = toTensor(query, "query");
+    attn_tensor k = toTensor(key, "key");
+    attn_tensor v = toTensor(value, "value");
+    attn_tensor wq = toTensor(queryWeight, "query_weight");
+    attn_tensor wk = toTensor(keyWeight, "key_weight");
+    attn_tensor wv = toTensor(valueWeight, "value_weight");
+    attn_tensor wo = toTensor(outWeight, "out_weight");
+    attn_tensor o = toTensor(output, "output");
+    attn_tensor bin{}, bout{}, m{};
+    if (inBias)
+      bin = toTensor(*inBias, "in_bias");
+    if (outBias)
+      bout = toTensor(*outBias, "out_bias");
+    if (mask)
+      m = toTensor(*mask, "mask");
+    attn_thread_pool *threads = sharedPool();
+    attn_status status;
+    {
+      nb::gil_scoped_release release;
+      status = attn_run_mha(
+          kernel.get(), &q, &k, &v, &wq, &wk, &wv, inBias ? &bin : nullptr, &wo,
+          outBias ? &bout : nullptr, mask ? &m : nullptr, &o, threads);
+    }
+    attn::check(status);
+  }
 };
 
 std::vector<PyKernel> loadLibrary(const std::string &path) {
@@ -517,6 +554,23 @@ NB_MODULE(_ext, m) {
            "Runs an additive attention kernel: writes O (and the weights, "
            "for a kernel that has them) of the query rows, keys, values and "
            "the scoring network W_q, W_k, v.")
+      .def_prop_ro("mha",
+                   [](const PyKernel &k) {
+                     return attn_kernel_kind_of(k.kernel.get()) ==
+                            ATTN_KERNEL_MHA;
+                   })
+      .def("run_mha", &PyKernel::runMha, nb::arg("query").noconvert(),
+           nb::arg("key").noconvert(), nb::arg("value").noconvert(),
+           nb::arg("query_weight").noconvert(),
+           nb::arg("key_weight").noconvert(),
+           nb::arg("value_weight").noconvert(),
+           nb::arg("in_bias").noconvert().none(),
+           nb::arg("out_weight").noconvert(),
+           nb::arg("out_bias").noconvert().none(),
+           nb::arg("mask").noconvert().none(), nb::arg("output").noconvert(),
+           "Runs a multi-head attention layer: writes the output of the "
+           "inputs through the projections, the attention and the output "
+           "projection.")
       .def("run", &PyKernel::run, nb::arg("query").noconvert(),
            nb::arg("key").noconvert(), nb::arg("value").noconvert(),
            nb::arg("mask").noconvert().none(), nb::arg("output").noconvert(),

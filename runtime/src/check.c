@@ -1305,3 +1305,186 @@ attn_prepare_additive(const attn_kernel_desc *k, const attn_tensor *query,
   }
   return ATTN_OK;
 }
+
+//===----------------------------------------------------------------------===//
+// attn_prepare_mha
+//===----------------------------------------------------------------------===//
+
+static const role mha_query_role = {
+    "query", 3, {"B", "Sq", "E", NULL}, "[B, Sq, E]"};
+static const role mha_key_role = {
+    "key", 3, {"B", "Sk", "Ek", NULL}, "[B, Sk, Ek]"};
+static const role mha_value_role = {
+    "value", 3, {"B", "Sk", "Ev", NULL}, "[B, Sk, Ev]"};
+static const role mha_query_weight_role = {
+    "query_weight", 2, {"E", "E", NULL, NULL}, "[E, E]"};
+static const role mha_key_weight_role = {
+    "key_weight", 2, {"E", "Ek", NULL, NULL}, "[E, Ek]"};
+static const role mha_value_weight_role = {
+    "value_weight", 2, {"E", "Ev", NULL, NULL}, "[E, Ev]"};
+static const role mha_in_bias_role = {
+    "in_bias", 1, {"3E", NULL, NULL, NULL}, "[3E]"};
+static const role mha_out_weight_role = {
+    "out_weight", 2, {"E", "E", NULL, NULL}, "[E, E]"};
+static const role mha_out_bias_role = {
+    "out_bias", 1, {"E", NULL, NULL, NULL}, "[E]"};
+static const role mha_output_role = {
+    "output", 3, {"B", "Sq", "E", NULL}, "[B, Sq, E]"};
+
+attn_status
+attn_prepare_mha(const attn_kernel_desc *k, const attn_tensor *query,
+                 const attn_tensor *key, const attn_tensor *value,
+                 const attn_tensor *query_weight, const attn_tensor *key_weight,
+                 const attn_tensor *value_weight, const attn_tensor *in_bias,
+                 const attn_tensor *out_weight, const attn_tensor *out_bias,
+                 const attn_tensor *mask, const attn_tensor *output,
+                 attn_mha_args *args) {
+  attn_status s = check_kernel_of_kind(k, args, sizeof(*args),
+                                       "attn_prepare_mha", ATTN_KERNEL_MHA,
+                                       "a multi-head attention layer's", "mha");
+  if (s != ATTN_OK)
+    return s;
+  enum { kQ, kK, kV, kWq, kWk, kWv, kBin, kWo, kBo, kMask, kY, kCount };
+  const attn_tensor *all[kCount] = {
+      query,   key,        value,    query_weight, key_weight, value_weight,
+      in_bias, out_weight, out_bias, mask,         output};
+  const role *all_role[kCount] = {&mha_query_role,      &mha_key_role,
+                                  &mha_value_role,      &mha_query_weight_role,
+                                  &mha_key_weight_role, &mha_value_weight_role,
+                                  &mha_in_bias_role,    &mha_out_weight_role,
+                                  &mha_out_bias_role,   &mask_role,
+                                  &mha_output_role};
+  const attn_tensor *required[8] = {query,        key,        value,
+                                    query_weight, key_weight, value_weight,
+                                    out_weight,   output};
+  const role *required_role[8] = {&mha_query_role,      &mha_key_role,
+                                  &mha_value_role,      &mha_query_weight_role,
+                                  &mha_key_weight_role, &mha_value_weight_role,
+                                  &mha_out_weight_role, &mha_output_role};
+  s = check_required(required, required_role, 8);
+  if (s == ATTN_OK)
+    s = check_mask_presence(k, mask);
+  if (s != ATTN_OK)
+    return s;
+  for (int i = kBin; i <= kBo; i += kBo - kBin) {
+    if (k->has_bias && !all[i])
+      return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                       "%s: layer '%s' has biases but %s is NULL",
+                       all_role[i]->name, k->name, all_role[i]->name);
+    if (!k->has_bias && all[i])
+      return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                       "%s: layer '%s' has no biases but one was given "
+                       "(compile it with the spec key 'bias')",
+                       all_role[i]->name, k->name);
+  }
+
+  char takes[160], mask_takes[200];
+  snprintf(takes, sizeof(takes), "kernel '%s' takes", k->name);
+  snprintf(mask_takes, sizeof(mask_takes), "kernel '%s' takes %s of", k->name,
+           k->mask_kind == ATTN_MASK_BOOL ? "a keep-mask" : "an additive bias");
+  int32_t all_dtype[kCount];
+  const char *all_why[kCount];
+  for (int i = 0; i < kCount; ++i) {
+    all_dtype[i] = k->dtype;
+    all_why[i] = takes;
+  }
+  all_dtype[kMask] = k->mask_kind == ATTN_MASK_BOOL ? ATTN_BOOL : k->dtype;
+  all_why[kMask] = mask_takes;
+  if ((s = check_each(all, all_role, all_dtype, all_why, kCount)))
+    return s;
+
+  char compiled_for[160];
+  snprintf(compiled_for, sizeof(compiled_for), "kernel '%s' was compiled for",
+           k->name);
+  const int64_t batch = query->shape[0], seq_q = query->shape[1],
+                seq_k = key->shape[1], e = k->embed_dim;
+  if ((s = expect_size(query, &mha_query_role, 2, compiled_for, e)) ||
+      (s = expect_size(key, &mha_key_role, 0, "query's", batch)) ||
+      (s = expect_size(key, &mha_key_role, 2, compiled_for,
+                       k->key_embed_dim)) ||
+      (s = expect_size(value, &mha_value_role, 0, "query's", batch)) ||
+      (s = expect_size(value, &mha_value_role, 1, "key's", seq_k)) ||
+      (s = expect_size(value, &mha_value_role, 2, compiled_for,
+                       k->value_embed_dim)) ||
+      (s = expect_size(query_weight, &mha_query_weight_role, 0, compiled_for,
+                       e)) ||
+      (s = expect_size(query_weight, &mha_query_weight_role, 1, compiled_for,
+                       e)) ||
+      (s = expect_size(key_weight, &mha_key_weight_role, 0, compiled_for, e)) ||
+      (s = expect_size(key_weight, &mha_key_weight_role, 1, compiled_for,
+                       k->key_embed_dim)) ||
+      (s = expect_size(value_weight, &mha_value_weight_role, 0, compiled_for,
+                       e)) ||
+      (s = expect_size(value_weight, &mha_value_weight_role, 1, compiled_for,
+                       k->value_embed_dim)) ||
+      (s = expect_size(out_weight, &mha_out_weight_role, 0, compiled_for, e)) ||
+      (s = expect_size(out_weight, &mha_out_weight_role, 1, compiled_for, e)) ||
+      (in_bias &&
+       (s = expect_size(in_bias, &mha_in_bias_role, 0, compiled_for, 3 * e))) ||
+      (out_bias &&
+       (s = expect_size(out_bias, &mha_out_bias_role, 0, compiled_for, e))) ||
+      (s = expect_size(output, &mha_output_role, 0, "query's", batch)) ||
+      (s = expect_size(output, &mha_output_role, 1, "query's", seq_q)) ||
+      (s = expect_size(output, &mha_output_role, 2, compiled_for, e)))
+    return s;
+  if (mask && ((s = check_mask_dim(k, mask, 0, "B", batch)) ||
+               (s = check_mask_dim(k, mask, 1, "H", k->num_heads)) ||
+               (s = check_mask_dim(k, mask, 2, "Sq", seq_q)) ||
+               (s = expect_size(mask, &mask_role, 3, "key's", seq_k))))
+    return s;
+  static const char *const static_names[5] = {"B", "", "", "Sq", "Sk"};
+  const int64_t actual[5] = {batch, 0, 0, seq_q, seq_k};
+  for (int i = 0; i < 5; ++i)
+    if (i != 1 && i != 2 && k->static_sizes[i] != ATTN_DYNAMIC &&
+        actual[i] != k->static_sizes[i])
+      return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                       "%s is %" PRId64 " but kernel '%s' was compiled for "
+                       "%s=%" PRId64 " only",
+                       static_names[i], actual[i], k->name, static_names[i],
+                       k->static_sizes[i]);
+  /* Memory: the output shares memory with nothing. */
+  static const int written[1] = {kY}, alias[1] = {-1};
+  if ((s = check_written(all, all_role, kCount, written, alias, 1)))
+    return s;
+
+  const void *data[kCount];
+  for (int i = 0; i < kCount; ++i)
+    data[i] = all[i] ? all[i]->data : NULL;
+  args->query = data[kQ];
+  args->key = data[kK];
+  args->value = data[kV];
+  args->query_weight = data[kWq];
+  args->key_weight = data[kWk];
+  args->value_weight = data[kWv];
+  args->in_bias = data[kBin];
+  args->out_weight = data[kWo];
+  args->out_bias = data[kBo];
+  args->output = output->data;
+  args->batch = batch;
+  args->seq_q = seq_q;
+  args->seq_k = seq_k;
+  memcpy(args->query_strides, query->strides, sizeof(args->query_strides));
+  memcpy(args->key_strides, key->strides, sizeof(args->key_strides));
+  memcpy(args->value_strides, value->strides, sizeof(args->value_strides));
+  memcpy(args->query_weight_strides, query_weight->strides,
+         sizeof(args->query_weight_strides));
+  memcpy(args->key_weight_strides, key_weight->strides,
+         sizeof(args->key_weight_strides));
+  memcpy(args->value_weight_strides, value_weight->strides,
+         sizeof(args->value_weight_strides));
+  memcpy(args->out_weight_strides, out_weight->strides,
+         sizeof(args->out_weight_strides));
+  if (in_bias)
+    memcpy(args->in_bias_strides, in_bias->strides,
+           sizeof(args->in_bias_strides));
+  if (out_bias)
+    memcpy(args->out_bias_strides, out_bias->strides,
+           sizeof(args->out_bias_strides));
+  memcpy(args->output_strides, output->strides, sizeof(args->output_strides));
+  if (mask) {
+    args->mask = mask->data;
+    for (int d = 0; d < 4; ++d)
+      args->mask_strides[d] = mask->shape[d] == 1 ? 0 : mask->strides[d];
+  }
+  return ATTN_OK;
+}

@@ -227,7 +227,7 @@ static attn_status validate_library(const attn_library *library,
     attn_kernel_kind kind = attn_kernel_kind_of(k);
     if (kind != ATTN_KERNEL_FORWARD && kind != ATTN_KERNEL_BACKWARD &&
         kind != ATTN_KERNEL_WEIGHTS && kind != ATTN_KERNEL_LINEAR &&
-        kind != ATTN_KERNEL_ADDITIVE)
+        kind != ATTN_KERNEL_ADDITIVE && kind != ATTN_KERNEL_MHA)
       return attn_fail(ATTN_ERROR_LOAD,
                        "%s: kernel '%s' is of an unknown kind %d", origin,
                        k->name, (int)kind);
@@ -276,6 +276,16 @@ static attn_status validate_library(const attn_library *library,
           !k->additive_work_items || k->query_dim < 1 || k->additive_dim < 1)
         return attn_fail(ATTN_ERROR_LOAD,
                          "%s: additive attention kernel '%s' lacks its CPU "
+                         "entry points or its dims",
+                         origin, k->name);
+    } else if (kind == ATTN_KERNEL_MHA) {
+      if (k->struct_size <
+              offsetof(attn_kernel_desc, has_bias) + sizeof(k->has_bias) ||
+          device != ATTN_DEVICE_CPU || !k->mha_run || !k->mha_work_items ||
+          k->num_heads < 1 || k->embed_dim < 1 || k->key_embed_dim < 1 ||
+          k->value_embed_dim < 1 || k->embed_dim % k->num_heads != 0)
+        return attn_fail(ATTN_ERROR_LOAD,
+                         "%s: multi-head attention layer '%s' lacks its CPU "
                          "entry points or its dims",
                          origin, k->name);
     } else if (kind == ATTN_KERNEL_WEIGHTS && device != ATTN_DEVICE_CPU) {
@@ -749,6 +759,11 @@ attn_status attn_run_with(const attn_kernel_desc *kernel,
                      "kernel '%s' computes additive attention: run it with "
                      "attn_run_additive",
                      kernel->name);
+  if (attn_kernel_kind_of(kernel) == ATTN_KERNEL_MHA)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "kernel '%s' is a multi-head attention layer: run it "
+                     "with attn_run_mha",
+                     kernel->name);
   /* Pinned before the descriptor is read, so that an unload on another
    * thread cannot free the code this call is about to run. */
   attn_module *owner = pin_owner(kernel);
@@ -1111,6 +1126,57 @@ attn_run_additive(const attn_kernel_desc *kernel, const attn_tensor *query,
   }
   additive_context context = {kernel, &args};
   run_items(pool, items, run_additive_items, &context);
+  unpin(owner);
+  return ATTN_OK;
+}
+
+//===----------------------------------------------------------------------===//
+// Multi-head attention layers
+//===----------------------------------------------------------------------===//
+
+typedef struct mha_context {
+  const attn_kernel_desc *kernel;
+  const attn_mha_args *args;
+} mha_context;
+
+static void run_mha_items(void *context, int64_t begin, int64_t end) {
+  const mha_context *run = context;
+  run->kernel->mha_run(run->args, begin, end);
+}
+
+attn_status
+attn_run_mha(const attn_kernel_desc *kernel, const attn_tensor *query,
+             const attn_tensor *key, const attn_tensor *value,
+             const attn_tensor *query_weight, const attn_tensor *key_weight,
+             const attn_tensor *value_weight, const attn_tensor *in_bias,
+             const attn_tensor *out_weight, const attn_tensor *out_bias,
+             const attn_tensor *mask, const attn_tensor *output,
+             attn_thread_pool *pool) {
+  if (!kernel)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT, "kernel is NULL");
+  if (attn_kernel_kind_of(kernel) != ATTN_KERNEL_MHA)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "kernel '%s' is not a multi-head attention layer: "
+                     "attn_run_mha takes one (attn-compile's spec key 'mha')",
+                     kernel->name);
+  attn_module *owner = pin_owner(kernel);
+  attn_mha_args args;
+  attn_status status = attn_prepare_mha(
+      kernel, query, key, value, query_weight, key_weight, value_weight,
+      in_bias, out_weight, out_bias, mask, output, &args);
+  if (status == ATTN_OK)
+    status = attn_kernel_check_cpu(kernel);
+  if (status != ATTN_OK) {
+    unpin(owner);
+    return status;
+  }
+  int64_t items = kernel->mha_work_items(&args);
+  if (items < 0) {
+    unpin(owner);
+    return bad_work_items(kernel, items);
+  }
+  mha_context context = {kernel, &args};
+  run_items(pool, items, run_mha_items, &context);
   unpin(owner);
   return ATTN_OK;
 }

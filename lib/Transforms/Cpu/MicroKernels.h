@@ -26,6 +26,7 @@
 #define ATTN_TRANSFORMS_CPU_MICROKERNELS_H
 
 #include "dialect/AttnOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 
 #include <limits>
@@ -141,6 +142,12 @@ void emitLinear(ImplicitLocOpBuilder &b, LinearOp op, int64_t lanes);
 /// Additive attention's kernel (AdditiveKernel.cpp) in place of a
 /// bufferized attn.additive.
 void emitAdditive(ImplicitLocOpBuilder &b, AdditiveOp op, int64_t lanes);
+
+/// Whether `op` is a bufferized matmul that emitMatmul takes: B transposed
+/// (linalg.matmul's transpose-B maps), C f32, static K and N.
+bool isVectorMatmul(linalg::MatmulOp op);
+/// A projection's matmul (MatmulKernel.cpp) in place of `op`.
+void emitMatmul(ImplicitLocOpBuilder &b, linalg::MatmulOp op, int64_t lanes);
 
 } // namespace cpu
 } // namespace attn

@@ -47,6 +47,13 @@
  * `query_dim` Dq and `additive_dim` A; mask_broadcast[0] and [2] say whether
  *its keep-mask may broadcast over B and Sq.
  *
+ * A multi-head attention layer (`kind` = ATTN_KERNEL_MHA) computes attn.mha
+ * (docs/spec.md, "Multi-head attention layer"): its entry points take an
+ * attn_mha_args; `work_items` and `run` are NULL. Its work items are one
+ * per batch. `embed_dim` is E, `key_embed_dim` Ek, `value_embed_dim` Ev,
+ * `num_heads` H (head_dim = value_dim = E / H); `has_bias` says whether it
+ * reads in_bias and out_bias; the mask and attributes are the forward's.
+ *
  * A CUDA kernel (`device` = ATTN_DEVICE_CUDA) has no `run`: its descriptor
  * points to an `attn_gpu_kernel` with the PTX or cubin image and its launch
  * shape, and `attn_gpu_kernel_params` lays out its parameters.
@@ -208,14 +215,49 @@ typedef struct attn_additive_args {
   int64_t weights_strides[3];
 } attn_additive_args;
 
+/* The arguments of a multi-head attention layer's call (attn.mha): the
+ * query [B, Sq, E], key [B, Sk, Ek] and value [B, Sk, Ev] inputs, the
+ * projections' weights in torch.nn.Linear's [out, in] layout (a packed
+ * in_proj_weight [3E, E] is three views of it: rows 0..E-1, E..2E-1,
+ * 2E..3E-1), the biases (NULL for a kernel without), the mask (read with
+ * mask_strides: 0 on a broadcast dim), and the output; all but a bool mask
+ * of the kernel's dtype. */
+typedef struct attn_mha_args {
+  const void *query;        /* [B, Sq, E] */
+  const void *key;          /* [B, Sk, Ek] */
+  const void *value;        /* [B, Sk, Ev] */
+  const void *query_weight; /* W_q [E, E] */
+  const void *key_weight;   /* W_k [E, Ek] */
+  const void *value_weight; /* W_v [E, Ev] */
+  const void *in_bias;      /* [3E] (q, k, v), or NULL */
+  const void *out_weight;   /* W_o [E, E] */
+  const void *out_bias;     /* [E], or NULL */
+  const void *mask;         /* [B, H, Sq, Sk], or NULL */
+  void *output;             /* [B, Sq, E] */
+  int64_t batch, seq_q, seq_k;
+  int64_t query_strides[3];
+  int64_t key_strides[3];
+  int64_t value_strides[3];
+  int64_t query_weight_strides[2];
+  int64_t key_weight_strides[2];
+  int64_t value_weight_strides[2];
+  int64_t in_bias_strides[1];
+  int64_t out_weight_strides[2];
+  int64_t out_bias_strides[1];
+  int64_t mask_strides[4];
+  int64_t output_strides[3];
+} attn_mha_args;
+
 /* What a kernel computes: the forward function, its gradients, its
- * attention weights, linear attention or additive attention. */
+ * attention weights, linear attention, additive attention or a multi-head
+ * attention layer. */
 typedef enum attn_kernel_kind {
   ATTN_KERNEL_FORWARD = 0,
   ATTN_KERNEL_BACKWARD = 1,
   ATTN_KERNEL_WEIGHTS = 2,
   ATTN_KERNEL_LINEAR = 3,
-  ATTN_KERNEL_ADDITIVE = 4
+  ATTN_KERNEL_ADDITIVE = 4,
+  ATTN_KERNEL_MHA = 5
 } attn_kernel_kind;
 
 /* Linear attention's feature map (attn.linear's feature_map). */
@@ -274,6 +316,10 @@ typedef void (*attn_linear_run_fn)(const attn_linear_args *args, int64_t begin,
 typedef int64_t (*attn_additive_work_items_fn)(const attn_additive_args *args);
 typedef void (*attn_additive_run_fn)(const attn_additive_args *args,
                                      int64_t begin, int64_t end);
+/* A multi-head attention layer's work items (one per batch). */
+typedef int64_t (*attn_mha_work_items_fn)(const attn_mha_args *args);
+typedef void (*attn_mha_run_fn)(const attn_mha_args *args, int64_t begin,
+                                int64_t end);
 #define ATTN_SPLIT_WORKSPACE_FLOATS(args, value_dim, splits)                   \
   ((args)->batch * (args)->heads_q * (args)->seq_q * (splits) *                \
    ((value_dim) + 2))
@@ -359,6 +405,16 @@ typedef struct attn_kernel_desc {
   int64_t query_dim;
   int64_t additive_dim; /* A */
   int32_t has_weights;
+  /* Where struct_size covers them (older kernels are not layers): a
+   * multi-head attention layer's entry points, its E, Ek, Ev, heads, and
+   * whether it reads the biases. */
+  attn_mha_work_items_fn mha_work_items;
+  attn_mha_run_fn mha_run;
+  int64_t embed_dim;       /* E */
+  int64_t key_embed_dim;   /* Ek */
+  int64_t value_embed_dim; /* Ev */
+  int64_t num_heads;       /* H */
+  int32_t has_bias;
 } attn_kernel_desc;
 
 typedef struct attn_library {

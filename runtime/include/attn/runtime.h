@@ -256,8 +256,8 @@ ATTN_RUNTIME_EXPORT attn_status attn_prepare_with(
     const attn_run_options *options, attn_kernel_args *args);
 
 /* Whether a kernel computes the forward function, its gradients, its
- * attention weights, linear or additive attention (older kernels are
- * forward kernels). */
+ * attention weights, linear or additive attention, or a multi-head
+ * attention layer (older kernels are forward kernels). */
 ATTN_RUNTIME_EXPORT attn_kernel_kind
 attn_kernel_kind_of(const attn_kernel_desc *kernel);
 
@@ -372,6 +372,34 @@ ATTN_RUNTIME_EXPORT attn_status attn_prepare_additive(
     const attn_tensor *score_vector, const attn_tensor *mask,
     const attn_tensor *output, const attn_tensor *weights,
     attn_additive_args *args);
+
+/* Runs a multi-head attention layer (kind ATTN_KERNEL_MHA; docs/spec.md,
+ * "Multi-head attention layer"): `output` [B, Sq, E] of `query` [B, Sq, E],
+ * `key` [B, Sk, Ek] and `value` [B, Sk, Ev] through the projections
+ * `query_weight` W_q [E, E], `key_weight` W_k [E, Ek], `value_weight`
+ * W_v [E, Ev] and `out_weight` W_o [E, E] (torch.nn.Linear's layout), the
+ * biases `in_bias` [3E] and `out_bias` [E] for a kernel with has_bias (NULL
+ * otherwise), and the mask [B or 1, H or 1, Sq or 1, Sk] (bool or the
+ * kernel's dtype, as compiled; NULL for a kernel without). Every tensor but
+ * a bool mask is of the kernel's dtype, any strides. The output must not
+ * overlap any tensor. Nothing is written when a check fails. */
+ATTN_RUNTIME_EXPORT attn_status attn_run_mha(
+    const attn_kernel_desc *kernel, const attn_tensor *query,
+    const attn_tensor *key, const attn_tensor *value,
+    const attn_tensor *query_weight, const attn_tensor *key_weight,
+    const attn_tensor *value_weight, const attn_tensor *in_bias,
+    const attn_tensor *out_weight, const attn_tensor *out_bias,
+    const attn_tensor *mask, const attn_tensor *output, attn_thread_pool *pool);
+
+/* attn_run_mha's checks alone: fills `args` for the kernel's entry
+ * points. */
+ATTN_RUNTIME_EXPORT attn_status attn_prepare_mha(
+    const attn_kernel_desc *kernel, const attn_tensor *query,
+    const attn_tensor *key, const attn_tensor *value,
+    const attn_tensor *query_weight, const attn_tensor *key_weight,
+    const attn_tensor *value_weight, const attn_tensor *in_bias,
+    const attn_tensor *out_weight, const attn_tensor *out_bias,
+    const attn_tensor *mask, const attn_tensor *output, attn_mha_args *args);
 
 /* Runs a weights kernel: the attention weights W [B, Hq, Sq, Sk] f32 of the
  * forward with the kernel's attributes (docs/spec.md, "Attention

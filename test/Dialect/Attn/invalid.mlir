@@ -1625,3 +1625,83 @@ func.func @additive_dynamic_attn_dim(%q: tensor<1x4x8xf32>, %w: tensor<?x8xf32>,
       outs(%o : tensor<1x4x8xf32>) -> tensor<1x4x8xf32>
   return
 }
+
+// -----
+
+func.func @mha_heads(%x: tensor<1x4x30xf32>, %w: tensor<90x30xf32>, %wo: tensor<30x30xf32>, %y: tensor<1x4x30xf32>) {
+  // expected-error @+1 {{the embedding width E = 30 must be a multiple of heads = 4}}
+  %r = attn.mha ins(%x, %x, %x : tensor<1x4x30xf32>, tensor<1x4x30xf32>, tensor<1x4x30xf32>)
+      in_proj(%w : tensor<90x30xf32>) out_proj(%wo : tensor<30x30xf32>)
+      outs(%y : tensor<1x4x30xf32>) heads(4) -> tensor<1x4x30xf32>
+  return
+}
+
+// -----
+
+func.func @mha_packed_widths(%x: tensor<1x4x32xf32>, %k: tensor<1x4x16xf32>, %w: tensor<96x32xf32>, %wo: tensor<32x32xf32>, %y: tensor<1x4x32xf32>) {
+  // expected-error @+1 {{a packed in_proj [3E, E] needs Ek = Ev = E = 32, found Ek = 16, Ev = 16 (give three weights instead)}}
+  %r = attn.mha ins(%x, %k, %k : tensor<1x4x32xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>)
+      in_proj(%w : tensor<96x32xf32>) out_proj(%wo : tensor<32x32xf32>)
+      outs(%y : tensor<1x4x32xf32>) heads(4) -> tensor<1x4x32xf32>
+  return
+}
+
+// -----
+
+func.func @mha_weight_shape(%x: tensor<1x4x32xf32>, %w: tensor<32x32xf32>, %wk: tensor<32x16xf32>, %wo: tensor<32x32xf32>, %y: tensor<1x4x32xf32>) {
+  // expected-error @+1 {{in_proj key weight must be [E, Ek] = [32, 32], found 'tensor<32x16xf32>'}}
+  %r = attn.mha ins(%x, %x, %x : tensor<1x4x32xf32>, tensor<1x4x32xf32>, tensor<1x4x32xf32>)
+      in_proj(%w, %wk, %w : tensor<32x32xf32>, tensor<32x16xf32>, tensor<32x32xf32>) out_proj(%wo : tensor<32x32xf32>)
+      outs(%y : tensor<1x4x32xf32>) heads(4) -> tensor<1x4x32xf32>
+  return
+}
+
+// -----
+
+func.func @mha_two_weights(%x: tensor<1x4x32xf32>, %w: tensor<32x32xf32>, %y: tensor<1x4x32xf32>) {
+  // expected-error @+1 {{in_proj(...) takes one packed [3E, E] weight or three ([E, E], [E, Ek], [E, Ev]), found 2}}
+  %r = attn.mha ins(%x, %x, %x : tensor<1x4x32xf32>, tensor<1x4x32xf32>, tensor<1x4x32xf32>)
+      in_proj(%w, %w : tensor<32x32xf32>, tensor<32x32xf32>) out_proj(%w : tensor<32x32xf32>)
+      outs(%y : tensor<1x4x32xf32>) heads(4) -> tensor<1x4x32xf32>
+  return
+}
+
+// -----
+
+func.func @mha_bias_type(%x: tensor<1x4x32xf32>, %w: tensor<96x32xf32>, %b: tensor<96xbf16>, %wo: tensor<32x32xf32>, %y: tensor<1x4x32xf32>) {
+  // expected-error @+1 {{in_bias must have the query's element type 'f32', found 'bf16'}}
+  %r = attn.mha ins(%x, %x, %x : tensor<1x4x32xf32>, tensor<1x4x32xf32>, tensor<1x4x32xf32>)
+      in_proj(%w : tensor<96x32xf32>) in_bias(%b : tensor<96xbf16>) out_proj(%wo : tensor<32x32xf32>)
+      outs(%y : tensor<1x4x32xf32>) heads(4) -> tensor<1x4x32xf32>
+  return
+}
+
+// -----
+
+func.func @mha_mask_heads(%x: tensor<1x4x32xf32>, %w: tensor<96x32xf32>, %wo: tensor<32x32xf32>, %m: tensor<1x3x4x4xi1>, %y: tensor<1x4x32xf32>) {
+  // expected-error @+1 {{mask dim 1 (heads) must equal heads (or 1) = 4, found 3}}
+  %r = attn.mha ins(%x, %x, %x : tensor<1x4x32xf32>, tensor<1x4x32xf32>, tensor<1x4x32xf32>)
+      in_proj(%w : tensor<96x32xf32>) out_proj(%wo : tensor<32x32xf32>) mask(%m : tensor<1x3x4x4xi1>)
+      outs(%y : tensor<1x4x32xf32>) heads(4) -> tensor<1x4x32xf32>
+  return
+}
+
+// -----
+
+func.func @mha_causal_alignment(%x: tensor<1x4x32xf32>, %w: tensor<96x32xf32>, %wo: tensor<32x32xf32>, %y: tensor<1x4x32xf32>) {
+  // expected-error @+1 {{causal masking and windows need the diagonal}}
+  %r = attn.mha ins(%x, %x, %x : tensor<1x4x32xf32>, tensor<1x4x32xf32>, tensor<1x4x32xf32>)
+      in_proj(%w : tensor<96x32xf32>) out_proj(%wo : tensor<32x32xf32>)
+      outs(%y : tensor<1x4x32xf32>) heads(4) causal -> tensor<1x4x32xf32>
+  return
+}
+
+// -----
+
+func.func @mha_dynamic_embed(%x: tensor<1x4x?xf32>, %w: tensor<96x32xf32>, %wo: tensor<32x32xf32>, %y: tensor<1x4x?xf32>) {
+  // expected-error @+1 {{query dim 2 (E) must be static, found ?}}
+  %r = attn.mha ins(%x, %x, %x : tensor<1x4x?xf32>, tensor<1x4x?xf32>, tensor<1x4x?xf32>)
+      in_proj(%w : tensor<96x32xf32>) out_proj(%wo : tensor<32x32xf32>)
+      outs(%y : tensor<1x4x?xf32>) heads(4) -> tensor<1x4x?xf32>
+  return
+}

@@ -58,6 +58,12 @@ void expectEqualSpecs(const KernelSpec &a, const KernelSpec &b) {
   EXPECT_EQ(a.queryDim, b.queryDim);
   EXPECT_EQ(a.attnDim, b.attnDim);
   EXPECT_EQ(a.additiveWeights, b.additiveWeights);
+  EXPECT_EQ(a.mha, b.mha);
+  EXPECT_EQ(a.embedDim, b.embedDim);
+  EXPECT_EQ(a.mhaHeads, b.mhaHeads);
+  EXPECT_EQ(a.keyEmbedDim, b.keyEmbedDim);
+  EXPECT_EQ(a.valueEmbedDim, b.valueEmbedDim);
+  EXPECT_EQ(a.mhaBias, b.mhaBias);
   for (int i = 0; i < 5; ++i)
     EXPECT_EQ(a.staticSizes[i], b.staticSizes[i]) << "static size " << i;
   EXPECT_EQ(a.group, b.group);
@@ -285,6 +291,26 @@ TEST(KernelSpec, AdditiveAttention) {
   expectEqualSpecs(parseOrDie(printKernelSpec(plain)), plain);
 }
 
+TEST(KernelSpec, MultiHeadAttentionLayer) {
+  KernelSpec plain = parseOrDie("mha,embed=512,heads=8");
+  EXPECT_TRUE(plain.mha && !plain.mhaBias);
+  EXPECT_EQ(plain.keyEmbedDim, 512); // kdim and vdim default to embed
+  EXPECT_EQ(plain.valueEmbedDim, 512);
+  EXPECT_EQ(plain.headDim, 64); // a head is embed / heads wide
+  EXPECT_EQ(plain.valueDim, 64);
+  KernelSpec all = parseOrDie("mha,dtype=bf16,embed=96,heads=3,kdim=40,"
+                              "vdim=24,bias,causal=bottom_right,"
+                              "mask=bias:b1q1,scale=0.25,softcap=30,"
+                              "window=16:0,sizes=4:?:?:?:128");
+  EXPECT_EQ(all.headDim, 32);
+  EXPECT_EQ(all.keyEmbedDim, 40);
+  EXPECT_EQ(all.valueEmbedDim, 24);
+  EXPECT_TRUE(all.mhaBias && all.causal);
+  EXPECT_EQ(all.staticSizes[4], 128);
+  expectEqualSpecs(parseOrDie(printKernelSpec(all)), all);
+  expectEqualSpecs(parseOrDie(printKernelSpec(plain)), plain);
+}
+
 TEST(KernelSpec, RoundTripsFloatsExactly) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> dist(1e-6f, 1e6f);
@@ -420,6 +446,23 @@ TEST(KernelSpecErrors, LinearAttention) {
   expectError("linear,d=64,eps=inf", {"'eps'"});
   expectError("linear,d=64,feature_map=softmax",
               {"'feature_map'", "elu_plus_one or relu"});
+}
+
+TEST(KernelSpecErrors, MultiHeadAttentionLayer) {
+  expectError("d=64,embed=64", {"'embed'", "needs 'mha'"});
+  expectError("d=64,bias", {"'bias'", "needs 'mha'"});
+  expectError("mha,heads=4", {"needs 'embed=E'"});
+  expectError("mha,embed=100,heads=8", {"not a multiple of heads=8"});
+  expectError("mha,embed=4096,heads=2", {"at most 1024 wide"});
+  expectError("mha,embed=64,additive", {"two kinds of kernel"});
+  for (const char *key : {"d=16", "dv=16", "lse", "backward", "dropout",
+                          "weights", "sinks", "gqa=2"})
+    expectError(std::string("mha,embed=64,heads=4,") + key,
+                {"multi-head attention layer's kernel takes no"});
+  expectError("mha,embed=64,sizes=1:4:4:8:8", {"its sizes are B:?:?:Sq:Sk"});
+  expectError("mha,embed=0", {"'embed'"});
+  expectError("mha,embed=64,heads=0", {"'heads'"});
+  expectError("mha,embed=64,kdim=99999", {"'kdim'"});
 }
 
 TEST(KernelSpecErrors, AdditiveAttention) {
