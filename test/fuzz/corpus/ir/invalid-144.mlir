@@ -1,0 +1,6 @@
+func.func @mha_mask_heads(%x: tensor<1x4x32xf32>, %w: tensor<96x32xf32>, %wo: tensor<32x32xf32>, %m: tensor<1x3x4x4xi1>, %y: tensor<1x4x32xf32>) {
+  %r = attn.mha ins(%x, %x, %x : tensor<1x4x32xf32>, tensor<1x4x32xf32>, tensor<1x4x32xf32>)
+      in_proj(%w : tensor<96x32xf32>) out_proj(%wo : tensor<32x32xf32>) mask(%m : tensor<1x3x4x4xi1>)
+      outs(%y : tensor<1x4x32xf32>) heads(4) -> tensor<1x4x32xf32>
+  return
+}
