@@ -492,6 +492,32 @@ bool captureSpecs(mlir::attn::AttentionOp op, KernelSpec &spec,
   return true;
 }
 
+/// The mask kind and broadcast dims, band, scale and soft cap of an op
+/// that attends as attn.attention does (attn.attention, attn.mha).
+template <typename OpTy>
+static void forwardAttributesOf(OpTy op, KernelSpec &spec) {
+  if (Value mask = op.getMask()) {
+    auto m = cast<ShapedType>(mask.getType());
+    spec.mask =
+        m.getElementType().isInteger(1) ? MaskKind::Bool : MaskKind::Bias;
+    for (int d = 0; d < 3; ++d)
+      spec.maskBroadcast[d] = m.getDimSize(d) == 1;
+  }
+  spec.causal = op.getCausal();
+  if (auto alignment = op.getAlignment())
+    spec.alignment = *alignment == mlir::attn::DiagonalAlignment::top_left
+                         ? Alignment::TopLeft
+                         : Alignment::BottomRight;
+  if (auto window = op.getWindowAttr()) {
+    spec.windowLeft = window.getLeft();
+    spec.windowRight = window.getRight();
+  }
+  if (auto scale = op.getScaleAttr())
+    spec.scale = scale.getValueAsDouble();
+  if (auto softcap = op.getSoftcapAttr())
+    spec.softcap = softcap.getValueAsDouble();
+}
+
 /// The regions of `op` and its capture types, as modifiersSource takes them.
 void printModifiers(mlir::attn::AttentionOp op, std::string &regions,
                     std::vector<std::string> &captureTypes) {
@@ -568,26 +594,7 @@ bool specFromOp(mlir::attn::AttentionOp op, KernelSpec &spec,
   spec.elementType = specElementType(elem);
   spec.headDim = q.getDimSize(3);
   spec.valueDim = v.getDimSize(3);
-  if (Value mask = op.getMask()) {
-    auto m = cast<ShapedType>(mask.getType());
-    spec.mask =
-        m.getElementType().isInteger(1) ? MaskKind::Bool : MaskKind::Bias;
-    for (int d = 0; d < 3; ++d)
-      spec.maskBroadcast[d] = m.getDimSize(d) == 1;
-  }
-  spec.causal = op.getCausal();
-  if (auto alignment = op.getAlignment())
-    spec.alignment = *alignment == mlir::attn::DiagonalAlignment::top_left
-                         ? Alignment::TopLeft
-                         : Alignment::BottomRight;
-  if (auto window = op.getWindowAttr()) {
-    spec.windowLeft = window.getLeft();
-    spec.windowRight = window.getRight();
-  }
-  if (auto scale = op.getScaleAttr())
-    spec.scale = scale.getValueAsDouble();
-  if (auto softcap = op.getSoftcapAttr())
-    spec.softcap = softcap.getValueAsDouble();
+  forwardAttributesOf(op, spec);
   spec.lse = static_cast<bool>(op.getLse());
   spec.sinks = static_cast<bool>(op.getSinks());
   if (mlir::attn::hasModifiers(op)) {
@@ -670,26 +677,7 @@ static bool specFromMhaOp(mlir::attn::MhaOp op, KernelSpec &spec,
   spec.mhaHeads = op.getNumHeads();
   spec.headDim = spec.valueDim = spec.embedDim / spec.mhaHeads;
   spec.mhaBias = op.getInBias() || op.getOutBias();
-  if (Value mask = op.getMask()) {
-    auto m = cast<ShapedType>(mask.getType());
-    spec.mask =
-        m.getElementType().isInteger(1) ? MaskKind::Bool : MaskKind::Bias;
-    for (int d = 0; d < 3; ++d)
-      spec.maskBroadcast[d] = m.getDimSize(d) == 1;
-  }
-  spec.causal = op.getCausal();
-  if (auto alignment = op.getAlignment())
-    spec.alignment = *alignment == mlir::attn::DiagonalAlignment::top_left
-                         ? Alignment::TopLeft
-                         : Alignment::BottomRight;
-  if (mlir::attn::WindowAttr window = op.getWindowAttr()) {
-    spec.windowLeft = window.getLeft();
-    spec.windowRight = window.getRight();
-  }
-  if (FloatAttr scale = op.getScaleAttr())
-    spec.scale = scale.getValueAsDouble();
-  if (FloatAttr softcap = op.getSoftcapAttr())
-    spec.softcap = softcap.getValueAsDouble();
+  forwardAttributesOf(op, spec);
   spec.staticSizes[0] = staticOr(q.getDimSize(0));
   spec.staticSizes[3] = staticOr(q.getDimSize(1));
   spec.staticSizes[4] = staticOr(k.getDimSize(1));
