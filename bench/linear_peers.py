@@ -15,7 +15,13 @@ machine's fp32 FMA peak is measured in the same run. Each figure is the
 median of --repeat samples, interleaved. Outputs are checked against each
 other (relative error, f32).
 
+--backward times training instead: forward + backward of the sum of O
+times a fixed random tensor, attn (the kernel, then docs/spec.md's gradient
+chunkwise in PyTorch) against autograd through the same peers; the
+difference column is the largest of dQ's, dK's and dV's.
+
     python bench/linear_peers.py [--repeat N] [--threads N] [--only TEXT]
+                                 [--backward]
 """
 
 from __future__ import annotations
@@ -86,6 +92,7 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int,
                         default=int(os.environ.get("ATTN_NUM_THREADS", 2)))
     parser.add_argument("--only", default="")
+    parser.add_argument("--backward", action="store_true")
     args = parser.parse_args(argv)
     os.environ["ATTN_NUM_THREADS"] = str(args.threads)
     import torch
@@ -95,6 +102,8 @@ def main(argv=None) -> int:
     peak, peak_note = peers.fma_peak(args.threads)
     print(f"# {peers.cpu_model()}, {args.threads} threads, torch {torch.__version__}, "
           f"fp32 FMA peak {peak:.0f} GFLOP/s ({peak_note})")
+    if args.backward:
+        return backward_rows(torch, attn, args)
     print("| shape | attn ms | attn GFLOP/s | % peak | ns/token | torch ms | "
           "attn vs torch | max rel. diff |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
@@ -123,6 +132,46 @@ def main(argv=None) -> int:
             rate = flops(batch, heads, seq, d, dv, causal) / t["attn"] / 1e9
             print(f"| B={batch} H={heads} D={d} {name} | {t['attn'] * 1e3:.2f} | "
                   f"{rate:.0f} | {100 * rate / peak:.0f} % | "
+                  f"{t['attn'] / seq * 1e9:.0f} | {t['torch'] * 1e3:.2f} | "
+                  f"{t['torch'] / t['attn']:.2f}x | {diff:.1e} |")
+    return 0
+
+
+def backward_rows(torch, attn, args) -> int:
+    print("| shape | attn fwd+bwd ms | ns/token | torch autograd ms | attn vs torch | "
+          "max rel. diff (dQ, dK, dV) |")
+    print("|---|---:|---:|---:|---:|---:|")
+    batch, heads, d, dv = 1, 8, 64, 64
+    for causal in (False, True):
+        for seq in (1024, 4096, 16384):
+            name = f"S={seq} {'causal' if causal else 'non-causal'}"
+            if args.only and args.only not in name:
+                continue
+            g = torch.Generator().manual_seed(seq)
+            q, k, v = (torch.randn(batch, heads, seq, x, generator=g)
+                       for x in (d, d, dv))
+            weight = torch.randn(batch, heads, seq, dv, generator=g)
+            peer = torch_chunkwise if causal else torch_two_matmul
+
+            def train(forward):
+                leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+                (forward(*leaves) * weight).sum().backward()
+                return [t.grad for t in leaves]
+
+            runners = {
+                "attn": lambda: train(lambda *x: attn.linear_attention(*x,
+                                                                      causal=causal)),
+                "torch": lambda: train(lambda *x: peer(torch, *x)),
+            }
+            ours, theirs = runners["attn"](), runners["torch"]()
+            diff = max(((a - b).abs().max() / b.abs().max()).item()
+                       for a, b in zip(ours, theirs))
+            samples = {key: [] for key in runners}
+            for _ in range(args.repeat):
+                for key, run in runners.items():
+                    samples[key].append(peers.seconds_per_call(run, 1))
+            t = {key: statistics.median(x) for key, x in samples.items()}
+            print(f"| B={batch} H={heads} D={d} {name} | {t['attn'] * 1e3:.2f} | "
                   f"{t['attn'] / seq * 1e9:.0f} | {t['torch'] * 1e3:.2f} | "
                   f"{t['torch'] / t['attn']:.2f}x | {diff:.1e} |")
     return 0
