@@ -772,3 +772,107 @@ CheckReport attn::checkWeightsAgainstReference(const Problem &p,
   report.message = os.str();
   return report;
 }
+
+//===----------------------------------------------------------------------===//
+// Linear attention
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// A dense f32 tensor of shape `dims` over `values` (resized to fit).
+attn_tensor denseF32(std::vector<float> &values,
+                     std::initializer_list<int64_t> dims) {
+  int64_t count = 1;
+  for (int64_t dim : dims)
+    count *= dim;
+  values.resize(static_cast<size_t>(std::max<int64_t>(count, 1)));
+  attn_tensor view{};
+  view.data = values.data();
+  view.dtype = ATTN_F32;
+  view.rank = static_cast<int32_t>(dims.size());
+  int64_t stride = 1;
+  for (int d = view.rank - 1; d >= 0; --d) {
+    view.shape[d] = dims.begin()[d];
+    view.strides[d] = stride;
+    stride *= view.shape[d];
+  }
+  return view;
+}
+} // namespace
+
+void attn::makeLinearData(const Problem &p, LinearData &linear) {
+  linear.hasState = p.spec.linearState;
+  if (!linear.hasState)
+    return;
+  const int64_t d = p.spec.headDim, dv = p.spec.valueDim;
+  linear.state0View = denseF32(linear.state0, {p.batch, p.headsKv, d, dv});
+  linear.normalizer0View = denseF32(linear.normalizer0, {p.batch, p.headsKv, d});
+  linear.stateView = denseF32(linear.state, {p.batch, p.headsKv, d, dv});
+  linear.normalizerView = denseF32(linear.normalizer, {p.batch, p.headsKv, d});
+  // A state as an earlier call would leave it: S0 of either sign, z0 > 0.
+  std::mt19937_64 rng(p.seed ^ 0x5eedULL);
+  std::uniform_real_distribution<float> state(-1.0f, 1.0f), norm(0.5f, 4.0f);
+  for (float &x : linear.state0)
+    x = state(rng);
+  for (float &x : linear.normalizer0)
+    x = norm(rng);
+  std::fill(linear.state.begin(), linear.state.end(),
+            std::numeric_limits<float>::quiet_NaN());
+  std::fill(linear.normalizer.begin(), linear.normalizer.end(),
+            std::numeric_limits<float>::quiet_NaN());
+}
+
+attn_status attn::runLinearProblem(const attn_kernel_desc *kernel,
+                                   ProblemData &data, LinearData &linear,
+                                   attn_thread_pool *pool) {
+  bool state = linear.hasState;
+  return attn_run_linear(kernel, &data.query.view, &data.key.view,
+                         &data.value.view,
+                         state ? &linear.state0View : nullptr,
+                         state ? &linear.normalizer0View : nullptr,
+                         &data.output.view, state ? &linear.stateView : nullptr,
+                         state ? &linear.normalizerView : nullptr, pool);
+}
+
+CheckReport attn::checkLinearAgainstReference(const Problem &p,
+                                              const ProblemData &data,
+                                              const LinearData &linear) {
+  CheckReport report;
+  report.tolerance = tolerance(p.spec.elementType);
+  std::vector<double> state0(linear.state0.begin(), linear.state0.end()),
+      normalizer0(linear.normalizer0.begin(), linear.normalizer0.end());
+  const int64_t d = p.spec.headDim, dv = p.spec.valueDim;
+  state0.resize(linear.hasState ? size_t(p.batch * p.headsKv * d * dv) : 0);
+  normalizer0.resize(linear.hasState ? size_t(p.batch * p.headsKv * d) : 0);
+  ReferenceLinear ref;
+  std::string error;
+  if (!computeReferenceLinear(p.spec, referenceInputs(data), state0,
+                              normalizer0, ref, error)) {
+    report.message = "reference failed: " + error;
+    return report;
+  }
+  relativeError(outputValues(data), ref.output, &report.output);
+  report.passed = report.output.within(report.tolerance);
+  std::ostringstream os;
+  os << "output: max rel err " << report.output.relative << " (max abs "
+     << report.output.maxAbs << ", " << report.output.nanMismatches
+     << " NaN and " << report.output.infMismatches << " inf mismatches)";
+  if (linear.hasState) {
+    // The final state is f32 whatever the inputs: the f32 bound, relative
+    // to its largest element, for f32 inputs; the inputs' bound otherwise.
+    ErrorStats state, normalizer;
+    relativeError(std::vector<double>(linear.state.begin(),
+                                      linear.state.begin() + state0.size()),
+                  ref.state, &state);
+    relativeError(std::vector<double>(linear.normalizer.begin(),
+                                      linear.normalizer.begin() +
+                                          normalizer0.size()),
+                  ref.normalizer, &normalizer);
+    report.passed = report.passed && state.within(report.tolerance) &&
+                    normalizer.within(report.tolerance);
+    os << "; final state: max rel err " << state.relative
+       << ", normalizer: max rel err " << normalizer.relative;
+  }
+  os << "; tolerance " << report.tolerance;
+  report.message = os.str();
+  return report;
+}

@@ -237,6 +237,23 @@ CheckReport checkWeightsAgainstReference(const Problem &problem,
                                          const WeightsData &weights);
 
 /// What `tensor`'s bytes hold, as doubles in the logical layout.
+/// Linear attention's state, for a kernel with spec.linearState: S0
+/// [B, Hkv, D, Dv] and z0 [B, Hkv, D] (random, f32) and the final S and z
+/// (poisoned), dense.
+struct LinearData {
+  std::vector<float> state0, normalizer0, state, normalizer;
+  attn_tensor state0View{}, normalizer0View{}, stateView{}, normalizerView{};
+  bool hasState = false;
+};
+
+void makeLinearData(const Problem &problem, LinearData &linear);
+attn_status runLinearProblem(const attn_kernel_desc *kernel, ProblemData &data,
+                             LinearData &linear, attn_thread_pool *pool);
+/// O (and the final state) against computeReferenceLinear.
+CheckReport checkLinearAgainstReference(const Problem &problem,
+                                        const ProblemData &data,
+                                        const LinearData &linear);
+
 std::vector<double> tensorValues(const HostTensor &tensor);
 
 /// The outputs as doubles in the logical layout.

@@ -82,6 +82,15 @@ int64_t attn::countAllowedPositions(const KernelSpec &spec, int64_t seqQ,
 
 double attn::flopCount(const KernelSpec &spec, int64_t batch, int64_t headsQ,
                        int64_t seqQ, int64_t seqK) {
+  if (spec.linear) {
+    double rows = double(batch) * double(headsQ);
+    double count = 2.0 * rows * double(seqQ + seqK) * double(spec.headDim) *
+                   double(spec.valueDim);
+    if (spec.causal)
+      count += 2.0 * rows * double(seqQ) * double(spec.chunk) *
+               double(spec.headDim + spec.valueDim);
+    return count;
+  }
   double positions =
       static_cast<double>(countAllowedPositions(spec, seqQ, seqK));
   return 2.0 * static_cast<double>(batch) * static_cast<double>(headsQ) *
@@ -382,6 +391,95 @@ bool attn::computeReference(const KernelSpec &spec, const ReferenceInputs &in,
       }
     }
   }
+  return true;
+}
+
+bool attn::computeReferenceLinear(const KernelSpec &spec,
+                                  const ReferenceInputs &in,
+                                  const std::vector<double> &state,
+                                  const std::vector<double> &normalizer,
+                                  ReferenceLinear &out, std::string &error) {
+  const int64_t batch = in.query.shape[0], headsQ = in.query.shape[1];
+  const int64_t seqQ = in.query.shape[2], d = in.query.shape[3];
+  const int64_t headsKv = in.key.shape[1], seqK = in.key.shape[2];
+  const int64_t dv = in.value.shape[3];
+  if (d != spec.headDim || in.key.shape[3] != d || dv != spec.valueDim ||
+      in.key.shape[0] != batch || in.value.shape[0] != batch ||
+      in.value.shape[1] != headsKv || in.value.shape[2] != seqK ||
+      headsKv <= 0 || headsQ % headsKv != 0 || (spec.causal && seqQ != seqK)) {
+    error = "linear attention: query " + shapeString(in.query) + ", key " +
+            shapeString(in.key) + " and value " + shapeString(in.value) +
+            " do not fit the kernel's D = " + std::to_string(spec.headDim) +
+            ", Dv = " + std::to_string(spec.valueDim) +
+            (spec.causal ? " (causal: Sq = Sk)" : "");
+    return false;
+  }
+  const size_t stateSize = size_t(batch * headsKv * d * dv);
+  const size_t normSize = size_t(batch * headsKv * d);
+  if ((!state.empty() && state.size() != stateSize) ||
+      (!normalizer.empty() && normalizer.size() != normSize)) {
+    error = "linear attention: the initial state has the wrong size";
+    return false;
+  }
+  auto phi = [&](double x) {
+    if (spec.featureMap == FeatureMap::Relu)
+      return x > 0 ? x : (std::isnan(x) ? x : 0.0);
+    return x > 0 ? x + 1.0 : std::exp(x);
+  };
+  const int64_t group = headsQ / headsKv;
+  out.output.assign(size_t(batch * headsQ * seqQ * dv), 0.0);
+  out.state = state.empty() ? std::vector<double>(stateSize, 0.0) : state;
+  out.normalizer =
+      normalizer.empty() ? std::vector<double>(normSize, 0.0) : normalizer;
+  std::vector<double> s, z;
+  std::vector<double> fq(static_cast<size_t>(d)), fk(static_cast<size_t>(d));
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t g = 0; g < headsKv; ++g) {
+      double *finalState = &out.state[size_t((b * headsKv + g) * d * dv)];
+      double *finalNorm = &out.normalizer[size_t((b * headsKv + g) * d)];
+      // Every key's contribution, for the non-causal rows and the final state.
+      std::vector<double> allS(finalState, finalState + d * dv),
+          allZ(finalNorm, finalNorm + d);
+      for (int64_t j = 0; j < seqK; ++j)
+        for (int64_t x = 0; x < d; ++x) {
+          double f = phi(in.key.at(b, g, j, x));
+          allZ[size_t(x)] += f;
+          for (int64_t e = 0; e < dv; ++e)
+            allS[size_t(x * dv + e)] += f * in.value.at(b, g, j, e);
+        }
+      for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+        // Causal rows: the state after keys 0..i, built token by token.
+        s.assign(finalState, finalState + d * dv);
+        z.assign(finalNorm, finalNorm + d);
+        for (int64_t i = 0; i < seqQ; ++i) {
+          if (spec.causal) {
+            for (int64_t x = 0; x < d; ++x)
+              fk[size_t(x)] = phi(in.key.at(b, g, i, x));
+            for (int64_t x = 0; x < d; ++x) {
+              z[size_t(x)] += fk[size_t(x)];
+              for (int64_t e = 0; e < dv; ++e)
+                s[size_t(x * dv + e)] += fk[size_t(x)] * in.value.at(b, g, i, e);
+            }
+          }
+          const std::vector<double> &rowS = spec.causal ? s : allS;
+          const std::vector<double> &rowZ = spec.causal ? z : allZ;
+          double den = spec.eps;
+          for (int64_t x = 0; x < d; ++x) {
+            fq[size_t(x)] = phi(in.query.at(b, h, i, x));
+            den += fq[size_t(x)] * rowZ[size_t(x)];
+          }
+          for (int64_t e = 0; e < dv; ++e) {
+            double num = 0;
+            for (int64_t x = 0; x < d; ++x)
+              num += fq[size_t(x)] * rowS[size_t(x * dv + e)];
+            out.output[size_t(((b * headsQ + h) * seqQ + i) * dv + e)] =
+                num / den;
+          }
+        }
+      }
+      std::copy(allS.begin(), allS.end(), finalState);
+      std::copy(allZ.begin(), allZ.end(), finalNorm);
+    }
   return true;
 }
 

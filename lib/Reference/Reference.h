@@ -140,8 +140,25 @@ int64_t countAllowedPositions(const KernelSpec &spec, int64_t seqQ,
 /// sizes: Sq * Sk for no mask, Sq * (Sq + 1) / 2 (about half) for causal with
 /// Sq = Sk. A data mask (bool or bias) is ignored: it is counted as dense, as
 /// FlashAttention's benchmarks do, since its contents are not known up front.
+/// For linear attention, docs/spec.md's count: 2 * B * Hq * (Sq + Sk) * D *
+/// Dv, plus 2 * B * Hq * Sq * chunk * (D + Dv) for the causal form.
 double flopCount(const KernelSpec &spec, int64_t batch, int64_t headsQ,
                  int64_t seqQ, int64_t seqK);
+
+/// Linear attention's outputs (docs/spec.md, "Linear attention"): O
+/// [B, Hq, Sq, Dv] and the final state S [B, Hkv, D, Dv] and normalizer
+/// z [B, Hkv, D], dense.
+struct ReferenceLinear {
+  std::vector<double> output, state, normalizer;
+};
+
+/// Linear attention in float64, token by token (no chunks), from the
+/// spec's feature map, eps and causal flag; `state` and `normalizer` are S0
+/// and z0 (dense), or empty for zeros. False with `error` on bad shapes.
+bool computeReferenceLinear(const KernelSpec &spec, const ReferenceInputs &in,
+                            const std::vector<double> &state,
+                            const std::vector<double> &normalizer,
+                            ReferenceLinear &out, std::string &error);
 
 /// The accuracy bound of the contract for an element type:
 /// 1e-5 for f32, 1e-2 for f16 and bf16.

@@ -325,6 +325,33 @@ int main(int argc, char **argv) {
                 "attn-run cannot make and whose reference it cannot compute "
                 "from MLIR yet; compile it with attn-compile, or run a named "
                 "example with --spec and --modifiers");
+  if (spec.additive || spec.mha)
+    return fail("the kernel '" + spec.name + "' is " +
+                (spec.additive ? "additive attention" : "a multi-head attention layer") +
+                ", which attn-run does not run yet (it runs attention and linear "
+                "attention kernels): call it through Python (" +
+                (spec.additive ? "attn.additive_attention" : "attn.mha") +
+                ") or the C runtime (" +
+                (spec.additive ? "attn_run_additive" : "attn_run_mha") + ")");
+  if (spec.linear) {
+    const char *flag = backward                 ? "--backward"
+                       : weights                ? "--weights"
+                       : !maskNpy.empty()       ? "--mask"
+                       : !sinksNpy.empty()      ? "--sinks"
+                       : !modifiersName.empty() ? "--modifiers"
+                       : !saveLse.empty()       ? "--save-lse"
+                                                : nullptr;
+    if (flag)
+      return fail(std::string(flag) + ": the kernel '" + spec.name +
+                  "' computes linear attention, which has no " +
+                  (flag == std::string("--backward")    ? "compiled backward"
+                   : flag == std::string("--weights")   ? "attention weights"
+                   : flag == std::string("--mask")      ? "mask"
+                   : flag == std::string("--sinks")     ? "sinks"
+                   : flag == std::string("--modifiers") ? "score or mask "
+                                                          "modifiers"
+                                                        : "LSE"));
+  }
   attn::ModifierPtr modifiers;
   if (modifiersName == "list") {
     for (const attn::NamedModifier &m : attn::namedModifiers())
@@ -428,6 +455,13 @@ int main(int argc, char **argv) {
       sizes.value[i] = sizes.value[1];
   }
 
+  if (spec.linear && spec.causal && sizes.value[3] != sizes.value[4])
+    return fail("causal linear attention needs Sq = Sk (row i sees keys "
+                "0..i), found Sq = " +
+                std::to_string(sizes.value[3]) + " (" + sizes.source[3] +
+                ") and Sk = " + std::to_string(sizes.value[4]) + " (" +
+                sizes.source[4] + ")");
+
   attn::Problem problem;
   problem.spec = spec;
   problem.sinks = forwardSinks;
@@ -525,6 +559,9 @@ int main(int argc, char **argv) {
   if (loaded && backward &&
       !attn::makeBackwardData(problem, data, gradients, error))
     loaded = false;
+  attn::LinearData linearData;
+  if (spec.linear)
+    attn::makeLinearData(problem, linearData);
   attn::WeightsData weightData;
   if (loaded && weights &&
       !attn::makeWeightsData(problem, data, weightData, error))
@@ -540,7 +577,9 @@ int main(int argc, char **argv) {
   auto runOnce = [&] {
     return backward  ? attn::runBackwardProblem(kernel, data, gradients, pool)
            : weights ? attn::runWeightsProblem(kernel, data, weightData, pool)
-                     : runProblem(kernel, data, pool);
+           : spec.linear
+               ? attn::runLinearProblem(kernel, data, linearData, pool)
+               : runProblem(kernel, data, pool);
   };
 
   llvm::outs() << "attn-run: " << problem.describe() << "\n";
@@ -565,6 +604,12 @@ int main(int argc, char **argv) {
     llvm::outs() << "  check of the gradients against the float64 "
                     "reference: "
                  << report.message << "\n";
+    passed = report.passed;
+  } else if (!noCheck && spec.linear) {
+    attn::CheckReport report =
+        attn::checkLinearAgainstReference(problem, data, linearData);
+    llvm::outs() << "  check against the float64 reference: " << report.message
+                 << "\n";
     passed = report.passed;
   } else if (!noCheck && weights) {
     attn::CheckReport report =
@@ -625,8 +670,11 @@ int main(int argc, char **argv) {
                << llvm::format("%.1f", flops / median * 1e-9)
                << (backward ? " GFLOP/s (FLOPs = 2*(3D+2Dv) per allowed (i, "
                               "j) per head: "
-                            : " GFLOP/s (FLOPs = 2*(D+Dv) per allowed (i, j) "
-                              "per head: ")
+                   : spec.linear
+                       ? " GFLOP/s (FLOPs = 2*(Sq+Sk)*D*Dv per head, plus "
+                         "2*Sq*chunk*(D+Dv) causal: "
+                       : " GFLOP/s (FLOPs = 2*(D+Dv) per allowed (i, j) "
+                         "per head: ")
                << llvm::format("%.3g", flops) << ")\n";
 
   auto save = [&](const std::string &path, attn::NpyArray array) {
