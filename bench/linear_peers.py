@@ -86,6 +86,31 @@ def flops(batch, heads, seq, d, dv, causal):
     return count
 
 
+BATCH, HEADS, D, DV = 1, 8, 64, 64
+
+
+def cases(torch, args, lengths):
+    """(name, causal, S, generator, (q, k, v)) of each row --only keeps."""
+    for causal in (False, True):
+        for seq in lengths:
+            name = f"S={seq} {'causal' if causal else 'non-causal'}"
+            if args.only and args.only not in name:
+                continue
+            g = torch.Generator().manual_seed(seq)
+            yield name, causal, seq, g, [torch.randn(BATCH, HEADS, seq, x, generator=g)
+                                         for x in (D, D, DV)]
+
+
+def median_times(runners, repeat):
+    """Seconds per call of each runner: the median of `repeat` interleaved
+    samples."""
+    samples = {key: [] for key in runners}
+    for _ in range(repeat):
+        for key, run in runners.items():
+            samples[key].append(peers.seconds_per_call(run, 1))
+    return {key: statistics.median(x) for key, x in samples.items()}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
@@ -107,33 +132,22 @@ def main(argv=None) -> int:
     print("| shape | attn ms | attn GFLOP/s | % peak | ns/token | torch ms | "
           "attn vs torch | max rel. diff |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    batch, heads, d, dv = 1, 8, 64, 64
-    for causal in (False, True):
-        for seq in (1024, 4096, 16384, 65536):
-            name = f"S={seq} {'causal' if causal else 'non-causal'}"
-            if args.only and args.only not in name:
-                continue
-            g = torch.Generator().manual_seed(seq)
-            q, k, v = (torch.randn(batch, heads, seq, x, generator=g)
-                       for x in (d, d, dv))
-            peer = torch_chunkwise if causal else torch_two_matmul
-            runners = {
-                "attn": lambda: attn.linear_attention(q, k, v, causal=causal),
-                "torch": lambda: peer(torch, q, k, v),
-            }
-            with torch.no_grad():
-                ours, theirs = runners["attn"](), runners["torch"]()
-                diff = ((ours - theirs).abs().max() / theirs.abs().max()).item()
-                samples = {name: [] for name in runners}
-                for _ in range(args.repeat):
-                    for key, run in runners.items():
-                        samples[key].append(peers.seconds_per_call(run, 1))
-            t = {key: statistics.median(s) for key, s in samples.items()}
-            rate = flops(batch, heads, seq, d, dv, causal) / t["attn"] / 1e9
-            print(f"| B={batch} H={heads} D={d} {name} | {t['attn'] * 1e3:.2f} | "
-                  f"{rate:.0f} | {100 * rate / peak:.0f} % | "
-                  f"{t['attn'] / seq * 1e9:.0f} | {t['torch'] * 1e3:.2f} | "
-                  f"{t['torch'] / t['attn']:.2f}x | {diff:.1e} |")
+    for name, causal, seq, g, (q, k, v) in cases(torch, args, (1024, 4096, 16384,
+                                                           65536)):
+        peer = torch_chunkwise if causal else torch_two_matmul
+        runners = {
+            "attn": lambda: attn.linear_attention(q, k, v, causal=causal),
+            "torch": lambda: peer(torch, q, k, v),
+        }
+        with torch.no_grad():
+            ours, theirs = runners["attn"](), runners["torch"]()
+            diff = ((ours - theirs).abs().max() / theirs.abs().max()).item()
+            t = median_times(runners, args.repeat)
+        rate = flops(BATCH, HEADS, seq, D, DV, causal) / t["attn"] / 1e9
+        print(f"| B={BATCH} H={HEADS} D={D} {name} | {t['attn'] * 1e3:.2f} | "
+              f"{rate:.0f} | {100 * rate / peak:.0f} % | "
+              f"{t['attn'] / seq * 1e9:.0f} | {t['torch'] * 1e3:.2f} | "
+              f"{t['torch'] / t['attn']:.2f}x | {diff:.1e} |")
     return 0
 
 
@@ -141,39 +155,27 @@ def backward_rows(torch, attn, args) -> int:
     print("| shape | attn fwd+bwd ms | ns/token | torch autograd ms | attn vs torch | "
           "max rel. diff (dQ, dK, dV) |")
     print("|---|---:|---:|---:|---:|---:|")
-    batch, heads, d, dv = 1, 8, 64, 64
-    for causal in (False, True):
-        for seq in (1024, 4096, 16384):
-            name = f"S={seq} {'causal' if causal else 'non-causal'}"
-            if args.only and args.only not in name:
-                continue
-            g = torch.Generator().manual_seed(seq)
-            q, k, v = (torch.randn(batch, heads, seq, x, generator=g)
-                       for x in (d, d, dv))
-            weight = torch.randn(batch, heads, seq, dv, generator=g)
-            peer = torch_chunkwise if causal else torch_two_matmul
+    for name, causal, seq, g, (q, k, v) in cases(torch, args, (1024, 4096, 16384)):
+        weight = torch.randn(BATCH, HEADS, seq, DV, generator=g)
+        peer = torch_chunkwise if causal else torch_two_matmul
 
-            def train(forward):
-                leaves = [t.clone().requires_grad_() for t in (q, k, v)]
-                (forward(*leaves) * weight).sum().backward()
-                return [t.grad for t in leaves]
+        def train(forward):
+            leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+            (forward(*leaves) * weight).sum().backward()
+            return [t.grad for t in leaves]
 
-            runners = {
-                "attn": lambda: train(lambda *x: attn.linear_attention(*x,
-                                                                      causal=causal)),
-                "torch": lambda: train(lambda *x: peer(torch, *x)),
-            }
-            ours, theirs = runners["attn"](), runners["torch"]()
-            diff = max(((a - b).abs().max() / b.abs().max()).item()
-                       for a, b in zip(ours, theirs))
-            samples = {key: [] for key in runners}
-            for _ in range(args.repeat):
-                for key, run in runners.items():
-                    samples[key].append(peers.seconds_per_call(run, 1))
-            t = {key: statistics.median(x) for key, x in samples.items()}
-            print(f"| B={batch} H={heads} D={d} {name} | {t['attn'] * 1e3:.2f} | "
-                  f"{t['attn'] / seq * 1e9:.0f} | {t['torch'] * 1e3:.2f} | "
-                  f"{t['torch'] / t['attn']:.2f}x | {diff:.1e} |")
+        runners = {
+            "attn": lambda: train(lambda *x: attn.linear_attention(*x,
+                                                                  causal=causal)),
+            "torch": lambda: train(lambda *x: peer(torch, *x)),
+        }
+        ours, theirs = runners["attn"](), runners["torch"]()
+        diff = max(((a - b).abs().max() / b.abs().max()).item()
+                   for a, b in zip(ours, theirs))
+        t = median_times(runners, args.repeat)
+        print(f"| B={BATCH} H={HEADS} D={D} {name} | {t['attn'] * 1e3:.2f} | "
+              f"{t['attn'] / seq * 1e9:.0f} | {t['torch'] * 1e3:.2f} | "
+              f"{t['torch'] / t['attn']:.2f}x | {diff:.1e} |")
     return 0
 
 
