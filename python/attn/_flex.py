@@ -706,6 +706,10 @@ class Modifiers:
                            f"{block_size[1]}>}}")
         self.captures = captures.tensors
         self.captures_require_grad = captures.requires_grad
+        # The caller's tensors that require grad (a trained bias table),
+        # which the score_mod reads: their gradient is recomputed.
+        self.trained = [t for t in captures._held if t.requires_grad]
+        self.score_mod = score_mod
         self.source = _module_text(regions, captures.types) if regions else None
 
 
@@ -927,8 +931,10 @@ def flex_attention(query: Tensor, key: Tensor, value: Tensor,
     "Attention sinks"). Returns the output [B, Hq, L, Ev] (and with
     return_lse the log-sum-exp [B, Hq, L] f32: -inf on a row with nothing
     kept, whose output is 0). Differentiable in query, key, value and sinks,
-    through the score_mod too (the compiler differentiates it); captured
-    tensors get no gradient yet (an error if one requires grad).
+    through the score_mod too (the compiler differentiates it), and in the
+    tensors the score_mod captures that require grad (a trained bias table
+    or slopes; computed by re-running the score_mod in PyTorch a block of
+    query rows at a time).
     """
     if kernel_options:
         raise Error("kernel_options are FlexAttention's Triton tuning knobs; attn chooses each "
@@ -954,14 +960,132 @@ def flex_attention(query: Tensor, key: Tensor, value: Tensor,
             query, key, value, None, False, scale, bool(enable_gqa), "top_left", None, None,
             None, bool(return_lse), 0.0, None, sinks)
     captures = modifiers.captures
-    if modifiers.captures_require_grad and torch.is_grad_enabled():
-        # So that a backward reaches the operator's, which says that captured
-        # tensors get no gradient yet, instead of leaving them without one.
-        captures = [t.detach().requires_grad_() if t.is_floating_point() else t
-                    for t in captures]
+    if modifiers.trained and torch.is_grad_enabled():
+        # The kernels give dQ, dK, dV (and dsinks) through the operator; the
+        # captured tensors' gradient comes from _CaptureGradients, which
+        # needs the LSE.
+        output, lse = torch.ops.attn.flex(query, key, value, captures, modifiers.source,
+                                          scale, bool(enable_gqa), True, sinks)
+        state = _CaptureState(query, key, value, modifiers, block_mask, scale)
+        output, lse = _CaptureGradients.apply(output, lse, state, *modifiers.trained)
+        return (output, lse) if return_lse else output
     output, lse = torch.ops.attn.flex(query, key, value, captures, modifiers.source,
                                       scale, bool(enable_gqa), with_lse, sinks)
     return (output, lse) if return_lse else output
+
+
+# ---------------------------------------------------------------------------
+# Gradients of captured tensors
+# ---------------------------------------------------------------------------
+
+#: Bytes of the [B, Hq, rows, Sk] f32 blocks that the captured tensors'
+#: gradient recomputes at a time.
+CAPTURE_BLOCK_BYTES = 64 << 20
+
+
+class _CaptureState:
+    """What the captured tensors' gradient reads of a call."""
+
+    def __init__(self, query, key, value, modifiers, block_mask, scale):
+        self.query, self.key, self.value = query.detach(), key.detach(), value.detach()
+        self.score_mod = modifiers.score_mod
+        self.block_mask = block_mask
+        self.scale = scale
+
+
+class _CaptureGradients(torch.autograd.Function):
+    """The identity on (O, LSE) whose backward gives the tensors a score_mod
+    captures their gradient (docs/spec.md, "Score and mask modifiers" 5):
+    with s' = score_mod(s, b, h, i, j) and P = exp(s' − LSE) at the kept
+    positions, dL/ds' = P ∘ (dO·Vᵀ − rowsum(dO ∘ O) + dLSE), and each captured
+    tensor's gradient is the vector-Jacobian product of the score_mod (run in
+    PyTorch, in f32, a block of query rows at a time) with it:
+    deterministic, O(block) memory."""
+
+    @staticmethod
+    def forward(ctx, output, lse, state, *trained):
+        ctx.state, ctx.trained = state, trained
+        ctx.save_for_backward(output, lse)
+        return output.clone(), lse.clone()
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_output, grad_lse):
+        output, lse = ctx.saved_tensors
+        grads = _capture_gradients(ctx.state, ctx.trained, ctx.needs_input_grad[3:],
+                                   output, lse, grad_output, grad_lse)
+        return (grad_output, grad_lse, None, *grads)
+
+
+def _evaluate_score(score_mod, scores: Tensor, rows: Tensor, columns: Tensor) -> Tensor:
+    """score_mod on the scores [B, H, rows, columns]: by broadcasting, else
+    (a function that needs 0-d arguments) with vmap, as _evaluate_mask."""
+    batch, heads = scores.shape[:2]
+    b = torch.arange(batch)[:, None, None, None]
+    h = torch.arange(heads)[None, :, None, None]
+    try:
+        result = score_mod(scores, b, h, rows[None, None, :, None],
+                           columns[None, None, None, :])
+        if isinstance(result, Tensor):
+            return result.expand(scores.shape)
+    except Exception:
+        pass
+    from torch.func import vmap
+
+    fn = score_mod
+    for dims in ((0, None, None, None, 0), (0, None, None, 0, None),
+                 (0, None, 0, None, None), (0, 0, None, None, None)):
+        fn = vmap(fn, in_dims=dims, out_dims=0)
+    return fn(scores, torch.arange(batch), torch.arange(heads), rows, columns)
+
+
+def _capture_gradients(state, trained, needed, output, lse, grad_output, grad_lse):
+    """The gradient of each tensor in `trained` (None where not `needed`)."""
+    query, key, value = state.query, state.key, state.value
+    batch, heads, seq_q, head_dim = query.shape
+    seq_k = key.shape[2]
+    group = heads // key.shape[1]
+    scale = 1.0 / math.sqrt(head_dim) if state.scale is None else float(state.scale)
+    zeros = [torch.zeros_like(t, dtype=torch.float32) for t in trained]
+    if state.score_mod is None or grad_output is None and grad_lse is None:
+        return [z.to(t.dtype) if need else None
+                for z, t, need in zip(zeros, trained, needed)]
+    k = key.float().repeat_interleave(group, 1)
+    v = value.float().repeat_interleave(group, 1)
+    q, lse = query.float(), lse.detach()
+    do = (torch.zeros_like(output, dtype=torch.float32) if grad_output is None
+          else grad_output.float())
+    delta = (do * output.float()).sum(-1)
+    if grad_lse is not None:
+        delta = delta - grad_lse.float()
+    table = block_size = None
+    if state.block_mask is not None:
+        table, block_size = state.block_mask.kernel_table(), state.block_mask.BLOCK_SIZE
+    columns = torch.arange(seq_k)
+    rows_per_block = max(1, CAPTURE_BLOCK_BYTES // max(1, batch * heads * seq_k * 4 * 6))
+    for lo in range(0, seq_q, rows_per_block):
+        hi = min(seq_q, lo + rows_per_block)
+        rows = torch.arange(lo, hi)
+        scores = (q[:, :, lo:hi] @ k.transpose(-1, -2)) * scale
+        with torch.enable_grad():
+            modified = _evaluate_score(state.score_mod, scores, rows, columns)
+        if not modified.requires_grad:
+            continue  # no trained tensor reaches the scores
+        row_lse = lse[:, :, lo:hi, None]
+        kept = torch.isfinite(row_lse).expand(modified.shape)
+        if table is not None:
+            kind = table[:, :, rows // block_size[0]][:, :, :, columns // block_size[1]]
+            partial = _evaluate_mask(state.block_mask.mask_mod, batch, heads, rows, columns)
+            kept = kept & ((kind == 2) | ((kind == 1) & partial))
+        p = torch.where(kept, torch.exp(modified.detach() - row_lse),
+                        torch.zeros((), dtype=torch.float32))
+        dp = do[:, :, lo:hi] @ v.transpose(-1, -2)
+        ds = p * (dp - delta[:, :, lo:hi, None])
+        parts = torch.autograd.grad(modified, trained, ds, allow_unused=True)
+        for total, part in zip(zeros, parts):
+            if part is not None:
+                total += part
+    return [z.to(t.dtype) if need else None for z, t, need in zip(zeros, trained, needed)]
 
 
 # ---------------------------------------------------------------------------
@@ -1031,10 +1155,8 @@ def _flex_backward(ctx, grad_output, grad_lse):
 
     query, key, value, out, lse, sinks, *captures = ctx.saved_tensors
     if ctx.captures_need_grad:
-        raise Error("flex_attention's backward gives no gradient to tensors that the "
-                    "score_mod or mask_mod captures (a bias table or ALiBi slopes being "
-                    "trained) yet; detach them (or set requires_grad=False) to train "
-                    "query, key and value through the modifiers")
+        raise Error("torch.ops.attn.flex gives no gradient to its captured tensors: "
+                    "call attn.flex_attention, which computes it from the score_mod")
     if lse.dim() != 3:
         raise Error("flex_attention's backward needs the forward's LSE (return_lse)")
     if grad_output is None:
