@@ -116,9 +116,14 @@ struct Avx512Builder {
   /// e^(r·unit) · 2^n for |r·unit| <= ln2 / 2: a degree-6 polynomial in r
   /// (relative error 7e-8 in f32 Horner, fitted for e^t on [-ln2/2, ln2/2];
   /// its coefficients c_k times unit^k), then vscalefps for the 2^n, which
-  /// also makes the overflow (+inf) and the underflow (0, through the
-  /// subnormals) exact.
-  Value polynomialTimesPowerOfTwo(Value r, Value n, double unit) {
+  /// also makes the overflow (+inf) exact. Lanes where x (the argument,
+  /// clamped) is below `smallest` (the argument of FLT_MIN, or a little
+  /// above) are 0 (vscalefps's zero-masking): a subnormal result instead
+  /// would cost Intel cores a microcode assist in this and in every later
+  /// operation that reads it (ALiBi's far keys measured 2.5x the plain
+  /// forward on Cascade Lake), for a value below 2^-126. NaN stays NaN.
+  Value polynomialTimesPowerOfTwo(Value r, Value n, double unit, Value x,
+                                  double smallest) {
     // c_6 ... c_0.
     const double coefficients[] = {0.001385929062962532,
                                    0.008374763652682304,
@@ -133,9 +138,16 @@ struct Avx512Builder {
     Value poly = splat(term(6));
     for (int degree = 5; degree >= 0; --degree)
       poly = math::FmaOp::create(b, poly, r, splat(term(degree)));
-    Value allLanes = arith::ConstantOp::create(b, b.getI16IntegerAttr(-1));
+    // Unordered or >=: a NaN lane is kept (and stays NaN).
+    Value normal = arith::CmpFOp::create(b, arith::CmpFPredicate::UGE, x,
+                                         splat(smallest));
+    Value lanes = vector::ExtractOp::create(
+        b,
+        vector::BitCastOp::create(b, VectorType::get({1}, b.getI16Type()),
+                                  normal),
+        ArrayRef<int64_t>{0});
     return x86Intrinsic(b, "mask.scalef.ps.512", type,
-                        ValueRange{poly, n, poly, allLanes, rounding()});
+                        ValueRange{poly, n, splat(0.0), lanes, rounding()});
   }
 };
 
@@ -147,7 +159,7 @@ struct Avx512Builder {
 ///
 /// x is first clamped to [-110, 110], beyond which the result is 0 or +inf
 /// anyway: that keeps r finite for x = -inf (exp = 0 exactly, which masked
-/// scores rely on) and x = +inf.
+/// scores rely on) and x = +inf. Below -87 the result is 0 (not subnormal).
 Value avx512Exp(ImplicitLocOpBuilder &b, Value x) {
   Avx512Builder avx{b, cast<VectorType>(x.getType())};
   Value clamped = avx.clamp(x, 110.0);
@@ -159,7 +171,9 @@ Value avx512Exp(ImplicitLocOpBuilder &b, Value x) {
   Value r =
       math::FmaOp::create(b, negN, avx.splat(0.693147182464599609375), clamped);
   r = math::FmaOp::create(b, negN, avx.splat(-1.904654323148236e-09), r);
-  return avx.polynomialTimesPowerOfTwo(r, n, /*unit=*/1.0);
+  // e^-87 = 1.6e-38 is normal; ln(FLT_MIN) = -87.34.
+  return avx.polynomialTimesPowerOfTwo(r, n, /*unit=*/1.0, clamped,
+                                       /*smallest=*/-87.0);
 }
 
 /// 2^x for vector<16xf32> by AVX-512: n = round(x), r = x - n (exact,
@@ -177,7 +191,8 @@ Value avx512Exp2(ImplicitLocOpBuilder &b, Value x, bool nonPositive) {
   Value clamped = avx.clamp(x, 160.0, /*lowerOnly=*/nonPositive);
   Value n = math::RoundEvenOp::create(b, clamped);
   Value r = arith::SubFOp::create(b, clamped, n);
-  return avx.polynomialTimesPowerOfTwo(r, n, /*unit=*/llvm::numbers::ln2);
+  return avx.polynomialTimesPowerOfTwo(r, n, /*unit=*/llvm::numbers::ln2,
+                                       clamped, /*smallest=*/-126.0);
 }
 
 bool isF32x16(Type type) {
