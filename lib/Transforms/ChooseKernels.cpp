@@ -151,12 +151,13 @@ KernelAttr mlir::attn::chooseCpuKernel(AttentionOp op, const CpuTarget &target,
     rowBlock = overrides.rowBlock;
 
   // Rows in lanes for ops without a mask operand (whose rows would be
-  // gathered), modifiers (which the packed path evaluates a row's keys at a
-  // time) or the bf16 dot product: 10-20 % faster than the packed path for
-  // f32 prefill on Zen 4, 16-25 % for f16.
+  // gathered), a mask_mod (which the packed path evaluates a row's keys at
+  // a time, with its block table) or the bf16 dot product: 10-20 % faster
+  // than the packed path for f32 prefill on Zen 4, 16-25 % for f16. A
+  // score_mod runs in either.
   int64_t laneRows = cpuLaneRows(target, overrides);
   bool lanes = laneRows > 0 && !shape.masked && !bf16Dot && !op.getDropoutP() &&
-               !hasModifiers(op);
+               !maskModOf(op);
   return KernelAttr::get(op.getContext(),
                          lanes ? MicroKernel::lane_rows : MicroKernel::packed,
                          queryTile, keyBlock, rowBlock, laneRows, bf16Dot);

@@ -63,15 +63,16 @@ int64_t chosenKeyBlock(OpTy op, int64_t option) {
 }
 
 /// Whether attn-lower-to-vector's lane-rows micro-kernel can take `op`: no
-/// mask operand, dropout or modifiers, and not bf16 Q and K where the bf16 dot product (`bf16Dot`)
-/// takes those.
+/// mask operand, dropout or mask_mod (a score_mod it evaluates itself), and
+/// not bf16 Q and K where the bf16 dot product (`bf16Dot`) takes those.
 inline bool laneRowsCandidate(OnlineAttentionOp op, bool bf16Dot) {
   auto isBF16 = [](Value v) {
     return getElementTypeOrSelf(v.getType()).isBF16();
   };
-  // Dropout's keep bits and the modifiers are made where the packed and
-  // direct paths score a row's keys (KernelEmitter::updateRowStatistics).
-  return !op.getMask() && !op.getDropoutP() && !hasModifiers(op) &&
+  // Dropout's keep bits and the mask_mod (with its block table) are made
+  // where the packed and direct paths score a row's keys
+  // (KernelEmitter::updateRowStatistics).
+  return !op.getMask() && !op.getDropoutP() && !maskModOf(op) &&
          !(bf16Dot && isBF16(op.getQuery()) && isBF16(op.getKey()));
 }
 

@@ -97,6 +97,36 @@ func.func @f32_decoding(%q: tensor<?x8x1x128xf32>, %k: tensor<?x2x?x128xf32>, %v
   return %r : tensor<?x8x1x128xf32>
 }
 
+// A score_mod runs in the lane-rows micro-kernel; a mask_mod (and its block
+// table) keeps the packed one.
+// ZEN4-LABEL: func @score_mod_only
+//       ZEN4: kernel <lane_rows, query_tile = 256, key_block = 64, row_block = 4, lane_rows = 64>
+// ZEN4-LABEL: func @mask_mod
+//       ZEN4: kernel <packed,
+func.func @score_mod_only(%q: tensor<?x?x?x64xf32>, %k: tensor<?x?x?x64xf32>, %v: tensor<?x?x?x64xf32>,
+                          %o: tensor<?x?x?x64xf32>) -> tensor<?x?x?x64xf32> {
+  %r = attn.attention ins(%q, %k, %v : tensor<?x?x?x64xf32>, tensor<?x?x?x64xf32>, tensor<?x?x?x64xf32>)
+      outs(%o : tensor<?x?x?x64xf32>)
+      score_mod {
+      ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+        %c = arith.constant 0.5 : f32
+        %t = arith.addf %s, %c : f32
+        attn.yield %t : f32
+      } -> tensor<?x?x?x64xf32>
+  return %r : tensor<?x?x?x64xf32>
+}
+func.func @mask_mod(%q: tensor<?x?x?x64xf32>, %k: tensor<?x?x?x64xf32>, %v: tensor<?x?x?x64xf32>,
+                    %o: tensor<?x?x?x64xf32>) -> tensor<?x?x?x64xf32> {
+  %r = attn.attention ins(%q, %k, %v : tensor<?x?x?x64xf32>, tensor<?x?x?x64xf32>, tensor<?x?x?x64xf32>)
+      outs(%o : tensor<?x?x?x64xf32>)
+      mask_mod {
+      ^bb0(%b: index, %h: index, %i: index, %j: index):
+        %keep = arith.cmpi sge, %i, %j : index
+        attn.yield %keep : i1
+      } -> tensor<?x?x?x64xf32>
+  return %r : tensor<?x?x?x64xf32>
+}
+
 // A choice written by hand stays.
 // ZEN4-LABEL: func @given
 //       ZEN4: kernel <packed, query_tile = 32, key_block = 16, row_block = 1>

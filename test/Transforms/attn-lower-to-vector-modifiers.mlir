@@ -95,3 +95,48 @@ func.func @block_table_tile(%q: memref<1x1x64x16xf32>, %k: memref<1x1x?x16xf32>,
       } {attn.block_mask = array<i64: 1, 128, 32>}
   return
 }
+
+// The score_mod in the lane-rows micro-kernel: query rows are in the lanes,
+// so each score vector's row indices are a vector (the tile's global first
+// row plus 16·v plus the lane, made once per block) and its key index a
+// scalar (the origin's j plus the block's start plus the key). The head's
+// slope is the same clamped scalar load; the score goes to natural units
+// and back as in the packed kernel, before the keys past the block are
+// excluded.
+// CHECK-LABEL: func @alibi_lane_rows_tile
+//  CHECK-SAME: %[[SLOPES:[a-z0-9]+]]: memref<?xf32>, %{{.+}}: index, %[[H:[a-z0-9]+]]: index, %[[I:[a-z0-9]+]]: index, %[[J:[a-z0-9]+]]: index,
+//       CHECK: %[[ROW0:.+]] = arith.index_cast %[[I]] : index to i32
+//       CHECK: %[[LANE:.+]] = vector.step : vector<16xindex>
+//       CHECK: %[[LANE32:.+]] = arith.index_cast %[[LANE]] : vector<16xindex> to vector<16xi32>
+//       CHECK: %[[ROW0V:.+]] = vector.broadcast %[[ROW0]] : i32 to vector<16xi32>
+//       CHECK: %[[ROWS:.+]] = arith.addi %[[ROW0V]], %[[LANE32]] : vector<16xi32>
+//       CHECK: %[[KEY:.+]] = arith.addi %[[J]], %{{.+}} : index
+//       CHECK: %[[NATURAL:.+]] = arith.mulf %{{.+}}, %{{.+}} : vector<16xf32>
+//       CHECK: %[[ROWSX:.+]] = arith.index_cast %[[ROWS]] : vector<16xi32> to vector<16xindex>
+//       CHECK: %[[SLOPE:.+]] = memref.load %[[SLOPES]][%{{.+}}] : memref<?xf32>
+//       CHECK: %[[KEYV:.+]] = vector.broadcast %[[KEY]] : index to vector<16xindex>
+//       CHECK: arith.subi %[[KEYV]], %[[ROWSX]] : vector<16xindex>
+//       CHECK: %[[BIAS:.+]] = arith.mulf %{{.+}}, %{{.+}} : vector<16xf32>
+//       CHECK: %[[MODDED:.+]] = arith.addf %[[NATURAL]], %[[BIAS]] : vector<16xf32>
+//       CHECK: %[[BASE2:.+]] = arith.mulf %[[MODDED]], %{{.+}} : vector<16xf32>
+//       CHECK: arith.select %{{.+}}, %[[BASE2]], %{{.+}} : vector<16xf32>
+func.func @alibi_lane_rows_tile(%q: memref<1x1x64x16xf32>, %k: memref<1x1x?x16xf32>, %v: memref<1x1x?x16xf32>,
+                      %slopes: memref<?xf32>,
+                      %b: index, %h: index, %i: index, %j: index,
+                      %acc: memref<1x1x64x16xf32>, %max: memref<1x1x64xf32>, %sum: memref<1x1x64xf32>) {
+  attn.online_attention ins(%q, %k, %v : memref<1x1x64x16xf32>, memref<1x1x?x16xf32>, memref<1x1x?x16xf32>)
+      origin(%b, %h, %i, %j) captures(%slopes : memref<?xf32>)
+      outs(%acc, %max, %sum : memref<1x1x64x16xf32>, memref<1x1x64xf32>, memref<1x1x64xf32>)
+      kernel <lane_rows, query_tile = 64, key_block = 64, row_block = 4, lane_rows = 64>
+      score_mod {
+      ^bb0(%s: f32, %bb: index, %hh: index, %ii: index, %jj: index):
+        %slope = attn.captured 0 [%hh] : f32
+        %d = arith.subi %jj, %ii : index
+        %di = arith.index_cast %d : index to i64
+        %df = arith.sitofp %di : i64 to f32
+        %bias = arith.mulf %slope, %df : f32
+        %t = arith.addf %s, %bias : f32
+        attn.yield %t : f32
+      }
+  return
+}

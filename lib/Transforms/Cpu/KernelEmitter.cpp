@@ -323,17 +323,32 @@ Value KernelEmitter::updateRowStatistics(Value batch, const AccRow &at,
   return alpha;
 }
 
-Value KernelEmitter::keyLanes(Value firstKey, int64_t v) {
+Value KernelEmitter::laneIndices(Value first, int64_t v) {
   Value lane = arith::IndexCastOp::create(
       b, idxVecType,
       vector::StepOp::create(b, VectorType::get({lanes}, b.getIndexType())));
   return arith::AddIOp::create(
       b,
       splat(arith::AddIOp::create(
-          b, firstKey,
+          b, first,
           arith::ConstantOp::create(
               b, b.getI32IntegerAttr(static_cast<int32_t>(v * lanes))))),
       lane);
+}
+
+Value KernelEmitter::globalIndexOf(unsigned dim, Value local) {
+  return globalIndex(b, b.getLoc(), op.getOrigin(), dim, local);
+}
+
+Value KernelEmitter::scoreModInBase2(Value s, ArrayRef<Value> indices) {
+  auto factor = [&](double f) {
+    Value c = f32Const(static_cast<float>(f));
+    return isa<VectorType>(s.getType()) ? splat(c) : c;
+  };
+  return arith::MulFOp::create(
+      b,
+      modifiers.score(arith::MulFOp::create(b, s, factor(M_LN2)), indices),
+      factor(M_LOG2E));
 }
 
 void KernelEmitter::applyModifiers(Value batch, Value head, Value row,
@@ -342,23 +357,12 @@ void KernelEmitter::applyModifiers(Value batch, Value head, Value row,
                                    MutableArrayRef<Value> excluded) {
   if (!modifiers.hasScoreMod() && !modifiers.hasMaskMod())
     return;
-  Location loc = b.getLoc();
-  auto global = [&](unsigned dim, Value local) {
-    return globalIndex(b, loc, op.getOrigin(), dim, local);
-  };
-  Value gb = global(0, batch), gh = global(1, head), gi = global(2, row);
-  Value firstKey = global(3, blockStart);
-  // The score_mod takes natural units: the base-2 score times ln 2, and
-  // its result times log2(e).
-  Value toNatural = splat(f32Const(static_cast<float>(M_LN2)));
-  Value toBase2 = splat(f32Const(static_cast<float>(M_LOG2E)));
+  Value gb = globalIndexOf(0, batch), gh = globalIndexOf(1, head),
+        gi = globalIndexOf(2, row), firstKey = globalIndexOf(3, blockStart);
   for (auto [v, score] : llvm::enumerate(scores)) {
-    SmallVector<Value> indices = {gb, gh, gi, keyLanes(firstKey, v)};
+    SmallVector<Value> indices = {gb, gh, gi, laneIndices(firstKey, v)};
     if (modifiers.hasScoreMod())
-      score = arith::MulFOp::create(
-          b,
-          modifiers.score(arith::MulFOp::create(b, score, toNatural), indices),
-          toBase2);
+      score = scoreModInBase2(score, indices);
     if (modifiers.hasMaskMod() && !maskModOff) {
       Value dropped = arith::XOrIOp::create(
           b, modifiers.keep(indices, lanes),
@@ -374,21 +378,17 @@ SmallVector<Value> KernelEmitter::dropoutFactors(Value batch, Value head,
                                                  Value row, Value blockStart,
                                                  int64_t vectors) {
   Location loc = b.getLoc();
-  auto global = [&](unsigned dim, Value local) {
-    return globalIndex(b, loc, op.getOrigin(), dim, local);
-  };
   Value threshold = dropoutThreshold(b, loc, op.getDropoutP());
-  Value firstKey = global(3, blockStart);
+  Value gb = globalIndexOf(0, batch), gh = globalIndexOf(1, head),
+        gi = globalIndexOf(2, row), firstKey = globalIndexOf(3, blockStart);
   SmallVector<Value> keeps;
   if (vectors % 4 == 0) {
-    keeps = dropoutKeepVectors(b, loc, op.getDropoutSeed(), threshold,
-                               global(0, batch), global(1, head),
-                               global(2, row), firstKey, lanes, vectors);
+    keeps = dropoutKeepVectors(b, loc, op.getDropoutSeed(), threshold, gb, gh,
+                               gi, firstKey, lanes, vectors);
   } else {
     for (int64_t v = 0; v < vectors; ++v)
-      keeps.push_back(dropoutKeep(b, loc, op.getDropoutSeed(), threshold,
-                                  global(0, batch), global(1, head),
-                                  global(2, row), keyLanes(firstKey, v)));
+      keeps.push_back(dropoutKeep(b, loc, op.getDropoutSeed(), threshold, gb,
+                                  gh, gi, laneIndices(firstKey, v)));
   }
   Value kept = splat(arith::DivFOp::create(
       b, f32Const(1.0f), arith::SubFOp::create(b, f32Const(1.0f),

@@ -124,9 +124,17 @@ protected:
                             int64_t slot, MutableArrayRef<Value> scores,
                             Value blockStart, Value blockKeys, bool storePairs,
                             bool scaledAndCapped = false);
-  /// The keys (i32) of score vector `v` of a block whose first key is
-  /// `firstKey` (i32): firstKey + v·lanes + lane.
-  Value keyLanes(Value firstKey, int64_t v);
+  /// The indices (i32) in the lanes of vector `v` from `first` (i32): the
+  /// keys of a row's score vector, or the rows of a lane-rows vector:
+  /// first + v·lanes + lane.
+  Value laneIndices(Value first, int64_t v);
+  /// The op's global index (i32) in dim `dim` (b, h, q, kv) of op-local
+  /// index `local`.
+  Value globalIndexOf(unsigned dim, Value local);
+  /// The score_mod of base-2 score `s` (a scalar or a vector) at global
+  /// `indices` (i32 scalars or lane vectors): the region takes natural
+  /// units, the base-2 score times ln 2, and its result times log2(e).
+  Value scoreModInBase2(Value s, ArrayRef<Value> indices);
   /// The score_mod of a row's score vectors (base 2) of the block from
   /// blockStart, and the mask_mod's exclusions or'ed into `excluded`
   /// (vectors of i1, null where nothing is excluded yet); op-local indices.

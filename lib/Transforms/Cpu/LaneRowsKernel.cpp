@@ -10,8 +10,9 @@
 // broadcast V element with a vector of weights. No horizontal reduction, no
 // K or V packing (f32 K and V elements are read in place, as broadcasts;
 // 16-bit blocks are widened once). Ops without a mask operand or the bf16
-// dot product take it; measured on AVX-512 (Zen 4): 10-20 % faster than
-// the packed path for f32 prefill, 16-25 % for f16.
+// dot product take it, with a score_mod too (evaluated on each score vector:
+// its rows in lanes, one key); measured on AVX-512 (Zen 4): 10-20 % faster
+// than the packed path for f32 prefill, 16-25 % for f16.
 //
 //===----------------------------------------------------------------------===//
 #include "lib/Transforms/Cpu/KernelEmitter.h"
@@ -66,8 +67,8 @@ public:
             widenBlock(batch, kvHead, keys, blockStart, blockKeys);
           },
           [&](Value blockStart, Value blockKeys) {
-            emitLaneRowsBlock(batch, kvHead, tileStart, keys, blockStart,
-                              blockKeys);
+            emitLaneRowsBlock(batch, head, kvHead, tileStart, keys,
+                              blockStart, blockKeys);
           });
       ifUnitStride(
           op.getAcc(),
@@ -209,11 +210,11 @@ public:
               valueDim, scratch.laneValues);
   }
 
-  /// One key block of a lane-rows tile: Sᵀ, the statistics, P·V; the
-  /// causal/window band where bandApplies() (a block that some row of the
-  /// tile sees only in part).
-  void emitLaneRowsBlock(Value batch, Value kvHead, Value tileStart, Value keys,
-                         Value blockStart, Value blockKeys) {
+  /// One key block of a lane-rows tile: Sᵀ (through the score_mod where
+  /// the op has one), the statistics, P·V; the causal/window band where
+  /// bandApplies() (a block that some row of the tile sees only in part).
+  void emitLaneRowsBlock(Value batch, Value head, Value kvHead, Value tileStart,
+                         Value keys, Value blockStart, Value blockKeys) {
     bool banded = bandApplies();
     int64_t rowVectors = laneRows / lanes;
     // Register tiles of keys (or V columns) by the tile's row vectors, as
@@ -286,8 +287,21 @@ public:
     // there are several score loops, as the softmax reads the scores (once
     // in the code, not once per segment; the block max capped once, the
     // cap being increasing). The first measured 4 % faster where one loop
-    // does (the blocks inside the band, full attention).
-    bool capAsRead = numSegments > 1;
+    // does (the blocks inside the band, full attention). A score_mod comes
+    // after the cap, in the score loop.
+    bool scoreMod = modifiers.hasScoreMod();
+    bool capAsRead = numSegments > 1 && !scoreMod;
+    // The score_mod's global indices: the rows of each row vector (lanes),
+    // and per key a scalar.
+    Value globalBatch, globalHead;
+    SmallVector<Value> globalRows;
+    if (scoreMod) {
+      globalBatch = globalIndexOf(0, batch);
+      globalHead = globalIndexOf(1, head);
+      Value firstRow = globalIndexOf(2, tileStart);
+      for (int64_t v = 0; v < rowVectors; ++v)
+        globalRows.push_back(laneIndices(firstRow, v));
+    }
 
     // Sᵀ[j][rows] = Σ_d K[key j][d] · Qᵀ[d][rows] for keys [from, to) and
     // row vectors [vFirst, rowVectors), `step` keys at a time; keys past
@@ -329,12 +343,19 @@ public:
               Value j = keyLocal[a];
               Value live = arith::CmpIOp::create(b, arith::CmpIPredicate::slt,
                                                  j, blockKeys);
+              Value globalKey;
+              if (scoreMod)
+                globalKey = globalIndexOf(
+                    3, arith::AddIOp::create(b, blockStart, j));
               Value jVec;
               if (!bandLo.empty() || !bandHi.empty())
                 jVec = splat(arith::IndexCastOp::create(b, b.getI32Type(), j));
               for (int64_t v = 0; v < vectors; ++v) {
                 Value s = capAsRead ? scores[a * vectors + v]
                                     : softcap(scores[a * vectors + v]);
+                if (scoreMod)
+                  s = scoreModInBase2(s, {globalBatch, globalHead,
+                                          globalRows[vFirst + v], globalKey});
                 if (jVec) {
                   Value allowed;
                   auto both = [&](Value c) {
