@@ -34,6 +34,29 @@ func.func @f32_decoding(%q: tensor<?x8x1x128xf32>, %k: tensor<?x2x?x128xf32>, %v
       outs(%o : tensor<?x8x1x128xf32>) causal align(bottom_right) -> tensor<?x8x1x128xf32>
   return %r : tensor<?x8x1x128xf32>
 }
+func.func @score_mod_only(%q: tensor<?x?x?x64xf32>, %k: tensor<?x?x?x64xf32>, %v: tensor<?x?x?x64xf32>,
+                          %o: tensor<?x?x?x64xf32>) -> tensor<?x?x?x64xf32> {
+  %r = attn.attention ins(%q, %k, %v : tensor<?x?x?x64xf32>, tensor<?x?x?x64xf32>, tensor<?x?x?x64xf32>)
+      outs(%o : tensor<?x?x?x64xf32>)
+      score_mod {
+      ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+        %c = arith.constant 0.5 : f32
+        %t = arith.addf %s, %c : f32
+        attn.yield %t : f32
+      } -> tensor<?x?x?x64xf32>
+  return %r : tensor<?x?x?x64xf32>
+}
+func.func @mask_mod(%q: tensor<?x?x?x64xf32>, %k: tensor<?x?x?x64xf32>, %v: tensor<?x?x?x64xf32>,
+                    %o: tensor<?x?x?x64xf32>) -> tensor<?x?x?x64xf32> {
+  %r = attn.attention ins(%q, %k, %v : tensor<?x?x?x64xf32>, tensor<?x?x?x64xf32>, tensor<?x?x?x64xf32>)
+      outs(%o : tensor<?x?x?x64xf32>)
+      mask_mod {
+      ^bb0(%b: index, %h: index, %i: index, %j: index):
+        %keep = arith.cmpi sge, %i, %j : index
+        attn.yield %keep : i1
+      } -> tensor<?x?x?x64xf32>
+  return %r : tensor<?x?x?x64xf32>
+}
 func.func @given(%q: tensor<?x?x?x64xf32>, %k: tensor<?x?x?x64xf32>, %v: tensor<?x?x?x64xf32>,
                  %o: tensor<?x?x?x64xf32>) -> tensor<?x?x?x64xf32> {
   %r = attn.attention ins(%q, %k, %v : tensor<?x?x?x64xf32>, tensor<?x?x?x64xf32>, tensor<?x?x?x64xf32>)
