@@ -194,8 +194,7 @@ class _Captures:
         self.types: List[str] = []
         self.bool: List[bool] = []
         self._index: dict = {}
-        self._held: List[Tensor] = []  # keeps each id() unique while tracing
-        self.requires_grad = False  # whether a captured tensor requires grad
+        self._held: List[Tensor] = []  # the caller's: each id() unique while tracing
 
     def add(self, tensor: Tensor, where: str) -> int:
         found = self._index.get(id(tensor))
@@ -223,11 +222,15 @@ class _Captures:
             raise Error(f"{where}: more than 8 captured tensors (the kernels take at most 8)")
         self._index[id(tensor)] = index
         self._held.append(tensor)
-        self.requires_grad |= tensor.requires_grad
         self.tensors.append(data)
         self.types.append("tensor<" + "?x" * data.dim() + element + ">")
         self.bool.append(is_bool)
         return index
+
+    def trained(self) -> List[Tensor]:
+        """The captured tensors as the caller holds them, those that
+        require grad."""
+        return [t for t in self._held if t.requires_grad]
 
     def rank(self, index: int) -> int:
         return self.tensors[index].dim()
@@ -705,10 +708,9 @@ class Modifiers:
             regions.append(f"{{attn.block_mask = array<i64: {index}, {block_size[0]}, "
                            f"{block_size[1]}>}}")
         self.captures = captures.tensors
-        self.captures_require_grad = captures.requires_grad
         # The caller's tensors that require grad (a trained bias table),
         # which the score_mod reads: their gradient is recomputed.
-        self.trained = [t for t in captures._held if t.requires_grad]
+        self.trained = captures.trained()
         self.score_mod = score_mod
         self.source = _module_text(regions, captures.types) if regions else None
 
@@ -812,30 +814,36 @@ class BlockMask:
                 f"BLOCK_SIZE={self.BLOCK_SIZE}, mask_mod={getattr(self.mask_mod, '__name__', self.mask_mod)})")
 
 
-def _evaluate_mask(mask_mod, batch: int, heads: int, rows: Tensor, columns: Tensor) -> Tensor:
-    """mask_mod on the grid [batch, heads, rows, columns] (bool): by
-    broadcasting, else (a function that needs 0-d arguments) with vmap."""
+def _on_grid(fn, leading: tuple, batch: int, heads: int, rows: Tensor, columns: Tensor,
+             accept: Callable[[Tensor], bool]):
+    """fn(*leading, b, h, q_idx, kv_idx) on the grid [batch, heads, rows,
+    columns]: by broadcasting where that gives a tensor `accept` takes, else
+    (a function that needs 0-d arguments) with vmap over each index, and
+    over the leading arguments' dims (the scores) alike."""
     b = torch.arange(batch)[:, None, None, None]
     h = torch.arange(heads)[None, :, None, None]
-    q = rows[None, None, :, None]
-    kv = columns[None, None, None, :]
-    shape = (batch, heads, len(rows), len(columns))
     try:
-        kept = mask_mod(b, h, q, kv)
-        if isinstance(kept, Tensor) and kept.dtype == torch.bool:
-            return kept.expand(shape)
+        result = fn(*leading, b, h, rows[None, None, :, None], columns[None, None, None, :])
+        if isinstance(result, Tensor) and accept(result):
+            return result
     except Exception:
         pass
     from torch.func import vmap
 
-    fn = mask_mod
-    for dims in ((None, None, None, 0), (None, None, 0, None), (None, 0, None, None),
-                 (0, None, None, None)):
-        fn = vmap(fn, in_dims=dims, out_dims=0)
-    kept = fn(torch.arange(batch), torch.arange(heads), rows, columns)
-    if not isinstance(kept, Tensor) or kept.dtype != torch.bool:
+    mapped = fn
+    for index in (3, 2, 1, 0):  # kv_idx innermost, b outermost
+        dims = (0,) * len(leading) + tuple(0 if i == index else None for i in range(4))
+        mapped = vmap(mapped, in_dims=dims, out_dims=0)
+    return mapped(*leading, torch.arange(batch), torch.arange(heads), rows, columns)
+
+
+def _evaluate_mask(mask_mod, batch: int, heads: int, rows: Tensor, columns: Tensor) -> Tensor:
+    """mask_mod on the grid [batch, heads, rows, columns] (bool)."""
+    is_bool = lambda t: t.dtype == torch.bool  # noqa: E731
+    kept = _on_grid(mask_mod, (), batch, heads, rows, columns, is_bool)
+    if not isinstance(kept, Tensor) or not is_bool(kept):
         raise Error("create_block_mask: mask_mod must return a bool tensor (True = attend)")
-    return kept.expand(shape)
+    return kept.expand(batch, heads, len(rows), len(columns))
 
 
 def _block_lists(blocks: Tensor) -> Tuple[Tensor, Tensor]:
@@ -1018,25 +1026,10 @@ class _CaptureGradients(torch.autograd.Function):
 
 
 def _evaluate_score(score_mod, scores: Tensor, rows: Tensor, columns: Tensor) -> Tensor:
-    """score_mod on the scores [B, H, rows, columns]: by broadcasting, else
-    (a function that needs 0-d arguments) with vmap, as _evaluate_mask."""
-    batch, heads = scores.shape[:2]
-    b = torch.arange(batch)[:, None, None, None]
-    h = torch.arange(heads)[None, :, None, None]
-    try:
-        result = score_mod(scores, b, h, rows[None, None, :, None],
-                           columns[None, None, None, :])
-        if isinstance(result, Tensor):
-            return result.expand(scores.shape)
-    except Exception:
-        pass
-    from torch.func import vmap
-
-    fn = score_mod
-    for dims in ((0, None, None, None, 0), (0, None, None, 0, None),
-                 (0, None, 0, None, None), (0, 0, None, None, None)):
-        fn = vmap(fn, in_dims=dims, out_dims=0)
-    return fn(scores, torch.arange(batch), torch.arange(heads), rows, columns)
+    """score_mod on the scores [B, H, rows, columns]."""
+    result = _on_grid(score_mod, (scores,), scores.shape[0], scores.shape[1], rows,
+                      columns, lambda t: True)
+    return result.expand(scores.shape)
 
 
 def _capture_gradients(state, trained, needed, output, lse, grad_output, grad_lse):

@@ -421,7 +421,7 @@ def _full_backward(torch, fq, fk, v, state, norm, out, do, final_ds, final_dz, e
     c = torch.linalg.vecdot(g, out).neg_()
     dfq = (g @ state.transpose(-1, -2)).addcmul_(c[..., None], norm[:, :, None])
     ds = (fq.transpose(-1, -2) @ g).add_(final_ds)
-    dz = (fq.transpose(-1, -2) @ c[..., None])[..., 0].add_(final_dz)
+    dz = _row_dots(torch, fq.transpose(-1, -2), c).add_(final_dz)
     dfk = (v @ ds.transpose(-1, -2)).add_(dz[:, :, None])
     return dfq, dfk, fk @ ds, ds, dz
 
