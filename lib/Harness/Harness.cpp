@@ -199,6 +199,37 @@ std::optional<uint64_t> attn::hostBytesNeeded(const Problem &p) {
   return fits ? std::optional<uint64_t>(total) : std::nullopt;
 }
 
+namespace {
+/// A dense f32 tensor of shape `dims` over `values` (resized to fit, at
+/// least one element; new elements 0).
+attn_tensor denseF32(std::vector<float> &values,
+                     std::initializer_list<int64_t> dims) {
+  int64_t count = 1;
+  for (int64_t dim : dims)
+    count *= dim;
+  values.resize(static_cast<size_t>(std::max<int64_t>(count, 1)));
+  attn_tensor view{};
+  view.data = values.data();
+  view.dtype = ATTN_F32;
+  view.rank = static_cast<int32_t>(dims.size());
+  int64_t stride = 1;
+  for (int d = view.rank - 1; d >= 0; --d) {
+    view.shape[d] = dims.begin()[d];
+    view.strides[d] = stride;
+    stride *= view.shape[d];
+  }
+  return view;
+}
+
+/// "<name>: max rel err R (max abs A, N NaN and M inf mismatches)".
+void describeErrors(std::ostream &os, const char *name,
+                    const ErrorStats &stats) {
+  os << name << ": max rel err " << stats.relative << " (max abs "
+     << stats.maxAbs << ", " << stats.nanMismatches << " NaN and "
+     << stats.infMismatches << " inf mismatches)";
+}
+} // namespace
+
 void attn::makeProblemData(const Problem &p, ProblemData &data) {
   std::mt19937_64 rng(p.seed);
   attn_dtype type = dtypeOf(p.spec.elementType);
@@ -278,18 +309,8 @@ void attn::makeProblemData(const Problem &p, ProblemData &data) {
   }
   data.lse.clear();
   data.lseView = attn_tensor{};
-  if (p.spec.lse) {
-    data.lse.assign(std::max<int64_t>(p.batch * p.headsQ * p.seqQ, 1), 0.0f);
-    data.lseView.data = data.lse.data();
-    data.lseView.dtype = ATTN_F32;
-    data.lseView.rank = 3;
-    data.lseView.shape[0] = p.batch;
-    data.lseView.shape[1] = p.headsQ;
-    data.lseView.shape[2] = p.seqQ;
-    data.lseView.strides[2] = 1;
-    data.lseView.strides[1] = p.seqQ;
-    data.lseView.strides[0] = p.headsQ * p.seqQ;
-  }
+  if (p.spec.lse)
+    data.lseView = denseF32(data.lse, {p.batch, p.headsQ, p.seqQ});
   poisonOutputs(data);
 }
 
@@ -499,9 +520,7 @@ CheckReport attn::checkAgainstReference(const Problem &p,
   }
   report.passed = ok;
   std::ostringstream os;
-  os << "output: max rel err " << report.output.relative << " (max abs "
-     << report.output.maxAbs << ", " << report.output.nanMismatches
-     << " NaN and " << report.output.infMismatches << " inf mismatches)";
+  describeErrors(os, "output", report.output);
   if (p.spec.lse)
     os << "; lse: max rel err " << report.lse.relative << " ("
        << report.lse.nanMismatches << " NaN, " << report.lse.infMismatches
@@ -515,33 +534,13 @@ CheckReport attn::checkAgainstReference(const Problem &p,
 // The backward
 //===----------------------------------------------------------------------===//
 
-namespace {
-/// A dense f32 [B, Hq, Sq] tensor over `values`.
-attn_tensor rowTensor(std::vector<float> &values, int64_t batch, int64_t heads,
-                      int64_t rows) {
-  values.resize(std::max<int64_t>(batch * heads * rows, 1));
-  attn_tensor view{};
-  view.data = values.data();
-  view.dtype = ATTN_F32;
-  view.rank = 3;
-  view.shape[0] = batch;
-  view.shape[1] = heads;
-  view.shape[2] = rows;
-  view.strides[2] = 1;
-  view.strides[1] = rows;
-  view.strides[0] = heads * rows;
-  return view;
-}
-
-} // namespace
-
 bool attn::makeBackwardData(const Problem &p, ProblemData &data,
                             BackwardData &backward, std::string &error) {
   ReferenceOutputs forward;
   if (!computeReference(p.spec, referenceInputs(data), forward, error))
     return false;
   setValues(data.output, forward.output);
-  backward.lseView = rowTensor(backward.lse, p.batch, p.headsQ, p.seqQ);
+  backward.lseView = denseF32(backward.lse, {p.batch, p.headsQ, p.seqQ});
   for (size_t i = 0; i < forward.lse.size(); ++i)
     backward.lse[i] = static_cast<float>(forward.lse[i]);
 
@@ -560,7 +559,7 @@ bool attn::makeBackwardData(const Problem &p, ProblemData &data,
   backward.gradLseView = attn_tensor{};
   if (backward.hasGradLse) {
     backward.gradLseView =
-        rowTensor(backward.gradLse, p.batch, p.headsQ, p.seqQ);
+        denseF32(backward.gradLse, {p.batch, p.headsQ, p.seqQ});
     std::normal_distribution<double> normal(0.0, 1.0);
     for (float &value : backward.gradLse)
       value = static_cast<float>(normal(rng));
@@ -700,7 +699,7 @@ bool attn::makeWeightsData(const Problem &p, ProblemData &data,
     ReferenceOutputs forward;
     if (!computeReference(p.spec, referenceInputs(data), forward, error))
       return false;
-    weights.lseView = rowTensor(weights.lse, p.batch, p.headsQ, p.seqQ);
+    weights.lseView = denseF32(weights.lse, {p.batch, p.headsQ, p.seqQ});
     for (size_t i = 0; i < forward.lse.size(); ++i)
       weights.lse[i] = static_cast<float>(forward.lse[i]);
   }
@@ -765,10 +764,8 @@ CheckReport attn::checkWeightsAgainstReference(const Problem &p,
   relativeError(weightsValues(weights), ref, &report.output);
   report.passed = report.output.within(report.tolerance);
   std::ostringstream os;
-  os << "weights: max rel err " << report.output.relative << " (max abs "
-     << report.output.maxAbs << ", " << report.output.nanMismatches
-     << " NaN and " << report.output.infMismatches
-     << " inf mismatches); tolerance " << report.tolerance;
+  describeErrors(os, "weights", report.output);
+  os << "; tolerance " << report.tolerance;
   report.message = os.str();
   return report;
 }
@@ -776,28 +773,6 @@ CheckReport attn::checkWeightsAgainstReference(const Problem &p,
 //===----------------------------------------------------------------------===//
 // Linear attention
 //===----------------------------------------------------------------------===//
-
-namespace {
-/// A dense f32 tensor of shape `dims` over `values` (resized to fit).
-attn_tensor denseF32(std::vector<float> &values,
-                     std::initializer_list<int64_t> dims) {
-  int64_t count = 1;
-  for (int64_t dim : dims)
-    count *= dim;
-  values.resize(static_cast<size_t>(std::max<int64_t>(count, 1)));
-  attn_tensor view{};
-  view.data = values.data();
-  view.dtype = ATTN_F32;
-  view.rank = static_cast<int32_t>(dims.size());
-  int64_t stride = 1;
-  for (int d = view.rank - 1; d >= 0; --d) {
-    view.shape[d] = dims.begin()[d];
-    view.strides[d] = stride;
-    stride *= view.shape[d];
-  }
-  return view;
-}
-} // namespace
 
 void attn::makeLinearData(const Problem &p, LinearData &linear) {
   linear.hasState = p.spec.linearState;
@@ -853,9 +828,7 @@ CheckReport attn::checkLinearAgainstReference(const Problem &p,
   relativeError(outputValues(data), ref.output, &report.output);
   report.passed = report.output.within(report.tolerance);
   std::ostringstream os;
-  os << "output: max rel err " << report.output.relative << " (max abs "
-     << report.output.maxAbs << ", " << report.output.nanMismatches
-     << " NaN and " << report.output.infMismatches << " inf mismatches)";
+  describeErrors(os, "output", report.output);
   if (linear.hasState) {
     // The final state is f32 whatever the inputs: the f32 bound, relative
     // to its largest element, for f32 inputs; the inputs' bound otherwise.

@@ -334,23 +334,21 @@ int main(int argc, char **argv) {
                 ") or the C runtime (" +
                 (spec.additive ? "attn_run_additive" : "attn_run_mha") + ")");
   if (spec.linear) {
-    const char *flag = backward                 ? "--backward"
-                       : weights                ? "--weights"
-                       : !maskNpy.empty()       ? "--mask"
-                       : !sinksNpy.empty()      ? "--sinks"
-                       : !modifiersName.empty() ? "--modifiers"
-                       : !saveLse.empty()       ? "--save-lse"
-                                                : nullptr;
-    if (flag)
-      return fail(std::string(flag) + ": the kernel '" + spec.name +
-                  "' computes linear attention, which has no " +
-                  (flag == std::string("--backward")    ? "compiled backward"
-                   : flag == std::string("--weights")   ? "attention weights"
-                   : flag == std::string("--mask")      ? "mask"
-                   : flag == std::string("--sinks")     ? "sinks"
-                   : flag == std::string("--modifiers") ? "score or mask "
-                                                          "modifiers"
-                                                        : "LSE"));
+    // What the attention kernels take and linear attention has no use for.
+    const struct {
+      bool given;
+      const char *flag, *what;
+    } unused[] = {
+        {backward, "--backward", "compiled backward"},
+        {weights, "--weights", "attention weights"},
+        {!maskNpy.empty(), "--mask", "mask"},
+        {!sinksNpy.empty(), "--sinks", "sinks"},
+        {!modifiersName.empty(), "--modifiers", "score or mask modifiers"},
+        {!saveLse.empty(), "--save-lse", "LSE"}};
+    for (const auto &option : unused)
+      if (option.given)
+        return fail(std::string(option.flag) + ": the kernel '" + spec.name +
+                    "' computes linear attention, which has no " + option.what);
   }
   attn::ModifierPtr modifiers;
   if (modifiersName == "list") {
