@@ -15,6 +15,10 @@ Differences from torch, by design:
   gradients flow through the output as in torch;
 - with dropout in training mode, the weights are dropped by attn's
   generator (Philox on a seed drawn from torch's), not torch's.
+
+And one addition: forward(..., kv_cache=KVCache()) keeps the projected keys
+and values of the tokens seen so far, for decoding (torch's module has no
+cache: it projects the whole cached sequence again at every step).
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from ._additive import additive_attention
 from ._torch import scaled_dot_product_attention
 from ._weights import attention_weights
 
-__all__ = ["AdditiveAttention", "MultiheadAttention"]
+__all__ = ["AdditiveAttention", "KVCache", "MultiheadAttention"]
 
 
 class MultiheadAttention(nn.Module):
@@ -101,45 +105,70 @@ class MultiheadAttention(nn.Module):
         if self.bias_v is not None:
             nn.init.xavier_normal_(self.bias_v)
 
-    def forward(self, query: Tensor, key: Tensor, value: Tensor,
+    def forward(self, query: Tensor, key: Optional[Tensor], value: Optional[Tensor],
                 key_padding_mask: Optional[Tensor] = None, need_weights: bool = True,
                 attn_mask: Optional[Tensor] = None, average_attn_weights: bool = True,
-                is_causal: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
+                is_causal: bool = False, *, kv_cache: Optional["KVCache"] = None
+                ) -> Tuple[Tensor, Optional[Tensor]]:
+        """torch.nn.MultiheadAttention.forward, plus `kv_cache`: with a
+        KVCache, `key` and `value` are the new tokens only (or both None to
+        attend to the cached ones alone, as a decoder's cross-attention does
+        after its first step); they are projected, appended to the cache, and
+        the query attends to every cached token. Then the masks cover all of
+        them (`attn_mask` [L, cached + new], `key_padding_mask`
+        [N, cached + new]) and is_causal places the L queries at the last L
+        positions (query t sees the tokens up to cached + t)."""
         batched = query.dim() == 3
+        if kv_cache is not None:
+            self._check_cache_call(query, key, value, kv_cache, batched)
         if not batched:
-            query, key, value = query[None], key[None], value[None]
+            query = query[None]
+            key, value = (None if x is None else x[None] for x in (key, value))
             if key_padding_mask is not None:
                 key_padding_mask = key_padding_mask[None]
         elif not self.batch_first:
             # (L, N, E) as (N, L, E): views, no copies.
-            query, key, value = (x.transpose(0, 1) for x in (query, key, value))
+            query, key, value = (None if x is None else x.transpose(0, 1)
+                                 for x in (query, key, value))
         batch, seq_q = query.shape[:2]
 
-        q, k, v = self._project(query, key, value)
-        if self.bias_k is not None:
-            k = torch.cat([k, self.bias_k.expand(batch, 1, -1)], dim=1)
-            v = torch.cat([v, self.bias_v.expand(batch, 1, -1)], dim=1)
         heads, dim = self.num_heads, self.head_dim
-        # [N, S, E] as [N, H, S, hd]: strided views for the kernel.
-        q = q.unflatten(-1, (heads, dim)).transpose(1, 2)
-        k = k.unflatten(-1, (heads, dim)).transpose(1, 2)
-        v = v.unflatten(-1, (heads, dim)).transpose(1, 2)
-        extra = int(self.bias_k is not None)
-        if self.add_zero_attn:
-            k = torch.cat([k, k.new_zeros(batch, heads, 1, dim)], dim=2)
-            v = torch.cat([v, v.new_zeros(batch, heads, 1, dim)], dim=2)
-            extra += 1
+        split = lambda x: x.unflatten(-1, (heads, dim)).transpose(1, 2)  # noqa: E731
+        extra = 0
+        if kv_cache is not None:
+            # [N, H, S, hd] views of the cache after the new tokens.
+            if key is None:
+                q = F.linear(query, *self._projection(0))
+                k, v = kv_cache.keys, kv_cache.values
+            else:
+                q, k, v = self._project(query, key, value)
+                k, v = kv_cache._append(split(k), split(v))
+            q = split(q)
+        else:
+            q, k, v = self._project(query, key, value)
+            if self.bias_k is not None:
+                k = torch.cat([k, self.bias_k.expand(batch, 1, -1)], dim=1)
+                v = torch.cat([v, self.bias_v.expand(batch, 1, -1)], dim=1)
+            # [N, S, E] as [N, H, S, hd]: strided views for the kernel.
+            q, k, v = split(q), split(k), split(v)
+            extra = int(self.bias_k is not None)
+            if self.add_zero_attn:
+                k = torch.cat([k, k.new_zeros(batch, heads, 1, dim)], dim=2)
+                v = torch.cat([v, v.new_zeros(batch, heads, 1, dim)], dim=2)
+                extra += 1
         seq_k = k.shape[2]
 
         mask = _merge_masks(attn_mask, key_padding_mask, batch, heads, seq_q, seq_k,
                             extra, q.dtype)
         causal = bool(is_causal) and attn_mask is None
+        # The queries are the sequence's last ones when they follow a cache.
+        alignment = "bottom_right" if kv_cache is not None else "top_left"
         dropout_p = self.dropout if self.training else 0.0
         seed = None
         if dropout_p > 0.0:
             seed = int(torch.randint(0, 2**63 - 1, (), dtype=torch.int64))
         result = scaled_dot_product_attention(
-            q, k, v, mask, causal, None, False, "top_left", None, None, None,
+            q, k, v, mask, causal, None, False, alignment, None, None, None,
             need_weights, float(dropout_p), seed)
         out, lse = result if need_weights else (result, None)
         out = self.out_proj(out.transpose(1, 2).flatten(2))
@@ -152,14 +181,15 @@ class MultiheadAttention(nn.Module):
             if torch.compiler.is_compiling():
                 # The operator: one node of the compiled graph.
                 weights = torch.ops.attn.weights(
-                    q, k, mask, causal, None, False, "top_left", None, None, None,
+                    q, k, mask, causal, None, False, alignment, None, None, None,
                     lse, float(dropout_p), 0 if seed is None else seed)
             else:
                 out_heads = None
                 if average_attn_weights:
                     out_heads = self._scratch.get((batch, heads, seq_q, seq_k))
                 weights = attention_weights(
-                    q, k, mask, causal, lse=lse, dropout_p=dropout_p,
+                    q, k, mask, causal, causal_alignment=alignment, lse=lse,
+                    dropout_p=dropout_p,
                     dropout_seed=seed, out=out_heads)
             if average_attn_weights:
                 weights = weights.mean(dim=1)
@@ -172,23 +202,129 @@ class MultiheadAttention(nn.Module):
             out = out.transpose(0, 1)
         return out, weights
 
+    def _projection(self, which: int):
+        """(weight, bias) of the query (0), key (1) or value (2) projection."""
+        e = self.embed_dim
+        if self._qkv_same_embed_dim:
+            weight = self.in_proj_weight[which * e:(which + 1) * e]
+        else:
+            weight = (self.q_proj_weight, self.k_proj_weight, self.v_proj_weight)[which]
+        bias = self.in_proj_bias
+        return weight, None if bias is None else bias[which * e:(which + 1) * e]
+
     def _project(self, query: Tensor, key: Tensor, value: Tensor):
         """Q, K, V projected, [N, S, E] each: one matrix multiplication for
         self-attention with the packed weight, else one each."""
         weight, bias = self.in_proj_weight, self.in_proj_bias
-        biases = (None, None, None) if bias is None else bias.chunk(3)
         if self._qkv_same_embed_dim:
             if query is key and key is value:
                 return F.linear(query, weight, bias).chunk(3, dim=-1)
-            weights = weight.chunk(3)
             if key is value:
-                q = F.linear(query, weights[0], biases[0])
+                q = F.linear(query, *self._projection(0))
                 kv = F.linear(key, weight[self.embed_dim:],
                               None if bias is None else bias[self.embed_dim:])
                 return (q, *kv.chunk(2, dim=-1))
-        else:
-            weights = (self.q_proj_weight, self.k_proj_weight, self.v_proj_weight)
-        return tuple(F.linear(x, w, b) for x, w, b in zip((query, key, value), weights, biases))
+        return tuple(F.linear(x, *self._projection(i))
+                     for i, x in enumerate((query, key, value)))
+
+    def _check_cache_call(self, query, key, value, cache: "KVCache", batched: bool):
+        """Refuses what a KVCache cannot do, in the caller's terms."""
+        if not isinstance(cache, KVCache):
+            raise TypeError(f"kv_cache must be an attn.nn.KVCache, not {type(cache).__name__}")
+        if self.bias_k is not None or self.add_zero_attn:
+            raise ValueError("kv_cache: add_bias_kv and add_zero_attn append keys at every "
+                             "call, which a cache of past tokens cannot hold")
+        if (key is None) != (value is None):
+            raise ValueError("kv_cache: give key and value (the new tokens) or neither "
+                             "(attend to the cached tokens alone)")
+        if key is None and len(cache) == 0:
+            raise ValueError("kv_cache: key and value are None but the cache is empty")
+        if torch.is_grad_enabled() and (
+                any(p.requires_grad for p in self.parameters())
+                or any(x is not None and x.requires_grad for x in (query, key, value))):
+            raise RuntimeError("kv_cache is for inference and keeps no autograd history: "
+                               "call the module under torch.no_grad() or "
+                               "torch.inference_mode()")
+        if not batched and cache.batch not in (None, 1):
+            raise ValueError(f"kv_cache holds a batch of {cache.batch}, the unbatched "
+                             "query is one sequence")
+
+
+class KVCache:
+    """The projected keys and values of the tokens one attn.nn.MultiheadAttention
+    has seen, [N, H, S, head_dim] each, for decoding token by token::
+
+        cache = attn.nn.KVCache()
+        with torch.no_grad():
+            out, _ = mha(prompt, prompt, prompt, is_causal=True, kv_cache=cache)
+            out, _ = mha(token, token, token, kv_cache=cache)  # one more token
+
+    A call projects only its new tokens and attends to the cached ones through
+    strided views (no copies). Storage grows by doubling from `capacity`
+    tokens (give the sequence's final length to allocate once). One cache per
+    module and sequence batch; reset() empties it for the next sequence."""
+
+    def __init__(self, capacity: int = 0) -> None:
+        if capacity < 0:
+            raise ValueError(f"KVCache capacity must be >= 0, got {capacity}")
+        self.capacity = int(capacity)
+        self.reset()
+
+    def reset(self) -> None:
+        """Forgets every token (keeps nothing: the next call sets the shape)."""
+        self._keys = self._values = None
+        self._length = 0
+
+    def __len__(self) -> int:
+        return self._length
+
+    def crop(self, length: int) -> None:
+        """Keeps the first `length` tokens (drops the rest: a rejected draft,
+        a beam that restarts from a shorter prefix)."""
+        if not 0 <= length <= self._length:
+            raise ValueError(f"KVCache.crop({length}): the cache holds {self._length} tokens")
+        self._length = int(length)
+
+    @property
+    def batch(self) -> Optional[int]:
+        return None if self._keys is None else self._keys.shape[0]
+
+    @property
+    def keys(self) -> Tensor:
+        """The cached keys, [N, H, len(self), head_dim] (a view)."""
+        return self._keys[:, :, :self._length]
+
+    @property
+    def values(self) -> Tensor:
+        """The cached values, [N, H, len(self), head_dim] (a view)."""
+        return self._values[:, :, :self._length]
+
+    def _append(self, k: Tensor, v: Tensor) -> Tuple[Tensor, Tensor]:
+        """Appends [N, H, T, hd] keys and values; returns the views of all."""
+        if self._keys is not None:
+            have = self._keys.shape[:2] + self._keys.shape[3:]
+            new = k.shape[:2] + k.shape[3:]
+            if new != have or k.dtype != self._keys.dtype or k.device != self._keys.device:
+                raise ValueError(
+                    f"kv_cache holds keys of batch, heads, head_dim {tuple(have)} "
+                    f"({self._keys.dtype}, {self._keys.device}); this call's are "
+                    f"{tuple(new)} ({k.dtype}, {k.device}): reset() it for another "
+                    "sequence or module")
+        end = self._length + k.shape[2]
+        if self._keys is None or end > self._keys.shape[2]:
+            size = max(end, self.capacity,
+                       2 * (0 if self._keys is None else self._keys.shape[2]))
+            grown = []
+            for old, new in ((self._keys, k), (self._values, v)):
+                buffer = new.new_empty(new.shape[:2] + (size,) + new.shape[3:])
+                if old is not None:
+                    buffer[:, :, :self._length] = old[:, :, :self._length]
+                grown.append(buffer)
+            self._keys, self._values = grown
+        self._keys[:, :, self._length:end] = k
+        self._values[:, :, self._length:end] = v
+        self._length = end
+        return self.keys, self.values
 
 
 class _Scratch:

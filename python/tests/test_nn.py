@@ -170,3 +170,101 @@ def test_torch_compile_fullgraph():
             close(got, want)
             if need_weights:
                 close(got_w, want_w)
+
+
+# KVCache: decoding with the projected keys and values kept between calls.
+
+
+@pytest.mark.parametrize("batch_first", [False, True])
+@pytest.mark.parametrize("capacity", [0, 2, 64])
+def test_kv_cache_decoding_equals_the_whole_sequence(batch_first, capacity):
+    # A causal prefill of 5 tokens, then one token at a time, then 3 at once:
+    # each call's output and weights are the rows of one causal call over
+    # the whole sequence, and of torch's module given the whole prefix.
+    ref, ours = pair(batch_first=batch_first)
+    x, _, _ = inputs(2, 12, 12, 32, batch_first=batch_first)
+    rows = (lambda t, a, b: t[:, a:b]) if batch_first else (lambda t, a, b: t[a:b])
+    causal = nn.Transformer.generate_square_subsequent_mask(12)
+    want, want_w = ref(x, x, x, attn_mask=causal, average_attn_weights=False)
+    cache = attn.nn.KVCache(capacity)
+    with torch.no_grad():
+        for start, end in [(0, 5), (5, 6), (6, 7), (7, 8), (8, 9), (9, 12)]:
+            new = rows(x, start, end)
+            got, got_w = ours(new, new, new, is_causal=True, kv_cache=cache,
+                              average_attn_weights=False)
+            assert len(cache) == end
+            close(got, rows(want, start, end))
+            close(got_w, want_w[:, :, start:end, :end])
+    assert cache.keys.shape == (2, 4, 12, 8) and cache.values.shape == (2, 4, 12, 8)
+    # crop: back to 7 tokens, then the same token 7 again gives the same row.
+    cache.crop(7)
+    with torch.no_grad():
+        new = rows(x, 7, 8)
+        got, _ = ours(new, new, new, is_causal=True, kv_cache=cache)
+    close(got, rows(want, 7, 8))
+    assert len(cache) == 8
+    with pytest.raises(ValueError, match="holds 8 tokens"):
+        cache.crop(9)
+
+
+def test_kv_cache_cross_attention_and_masks():
+    # A decoder's cross-attention: the encoder's memory is projected on the
+    # first call only; later calls pass key = value = None. A padding mask
+    # over the memory applies at every step.
+    ref, ours = pair(batch_first=True, kdim=24, vdim=16)
+    q, k, v = inputs(3, 4, 9, 32, kdim=24, vdim=16, batch_first=True)
+    kpm = torch.zeros(3, 9, dtype=torch.bool)
+    kpm[1, 5:] = True
+    want, want_w = ref(q, k, v, key_padding_mask=kpm)
+    cache = attn.nn.KVCache()
+    with torch.no_grad():
+        got, got_w = ours(q[:, :1], k, v, key_padding_mask=kpm, kv_cache=cache)
+        close(got, want[:, :1])
+        close(got_w, want_w[:, :1])
+        for t in range(1, 4):
+            got, got_w = ours(q[:, t:t + 1], None, None, key_padding_mask=kpm, kv_cache=cache)
+            close(got, want[:, t:t + 1])
+            close(got_w, want_w[:, t:t + 1])
+    assert len(cache) == 9
+    # An attention mask over cached + new tokens, unbatched.
+    ref, ours = pair()
+    x, _, _ = inputs(1, 6, 6, 32)
+    mask = torch.rand(6, 6, generator=torch.Generator().manual_seed(3)) > 0.6
+    mask[:, 0] = False
+    want, _ = ref(x[:, 0], x[:, 0], x[:, 0], attn_mask=mask)
+    cache = attn.nn.KVCache()
+    with torch.no_grad():
+        ours(x[:4, 0], x[:4, 0], x[:4, 0], attn_mask=mask[:4, :4], kv_cache=cache)
+        got, _ = ours(x[4:, 0], x[4:, 0], x[4:, 0], attn_mask=mask[4:], kv_cache=cache)
+    close(got, want[4:])
+
+
+def test_kv_cache_refusals():
+    _, ours = pair(batch_first=True)
+    x, _, _ = inputs(2, 3, 3, 32, batch_first=True)
+    cache = attn.nn.KVCache()
+    with pytest.raises(RuntimeError, match="torch.no_grad"):
+        ours(x, x, x, kv_cache=cache)
+    assert len(cache) == 0
+    with torch.no_grad():
+        with pytest.raises(ValueError, match="cache is empty"):
+            ours(x, None, None, kv_cache=cache)
+        with pytest.raises(ValueError, match="key and value"):
+            ours(x, x, None, kv_cache=cache)
+        with pytest.raises(TypeError, match="KVCache"):
+            ours(x, x, x, kv_cache={})
+        ours(x, x, x, kv_cache=cache)
+        with pytest.raises(ValueError, match="reset"):
+            ours(x[:1], x[:1], x[:1], kv_cache=cache)  # another batch
+        _, two_heads = pair(num_heads=2, batch_first=True)
+        with pytest.raises(ValueError, match="reset"):
+            two_heads(x, x, x, kv_cache=cache)  # another module's heads
+        assert len(cache) == 3
+        cache.reset()
+        ours(x[:1], x[:1], x[:1], kv_cache=cache)
+        assert len(cache) == 3 and cache.batch == 1
+        _, bias_kv = pair(batch_first=True, add_bias_kv=True)
+        with pytest.raises(ValueError, match="add_bias_kv"):
+            bias_kv(x, x, x, kv_cache=attn.nn.KVCache())
+    with pytest.raises(ValueError, match="capacity"):
+        attn.nn.KVCache(-1)
