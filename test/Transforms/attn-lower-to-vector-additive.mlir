@@ -2,10 +2,12 @@
 
 // A bufferized attn.additive (one work item: a batch and a tile of query
 // rows) becomes the additive attention kernel. Once per work item W_qᵀ,
-// W_kᵀ and v are packed as f32 (A = 36 padded to 48); per batch the keys
-// are projected a tile of 4 keys (read in place) by the 48 of A at a time,
-// each tile stored transposed into kpᵀ [48][Sk'] (keys in vector lanes),
-// the rows projected into qp [rows][48], V packed. Then per block of 4 rows, per block of 16 keys:
+// W_kᵀ and v are packed as f32 (A = 36 padded to 48; W by 16x16 register
+// transposes); per batch the keys are projected 16 at a time: tiles of 4
+// keys (read in place) by the 48 of A into a 16-key scratch tile, whose
+// 16x16 blocks are transposed into kpᵀ [48][Sk'] (keys in vector lanes);
+// the rows projected into qp [rows][48], V packed. Then per block of 4
+// rows, per block of 16 keys:
 // the four rows' scores Σ_a v[a]·tanh(qp[i,a] + kpᵀ[a]) share each kpᵀ
 // load; keys past Sk or under a false keep bit become −inf by a select;
 // each row's online softmax (maximum, exp, sum) and its P·V. Per row, O =
@@ -17,16 +19,31 @@
 //   CHECK-DAG: %[[VA:.+]] = memref.alloc() {alignment = 64 : i64} : memref<48xf32>
 //   CHECK-DAG: %[[WKT:.+]] = memref.alloc() {alignment = 64 : i64} : memref<20x48xf32>
 //   CHECK-DAG: %[[KPT:.+]] = memref.alloc(%{{.+}}) {alignment = 64 : i64} : memref<48x?xf32>
+//   CHECK-DAG: %[[TILE:.+]] = memref.alloc() {alignment = 64 : i64} : memref<16x48xf32>
 //   CHECK-DAG: %[[QP:.+]] = memref.alloc(%{{.+}}) {alignment = 64 : i64} : memref<?x48xf32>
-// The keys' projection: 4 keys by 48 of A (3 vectors) a tile, stored
-// transposed lane by lane.
-//       CHECK: scf.for %[[KEY:.+]] = %c0 to %{{.+}} step %c4 {
-//       CHECK:   scf.for %{{.+}} = %c0 to %c20 step %c1 iter_args
-//       CHECK:     vector.load %[[WKT]]
-//       CHECK:     memref.load %arg1[%c0, %[[KEY]],
-//       CHECK:     vector.fma
-//       CHECK:   vector.extract
-//       CHECK:   memref.store %{{.+}}, %[[KPT]]
+// W_qᵀ: blocks of 16 rows of W_q (A) by 16 columns, transposed in registers.
+//       CHECK: %[[WQ:.+]] = memref.reinterpret_cast %arg3
+//       CHECK: scf.for %[[A0:.+]] = %c0 to %c32 step %c16 {
+//       CHECK:   vector.load %[[WQ]][%[[A0]], %c0]
+//       CHECK:   vector.transpose %{{.+}}, [1, 0] : vector<16x16xf32>
+//       CHECK:   vector.store %{{.+}}, %[[WQT]][%c0, %[[A0]]]
+// The keys' projection, 16 keys a group: the tile's rows past the keys
+// zero, tiles of 4 keys by 48 of A (3 vectors) into it, then its three
+// 16x16 blocks transposed into kpᵀ's 16 columns of the group.
+//       CHECK: scf.for %[[GROUP:.+]] = %c0 to %{{.+}} step %c16 {
+//       CHECK:   scf.for
+//       CHECK:     vector.store %{{.+}}, %[[TILE]]
+//       CHECK:   scf.for %[[KEY:.+]] = %c0 to %{{.+}} step %c4 {
+//       CHECK:     scf.for %{{.+}} = %c0 to %c20 step %c1 iter_args
+//       CHECK:       vector.load %[[WKT]]
+//       CHECK:       %[[J:.+]] = arith.addi %[[GROUP]], %[[KEY]]
+//       CHECK:       memref.load %arg1[%c0, %[[J]],
+//       CHECK:       vector.fma
+//       CHECK:     vector.store %{{.+}}, %[[TILE]][%[[KEY]], %c0]
+//       CHECK:   scf.for %[[BLOCK:.+]] = %c0 to %c48 step %c16 {
+//       CHECK:     vector.load %[[TILE]][%c0, %[[BLOCK]]]
+//       CHECK:     vector.transpose %{{.+}}, [1, 0] : vector<16x16xf32>
+//       CHECK:     vector.store %{{.+}}, %[[KPT]][%[[BLOCK]], %[[GROUP]]]
 // The rows' projection.
 //       CHECK: scf.for %{{.+}} = %c0 to %{{.+}} step %c4 {
 //       CHECK:   scf.for %{{.+}} = %c0 to %c24 step %c1 iter_args

@@ -3,12 +3,14 @@
 // One bufferized attn.additive (a work item: a batch and a tile of query
 // rows, as attn-tile makes it) computes, per batch of the tile,
 //
-//   projections:  W_qᵀ, W_kᵀ and v packed as f32 (once per work item); the
-//                 keys' projection kp = keys · W_kᵀ, 4 keys by 64 of A a
-//                 register tile, stored transposed, kpᵀ [A][Sk] (keys in
-//                 vector lanes); the rows' qp = query · W_qᵀ [rows][A]; V
-//                 packed as f32 rows (vector loads where its rows have
-//                 unit stride)
+//   projections:  W_qᵀ, W_kᵀ and v packed as f32 (once per work item; by
+//                 16x16 register transposes where W's rows have unit
+//                 stride); the keys' projection kp = keys · W_kᵀ, 4 keys by
+//                 64 of A a register tile, 16 keys at a time into a
+//                 scratch tile that 16x16 register transposes store into
+//                 kpᵀ [A][Sk] (keys in vector lanes); the rows' qp =
+//                 query · W_qᵀ [rows][A]; V packed as f32 rows (vector loads
+//                 where its rows have unit stride)
 //   per block of R rows, per block of 16 keys (one vector of scores each):
 //                 s = Σ_a v[a] · tanh(qp[i,a] + kpᵀ[a, keys])
 //                 keys past Sk or under a false keep bit: −inf (a select)
@@ -68,8 +70,10 @@ private:
   Value add(Value x, int64_t c) { return arith::AddIOp::create(b, x, cst(c)); }
 
   /// kpᵀ [A][SkPad] of batch `batch`: keys · W_kᵀ a tile of 4 keys by 64
-  /// of A at a time, each tile stored transposed.
+  /// of A at a time into keyTile, then per 16 keys 16x16 transposes.
   void projectKeys(Value batch, Value keys);
+  /// packed [D][APad] = weight [A][D] transposed, columns past A zero.
+  void packTransposed(Value weight, Value packed, int64_t dims);
   /// qp [rows][APad] of the tile's rows.
   void projectQueries(Value batch, Value rows);
   /// V [SkPad][DvPad] of batch `batch` as f32.
@@ -85,6 +89,7 @@ private:
   Value scoreVector;    // [APad] v
   Value keyWeightT;     // [Dk][APad] W_kᵀ
   Value projectedKeysT; // [APad][SkPad] kpᵀ
+  Value keyTile;        // [lanes][APad] kp of 16 keys
   Value projectedRows;  // [rows][APad] qp
   Value values;         // [SkPad][DvPad]
   Value acc;            // [kRows][DvPad]
@@ -98,38 +103,87 @@ private:
 void AdditiveLowering::projectKeys(Value batch, Value keys) {
   Value key = op.getKeys();
   Value keyPad = dim(projectedKeysT, 1);
-  // The last, partial vector of keys and those past it: zero.
-  Value tail = arith::MulIOp::create(
-      b, arith::DivUIOp::create(b, keys, cst(lanes)), cst(lanes));
+  // The columns past the last group of 16 keys: zero.
+  Value groupsEnd = arith::MulIOp::create(
+      b, arith::CeilDivUIOp::create(b, keys, cst(lanes)), cst(lanes));
   forLoop(cst(0), cst(attnPad), cst(1), [&](Value a) {
-    forLoop(tail, keyPad, cst(lanes), [&](Value j) {
+    forLoop(groupsEnd, keyPad, cst(lanes), [&](Value j) {
       storeVector(zeroVector(), projectedKeysT, {a, j});
     });
   });
-  // kp[j] = Σ_d keys[j][d] · W_kᵀ[d]: tiles of 4 keys by 64 of A, each
-  // key's row read in place; stored transposed into kpᵀ lane by lane.
-  auto keysFrom = [&](Value first, int64_t count) {
-    for (int64_t col = 0; col < attnPad; col += kTileVectors * lanes) {
-      int64_t n = std::min(kTileVectors, (attnPad - col) / lanes);
-      SmallVector<Value> acc(count * n, zeroVector());
-      acc = broadcastProduct(
-          cst(0), cst(keyDim), count,
-          [&](int64_t r, Value d) {
-            return loadF32(key, {batch, add(first, r), d});
-          },
-          keyWeightT, cst(col), acc);
-      for (int64_t r = 0; r < count; ++r)
-        for (int64_t v = 0; v < n; ++v)
-          for (int64_t l = 0; l < lanes; ++l)
-            memref::StoreOp::create(
-                b,
-                vector::ExtractOp::create(b, acc[r * n + v],
-                                          ArrayRef<int64_t>{l}),
-                projectedKeysT,
-                ValueRange{cst(col + v * lanes + l), add(first, r)});
-    }
-  };
-  forBlocks(cst(0), keys, kRows, keysFrom);
+  // Per group of 16 keys: kp[j] = Σ_d keys[j][d] · W_kᵀ[d] by tiles of 4
+  // keys by 64 of A (each key's row read in place) into keyTile, whose
+  // rows past the keys are zero; then kpᵀ's 16 columns of the group, a
+  // 16x16 block of A at a time.
+  forLoop(cst(0), keys, cst(lanes), [&](Value group) {
+    Value count = arith::MinSIOp::create(b, cst(lanes),
+                                         arith::SubIOp::create(b, keys, group));
+    forLoop(count, cst(lanes), cst(1), [&](Value r) {
+      for (int64_t c = 0; c < attnPad; c += lanes)
+        storeVector(zeroVector(), keyTile, {r, cst(c)});
+    });
+    forBlocks(cst(0), count, kRows, [&](Value first, int64_t rows) {
+      for (int64_t col = 0; col < attnPad; col += kTileVectors * lanes) {
+        int64_t n = std::min(kTileVectors, (attnPad - col) / lanes);
+        SmallVector<Value> acc(rows * n, zeroVector());
+        acc = broadcastProduct(
+            cst(0), cst(keyDim), rows,
+            [&](int64_t r, Value d) {
+              Value j = arith::AddIOp::create(b, group, add(first, r));
+              return loadF32(key, {batch, j, d});
+            },
+            keyWeightT, cst(col), acc);
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t v = 0; v < n; ++v)
+            storeVector(acc[r * n + v], keyTile,
+                        {add(first, r), cst(col + v * lanes)});
+      }
+    });
+    forLoop(cst(0), cst(attnPad), cst(lanes), [&](Value a0) {
+      SmallVector<Value> rows;
+      for (int64_t r = 0; r < lanes; ++r)
+        rows.push_back(loadVector(keyTile, {cst(r), a0}));
+      for (auto [c, column] : llvm::enumerate(transposeTile(rows)))
+        storeVector(column, projectedKeysT, {add(a0, c), group});
+    });
+  });
+}
+
+void AdditiveLowering::packTransposed(Value weight, Value packed,
+                                      int64_t dims) {
+  ifUnitStride(
+      weight,
+      [&](Value rowsView) {
+        // Blocks of 16 rows of W (A) by 16 columns (D): 16 row loads, a
+        // register transpose, 16 stores into packed's rows.
+        auto block = [&](Value a0, int64_t rows) {
+          eachChunk(dims, [&](Value c0, int64_t columns) {
+            SmallVector<Value> tileRows;
+            for (int64_t r = 0; r < rows; ++r)
+              tileRows.push_back(
+                  loadChunkF32(rowsView, {add(a0, r), c0}, columns));
+            SmallVector<Value> tileColumns = transposeTile(tileRows);
+            for (int64_t c = 0; c < columns; ++c)
+              storeVector(tileColumns[c], packed, {add(c0, c), a0});
+          });
+        };
+        // The last block's rows past A are 0: so are packed's columns.
+        int64_t whole = attnDim / lanes * lanes;
+        forLoop(cst(0), cst(whole), cst(lanes),
+                [&](Value a0) { block(a0, lanes); });
+        if (whole < attnDim)
+          block(cst(whole), attnDim - whole);
+      },
+      [&] {
+        forLoop(cst(0), cst(dims), cst(1), [&](Value d) {
+          for (int64_t c = 0; c < attnPad; c += lanes)
+            storeVector(zeroVector(), packed, {d, cst(c)});
+          forLoop(cst(0), cst(attnDim), cst(1), [&](Value a) {
+            memref::StoreOp::create(b, loadF32(weight, {a, d}), packed,
+                                    ValueRange{d, a});
+          });
+        });
+      });
 }
 
 void AdditiveLowering::projectQueries(Value batch, Value rows) {
@@ -380,6 +434,7 @@ void AdditiveLowering::emit() {
   scoreVector = heap({attnPad});
   keyWeightT = heap({keyDim, attnPad});
   projectedKeysT = heap({attnPad, ShapedType::kDynamic}, {keyPad});
+  keyTile = heap({lanes, attnPad});
   projectedRows = heap({ShapedType::kDynamic, attnPad}, {rows});
   values = heap({ShapedType::kDynamic, valuePad}, {keyPad});
   acc = heap({kRows, valuePad});
@@ -393,16 +448,6 @@ void AdditiveLowering::emit() {
 
   // W_qᵀ, W_kᵀ and v, columns of A past attnDim zero.
   Value scores0 = op.getScoreVector();
-  auto packTransposed = [&](Value weight, Value packed, int64_t dims) {
-    forLoop(cst(0), cst(dims), cst(1), [&](Value d) {
-      for (int64_t c = 0; c < attnPad; c += lanes)
-        storeVector(zeroVector(), packed, {d, cst(c)});
-      forLoop(cst(0), cst(attnDim), cst(1), [&](Value a) {
-        memref::StoreOp::create(b, loadF32(weight, {a, d}), packed,
-                                ValueRange{d, a});
-      });
-    });
-  };
   packTransposed(op.getQueryWeight(), queryWeightT, queryDim);
   packTransposed(op.getKeyWeight(), keyWeightT, keyDim);
   for (int64_t c = 0; c < attnPad; c += lanes)
@@ -421,8 +466,8 @@ void AdditiveLowering::emit() {
     });
   });
   for (Value buffer :
-       {queryWeightT, scoreVector, keyWeightT, projectedKeysT, projectedRows,
-        values, acc, stats, probs, keep, scores, rowBuffer})
+       {queryWeightT, scoreVector, keyWeightT, projectedKeysT, keyTile,
+        projectedRows, values, acc, stats, probs, keep, scores, rowBuffer})
     if (buffer)
       memref::DeallocOp::create(b, buffer);
 }

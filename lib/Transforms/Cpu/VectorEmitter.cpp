@@ -254,6 +254,21 @@ void VectorEmitter::prefetchRow(Value rowsMemref, ValueRange rowIndex,
   }
 }
 
+SmallVector<Value> VectorEmitter::transposeTile(ArrayRef<Value> rows) {
+  auto tileType = VectorType::get({lanes, lanes}, f32);
+  Value tile = arith::ConstantOp::create(
+      b, DenseElementsAttr::get(tileType, b.getF32FloatAttr(0)));
+  for (auto [r, row] : llvm::enumerate(rows))
+    tile =
+        vector::InsertOp::create(b, row, tile, ArrayRef<int64_t>{int64_t(r)});
+  Value transposed = vector::TransposeOp::create(b, tile, {1, 0});
+  SmallVector<Value> columns;
+  for (int64_t c = 0; c < lanes; ++c)
+    columns.push_back(
+        vector::ExtractOp::create(b, transposed, ArrayRef<int64_t>{c}));
+  return columns;
+}
+
 Value VectorEmitter::transposedSum(ArrayRef<Value> vectors) {
   SmallVector<Value> level(vectors.begin(), vectors.end());
   for (int64_t length = lanes; length > 1; length /= 2) {

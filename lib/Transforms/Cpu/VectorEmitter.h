@@ -134,6 +134,11 @@ protected:
   /// (one per 64 bytes, and its last element for a row not line-aligned).
   void prefetchRow(Value rowsMemref, ValueRange rowIndex, int64_t size);
 
+  /// The columns of the `lanes` x `lanes` tile whose rows are `rows` (at
+  /// most `lanes` vectors; missing rows are 0): one vector.transpose, which
+  /// lowers to a tree of shuffles.
+  SmallVector<Value> transposeTile(ArrayRef<Value> rows);
+
   /// Lane n of the result = the sum of vectors[n]'s lanes (as many vectors
   /// as lanes): each level adds the two halves of every segment of a pair
   /// of vectors, gathered by two shuffles, halving the segments' length and
