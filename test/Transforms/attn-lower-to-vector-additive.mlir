@@ -21,12 +21,19 @@
 //   CHECK-DAG: %[[KPT:.+]] = memref.alloc(%{{.+}}) {alignment = 64 : i64} : memref<48x?xf32>
 //   CHECK-DAG: %[[TILE:.+]] = memref.alloc() {alignment = 64 : i64} : memref<16x48xf32>
 //   CHECK-DAG: %[[QP:.+]] = memref.alloc(%{{.+}}) {alignment = 64 : i64} : memref<?x48xf32>
-// W_qᵀ: blocks of 16 rows of W_q (A) by 16 columns, transposed in registers.
+// W_qᵀ: blocks of 16 rows of W_q (A) by 16 columns, transposed in
+// registers (a whole tile's vector.transpose canonicalizes to to_elements /
+// from_elements of its lanes, which LLVM makes a tree of shuffles again);
+// then the last 4 rows of A, a partial tile.
 //       CHECK: %[[WQ:.+]] = memref.reinterpret_cast %arg3
 //       CHECK: scf.for %[[A0:.+]] = %c0 to %c32 step %c16 {
 //       CHECK:   vector.load %[[WQ]][%[[A0]], %c0]
-//       CHECK:   vector.transpose %{{.+}}, [1, 0] : vector<16x16xf32>
+//       CHECK:   vector.to_elements
+//       CHECK:   vector.from_elements
 //       CHECK:   vector.store %{{.+}}, %[[WQT]][%c0, %[[A0]]]
+//       CHECK: vector.load %[[WQ]][%c32, %c0]
+//       CHECK: vector.transpose %{{.+}}, [1, 0] : vector<16x16xf32>
+//       CHECK: vector.store %{{.+}}, %[[WQT]][%c0, %c32]
 // The keys' projection, 16 keys a group: the tile's rows past the keys
 // zero, tiles of 4 keys by 48 of A (3 vectors) into it, then its three
 // 16x16 blocks transposed into kpᵀ's 16 columns of the group.
@@ -42,7 +49,8 @@
 //       CHECK:     vector.store %{{.+}}, %[[TILE]][%[[KEY]], %c0]
 //       CHECK:   scf.for %[[BLOCK:.+]] = %c0 to %c48 step %c16 {
 //       CHECK:     vector.load %[[TILE]][%c0, %[[BLOCK]]]
-//       CHECK:     vector.transpose %{{.+}}, [1, 0] : vector<16x16xf32>
+//       CHECK:     vector.to_elements
+//       CHECK:     vector.from_elements
 //       CHECK:     vector.store %{{.+}}, %[[KPT]][%[[BLOCK]], %[[GROUP]]]
 // The rows' projection.
 //       CHECK: scf.for %{{.+}} = %c0 to %{{.+}} step %c4 {

@@ -133,26 +133,23 @@ public:
   void transposeIntoLanes(Value rowsView, Value batch, Value head,
                           function_ref<Value(Value)> rowAt, int64_t width,
                           Value target, Value scale) {
-    auto tileType = VectorType::get({lanes, lanes}, f32);
     forLoop(cst(0), cst(laneRows), cst(lanes), [&](Value first) {
       SmallVector<Value> rows;
       for (int64_t r = 0; r < lanes; ++r)
         rows.push_back(rowAt(arith::AddIOp::create(b, first, cst(r))));
       eachChunk(width, [&](Value c0, int64_t columns) {
-        Value tile = arith::ConstantOp::create(
-            b, DenseElementsAttr::get(tileType, b.getF32FloatAttr(0)));
+        SmallVector<Value> chunks;
         for (int64_t r = 0; r < lanes; ++r) {
           Value chunk =
               loadChunkF32(rowsView, {batch, head, rows[r], c0}, columns);
-          if (scale)
-            chunk = arith::MulFOp::create(b, chunk, scale);
-          tile = vector::InsertOp::create(b, chunk, tile, ArrayRef<int64_t>{r});
+          chunks.push_back(scale ? arith::MulFOp::create(b, chunk, scale)
+                                 : chunk);
         }
-        Value transposed = vector::TransposeOp::create(b, tile, {1, 0});
+        SmallVector<Value> transposed = transposeTile(chunks);
         for (int64_t c = 0; c < columns; ++c)
           vector::StoreOp::create(
-              b, vector::ExtractOp::create(b, transposed, ArrayRef<int64_t>{c}),
-              target, ValueRange{arith::AddIOp::create(b, c0, cst(c)), first});
+              b, transposed[c], target,
+              ValueRange{arith::AddIOp::create(b, c0, cst(c)), first});
       });
     });
   }
@@ -161,20 +158,15 @@ public:
   /// the inverse of transposeIntoLanes, rows past `count` not stored.
   void transposeOutOfLanes(Value rowsView, Value batch, Value head,
                            Value tileStart, Value count) {
-    auto tileType = VectorType::get({lanes, lanes}, f32);
     forLoop(cst(0), count, cst(lanes), [&](Value first) {
       Value rowsHere = arith::SubIOp::create(b, count, first);
       eachChunk(valueDim, [&](Value c0, int64_t columns) {
-        Value tile = arith::ConstantOp::create(
-            b, DenseElementsAttr::get(tileType, b.getF32FloatAttr(0)));
+        SmallVector<Value> accColumns;
         for (int64_t c = 0; c < columns; ++c)
-          tile = vector::InsertOp::create(
-              b,
-              vector::LoadOp::create(
-                  b, vecType, scratch.laneAcc,
-                  ValueRange{arith::AddIOp::create(b, c0, cst(c)), first}),
-              tile, ArrayRef<int64_t>{c});
-        Value transposed = vector::TransposeOp::create(b, tile, {1, 0});
+          accColumns.push_back(vector::LoadOp::create(
+              b, vecType, scratch.laneAcc,
+              ValueRange{arith::AddIOp::create(b, c0, cst(c)), first}));
+        SmallVector<Value> transposed = transposeTile(accColumns);
         for (int64_t r = 0; r < lanes; ++r) {
           Value here = arith::CmpIOp::create(b, arith::CmpIPredicate::slt,
                                              cst(r), rowsHere);
@@ -183,8 +175,7 @@ public:
           b.setInsertionPoint(ifRow.thenBlock()->getTerminator());
           Value row = arith::AddIOp::create(
               b, tileStart, arith::AddIOp::create(b, first, cst(r)));
-          Value chunk =
-              vector::ExtractOp::create(b, transposed, ArrayRef<int64_t>{r});
+          Value chunk = transposed[r];
           SmallVector<Value, 4> at = {batch, head, row, c0};
           if (columns == lanes)
             vector::StoreOp::create(b, chunk, rowsView, at);
