@@ -154,9 +154,10 @@ void Problem::maskShape(int64_t shape[4]) const {
 
 std::string Problem::describe() const {
   std::ostringstream os;
-  os << printKernelSpec(spec) << " B=" << batch << " Hq=" << headsQ
-     << " Hkv=" << headsKv << " Sq=" << seqQ << " Sk=" << seqK
-     << (bshd ? " layout=bshd" : "");
+  os << printKernelSpec(spec) << " B=" << batch;
+  if (!spec.additive) // no heads
+    os << " Hq=" << headsQ << " Hkv=" << headsKv;
+  os << " Sq=" << seqQ << " Sk=" << seqK << (bshd ? " layout=bshd" : "");
   return os.str();
 }
 
@@ -171,6 +172,20 @@ std::optional<uint64_t> attn::hostBytesNeeded(const Problem &p) {
         return false;
     return !__builtin_add_overflow(total, count, &total);
   };
+  const KernelSpec &spec = p.spec;
+  if (spec.additive) {
+    // Q, keys, values, the network, O: elements plus values; O and the
+    // weights once more for the reference; the mask.
+    bool fits = add({p.batch, p.seqQ, spec.queryDim}, elementBytes + 8) &&
+                add({p.batch, p.seqK, spec.headDim + spec.valueDim},
+                    elementBytes + 8) &&
+                add({spec.attnDim, spec.queryDim + spec.headDim + 1},
+                    elementBytes + 8) &&
+                add({p.batch, p.seqQ, spec.valueDim}, elementBytes + 16) &&
+                add({p.batch, p.seqQ, p.seqK},
+                    (spec.additiveWeights ? 4 : 0) + 8 + 1 + 8);
+    return fits ? std::optional<uint64_t>(total) : std::nullopt;
+  }
   int64_t mask[4];
   p.maskShape(mask);
   uint64_t maskBytes = p.spec.mask == MaskKind::Bool ? 1 : elementBytes;
@@ -844,6 +859,137 @@ CheckReport attn::checkLinearAgainstReference(const Problem &p,
                     normalizer.within(report.tolerance);
     os << "; final state: max rel err " << state.relative
        << ", normalizer: max rel err " << normalizer.relative;
+  }
+  os << "; tolerance " << report.tolerance;
+  report.message = os.str();
+  return report;
+}
+
+//===----------------------------------------------------------------------===//
+// Additive attention
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// `view` without its first `count` dims (each of size 1).
+attn_tensor withoutLeadingDims(const attn_tensor &view, int count) {
+  attn_tensor reduced = view;
+  reduced.rank = view.rank - count;
+  for (int d = 0; d < 4; ++d) {
+    reduced.shape[d] = d < reduced.rank ? view.shape[d + count] : 0;
+    reduced.strides[d] = d < reduced.rank ? view.strides[d + count] : 0;
+  }
+  return reduced;
+}
+
+RefTensor refView(const HostTensor &t) {
+  return RefTensor::dense(t.values.data(), t.view.shape[0], t.view.shape[1],
+                          t.view.shape[2], t.view.shape[3]);
+}
+} // namespace
+
+void attn::makeAdditiveData(const Problem &p, AdditiveData &data) {
+  const KernelSpec &spec = p.spec;
+  attn_dtype type = dtypeOf(spec.elementType);
+  std::mt19937_64 rng(p.seed);
+  auto make = [&](HostTensor &t, std::initializer_list<int64_t> dims,
+                  double scale) {
+    int64_t shape[4] = {1, 1, 1, 1};
+    std::copy(dims.begin(), dims.end(), shape + 4 - dims.size());
+    allocate(t, type, shape, /*swapHeadsAndSeq=*/false);
+    if (scale > 0)
+      fill(t, rng, scale);
+  };
+  // Weights of the network scaled as a trained one's: tanh's inputs O(1).
+  make(data.query, {p.batch, p.seqQ, spec.queryDim}, p.inputScale);
+  make(data.keys, {p.batch, p.seqK, spec.headDim}, p.inputScale);
+  make(data.values, {p.batch, p.seqK, spec.valueDim}, 1.0);
+  make(data.queryWeight, {spec.attnDim, spec.queryDim},
+       1.0 / std::sqrt(double(std::max<int64_t>(spec.queryDim, 1))));
+  make(data.keyWeight, {spec.attnDim, spec.headDim},
+       1.0 / std::sqrt(double(std::max<int64_t>(spec.headDim, 1))));
+  make(data.scoreVector, {spec.attnDim}, 1.0);
+  make(data.output, {p.batch, p.seqQ, spec.valueDim}, 0.0);
+
+  data.hasMask = spec.mask != MaskKind::None;
+  if (data.hasMask) {
+    int64_t shape[4] = {1, spec.maskBroadcast[0] ? 1 : p.batch,
+                        spec.maskBroadcast[2] ? 1 : p.seqQ, p.seqK};
+    allocate(data.mask, ATTN_BOOL, shape, false);
+    std::uniform_real_distribution<double> uniform(0.0, 1.0);
+    // With more than one row, the first keeps nothing: its O and P must
+    // come out 0.
+    bool emptyRow = shape[1] * shape[2] > 1;
+    forEach(data.mask.view, [&](int64_t linear, int64_t offset) {
+      bool firstRow = emptyRow && linear < p.seqK;
+      double keep = firstRow || uniform(rng) < p.maskDropRate ? 0.0 : 1.0;
+      data.mask.values[linear] =
+          store(data.mask.bytes, ATTN_BOOL, offset, keep);
+    });
+  }
+  data.hasWeights = spec.additiveWeights;
+  if (data.hasWeights)
+    data.weightsView = denseF32(data.weights, {p.batch, p.seqQ, p.seqK});
+  // Poison the outputs.
+  double nan = std::numeric_limits<double>::quiet_NaN();
+  forEach(data.output.view, [&](int64_t, int64_t offset) {
+    store(data.output.bytes, type, offset, nan);
+  });
+  std::fill(data.weights.begin(), data.weights.end(),
+            std::numeric_limits<float>::quiet_NaN());
+}
+
+attn_status attn::runAdditiveProblem(const attn_kernel_desc *kernel,
+                                     AdditiveData &data,
+                                     attn_thread_pool *pool) {
+  attn_tensor query = withoutLeadingDims(data.query.view, 1),
+              keys = withoutLeadingDims(data.keys.view, 1),
+              values = withoutLeadingDims(data.values.view, 1),
+              queryWeight = withoutLeadingDims(data.queryWeight.view, 2),
+              keyWeight = withoutLeadingDims(data.keyWeight.view, 2),
+              scoreVector = withoutLeadingDims(data.scoreVector.view, 3),
+              mask = withoutLeadingDims(data.mask.view, 1),
+              output = withoutLeadingDims(data.output.view, 1);
+  return attn_run_additive(kernel, &query, &keys, &values, &queryWeight,
+                           &keyWeight, &scoreVector,
+                           data.hasMask ? &mask : nullptr, &output,
+                           data.hasWeights ? &data.weightsView : nullptr, pool);
+}
+
+CheckReport attn::checkAdditiveAgainstReference(const Problem &p,
+                                                const AdditiveData &data) {
+  CheckReport report;
+  report.tolerance = tolerance(p.spec.elementType);
+  ReferenceAdditiveInputs in;
+  in.query = refView(data.query);
+  in.keys = refView(data.keys);
+  in.values = refView(data.values);
+  in.queryWeight = refView(data.queryWeight);
+  in.keyWeight = refView(data.keyWeight);
+  in.scoreVector = refView(data.scoreVector);
+  if (data.hasMask)
+    in.mask = refView(data.mask);
+  ReferenceAdditive ref;
+  std::string error;
+  if (!computeReferenceAdditive(p.spec, in, ref, error)) {
+    report.message = "reference failed: " + error;
+    return report;
+  }
+  relativeError(tensorValues(data.output), ref.output, &report.output);
+  report.passed = report.output.within(report.tolerance);
+  std::ostringstream os;
+  describeErrors(os, "output", report.output);
+  if (data.hasWeights) {
+    // The weights are probabilities: their bound is absolute, as the
+    // spec's max|P - ref|.
+    double worst = 0.0;
+    for (size_t i = 0; i < ref.weights.size(); ++i) {
+      double error = std::fabs(double(data.weights[i]) - ref.weights[i]);
+      worst = std::isnan(error) ? error : std::max(worst, error);
+      if (std::isnan(worst))
+        break;
+    }
+    report.passed = report.passed && worst <= report.tolerance;
+    os << "; weights: max abs err " << worst;
   }
   os << "; tolerance " << report.tolerance;
   report.message = os.str();

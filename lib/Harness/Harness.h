@@ -236,7 +236,6 @@ CheckReport checkWeightsAgainstReference(const Problem &problem,
                                          const ProblemData &data,
                                          const WeightsData &weights);
 
-/// What `tensor`'s bytes hold, as doubles in the logical layout.
 /// Linear attention's state, for a kernel with spec.linearState: S0
 /// [B, Hkv, D, Dv] and z0 [B, Hkv, D] (random, f32) and the final S and z
 /// (poisoned), dense.
@@ -254,6 +253,30 @@ CheckReport checkLinearAgainstReference(const Problem &problem,
                                         const ProblemData &data,
                                         const LinearData &linear);
 
+/// Additive attention's tensors (docs/spec.md, "Additive attention") for a
+/// problem's B, Sq, Sk (its heads unused): random query [B, Sq, Dq], keys
+/// [B, Sk, Dk], values [B, Sk, Dv] and network W_q [A, Dq], W_k [A, Dk],
+/// v [A] in the kernel's type; for a spec with a mask, a random keep-mask
+/// [B or 1, Sq or 1, Sk] whose first row keeps nothing (if it has others); O
+/// [B, Sq, Dv] and, for a spec with weights, P [B, Sq, Sk] (f32), both poisoned
+/// with NaN. The tensors are 4-d with leading 1s, as the reference reads them;
+/// the runtime gets views of the ranks above.
+struct AdditiveData {
+  HostTensor query, keys, values, queryWeight, keyWeight, scoreVector, mask,
+      output;
+  std::vector<float> weights;
+  attn_tensor weightsView{};
+  bool hasMask = false, hasWeights = false;
+};
+
+void makeAdditiveData(const Problem &problem, AdditiveData &data);
+attn_status runAdditiveProblem(const attn_kernel_desc *kernel,
+                               AdditiveData &data, attn_thread_pool *pool);
+/// O (and the weights) against computeReferenceAdditive.
+CheckReport checkAdditiveAgainstReference(const Problem &problem,
+                                          const AdditiveData &data);
+
+/// What `tensor`'s bytes hold, as doubles in the logical layout.
 std::vector<double> tensorValues(const HostTensor &tensor);
 
 /// The outputs as doubles in the logical layout.

@@ -82,6 +82,14 @@ int64_t attn::countAllowedPositions(const KernelSpec &spec, int64_t seqQ,
 
 double attn::flopCount(const KernelSpec &spec, int64_t batch, int64_t headsQ,
                        int64_t seqQ, int64_t seqK) {
+  if (spec.additive) {
+    double a = double(spec.attnDim);
+    return 2.0 * double(batch) *
+           (double(seqQ) * double(seqK) * (a + double(spec.valueDim)) +
+            (double(seqQ) * double(spec.queryDim) +
+             double(seqK) * double(spec.headDim)) *
+                a);
+  }
   if (spec.linear) {
     double rows = double(batch) * double(headsQ);
     double count = 2.0 * rows * double(seqQ + seqK) * double(spec.headDim) *
@@ -634,4 +642,96 @@ double attn::relativeError(const std::vector<double> &actual,
     return std::numeric_limits<double>::infinity();
   }
   return relativeError(actual.data(), reference.data(), actual.size(), stats);
+}
+
+//===----------------------------------------------------------------------===//
+// Additive attention
+//===----------------------------------------------------------------------===//
+
+bool attn::computeReferenceAdditive(const KernelSpec &spec,
+                                    const ReferenceAdditiveInputs &in,
+                                    ReferenceAdditive &out,
+                                    std::string &error) {
+  const int64_t batch = in.query.shape[1], seqQ = in.query.shape[2];
+  const int64_t seqK = in.keys.shape[2], dq = in.query.shape[3];
+  const int64_t dk = in.keys.shape[3], dv = in.values.shape[3];
+  const int64_t a = in.queryWeight.shape[2];
+  bool maskFits =
+      !in.mask || (in.mask->shape[3] == seqK &&
+                   (in.mask->shape[1] == 1 || in.mask->shape[1] == batch) &&
+                   (in.mask->shape[2] == 1 || in.mask->shape[2] == seqQ));
+  if (dq != spec.queryDim || dk != spec.headDim || dv != spec.valueDim ||
+      a != spec.attnDim || in.keys.shape[1] != batch ||
+      in.values.shape[1] != batch || in.values.shape[2] != seqK ||
+      in.queryWeight.shape[3] != dq || in.keyWeight.shape[2] != a ||
+      in.keyWeight.shape[3] != dk || in.scoreVector.shape[3] != a ||
+      in.mask.has_value() != (spec.mask != MaskKind::None) || !maskFits) {
+    error = "additive attention: query " + shapeString(in.query) + ", keys " +
+            shapeString(in.keys) + ", values " + shapeString(in.values) +
+            " and the network's W_q " + shapeString(in.queryWeight) + ", W_k " +
+            shapeString(in.keyWeight) +
+            " do not fit the kernel's Dq, Dk, Dv, A = " +
+            std::to_string(spec.queryDim) + ", " +
+            std::to_string(spec.headDim) + ", " +
+            std::to_string(spec.valueDim) + ", " + std::to_string(spec.attnDim);
+    return false;
+  }
+  // The projections, qp [Sq][A] and kp [Sk][A] of one batch at a time.
+  auto project = [&](const RefTensor &x, const RefTensor &w, int64_t b,
+                     int64_t rows, int64_t dims) {
+    std::vector<double> p(size_t(rows * a), 0.0);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t k = 0; k < a; ++k) {
+        double sum = 0.0;
+        for (int64_t d = 0; d < dims; ++d)
+          sum += x.at(0, b, r, d) * w.at(0, 0, k, d);
+        p[size_t(r * a + k)] = sum;
+      }
+    return p;
+  };
+  out.output.assign(size_t(batch * seqQ * dv), 0.0);
+  out.weights.assign(size_t(batch * seqQ * seqK), 0.0);
+  std::vector<double> scores(static_cast<size_t>(seqK));
+  std::vector<bool> allowed(static_cast<size_t>(seqK));
+  for (int64_t b = 0; b < batch; ++b) {
+    std::vector<double> qp = project(in.query, in.queryWeight, b, seqQ, dq);
+    std::vector<double> kp = project(in.keys, in.keyWeight, b, seqK, dk);
+    for (int64_t i = 0; i < seqQ; ++i) {
+      // The row's maximum over its allowed keys (NaN once any score is).
+      double max = -std::numeric_limits<double>::infinity();
+      bool any = false;
+      for (int64_t j = 0; j < seqK; ++j) {
+        const RefTensor *m = in.mask ? &*in.mask : nullptr;
+        allowed[size_t(j)] = !m || m->at(0, m->shape[1] == 1 ? 0 : b,
+                                         m->shape[2] == 1 ? 0 : i, j) != 0.0;
+        if (!allowed[size_t(j)])
+          continue;
+        double s = 0.0;
+        for (int64_t k = 0; k < a; ++k)
+          s += in.scoreVector.at(0, 0, 0, k) *
+               std::tanh(qp[size_t(i * a + k)] + kp[size_t(j * a + k)]);
+        scores[size_t(j)] = s;
+        max = std::isnan(s) || std::isnan(max)
+                  ? std::numeric_limits<double>::quiet_NaN()
+                  : std::max(max, s);
+        any = true;
+      }
+      if (!any)
+        continue; // O = 0, P = 0
+      double sum = 0.0;
+      for (int64_t j = 0; j < seqK; ++j)
+        if (allowed[size_t(j)])
+          sum += std::exp(scores[size_t(j)] - max);
+      double *weights = &out.weights[size_t((b * seqQ + i) * seqK)];
+      double *o = &out.output[size_t((b * seqQ + i) * dv)];
+      for (int64_t j = 0; j < seqK; ++j) {
+        if (!allowed[size_t(j)])
+          continue;
+        weights[j] = std::exp(scores[size_t(j)] - max) / sum;
+        for (int64_t e = 0; e < dv; ++e)
+          o[e] += weights[j] * in.values.at(0, b, j, e);
+      }
+    }
+  }
+  return true;
 }

@@ -141,7 +141,9 @@ int64_t countAllowedPositions(const KernelSpec &spec, int64_t seqQ,
 /// Sq = Sk. A data mask (bool or bias) is ignored: it is counted as dense, as
 /// FlashAttention's benchmarks do, since its contents are not known up front.
 /// For linear attention, docs/spec.md's count: 2 * B * Hq * (Sq + Sk) * D *
-/// Dv, plus 2 * B * Hq * Sq * chunk * (D + Dv) for the causal form.
+/// Dv, plus 2 * B * Hq * Sq * chunk * (D + Dv) for the causal form. For
+/// additive attention (headsQ 1): 2 * B * Sq * Sk * (A + Dv) plus the
+/// projections' 2 * B * (Sq * Dq + Sk * Dk) * A (the tanh not counted).
 double flopCount(const KernelSpec &spec, int64_t batch, int64_t headsQ,
                  int64_t seqQ, int64_t seqK);
 
@@ -159,6 +161,28 @@ bool computeReferenceLinear(const KernelSpec &spec, const ReferenceInputs &in,
                             const std::vector<double> &state,
                             const std::vector<double> &normalizer,
                             ReferenceLinear &out, std::string &error);
+
+/// Additive attention's inputs (docs/spec.md, "Additive attention") as 4-d
+/// views with leading 1s: query [1, B, Sq, Dq], keys [1, B, Sk, Dk],
+/// values [1, B, Sk, Dv], W_q [1, 1, A, Dq], W_k [1, 1, A, Dk],
+/// v [1, 1, 1, A], and the keep-mask [1, B or 1, Sq or 1, Sk] (0 masks) when
+/// the spec has one.
+struct ReferenceAdditiveInputs {
+  RefTensor query, keys, values, queryWeight, keyWeight, scoreVector;
+  std::optional<RefTensor> mask;
+};
+
+/// Additive attention's outputs: O [B, Sq, Dv] and the weights P
+/// [B, Sq, Sk], dense (0 at masked keys and on rows with no allowed key).
+struct ReferenceAdditive {
+  std::vector<double> output, weights;
+};
+
+/// Additive attention in float64 (no blocks, no online softmax). False with
+/// `error` when the shapes do not fit the spec.
+bool computeReferenceAdditive(const KernelSpec &spec,
+                              const ReferenceAdditiveInputs &in,
+                              ReferenceAdditive &out, std::string &error);
 
 /// The accuracy bound of the contract for an element type:
 /// 1e-5 for f32, 1e-2 for f16 and bf16.

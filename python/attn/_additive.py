@@ -35,7 +35,7 @@ def _spec(query, keys, values, w_q, mask, need_weights, mask_broadcast) -> str:
     ]
     if mask is not None:
         dims = [name for name, b in zip(("b1", "q1"), mask_broadcast) if b]
-        items.append("mask=bool" + (":" + ",".join(dims) if dims else ""))
+        items.append("mask=bool" + (":" + ":".join(dims) if dims else ""))
     if need_weights:
         items.append("with_weights")
     return ",".join(items)

@@ -87,6 +87,10 @@ def test_broadcast_masks():
     out = attn.additive_attention(q, k, v, w_q, w_k, w_v, shared)
     ref = reference(q, k, v, w_q, w_k, w_v, shared.expand(2, 9, 30))[0]
     assert relative_error(out, ref) <= 1e-5
+    everywhere = torch.rand(1, 1, 30) > 0.5  # one row for every batch and row
+    out = attn.additive_attention(q, k, v, w_q, w_k, w_v, everywhere)
+    ref = reference(q, k, v, w_q, w_k, w_v, everywhere.expand(2, 9, 30))[0]
+    assert relative_error(out, ref) <= 1e-5
     as_ints = padding.int()  # nonzero attends
     out = attn.additive_attention(q, k, v, w_q, w_k, w_v, as_ints)
     assert relative_error(out, reference(q, k, v, w_q, w_k, w_v, padding)[0]) <= 1e-5

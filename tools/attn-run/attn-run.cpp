@@ -325,30 +325,48 @@ int main(int argc, char **argv) {
                 "attn-run cannot make and whose reference it cannot compute "
                 "from MLIR yet; compile it with attn-compile, or run a named "
                 "example with --spec and --modifiers");
-  if (spec.additive || spec.mha)
-    return fail("the kernel '" + spec.name + "' is " +
-                (spec.additive ? "additive attention" : "a multi-head attention layer") +
-                ", which attn-run does not run yet (it runs attention and linear "
-                "attention kernels): call it through Python (" +
-                (spec.additive ? "attn.additive_attention" : "attn.mha") +
-                ") or the C runtime (" +
-                (spec.additive ? "attn_run_additive" : "attn_run_mha") + ")");
-  if (spec.linear) {
-    // What the attention kernels take and linear attention has no use for.
+  if (spec.mha)
+    return fail("the kernel '" + spec.name +
+                "' is a multi-head attention layer, which attn-run does not "
+                "run yet (it runs attention, linear and additive attention "
+                "kernels): call it through Python (attn.mha) or the C "
+                "runtime (attn_run_mha)");
+  if (spec.linear || spec.additive) {
+    // What the attention kernels take and these have no use for.
+    const char *kind = spec.linear ? "linear attention" : "additive attention";
     const struct {
-      bool given;
+      bool given, linear, additive;
       const char *flag, *what;
     } unused[] = {
-        {backward, "--backward", "compiled backward"},
-        {weights, "--weights", "attention weights"},
-        {!maskNpy.empty(), "--mask", "mask"},
-        {!sinksNpy.empty(), "--sinks", "sinks"},
-        {!modifiersName.empty(), "--modifiers", "score or mask modifiers"},
-        {!saveLse.empty(), "--save-lse", "LSE"}};
+        {backward, true, true, "--backward", "compiled backward"},
+        {weights, true, true, "--weights",
+         "attention weights kernel (an additive spec's with_weights key "
+         "makes its kernel write them)"},
+        {!sinksNpy.empty(), true, true, "--sinks", "sinks"},
+        {!modifiersName.empty(), true, true, "--modifiers",
+         "score or mask modifiers"},
+        {!saveLse.empty(), true, true, "--save-lse", "LSE"},
+        {!maskNpy.empty(), true, false, "--mask", "mask"},
+        {headsQ.getNumOccurrences() > 0, false, true, "--heads-q", "heads"},
+        {headsKv.getNumOccurrences() > 0, false, true, "--heads-kv", "heads"},
+        {layout.getNumOccurrences() > 0, false, true, "--layout",
+         "heads, so no layout of them"}};
     for (const auto &option : unused)
-      if (option.given)
+      if (option.given && (spec.linear ? option.linear : option.additive))
         return fail(std::string(option.flag) + ": the kernel '" + spec.name +
-                    "' computes linear attention, which has no " + option.what);
+                    "' computes " + kind + ", which has no " + option.what);
+    // Additive attention's inputs have their own shapes: attn-run makes them.
+    const std::string *files[] = {&queryNpy, &keyNpy, &valueNpy, &maskNpy,
+                                  &saveOutput};
+    if (spec.additive)
+      for (const std::string *file : files)
+        if (!file->empty())
+          return fail("the kernel '" + spec.name +
+                      "' computes additive attention: attn-run makes its "
+                      "random inputs and reads or writes no .npy files; run "
+                      "it on your data through Python "
+                      "(attn.additive_attention) or the C runtime "
+                      "(attn_run_additive)");
   }
   attn::ModifierPtr modifiers;
   if (modifiersName == "list") {
@@ -453,6 +471,9 @@ int main(int argc, char **argv) {
       sizes.value[i] = sizes.value[1];
   }
 
+  // Additive attention has no heads.
+  if (spec.additive)
+    sizes.value[1] = sizes.value[2] = 1;
   if (spec.linear && spec.causal && sizes.value[3] != sizes.value[4])
     return fail("causal linear attention needs Sq = Sk (row i sees keys "
                 "0..i), found Sq = " +
@@ -516,7 +537,8 @@ int main(int argc, char **argv) {
   }
 
   attn::ProblemData data;
-  attn::makeProblemData(problem, data);
+  if (!spec.additive) // AdditiveData below holds its tensors
+    attn::makeProblemData(problem, data);
   bool loaded = true;
   for (const NpyInput &input : inputs) {
     attn::HostTensor &tensor = input.flag == std::string("--query") ? data.query
@@ -560,6 +582,9 @@ int main(int argc, char **argv) {
   attn::LinearData linearData;
   if (spec.linear)
     attn::makeLinearData(problem, linearData);
+  attn::AdditiveData additiveData;
+  if (spec.additive)
+    attn::makeAdditiveData(problem, additiveData);
   attn::WeightsData weightData;
   if (loaded && weights &&
       !attn::makeWeightsData(problem, data, weightData, error))
@@ -577,6 +602,8 @@ int main(int argc, char **argv) {
            : weights ? attn::runWeightsProblem(kernel, data, weightData, pool)
            : spec.linear
                ? attn::runLinearProblem(kernel, data, linearData, pool)
+           : spec.additive
+               ? attn::runAdditiveProblem(kernel, additiveData, pool)
                : runProblem(kernel, data, pool);
   };
 
@@ -603,9 +630,11 @@ int main(int argc, char **argv) {
                     "reference: "
                  << report.message << "\n";
     passed = report.passed;
-  } else if (!noCheck && spec.linear) {
+  } else if (!noCheck && (spec.linear || spec.additive)) {
     attn::CheckReport report =
-        attn::checkLinearAgainstReference(problem, data, linearData);
+        spec.linear
+            ? attn::checkLinearAgainstReference(problem, data, linearData)
+            : attn::checkAdditiveAgainstReference(problem, additiveData);
     llvm::outs() << "  check against the float64 reference: " << report.message
                  << "\n";
     passed = report.passed;
@@ -663,17 +692,20 @@ int main(int argc, char **argv) {
                  << " GFLOP/s (FLOPs = 2*D per allowed (i, j) per head: "
                  << llvm::format("%.3g", flops) << ")\n";
   } else
-  llvm::outs() << "  time " << llvm::format("%.3f", median * 1e3)
-               << " ms (median of " << seconds.size() << "), "
-               << llvm::format("%.1f", flops / median * 1e-9)
-               << (backward ? " GFLOP/s (FLOPs = 2*(3D+2Dv) per allowed (i, "
-                              "j) per head: "
-                   : spec.linear
-                       ? " GFLOP/s (FLOPs = 2*(Sq+Sk)*D*Dv per head, plus "
-                         "2*Sq*chunk*(D+Dv) causal: "
-                       : " GFLOP/s (FLOPs = 2*(D+Dv) per allowed (i, j) "
-                         "per head: ")
-               << llvm::format("%.3g", flops) << ")\n";
+    llvm::outs() << "  time " << llvm::format("%.3f", median * 1e3)
+                 << " ms (median of " << seconds.size() << "), "
+                 << llvm::format("%.1f", flops / median * 1e-9)
+                 << (backward ? " GFLOP/s (FLOPs = 2*(3D+2Dv) per allowed (i, "
+                                "j) per head: "
+                     : spec.linear
+                         ? " GFLOP/s (FLOPs = 2*(Sq+Sk)*D*Dv per head, plus "
+                           "2*Sq*chunk*(D+Dv) causal: "
+                     : spec.additive
+                         ? " GFLOP/s (FLOPs = 2*Sq*Sk*(A+Dv) + "
+                           "2*(Sq*Dq+Sk*Dk)*A per batch, the tanh not counted: "
+                         : " GFLOP/s (FLOPs = 2*(D+Dv) per allowed (i, j) "
+                           "per head: ")
+                 << llvm::format("%.3g", flops) << ")\n";
 
   auto save = [&](const std::string &path, attn::NpyArray array) {
     if (path.empty())

@@ -532,3 +532,73 @@ TEST(Reference, RelativeError) {
 }
 
 } // namespace
+
+//===----------------------------------------------------------------------===//
+// Additive attention
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// One batch, one query, two keys, Dq = Dk = Dv = A = 1: s_j = v·tanh(wq·q
+/// + wk·k_j), worked out below by hand.
+struct AdditiveByHand {
+  double q = 0.5, k[2] = {-1.0, 2.0}, values[2] = {3.0, -5.0};
+  double wq = 2.0, wk = 0.25, va = 1.5;
+  std::vector<double> mask = {1.0, 1.0};
+  KernelSpec spec;
+  ReferenceAdditiveInputs in;
+
+  AdditiveByHand(bool masked) {
+    spec.additive = true;
+    spec.queryDim = spec.headDim = spec.valueDim = spec.attnDim = 1;
+    if (masked)
+      spec.mask = MaskKind::Bool;
+    in.query = RefTensor::dense(&q, 1, 1, 1, 1);
+    in.keys = RefTensor::dense(k, 1, 1, 2, 1);
+    in.values = RefTensor::dense(values, 1, 1, 2, 1);
+    in.queryWeight = RefTensor::dense(&wq, 1, 1, 1, 1);
+    in.keyWeight = RefTensor::dense(&wk, 1, 1, 1, 1);
+    in.scoreVector = RefTensor::dense(&va, 1, 1, 1, 1);
+    if (masked)
+      in.mask = RefTensor::dense(mask.data(), 1, 1, 1, 2);
+  }
+};
+} // namespace
+
+TEST(ReferenceAdditive, TwoKeysByHand) {
+  AdditiveByHand p(/*masked=*/false);
+  ReferenceAdditive out;
+  std::string error;
+  ASSERT_TRUE(computeReferenceAdditive(p.spec, p.in, out, error)) << error;
+  // s0 = 1.5 tanh(1 - 0.25), s1 = 1.5 tanh(1 + 0.5).
+  double s0 = 1.5 * std::tanh(0.75), s1 = 1.5 * std::tanh(1.5);
+  double p0 = 1.0 / (1.0 + std::exp(s1 - s0)), p1 = 1.0 - p0;
+  ASSERT_EQ(out.weights.size(), 2u);
+  EXPECT_NEAR(out.weights[0], p0, 1e-15);
+  EXPECT_NEAR(out.weights[1], p1, 1e-15);
+  EXPECT_NEAR(out.output[0], 3.0 * p0 - 5.0 * p1, 1e-14);
+}
+
+TEST(ReferenceAdditive, MaskedKeysAndEmptyRows) {
+  AdditiveByHand p(/*masked=*/true);
+  p.mask[0] = 0.0; // only key 1 (the view reads p.mask's storage)
+  ReferenceAdditive out;
+  std::string error;
+  ASSERT_TRUE(computeReferenceAdditive(p.spec, p.in, out, error)) << error;
+  EXPECT_EQ(out.weights[0], 0.0);
+  EXPECT_EQ(out.weights[1], 1.0);
+  EXPECT_EQ(out.output[0], -5.0);
+  // A NaN value at the masked key stays out.
+  p.values[0] = kNaN;
+  ASSERT_TRUE(computeReferenceAdditive(p.spec, p.in, out, error)) << error;
+  EXPECT_EQ(out.output[0], -5.0);
+  // No allowed key: O = 0 and P = 0, not NaN.
+  p.mask[1] = 0.0;
+  ASSERT_TRUE(computeReferenceAdditive(p.spec, p.in, out, error)) << error;
+  EXPECT_EQ(out.output[0], 0.0);
+  EXPECT_EQ(out.weights[0], 0.0);
+  EXPECT_EQ(out.weights[1], 0.0);
+  // Shapes that do not fit the spec are refused.
+  p.spec.attnDim = 2;
+  EXPECT_FALSE(computeReferenceAdditive(p.spec, p.in, out, error));
+  EXPECT_NE(error.find("additive attention"), std::string::npos);
+}
