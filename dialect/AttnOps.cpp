@@ -1325,6 +1325,10 @@ LogicalResult AttentionWeightsOp::getResultTilePosition(
 // LinearOp
 //===----------------------------------------------------------------------===//
 
+int64_t LinearOp::getChunkRows() {
+  return getChunk() ? *getChunk() : ::attn::kDefaultLinearChunk;
+}
+
 LogicalResult LinearOp::verify() {
   Operation *op = *this;
   if (failed(

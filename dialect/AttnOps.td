@@ -493,7 +493,7 @@ def Attn_LinearOp : Attn_Op<"linear", [
     are f32, O is rounded once. `eps` defaults to 1e-6.
 
     The non-causal form is two matrix products over the state; the causal
-    form is computed chunkwise (`chunk` rows at a time, 64 by default): per
+    form is computed chunkwise (`chunk` rows at a time, 16 by default): per
     chunk, the intra-chunk causal product `(φ(Q_c) φ(K_c)ᵀ ⊙ M) V_c` plus
     `φ(Q_c) S`, then `S += φ(K_c)ᵀ V_c`. The chunk changes only the order of
     f32 sums. The op tiles over batches and key/value heads (a work item
@@ -549,8 +549,8 @@ def Attn_LinearOp : Attn_Op<"linear", [
     ::mlir::Value getNormalizerOut() {
       return getOutputs().size() < 3 ? nullptr : getOutputs()[2];
     }
-    /// The rows per chunk of the causal form (default 64).
-    int64_t getChunkRows() { return getChunk() ? *getChunk() : 64; }
+    /// The rows per chunk of the causal form (default 16).
+    int64_t getChunkRows();
     float getEffectiveEps() {
       return getEps() ? getEps()->convertToFloat() : 1e-6f;
     }

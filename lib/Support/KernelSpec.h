@@ -14,6 +14,8 @@
 #ifndef ATTN_SUPPORT_KERNELSPEC_H
 #define ATTN_SUPPORT_KERNELSPEC_H
 
+#include "lib/Support/Limits.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -78,7 +80,7 @@ struct KernelSpec {
   // (f32) and writes the final ones (spec key `state`).
   bool linear = false;
   float eps = 1e-6f;
-  int64_t chunk = 64;
+  int64_t chunk = kDefaultLinearChunk;
   FeatureMap featureMap = FeatureMap::EluPlusOne;
   bool linearState = false;
   // Additive attention's kernel (attn.additive; docs/spec.md, "Additive

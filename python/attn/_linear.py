@@ -18,6 +18,10 @@ from . import _cache, _core
 
 Error = _core.Error
 
+# The causal form's rows per chunk when not given: the kernel spec's default
+# (lib/Support/Limits.h, kDefaultLinearChunk), so that the spec omits it.
+DEFAULT_CHUNK = 16
+
 FEATURE_MAPS = ("elu_plus_one", "relu")
 
 
@@ -74,7 +78,7 @@ def _spec(query, value, causal, eps, feature_map, chunk_size, state) -> str:
         items.append("causal")
     if float(eps) != 1e-6:
         items.append(f"eps={float(eps)!r}")
-    if chunk_size != 64:
+    if chunk_size != DEFAULT_CHUNK:
         items.append(f"chunk={chunk_size}")
     if feature_map != "elu_plus_one":
         items.append(f"feature_map={feature_map}")
@@ -100,7 +104,7 @@ def linear_attention(
     eps: float = 1e-6,
     *,
     feature_map: str = "elu_plus_one",
-    chunk_size: int = 64,
+    chunk_size: int = DEFAULT_CHUNK,
     initial_state=None,
     output_final_state: bool = False,
     enable_gqa: bool = False,

@@ -78,18 +78,18 @@ func.func @causal(%q: memref<1x2x?x16xf32, strided<[?, ?, ?, ?], offset: ?>>,
 }
 
 // Non-causal, relu, with a state: S₀ and z₀ read into the buffers, the
-// state summed over every chunk of keys first, then per query head (one
+// state summed over every chunk of keys (16 rows: the default) first, then per query head (one
 // here: its loop folds away) and chunk the output rows (no A), and the
 // final state written out.
 
 // CHECK-LABEL: func @state
 //       CHECK: memref.load %arg3
 //       CHECK: memref.load %arg4
-//       CHECK: scf.for %{{.+}} = %c0 to %{{.+}} step %c64 {
+//       CHECK: scf.for %{{.+}} = %c0 to %{{.+}} step %c16 {
 //       CHECK:   arith.maximumf
 //   CHECK-NOT:   math.exp
 //       CHECK:   vector.fma
-//       CHECK: scf.for %{{.+}} = %c0 to %{{.+}} step %c64 {
+//       CHECK: scf.for %{{.+}} = %c0 to %{{.+}} step %c16 {
 //   CHECK-NOT:   arith.cmpi
 //       CHECK:   arith.divf
 //       CHECK: memref.store %{{.+}}, %arg6

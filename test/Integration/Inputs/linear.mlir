@@ -9,7 +9,7 @@ func.func @decode_step(%q: tensor<1x8x1x64xbf16>, %k: tensor<1x2x1x64xbf16>,
   %r:3 = attn.linear ins(%q, %k, %v : tensor<1x8x1x64xbf16>, tensor<1x2x1x64xbf16>, tensor<1x2x1x32xbf16>)
       state(%s0, %z0 : tensor<1x2x64x32xf32>, tensor<1x2x64xf32>)
       outs(%o, %s1, %z1 : tensor<1x8x1x32xbf16>, tensor<1x2x64x32xf32>, tensor<1x2x64xf32>)
-      causal chunk(16) feature_map(relu)
+      causal chunk(32) feature_map(relu)
       -> tensor<1x8x1x32xbf16>, tensor<1x2x64x32xf32>, tensor<1x2x64xf32>
   return %r#0, %r#1, %r#2 : tensor<1x8x1x32xbf16>, tensor<1x2x64x32xf32>, tensor<1x2x64xf32>
 }

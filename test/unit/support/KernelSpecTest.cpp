@@ -261,7 +261,7 @@ TEST(KernelSpec, LinearAttention) {
   KernelSpec plain = parseOrDie("linear,dtype=bf16,d=64,dv=32");
   EXPECT_TRUE(plain.linear && !plain.causal && !plain.linearState);
   EXPECT_EQ(plain.eps, 1e-6f);
-  EXPECT_EQ(plain.chunk, 64);
+  EXPECT_EQ(plain.chunk, kDefaultLinearChunk);
   EXPECT_EQ(plain.featureMap, FeatureMap::EluPlusOne);
   EXPECT_EQ(printKernelSpec(plain), "dtype=bf16,d=64,dv=32,linear");
   KernelSpec all = parseOrDie(
