@@ -74,6 +74,10 @@ private:
   void projectKeys(Value batch, Value keys);
   /// packed [D][APad] = weight [A][D] transposed, columns past A zero.
   void packTransposed(Value weight, Value packed, int64_t dims);
+  /// into[intoFirst + r] = source[batch, first + r] · W (weightT: Wᵀ packed
+  /// [dims][APad]) for r < count: tiles of `count` rows by 64 of A.
+  void projectRows(Value source, Value batch, Value first, int64_t count,
+                   Value weightT, int64_t dims, Value into, Value intoFirst);
   /// qp [rows][APad] of the tile's rows.
   void projectQueries(Value batch, Value rows);
   /// V [SkPad][DvPad] of batch `batch` as f32.
@@ -123,21 +127,8 @@ void AdditiveLowering::projectKeys(Value batch, Value keys) {
         storeVector(zeroVector(), keyTile, {r, cst(c)});
     });
     forBlocks(cst(0), count, kRows, [&](Value first, int64_t rows) {
-      for (int64_t col = 0; col < attnPad; col += kTileVectors * lanes) {
-        int64_t n = std::min(kTileVectors, (attnPad - col) / lanes);
-        SmallVector<Value> acc(rows * n, zeroVector());
-        acc = broadcastProduct(
-            cst(0), cst(keyDim), rows,
-            [&](int64_t r, Value d) {
-              Value j = arith::AddIOp::create(b, group, add(first, r));
-              return loadF32(key, {batch, j, d});
-            },
-            keyWeightT, cst(col), acc);
-        for (int64_t r = 0; r < rows; ++r)
-          for (int64_t v = 0; v < n; ++v)
-            storeVector(acc[r * n + v], keyTile,
-                        {add(first, r), cst(col + v * lanes)});
-      }
+      projectRows(key, batch, arith::AddIOp::create(b, group, first), rows,
+                  keyWeightT, keyDim, keyTile, first);
     });
     forLoop(cst(0), cst(attnPad), cst(lanes), [&](Value a0) {
       SmallVector<Value> rows;
@@ -186,25 +177,30 @@ void AdditiveLowering::packTransposed(Value weight, Value packed,
       });
 }
 
+void AdditiveLowering::projectRows(Value source, Value batch, Value first,
+                                   int64_t count, Value weightT, int64_t dims,
+                                   Value into, Value intoFirst) {
+  for (int64_t col = 0; col < attnPad; col += kTileVectors * lanes) {
+    int64_t n = std::min(kTileVectors, (attnPad - col) / lanes);
+    SmallVector<Value> acc(count * n, zeroVector());
+    acc = broadcastProduct(
+        cst(0), cst(dims), count,
+        [&](int64_t r, Value d) {
+          return loadF32(source, {batch, add(first, r), d});
+        },
+        weightT, cst(col), acc);
+    for (int64_t r = 0; r < count; ++r)
+      for (int64_t v = 0; v < n; ++v)
+        storeVector(acc[r * n + v], into,
+                    {add(intoFirst, r), cst(col + v * lanes)});
+  }
+}
+
 void AdditiveLowering::projectQueries(Value batch, Value rows) {
-  Value query = op.getQuery();
-  auto rowsFrom = [&](Value first, int64_t count) {
-    for (int64_t col = 0; col < attnPad; col += kTileVectors * lanes) {
-      int64_t n = std::min(kTileVectors, (attnPad - col) / lanes);
-      SmallVector<Value> acc(count * n, zeroVector());
-      acc = broadcastProduct(
-          cst(0), cst(queryDim), count,
-          [&](int64_t r, Value d) {
-            return loadF32(query, {batch, add(first, r), d});
-          },
-          queryWeightT, cst(col), acc);
-      for (int64_t r = 0; r < count; ++r)
-        for (int64_t v = 0; v < n; ++v)
-          storeVector(acc[r * n + v], projectedRows,
-                      {add(first, r), cst(col + v * lanes)});
-    }
-  };
-  forBlocks(cst(0), rows, kRows, rowsFrom);
+  forBlocks(cst(0), rows, kRows, [&](Value first, int64_t count) {
+    projectRows(op.getQuery(), batch, first, count, queryWeightT, queryDim,
+                projectedRows, first);
+  });
 }
 
 void AdditiveLowering::packValues(Value batch, Value keys) {
