@@ -129,6 +129,44 @@ ModifierPtr documents() {
   return m;
 }
 
+/// Document masking with its block mask's table (docs/spec.md, "Score and
+/// mask modifiers" 7): T [1, 1, ⌈Sq/32⌉, ⌈Sk/32⌉] i32 made from the ids,
+/// 0 where a block keeps nothing, 2 where it keeps everything, else 1.
+ModifierPtr documentsBlocks() {
+  constexpr int64_t kBlock = 32;
+  ModifierPtr d = documents();
+  auto m = std::make_shared<ModifierCase>();
+  m->regions = d->regions + " {attn.block_mask = array<i64: 2, " +
+               std::to_string(kBlock) + ", " + std::to_string(kBlock) + ">}";
+  m->captureTypes = {"tensor<?xi32>", "tensor<?xi64>", "tensor<1x1x?x?xi32>"};
+  m->captures = [d](const Problem &p) {
+    std::vector<CaptureValues> all = d->captures(p);
+    const std::vector<double> &qd = all[0].values, &kd = all[1].values;
+    CaptureValues table;
+    table.type = ATTN_I32;
+    int64_t rows = std::max<int64_t>((p.seqQ + kBlock - 1) / kBlock, 1);
+    int64_t cols = std::max<int64_t>((p.seqK + kBlock - 1) / kBlock, 1);
+    table.shape = {1, 1, rows, cols};
+    for (int64_t qb = 0; qb < rows; ++qb)
+      for (int64_t kb = 0; kb < cols; ++kb) {
+        bool any = false, every = true;
+        for (int64_t i = qb * kBlock; i < std::min(p.seqQ, (qb + 1) * kBlock);
+             ++i)
+          for (int64_t j = kb * kBlock; j < std::min(p.seqK, (kb + 1) * kBlock);
+               ++j) {
+            bool kept = qd[size_t(i)] == kd[size_t(j)];
+            any = any || kept;
+            every = every && kept;
+          }
+        table.values.push_back(!any ? 0.0 : every ? 2.0 : 1.0);
+      }
+    all.push_back(table);
+    return all;
+  };
+  m->maskMod = d->maskMod;
+  return m;
+}
+
 /// Prefix-LM: causal, but the first 24 keys are seen by every query.
 ModifierPtr prefixLm() {
   auto m = std::make_shared<ModifierCase>();
@@ -331,6 +369,9 @@ const std::vector<NamedModifier> &attn::namedModifiers() {
       {"documents",
        "document masking: query ids [Sq] i32 equal to key ids [Sk] i64",
        documents},
+      {"documents_blocks",
+       "document masking with its block table [1, 1, Sq/32, Sk/32] i32",
+       documentsBlocks},
       {"prefix_lm", "causal plus the first 24 keys for every query", prefixLm},
       {"window_global", "|i - j| <= 8, or i or j among the first 4 tokens",
        windowGlobal},

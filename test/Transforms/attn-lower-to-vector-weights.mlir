@@ -71,3 +71,42 @@ func.func @given_lse(%q: memref<1x1x?x16xbf16, strided<[?, ?, ?, ?], offset: ?>>
       outs(%w : memref<1x1x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>)
   return
 }
+
+// With a block mask, each block of 4 rows at a 64-key block reads the table
+// entries it covers (as the forward and backward do): in the LSE pass a
+// block of rows that keeps nothing is skipped, and in the weights pass it
+// gets zeros with no scores computed.
+
+// CHECK-LABEL: func @block_table
+//  CHECK-SAME: %[[TABLE:[a-z0-9]+]]: memref<?x?x?x?xi32>
+// The LSE pass.
+//       CHECK: scf.for %{{.+}} = %c0 to %{{.+}} step %c64 {
+//       CHECK:   %[[LSEENTRIES:.+]]:2 = scf.for
+//       CHECK:     memref.load %[[TABLE]]
+//       CHECK:   scf.if %[[LSEENTRIES]]#0 {
+//       CHECK:     vector.reduction <maximumf>
+//       CHECK:   }
+// The weights pass: exp(s - LSE) where kept, zeros stored otherwise.
+//       CHECK: scf.for %{{.+}} = %c0 to %{{.+}} step %c64 {
+//       CHECK:   %[[ENTRIES:.+]]:2 = scf.for
+//       CHECK:     memref.load %[[TABLE]]
+//       CHECK:   scf.if %[[ENTRIES]]#0 {
+//       CHECK:     math.exp
+//       CHECK:   } else {
+//   CHECK-NOT:     math.exp
+//       CHECK:     vector.maskedstore %{{.+}}, %cst
+func.func @block_table(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>,
+                       %w: memref<1x1x?x?xf32>, %docs: memref<?xi32>,
+                       %table: memref<?x?x?x?xi32>) {
+  attn.attention_weights ins(%q, %k : memref<1x1x?x16xf32>, memref<1x1x?x16xf32>)
+      captures(%docs, %table : memref<?xi32>, memref<?x?x?x?xi32>)
+      outs(%w : memref<1x1x?x?xf32>)
+      mask_mod {
+      ^bb0(%bb: index, %hh: index, %ii: index, %jj: index):
+        %di = attn.captured 0 [%ii] : i32
+        %dj = attn.captured 0 [%jj] : i32
+        %same = arith.cmpi eq, %di, %dj : i32
+        attn.yield %same : i1
+      } {attn.block_mask = array<i64: 1, 128, 128>}
+  return
+}

@@ -13,6 +13,10 @@
 //     per block of rows that see one: S = Q·Kᵀ (scale, soft cap, bias),
 //                        W = exp(S − LSE) where allowed (times dropout's Z)
 //
+// With a block mask's table (docs/spec.md, "Score and mask modifiers" 7), a
+// block of rows whose entries for the key block all say "nothing kept" is
+// zeros, with no scores computed, in both passes.
+//
 // The weights are f32 and written a vector at a time (masked stores on
 // unit-stride rows, element by element otherwise): the kernel is bound by
 // writing W, which is O(Sq·Sk).
@@ -58,6 +62,12 @@ private:
   /// W of the head's rows; `view` is the weights with unit-stride rows, or
   /// null where they have none.
   void writeWeights(const Head &head, Value view);
+  /// forRowBlocks over [lo, hi), each block of rows through `kept`, or
+  /// through `none` where the op's block table says that the block of rows
+  /// keeps none of the key block's scores.
+  void forTableRowBlocks(const Head &head, const KeyBlock &block, Value lo,
+                         Value hi, function_ref<void(Value, int64_t)> kept,
+                         function_ref<void(Value, int64_t)> none);
   /// Row `row` of the block's W from `vectors` (keyVectors of them).
   void storeRow(const Head &head, Value view, const KeyBlock &block, Value row,
                 ArrayRef<Value> vectors);
@@ -130,6 +140,26 @@ SmallVector<Value> WeightsLowering::blockScores(const Head &head,
   return scores;
 }
 
+void WeightsLowering::forTableRowBlocks(
+    const Head &head, const KeyBlock &block, Value lo, Value hi,
+    function_ref<void(Value, int64_t)> kept,
+    function_ref<void(Value, int64_t)> none) {
+  if (!op->hasAttr(kBlockMaskAttrName))
+    return forRowBlocks(lo, hi, kept);
+  forRowBlocks(lo, hi, [&](Value firstRow, int64_t count) {
+    Value any = blockTableEntries(op, op.getCaptures(), op.getOrigin(),
+                                  head.batch, head.head, firstRow, cst(count),
+                                  block.start, block.count)
+                    .first;
+    auto ifKept = scf::IfOp::create(b, any, /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(ifKept.thenBlock()->getTerminator());
+    kept(firstRow, count);
+    b.setInsertionPoint(ifKept.elseBlock()->getTerminator());
+    none(firstRow, count);
+  });
+}
+
 void WeightsLowering::computeLse(const Head &head) {
   Value maxRows = heapRows(head.rows, 0), sumRows = heapRows(head.rows, 0);
   forLoop(cst(0), head.rows, cst(1), [&](Value row) {
@@ -138,37 +168,42 @@ void WeightsLowering::computeLse(const Head &head) {
   });
   forEachKeyBlock(head, [&](const KeyBlock &block) {
     auto [lo, hi] = rowsSeeing(block, head.rows);
-    forRowBlocks(lo, hi, [&](Value firstRow, int64_t count) {
-      SmallVector<Value> scores = blockScores(head, block, firstRow, count);
-      Value minusInf = splat(f32Const(-kInf));
-      for (int64_t r = 0; r < count; ++r) {
-        Value row = arith::AddIOp::create(b, firstRow, cst(r));
-        // The allowed scores; −inf elsewhere (whatever NaN is there).
-        SmallVector<Value> allowedScores;
-        Value blockMax;
-        for (int64_t v = 0; v < keyVectors; ++v) {
-          allowedScores.push_back(arith::SelectOp::create(
-              b, allowed(block, row, r, v), scores[r * keyVectors + v],
-              minusInf));
-          blockMax = blockMax ? math.max(blockMax, allowedScores.back())
-                              : allowedScores.back();
-        }
-        blockMax = vector::ReductionOp::create(
-            b, vector::CombiningKind::MAXIMUMF, blockMax);
-        Value oldMax = memref::LoadOp::create(b, maxRows, ValueRange{row});
-        AttentionMath::MaxUpdate update = math.updateMax(oldMax, blockMax);
-        Value reference = splat(update.reference), sum;
-        for (Value s : allowedScores) {
-          Value p = math.exp(arith::SubFOp::create(b, s, reference));
-          sum = sum ? arith::AddFOp::create(b, sum, p) : p;
-        }
-        Value oldSum = memref::LoadOp::create(b, sumRows, ValueRange{row});
-        memref::StoreOp::create(b, update.max, maxRows, ValueRange{row});
-        memref::StoreOp::create(
-            b, math.updateSum(oldSum, update.alpha, {horizontalSum(sum)}),
-            sumRows, ValueRange{row});
-      }
-    });
+    // A block of rows that keeps nothing here adds nothing to its rows.
+    auto nothing = [](Value, int64_t) {};
+    forTableRowBlocks(
+        head, block, lo, hi,
+        [&](Value firstRow, int64_t count) {
+          SmallVector<Value> scores = blockScores(head, block, firstRow, count);
+          Value minusInf = splat(f32Const(-kInf));
+          for (int64_t r = 0; r < count; ++r) {
+            Value row = arith::AddIOp::create(b, firstRow, cst(r));
+            // The allowed scores; −inf elsewhere (whatever NaN is there).
+            SmallVector<Value> allowedScores;
+            Value blockMax;
+            for (int64_t v = 0; v < keyVectors; ++v) {
+              allowedScores.push_back(arith::SelectOp::create(
+                  b, allowed(block, row, r, v), scores[r * keyVectors + v],
+                  minusInf));
+              blockMax = blockMax ? math.max(blockMax, allowedScores.back())
+                                  : allowedScores.back();
+            }
+            blockMax = vector::ReductionOp::create(
+                b, vector::CombiningKind::MAXIMUMF, blockMax);
+            Value oldMax = memref::LoadOp::create(b, maxRows, ValueRange{row});
+            AttentionMath::MaxUpdate update = math.updateMax(oldMax, blockMax);
+            Value reference = splat(update.reference), sum;
+            for (Value s : allowedScores) {
+              Value p = math.exp(arith::SubFOp::create(b, s, reference));
+              sum = sum ? arith::AddFOp::create(b, sum, p) : p;
+            }
+            Value oldSum = memref::LoadOp::create(b, sumRows, ValueRange{row});
+            memref::StoreOp::create(b, update.max, maxRows, ValueRange{row});
+            memref::StoreOp::create(
+                b, math.updateSum(oldSum, update.alpha, {horizontalSum(sum)}),
+                sumRows, ValueRange{row});
+          }
+        },
+        nothing);
   });
   // LSE = m + log(l); +inf (W = 0) for a row that saw no allowed key.
   forLoop(cst(0), head.rows, cst(1), [&](Value row) {
@@ -194,27 +229,35 @@ void WeightsLowering::writeWeights(const Head &head, Value view) {
             [&](Value row) { storeRow(head, view, block, row, zeros); });
     forLoop(hi, head.rows, cst(1),
             [&](Value row) { storeRow(head, view, block, row, zeros); });
-    forRowBlocks(lo, hi, [&](Value firstRow, int64_t count) {
-      SmallVector<Value> scores = blockScores(head, block, firstRow, count);
-      for (int64_t r = 0; r < count; ++r) {
-        Value row = arith::AddIOp::create(b, firstRow, cst(r));
-        Value lse =
-            splat(memref::LoadOp::create(b, head.lseRef, ValueRange{row}));
-        SmallVector<Value> factors;
-        if (dropoutP)
-          factors = dropoutFactors(head.batch, head.head, row, block);
-        SmallVector<Value> weights;
-        for (int64_t v = 0; v < keyVectors; ++v) {
-          Value p = math.exp(
-              arith::SubFOp::create(b, scores[r * keyVectors + v], lse));
-          if (dropoutP)
-            p = arith::MulFOp::create(b, p, factors[v]);
-          weights.push_back(arith::SelectOp::create(
-              b, allowed(block, row, r, v), p, zeroVector()));
-        }
-        storeRow(head, view, block, row, weights);
-      }
-    });
+    auto zeroRows = [&](Value firstRow, int64_t count) {
+      for (int64_t r = 0; r < count; ++r)
+        storeRow(head, view, block, arith::AddIOp::create(b, firstRow, cst(r)),
+                 zeros);
+    };
+    forTableRowBlocks(
+        head, block, lo, hi,
+        [&](Value firstRow, int64_t count) {
+          SmallVector<Value> scores = blockScores(head, block, firstRow, count);
+          for (int64_t r = 0; r < count; ++r) {
+            Value row = arith::AddIOp::create(b, firstRow, cst(r));
+            Value lse =
+                splat(memref::LoadOp::create(b, head.lseRef, ValueRange{row}));
+            SmallVector<Value> factors;
+            if (dropoutP)
+              factors = dropoutFactors(head.batch, head.head, row, block);
+            SmallVector<Value> weights;
+            for (int64_t v = 0; v < keyVectors; ++v) {
+              Value p = math.exp(
+                  arith::SubFOp::create(b, scores[r * keyVectors + v], lse));
+              if (dropoutP)
+                p = arith::MulFOp::create(b, p, factors[v]);
+              weights.push_back(arith::SelectOp::create(
+                  b, allowed(block, row, r, v), p, zeroVector()));
+            }
+            storeRow(head, view, block, row, weights);
+          }
+        },
+        zeroRows);
   });
 }
 
