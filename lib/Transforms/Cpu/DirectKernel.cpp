@@ -17,7 +17,8 @@
 // per block by interleaving two rows. With `prefetch-bytes`, scoring a key
 // prefetches the K and V rows of a key that many bytes of K ahead into L2,
 // so that the stream from memory keeps going while the block's softmax and
-// P·V run.
+// P·V run. A key block that a block mask's table leaves out for every row
+// of a chunk is skipped.
 //
 //===----------------------------------------------------------------------===//
 #include "lib/Transforms/Cpu/RowAccumulator.h"
@@ -93,6 +94,29 @@ public:
       forLoop(firstKey, lastKey, cst(keyBlock), [&](Value blockStart) {
         Value remaining = arith::SubIOp::create(b, lastKey, blockStart);
         Value blockKeys = arith::MinSIOp::create(b, remaining, cst(keyBlock));
+        // A key block that the block mask's table leaves out for every row
+        // of the chunk (rows of several heads: their entries OR-ed) adds
+        // nothing to them: not scored.
+        std::optional<OpBuilder::InsertionGuard> inTable;
+        if (op->hasAttr(kBlockMaskAttrName)) {
+          Value none = arith::ConstantIntOp::create(b, 0, 1);
+          Value kept =
+              forLoopWith(
+                  cst(0), count, cst(1), {none},
+                  [&](Value i, ValueRange anyKept) -> SmallVector<Value> {
+                    auto [head, row] = position(i);
+                    Value entry =
+                        blockTableEntries(op, op.getCaptures(), op.getOrigin(),
+                                          batch, head, row, cst(1), blockStart,
+                                          blockKeys)
+                            .first;
+                    return {arith::OrIOp::create(b, anyKept[0], entry)};
+                  })
+                  .front();
+          auto ifKept = scf::IfOp::create(b, kept, /*withElseRegion=*/false);
+          inTable.emplace(b);
+          b.setInsertionPoint(ifKept.thenBlock()->getTerminator());
+        }
         emitDirectScores(batch, kvHead, count, keys, blockStart, blockKeys,
                          keyRows, valueRows, /*tiles=*/!fallback);
         // A soft cap (and the scale before it) goes over the chunk's scores
