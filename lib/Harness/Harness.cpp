@@ -329,11 +329,18 @@ void attn::makeProblemData(const Problem &p, ProblemData &data) {
   poisonOutputs(data);
 }
 
-void attn::poisonOutputs(ProblemData &data) {
+namespace {
+/// NaN over every element of `t` (its bytes; the values stay).
+void poison(HostTensor &t) {
   double nan = std::numeric_limits<double>::quiet_NaN();
-  forEach(data.output.view, [&](int64_t, int64_t offset) {
-    store(data.output.bytes, data.output.view.dtype, offset, nan);
+  forEach(t.view, [&](int64_t, int64_t offset) {
+    store(t.bytes, t.view.dtype, offset, nan);
   });
+}
+} // namespace
+
+void attn::poisonOutputs(ProblemData &data) {
+  poison(data.output);
   for (float &value : data.lse)
     value = std::numeric_limits<float>::quiet_NaN();
 }
@@ -929,11 +936,7 @@ void attn::makeAdditiveData(const Problem &p, AdditiveData &data) {
   data.hasWeights = spec.additiveWeights;
   if (data.hasWeights)
     data.weightsView = denseF32(data.weights, {p.batch, p.seqQ, p.seqK});
-  // Poison the outputs.
-  double nan = std::numeric_limits<double>::quiet_NaN();
-  forEach(data.output.view, [&](int64_t, int64_t offset) {
-    store(data.output.bytes, type, offset, nan);
-  });
+  poison(data.output);
   std::fill(data.weights.begin(), data.weights.end(),
             std::numeric_limits<float>::quiet_NaN());
 }
@@ -981,15 +984,14 @@ CheckReport attn::checkAdditiveAgainstReference(const Problem &p,
   if (data.hasWeights) {
     // The weights are probabilities: their bound is absolute, as the
     // spec's max|P - ref|.
-    double worst = 0.0;
-    for (size_t i = 0; i < ref.weights.size(); ++i) {
-      double error = std::fabs(double(data.weights[i]) - ref.weights[i]);
-      worst = std::isnan(error) ? error : std::max(worst, error);
-      if (std::isnan(worst))
-        break;
-    }
-    report.passed = report.passed && worst <= report.tolerance;
-    os << "; weights: max abs err " << worst;
+    ErrorStats weights;
+    relativeError(
+        std::vector<double>(data.weights.begin(),
+                            data.weights.begin() + ref.weights.size()),
+        ref.weights, &weights);
+    report.passed = report.passed && !weights.mismatched() &&
+                    weights.maxAbs <= report.tolerance;
+    os << "; weights: max abs err " << weights.maxAbs;
   }
   os << "; tolerance " << report.tolerance;
   report.message = os.str();

@@ -700,8 +700,8 @@ bool attn::computeReferenceAdditive(const KernelSpec &spec,
       // The row's maximum over its allowed keys (NaN once any score is).
       double max = -std::numeric_limits<double>::infinity();
       bool any = false;
+      const RefTensor *m = in.mask ? &*in.mask : nullptr;
       for (int64_t j = 0; j < seqK; ++j) {
-        const RefTensor *m = in.mask ? &*in.mask : nullptr;
         allowed[size_t(j)] = !m || m->at(0, m->shape[1] == 1 ? 0 : b,
                                          m->shape[2] == 1 ? 0 : i, j) != 0.0;
         if (!allowed[size_t(j)])
@@ -718,16 +718,17 @@ bool attn::computeReferenceAdditive(const KernelSpec &spec,
       }
       if (!any)
         continue; // O = 0, P = 0
+      // scores become the exponentials, then the weights.
       double sum = 0.0;
       for (int64_t j = 0; j < seqK; ++j)
         if (allowed[size_t(j)])
-          sum += std::exp(scores[size_t(j)] - max);
+          sum += scores[size_t(j)] = std::exp(scores[size_t(j)] - max);
       double *weights = &out.weights[size_t((b * seqQ + i) * seqK)];
       double *o = &out.output[size_t((b * seqQ + i) * dv)];
       for (int64_t j = 0; j < seqK; ++j) {
         if (!allowed[size_t(j)])
           continue;
-        weights[j] = std::exp(scores[size_t(j)] - max) / sum;
+        weights[j] = scores[size_t(j)] / sum;
         for (int64_t e = 0; e < dv; ++e)
           o[e] += weights[j] * in.values.at(0, b, j, e);
       }
