@@ -133,23 +133,26 @@ public:
   void transposeIntoLanes(Value rowsView, Value batch, Value head,
                           function_ref<Value(Value)> rowAt, int64_t width,
                           Value target, Value scale) {
+    auto tileType = VectorType::get({lanes, lanes}, f32);
     forLoop(cst(0), cst(laneRows), cst(lanes), [&](Value first) {
       SmallVector<Value> rows;
       for (int64_t r = 0; r < lanes; ++r)
         rows.push_back(rowAt(arith::AddIOp::create(b, first, cst(r))));
       eachChunk(width, [&](Value c0, int64_t columns) {
-        SmallVector<Value> chunks;
+        Value tile = arith::ConstantOp::create(
+            b, DenseElementsAttr::get(tileType, b.getF32FloatAttr(0)));
         for (int64_t r = 0; r < lanes; ++r) {
           Value chunk =
               loadChunkF32(rowsView, {batch, head, rows[r], c0}, columns);
-          chunks.push_back(scale ? arith::MulFOp::create(b, chunk, scale)
-                                 : chunk);
+          if (scale)
+            chunk = arith::MulFOp::create(b, chunk, scale);
+          tile = vector::InsertOp::create(b, chunk, tile, ArrayRef<int64_t>{r});
         }
-        SmallVector<Value> transposed = transposeTile(chunks);
+        Value transposed = vector::TransposeOp::create(b, tile, {1, 0});
         for (int64_t c = 0; c < columns; ++c)
           vector::StoreOp::create(
-              b, transposed[c], target,
-              ValueRange{arith::AddIOp::create(b, c0, cst(c)), first});
+              b, vector::ExtractOp::create(b, transposed, ArrayRef<int64_t>{c}),
+              target, ValueRange{arith::AddIOp::create(b, c0, cst(c)), first});
       });
     });
   }
@@ -158,15 +161,20 @@ public:
   /// the inverse of transposeIntoLanes, rows past `count` not stored.
   void transposeOutOfLanes(Value rowsView, Value batch, Value head,
                            Value tileStart, Value count) {
+    auto tileType = VectorType::get({lanes, lanes}, f32);
     forLoop(cst(0), count, cst(lanes), [&](Value first) {
       Value rowsHere = arith::SubIOp::create(b, count, first);
       eachChunk(valueDim, [&](Value c0, int64_t columns) {
-        SmallVector<Value> accColumns;
+        Value tile = arith::ConstantOp::create(
+            b, DenseElementsAttr::get(tileType, b.getF32FloatAttr(0)));
         for (int64_t c = 0; c < columns; ++c)
-          accColumns.push_back(vector::LoadOp::create(
-              b, vecType, scratch.laneAcc,
-              ValueRange{arith::AddIOp::create(b, c0, cst(c)), first}));
-        SmallVector<Value> transposed = transposeTile(accColumns);
+          tile = vector::InsertOp::create(
+              b,
+              vector::LoadOp::create(
+                  b, vecType, scratch.laneAcc,
+                  ValueRange{arith::AddIOp::create(b, c0, cst(c)), first}),
+              tile, ArrayRef<int64_t>{c});
+        Value transposed = vector::TransposeOp::create(b, tile, {1, 0});
         for (int64_t r = 0; r < lanes; ++r) {
           Value here = arith::CmpIOp::create(b, arith::CmpIPredicate::slt,
                                              cst(r), rowsHere);
@@ -175,7 +183,8 @@ public:
           b.setInsertionPoint(ifRow.thenBlock()->getTerminator());
           Value row = arith::AddIOp::create(
               b, tileStart, arith::AddIOp::create(b, first, cst(r)));
-          Value chunk = transposed[r];
+          Value chunk =
+              vector::ExtractOp::create(b, transposed, ArrayRef<int64_t>{r});
           SmallVector<Value, 4> at = {batch, head, row, c0};
           if (columns == lanes)
             vector::StoreOp::create(b, chunk, rowsView, at);
