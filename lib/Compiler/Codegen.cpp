@@ -103,7 +103,7 @@ bool resolveTarget(const CompileOptions &options, ResolvedTarget &target,
   // and the runtime can refuse it on a CPU without them), then the explicit
   // --target-features, which add ("+x") or remove ("-x") features.
   SmallVector<std::string> features;
-  if (options.targetCpu.empty() && options.targetFeatures.empty()) {
+  if (options.targetCpu.empty()) {
     for (const auto &feature : llvm::sys::getHostCPUFeatures())
       if (feature.second) // record what the kernel may use, not what it may not
         features.push_back("+" + feature.first().str());
@@ -879,8 +879,9 @@ void emitLibrary(llvm::Module &module, const AbiTypes &types,
       llvm::ConstantStruct::get(types.library, fields), symbol);
 }
 
-/// Whether the CPU pipeline scores bf16 by vdpbf16ps on `host`.
-bool usesBf16Dot(const ::attn::ResolvedTarget &host) {
+/// Whether `host` has vdpbf16ps for the CPU pipeline (AVX-512 BF16 with
+/// 16 lanes); the kernel choice takes it where it pays.
+bool hasBf16Dot(const ::attn::ResolvedTarget &host) {
   return host.vectorWidth == 16 && host.has("avx512bf16");
 }
 
@@ -888,7 +889,7 @@ bool usesBf16Dot(const ::attn::ResolvedTarget &host) {
 mlir::attn::CpuTarget cpuTarget(const ::attn::ResolvedTarget &host) {
   mlir::attn::CpuTarget target;
   target.vectorWidth = host.vectorWidth;
-  target.bf16Dot = usesBf16Dot(host);
+  target.bf16Dot = hasBf16Dot(host) && mlir::attn::bf16DotPays(host.cpu);
   return target;
 }
 
@@ -922,9 +923,10 @@ void setCpuPipelineOptions(mlir::attn::CpuPipelineOptions &pipeline,
   // buildAttnTilingPipeline).
   pipeline.laneRows =
       mlir::attn::cpuLaneRows(cpuTarget(host), cpuOverrides(options));
-  // vdpbf16ps for bf16 scores where the target has AVX-512 BF16, and
-  // vscalefps for the softmax's exp where it has AVX-512F.
-  pipeline.bf16Dot = usesBf16Dot(host);
+  // vdpbf16ps where the target has AVX-512 BF16 (the kernel choice takes
+  // it where it pays; a --kernel may ask for it anyway), and vscalefps for
+  // the softmax's exp where it has AVX-512F.
+  pipeline.bf16Dot = hasBf16Dot(host);
   pipeline.avx512Exp = host.vectorWidth == 16 && host.has("avx512f");
 }
 

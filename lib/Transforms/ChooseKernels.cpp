@@ -13,6 +13,7 @@
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/TargetParser/Triple.h"
+#include "llvm/TargetParser/X86TargetParser.h"
 
 #include <mutex>
 
@@ -86,8 +87,27 @@ bool mlir::attn::resolveCpuTarget(llvm::StringRef cpu, llvm::StringRef features,
     return false;
   };
   target.vectorWidth = has("avx512f") ? 16 : has("avx") ? 8 : 4;
-  target.bf16Dot = target.vectorWidth == 16 && has("avx512bf16");
+  target.bf16Dot =
+      target.vectorWidth == 16 && has("avx512bf16") && bf16DotPays(cpu);
   return true;
+}
+
+bool mlir::attn::bf16DotPays(llvm::StringRef cpu) {
+  // Intel's AVX-512 BF16 cores (Cooper Lake's is Cascade Lake's core with
+  // the instruction added; measured on Emerald Rapids, whose core Sapphire
+  // Rapids shares). Generic names (x86-64-v4 with +avx512bf16) and AMD's
+  // keep the dot product.
+  switch (llvm::X86::parseArchX86(cpu, /*Only64Bit=*/true)) {
+  case llvm::X86::CK_Cooperlake:
+  case llvm::X86::CK_SapphireRapids:
+  case llvm::X86::CK_Emeraldrapids:
+  case llvm::X86::CK_Graniterapids:
+  case llvm::X86::CK_GraniterapidsD:
+  case llvm::X86::CK_Diamondrapids:
+    return false;
+  default:
+    return true;
+  }
 }
 
 int64_t mlir::attn::cpuLaneRows(const CpuTarget &target,

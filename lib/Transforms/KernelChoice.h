@@ -24,9 +24,19 @@ namespace attn {
 struct CpuTarget {
   /// f32 lanes per vector: 16 with AVX-512F, 8 with AVX, else 4.
   int64_t vectorWidth = ::mlir::attn::defaults::kVectorWidth;
-  /// AVX-512 BF16 (with 16 lanes): bf16 Q·Kᵀ by vdpbf16ps.
+  /// AVX-512 BF16 (with 16 lanes) on a CPU where it pays (bf16DotPays):
+  /// bf16 Q·Kᵀ and P·V by vdpbf16ps.
   bool bf16Dot = false;
 };
+
+/// Whether vdpbf16ps outruns widening bf16 to f32 for FMAs on `cpu` (an
+/// LLVM CPU name), given that the CPU has it: on AMD Zen 4 and 5 it does
+/// (two products a lane, 115-140 % of the f32 FMA peak); on Intel's cores
+/// it issues once in about three cycles against two FMAs a cycle (measured
+/// on Emerald Rapids: 41-53 against 155 GFLOP/s a core), so there bf16
+/// attention widens K and V (1.13-2.0x the dot product's speed, prefill;
+/// decoding alike within the noise).
+bool bf16DotPays(llvm::StringRef cpu);
 
 /// Registers LLVM's native target and its assembly printer, once per
 /// process whichever thread asks first (LLVM's own registration races).
