@@ -122,10 +122,7 @@ void AdditiveLowering::projectKeys(Value batch, Value keys) {
   forLoop(cst(0), keys, cst(lanes), [&](Value group) {
     Value count = arith::MinSIOp::create(b, cst(lanes),
                                          arith::SubIOp::create(b, keys, group));
-    forLoop(count, cst(lanes), cst(1), [&](Value r) {
-      for (int64_t c = 0; c < attnPad; c += lanes)
-        storeVector(zeroVector(), keyTile, {r, cst(c)});
-    });
+    zeroRows(keyTile, count, cst(lanes), attnPad);
     forBlocks(cst(0), count, kRows, [&](Value first, int64_t rows) {
       projectRows(key, batch, arith::AddIOp::create(b, group, first), rows,
                   keyWeightT, keyDim, keyTile, first);
@@ -205,10 +202,7 @@ void AdditiveLowering::projectQueries(Value batch, Value rows) {
 
 void AdditiveLowering::packValues(Value batch, Value keys) {
   Value value = op.getValues();
-  forLoop(keys, dim(values, 0), cst(1), [&](Value j) {
-    for (int64_t c = 0; c < valuePad; c += lanes)
-      storeVector(zeroVector(), values, {j, cst(c)});
-  });
+  zeroRows(values, keys, dim(values, 0), valuePad);
   ifUnitStride(
       value,
       [&](Value view) {

@@ -133,7 +133,7 @@ void BackwardLowering::emit() {
         forLoop(cst(0), group.rows, cst(1),
                 [&](Value row) { packRows(group, g, row); });
       });
-      zeroBuffer(group.gradQuery, groupRows, headPad);
+      zeroRows(group.gradQuery, cst(0), groupRows, headPad);
       // Per block of keys: every row of the group that sees one of them.
       forLoop(cst(0), keys, cst(kBlockKeys), [&](Value start) {
         KeyBlock block{start, arith::MinSIOp::create(
@@ -196,9 +196,9 @@ void BackwardLowering::packKeyBlock(const Group &group, const KeyBlock &block) {
   // Keys past the block's count stay 0 (their P and dS are 0, and 0·0 is
   // what they add).
   packKeys(group.batch, group.kvHead, block, keyRows);
-  zeroBuffer(valuesT, cst(valuePad), kBlockKeys);
-  zeroBuffer(gradKeys, cst(kBlockKeys), headPad);
-  zeroBuffer(gradValues, cst(kBlockKeys), valuePad);
+  zeroRows(valuesT, cst(0), cst(valuePad), kBlockKeys);
+  zeroRows(gradKeys, cst(0), cst(kBlockKeys), headPad);
+  zeroRows(gradValues, cst(0), cst(kBlockKeys), valuePad);
   forLoop(cst(0), block.count, cst(1), [&](Value k) {
     Value at = arith::AddIOp::create(b, block.start, k);
     forLoop(cst(0), cst(valueDim), cst(1), [&](Value c) {

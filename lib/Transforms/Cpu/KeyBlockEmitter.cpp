@@ -78,14 +78,6 @@ void KeyBlockEmitter::storeKeyRow(Value result, Value view, Value rowBuffer,
   });
 }
 
-void KeyBlockEmitter::zeroBuffer(Value buffer, Value rows, int64_t cols) {
-  Value zero = zeroVector();
-  forLoop(cst(0), rows, cst(1), [&](Value r) {
-    for (int64_t c = 0; c < cols; c += lanes)
-      storeVector(zero, buffer, {r, cst(c)});
-  });
-}
-
 void KeyBlockEmitter::storeAs(Value value, Value memref, ValueRange at) {
   Type elem = cast<MemRefType>(memref.getType()).getElementType();
   if (elem != f32)
@@ -106,9 +98,9 @@ void KeyBlockEmitter::packRow(Value source, Value batch, Value head,
 
 void KeyBlockEmitter::packKeys(Value batch, Value kvHead,
                                const KeyBlock &block, Value keyRows) {
-  zeroBuffer(keysT, cst(headPad), kBlockKeys);
+  zeroRows(keysT, cst(0), cst(headPad), kBlockKeys);
   if (keyRows)
-    zeroBuffer(keyRows, cst(kBlockKeys), headPad);
+    zeroRows(keyRows, cst(0), cst(kBlockKeys), headPad);
   forLoop(cst(0), block.count, cst(1), [&](Value k) {
     Value at = arith::AddIOp::create(b, block.start, k);
     forLoop(cst(0), cst(headDim), cst(1), [&](Value c) {

@@ -100,8 +100,6 @@ protected:
   Value fma(Value a, Value x, Value acc) {
     return vector::FMAOp::create(b, a, x, acc);
   }
-  /// memref[at] = 0 for every vector of a [rows][cols] f32 buffer.
-  void zeroBuffer(Value buffer, Value rows, int64_t cols);
   /// Row `at` = (batch, head, row) of an f32 [B, H, Sq, Sk] result at the
   /// block's keys, from `vectors` (keyVectors of them): masked vector stores
   /// into `view` (the result seen with unit inner stride, see ifUnitStride)

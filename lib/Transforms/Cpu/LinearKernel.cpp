@@ -77,7 +77,6 @@ private:
   /// from `count` to C zero.
   void packRows(Value source, Value batch, Value head, Value first, Value count,
                 Value rows, int64_t width, bool withPhi);
-  void zeroRows(Value rows, Value from, int64_t width);
 
   /// broadcastProduct at a static column.
   SmallVector<Value> product(Value lo, Value hi, int64_t rows,
@@ -118,14 +117,6 @@ Value LinearLowering::phi(Value x, int64_t live) {
   if (live < lanes)
     y = arith::SelectOp::create(b, liveLanes(live), y, zero);
   return y;
-}
-
-void LinearLowering::zeroRows(Value rows, Value from, int64_t width) {
-  Value zero = zeroVector();
-  forLoop(from, cst(chunk), cst(1), [&](Value r) {
-    for (int64_t c = 0; c < width; c += lanes)
-      storeVector(zero, rows, {r, cst(c)});
-  });
 }
 
 void LinearLowering::packRows(Value source, Value batch, Value head,
@@ -169,7 +160,7 @@ void LinearLowering::packRows(Value source, Value batch, Value head,
           finish(r, chunks);
         });
       });
-  zeroRows(rows, count, pad);
+  zeroRows(rows, count, cst(chunk), pad);
 }
 
 void LinearLowering::updateState(const Buffers &buf, Value count) {

@@ -46,6 +46,14 @@ void VectorEmitter::forLoop(Value lb, Value ub, Value step,
   body(loop.getInductionVar());
 }
 
+void VectorEmitter::zeroRows(Value buffer, Value from, Value to, int64_t cols) {
+  Value zero = zeroVector();
+  forLoop(from, to, cst(1), [&](Value r) {
+    for (int64_t c = 0; c < cols; c += lanes)
+      storeVector(zero, buffer, {r, cst(c)});
+  });
+}
+
 SmallVector<Value> VectorEmitter::forLoopWith(
     Value lb, Value ub, Value step, ValueRange inits,
     function_ref<SmallVector<Value>(Value, ValueRange)> body) {

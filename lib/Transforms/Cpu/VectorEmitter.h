@@ -50,6 +50,9 @@ protected:
   void storeVector(Value v, Value memref, ValueRange at) {
     vector::StoreOp::create(b, v, memref, at);
   }
+  /// Zeros rows [from, to) of an f32 buffer, `cols` columns each (a
+  /// multiple of the vector width).
+  void zeroRows(Value buffer, Value from, Value to, int64_t cols);
   /// An f32 buffer of `shape` on the heap (64-byte aligned), its dynamic
   /// dims `dynamicSizes`; the caller deallocates it.
   Value heapBuffer(ArrayRef<int64_t> shape, ValueRange dynamicSizes = {});

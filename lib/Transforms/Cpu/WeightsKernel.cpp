@@ -229,7 +229,7 @@ void WeightsLowering::writeWeights(const Head &head, Value view) {
             [&](Value row) { storeRow(head, view, block, row, zeros); });
     forLoop(hi, head.rows, cst(1),
             [&](Value row) { storeRow(head, view, block, row, zeros); });
-    auto zeroRows = [&](Value firstRow, int64_t count) {
+    auto storeZeroRows = [&](Value firstRow, int64_t count) {
       for (int64_t r = 0; r < count; ++r)
         storeRow(head, view, block, arith::AddIOp::create(b, firstRow, cst(r)),
                  zeros);
@@ -257,7 +257,7 @@ void WeightsLowering::writeWeights(const Head &head, Value view) {
             storeRow(head, view, block, row, weights);
           }
         },
-        zeroRows);
+        storeZeroRows);
   });
 }
 
