@@ -483,8 +483,14 @@ KernelSpec attn::specOfKernel(const attn_kernel_desc *kernel) {
   spec.scale = kernel->scale;
   if (kernel->softcap != 0)
     spec.softcap = kernel->softcap;
-  spec.lse = kernel->has_lse != 0;
   spec.sinks = attn_kernel_has_sinks(kernel) != 0;
+  // A backward kernel reads the forward's LSE whatever its spec; the key
+  // `lse` gave it dLSE.
+  spec.backward = attn_kernel_kind_of(kernel) == ATTN_KERNEL_BACKWARD;
+  spec.lse = spec.backward ? kernel->has_grad_lse != 0 : kernel->has_lse != 0;
+  spec.gradMask = spec.backward && attn_kernel_has_grad_mask(kernel);
+  spec.dropout = attn_kernel_has_dropout(kernel) != 0;
+  spec.weights = attn_kernel_kind_of(kernel) == ATTN_KERNEL_WEIGHTS;
   for (int i = 0; i < 5; ++i)
     spec.staticSizes[i] = kernel->static_sizes[i];
   return spec;

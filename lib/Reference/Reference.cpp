@@ -101,8 +101,14 @@ double attn::flopCount(const KernelSpec &spec, int64_t batch, int64_t headsQ,
   }
   double positions =
       static_cast<double>(countAllowedPositions(spec, seqQ, seqK));
+  // Multiply-adds per allowed pair: the forward's two products (D + Dv),
+  // a backward kernel's five (S, dP, dV, dK, dQ: 3D + 2Dv), a weights
+  // kernel's one (D).
+  int64_t perPair = spec.backward  ? 3 * spec.headDim + 2 * spec.valueDim
+                    : spec.weights ? spec.headDim
+                                   : spec.headDim + spec.valueDim;
   return 2.0 * static_cast<double>(batch) * static_cast<double>(headsQ) *
-         positions * static_cast<double>(spec.headDim + spec.valueDim);
+         positions * static_cast<double>(perPair);
 }
 
 double attn::tolerance(ElementType type) {

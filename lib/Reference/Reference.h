@@ -135,15 +135,16 @@ int64_t countAllowedPositions(const KernelSpec &spec, int64_t seqQ,
 
 /// The FLOP count to report with a throughput figure (spec, "Cost
 /// accounting"): 2 * B * Hq * (D + Dv) multiply-adds for each allowed (i, j)
-/// position. It counts exactly the positions that causal and window masking
-/// allow, rather than whole blocks, so it does not depend on a kernel's tile
-/// sizes: Sq * Sk for no mask, Sq * (Sq + 1) / 2 (about half) for causal with
-/// Sq = Sk. A data mask (bool or bias) is ignored: it is counted as dense, as
-/// FlashAttention's benchmarks do, since its contents are not known up front.
-/// For linear attention, docs/spec.md's count: 2 * B * Hq * (Sq + Sk) * D *
-/// Dv, plus 2 * B * Hq * Sq * chunk * (D + Dv) for the causal form. For
-/// additive attention (headsQ 1): 2 * B * Sq * Sk * (A + Dv) plus the
-/// projections' 2 * B * (Sq * Dq + Sk * Dk) * A (the tanh not counted).
+/// position (a backward kernel's spec: 3D + 2Dv; a weights kernel's: D). It
+/// counts exactly the positions that causal and window masking allow, rather
+/// than whole blocks, so it does not depend on a kernel's tile sizes: Sq * Sk
+/// for no mask, Sq * (Sq + 1) / 2 (about half) for causal with Sq = Sk. A data
+/// mask (bool or bias) is ignored: it is counted as dense, as FlashAttention's
+/// benchmarks do, since its contents are not known up front. For linear
+/// attention, docs/spec.md's count: 2 * B * Hq * (Sq + Sk) * D * Dv, plus 2 * B
+/// * Hq * Sq * chunk * (D + Dv) for the causal form. For additive attention
+/// (headsQ 1): 2 * B * Sq * Sk * (A + Dv) plus the projections' 2 * B * (Sq *
+/// Dq + Sk * Dk) * A (the tanh not counted).
 double flopCount(const KernelSpec &spec, int64_t batch, int64_t headsQ,
                  int64_t seqQ, int64_t seqK);
 

@@ -12,7 +12,9 @@
 // other instead: the same inputs, calls alternating a, b, a, b... so that
 // the machine's drift hits both alike, and prints each one's median and
 // its ratio to the first. This is how a change to the code generator is
-// judged on a noisy machine (docs/benchmarks.md).
+// judged on a noisy machine (docs/benchmarks.md). Backward kernels (a spec
+// with `backward`) are compared the same way, on the float64 forward's O
+// and LSE and a random dO.
 //
 // With --device cuda the kernels are compiled for GPU 0 and timed on
 // buffers already in device memory (f16 and bf16, batch 4, as GPU kernels
@@ -105,20 +107,57 @@ int fail(const std::string &message) {
   return 2;
 }
 
-/// Runs `kernel` once on `problem` (fresh random inputs) and compares it
-/// with the float64 reference.
-bool checkProblem(const attn::Problem &problem, const attn_kernel_desc *kernel,
-                  attn_thread_pool *pool, attn::CheckReport &report) {
+/// The inputs of one --compare problem: a forward's, and a backward
+/// kernel's O, LSE and dO besides.
+struct CompareData {
   attn::ProblemData data;
-  attn::makeProblemData(problem, data);
-  return attn::runProblem(kernel, data, pool) == ATTN_OK &&
-         (report = attn::checkAgainstReference(problem, data)).passed;
+  attn::BackwardData backward;
+};
+
+/// Fresh random inputs for `problem`; false with `error` where the
+/// reference cannot make a backward kernel's forward.
+bool makeCompareData(const attn::Problem &problem, CompareData &in,
+                     std::string &error) {
+  attn::makeProblemData(problem, in.data);
+  return !problem.spec.backward ||
+         attn::makeBackwardData(problem, in.data, in.backward, error);
+}
+
+attn_status runCompared(const attn_kernel_desc *kernel,
+                        const attn::Problem &problem, CompareData &in,
+                        attn_thread_pool *pool) {
+  return problem.spec.backward
+             ? attn::runBackwardProblem(kernel, in.data, in.backward, pool)
+             : attn::runProblem(kernel, in.data, pool);
+}
+
+/// Runs `kernel` once on `problem` (fresh random inputs) and compares it
+/// (its gradients for a backward kernel) with the float64 reference;
+/// `relative` is the error (the worst gradient's).
+bool checkProblem(const attn::Problem &problem, const attn_kernel_desc *kernel,
+                  attn_thread_pool *pool, double &relative) {
+  CompareData in;
+  std::string error;
+  relative = 0;
+  if (!makeCompareData(problem, in, error) ||
+      runCompared(kernel, problem, in, pool) != ATTN_OK)
+    return false;
+  if (!problem.spec.backward) {
+    attn::CheckReport report = attn::checkAgainstReference(problem, in.data);
+    relative = report.output.relative;
+    return report.passed;
+  }
+  attn::BackwardReport report =
+      attn::checkBackwardAgainstReference(problem, in.data, in.backward);
+  relative = std::max(
+      {report.query.relative, report.key.relative, report.value.relative});
+  return report.passed;
 }
 
 /// Runs `kernel` once on a small problem (B=1, H=2, S=130, or the sizes
 /// the kernel was compiled for) and compares it with the float64 reference.
 bool checkKernel(const attn::KernelSpec &spec, const attn_kernel_desc *kernel,
-                 attn_thread_pool *pool, attn::CheckReport &report) {
+                 attn_thread_pool *pool, double &relative) {
   attn::Problem check;
   check.spec = spec;
   check.batch = 1;
@@ -133,7 +172,7 @@ bool checkKernel(const attn::KernelSpec &spec, const attn_kernel_desc *kernel,
     check.headsQ = check.headsKv;
   else if (spec.staticSizes[2] < 0 && check.headsQ % check.headsKv)
     check.headsKv = check.headsQ;
-  return checkProblem(check, kernel, pool, report);
+  return checkProblem(check, kernel, pool, relative);
 }
 
 /// Seconds of one call, as measured by the steady clock.
@@ -168,7 +207,7 @@ int compareLibraries(attn_thread_pool *pool, double peak) {
     const attn_kernel_desc *kernel = nullptr;
     std::vector<double> seconds;
     bool ok = false;
-    attn::CheckReport report;
+    double error = 0;
   };
   std::vector<Entry> entries(compare.size());
   attn::KernelSpec spec;
@@ -180,9 +219,17 @@ int compareLibraries(attn_thread_pool *pool, double peak) {
     e.kernel = attn_module_kernel(e.module, 0);
     if (!e.kernel || attn_kernel_device(e.kernel) != ATTN_DEVICE_CPU)
       return fail(e.path + ": its first kernel is not a CPU kernel");
+    attn_kernel_kind kind = attn_kernel_kind_of(e.kernel);
+    if (kind != ATTN_KERNEL_FORWARD && kind != ATTN_KERNEL_BACKWARD)
+      return fail(e.path +
+                  ": --compare times forward and backward kernels; its "
+                  "first kernel is another kind");
+    if (kind == ATTN_KERNEL_BACKWARD && attn_kernel_has_dropout(e.kernel) != 0)
+      return fail(e.path + ": --compare does not run dropout's backward "
+                           "kernels (compare them without dropout)");
     attn::KernelSpec own = attn::specOfKernel(e.kernel);
     own.name = "compared";
-    e.ok = checkKernel(own, e.kernel, pool, e.report);
+    e.ok = checkKernel(own, e.kernel, pool, e.error);
     // And on the compared problem's heads and query rows (sequences cut so
     // that the float64 reference stays quick): its GQA groups and tiles
     // take paths that the small problem above may not reach.
@@ -196,7 +243,7 @@ int compareLibraries(attn_thread_pool *pool, double peak) {
         own.staticSizes[3] >= 0 ? size[3] : std::min<int64_t>(size[3], 67);
     compared.seqK =
         own.staticSizes[4] >= 0 ? size[4] : std::min<int64_t>(size[4], 1029);
-    e.ok = e.ok && checkProblem(compared, e.kernel, pool, e.report);
+    e.ok = e.ok && checkProblem(compared, e.kernel, pool, e.error);
     // Kernels for other static sizes compute the same (the runtime
     // refuses the problem if --sizes does not fit one of them).
     std::fill(std::begin(own.staticSizes), std::end(own.staticSizes), -1);
@@ -215,10 +262,13 @@ int compareLibraries(attn_thread_pool *pool, double peak) {
   problem.headsKv = size[2];
   problem.seqQ = size[3];
   problem.seqK = size[4];
-  attn::ProblemData data;
-  attn::makeProblemData(problem, data);
+  CompareData in;
+  std::string error;
+  if (!makeCompareData(problem, in, error))
+    return fail(error);
+  const attn::ProblemData &data = in.data;
   for (Entry &e : entries) // warm-up
-    if (attn::runProblem(e.kernel, data, pool) != ATTN_OK)
+    if (runCompared(e.kernel, problem, in, pool) != ATTN_OK)
       return fail(e.path + ": " + attn_last_error());
   // Decoding reads K and V once and is bound by memory: a plain read of
   // the same buffers on the same threads, timed in every round, is its
@@ -234,7 +284,7 @@ int compareLibraries(attn_thread_pool *pool, double peak) {
   for (int r = 0; r < rounds; ++r) {
     for (Entry &e : entries)
       e.seconds.push_back(
-          timeOnce([&] { attn::runProblem(e.kernel, data, pool); }));
+          timeOnce([&] { runCompared(e.kernel, problem, in, pool); }));
     if (decoding)
       readSeconds.push_back(
           timeOnce([&] { checksum ^= attn::readBuffers(pool, kv); }));
@@ -356,8 +406,8 @@ int main(int argc, char **argv) {
     const attn_kernel_desc *kernel = nullptr;
     attn_module_find(module, specs[i].name.c_str(), &kernel);
 
-    attn::CheckReport report;
-    bool ok = checkKernel(specs[i], kernel, pool, report);
+    double error = 0;
+    bool ok = checkKernel(specs[i], kernel, pool, error);
     failures += !ok;
 
     attn::Problem problem;
@@ -392,14 +442,14 @@ int main(int argc, char **argv) {
           "%.3g\n",
           s.label.c_str(), s.dtype.c_str(), (long long)s.batch,
           (long long)s.headsQ, (long long)s.seqQ, (long long)s.headDim,
-          (int)s.causal, seconds50 * 1e3, rate * 1e-9, report.output.relative);
+          (int)s.causal, seconds50 * 1e3, rate * 1e-9, error);
     else
       llvm::outs() << llvm::format(
           "%-24s %10.2f %10.1f %8s %10s %9.2g\n", s.label.c_str(),
           seconds50 * 1e3, rate * 1e-9,
           peak > 0 ? llvm::formatv("{0:F1}%", 100.0 * rate / peak).str().c_str()
                    : "-",
-          ok ? "ok" : "FAIL", report.output.relative);
+          ok ? "ok" : "FAIL", error);
     llvm::outs().flush();
   }
   attn_module_unload(module);

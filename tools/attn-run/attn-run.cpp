@@ -676,13 +676,8 @@ int main(int argc, char **argv) {
   double median = seconds[seconds.size() / 2];
   double flops = attn::flopCount(spec, problem.batch, problem.headsQ,
                                  problem.seqQ, problem.seqK);
-  // The backward's five products: 2*(3D+2Dv) per pair (docs/spec.md).
-  if (backward)
-    flops *= double(3 * spec.headDim + 2 * spec.valueDim) /
-             double(spec.headDim + spec.valueDim);
   if (weights) {
-    // One product per weight, 2D flops; and W's bytes written.
-    flops *= double(spec.headDim) / double(spec.headDim + spec.valueDim);
+    // W's bytes written, besides the product's flops.
     double bytes = 4.0 * double(problem.batch) * double(problem.headsQ) *
                    double(problem.seqQ) * double(problem.seqK);
     llvm::outs() << "  time " << llvm::format("%.3f", median * 1e3)

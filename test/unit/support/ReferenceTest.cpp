@@ -489,6 +489,15 @@ TEST(Reference, FlopCount) {
   double ratio = flopCount(spec, 1, 1, 4096, 4096) /
                  (2.0 * 4096 * 4096 * (spec.headDim + spec.valueDim));
   EXPECT_NEAR(ratio, 0.5, 1e-3);
+  // A backward kernel's five products, a weights kernel's one.
+  spec = KernelSpec();
+  spec.headDim = 64;
+  spec.valueDim = 32;
+  spec.backward = true;
+  EXPECT_EQ(flopCount(spec, 1, 2, 8, 4), 2.0 * 2 * 32 * (3 * 64 + 2 * 32));
+  spec.backward = false;
+  spec.weights = true;
+  EXPECT_EQ(flopCount(spec, 1, 2, 8, 4), 2.0 * 2 * 32 * 64);
 }
 
 TEST(Reference, Tolerances) {
