@@ -12,11 +12,11 @@ using namespace mlir::attn::cpu;
 void KeyBlockEmitter::allocateBlockState() {
   keysT = stackBuffer({headPad, kBlockKeys});
   if (mask || modifiers.hasMaskMod())
-    keep = stackBuffer({kRows, kBlockKeys});
+    keep = stackBuffer({rowBlock, kBlockKeys});
   if (mask)
-    bias = stackBuffer({kRows, kBlockKeys});
+    bias = stackBuffer({rowBlock, kBlockKeys});
   if (dropoutP) {
-    dropScale = stackBuffer({kRows, kBlockKeys});
+    dropScale = stackBuffer({rowBlock, kBlockKeys});
     dropThreshold = dropoutThreshold(b, b.getLoc(), dropoutP);
     dropKept = splat(arith::DivFOp::create(
         b, f32Const(1.0f), arith::SubFOp::create(b, f32Const(1.0f), dropoutP)));
@@ -114,7 +114,16 @@ void KeyBlockEmitter::packKeys(Value batch, Value kvHead,
 
 void KeyBlockEmitter::forRowBlocks(Value lo, Value hi,
                                    function_ref<void(Value, int64_t)> body) {
-  forBlocks(lo, hi, kRows, body);
+  if (rowBlock == kRows)
+    return forBlocks(lo, hi, kRows, body);
+  Value count = arith::SubIOp::create(b, hi, lo);
+  Value whole = arith::AddIOp::create(
+      b, lo,
+      arith::MulIOp::create(b, arith::DivUIOp::create(b, count, cst(rowBlock)),
+                            cst(rowBlock)));
+  forLoop(lo, whole, cst(rowBlock),
+          [&](Value first) { body(first, rowBlock); });
+  forBlocks(whole, hi, kRows, body);
 }
 
 std::pair<Value, Value> KeyBlockEmitter::rowsSeeing(const KeyBlock &block,
@@ -302,6 +311,18 @@ SmallVector<Value> KeyBlockEmitter::dropoutFactors(Value batch, Value head,
 SmallVector<Value> KeyBlockEmitter::rowsTimesBlock(Value rows, Value blockT,
                                                    int64_t width,
                                                    ArrayRef<Value> rowAt) {
+  if (static_cast<int64_t>(rowAt.size()) > kRows) {
+    // kRows x keyVectors accumulators fill half the registers: more rows
+    // take more passes over the block.
+    SmallVector<Value> scores;
+    for (size_t first = 0; first < rowAt.size(); first += kRows)
+      llvm::append_range(
+          scores,
+          rowsTimesBlock(rows, blockT, width,
+                         rowAt.slice(first, std::min<size_t>(
+                                                kRows, rowAt.size() - first))));
+    return scores;
+  }
   int64_t rowCount = rowAt.size();
   SmallVector<Value> zeros(rowCount * keyVectors, zeroVector());
   return forLoopWith(

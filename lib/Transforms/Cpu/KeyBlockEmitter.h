@@ -1,9 +1,11 @@
-//===- KeyBlockEmitter.h - Scores of a key block, recomputed -----*- C++ -*-===//
+//===- KeyBlockEmitter.h - Scores of a key block, recomputed -----*- C++
+//-*-===//
 //
 // What the CPU kernels that recompute the softmax's weights block by block
 // share (the backward kernel, the attention weights' kernel): blocks of 64
 // keys packed as f32 Kᵀ, the rows of a block that see one of its keys, the
-// scores of kRows rows against the block as register tiles, which lanes a
+// scores of a block of rows against the block as register tiles of kRows
+// rows, which lanes a
 // row may see (the live keys, the causal/window band, the mask's keep
 // bits) and dropout's factors. Unlike the forward's micro-kernels, these
 // read every input through f32 copies padded to whole vectors, so that the
@@ -26,7 +28,7 @@ namespace cpu {
 
 class KeyBlockEmitter : public VectorEmitter {
 protected:
-  /// Keys per block, and query rows per register block.
+  /// Keys per block, and query rows per register tile of scores.
   static constexpr int64_t kBlockKeys = 64;
   static constexpr int64_t kRows = 4;
 
@@ -36,13 +38,16 @@ protected:
   };
 
   /// For a bufferized attention-like op: its mask, band and dropout; the
-  /// diagonal is resolved at the builder's insertion point.
+  /// diagonal is resolved at the builder's insertion point. Rows are taken
+  /// `rowBlock` at a time (a multiple of kRows).
   template <typename OpTy>
-  KeyBlockEmitter(ImplicitLocOpBuilder &b, OpTy op, int64_t lanes)
-      : VectorEmitter(b, lanes), attention(op), captures(op.getCaptures()),
-        query(op.getQuery()), key(op.getKey()), mask(op.getMask()),
-        dropoutP(op.getDropoutP()), dropoutSeed(op.getDropoutSeed()),
-        origin(op.getOrigin()), math(b, b.getLoc(), op, SoftmaxConvention{}),
+  KeyBlockEmitter(ImplicitLocOpBuilder &b, OpTy op, int64_t lanes,
+                  int64_t rowBlock = kRows)
+      : VectorEmitter(b, lanes), rowBlock(rowBlock), attention(op),
+        captures(op.getCaptures()), query(op.getQuery()), key(op.getKey()),
+        mask(op.getMask()), dropoutP(op.getDropoutP()),
+        dropoutSeed(op.getDropoutSeed()), origin(op.getOrigin()),
+        math(b, b.getLoc(), op, SoftmaxConvention{}),
         modifiers(b, b.getLoc(), op),
         headDim(cast<ShapedType>(op.getQuery().getType()).getDimSize(3)),
         headPad(llvm::alignTo(headDim, lanes)), keyVectors(kBlockKeys / lanes) {
@@ -61,8 +66,8 @@ protected:
   /// row `r` of `rows` ([R][pad]), columns past `width` 0.
   void packRow(Value source, Value batch, Value head, Value row, Value rows,
                Value r, int64_t width, int64_t pad);
-  /// `body(firstRow, count)` over rows [lo, hi): whole blocks of kRows
-  /// rows, then the rest one by one.
+  /// `body(firstRow, count)` over rows [lo, hi): whole blocks of rowBlock
+  /// rows, then of kRows, then the rest one by one.
   void forRowBlocks(Value lo, Value hi,
                     function_ref<void(Value, int64_t)> body);
   /// The rows (of one head) that see a key of the block: [lo, hi).
@@ -72,7 +77,7 @@ protected:
   Value allowed(const KeyBlock &block, Value row, int64_t r, int64_t v);
   /// rows[rowAt[r]] · blockᵀ for each row r: `width` columns of the rows
   /// (f32) against the packed block transposed ([width][64]), as register
-  /// tiles of rows x key vectors (r-major).
+  /// tiles of (up to kRows) rows x key vectors (r-major).
   SmallVector<Value> rowsTimesBlock(Value rows, Value blockT, int64_t width,
                                     ArrayRef<Value> rowAt);
   /// The final scores s of register tile `scores` of row `r` (the scale,
@@ -116,6 +121,8 @@ protected:
   /// The key/value head of query head `head`.
   Value kvHeadOf(Value head);
 
+  /// Query rows per block (the row buffers' first dimension).
+  int64_t rowBlock;
   /// The op and its captured tensors (memrefs).
   Operation *attention;
   ValueRange captures;
@@ -128,7 +135,7 @@ protected:
   std::optional<int64_t> left, right;
   Value keysT; // the packed key block [DPad][64]
   // One block of rows: the mask's keep bits and bias, dropout's factors.
-  Value keep, bias, dropScale; // [kRows][64]
+  Value keep, bias, dropScale; // [rowBlock][64]
   // Dropout: the threshold of the keep bits and the kept weights' factor.
   Value dropThreshold, dropKept;
 
