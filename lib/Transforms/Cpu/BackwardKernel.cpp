@@ -82,6 +82,9 @@ private:
   void emitTableRowBlock(const Group &group, const KeyBlock &keys, Value g,
                          Value firstRow, int64_t rowCount);
   void writeKeyBlock(const Group &group, const KeyBlock &keys);
+  /// `body(c, chunks)` over the `pad` columns of a row by two vectors a pass
+  /// (chunks 2), the last vector alone where their count is odd.
+  void forChunkPairs(int64_t pad, function_ref<void(Value, int64_t)> body);
   /// dM at the block's keys of the row block at `firstRow` of `head`: its
   /// dS before the soft cap's derivative.
   void writeGradMask(const Group &group, const KeyBlock &keys, Value head,
@@ -341,11 +344,7 @@ void BackwardLowering::emitRowBlock(const Group &group, const KeyBlock &block,
         }
       });
     };
-    int64_t pairsEnd = pad / (2 * lanes) * (2 * lanes);
-    forLoop(cst(0), cst(pairsEnd), cst(2 * lanes),
-            [&](Value c) { pass(c, 2); });
-    if (pairsEnd < pad)
-      pass(cst(pairsEnd), 1);
+    forChunkPairs(pad, pass);
   };
   // dM = dS at the block's keys of these rows.
   if (gradScores)
@@ -386,11 +385,15 @@ void BackwardLowering::emitRowBlock(const Group &group, const KeyBlock &block,
         storeVector(sums[h * rowCount + r], group.gradQuery,
                     {rowAt[r], arith::AddIOp::create(b, c, cst(h * lanes))});
   };
-  int64_t pairsEnd = headPad / (2 * lanes) * (2 * lanes);
-  forLoop(cst(0), cst(pairsEnd), cst(2 * lanes),
-          [&](Value c) { accumulateQueries(c, 2); });
-  if (pairsEnd < headPad)
-    accumulateQueries(cst(pairsEnd), 1);
+  forChunkPairs(headPad, accumulateQueries);
+}
+
+void BackwardLowering::forChunkPairs(int64_t pad,
+                                     function_ref<void(Value, int64_t)> body) {
+  int64_t pairsEnd = pad / (2 * lanes) * (2 * lanes);
+  forLoop(cst(0), cst(pairsEnd), cst(2 * lanes), [&](Value c) { body(c, 2); });
+  if (pairsEnd < pad)
+    body(cst(pairsEnd), 1);
 }
 
 void BackwardLowering::writeKeyBlock(const Group &group,

@@ -114,16 +114,11 @@ void KeyBlockEmitter::packKeys(Value batch, Value kvHead,
 
 void KeyBlockEmitter::forRowBlocks(Value lo, Value hi,
                                    function_ref<void(Value, int64_t)> body) {
-  if (rowBlock == kRows)
-    return forBlocks(lo, hi, kRows, body);
-  Value count = arith::SubIOp::create(b, hi, lo);
-  Value whole = arith::AddIOp::create(
-      b, lo,
-      arith::MulIOp::create(b, arith::DivUIOp::create(b, count, cst(rowBlock)),
-                            cst(rowBlock)));
-  forLoop(lo, whole, cst(rowBlock),
-          [&](Value first) { body(first, rowBlock); });
-  forBlocks(whole, hi, kRows, body);
+  SmallVector<int64_t> sizes = {rowBlock};
+  if (rowBlock > kRows)
+    sizes.push_back(kRows);
+  sizes.push_back(1);
+  forBlocks(lo, hi, sizes, body);
 }
 
 std::pair<Value, Value> KeyBlockEmitter::rowsSeeing(const KeyBlock &block,

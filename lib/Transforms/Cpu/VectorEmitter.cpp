@@ -75,15 +75,20 @@ Value VectorEmitter::heapBuffer(ArrayRef<int64_t> shape,
                                  b.getI64IntegerAttr(64));
 }
 
-void VectorEmitter::forBlocks(Value lo, Value hi, int64_t size,
+void VectorEmitter::forBlocks(Value lo, Value hi, ArrayRef<int64_t> sizes,
                               function_ref<void(Value, int64_t)> body) {
-  Value count = arith::SubIOp::create(b, hi, lo);
-  Value whole = arith::AddIOp::create(
-      b, lo,
-      arith::MulIOp::create(b, arith::DivUIOp::create(b, count, cst(size)),
-                            cst(size)));
-  forLoop(lo, whole, cst(size), [&](Value first) { body(first, size); });
-  forLoop(whole, hi, cst(1), [&](Value first) { body(first, 1); });
+  for (int64_t size : sizes) {
+    Value whole = hi;
+    if (size > 1) {
+      Value count = arith::SubIOp::create(b, hi, lo);
+      whole = arith::AddIOp::create(
+          b, lo,
+          arith::MulIOp::create(b, arith::DivUIOp::create(b, count, cst(size)),
+                                cst(size)));
+    }
+    forLoop(lo, whole, cst(size), [&](Value first) { body(first, size); });
+    lo = whole;
+  }
 }
 
 Value VectorEmitter::horizontalSum(Value vec) {

@@ -59,6 +59,12 @@ protected:
   /// `body(first, count)` over [lo, hi): whole blocks of `size`, then the
   /// rest one at a time (count 1).
   void forBlocks(Value lo, Value hi, int64_t size,
+                 function_ref<void(Value, int64_t)> body) {
+    forBlocks(lo, hi, {size, 1}, body);
+  }
+  /// The same with blocks of sizes[0], then of sizes[1] in what is left,
+  /// ... (decreasing, the last 1).
+  void forBlocks(Value lo, Value hi, ArrayRef<int64_t> sizes,
                  function_ref<void(Value, int64_t)> body);
 
   /// The sum of a vector's lanes in any order (reassoc: a log-depth tree,
