@@ -283,13 +283,14 @@ public:
   /// Whether the direct path's P·V takes two rows at a time (probs must
   /// hold two rows).
   bool pairRows() const { return rowBlock >= 2; }
-  /// Whether the direct path's P·V takes kQuadRows rows at a time: f16 V,
-  /// and bf16 V paired as loaded (probs and probPairs then hold kQuadRows
-  /// rows). Each V row loaded is widened or unpacked for 4 rows, not 2.
+  /// Whether the direct path's P·V takes kQuadRows rows at a time: 16-bit
+  /// V widened as loaded (f16, and bf16 where the kernel has no dot
+  /// product), and bf16 V paired as loaded (probs and probPairs then hold
+  /// kQuadRows rows). Each V row loaded is widened or unpacked for 4 rows,
+  /// not 2.
   bool quadRows() {
-    return pairRows() && (cast<MemRefType>(op.getValue().getType())
-                              .getElementType()
-                              .isF16() ||
+    Type value = cast<MemRefType>(op.getValue().getType()).getElementType();
+    return pairRows() && (value.isF16() || (value.isBF16() && !bf16Values) ||
                           pairsAsLoaded());
   }
   /// Whether the direct path's bf16 P·V makes its key pairs as it loads V
