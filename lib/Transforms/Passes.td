@@ -17,7 +17,8 @@ def AttnChooseKernelsPass : Pass<"attn-choose-kernels", "func::FuncOp"> {
     each with its measurement): on a CPU (`target` an LLVM x86 CPU name,
     `features` on top) the packed or lane-rows micro-kernel, the query
     tile, key block, row block, lane-rows tile and the bf16 dot product
-    (AVX-512 BF16); on a GPU (`target` sm_80, sm_90, ...) mma.sync for
+    (AVX-512 BF16, where it outruns widening bf16 to f32: AMD's cores, not
+    Intel's); on a GPU (`target` sm_80, sm_90, ...) mma.sync for
     16-bit inputs or FMA, the thread block's rows and the key tile. The
     tiling and lowering passes after it read the choice and make none of
     their own; a choice already on an op (written by hand) stays. The
