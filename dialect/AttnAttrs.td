@@ -63,8 +63,8 @@ def Attn_KernelAttr : AttrDef<Attn_Dialect, "Kernel"> {
 
     - `micro_kernel`: on the CPU `packed` (K and V blocks packed, blocks of
       `row_block` query rows share each load) or `lane_rows` (tiles of
-      `lane_rows` query rows in vector lanes; ops without a mask operand or
-      the bf16 dot product); on a GPU `mma_sync` (16-bit inputs on tensor
+      `lane_rows` query rows in vector lanes; ops without a mask operand,
+      dropout or the bf16 dot product); on a GPU `mma_sync` (16-bit inputs on tensor
       cores) or `fma`. CPU ops of at most `attn-lower-to-vector`'s
       `direct-rows` rows take the direct path at run time whatever the
       choice.

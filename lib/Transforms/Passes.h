@@ -69,10 +69,10 @@ inline bool laneRowsCandidate(OnlineAttentionOp op, bool bf16Dot) {
   auto isBF16 = [](Value v) {
     return getElementTypeOrSelf(v.getType()).isBF16();
   };
-  // Dropout's keep bits and the mask_mod (with its block table) are made
-  // where the packed and direct paths score a row's keys
-  // (KernelEmitter::updateRowStatistics).
-  return !op.getMask() && !op.getDropoutP() && !maskModOf(op) &&
+  // Dropout's keep bits are made where the packed and direct paths score a
+  // row's keys (KernelEmitter::updateRowStatistics); the modifiers and a
+  // block mask's table run in either path.
+  return !op.getMask() && !op.getDropoutP() &&
          !(bf16Dot && isBF16(op.getQuery()) && isBF16(op.getKey()));
 }
 

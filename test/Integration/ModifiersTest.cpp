@@ -9,7 +9,8 @@
 // that empties whole rows and a score_mod that excludes by -inf. Each runs
 // over f32/bf16/f16, GQA, Sq != Sk, D != Dv, lengths that are no multiple
 // of any tile, with causal masks and masks combined, decoding with a key
-// split, and the weights and backward kernels of the same modifiers; inputs
+// split, and the weights and backward kernels of the same modifiers (a
+// mask_mod's forward also without the lane-rows micro-kernel); inputs
 // are fresh, outputs NaN-poisoned, and a second run must be bit-identical.
 //
 //===----------------------------------------------------------------------===//
@@ -108,8 +109,11 @@ std::string caseName(const ::testing::TestParamInfo<ModCase> &info) {
   return info.param.label;
 }
 
-/// Which kernel of a case: the forward, its weights or its backward.
-enum class Kind { Forward, Weights, Backward };
+/// Which kernel of a case: the forward, its weights or its backward; or
+/// the forward compiled without the lane-rows micro-kernel (the packed one
+/// then takes the mask_mod, as where the target has no lane-rows tile, with
+/// dropout or with the bf16 dot product).
+enum class Kind { Forward, Weights, Backward, PackedForward };
 
 KernelSpec specOf(const ModCase &c, Kind kind) {
   std::string error, text = "name=" + c.label + "," + c.spec;
@@ -137,6 +141,14 @@ bool backwardTakes(const ModCase &c) {
   return c.spec.find("sizes=") == std::string::npos;
 }
 
+/// Whether the default forward of a case may take the lane-rows path with a
+/// mask_mod (prefill without a mask operand), so that its packed form is
+/// checked too.
+bool packedFormDiffers(const ModCase &c) {
+  return c.mods->maskMod && c.spec.find("sizes=") == std::string::npos &&
+         c.spec.find("mask=") == std::string::npos;
+}
+
 /// One library per kind for the suite.
 struct Library {
   std::string directory, path;
@@ -153,6 +165,8 @@ struct Library {
         continue;
       if (kind == Kind::Backward && !backwardTakes(c))
         continue;
+      if (kind == Kind::PackedForward && !packedFormDiffers(c))
+        continue;
       specs.push_back(specOf(c, kind));
     }
     if (specs.empty())
@@ -162,8 +176,11 @@ struct Library {
     directory = dir.str().str();
     path = directory + "/modifiers.so";
     std::string error;
-    ASSERT_TRUE(compileKernels(specs, CompileOptions(),
-                               OutputKind::SharedLibrary, path, error))
+    CompileOptions options;
+    if (kind == Kind::PackedForward)
+      options.laneRows = 0;
+    ASSERT_TRUE(
+        compileKernels(specs, options, OutputKind::SharedLibrary, path, error))
         << error;
     ASSERT_EQ(attn_module_load(path.c_str(), &module), ATTN_OK)
         << attn_last_error();
@@ -192,14 +209,17 @@ public:
     weights.build(Kind::Weights, selectedCases("WeightsMatchReference"));
     backward.build(Kind::Backward,
                    selectedCases("BackwardMatchesReferenceGradient"));
+    packedForward.build(Kind::PackedForward,
+                        selectedCases("PackedForwardMatchesReference"));
   }
   static void TearDownTestSuite() {
     forward.release();
     weights.release();
     backward.release();
+    packedForward.release();
     attn_thread_pool_destroy(pool);
   }
-  static Library forward, weights, backward;
+  static Library forward, weights, backward, packedForward;
   static attn_thread_pool *pool;
 
   static Problem problemOf(const ModCase &c, Kind kind) {
@@ -216,7 +236,8 @@ public:
     return p;
   }
 };
-Library Modifiers::forward, Modifiers::weights, Modifiers::backward;
+Library Modifiers::forward, Modifiers::weights, Modifiers::backward,
+    Modifiers::packedForward;
 attn_thread_pool *Modifiers::pool = nullptr;
 
 std::vector<double> outputs(const ProblemData &data) {
@@ -225,16 +246,18 @@ std::vector<double> outputs(const ProblemData &data) {
   return values;
 }
 
-TEST_P(Modifiers, ForwardMatchesReference) {
-  const ModCase &c = GetParam();
-  Problem p = problemOf(c, Kind::Forward);
-  const attn_kernel_desc *kernel = forward.find(c.label);
+/// Runs `library`'s forward kernel of `c` against the reference, then again
+/// (bit-identical).
+void checkForward(const ModCase &c, Library &library) {
+  Problem p = Modifiers::problemOf(c, Kind::Forward);
+  const attn_kernel_desc *kernel = library.find(c.label);
   ASSERT_TRUE(kernel);
   EXPECT_EQ(attn_kernel_num_captures(kernel),
             static_cast<int32_t>(c.mods->captureTypes.size()));
   ProblemData data;
   makeProblemData(p, data);
-  ASSERT_EQ(runProblem(kernel, data, pool), ATTN_OK) << attn_last_error();
+  ASSERT_EQ(runProblem(kernel, data, Modifiers::pool), ATTN_OK)
+      << attn_last_error();
   CheckReport report = checkAgainstReference(p, data);
   ASSERT_TRUE(report.passed) << p.describe() << ": " << report.message;
 
@@ -243,7 +266,8 @@ TEST_P(Modifiers, ForwardMatchesReference) {
   std::vector<double> first = outputs(data);
   poisonOutputs(data);
   bool split = attn_kernel_has_key_split(kernel);
-  ASSERT_EQ(runProblem(kernel, data, split ? pool : nullptr), ATTN_OK)
+  ASSERT_EQ(runProblem(kernel, data, split ? Modifiers::pool : nullptr),
+            ATTN_OK)
       << attn_last_error();
   std::vector<double> second = outputs(data);
   ASSERT_EQ(first.size(), second.size());
@@ -251,6 +275,17 @@ TEST_P(Modifiers, ForwardMatchesReference) {
     ASSERT_TRUE(first[e] == second[e] ||
                 (std::isnan(first[e]) && std::isnan(second[e])))
         << "element " << e << " differs between two runs";
+}
+
+TEST_P(Modifiers, ForwardMatchesReference) {
+  checkForward(GetParam(), forward);
+}
+
+TEST_P(Modifiers, PackedForwardMatchesReference) {
+  const ModCase &c = GetParam();
+  if (!packedFormDiffers(c))
+    GTEST_SKIP() << "its forward takes the packed path already";
+  checkForward(c, packedForward);
 }
 
 TEST_P(Modifiers, WeightsMatchReference) {

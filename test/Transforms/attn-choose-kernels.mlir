@@ -106,12 +106,11 @@ func.func @f32_decoding(%q: tensor<?x8x1x128xf32>, %k: tensor<?x2x?x128xf32>, %v
   return %r : tensor<?x8x1x128xf32>
 }
 
-// A score_mod runs in the lane-rows micro-kernel; a mask_mod (and its block
-// table) keeps the packed one.
+// Score and mask modifiers run in the lane-rows micro-kernel.
 // ZEN4-LABEL: func @score_mod_only
 //       ZEN4: kernel <lane_rows, query_tile = 256, key_block = 64, row_block = 4, lane_rows = 64>
 // ZEN4-LABEL: func @mask_mod
-//       ZEN4: kernel <packed,
+//       ZEN4: kernel <lane_rows, query_tile = 256, key_block = 64, row_block = 4, lane_rows = 64>
 func.func @score_mod_only(%q: tensor<?x?x?x64xf32>, %k: tensor<?x?x?x64xf32>, %v: tensor<?x?x?x64xf32>,
                           %o: tensor<?x?x?x64xf32>) -> tensor<?x?x?x64xf32> {
   %r = attn.attention ins(%q, %k, %v : tensor<?x?x?x64xf32>, tensor<?x?x?x64xf32>, tensor<?x?x?x64xf32>)

@@ -140,3 +140,42 @@ func.func @alibi_lane_rows_tile(%q: memref<1x1x64x16xf32>, %k: memref<1x1x?x16xf
       }
   return
 }
+
+// The mask_mod in the lane-rows micro-kernel: as the score_mod above, each
+// score vector's row indices are a vector and its key index a scalar, so
+// the query's document ids are a gather (clamped row indices) and the
+// key's a scalar load, broadcast; the false lanes score -inf before the
+// keys past the block are excluded. The block mask's table works as in
+// the packed kernel, per lane-rows tile: a key block whose entries are all
+// 0 is skipped, one whose entries are all 2 runs without the mask_mod.
+// CHECK-LABEL: func @documents_lane_rows_tile
+//  CHECK-SAME: %[[DOCS:[a-z0-9]+]]: memref<?xi32>, %[[TABLE:[a-z0-9]+]]: memref<?x?x?x?xi32>
+//       CHECK: %[[ENTRIES:.+]]:2 = scf.for
+//       CHECK:   memref.load %[[TABLE]]
+//       CHECK: scf.if %[[ENTRIES]]#0 {
+//       CHECK:   scf.if %[[ENTRIES]]#1 {
+//   CHECK-NOT:     vector.gather
+//       CHECK:   } else {
+//       CHECK:     %[[DI:.+]] = vector.gather %{{.+}}[%c0] [%{{.+}}], %{{.+}}, %{{.+}} : memref<?xi32, strided<[1], offset: ?>>, vector<16xindex>, vector<16xi1>, vector<16xi32> into vector<16xi32>
+//       CHECK:     %[[DJ:.+]] = memref.load %[[DOCS]][%{{.+}}] : memref<?xi32>
+//       CHECK:     %[[DJV:.+]] = vector.broadcast %[[DJ]] : i32 to vector<16xi32>
+//       CHECK:     %[[SAME:.+]] = arith.cmpi eq, %[[DI]], %[[DJV]] : vector<16xi32>
+//       CHECK:     %[[KEPT:.+]] = arith.select %[[SAME]], %{{.+}}, %[[NEGINF:.+]] : vector<16xi1>, vector<16xf32>
+//       CHECK:     arith.select %{{.+}}, %[[KEPT]], %[[NEGINF]] : vector<16xf32>
+func.func @documents_lane_rows_tile(%q: memref<1x1x64x16xf32>, %k: memref<1x1x?x16xf32>, %v: memref<1x1x?x16xf32>,
+                      %docs: memref<?xi32>, %table: memref<?x?x?x?xi32>,
+                      %b: index, %h: index, %i: index, %j: index,
+                      %acc: memref<1x1x64x16xf32>, %max: memref<1x1x64xf32>, %sum: memref<1x1x64xf32>) {
+  attn.online_attention ins(%q, %k, %v : memref<1x1x64x16xf32>, memref<1x1x?x16xf32>, memref<1x1x?x16xf32>)
+      origin(%b, %h, %i, %j) captures(%docs, %table : memref<?xi32>, memref<?x?x?x?xi32>)
+      outs(%acc, %max, %sum : memref<1x1x64x16xf32>, memref<1x1x64xf32>, memref<1x1x64xf32>)
+      kernel <lane_rows, query_tile = 64, key_block = 64, row_block = 4, lane_rows = 64>
+      mask_mod {
+      ^bb0(%bb: index, %hh: index, %ii: index, %jj: index):
+        %di = attn.captured 0 [%ii] : i32
+        %dj = attn.captured 0 [%jj] : i32
+        %same = arith.cmpi eq, %di, %dj : i32
+        attn.yield %same : i1
+      } {attn.block_mask = array<i64: 1, 128, 32>}
+  return
+}
