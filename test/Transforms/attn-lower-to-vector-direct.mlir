@@ -157,6 +157,29 @@ func.func @decode_f16_tiles(%q: memref<1x?x1x20xf16>, %k: memref<1x1x?x20xf16>, 
   return
 }
 
+// bf16 V without the dot product (this run has no bf16-dot: a CPU without
+// AVX-512 BF16, or an Intel core, where widening is faster) takes P·V four
+// rows a pass as f16 does: each V row widened once for 4 rows x 2 chunks
+// of accumulators, then a pair and an odd row.
+
+// CHECK-LABEL: func @decode_bf16_widened_quads
+//       CHECK: arith.remui %[[COUNT:.+]], %c2 : index
+//       CHECK: %[[REM4:.+]] = arith.remui %[[COUNT]], %c4 : index
+//       CHECK: %[[QUADS:.+]] = arith.subi %[[COUNT]], %[[REM4]] : index
+//       CHECK: scf.for %{{.+}} = %c0 to %[[QUADS]] step %c4 {
+//       CHECK:   scf.for %{{.+}} iter_args({{.+}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>) {
+//       CHECK-COUNT-2: arith.extf %{{.+}} : vector<16xbf16> to vector<16xf32>
+//   CHECK-NOT:     arith.extf
+//       CHECK-COUNT-8: vector.fma
+//       CHECK:     scf.yield
+//       CHECK: scf.for %{{.+}} = %[[QUADS]] to %{{.+}} step %c2 {
+func.func @decode_bf16_widened_quads(%q: memref<1x?x1x20xbf16>, %k: memref<1x1x?x20xbf16>, %v: memref<1x1x?x20xbf16>,
+                                     %acc: memref<1x?x1x20xf32>, %m: memref<1x?x1xf32>, %s: memref<1x?x1xf32>) {
+  attn.online_attention ins(%q, %k, %v : memref<1x?x1x20xbf16>, memref<1x1x?x20xbf16>, memref<1x1x?x20xbf16>)
+      outs(%acc, %m, %s : memref<1x?x1x20xf32>, memref<1x?x1xf32>, memref<1x?x1xf32>)
+  return
+}
+
 // A row of 16 chunks (f32 D = 256): the score tiles take its chunks in a
 // loop, 16 FMAs (4 rows x 4 keys) an iteration on the 16 accumulators,
 // rather than 256 FMAs unrolled.
