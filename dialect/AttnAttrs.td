@@ -32,12 +32,15 @@ def Attn_WindowAttr : AttrDef<Attn_Dialect, "Window"> {
 }
 
 // The feature map of linear attention (attn.linear): what each query and
-// key element becomes before the products, φ(x) >= 0 so that the
-// normalizer is a sum of non-negative terms.
+// key element becomes before the products. elu_plus_one and relu give
+// φ(x) >= 0, so that the normalizer is a sum of non-negative terms;
+// identity (φ(x) = x) is for the unnormalized form (the sums of products
+// that linear attention's gradients are made of).
 def Attn_FeatureMap : I32EnumAttr<"FeatureMap",
     "the feature map φ that linear attention applies to queries and keys", [
       I32EnumAttrCase<"elu_plus_one", 0>, // elu(x) + 1: x + 1 if x > 0, else exp(x)
-      I32EnumAttrCase<"relu", 1>          // max(x, 0)
+      I32EnumAttrCase<"relu", 1>,         // max(x, 0)
+      I32EnumAttrCase<"identity", 2>      // x
     ]> {
   let cppNamespace = "::mlir::attn";
 }

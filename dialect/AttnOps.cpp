@@ -1442,6 +1442,9 @@ LogicalResult LinearOp::verify() {
   float eps = getEffectiveEps();
   if (!std::isfinite(eps) || eps < 0.0f)
     return emitOpError() << "eps must be finite and >= 0, found " << eps;
+  if (getUnnormalized() && getEps())
+    return emitOpError() << "eps is the denominator's and an unnormalized "
+                            "op has none: drop eps or unnormalized";
   return verifyTensorOrMemRefForm(*this);
 }
 
@@ -1549,9 +1552,10 @@ LinearOp::getTiledImplementation(OpBuilder &b, ArrayRef<OpFoldResult> offsets,
     outputs.push_back(
         slice(getNormalizerOut(), t.normalizer, t.normalizerSizes));
   }
-  auto tiled = LinearOp::create(
-      b, loc, ValueRange(outputs).getTypes(), query, key, value, initial,
-      outputs, getCausal(), getChunkAttr(), getEpsAttr(), getFeatureMapAttr());
+  auto tiled =
+      LinearOp::create(b, loc, ValueRange(outputs).getTypes(), query, key,
+                       value, initial, outputs, getCausal(), getChunkAttr(),
+                       getEpsAttr(), getFeatureMapAttr(), getUnnormalized());
   return TilingResult{
       {tiled}, SmallVector<Value>(tiled->getResults()), tiles.slices};
 }

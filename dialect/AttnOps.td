@@ -484,7 +484,10 @@ def Attn_LinearOp : Attn_Op<"linear", [
     ```
 
     where `j` runs over every key, or with `causal` over the keys `j <= i`
-    (then Sq = Sk). `S₀` and `z₀` are the optional initial state
+    (then Sq = Sk). With `unnormalized`, `O[i] = φ(Q[i]) · S_i`: no
+    denominator and no `eps` (the normalizer is still carried in the
+    state); with `feature_map(identity)` that is the plain causal or full
+    sum of products `Σ_j (Q[i] · K[j]) V[j]`. `S₀` and `z₀` are the optional initial state
     (`state(%s0, %z0)`: `[B, Hkv, D, Dv]` and `[B, Hkv, D]` f32, zero when
     absent); the optional second and third outs receive the final state
     `S₀ + Σ_all`, `z₀ + Σ_all` in the same layout, so that a sequence can be
@@ -516,7 +519,8 @@ def Attn_LinearOp : Attn_Op<"linear", [
                        UnitAttr:$causal,
                        OptionalAttr<I64Attr>:$chunk,
                        OptionalAttr<F32Attr>:$eps,
-                       OptionalAttr<Attn_FeatureMap>:$feature_map);
+                       OptionalAttr<Attn_FeatureMap>:$feature_map,
+                       UnitAttr:$unnormalized);
   let results = (outs Variadic<AnyRankedTensor>:$results);
   let assemblyFormat = [{
     `ins` `(` $query `,` $key `,` $value `:` type($query) `,` type($key) `,` type($value) `)`
@@ -526,6 +530,7 @@ def Attn_LinearOp : Attn_Op<"linear", [
     (`chunk` `(` $chunk^ `)`)?
     (`eps` `(` $eps^ `)`)?
     (`feature_map` `(` $feature_map^ `)`)?
+    (`unnormalized` $unnormalized^)?
     attr-dict custom<ResultTypes>(type($results), ref(type($outputs)))
   }];
   let hasVerifier = 1;

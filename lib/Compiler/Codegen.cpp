@@ -227,7 +227,7 @@ struct AbiTypes {
          i64, i64, arr(i64, 5), i64, f32, f32,         ptr, ptr, ptr, ptr, i32,
          ptr, ptr, ptr,         ptr, ptr, i32,         i32, ptr, ptr, i32, i32,
          i32, i32, ptr,         ptr, ptr, i32,         i32, f32, i32, ptr, ptr,
-         i64, i64, i32,         ptr, ptr, i64,         i64, i64, i64, i32},
+         i64, i64, i32,         ptr, ptr, i64,         i64, i64, i64, i32, i32},
         "attn_kernel_desc");
     gpuKernel = llvm::StructType::create(
         ctx, {ptr, i32, ptr, i64, ptr, i32, i32, i32}, "attn_gpu_kernel");
@@ -854,7 +854,8 @@ llvm::GlobalVariable *emitDescriptor(llvm::Module &module,
       i64(spec.mha ? spec.keyEmbedDim : 0),
       i64(spec.mha ? spec.valueEmbedDim : 0),
       i64(spec.mha ? spec.mhaHeads : 0),
-      i32(spec.mha && spec.mhaBias ? 1 : 0)};
+      i32(spec.mha && spec.mhaBias ? 1 : 0),
+      i32(spec.linear && spec.unnormalized ? 1 : 0)};
   return new llvm::GlobalVariable(module, types.desc, /*isConstant=*/true,
                                   llvm::GlobalValue::ExternalLinkage,
                                   llvm::ConstantStruct::get(types.desc, fields),

@@ -128,9 +128,11 @@ static func::FuncOp buildLinearKernelFunction(OpBuilder &b, Location loc,
       b, loc, outputs.getTypes(), body->getArgument(0), body->getArgument(1),
       body->getArgument(2), initial, outputs,
       spec.causal ? b.getUnitAttr() : UnitAttr(),
-      b.getI64IntegerAttr(spec.chunk), b.getF32FloatAttr(spec.eps),
+      b.getI64IntegerAttr(spec.chunk),
+      spec.unnormalized ? FloatAttr() : b.getF32FloatAttr(spec.eps),
       mlir::attn::FeatureMapAttr::get(
-          ctx, static_cast<mlir::attn::FeatureMap>(spec.featureMap)));
+          ctx, static_cast<mlir::attn::FeatureMap>(spec.featureMap)),
+      spec.unnormalized ? b.getUnitAttr() : UnitAttr());
   func::ReturnOp::create(b, loc, op.getResults());
   return func;
 }
@@ -625,6 +627,7 @@ static void specFromLinearOp(mlir::attn::LinearOp op, KernelSpec &spec) {
   spec.chunk = op.getChunkRows();
   spec.eps = op.getEffectiveEps();
   spec.featureMap = static_cast<FeatureMap>(op.getEffectiveFeatureMap());
+  spec.unnormalized = op.getUnnormalized();
   // The kernel reads a state and writes one, or neither.
   spec.linearState = op.getStateIn() || op.getStateOut();
   spec.staticSizes[0] = staticOr(q.getDimSize(0));

@@ -436,6 +436,8 @@ bool attn::computeReferenceLinear(const KernelSpec &spec,
     return false;
   }
   auto phi = [&](double x) {
+    if (spec.featureMap == FeatureMap::Identity)
+      return x;
     if (spec.featureMap == FeatureMap::Relu)
       return x > 0 ? x : (std::isnan(x) ? x : 0.0);
     return x > 0 ? x + 1.0 : std::exp(x);
@@ -487,7 +489,7 @@ bool attn::computeReferenceLinear(const KernelSpec &spec,
             for (int64_t x = 0; x < d; ++x)
               num += fq[size_t(x)] * rowS[size_t(x * dv + e)];
             out.output[size_t(((b * headsQ + h) * seqQ + i) * dv + e)] =
-                num / den;
+                spec.unnormalized ? num : num / den;
           }
         }
       }

@@ -383,13 +383,13 @@ bool SpecParser::parseItem(std::string_view item) {
     return fail("missing key before '=' in item " + quote(item));
 
   static const char *const knownKeys[] = {
-      "name",     "dtype",        "d",     "dv",       "causal",
-      "align",    "window",       "mask",  "lse",      "gqa",
-      "scale",    "softcap",      "sizes", "backward", "dropout",
-      "weights",  "sinks",        "dbias", "linear",   "eps",
-      "chunk",    "feature_map",  "state", "additive", "dq",
-      "attn_dim", "with_weights", "mha",   "embed",    "heads",
-      "kdim",     "vdim",         "bias"};
+      "name",     "dtype",        "d",     "dv",          "causal",
+      "align",    "window",       "mask",  "lse",         "gqa",
+      "scale",    "softcap",      "sizes", "backward",    "dropout",
+      "weights",  "sinks",        "dbias", "linear",      "eps",
+      "chunk",    "feature_map",  "state", "additive",    "dq",
+      "attn_dim", "with_weights", "mha",   "embed",       "heads",
+      "kdim",     "vdim",         "bias",  "unnormalized"};
   bool known = false;
   for (const char *k : knownKeys)
     known |= key == k;
@@ -399,20 +399,20 @@ bool SpecParser::parseItem(std::string_view item) {
                 "window, mask, lse, gqa, scale, softcap, sizes, backward, "
                 "dropout, weights, sinks, dbias, linear, eps, chunk, "
                 "feature_map, state, additive, dq, attn_dim, with_weights, "
-                "mha, embed, heads, kdim, vdim, bias)");
+                "mha, embed, heads, kdim, vdim, bias, unnormalized)");
   for (const std::string &seen : seenKeys)
     if (key == seen)
       return fail("duplicate key '" + std::string(key) + "' in kernel spec");
   seenKeys.emplace_back(key);
 
   // Only `causal`, `lse`, `backward`, `dropout`, `weights`, `sinks`,
-  // `dbias`, `linear`, `state`, `additive`, `with_weights`, `mha` and
-  // `bias` may stand alone.
+  // `dbias`, `linear`, `state`, `additive`, `with_weights`, `mha`, `bias`
+  // and `unnormalized` may stand alone.
   if (!hasValue && key != "causal" && key != "lse" && key != "backward" &&
       key != "dropout" && key != "weights" && key != "sinks" &&
       key != "dbias" && key != "linear" && key != "state" &&
       key != "additive" && key != "with_weights" && key != "mha" &&
-      key != "bias")
+      key != "bias" && key != "unnormalized")
     return fail("key '" + std::string(key) + "' needs a value ('" +
                 std::string(key) + "=...')");
   if (hasValue && value.empty())
@@ -505,6 +505,8 @@ bool SpecParser::parseItem(std::string_view item) {
     return parseHeadDim(key, value, spec.attnDim);
   if (key == "state")
     return parseFlag(key, value, hasValue, spec.linearState);
+  if (key == "unnormalized")
+    return parseFlag(key, value, hasValue, spec.unnormalized);
   if (key == "eps") {
     float eps;
     if (!parseFloat(value, eps))
@@ -530,8 +532,10 @@ bool SpecParser::parseItem(std::string_view item) {
       spec.featureMap = FeatureMap::EluPlusOne;
     else if (value == "relu")
       spec.featureMap = FeatureMap::Relu;
+    else if (value == "identity")
+      spec.featureMap = FeatureMap::Identity;
     else
-      return badValue(key, value, "elu_plus_one or relu");
+      return badValue(key, value, "elu_plus_one, relu or identity");
     return true;
   }
   if (key == "gqa") {
@@ -698,7 +702,8 @@ bool SpecParser::checkLinear() {
     return std::find(seenKeys.begin(), seenKeys.end(), key) != seenKeys.end();
   };
   if (!spec.linear) {
-    for (const char *key : {"eps", "chunk", "feature_map", "state"})
+    for (const char *key :
+         {"eps", "chunk", "feature_map", "state", "unnormalized"})
       if (seen(key))
         return fail(std::string("'") + key +
                     "' is an option of linear attention's kernel: it needs "
@@ -719,6 +724,9 @@ bool SpecParser::checkLinear() {
     return fail("causal linear attention needs Sq = Sk (query i sees keys "
                 "0..i), found sizes Sq = " +
                 std::to_string(rows) + ", Sk = " + std::to_string(keys));
+  if (spec.unnormalized && seen("eps"))
+    return fail("'eps' is the denominator's and an 'unnormalized' kernel "
+                "has none: drop one of them");
   return true;
 }
 
@@ -968,8 +976,12 @@ std::string attn::printKernelSpec(const KernelSpec &spec) {
       add("chunk=" + std::to_string(spec.chunk));
     if (spec.featureMap == FeatureMap::Relu)
       add("feature_map=relu");
+    if (spec.featureMap == FeatureMap::Identity)
+      add("feature_map=identity");
     if (spec.linearState)
       add("state");
+    if (spec.unnormalized)
+      add("unnormalized");
   }
   if (spec.group != -1)
     add("gqa=" + std::to_string(spec.group));

@@ -30,7 +30,7 @@ enum class Alignment { TopLeft, BottomRight };
 /// The element type of a tensor that modifiers capture (attn_dtype's).
 enum class CaptureType { F32 = 0, I32 = 4, I64 = 5 };
 /// Linear attention's feature map (attn.linear's, in the same order).
-enum class FeatureMap { EluPlusOne = 0, Relu = 1 };
+enum class FeatureMap { EluPlusOne = 0, Relu = 1, Identity = 2 };
 
 /// A tensor that a kernel's score_mod or mask_mod reads.
 struct CaptureSpec {
@@ -77,12 +77,14 @@ struct KernelSpec {
   // (`causal`) the keys up to each row, in chunks of `chunk` rows. It takes
   // no mask, LSE, window, scale or soft-cap. With `linearState` it reads
   // the initial state S₀ [B, Hkv, D, Dv] and normalizer z₀ [B, Hkv, D]
-  // (f32) and writes the final ones (spec key `state`).
+  // (f32) and writes the final ones (spec key `state`). With `unnormalized`
+  // O is the numerator alone (no denominator, no eps).
   bool linear = false;
   float eps = 1e-6f;
   int64_t chunk = kDefaultLinearChunk;
   FeatureMap featureMap = FeatureMap::EluPlusOne;
   bool linearState = false;
+  bool unnormalized = false;
   // Additive attention's kernel (attn.additive; docs/spec.md, "Additive
   // attention"): query [B, Sq, Dq], keys [B, Sk, Dk = headDim], values
   // [B, Sk, Dv = valueDim], W_q [A, Dq], W_k [A, Dk], v [A]; an optional
@@ -139,7 +141,8 @@ struct KernelSpec {
 /// backward kernel that also writes the bias's gradient), gqa=G, scale,
 /// softcap, sizes=B:Hq:Hkv:Sq:Sk (each a
 /// number or `?`); for linear attention's kernel `linear` with `eps`,
-/// `chunk`, `feature_map=elu_plus_one|relu` and `state` (and d, dv, dtype,
+/// `chunk`, `feature_map=elu_plus_one|relu|identity`, `state` and
+/// `unnormalized` (and d, dv, dtype,
 /// causal, gqa, sizes); for additive attention's `additive` with `dq`,
 /// `attn_dim`, `with_weights` (and d, dv, dtype, mask=bool, sizes); for a
 /// multi-head attention layer's `mha` with `embed`, `heads`, `kdim`, `vdim`

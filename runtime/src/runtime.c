@@ -101,7 +101,8 @@ static attn_module *registry;
 /* Checks everything the runtime later relies on without re-checking: a
  * descriptor that passes is safe to read and to call. */
 attn_device attn_kernel_device(const attn_kernel_desc *kernel) {
-  if (!kernel || kernel->struct_size < sizeof(attn_kernel_desc))
+  if (!kernel || kernel->struct_size < offsetof(attn_kernel_desc, device) +
+                                           sizeof(kernel->device))
     return ATTN_DEVICE_CPU;
   return (attn_device)kernel->device;
 }

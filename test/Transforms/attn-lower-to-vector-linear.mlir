@@ -104,3 +104,23 @@ func.func @state(%q: memref<1x1x?x8xbf16>, %k: memref<1x1x?x8xbf16>,
       feature_map(relu)
   return
 }
+
+// Unnormalized with the identity map (the sums of products that the
+// gradients are made of): the rows are packed as they are (no exp, no
+// max), A keeps its causal select, and the numerators are
+// stored without a denominator (no division, no reduction for φ(Q)·z).
+
+// CHECK-LABEL: func @unnormalized
+//   CHECK-NOT: math.exp
+//   CHECK-NOT: arith.maximumf
+//       CHECK: arith.cmpi sge, %{{.+}}, %{{.+}} : vector<16xi32>
+//       CHECK: arith.select
+//   CHECK-NOT: arith.divf
+//   CHECK-NOT: vector.reduction
+//       CHECK: return
+func.func @unnormalized(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>,
+                        %v: memref<1x1x?x16xf32>, %o: memref<1x1x?x16xf32>) {
+  attn.linear ins(%q, %k, %v : memref<1x1x?x16xf32>, memref<1x1x?x16xf32>, memref<1x1x?x16xf32>)
+      outs(%o : memref<1x1x?x16xf32>) causal feature_map(identity) unnormalized
+  return
+}

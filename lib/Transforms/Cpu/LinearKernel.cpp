@@ -5,9 +5,9 @@
 //
 //   O[i] = φ(Q[i]) · S_i / (φ(Q[i]) · z_i + eps)
 //
-// over an f32 state S [D][Dv] and normalizer z [D] (docs/spec.md, "Linear
-// attention"), a chunk of C rows at a time, with φ applied as the rows are
-// packed into f32 buffers:
+// (unnormalized: O[i] = φ(Q[i]) · S_i, no denominator) over an f32 state
+// S [D][Dv] and normalizer z [D] (docs/spec.md, "Linear attention"), a chunk of
+// C rows at a time, with φ applied as the rows are packed into f32 buffers:
 //
 //   non-causal:  per chunk of keys:      S += φ(K_c)ᵀ V_c,  z += Σ φ(K_c)
 //                per head, per chunk:    O_c = φ(Q_c) S / (φ(Q_c) z + eps)
@@ -113,6 +113,9 @@ Value LinearLowering::phi(Value x, int64_t live) {
   case FeatureMap::relu:
     y = arith::MaximumFOp::create(b, x, zero);
     break;
+  case FeatureMap::identity:
+    y = x;
+    break;
   }
   if (live < lanes)
     y = arith::SelectOp::create(b, liveLanes(live), y, zero);
@@ -209,9 +212,11 @@ void LinearLowering::outputRows(const Buffers &buf, Value batch, Value head,
     return memref::LoadOp::create(
         b, buf.queries, ValueRange{arith::AddIOp::create(b, first, cst(r)), d});
   };
-  // The normalizer's part of each row's denominator: φ(Q[i]) · z.
+  // The normalizer's part of each row's denominator: φ(Q[i]) · z (none
+  // unnormalized).
+  bool normalized = !op.getUnnormalized();
   SmallVector<Value> den(kRows);
-  for (int64_t r = 0; r < kRows; ++r) {
+  for (int64_t r = 0; r < kRows && normalized; ++r) {
     Value row = arith::AddIOp::create(b, first, cst(r)), dot;
     for (int64_t c = 0; c < headPad; c += lanes) {
       Value term =
@@ -250,16 +255,18 @@ void LinearLowering::outputRows(const Buffers &buf, Value batch, Value head,
           Value a =
               arith::SelectOp::create(b, seen, acc[r * n + v], zeroVector());
           storeVector(a, buf.scores, {cst(r), cst(col + v * lanes)});
-          rowSums[r] = rowSums[r] ? arith::AddFOp::create(b, rowSums[r], a) : a;
+          if (normalized)
+            rowSums[r] =
+                rowSums[r] ? arith::AddFOp::create(b, rowSums[r], a) : a;
         }
       }
     }
-    for (int64_t r = 0; r < kRows; ++r)
+    for (int64_t r = 0; r < kRows && normalized; ++r)
       den[r] = arith::AddFOp::create(b, den[r], horizontalSum(rowSums[r]));
   }
   // One division per row: the numerators are multiplied by its inverse.
   SmallVector<Value> inverse(kRows);
-  for (int64_t r = 0; r < kRows; ++r)
+  for (int64_t r = 0; r < kRows && normalized; ++r)
     inverse[r] = splat(arith::DivFOp::create(
         b, f32Const(1.0f),
         arith::AddFOp::create(b, den[r], f32Const(op.getEffectiveEps()))));
@@ -295,7 +302,8 @@ void LinearLowering::outputRows(const Buffers &buf, Value batch, Value head,
     for (int64_t r = 0; r < kRows; ++r)
       for (int64_t v = 0; v < n; ++v)
         outputs[r * (valuePad / lanes) + col / lanes + v] =
-            arith::MulFOp::create(b, acc[r * n + v], inverse[r]);
+            normalized ? arith::MulFOp::create(b, acc[r * n + v], inverse[r])
+                       : acc[r * n + v];
   }
   for (int64_t r = 0; r < kRows; ++r) {
     Value local = arith::AddIOp::create(b, first, cst(r));

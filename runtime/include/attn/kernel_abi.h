@@ -263,7 +263,8 @@ typedef enum attn_kernel_kind {
 /* Linear attention's feature map (attn.linear's feature_map). */
 typedef enum attn_feature_map {
   ATTN_FEATURE_ELU_PLUS_ONE = 0, /* elu(x) + 1 */
-  ATTN_FEATURE_RELU = 1          /* max(x, 0) */
+  ATTN_FEATURE_RELU = 1,         /* max(x, 0) */
+  ATTN_FEATURE_IDENTITY = 2      /* x */
 } attn_feature_map;
 
 typedef enum attn_device {
@@ -415,6 +416,10 @@ typedef struct attn_kernel_desc {
   int64_t value_embed_dim; /* Ev */
   int64_t num_heads;       /* H */
   int32_t has_bias;
+  /* Where struct_size covers it (older linear kernels are normalized): 1
+   * for a linear attention kernel whose O is the numerator alone (spec key
+   * 'unnormalized'; its eps is unused). */
+  int32_t unnormalized;
 } attn_kernel_desc;
 
 typedef struct attn_library {

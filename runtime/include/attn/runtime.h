@@ -322,7 +322,8 @@ ATTN_RUNTIME_EXPORT attn_status attn_prepare_backward(
 /* Runs a linear attention kernel (kind ATTN_KERNEL_LINEAR; docs/spec.md,
  * "Linear attention"): O [B, Hq, Sq, Dv] of `query`, `key`, `value` (shaped
  * and typed as attn_run's; no mask; Sq = Sk for a causal kernel) through the
- * kernel's feature map. A kernel compiled with the spec key 'state' reads
+ * kernel's feature map (of a kernel compiled with 'unnormalized', O is the
+ * numerator φ(Q)·S alone). A kernel compiled with the spec key 'state' reads
  * the initial state S0 [B, Hkv, D, Dv] and normalizer z0 [B, Hkv, D] (f32)
  * and writes the final ones (S0 and z0 plus every key's contribution) to
  * `final_state` and `final_normalizer`, which may be S0 and z0 themselves

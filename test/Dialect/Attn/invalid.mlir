@@ -1465,6 +1465,15 @@ func.func @linear_group(%q: tensor<1x3x8x16xf32>, %k: tensor<1x2x8x16xf32>,
 
 // -----
 
+func.func @linear_unnormalized_eps(%q: tensor<1x1x8x16xf32>, %o: tensor<1x1x8x16xf32>) {
+  // expected-error @+1 {{eps is the denominator's and an unnormalized op has none: drop eps or unnormalized}}
+  %r = attn.linear ins(%q, %q, %q : tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>)
+      outs(%o : tensor<1x1x8x16xf32>) eps(1.0e-3) unnormalized -> tensor<1x1x8x16xf32>
+  return
+}
+
+// -----
+
 func.func @linear_causal_lengths(%q: tensor<1x1x8x16xf32>, %k: tensor<1x1x9x16xf32>,
                                  %o: tensor<1x1x8x16xf32>) {
   // expected-error @+1 {{key dim 2 (Sk) must equal query's Sq (causal linear attention: query i sees keys 0..i) = 8, found 9}}

@@ -527,6 +527,21 @@ func.func @linear_state(%q: tensor<1x4x?x16xbf16>, %k: tensor<1x2x?x16xbf16>,
 
 // -----
 
+// The unnormalized sum of products (identity feature map): no eps.
+
+// CHECK-LABEL: func @linear_unnormalized
+// CHECK: attn.linear ins({{.*}}) outs(%{{.+}} : tensor<1x2x?x8xf32>) causal feature_map(identity) unnormalized -> tensor<1x2x?x8xf32>
+func.func @linear_unnormalized(%q: tensor<1x2x?x16xf32>, %k: tensor<1x2x?x16xf32>,
+                               %v: tensor<1x2x?x8xf32>, %o: tensor<1x2x?x8xf32>)
+    -> tensor<1x2x?x8xf32> {
+  %r = attn.linear ins(%q, %k, %v : tensor<1x2x?x16xf32>, tensor<1x2x?x16xf32>, tensor<1x2x?x8xf32>)
+      outs(%o : tensor<1x2x?x8xf32>) causal feature_map(identity) unnormalized
+      -> tensor<1x2x?x8xf32>
+  return %r : tensor<1x2x?x8xf32>
+}
+
+// -----
+
 // On memrefs: no results.
 
 // CHECK-LABEL: func @linear_memrefs

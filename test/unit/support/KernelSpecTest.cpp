@@ -54,6 +54,7 @@ void expectEqualSpecs(const KernelSpec &a, const KernelSpec &b) {
   EXPECT_EQ(a.chunk, b.chunk);
   EXPECT_EQ(a.featureMap, b.featureMap);
   EXPECT_EQ(a.linearState, b.linearState);
+  EXPECT_EQ(a.unnormalized, b.unnormalized);
   EXPECT_EQ(a.additive, b.additive);
   EXPECT_EQ(a.queryDim, b.queryDim);
   EXPECT_EQ(a.attnDim, b.attnDim);
@@ -272,6 +273,14 @@ TEST(KernelSpec, LinearAttention) {
   EXPECT_EQ(all.eps, 0.001f);
   expectEqualSpecs(parseOrDie(printKernelSpec(all)), all);
   expectEqualSpecs(parseOrDie(printKernelSpec(plain)), plain);
+  EXPECT_FALSE(all.unnormalized || plain.unnormalized);
+  KernelSpec raw =
+      parseOrDie("linear,causal,d=16,dv=8,feature_map=identity,unnormalized");
+  EXPECT_EQ(raw.featureMap, FeatureMap::Identity);
+  EXPECT_TRUE(raw.unnormalized);
+  EXPECT_EQ(printKernelSpec(raw), "dtype=f32,d=16,dv=8,causal=top_left,linear,"
+                                  "feature_map=identity,unnormalized");
+  expectEqualSpecs(parseOrDie(printKernelSpec(raw)), raw);
 }
 
 TEST(KernelSpec, AdditiveAttention) {
@@ -445,7 +454,10 @@ TEST(KernelSpecErrors, LinearAttention) {
   expectError("linear,d=64,eps=-1", {"'eps'", ">= 0"});
   expectError("linear,d=64,eps=inf", {"'eps'"});
   expectError("linear,d=64,feature_map=softmax",
-              {"'feature_map'", "elu_plus_one or relu"});
+              {"'feature_map'", "elu_plus_one, relu or identity"});
+  expectError("d=64,unnormalized", {"'unnormalized'", "needs 'linear'"});
+  expectError("linear,d=64,unnormalized,eps=0.1",
+              {"'eps' is the denominator's", "'unnormalized'"});
 }
 
 TEST(KernelSpecErrors, MultiHeadAttentionLayer) {
