@@ -11,7 +11,6 @@ or a long sequence in pieces).
 
 from __future__ import annotations
 
-import math
 from typing import Optional, Tuple
 
 from . import _cache, _core
@@ -22,7 +21,7 @@ Error = _core.Error
 # (lib/Support/Limits.h, kDefaultLinearChunk), so that the spec omits it.
 DEFAULT_CHUNK = 16
 
-FEATURE_MAPS = ("elu_plus_one", "relu")
+FEATURE_MAPS = ("elu_plus_one", "relu", "identity")
 
 
 def _torch_or_none(query):
@@ -34,7 +33,8 @@ def _torch_or_none(query):
     return None
 
 
-def _check(query, key, value, causal, eps, feature_map, chunk_size, enable_gqa):
+def _check(query, key, value, causal, eps, feature_map, chunk_size, enable_gqa,
+           normalize):
     for name, tensor in (("query", query), ("key", key), ("value", value)):
         if len(tensor.shape) != 4:
             raise Error(
@@ -61,13 +61,15 @@ def _check(query, key, value, causal, eps, feature_map, chunk_size, enable_gqa):
             f"feature_map is {feature_map!r} but must be one of "
             + ", ".join(repr(f) for f in FEATURE_MAPS)
         )
+    if not isinstance(normalize, bool):
+        raise Error(f"normalize is {normalize!r} but must be True or False")
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or not (
         1 <= chunk_size <= 256
     ):
         raise Error(f"chunk_size is {chunk_size!r} but must be an integer in [1, 256]")
 
 
-def _spec(query, value, causal, eps, feature_map, chunk_size, state) -> str:
+def _spec(query, value, causal, eps, feature_map, chunk_size, state, normalize) -> str:
     items = [
         "linear",
         f"dtype={_core.dtype_name(query.dtype)}",
@@ -76,7 +78,7 @@ def _spec(query, value, causal, eps, feature_map, chunk_size, state) -> str:
     ]
     if causal:
         items.append("causal")
-    if float(eps) != 1e-6:
+    if normalize and float(eps) != 1e-6:
         items.append(f"eps={float(eps)!r}")
     if chunk_size != DEFAULT_CHUNK:
         items.append(f"chunk={chunk_size}")
@@ -84,6 +86,8 @@ def _spec(query, value, causal, eps, feature_map, chunk_size, state) -> str:
         items.append(f"feature_map={feature_map}")
     if state:
         items.append("state")
+    if not normalize:
+        items.append("unnormalized")
     return ",".join(items)
 
 
@@ -108,6 +112,7 @@ def linear_attention(
     initial_state=None,
     output_final_state: bool = False,
     enable_gqa: bool = False,
+    normalize: bool = True,
 ):
     """Linear attention of query [B, Hq, Sq, D], key [B, Hkv, Sk, D] and
     value [B, Hkv, Sk, Dv] (float32, bfloat16 or float16; any strides):
@@ -117,7 +122,10 @@ def linear_attention(
 
     over every key j, or over j <= i with causal=True (then Sq = Sk).
 
-    feature_map: "elu_plus_one" (elu(x) + 1, the default) or "relu".
+    feature_map: "elu_plus_one" (elu(x) + 1, the default), "relu" or
+        "identity" (x: with normalize=False, the plain sums of products).
+    normalize: False drops the denominator, O[i] = phi(Q[i]) S (eps is
+        then unused), as flash-linear-attention's normalize=False.
     chunk_size: rows per chunk of the causal form (it changes only the
         order of f32 sums).
     initial_state: (S0 [B, Hkv, D, Dv], z0 [B, Hkv, D]), float32: the state
@@ -131,12 +139,14 @@ def linear_attention(
     the inputs' dtype, or (O, (S, z)) with output_final_state. Gradients
     flow to query, key, value and initial_state from O and the final state
     (docs/spec.md, "Gradient of linear attention"): the forward is the
-    kernel, the backward is computed chunkwise in PyTorch (f32).
+    kernel; the backward is f32, causal through three kernel calls of the
+    unnormalized sum of products, non-causal by PyTorch's matrix products.
     """
     causal = bool(causal)
-    _check(query, key, value, causal, eps, feature_map, chunk_size, enable_gqa)
+    _check(query, key, value, causal, eps, feature_map, chunk_size, enable_gqa,
+           normalize)
     state = initial_state is not None or bool(output_final_state)
-    spec = _spec(query, value, causal, eps, feature_map, chunk_size, state)
+    spec = _spec(query, value, causal, eps, feature_map, chunk_size, state, normalize)
     batch, heads_kv = int(key.shape[0]), int(key.shape[1])
     d, dv = int(query.shape[3]), int(value.shape[3])
     out_shape = (int(query.shape[0]), int(query.shape[1]), int(query.shape[2]), dv)
@@ -184,7 +194,7 @@ def linear_attention(
             t is not None and t.requires_grad for t in (query, key, value, s0, z0)):
         if "function" not in _FUNCTION:
             _FUNCTION["function"] = _autograd_function(torch)
-        options = _Options(causal, float(eps), feature_map, spec)
+        options = _Options(causal, float(eps), feature_map, spec, normalize)
         output, s1, z1 = _FUNCTION["function"].apply(query, key, value, s0, z0,
                                                      options)
     else:
@@ -209,14 +219,16 @@ def _run(spec, wrap, query, key, value, s0, z0, output, s1, z1) -> None:
 class _Options:
     """What the backward needs of the call besides its tensors."""
 
-    def __init__(self, causal, eps, feature_map, spec):
+    def __init__(self, causal, eps, feature_map, spec, normalize):
         self.causal, self.eps, self.feature_map, self.spec = (causal, eps, feature_map,
                                                               spec)
+        self.normalize = normalize
 
 
-#: Rows per chunk of the causal backward (the forward's chunk_size orders
-#: only the forward's sums).
-BACKWARD_CHUNK = 64
+#: Rows per chunk of the causal backward's kernel calls (the forward's
+#: chunk_size orders only the forward's sums): 16 measured 1.2-1.4x faster
+#: than 64 for D = Dv = 64.
+BACKWARD_CHUNK = 16
 
 _FUNCTION = {}
 
@@ -226,8 +238,7 @@ def _autograd_function(torch):
 
     class LinearAttentionFunction(torch.autograd.Function):
         """Forward: the kernel. Backward: docs/spec.md's gradient of linear
-        attention, computed chunkwise in PyTorch (f32) from the saved
-        inputs and output."""
+        attention (f32) from the saved inputs and output."""
 
         @staticmethod
         def forward(ctx, query, key, value, s0, z0, options):
@@ -253,7 +264,8 @@ def _autograd_function(torch):
             options = ctx.options
             grads = linear_attention_backward(
                 torch, query, key, value, s0, z0, output, grad_output, grad_state,
-                grad_normalizer, options.causal, options.eps, options.feature_map)
+                grad_normalizer, options.causal, options.eps, options.feature_map,
+                options.normalize)
             return (*(None if g is None or not ctx.needs_input_grad[i] else
                       g.to(t.dtype) for i, (g, t) in
                       enumerate(zip(grads, (query, key, value, s0, z0)))), None)
@@ -264,6 +276,8 @@ def _autograd_function(torch):
 def _feature_map(torch, x, feature_map):
     """φ(x) in f32, a new tensor (elu + 1 as elu(x) + 1: within an f32 ulp
     of 1 of the kernel's exp(x) for x <= 0)."""
+    if feature_map == "identity":
+        return x.to(torch.float32, copy=True)
     if feature_map == "relu":
         return torch.relu(x.float())
     return torch.nn.functional.elu(x.float()).add_(1.0)
@@ -271,13 +285,15 @@ def _feature_map(torch, x, feature_map):
 
 def _slope_(f, feature_map):
     """φ'(x) from φ(x), in place: min(φ, 1) for elu + 1, sign(φ) for relu
-    (NaN stays NaN)."""
+    (NaN stays NaN), 1 for the identity."""
+    if feature_map == "identity":
+        return f.fill_(1.0)
     return f.sign_() if feature_map == "relu" else f.clamp_(max=1.0)
 
 
 def linear_attention_backward(torch, query, key, value, s0, z0, output, grad_output,
                               grad_state=None, grad_normalizer=None, causal=False,
-                              eps=1e-6, feature_map="elu_plus_one"):
+                              eps=1e-6, feature_map="elu_plus_one", normalize=True):
     """Gradients (dQ, dK, dV, dS0, dz0) in f32 of linear attention with the
     given forward inputs and output (docs/spec.md, "Gradient of linear
     attention"); grad_output, grad_state and grad_normalizer are dO, dS_final
@@ -300,9 +316,18 @@ def linear_attention_backward(torch, query, key, value, s0, z0, output, grad_out
     final_ds = torch.zeros_like(state) if grad_state is None else grad_state.float()
     final_dz = torch.zeros_like(norm) if grad_normalizer is None else \
         grad_normalizer.float()
-    backward = _causal_backward if causal else _full_backward
-    dfq, dfk, dv_, ds0, dz0 = backward(torch, fq, phi_k, v, state, norm, out, do,
-                                       final_ds, final_dz, eps)
+    if causal:
+        # What is absent stays out of the products (not zeros).
+        dfq, dfk, dv_, ds0, dz0 = _causal_backward(
+            torch, fq, phi_k, v, None if s0 is None else state,
+            None if z0 is None else norm, out, do,
+            None if grad_state is None else final_ds,
+            None if grad_normalizer is None else final_dz, eps, s0 is not None,
+            normalize)
+    else:
+        dfq, dfk, dv_, ds0, dz0 = _full_backward(torch, fq, phi_k, v, state, norm,
+                                                 out, do, final_ds, final_dz, eps,
+                                                 normalize)
     # φ's storage becomes φ' once the products are done (fewer fresh pages).
     dq = dfq.reshape(batch, heads_q, seq_q, d).mul_(_slope_(phi_q, feature_map))
     dk = dfk.mul_(_slope_(phi_k, feature_map))
@@ -311,128 +336,134 @@ def linear_attention_backward(torch, query, key, value, s0, z0, output, grad_out
     return dq, dk, dv_, ds0, dz0
 
 
-def _exclusive_prefix(torch, x, start, reverse=False):
-    """start plus the sums over the chunks (dim 2 of x) before each one, or
-    after it with reverse: a chunk's own terms (and NaN) stay out of its
-    sum. A loop of in-place adds into chunk-major storage (torch.cumsum
-    over a middle dim is slower)."""
-    count = x.shape[2]
-    result = torch.empty((count,) + start.shape, dtype=x.dtype)
-    order = range(count - 1, -1, -1) if reverse else range(count)
-    previous = None
-    for n in order:
-        if previous is None:
-            result[n] = start
-        else:
-            torch.add(result[previous], x[:, :, previous], out=result[n])
-        previous = n
-    return result.movedim(0, 2).contiguous()
-
-
-def _masked_matmul(torch, m, y, keep, exact):
-    """m @ y over the chunks' rows, m [..., N, C, C] zero where keep is
-    false. exact: where y has NaN or ±inf, a kept-out entry's 0 · y would
-    reach the row; sum only the kept products (a chunk at a time)."""
-    if not exact:
-        return m @ y
-    rows = []
-    for n in range(m.shape[-3]):
-        prod = m[..., n, :, :, None] * y[..., n, None, :, :]
-        rows.append(torch.where(keep[..., None], prod, torch.zeros_like(prod)).sum(-2))
-    return torch.stack(rows, -3)
-
-
 def _row_dots(torch, x, y):
     """Σ over the last dim of x · y, as a batched matrix-vector product."""
     return (x @ y[..., None])[..., 0]
 
 
-def _causal_backward(torch, fq, fk, v, state, norm, out, do, final_ds, final_dz, eps):
-    """Causal, chunkwise: the states before each chunk (forward prefix sums)
-    give dφ(Q); the state gradients after each chunk (reverse prefix sums)
-    give dφ(K) and dV; within a chunk, the masked products. A chunk's rows
-    of every head of the group are one [G·C] matrix, so that each product
-    is one batched matmul over (B, Hkv, chunk) and sums over the group."""
+def _sum_of_products(torch, query, key, value):
+    """O[b, h, i] = Σ_{j <= i} (query[b, h, i] · key[b, h / G, j]) value[b, h / G, j]
+    in f32 by the kernel: causal linear attention with the identity feature map
+    and no denominator (docs/spec.md, "Linear attention", step 2)."""
+    from ._torch import _capsule
+
+    batch, heads, seq, d = query.shape
+    dv = value.shape[3]
+    spec = (f"linear,dtype=f32,d={d},dv={dv},causal,chunk={BACKWARD_CHUNK},"
+            "feature_map=identity,unnormalized")
+    output = torch.empty((batch, heads, seq, dv), dtype=torch.float32)
+    _run(spec, _capsule, query, key, value, None, None, output, None, None)
+    return output
+
+
+def _causal_backward(torch, fq, fk, v, state, norm, out, do, final_ds, final_dz, eps,
+                     state_grads, normalize=True):
+    """Causal: docs/spec.md's "Gradient of linear attention" through kernel
+    calls of the unnormalized sum of products (forward in time for dφ(Q) and
+    the normalizer, on the reversed sequence for dφ(K) and dV) and the
+    state's matrix products. fq, out, do are [B, Hkv, G, S, ·] (the query
+    heads of a group side by side), fk and v [B, Hkv, S, ·]; state, norm,
+    final_ds and final_dz may be None (zero); dS0 and dz0 only with
+    state_grads. Unnormalized (normalize False): g = dO and no c terms."""
     batch, heads_kv, group, seq, d = fq.shape
     if seq == 0:
+        zero_ds = torch.zeros((batch, heads_kv, d, v.shape[-1]), dtype=torch.float32)
+        zero_dz = torch.zeros((batch, heads_kv, d), dtype=torch.float32)
         return (torch.zeros_like(fq), torch.zeros_like(fk), torch.zeros_like(v),
-                final_ds, final_dz)
-    chunk = min(BACKWARD_CHUNK, seq)
-    count = -(-seq // chunk)
-    pad = count * chunk - seq
+                zero_ds if final_ds is None else final_ds,
+                zero_dz if final_dz is None else final_dz)
+    heads = heads_kv * group
 
-    def padded(x):  # rows padded with zeros to count · chunk
-        return torch.nn.functional.pad(x, (0, 0, 0, pad)) if pad else x
+    def per_head(x):  # [B, Hkv, G, S, ·] as [B, Hq, S, ·]
+        return x.reshape(batch, heads, seq, x.shape[-1])
 
-    def keys(x):  # [B, Hkv, S, ·] as [B, Hkv, N, C, ·]
-        return padded(x).reshape(batch, heads_kv, count, chunk, x.shape[-1])
+    def flipped(x):  # the sequence reversed (a copy)
+        return torch.flip(x, (-2,))
 
-    def rows(x):  # [B, Hkv, G, S, ·] as [B, Hkv, N, G·C, ·]
-        x = padded(x).reshape(batch, heads_kv, group, count, chunk, x.shape[-1])
-        return x.transpose(2, 3).reshape(batch, heads_kv, count, group * chunk, -1)
+    def each_head(x):  # [B, Hkv, S, ·] for each head of its group
+        return x if group == 1 else x.repeat_interleave(group, dim=1)
 
-    def unrows(x):  # the inverse of rows, as [B, Hkv, G, S, ·]
-        x = x.reshape(batch, heads_kv, count, group, chunk, x.shape[-1]).transpose(2, 3)
-        return x.reshape(batch, heads_kv, group, count * chunk, -1)[..., :seq, :]
+    def group_sum(x):  # [B, Hq, S, ·] summed over each group: [B, Hkv, S, ·]
+        return x if group == 1 else x.reshape(batch, heads_kv, group, seq,
+                                              x.shape[-1]).sum(2)
 
-    fq, out, do, fk, v = rows(fq), rows(out), rows(do), keys(fk), keys(v)
-    before = _exclusive_prefix(torch, fk.transpose(-1, -2) @ v, state)
-    norm_before = _exclusive_prefix(torch, fk.sum(-2), norm)
-    # Row (r, i) of a chunk keeps the keys j <= i.
-    keep = torch.ones(chunk, chunk, dtype=torch.bool).tril().repeat(group, 1)
-    drop = ~keep
-    a = (fq @ fk.transpose(-1, -2)).masked_fill_(drop, 0.0)
-    den = a.sum(-1).add_(_row_dots(torch, fq, norm_before)).add_(eps)
-    if pad:  # padded rows: dO is 0, and so is their g whatever eps is
-        real = (torch.arange(count * chunk) < seq).reshape(count, chunk).repeat(1, group)
-        den.masked_fill_(~real, 1.0)
-    g = do / den[..., None]
-    c = torch.linalg.vecdot(g, out).neg_()
-    b = (g @ v.transpose(-1, -2)).add_(c[..., None]).masked_fill_(drop, 0.0)
-    # A sum is finite only if every term is (one pass each; an overflowing
-    # sum of finite terms only takes the exact path).
-    exact = not all(math.isfinite(float(x.sum())) for x in (fq, fk, g))
-    dfq = _masked_matmul(torch, b, fk, keep, exact)
-    dfq += g @ before.transpose(-1, -2)
-    dfq.addcmul_(c[..., None], norm_before[..., None, :])
-    qg = fq.transpose(-1, -2) @ g
-    qc = _row_dots(torch, fq.transpose(-1, -2), c)
-    after = _exclusive_prefix(torch, qg, final_ds, reverse=True)
-    norm_after = _exclusive_prefix(torch, qc, final_dz, reverse=True)
-    keep_t = keep.transpose(0, 1)  # key j, row (r, i): i >= j
-    dfk = _masked_matmul(torch, b.transpose(-1, -2), fq, keep_t, exact)
-    dfk += v @ after.transpose(-1, -2)
-    dfk += norm_after[..., None, :]
-    dv = _masked_matmul(torch, a.transpose(-1, -2), g, keep_t, exact)
-    dv += fk @ after
+    def prefix_sums(x):  # Σ_{j <= i} x_j over the sequence, by the kernel too
+        # (torch.cumsum over a middle dim measured 3-30x slower).
+        ones = x.new_ones(x.shape[:-1] + (1,))
+        return _sum_of_products(torch, ones, ones, x)
 
-    def merge(x):  # [B, Hkv, N, C, ·] back to [B, Hkv, S, ·]
-        return x.reshape(batch, heads_kv, count * chunk, x.shape[-1])[..., :seq, :]
+    g, c = do, None
+    if normalize:
+        # z_i = z0 + Σ_{j <= i} φ(K_j), the forward's normalizer at each row.
+        norm_rows = prefix_sums(fk)
+        if norm is not None:
+            norm_rows += norm[:, :, None]
+        norm_rows = norm_rows[:, :, None]  # [B, Hkv, 1, S, D]
+        g = do / torch.linalg.vecdot(fq, norm_rows).add_(eps)[..., None]
+        c = torch.linalg.vecdot(g, out).neg_()
+    # dφ(Q_i) = Σ_{j <= i} (g_i · V_j) φ(K_j) + c_i z_i + g_i S0ᵀ.
+    dfq = _sum_of_products(torch, per_head(g), v, fk).reshape(fq.shape)
+    if c is not None:
+        dfq.addcmul_(c[..., None], norm_rows)
+    if state is not None:
+        dfq += g @ state[:, :, None].transpose(-1, -2)
+    # dφ(K_j) = Σ_h Σ_{i >= j} ((V_j · g_i) + c_i) φ(Q_i) + dS_fin V_j + dz_fin.
+    rows_g, rows_fq = flipped(per_head(g)), flipped(per_head(fq))
+    dfk = _sum_of_products(torch, each_head(flipped(v)), rows_g, rows_fq)
+    dfk = group_sum(dfk)
+    if c is not None:
+        cq = c[..., None] * fq  # [B, Hkv, G, S, D]
+        dfk += prefix_sums(flipped(cq.sum(2) if group > 1 else cq[:, :, 0]))
+    dfk = flipped(dfk)
+    if final_ds is not None:
+        dfk += v @ final_ds.transpose(-1, -2)
+    if final_dz is not None:
+        dfk += final_dz[:, :, None]
+    # dV_j = Σ_h Σ_{i >= j} (φ(K_j) · φ(Q_i)) g_i + φ(K_j) dS_fin.
+    dv_ = flipped(group_sum(_sum_of_products(torch, each_head(flipped(fk)), rows_fq,
+                                             rows_g)))
+    if final_ds is not None:
+        dv_ += fk @ final_ds
+    ds0 = dz0 = None
+    if state_grads:  # every row's contribution, and the final state's
+        ds0 = (fq.transpose(-1, -2) @ g).sum(2)
+        dz0 = cq.sum((2, 3)) if c is not None else torch.zeros_like(fk[:, :, 0])
+        if final_ds is not None:
+            ds0 += final_ds
+        if final_dz is not None:
+            dz0 += final_dz
+    return dfq, dfk, dv_, ds0, dz0
 
-    return (unrows(dfq), merge(dfk), merge(dv), after[:, :, 0] + qg[:, :, 0],
-            norm_after[:, :, 0] + qc[:, :, 0])
 
-
-def _full_backward(torch, fq, fk, v, state, norm, out, do, final_ds, final_dz, eps):
+def _full_backward(torch, fq, fk, v, state, norm, out, do, final_ds, final_dz, eps,
+                   normalize=True):
     """Non-causal: every row sees S = S0 + φ(K)ᵀV, z = z0 + Σφ(K); the
-    rows of a group's heads are one matrix."""
+    rows of a group's heads are one matrix. Unnormalized: g = dO, no c."""
     batch, heads_kv, group, seq_q, d = fq.shape
     rows = lambda x: x.reshape(batch, heads_kv, group * seq_q, x.shape[-1])  # noqa: E731
     fq, out, do = rows(fq), rows(out), rows(do)
     state = (fk.transpose(-1, -2) @ v).add_(state)
-    norm = fk.sum(2).add_(norm)
-    g = do / _row_dots(torch, fq, norm).add_(eps)[..., None]
-    c = torch.linalg.vecdot(g, out).neg_()
-    dfq = (g @ state.transpose(-1, -2)).addcmul_(c[..., None], norm[:, :, None])
+    dfq_norm = dz_rows = None
+    if normalize:
+        norm = fk.sum(2).add_(norm)
+        g = do / _row_dots(torch, fq, norm).add_(eps)[..., None]
+        c = torch.linalg.vecdot(g, out).neg_()
+        dfq_norm = c[..., None] * norm[:, :, None]
+        dz_rows = _row_dots(torch, fq.transpose(-1, -2), c)
+    else:
+        g = do
+    dfq = g @ state.transpose(-1, -2)
+    if dfq_norm is not None:
+        dfq += dfq_norm
     ds = (fq.transpose(-1, -2) @ g).add_(final_ds)
-    dz = _row_dots(torch, fq.transpose(-1, -2), c).add_(final_dz)
+    dz = final_dz.clone() if dz_rows is None else dz_rows.add_(final_dz)
     dfk = (v @ ds.transpose(-1, -2)).add_(dz[:, :, None])
     return dfq, dfk, fk @ ds, ds, dz
 
 
 def linear_attention_reference(query, key, value, causal=False, eps=1e-6,
                                feature_map="elu_plus_one",
-                               initial_state=None) -> Tuple:
+                               initial_state=None, normalize=True) -> Tuple:
     """The definition in float64 NumPy, token by token (no chunks): what
     the tests and benchmarks compare against. Returns (O, (S, z))."""
     import numpy as np
@@ -441,6 +472,8 @@ def linear_attention_reference(query, key, value, causal=False, eps=1e-6,
                for x, n in ((query, "query"), (key, "key"), (value, "value")))
 
     def phi(x):
+        if feature_map == "identity":
+            return x
         if feature_map == "relu":
             return np.maximum(x, 0.0)
         return np.where(x > 0, x + 1.0, np.exp(np.minimum(x, 0.0)))
@@ -467,5 +500,5 @@ def linear_attention_reference(query, key, value, causal=False, eps=1e-6,
         g = h // group
         num = np.einsum("bid,bide->bie", fq[:, h], states[:, g])
         den = np.einsum("bid,bid->bi", fq[:, h], norms[:, g]) + eps
-        out[:, h] = num / den[..., None]
+        out[:, h] = num / den[..., None] if normalize else num
     return out, (s0 + kv.sum(2), z0 + fk.sum(2))

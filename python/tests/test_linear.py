@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import attn
+import attn._linear
 
 torch = pytest.importorskip("torch")
 
@@ -13,14 +14,18 @@ TOLERANCE = {torch.float32: 1e-5, torch.bfloat16: 1e-2, torch.float16: 1e-2}
 
 
 def phi(x, feature_map):
+    if feature_map == "identity":
+        return x
     if feature_map == "relu":
         return x.clamp_min(0.0)
     return torch.where(x > 0, x + 1.0, torch.exp(x.clamp_max(0.0)))
 
 
-def reference(q, k, v, causal, eps=1e-6, feature_map="elu_plus_one", state=None):
+def reference(q, k, v, causal, eps=1e-6, feature_map="elu_plus_one", state=None,
+              normalize=True):
     """O, S, z in float64: O = (A V + φ(Q) S0) / (rowsum A + φ(Q) z0 + eps),
-    A = φ(Q) φ(K)ᵀ (lower triangle when causal)."""
+    A = φ(Q) φ(K)ᵀ (lower triangle when causal); the numerator alone
+    without normalize."""
     q, k, v = (t.double() for t in (q, k, v))
     group = q.shape[1] // k.shape[1]
     fq, fk = phi(q, feature_map), phi(k, feature_map)
@@ -37,7 +42,7 @@ def reference(q, k, v, causal, eps=1e-6, feature_map="elu_plus_one", state=None)
         a = torch.tril(a)
     num = a @ v_q + fq @ s0_q
     den = a.sum(-1) + (fq * z0_q[:, :, None]).sum(-1) + eps
-    out = num / den[..., None]
+    out = num / den[..., None] if normalize else num
     return out, (s0 + fk.transpose(-1, -2) @ v, z0 + fk.sum(2))
 
 
@@ -67,6 +72,36 @@ def test_matches_reference(dtype, causal, feature_map):
     assert s.dtype == torch.float32 and s.shape == (2, 2, 24, 40)
     assert relative_error(s, s_ref) <= 1e-5
     assert relative_error(z, z_ref) <= 1e-5
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("feature_map", ["identity", "relu"])
+def test_unnormalized(dtype, causal, feature_map):
+    # normalize=False: the numerator alone (no eps); with the identity map
+    # the plain sums of products, of either sign. With a state in and out.
+    q, k, v = inputs(2, 4, 2, 45, 45, 20, 12, dtype, seed=4)
+    g = torch.Generator().manual_seed(5)
+    state = (torch.randn(2, 2, 20, 12, generator=g), torch.randn(2, 2, 20, generator=g))
+    out, (s, z) = attn.linear_attention(q, k, v, causal, feature_map=feature_map,
+                                        normalize=False, enable_gqa=True,
+                                        initial_state=state, output_final_state=True)
+    ref, (s_ref, z_ref) = reference(q, k, v, causal, feature_map=feature_map,
+                                    state=state, normalize=False)
+    assert relative_error(out, ref) <= TOLERANCE[dtype]
+    assert relative_error(s, s_ref) <= 1e-5 and relative_error(z, z_ref) <= 1e-5
+    # The NumPy reference of the package agrees (inputs as the kernel saw them).
+    np_ref, _ = attn._linear.linear_attention_reference(
+        q.float().numpy(), k.float().numpy(), v.float().numpy(), causal,
+        feature_map=feature_map, initial_state=(state[0].numpy(), state[1].numpy()),
+        normalize=False)
+    assert relative_error(out, torch.from_numpy(np_ref)) <= TOLERANCE[dtype]
+
+
+def test_normalize_must_be_a_bool():
+    q, k, v = inputs(1, 1, 1, 4, 4, 8, 8, torch.float32)
+    with pytest.raises(attn.Error, match="normalize is 0 but must be True or False"):
+        attn.linear_attention(q, k, v, normalize=0)
 
 
 @pytest.mark.parametrize("d,dv", [(64, 64), (128, 128), (1, 3), (80, 16)])

@@ -26,7 +26,7 @@ def states(b, hkv, d, dv, seed=1):
 
 
 def gradients(q, k, v, causal, feature_map="elu_plus_one", state=None, final=False,
-              seed=2):
+              seed=2, normalize=True):
     """(attn's gradients, float64 autograd's) of a random linear function of
     O (and of the final state with final=True)."""
     leaves = [q, k, v] + (list(state) if state is not None else [])
@@ -41,14 +41,16 @@ def gradients(q, k, v, causal, feature_map="elu_plus_one", state=None, final=Fal
     initial = (mine[3], mine[4]) if state is not None else None
     out = attn.linear_attention(mine[0], mine[1], mine[2], causal,
                                 feature_map=feature_map, initial_state=initial,
-                                output_final_state=final, enable_gqa=hq != hkv)
+                                output_final_state=final, enable_gqa=hq != hkv,
+                                normalize=normalize)
     loss = 0
     if final:
         out, (s1, z1) = out
         loss = (s1.double() * w_s).sum() + (z1.double() * w_z).sum()
     (loss + (out.double() * w_o).sum()).backward()
     o, (s1, z1) = reference(ref[0], ref[1], ref[2], causal, feature_map=feature_map,
-                            state=(ref[3], ref[4]) if state is not None else None)
+                            state=(ref[3], ref[4]) if state is not None else None,
+                            normalize=normalize)
     loss = (o * w_o).sum()
     if final:
         loss = loss + (s1 * w_s).sum() + (z1 * w_z).sum()
@@ -75,6 +77,16 @@ def test_matches_float64_autograd(dtype, causal, feature_map):
     for got, tensor in zip(mine, (q, k, v)):
         assert got.dtype == dtype and got.shape == tensor.shape
     assert_close(mine, ref, TOLERANCE[dtype])
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("feature_map", ["identity", "elu_plus_one"])
+def test_unnormalized_gradients(causal, feature_map):
+    # normalize=False (and the identity map): GQA, a state in and out.
+    q, k, v = inputs(2, 4, 2, 45, 45, 16, 24, torch.float32)
+    mine, ref = gradients(q, k, v, causal, feature_map, state=states(2, 2, 16, 24),
+                          final=True, normalize=False)
+    assert_close(mine, ref, 1e-4)
 
 
 @pytest.mark.parametrize("causal", [False, True])
