@@ -35,6 +35,13 @@ import peers  # noqa: E402  (seconds_per_call, cpu_model)
 def modifiers(torch, seq: int, heads: int):
     slopes = torch.exp2(-8.0 * torch.arange(1, heads + 1) / heads)
     documents = (torch.arange(seq) * 4 // seq).to(torch.int32)  # 4 equal documents
+    # Packed sequences of 20-199 tokens (fixed seed): unlike the 4 equal
+    # documents, most blocks on the diagonal are partial, so the mask_mod
+    # runs there.
+    lengths = torch.randint(20, 200, (seq // 20 + 1,),
+                            generator=torch.Generator().manual_seed(1))
+    packed = torch.repeat_interleave(torch.arange(len(lengths)), lengths)[:seq]
+    packed = packed.to(torch.int32)
 
     def alibi(score, b, h, q_idx, kv_idx):
         return score - slopes[h] * (q_idx - kv_idx).abs()
@@ -48,6 +55,12 @@ def modifiers(torch, seq: int, heads: int):
     def document_causal(b, h, q_idx, kv_idx):
         return (documents[q_idx] == documents[kv_idx]) & (q_idx >= kv_idx)
 
+    def packed_document(b, h, q_idx, kv_idx):
+        return packed[q_idx] == packed[kv_idx]
+
+    def prefix_lm(b, h, q_idx, kv_idx):
+        return (kv_idx <= q_idx) | (kv_idx < 256)
+
     def window(b, h, q_idx, kv_idx):
         return (q_idx - kv_idx).abs() <= 256
 
@@ -59,6 +72,8 @@ def modifiers(torch, seq: int, heads: int):
         "alibi + causal": (alibi, causal, None),
         "documents": (None, document, None),
         "documents + causal": (None, document_causal, None),
+        "packed documents 20-199": (None, packed_document, None),
+        "prefix-LM 256": (None, prefix_lm, None),
         "window 256 mask_mod": (None, window, {"window": (256, 256)}),
     }
 
