@@ -279,7 +279,8 @@ struct AttnLowerToVectorPass
   };
   /// The op's #attn.kernel, else what the pass's options give it: the dot
   /// product for bf16 Q and K with bf16-dot, and lane rows (with a
-  /// lane-rows tile) where the op has no mask operand and no dot product.
+  /// lane-rows tile) where the op has no mask operand, dropout or dot
+  /// product.
   FailureOr<OpChoice> choose(OnlineAttentionOp op, int64_t laneRowsTile) {
     KernelAttr kernel = op.getKernelAttr();
     if (!kernel) {

@@ -8,11 +8,12 @@
 // keys, the rescale multiplies Oᵀ's vectors, and P·V is an FMA of a
 // broadcast V element with a vector of weights. No horizontal reduction, no
 // K or V packing (f32 K and V elements are read in place, as broadcasts;
-// 16-bit blocks are widened once). Ops without a mask operand or the bf16
-// dot product take it, with a score_mod and a mask_mod too (evaluated on
-// each score vector: its rows in lanes, one key; a block mask's table skips
-// key blocks as in the packed path); measured on AVX-512 (Zen 4): 10-20 %
-// faster than the packed path for f32 prefill, 16-25 % for f16.
+// 16-bit blocks are widened once). Ops without a mask operand, dropout or
+// the bf16 dot product take it, with a score_mod and a mask_mod too
+// (evaluated on each score vector: its rows in lanes, one key; a block
+// mask's table skips key blocks as in the packed path); measured on AVX-512
+// (Zen 4): 10-20 % faster than the packed path for f32 prefill, 16-25 % for
+// f16.
 //
 //===----------------------------------------------------------------------===//
 #include "lib/Transforms/Cpu/KernelEmitter.h"
