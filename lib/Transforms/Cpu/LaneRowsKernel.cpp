@@ -358,8 +358,10 @@ public:
               for (int64_t v = 0; v < vectors; ++v) {
                 Value s = capAsRead ? scores[a * vectors + v]
                                     : softcap(scores[a * vectors + v]);
-                SmallVector<Value, 4> indices = {
-                    globalBatch, globalHead, globalRows[vFirst + v], globalKey};
+                SmallVector<Value, 4> indices;
+                if (scoreMod || maskMod)
+                  indices = {globalBatch, globalHead, globalRows[vFirst + v],
+                             globalKey};
                 if (scoreMod)
                   s = scoreModInBase2(s, indices);
                 // The mask_mod after the score_mod: its false lanes score

@@ -416,9 +416,10 @@ typedef struct attn_kernel_desc {
   int64_t value_embed_dim; /* Ev */
   int64_t num_heads;       /* H */
   int32_t has_bias;
-  /* Where struct_size covers it (older linear kernels are normalized): 1
-   * for a linear attention kernel whose O is the numerator alone (spec key
-   * 'unnormalized'; its eps is unused). */
+  /* 1 for a linear attention kernel whose O is the numerator alone (spec
+   * key 'unnormalized'; its eps is unused). It fills what was the struct's
+   * tail padding, which older kernels' descriptors hold as 0 (normalized,
+   * as they are): struct_size did not change. */
   int32_t unnormalized;
 } attn_kernel_desc;
 
