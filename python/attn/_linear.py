@@ -139,7 +139,7 @@ def linear_attention(
     the inputs' dtype, or (O, (S, z)) with output_final_state. Gradients
     flow to query, key, value and initial_state from O and the final state
     (docs/spec.md, "Gradient of linear attention"): the forward is the
-    kernel; the backward is f32, causal through three kernel calls of the
+    kernel; the backward is f32, causal through five kernel calls of the
     unnormalized sum of products, non-causal by PyTorch's matrix products.
     """
     causal = bool(causal)
@@ -285,9 +285,7 @@ def _feature_map(torch, x, feature_map):
 
 def _slope_(f, feature_map):
     """φ'(x) from φ(x), in place: min(φ, 1) for elu + 1, sign(φ) for relu
-    (NaN stays NaN), 1 for the identity."""
-    if feature_map == "identity":
-        return f.fill_(1.0)
+    (NaN stays NaN)."""
     return f.sign_() if feature_map == "relu" else f.clamp_(max=1.0)
 
 
@@ -310,27 +308,30 @@ def linear_attention_backward(torch, query, key, value, s0, z0, output, grad_out
     if grad_output is None:
         grad_output = torch.zeros_like(out)
     do = grad_output.float().reshape(batch, heads_kv, group, seq_q, dv)
-    f32 = torch.float32
-    state = torch.zeros((batch, heads_kv, d, dv), dtype=f32) if s0 is None else s0.float()
-    norm = torch.zeros((batch, heads_kv, d), dtype=f32) if z0 is None else z0.float()
-    final_ds = torch.zeros_like(state) if grad_state is None else grad_state.float()
-    final_dz = torch.zeros_like(norm) if grad_normalizer is None else \
-        grad_normalizer.float()
+    # The state and the final state's gradients as f32, None where absent.
+    state, norm, final_ds, final_dz = (None if t is None else t.float() for t in
+                                       (s0, z0, grad_state, grad_normalizer))
     if causal:
-        # What is absent stays out of the products (not zeros).
+        # What is absent stays out of the products.
         dfq, dfk, dv_, ds0, dz0 = _causal_backward(
-            torch, fq, phi_k, v, None if s0 is None else state,
-            None if z0 is None else norm, out, do,
-            None if grad_state is None else final_ds,
-            None if grad_normalizer is None else final_dz, eps, s0 is not None,
-            normalize)
+            torch, fq, phi_k, v, state, norm, out, do, final_ds, final_dz, eps,
+            s0 is not None, normalize)
     else:
+        f32 = torch.float32
+        if state is None:
+            state = torch.zeros((batch, heads_kv, d, dv), dtype=f32)
+            norm = torch.zeros((batch, heads_kv, d), dtype=f32)
+        final_ds = torch.zeros_like(state) if final_ds is None else final_ds
+        final_dz = torch.zeros_like(norm) if final_dz is None else final_dz
         dfq, dfk, dv_, ds0, dz0 = _full_backward(torch, fq, phi_k, v, state, norm,
                                                  out, do, final_ds, final_dz, eps,
                                                  normalize)
-    # φ's storage becomes φ' once the products are done (fewer fresh pages).
-    dq = dfq.reshape(batch, heads_q, seq_q, d).mul_(_slope_(phi_q, feature_map))
-    dk = dfk.mul_(_slope_(phi_k, feature_map))
+    dq = dfq.reshape(batch, heads_q, seq_q, d)
+    dk = dfk
+    if feature_map != "identity":  # φ' = 1: nothing to multiply
+        # φ's storage becomes φ' once the products are done (fewer fresh pages).
+        dq.mul_(_slope_(phi_q, feature_map))
+        dk.mul_(_slope_(phi_k, feature_map))
     if s0 is None:
         ds0 = dz0 = None
     return dq, dk, dv_, ds0, dz0
@@ -347,11 +348,9 @@ def _sum_of_products(torch, query, key, value):
     and no denominator (docs/spec.md, "Linear attention", step 2)."""
     from ._torch import _capsule
 
-    batch, heads, seq, d = query.shape
-    dv = value.shape[3]
-    spec = (f"linear,dtype=f32,d={d},dv={dv},causal,chunk={BACKWARD_CHUNK},"
-            "feature_map=identity,unnormalized")
-    output = torch.empty((batch, heads, seq, dv), dtype=torch.float32)
+    batch, heads, seq, _ = query.shape
+    spec = _spec(query, value, True, 0.0, "identity", BACKWARD_CHUNK, False, False)
+    output = torch.empty((batch, heads, seq, value.shape[3]), dtype=torch.float32)
     _run(spec, _capsule, query, key, value, None, None, output, None, None)
     return output
 
