@@ -95,7 +95,7 @@ def main(argv=None) -> int:
     directory = attn.cache_dir()
     entries = sorted(directory.glob("*.so")) if directory.is_dir() else []
     print(f"kernel cache: {directory} ({len(entries)} kernels)")
-    print(f"threads: {attn.num_threads()}")
+    print(f"threads: {attn.num_threads()} ({attn._ext.pool_kind()} pool)")
     for spec in args.compile:
         kernel = attn.kernel(spec)
         print(f"compiled: {spec} -> {kernel.name} for {kernel.target_cpu or 'this CPU'}")

@@ -8,7 +8,9 @@
 // takes tensors on GPU 0 (DLPack's CUDA device 0) and is queued on the
 // caller's CUDA stream. Every check is the runtime's; its refusals become
 // `attn._ext.Error` (a ValueError) with the runtime's message. CPU calls run
-// on one process-wide thread pool (all cores) with the GIL released.
+// with the GIL released on the process's OpenMP team when an OpenMP runtime
+// is loaded (PyTorch's: its CPU operators run there), else on attn's own
+// process-wide pool (all cores).
 //
 // Deciding which kernel a call needs, compiling and caching it is the Python
 // package's job (python/attn/_cache.py); this file holds no policy.
@@ -16,6 +18,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "attn/runtime.hpp"
+
+#include <dlfcn.h>
 
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
@@ -25,6 +29,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -38,31 +43,127 @@ namespace nb = nanobind;
 namespace {
 
 //===----------------------------------------------------------------------===//
-// The process-wide thread pool
+// Threads: the process's OpenMP team, else attn's own pool
 //===----------------------------------------------------------------------===//
+//
+// PyTorch runs its CPU operators on an OpenMP team (ATen's parallel backend
+// in its Linux wheels), whose threads spin for a while after each operator
+// before they sleep. A pool of attn's own would compete with those spinning
+// threads for the cores during the next call (a decoding step alternates
+// small PyTorch operators and attn calls: the attention ran 1.5x slower than
+// alone). So when an OpenMP runtime is loaded in the process, attn's work runs
+// on that same team through GOMP_parallel (libgomp's entry point, which
+// LLVM's and Intel's runtimes provide too), with as many threads as the
+// calling thread's OpenMP setting (torch.set_num_threads sets it), unless
+// ATTN_NUM_THREADS says otherwise. ATTN_POOL=attn keeps attn's own pool;
+// ATTN_POOL=openmp requires the team.
+
+using GompParallel = void (*)(void (*)(void *), void *, unsigned, unsigned);
+using OmpGetMaxThreads = int (*)();
+
+struct OpenMP {
+  GompParallel parallel = nullptr;
+  OmpGetMaxThreads maxThreads = nullptr;
+};
+
+void runOnOpenMP(void *team, int32_t threads, attn_team_fn fn, void *ctx) {
+  static_cast<OpenMP *>(team)->parallel(fn, ctx, static_cast<unsigned>(threads),
+                                        0);
+}
 
 std::mutex poolLock;
-attn_thread_pool *pool = nullptr;
+attn_thread_pool *ownPool = nullptr;
+OpenMP openmp;
+/// In a child forked from a process whose OpenMP team had started, GNU
+/// OpenMP hangs at its next parallel region (PyTorch's own operators too):
+/// a forked child runs on a pool of attn's own, as before the fork.
+bool forkedChild = false;
+/// Pools on the OpenMP team, by thread count (they own no thread; a few at
+/// most over a process's life, never freed: a call in flight may hold one).
+std::vector<std::pair<int32_t, attn_thread_pool *>> teamPools;
 
-/// ATTN_NUM_THREADS threads if set (> 0), else one per online core.
-int32_t requestedThreads() {
-  const char *text = std::getenv("ATTN_NUM_THREADS");
+int32_t parseThreads(const char *name) {
+  const char *text = std::getenv(name);
   if (!text || !*text)
     return 0;
   char *end = nullptr;
   long value = std::strtol(text, &end, 10);
   if (*end != '\0' || value <= 0 || value > 4096)
     throw attn::Error(ATTN_ERROR_INVALID_ARGUMENT,
-                      std::string("ATTN_NUM_THREADS is '") + text +
+                      std::string(name) + " is '" + text +
                           "' but must be a thread count between 1 and 4096");
   return static_cast<int32_t>(value);
 }
 
-attn_thread_pool *sharedPool() {
-  std::lock_guard<std::mutex> guard(poolLock);
-  if (!pool)
-    attn::check(attn_thread_pool_create(requestedThreads(), &pool));
+enum class PoolChoice { Auto, Attn, OpenMP };
+
+PoolChoice requestedPool() {
+  const char *text = std::getenv("ATTN_POOL");
+  std::string value = text ? text : "";
+  if (value.empty() || value == "auto")
+    return PoolChoice::Auto;
+  if (value == "attn")
+    return PoolChoice::Attn;
+  if (value == "openmp")
+    return PoolChoice::OpenMP;
+  throw attn::Error(ATTN_ERROR_INVALID_ARGUMENT,
+                    "ATTN_POOL is '" + value +
+                        "' but must be 'auto', 'attn' or 'openmp'");
+}
+
+/// Looks for a loaded OpenMP runtime until one is found (PyTorch may be
+/// imported after attn's first call). Call with poolLock held.
+bool findOpenMP() {
+  if (!openmp.parallel) {
+    void *parallel = dlsym(RTLD_DEFAULT, "GOMP_parallel");
+    void *maxThreads = dlsym(RTLD_DEFAULT, "omp_get_max_threads");
+    if (parallel && maxThreads) {
+      openmp.maxThreads = reinterpret_cast<OmpGetMaxThreads>(maxThreads);
+      openmp.parallel = reinterpret_cast<GompParallel>(parallel);
+    }
+  }
+  return openmp.parallel != nullptr;
+}
+
+attn_thread_pool *teamPool(int32_t threads) {
+  for (auto &[size, pool] : teamPools)
+    if (size == threads)
+      return pool;
+  attn_thread_pool *pool = nullptr;
+  attn::check(
+      attn_thread_pool_create_on_team(threads, runOnOpenMP, &openmp, &pool));
+  teamPools.emplace_back(threads, pool);
   return pool;
+}
+
+/// The pool a CPU call runs on, decided per call (ATTN_POOL, whether an
+/// OpenMP runtime is loaded, the caller's OpenMP thread count, which also
+/// sizes attn's own pool when it is made: a DataLoader worker, forked and set
+/// to one thread by PyTorch, runs attn on one thread too).
+attn_thread_pool *sharedPool() {
+  PoolChoice choice = requestedPool();
+  int32_t threads = parseThreads("ATTN_NUM_THREADS");
+  std::lock_guard<std::mutex> guard(poolLock);
+  bool haveOpenMP = findOpenMP();
+  if (!threads && haveOpenMP)
+    threads = std::max(1, std::min(openmp.maxThreads(), 4096));
+  if (haveOpenMP && choice != PoolChoice::Attn && !forkedChild)
+    return teamPool(threads);
+  if (choice == PoolChoice::OpenMP && !haveOpenMP)
+    throw attn::Error(ATTN_ERROR_INVALID_ARGUMENT,
+                      "ATTN_POOL is 'openmp' but no OpenMP runtime is loaded "
+                      "in this process (import torch first, or unset "
+                      "ATTN_POOL)");
+  if (!ownPool)
+    attn::check(attn_thread_pool_create(threads, &ownPool));
+  return ownPool;
+}
+
+/// Which pool CPU calls run on now: "openmp" or "attn".
+std::string poolKind() {
+  attn_thread_pool *pool = sharedPool();
+  std::lock_guard<std::mutex> guard(poolLock);
+  return pool == ownPool ? "attn" : "openmp";
 }
 
 //===----------------------------------------------------------------------===//
@@ -598,13 +699,20 @@ NB_MODULE(_ext, m) {
         "Loads a kernel library made by attn-compile; returns its kernels.");
   m.def(
       "num_threads", [] { return attn_thread_pool_size(sharedPool()); },
-      "The shared thread pool's size (ATTN_NUM_THREADS, else all cores).");
+      "How many threads a CPU call runs on: ATTN_NUM_THREADS, else the "
+      "OpenMP team's size (torch.get_num_threads()) when the calls run on "
+      "it, else all cores.");
+  m.def("pool_kind", &poolKind,
+        "Where CPU calls run: 'openmp' (the process's OpenMP team, "
+        "PyTorch's) or 'attn' (attn's own pool); ATTN_POOL chooses.");
   m.def(
       "_forget_pool_after_fork",
       [] {
-        // A forked child has none of the pool's threads: leak the parent's
-        // pool object rather than wait on threads that do not exist.
-        pool = nullptr;
+        // A forked child has none of the own pool's threads: leak the
+        // parent's pool object rather than wait on threads that do not
+        // exist; and it stays off the OpenMP team (see forkedChild).
+        ownPool = nullptr;
+        forkedChild = true;
       },
       "Used by os.register_at_fork; not public.");
 }

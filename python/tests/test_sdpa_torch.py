@@ -161,11 +161,99 @@ def test_inputs_that_require_grad():
     assert relative_error(out.detach(), ref) <= 1e-5
 
 
-def test_uses_all_cores():
+def test_runs_on_torchs_threads():
+    # With PyTorch loaded, CPU calls run on its OpenMP team with as many
+    # threads as torch.get_num_threads() (ATTN_NUM_THREADS overrides).
     import os
 
-    expected = int(os.environ.get("ATTN_NUM_THREADS") or os.cpu_count())
+    assert attn._ext.pool_kind() == "openmp"
+    expected = int(os.environ.get("ATTN_NUM_THREADS") or torch.get_num_threads())
     assert attn.num_threads() == expected
+
+
+POOL_SCRIPT = """
+import sys, numpy as np
+import attn
+q = np.random.default_rng(0).standard_normal((2, 4, 300, 32), dtype=np.float32)
+numpy_only = attn.scaled_dot_product_attention(q, q, q, is_causal=True)
+kinds = [attn._ext.pool_kind()]
+import torch
+kinds.append(attn._ext.pool_kind())
+t = torch.from_numpy(q)
+outs = [attn.scaled_dot_product_attention(t, t, t, is_causal=True).numpy()]
+torch.set_num_threads(1)
+threads = attn.num_threads()
+outs.append(attn.scaled_dot_product_attention(t, t, t, is_causal=True).numpy())
+ref = torch.nn.functional.scaled_dot_product_attention(t.double(), t.double(), t.double(), is_causal=True).numpy()
+err = max(float(np.abs(o - ref).max() / np.abs(ref).max()) for o in [numpy_only] + outs)
+print(kinds[0], kinds[1], threads, err <= 1e-5, all((o == numpy_only).all() for o in outs))
+"""
+
+
+@pytest.mark.parametrize("pool, expected", [("", "attn openmp 1 True True"),
+                                            ("attn", "attn attn 2 True True")])
+def test_thread_pools(pool, expected):
+    # NumPy alone runs on attn's pool; once torch is imported, on its OpenMP
+    # team, sized by torch.set_num_threads; ATTN_POOL=attn keeps attn's pool.
+    # Same results everywhere (the kernels' work items never depend on the
+    # thread count).
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, ATTN_POOL=pool, ATTN_NUM_THREADS="")
+    if pool == "attn":
+        env["ATTN_NUM_THREADS"] = "2"
+    result = subprocess.run([sys.executable, "-c", POOL_SCRIPT], env=env,
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[-2] == expected
+
+
+FORK_SCRIPT = """
+import os, torch, attn
+t = torch.randn(2, 4, 300, 32)
+a = attn.scaled_dot_product_attention(t, t, t).numpy()
+pid = os.fork()
+if pid == 0:
+    b = attn.scaled_dot_product_attention(t, t, t).numpy()
+    os._exit(0 if attn._ext.pool_kind() == "attn" and (a == b).all() else 1)
+_, status = os.waitpid(pid, 0)
+print(attn._ext.pool_kind(), os.waitstatus_to_exitcode(status))
+"""
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="no fork")
+def test_forked_child_runs_on_its_own_pool():
+    # GNU OpenMP hangs in a child forked after its team started (PyTorch's
+    # own operators too); attn's calls in the child run on a pool of its own.
+    import os
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-c", FORK_SCRIPT], capture_output=True,
+                            text=True, timeout=120,
+                            env=dict(os.environ, ATTN_POOL="", ATTN_NUM_THREADS="2"))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[-2:] == ["openmp", "0"]
+
+
+@pytest.mark.parametrize("pool, message", [
+    ("openmp", "ATTN_POOL is 'openmp' but no OpenMP runtime is loaded"),
+    ("threads", "ATTN_POOL is 'threads' but must be 'auto', 'attn' or 'openmp'")])
+def test_bad_pool_requests(pool, message):
+    import os
+    import subprocess
+    import sys
+
+    script = ("import numpy as np, attn\n"
+              "q = np.ones((1, 1, 4, 8), np.float32)\n"
+              "attn.scaled_dot_product_attention(q, q, q)\n")
+    result = subprocess.run([sys.executable, "-c", script],
+                            env=dict(os.environ, ATTN_POOL=pool),
+                            capture_output=True, text=True)
+    assert result.returncode != 0
+    assert message in result.stderr, result.stderr
 
 
 def test_plain_eager_calls_skip_the_dispatcher(monkeypatch):

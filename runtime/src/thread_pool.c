@@ -14,6 +14,10 @@
  * or a parallel_for nested inside a task). Before returning, the caller
  * takes its job off the queue and waits, on a condition variable, until no
  * worker is still inside it.
+ *
+ * A pool made on a team (attn_thread_pool_create_on_team) has no queue and
+ * no workers of its own: each call hands its job to the team's fork-join
+ * call, whose threads run the same chunk loop.
  *===----------------------------------------------------------------------===*/
 #if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
 #define _POSIX_C_SOURCE 200809L
@@ -47,8 +51,10 @@ struct attn_thread_pool {
   job *queue;                 /* oldest first */
   bool stopping;
   int32_t size;        /* threads running a call's chunks, caller included */
-  int32_t num_workers; /* size - 1 */
+  int32_t num_workers; /* size - 1; 0 on a team */
   pthread_t *workers;
+  attn_team_run_fn team_run; /* set: calls run on this team instead */
+  void *team_ctx;
 };
 
 /* Takes and runs chunks until none is left. A compare-and-swap rather than a
@@ -67,6 +73,8 @@ static void run_chunks(job *j) {
     }
   }
 }
+
+static void run_team_chunks(void *j) { run_chunks(j); }
 
 static bool has_chunks_left(job *j) { return atomic_load(&j->next) < j->n; }
 
@@ -171,6 +179,36 @@ attn_status attn_thread_pool_create(int32_t num_threads,
   return ATTN_OK;
 }
 
+attn_status attn_thread_pool_create_on_team(int32_t num_threads,
+                                            attn_team_run_fn run,
+                                            void *team_ctx,
+                                            attn_thread_pool **out) {
+  if (!out)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "attn_thread_pool_create_on_team: out is NULL");
+  *out = NULL;
+  if (!run)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "attn_thread_pool_create_on_team: run is NULL");
+  if (num_threads < 1)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "attn_thread_pool_create_on_team: num_threads is %d but "
+                     "a team has at least 1 thread",
+                     num_threads);
+  attn_thread_pool *pool = calloc(1, sizeof(*pool));
+  if (!pool)
+    return attn_fail(ATTN_ERROR_OUT_OF_MEMORY,
+                     "attn_thread_pool_create_on_team: out of memory");
+  pool->size = num_threads;
+  pool->team_run = run;
+  pool->team_ctx = team_ctx;
+  pthread_mutex_init(&pool->lock, NULL);
+  pthread_cond_init(&pool->job_queued, NULL);
+  pthread_cond_init(&pool->worker_left, NULL);
+  *out = pool;
+  return ATTN_OK;
+}
+
 void attn_thread_pool_destroy(attn_thread_pool *pool) {
   if (!pool)
     return;
@@ -187,7 +225,7 @@ void attn_thread_pool_parallel_for(void *pool_ptr, int64_t n, attn_task_fn task,
   attn_thread_pool *pool = pool_ptr;
   if (n <= 0)
     return;
-  if (!pool || pool->num_workers == 0 || n == 1) {
+  if (!pool || pool->size == 1 || n == 1) {
     task(task_ctx, 0, n);
     return;
   }
@@ -199,6 +237,12 @@ void attn_thread_pool_parallel_for(void *pool_ptr, int64_t n, attn_task_fn task,
            .queued = true,
            .next_job = NULL};
   atomic_init(&j.next, 0);
+
+  if (pool->team_run) {
+    int32_t team = n < pool->size ? (int32_t)n : pool->size;
+    pool->team_run(pool->team_ctx, team, run_team_chunks, &j);
+    return;
+  }
 
   pthread_mutex_lock(&pool->lock);
   job **tail = &pool->queue;

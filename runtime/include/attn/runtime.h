@@ -128,6 +128,20 @@ typedef struct attn_thread_pool attn_thread_pool;
  * online core. */
 ATTN_RUNTIME_EXPORT attn_status attn_thread_pool_create(int32_t num_threads,
                                                         attn_thread_pool **out);
+/* A pool over a team of threads someone else owns (an OpenMP runtime, the
+ * intra-op pool of a framework), so that attn's work and the framework's run
+ * on the same threads instead of competing for the cores: `run(team_ctx,
+ * num_threads, fn, fn_ctx)` must call fn(fn_ctx) once on each of at most
+ * `num_threads` threads at once, the calling thread among them, and return
+ * when every call has returned (GOMP_parallel's contract). A team smaller
+ * than asked (a nested parallel region) is fine: every call still runs all
+ * of its items. The pool starts no thread; its size is num_threads (>= 1). */
+typedef void (*attn_team_fn)(void *fn_ctx);
+typedef void (*attn_team_run_fn)(void *team_ctx, int32_t num_threads,
+                                 attn_team_fn fn, void *fn_ctx);
+ATTN_RUNTIME_EXPORT attn_status
+attn_thread_pool_create_on_team(int32_t num_threads, attn_team_run_fn run,
+                                void *team_ctx, attn_thread_pool **out);
 ATTN_RUNTIME_EXPORT void attn_thread_pool_destroy(attn_thread_pool *pool);
 ATTN_RUNTIME_EXPORT int32_t attn_thread_pool_size(const attn_thread_pool *pool);
 /* An attn_parallel_for_fn: pass it, with the pool, to a generated kernel's

@@ -114,6 +114,15 @@ public:
   explicit ThreadPool(int32_t numThreads = 0) {
     check(attn_thread_pool_create(numThreads, &pool_));
   }
+  /// A pool over a team someone else owns (attn_thread_pool_create_on_team):
+  /// attn's work runs on the team's threads, `numThreads` (>= 1) at most.
+  static ThreadPool onTeam(int32_t numThreads, attn_team_run_fn run,
+                           void *teamCtx) {
+    ThreadPool pool(nullptr);
+    check(attn_thread_pool_create_on_team(numThreads, run, teamCtx,
+                                          &pool.pool_));
+    return pool;
+  }
   ~ThreadPool() { attn_thread_pool_destroy(pool_); }
   ThreadPool(ThreadPool &&other) noexcept
       : pool_(std::exchange(other.pool_, nullptr)) {}
@@ -165,6 +174,7 @@ public:
   }
 
 private:
+  explicit ThreadPool(std::nullptr_t) {}
   attn_thread_pool *pool_ = nullptr;
 };
 

@@ -1696,6 +1696,95 @@ TEST(ThreadPool, NestedParallelForDoesNotDeadlock) {
   attn_thread_pool_destroy(pool);
 }
 
+// A pool on a team someone else owns: a fork-join over std::threads, which
+// records how many threads each call asked for and may run fewer (a team
+// inside a nested parallel region has one thread, the caller).
+struct Team {
+  int32_t largest = 0; // at most this many threads per call
+  std::atomic<int> calls{0};
+  std::atomic<int32_t> asked{0};
+  static void run(void *ctx, int32_t threads, attn_team_fn fn, void *fnCtx) {
+    auto *self = static_cast<Team *>(ctx);
+    ++self->calls;
+    self->asked = threads;
+    int32_t team = std::min(threads, self->largest);
+    std::vector<std::thread> others;
+    for (int32_t t = 1; t < team; ++t)
+      others.emplace_back([fn, fnCtx] { fn(fnCtx); });
+    fn(fnCtx);
+    for (std::thread &t : others)
+      t.join();
+  }
+};
+
+TEST(ThreadPool, OnATeamCoversEveryIndexOnce) {
+  for (int32_t largest : {1, 3, 8}) {
+    Team team;
+    team.largest = largest;
+    attn_thread_pool *pool = nullptr;
+    ASSERT_EQ(attn_thread_pool_create_on_team(4, Team::run, &team, &pool),
+              ATTN_OK);
+    EXPECT_EQ(attn_thread_pool_size(pool), 4);
+    for (int64_t n : {0, 1, 3, 1000}) {
+      SCOPED_TRACE("team of at most " + std::to_string(largest) + ", n " +
+                   std::to_string(n));
+      int callsBefore = team.calls;
+      Coverage coverage(n);
+      attn_thread_pool_parallel_for(pool, n, Coverage::task, &coverage);
+      coverage.expectEachOnce();
+      // One item or none runs inline; more ask for no more threads than
+      // there are items.
+      EXPECT_EQ(team.calls - callsBefore, n > 1 ? 1 : 0);
+      if (n > 1)
+        EXPECT_EQ(team.asked.load(), std::min<int64_t>(n, 4));
+    }
+    attn_thread_pool_destroy(pool);
+  }
+}
+
+TEST(ThreadPool, CppPoolOnATeam) {
+  Team team;
+  team.largest = 3;
+  attn::ThreadPool pool = attn::ThreadPool::onTeam(3, Team::run, &team);
+  EXPECT_EQ(pool.size(), 3);
+  std::atomic<int64_t> sum{0};
+  pool.parallelFor(100, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      sum += i;
+  });
+  EXPECT_EQ(sum.load(), 99 * 100 / 2);
+  EXPECT_EQ(team.calls.load(), 1);
+  EXPECT_THROW(attn::ThreadPool::onTeam(0, Team::run, &team), attn::Error);
+}
+
+TEST(ThreadPool, OnATeamOfOneRunsInline) {
+  Team team;
+  team.largest = 8;
+  attn_thread_pool *pool = nullptr;
+  ASSERT_EQ(attn_thread_pool_create_on_team(1, Team::run, &team, &pool),
+            ATTN_OK);
+  Coverage coverage(100);
+  attn_thread_pool_parallel_for(pool, 100, Coverage::task, &coverage);
+  coverage.expectEachOnce();
+  EXPECT_EQ(team.calls.load(), 0);
+  attn_thread_pool_destroy(pool);
+}
+
+TEST(ThreadPool, OnATeamRefusesBadArguments) {
+  Team team;
+  attn_thread_pool *pool = reinterpret_cast<attn_thread_pool *>(&team);
+  EXPECT_EQ(attn_thread_pool_create_on_team(0, Team::run, &team, &pool),
+            ATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(pool, nullptr);
+  EXPECT_NE(std::string(attn_last_error()).find("num_threads is 0"),
+            std::string::npos)
+      << attn_last_error();
+  EXPECT_EQ(attn_thread_pool_create_on_team(2, nullptr, &team, &pool),
+            ATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(attn_thread_pool_create_on_team(2, Team::run, &team, nullptr),
+            ATTN_ERROR_INVALID_ARGUMENT);
+}
+
 //===----------------------------------------------------------------------===//
 // Unloading while a call runs
 //===----------------------------------------------------------------------===//
