@@ -342,17 +342,27 @@ def _row_dots(torch, x, y):
     return (x @ y[..., None])[..., 0]
 
 
-def _sum_of_products(torch, query, key, value):
+def _sum_of_products(torch, query, key, value, reverse=False):
     """O[b, h, i] = Σ_{j <= i} (query[b, h, i] · key[b, h / G, j]) value[b, h / G, j]
     in f32 by the kernel: causal linear attention with the identity feature map
-    and no denominator (docs/spec.md, "Linear attention", step 2)."""
+    and no denominator (docs/spec.md, "Linear attention", step 2). `reverse`:
+    Σ_{j >= i} instead, the same kernel on the sequence reversed, which it
+    reads and writes through views with a negative stride (NumPy's: PyTorch
+    has none), so that nothing is copied."""
     from ._torch import _capsule
 
     batch, heads, seq, _ = query.shape
     spec = _spec(query, value, True, 0.0, "identity", BACKWARD_CHUNK, False, False)
     output = torch.empty((batch, heads, seq, value.shape[3]), dtype=torch.float32)
-    _run(spec, _capsule, query, key, value, None, None, output, None, None)
+    wrap = _reversed if reverse else _capsule
+    _run(spec, wrap, query, key, value, None, None, output, None, None)
     return output
+
+
+def _reversed(x):
+    """f32 CPU tensor `x` with its sequence (dim -2) reversed: a NumPy view
+    sharing x's memory."""
+    return x.detach().numpy()[..., ::-1, :]
 
 
 def _causal_backward(torch, fq, fk, v, state, norm, out, do, final_ds, final_dz, eps,
@@ -360,7 +370,7 @@ def _causal_backward(torch, fq, fk, v, state, norm, out, do, final_ds, final_dz,
     """Causal: docs/spec.md's "Gradient of linear attention" through kernel
     calls of the unnormalized sum of products (forward in time for dφ(Q) and
     the normalizer, on the reversed sequence for dφ(K) and dV) and the
-    state's matrix products. fq, out, do are [B, Hkv, G, S, ·] (the query
+    state's matrix products (the reversed sequence as views, not copies). fq, out, do are [B, Hkv, G, S, ·] (the query
     heads of a group side by side), fk and v [B, Hkv, S, ·]; state, norm,
     final_ds and final_dz may be None (zero); dS0 and dz0 only with
     state_grads. Unnormalized (normalize False): g = dO and no c terms."""
@@ -376,9 +386,6 @@ def _causal_backward(torch, fq, fk, v, state, norm, out, do, final_ds, final_dz,
     def per_head(x):  # [B, Hkv, G, S, ·] as [B, Hq, S, ·]
         return x.reshape(batch, heads, seq, x.shape[-1])
 
-    def flipped(x):  # the sequence reversed (a copy)
-        return torch.flip(x, (-2,))
-
     def each_head(x):  # [B, Hkv, S, ·] for each head of its group
         return x if group == 1 else x.repeat_interleave(group, dim=1)
 
@@ -386,10 +393,10 @@ def _causal_backward(torch, fq, fk, v, state, norm, out, do, final_ds, final_dz,
         return x if group == 1 else x.reshape(batch, heads_kv, group, seq,
                                               x.shape[-1]).sum(2)
 
-    def prefix_sums(x):  # Σ_{j <= i} x_j over the sequence, by the kernel too
-        # (torch.cumsum over a middle dim measured 3-30x slower).
+    def prefix_sums(x, reverse=False):  # Σ_{j <= i} x_j (reverse: j >= i), by
+        # the kernel too (torch.cumsum over a middle dim measured 3-30x slower).
         ones = x.new_ones(x.shape[:-1] + (1,))
-        return _sum_of_products(torch, ones, ones, x)
+        return _sum_of_products(torch, ones, ones, x, reverse)
 
     g, c = do, None
     if normalize:
@@ -407,20 +414,17 @@ def _causal_backward(torch, fq, fk, v, state, norm, out, do, final_ds, final_dz,
     if state is not None:
         dfq += g @ state[:, :, None].transpose(-1, -2)
     # dφ(K_j) = Σ_h Σ_{i >= j} ((V_j · g_i) + c_i) φ(Q_i) + dS_fin V_j + dz_fin.
-    rows_g, rows_fq = flipped(per_head(g)), flipped(per_head(fq))
-    dfk = _sum_of_products(torch, each_head(flipped(v)), rows_g, rows_fq)
-    dfk = group_sum(dfk)
+    rows_g, rows_fq = per_head(g), per_head(fq)
+    dfk = group_sum(_sum_of_products(torch, each_head(v), rows_g, rows_fq, reverse=True))
     if c is not None:
         cq = c[..., None] * fq  # [B, Hkv, G, S, D]
-        dfk += prefix_sums(flipped(cq.sum(2) if group > 1 else cq[:, :, 0]))
-    dfk = flipped(dfk)
+        dfk += prefix_sums(cq.sum(2) if group > 1 else cq[:, :, 0], reverse=True)
     if final_ds is not None:
         dfk += v @ final_ds.transpose(-1, -2)
     if final_dz is not None:
         dfk += final_dz[:, :, None]
     # dV_j = Σ_h Σ_{i >= j} (φ(K_j) · φ(Q_i)) g_i + φ(K_j) dS_fin.
-    dv_ = flipped(group_sum(_sum_of_products(torch, each_head(flipped(fk)), rows_fq,
-                                             rows_g)))
+    dv_ = group_sum(_sum_of_products(torch, each_head(fk), rows_fq, rows_g, reverse=True))
     if final_ds is not None:
         dv_ += fk @ final_ds
     ds0 = dz0 = None

@@ -190,6 +190,25 @@ def test_strided_inputs_and_empty_sequence():
     assert q.grad.shape == q.shape and k.grad.shape == k.shape
 
 
+@pytest.mark.parametrize("layout", ["contiguous", "bshd"])
+def test_reversed_sums_read_and_write_negative_strides(layout):
+    # The causal backward's sums over i >= j run the kernel on the reversed
+    # sequence through negative-stride views of its inputs and its output:
+    # bit for bit the kernel on flipped copies, flipped back.
+    g = torch.Generator().manual_seed(4)
+    shape = (2, 37, 3, 16) if layout == "bshd" else (2, 3, 37, 16)
+    q, k, v = (torch.randn(*shape, generator=g) for _ in range(3))
+    if layout == "bshd":
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+    sums = attn._linear._sum_of_products
+    flip = lambda t: torch.flip(t, (-2,))  # noqa: E731
+    reversed_ = sums(torch, q, k, v, reverse=True)
+    assert torch.equal(reversed_, flip(sums(torch, flip(q), flip(k), flip(v))))
+    # Each row i sums over j >= i (float64 reference of the same sums).
+    scores = (q.double() @ k.double().transpose(-1, -2)).triu()
+    assert relative_error(reversed_, scores @ v.double()) <= 1e-5
+
+
 def test_a_module_trains():
     # A linear-attention layer fits a fixed random target: the loss falls.
     torch.manual_seed(0)
