@@ -222,12 +222,12 @@ struct AbiTypes {
               arr(i64, 1), arr(i64, 2), arr(i64, 1), arr(i64, 4), arr(i64, 3)},
         "attn_mha_args");
     desc = llvm::StructType::create(
-        ctx,
-        {i32, i32, ptr,         i32, i32, arr(i32, 3), i32, i32, i32, i64, i64,
-         i64, i64, arr(i64, 5), i64, f32, f32,         ptr, ptr, ptr, ptr, i32,
-         ptr, ptr, ptr,         ptr, ptr, i32,         i32, ptr, ptr, i32, i32,
-         i32, i32, ptr,         ptr, ptr, i32,         i32, f32, i32, ptr, ptr,
-         i64, i64, i32,         ptr, ptr, i64,         i64, i64, i64, i32, i32},
+        ctx, {i32, i32, ptr, i32,         i32, arr(i32, 3), i32, i32, i32, i64,
+              i64, i64, i64, arr(i64, 5), i64, f32,         f32, ptr, ptr, ptr,
+              ptr, i32, ptr, ptr,         ptr, ptr,         ptr, i32, i32, ptr,
+              ptr, i32, i32, i32,         i32, ptr,         ptr, ptr, i32, i32,
+              f32, i32, ptr, ptr,         i64, i64,         i32, ptr, ptr, i64,
+              i64, i64, i64, i32,         i32, ptr,         ptr, i64, i64, i32},
         "attn_kernel_desc");
     gpuKernel = llvm::StructType::create(
         ctx, {ptr, i32, ptr, i64, ptr, i32, i32, i32}, "attn_gpu_kernel");
@@ -306,9 +306,11 @@ void captureMemrefs(
   }
 }
 
-/// Which entry point: the kernel's own, or one phase of its key split
-/// (attn-split-keys), which also takes the split count and the workspace.
-enum class Phase { Whole, Partial, Merge };
+/// Which entry point: the kernel's own, one phase of its key split
+/// (attn-split-keys), which also takes the split count and the workspace,
+/// or the filling of its block table (attn-block-table), which takes the
+/// kernel's own arguments.
+enum class Phase { Whole, Partial, Merge, BlockTable };
 
 /// Emits `<name>[_partial|_merge]_run` or `..._work_items`: unpack the
 /// argument struct into memref descriptors and call the MLIR function
@@ -322,7 +324,7 @@ llvm::Function *emitEntryPoint(llvm::Module &module, const AbiTypes &types,
                                llvm::Function *impl, bool isRun, bool split,
                                Phase phase = Phase::Whole) {
   llvm::LLVMContext &ctx = module.getContext();
-  bool phased = phase != Phase::Whole;
+  bool phased = phase == Phase::Partial || phase == Phase::Merge;
   SmallVector<llvm::Type *> params = {types.ptr};
   if (phased)
     params.push_back(types.i64);
@@ -332,9 +334,10 @@ llvm::Function *emitEntryPoint(llvm::Module &module, const AbiTypes &types,
     params.append({types.i64, types.i64});
   llvm::FunctionType *type = llvm::FunctionType::get(
       isRun ? llvm::Type::getVoidTy(ctx) : types.i64, params, false);
-  const char *prefix = phase == Phase::Partial ? "_partial"
-                       : phase == Phase::Merge ? "_merge"
-                                               : "";
+  const char *prefix = phase == Phase::Partial      ? "_partial"
+                       : phase == Phase::Merge      ? "_merge"
+                       : phase == Phase::BlockTable ? "_block_table"
+                                                    : "";
   auto *fn = llvm::Function::Create(
       type, llvm::Function::ExternalLinkage,
       spec.name + prefix + (isRun ? "_run" : "_work_items"), module);
@@ -421,7 +424,7 @@ llvm::Function *emitEntryPoint(llvm::Module &module, const AbiTypes &types,
     llvm::Value *nullWorkspace = llvm::ConstantPointerNull::get(
         llvm::cast<llvm::PointerType>(types.ptr));
     llvm::Value *splits = phased ? fn->getArg(1) : one;
-    if (phase == Phase::Whole) {
+    if (!phased) {
       llvm::Value *row = scratch ? scratch : nullWorkspace;
       descriptor(row, zero, {batch, headsQ, seqQ, one, dv},
                  {zero, zero, zero, zero, one});
@@ -743,6 +746,8 @@ struct KernelCode {
   llvm::Function *additiveWorkItems = nullptr, *additiveRun = nullptr;
   /// A multi-head attention layer's (likewise).
   llvm::Function *mhaWorkItems = nullptr, *mhaRun = nullptr;
+  /// The filling of a forward kernel's block table (attn-block-table).
+  llvm::Function *blockTableWorkItems = nullptr, *blockTableRun = nullptr;
   llvm::Constant *gpu = nullptr;
 };
 
@@ -855,7 +860,12 @@ llvm::GlobalVariable *emitDescriptor(llvm::Module &module,
       i64(spec.mha ? spec.valueEmbedDim : 0),
       i64(spec.mha ? spec.mhaHeads : 0),
       i32(spec.mha && spec.mhaBias ? 1 : 0),
-      i32(spec.linear && spec.unnormalized ? 1 : 0)};
+      i32(spec.linear && spec.unnormalized ? 1 : 0),
+      orNull(code.blockTableWorkItems),
+      orNull(code.blockTableRun),
+      i64(code.blockTableRun ? spec.blockTable[1] : 0),
+      i64(code.blockTableRun ? spec.blockTable[2] : 0),
+      i32(code.blockTableRun ? spec.blockTable[0] : -1)};
   return new llvm::GlobalVariable(module, types.desc, /*isConstant=*/true,
                                   llvm::GlobalValue::ExternalLinkage,
                                   llvm::ConstantStruct::get(types.desc, fields),
@@ -1369,6 +1379,17 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
                                        split, Phase::Merge);
         code.mergeWorkItems = emitEntryPoint(
             *llvmModule, types, spec, mergeCount, false, split, Phase::Merge);
+      }
+      llvm::Function *tableRun =
+          llvmModule->getFunction(spec.name + "_impl_block_table_run");
+      llvm::Function *tableCount =
+          llvmModule->getFunction(spec.name + "_impl_block_table_work_items");
+      if (tableRun && tableCount) {
+        code.blockTableRun = emitEntryPoint(*llvmModule, types, spec, tableRun,
+                                            true, split, Phase::BlockTable);
+        code.blockTableWorkItems =
+            emitEntryPoint(*llvmModule, types, spec, tableCount, false, split,
+                           Phase::BlockTable);
       }
       descs.push_back(
           emitDescriptor(*llvmModule, types, spec, host, rows, code));

@@ -254,6 +254,17 @@ std::string attn::kernelHeader(const std::vector<KernelSpec> &specs,
         << "void " << n
         << "_merge_run(const attn_kernel_args *args, int64_t splits,\n"
         << "    float *workspace, int64_t begin, int64_t end);\n";
+    if (spec.blockTable[0] >= 0 && !spec.weights)
+      h << "/* Fills the block table (capture " << spec.blockTable[0]
+        << ", blocks of " << spec.blockTable[1] << " x " << spec.blockTable[2]
+        << ") from the mask_mod: the\n * kernel's args, of which it reads "
+           "the sizes and the captures and writes\n * only the table "
+           "(attn_fill_block_table checks them). */\n"
+        << "int64_t " << n
+        << "_block_table_work_items(const attn_kernel_args *args);\n"
+        << "void " << n
+        << "_block_table_run(const attn_kernel_args *args, int64_t begin, "
+           "int64_t end);\n";
     wholeCall(h, n, "attn_kernel_args");
   }
   h << "#ifdef __cplusplus\n}\n#endif\n\n#endif /* " << guard << " */\n";

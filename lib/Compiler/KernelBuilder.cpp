@@ -581,6 +581,10 @@ bool setModifiers(KernelSpec &spec, const std::string &regions,
     return false;
   spec.modifiers = source;
   spec.scoreMod = mlir::attn::scoreModOf(op) != nullptr;
+  if (auto table =
+          op->getAttrOfType<DenseI64ArrayAttr>(mlir::attn::kBlockMaskAttrName))
+    std::copy(table.asArrayRef().begin(), table.asArrayRef().end(),
+              spec.blockTable);
   return true;
 }
 bool specFromOp(mlir::attn::AttentionOp op, KernelSpec &spec,

@@ -141,29 +141,62 @@ ModifierPtr documentsBlocks() {
   m->captureTypes = {"tensor<?xi32>", "tensor<?xi64>", "tensor<1x1x?x?xi32>"};
   m->captures = [d](const Problem &p) {
     std::vector<CaptureValues> all = d->captures(p);
-    const std::vector<double> &qd = all[0].values, &kd = all[1].values;
-    CaptureValues table;
-    table.type = ATTN_I32;
-    int64_t rows = std::max<int64_t>((p.seqQ + kBlock - 1) / kBlock, 1);
-    int64_t cols = std::max<int64_t>((p.seqK + kBlock - 1) / kBlock, 1);
-    table.shape = {1, 1, rows, cols};
-    for (int64_t qb = 0; qb < rows; ++qb)
-      for (int64_t kb = 0; kb < cols; ++kb) {
-        bool any = false, every = true;
-        for (int64_t i = qb * kBlock; i < std::min(p.seqQ, (qb + 1) * kBlock);
-             ++i)
-          for (int64_t j = kb * kBlock; j < std::min(p.seqK, (kb + 1) * kBlock);
-               ++j) {
-            bool kept = qd[size_t(i)] == kd[size_t(j)];
-            any = any || kept;
-            every = every && kept;
-          }
-        table.values.push_back(!any ? 0.0 : every ? 2.0 : 1.0);
-      }
-    all.push_back(table);
+    all.push_back(blockTableOf(*d, all, p.batch, p.headsQ, 1, 1, p.seqQ, p.seqK,
+                               kBlock, kBlock));
     return all;
   };
   m->maskMod = d->maskMod;
+  return m;
+}
+
+/// Stripes of 16 keys that depend on the batch and the head (in query
+/// blocks of 32 rows other than every third), with holes of whole 32 x 32
+/// blocks (odd query blocks, key blocks of the head's parity),
+/// and its block table T [B, Hq, Sq/32, Sk/32] i32, per batch and head: a
+/// table whose every kind of entry (0, 1, 2) depends on b and h.
+ModifierPtr headStripesBlocks() {
+  constexpr int64_t kBlock = 32;
+  auto m = std::make_shared<ModifierCase>();
+  m->regions = R"(mask_mod {
+    ^bb0(%b: index, %h: index, %i: index, %j: index):
+      %c0 = arith.constant 0 : index
+      %c1 = arith.constant 1 : index
+      %c2 = arith.constant 2 : index
+      %c3 = arith.constant 3 : index
+      %c16 = arith.constant 16 : index
+      %c32 = arith.constant 32 : index
+      %true = arith.constant true
+      %stripe = arith.divui %j, %c16 : index
+      %sh = arith.addi %stripe, %h : index
+      %shb = arith.addi %sh, %b : index
+      %third = arith.remui %shb, %c3 : index
+      %striped = arith.cmpi ne, %third, %c0 : index
+      %row = arith.divui %i, %c32 : index
+      %rowThird = arith.remui %row, %c3 : index
+      %whole = arith.cmpi eq, %rowThird, %c0 : index
+      %kept = arith.ori %whole, %striped : i1
+      %rowParity = arith.remui %row, %c2 : index
+      %oddRow = arith.cmpi eq, %rowParity, %c1 : index
+      %col = arith.divui %j, %c32 : index
+      %colHead = arith.addi %col, %h : index
+      %colParity = arith.remui %colHead, %c2 : index
+      %oddCol = arith.cmpi eq, %colParity, %c1 : index
+      %hole = arith.andi %oddRow, %oddCol : i1
+      %open = arith.xori %hole, %true : i1
+      %keep = arith.andi %kept, %open : i1
+      attn.yield %keep : i1
+    } {attn.block_mask = array<i64: 0, 32, 32>})";
+  m->captureTypes = {"tensor<?x?x?x?xi32>"};
+  m->maskMod = [](const std::vector<CaptureValues> &, int64_t b, int64_t h,
+                  int64_t i, int64_t j) {
+    bool hole = (i / 32) % 2 == 1 && (j / 32 + h) % 2 == 1;
+    return ((i / 32) % 3 == 0 || (j / 16 + h + b) % 3 != 0) && !hole;
+  };
+  m->captures = [](const Problem &p) {
+    return std::vector<CaptureValues>{
+        blockTableOf(*headStripesBlocks(), {}, p.batch, p.headsQ, p.batch,
+                     p.headsQ, p.seqQ, p.seqK, kBlock, kBlock)};
+  };
   return m;
 }
 
@@ -372,6 +405,12 @@ const std::vector<NamedModifier> &attn::namedModifiers() {
       {"documents_blocks",
        "document masking with its block table [1, 1, Sq/32, Sk/32] i32",
        documentsBlocks},
+      {"head_stripes_blocks",
+       "stripes of 16 keys by (j/16 + h + b) mod 3 outside every third block "
+       "of "
+       "32 rows, holes of 32 x 32 blocks, "
+       "its block table [B, Hq, Sq/32, Sk/32] i32",
+       headStripesBlocks},
       {"prefix_lm", "causal plus the first 24 keys for every query", prefixLm},
       {"window_global", "|i - j| <= 8, or i or j among the first 4 tokens",
        windowGlobal},
@@ -387,6 +426,41 @@ const std::vector<NamedModifier> &attn::namedModifiers() {
        nonlinear},
   };
   return all;
+}
+
+CaptureValues attn::blockTableOf(const ModifierCase &mask,
+                                 const std::vector<CaptureValues> &captures,
+                                 int64_t batch, int64_t heads,
+                                 int64_t tableBatch, int64_t tableHeads,
+                                 int64_t seqQ, int64_t seqK, int64_t rows,
+                                 int64_t keys) {
+  CaptureValues table;
+  table.type = ATTN_I32;
+  int64_t rowBlocks = std::max<int64_t>((seqQ + rows - 1) / rows, 1);
+  int64_t keyBlocks = std::max<int64_t>((seqK + keys - 1) / keys, 1);
+  table.shape = {tableBatch, tableHeads, rowBlocks, keyBlocks};
+  for (int64_t tb = 0; tb < tableBatch; ++tb)
+    for (int64_t th = 0; th < tableHeads; ++th)
+      for (int64_t qb = 0; qb < rowBlocks; ++qb)
+        for (int64_t kb = 0; kb < keyBlocks; ++kb) {
+          bool any = false;
+          bool every = (qb + 1) * rows <= seqQ && (kb + 1) * keys <= seqK;
+          for (int64_t b = 0; b < batch; ++b)
+            for (int64_t h = 0; h < heads; ++h) {
+              if ((tableBatch > 1 && b != tb) || (tableHeads > 1 && h != th))
+                continue;
+              for (int64_t i = qb * rows; i < std::min(seqQ, (qb + 1) * rows);
+                   ++i)
+                for (int64_t j = kb * keys; j < std::min(seqK, (kb + 1) * keys);
+                     ++j) {
+                  bool kept = mask.maskMod(captures, b, h, i, j);
+                  any = any || kept;
+                  every = every && kept;
+                }
+            }
+          table.values.push_back(!any ? 0.0 : every ? 2.0 : 1.0);
+        }
+  return table;
 }
 
 ModifierPtr attn::modifierCase(const std::string &name) {

@@ -56,6 +56,7 @@ void mlir::attn::buildAttnToLLVMCpuPipeline(OpPassManager &pm,
   // two subviews one, canonicalization drops the self-copy.
   pm.addPass(createCSEPass());
   pm.addPass(createCanonicalizerPass());
+  pm.addPass(createAttnBlockTablePass());
   {
     OpPassManager &func = pm.nest<func::FuncOp>();
     AttnLowerToVectorPassOptions vector;

@@ -119,6 +119,9 @@ struct KernelSpec {
   std::string modifiers;
   std::vector<CaptureSpec> captures;
   bool scoreMod = false; // whether `modifiers` has a score_mod
+  // The block mask's table (attn.block_mask): which capture, and its query
+  // and key block sizes QB and KB; capture -1 for none.
+  int64_t blockTable[3] = {-1, 0, 0};
   // Sizes declared in the IR (B, Hq, Hkv, Sq, Sk); -1 = dynamic. A spec
   // string may set the GQA ratio instead (group = Hq / Hkv), -1 = any.
   int64_t staticSizes[5] = {-1, -1, -1, -1, -1};

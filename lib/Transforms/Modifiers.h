@@ -29,6 +29,12 @@ public:
   ModifierEmitter(OpBuilder &b, Location loc, OpTy op)
       : b(b), loc(loc), scoreMod(scoreModOf(op)), maskMod(maskModOf(op)),
         captures(op.getCaptures()) {}
+  /// For the regions of an op emitted elsewhere (another function), its
+  /// captured tensors being `captures` there.
+  ModifierEmitter(OpBuilder &b, Location loc, Region *scoreMod, Region *maskMod,
+                  ValueRange captures)
+      : b(b), loc(loc), scoreMod(scoreMod), maskMod(maskMod),
+        captures(captures) {}
 
   bool hasScoreMod() const { return scoreMod; }
   bool hasMaskMod() const { return maskMod; }

@@ -193,6 +193,28 @@ def AttnSplitKeysPass : Pass<"attn-split-keys", "ModuleOp"> {
                            "math::MathDialect", "func::FuncDialect"];
 }
 
+def AttnBlockTablePass : Pass<"attn-block-table", "ModuleOp"> {
+  let summary = "Give a kernel with a block table a function that fills it";
+  let description = [{
+    For each function marked `attn.kernel` (after `attn-bufferize`) whose
+    `attn.online_attention` has a `mask_mod` and a block table
+    (`attn.block_mask = array<i64: capture, QB, KB>`, docs/spec.md "Score
+    and mask modifiers" 7), adds `@<f>_block_table`, a kernel with `<f>`'s
+    arguments that writes the table from the `mask_mod`: one work item per
+    table row `(tb, th, qb)`, and per key block the entry 0 (the `mask_mod`
+    keeps no position of the block within `Sq` and `Sk`), 2 (it keeps all
+    `QB × KB`) or 1, evaluated 16 keys at a time. A table dim of 1 where
+    the call's `B` or `Hq` is larger covers every batch or head (each is
+    evaluated, unless the `mask_mod` does not read that index). The
+    function reads the sizes of Q and K (the kernel's first two arguments)
+    and the captures, and writes only the table (the runtime's
+    `attn_fill_block_table`).
+  }];
+  let dependentDialects = ["scf::SCFDialect", "vector::VectorDialect",
+                           "memref::MemRefDialect", "arith::ArithDialect",
+                           "math::MathDialect", "func::FuncDialect"];
+}
+
 def AttnBandFromMaskModPass : Pass<"attn-band-from-mask-mod"> {
   let summary = "Move the causal band or window a mask_mod states to attributes";
   let description = [{

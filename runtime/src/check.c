@@ -573,6 +573,85 @@ attn_status attn_prepare_captures(const attn_kernel_desc *k,
   return ATTN_OK;
 }
 
+attn_status attn_prepare_block_table(const attn_kernel_desc *k, int64_t batch,
+                                     int64_t heads_q, int64_t seq_q,
+                                     int64_t seq_k, const attn_tensor *captures,
+                                     int32_t count, attn_kernel_args *args) {
+  if (!attn_kernel_has_block_table(k))
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "kernel '%s' has no block table to fill (only a CPU "
+                     "forward kernel whose op names one, attn.block_mask, "
+                     "compiled by this attn-compile, has)",
+                     k->name);
+  memset(args, 0, sizeof(*args));
+  const int64_t sizes[4] = {batch, heads_q, seq_q, seq_k};
+  const char *names[4] = {"batch", "heads_q", "seq_q", "seq_k"};
+  const int static_index[4] = {0, 1, 3, 4};
+  for (int d = 0; d < 4; ++d) {
+    if (sizes[d] < 0)
+      return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                       "%s is %" PRId64 " but sizes must be >= 0", names[d],
+                       sizes[d]);
+    int64_t want = k->static_sizes[static_index[d]];
+    if (want >= 0 && sizes[d] != want)
+      return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                       "%s is %" PRId64 " but kernel '%s' was compiled for "
+                       "%" PRId64,
+                       names[d], sizes[d], k->name, want);
+  }
+  attn_status s = attn_prepare_captures(k, captures, count, NULL, 0, args);
+  if (s != ATTN_OK)
+    return s;
+  int32_t index = k->block_table_capture;
+  const attn_tensor *table = &captures[index];
+  char name[48];
+  snprintf(name, sizeof(name), "block table (capture %" PRId32 ")", index);
+  role r = {name,
+            4,
+            {"B", "Hq", "Sq/QB", "Sk/KB"},
+            "[B or 1, Hq or 1, ceil(Sq/QB), ceil(Sk/KB)]"};
+  const int64_t blocks[4] = {
+      batch, heads_q, seq_q > 0 ? (seq_q - 1) / k->block_table_rows + 1 : 1,
+      seq_k > 0 ? (seq_k - 1) / k->block_table_keys + 1 : 1};
+  for (int32_t d = 0; d < 4; ++d) {
+    bool broadcast = d < 2 && table->shape[d] == 1;
+    if (table->shape[d] == blocks[d] || broadcast)
+      continue;
+    if (d < 2)
+      return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                       "%s: dim %" PRId32 " is %" PRId64 " but must be 1 or "
+                       "%" PRId64 " (the call's %s)",
+                       name, d, table->shape[d], blocks[d],
+                       d == 0 ? "batch" : "query heads");
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "%s: dim %" PRId32 " is %" PRId64 " but must be %" PRId64
+                     " (%s = %" PRId64 " in blocks of %" PRId64 ", at least 1)",
+                     name, d, table->shape[d], blocks[d],
+                     d == 2 ? "seq_q" : "seq_k", d == 2 ? seq_q : seq_k,
+                     d == 2 ? k->block_table_rows : k->block_table_keys);
+  }
+  if ((s = check_no_self_overlap(table, &r)))
+    return s;
+  extent written;
+  if ((s = compute_extent(table, &r, &written)))
+    return s;
+  for (int32_t i = 0; i < count; ++i) {
+    extent other;
+    char other_name[32];
+    snprintf(other_name, sizeof(other_name), "capture %" PRId32, i);
+    role o = {other_name, k->captures[i].rank, {"0", "1", "2", "3"}, ""};
+    if (i == index || compute_extent(&captures[i], &o, &other) != ATTN_OK)
+      continue;
+    if ((s = check_disjoint(name, &written, other_name, &other)))
+      return s;
+  }
+  args->batch = batch;
+  args->heads_q = args->heads_kv = heads_q;
+  args->seq_q = seq_q;
+  args->seq_k = seq_k;
+  return ATTN_OK;
+}
+
 attn_status attn_prepare(const attn_kernel_desc *k, const attn_tensor *query,
                          const attn_tensor *key, const attn_tensor *value,
                          const attn_tensor *mask, const attn_tensor *output,

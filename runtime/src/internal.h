@@ -44,6 +44,17 @@ attn_status attn_prepare_captures(const attn_kernel_desc *kernel,
                                   const attn_tensor *const *written,
                                   int num_written, attn_kernel_args *args);
 
+/* The checks of attn_fill_block_table (the kernel has a block table; the
+ * sizes against its static ones; the captures as a call's, the table
+ * [B or 1, Hq or 1, ceil(Sq/QB), ceil(Sk/KB)] (each at least 1), written,
+ * so without self-overlap and disjoint from the others); fills `args` with
+ * the sizes and the captures, every other tensor NULL. */
+attn_status attn_prepare_block_table(const attn_kernel_desc *kernel,
+                                     int64_t batch, int64_t heads_q,
+                                     int64_t seq_q, int64_t seq_k,
+                                     const attn_tensor *captures, int32_t count,
+                                     attn_kernel_args *args);
+
 /* attn_prepare_weights without the captures: every check of a weights
  * call's other tensors. */
 attn_status attn_prepare_weights_tensors(

@@ -314,6 +314,18 @@ static attn_status validate_library(const attn_library *library,
                          "functions; it needs all or none",
                          origin, k->name, present);
     }
+    if (attn_kernel_has_block_table(k)) {
+      int64_t table = k->block_table_capture;
+      if (kind != ATTN_KERNEL_FORWARD || device != ATTN_DEVICE_CPU ||
+          !k->block_table_work_items || k->block_table_rows < 1 ||
+          k->block_table_keys < 1 || table < 0 ||
+          table >= attn_kernel_num_captures(k) ||
+          k->captures[table].rank != 4 || k->captures[table].dtype != ATTN_I32)
+        return attn_fail(ATTN_ERROR_LOAD,
+                         "%s: kernel '%s' fills a block table but its entry "
+                         "points, block sizes or table capture are invalid",
+                         origin, k->name);
+    }
     if (k->dtype != ATTN_F32 && k->dtype != ATTN_F16 && k->dtype != ATTN_BF16)
       return attn_fail(ATTN_ERROR_LOAD,
                        "%s: kernel '%s' has element type %" PRId32
@@ -806,6 +818,45 @@ attn_status attn_run_with(const attn_kernel_desc *kernel,
   } else {
     run_context context = {kernel, &args, 1, NULL};
     run_items(pool, items, run_work_items, &context);
+  }
+  unpin(owner);
+  return status;
+}
+
+int attn_kernel_has_block_table(const attn_kernel_desc *kernel) {
+  return kernel &&
+         kernel->struct_size >=
+             offsetof(attn_kernel_desc, block_table_capture) +
+                 sizeof(kernel->block_table_capture) &&
+         kernel->block_table_run != NULL;
+}
+
+static void run_block_table_items(void *context, int64_t begin, int64_t end) {
+  const run_context *run = context;
+  run->kernel->block_table_run(run->args, begin, end);
+}
+
+attn_status attn_fill_block_table(const attn_kernel_desc *kernel, int64_t batch,
+                                  int64_t heads_q, int64_t seq_q, int64_t seq_k,
+                                  const attn_tensor *captures,
+                                  int32_t num_captures,
+                                  attn_thread_pool *pool) {
+  if (!kernel)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT, "kernel is NULL");
+  attn_module *owner = pin_owner(kernel);
+  attn_kernel_args args;
+  attn_status status = attn_prepare_block_table(
+      kernel, batch, heads_q, seq_q, seq_k, captures, num_captures, &args);
+  if (status == ATTN_OK)
+    status = attn_kernel_check_cpu(kernel);
+  if (status == ATTN_OK) {
+    int64_t items = kernel->block_table_work_items(&args);
+    if (items < 0) {
+      status = bad_work_items(kernel, items);
+    } else {
+      run_context context = {kernel, &args, 1, NULL};
+      run_items(pool, items, run_block_table_items, &context);
+    }
   }
   unpin(owner);
   return status;

@@ -77,6 +77,8 @@ std::vector<ModCase> modifierCases() {
       {"documents_blocks_decode",
        "d=64,causal=bottom_right,lse,sizes=?:?:?:3:?", 1, 4, 1, 3, 300,
        named("documents_blocks")},
+      {"head_stripes_blocks_f32", "d=32,lse", 2, 3, 3, 100, 90,
+       named("head_stripes_blocks")},
       {"prefix_lm_f32", "d=64,lse", 1, 2, 1, 120, 120, named("prefix_lm")},
       {"prefix_lm_bf16_bias", "dtype=bf16,d=64,mask=bias:h1,lse", 2, 4, 2, 90,
        90, named("prefix_lm")},
@@ -205,7 +207,11 @@ class Modifiers : public ::testing::TestWithParam<ModCase> {
 public:
   static void SetUpTestSuite() {
     ASSERT_EQ(attn_thread_pool_create(2, &pool), ATTN_OK);
-    forward.build(Kind::Forward, selectedCases("ForwardMatchesReference"));
+    std::set<std::string> forwardCases =
+        selectedCases("ForwardMatchesReference");
+    for (const std::string &label : selectedCases("BlockTableFromTheMaskMod"))
+      forwardCases.insert(label);
+    forward.build(Kind::Forward, forwardCases);
     weights.build(Kind::Weights, selectedCases("WeightsMatchReference"));
     backward.build(Kind::Backward,
                    selectedCases("BackwardMatchesReferenceGradient"));
@@ -326,6 +332,152 @@ TEST_P(Modifiers, BackwardMatchesReferenceGradient) {
 
 INSTANTIATE_TEST_SUITE_P(Matrix, Modifiers,
                          ::testing::ValuesIn(modifierCases()), caseName);
+
+// attn_fill_block_table: the table a kernel makes from its own mask_mod is
+// the case's table made in C++ from the ids (0 / 1 / 2 per block; blocks cut
+// by Sq or Sk never full), written over a poisoned buffer on one thread and
+// on the pool alike; and the forward with that table matches the reference.
+TEST_P(Modifiers, BlockTableFromTheMaskMod) {
+  const ModCase &c = GetParam();
+  Problem p = problemOf(c, Kind::Forward);
+  if (p.spec.blockTable[0] < 0)
+    GTEST_SKIP() << "its op names no block table";
+  const attn_kernel_desc *kernel = forward.find(c.label);
+  ASSERT_TRUE(kernel);
+  ASSERT_TRUE(attn_kernel_has_block_table(kernel));
+  EXPECT_EQ(kernel->block_table_capture, p.spec.blockTable[0]);
+  EXPECT_EQ(kernel->block_table_rows, p.spec.blockTable[1]);
+  EXPECT_EQ(kernel->block_table_keys, p.spec.blockTable[2]);
+  ProblemData data;
+  makeProblemData(p, data);
+  size_t table = static_cast<size_t>(kernel->block_table_capture);
+  const std::vector<double> &expected = data.captureValues[table].values;
+  auto *entries = static_cast<int32_t *>(data.captureViews[table].data);
+  for (attn_thread_pool *threads :
+       {static_cast<attn_thread_pool *>(nullptr), Modifiers::pool}) {
+    std::fill(entries, entries + expected.size(), 0x7eadbeef);
+    ASSERT_EQ(attn_fill_block_table(
+                  kernel, c.batch, c.headsQ, c.seqQ, c.seqK,
+                  data.captureViews.data(),
+                  static_cast<int32_t>(data.captureViews.size()), threads),
+              ATTN_OK)
+        << attn_last_error();
+    for (size_t e = 0; e < expected.size(); ++e)
+      ASSERT_EQ(entries[e], static_cast<int32_t>(expected[e]))
+          << "entry " << e << (threads ? " (pool)" : " (one thread)");
+  }
+  ASSERT_EQ(runProblem(kernel, data, Modifiers::pool), ATTN_OK)
+      << attn_last_error();
+  CheckReport report = checkAgainstReference(p, data);
+  ASSERT_TRUE(report.passed) << p.describe() << ": " << report.message;
+}
+
+// A table dim of 1 covers every batch (head): its entries are those of all
+// the batches (heads) it covers, for a mask_mod that reads b and h.
+TEST(ModifiersRuntime, BlockTableBroadcastsOverBatchesAndHeads) {
+  ModCase c{"stripes", "d=16", 2, 3, 3, 100, 90, named("head_stripes_blocks")};
+  llvm::SmallString<128> dir;
+  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("attn-modifiers", dir));
+  std::string path = dir.str().str() + "/stripes.so", error;
+  ASSERT_TRUE(compileKernels({specOf(c, Kind::Forward)}, CompileOptions(),
+                             OutputKind::SharedLibrary, path, error))
+      << error;
+  attn_module *module = nullptr;
+  ASSERT_EQ(attn_module_load(path.c_str(), &module), ATTN_OK);
+  const attn_kernel_desc *kernel = nullptr;
+  ASSERT_EQ(attn_module_find(module, "stripes", &kernel), ATTN_OK);
+  for (auto [tableBatch, tableHeads] :
+       {std::pair<int64_t, int64_t>{1, 1}, {1, 3}, {2, 1}, {2, 3}}) {
+    SCOPED_TRACE("table [" + std::to_string(tableBatch) + ", " +
+                 std::to_string(tableHeads) + ", ...]");
+    CaptureValues expected =
+        blockTableOf(*c.mods, {}, c.batch, c.headsQ, tableBatch, tableHeads,
+                     c.seqQ, c.seqK, 32, 32);
+    std::vector<int32_t> entries(expected.values.size(), 0x7eadbeef);
+    attn_tensor table = attn_tensor_contiguous(entries.data(), ATTN_I32, 4,
+                                               expected.shape.data());
+    ASSERT_EQ(attn_fill_block_table(kernel, c.batch, c.headsQ, c.seqQ, c.seqK,
+                                    &table, 1, nullptr),
+              ATTN_OK)
+        << attn_last_error();
+    int kinds[3] = {0, 0, 0};
+    for (size_t e = 0; e < entries.size(); ++e) {
+      ASSERT_EQ(entries[e], static_cast<int32_t>(expected.values[e]))
+          << "entry " << e;
+      ++kinds[entries[e]];
+    }
+    // Full and partial blocks in every table; empty ones where the heads
+    // are apart (the holes depend on the head).
+    EXPECT_TRUE(kinds[1] && kinds[2] && (tableHeads == 1 || kinds[0]))
+        << kinds[0] << " " << kinds[1] << " " << kinds[2];
+  }
+  attn_module_unload(module);
+  llvm::sys::fs::remove(path);
+  llvm::sys::fs::remove(dir);
+}
+
+TEST(ModifiersRuntime, BlockTableCallsAreChecked) {
+  // Document masking with a [1, 1, ceil(Sq/32), ceil(Sk/32)] table; and the
+  // same mask_mod without a table, which has none to fill.
+  ModCase withTable{
+      "with_table", "d=16", 1, 2, 2, 70, 40, named("documents_blocks")};
+  ModCase without{"without_table", "d=16", 1, 2, 2, 70, 40, named("documents")};
+  llvm::SmallString<128> dir;
+  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("attn-modifiers", dir));
+  std::string path = dir.str().str() + "/tables.so", error;
+  ASSERT_TRUE(compileKernels(
+      {specOf(withTable, Kind::Forward), specOf(without, Kind::Forward)},
+      CompileOptions(), OutputKind::SharedLibrary, path, error))
+      << error;
+  attn_module *module = nullptr;
+  ASSERT_EQ(attn_module_load(path.c_str(), &module), ATTN_OK);
+  const attn_kernel_desc *kernel = nullptr, *plain = nullptr;
+  ASSERT_EQ(attn_module_find(module, "with_table", &kernel), ATTN_OK);
+  ASSERT_EQ(attn_module_find(module, "without_table", &plain), ATTN_OK);
+  Problem p;
+  p.spec = specOf(withTable, Kind::Forward);
+  p.batch = 1;
+  p.headsQ = p.headsKv = 2;
+  p.seqQ = 70;
+  p.seqK = 40;
+  p.modifiers = withTable.mods;
+  ProblemData data;
+  makeProblemData(p, data);
+  std::vector<attn_tensor> captures = data.captureViews;
+  auto fill = [&](const attn_kernel_desc *k, int64_t seqQ, int64_t seqK) {
+    return attn_fill_block_table(k, 1, 2, seqQ, seqK, captures.data(),
+                                 static_cast<int32_t>(captures.size()),
+                                 nullptr);
+  };
+  auto refused = [&](attn_status status, const char *text) {
+    EXPECT_EQ(status, ATTN_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(attn_last_error()).find(text), std::string::npos)
+        << attn_last_error();
+  };
+  EXPECT_EQ(fill(kernel, 70, 40), ATTN_OK) << attn_last_error();
+  refused(fill(plain, 70, 40), "has no block table to fill");
+  // [1, 1, 3, 2] fits Sq = 70, Sk = 40 only.
+  refused(fill(kernel, 100, 40),
+          "dim 2 is 3 but must be 4 (seq_q = 100 in blocks of 32");
+  refused(fill(kernel, 70, 70), "dim 3 is 2 but must be 3 (seq_k = 70");
+  refused(fill(kernel, -1, 40), "seq_q is -1");
+  attn_tensor &table = captures[2];
+  table.shape[1] = 3; // its type says 1
+  refused(fill(kernel, 70, 40), "dim 1 is 3 but kernel 'with_table' was "
+                                "compiled for 1");
+  table = data.captureViews[2];
+  table.strides[2] = 0;
+  refused(fill(kernel, 70, 40), "has stride 0");
+  table = data.captureViews[2];
+  table.data = captures[0].data; // over the query ids it reads
+  refused(fill(kernel, 70, 40), "overlaps capture 0");
+  refused(
+      attn_fill_block_table(kernel, 1, 2, 70, 40, captures.data(), 2, nullptr),
+      "reads 3 captured tensors but 2 were given");
+  attn_module_unload(module);
+  llvm::sys::fs::remove(path);
+  llvm::sys::fs::remove(dir);
+}
 
 TEST(ModifiersRuntime, CallsWithoutTheCapturesAreRefused) {
   // A kernel whose modifiers capture a tensor, called without it, with the

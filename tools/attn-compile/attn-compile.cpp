@@ -17,6 +17,7 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <fstream>
 
 namespace cl = llvm::cl;
@@ -235,6 +236,8 @@ int main(int argc, char **argv) {
       kernel.modifiers = sources[0].modifiers;
       kernel.captures = sources[0].captures;
       kernel.scoreMod = sources[0].scoreMod;
+      std::copy(std::begin(sources[0].blockTable),
+                std::end(sources[0].blockTable), kernel.blockTable);
     }
   }
   if (kernels.empty())

@@ -421,6 +421,18 @@ typedef struct attn_kernel_desc {
    * tail padding, which older kernels' descriptors hold as 0 (normalized,
    * as they are): struct_size did not change. */
   int32_t unnormalized;
+  /* Where struct_size covers them (older kernels have none): for a forward
+   * kernel whose op names a block table (docs/spec.md, "Score and mask
+   * modifiers" 7), the entry points that fill the table from the kernel's
+   * mask_mod (attn_fill_block_table; they take the kernel's own
+   * attn_kernel_args, reading only the sizes and the captures and writing
+   * only the table, one work item per table row), the table's block sizes
+   * QB and KB, and which capture it is. NULL, 0, 0, -1 otherwise. */
+  attn_work_items_fn block_table_work_items;
+  attn_run_fn block_table_run;
+  int64_t block_table_rows; /* QB */
+  int64_t block_table_keys; /* KB */
+  int32_t block_table_capture;
 } attn_kernel_desc;
 
 typedef struct attn_library {

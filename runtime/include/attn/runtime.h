@@ -269,6 +269,31 @@ ATTN_RUNTIME_EXPORT attn_status attn_prepare_with(
     const attn_tensor *output, const attn_tensor *lse,
     const attn_run_options *options, attn_kernel_args *args);
 
+/* Whether a kernel can fill its block table from its own mask_mod
+ * (attn_fill_block_table): a CPU forward kernel whose op names a table
+ * (`attn.block_mask`), compiled by an attn-compile that gives it the entry
+ * points. */
+ATTN_RUNTIME_EXPORT int
+attn_kernel_has_block_table(const attn_kernel_desc *kernel);
+
+/* Fills the block table of a call with sizes B, Hq, Sq, Sk from the
+ * kernel's own mask_mod (docs/spec.md, "Score and mask modifiers" 7), as
+ * FlexAttention's create_block_mask does from a Python mask_mod: entry
+ * [b, h, i, j] is 0 where the mask_mod keeps no position of query rows
+ * [i·QB, (i+1)·QB) and keys [j·KB, (j+1)·KB) (within Sq and Sk), 2 where it
+ * keeps every one of the QB x KB (a block cut by the end of a sequence is
+ * never full), 1 otherwise. `captures` are the call's, as in
+ * attn_run_options (num_captures of them); the table among them, capture
+ * kernel->block_table_capture, is i32 [B or 1, Hq or 1, max(1, ceil(Sq /
+ * QB)), max(1, ceil(Sk / KB))] (a dim of 1 covers every batch or head) and
+ * is written; the others are read. The entries do not depend on the pool. A
+ * table so made keeps a run of the kernel exact; the kernel then skips the
+ * blocks of 0 and runs those of 2 without the mask_mod. */
+ATTN_RUNTIME_EXPORT attn_status attn_fill_block_table(
+    const attn_kernel_desc *kernel, int64_t batch, int64_t heads_q,
+    int64_t seq_q, int64_t seq_k, const attn_tensor *captures,
+    int32_t num_captures, attn_thread_pool *pool);
+
 /* Whether a kernel computes the forward function, its gradients, its
  * attention weights, linear or additive attention, or a multi-head
  * attention layer (older kernels are forward kernels). */
