@@ -308,8 +308,8 @@ void captureMemrefs(
 
 /// Which entry point: the kernel's own, one phase of its key split
 /// (attn-split-keys), which also takes the split count and the workspace,
-/// or the filling of its block table (attn-block-table), which takes the
-/// kernel's own arguments.
+/// or the filling of its block table (attn-block-table), which takes Q, K
+/// and the captures of the kernel's arguments.
 enum class Phase { Whole, Partial, Merge, BlockTable };
 
 /// Emits `<name>[_partial|_merge]_run` or `..._work_items`: unpack the
@@ -363,7 +363,7 @@ llvm::Function *emitEntryPoint(llvm::Module &module, const AbiTypes &types,
   // One scratch row: Dv + 1 floats stand for O and LSE (Dv elements of at
   // most 4 bytes, then one f32), Dv + 2 for the workspace's acc, max, sum.
   llvm::Value *scratch = nullptr;
-  if (split && isRun && phase != Phase::Merge) {
+  if (split && isRun && (phase == Phase::Whole || phase == Phase::Partial)) {
     auto *alloca =
         b.CreateAlloca(llvm::ArrayType::get(types.f32, spec.valueDim + 2));
     alloca->setAlignment(llvm::Align(64));
@@ -398,6 +398,19 @@ llvm::Function *emitEntryPoint(llvm::Module &module, const AbiTypes &types,
   };
   memref(kQuery, kQueryStrides, {batch, headsQ, seqQ, d});
   memref(kKey, kKeyStrides, {batch, headsKv, seqK, d});
+  if (phase == Phase::BlockTable) {
+    // @<f>_block_table(Q, K, captures...): attn-block-table.
+    captureMemrefs(b, types, args, spec, descriptor);
+    if (isRun) {
+      callArgs.append({fn->getArg(1), fn->getArg(2)});
+      b.CreateCall(impl, callArgs);
+      b.CreateRetVoid();
+    } else {
+      b.CreateRet(b.CreateCall(impl, callArgs));
+    }
+    impl->setLinkage(llvm::GlobalValue::InternalLinkage);
+    return fn;
+  }
   if (!spec.weights)
     memref(kValue, kValueStrides, {batch, headsKv, seqK, dv});
   if (spec.mask != ::attn::MaskKind::None)

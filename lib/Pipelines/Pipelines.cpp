@@ -50,13 +50,15 @@ void mlir::attn::buildAttnTilingPipeline(OpPassManager &pm,
 
 void mlir::attn::buildAttnToLLVMCpuPipeline(OpPassManager &pm,
                                             const CpuPipelineOptions &options) {
+  // First, while the op's mask_mod is whole (attn-band-from-mask-mod may
+  // move a band out of it).
+  pm.addPass(createAttnBlockTablePass());
   buildAttnTilingPipeline(pm, TilingConfig::from(options));
   pm.addPass(createAttnBufferizePass());
   // In-place slices leave copies of a buffer onto itself: CSE makes their
   // two subviews one, canonicalization drops the self-copy.
   pm.addPass(createCSEPass());
   pm.addPass(createCanonicalizerPass());
-  pm.addPass(createAttnBlockTablePass());
   {
     OpPassManager &func = pm.nest<func::FuncOp>();
     AttnLowerToVectorPassOptions vector;

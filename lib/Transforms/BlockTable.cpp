@@ -6,7 +6,7 @@
 // the compiled kernel, this pass gives each such kernel `<f>` a function
 // that computes the table from the mask_mod itself:
 //
-//   @<f>_block_table(the arguments of <f>)                 attn.kernel
+//   @<f>_block_table(%q, %k, %captures...)                 attn.kernel
 //     forall (tb, th, qb) over the table's [TB, TH, TQ]:
 //       for each key block kb < TK:
 //         T[tb, th, qb, kb] = 0  if the mask_mod keeps no position of the
@@ -20,13 +20,16 @@
 // is larger covers every batch (head): the mask_mod is evaluated for each,
 // unless it does not read that index. Blocks cut by the end of the
 // sequence are never full, as in FlexAttention's create_block_mask. The
-// function reads only the sizes of Q and K (its first two arguments) and
-// the captures, and writes only the table; it takes <f>'s arguments so that
-// the runtime calls it as it calls <f> (attn-outline-work-items makes its
-// work items, one per table row).
+// op's causal band and window count as part of the mask (attn-compile's
+// attn-band-from-mask-mod may have moved them out of the mask_mod, or
+// taken the mask_mod whole): a tighter promise, still exact for the kernel.
 //
-// Runs after bufferization (captures are the function's memref arguments)
-// and before attn-outline-work-items; forward kernels only.
+// It runs first, on the user's attn.attention (before attn-band-from-
+// mask-mod moves a band out of the mask_mod into attributes): the function
+// is made on memrefs from the start (Q, K and the captures, any strides),
+// so that nothing after touches it but attn-outline-work-items, which makes
+// its work items (one per table row); attn-compile calls it with the
+// kernel's Q, K and captures.
 //
 //===----------------------------------------------------------------------===//
 #include "lib/Transforms/Modifiers.h"
@@ -47,19 +50,27 @@ namespace {
 /// Keys per evaluation of the mask_mod.
 constexpr int64_t kLanes = 16;
 
-/// The op of `func` whose block table the function computes: the first
-/// online op with a mask_mod and a table (masked-block skipping may have
-/// split the kernel's op into several, all with the same regions); null
-/// when there is none.
-OnlineAttentionOp tableOp(func::FuncOp func) {
-  OnlineAttentionOp found;
-  func.walk([&](OnlineAttentionOp op) {
-    if (!op->hasAttr(kBlockMaskAttrName) || !maskModOf(op))
+/// The op of `func` whose block table the function computes: its
+/// attn.attention with a table; null when there is none. (Its mask_mod may
+/// be gone: attn-band-from-mask-mod takes out a mask_mod that is all band.)
+AttentionOp tableOp(func::FuncOp func) {
+  AttentionOp found;
+  func.walk([&](AttentionOp op) {
+    if (!op->hasAttr(kBlockMaskAttrName))
       return WalkResult::advance();
     found = op;
     return WalkResult::interrupt();
   });
   return found;
+}
+
+/// The memref a kernel's tensor argument becomes: any strides and offset.
+MemRefType stridedMemRef(Type type) {
+  auto tensor = cast<RankedTensorType>(type);
+  SmallVector<int64_t> strides(tensor.getRank(), ShapedType::kDynamic);
+  return MemRefType::get(
+      tensor.getShape(), tensor.getElementType(),
+      StridedLayoutAttr::get(type.getContext(), ShapedType::kDynamic, strides));
 }
 
 struct BlockTableBuilder {
@@ -114,32 +125,29 @@ struct BlockTableBuilder {
   }
 };
 
-LogicalResult addBlockTableFunction(func::FuncOp kernel, OnlineAttentionOp op) {
+LogicalResult addBlockTableFunction(func::FuncOp kernel, AttentionOp op) {
   auto table = op->getAttrOfType<DenseI64ArrayAttr>(kBlockMaskAttrName);
   int64_t tableCapture = table[0], rowsPerEntry = table[1],
           keysPerEntry = table[2];
   Block &entry = kernel.getBody().front();
-  // The captures as the kernel's arguments.
-  SmallVector<unsigned> captureArgs;
-  for (Value capture : op.getCaptures()) {
-    auto arg = dyn_cast<BlockArgument>(capture);
-    if (!arg || arg.getOwner() != &entry)
-      return op.emitError("attn-block-table: the captures must be the "
-                          "kernel function's arguments (run after "
-                          "attn-bufferize)");
-    captureArgs.push_back(arg.getArgNumber());
+  // Q, K and the captures are the kernel's arguments.
+  SmallVector<Value> operands = {op.getQuery(), op.getKey()};
+  operands.append(op.getCaptures().begin(), op.getCaptures().end());
+  SmallVector<Type> types;
+  for (Value operand : operands) {
+    auto arg = dyn_cast<BlockArgument>(operand);
+    if (!arg || arg.getOwner() != &entry ||
+        !isa<RankedTensorType>(arg.getType()))
+      return op.emitError("attn-block-table: Q, K and the captures must be "
+                          "tensor arguments of the kernel function (run "
+                          "before tiling)");
+    types.push_back(stridedMemRef(arg.getType()));
   }
-  if (kernel.getNumArguments() < 2 ||
-      !isa<MemRefType>(kernel.getArgument(0).getType()) ||
-      !isa<MemRefType>(kernel.getArgument(1).getType()))
-    return kernel.emitError("attn-block-table: a kernel's first two "
-                            "arguments are the memrefs Q and K");
 
   OpBuilder moduleBuilder(kernel);
   moduleBuilder.setInsertionPointAfter(kernel);
   Location loc = kernel.getLoc();
-  auto type = FunctionType::get(kernel.getContext(), kernel.getArgumentTypes(),
-                                TypeRange{});
+  auto type = FunctionType::get(kernel.getContext(), types, TypeRange{});
   auto func = func::FuncOp::create(
       moduleBuilder, loc, (kernel.getSymName() + "_block_table").str(), type);
   func->setAttr(kKernelAttrName, moduleBuilder.getUnitAttr());
@@ -148,17 +156,30 @@ LogicalResult addBlockTableFunction(func::FuncOp kernel, OnlineAttentionOp op) {
   BlockTableBuilder x{b, loc};
 
   Value q = body->getArgument(0), k = body->getArgument(1);
-  Value tableArg = body->getArgument(captureArgs[tableCapture]);
+  Value tableArg = body->getArgument(2 + tableCapture);
   Value batch = x.dim(q, 0), heads = x.dim(q, 1), seqQ = x.dim(q, 2),
         seqK = x.dim(k, 2);
   Value tableB = x.dim(tableArg, 0), tableH = x.dim(tableArg, 1),
         tableQ = x.dim(tableArg, 2), tableK = x.dim(tableArg, 3);
-  Block &mask = maskModOf(op)->front();
-  bool readsBatch = !mask.getArgument(0).use_empty();
-  bool readsHead = !mask.getArgument(1).use_empty();
-  SmallVector<Value> captures;
-  for (unsigned arg : captureArgs)
-    captures.push_back(body->getArgument(arg));
+  Region *maskMod = maskModOf(op);
+  bool readsBatch = maskMod && !maskMod->front().getArgument(0).use_empty();
+  bool readsHead = maskMod && !maskMod->front().getArgument(1).use_empty();
+  ValueRange captures = body->getArguments().drop_front(2);
+  // The op's causal band and window (attn-compile's attn-band-from-mask-mod
+  // may have moved them out of the mask_mod): j - i - off within
+  // [-left, right], off = Sk - Sq for bottom-right alignment, else 0.
+  std::optional<int64_t> bandLeft, bandRight;
+  bool banded = op.getCausal() || op.getWindow();
+  if (op.getCausal())
+    bandRight = 0;
+  if (WindowAttr window = op.getWindowAttr()) {
+    bandLeft = window.getLeft();
+    if (std::optional<int64_t> right = window.getRight())
+      bandRight = bandRight ? std::min(*bandRight, *right) : *right;
+  }
+  Value offset = x.cst(0);
+  if (op.getAlignment() == DiagonalAlignment::bottom_right)
+    offset = arith::SubIOp::create(b, loc, seqK, seqQ);
 
   SmallVector<OpFoldResult> zeros(3, b.getIndexAttr(0)),
       ones(3, b.getIndexAttr(1));
@@ -175,7 +196,7 @@ LogicalResult addBlockTableFunction(func::FuncOp kernel, OnlineAttentionOp op) {
       x.cmp(arith::CmpIPredicate::eq, x.add(rowBegin, rowsBlock), rowEnd);
   auto batches = x.coveredRange(tb, tableB, batch, readsBatch);
   auto headRange = x.coveredRange(th, tableH, heads, readsHead);
-  ModifierEmitter modifiers(b, loc, nullptr, maskModOf(op), captures);
+  ModifierEmitter modifiers(b, loc, nullptr, maskMod, captures);
   auto lanesType = VectorType::get({kLanes}, b.getIndexType());
   Value laneOffsets = vector::StepOp::create(b, loc, lanesType);
   Value f = arith::ConstantIntOp::create(b, loc, 0, 1);
@@ -199,7 +220,30 @@ LogicalResult addBlockTableFunction(func::FuncOp kernel, OnlineAttentionOp op) {
                         laneOffsets);
               Value inside = x.cmp(arith::CmpIPredicate::slt, keys, keyLimit);
               Value keep =
-                  modifiers.keep({ivs[0], ivs[1], ivs[2], keys}, kLanes);
+                  maskMod
+                      ? modifiers.keep({ivs[0], ivs[1], ivs[2], keys}, kLanes)
+                      : Value();
+              if (banded) {
+                // keys - (i + off) within [-left, right].
+                Value diagonal = vector::BroadcastOp::create(
+                    b, loc, lanesType, x.add(ivs[2], offset));
+                auto within = [&](arith::CmpIPredicate p, int64_t side) {
+                  Value bound =
+                      x.add(diagonal, vector::BroadcastOp::create(
+                                          b, loc, lanesType, x.cst(side)));
+                  Value in = x.cmp(p, keys, bound);
+                  keep = keep ? arith::AndIOp::create(b, loc, keep, in) : in;
+                };
+                if (bandRight)
+                  within(arith::CmpIPredicate::sle, *bandRight);
+                if (bandLeft)
+                  within(arith::CmpIPredicate::sge, -*bandLeft);
+              }
+              if (!keep)
+                keep = arith::ConstantOp::create(
+                    b, loc,
+                    DenseElementsAttr::get(
+                        VectorType::get({kLanes}, b.getI1Type()), true));
               Value keptInside = arith::AndIOp::create(b, loc, keep, inside);
               Value outside = arith::XOrIOp::create(
                   b, loc, inside,
@@ -234,11 +278,11 @@ LogicalResult addBlockTableFunction(func::FuncOp kernel, OnlineAttentionOp op) {
 struct AttnBlockTablePass
     : public mlir::attn::impl::AttnBlockTablePassBase<AttnBlockTablePass> {
   void runOnOperation() override {
-    SmallVector<std::pair<func::FuncOp, OnlineAttentionOp>> kernels;
+    SmallVector<std::pair<func::FuncOp, AttentionOp>> kernels;
     for (auto func : getOperation().getOps<func::FuncOp>()) {
       if (!func->hasAttr(kKernelAttrName) || func.isExternal())
         continue;
-      if (OnlineAttentionOp op = tableOp(func))
+      if (AttentionOp op = tableOp(func))
         kernels.emplace_back(func, op);
     }
     for (auto [func, op] : kernels)

@@ -196,19 +196,21 @@ def AttnSplitKeysPass : Pass<"attn-split-keys", "ModuleOp"> {
 def AttnBlockTablePass : Pass<"attn-block-table", "ModuleOp"> {
   let summary = "Give a kernel with a block table a function that fills it";
   let description = [{
-    For each function marked `attn.kernel` (after `attn-bufferize`) whose
-    `attn.online_attention` has a `mask_mod` and a block table
-    (`attn.block_mask = array<i64: capture, QB, KB>`, docs/spec.md "Score
-    and mask modifiers" 7), adds `@<f>_block_table`, a kernel with `<f>`'s
-    arguments that writes the table from the `mask_mod`: one work item per
+    For each function marked `attn.kernel` whose `attn.attention` has a
+    `mask_mod` and a block table (`attn.block_mask = array<i64: capture,
+    QB, KB>`, docs/spec.md "Score and mask modifiers" 7), adds
+    `@<f>_block_table(%q, %k, %captures...)`, a kernel on memrefs (any
+    strides) that writes the table from the `mask_mod`: one work item per
     table row `(tb, th, qb)`, and per key block the entry 0 (the `mask_mod`
     keeps no position of the block within `Sq` and `Sk`), 2 (it keeps all
     `QB × KB`) or 1, evaluated 16 keys at a time. A table dim of 1 where
     the call's `B` or `Hq` is larger covers every batch or head (each is
-    evaluated, unless the `mask_mod` does not read that index). The
-    function reads the sizes of Q and K (the kernel's first two arguments)
-    and the captures, and writes only the table (the runtime's
-    `attn_fill_block_table`).
+    evaluated, unless the `mask_mod` does not read that index). The op's
+    causal band and window are evaluated with the `mask_mod` (a band that
+    `attn-band-from-mask-mod` moved out of it, or the whole of a
+    `mask_mod` it removed). Runs before tiling; Q, K and the captures must
+    be the function's arguments. The runtime's `attn_fill_block_table`
+    calls it.
   }];
   let dependentDialects = ["scf::SCFDialect", "vector::VectorDialect",
                            "memref::MemRefDialect", "arith::ArithDialect",

@@ -404,6 +404,33 @@ struct PyKernel {
     attn::check(status);
   }
 
+  /// Fills the block table of a call of B, Hq, Sq, Sk from the kernel's own
+  /// mask_mod (attn_fill_block_table): `captures` are the others its
+  /// modifiers read, `table` is written in its place among them.
+  void fillBlockTable(int64_t batch, int64_t headsQ, int64_t seqQ, int64_t seqK,
+                      const std::vector<InputArray> &captures,
+                      const OutputArray &table) const {
+    Captures captured(captures);
+    attn_tensor t = toTensor(table, "table", /*integers=*/true);
+    if (attn_kernel_has_block_table(kernel.get())) {
+      size_t at = static_cast<size_t>(kernel.get()->block_table_capture);
+      captured.tensors.insert(captured.tensors.begin() +
+                                  static_cast<std::ptrdiff_t>(
+                                      std::min(at, captured.tensors.size())),
+                              t);
+    }
+    attn_thread_pool *threads = sharedPool();
+    attn_status status;
+    {
+      nb::gil_scoped_release release;
+      status = attn_fill_block_table(
+          kernel.get(), batch, headsQ, seqQ, seqK,
+          captured.tensors.empty() ? nullptr : captured.tensors.data(),
+          static_cast<int32_t>(captured.tensors.size()), threads);
+    }
+    attn::check(status);
+  }
+
   /// A linear attention kernel's call: Q, K, V, the initial state and
   /// normalizer (None unless the kernel reads them), O and the final state
   /// and normalizer to write (None likewise).
@@ -625,6 +652,17 @@ NB_MODULE(_ext, m) {
            "Runs a weights kernel: writes the attention weights W [B, Hq, "
            "Sq, Sk] (f32) of the forward whose Q, K and mask are given, "
            "normalized by the forward's LSE where the kernel reads one.")
+      .def("fill_block_table", &PyKernel::fillBlockTable, nb::arg("batch"),
+           nb::arg("heads_q"), nb::arg("seq_q"), nb::arg("seq_k"),
+           nb::arg("captures"), nb::arg("table").noconvert(),
+           "Fills the block table (int32 [B or 1, Hq or 1, ceil(Sq/QB), "
+           "ceil(Sk/KB)]) of a call of these sizes from the kernel's own "
+           "mask_mod: 0 where a block keeps nothing, 2 where it keeps all, "
+           "else 1. `captures`: the other tensors the modifiers read.")
+      .def_prop_ro("has_block_table",
+                   [](const PyKernel &k) {
+                     return attn_kernel_has_block_table(k.kernel.get()) != 0;
+                   })
       .def_prop_ro("linear",
                    [](const PyKernel &k) {
                      return attn_kernel_kind_of(k.kernel.get()) ==

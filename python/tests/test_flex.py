@@ -489,6 +489,56 @@ def test_block_table_without_a_mask_mod_left(dtype):
     assert (lse.double() - ref_lse).abs().max() <= 1e-3
 
 
+def _per_batch_and_head_documents():
+    ends = torch.tensor([[0, 50, 140, 141, 260], [0, 200, 333, 333, 333]])
+    docs = torch.stack([torch.bucketize(torch.arange(333), e[1:], right=True)
+                        for e in ends]).to(torch.int32)
+    reach = torch.tensor([40, 1000, 90, 7])
+
+    def per_batch_and_head(b, h, q_idx, kv_idx):
+        return ((docs[b, q_idx] == docs[b, kv_idx]) & (kv_idx <= q_idx)
+                & (q_idx - kv_idx <= reach[h]))
+    return per_batch_and_head
+
+
+@pytest.mark.parametrize("case", [
+    (causal, None, None, 300, 300, 128),
+    (causal, 2, 3, 300, 250, (32, 64)),         # rectangular blocks, cut ends
+    (window_global, None, 4, 333, 333, 32),
+    (document, None, None, SEQ, 50, 16),
+    (attn.and_masks(document, causal), 2, None, SEQ, SEQ, 16),
+    (attn.noop_mask, None, None, 100, 70, 32),  # traced to nothing
+    (_per_batch_and_head_documents(), 2, 4, 333, 333, (32, 64)),
+], ids=["causal", "causal_rect", "window_global", "document", "document_causal", "noop",
+        "per_batch_and_head"])
+def test_compiled_block_mask_matches_eager(case):
+    # create_block_mask(_compile=True) fills the table in a kernel compiled
+    # from the traced mask_mod (attn_fill_block_table), whose band
+    # attn-band-from-mask-mod moves to attributes: the same blocks as
+    # PyTorch's evaluation, and flex_attention gives the same output on it.
+    mask_mod, batch, heads, seq_q, seq_k, size = case
+    eager = attn.create_block_mask(mask_mod, batch, heads, seq_q, seq_k, BLOCK_SIZE=size)
+    compiled = attn.create_block_mask(mask_mod, batch, heads, seq_q, seq_k, BLOCK_SIZE=size,
+                                      _compile=True)
+    for ours, theirs in zip(compiled.as_tuple(), eager.as_tuple()):
+        if isinstance(ours, torch.Tensor):
+            assert torch.equal(ours, theirs)
+        else:
+            assert ours == theirs
+    q, k, v = random_qkv(batch or 1, heads or 1, heads or 1, seq_q, seq_k, 16, 16,
+                         torch.float32, seed=19)
+    assert torch.equal(attn.flex_attention(q, k, v, block_mask=compiled),
+                       attn.flex_attention(q, k, v, block_mask=eager))
+
+
+def test_compiled_block_mask_refuses_what_it_cannot_trace():
+    def item(b, h, q_idx, kv_idx):
+        return q_idx.item() >= kv_idx.item()
+
+    with pytest.raises(attn.Error, match=r"\.item\(\) is not supported in a modifier"):
+        attn.create_block_mask(item, None, None, 64, 64, _compile=True)
+
+
 def test_block_mask_that_needs_vmap():
     def scalar_only(b, h, q_idx, kv_idx):
         # torch.where with Python numbers on both sides only works on 0-d

@@ -277,8 +277,9 @@ ATTN_RUNTIME_EXPORT int
 attn_kernel_has_block_table(const attn_kernel_desc *kernel);
 
 /* Fills the block table of a call with sizes B, Hq, Sq, Sk from the
- * kernel's own mask_mod (docs/spec.md, "Score and mask modifiers" 7), as
- * FlexAttention's create_block_mask does from a Python mask_mod: entry
+ * kernel's own mask_mod and causal band or window (docs/spec.md, "Score and
+ * mask modifiers" 7), as FlexAttention's create_block_mask does from a
+ * Python mask_mod: entry
  * [b, h, i, j] is 0 where the mask_mod keeps no position of query rows
  * [i·QB, (i+1)·QB) and keys [j·KB, (j+1)·KB) (within Sq and Sk), 2 where it
  * keeps every one of the QB x KB (a block cut by the end of a sequence is
