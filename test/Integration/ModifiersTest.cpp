@@ -333,10 +333,11 @@ TEST_P(Modifiers, BackwardMatchesReferenceGradient) {
 INSTANTIATE_TEST_SUITE_P(Matrix, Modifiers,
                          ::testing::ValuesIn(modifierCases()), caseName);
 
-// attn_fill_block_table: the table a kernel makes from its own mask_mod is
-// the case's table made in C++ from the ids (0 / 1 / 2 per block; blocks cut
-// by Sq or Sk never full), written over a poisoned buffer on one thread and
-// on the pool alike; and the forward with that table matches the reference.
+// attn_fill_block_table: the table a kernel makes from its own mask_mod
+// (and its causal band or window) is the table made in C++ from the same
+// function (0 / 1 / 2 per block; blocks cut by Sq or Sk never full),
+// written over a poisoned buffer on one thread and on the pool alike; and
+// the forward with that table matches the reference.
 TEST_P(Modifiers, BlockTableFromTheMaskMod) {
   const ModCase &c = GetParam();
   Problem p = problemOf(c, Kind::Forward);
@@ -351,7 +352,25 @@ TEST_P(Modifiers, BlockTableFromTheMaskMod) {
   ProblemData data;
   makeProblemData(p, data);
   size_t table = static_cast<size_t>(kernel->block_table_capture);
-  const std::vector<double> &expected = data.captureValues[table].values;
+  // The mask_mod and the band of the spec's attributes.
+  ModifierCase masked = *c.mods;
+  const KernelSpec &spec = p.spec;
+  int64_t offset =
+      spec.alignment == Alignment::BottomRight ? c.seqK - c.seqQ : 0;
+  masked.maskMod = [&](const std::vector<CaptureValues> &values, int64_t b,
+                       int64_t h, int64_t i, int64_t j) {
+    int64_t distance = j - i - offset;
+    return c.mods->maskMod(values, b, h, i, j) &&
+           (!spec.causal || distance <= 0) &&
+           (!spec.windowLeft || distance >= -*spec.windowLeft) &&
+           (!spec.windowRight || distance <= *spec.windowRight);
+  };
+  const std::vector<int64_t> &shape = data.captureValues[table].shape;
+  const std::vector<double> expected =
+      blockTableOf(masked, data.captureValues, c.batch, c.headsQ, shape[0],
+                   shape[1], c.seqQ, c.seqK, kernel->block_table_rows,
+                   kernel->block_table_keys)
+          .values;
   auto *entries = static_cast<int32_t *>(data.captureViews[table].data);
   for (attn_thread_pool *threads :
        {static_cast<attn_thread_pool *>(nullptr), Modifiers::pool}) {
