@@ -398,11 +398,11 @@ llvm::Function *emitEntryPoint(llvm::Module &module, const AbiTypes &types,
   };
   memref(kQuery, kQueryStrides, {batch, headsQ, seqQ, d});
   memref(kKey, kKeyStrides, {batch, headsKv, seqK, d});
-  if (phase == Phase::BlockTable) {
-    // @<f>_block_table(Q, K, captures...): attn-block-table.
-    captureMemrefs(b, types, args, spec, descriptor);
+  /// Calls `impl` on callArgs (and the run's range) and returns.
+  auto callImpl = [&]() {
     if (isRun) {
-      callArgs.append({fn->getArg(1), fn->getArg(2)});
+      callArgs.push_back(fn->getArg(fn->arg_size() - 2));
+      callArgs.push_back(fn->getArg(fn->arg_size() - 1));
       b.CreateCall(impl, callArgs);
       b.CreateRetVoid();
     } else {
@@ -410,6 +410,11 @@ llvm::Function *emitEntryPoint(llvm::Module &module, const AbiTypes &types,
     }
     impl->setLinkage(llvm::GlobalValue::InternalLinkage);
     return fn;
+  };
+  if (phase == Phase::BlockTable) {
+    // @<f>_block_table(Q, K, captures...): attn-block-table.
+    captureMemrefs(b, types, args, spec, descriptor);
+    return callImpl();
   }
   if (!spec.weights)
     memref(kValue, kValueStrides, {batch, headsKv, seqK, dv});
@@ -464,16 +469,7 @@ llvm::Function *emitEntryPoint(llvm::Module &module, const AbiTypes &types,
     callArgs.push_back(load(kDropoutP, types.f32));
     callArgs.push_back(load(kDropoutSeed, types.i64));
   }
-  if (isRun) {
-    callArgs.push_back(fn->getArg(fn->arg_size() - 2));
-    callArgs.push_back(fn->getArg(fn->arg_size() - 1));
-    b.CreateCall(impl, callArgs);
-    b.CreateRetVoid();
-  } else {
-    b.CreateRet(b.CreateCall(impl, callArgs));
-  }
-  impl->setLinkage(llvm::GlobalValue::InternalLinkage);
-  return fn;
+  return callImpl();
 }
 
 /// Emits a backward kernel's `<name>_run` or `<name>_work_items`: unpack
