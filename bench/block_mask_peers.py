@@ -16,13 +16,12 @@ import argparse
 import os
 import statistics
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-import peers  # noqa: E402  (cpu_model)
+import peers  # noqa: E402  (cpu_model, seconds_per_call)
 
 
 def mask_mods(torch, seq: int):
@@ -39,12 +38,6 @@ def mask_mods(torch, seq: int):
 
     return {"documents of 300 tokens": document, "causal": causal,
             "window ±256": window}
-
-
-def seconds(fn) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
 
 
 def main(argv=None) -> int:
@@ -83,7 +76,7 @@ def main(argv=None) -> int:
             samples = {key: [] for key in makers}
             for _ in range(args.repeat):
                 for key, make in makers.items():
-                    samples[key].append(seconds(make))
+                    samples[key].append(peers.seconds_per_call(make, 1))
             ms = {key: 1e3 * statistics.median(values) for key, values in samples.items()}
             print(f"| {name} | {seq} | {ms['eager']:.1f} ms | {ms['compiled']:.1f} ms | "
                   f"{ms['torch']:.1f} ms | {ms['torch'] / ms['compiled']:.1f}× |")

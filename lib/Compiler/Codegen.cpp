@@ -306,6 +306,25 @@ void captureMemrefs(
   }
 }
 
+/// The end of every entry point: calls `impl` on `callArgs` (a run's also
+/// on its range, the entry point's last two parameters), returning what a
+/// work-items count returns, and makes `impl` internal.
+llvm::Function *callAndReturn(llvm::IRBuilder<> &b, llvm::Function *fn,
+                              llvm::Function *impl,
+                              SmallVectorImpl<llvm::Value *> &callArgs,
+                              bool isRun) {
+  if (isRun) {
+    callArgs.push_back(fn->getArg(fn->arg_size() - 2));
+    callArgs.push_back(fn->getArg(fn->arg_size() - 1));
+    b.CreateCall(impl, callArgs);
+    b.CreateRetVoid();
+  } else {
+    b.CreateRet(b.CreateCall(impl, callArgs));
+  }
+  impl->setLinkage(llvm::GlobalValue::InternalLinkage);
+  return fn;
+}
+
 /// Which entry point: the kernel's own, one phase of its key split
 /// (attn-split-keys), which also takes the split count and the workspace,
 /// or the filling of its block table (attn-block-table), which takes Q, K
@@ -398,23 +417,10 @@ llvm::Function *emitEntryPoint(llvm::Module &module, const AbiTypes &types,
   };
   memref(kQuery, kQueryStrides, {batch, headsQ, seqQ, d});
   memref(kKey, kKeyStrides, {batch, headsKv, seqK, d});
-  /// Calls `impl` on callArgs (and the run's range) and returns.
-  auto callImpl = [&]() {
-    if (isRun) {
-      callArgs.push_back(fn->getArg(fn->arg_size() - 2));
-      callArgs.push_back(fn->getArg(fn->arg_size() - 1));
-      b.CreateCall(impl, callArgs);
-      b.CreateRetVoid();
-    } else {
-      b.CreateRet(b.CreateCall(impl, callArgs));
-    }
-    impl->setLinkage(llvm::GlobalValue::InternalLinkage);
-    return fn;
-  };
   if (phase == Phase::BlockTable) {
     // @<f>_block_table(Q, K, captures...): attn-block-table.
     captureMemrefs(b, types, args, spec, descriptor);
-    return callImpl();
+    return callAndReturn(b, fn, impl, callArgs, isRun);
   }
   if (!spec.weights)
     memref(kValue, kValueStrides, {batch, headsKv, seqK, dv});
@@ -469,7 +475,7 @@ llvm::Function *emitEntryPoint(llvm::Module &module, const AbiTypes &types,
     callArgs.push_back(load(kDropoutP, types.f32));
     callArgs.push_back(load(kDropoutSeed, types.i64));
   }
-  return callImpl();
+  return callAndReturn(b, fn, impl, callArgs, isRun);
 }
 
 /// Emits a backward kernel's `<name>_run` or `<name>_work_items`: unpack
@@ -557,16 +563,7 @@ llvm::Function *emitBackwardEntryPoint(llvm::Module &module,
     callArgs.push_back(load(kDropoutP, types.f32, true));
     callArgs.push_back(load(kDropoutSeed, types.i64, true));
   }
-  if (isRun) {
-    callArgs.push_back(fn->getArg(1));
-    callArgs.push_back(fn->getArg(2));
-    b.CreateCall(impl, callArgs);
-    b.CreateRetVoid();
-  } else {
-    b.CreateRet(b.CreateCall(impl, callArgs));
-  }
-  impl->setLinkage(llvm::GlobalValue::InternalLinkage);
-  return fn;
+  return callAndReturn(b, fn, impl, callArgs, isRun);
 }
 
 /// The tensors of an argument struct laid out as pointers, then sizes, then
@@ -623,16 +620,7 @@ llvm::Function *emitStructEntryPoint(
         return sizes[i];
       },
       memref);
-  if (isRun) {
-    callArgs.push_back(fn->getArg(1));
-    callArgs.push_back(fn->getArg(2));
-    b.CreateCall(impl, callArgs);
-    b.CreateRetVoid();
-  } else {
-    b.CreateRet(b.CreateCall(impl, callArgs));
-  }
-  impl->setLinkage(llvm::GlobalValue::InternalLinkage);
-  return fn;
+  return callAndReturn(b, fn, impl, callArgs, isRun);
 }
 
 /// A linear attention kernel's entry point: attn_linear_args unpacked in
