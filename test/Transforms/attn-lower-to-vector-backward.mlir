@@ -4,15 +4,15 @@
 // group of two query heads) becomes the backward micro-kernel: the group's
 // rows as padded f32 copies with Δ = dO·O and the LSE (−inf made +inf, so
 // that a fully masked row's P is exp(s − inf) = 0), then per block of 64
-// keys K^T, V^T and K packed on the stack, and per block of eight rows of a
+// keys K^T, V^T and K packed on the stack, and per block of 16 rows of a
 // head that sees the block: S = Q·K^T and dP = dO·V^T as 4 x 4 register
-// tiles of 16-lane FMAs (two a product), P and dS (with the soft cap's derivative), then
-// dV += P^T·dO, dK += dS^T·Q and dQ += dS·K. The gradients are written,
+// tiles of 16-lane FMAs (four a product), P and dS (with the soft cap's
+// derivative), then dV += P^T·dO, dK += dS^T·Q and dQ += dS·K. The gradients are written,
 // scaled and rounded once, per key block (dK, dV) and at the end (dQ).
 
 // CHECK-LABEL: func @backward
 //   CHECK-DAG: %[[KT:.+]] = memref.alloca() {alignment = 64 : i64} : memref<16x64xf32>
-//   CHECK-DAG: memref.alloca() {alignment = 64 : i64} : memref<8x64xf32>
+//   CHECK-DAG: memref.alloca() {alignment = 64 : i64} : memref<16x64xf32>
 //       CHECK: %[[QROWS:.+]] = memref.alloc(%{{.+}}) {alignment = 64 : i64} : memref<?x16xf32>
 //       CHECK: %[[DOROWS:.+]] = memref.alloc(%{{.+}}) {alignment = 64 : i64} : memref<?x16xf32>
 //       CHECK: %[[DELTA:.+]] = memref.alloc(%{{.+}}) {alignment = 64 : i64} : memref<?xf32>
@@ -23,19 +23,34 @@
 //       CHECK: memref.store %{{.+}}, %[[DELTA]]
 //       CHECK: arith.select %{{.+}}, %cst{{.*}}, %{{.+}} : f32
 //       CHECK: memref.store %{{.+}}, %[[LSE]]
-// The key blocks, and in each the rows that see it by blocks of 8 (S and
-// dP as two register tiles of 4 rows each), then of 4, then one by one.
+// The key blocks, and in each the rows that see it by blocks of 16: S as
+// four register tiles of 4 rows, each made P (soft cap, exp, select) before
+// the next is computed (a tile kept live through the next one's loop
+// spills), then dP the same way; dV += P^T·dO and dK += dS^T·Q as register
+// tiles of 4 keys x the rows' vectors summed down the 16 rows (from copies
+// of the rows with non-finite elements 0); dQ += dS·K in two passes of 8
+// rows; then blocks of 4 rows, then one by one.
 //       CHECK: scf.for %{{.+}} = %c0 to %{{.+}} step %c64 {
-//       CHECK:   scf.for %{{.+}} = %{{.+}} to %{{.+}} step %c8 {
+//       CHECK:   scf.for %{{.+}} = %{{.+}} to %{{.+}} step %c16 {
 //       CHECK:     scf.for %{{.+}} = %c0 to %c16 step %c1 iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
 //       CHECK:       vector.load %[[KT]]
 //       CHECK:       vector.fma
-//       CHECK:     scf.for %{{.+}} = %c0 to %c16 step %c1 iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
 //       CHECK:     math.tanh
 //       CHECK:     math.exp
 //       CHECK:     arith.select
-//       CHECK:     scf.for %{{.+}} = %c0 to %c8 step %c1 iter_args
-//       CHECK:       vector.fma
+// CHECK-COUNT-3:     scf.for %{{.+}} = %c0 to %c16 step %c1 iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
+//       CHECK:     math.exp
+// CHECK-COUNT-4:     scf.for %{{.+}} = %c0 to %c8 step %c1 iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
+//       CHECK:     vector.store %{{.+}}, %[[FINITE:.+]][%c15, %c0] : memref<16x16xf32>
+//       CHECK:     scf.for %{{.+}} = %c0 to %c64 step %c4 {
+// CHECK-COUNT-4:       vector.load %[[DV:.+]][%{{.+}}, %c0] : memref<64x16xf32>
+//       CHECK:       vector.load %[[FINITE]][%c0, %c0]
+// CHECK-COUNT-4:       vector.fma
+//       CHECK:       vector.load %[[FINITE]][%c15, %c0]
+// CHECK-COUNT-4:       vector.fma
+// CHECK-COUNT-4:       vector.store %{{.+}}, %[[DV]][%{{.+}}, %c0] : memref<64x16xf32>
+//       CHECK:     scf.for %{{.+}} = %c0 to %c64 step %c4 {
+// CHECK-COUNT-2:     scf.for %{{.+}} = %c0 to %c64 step %c1 iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
 //       CHECK:   scf.for %{{.+}} = %{{.+}} to %{{.+}} step %c4 {
 //       CHECK:   scf.for %{{.+}} = %{{.+}} to %{{.+}} step %c1 {
 //       CHECK: memref.dealloc %[[QROWS]]
@@ -59,13 +74,13 @@ func.func @backward(%q: memref<1x2x?x16xf32>, %k: memref<1x1x?x16xf32>, %v: memr
 // With a score_mod (here a soft cap written as one, 20·tanh(s/20)), the
 // backward evaluates it on each vector of scores and, op by op, its
 // derivative in the score (forward mode: (1 − t²)·(1/20)·20), into a
-// [8 x 64] buffer after P's and dS's; dS = P·(dP − Δ) is multiplied by it, and is 0
-// where P is (a score_mod that excludes by −inf).
+// [16 x 64] buffer after P's, dS's and the finite rows' ([16 x 16]);
+// dS = P·(dP − Δ) is multiplied by it, and is 0 where P is (a score_mod
+// that excludes by −inf).
 
 // CHECK-LABEL: func @backward_score_mod
-//       CHECK: memref.alloca() {alignment = 64 : i64} : memref<8x64xf32>
-//       CHECK: memref.alloca() {alignment = 64 : i64} : memref<8x64xf32>
-//       CHECK: %[[SLOPES:.+]] = memref.alloca() {alignment = 64 : i64} : memref<8x64xf32>
+//       CHECK: memref.alloca() {alignment = 64 : i64} : memref<16x16xf32>
+//  CHECK-NEXT: %[[SLOPES:.+]] = memref.alloca() {alignment = 64 : i64} : memref<16x64xf32>
 //       CHECK: %[[X:.+]] = arith.divf %{{.+}}, %[[C20:.+]] : vector<16xf32>
 //       CHECK: %[[T:.+]] = math.tanh %[[X]] : vector<16xf32>
 //       CHECK: %[[TT:.+]] = arith.mulf %[[T]], %[[T]] : vector<16xf32>
@@ -74,7 +89,7 @@ func.func @backward(%q: memref<1x2x?x16xf32>, %k: memref<1x1x?x16xf32>, %v: memr
 //       CHECK: arith.mulf %[[T]], %[[C20]] : vector<16xf32>
 //       CHECK: %[[D:.+]] = arith.mulf %[[DX]], %[[C20]] : vector<16xf32>
 //       CHECK: vector.store %[[D]], %[[SLOPES]][%c0, %c0]
-//       CHECK: %[[P:.+]] = vector.load %{{.+}}[%c0, %c0] : memref<8x64xf32>, vector<16xf32>
+//       CHECK: %[[P:.+]] = vector.load %{{.+}}[%c0, %c0] : memref<16x64xf32>, vector<16xf32>
 //       CHECK: %[[DS:.+]] = arith.mulf %[[P]], %{{.+}} : vector<16xf32>
 //       CHECK: %[[SLOPE:.+]] = vector.load %[[SLOPES]][%c0, %c0]
 //       CHECK: %[[NONE:.+]] = arith.cmpf oeq, %[[P]], %[[ZERO:.+]] : vector<16xf32>

@@ -29,10 +29,12 @@
 // whatever the thread count. The inputs are read once per work item into
 // f32 rows padded to whole vectors (O(S·D), dynamic, on the heap), so that
 // every inner loop runs on unit-stride f32 whatever the caller's strides and
-// element type. The products use blocks of 8 rows (4 on AVX2, whose 16
-// registers hold no more): each dK/dV accumulator loaded takes 8 FMAs and
-// each dQ accumulator serves 64 keys; S and dP are register tiles of 4
-// rows (two passes over Kᵀ and Vᵀ).
+// element type. The products use blocks of 16 rows (4 on AVX2, whose 16
+// registers hold no more): S and dP are register tiles of 4 rows (passes
+// over Kᵀ and Vᵀ, each tile stored as P or dS before the next), dK and dV
+// register tiles of 4 keys (2 on AVX2) x 4 column vectors, each
+// accumulator loaded taking the block's rows; dQ passes of 8 rows, each
+// accumulator serving 64 keys.
 //
 //===----------------------------------------------------------------------===//
 #include "lib/Transforms/Cpu/KeyBlockEmitter.h"
@@ -48,11 +50,18 @@ using namespace mlir::attn::cpu;
 
 namespace {
 
-/// Query rows per block of the backward's products: 8 with AVX-512's 32
-/// registers (the dK/dV pass then keeps 2 chunks x 8 rows and 8 weights in
-/// registers: 1.10-1.11x over 4 rows on Emerald Rapids, f32 D = 64 S =
-/// 2048), 4 on AVX2.
-int64_t backwardRowBlock(int64_t lanes) { return lanes >= 16 ? 8 : 4; }
+/// Query rows per block of the backward's products: 16 with AVX-512's 32
+/// registers (each dK/dV accumulator loaded then takes 16 FMAs; against 8
+/// rows 1.05-1.06x at D = 64, 1.03-1.05x at D = 96, alike at D = 128 and
+/// 256 on Emerald Rapids, f32 S = 2048), 4 on AVX2.
+int64_t backwardRowBlock(int64_t lanes) { return lanes >= 16 ? 16 : 4; }
+
+/// The dK/dV register tiles: keys x column vectors (16 accumulators, with a
+/// row's vectors and a weight 21 registers: AVX2's 16 take 2 x 4).
+int64_t tileKeys(int64_t lanes) { return lanes >= 16 ? 4 : 2; }
+constexpr int64_t kTileVectors = 4;
+/// Rows a pass of dQ += dS·K (two column chunks each: 16 accumulators).
+constexpr int64_t kQueryPass = 8;
 
 class BackwardLowering : public KeyBlockEmitter {
 public:
@@ -81,6 +90,14 @@ private:
   /// the rows at the block's keys; elsewhere nothing but dM's zeros.
   void emitTableRowBlock(const Group &group, const KeyBlock &keys, Value g,
                          Value firstRow, int64_t rowCount);
+  /// P of row `r` of the row block (query `row`, group row `rowAt`) from
+  /// its tile of scores, into probs (dropout's factors into dropScale).
+  void storeProbs(const Group &group, const KeyBlock &keys, Value head,
+                  int64_t r, Value row, Value rowAt, ArrayRef<Value> scores);
+  /// dS of row `r` from its tile of dP and its P, into grads (with dropout,
+  /// P·Z into probs).
+  void storeGrads(const Group &group, const KeyBlock &keys, int64_t r,
+                  Value row, Value rowAt, ArrayRef<Value> gradProbs);
   void writeKeyBlock(const Group &group, const KeyBlock &keys);
   /// `body(c, chunks)` over the `pad` columns of a row by two vectors a pass
   /// (chunks 2), the last vector alone where their count is odd.
@@ -106,6 +123,7 @@ private:
   Value probs, grads, gradScores; // [rowBlock][64]
   Value modSlopes; // [rowBlock][64]: with a score_mod, its derivative
   Value rowBuffer; // [64]: a row of dM for element-wise stores
+  Value finiteRows; // [rowBlock][max(DPad, DvPad)]: Q or dO, finite or 0
   Value keys;      // Sk
 };
 
@@ -117,6 +135,7 @@ void BackwardLowering::emit() {
   gradValues = stackBuffer({kBlockKeys, valuePad});
   probs = stackBuffer({rowBlock, kBlockKeys});
   grads = stackBuffer({rowBlock, kBlockKeys});
+  finiteRows = stackBuffer({rowBlock, std::max(headPad, valuePad)});
   if (scoreModOf(op))
     modSlopes = stackBuffer({rowBlock, kBlockKeys});
   if (op.getGradMask()) {
@@ -254,97 +273,72 @@ void BackwardLowering::emitRowBlock(const Group &group, const KeyBlock &block,
   }
   loadRowBlock(group.batch, block, head, firstRow, rowCount);
 
-  // S = Q·Kᵀ: per column of Q, keyVectors loads of Kᵀ feed rowCount FMAs.
-  SmallVector<Value> scores =
-      rowsTimesBlock(group.queryRows, keysT, headDim, rowAt);
-  // P = exp(s − LSE) where allowed; the soft cap's derivative into grads.
-  for (int64_t r = 0; r < rowCount; ++r) {
-    Value lse =
-        splat(memref::LoadOp::create(b, group.lseRef, ValueRange{rowAt[r]}));
-    SmallVector<Value> factors;
-    if (dropScale)
-      factors = dropoutFactors(group.batch, head, row[r], block);
-    for (int64_t v = 0; v < keyVectors; ++v) {
-      Value s = finalScore(scores[r * keyVectors + v], r, v, grads, modSlopes);
-      Value p = math.exp(arith::SubFOp::create(b, s, lse));
-      p = arith::SelectOp::create(b, allowed(block, row[r], r, v), p,
-                                  zeroVector());
-      storeVector(p, probs, {cst(r), cst(v * lanes)});
-      if (dropScale)
-        storeVector(factors[v], dropScale, {cst(r), cst(v * lanes)});
-    }
-  }
-
+  // S = Q·Kᵀ: per column of Q, keyVectors loads of Kᵀ feed the tile's FMAs;
+  // P = exp(s − LSE) where allowed, the soft cap's derivative into grads.
+  rowsTimesBlock(group.queryRows, keysT, headDim, rowAt,
+                 [&](int64_t first, ArrayRef<Value> scores) {
+                   for (int64_t t = 0; t * keyVectors < (int64_t)scores.size();
+                        ++t)
+                     storeProbs(group, block, head, first + t, row[first + t],
+                                rowAt[first + t],
+                                scores.slice(t * keyVectors, keyVectors));
+                 });
   // dP = dO·Vᵀ, then dS = P·(dP − Δ) (· the soft cap's derivative).
-  SmallVector<Value> gradProbs =
-      rowsTimesBlock(group.gradOutRows, valuesT, valueDim, rowAt);
-  for (int64_t r = 0; r < rowCount; ++r) {
-    Value delta =
-        splat(memref::LoadOp::create(b, group.delta, ValueRange{rowAt[r]}));
-    for (int64_t v = 0; v < keyVectors; ++v) {
-      Value p = loadVector(probs, {cst(r), cst(v * lanes)});
-      // Dropout: dS = P·(Z·dP − Δ), and P·V's weights are P·Z.
-      Value dp = gradProbs[r * keyVectors + v];
-      Value z;
-      if (dropScale) {
-        z = loadVector(dropScale, {cst(r), cst(v * lanes)});
-        dp = arith::MulFOp::create(b, dp, z);
-      }
-      Value ds =
-          arith::MulFOp::create(b, p, arith::SubFOp::create(b, dp, delta));
-      if (modSlopes) {
-        // Through the score_mod; where P = 0 (a score_mod that excludes by
-        // −inf, say) nothing, whatever its derivative is there.
-        Value slope = loadVector(modSlopes, {cst(r), cst(v * lanes)});
-        Value none = arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, p,
-                                           zeroVector());
-        ds = arith::SelectOp::create(b, none, zeroVector(),
-                                     arith::MulFOp::create(b, ds, slope));
-      }
-      if (op.getSoftcapAttr()) {
-        // dM takes dS before the soft cap's derivative (0 where excluded).
-        if (gradScores)
-          storeVector(arith::SelectOp::create(b, allowed(block, row[r], r, v),
-                                              ds, zeroVector()),
-                      gradScores, {cst(r), cst(v * lanes)});
-        ds = arith::MulFOp::create(b, ds,
-                                   loadVector(grads, {cst(r), cst(v * lanes)}));
-      }
-      // An excluded position contributes nothing, whatever V holds there.
-      ds = arith::SelectOp::create(b, allowed(block, row[r], r, v), ds,
-                                   zeroVector());
-      storeVector(ds, grads, {cst(r), cst(v * lanes)});
-      if (z)
-        storeVector(arith::MulFOp::create(b, p, z), probs,
-                    {cst(r), cst(v * lanes)});
-    }
-  }
+  rowsTimesBlock(
+      group.gradOutRows, valuesT, valueDim, rowAt,
+      [&](int64_t first, ArrayRef<Value> gradProbs) {
+        for (int64_t t = 0; t * keyVectors < (int64_t)gradProbs.size(); ++t)
+          storeGrads(group, block, first + t, row[first + t], rowAt[first + t],
+                     gradProbs.slice(t * keyVectors, keyVectors));
+      });
 
-  // acc[k] += Σ_r weights[r][k] · rows[r] for each key k of the block, by
-  // chunks of columns, two a pass where the row has them: each accumulator
-  // loaded takes rowCount FMAs, each weight broadcast feeds both chunks.
+  // acc[k] += Σ_r weights[r][k] · rows[r] for each key k of the block, as
+  // register tiles of kTileKeys keys x up to kTileVectors column vectors
+  // summed down the block's rows: each tile loaded takes rowCount FMAs per
+  // accumulator, and its kTileKeys·kTileVectors sums are independent
+  // chains (an accumulator a key summed down the rows in place was one
+  // chain of rowCount dependent FMAs). The rows are first copied with
+  // non-finite elements 0 (an excluded weight is 0, and 0·inf must add 0),
+  // once per row block instead of once per tile.
+  const int64_t kTileKeys = tileKeys(lanes);
   auto accumulateKeys = [&](Value acc, Value weights, Value rows, int64_t pad) {
-    auto pass = [&](Value c, int64_t chunks) {
-      SmallVector<Value> at, chunk;
-      for (int64_t h = 0; h < chunks; ++h) {
-        at.push_back(arith::AddIOp::create(b, c, cst(h * lanes)));
-        for (int64_t r = 0; r < rowCount; ++r)
-          chunk.push_back(finiteOrZero(loadVector(rows, {rowAt[r], at[h]})));
-      }
-      forLoop(cst(0), cst(kBlockKeys), cst(1), [&](Value k) {
-        SmallVector<Value> w;
-        for (int64_t r = 0; r < rowCount; ++r)
-          w.push_back(
-              splat(memref::LoadOp::create(b, weights, ValueRange{cst(r), k})));
-        for (int64_t h = 0; h < chunks; ++h) {
-          Value sum = loadVector(acc, {k, at[h]});
-          for (int64_t r = 0; r < rowCount; ++r)
-            sum = fma(w[r], chunk[h * rowCount + r], sum);
-          storeVector(sum, acc, {k, at[h]});
+    for (int64_t r = 0; r < rowCount; ++r)
+      for (int64_t c = 0; c < pad; c += lanes)
+        storeVector(finiteOrZero(loadVector(rows, {rowAt[r], cst(c)})),
+                    finiteRows, {cst(r), cst(c)});
+    auto tiles = [&](Value c, int64_t vectors) {
+      forLoop(cst(0), cst(kBlockKeys), cst(kTileKeys), [&](Value k) {
+        SmallVector<Value> keyAt, colAt, sums;
+        for (int64_t i = 0; i < kTileKeys; ++i)
+          keyAt.push_back(arith::AddIOp::create(b, k, cst(i)));
+        for (int64_t j = 0; j < vectors; ++j)
+          colAt.push_back(arith::AddIOp::create(b, c, cst(j * lanes)));
+        for (Value key : keyAt)
+          for (Value col : colAt)
+            sums.push_back(loadVector(acc, {key, col}));
+        for (int64_t r = 0; r < rowCount; ++r) {
+          SmallVector<Value> x;
+          for (Value col : colAt)
+            x.push_back(loadVector(finiteRows, {cst(r), col}));
+          for (int64_t i = 0; i < kTileKeys; ++i) {
+            Value w = splat(memref::LoadOp::create(
+                b, weights, ValueRange{cst(r), keyAt[i]}));
+            for (int64_t j = 0; j < vectors; ++j)
+              sums[i * vectors + j] = fma(w, x[j], sums[i * vectors + j]);
+          }
         }
+        for (int64_t i = 0; i < kTileKeys; ++i)
+          for (int64_t j = 0; j < vectors; ++j)
+            storeVector(sums[i * vectors + j], acc, {keyAt[i], colAt[j]});
       });
     };
-    forChunkPairs(pad, pass);
+    int64_t vectorCount = pad / lanes, whole = vectorCount / kTileVectors;
+    if (whole)
+      forLoop(cst(0), cst(whole * kTileVectors * lanes),
+              cst(kTileVectors * lanes),
+              [&](Value c) { tiles(c, kTileVectors); });
+    if (vectorCount % kTileVectors)
+      tiles(cst(whole * kTileVectors * lanes), vectorCount % kTileVectors);
   };
   // dM = dS at the block's keys of these rows.
   if (gradScores)
@@ -357,10 +351,11 @@ void BackwardLowering::emitRowBlock(const Group &group, const KeyBlock &block,
   // rowCount accumulators alone are rowCount chains of dependent FMAs: on
   // a core with two FMA ports (Intel's) four of them kept one port busy
   // (the dQ loop then took ~30 % of a D = 64 backward).
-  auto accumulateQueries = [&](Value c, int64_t chunks) {
+  auto accumulateQueries = [&](int64_t first, int64_t count, Value c,
+                               int64_t chunks) {
     SmallVector<Value> init;
     for (int64_t h = 0; h < chunks; ++h)
-      for (int64_t r = 0; r < rowCount; ++r)
+      for (int64_t r = first; r < first + count; ++r)
         init.push_back(loadVector(
             group.gradQuery,
             {rowAt[r], arith::AddIOp::create(b, c, cst(h * lanes))}));
@@ -368,24 +363,92 @@ void BackwardLowering::emitRowBlock(const Group &group, const KeyBlock &block,
         cst(0), cst(kBlockKeys), cst(1), init,
         [&](Value k, ValueRange acc) -> SmallVector<Value> {
           SmallVector<Value> ds;
-          for (int64_t r = 0; r < rowCount; ++r)
+          for (int64_t r = first; r < first + count; ++r)
             ds.push_back(
                 splat(memref::LoadOp::create(b, grads, ValueRange{cst(r), k})));
           SmallVector<Value> next;
           for (int64_t h = 0; h < chunks; ++h) {
             Value kc = loadVector(
                 keyRows, {k, arith::AddIOp::create(b, c, cst(h * lanes))});
-            for (int64_t r = 0; r < rowCount; ++r)
-              next.push_back(fma(ds[r], kc, acc[h * rowCount + r]));
+            for (int64_t r = 0; r < count; ++r)
+              next.push_back(fma(ds[r], kc, acc[h * count + r]));
           }
           return next;
         });
     for (int64_t h = 0; h < chunks; ++h)
-      for (int64_t r = 0; r < rowCount; ++r)
-        storeVector(sums[h * rowCount + r], group.gradQuery,
-                    {rowAt[r], arith::AddIOp::create(b, c, cst(h * lanes))});
+      for (int64_t r = 0; r < count; ++r)
+        storeVector(
+            sums[h * count + r], group.gradQuery,
+            {rowAt[first + r], arith::AddIOp::create(b, c, cst(h * lanes))});
   };
-  forChunkPairs(headPad, accumulateQueries);
+  // At most kQueryPass rows a pass: two chunks of each are all the
+  // accumulators the registers hold beside K's chunks and the weights.
+  for (int64_t first = 0; first < rowCount; first += kQueryPass) {
+    int64_t count = std::min(kQueryPass, rowCount - first);
+    forChunkPairs(headPad, [&](Value c, int64_t chunks) {
+      accumulateQueries(first, count, c, chunks);
+    });
+  }
+}
+
+void BackwardLowering::storeProbs(const Group &group, const KeyBlock &block,
+                                  Value head, int64_t r, Value row, Value rowAt,
+                                  ArrayRef<Value> scores) {
+  Value lse = splat(memref::LoadOp::create(b, group.lseRef, ValueRange{rowAt}));
+  SmallVector<Value> factors;
+  if (dropScale)
+    factors = dropoutFactors(group.batch, head, row, block);
+  for (int64_t v = 0; v < keyVectors; ++v) {
+    Value s = finalScore(scores[v], r, v, grads, modSlopes);
+    Value p = math.exp(arith::SubFOp::create(b, s, lse));
+    p = arith::SelectOp::create(b, allowed(block, row, r, v), p, zeroVector());
+    storeVector(p, probs, {cst(r), cst(v * lanes)});
+    if (dropScale)
+      storeVector(factors[v], dropScale, {cst(r), cst(v * lanes)});
+  }
+}
+
+void BackwardLowering::storeGrads(const Group &group, const KeyBlock &block,
+                                  int64_t r, Value row, Value rowAt,
+                                  ArrayRef<Value> gradProbs) {
+  Value delta =
+      splat(memref::LoadOp::create(b, group.delta, ValueRange{rowAt}));
+  for (int64_t v = 0; v < keyVectors; ++v) {
+    Value p = loadVector(probs, {cst(r), cst(v * lanes)});
+    // Dropout: dS = P·(Z·dP − Δ), and P·V's weights are P·Z.
+    Value dp = gradProbs[v];
+    Value z;
+    if (dropScale) {
+      z = loadVector(dropScale, {cst(r), cst(v * lanes)});
+      dp = arith::MulFOp::create(b, dp, z);
+    }
+    Value ds = arith::MulFOp::create(b, p, arith::SubFOp::create(b, dp, delta));
+    if (modSlopes) {
+      // Through the score_mod; where P = 0 (a score_mod that excludes by
+      // −inf, say) nothing, whatever its derivative is there.
+      Value slope = loadVector(modSlopes, {cst(r), cst(v * lanes)});
+      Value none =
+          arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, p, zeroVector());
+      ds = arith::SelectOp::create(b, none, zeroVector(),
+                                   arith::MulFOp::create(b, ds, slope));
+    }
+    if (op.getSoftcapAttr()) {
+      // dM takes dS before the soft cap's derivative (0 where excluded).
+      if (gradScores)
+        storeVector(arith::SelectOp::create(b, allowed(block, row, r, v), ds,
+                                            zeroVector()),
+                    gradScores, {cst(r), cst(v * lanes)});
+      ds = arith::MulFOp::create(b, ds,
+                                 loadVector(grads, {cst(r), cst(v * lanes)}));
+    }
+    // An excluded position contributes nothing, whatever V holds there.
+    ds =
+        arith::SelectOp::create(b, allowed(block, row, r, v), ds, zeroVector());
+    storeVector(ds, grads, {cst(r), cst(v * lanes)});
+    if (z)
+      storeVector(arith::MulFOp::create(b, p, z), probs,
+                  {cst(r), cst(v * lanes)});
+  }
 }
 
 void BackwardLowering::forChunkPairs(int64_t pad,

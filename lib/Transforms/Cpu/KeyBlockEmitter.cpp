@@ -303,35 +303,28 @@ SmallVector<Value> KeyBlockEmitter::dropoutFactors(Value batch, Value head,
   return factors;
 }
 
-SmallVector<Value> KeyBlockEmitter::rowsTimesBlock(Value rows, Value blockT,
-                                                   int64_t width,
-                                                   ArrayRef<Value> rowAt) {
-  if (static_cast<int64_t>(rowAt.size()) > kRows) {
-    // kRows x keyVectors accumulators fill half the registers: more rows
-    // take more passes over the block.
-    SmallVector<Value> scores;
-    for (size_t first = 0; first < rowAt.size(); first += kRows)
-      llvm::append_range(
-          scores,
-          rowsTimesBlock(rows, blockT, width,
-                         rowAt.slice(first, std::min<size_t>(
-                                                kRows, rowAt.size() - first))));
-    return scores;
-  }
-  int64_t rowCount = rowAt.size();
-  SmallVector<Value> zeros(rowCount * keyVectors, zeroVector());
-  return forLoopWith(
-      cst(0), cst(width), cst(1), zeros,
-      [&](Value c, ValueRange acc) -> SmallVector<Value> {
-        SmallVector<Value> columns, next;
-        for (int64_t v = 0; v < keyVectors; ++v)
-          columns.push_back(loadVector(blockT, {c, cst(v * lanes)}));
-        for (int64_t r = 0; r < rowCount; ++r) {
-          Value x =
-              splat(memref::LoadOp::create(b, rows, ValueRange{rowAt[r], c}));
+void KeyBlockEmitter::rowsTimesBlock(
+    Value rows, Value blockT, int64_t width, ArrayRef<Value> rowAt,
+    function_ref<void(int64_t, ArrayRef<Value>)> use) {
+  // kRows x keyVectors accumulators fill half the registers: more rows take
+  // more passes over the block.
+  for (size_t first = 0; first < rowAt.size(); first += kRows) {
+    ArrayRef<Value> tileRows =
+        rowAt.slice(first, std::min<size_t>(kRows, rowAt.size() - first));
+    SmallVector<Value> zeros(tileRows.size() * keyVectors, zeroVector());
+    SmallVector<Value> tile = forLoopWith(
+        cst(0), cst(width), cst(1), zeros,
+        [&](Value c, ValueRange acc) -> SmallVector<Value> {
+          SmallVector<Value> columns, next;
           for (int64_t v = 0; v < keyVectors; ++v)
-            next.push_back(fma(x, columns[v], acc[r * keyVectors + v]));
-        }
-        return next;
-      });
+            columns.push_back(loadVector(blockT, {c, cst(v * lanes)}));
+          for (auto [r, at] : llvm::enumerate(tileRows)) {
+            Value x = splat(memref::LoadOp::create(b, rows, ValueRange{at, c}));
+            for (int64_t v = 0; v < keyVectors; ++v)
+              next.push_back(fma(x, columns[v], acc[r * keyVectors + v]));
+          }
+          return next;
+        });
+    use(first, tile);
+  }
 }

@@ -77,9 +77,12 @@ protected:
   Value allowed(const KeyBlock &block, Value row, int64_t r, int64_t v);
   /// rows[rowAt[r]] · blockᵀ for each row r: `width` columns of the rows
   /// (f32) against the packed block transposed ([width][64]), as register
-  /// tiles of (up to kRows) rows x key vectors (r-major).
-  SmallVector<Value> rowsTimesBlock(Value rows, Value blockT, int64_t width,
-                                    ArrayRef<Value> rowAt);
+  /// tiles of (up to kRows) rows x key vectors (r-major), each handed to
+  /// `use(firstRow, tile)` before the next is computed: a tile kept live
+  /// through the next one's loop would spill its accumulators there.
+  void rowsTimesBlock(Value rows, Value blockT, int64_t width,
+                      ArrayRef<Value> rowAt,
+                      function_ref<void(int64_t, ArrayRef<Value>)> use);
   /// The final scores s of register tile `scores` of row `r` (the scale,
   /// the soft cap, the bias loaded by loadMask): vector `v`'s. With
   /// `capDerivative`, stores 1 − (s/c)² there (the soft cap's derivative);

@@ -131,12 +131,13 @@ SmallVector<Value> WeightsLowering::blockScores(const Head &head,
   SmallVector<Value> rowAt;
   for (int64_t r = 0; r < count; ++r)
     rowAt.push_back(arith::AddIOp::create(b, firstRow, cst(r)));
-  SmallVector<Value> scores =
-      rowsTimesBlock(head.queryRows, keysT, headDim, rowAt);
-  for (int64_t r = 0; r < count; ++r)
-    for (int64_t v = 0; v < keyVectors; ++v)
-      scores[r * keyVectors + v] =
-          finalScore(scores[r * keyVectors + v], r, v);
+  SmallVector<Value> scores;
+  rowsTimesBlock(head.queryRows, keysT, headDim, rowAt,
+                 [&](int64_t first, ArrayRef<Value> tile) {
+                   for (auto [i, s] : llvm::enumerate(tile))
+                     scores.push_back(
+                         finalScore(s, first + i / keyVectors, i % keyVectors));
+                 });
   return scores;
 }
 
