@@ -268,6 +268,9 @@ struct Words {
   Value xorOf(Value x, Value y) { return arith::XOrIOp::create(b, loc, x, y); }
   /// (hi, lo) of the 64-bit product of `x` and the constant `m`.
   std::pair<Value, Value> mulHiLo(Value x, uint32_t m) {
+    if (auto vec = dyn_cast<VectorType>(type);
+        vec && vec.getNumElements() % 2 == 0)
+      return mulHiLoPairs(x, m, vec);
     Type wide = b.getI64Type();
     if (auto vec = dyn_cast<VectorType>(type))
       wide = VectorType::get(vec.getShape(), wide);
@@ -289,6 +292,38 @@ struct Words {
       shift = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(32));
     Value hi = arith::TruncIOp::create(
         b, loc, type, arith::ShRUIOp::create(b, loc, product, shift));
+    return {hi, lo};
+  }
+  /// mulHiLo of an even number of lanes, as pairs of lanes in 64-bit
+  /// elements: the even lanes' products and the odd lanes' (each lane
+  /// widened in place, 32x32 -> 64-bit multiplies: vpmuludq), their halves
+  /// interleaved back by two shuffles. Widening all lanes to i64 instead took
+  /// twice the multiplies plus a zero-extension and a truncation per half.
+  std::pair<Value, Value> mulHiLoPairs(Value x, uint32_t m, VectorType vec) {
+    int64_t lanes = vec.getNumElements();
+    auto pairs = VectorType::get({lanes / 2}, b.getI64Type());
+    auto splat64 = [&](uint64_t v) -> Value {
+      return arith::ConstantOp::create(
+          b, loc,
+          DenseElementsAttr::get(pairs, b.getI64IntegerAttr(int64_t(v))));
+    };
+    Value wide = vector::BitCastOp::create(b, loc, pairs, x);
+    Value even = arith::MulIOp::create(
+        b, loc, arith::AndIOp::create(b, loc, wide, splat64(0xFFFFFFFFu)),
+        splat64(m));
+    Value odd = arith::MulIOp::create(
+        b, loc, arith::ShRUIOp::create(b, loc, wide, splat64(32)), splat64(m));
+    // As i32 lanes: even = [lo0, hi0, lo2, hi2, ...], odd = [lo1, hi1, ...].
+    Value evenWords = vector::BitCastOp::create(b, loc, vec, even);
+    Value oddWords = vector::BitCastOp::create(b, loc, vec, odd);
+    SmallVector<int64_t> low, high;
+    for (int64_t l = 0; l < lanes; ++l) {
+      int64_t pair = l / 2 * 2, fromOdd = l % 2 ? lanes : 0;
+      low.push_back(fromOdd + pair);
+      high.push_back(fromOdd + pair + 1);
+    }
+    Value lo = vector::ShuffleOp::create(b, loc, evenWords, oddWords, low);
+    Value hi = vector::ShuffleOp::create(b, loc, evenWords, oddWords, high);
     return {hi, lo};
   }
 };
