@@ -466,6 +466,46 @@ SmallVector<Value> mlir::attn::dropoutKeepVectors(
   return SmallVector<Value>(branch.getResults());
 }
 
+SmallVector<Value> mlir::attn::dropoutKeepRows(OpBuilder &b, Location loc,
+                                               Value seed, Value threshold,
+                                               Value batch, Value head,
+                                               Value rows, Value firstKey) {
+  auto rowsType = cast<VectorType>(rows.getType());
+  auto keepType = VectorType::get(rowsType.getShape(), b.getI1Type());
+  auto constant = [&](int64_t v) {
+    return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
+  };
+  Value aligned = arith::CmpIOp::create(
+      b, loc, arith::CmpIPredicate::eq,
+      arith::AndIOp::create(b, loc, firstKey, constant(3)), constant(0));
+  auto branch = scf::IfOp::create(b, loc, SmallVector<Type>(4, keepType),
+                                  aligned, /*withElseRegion=*/true);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(branch.thenBlock());
+    Words w{b, loc, rowsType};
+    Value c[4] = {w.like(arith::ShRUIOp::create(b, loc, firstKey, constant(2))),
+                  rows, w.like(head), w.like(batch)};
+    philox(w, seed, c);
+    SmallVector<Value> keeps;
+    for (Value word : c)
+      keeps.push_back(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge,
+                                            word, w.like(threshold)));
+    scf::YieldOp::create(b, loc, keeps);
+  }
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(branch.elseBlock());
+    SmallVector<Value> keeps;
+    for (int64_t k = 0; k < 4; ++k)
+      keeps.push_back(
+          dropoutKeep(b, loc, seed, threshold, batch, head, rows,
+                      arith::AddIOp::create(b, loc, firstKey, constant(k))));
+    scf::YieldOp::create(b, loc, keeps);
+  }
+  return SmallVector<Value>(branch.getResults());
+}
+
 Value mlir::attn::globalIndex(OpBuilder &b, Location loc, ValueRange origin,
                               unsigned dim, Value local) {
   Value index = origin.empty()

@@ -197,6 +197,15 @@ SmallVector<Value> dropoutKeepVectors(OpBuilder &b, Location loc, Value seed,
                                       Value row, Value firstKey, int64_t lanes,
                                       int64_t count);
 
+/// The keep bits of keys firstKey .. firstKey + 3 (an i32 scalar, global)
+/// for a vector of rows `rows` (i32, global; `batch` and `head` scalars):
+/// four i1 vectors. Where firstKey is a multiple of 4 the four keys share
+/// each row's counter: one Philox gives all four (its words in key order);
+/// else dropoutKeep per key.
+SmallVector<Value> dropoutKeepRows(OpBuilder &b, Location loc, Value seed,
+                                   Value threshold, Value batch, Value head,
+                                   Value rows, Value firstKey);
+
 /// The global index (i32) of an op's local index `local` along dim `dim`
 /// of (b, h, i, j): plus the op's `origin` where it has one.
 Value globalIndex(OpBuilder &b, Location loc, ValueRange origin, unsigned dim,

@@ -171,11 +171,11 @@ KernelAttr mlir::attn::chooseCpuKernel(AttentionOp op, const CpuTarget &target,
     rowBlock = overrides.rowBlock;
 
   // Rows in lanes for ops without a mask operand (whose rows would be
-  // gathered), dropout or the bf16 dot product: 10-20 % faster than the
-  // packed path for f32 prefill on Zen 4, 16-25 % for f16. The modifiers
-  // and a block mask's table run in either.
+  // gathered) or the bf16 dot product: 10-20 % faster than the packed path
+  // for f32 prefill on Zen 4, 16-25 % for f16. The modifiers, dropout and a
+  // block mask's table run in either.
   int64_t laneRows = cpuLaneRows(target, overrides);
-  bool lanes = laneRows > 0 && !shape.masked && !bf16Dot && !op.getDropoutP();
+  bool lanes = laneRows > 0 && !shape.masked && !bf16Dot;
   return KernelAttr::get(op.getContext(),
                          lanes ? MicroKernel::lane_rows : MicroKernel::packed,
                          queryTile, keyBlock, rowBlock, laneRows, bf16Dot);

@@ -63,16 +63,14 @@ int64_t chosenKeyBlock(OpTy op, int64_t option) {
 }
 
 /// Whether attn-lower-to-vector's lane-rows micro-kernel can take `op`: no
-/// mask operand, dropout or mask_mod (a score_mod it evaluates itself), and
-/// not bf16 Q and K where the bf16 dot product (`bf16Dot`) takes those.
+/// mask operand (its rows would be gathered), and not bf16 Q and K where the
+/// bf16 dot product (`bf16Dot`) takes those. Dropout, the modifiers and a
+/// block mask's table run in either path.
 inline bool laneRowsCandidate(OnlineAttentionOp op, bool bf16Dot) {
   auto isBF16 = [](Value v) {
     return getElementTypeOrSelf(v.getType()).isBF16();
   };
-  // Dropout's keep bits are made where the packed and direct paths score a
-  // row's keys (KernelEmitter::updateRowStatistics); the modifiers and a
-  // block mask's table run in either path.
-  return !op.getMask() && !op.getDropoutP() &&
+  return !op.getMask() &&
          !(bf16Dot && isBF16(op.getQuery()) && isBF16(op.getKey()));
 }
 

@@ -352,8 +352,8 @@ def AttnLowerToVectorPass : Pass<"attn-lower-to-vector", "func::FuncOp"> {
     own.
 
     With `lane-rows` (a multiple of `vector-width`), ops without a mask
-    operand, dropout or the bf16 dot product take the lane-rows micro-kernel
-    (score and mask modifiers included): a
+    operand or the bf16 dot product take the lane-rows micro-kernel (score
+    and mask modifiers and dropout included): a
     tile of that many query rows lives in vector lanes (Qᵀ scaled and the
     accumulator Oᵀ transposed into stack buffers once per tile), the scores
     of a key block are made transposed, Sᵀ[key][rows], as FMAs of broadcast

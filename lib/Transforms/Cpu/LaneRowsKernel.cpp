@@ -8,10 +8,11 @@
 // keys, the rescale multiplies Oᵀ's vectors, and P·V is an FMA of a
 // broadcast V element with a vector of weights. No horizontal reduction, no
 // K or V packing (f32 K and V elements are read in place, as broadcasts;
-// 16-bit blocks are widened once). Ops without a mask operand, dropout or
-// the bf16 dot product take it, with a score_mod and a mask_mod too
-// (evaluated on each score vector: its rows in lanes, one key; a block
-// mask's table skips key blocks as in the packed path); measured on AVX-512
+// 16-bit blocks are widened once). Ops without a mask operand or the bf16
+// dot product take it, with a score_mod and a mask_mod too (evaluated on
+// each score vector: its rows in lanes, one key; a block mask's table skips
+// key blocks as in the packed path) and with dropout (one Philox per row
+// vector and 4 keys: its 4 words are the 4 keys' bits); measured on AVX-512
 // (Zen 4): 10-20 % faster than the packed path for f32 prefill, 16-25 % for
 // f16.
 //
@@ -34,6 +35,9 @@ public:
 
   /// Whether the lane-rows path widens K and V blocks into f32 buffers.
   bool widensBlocks() { return hasNarrowKeysOrValues(op); }
+  /// Keys per step of the statistics loop: 2 (two running sums), 4 with
+  /// dropout (one Philox gives 4 keys' bits).
+  int64_t statisticsKeys() { return op.getDropoutP() ? 4 : 2; }
   void emitLaneRowsHead(Value batch, Value head, Value kvHead, Value rows,
                         Value keys) {
     Value lastRow = arith::SubIOp::create(b, rows, cst(1));
@@ -298,9 +302,10 @@ public:
     bool capAsRead = numSegments > 1 && !scoreMod;
     // The modifiers' global indices: the rows of each row vector (lanes),
     // and per key a scalar.
+    bool dropout = static_cast<bool>(op.getDropoutP());
     Value globalBatch, globalHead;
     SmallVector<Value> globalRows;
-    if (scoreMod || maskMod) {
+    if (scoreMod || maskMod || dropout) {
       globalBatch = globalIndexOf(0, batch);
       globalHead = globalIndexOf(1, head);
       Value firstRow = globalIndexOf(2, tileStart);
@@ -401,7 +406,18 @@ public:
 
     // Per row vector: m' = max(m, max_j s), p = exp(s - m') in place of s,
     // α = exp(m - m'), sum' = α·sum + Σ_j p. A row with no allowed key yet
-    // takes 0 for m' in the exponents (no -inf - -inf).
+    // takes 0 for m' in the exponents (no -inf - -inf). Dropout: the sum
+    // (and so the LSE) is the undropped softmax's; the weights stored for
+    // P·V are kept or 0, and scaled. Its keys go 4 at a time: the rows'
+    // counters of 4 keys are one Philox (its 4 words the 4 keys' bits).
+    Value threshold, keptScale;
+    if (dropout) {
+      threshold = dropoutThreshold(b, b.getLoc(), op.getDropoutP());
+      keptScale = splat(arith::DivFOp::create(
+          b, f32Const(1.0f),
+          arith::SubFOp::create(b, f32Const(1.0f), op.getDropoutP())));
+    }
+    int64_t statKeys = statisticsKeys();
     SmallVector<Value> alphas;
     for (int64_t v = 0; v < rowVectors; ++v) {
       Value blockMax =
@@ -411,21 +427,31 @@ public:
       AttentionMath::MaxUpdate update = maths.updateMax(oldMax, blockMax);
       Value newMax = update.max, safeMax = update.reference,
             alpha = update.alpha;
-      SmallVector<Value> sums =
-          forLoopWith(cst(0), segments.start[std::min(v + 1, numSegments)],
-                      cst(2), SmallVector<Value>(2, zeroVec),
-                      [&](Value j, ValueRange sum) -> SmallVector<Value> {
-                        SmallVector<Value> next;
-                        for (int64_t c = 0; c < 2; ++c) {
-                          Value jc = arith::AddIOp::create(b, j, cst(c));
-                          Value s = rowsAt(scratch.laneScores, jc, v);
-                          Value p = maths.exp(arith::SubFOp::create(
-                              b, capAsRead ? softcapScore(s) : s, safeMax));
-                          storeRows(p, scratch.laneScores, jc, v);
-                          next.push_back(arith::AddFOp::create(b, sum[c], p));
-                        }
-                        return next;
-                      });
+      SmallVector<Value> sums = forLoopWith(
+          cst(0), segments.start[std::min(v + 1, numSegments)], cst(statKeys),
+          SmallVector<Value>(2, zeroVec),
+          [&](Value j, ValueRange sum) -> SmallVector<Value> {
+            SmallVector<Value> keeps;
+            if (dropout)
+              keeps = dropoutKeepRows(
+                  b, b.getLoc(), op.getDropoutSeed(), threshold, globalBatch,
+                  globalHead, globalRows[v],
+                  globalIndexOf(3, arith::AddIOp::create(b, blockStart, j)));
+            SmallVector<Value> next(sum.begin(), sum.end());
+            for (int64_t c = 0; c < statKeys; ++c) {
+              Value jc = arith::AddIOp::create(b, j, cst(c));
+              Value s = rowsAt(scratch.laneScores, jc, v);
+              Value p = maths.exp(arith::SubFOp::create(
+                  b, capAsRead ? softcapScore(s) : s, safeMax));
+              next[c % 2] = arith::AddFOp::create(b, next[c % 2], p);
+              if (dropout)
+                p = arith::MulFOp::create(
+                    b, p,
+                    arith::SelectOp::create(b, keeps[c], keptScale, zeroVec));
+              storeRows(p, scratch.laneScores, jc, v);
+            }
+            return next;
+          });
       Value newSum = maths.updateSum(oldSum, alpha, sums);
       storeRows(newMax, scratch.laneStats, cst(0), v);
       storeRows(newSum, scratch.laneStats, cst(1), v);
@@ -513,7 +539,7 @@ public:
   /// row of the row vectors before v sees (`hi0` being row 0's last
   /// allowed key), scored `step[v]` keys at a time (as many as keep
   /// `accumulators` for its rowVectors - v row vectors). The starts are
-  /// whole steps of every segment (and of the statistics' pairs of keys).
+  /// whole steps of every segment (and of the statistics loop's steps).
   /// Empty where the tile has one row vector or no such step divides the
   /// block.
   struct LaneSegments {
@@ -523,7 +549,7 @@ public:
   LaneSegments laneSegments(Value hi0, int64_t rowVectors,
                             int64_t accumulators) {
     LaneSegments segments;
-    int64_t common = 2;
+    int64_t common = statisticsKeys();
     for (int64_t v = 0; v < rowVectors; ++v) {
       int64_t step = laneKeyStep(accumulators, rowVectors - v);
       segments.step.push_back(step);
