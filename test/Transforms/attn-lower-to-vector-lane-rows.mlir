@@ -293,3 +293,45 @@ func.func @dropout(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>, %v: memre
       outs(%acc, %m, %s : memref<1x1x?x16xf32>, memref<1x1x?xf32>, memref<1x1x?xf32>)
   return
 }
+
+// -----
+
+// K and V rows that are not dense (the [B, S, H, D] views of projections:
+// rows H·D apart, each on a page of its own) are copied dense once per
+// key/value head when its rows are read more than once (more than one
+// lane-rows tile, or a GQA group), into a heap buffer viewed with the
+// operand's type (strides 0, 0, 16, 1); dense rows are read in place.
+// CHECK-LABEL: func @strided_rows
+//  CHECK-SAME: %[[K:[a-z0-9]+]]: memref<1x1x?x16xf32, strided<[?, ?, ?, 1], offset: ?>>
+//       CHECK: %[[TILES:.+]] = arith.ceildivui %{{.+}}, %c32 : index
+//       CHECK: %[[REREAD:.+]] = arith.cmpi ugt, %[[TILES]], %c1 : index
+//       CHECK: %{{.+}}, %{{.+}}, %{{.+}}:4, %[[STRIDES:.+]]:4 = memref.extract_strided_metadata %[[K]]
+//       CHECK: %[[APART:.+]] = arith.cmpi ne, %[[STRIDES]]#2, %c16 : index
+//       CHECK: %[[COPY:.+]] = arith.andi %[[APART]], %[[REREAD]] : i1
+//       CHECK: %[[KEYS:.+]] = scf.if %[[COPY]] -> (memref<1x1x?x16xf32, strided<[?, ?, ?, 1], offset: ?>>) {
+//       CHECK:   %[[BUF:.+]] = memref.alloc(%{{.+}}) {alignment = 64 : i64} : memref<?x16xf32>
+//       CHECK:   scf.for
+//       CHECK:     vector.load %{{.+}}[%c0, %c0, %{{.+}}, %c0]
+//       CHECK:     vector.store %{{.+}}, %[[BUF]][%{{.+}}, %c0] : memref<?x16xf32>, vector<16xf32>
+//       CHECK:   %[[VIEW:.+]] = memref.reinterpret_cast %[[BUF]] to offset: [0], sizes: [1, 1, %{{.+}}, 16], strides: [0, 0, 16, 1]
+//       CHECK:   %[[CAST:.+]] = memref.cast %[[VIEW]]
+//       CHECK:   scf.yield %[[CAST]]
+//       CHECK: } else {
+//       CHECK:   scf.yield %[[K]]
+//       CHECK: %[[VALUES:.+]] = scf.if
+// The kernel reads the copy (or the operand) ...
+//       CHECK: memref.load %[[KEYS]]
+// ... and frees the copy after the head.
+//       CHECK: %[[MINE:.+]] = memref.extract_aligned_pointer_as_index %[[KEYS]]
+//       CHECK: %[[THEIRS:.+]] = memref.extract_aligned_pointer_as_index %[[K]]
+//       CHECK: %[[OWNED:.+]] = arith.cmpi ne, %[[MINE]], %[[THEIRS]] : index
+//       CHECK: scf.if %[[OWNED]] {
+//       CHECK:   memref.dealloc %[[KEYS]]
+func.func @strided_rows(%q: memref<1x1x?x16xf32>,
+                        %k: memref<1x1x?x16xf32, strided<[?, ?, ?, 1], offset: ?>>,
+                        %v: memref<1x1x?x16xf32, strided<[?, ?, ?, 1], offset: ?>>,
+                        %acc: memref<1x1x?x16xf32>, %m: memref<1x1x?xf32>, %s: memref<1x1x?xf32>) {
+  attn.online_attention ins(%q, %k, %v : memref<1x1x?x16xf32>, memref<1x1x?x16xf32, strided<[?, ?, ?, 1], offset: ?>>, memref<1x1x?x16xf32, strided<[?, ?, ?, 1], offset: ?>>)
+      outs(%acc, %m, %s : memref<1x1x?x16xf32>, memref<1x1x?xf32>, memref<1x1x?xf32>)
+  return
+}
