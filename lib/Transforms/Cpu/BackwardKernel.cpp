@@ -99,6 +99,10 @@ private:
   void storeGrads(const Group &group, const KeyBlock &keys, int64_t r,
                   Value row, Value rowAt, ArrayRef<Value> gradProbs);
   void writeKeyBlock(const Group &group, const KeyBlock &keys);
+  /// The rows of a register tile of rowsTimesBlock.
+  int64_t tileRows(ArrayRef<Value> tile) const {
+    return static_cast<int64_t>(tile.size()) / keyVectors;
+  }
   /// `body(c, chunks)` over the `pad` columns of a row by two vectors a pass
   /// (chunks 2), the last vector alone where their count is odd.
   void forChunkPairs(int64_t pad, function_ref<void(Value, int64_t)> body);
@@ -277,20 +281,19 @@ void BackwardLowering::emitRowBlock(const Group &group, const KeyBlock &block,
   // P = exp(s − LSE) where allowed, the soft cap's derivative into grads.
   rowsTimesBlock(group.queryRows, keysT, headDim, rowAt,
                  [&](int64_t first, ArrayRef<Value> scores) {
-                   for (int64_t t = 0; t * keyVectors < (int64_t)scores.size();
-                        ++t)
+                   for (int64_t t = 0; t < tileRows(scores); ++t)
                      storeProbs(group, block, head, first + t, row[first + t],
                                 rowAt[first + t],
                                 scores.slice(t * keyVectors, keyVectors));
                  });
   // dP = dO·Vᵀ, then dS = P·(dP − Δ) (· the soft cap's derivative).
-  rowsTimesBlock(
-      group.gradOutRows, valuesT, valueDim, rowAt,
-      [&](int64_t first, ArrayRef<Value> gradProbs) {
-        for (int64_t t = 0; t * keyVectors < (int64_t)gradProbs.size(); ++t)
-          storeGrads(group, block, first + t, row[first + t], rowAt[first + t],
-                     gradProbs.slice(t * keyVectors, keyVectors));
-      });
+  rowsTimesBlock(group.gradOutRows, valuesT, valueDim, rowAt,
+                 [&](int64_t first, ArrayRef<Value> gradProbs) {
+                   for (int64_t t = 0; t < tileRows(gradProbs); ++t)
+                     storeGrads(group, block, first + t, row[first + t],
+                                rowAt[first + t],
+                                gradProbs.slice(t * keyVectors, keyVectors));
+                 });
 
   // acc[k] += Σ_r weights[r][k] · rows[r] for each key k of the block, as
   // register tiles of kTileKeys keys x up to kTileVectors column vectors
