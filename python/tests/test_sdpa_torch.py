@@ -128,6 +128,27 @@ def test_bshd_views_run_without_a_copy(dtype):
     check(q, k, v, is_causal=True)
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_projection_views_match_dense_inputs(dtype, causal):
+    # Q, K, V as the head-split views of one [B, S, (H + 2·Hkv)·D] projection
+    # (rows far apart): with more rows than a lane-rows tile and a GQA group,
+    # the kernel copies each head's K and V rows dense once; the result is
+    # the reference's and, bit for bit, that of dense inputs.
+    batch, seq, heads, heads_kv, dim = 2, 150, 4, 2, 64
+    generator = torch.Generator().manual_seed(8)
+    packed = torch.randn(batch, seq, (heads + 2 * heads_kv) * dim,
+                         generator=generator).to(dtype)
+    q, k, v = (part.unflatten(-1, (-1, dim)).transpose(1, 2) for part in
+               packed.split([heads * dim, heads_kv * dim, heads_kv * dim], -1))
+    assert k.stride(2) == (heads + 2 * heads_kv) * dim
+    out = check(q, k, v, is_causal=causal, enable_gqa=True)
+    dense = attn.scaled_dot_product_attention(q.contiguous(), k.contiguous(),
+                                              v.contiguous(), is_causal=causal,
+                                              enable_gqa=True)
+    assert torch.equal(out, dense)
+
+
 def test_sliced_views():
     # Every other query row, a slice of the head dim of a larger buffer.
     q, k, v = random_qkv(seq_q=80, d=32)
