@@ -156,6 +156,10 @@ void zeroPadColumns(ImplicitLocOpBuilder &b, Value buffer, int64_t vectorWidth,
                                        arith::ConstantIndexOp::create(b, col)});
 }
 
+/// The most bytes of one head's K or V rows that the forward copies dense
+/// (OpLowering::denseRows).
+constexpr int64_t kMaxDenseCopyBytes = 32 << 20;
+
 /// Lowers one op: loops over its batches and key/value heads, and in each
 /// the micro-kernel that its rows take.
 class OpLowering : public VectorEmitter {
@@ -295,17 +299,21 @@ public:
     if (!memref::CastOp::areCastCompatible(viewType, type))
       return rowsMemref;
     // Rows of unit inner stride apart from their length (what [B, S, H, D]
-    // views are) are copied by vectors; other layouts keep their reads.
+    // views are) are copied by vectors, up to kMaxDenseCopyBytes a head
+    // (a long cache is read in place rather than doubled per thread); other
+    // layouts keep their reads.
+    int64_t rowBytes = width * element.getIntOrFloatBitWidth() / 8;
     auto meta = memref::ExtractStridedMetadataOp::create(b, rowsMemref);
-    Value copy = arith::AndIOp::create(
-        b,
-        arith::AndIOp::create(
-            b,
-            arith::CmpIOp::create(b, arith::CmpIPredicate::ne,
-                                  meta.getStrides()[2], cst(width)),
-            arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
-                                  meta.getStrides()[3], cst(1))),
-        wanted);
+    Value copy = wanted;
+    Value conditions[] = {
+        arith::CmpIOp::create(b, arith::CmpIPredicate::ne, meta.getStrides()[2],
+                              cst(width)),
+        arith::CmpIOp::create(b, arith::CmpIPredicate::eq, meta.getStrides()[3],
+                              cst(1)),
+        arith::CmpIOp::create(b, arith::CmpIPredicate::ule, dim(rowsMemref, 2),
+                              cst(kMaxDenseCopyBytes / rowBytes))};
+    for (Value condition : conditions)
+      copy = arith::AndIOp::create(b, copy, condition);
     auto branch = scf::IfOp::create(b, TypeRange{type}, copy,
                                     /*withElseRegion=*/true);
     OpBuilder::InsertionGuard guard(b);

@@ -299,15 +299,19 @@ func.func @dropout(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>, %v: memre
 // K and V rows that are not dense (the [B, S, H, D] views of projections:
 // rows H·D apart, each on a page of its own) are copied dense once per
 // key/value head when its rows are read more than once (more than one
-// lane-rows tile, or a GQA group), into a heap buffer viewed with the
-// operand's type (strides 0, 0, 16, 1); dense rows are read in place.
+// lane-rows tile, or a GQA group) and fit 32 MiB, into a heap buffer viewed
+// with the operand's type (strides 0, 0, 16, 1); dense rows are read in
+// place.
 // CHECK-LABEL: func @strided_rows
 //  CHECK-SAME: %[[K:[a-z0-9]+]]: memref<1x1x?x16xf32, strided<[?, ?, ?, 1], offset: ?>>
 //       CHECK: %[[TILES:.+]] = arith.ceildivui %{{.+}}, %c32 : index
 //       CHECK: %[[REREAD:.+]] = arith.cmpi ugt, %[[TILES]], %c1 : index
 //       CHECK: %{{.+}}, %{{.+}}, %{{.+}}:4, %[[STRIDES:.+]]:4 = memref.extract_strided_metadata %[[K]]
 //       CHECK: %[[APART:.+]] = arith.cmpi ne, %[[STRIDES]]#2, %c16 : index
-//       CHECK: %[[COPY:.+]] = arith.andi %[[APART]], %[[REREAD]] : i1
+// (at most 32 MiB a head: 524288 rows of 64 bytes)
+//       CHECK: %[[SMALL:.+]] = arith.cmpi ule, %{{.+}}, %c524288 : index
+//       CHECK: %[[BOTH:.+]] = arith.andi %[[REREAD]], %[[APART]] : i1
+//       CHECK: %[[COPY:.+]] = arith.andi %[[BOTH]], %[[SMALL]] : i1
 //       CHECK: %[[KEYS:.+]] = scf.if %[[COPY]] -> (memref<1x1x?x16xf32, strided<[?, ?, ?, 1], offset: ?>>) {
 //       CHECK:   %[[BUF:.+]] = memref.alloc(%{{.+}}) {alignment = 64 : i64} : memref<?x16xf32>
 //       CHECK:   scf.for
