@@ -13,7 +13,6 @@ cached).
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 from pathlib import Path
@@ -42,9 +41,7 @@ def mask_mods(torch, seq: int):
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--threads", type=int,
-                        default=int(os.environ.get("ATTN_NUM_THREADS", 2)))
+    peers.add_run_arguments(parser, repeat=5)
     parser.add_argument("--seqs", default="4096,16384")
     args = parser.parse_args(argv)
     import torch

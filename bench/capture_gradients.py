@@ -56,8 +56,7 @@ def eager(torch, q, k, v, score_mod):
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=int(os.environ.get("ATTN_NUM_THREADS", 2)))
+    peers.add_run_arguments(parser, repeat=5)
     parser.add_argument("--seq", type=int, nargs="+", default=[1024, 2048])
     args = parser.parse_args(argv)
     os.environ["ATTN_NUM_THREADS"] = str(args.threads)

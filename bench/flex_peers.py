@@ -166,8 +166,7 @@ def backward_times(torch, attn, compiled, q, k, v, score_mod, ours_mask, theirs_
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=7)
-    parser.add_argument("--threads", type=int, default=int(os.environ.get("ATTN_NUM_THREADS", 2)))
+    peers.add_run_arguments(parser, repeat=7)
     parser.add_argument("--only", default="")
     parser.add_argument("--seq", type=int, default=2048)
     parser.add_argument("--backward", action="store_true")

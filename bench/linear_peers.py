@@ -113,9 +113,7 @@ def median_times(runners, repeat):
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--threads", type=int,
-                        default=int(os.environ.get("ATTN_NUM_THREADS", 2)))
+    peers.add_run_arguments(parser, repeat=5)
     parser.add_argument("--only", default="")
     parser.add_argument("--backward", action="store_true")
     args = parser.parse_args(argv)

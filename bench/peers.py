@@ -579,6 +579,16 @@ def table(results: list[Result], peers: list, peak: float, bandwidth: float,
 # ---------------------------------------------------------------------------
 
 
+def add_run_arguments(parser: argparse.ArgumentParser, repeat: int) -> None:
+    """--repeat (timed samples per case, `repeat` by default) and --threads
+    (ATTN_NUM_THREADS, else 2), as the side-by-side scripts take them."""
+    parser.add_argument("--repeat", type=int, default=repeat,
+                        help="timed samples per implementation and case (median)")
+    parser.add_argument("--threads", type=int,
+                        default=int(os.environ.get("ATTN_NUM_THREADS", 2)),
+                        help="threads for every implementation (default: ATTN_NUM_THREADS, else 2)")
+
+
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a few small shapes (a smoke test)")

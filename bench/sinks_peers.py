@@ -124,8 +124,7 @@ def rows(repeat: int, only: str):
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=7)
-    parser.add_argument("--threads", type=int, default=int(os.environ.get("ATTN_NUM_THREADS", 2)))
+    peers.add_run_arguments(parser, repeat=7)
     parser.add_argument("--only", default="")
     args = parser.parse_args(argv)
     os.environ["ATTN_NUM_THREADS"] = str(args.threads)

@@ -170,8 +170,7 @@ def decoding_with_cache(ours, ref, x, step):
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=int(os.environ.get("ATTN_NUM_THREADS", 2)))
+    peers.add_run_arguments(parser, repeat=5)
     parser.add_argument("--only", default="")
     args = parser.parse_args(argv)
     os.environ["ATTN_NUM_THREADS"] = str(args.threads)
