@@ -394,6 +394,37 @@ Value mlir::attn::dropoutThreshold(OpBuilder &b, Location loc,
   return arith::TruncIOp::create(b, loc, b.getI32Type(), wide);
 }
 
+Value mlir::attn::dropoutKeptScale(OpBuilder &b, Location loc,
+                                   Value probability) {
+  Type f32 = b.getF32Type();
+  Value one = arith::ConstantOp::create(b, loc, b.getFloatAttr(f32, 1.0));
+  return arith::DivFOp::create(b, loc, one,
+                               arith::SubFOp::create(b, loc, one, probability));
+}
+
+/// `count` keep vectors of `keepType`: `aligned()`'s where the global key
+/// `firstKey` (i32) is a multiple of 4, so that keys share Philox counters
+/// 4 at a time, else `perKey()`'s.
+static SmallVector<Value>
+byKeyAlignment(OpBuilder &b, Location loc, Value firstKey, VectorType keepType,
+               int64_t count, function_ref<SmallVector<Value>()> aligned,
+               function_ref<SmallVector<Value>()> perKey) {
+  auto constant = [&](int64_t v) {
+    return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
+  };
+  Value isAligned = arith::CmpIOp::create(
+      b, loc, arith::CmpIPredicate::eq,
+      arith::AndIOp::create(b, loc, firstKey, constant(3)), constant(0));
+  auto branch = scf::IfOp::create(b, loc, SmallVector<Type>(count, keepType),
+                                  isAligned, /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(branch.thenBlock());
+  scf::YieldOp::create(b, loc, aligned());
+  b.setInsertionPointToStart(branch.elseBlock());
+  scf::YieldOp::create(b, loc, perKey());
+  return SmallVector<Value>(branch.getResults());
+}
+
 SmallVector<Value> mlir::attn::dropoutKeepVectors(
     OpBuilder &b, Location loc, Value seed, Value threshold, Value batch,
     Value head, Value row, Value firstKey, int64_t lanes, int64_t count) {
@@ -412,19 +443,11 @@ SmallVector<Value> mlir::attn::dropoutKeepVectors(
   auto constant = [&](int64_t v) {
     return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
   };
-  Value aligned = arith::CmpIOp::create(
-      b, loc, arith::CmpIPredicate::eq,
-      arith::AndIOp::create(b, loc, firstKey, constant(3)), constant(0));
-  SmallVector<Type> types(count, keepType);
-  auto branch = scf::IfOp::create(b, loc, types, aligned,
-                                  /*withElseRegion=*/true);
-  {
-    // Aligned: one Philox per counter (4 keys), the words spread to their
-    // keys by shuffles. Counter lane l of a group of 4 vectors holds keys
-    // 4l .. 4l + 3 of the group; key lane l of its vector v wants word
-    // l % 4 of counter lane (lanes / 4) v + l / 4.
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(branch.thenBlock());
+  // Aligned: one Philox per counter (4 keys), the words spread to their
+  // keys by shuffles. Counter lane l of a group of 4 vectors holds keys
+  // 4l .. 4l + 3 of the group; key lane l of its vector v wants word l % 4
+  // of counter lane (lanes / 4) v + l / 4.
+  auto aligned = [&] {
     SmallVector<Value> keeps;
     Value firstCounter = arith::ShRUIOp::create(b, loc, firstKey, constant(2));
     Words w{b, loc, idxType};
@@ -449,21 +472,19 @@ SmallVector<Value> mlir::attn::dropoutKeepVectors(
             b, loc, arith::CmpIPredicate::uge, words, w.like(threshold)));
       }
     }
-    scf::YieldOp::create(b, loc, keeps);
-  }
-  {
-    // Otherwise each lane its own Philox.
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(branch.elseBlock());
+    return keeps;
+  };
+  // Otherwise each lane its own Philox.
+  auto perKey = [&] {
     SmallVector<Value> keeps;
     for (int64_t v = 0; v < count; ++v)
       keeps.push_back(dropoutKeep(
           b, loc, seed, threshold, batch, head, row,
           lanesFrom(arith::AddIOp::create(b, loc, firstKey,
                                           constant(v * lanes)))));
-    scf::YieldOp::create(b, loc, keeps);
-  }
-  return SmallVector<Value>(branch.getResults());
+    return keeps;
+  };
+  return byKeyAlignment(b, loc, firstKey, keepType, count, aligned, perKey);
 }
 
 SmallVector<Value> mlir::attn::dropoutKeepRows(OpBuilder &b, Location loc,
@@ -471,18 +492,11 @@ SmallVector<Value> mlir::attn::dropoutKeepRows(OpBuilder &b, Location loc,
                                                Value batch, Value head,
                                                Value rows, Value firstKey) {
   auto rowsType = cast<VectorType>(rows.getType());
-  auto keepType = VectorType::get(rowsType.getShape(), b.getI1Type());
   auto constant = [&](int64_t v) {
     return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
   };
-  Value aligned = arith::CmpIOp::create(
-      b, loc, arith::CmpIPredicate::eq,
-      arith::AndIOp::create(b, loc, firstKey, constant(3)), constant(0));
-  auto branch = scf::IfOp::create(b, loc, SmallVector<Type>(4, keepType),
-                                  aligned, /*withElseRegion=*/true);
-  {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(branch.thenBlock());
+  // Aligned: the 4 keys share each row's counter, one Philox's 4 words.
+  auto aligned = [&] {
     Words w{b, loc, rowsType};
     Value c[4] = {w.like(arith::ShRUIOp::create(b, loc, firstKey, constant(2))),
                   rows, w.like(head), w.like(batch)};
@@ -491,19 +505,19 @@ SmallVector<Value> mlir::attn::dropoutKeepRows(OpBuilder &b, Location loc,
     for (Value word : c)
       keeps.push_back(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge,
                                             word, w.like(threshold)));
-    scf::YieldOp::create(b, loc, keeps);
-  }
-  {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(branch.elseBlock());
+    return keeps;
+  };
+  auto perKey = [&] {
     SmallVector<Value> keeps;
     for (int64_t k = 0; k < 4; ++k)
       keeps.push_back(
           dropoutKeep(b, loc, seed, threshold, batch, head, rows,
                       arith::AddIOp::create(b, loc, firstKey, constant(k))));
-    scf::YieldOp::create(b, loc, keeps);
-  }
-  return SmallVector<Value>(branch.getResults());
+    return keeps;
+  };
+  return byKeyAlignment(b, loc, firstKey,
+                        VectorType::get(rowsType.getShape(), b.getI1Type()), 4,
+                        aligned, perKey);
 }
 
 Value mlir::attn::globalIndex(OpBuilder &b, Location loc, ValueRange origin,

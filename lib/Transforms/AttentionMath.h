@@ -215,6 +215,10 @@ Value globalIndex(OpBuilder &b, Location loc, ValueRange origin, unsigned dim,
 /// (the product taken in f64, exactly).
 Value dropoutThreshold(OpBuilder &b, Location loc, Value probability);
 
+/// The f32 factor 1/(1 − p) of a kept weight, p the f32 dropout
+/// probability (docs/spec.md: rounded to f32).
+Value dropoutKeptScale(OpBuilder &b, Location loc, Value probability);
+
 /// The op's causal diagonal: its diagonal operand (`diagonal`, as the
 /// caller sees it), or for an op written with align(...) 0 (top_left) or
 /// Sk - Sq of its own operands (bottom_right), `size(operand, dim)` giving

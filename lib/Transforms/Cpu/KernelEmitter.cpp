@@ -390,9 +390,7 @@ SmallVector<Value> KernelEmitter::dropoutFactors(Value batch, Value head,
       keeps.push_back(dropoutKeep(b, loc, op.getDropoutSeed(), threshold, gb,
                                   gh, gi, laneIndices(firstKey, v)));
   }
-  Value kept = splat(arith::DivFOp::create(
-      b, f32Const(1.0f), arith::SubFOp::create(b, f32Const(1.0f),
-                                               op.getDropoutP())));
+  Value kept = splat(dropoutKeptScale(b, loc, op.getDropoutP()));
   SmallVector<Value> factors;
   for (Value keep : keeps)
     factors.push_back(arith::SelectOp::create(b, keep, kept, splat(f32Const(0))));

@@ -18,8 +18,7 @@ void KeyBlockEmitter::allocateBlockState() {
   if (dropoutP) {
     dropScale = stackBuffer({rowBlock, kBlockKeys});
     dropThreshold = dropoutThreshold(b, b.getLoc(), dropoutP);
-    dropKept = splat(arith::DivFOp::create(
-        b, f32Const(1.0f), arith::SubFOp::create(b, f32Const(1.0f), dropoutP)));
+    dropKept = splat(dropoutKeptScale(b, b.getLoc(), dropoutP));
   }
 }
 

@@ -413,9 +413,7 @@ public:
     Value threshold, keptScale;
     if (dropout) {
       threshold = dropoutThreshold(b, b.getLoc(), op.getDropoutP());
-      keptScale = splat(arith::DivFOp::create(
-          b, f32Const(1.0f),
-          arith::SubFOp::create(b, f32Const(1.0f), op.getDropoutP())));
+      keptScale = splat(dropoutKeptScale(b, b.getLoc(), op.getDropoutP()));
     }
     int64_t statKeys = statisticsKeys();
     SmallVector<Value> alphas;
