@@ -238,10 +238,10 @@ public:
       Value reread =
           arith::CmpIOp::create(b, arith::CmpIPredicate::ugt, passes, cst(1));
       Value key = op.getKey(), value = op.getValue();
-      Value denseKeys = denseRows(key, batch, kvHead, reread);
-      Value denseValues = denseRows(value, batch, kvHead, reread);
-      op.getKeyMutable().assign(denseKeys);
-      op.getValueMutable().assign(denseValues);
+      DenseRows denseKeys = denseRows(key, batch, kvHead, reread);
+      DenseRows denseValues = denseRows(value, batch, kvHead, reread);
+      op.getKeyMutable().assign(denseKeys.rows);
+      op.getValueMutable().assign(denseValues.rows);
       eachHead([&](Value head) {
         if (laneRows)
           emitLaneRowsHead(site, batch, head, kvHead, rows, keys);
@@ -250,8 +250,8 @@ public:
       });
       op.getKeyMutable().assign(key);
       op.getValueMutable().assign(value);
-      releaseDenseRows(key, denseKeys);
-      releaseDenseRows(value, denseValues);
+      releaseDenseRows(denseKeys);
+      releaseDenseRows(denseValues);
     };
     if (options.directRows <= 0)
       return packed();
@@ -280,15 +280,19 @@ public:
   }
 
   /// K or V (`rowsMemref`, [B, H, S, W]) where its rows are dense (a row
-  /// stride of W, unit inner stride) or `wanted` is false; else a dense
-  /// copy of head (batch, head)'s rows on the heap, viewed with the
+  /// stride of W, unit inner stride) or `wanted` is false; else (`copied`) a
+  /// dense copy of head (batch, head)'s rows on the heap, viewed with the
   /// operand's type (strides 0, 0, W, 1), so that the kernel indexes it as
   /// the operand. Rows of [B, S, H, D] views sit H·D apart: each row a
   /// page of its own for large H·D, and every pass over them a TLB miss a
   /// row (on Emerald Rapids the lane-rows kernel ran 1.2x slower on the
   /// projections' [B, S, 3E] views than on dense rows). A type that cannot
   /// take the view (static strides: dense already) is returned as is.
-  Value denseRows(Value rowsMemref, Value batch, Value head, Value wanted) {
+  struct DenseRows {
+    Value rows;   // the dense copy, or the operand itself
+    Value copied; // i1: whether `rows` is a copy to free (null: never)
+  };
+  DenseRows denseRows(Value rowsMemref, Value batch, Value head, Value wanted) {
     auto type = cast<MemRefType>(rowsMemref.getType());
     int64_t width = type.getDimSize(3);
     Type element = type.getElementType();
@@ -297,7 +301,7 @@ public:
         type.getShape(), element,
         StridedLayoutAttr::get(b.getContext(), 0, {0, 0, width, 1}));
     if (!memref::CastOp::areCastCompatible(viewType, type))
-      return rowsMemref;
+      return {rowsMemref, Value()};
     // Rows of unit inner stride apart from their length (what [B, S, H, D]
     // views are) are copied by vectors, up to kMaxDenseCopyBytes a head
     // (a long cache is read in place rather than doubled per thread); other
@@ -352,21 +356,17 @@ public:
     scf::YieldOp::create(b, ValueRange{memref::CastOp::create(b, type, view)});
     b.setInsertionPointToStart(branch.elseBlock());
     scf::YieldOp::create(b, ValueRange{rowsMemref});
-    return branch.getResult(0);
+    return {branch.getResult(0), copy};
   }
 
   /// Frees what denseRows allocated (nothing where it returned the operand).
-  void releaseDenseRows(Value rowsMemref, Value dense) {
-    if (dense == rowsMemref)
+  void releaseDenseRows(const DenseRows &dense) {
+    if (!dense.copied)
       return;
-    Value copied = arith::CmpIOp::create(
-        b, arith::CmpIPredicate::ne,
-        memref::ExtractAlignedPointerAsIndexOp::create(b, dense),
-        memref::ExtractAlignedPointerAsIndexOp::create(b, rowsMemref));
-    auto ifCopied = scf::IfOp::create(b, copied);
+    auto ifCopied = scf::IfOp::create(b, dense.copied);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(ifCopied.thenBlock()->getTerminator());
-    memref::DeallocOp::create(b, dense);
+    memref::DeallocOp::create(b, dense.rows);
   }
 
 private:
