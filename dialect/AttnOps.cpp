@@ -768,7 +768,70 @@ LogicalResult AttentionBackwardOp::verify() {
              << dimToString(query.getDimSize(2)) << ", "
              << dimToString(key.getDimSize(2)) << "], found " << type;
   }
+  if (failed(verifyGradCaptures()))
+    return failure();
   return verifyTensorOrMemRefForm(*this);
+}
+
+LogicalResult AttentionBackwardOp::verifyGradCaptures() {
+  ValueRange partials = getGradCaptures();
+  ArrayRef<int64_t> numbers;
+  if (auto attr = getGradCaptureNumbersAttr())
+    numbers = attr.asArrayRef();
+  if (numbers.size() != partials.size())
+    return emitOpError() << "grad_captures lists " << numbers.size()
+                         << " capture numbers for " << partials.size()
+                         << " tensors";
+  if (partials.empty())
+    return success();
+  Region *scoreMod = scoreModOf(*this);
+  if (!scoreMod)
+    return emitOpError("grad_captures are gradients through the score_mod, "
+                       "and the op has none");
+  // Which captures the score_mod reads.
+  llvm::SmallDenseSet<int64_t> read;
+  scoreMod->walk(
+      [&](CapturedOp captured) { read.insert(captured.getCapture()); });
+  auto query = cast<ShapedType>(getQuery().getType());
+  auto key = cast<ShapedType>(getKey().getType());
+  int64_t previous = -1;
+  for (auto [number, partial] : llvm::zip(numbers, partials)) {
+    if (number <= previous)
+      return emitOpError() << "grad_captures numbers must increase, found "
+                           << number << " after " << previous;
+    previous = number;
+    if (number >= static_cast<int64_t>(getCaptures().size()))
+      return emitOpError() << "grad_captures names capture " << number
+                           << " but the op captures " << getCaptures().size()
+                           << " tensors";
+    auto capture = cast<ShapedType>(getCaptures()[number].getType());
+    if (!capture.getElementType().isF32())
+      return emitOpError() << "grad_captures: capture " << number << " is "
+                           << capture << ", and only an f32 one has a "
+                           << "gradient";
+    if (!read.contains(number))
+      return emitOpError() << "grad_captures: the score_mod reads no element "
+                           << "of capture " << number;
+    // [B, Hkv, <the capture's shape>] f32: one partial per work item.
+    auto type = cast<ShapedType>(partial.getType());
+    bool matches = type.getElementType().isF32() &&
+                   type.getRank() == capture.getRank() + 2 &&
+                   dimsCompatible(type.getDimSize(0), query.getDimSize(0)) &&
+                   dimsCompatible(type.getDimSize(1), key.getDimSize(1));
+    for (int64_t d = 0; matches && d < capture.getRank(); ++d)
+      matches = dimsCompatible(type.getDimSize(d + 2), capture.getDimSize(d));
+    if (!matches) {
+      std::string shape = "[" + dimToString(query.getDimSize(0)) + ", " +
+                          dimToString(key.getDimSize(1));
+      for (int64_t size : capture.getShape())
+        shape += ", " + dimToString(size);
+      return emitOpError() << "grad_captures: the partial gradient of capture "
+                           << number
+                           << " must be f32 [B, Hkv, its shape] = " << shape
+                           << "], found " << type;
+    }
+  }
+  return success();
 }
 
 float AttentionBackwardOp::getEffectiveScale() {
@@ -1223,12 +1286,30 @@ AttentionBackwardOp::getTiledImplementation(OpBuilder &b,
                              gradValue.getType()};
   if (gradMask)
     types.push_back(gradMask.getType());
+  // The captures' partials: the tile's batches and key/value heads (as dK's),
+  // each whole capture.
+  SmallVector<Value> gradCaptures;
+  for (Value partial : getGradCaptures()) {
+    auto keySlice = gradKey.getDefiningOp<tensor::ExtractSliceOp>();
+    SmallVector<OpFoldResult> at = {keySlice.getMixedOffsets()[0],
+                                    keySlice.getMixedOffsets()[1]};
+    SmallVector<OpFoldResult> size = {keySlice.getMixedSizes()[0],
+                                      keySlice.getMixedSizes()[1]};
+    for (int64_t d = 2; d < cast<ShapedType>(partial.getType()).getRank();
+         ++d) {
+      at.push_back(zero);
+      size.push_back(dimOf(b, loc, partial, d));
+    }
+    gradCaptures.push_back(extractSlice(b, loc, partial, at, size, *tiles));
+    types.push_back(gradCaptures.back().getType());
+  }
   auto tiled = AttentionBackwardOp::create(
       b, loc, types, tiles->query, tiles->key, tiles->value, tiles->mask,
       tiles->diagonal, output, lse, gradOutput, gradLse, gradQuery, gradKey,
       gradValue, gradMask,
       AttentionAttributes::of(*this).withoutAlignment().withOrigin(
-          tiles->origin));
+          tiles->origin),
+      gradCaptures, getGradCaptureNumbersAttr());
   return TilingResult{
       {tiled}, SmallVector<Value>(tiled->getResults()), tiles->slices};
 }
@@ -1241,14 +1322,14 @@ LogicalResult AttentionBackwardOp::getResultTilePosition(
     return failure();
   OpFoldResult zero = b.getIndexAttr(0);
   Value init = getDpsInits()[resultNumber];
-  if (resultNumber == 3) { // dM [B, Hq, Sq, Sk]
+  if (getGradMask() && resultNumber == 3) { // dM [B, Hq, Sq, Sk]
     resultOffsets = {offsets[0], offsets[1], zero, zero};
     resultSizes = {sizes[0], sizes[1], sizes[2], sizes[3]};
     return success();
   }
-  OpFoldResult width =
-      b.getIndexAttr(cast<ShapedType>(init.getType()).getDimSize(3));
   if (resultNumber == 0) {
+    OpFoldResult width =
+        b.getIndexAttr(cast<ShapedType>(init.getType()).getDimSize(3));
     resultOffsets = {offsets[0], offsets[1], zero, zero};
     resultSizes = {sizes[0], sizes[1], sizes[2], width};
     return success();
@@ -1257,8 +1338,20 @@ LogicalResult AttentionBackwardOp::getResultTilePosition(
       b, getLoc(), viewOf(*this), offsets[1], sizes[1], /*wholeGroups=*/true);
   if (failed(kvHeads))
     return failure();
-  resultOffsets = {offsets[0], kvHeads->first, zero, zero};
-  resultSizes = {sizes[0], kvHeads->second, sizes[3], width};
+  resultOffsets = {offsets[0], kvHeads->first};
+  resultSizes = {sizes[0], kvHeads->second};
+  if (resultNumber >= getFirstGradCaptureResult()) {
+    // A capture's partials [B, Hkv, <the capture's shape>].
+    for (int64_t d = 2; d < cast<ShapedType>(init.getType()).getRank(); ++d) {
+      resultOffsets.push_back(zero);
+      resultSizes.push_back(dimOf(b, getLoc(), init, d));
+    }
+    return success();
+  }
+  OpFoldResult width =
+      b.getIndexAttr(cast<ShapedType>(init.getType()).getDimSize(3));
+  resultOffsets.append({zero, zero});
+  resultSizes.append({sizes[3], width});
   return success();
 }
 

@@ -298,10 +298,14 @@ def Attn_AttentionBackwardOp : Attn_AttentionLikeOp<"attention_backward",
          Optional<Attn_TensorOrMemRef>:$grad_lse,
          Attn_TensorOrMemRef:$grad_query, Attn_TensorOrMemRef:$grad_key,
          Attn_TensorOrMemRef:$grad_value,
-         Optional<Attn_TensorOrMemRef>:$grad_mask),
+         Optional<Attn_TensorOrMemRef>:$grad_mask,
+         Variadic<Attn_TensorOrMemRef>:$grad_captures,
+         OptionalAttr<DenseI64ArrayAttr>:$grad_capture_numbers),
     [{$grad_query `,` $grad_key `,` $grad_value `:` type($grad_query) `,`
       type($grad_key) `,` type($grad_value)
-      (`grad_mask` `(` $grad_mask^ `:` type($grad_mask) `)`)?}],
+      (`grad_mask` `(` $grad_mask^ `:` type($grad_mask) `)`)?
+      (`grad_captures` $grad_capture_numbers^ `(` $grad_captures `:`
+       type($grad_captures) `)`)?}],
     "$grad_query", [
     DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
     DeclareOpInterfaceMethods<TilingInterface, [
@@ -340,6 +344,25 @@ def Attn_AttentionBackwardOp : Attn_AttentionLikeOp<"attention_backward",
     (whatever the mask's broadcast: the caller sums the broadcast dims). It
     is the one O(Sq · Sk) result of the backward, made only when asked for.
 
+    With a `score_mod` reading f32 captured tensors, `outs(...
+    grad_captures [n, ...](%g, ... : ...))` also writes the gradient of
+    captured tensor `n` (each listed once, in increasing order): for each
+    element `c` of it,
+
+    ```
+    dC[b, hkv, c] = Σ over the work item's positions (h in the group, i, j)
+                    of dS'[b,h,i,j] · ∂score_mod(s, b, h, i, j)/∂c
+    ```
+
+    where `dS' = P · (dP − Δ)` is the gradient of the modified score (0 where
+    P is 0), the derivative taken through the region's ops as for dS
+    (forward mode, seeded at each read of the tensor; a read's indices are
+    clamped as the forward's are). `%g: [B, Hkv, <the capture's shape>]`
+    f32 holds one partial sum per batch and key/value head, the op's work
+    items, which each overwrite their own: the caller sums dims 0 and 1. No
+    two work items add to one element, so the sums do not depend on the
+    thread count (no atomics).
+
     `outs` holds dQ, dK and dV, which the op overwrites; on tensors the
     results are their new values, after bufferization it has none. It tiles
     over batches and whole GQA groups of heads (each tile owns its dQ rows
@@ -366,12 +389,14 @@ def Attn_AttentionBackwardOp : Attn_AttentionLikeOp<"attention_backward",
       "::mlir::Value":$gradLse, "::mlir::Value":$gradQuery,
       "::mlir::Value":$gradKey, "::mlir::Value":$gradValue,
       "::mlir::Value":$gradMask,
-      "const ::mlir::attn::AttentionAttributes &":$attributes), [{
+      "const ::mlir::attn::AttentionAttributes &":$attributes,
+      CArg<"::mlir::ValueRange", "{}">:$gradCaptures,
+      CArg<"::mlir::DenseI64ArrayAttr", "{}">:$gradCaptureNumbers), [{
       build($_builder, $_state, resultTypes, query, key, value, mask,
             diagonal, attributes.dropoutP, attributes.dropoutSeed,
             attributes.origin, attributes.captures, output, lse, gradOutput,
-            gradLse, gradQuery, gradKey, gradValue, gradMask,
-            attributes.scale, attributes.causal, attributes.alignment,
+            gradLse, gradQuery, gradKey, gradValue, gradMask, gradCaptures,
+            gradCaptureNumbers, attributes.scale, attributes.causal, attributes.alignment,
             attributes.window, attributes.softcap, attributes.kernel, attributes.modifierCount());
       attributes.cloneModifiersInto($_state);
     }]>
@@ -380,12 +405,18 @@ def Attn_AttentionBackwardOp : Attn_AttentionLikeOp<"attention_backward",
   let extraClassDeclaration = [{
     ::mlir::MutableOperandRange getDpsInitsMutable() {
       return ::mlir::MutableOperandRange(getOperation(),
-          getGradQueryMutable().getOperandNumber(), getGradMask() ? 4 : 3);
+          getGradQueryMutable().getOperandNumber(),
+          (getGradMask() ? 4 : 3) + getGradCaptures().size());
     }
+    /// The result of the first grad_captures partial (after dQ, dK, dV
+    /// and dM).
+    unsigned getFirstGradCaptureResult() { return getGradMask() ? 4 : 3; }
     float getEffectiveScale();
     /// The band, as attn.online_attention's getBandOffsets.
     std::pair<std::optional<int64_t>, std::optional<int64_t>>
     getBandOffsets();
+    /// The verifier's part for grad_captures.
+    ::llvm::LogicalResult verifyGradCaptures();
   }];
 }
 

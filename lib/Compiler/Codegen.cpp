@@ -190,11 +190,13 @@ struct AbiTypes {
               arr(i64, 1), arr(capture, ::attn::kMaxCaptures)},
         "attn_kernel_args");
     // attn_backward_args: the forward's args, 5 pointers, strides of dO (4),
-    // dLSE (3), dQ, dK, dV (4 each), then dM and its strides (4).
+    // dLSE (3), dQ, dK, dV (4 each), then dM and its strides (4), then the
+    // captures' gradients and their row strides.
     backwardArgs = llvm::StructType::create(
         ctx,
         {args, ptr, ptr, ptr, ptr, ptr, arr(i64, 4), arr(i64, 3), arr(i64, 4),
-         arr(i64, 4), arr(i64, 4), ptr, arr(i64, 4)},
+         arr(i64, 4), arr(i64, 4), ptr, arr(i64, 4),
+         arr(ptr, ::attn::kMaxCaptures), arr(i64, ::attn::kMaxCaptures)},
         "attn_backward_args");
     // attn_linear_args: Q, K, V, O, S0, z0, S1, z1, 5 sizes, strides of Q,
     // K, V, O (4 each), S0 (4), z0 (3), S1 (4), z1 (3).
@@ -222,12 +224,13 @@ struct AbiTypes {
               arr(i64, 1), arr(i64, 2), arr(i64, 1), arr(i64, 4), arr(i64, 3)},
         "attn_mha_args");
     desc = llvm::StructType::create(
-        ctx, {i32, i32, ptr, i32,         i32, arr(i32, 3), i32, i32, i32, i64,
-              i64, i64, i64, arr(i64, 5), i64, f32,         f32, ptr, ptr, ptr,
-              ptr, i32, ptr, ptr,         ptr, ptr,         ptr, i32, i32, ptr,
-              ptr, i32, i32, i32,         i32, ptr,         ptr, ptr, i32, i32,
-              f32, i32, ptr, ptr,         i64, i64,         i32, ptr, ptr, i64,
-              i64, i64, i64, i32,         i32, ptr,         ptr, i64, i64, i32},
+        ctx,
+        {i32, i32, ptr,         i32, i32, arr(i32, 3), i32, i32, i32, i64, i64,
+         i64, i64, arr(i64, 5), i64, f32, f32,         ptr, ptr, ptr, ptr, i32,
+         ptr, ptr, ptr,         ptr, ptr, i32,         i32, ptr, ptr, i32, i32,
+         i32, i32, ptr,         ptr, ptr, i32,         i32, f32, i32, ptr, ptr,
+         i64, i64, i32,         ptr, ptr, i64,         i64, i64, i64, i32, i32,
+         ptr, ptr, i64,         i64, i32, i32},
         "attn_kernel_desc");
     gpuKernel = llvm::StructType::create(
         ctx, {ptr, i32, ptr, i64, ptr, i32, i32, i32}, "attn_gpu_kernel");
@@ -274,7 +277,9 @@ enum BackwardArgField : unsigned {
   kGradKeyStrides,
   kGradValueStrides,
   kGradMask,
-  kGradMaskStrides
+  kGradMaskStrides,
+  kGradCaptures,
+  kGradCaptureRowStrides
 };
 
 /// The memref descriptors of the captured tensors in `args` (an
@@ -559,6 +564,43 @@ llvm::Function *emitBackwardEntryPoint(llvm::Module &module,
   memref(kGradValue, kGradValueStrides, false, valueShape);
   if (spec.gradMask)
     memref(kGradMask, kGradMaskStrides, false, {batch, headsQ, seqQ, seqK});
+  // Capture n's gradient: rows of its elements per work item, viewed as
+  // [B, Hkv, <the capture's sizes>] (the capture's own sizes, row-major in
+  // a row).
+  for (auto [number, capture] : llvm::enumerate(spec.captures)) {
+    if (!(spec.gradCaptures & (1u << number)))
+      continue;
+    auto element = [&](unsigned field, unsigned index) {
+      return b.CreateConstInBoundsGEP2_32(
+          types.backwardArgs->getElementType(field), fieldAddress(field, false),
+          0, index);
+    };
+    llvm::Value *captureAt =
+        b.CreateConstInBoundsGEP2_32(types.args->getElementType(kCaptures),
+                                     fieldAddress(kCaptures, true), 0, number);
+    llvm::Value *captureSizes = b.CreateStructGEP(types.capture, captureAt, 1);
+    SmallVector<llvm::Value *> sizes = {batch, headsKv};
+    for (int d = 0; d < capture.rank; ++d)
+      sizes.push_back(b.CreateLoad(
+          types.i64,
+          b.CreateConstInBoundsGEP2_32(types.capture->getElementType(1),
+                                       captureSizes, 0, d)));
+    SmallVector<llvm::Value *> strides(sizes.size());
+    llvm::Value *step = b.getInt64(1);
+    for (size_t d = sizes.size(); d-- > 2;) {
+      strides[d] = step;
+      step = b.CreateMul(step, sizes[d]);
+    }
+    llvm::Value *row =
+        b.CreateLoad(types.i64, element(kGradCaptureRowStrides, number));
+    strides[1] = row;
+    strides[0] = b.CreateMul(row, headsKv);
+    llvm::Value *pointer =
+        b.CreateLoad(types.ptr, element(kGradCaptures, number));
+    callArgs.append({pointer, pointer, zero});
+    callArgs.append(sizes.begin(), sizes.end());
+    callArgs.append(strides.begin(), strides.end());
+  }
   if (spec.dropout) {
     callArgs.push_back(load(kDropoutP, types.f32, true));
     callArgs.push_back(load(kDropoutSeed, types.i64, true));
@@ -862,7 +904,8 @@ llvm::GlobalVariable *emitDescriptor(llvm::Module &module,
       orNull(code.blockTableRun),
       i64(code.blockTableRun ? spec.blockTable[1] : 0),
       i64(code.blockTableRun ? spec.blockTable[2] : 0),
-      i32(code.blockTableRun ? spec.blockTable[0] : -1)};
+      i32(code.blockTableRun ? spec.blockTable[0] : -1),
+      i32(spec.backward ? spec.gradCaptures : 0)};
   return new llvm::GlobalVariable(module, types.desc, /*isConstant=*/true,
                                   llvm::GlobalValue::ExternalLinkage,
                                   llvm::ConstantStruct::get(types.desc, fields),

@@ -67,7 +67,14 @@ static void backwardDeclarations(std::ostringstream &h,
   const std::string &n = spec.name;
   h << "/* The gradients dQ, dK, dV (attn_backward_args: the forward's call "
        "with its\n * O and LSE, dO"
-    << (spec.lse ? ", dLSE" : "") << ", and dQ, dK, dV to write). */\n";
+    << (spec.lse ? ", dLSE" : "") << ", and dQ, dK, dV"
+    << (spec.gradMask ? ", dM" : "") << " to write)";
+  for (size_t number = 0; number < spec.captures.size(); ++number)
+    if (spec.gradCaptures & (1u << number))
+      h << ";\n * args->grad_captures[" << number << "]: capture " << number
+        << "'s gradient, one row of its elements per work item "
+           "(b * Hkv + hkv),\n * written (sum the rows)";
+  h << ". */\n";
   h << "int64_t " << n << "_work_items(const attn_backward_args *args);\n";
   h << "void " << n
     << "_run(const attn_backward_args *args, int64_t begin, int64_t end);\n";

@@ -11,7 +11,8 @@
 // A backward kernel's function is around attn.attention_backward:
 //
 //   func.func @<name>_impl(%q, %k, %v, [%mask], %o, %lse, %do, [%dlse],
-//                          %dq, %dk, %dv, [%dm]) -> (dQ, dK, dV, [dM])
+//                          %dq, %dk, %dv, [%dm], [%dcaptures...])
+//       -> (dQ, dK, dV, [dM], [dC...])
 //
 // A weights kernel's is around attn.attention_weights (no V; LSE read):
 //
@@ -275,6 +276,23 @@ func::FuncOp buildKernelFunction(OpBuilder &b, Location loc,
   };
   int64_t batch = size(0), heads = size(1), kvHeads = size(2), rows = size(3),
           keys = size(4);
+  // dcaptures names f32 captures of the kernel's modifiers.
+  for (size_t number = 0; number < kMaxCaptures; ++number) {
+    if (!(spec.gradCaptures & (1u << number)))
+      continue;
+    if (number >= spec.captures.size() ||
+        spec.captures[number].type != CaptureType::F32) {
+      mlir::emitError(loc)
+          << "kernel '" << spec.name << "': dcaptures names capture " << number
+          << ", which "
+          << (number >= spec.captures.size()
+                  ? "its modifiers do not capture (they capture " +
+                        std::to_string(spec.captures.size()) + " tensors)"
+                  : std::string("is not f32 (only an f32 tensor has a "
+                                "gradient)"));
+      return {};
+    }
+  }
   Type q = tensor({batch, heads, rows, spec.headDim}, elem);
   Type k = tensor({batch, kvHeads, keys, spec.headDim}, elem);
   Type v = tensor({batch, kvHeads, keys, spec.valueDim}, elem);
@@ -313,6 +331,17 @@ func::FuncOp buildKernelFunction(OpBuilder &b, Location loc,
     if (spec.gradMask) {
       args.push_back(weights);
       results.push_back(weights);
+    }
+    // The captures' gradients, [B, Hkv, <the capture's shape>] f32 each.
+    for (auto [number, capture] : llvm::enumerate(spec.captures)) {
+      if (!(spec.gradCaptures & (1u << number)))
+        continue;
+      SmallVector<int64_t> shape = {batch, kvHeads};
+      for (int d = 0; d < capture.rank; ++d)
+        shape.push_back(capture.staticSizes[d] < 0 ? dyn
+                                                   : capture.staticSizes[d]);
+      args.push_back(tensor(shape, b.getF32Type()));
+      results.push_back(args.back());
     }
   } else if (spec.lse) {
     args.push_back(lse);
@@ -380,10 +409,20 @@ func::FuncOp buildKernelFunction(OpBuilder &b, Location loc,
     Value gradKey = body->getArgument(next++);
     Value gradValue = body->getArgument(next++);
     Value gradMask = spec.gradMask ? body->getArgument(next++) : Value();
+    SmallVector<Value> gradCaptures;
+    SmallVector<int64_t> gradCaptureNumbers;
+    for (size_t number = 0; number < spec.captures.size(); ++number)
+      if (spec.gradCaptures & (1u << number)) {
+        gradCaptures.push_back(body->getArgument(next++));
+        gradCaptureNumbers.push_back(static_cast<int64_t>(number));
+      }
     auto op = mlir::attn::AttentionBackwardOp::create(
         b, loc, results, body->getArgument(0), body->getArgument(1),
         body->getArgument(2), mask, Value(), output, forwardLse, gradOutput,
-        gradLse, gradQuery, gradKey, gradValue, gradMask, attributes);
+        gradLse, gradQuery, gradKey, gradValue, gradMask, attributes,
+        gradCaptures,
+        gradCaptures.empty() ? DenseI64ArrayAttr()
+                             : b.getDenseI64ArrayAttr(gradCaptureNumbers));
     func::ReturnOp::create(b, loc, op.getResults());
     return func;
   }

@@ -199,6 +199,7 @@ const char *const kRuntimeNames[] = {"attn_additive_args",
                                      "attn_kernel_check_cpu",
                                      "attn_kernel_desc",
                                      "attn_kernel_device",
+                                     "attn_kernel_grad_captures",
                                      "attn_kernel_has_block_table",
                                      "attn_kernel_has_dropout",
                                      "attn_kernel_has_grad_mask",
@@ -348,6 +349,7 @@ private:
   bool parseWindow(std::string_view value);
   bool parseMask(std::string_view value);
   bool parseSizes(std::string_view value);
+  bool parseGradCaptures(std::string_view value);
   bool parseFlag(std::string_view key, std::string_view value, bool hasValue,
                  bool &out);
   bool checkConsistency();
@@ -390,13 +392,13 @@ bool SpecParser::parseItem(std::string_view item) {
     return fail("missing key before '=' in item " + quote(item));
 
   static const char *const knownKeys[] = {
-      "name",     "dtype",        "d",     "dv",          "causal",
-      "align",    "window",       "mask",  "lse",         "gqa",
-      "scale",    "softcap",      "sizes", "backward",    "dropout",
-      "weights",  "sinks",        "dbias", "linear",      "eps",
-      "chunk",    "feature_map",  "state", "additive",    "dq",
-      "attn_dim", "with_weights", "mha",   "embed",       "heads",
-      "kdim",     "vdim",         "bias",  "unnormalized"};
+      "name",     "dtype",        "d",     "dv",           "causal",
+      "align",    "window",       "mask",  "lse",          "gqa",
+      "scale",    "softcap",      "sizes", "backward",     "dropout",
+      "weights",  "sinks",        "dbias", "linear",       "eps",
+      "chunk",    "feature_map",  "state", "additive",     "dq",
+      "attn_dim", "with_weights", "mha",   "embed",        "heads",
+      "kdim",     "vdim",         "bias",  "unnormalized", "dcaptures"};
   bool known = false;
   for (const char *k : knownKeys)
     known |= key == k;
@@ -406,7 +408,8 @@ bool SpecParser::parseItem(std::string_view item) {
                 "window, mask, lse, gqa, scale, softcap, sizes, backward, "
                 "dropout, weights, sinks, dbias, linear, eps, chunk, "
                 "feature_map, state, additive, dq, attn_dim, with_weights, "
-                "mha, embed, heads, kdim, vdim, bias, unnormalized)");
+                "mha, embed, heads, kdim, vdim, bias, unnormalized, "
+                "dcaptures)");
   for (const std::string &seen : seenKeys)
     if (key == seen)
       return fail("duplicate key '" + std::string(key) + "' in kernel spec");
@@ -481,6 +484,8 @@ bool SpecParser::parseItem(std::string_view item) {
     return parseFlag(key, value, hasValue, spec.sinks);
   if (key == "dbias")
     return parseFlag(key, value, hasValue, spec.gradMask);
+  if (key == "dcaptures")
+    return parseGradCaptures(value);
   if (key == "linear")
     return parseFlag(key, value, hasValue, spec.linear);
   if (key == "additive")
@@ -691,6 +696,22 @@ bool SpecParser::parseSizes(std::string_view value) {
   return true;
 }
 
+bool SpecParser::parseGradCaptures(std::string_view value) {
+  const std::string expected =
+      "capture numbers in increasing order, separated by ':' (each 0.." +
+      std::to_string(kMaxCaptures - 1) + ")";
+  int64_t previous = -1;
+  for (std::string_view part : split(value, ':')) {
+    int64_t number;
+    if (!parseInt(part, number) || number < 0 ||
+        number >= static_cast<int64_t>(kMaxCaptures) || number <= previous)
+      return badValue("dcaptures", value, expected + ", got " + quote(part));
+    spec.gradCaptures |= 1u << number;
+    previous = number;
+  }
+  return true;
+}
+
 bool SpecParser::parseFlag(std::string_view key, std::string_view value,
                            bool hasValue, bool &out) {
   if (!hasValue || value == "true" || value == "1") {
@@ -842,6 +863,9 @@ bool SpecParser::checkConsistency() {
   if (spec.gradMask && (!spec.backward || spec.mask != MaskKind::Bias))
     return fail("'dbias' is the gradient of an additive bias: it needs "
                 "'backward' and 'mask=bias'");
+  if (spec.gradCaptures && !spec.backward)
+    return fail("'dcaptures' are gradients of a backward kernel: it needs "
+                "'backward'");
   if (spec.weights && seenValueDim)
     return fail("a weights kernel reads no V: 'dv' does not apply");
   if (!checkLinear() || !checkAdditive() || !checkMha())
@@ -951,6 +975,13 @@ std::string attn::printKernelSpec(const KernelSpec &spec) {
     add("backward");
   if (spec.gradMask)
     add("dbias");
+  if (spec.gradCaptures) {
+    std::string numbers;
+    for (size_t n = 0; n < kMaxCaptures; ++n)
+      if (spec.gradCaptures & (1u << n))
+        numbers += (numbers.empty() ? "" : ":") + std::to_string(n);
+    add("dcaptures=" + numbers);
+  }
   if (spec.dropout)
     add("dropout");
   if (spec.sinks)

@@ -61,6 +61,11 @@ struct KernelSpec {
   // A backward kernel that also writes d(bias) (spec key `dbias`): dS of
   // every score, [B, Hq, Sq, Sk] f32, for an additive float mask.
   bool gradMask = false;
+  // A backward kernel whose score_mod reads f32 captured tensors may also
+  // write their gradients (spec key `dcaptures=0:2`, the capture numbers):
+  // bit n for capture n, each [B, Hkv, <its shape>] f32 of partial sums per
+  // work item (attn.attention_backward's grad_captures).
+  uint32_t gradCaptures = 0;
   // Dropout on the weights (docs/spec.md): the kernel takes the probability
   // and the seed at run time (attn_kernel_args).
   bool dropout = false;

@@ -36,6 +36,26 @@ Value ModifierEmitter::keep(ArrayRef<Value> indices, int64_t lanes) {
   return emit(*maskMod, arguments, lanes);
 }
 
+void ModifierEmitter::captureReads(
+    Value score, ArrayRef<Value> indices, function_ref<bool(unsigned)> wanted,
+    function_ref<void(const CaptureRead &)> use) {
+  SmallVector<Value> arguments = {score};
+  for (Value index : indices)
+    arguments.push_back(asIndex(index));
+  SmallVector<CapturedOp> reads;
+  for (Operation &op : scoreMod->front().without_terminator())
+    if (auto captured = dyn_cast<CapturedOp>(op))
+      if (isa<FloatType>(captured.getType()) && wanted(captured.getCapture()))
+        reads.push_back(captured);
+  for (CapturedOp captured : reads) {
+    CaptureRead read;
+    read.capture = captured.getCapture();
+    emit(*scoreMod, arguments, lanesOf(score), &read.derivative, captured,
+         &read.indices);
+    use(read);
+  }
+}
+
 Value ModifierEmitter::asIndex(Value v) {
   Type index = b.getIndexType();
   if (auto vector = dyn_cast<VectorType>(v.getType()))
@@ -60,23 +80,31 @@ Value ModifierEmitter::broadcast(Value v, int64_t lanes) {
 }
 
 Value ModifierEmitter::emit(Region &region, ArrayRef<Value> arguments,
-                            int64_t lanes, Value *derivative) {
+                            int64_t lanes, Value *derivative, Operation *seed,
+                            SmallVectorImpl<Value> *seedIndices) {
   Block &block = region.front();
   IRMapping mapping;
   for (auto [argument, value] : llvm::zip(block.getArguments(), arguments))
     mapping.map(argument, value);
   // With `derivative`: each float value's derivative in the score (the
-  // first argument, whose own is 1); a value absent from it has 0.
+  // first argument, whose own is 1) or in the element `seed` reads; a value
+  // absent from it has 0.
   DenseMap<Value, Value> derivatives;
-  if (derivative)
+  if (derivative && !seed)
     derivatives[block.getArgument(0)] =
         floatConstant(arguments[0].getType(), 1.0);
   auto differentiate = [&](Operation &op, Operation *emitted) {
     SmallVector<Value> operandDerivatives;
     bool any = false;
+    bool onLanes = isa<VectorType>(emitted->getResult(0).getType());
     for (Value operand : op.getOperands()) {
-      operandDerivatives.push_back(derivatives.lookup(operand));
-      any |= static_cast<bool>(operandDerivatives.back());
+      Value d = derivatives.lookup(operand);
+      // A seed read by one scalar load has a scalar derivative, which an op
+      // on lanes takes on every lane.
+      if (d && onLanes)
+        d = broadcast(d, lanes);
+      operandDerivatives.push_back(d);
+      any |= static_cast<bool>(d);
     }
     if (!any || scoreDerivativeOf(&op) != ScoreDerivative::Generated)
       return;
@@ -91,9 +119,13 @@ Value ModifierEmitter::emit(Region &region, ArrayRef<Value> arguments,
       varies |= isa<VectorType>(operands.back().getType());
     }
     if (auto captured = dyn_cast<CapturedOp>(op)) {
-      mapping.map(captured.getResult(),
-                  read(captured.getCapture(), operands, captured.getType(),
-                       varies ? lanes : 0));
+      bool seeded = &op == seed;
+      Value element = read(captured.getCapture(), operands, captured.getType(),
+                           varies ? lanes : 0, seeded ? seedIndices : nullptr);
+      mapping.map(captured.getResult(), element);
+      if (seeded)
+        derivatives[captured.getResult()] =
+            floatConstant(element.getType(), 1.0);
       continue;
     }
     if (!varies) {
@@ -123,6 +155,8 @@ Value ModifierEmitter::emit(Region &region, ArrayRef<Value> arguments,
     *derivative = derivatives.lookup(block.getTerminator()->getOperand(0));
     if (!*derivative)
       *derivative = floatConstant(arguments[0].getType(), 0.0);
+    else if (lanes > 0)
+      *derivative = broadcast(*derivative, lanes);
   }
   // A mask_mod that depends on no lane's index still gives every lane.
   if (lanes > 0 && !isa<VectorType>(yielded.getType()))
@@ -131,7 +165,8 @@ Value ModifierEmitter::emit(Region &region, ArrayRef<Value> arguments,
 }
 
 Value ModifierEmitter::read(unsigned number, ArrayRef<Value> indices,
-                            Type element, int64_t lanes) {
+                            Type element, int64_t lanes,
+                            SmallVectorImpl<Value> *clampedOut) {
   Value capture = captures[number];
   Value zero = arith::ConstantIndexOp::create(b, loc, 0);
   Value one = arith::ConstantIndexOp::create(b, loc, 1);
@@ -149,6 +184,8 @@ Value ModifierEmitter::read(unsigned number, ArrayRef<Value> indices,
     clamped.push_back(arith::MinSIOp::create(
         b, loc, arith::MaxSIOp::create(b, loc, index, lo), hi));
   }
+  if (clampedOut)
+    clampedOut->assign(clamped.begin(), clamped.end());
   if (lanes == 0)
     return memref::LoadOp::create(b, loc, capture, clamped);
 

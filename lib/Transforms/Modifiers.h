@@ -10,7 +10,9 @@
 // does (so what depends on the row alone, a head's slope say, is computed
 // once), and reads the captured tensors with clamped indices: a scalar
 // load, or a gather of the lanes' elements. For the backward it also
-// emits the score_mod's derivative in the score, op by op (forward mode).
+// emits the score_mod's derivative in the score, op by op (forward mode),
+// and in each element of a captured tensor that it reads (the tensor's
+// gradient).
 //
 //===----------------------------------------------------------------------===//
 #ifndef ATTN_TRANSFORMS_MODIFIERS_H
@@ -52,19 +54,42 @@ public:
   /// lanes where `lanes` > 0 (a scalar result is then broadcast).
   Value keep(ArrayRef<Value> indices, int64_t lanes);
 
+  /// A read of a captured f32 tensor by the score_mod, as the gradient of
+  /// that tensor needs it: which capture, the element's indices (clamped as
+  /// the read clamps them: index scalars, or vectors of index where they
+  /// vary across the score's lanes) and the derivative of the new score in
+  /// the element read (of the score's type).
+  struct CaptureRead {
+    unsigned capture;
+    SmallVector<Value, 4> indices;
+    Value derivative;
+  };
+  /// For each read in the score_mod of a capture that `wanted` accepts:
+  /// emits the score_mod at (`score`, `indices`) with the derivative in that
+  /// read's element (forward mode seeded there, as score()'s is in the
+  /// score) and hands the read to `use`.
+  void captureReads(Value score, ArrayRef<Value> indices,
+                    function_ref<bool(unsigned)> wanted,
+                    function_ref<void(const CaptureRead &)> use);
+
 private:
   /// Emits `region` with its block's arguments bound to `arguments` and
   /// returns what it yields, `lanes` wide where anything varies (0: all
-  /// scalars).
+  /// scalars). With `derivative`, sets it to the yield's derivative in the
+  /// first argument, or with `seed` (an attn.captured of the region) in
+  /// the element that `seed` reads, whose clamped indices go to
+  /// `seedIndices`.
   Value emit(Region &region, ArrayRef<Value> arguments, int64_t lanes,
-             Value *derivative = nullptr);
+             Value *derivative = nullptr, Operation *seed = nullptr,
+             SmallVectorImpl<Value> *seedIndices = nullptr);
   /// The derivative of `op`'s (float) result `result` (emitted, on
   /// `operands`) from its operands' derivatives (null: 0).
   Value derivativeOf(Operation &op, ValueRange operands, Value result,
                      ArrayRef<Value> operandDerivatives);
-  /// Element `indices` of capture `number`, clamped into its bounds.
+  /// Element `indices` of capture `number`, clamped into its bounds (the
+  /// clamped indices into `clampedOut` where given).
   Value read(unsigned number, ArrayRef<Value> indices, Type element,
-             int64_t lanes);
+             int64_t lanes, SmallVectorImpl<Value> *clampedOut = nullptr);
   /// An index argument as `index` (a scalar) or a vector of index.
   Value asIndex(Value v);
   /// A float constant of `type` (a scalar or a vector: splat).

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import math
 import operator
+import re
 import struct
 from typing import Callable, List, Optional, Tuple
 
@@ -698,6 +699,7 @@ class Modifiers:
             if text:
                 regions.append(text)
         self.has_score_mod = any(r.startswith("score_mod") for r in regions)
+        self._held = captures._held
         if block_table is not None and any(r.startswith("mask_mod") for r in regions):
             if len(captures.tensors) >= 8:
                 raise Error("the modifiers capture 8 tensors: no room for the block mask's "
@@ -713,6 +715,19 @@ class Modifiers:
         self.trained = captures.trained()
         self.score_mod = score_mod
         self.source = _module_text(regions, captures.types) if regions else None
+        # The captures the score_mod reads (those a gradient reaches).
+        self.score_reads = _score_mod_reads(self.source) if self.source else set()
+
+    def trained_captures(self) -> List[Tensor]:
+        """The captures with each trained one the score_mod reads as an f32
+        view of the caller's tensor (autograd reaches it through the
+        operator, whose backward kernel computes its gradient); the others
+        as traced."""
+        tensors = list(self.captures)
+        for n, held in enumerate(self._held):
+            if held.requires_grad and n in self.score_reads:
+                tensors[n] = held.reshape(tensors[n].shape).to(torch.float32)
+        return tensors
 
 
 @torch.compiler.disable
@@ -1003,6 +1018,14 @@ def flex_attention(query: Tensor, key: Tensor, value: Tensor,
             query, key, value, None, False, scale, bool(enable_gqa), "top_left", None, None,
             None, bool(return_lse), 0.0, None, sinks)
     captures = modifiers.captures
+    if modifiers.trained and torch.is_grad_enabled() and _compiled_capture_gradients(
+            query, key, modifiers):
+        # The backward kernel gives the captured tensors' gradients with dQ,
+        # dK and dV, through the operator (which needs the LSE).
+        output, lse = torch.ops.attn.flex(query, key, value, modifiers.trained_captures(),
+                                          modifiers.source, scale, bool(enable_gqa), True,
+                                          sinks)
+        return (output, lse) if return_lse else output
     if modifiers.trained and torch.is_grad_enabled():
         # The kernels give dQ, dK, dV (and dsinks) through the operator; the
         # captured tensors' gradient comes from _CaptureGradients, which
@@ -1020,6 +1043,22 @@ def flex_attention(query: Tensor, key: Tensor, value: Tensor,
 # ---------------------------------------------------------------------------
 # Gradients of captured tensors
 # ---------------------------------------------------------------------------
+
+#: The most bytes of partial sums (one copy of a captured tensor per batch
+#: and key/value head) that the backward kernel may write for the captured
+#: tensors' gradients; above it (a per-position bias table, say) they are
+#: computed in PyTorch instead, a block of query rows at a time.
+CAPTURE_PARTIAL_BYTES = 256 << 20
+
+
+def _compiled_capture_gradients(query: Tensor, key: Tensor, modifiers) -> bool:
+    """Whether the backward kernel computes the captured tensors' gradients
+    (their partial sums fit in CAPTURE_PARTIAL_BYTES)."""
+    work_items = query.shape[0] * key.shape[1]
+    total = sum(modifiers.captures[n].numel() for n, held in enumerate(modifiers._held)
+                if held.requires_grad and n in modifiers.score_reads)
+    return work_items * total * 4 <= CAPTURE_PARTIAL_BYTES
+
 
 #: Bytes of the [B, Hq, rows, Sk] f32 blocks that the captured tensors'
 #: gradient recomputes at a time.
@@ -1173,7 +1212,7 @@ def _flex_setup_context(ctx, inputs, output):
     ctx.modifiers, ctx.scale, ctx.enable_gqa = modifiers, scale, enable_gqa
     ctx.return_lse = return_lse
     ctx.num_captures = len(captures)
-    ctx.captures_need_grad = any(c.requires_grad for c in captures)
+    ctx.trained = [n for n, c in enumerate(captures) if c.requires_grad]
     out, lse = output
     ctx.save_for_backward(query, key, value, out, lse, sinks, *captures)
 
@@ -1182,9 +1221,6 @@ def _flex_backward(ctx, grad_output, grad_lse):
     from ._torch import _capsule, _sinks_gradient
 
     query, key, value, out, lse, sinks, *captures = ctx.saved_tensors
-    if ctx.captures_need_grad:
-        raise Error("torch.ops.attn.flex gives no gradient to its captured tensors: "
-                    "call attn.flex_attention, which computes it from the score_mod")
     if lse.dim() != 3:
         raise Error("flex_attention's backward needs the forward's LSE (return_lse)")
     if grad_output is None:
@@ -1195,6 +1231,15 @@ def _flex_backward(ctx, grad_output, grad_lse):
                                                                  grad_output))
     spec = _core.spec_for(query, key, value, None, False, ctx.scale, "top_left", None, None,
                           None, grad_lse is not None, backward=True)
+    # The trained captures' gradients: partial sums per work item (batch,
+    # key/value head) from the kernel, summed here in row order. A trained
+    # capture that only the mask_mod reads gets 0.
+    reads = _score_mod_reads(ctx.modifiers)
+    compiled = [n for n in ctx.trained if n in reads]
+    work_items = query.shape[0] * key.shape[1]
+    partials = [torch.empty(work_items, captures[n].numel()) for n in compiled]
+    if compiled:
+        spec += ",dcaptures=" + ":".join(str(n) for n in compiled)
     grad_query = torch.empty_like(query, memory_format=torch.contiguous_format)
     grad_key = torch.empty_like(key, memory_format=torch.contiguous_format)
     grad_value = torch.empty_like(value, memory_format=torch.contiguous_format)
@@ -1202,12 +1247,31 @@ def _flex_backward(ctx, grad_output, grad_lse):
                        _capsule(out), _capsule(lse), _capsule(grad_output),
                        None if grad_lse is None else _capsule(grad_lse.detach().float()),
                        _capsule(grad_query), _capsule(grad_key), _capsule(grad_value),
-                       modifiers=ctx.modifiers, captures=_capsules(captures))
+                       modifiers=ctx.modifiers, captures=_capsules(captures),
+                       grad_captures=_capsules(partials))
+    grad_captures = [None] * ctx.num_captures
+    for n in ctx.trained:
+        grad_captures[n] = torch.zeros_like(captures[n])
+    for n, partial in zip(compiled, partials):
+        total = grad_captures[n].view(-1)
+        for row in partial:  # in work-item order: the same bits on any thread count
+            total += row
     grad_sinks = None
     if sinks is not None and ctx.needs_input_grad[8]:
         grad_sinks = _sinks_gradient(sinks, out, lse, grad_output, grad_lse)
-    return (grad_query, grad_key, grad_value, [None] * ctx.num_captures, None, None, None,
+    return (grad_query, grad_key, grad_value, grad_captures, None, None, None,
             None, grad_sinks)
+
+
+def _score_mod_reads(source: str) -> set:
+    """The capture numbers that the score_mod of modifiers text `source`
+    (_module_text's: the score_mod region first) reads."""
+    start = source.find("score_mod {")
+    if start < 0:
+        return set()
+    end = source.find("mask_mod {", start)
+    region = source[start:end if end >= 0 else len(source)]
+    return {int(n) for n in re.findall(r"attn\.captured (\d+) \[", region)}
 
 
 flex_op.register_autograd(_flex_backward, setup_context=_flex_setup_context)

@@ -327,17 +327,15 @@ struct PyKernel {
 
   /// A backward kernel's call: the forward's tensors (O and LSE read), dO,
   /// dLSE (None unless the kernel takes it), and dQ, dK, dV to write.
-  void runBackward(const InputArray &query, const InputArray &key,
-                   const InputArray &value,
-                   const std::optional<InputArray> &mask,
-                   const InputArray &output, const InputArray &lse,
-                   const InputArray &gradOutput,
-                   const std::optional<InputArray> &gradLse,
-                   const OutputArray &gradQuery, const OutputArray &gradKey,
-                   const OutputArray &gradValue, float dropoutP,
-                   uint64_t dropoutSeed,
-                   const std::optional<OutputArray> &gradMask,
-                   const std::vector<InputArray> &captures) const {
+  void runBackward(
+      const InputArray &query, const InputArray &key, const InputArray &value,
+      const std::optional<InputArray> &mask, const InputArray &output,
+      const InputArray &lse, const InputArray &gradOutput,
+      const std::optional<InputArray> &gradLse, const OutputArray &gradQuery,
+      const OutputArray &gradKey, const OutputArray &gradValue, float dropoutP,
+      uint64_t dropoutSeed, const std::optional<OutputArray> &gradMask,
+      const std::vector<InputArray> &captures,
+      const std::vector<OutputArray> &gradCaptures) const {
     attn_tensor q = toTensor(query, "query");
     attn_tensor k = toTensor(key, "key");
     attn_tensor v = toTensor(value, "value");
@@ -361,6 +359,26 @@ struct PyKernel {
     options.grad_mask = gradMask ? &dM : nullptr;
     Captures captured(captures);
     captured.into(options);
+    // The partials, in capture order, at their captures' places.
+    uint32_t bits = attn_kernel_grad_captures(kernel.get());
+    std::vector<attn_tensor> partials(captures.size());
+    size_t next = 0;
+    for (size_t n = 0; n < captures.size() && n < 32; ++n) {
+      if (!(bits & (1u << n)))
+        continue;
+      if (next < gradCaptures.size())
+        partials[n] = toTensor(gradCaptures[next],
+                               "grad_captures[" + std::to_string(next) + "]");
+      ++next;
+    }
+    if (gradCaptures.size() != next)
+      throw attn::Error(
+          ATTN_ERROR_INVALID_ARGUMENT,
+          "grad_captures: kernel '" + std::string(desc().name) + "' writes " +
+              std::to_string(next) + " captured tensors' gradients but " +
+              std::to_string(gradCaptures.size()) + " were given");
+    if (next > 0)
+      options.grad_captures = partials.data();
     attn_thread_pool *threads = sharedPool();
     attn_status status;
     {
@@ -636,9 +654,22 @@ NB_MODULE(_ext, m) {
            nb::arg("dropout_seed") = 0,
            nb::arg("grad_mask").noconvert().none() = nb::none(),
            nb::arg("captures") = std::vector<InputArray>(),
+           nb::arg("grad_captures") = std::vector<OutputArray>(),
            "Runs a backward kernel: writes the gradients dQ, dK, dV of the "
            "forward whose inputs, O and LSE are given, for the incoming dO "
-           "(and dLSE where the kernel takes it).")
+           "(and dLSE where the kernel takes it); with grad_captures (one "
+           "[B * Hkv, N] f32 array per capture in the kernel's "
+           "grad_captures, in order), each work item's partial gradient of "
+           "those captures.")
+      .def_prop_ro("grad_captures",
+                   [](const PyKernel &k) {
+                     std::vector<int> numbers;
+                     uint32_t bits = attn_kernel_grad_captures(k.kernel.get());
+                     for (int n = 0; n < 32; ++n)
+                       if (bits & (1u << n))
+                         numbers.push_back(n);
+                     return numbers;
+                   })
       .def_prop_ro("weights",
                    [](const PyKernel &k) {
                      return attn_kernel_kind_of(k.kernel.get()) ==

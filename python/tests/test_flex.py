@@ -7,6 +7,9 @@ lists against PyTorch's own create_block_mask; caching by structure; and
 the errors for what a modifier cannot do."""
 
 import math
+import os
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -376,9 +379,10 @@ def test_gradient_of_captured_tensors(dtype, case):
 
 
 def test_captured_gradient_trains_a_bias_table():
-    # Only the table is trained (q, k, v fixed), through the output alone, in
-    # blocks of a few rows: the loss falls, and the gradient does not depend
-    # on the block size.
+    # Only the table is trained (q, k, v fixed), through the output alone:
+    # the loss falls, and the backward kernel's gradient is the one that
+    # PyTorch computes when the partial sums would not fit (in blocks of
+    # query rows, here one row a block).
     q, k, v = random_qkv(1, HEADS, HEADS, 40, 40, 16, 16, torch.float32, seed=23)
     target = torch.randn(1, HEADS, 40, 16, generator=torch.Generator().manual_seed(24))
     table = torch.zeros(HEADS, 17, requires_grad=True)
@@ -394,13 +398,14 @@ def test_captured_gradient_trains_a_bias_table():
     whole = table.grad.clone()
     table.grad = None
     import attn._flex as flex
-    saved = flex.CAPTURE_BLOCK_BYTES
+    saved = flex.CAPTURE_BLOCK_BYTES, flex.CAPTURE_PARTIAL_BYTES
     try:
+        flex.CAPTURE_PARTIAL_BYTES = 0  # no partial sums: in PyTorch
         flex.CAPTURE_BLOCK_BYTES = 1  # one query row per block
         loss().backward()
     finally:
-        flex.CAPTURE_BLOCK_BYTES = saved
-    assert relative_error(table.grad, whole.double()) < 1e-6
+        flex.CAPTURE_BLOCK_BYTES, flex.CAPTURE_PARTIAL_BYTES = saved
+    assert relative_error(table.grad, whole.double()) < 1e-5
     opt = torch.optim.Adam([table], lr=0.1)
     first = loss().item()
     for _ in range(20):
@@ -409,6 +414,127 @@ def test_captured_gradient_trains_a_bias_table():
         value.backward()
         opt.step()
     assert loss().item() < first
+
+
+def capture_score_mods(params):
+    """score_mods that read trained tensors every way the backward kernel
+    adds their gradients: a key's bias (16 increasing elements a vector), a
+    query's bias (one element for all lanes), relative buckets cut by a clamp
+    and a floor division (lanes sharing elements: lane by lane), a table read
+    twice, a trained temperature and soft cap (derivatives through the score),
+    a [B, Sk] bias indexed by b and kv_idx."""
+    p = params
+    return {
+        "key_bias": lambda s, b, h, i, j: s + p["key"][j],
+        "query_bias": lambda s, b, h, i, j: s + p["query"][i],
+        "buckets": lambda s, b, h, i, j: s + p["table"][h, torch.clamp((j - i) // 3, -4, 4) + 4],
+        "read_twice": lambda s, b, h, i, j: (s + p["table"][h, torch.clamp(j - i, -4, 4) + 4]
+                                             - p["table"][(h + 1) % HEADS, 8 - (j % 9)]),
+        "temperature": lambda s, b, h, i, j: s * p["temperature"][h],
+        "softcap": lambda s, b, h, i, j: p["cap"][h] * torch.tanh(s / p["cap"][h]),
+        "batch_keys": lambda s, b, h, i, j: s + p["batch_keys"][b, j],
+    }
+
+
+def capture_params(seq_k, generator):
+    return {"key": torch.randn(seq_k, generator=generator),
+            "query": torch.randn(45, generator=generator),
+            "table": torch.randn(HEADS, 9, generator=generator),
+            "temperature": 0.5 + torch.rand(HEADS, generator=generator),
+            "cap": 2.0 + torch.rand(HEADS, generator=generator),
+            "batch_keys": torch.randn(2, seq_k, generator=generator)}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("case", ["key_bias", "query_bias", "buckets", "read_twice",
+                                  "temperature", "softcap", "batch_keys"])
+def test_compiled_gradient_of_captured_tensors(dtype, case):
+    # The backward kernel's gradient of each trained capture (and dQ, dK, dV
+    # beside it) against float64 autograd of the same Python, with GQA, a
+    # causal block mask whose rows of 45 queries against 70 keys leave
+    # partial and empty blocks, and a loss on the LSE too; and against the
+    # gradient PyTorch computes when the partial sums would not fit.
+    g = torch.Generator().manual_seed(31)
+    values = capture_params(SEQ, g)
+    name = {"key_bias": "key", "query_bias": "query", "buckets": "table",
+            "read_twice": "table", "batch_keys": "batch_keys", "softcap": "cap"}.get(case, case)
+    mine = {n: t.clone().requires_grad_(n == name) for n, t in values.items()}
+    theirs = {n: t.double().requires_grad_(n == name) for n, t in values.items()}
+    q, k, v = random_qkv(2, HEADS, 2, 45, SEQ, 32, 24, dtype, seed=32)
+
+    def causal(b, h, i, j):
+        return j <= i + (SEQ - 45)
+
+    block_mask = attn.create_block_mask(causal, None, None, 45, SEQ, BLOCK_SIZE=16)
+    grad_out = torch.randn(2, HEADS, 45, 24, generator=g).to(dtype)
+    grad_lse = torch.randn(2, HEADS, 45, generator=g)
+
+    def gradients():
+        tensors = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+        out, lse = attn.flex_attention(*tensors, score_mod=capture_score_mods(mine)[case],
+                                       block_mask=block_mask, enable_gqa=True, return_lse=True)
+        torch.autograd.backward([out, lse], [grad_out, grad_lse])
+        grads = [t.grad for t in tensors] + [mine[name].grad]
+        mine[name].grad = None
+        return grads
+
+    compiled = gradients()
+    refs = reference_with_captures(q, k, v, capture_score_mods(theirs)[case], causal, None,
+                                   grad_out, grad_lse, [theirs[name]])
+    bound = {torch.float32: 1e-4, torch.bfloat16: 2e-2}[dtype]
+    for label, ours, ref in zip(("dq", "dk", "dv", name), compiled, refs):
+        assert ours.dtype == (torch.float32 if label == name else dtype), label
+        assert relative_error(ours, ref) <= bound, label
+    import attn._flex as flex
+    saved = flex.CAPTURE_PARTIAL_BYTES
+    try:
+        flex.CAPTURE_PARTIAL_BYTES = 0
+        in_pytorch = gradients()
+    finally:
+        flex.CAPTURE_PARTIAL_BYTES = saved
+    assert relative_error(compiled[3], in_pytorch[3].double()) <= 1e-4
+    for ours, theirs_ in zip(compiled[:3], in_pytorch[:3]):
+        assert torch.equal(ours, theirs_)
+
+
+def test_captured_gradient_does_not_depend_on_the_thread_count(tmp_path):
+    # The same trained table in processes with 1 and 3 threads: the gradient
+    # bit-identical (each work item writes its own partial, summed in order).
+    script = tmp_path / "grads.py"
+    script.write_text(
+        "import sys, torch, attn\n"
+        "g = torch.Generator().manual_seed(0)\n"
+        "q = torch.randn(2, 6, 150, 32, generator=g)\n"
+        "k = torch.randn(2, 3, 170, 32, generator=g)\n"
+        "v = torch.randn(2, 3, 170, 32, generator=g)\n"
+        "table = torch.randn(6, 33, generator=g, requires_grad=True)\n"
+        "def bias(s, b, h, i, j):\n"
+        "    return s + table[h, torch.clamp(j - i, -16, 16) + 16]\n"
+        "o = attn.flex_attention(q, k, v, score_mod=bias, enable_gqa=True)\n"
+        "o.backward(torch.randn(o.shape, generator=g))\n"
+        "torch.save(table.grad, sys.argv[1])\n")
+    results = []
+    for threads in ("1", "3"):
+        out = tmp_path / f"grads{threads}.pt"
+        env = dict(os.environ, ATTN_NUM_THREADS=threads)
+        subprocess.run([sys.executable, str(script), str(out)], env=env, check=True)
+        results.append(torch.load(out))
+    assert torch.equal(results[0], results[1])
+
+
+def test_trained_capture_that_only_the_mask_mod_reads():
+    # A gradient does not reach through the mask_mod: a trained tensor that
+    # only it reads gets zeros, beside the score_mod's own capture's gradient.
+    q, k, v = random_qkv(1, HEADS, HEADS, 30, 30, 16, 16, torch.float32, seed=33)
+    limits = torch.full((HEADS,), 10.0, requires_grad=True)
+    slopes = torch.rand(HEADS, requires_grad=True)
+    block_mask = attn.create_block_mask(lambda b, h, i, j: (i - j).abs() < limits[h], None,
+                                        None, 30, 30, BLOCK_SIZE=16)
+    out = attn.flex_attention(q, k, v, score_mod=lambda s, b, h, i, j: s - slopes[h] * (i - j),
+                              block_mask=block_mask)
+    out.sum().backward()
+    assert slopes.grad is not None and bool(slopes.grad.abs().sum() > 0)
+    assert limits.grad is None or bool((limits.grad == 0).all())
 
 
 def test_under_torch_compile():

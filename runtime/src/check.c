@@ -808,6 +808,105 @@ int attn_kernel_has_grad_mask(const attn_kernel_desc *kernel) {
          kernel->has_grad_mask != 0;
 }
 
+uint32_t attn_kernel_grad_captures(const attn_kernel_desc *kernel) {
+  if (!kernel ||
+      kernel->struct_size < offsetof(attn_kernel_desc, block_table_capture) +
+                                sizeof(kernel->block_table_capture) ||
+      attn_kernel_kind_of(kernel) != ATTN_KERNEL_BACKWARD)
+    return 0;
+  return kernel->grad_captures;
+}
+
+attn_status attn_prepare_grad_captures(
+    const attn_kernel_desc *k, const attn_tensor *grad_captures,
+    const attn_tensor *captures, const attn_tensor *const *others,
+    const char *const *other_names, int num_others, attn_backward_args *args) {
+  uint32_t bits = attn_kernel_grad_captures(k);
+  if (!bits && grad_captures)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "grad_captures: kernel '%s' writes no captured tensor's "
+                     "gradient but grad_captures was given (compile it with "
+                     "the spec key 'dcaptures')",
+                     k->name);
+  if (!bits)
+    return ATTN_OK;
+  if (!grad_captures)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "grad_captures: kernel '%s' writes the gradients of "
+                     "captured tensors (bits 0x%" PRIx32 ") but "
+                     "grad_captures is NULL",
+                     k->name, bits);
+  const int64_t work_items = args->forward.batch * args->forward.heads_kv;
+  extent extents[ATTN_MAX_CAPTURES];
+  char names[ATTN_MAX_CAPTURES][32];
+  for (int32_t n = 0; n < attn_kernel_num_captures(k); ++n) {
+    if (!(bits & (1u << n)))
+      continue;
+    const attn_tensor *t = &grad_captures[n];
+    int64_t elements = 1;
+    for (int32_t d = 0; d < captures[n].rank; ++d)
+      elements *= captures[n].shape[d];
+    snprintf(names[n], sizeof(names[n]), "grad_captures[%" PRId32 "]", n);
+    char shape_text[64];
+    snprintf(shape_text, sizeof(shape_text),
+             "[B * Hkv, N] = [%" PRId64 ", %" PRId64 "]", work_items, elements);
+    role r = {names[n], 2, {"B * Hkv", "N"}, shape_text};
+    attn_status s = check_rank_and_dtype(
+        t, &r, ATTN_F32, "a captured tensor's gradient is always");
+    if (s == ATTN_OK)
+      s = check_sizes_and_data(t, &r);
+    char count[48];
+    snprintf(count, sizeof(count), "capture %" PRId32 "'s element count", n);
+    if (s == ATTN_OK)
+      s = expect_size(t, &r, 0, "the call's", work_items);
+    if (s == ATTN_OK)
+      s = expect_size(t, &r, 1, count, elements);
+    if (s != ATTN_OK)
+      return s;
+    if (elements > 1 && t->strides[1] != 1)
+      return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                       "%s: stride 1 is %" PRId64 " but each row must be "
+                       "contiguous (stride 1)",
+                       names[n], t->strides[1]);
+    if (work_items > 1 && t->strides[0] < elements)
+      return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                       "%s: stride 0 is %" PRId64 " but rows of %" PRId64
+                       " elements must not overlap (stride >= %" PRId64 ")",
+                       names[n], t->strides[0], elements, elements);
+    if ((s = compute_extent(t, &r, &extents[n])))
+      return s;
+    /* Nothing else of the call, read or written, may share its memory. */
+    for (int o = 0; o < num_others; ++o) {
+      role other = {other_names[o],
+                    others[o] ? others[o]->rank : 0,
+                    {"0", "1", "2", "3"},
+                    ""};
+      extent e;
+      if (!others[o] || compute_extent(others[o], &other, &e) != ATTN_OK)
+        continue; /* checked with its own role before */
+      if ((s = check_disjoint(names[n], &extents[n], other_names[o], &e)))
+        return s;
+    }
+    for (int32_t c = 0; c < attn_kernel_num_captures(k); ++c) {
+      char capture[32];
+      snprintf(capture, sizeof(capture), "capture %" PRId32, c);
+      role cr = {capture, captures[c].rank, {"0", "1", "2", "3"}, ""};
+      extent e;
+      if (compute_extent(&captures[c], &cr, &e) != ATTN_OK)
+        continue;
+      if ((s = check_disjoint(names[n], &extents[n], capture, &e)))
+        return s;
+    }
+    for (int32_t m = 0; m < n; ++m)
+      if ((bits & (1u << m)) &&
+          (s = check_disjoint(names[n], &extents[n], names[m], &extents[m])))
+        return s;
+    args->grad_captures[n] = t->data;
+    args->grad_capture_row_strides[n] = t->strides[0];
+  }
+  return ATTN_OK;
+}
+
 attn_status attn_grad_mask_needed(const attn_kernel_desc *k) {
   return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
                    "grad_mask: kernel '%s' writes the bias's gradient %s; "

@@ -65,6 +65,15 @@ attn_status attn_prepare_weights_tensors(
 /* The refusal of attn_run_backward and attn_prepare_backward for a kernel
  * that writes dM (they have no grad_mask to pass). */
 attn_status attn_grad_mask_needed(const attn_kernel_desc *kernel);
+/* Checks the captures' gradients of a backward call (options->grad_captures,
+ * `captures` the call's captures, already checked) and fills them into
+ * `args` (whose forward sizes are set); none of them may overlap the call's
+ * other tensors (`others`, NULL entries skipped), the captures or each
+ * other. */
+attn_status attn_prepare_grad_captures(
+    const attn_kernel_desc *kernel, const attn_tensor *grad_captures,
+    const attn_tensor *captures, const attn_tensor *const *others,
+    const char *const *other_names, int num_others, attn_backward_args *args);
 
 /* attn_prepare_backward with dM (NULL for a kernel without): every check of
  * a backward call's tensors. */

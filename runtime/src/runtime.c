@@ -695,10 +695,11 @@ static attn_status prepare_with(const attn_kernel_desc *kernel,
                                 const attn_run_options *options,
                                 attn_kernel_args *args) {
   attn_status status = ATTN_OK;
-  if (options->grad_mask)
+  if (options->grad_mask || options->grad_captures)
     status = attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
-                       "options: grad_mask is a backward call's "
-                       "(attn_run_backward_with)");
+                       "options: %s is a backward call's "
+                       "(attn_run_backward_with)",
+                       options->grad_mask ? "grad_mask" : "grad_captures");
   if (status == ATTN_OK)
     status = check_stream(kernel, options);
   if (status == ATTN_OK)
@@ -911,8 +912,16 @@ attn_status attn_run_backward(const attn_kernel_desc *kernel,
     return attn_grad_mask_needed(kernel);
   if (attn_kernel_num_captures(kernel) > 0)
     return attn_captures_needed(kernel);
-  attn_run_options options = {sizeof(options), NULL, dropout_p, dropout_seed,
-                              0, NULL, NULL, 0, NULL};
+  attn_run_options options = {sizeof(options),
+                              NULL,
+                              dropout_p,
+                              dropout_seed,
+                              0,
+                              NULL,
+                              NULL,
+                              0,
+                              NULL,
+                              NULL};
   return attn_run_backward_with(kernel, query, key, value, mask, output, lse,
                                 grad_output, grad_lse, grad_query, grad_key,
                                 grad_value, &options, pool);
@@ -948,6 +957,18 @@ attn_status attn_prepare_backward_with(
     status = attn_prepare_captures(kernel, options.captures,
                                    options.num_captures, written, 4,
                                    &args->forward);
+    const attn_tensor *others[12] = {
+        query,      key,      value,       mask,
+        output,     lse,      grad_output, grad_lse,
+        grad_query, grad_key, grad_value,  options.grad_mask};
+    static const char *const other_names[12] = {
+        "query",      "key",      "value",       "mask",
+        "output",     "lse",      "grad_output", "grad_lse",
+        "grad_query", "grad_key", "grad_value",  "grad_mask"};
+    if (status == ATTN_OK)
+      status = attn_prepare_grad_captures(kernel, options.grad_captures,
+                                          options.captures, others, other_names,
+                                          12, args);
   }
   if (status == ATTN_OK) {
     args->forward.dropout_p = options.dropout_p;
@@ -1036,12 +1057,12 @@ attn_status attn_run_weights_with(const attn_kernel_desc *kernel,
                      kernel->name);
   attn_run_options options;
   attn_status read = read_options(given, &options);
-  if (read == ATTN_OK &&
-      (options.sinks || options.key_splits != 0 || options.grad_mask))
+  if (read == ATTN_OK && (options.sinks || options.key_splits != 0 ||
+                          options.grad_mask || options.grad_captures))
     read = attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
-                     "options: a weights call takes no sinks, key splits or "
-                     "grad_mask (give it the forward's LSE, which holds the "
-                     "sinks)");
+                     "options: a weights call takes no sinks, key splits, "
+                     "grad_mask or grad_captures (give it the forward's LSE, "
+                     "which holds the sinks)");
   if (read == ATTN_OK)
     read = check_stream(kernel, &options);
   if (read != ATTN_OK)

@@ -147,3 +147,82 @@ func.func @backward_block_table(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf3
       } {attn.block_mask = array<i64: 1, 128, 128>}
   return
 }
+
+// -----
+
+// With grad_captures (here a relative-position table [1, 17] and a per-head
+// factor [1] of the score, each with its partial [1, 1, <its shape>]), the
+// work item first zeros its partials, and each score's input to the
+// score_mod is kept in a [16 x 64] buffer after the derivative's. Where dS'
+// = P·(dP − Δ) is known, the score_mod is emitted again for each read of a
+// trained capture with its derivative in the element read (0 where P is
+// 0): the table's (1) at 16 keys' clamped elements, added three ways (all
+// lanes on one element: their sum; increasing elements: gather, add,
+// scatter; otherwise lane by lane, in lane order); the factor's (the
+// score) summed into its one element.
+
+// CHECK-LABEL: func @backward_grad_captures
+//  CHECK-SAME: %[[DTABLE:[a-z0-9]+]]: memref<1x1x1x17xf32>, %[[DFACTOR:[a-z0-9]+]]: memref<1x1x1xf32>
+//       CHECK: memref.alloca() {alignment = 64 : i64} : memref<16x16xf32>
+//  CHECK-NEXT: %[[SLOPES:.+]] = memref.alloca() {alignment = 64 : i64} : memref<16x64xf32>
+//  CHECK-NEXT: %[[INPUTS:.+]] = memref.alloca() {alignment = 64 : i64} : memref<16x64xf32>
+//       CHECK: memref.store %{{.+}}, %[[DTABLE]][%c0, %c0, %c0, %{{.+}}] : memref<1x1x1x17xf32>
+//       CHECK: memref.store %{{.+}}, %[[DFACTOR]][%c0, %c0, %c0] : memref<1x1x1xf32>
+//       CHECK: vector.store %{{.+}}, %[[INPUTS]][%c0, %c0]
+//       CHECK: %[[P:.+]] = vector.load %{{.+}}[%c0, %c0] : memref<16x64xf32>, vector<16xf32>
+//       CHECK: %[[DS:.+]] = arith.mulf %[[P]], %{{.+}} : vector<16xf32>
+//       CHECK: %[[NONE:.+]] = arith.cmpf oeq, %[[P]], %[[ZERO:.+]] : vector<16xf32>
+//       CHECK: %[[INPUT:.+]] = vector.load %[[INPUTS]][%c0, %c0]
+//       CHECK: %[[AT:.+]] = arith.minsi %{{.+}} : vector<16xindex>
+//       CHECK: %[[TABLEPART:.+]] = arith.select %[[NONE]], %[[ZERO]], %[[DS]]
+//       CHECK: %[[FLAT:.+]] = memref.reinterpret_cast %[[DTABLE]]
+//       CHECK: %[[FIRST:.+]] = vector.extract %[[AT]][0]
+//       CHECK: %[[SAME:.+]] = vector.reduction <and>
+//       CHECK: scf.if %[[SAME]] {
+//  CHECK-NEXT:   %[[SUM:.+]] = vector.reduction <add>, %[[TABLEPART]]
+//  CHECK-NEXT:   %[[OLD:.+]] = memref.load %[[FLAT]][%[[FIRST]]]
+//  CHECK-NEXT:   %[[NEW:.+]] = arith.addf %[[OLD]], %[[SUM]]
+//  CHECK-NEXT:   memref.store %[[NEW]], %[[FLAT]][%[[FIRST]]]
+//  CHECK-NEXT: } else {
+//  CHECK-NEXT:   %[[NEXT:.+]] = vector.shuffle %[[AT]], %[[AT]] [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 15]
+//  CHECK-NEXT:   %[[LESS:.+]] = arith.cmpi ult, %[[AT]], %[[NEXT]]
+//       CHECK:   %[[INCREASING:.+]] = vector.reduction <and>
+//  CHECK-NEXT:   scf.if %[[INCREASING]] {
+//  CHECK-NEXT:     %[[GATHERED:.+]] = vector.gather %{{.+}}[%c0] [%[[AT]]]
+//  CHECK-NEXT:     %[[ADDED:.+]] = arith.addf %[[GATHERED]], %[[TABLEPART]]
+//  CHECK-NEXT:     vector.scatter %{{.+}}[%c0] [%[[AT]]], %{{.+}}, %[[ADDED]]
+//  CHECK-NEXT:   } else {
+//  CHECK-NEXT:     vector.extract %[[AT]][0]
+//  CHECK-NEXT:     vector.extract %[[TABLEPART]][0]
+// CHECK-COUNT-15:  vector.extract %[[AT]][{{[0-9]+}}]
+//       CHECK: %[[BYSCORE:.+]] = arith.mulf %[[DS]], %[[INPUT]]
+//  CHECK-NEXT: %[[FACTORPART:.+]] = arith.select %[[NONE]], %[[ZERO]], %[[BYSCORE]]
+//  CHECK-NEXT: %[[FACTORSUM:.+]] = vector.reduction <add>, %[[FACTORPART]]
+//  CHECK-NEXT: %[[FOLD:.+]] = memref.load %[[DFACTOR]][%c0, %c0, %c0]
+//  CHECK-NEXT: %[[FNEW:.+]] = arith.addf %[[FOLD]], %[[FACTORSUM]]
+//  CHECK-NEXT: memref.store %[[FNEW]], %[[DFACTOR]][%c0, %c0, %c0]
+func.func @backward_grad_captures(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>, %v: memref<1x1x?x16xf32>,
+                                  %o: memref<1x1x?x16xf32>, %lse: memref<1x1x?xf32>, %do: memref<1x1x?x16xf32>,
+                                  %dq: memref<1x1x?x16xf32>, %dk: memref<1x1x?x16xf32>, %dv: memref<1x1x?x16xf32>,
+                                  %table: memref<1x17xf32>, %factor: memref<1xf32>,
+                                  %dtable: memref<1x1x1x17xf32>, %dfactor: memref<1x1x1xf32>) {
+  attn.attention_backward
+      ins(%q, %k, %v : memref<1x1x?x16xf32>, memref<1x1x?x16xf32>, memref<1x1x?x16xf32>)
+      captures(%table, %factor : memref<1x17xf32>, memref<1xf32>)
+      forward(%o, %lse : memref<1x1x?x16xf32>, memref<1x1x?xf32>)
+      grads(%do : memref<1x1x?x16xf32>)
+      outs(%dq, %dk, %dv : memref<1x1x?x16xf32>, memref<1x1x?x16xf32>, memref<1x1x?x16xf32>
+           grad_captures [0, 1](%dtable, %dfactor : memref<1x1x1x17xf32>, memref<1x1x1xf32>))
+      score_mod {
+      ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+        %d = arith.subi %j, %i : index
+        %c8 = arith.constant 8 : index
+        %e = arith.addi %d, %c8 : index
+        %t = attn.captured 0 [%h, %e] : f32
+        %m = attn.captured 1 [%h] : f32
+        %x = arith.mulf %s, %m : f32
+        %r = arith.addf %x, %t : f32
+        attn.yield %r : f32
+      }
+  return
+}

@@ -24,6 +24,14 @@
 // zeros there: every element is written once, by vector stores where dM's
 // rows have unit stride.
 //
+// With grad_captures, each score's dS' = P·(dP − Δ) (the gradient of the
+// score_mod's result) times the score_mod's derivative in each element of a
+// captured tensor that it reads is added to the work item's partial of that
+// tensor, at the element read: where the 16 lanes read one element, their
+// sum; where they read 16 increasing elements (a relative-position table
+// along a row), a gather, add and scatter; otherwise lane by lane. The
+// score_mod's input is kept per row block for it.
+//
 // P is recomputed from the saved LSE, never stored beyond one block of
 // rows. Each sum runs in a fixed order: the same inputs give the same bits
 // whatever the thread count. The inputs are read once per work item into
@@ -43,6 +51,8 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+
+#include <functional>
 
 using namespace mlir;
 using namespace mlir::attn;
@@ -115,6 +125,17 @@ private:
   void zeroGradMask(const Group &group, const KeyBlock &keys, Value head,
                     Value first, Value last);
   void writeGradQuery(const Group &group);
+  /// Zeros the work item's partials of the captures' gradients.
+  void zeroCapturePartials(const Group &group);
+  /// Adds dS' (`gradScore`, vector `v` of row `r`) times the score_mod's
+  /// derivative in each captured element it reads to the partials, 0 in
+  /// the lanes of `none` (P = 0) whatever the derivative is there.
+  void addCaptureGradients(const Group &group, int64_t r, int64_t v,
+                           Value gradScore, Value none);
+  /// partial[batch, kvHead, indices] += contribution, lane by lane
+  /// (`indices` scalars or vectors of index).
+  void scatterAdd(Value partial, const Group &group, ArrayRef<Value> indices,
+                  Value contribution);
 
   AttentionBackwardOp op;
   int64_t valueDim, valuePad;
@@ -126,6 +147,9 @@ private:
   // itself without a soft cap).
   Value probs, grads, gradScores; // [rowBlock][64]
   Value modSlopes; // [rowBlock][64]: with a score_mod, its derivative
+  Value modInputs; // [rowBlock][64]: with grad_captures, its input
+  /// Per capture number, its gradient's partials (null: none).
+  SmallVector<Value> capturePartials;
   Value rowBuffer; // [64]: a row of dM for element-wise stores
   Value finiteRows; // [rowBlock][max(DPad, DvPad)]: Q or dO, finite or 0
   Value keys;      // Sk
@@ -142,6 +166,13 @@ void BackwardLowering::emit() {
   finiteRows = stackBuffer({rowBlock, std::max(headPad, valuePad)});
   if (scoreModOf(op))
     modSlopes = stackBuffer({rowBlock, kBlockKeys});
+  if (!op.getGradCaptures().empty()) {
+    modInputs = stackBuffer({rowBlock, kBlockKeys});
+    capturePartials.assign(op.getCaptures().size(), Value());
+    for (auto [number, partial] : llvm::zip(
+             op.getGradCaptureNumbersAttr().asArrayRef(), op.getGradCaptures()))
+      capturePartials[number] = partial;
+  }
   if (op.getGradMask()) {
     gradScores =
         op.getSoftcapAttr() ? stackBuffer({rowBlock, kBlockKeys}) : grads;
@@ -168,6 +199,7 @@ void BackwardLowering::emit() {
                 [&](Value row) { packRows(group, g, row); });
       });
       zeroRows(group.gradQuery, cst(0), groupRows, headPad);
+      zeroCapturePartials(group);
       // Per block of keys: every row of the group that sees one of them.
       forLoop(cst(0), keys, cst(kBlockKeys), [&](Value start) {
         KeyBlock block{start, arith::MinSIOp::create(
@@ -402,7 +434,7 @@ void BackwardLowering::storeProbs(const Group &group, const KeyBlock &block,
   if (dropScale)
     factors = dropoutFactors(group.batch, head, row, block);
   for (int64_t v = 0; v < keyVectors; ++v) {
-    Value s = finalScore(scores[v], r, v, grads, modSlopes);
+    Value s = finalScore(scores[v], r, v, grads, modSlopes, modInputs);
     Value p = math.exp(arith::SubFOp::create(b, s, lse));
     p = arith::SelectOp::create(b, allowed(block, row, r, v), p, zeroVector());
     storeVector(p, probs, {cst(r), cst(v * lanes)});
@@ -432,6 +464,8 @@ void BackwardLowering::storeGrads(const Group &group, const KeyBlock &block,
       Value slope = loadVector(modSlopes, {cst(r), cst(v * lanes)});
       Value none =
           arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, p, zeroVector());
+      if (modInputs)
+        addCaptureGradients(group, r, v, ds, none);
       ds = arith::SelectOp::create(b, none, zeroVector(),
                                    arith::MulFOp::create(b, ds, slope));
     }
@@ -528,6 +562,132 @@ void BackwardLowering::writeGradQuery(const Group &group) {
       });
     });
   });
+}
+
+void BackwardLowering::zeroCapturePartials(const Group &group) {
+  for (Value partial : op.getGradCaptures()) {
+    int64_t rank = cast<ShapedType>(partial.getType()).getRank();
+    SmallVector<Value> at = {group.batch, group.kvHead};
+    std::function<void(int64_t)> zeroFrom = [&](int64_t d) {
+      if (d == rank) {
+        memref::StoreOp::create(b, f32Const(0.0f), partial, at);
+        return;
+      }
+      forLoop(cst(0), dim(partial, d), cst(1), [&](Value i) {
+        at.push_back(i);
+        zeroFrom(d + 1);
+        at.pop_back();
+      });
+    };
+    zeroFrom(2);
+  }
+}
+
+void BackwardLowering::addCaptureGradients(const Group &group, int64_t r,
+                                           int64_t v, Value gradScore,
+                                           Value none) {
+  Value input = loadVector(modInputs, {cst(r), cst(v * lanes)});
+  modifiers.captureReads(
+      input, globalIndices(r, v),
+      [&](unsigned number) {
+        return static_cast<bool>(capturePartials[number]);
+      },
+      [&](const ModifierEmitter::CaptureRead &read) {
+        Value contribution =
+            arith::MulFOp::create(b, gradScore, read.derivative);
+        scatterAdd(
+            capturePartials[read.capture], group, read.indices,
+            arith::SelectOp::create(b, none, zeroVector(), contribution));
+      });
+}
+
+void BackwardLowering::scatterAdd(Value partial, const Group &group,
+                                  ArrayRef<Value> indices, Value contribution) {
+  // One element for every lane: their sum.
+  auto addAt = [&](ValueRange at, Value x) {
+    Value old = memref::LoadOp::create(b, partial, at);
+    memref::StoreOp::create(b, arith::AddFOp::create(b, old, x), partial, at);
+  };
+  SmallVector<Value> at = {group.batch, group.kvHead};
+  at.append(indices.begin(), indices.end());
+  if (llvm::none_of(indices, [](Value index) {
+        return isa<VectorType>(index.getType());
+      }))
+    return addAt(at, horizontalSum(contribution));
+
+  // The lanes' elements as offsets into the partial seen as one dimension.
+  auto indexVector = VectorType::get({lanes}, b.getIndexType());
+  auto metadata = memref::ExtractStridedMetadataOp::create(b, partial);
+  Value offsets;
+  Value span = cst(1);
+  for (auto [d, index] : llvm::enumerate(at)) {
+    Value stride = metadata.getStrides()[d];
+    Value term = arith::MulIOp::create(
+        b,
+        isa<VectorType>(index.getType())
+            ? index
+            : vector::BroadcastOp::create(b, indexVector, index).getResult(),
+        vector::BroadcastOp::create(b, indexVector, stride));
+    offsets =
+        offsets ? arith::AddIOp::create(b, offsets, term).getResult() : term;
+    span = arith::AddIOp::create(
+        b, span,
+        arith::MulIOp::create(
+            b, arith::SubIOp::create(b, metadata.getSizes()[d], cst(1)),
+            stride));
+  }
+  auto flatType = MemRefType::get(
+      {ShapedType::kDynamic}, f32,
+      StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic, {1}));
+  Value flat = memref::ReinterpretCastOp::create(
+      b, flatType, metadata.getBaseBuffer(), OpFoldResult(metadata.getOffset()),
+      ArrayRef<OpFoldResult>{span}, ArrayRef<OpFoldResult>{b.getIndexAttr(1)});
+  auto allOf = [&](Value bits) {
+    return vector::ReductionOp::create(b, vector::CombiningKind::AND, bits);
+  };
+  Value first = vector::ExtractOp::create(b, offsets, ArrayRef<int64_t>{0});
+  Value same = allOf(arith::CmpIOp::create(
+      b, arith::CmpIPredicate::eq, offsets,
+      vector::BroadcastOp::create(b, indexVector, first)));
+  auto addFlat = [&](Value offset, Value x) {
+    Value old = memref::LoadOp::create(b, flat, offset);
+    memref::StoreOp::create(b, arith::AddFOp::create(b, old, x), flat, offset);
+  };
+  auto sameIf = scf::IfOp::create(b, same, /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(sameIf.thenBlock()->getTerminator());
+  addFlat(first, horizontalSum(contribution));
+
+  // Increasing offsets (each lane's above the one before): 16 distinct
+  // elements, a gather and a scatter.
+  b.setInsertionPoint(sameIf.elseBlock()->getTerminator());
+  SmallVector<int64_t> nextLane;
+  for (int64_t l = 1; l < lanes; ++l)
+    nextLane.push_back(l);
+  nextLane.push_back(lanes - 1);
+  Value next = vector::ShuffleOp::create(b, offsets, offsets, nextLane);
+  SmallVector<bool> lastLane(lanes, false);
+  lastLane.back() = true;
+  Value increasing = allOf(arith::OrIOp::create(
+      b, arith::CmpIOp::create(b, arith::CmpIPredicate::ult, offsets, next),
+      arith::ConstantOp::create(
+          b, DenseElementsAttr::get(VectorType::get({lanes}, b.getI1Type()),
+                                    lastLane))));
+  auto increasingIf = scf::IfOp::create(b, increasing, /*withElseRegion=*/true);
+  b.setInsertionPoint(increasingIf.thenBlock()->getTerminator());
+  Value zero = cst(0);
+  Value allLanes = vector::ConstantMaskOp::create(
+      b, VectorType::get({lanes}, b.getI1Type()), ArrayRef<int64_t>{lanes});
+  Value old = vector::GatherOp::create(b, vecType, flat, ValueRange{zero},
+                                       offsets, allLanes, zeroVector());
+  vector::ScatterOp::create(b, Type(), flat, ValueRange{zero}, offsets,
+                            allLanes,
+                            arith::AddFOp::create(b, old, contribution));
+  // Otherwise lane by lane, in lane order.
+  b.setInsertionPoint(increasingIf.elseBlock()->getTerminator());
+  for (int64_t l = 0; l < lanes; ++l)
+    addFlat(vector::ExtractOp::create(b, offsets, ArrayRef<int64_t>{l}),
+            vector::ExtractOp::create(b, contribution, ArrayRef<int64_t>{l}));
 }
 
 } // namespace

@@ -261,7 +261,8 @@ SmallVector<Value> KeyBlockEmitter::globalIndices(int64_t r, int64_t v) {
 }
 
 Value KeyBlockEmitter::finalScore(Value score, int64_t r, int64_t v,
-                                  Value capDerivative, Value modDerivative) {
+                                  Value capDerivative, Value modDerivative,
+                                  Value modInput) {
   Value s = arith::MulFOp::create(
       b, score, splat(f32Const(static_cast<float>(math.scoreScale()))));
   if (math.hasSoftcap()) {
@@ -277,6 +278,8 @@ Value KeyBlockEmitter::finalScore(Value score, int64_t r, int64_t v,
   if (bias)
     s = arith::AddFOp::create(b, s, loadVector(bias, {cst(r), cst(v * lanes)}));
   if (modifiers.hasScoreMod()) {
+    if (modInput)
+      storeVector(s, modInput, {cst(r), cst(v * lanes)});
     Value derivative;
     s = modifiers.score(s, globalIndices(r, v),
                         modDerivative ? &derivative : nullptr);

@@ -86,9 +86,10 @@ protected:
   /// The final scores s of register tile `scores` of row `r` (the scale,
   /// the soft cap, the bias loaded by loadMask): vector `v`'s. With
   /// `capDerivative`, stores 1 − (s/c)² there (the soft cap's derivative);
-  /// with `modDerivative`, the score_mod's derivative in its score.
+  /// with `modDerivative`, the score_mod's derivative in its score; with
+  /// `modInput`, the score the score_mod takes.
   Value finalScore(Value scores, int64_t r, int64_t v, Value capDerivative = {},
-                   Value modDerivative = {});
+                   Value modDerivative = {}, Value modInput = {});
   /// Fills `keep` (and `bias`) for rows [firstRow, firstRow + rowCount) of
   /// head `head` from the mask and the mask_mod, and sets where the block's
   /// scores are for finalScore's score_mod.
@@ -142,6 +143,10 @@ protected:
   // Dropout: the threshold of the keep bits and the kept weights' factor.
   Value dropThreshold, dropKept;
 
+  /// (b, h, i, j) of register tile (r, v) of the row block (loadRowBlock):
+  /// j a vector of the lanes' keys.
+  SmallVector<Value> globalIndices(int64_t r, int64_t v);
+
 private:
   void allocateBlockState();
   /// The mask's keep bits and bias for the row block (loadRowBlock).
@@ -150,8 +155,6 @@ private:
   /// The global (b, h, first row) of the row block, and its key block's
   /// first key: what the modifiers take (loadRowBlock sets them).
   Value globalBatch, globalHead, globalFirstRow, globalFirstKey;
-  /// (b, h, i, j) of register tile (r, v): j a vector of the lanes' keys.
-  SmallVector<Value> globalIndices(int64_t r, int64_t v);
   /// Index `index` of a mask dim, or 0 where the dim broadcasts (size 1).
   Value maskIndex(int64_t dimIndex, Value index);
 };

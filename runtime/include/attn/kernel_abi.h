@@ -163,6 +163,14 @@ typedef struct attn_backward_args {
    * bias before its broadcast dims are summed. */
   float *grad_mask;
   int64_t grad_mask_strides[4];
+  /* For a kernel whose grad_captures has bit n (others never read these):
+   * the gradient of captured tensor n as partial sums, one row per work
+   * item, row b * Hkv + hkv for batch b and key/value head hkv, each the
+   * capture's elements in row-major order (contiguous), rows
+   * grad_capture_row_strides[n] elements apart; written. The caller sums
+   * the rows. */
+  float *grad_captures[ATTN_MAX_CAPTURES];
+  int64_t grad_capture_row_strides[ATTN_MAX_CAPTURES];
 } attn_backward_args;
 
 /* The arguments of a linear attention call (attn.linear): Q, K, V and O as
@@ -433,6 +441,11 @@ typedef struct attn_kernel_desc {
   int64_t block_table_rows; /* QB */
   int64_t block_table_keys; /* KB */
   int32_t block_table_capture;
+  /* A backward kernel's captured tensors with a gradient (spec key
+   * 'dcaptures'): bit n for capture n (attn_backward_args::grad_captures).
+   * It fills what was the struct's tail padding, which older kernels'
+   * descriptors hold as 0 (none): struct_size did not change. */
+  uint32_t grad_captures;
 } attn_kernel_desc;
 
 typedef struct attn_library {

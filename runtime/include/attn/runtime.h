@@ -250,6 +250,17 @@ typedef struct attn_run_options {
    * launch on a stream does. NULL: the default stream, and the call waits
    * for the kernel to finish. Not for CPU kernels. */
   void *cuda_stream;
+  /* attn_run_backward_with, for a backward kernel whose score_mod's
+   * captured tensors have gradients (attn_kernel_grad_captures; spec key
+   * 'dcaptures'): an array of num_captures tensors, entry n for capture n
+   * where the kernel has its gradient (other entries are not read). Entry n
+   * is f32 [B * Hkv, N], N the capture's element count, each row
+   * contiguous (strides {>= N, 1}); written: row b * Hkv + hkv is the
+   * partial gradient that work item (batch b, key/value head hkv) adds up,
+   * in the capture's row-major order. The capture's gradient is the sum of
+   * the rows (deterministic: no two work items write one row). NULL for
+   * other kernels. */
+  const attn_tensor *grad_captures;
 } attn_run_options;
 
 /* attn_run with every per-call input: `options` may be NULL for a kernel
@@ -326,6 +337,12 @@ ATTN_RUNTIME_EXPORT attn_status attn_run_backward(
  * and refuses attn_run_backward. */
 ATTN_RUNTIME_EXPORT int
 attn_kernel_has_grad_mask(const attn_kernel_desc *kernel);
+
+/* Which captured tensors a backward kernel writes the gradient of (spec key
+ * 'dcaptures'): bit n for capture n; 0 for other kernels. It then runs
+ * with attn_run_backward_with (options->grad_captures). */
+ATTN_RUNTIME_EXPORT uint32_t
+attn_kernel_grad_captures(const attn_kernel_desc *kernel);
 
 /* attn_run_backward with the options (dropout's probability and seed, and
  * grad_mask for a kernel that writes dM; sinks and key_splits do not apply

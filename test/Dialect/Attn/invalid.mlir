@@ -1714,3 +1714,128 @@ func.func @mha_dynamic_embed(%x: tensor<1x4x?xf32>, %w: tensor<96x32xf32>, %wo: 
       outs(%y : tensor<1x4x?xf32>) heads(4) -> tensor<1x4x?xf32>
   return
 }
+
+// -----
+
+func.func @grad_captures_without_score_mod(%q: tensor<1x2x8x16xf32>, %k: tensor<1x1x8x16xf32>, %o: tensor<1x2x8x16xf32>, %l: tensor<1x2x8xf32>, %c: tensor<2xf32>, %dc: tensor<1x1x2xf32>) {
+  // expected-error @+1 {{grad_captures are gradients through the score_mod, and the op has none}}
+  %r:4 = attn.attention_backward ins(%q, %k, %k : tensor<1x2x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>)
+      captures(%c : tensor<2xf32>)
+      forward(%o, %l : tensor<1x2x8x16xf32>, tensor<1x2x8xf32>) grads(%o : tensor<1x2x8x16xf32>)
+      outs(%q, %k, %k : tensor<1x2x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>
+           grad_captures [0](%dc : tensor<1x1x2xf32>))
+      mask_mod {
+      ^bb0(%b: index, %h: index, %i: index, %j: index):
+        %t = attn.captured 0 [%h] : f32
+        %z = arith.constant 0.0 : f32
+        %keep = arith.cmpf oge, %t, %z : f32
+        attn.yield %keep : i1
+      }
+      -> tensor<1x2x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x2xf32>
+  return
+}
+
+// -----
+
+func.func @grad_captures_not_f32(%q: tensor<1x2x8x16xf32>, %k: tensor<1x1x8x16xf32>, %o: tensor<1x2x8x16xf32>, %l: tensor<1x2x8xf32>, %c: tensor<8xi32>, %dc: tensor<1x1x8xf32>) {
+  // expected-error @+1 {{grad_captures: capture 0 is 'tensor<8xi32>', and only an f32 one has a gradient}}
+  %r:4 = attn.attention_backward ins(%q, %k, %k : tensor<1x2x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>)
+      captures(%c : tensor<8xi32>)
+      forward(%o, %l : tensor<1x2x8x16xf32>, tensor<1x2x8xf32>) grads(%o : tensor<1x2x8x16xf32>)
+      outs(%q, %k, %k : tensor<1x2x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>
+           grad_captures [0](%dc : tensor<1x1x8xf32>))
+      score_mod {
+      ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+        %t = attn.captured 0 [%j] : i32
+        %f = arith.sitofp %t : i32 to f32
+        %r = arith.addf %s, %f : f32
+        attn.yield %r : f32
+      }
+      -> tensor<1x2x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8xf32>
+  return
+}
+
+// -----
+
+func.func @grad_captures_number(%q: tensor<1x2x8x16xf32>, %k: tensor<1x1x8x16xf32>, %o: tensor<1x2x8x16xf32>, %l: tensor<1x2x8xf32>, %c: tensor<2xf32>, %dc: tensor<1x1x2xf32>) {
+  // expected-error @+1 {{grad_captures names capture 1 but the op captures 1 tensors}}
+  %r:4 = attn.attention_backward ins(%q, %k, %k : tensor<1x2x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>)
+      captures(%c : tensor<2xf32>)
+      forward(%o, %l : tensor<1x2x8x16xf32>, tensor<1x2x8xf32>) grads(%o : tensor<1x2x8x16xf32>)
+      outs(%q, %k, %k : tensor<1x2x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>
+           grad_captures [1](%dc : tensor<1x1x2xf32>))
+      score_mod {
+      ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+        %t = attn.captured 0 [%h] : f32
+        %r = arith.addf %s, %t : f32
+        attn.yield %r : f32
+      }
+      -> tensor<1x2x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x2xf32>
+  return
+}
+
+// -----
+
+func.func @grad_captures_shape(%q: tensor<1x2x8x16xf32>, %k: tensor<1x1x8x16xf32>, %o: tensor<1x2x8x16xf32>, %l: tensor<1x2x8xf32>, %c: tensor<2xf32>, %dc: tensor<1x2x2xf32>) {
+  // expected-error @+1 {{grad_captures: the partial gradient of capture 0 must be f32 [B, Hkv, its shape] = [1, 1, 2], found 'tensor<1x2x2xf32>'}}
+  %r:4 = attn.attention_backward ins(%q, %k, %k : tensor<1x2x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>)
+      captures(%c : tensor<2xf32>)
+      forward(%o, %l : tensor<1x2x8x16xf32>, tensor<1x2x8xf32>) grads(%o : tensor<1x2x8x16xf32>)
+      outs(%q, %k, %k : tensor<1x2x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>
+           grad_captures [0](%dc : tensor<1x2x2xf32>))
+      score_mod {
+      ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+        %t = attn.captured 0 [%h] : f32
+        %r = arith.addf %s, %t : f32
+        attn.yield %r : f32
+      }
+      -> tensor<1x2x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x2x2xf32>
+  return
+}
+
+// -----
+
+func.func @grad_captures_unread(%q: tensor<1x2x8x16xf32>, %k: tensor<1x1x8x16xf32>, %o: tensor<1x2x8x16xf32>, %l: tensor<1x2x8xf32>, %c: tensor<2xf32>, %d: tensor<2xf32>, %dc: tensor<1x1x2xf32>) {
+  // expected-error @+1 {{grad_captures: the score_mod reads no element of capture 1}}
+  %r:4 = attn.attention_backward ins(%q, %k, %k : tensor<1x2x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>)
+      captures(%c, %d : tensor<2xf32>, tensor<2xf32>)
+      forward(%o, %l : tensor<1x2x8x16xf32>, tensor<1x2x8xf32>) grads(%o : tensor<1x2x8x16xf32>)
+      outs(%q, %k, %k : tensor<1x2x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>
+           grad_captures [1](%dc : tensor<1x1x2xf32>))
+      score_mod {
+      ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+        %t = attn.captured 0 [%h] : f32
+        %r = arith.addf %s, %t : f32
+        attn.yield %r : f32
+      }
+      mask_mod {
+      ^bb0(%b: index, %h: index, %i: index, %j: index):
+        %t = attn.captured 1 [%h] : f32
+        %z = arith.constant 0.0 : f32
+        %keep = arith.cmpf oge, %t, %z : f32
+        attn.yield %keep : i1
+      }
+      -> tensor<1x2x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x2xf32>
+  return
+}
+
+// -----
+
+func.func @grad_captures_order(%q: tensor<1x2x8x16xf32>, %k: tensor<1x1x8x16xf32>, %o: tensor<1x2x8x16xf32>, %l: tensor<1x2x8xf32>, %c: tensor<2xf32>, %d: tensor<2xf32>, %dc: tensor<1x1x2xf32>, %dd: tensor<1x1x2xf32>) {
+  // expected-error @+1 {{grad_captures numbers must increase, found 0 after 1}}
+  %r:5 = attn.attention_backward ins(%q, %k, %k : tensor<1x2x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>)
+      captures(%c, %d : tensor<2xf32>, tensor<2xf32>)
+      forward(%o, %l : tensor<1x2x8x16xf32>, tensor<1x2x8xf32>) grads(%o : tensor<1x2x8x16xf32>)
+      outs(%q, %k, %k : tensor<1x2x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>
+           grad_captures [1, 0](%dc, %dd : tensor<1x1x2xf32>, tensor<1x1x2xf32>))
+      score_mod {
+      ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+        %t = attn.captured 0 [%h] : f32
+        %u = attn.captured 1 [%h] : f32
+        %r0 = arith.addf %s, %t : f32
+        %r = arith.addf %r0, %u : f32
+        attn.yield %r : f32
+      }
+      -> tensor<1x2x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x2xf32>, tensor<1x1x2xf32>
+  return
+}

@@ -1120,6 +1120,125 @@ TEST(BackwardWith, HandsDMToTheKernelAndRefusesBadOnes) {
                                      "kernel 'fake_dbias' runs on the CPU");
 }
 
+/// fake_bias_window's descriptor as a backward kernel whose score_mod reads
+/// a table [?, ?] f32 and ids [?] i32 and which writes the table's gradient
+/// (spec key dcaptures=0).
+struct GradCapturesKernel {
+  attn_capture_desc captures[2] = {{ATTN_F32, 2, {ATTN_DYNAMIC, ATTN_DYNAMIC}},
+                                   {ATTN_I32, 1, {ATTN_DYNAMIC}}};
+  attn_kernel_desc desc = *fakeKernel("fake_bias_window");
+  GradCapturesKernel() {
+    desc.name = "fake_dcaptures";
+    desc.kind = ATTN_KERNEL_BACKWARD;
+    desc.has_lse = 1;
+    desc.num_captures = 2;
+    desc.captures = captures;
+    desc.grad_captures = 1;
+  }
+};
+
+TEST(BackwardWith, HandsCaptureGradientsToTheKernelAndRefusesBadOnes) {
+  GradCapturesKernel kernel;
+  const attn_kernel_desc *desc = &kernel.desc;
+  EXPECT_EQ(attn_kernel_grad_captures(desc), 1u);
+  Problem p(desc, 2, 4, 2, 3, 5);
+  BackwardTensors g(p);
+  std::vector<float> table(2 * 17, 0.5f), partials(4 * 2 * 17 + 8, 0.0f);
+  std::vector<int32_t> ids(5, 0);
+  int64_t tableShape[2] = {2, 17}, idsShape[1] = {5};
+  // One row of 34 elements per work item (B * Hkv = 4).
+  int64_t partialShape[2] = {4, 34};
+  attn_tensor captures[2] = {
+      attn_tensor_contiguous(table.data(), ATTN_F32, 2, tableShape),
+      attn_tensor_contiguous(ids.data(), ATTN_I32, 1, idsShape)};
+  attn_tensor grads[2] = {
+      attn_tensor_contiguous(partials.data(), ATTN_F32, 2, partialShape), {}};
+  attn_run_options options{};
+  options.struct_size = sizeof(options);
+  options.captures = captures;
+  options.num_captures = 2;
+  options.grad_captures = grads;
+  attn_backward_args args;
+  auto prepare = [&](const attn_run_options *o) {
+    return attn_prepare_backward_with(desc, &p.Q, &p.K, &p.V, p.mask(desc),
+                                      &p.O, &p.L, &g.dO, nullptr, &g.dQ, &g.dK,
+                                      &g.dV, o, &args);
+  };
+  ASSERT_EQ(prepare(&options), ATTN_OK) << attn_last_error();
+  EXPECT_EQ(args.grad_captures[0], partials.data());
+  EXPECT_EQ(args.grad_capture_row_strides[0], 34);
+  EXPECT_EQ(args.grad_captures[1], nullptr); // i32 ids: no gradient
+  // Rows further apart than their length are fine.
+  grads[0].strides[0] = 36;
+  ASSERT_EQ(prepare(&options), ATTN_OK) << attn_last_error();
+  EXPECT_EQ(args.grad_capture_row_strides[0], 36);
+
+  auto refused = [&](const attn_run_options *o) {
+    EXPECT_EQ(prepare(o), ATTN_ERROR_INVALID_ARGUMENT);
+    return std::string(attn_last_error());
+  };
+  grads[0] = attn_tensor_contiguous(partials.data(), ATTN_F32, 2, partialShape);
+  options.grad_captures = nullptr;
+  EXPECT_EQ(refused(&options),
+            "grad_captures: kernel 'fake_dcaptures' writes the gradients of "
+            "captured tensors (bits 0x1) but grad_captures is NULL");
+  options.grad_captures = grads;
+  grads[0].shape[0] = 2;
+  EXPECT_EQ(refused(&options),
+            "grad_captures[0]: dim 0 (B * Hkv) is 2 but the call's "
+            "B * Hkv=4");
+  grads[0].shape[0] = 4;
+  grads[0].shape[1] = 17;
+  EXPECT_EQ(refused(&options),
+            "grad_captures[0]: dim 1 (N) is 17 but capture 0's element count "
+            "N=34");
+  grads[0].shape[1] = 34;
+  grads[0].strides[1] = 2;
+  grads[0].strides[0] = 68;
+  EXPECT_EQ(refused(&options), "grad_captures[0]: stride 1 is 2 but each row "
+                               "must be contiguous (stride 1)");
+  grads[0].strides[1] = 1;
+  grads[0].strides[0] = 17;
+  EXPECT_EQ(refused(&options), "grad_captures[0]: stride 0 is 17 but rows of "
+                               "34 elements must not overlap (stride >= 34)");
+  grads[0] = attn_tensor_contiguous(partials.data(), ATTN_F32, 2, partialShape);
+  grads[0].dtype = ATTN_BF16;
+  EXPECT_NE(refused(&options).find("always f32"), std::string::npos)
+      << attn_last_error();
+  // Nothing else of the call may share its memory: dQ, the captures.
+  grads[0] = attn_tensor_contiguous(g.dq.data(), ATTN_F32, 2, partialShape);
+  EXPECT_NE(refused(&options).find("overlaps"), std::string::npos)
+      << attn_last_error();
+  grads[0] = attn_tensor_contiguous(table.data(), ATTN_F32, 2, partialShape);
+  EXPECT_NE(refused(&options).find("capture 0"), std::string::npos)
+      << attn_last_error();
+  grads[0] = attn_tensor_contiguous(partials.data(), ATTN_F32, 2, partialShape);
+  ASSERT_EQ(prepare(&options), ATTN_OK) << attn_last_error();
+
+  // A kernel without them, and a forward call, refuse them.
+  GradCapturesKernel without;
+  without.desc.grad_captures = 0;
+  EXPECT_EQ(attn_prepare_backward_with(&without.desc, &p.Q, &p.K, &p.V,
+                                       p.mask(desc), &p.O, &p.L, &g.dO, nullptr,
+                                       &g.dQ, &g.dK, &g.dV, &options, &args),
+            ATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_STREQ(attn_last_error(),
+               "grad_captures: kernel 'fake_dcaptures' writes no captured "
+               "tensor's gradient but grad_captures was given (compile it "
+               "with the spec key 'dcaptures')");
+  const attn_kernel_desc *forward = fakeKernel("fake_bias_window");
+  attn_run_options forwardOptions{};
+  forwardOptions.struct_size = sizeof(forwardOptions);
+  forwardOptions.grad_captures = grads;
+  EXPECT_EQ(attn_run_with(forward, &p.Q, &p.K, &p.V, p.mask(forward), &p.O,
+                          p.lseTensor(forward), &forwardOptions, nullptr),
+            ATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_STREQ(attn_last_error(), "options: grad_captures is a backward call's "
+                                  "(attn_run_backward_with)");
+  // A forward kernel reports none.
+  EXPECT_EQ(attn_kernel_grad_captures(forward), 0u);
+}
+
 TEST(Module, FromLibraryRefusesBackwardKernelsOlderThanTheSinks) {
   LinkedLibrary linked;
   linked.desc.kind = ATTN_KERNEL_BACKWARD;

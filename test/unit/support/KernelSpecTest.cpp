@@ -49,6 +49,7 @@ void expectEqualSpecs(const KernelSpec &a, const KernelSpec &b) {
   EXPECT_EQ(a.weights, b.weights);
   EXPECT_EQ(a.sinks, b.sinks);
   EXPECT_EQ(a.gradMask, b.gradMask);
+  EXPECT_EQ(a.gradCaptures, b.gradCaptures);
   EXPECT_EQ(a.linear, b.linear);
   EXPECT_EQ(a.eps, b.eps);
   EXPECT_EQ(a.chunk, b.chunk);
@@ -256,6 +257,11 @@ TEST(KernelSpec, KindsOfKernel) {
   KernelSpec dbias = parseOrDie("d=64,mask=bias:b1,backward,dbias");
   EXPECT_TRUE(dbias.gradMask);
   expectEqualSpecs(parseOrDie(printKernelSpec(dbias)), dbias);
+  KernelSpec dcaptures = parseOrDie("d=64,backward,dcaptures=0:2");
+  EXPECT_EQ(dcaptures.gradCaptures, 0b101u);
+  EXPECT_NE(printKernelSpec(dcaptures).find(",dcaptures=0:2"),
+            std::string::npos);
+  expectEqualSpecs(parseOrDie(printKernelSpec(dcaptures)), dcaptures);
 }
 
 TEST(KernelSpec, LinearAttention) {
@@ -359,6 +365,12 @@ TEST(KernelSpecErrors, KindsOfKernel) {
   // d(bias) is the backward's, of an additive bias.
   expectError("d=64,mask=bias,dbias", {"'dbias'", "'backward'"});
   expectError("d=64,mask=bool,backward,dbias", {"'dbias'", "'mask=bias'"});
+  // The captures' gradients are the backward's, numbered 0..7 in order.
+  expectError("d=64,dcaptures=0", {"'dcaptures'", "'backward'"});
+  expectError("d=64,backward,dcaptures=1:0", {"dcaptures", "increasing"});
+  expectError("d=64,backward,dcaptures=8", {"dcaptures", "0..7"});
+  expectError("d=64,backward,dcaptures=a", {"dcaptures", "'a'"});
+  expectError("d=64,backward,dcaptures", {"'dcaptures' needs a value"});
 }
 
 TEST(KernelSpecErrors, BadNumbers) {
