@@ -6,8 +6,13 @@ Rows, forward + backward of (O · W).sum() for a fixed random W, f32,
 B=1 H=8 D=64, median of --repeat interleaved samples:
   attn, frozen       the table/slopes without grad: the kernels' forward and
                      backward (dQ, dK, dV) only;
-  attn, trained      the same plus the captured tensor's gradient (the
-                     score_mod re-run in PyTorch a block of rows at a time);
+  attn, trained      the same plus the captured tensor's gradient, which the
+                     backward kernel computes (grad_captures: the score_mod's
+                     derivative in each element it reads, summed per work
+                     item);
+  in PyTorch         the same with the gradient computed as attn does where
+                     those partial sums would not fit (the score_mod re-run
+                     in PyTorch a block of query rows at a time);
   torch eager        the same function written with materialized scores
                      (q·kᵀ, the score_mod by broadcasting, softmax, ·V) and
                      autograd: what PyTorch offers on the CPU, whose
@@ -67,12 +72,22 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     print(f"# {peers.cpu_model()}, {args.threads} threads, torch {torch.__version__}, "
           f"B=1 H={HEADS} D={DIM} f32")
-    print("| score_mod | S | attn, frozen | attn, trained | gradient's cost | torch eager "
-          "(trained) | attn vs eager | max rel. diff of the gradient |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    import attn._flex as flex
+
+    print("| score_mod | S | attn, frozen | attn, trained | gradient's cost | gradient in "
+          "PyTorch | torch eager (trained) | attn vs eager | max rel. diff of the gradient |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     g = torch.Generator().manual_seed(0)
     params = {"table": 0.1 * torch.randn(HEADS, 2 * RADIUS + 1, generator=g),
               "slopes": torch.rand(HEADS, generator=g)}
+    def in_pytorch(a, b, c, score_mod):
+        saved = flex.CAPTURE_PARTIAL_BYTES
+        flex.CAPTURE_PARTIAL_BYTES = 0  # no partial sums: PyTorch's path
+        try:
+            return attn.flex_attention(a, b, c, score_mod=score_mod)
+        finally:
+            flex.CAPTURE_PARTIAL_BYTES = saved
+
     for seq in args.seq:
         q, k, v, w = (torch.randn(1, HEADS, seq, DIM, generator=g) for _ in range(4))
         for name, (score_mod, key) in score_mods(torch, params).items():
@@ -90,6 +105,7 @@ def main(argv=None) -> int:
                                                                    score_mod=score_mod), False),
                 "trained": step(lambda a, b, c: attn.flex_attention(a, b, c,
                                                                     score_mod=score_mod), True),
+                "in PyTorch": step(lambda a, b, c: in_pytorch(a, b, c, score_mod), True),
                 "eager": step(lambda a, b, c: eager(torch, a, b, c, score_mod), True),
             }
             ours, theirs = runners["trained"](), runners["eager"]()
@@ -101,8 +117,8 @@ def main(argv=None) -> int:
             t = {key_: statistics.median(x) for key_, x in samples.items()}
             params[key].requires_grad_(False)
             print(f"| {name} | {seq} | {t['frozen'] * 1e3:.1f} ms | {t['trained'] * 1e3:.1f} ms "
-                  f"| {t['trained'] / t['frozen']:.2f}× | {t['eager'] * 1e3:.1f} ms | "
-                  f"{t['eager'] / t['trained']:.2f}× | {diff:.1e} |")
+                  f"| {t['trained'] / t['frozen']:.2f}× | {t['in PyTorch'] * 1e3:.1f} ms | "
+                  f"{t['eager'] * 1e3:.1f} ms | {t['eager'] / t['trained']:.2f}× | {diff:.1e} |")
     return 0
 
 
