@@ -991,8 +991,10 @@ def flex_attention(query: Tensor, key: Tensor, value: Tensor,
     kept, whose output is 0). Differentiable in query, key, value and sinks,
     through the score_mod too (the compiler differentiates it), and in the
     tensors the score_mod captures that require grad (a trained bias table
-    or slopes; computed by re-running the score_mod in PyTorch a block of
-    query rows at a time).
+    or slopes: the backward kernel computes their gradient beside dQ, dK
+    and dV; where its per-work-item partial sums would pass
+    CAPTURE_PARTIAL_BYTES, PyTorch re-runs the score_mod a block of query
+    rows at a time instead).
     """
     if kernel_options:
         raise Error("kernel_options are FlexAttention's Triton tuning knobs; attn chooses each "
@@ -1027,9 +1029,9 @@ def flex_attention(query: Tensor, key: Tensor, value: Tensor,
                                           sinks)
         return (output, lse) if return_lse else output
     if modifiers.trained and torch.is_grad_enabled():
-        # The kernels give dQ, dK, dV (and dsinks) through the operator; the
-        # captured tensors' gradient comes from _CaptureGradients, which
-        # needs the LSE.
+        # Partials too large: the kernels give dQ, dK, dV (and dsinks)
+        # through the operator; the captured tensors' gradient comes from
+        # _CaptureGradients, which needs the LSE.
         output, lse = torch.ops.attn.flex(query, key, value, captures, modifiers.source,
                                           scale, bool(enable_gqa), True, sinks)
         state = _CaptureState(query, key, value, modifiers, block_mask, scale)
