@@ -388,6 +388,22 @@ func::FuncOp buildKernelFunction(OpBuilder &b, Location loc,
     attributes.modifiers = source;
     attributes.blockMask = source->getAttrOfType<DenseI64ArrayAttr>(
         mlir::attn::kBlockMaskAttrName);
+    // A gradient reaches a capture through the score_mod alone.
+    llvm::SmallDenseSet<int64_t> read;
+    if (Region *scoreMod = mlir::attn::scoreModOf(source))
+      scoreMod->walk([&](mlir::attn::CapturedOp captured) {
+        read.insert(captured.getCapture());
+      });
+    for (size_t number = 0; number < spec.captures.size(); ++number)
+      if ((spec.gradCaptures & (1u << number)) && !read.contains(number)) {
+        mlir::emitError(loc)
+            << "kernel '" << spec.name << "': dcaptures names capture "
+            << number
+            << ", which its score_mod does not read (a gradient reaches a "
+               "captured tensor through the score_mod alone)";
+        func.erase();
+        return {};
+      }
   }
   if (spec.dropout) {
     unsigned count = body->getNumArguments();
