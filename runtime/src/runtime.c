@@ -630,8 +630,8 @@ attn_status attn_run_split(const attn_kernel_desc *kernel,
     return attn_sinks_needed(kernel);
   if (attn_kernel_num_captures(kernel) > 0)
     return attn_captures_needed(kernel);
-  attn_run_options options = {sizeof(options), NULL, 0.0f, 0, key_splits,
-                              NULL, NULL, 0, NULL};
+  attn_run_options options = {
+      sizeof(options), NULL, 0.0f, 0, key_splits, NULL, NULL, 0, NULL, NULL};
   return attn_run_with(kernel, query, key, value, mask, output, lse, &options,
                        pool);
 }
@@ -646,8 +646,16 @@ attn_status attn_run_dropout(const attn_kernel_desc *kernel,
     return attn_sinks_needed(kernel);
   if (attn_kernel_num_captures(kernel) > 0)
     return attn_captures_needed(kernel);
-  attn_run_options options = {sizeof(options), NULL, dropout_p, dropout_seed,
-                              0, NULL, NULL, 0, NULL};
+  attn_run_options options = {sizeof(options),
+                              NULL,
+                              dropout_p,
+                              dropout_seed,
+                              0,
+                              NULL,
+                              NULL,
+                              0,
+                              NULL,
+                              NULL};
   return attn_run_with(kernel, query, key, value, mask, output, lse, &options,
                        pool);
 }
@@ -1009,6 +1017,17 @@ attn_status attn_run_backward_with(
   if (args.forward.heads_q == 0) {
     zero_tensor(grad_key);
     zero_tensor(grad_value);
+    /* And the captures' partials, a row per (batch, key/value head). */
+    for (int32_t n = 0; n < attn_kernel_num_captures(kernel); ++n) {
+      if (!args.grad_captures[n])
+        continue;
+      int64_t elements = 1;
+      for (int32_t d = 0; d < kernel->captures[n].rank; ++d)
+        elements *= args.forward.captures[n].sizes[d];
+      for (int64_t w = 0; w < args.forward.batch * args.forward.heads_kv; ++w)
+        memset(args.grad_captures[n] + w * args.grad_capture_row_strides[n], 0,
+               (size_t)elements * sizeof(float));
+    }
     unpin(owner);
     return ATTN_OK;
   }
@@ -1034,8 +1053,16 @@ attn_status attn_run_weights(const attn_kernel_desc *kernel,
                              uint64_t dropout_seed, attn_thread_pool *pool) {
   if (attn_kernel_num_captures(kernel) > 0)
     return attn_captures_needed(kernel);
-  attn_run_options options = {sizeof(options), NULL, dropout_p, dropout_seed,
-                              0, NULL, NULL, 0, NULL};
+  attn_run_options options = {sizeof(options),
+                              NULL,
+                              dropout_p,
+                              dropout_seed,
+                              0,
+                              NULL,
+                              NULL,
+                              0,
+                              NULL,
+                              NULL};
   return attn_run_weights_with(kernel, query, key, mask, lse, weights,
                                &options, pool);
 }

@@ -166,6 +166,23 @@ int main(int argc, char **argv) {
     printf("FAIL: a missing partial was accepted\n");
   else
     printf("refused: %s\n", attn_last_error());
+  /* No query head: nothing reaches the table, whose partials are zeros. */
+  int64_t qs0[4] = {B, 0, SQ, D}, ls0[3] = {B, 0, SQ};
+  attn_tensor tq0 = attn_tensor_contiguous(q, ATTN_F32, 4, qs0),
+              to0 = attn_tensor_contiguous(o, ATTN_F32, 4, qs0),
+              tl0 = attn_tensor_contiguous(lse, ATTN_F32, 3, ls0),
+              tdo0 = attn_tensor_contiguous(dout, ATTN_F32, 4, qs0),
+              tdq0 = attn_tensor_contiguous(dq, ATTN_F32, 4, qs0);
+  grads[0] = attn_tensor_contiguous(partials[0], ATTN_F32, 2, partial_shape);
+  options.grad_captures = grads;
+  memset(partials[0], 0xff, sizeof(partials[0]));
+  int zeros = attn_run_backward_with(backward, &tq0, &tk, &tv, NULL, &to0, &tl0,
+                                     &tdo0, NULL, &tdq0, &tdk, &tdv, &options,
+                                     pools[0]) == ATTN_OK;
+  for (int w = 0; w < B * HKV; ++w)
+    for (int e = 0; e < HQ * NB; ++e)
+      zeros &= partials[0][w][e] == 0.0f;
+  printf("no query head, partials zero: %d\n", zeros);
   attn_thread_pool_destroy(pools[0]);
   attn_thread_pool_destroy(pools[1]);
   attn_module_unload(module);
