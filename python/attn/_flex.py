@@ -1220,24 +1220,51 @@ def _flex_setup_context(ctx, inputs, output):
 
 
 def _flex_backward(ctx, grad_output, grad_lse):
-    from ._torch import _capsule, _sinks_gradient
+    from ._torch import _sinks_gradient
 
     query, key, value, out, lse, sinks, *captures = ctx.saved_tensors
     if lse.dim() != 3:
         raise Error("flex_attention's backward needs the forward's LSE (return_lse)")
     if grad_output is None:
         grad_output = torch.zeros_like(out)
-    if not ctx.return_lse or grad_lse is None or not bool(grad_lse.any()):
+    if not ctx.return_lse:
         grad_lse = None
-    query, key, value, out, grad_output = (t.detach() for t in (query, key, value, out,
-                                                                 grad_output))
-    spec = _core.spec_for(query, key, value, None, False, ctx.scale, "top_left", None, None,
+    grad_query, grad_key, grad_value, trained_grads = torch.ops.attn.flex_backward(
+        query, key, value, captures, ctx.modifiers, ctx.scale, out, lse, grad_output,
+        grad_lse, ctx.trained)
+    grad_captures = [None] * ctx.num_captures
+    for n, grad in zip(ctx.trained, trained_grads):
+        grad_captures[n] = grad
+    grad_sinks = None
+    if sinks is not None and ctx.needs_input_grad[8]:
+        grad_sinks = _sinks_gradient(sinks, out, lse, grad_output, grad_lse)
+    return (grad_query, grad_key, grad_value, grad_captures, None, None, None,
+            None, grad_sinks)
+
+
+def _flex_backward_eager(query: Tensor, key: Tensor, value: Tensor, captures: List[Tensor],
+                         modifiers: str, scale: Optional[float], output: Tensor, lse: Tensor,
+                         grad_output: Tensor, grad_lse: Optional[Tensor],
+                         trained: List[int]) -> Tuple[Tensor, Tensor, Tensor, List[Tensor]]:
+    """The backward operator: dQ, dK, dV of a call of torch.ops.attn.flex
+    (its O and LSE given) for dO and, when not None, dLSE; and the gradient
+    of each capture numbered in `trained` (f32, shaped as the capture; 0
+    for one that only the mask_mod reads)."""
+    from ._torch import _capsule
+
+    # An LSE the caller did not use gets zeros from autograd: no dLSE then
+    # (a kernel without it).
+    if grad_lse is not None and not bool(grad_lse.any()):
+        grad_lse = None
+    query, key, value, output, lse, grad_output = (
+        t.detach() for t in (query, key, value, output, lse, grad_output))
+    captures = [c.detach() for c in captures]
+    spec = _core.spec_for(query, key, value, None, False, scale, "top_left", None, None,
                           None, grad_lse is not None, backward=True)
     # The trained captures' gradients: partial sums per work item (batch,
-    # key/value head) from the kernel, summed here in row order. A trained
-    # capture that only the mask_mod reads gets 0.
-    reads = _score_mod_reads(ctx.modifiers)
-    compiled = [n for n in ctx.trained if n in reads]
+    # key/value head) from the kernel, summed here in row order.
+    reads = _score_mod_reads(modifiers)
+    compiled = [n for n in trained if n in reads]
     work_items = query.shape[0] * key.shape[1]
     partials = [torch.empty(work_items, captures[n].numel()) for n in compiled]
     if compiled:
@@ -1246,23 +1273,30 @@ def _flex_backward(ctx, grad_output, grad_lse):
     grad_key = torch.empty_like(key, memory_format=torch.contiguous_format)
     grad_value = torch.empty_like(value, memory_format=torch.contiguous_format)
     _core.run_backward(spec, _capsule(query), _capsule(key), _capsule(value), None,
-                       _capsule(out), _capsule(lse), _capsule(grad_output),
+                       _capsule(output), _capsule(lse), _capsule(grad_output),
                        None if grad_lse is None else _capsule(grad_lse.detach().float()),
                        _capsule(grad_query), _capsule(grad_key), _capsule(grad_value),
-                       modifiers=ctx.modifiers, captures=_capsules(captures),
+                       modifiers=modifiers, captures=_capsules(captures),
                        grad_captures=_capsules(partials))
-    grad_captures = [None] * ctx.num_captures
-    for n in ctx.trained:
-        grad_captures[n] = torch.zeros_like(captures[n])
+    grads = {n: torch.zeros(captures[n].shape) for n in trained}
     for n, partial in zip(compiled, partials):
-        total = grad_captures[n].view(-1)
+        total = grads[n].view(-1)
         for row in partial:  # in work-item order: the same bits on any thread count
             total += row
-    grad_sinks = None
-    if sinks is not None and ctx.needs_input_grad[8]:
-        grad_sinks = _sinks_gradient(sinks, out, lse, grad_output, grad_lse)
-    return (grad_query, grad_key, grad_value, grad_captures, None, None, None,
-            None, grad_sinks)
+    return grad_query, grad_key, grad_value, [grads[n] for n in trained]
+
+
+flex_backward_op = torch.library.custom_op("attn::flex_backward", _flex_backward_eager,
+                                           mutates_args=())
+
+
+@flex_backward_op.register_fake
+def _flex_backward_fake(query, key, value, captures, modifiers, scale, output, lse,
+                        grad_output, grad_lse, trained):
+    return (torch.empty_like(query, memory_format=torch.contiguous_format),
+            torch.empty_like(key, memory_format=torch.contiguous_format),
+            torch.empty_like(value, memory_format=torch.contiguous_format),
+            [captures[n].new_empty(captures[n].shape, dtype=torch.float32) for n in trained])
 
 
 def _score_mod_reads(source: str) -> set:

@@ -553,6 +553,33 @@ def test_under_torch_compile():
     assert torch.equal(torch.compile(f)(q, k, v), f(q, k, v))
 
 
+def test_training_under_torch_compile():
+    # The backward is an operator too (torch.ops.attn.flex_backward, with a
+    # fake implementation): AOTAutograd traces it without falling back, and
+    # the gradients of q, k, v and of a trained table are eager mode's bits.
+    import torch._dynamo
+
+    table = torch.randn(HEADS, 17, generator=torch.Generator().manual_seed(17),
+                        requires_grad=True)
+
+    def f(q, k, v):
+        return attn.flex_attention(
+            q, k, v, score_mod=lambda s, b, h, i, j: s + table[h, torch.clamp(j - i, -8, 8) + 8])
+
+    q, k, v = (t.requires_grad_() for t in random_qkv(1, HEADS, HEADS, 33, 40, 16, 16,
+                                                         torch.float32, seed=18))
+    f(q, k, v).sum().backward()
+    eager = [t.grad.clone() for t in (q, k, v, table)]
+    for t in (q, k, v, table):
+        t.grad = None
+    torch._dynamo.reset()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "Error detected in ...Backward" is a warning
+        torch.compile(f)(q, k, v).sum().backward()
+    for name, want, t in zip(("dq", "dk", "dv", "table"), eager, (q, k, v, table)):
+        assert torch.equal(t.grad, want), name
+
+
 # Block masks -------------------------------------------------------------------
 
 
