@@ -135,34 +135,83 @@ def run(spec, query, keys, values, w_q, w_k, w_v, mask, output, weights) -> None
                                      weights)
 
 
-def _eager_rows(torch, query, keys, values, w_q, w_k, w_v, mask):
-    """The definition in PyTorch (f32) for a block of query rows: what the
-    backward recomputes to differentiate. A row without an allowed key
-    gives 0, without NaN in its gradient."""
-    qp = query @ w_q.transpose(0, 1)  # [B, R, A]
-    kp = keys @ w_k.transpose(0, 1)  # [B, Sk, A]
-    scores = torch.tanh(qp[:, :, None, :] + kp[:, None, :, :]) @ w_v  # [B, R, Sk]
+def _weights(torch, scores, mask):
+    """The softmax of scores [B, R, Sk] over the allowed keys; 0 on a row
+    with none (docs/spec.md, "Additive attention")."""
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
-    top = scores.amax(-1, keepdim=True).detach()
+    top = scores.amax(-1, keepdim=True)
     top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
     e = torch.exp(scores - top)
     total = e.sum(-1, keepdim=True)
-    p = e / torch.where(total == 0, torch.ones_like(total), total)
-    return p @ values
+    return e / torch.where(total == 0, torch.ones_like(total), total)
 
 
-#: Bytes of the [B, rows, Sk, A] tanh block that the backward's
-#: recomputation materializes at a time.
+#: Bytes of the [B, rows, Sk, A] tanh block that the backward materializes
+#: at a time.
 BACKWARD_BLOCK_BYTES = 64 << 20
+
+
+def backward(torch, query, keys, values, w_q, w_k, w_v, mask, grad_output, needed):
+    """The gradients of additive attention's output (f32), by hand: per
+    block of query rows, t = tanh(qp + kp) [B, R, Sk, A] once, the weights
+    P and dS = P·(dP − Δ) from it, then dv_a = Σ dS·t and, reusing t's
+    memory for dS·(1 − t²), the projections' gradients dqp = v·Σ_j and
+    dkp = v·Σ_i, which the projections' matrices carry to the query, the
+    keys and W_q, W_k. `needed`: which of (query, keys, values, w_q, w_k,
+    w_v) want one (None for the others)."""
+    query, keys, values, w_q, w_k, w_v = (
+        t.detach().float() for t in (query, keys, values, w_q, w_k, w_v))
+    grad_output = grad_output.float()
+    batch, seq_q, seq_k = query.shape[0], query.shape[1], keys.shape[1]
+    attn_dim = w_q.shape[0]
+    qp = query @ w_q.transpose(0, 1)  # [B, Sq, A]
+    kp = keys @ w_k.transpose(0, 1)  # [B, Sk, A]
+    grad_qp = torch.empty_like(qp)
+    grad_kp = torch.zeros_like(kp)
+    grad_v = torch.zeros_like(w_v)
+    grad_values = torch.zeros_like(values)
+    if mask is not None:
+        mask = mask.expand(batch, seq_q, seq_k)
+    rows = min(seq_q, max(1, BACKWARD_BLOCK_BYTES // max(1, batch * seq_k * attn_dim * 4)))
+    # One block's memory for every block: a fresh 64 MiB tensor a block
+    # costs its page faults each time.
+    block = torch.empty(batch, rows, seq_k, attn_dim)
+    for lo in range(0, seq_q, rows):
+        hi = min(seq_q, lo + rows)
+        t = block[:, :hi - lo]
+        torch.add(qp[:, lo:hi, None, :], kp[:, None, :, :], out=t)
+        t.tanh_()  # [B, R, Sk, A]
+        p = _weights(torch, t @ w_v, None if mask is None else mask[:, lo:hi])
+        grad_out = grad_output[:, lo:hi]
+        delta = (grad_out * (p @ values)).sum(-1, keepdim=True)
+        grad_scores = p * (grad_out @ values.transpose(1, 2) - delta)  # [B, R, Sk]
+        grad_values += p.transpose(1, 2) @ grad_out
+        grad_v += (grad_scores.reshape(1, -1) @ t.reshape(-1, attn_dim))[0]
+        # dS·(1 − t²) = dS − dS·t², in place.
+        u = t.mul_(t).mul_(-grad_scores[..., None]).add_(grad_scores[..., None])
+        grad_qp[:, lo:hi] = u.sum(2)
+        grad_kp += u.sum(1)
+    grad_qp *= w_v
+    grad_kp *= w_v
+    grads = (
+        grad_qp @ w_q if needed[0] else None,
+        grad_kp @ w_k if needed[1] else None,
+        grad_values if needed[2] else None,
+        grad_qp.reshape(-1, attn_dim).transpose(0, 1) @ query.reshape(-1, query.shape[2])
+        if needed[3] else None,
+        grad_kp.reshape(-1, attn_dim).transpose(0, 1) @ keys.reshape(-1, keys.shape[2])
+        if needed[4] else None,
+        grad_v if needed[5] else None,
+    )
+    return grads
 
 
 def _autograd_function(torch):
     class AdditiveAttentionFunction(torch.autograd.Function):
-        """Forward: the kernel. Backward: the forward recomputed in PyTorch
-        (f32) a block of query rows at a time and differentiated by
-        autograd, so that memory stays O(block) (a compiled backward is the
-        training issue's)."""
+        """Forward: the kernel. Backward: `backward` above, in PyTorch (f32),
+        a block of query rows at a time, so that memory stays O(block) (a
+        compiled backward is the lead)."""
 
         @staticmethod
         def forward(ctx, query, keys, values, w_q, w_k, w_v, mask, spec):
@@ -177,31 +226,10 @@ def _autograd_function(torch):
 
         @staticmethod
         def backward(ctx, grad_output):
-            query, keys, values, w_q, w_k, w_v, mask = ctx.saved_tensors
-            f32 = [t.detach().float().requires_grad_() for t in
-                   (query, keys, values, w_q, w_k, w_v)]
-            grads = [torch.zeros_like(t) for t in f32]
-            batch, seq_q = query.shape[0], query.shape[1]
-            per_row = max(1, batch * keys.shape[1] * w_q.shape[0] * 4 * 3)
-            rows = max(1, BACKWARD_BLOCK_BYTES // per_row)
-            grad_output = grad_output.float()
-            full_mask = None
-            if mask is not None:
-                full_mask = mask.expand(batch, seq_q, keys.shape[1])
-            with torch.enable_grad():
-                for lo in range(0, seq_q, rows):
-                    hi = min(seq_q, lo + rows)
-                    out = _eager_rows(torch, f32[0][:, lo:hi], *f32[1:],
-                                      None if full_mask is None else full_mask[:, lo:hi])
-                    parts = torch.autograd.grad(out, f32, grad_output[:, lo:hi],
-                                                allow_unused=True)
-                    for g, part in zip(grads, parts):
-                        if part is not None:
-                            g += part
-            return (*(g.to(t.dtype) if ctx.needs_input_grad[i] else None
-                      for i, (g, t) in enumerate(zip(grads, (query, keys, values, w_q,
-                                                               w_k, w_v)))),
-                    None, None)
+            tensors = ctx.saved_tensors
+            grads = backward(torch, *tensors, grad_output, ctx.needs_input_grad[:6])
+            return (*(None if g is None else g.to(t.dtype)
+                      for g, t in zip(grads, tensors[:6])), None, None)
 
     return AdditiveAttentionFunction
 

@@ -191,3 +191,38 @@ def test_bad_arguments_are_refused():
         attn.additive_attention(q, k, v, w_q, w_k, w_v, torch.ones(2, 3, 4) > 0)
     with pytest.raises(attn.Error, match="values: element type is f16"):
         attn.additive_attention(q, k, v.half(), w_q, w_k, w_v)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("mask_shape", [None, (2, 37, 53), (1, 37, 53), (2, 53)],
+                         ids=lambda s: "none" if s is None else "x".join(map(str, s)))
+@pytest.mark.parametrize("block_bytes", [64 << 20, 1], ids=["whole", "row_by_row"])
+def test_gradients_match_float64_autograd(dtype, mask_shape, block_bytes):
+    # Every input's and parameter's gradient against float64 autograd of the
+    # reference: a mask with a row that attends nothing (its gradients 0,
+    # not NaN), a mask shared by the batches, a padding mask [B, Sk], and
+    # the backward's row blocks down to one row each.
+    import attn._additive as additive
+
+    tensors = [t.requires_grad_() for t in inputs(2, 37, 53, 24, 20, 40, 36, dtype, seed=5)]
+    mask = None
+    if mask_shape is not None:
+        mask = torch.rand(*mask_shape, generator=torch.Generator().manual_seed(6)) > 0.3
+        if len(mask_shape) == 3:
+            mask[-1, 7] = False  # a row with nothing to attend
+    grad_out = torch.randn(2, 37, 40, generator=torch.Generator().manual_seed(7)).to(dtype)
+    saved = additive.BACKWARD_BLOCK_BYTES
+    try:
+        additive.BACKWARD_BLOCK_BYTES = block_bytes
+        out = attn.additive_attention(*tensors, mask)
+        out.backward(grad_out)
+    finally:
+        additive.BACKWARD_BLOCK_BYTES = saved
+    doubles = [t.detach().double().requires_grad_() for t in tensors]
+    ref, _ = reference(*doubles, mask)
+    ref.backward(grad_out.double())
+    bound = {torch.float32: 1e-4, torch.bfloat16: 3e-2}[dtype]
+    for name, ours, theirs in zip(("query", "keys", "values", "w_q", "w_k", "w_v"),
+                                  tensors, doubles):
+        assert ours.grad.dtype == dtype and torch.isfinite(ours.grad).all(), name
+        assert relative_error(ours.grad, theirs.grad) <= bound, name
