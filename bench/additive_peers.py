@@ -9,9 +9,10 @@ attn's and PyTorch's scaled dot-product attention (one head).
 Each figure is the median of --repeat samples, interleaved. Peak memory is
 the growth of the process's maximum resident set over one call, each
 implementation measured in a fresh subprocess. Outputs are checked against
-each other (relative error).
+each other (relative error). --train times a training step instead
+(forward and backward of (context · W).sum(), parameters and query).
 
-    python bench/additive_peers.py [--repeat N] [--threads N]
+    python bench/additive_peers.py [--repeat N] [--threads N] [--no-memory] [--train]
 """
 
 from __future__ import annotations
@@ -112,16 +113,61 @@ print((after - before) / 1024)
     return float(out.stdout.strip().splitlines()[-1])
 
 
+def training(torch, args) -> None:
+    """--train: a training step (forward and backward of (context · W).sum(),
+    every parameter's and the query's gradient) of attn.nn.AdditiveAttention
+    against the tutorials' module holding the same parameters, the query's
+    gradients checked against each other first."""
+    import attn
+
+    print("| B Sq Sk D A | tutorial step ms | attn step ms | tutorial / attn | "
+          "max rel. diff of dQ |")
+    print("|---|---:|---:|---:|---:|")
+    for shape in SHAPES:
+        batch, seq_q, seq_k, dim, a = shape
+        torch.manual_seed(0)
+        theirs = tutorial_module(torch)(dim, dim, a)
+        ours = attn.nn.AdditiveAttention(dim, dim, a)
+        ours.load_state_dict(theirs.state_dict())
+        g = torch.Generator().manual_seed(1)
+        q, k, v, w = (torch.randn(batch, n, dim, generator=g)
+                      for n in (seq_q, seq_k, seq_k, seq_q))
+
+        def step(module, **options):
+            def run():
+                module.zero_grad()
+                leaf = q.clone().requires_grad_()
+                (module(leaf, k, v, **options)[0] * w).sum().backward()
+                return leaf.grad
+            return run
+
+        runners = {"tutorial": step(theirs), "attn": step(ours, need_weights=False)}
+        ours_grad, theirs_grad = runners["attn"](), runners["tutorial"]()
+        diff = ((ours_grad - theirs_grad).abs().max() / theirs_grad.abs().max()).item()
+        samples = {name: [] for name in runners}
+        for _ in range(args.repeat):
+            for name, run in runners.items():
+                samples[name].append(peers.seconds_per_call(run, 1))
+        t = {name: statistics.median(s) * 1e3 for name, s in samples.items()}
+        print(f"| {' '.join(map(str, shape))} | {t['tutorial']:.1f} | {t['attn']:.1f} | "
+              f"{t['tutorial'] / t['attn']:.2f}x | {diff:.1e} |")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     peers.add_run_arguments(parser, repeat=5)
     parser.add_argument("--no-memory", action="store_true")
+    parser.add_argument("--train", action="store_true",
+                        help="time a training step (forward + backward) instead")
     args = parser.parse_args(argv)
     os.environ["ATTN_NUM_THREADS"] = str(args.threads)
     import torch
 
     torch.set_num_threads(args.threads)
     print(f"# {peers.cpu_model()}, {args.threads} threads, torch {torch.__version__}")
+    if args.train:
+        training(torch, args)
+        return 0
     print("| B Sq Sk D A | tutorial ms | attn ms | tutorial / attn | attn+weights ms | "
           "attn sdpa ms | torch sdpa ms | peak MiB tutorial / attn | max rel. diff |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
