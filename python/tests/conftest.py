@@ -6,6 +6,8 @@ keeps one across runs), else into a fresh folder for the session.
 
 import math
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -20,6 +22,22 @@ def kernel_cache(tmp_path_factory):
     if not os.environ.get("ATTN_CACHE_DIR"):
         os.environ["ATTN_CACHE_DIR"] = str(tmp_path_factory.mktemp("attn-kernels"))
     yield os.environ["ATTN_CACHE_DIR"]
+
+
+def results_on_threads(tmp_path, source: str, threads=("1", "3")):
+    """Runs the Python `source` (which torch.save()s its result to
+    sys.argv[1]) in one fresh process per ATTN_NUM_THREADS value and returns
+    the loaded results, in order: for checks that a result does not depend
+    on the thread count."""
+    script = tmp_path / "on_threads.py"
+    script.write_text(source)
+    results = []
+    for count in threads:
+        out = tmp_path / f"result{count}.pt"
+        env = dict(os.environ, ATTN_NUM_THREADS=count)
+        subprocess.run([sys.executable, str(script), str(out)], env=env, check=True)
+        results.append(torch.load(out))
+    return results
 
 
 def relative_error(out, ref):

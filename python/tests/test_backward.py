@@ -7,16 +7,14 @@ the same function, on PyTorch's math SDPA too), with the spec's bounds for
 the gradient: f32 1e-4, f16/bf16 2e-2."""
 
 import math
-import os
-import subprocess
-import sys
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 import attn
-from conftest import gradients, naive_attention, random_qkv, relative_error
+from conftest import (gradients, naive_attention, random_qkv, relative_error,
+                      results_on_threads)
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 GRAD_TOLERANCE = {torch.float32: 1e-4, torch.float16: 2e-2, torch.bfloat16: 2e-2}
@@ -153,8 +151,8 @@ def test_backward_is_deterministic_run_to_run():
 def test_backward_does_not_depend_on_the_thread_count(tmp_path):
     # The same call (with dropout) in processes with 1 and 3 threads: the
     # output and the gradients bit-identical.
-    script = tmp_path / "grads.py"
-    script.write_text(
+    one, three = results_on_threads(
+        tmp_path,
         "import sys, torch, attn\n"
         "g = torch.Generator().manual_seed(0)\n"
         "q = torch.randn(2, 6, 150, 32, generator=g, requires_grad=True)\n"
@@ -164,13 +162,7 @@ def test_backward_does_not_depend_on_the_thread_count(tmp_path):
         "                                      dropout_p=0.2, dropout_seed=11)\n"
         "o.backward(torch.randn(o.shape, generator=g))\n"
         "torch.save([o.detach(), q.grad, k.grad, v.grad], sys.argv[1])\n")
-    results = []
-    for threads in ("1", "3"):
-        out = tmp_path / f"grads{threads}.pt"
-        env = dict(os.environ, ATTN_NUM_THREADS=threads)
-        subprocess.run([sys.executable, str(script), str(out)], env=env, check=True)
-        results.append(torch.load(out))
-    for a, b in zip(*results):
+    for a, b in zip(one, three):
         assert torch.equal(a, b)
 
 

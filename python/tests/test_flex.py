@@ -7,16 +7,13 @@ lists against PyTorch's own create_block_mask; caching by structure; and
 the errors for what a modifier cannot do."""
 
 import math
-import os
-import subprocess
-import sys
 import warnings
 
 import pytest
 import torch
 
 import attn
-from conftest import TOLERANCE, relative_error
+from conftest import TOLERANCE, relative_error, results_on_threads
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 
@@ -500,8 +497,8 @@ def test_compiled_gradient_of_captured_tensors(dtype, case):
 def test_captured_gradient_does_not_depend_on_the_thread_count(tmp_path):
     # The same trained table in processes with 1 and 3 threads: the gradient
     # bit-identical (each work item writes its own partial, summed in order).
-    script = tmp_path / "grads.py"
-    script.write_text(
+    one, three = results_on_threads(
+        tmp_path,
         "import sys, torch, attn\n"
         "g = torch.Generator().manual_seed(0)\n"
         "q = torch.randn(2, 6, 150, 32, generator=g)\n"
@@ -513,13 +510,7 @@ def test_captured_gradient_does_not_depend_on_the_thread_count(tmp_path):
         "o = attn.flex_attention(q, k, v, score_mod=bias, enable_gqa=True)\n"
         "o.backward(torch.randn(o.shape, generator=g))\n"
         "torch.save(table.grad, sys.argv[1])\n")
-    results = []
-    for threads in ("1", "3"):
-        out = tmp_path / f"grads{threads}.pt"
-        env = dict(os.environ, ATTN_NUM_THREADS=threads)
-        subprocess.run([sys.executable, str(script), str(out)], env=env, check=True)
-        results.append(torch.load(out))
-    assert torch.equal(results[0], results[1])
+    assert torch.equal(one, three)
 
 
 def test_trained_capture_that_only_the_mask_mod_reads():

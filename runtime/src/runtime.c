@@ -630,8 +630,8 @@ attn_status attn_run_split(const attn_kernel_desc *kernel,
     return attn_sinks_needed(kernel);
   if (attn_kernel_num_captures(kernel) > 0)
     return attn_captures_needed(kernel);
-  attn_run_options options = {
-      sizeof(options), NULL, 0.0f, 0, key_splits, NULL, NULL, 0, NULL, NULL};
+  attn_run_options options = {.struct_size = sizeof(options),
+                              .key_splits = key_splits};
   return attn_run_with(kernel, query, key, value, mask, output, lse, &options,
                        pool);
 }
@@ -646,16 +646,9 @@ attn_status attn_run_dropout(const attn_kernel_desc *kernel,
     return attn_sinks_needed(kernel);
   if (attn_kernel_num_captures(kernel) > 0)
     return attn_captures_needed(kernel);
-  attn_run_options options = {sizeof(options),
-                              NULL,
-                              dropout_p,
-                              dropout_seed,
-                              0,
-                              NULL,
-                              NULL,
-                              0,
-                              NULL,
-                              NULL};
+  attn_run_options options = {.struct_size = sizeof(options),
+                              .dropout_p = dropout_p,
+                              .dropout_seed = dropout_seed};
   return attn_run_with(kernel, query, key, value, mask, output, lse, &options,
                        pool);
 }
@@ -920,16 +913,9 @@ attn_status attn_run_backward(const attn_kernel_desc *kernel,
     return attn_grad_mask_needed(kernel);
   if (attn_kernel_num_captures(kernel) > 0)
     return attn_captures_needed(kernel);
-  attn_run_options options = {sizeof(options),
-                              NULL,
-                              dropout_p,
-                              dropout_seed,
-                              0,
-                              NULL,
-                              NULL,
-                              0,
-                              NULL,
-                              NULL};
+  attn_run_options options = {.struct_size = sizeof(options),
+                              .dropout_p = dropout_p,
+                              .dropout_seed = dropout_seed};
   return attn_run_backward_with(kernel, query, key, value, mask, output, lse,
                                 grad_output, grad_lse, grad_query, grad_key,
                                 grad_value, &options, pool);
@@ -1053,16 +1039,9 @@ attn_status attn_run_weights(const attn_kernel_desc *kernel,
                              uint64_t dropout_seed, attn_thread_pool *pool) {
   if (attn_kernel_num_captures(kernel) > 0)
     return attn_captures_needed(kernel);
-  attn_run_options options = {sizeof(options),
-                              NULL,
-                              dropout_p,
-                              dropout_seed,
-                              0,
-                              NULL,
-                              NULL,
-                              0,
-                              NULL,
-                              NULL};
+  attn_run_options options = {.struct_size = sizeof(options),
+                              .dropout_p = dropout_p,
+                              .dropout_seed = dropout_seed};
   return attn_run_weights_with(kernel, query, key, mask, lse, weights,
                                &options, pool);
 }

@@ -999,16 +999,20 @@ TEST(RunWith, RefusesOptionsWithoutTheirSize) {
       << attn_last_error();
 }
 
-/// fake_bias_window's descriptor as a backward kernel that writes dM (its
+/// fake_bias_window's descriptor as a backward kernel named `name` (its
 /// code is never run: these tests check the runtime's checks and args).
-struct GradMaskKernel {
+attn_kernel_desc fakeBackward(const char *name) {
   attn_kernel_desc desc = *fakeKernel("fake_bias_window");
-  GradMaskKernel() {
-    desc.name = "fake_dbias";
-    desc.kind = ATTN_KERNEL_BACKWARD;
-    desc.has_lse = 1;
-    desc.has_grad_mask = 1;
-  }
+  desc.name = name;
+  desc.kind = ATTN_KERNEL_BACKWARD;
+  desc.has_lse = 1;
+  return desc;
+}
+
+/// A backward kernel that writes dM.
+struct GradMaskKernel {
+  attn_kernel_desc desc = fakeBackward("fake_dbias");
+  GradMaskKernel() { desc.has_grad_mask = 1; }
 };
 
 /// The backward's tensors for a Problem: dO shaped as O, dQ, dK, dV as Q,
@@ -1120,17 +1124,13 @@ TEST(BackwardWith, HandsDMToTheKernelAndRefusesBadOnes) {
                                      "kernel 'fake_dbias' runs on the CPU");
 }
 
-/// fake_bias_window's descriptor as a backward kernel whose score_mod reads
-/// a table [?, ?] f32 and ids [?] i32 and which writes the table's gradient
-/// (spec key dcaptures=0).
+/// A backward kernel whose score_mod reads a table [?, ?] f32 and ids [?]
+/// i32 and which writes the table's gradient (spec key dcaptures=0).
 struct GradCapturesKernel {
   attn_capture_desc captures[2] = {{ATTN_F32, 2, {ATTN_DYNAMIC, ATTN_DYNAMIC}},
                                    {ATTN_I32, 1, {ATTN_DYNAMIC}}};
-  attn_kernel_desc desc = *fakeKernel("fake_bias_window");
+  attn_kernel_desc desc = fakeBackward("fake_dcaptures");
   GradCapturesKernel() {
-    desc.name = "fake_dcaptures";
-    desc.kind = ATTN_KERNEL_BACKWARD;
-    desc.has_lse = 1;
     desc.num_captures = 2;
     desc.captures = captures;
     desc.grad_captures = 1;
