@@ -737,7 +737,7 @@ def _traced(score_mod, block_mask) -> Modifiers:
     if block_mask is None:
         return Modifiers(score_mod, None)
     table = block_mask.kernel_table()
-    if bool((table == 2).all()):  # nothing to skip, nothing to evaluate
+    if block_mask._all_full:  # nothing to skip, nothing to evaluate
         table = None
     return Modifiers(score_mod, block_mask.mask_mod, table, block_mask.BLOCK_SIZE)
 
@@ -815,9 +815,18 @@ class BlockMask:
     def kernel_table(self) -> Tensor:
         """The table the kernels take (docs/spec.md, "Score and mask
         modifiers" 7): 0 for a block to skip, 1 partial (the mask_mod
-        decides each score), 2 full (every score kept)."""
-        return (self._listed(self.kv_num_blocks, self.kv_indices)
-                + 2 * self._listed(self.full_kv_num_blocks, self.full_kv_indices))
+        decides each score), 2 full (every score kept). Made once for the
+        block lists as they are (a list replaced or changed in place makes
+        it again): every call with the mask reads it."""
+        lists = (self.kv_num_blocks, self.kv_indices, self.full_kv_num_blocks,
+                 self.full_kv_indices)
+        key = tuple((id(t), t._version) for t in lists)
+        if getattr(self, "_table_key", None) != key:
+            self._table = (self._listed(self.kv_num_blocks, self.kv_indices)
+                           + 2 * self._listed(self.full_kv_num_blocks, self.full_kv_indices))
+            self._all_full = bool((self._table == 2).all())
+            self._table_key = key
+        return self._table
 
     def sparsity(self) -> float:
         """The percentage of blocks skipped (neither partial nor full)."""

@@ -589,6 +589,22 @@ def test_block_lists_match_pytorch(mask_mod):
     assert torch.equal(ours.to_dense(), theirs.to_dense())
 
 
+def test_block_mask_changed_after_a_call():
+    # The kernel table is made once per block mask; lists changed in place
+    # or replaced after a call are read again: no block listed, nothing
+    # attended (O = 0, LSE = -inf); the lists restored, the first result.
+    q, k, v = random_qkv(1, 2, 2, 40, 40, 16, 16, torch.float32, seed=19)
+    block_mask = attn.create_block_mask(causal, None, None, 40, 40, BLOCK_SIZE=16)
+    first = attn.flex_attention(q, k, v, block_mask=block_mask)
+    saved = block_mask.kv_num_blocks.clone(), block_mask.full_kv_num_blocks.clone()
+    block_mask.kv_num_blocks.zero_()
+    block_mask.full_kv_num_blocks.zero_()
+    out, lse = attn.flex_attention(q, k, v, block_mask=block_mask, return_lse=True)
+    assert bool((out == 0).all()) and bool((lse == float("-inf")).all())
+    block_mask.kv_num_blocks, block_mask.full_kv_num_blocks = saved
+    assert torch.equal(attn.flex_attention(q, k, v, block_mask=block_mask), first)
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_block_sparse_skipping_per_batch_and_head(dtype):
     # The kernel skips the key blocks the block mask's table leaves out
