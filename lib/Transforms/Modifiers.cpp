@@ -189,36 +189,49 @@ Value ModifierEmitter::read(unsigned number, ArrayRef<Value> indices,
   if (lanes == 0)
     return memref::LoadOp::create(b, loc, capture, clamped);
 
-  // A gather from the capture seen as one dimension from its first
-  // element: offset Σ index_d · stride_d.
-  auto metadata = memref::ExtractStridedMetadataOp::create(b, loc, capture);
-  Value offsets;
-  Value span = one;
-  for (auto [dim, index] : llvm::enumerate(clamped)) {
-    Value stride = metadata.getStrides()[dim];
-    Value term = arith::MulIOp::create(b, loc, broadcast(index, lanes),
-                                       broadcast(stride, lanes));
-    offsets = offsets ? arith::AddIOp::create(b, loc, offsets, term).getResult()
-                      : term.getDefiningOp()->getResult(0);
-    Value extent = arith::SubIOp::create(b, loc, metadata.getSizes()[dim], one);
-    span = arith::AddIOp::create(b, loc, span,
-                                 arith::MulIOp::create(b, loc, extent, stride));
-  }
-  auto flatType = MemRefType::get(
-      {ShapedType::kDynamic}, element,
-      StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic, {1}));
-  Value flat = memref::ReinterpretCastOp::create(
-      b, loc, flatType, metadata.getBaseBuffer(),
-      OpFoldResult(metadata.getOffset()), ArrayRef<OpFoldResult>{span},
-      ArrayRef<OpFoldResult>{b.getIndexAttr(1)});
+  // A gather from the capture seen as one dimension.
+  FlatElements elements = flatElements(b, loc, capture, clamped, lanes);
   auto resultType = VectorType::get({lanes}, element);
   Value allLanes = vector::ConstantMaskOp::create(
       b, loc, VectorType::get({lanes}, b.getI1Type()),
       ArrayRef<int64_t>{lanes});
   Value passThrough =
       arith::ConstantOp::create(b, loc, resultType, b.getZeroAttr(resultType));
-  return vector::GatherOp::create(b, loc, resultType, flat, ValueRange{zero},
-                                  offsets, allLanes, passThrough);
+  return vector::GatherOp::create(b, loc, resultType, elements.memref,
+                                  ValueRange{zero}, elements.offsets, allLanes,
+                                  passThrough);
+}
+
+FlatElements mlir::attn::flatElements(OpBuilder &b, Location loc, Value memref,
+                                      ArrayRef<Value> indices, int64_t lanes) {
+  auto indexVector = VectorType::get({lanes}, b.getIndexType());
+  auto lanesOf = [&](Value v) -> Value {
+    if (isa<VectorType>(v.getType()))
+      return v;
+    return vector::BroadcastOp::create(b, loc, indexVector, v);
+  };
+  Value one = arith::ConstantIndexOp::create(b, loc, 1);
+  auto metadata = memref::ExtractStridedMetadataOp::create(b, loc, memref);
+  Value offsets;
+  Value span = one;
+  for (auto [dim, index] : llvm::enumerate(indices)) {
+    Value stride = metadata.getStrides()[dim];
+    Value term = arith::MulIOp::create(b, loc, lanesOf(index), lanesOf(stride));
+    offsets = offsets ? arith::AddIOp::create(b, loc, offsets, term).getResult()
+                      : term;
+    Value extent = arith::SubIOp::create(b, loc, metadata.getSizes()[dim], one);
+    span = arith::AddIOp::create(b, loc, span,
+                                 arith::MulIOp::create(b, loc, extent, stride));
+  }
+  auto flatType = MemRefType::get(
+      {ShapedType::kDynamic},
+      cast<MemRefType>(memref.getType()).getElementType(),
+      StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic, {1}));
+  Value flat = memref::ReinterpretCastOp::create(
+      b, loc, flatType, metadata.getBaseBuffer(),
+      OpFoldResult(metadata.getOffset()), ArrayRef<OpFoldResult>{span},
+      ArrayRef<OpFoldResult>{b.getIndexAttr(1)});
+  return {flat, offsets};
 }
 
 Value ModifierEmitter::derivativeOf(Operation &op, ValueRange operands,

@@ -24,6 +24,16 @@
 namespace mlir {
 namespace attn {
 
+/// `memref` seen as one dimension from its first element (unit stride,
+/// spanning every element its strides reach) and the offsets Σ index_d ·
+/// stride_d of `indices` there (index scalars, or vectors of `lanes` index):
+/// a vector of `lanes` index, for a gather or scatter of the lanes' elements.
+struct FlatElements {
+  Value memref, offsets;
+};
+FlatElements flatElements(OpBuilder &b, Location loc, Value memref,
+                          ArrayRef<Value> indices, int64_t lanes);
+
 class ModifierEmitter {
 public:
   /// For an attention-like op after bufferization (its captures memrefs).

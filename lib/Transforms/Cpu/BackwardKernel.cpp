@@ -617,31 +617,8 @@ void BackwardLowering::scatterAdd(Value partial, const Group &group,
 
   // The lanes' elements as offsets into the partial seen as one dimension.
   auto indexVector = VectorType::get({lanes}, b.getIndexType());
-  auto metadata = memref::ExtractStridedMetadataOp::create(b, partial);
-  Value offsets;
-  Value span = cst(1);
-  for (auto [d, index] : llvm::enumerate(at)) {
-    Value stride = metadata.getStrides()[d];
-    Value term = arith::MulIOp::create(
-        b,
-        isa<VectorType>(index.getType())
-            ? index
-            : vector::BroadcastOp::create(b, indexVector, index).getResult(),
-        vector::BroadcastOp::create(b, indexVector, stride));
-    offsets =
-        offsets ? arith::AddIOp::create(b, offsets, term).getResult() : term;
-    span = arith::AddIOp::create(
-        b, span,
-        arith::MulIOp::create(
-            b, arith::SubIOp::create(b, metadata.getSizes()[d], cst(1)),
-            stride));
-  }
-  auto flatType = MemRefType::get(
-      {ShapedType::kDynamic}, f32,
-      StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic, {1}));
-  Value flat = memref::ReinterpretCastOp::create(
-      b, flatType, metadata.getBaseBuffer(), OpFoldResult(metadata.getOffset()),
-      ArrayRef<OpFoldResult>{span}, ArrayRef<OpFoldResult>{b.getIndexAttr(1)});
+  FlatElements elements = flatElements(b, b.getLoc(), partial, at, lanes);
+  Value flat = elements.memref, offsets = elements.offsets;
   auto allOf = [&](Value bits) {
     return vector::ReductionOp::create(b, vector::CombiningKind::AND, bits);
   };
