@@ -51,7 +51,8 @@ def Attn_MicroKernel : I32EnumAttr<"MicroKernel",
       I32EnumAttrCase<"packed", 0>,
       I32EnumAttrCase<"lane_rows", 1>,
       I32EnumAttrCase<"mma_sync", 2>,
-      I32EnumAttrCase<"fma", 3>
+      I32EnumAttrCase<"fma", 3>,
+      I32EnumAttrCase<"amx", 4>
     ]> {
   let cppNamespace = "::mlir::attn";
 }
@@ -67,14 +68,17 @@ def Attn_KernelAttr : AttrDef<Attn_Dialect, "Kernel"> {
     - `micro_kernel`: on the CPU `packed` (K and V blocks packed, blocks of
       `row_block` query rows share each load) or `lane_rows` (tiles of
       `lane_rows` query rows in vector lanes; ops without a mask operand,
-      dropout or the bf16 dot product); on a GPU `mma_sync` (16-bit inputs on tensor
-      cores) or `fma`. CPU ops of at most `attn-lower-to-vector`'s
+      dropout or the bf16 dot product) or `amx` (bf16 Q, K and V with D a
+      multiple of 32 and Dv of 16: the packed path with Q·Kᵀ and P·V on
+      AMX tiles, blocks of 16 rows, the softmax in AVX-512 between them);
+      on a GPU `mma_sync` (16-bit inputs on tensor cores) or `fma`. CPU ops of at most `attn-lower-to-vector`'s
       `direct-rows` rows take the direct path at run time whatever the
       choice.
     - `query_tile`: query rows per work item (a CPU thread's unit of work;
       a GPU thread block, 16 per warp).
     - `key_block`: keys per block of the key loop (the key tile).
-    - `row_block` (CPU, packed): query rows sharing each packed K/V load.
+    - `row_block` (CPU, packed): query rows sharing each packed K/V load
+      (amx: 16, a tile's rows).
     - `lane_rows` (CPU): rows of a lane-rows tile; 0 where the target has
       no lane-rows micro-kernel.
     - `bf16_dot` (CPU): bf16 Q·Kᵀ (and P·V where allowed) by AVX-512 BF16's

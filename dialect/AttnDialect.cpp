@@ -45,6 +45,16 @@ KernelAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "#attn.kernel: query_tile and key_block must be "
                           "positive, found "
                        << queryTile << " and " << keyBlock;
+  if (microKernel == MicroKernel::amx) {
+    if (rowBlock != 16 || keyBlock % 32 != 0 || !bf16Dot)
+      return emitError() << "#attn.kernel: amx takes row_block = 16 (a "
+                            "tile's rows), a key_block that is a multiple of "
+                            "32 and bf16_dot = true (its K and V pairs), "
+                            "found row_block = "
+                         << rowBlock << ", key_block = " << keyBlock
+                         << ", bf16_dot = " << (bf16Dot ? "true" : "false");
+    return success();
+  }
   if (rowBlock < 0 || rowBlock > 8 || laneRows < 0)
     return emitError() << "#attn.kernel: row_block must be in [0, 8] and "
                           "lane_rows at least 0, found "
@@ -56,6 +66,7 @@ KernelAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                             "(lane_rows = N)";
     return success();
   case MicroKernel::packed:
+  case MicroKernel::amx:
     return success();
   case MicroKernel::mma_sync:
   case MicroKernel::fma:

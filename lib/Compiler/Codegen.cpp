@@ -936,11 +936,19 @@ bool hasBf16Dot(const ::attn::ResolvedTarget &host) {
   return host.vectorWidth == 16 && host.has("avx512bf16");
 }
 
-/// What the kernel choices (lib/Transforms/KernelChoice.h) read of `host`.
-mlir::attn::CpuTarget cpuTarget(const ::attn::ResolvedTarget &host) {
+/// Whether `host` runs AMX tile multiplies of bf16 (with AVX-512).
+bool hasAmx(const ::attn::ResolvedTarget &host) {
+  return host.vectorWidth == 16 && host.has("amx-tile") && host.has("amx-bf16");
+}
+
+/// What the kernel choices (lib/Transforms/KernelChoice.h) read of `host`
+/// (with --emulate-amx, AMX as if it had it).
+mlir::attn::CpuTarget cpuTarget(const ::attn::ResolvedTarget &host,
+                                const ::attn::CompileOptions &options) {
   mlir::attn::CpuTarget target;
   target.vectorWidth = host.vectorWidth;
   target.bf16Dot = hasBf16Dot(host) && mlir::attn::bf16DotPays(host.cpu);
+  target.amx = hasAmx(host) || (options.emulateAmx && hasBf16Dot(host));
   return target;
 }
 
@@ -973,11 +981,13 @@ void setCpuPipelineOptions(mlir::attn::CpuPipelineOptions &pipeline,
   // Ops the lane-rows micro-kernel may take stay whole (see
   // buildAttnTilingPipeline).
   pipeline.laneRows =
-      mlir::attn::cpuLaneRows(cpuTarget(host), cpuOverrides(options));
+      mlir::attn::cpuLaneRows(cpuTarget(host, options), cpuOverrides(options));
   // vdpbf16ps where the target has AVX-512 BF16 (the kernel choice takes
   // it where it pays; a --kernel may ask for it anyway), and vscalefps for
   // the softmax's exp where it has AVX-512F.
   pipeline.bf16Dot = hasBf16Dot(host);
+  pipeline.amx = hasAmx(host);
+  pipeline.emulateAmx = options.emulateAmx;
   pipeline.avx512Exp = host.vectorWidth == 16 && host.has("avx512f");
 }
 
@@ -995,12 +1005,23 @@ bool ::attn::chooseKernels(
     std::string text = options.kernel;
     if (!llvm::StringRef(text).starts_with("#"))
       text = "#attn.kernel" + text;
-    given = llvm::dyn_cast_or_null<mlir::attn::KernelAttr>(
-        parseAttribute(text, module.getContext()));
+    // The parser's or the attribute verifier's own words say what is wrong.
+    std::string reason;
+    {
+      ScopedDiagnosticHandler collect(module.getContext(), [&](Diagnostic &d) {
+        if (reason.empty())
+          reason = d.str();
+        return success();
+      });
+      given = llvm::dyn_cast_or_null<mlir::attn::KernelAttr>(
+          parseAttribute(text, module.getContext()));
+    }
     if (!given) {
       error = "--kernel '" + options.kernel +
               "' is not an #attn.kernel<micro_kernel, query_tile = N, "
               "key_block = N, ...> (see docs/Dialects/AttnDialect.md)";
+      if (!reason.empty())
+        error += ": " + reason;
       return false;
     }
   }
@@ -1037,10 +1058,30 @@ bool chooseCpuKernels(ModuleOp module, ArrayRef<::attn::KernelSpec> specs,
   return ::attn::chooseKernels(
       module, specs, options,
       [&](mlir::attn::AttentionOp op) {
-        return mlir::attn::chooseCpuKernel(op, cpuTarget(host),
+        return mlir::attn::chooseCpuKernel(op, cpuTarget(host, options),
                                            cpuOverrides(options));
       },
       error);
+}
+
+/// An error where a kernel of `module` takes the amx micro-kernel (a
+/// --kernel may ask for it) but the target cannot run it: LLVM would abort
+/// on the tile intrinsics.
+bool checkAmxKernels(ModuleOp module, const ::attn::CompileOptions &options,
+                     const ::attn::ResolvedTarget &host, std::string &error) {
+  bool amx = false;
+  module.walk([&](mlir::attn::AttentionOp op) {
+    amx |= op.getKernelAttr().getMicroKernel() == mlir::attn::MicroKernel::amx;
+  });
+  if (!amx || hasAmx(host) || (options.emulateAmx && hasBf16Dot(host)))
+    return true;
+  error = "the amx micro-kernel needs a target with AMX (amx-tile, amx-bf16 "
+          "and AVX-512: --target-cpu=sapphirerapids, or a host that has "
+          "them); target '" +
+          host.cpu +
+          "' has not. --emulate-amx runs its tile operations as loops (for "
+          "tests; needs AVX-512 BF16)";
+  return false;
 }
 
 /// Each kernel's query rows per work item (its #attn.kernel's query tile),
@@ -1332,7 +1373,8 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
     pm.enableTiming(lowering);
     mlir::attn::CpuPipelineOptions pipeline;
     setCpuPipelineOptions(pipeline, options, host);
-    if (!chooseCpuKernels(*kernels.module, specs, options, host, error))
+    if (!chooseCpuKernels(*kernels.module, specs, options, host, error) ||
+        !checkAmxKernels(*kernels.module, options, host, error))
       return false;
     SmallVector<int64_t> tileRows = chosenTileRows(*kernels.module);
     mlir::attn::buildAttnToLLVMCpuPipeline(pm, pipeline);

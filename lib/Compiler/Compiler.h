@@ -79,6 +79,11 @@ struct CompileOptions {
   /// slower for decoding, for 20-25 % more code and 0.15-0.25 s more
   /// compile time.
   bool llvmUnroll = false;
+  /// Run the amx micro-kernel's tile operations as scalar loops
+  /// (attn-emulate-amx) and choose it as on a CPU with AMX: an AMX kernel's
+  /// code runs, slowly, on a CPU without AMX (for tests; the target needs
+  /// AVX-512 BF16, which the AMX path's decoding rows use).
+  bool emulateAmx = false;
   /// Print per-stage timings to stderr: MLIR's passes, translation, LLVM's
   /// optimization and code generation, the link.
   bool timing = false;

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <set>
 #include <sstream>
 
 using namespace attn;
@@ -202,6 +203,21 @@ std::vector<ConformanceCase> attn::conformanceCases() {
          false,
          {{'q', 0, 1, 9}, {'k', 1, 198, 2}, {'v', 2, 199, 3}}});
   }
+  // A NaN in V at key 50 that rows past 90 do not see (a window of 40 on
+  // both sides): rows 80-95 see the whole last key block (64-99) and their
+  // P·V may read whole steps of it, whose pairs past key 99 must not hold
+  // the first block's V (key 50's NaN among them).
+  cases.push_back({"nan_window_stale",
+                   "dtype=bf16,d=64,window=40:40,lse",
+                   1,
+                   2,
+                   2,
+                   100,
+                   100,
+                   false,
+                   1.0,
+                   false,
+                   {{'v', 0, 50, 3}}});
   for (ConformanceCase &c : cases)
     c.spec = "name=" + c.label + "," + c.spec;
   return cases;
@@ -209,6 +225,9 @@ std::vector<ConformanceCase> attn::conformanceCases() {
 
 namespace {
 bool hasItem(const std::string &spec, const std::string &item);
+std::string respec(const std::string &spec,
+                   const std::function<bool(const std::string &)> &drop,
+                   const std::string &extra);
 } // namespace
 
 std::vector<ConformanceCase> attn::gpuConformanceCases() {
@@ -216,6 +235,36 @@ std::vector<ConformanceCase> attn::gpuConformanceCases() {
   for (ConformanceCase &c : conformanceCases())
     if (!hasItem(c.spec, "sinks"))
       cases.push_back(std::move(c));
+  return cases;
+}
+
+std::vector<ConformanceCase> attn::amxConformanceCases() {
+  std::vector<ConformanceCase> cases;
+  std::set<std::string> seen;
+  for (ConformanceCase &c : conformanceCases()) {
+    std::string error;
+    std::optional<KernelSpec> spec = parseKernelSpec(c.spec, error);
+    bool decoding =
+        spec && spec->staticSizes[3] >= 1 && spec->staticSizes[3] <= 4;
+    if (!spec || decoding || spec->headDim % 32 != 0 ||
+        spec->valueDim % 16 != 0)
+      continue;
+    // The same kernel and problem in bf16, named amx_<label>.
+    std::string body = respec(
+        c.spec,
+        [](const std::string &item) {
+          return item.rfind("name=", 0) == 0 || item.rfind("dtype=", 0) == 0;
+        },
+        "dtype=bf16");
+    std::ostringstream problem;
+    problem << body << c.batch << c.headsQ << c.headsKv << c.seqQ << c.seqK
+            << c.bshd << c.inputScale << c.nans.size();
+    if (!seen.insert(problem.str()).second)
+      continue;
+    c.label = "amx_" + c.label;
+    c.spec = "name=" + c.label + "," + body;
+    cases.push_back(std::move(c));
+  }
   return cases;
 }
 

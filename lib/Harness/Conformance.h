@@ -45,6 +45,11 @@ std::vector<ConformanceCase> conformanceCases();
 /// not lower yet (attention sinks).
 std::vector<ConformanceCase> gpuConformanceCases();
 
+/// The cases the CPU's AMX micro-kernel takes, each as bf16 ("amx_" and
+/// its label): every prefill case (no static Sq of at most 4) whose head
+/// dims suit the tiles (D a multiple of 32, Dv of 16), once per spec.
+std::vector<ConformanceCase> amxConformanceCases();
+
 struct CaseOutcome {
   bool passed = false;
   std::string message; // the problem, the errors, or what failed

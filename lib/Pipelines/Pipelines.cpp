@@ -71,6 +71,8 @@ void mlir::attn::buildAttnToLLVMCpuPipeline(OpPassManager &pm,
     vector.directRows = options.decodeRows;
     vector.prefetchDistance = options.prefetchDistance;
     func.addPass(createAttnLowerToVectorPass(vector));
+    if (options.emulateAmx)
+      func.addPass(createAttnEmulateAmxPass());
     func.addPass(createAttnVectorizeRowsPass({options.vectorWidth}));
     func.addPass(createConvertLinalgToLoopsPass());
   }
@@ -83,6 +85,7 @@ void mlir::attn::buildAttnToLLVMCpuPipeline(OpPassManager &pm,
   pm.addPass(createSCFToControlFlowPass());
   ConvertVectorToLLVMPassOptions toLLVM;
   toLLVM.x86Vector = options.bf16Dot;
+  toLLVM.amx = options.amx && !options.emulateAmx;
   pm.addPass(createConvertVectorToLLVMPass(toLLVM));
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());

@@ -81,6 +81,17 @@ struct CpuPipelineOptions : public TilingOptions<CpuPipelineOptions> {
       *this, "bf16-dot",
       llvm::cl::desc("bf16 Q·Kᵀ by vdpbf16ps (CPUs with AVX-512 BF16)"),
       llvm::cl::init(false)};
+  PipelineOption<bool> amx{
+      *this, "amx",
+      llvm::cl::desc("Lower AMX tile operations (the amx micro-kernel's) to "
+                     "LLVM's AMX intrinsics (CPUs with amx-tile, amx-bf16)"),
+      llvm::cl::init(false)};
+  PipelineOption<bool> emulateAmx{
+      *this, "emulate-amx",
+      llvm::cl::desc("Run the amx micro-kernel's tile operations as scalar "
+                     "loops (attn-emulate-amx: for tests on CPUs without "
+                     "AMX)"),
+      llvm::cl::init(false)};
   PipelineOption<bool> avx512Exp{
       *this, "avx512-exp",
       llvm::cl::desc("Softmax exponentials by AVX-512's vscalefps and a "

@@ -6,6 +6,7 @@
 #include "lib/Transforms/Passes.h"
 
 #include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/AMX/AMXDialect.h"
 #include "mlir/Dialect/Affine/IR/ValueBoundsOpInterfaceImpl.h"
 #include "mlir/Dialect/Affine/Transforms/Passes.h"
 #include "mlir/Dialect/Arith/IR/ValueBoundsOpInterfaceImpl.h"
@@ -53,14 +54,14 @@
 using namespace mlir;
 
 void mlir::attn::registerAttnDialects(DialectRegistry &registry) {
-  registry
-      .insert<attn::AttnDialect, affine::AffineDialect, arith::ArithDialect,
-              bufferization::BufferizationDialect, cf::ControlFlowDialect,
-              func::FuncDialect, gpu::GPUDialect, NVVM::NVVMDialect,
-              nvgpu::NVGPUDialect, index::IndexDialect, linalg::LinalgDialect,
-              LLVM::LLVMDialect, math::MathDialect, memref::MemRefDialect,
-              scf::SCFDialect, tensor::TensorDialect, ub::UBDialect,
-              vector::VectorDialect, x86vector::X86VectorDialect>();
+  registry.insert<attn::AttnDialect, affine::AffineDialect, amx::AMXDialect,
+                  arith::ArithDialect, bufferization::BufferizationDialect,
+                  cf::ControlFlowDialect, func::FuncDialect, gpu::GPUDialect,
+                  NVVM::NVVMDialect, nvgpu::NVGPUDialect, index::IndexDialect,
+                  linalg::LinalgDialect, LLVM::LLVMDialect, math::MathDialect,
+                  memref::MemRefDialect, scf::SCFDialect, tensor::TensorDialect,
+                  ub::UBDialect, vector::VectorDialect,
+                  x86vector::X86VectorDialect>();
   attn::registerBufferizableOpInterfaceExternalModels(registry);
   arith::registerBufferizableOpInterfaceExternalModels(registry);
   bufferization::func_ext::registerBufferizableOpInterfaceExternalModels(

@@ -32,6 +32,8 @@ namespace {
 /// What a choice reads of an op.
 struct OpShape {
   Type element;
+  /// Q, K and V all bf16.
+  bool allBf16;
   int64_t headDim, valueDim;
   bool banded, masked;
   /// A static Sq of at most the decoding rows.
@@ -42,7 +44,10 @@ OpShape shapeOf(AttentionOp op, int64_t decodeRows) {
   auto q = cast<ShapedType>(op.getQuery().getType());
   auto v = cast<ShapedType>(op.getValue().getType());
   int64_t rows = q.getDimSize(2);
+  auto k = cast<ShapedType>(op.getKey().getType());
   return {q.getElementType(),
+          q.getElementType().isBF16() && k.getElementType().isBF16() &&
+              v.getElementType().isBF16(),
           q.getDimSize(3),
           v.getDimSize(3),
           op.getCausal() || op.getWindow(),
@@ -89,6 +94,7 @@ bool mlir::attn::resolveCpuTarget(llvm::StringRef cpu, llvm::StringRef features,
   target.vectorWidth = has("avx512f") ? 16 : has("avx") ? 8 : 4;
   target.bf16Dot =
       target.vectorWidth == 16 && has("avx512bf16") && bf16DotPays(cpu);
+  target.amx = target.vectorWidth == 16 && has("amx-tile") && has("amx-bf16");
   return true;
 }
 
@@ -169,6 +175,20 @@ KernelAttr mlir::attn::chooseCpuKernel(AttentionOp op, const CpuTarget &target,
     keyBlock = overrides.keyBlock;
   if (overrides.rowBlock > 0)
     rowBlock = overrides.rowBlock;
+
+  // AMX tiles for bf16 prefill where the tiles' shapes fit the head dims
+  // (16 x 32 bf16 tiles of Q, 16 x 16 f32 tiles of P·V): blocks of 16 rows
+  // (a tile's) and 64 keys (4 score tiles and 2 P·V steps, 8 tiles live at
+  // most), Q·Kᵀ and P·V on the tile unit, the softmax between them in
+  // AVX-512 (see docs/design.md, "AMX").
+  if (target.amx && shape.allBf16 && !shape.decoding &&
+      shape.headDim % 32 == 0 && shape.valueDim % 16 == 0)
+    return KernelAttr::get(op.getContext(), MicroKernel::amx, queryTile,
+                           overrides.keyBlock > 0 &&
+                                   overrides.keyBlock % 32 == 0
+                               ? overrides.keyBlock
+                               : 64,
+                           /*rowBlock=*/16, /*laneRows=*/0, /*bf16Dot=*/true);
 
   // Rows in lanes for ops without a mask operand (whose rows would be
   // gathered) or the bf16 dot product: 10-20 % faster than the packed path

@@ -166,10 +166,11 @@ class OpLowering : public VectorEmitter {
 public:
   OpLowering(ImplicitLocOpBuilder &b, OnlineAttentionOp op,
              const Scratch &scratch, const KernelOptions &options, bool bf16Dot,
-             bool laneRows)
+             bool laneRows, bool amx)
       : VectorEmitter(b, options.lanes), op(op), scratch(scratch),
         options(options),
-        laneRows(laneRows), site{b, op, scratch, options, Value(), bf16Dot} {}
+        laneRows(laneRows), site{b,       op,      scratch, options,
+                                 Value(), bf16Dot, amx} {}
 
   void emit() {
     // An op written with align(...) rather than a diagonal operand (one not
@@ -245,6 +246,8 @@ public:
       eachHead([&](Value head) {
         if (laneRows)
           emitLaneRowsHead(site, batch, head, kvHead, rows, keys);
+        else if (site.amx)
+          emitAmxHead(site, batch, head, kvHead, rows, keys);
         else
           emitPackedHead(site, batch, head, kvHead, rows, keys);
       });
@@ -273,8 +276,15 @@ public:
                           /*withElseRegion=*/true);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(choice.thenBlock()->getTerminator());
-    emitDirectGroup(site, batch, kvHead, firstHead, group, rows, keys, keyRows,
-                    valueRows);
+    // The AMX path's few rows widen bf16 for FMAs, as its CPUs' other
+    // kernels do (their cores issue vdpbf16ps once in about three cycles).
+    KernelSite direct = site;
+    if (site.amx) {
+      direct.amx = false;
+      direct.bf16Dot = false;
+    }
+    emitDirectGroup(direct, batch, kvHead, firstHead, group, rows, keys,
+                    keyRows, valueRows);
     b.setInsertionPoint(choice.elseBlock()->getTerminator());
     packed();
   }
@@ -387,7 +397,7 @@ struct AttnLowerToVectorPass
 
   /// What one op takes: the bf16 dot product, the lane-rows micro-kernel.
   struct OpChoice {
-    bool bf16Dot = false, laneRows = false;
+    bool bf16Dot = false, laneRows = false, amx = false;
   };
   /// The op's #attn.kernel, else what the pass's options give it: the dot
   /// product for bf16 Q and K with bf16-dot, and lane rows (with a
@@ -403,17 +413,34 @@ struct AttnLowerToVectorPass
     }
     MicroKernel microKernel = kernel.getMicroKernel();
     if (microKernel != MicroKernel::packed &&
-        microKernel != MicroKernel::lane_rows)
+        microKernel != MicroKernel::lane_rows &&
+        microKernel != MicroKernel::amx)
       return op.emitOpError()
              << "attn-lower-to-vector: #attn.kernel<"
              << stringifyMicroKernel(microKernel)
-             << "> is a GPU micro-kernel; the CPU takes packed or lane_rows";
+             << "> is a GPU micro-kernel; the CPU takes packed, lane_rows or "
+                "amx";
+    if (microKernel == MicroKernel::amx) {
+      auto type = [&](Value v) { return cast<MemRefType>(v.getType()); };
+      int64_t d = type(op.getQuery()).getDimSize(3);
+      int64_t dv = type(op.getValue()).getDimSize(3);
+      if (!usesBf16Dot(op) || !type(op.getValue()).getElementType().isBF16() ||
+          d % 32 != 0 || dv % 16 != 0 || vectorWidth != 16)
+        return op.emitOpError()
+               << "attn-lower-to-vector: #attn.kernel<amx> takes bf16 query, "
+                  "key and value with a head dim that is a multiple of 32 "
+                  "and a value dim of 16, and vector-width 16 (AVX-512); "
+                  "found head dims "
+               << d << " and " << dv << ", vector-width "
+               << static_cast<int64_t>(vectorWidth);
+    }
     if (kernel.getBf16Dot() && !usesBf16Dot(op))
       return op.emitOpError() << "attn-lower-to-vector: #attn.kernel's "
                                  "bf16_dot needs bf16 query and key";
     OpChoice choice;
     choice.bf16Dot = kernel.getBf16Dot();
     choice.laneRows = microKernel == MicroKernel::lane_rows;
+    choice.amx = microKernel == MicroKernel::amx;
     if (choice.laneRows && !laneRowsCandidate(op, choice.bf16Dot))
       return op.emitOpError()
              << "attn-lower-to-vector: #attn.kernel<lane_rows> takes ops "
@@ -494,7 +521,12 @@ struct AttnLowerToVectorPass
                        << static_cast<int64_t>(laneRows);
       return signalPassFailure();
     }
-    if (rowBlock < 1 || rowBlock > 8) {
+    // The AMX path's blocks are a tile's 16 rows (its #attn.kernel says so).
+    bool amxRows = llvm::any_of(ops, [](OnlineAttentionOp op) {
+      KernelAttr kernel = op.getKernelAttr();
+      return kernel && kernel.getMicroKernel() == MicroKernel::amx;
+    });
+    if (!amxRows && (rowBlock < 1 || rowBlock > 8)) {
       func.emitError() << "attn-lower-to-vector: row-block must be in [1, 8], "
                           "found "
                        << rowBlock;
@@ -642,6 +674,13 @@ struct AttnLowerToVectorPass
         scratch.rowSumRows = std::max(scratch.rowSumRows, *bound);
     if (scratch.rowSumRows > 0)
       scratch.rowSums = stackBuffer({scratch.rowSumRows, vectorWidth});
+    if (anyOp([](OnlineAttentionOp, OpChoice c) { return c.amx; })) {
+      scratch.amxQuery = memref::AllocaOp::create(
+          b, MemRefType::get({kAmxRows, maxHeadDim}, b.getBF16Type()),
+          b.getI64IntegerAttr(64));
+      scratch.amxScores = stackBuffer({kAmxRows, keyBlock});
+      scratch.amxOutput = stackBuffer({kAmxRows, maxValuePad});
+    }
     // Pad columns of the packed V and of the query rows are read by
     // whole-vector loads: zero them once and for all.
     zeroPadColumns(b, scratch.values, vectorWidth, minValueDim);
@@ -655,7 +694,8 @@ struct AttnLowerToVectorPass
                             rowBlock,    directRows, prefetchDistance,
                             laneRows};
       OpChoice choice = choices[op];
-      OpLowering(b, op, scratch, options, choice.bf16Dot, choice.laneRows)
+      OpLowering(b, op, scratch, options, choice.bf16Dot, choice.laneRows,
+                 choice.amx)
           .emit();
       op.erase();
     }

@@ -4,6 +4,7 @@
 
 #include "dialect/AttnOps.h"
 #include "lib/Transforms/KernelChoice.h"
+#include "mlir/Dialect/AMX/AMXDialect.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"

@@ -342,7 +342,7 @@ def AttnLowerToVectorPass : Pass<"attn-lower-to-vector", "func::FuncOp"> {
     the K and V rows of the key that many bytes of K ahead into L2 (the
     hardware prefetcher alone left decoding at 60-70 % of the memory
     bandwidth). An op's `#attn.kernel` (attn-choose-kernels) gives its
-    micro-kernel (`packed` or `lane_rows`), `key_block`, `row_block`,
+    micro-kernel (`packed`, `lane_rows` or `amx`), `key_block`, `row_block`,
     `lane_rows` and `bf16_dot` in place of the options; the ops of one
     function share its scratch buffers and must agree on the blocking.
     The micro-kernels are lib/Transforms/Cpu/*Kernel.cpp; the backward,
@@ -362,6 +362,19 @@ def AttnLowerToVectorPass : Pass<"attn-lower-to-vector", "func::FuncOp"> {
     keys (no horizontal reductions), and P·V is FMAs of broadcast V elements
     against vectors of weights. Causal and window bands are lane compares;
     an excluded key leaves the accumulator untouched (NaN V rows stay out).
+
+    An op whose `#attn.kernel` is `amx` (bf16 Q, K and V; D a multiple of
+    32, Dv of 16; AVX-512) takes the packed path with blocks of 16 rows
+    whose two products are `amx` dialect tile operations: the block's Q
+    rows copied into a bf16 buffer (the left tiles), the K pairs and V key
+    pairs as packed for the dot product (the right tiles' VNNI layout),
+    Q·Kᵀ as 16 x 16 f32 tiles summed over D 32 at a time and stored for the
+    softmax's AVX-512 update, p stored as bf16, and P·V as 16 x 16 f32
+    tiles summed over the block's keys 32 at a time, which each row adds
+    to its rescaled accumulator. At most 6 tiles are live, none across a
+    loop. A block that a band cuts takes the packed path's P·V. Lower with
+    `convert-vector-to-llvm=enable-amx` and a target with `amx-tile` and
+    `amx-bf16`, or run `attn-emulate-amx` first.
   }];
   let options = [
     Option<"vectorWidth", "vector-width", "int64_t",
@@ -395,9 +408,26 @@ def AttnLowerToVectorPass : Pass<"attn-lower-to-vector", "func::FuncOp"> {
            "x86vector.avx512.dot)">,
   ];
   let dependentDialects = ["vector::VectorDialect", "x86vector::X86VectorDialect",
-                           "scf::SCFDialect",
+                           "amx::AMXDialect", "scf::SCFDialect",
                            "memref::MemRefDialect", "arith::ArithDialect",
                            "math::MathDialect"];
+}
+
+def AttnEmulateAmxPass : Pass<"attn-emulate-amx", "func::FuncOp"> {
+  let summary = "Run AMX tile operations as scalar loops (for tests)";
+  let description = [{
+    Replaces each `amx.tile_zero`, `amx.tile_load`, `amx.tile_mulf` (bf16)
+    and `amx.tile_store` by loops over a stack buffer that holds the tile:
+    a load copies the tile's rows, a store writes them back, and a
+    multiply computes, as `tdpbf16ps` defines it, C[m][n] += Σ_k
+    A[m][2k]·B[k][2n] + A[m][2k+1]·B[k][2n+1] in f32 (B's VNNI pairs). An
+    AMX kernel's packing, layouts and block logic then run, slowly, on any
+    x86-64 CPU: the conformance suite checks the AMX path's code with it
+    where the CPU has no AMX. Only the sums' rounding differs from the
+    hardware's (f32 sums in another order).
+  }];
+  let dependentDialects = ["scf::SCFDialect", "memref::MemRefDialect",
+                           "arith::ArithDialect"];
 }
 
 def AttnVectorizeRowsPass : Pass<"attn-vectorize-rows", "func::FuncOp"> {

@@ -62,12 +62,15 @@ struct CaseLibrary {
   attn_module *module = nullptr;
   attn_thread_pool *pool = nullptr;
 
-  /// Compiles `spec(c)` of every case in `labels` into `<name>.so` in a new
-  /// directory; nothing when `labels` is empty.
+  /// Compiles `spec(c)` of every case of `cases` in `labels` into
+  /// `<name>.so` in a new directory, with `options`; nothing when `labels`
+  /// is empty.
   void build(const char *name, std::string (*spec)(const Case &),
-             const std::set<std::string> &labels) {
+             const std::set<std::string> &labels,
+             const std::vector<Case> &cases = conformanceCases(),
+             const CompileOptions &options = CompileOptions()) {
     std::vector<KernelSpec> specs;
-    for (const Case &c : conformanceCases()) {
+    for (const Case &c : cases) {
       if (!labels.count(c.label))
         continue;
       std::string error;
@@ -82,8 +85,8 @@ struct CaseLibrary {
     directory = dir.str().str();
     library = directory + "/" + name + ".so";
     std::string error;
-    ASSERT_TRUE(compileKernels(specs, CompileOptions(),
-                               OutputKind::SharedLibrary, library, error))
+    ASSERT_TRUE(compileKernels(specs, options, OutputKind::SharedLibrary,
+                               library, error))
         << error;
     ASSERT_EQ(attn_module_load(library.c_str(), &module), ATTN_OK)
         << attn_last_error();
@@ -197,6 +200,67 @@ INSTANTIATE_TEST_SUITE_P(Matrix, Backward,
                          ::testing::ValuesIn(conformanceCases()), caseName);
 INSTANTIATE_TEST_SUITE_P(Matrix, Weights,
                          ::testing::ValuesIn(conformanceCases()), caseName);
+
+/// The CPU's AMX micro-kernel on every case it takes (amxConformanceCases:
+/// the prefill cases in bf16). AmxEmulated chooses it as on a CPU with AMX
+/// and runs its tile operations as loops (--emulate-amx), which checks its
+/// code on any CPU with AVX-512 BF16; Amx compiles for the host, whose
+/// choice is the AMX kernel where the CPU has AMX, and is SKIPPED (not
+/// passed) where it has none.
+template <bool Emulated>
+class AmxKernels : public ::testing::TestWithParam<Case> {
+public:
+  static void SetUpTestSuite() {
+    std::string error;
+    ResolvedTarget host;
+    ASSERT_TRUE(resolveTarget(CompileOptions(), host, error)) << error;
+    bool amx =
+        host.vectorWidth == 16 && host.has("amx-tile") && host.has("amx-bf16");
+    if (Emulated && !(host.vectorWidth == 16 && host.has("avx512bf16")))
+      skipReason = "the emulated AMX kernels take AVX-512 BF16, which this "
+                   "CPU (" +
+                   host.cpu + ") has not";
+    else if (!Emulated && !amx)
+      skipReason = "this CPU (" + host.cpu +
+                   ") has no AMX (amx-tile, amx-bf16): its kernels would not "
+                   "take the AMX micro-kernel";
+    if (!skipReason.empty())
+      return;
+    CompileOptions options;
+    options.emulateAmx = Emulated;
+    state.build(Emulated ? "attn-amx-emulated" : "attn-amx", forwardSpec,
+                selectedCases(), amxConformanceCases(), options);
+    module = state.module;
+    pool = state.pool;
+  }
+  static void TearDownTestSuite() { state.release(); }
+
+  void check() {
+    if (!skipReason.empty())
+      GTEST_SKIP() << skipReason;
+    const Case &c = GetParam();
+    ASSERT_NE(module, nullptr);
+    const attn_kernel_desc *kernel = nullptr;
+    ASSERT_EQ(attn_module_find(module, c.label.c_str(), &kernel), ATTN_OK);
+    checkCase(c, kernel, pool);
+  }
+
+  static inline CaseLibrary state;
+  static inline attn_module *module = nullptr;
+  static inline attn_thread_pool *pool = nullptr;
+  static inline std::string skipReason;
+};
+
+using AmxEmulated = AmxKernels<true>;
+using Amx = AmxKernels<false>;
+
+TEST_P(AmxEmulated, MatchesReference) { check(); }
+TEST_P(Amx, MatchesReference) { check(); }
+
+INSTANTIATE_TEST_SUITE_P(Matrix, AmxEmulated,
+                         ::testing::ValuesIn(amxConformanceCases()), caseName);
+INSTANTIATE_TEST_SUITE_P(Matrix, Amx,
+                         ::testing::ValuesIn(amxConformanceCases()), caseName);
 
 /// The decoding cases, whose kernels have the key split's phases.
 std::vector<Case> keySplitCases() {

@@ -1,6 +1,7 @@
 // RUN: attn-opt %s --attn-choose-kernels="target=znver4" | FileCheck %s --check-prefix=ZEN4
 // RUN: attn-opt %s --attn-choose-kernels="target=sapphirerapids" | FileCheck %s --check-prefix=SPR
 // RUN: attn-opt %s --attn-choose-kernels="target=emeraldrapids" | FileCheck %s --check-prefix=SPR
+// RUN: attn-opt %s --attn-choose-kernels="target=sapphirerapids features=-amx-bf16" | FileCheck %s --check-prefix=NOAMX
 // RUN: attn-opt %s --attn-choose-kernels="target=x86-64-v4 features=+avx512bf16" | FileCheck %s --check-prefix=V4BF16
 // RUN: attn-opt %s --attn-choose-kernels="target=x86-64-v3" | FileCheck %s --check-prefix=AVX2
 // RUN: attn-opt %s --attn-choose-kernels="target=sm_80" | FileCheck %s --check-prefix=SM80
@@ -14,7 +15,8 @@
 // else fma) and the blocking. Zen 4 and Sapphire Rapids (both AVX-512 with
 // AVX-512 BF16) choose alike for f32; for bf16 only Zen 4 takes the dot
 // product (vdpbf16ps), which Intel's cores issue once in about three
-// cycles: Sapphire Rapids widens bf16 to f32 as a CPU without it does.
+// cycles: Sapphire Rapids takes its AMX tiles (head dims permitting), and
+// without them widens bf16 to f32 as a CPU without the dot product does.
 // A generic CPU given AVX-512 BF16 takes it. AVX2 has 8 lanes: lane-rows
 // tiles of 24 rows, 128-key blocks.
 
@@ -40,12 +42,15 @@ func.func @f32_causal(%q: tensor<?x8x?x64xf32>, %k: tensor<?x2x?x64xf32>, %v: te
 }
 
 // bf16 on AVX-512 BF16 where the dot product pays: the packed path, 3 rows
-// where their P·V accumulators fit (Dv <= 80); Sapphire Rapids and an AVX2
-// CPU widen bf16 on the lane-rows path; a GPU takes tensor cores.
+// where their P·V accumulators fit (Dv <= 80); Sapphire Rapids takes AMX
+// tiles (blocks of 16 rows, 64 keys), and without AMX widens bf16 on the
+// lane-rows path as an AVX2 CPU does; a GPU takes tensor cores.
 // ZEN4-LABEL: func @bf16_d64
 //       ZEN4: kernel <packed, query_tile = 256, key_block = 128, row_block = 3, lane_rows = 64, bf16_dot = true>
 //  SPR-LABEL: func @bf16_d64
-//        SPR: kernel <lane_rows, query_tile = 256, key_block = 128, row_block = 2, lane_rows = 64>
+//        SPR: kernel <amx, query_tile = 256, key_block = 64, row_block = 16, bf16_dot = true>
+// NOAMX-LABEL: func @bf16_d64
+//       NOAMX: kernel <lane_rows, query_tile = 256, key_block = 128, row_block = 2, lane_rows = 64>
 // V4BF16-LABEL: func @bf16_d64
 //       V4BF16: kernel <packed, query_tile = 256, key_block = 128, row_block = 3, lane_rows = 64, bf16_dot = true>
 // AVX2-LABEL: func @bf16_d64
@@ -66,7 +71,9 @@ func.func @bf16_d64(%q: tensor<?x?x?x64xbf16>, %k: tensor<?x?x?x64xbf16>, %v: te
 // ZEN4-LABEL: func @bf16_d128
 //       ZEN4: kernel <packed, query_tile = 256, key_block = 64, row_block = 4, lane_rows = 64, bf16_dot = true>
 //  SPR-LABEL: func @bf16_d128
-//        SPR: kernel <lane_rows, query_tile = 256, key_block = 128, row_block = 2, lane_rows = 64>
+//        SPR: kernel <amx, query_tile = 256, key_block = 64, row_block = 16, bf16_dot = true>
+// NOAMX-LABEL: func @bf16_d128
+//       NOAMX: kernel <lane_rows, query_tile = 256, key_block = 128, row_block = 2, lane_rows = 64>
 func.func @bf16_d128(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?x?x128xbf16>, %v: tensor<?x?x?x128xbf16>,
                      %o: tensor<?x?x?x128xbf16>) -> tensor<?x?x?x128xbf16> {
   %r = attn.attention ins(%q, %k, %v : tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>)

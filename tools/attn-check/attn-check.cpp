@@ -9,6 +9,7 @@
 //   attn-check LIBRARY        run the cases; exit 1 if one fails
 //   attn-check --specs        print every case's spec, one per line
 //   attn-check --gpu-specs    the same for the cases the GPU lowering takes
+//   attn-check --amx-specs    the same for the AMX micro-kernel's (bf16)
 //
 //===----------------------------------------------------------------------===//
 #include "lib/Harness/Conformance.h"
@@ -17,18 +18,23 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <vector>
 
 int main(int argc, char **argv) {
-  bool gpuSpecs = argc == 2 && std::strcmp(argv[1], "--gpu-specs") == 0;
-  if (gpuSpecs || (argc == 2 && std::strcmp(argv[1], "--specs") == 0)) {
+  auto flag = [&](const char *name) {
+    return argc == 2 && std::strcmp(argv[1], name) == 0;
+  };
+  if (flag("--specs") || flag("--gpu-specs") || flag("--amx-specs")) {
     for (const attn::ConformanceCase &c :
-         gpuSpecs ? attn::gpuConformanceCases() : attn::conformanceCases())
+         flag("--gpu-specs")   ? attn::gpuConformanceCases()
+         : flag("--amx-specs") ? attn::amxConformanceCases()
+                               : attn::conformanceCases())
       std::printf("%s\n", c.spec.c_str());
     return 0;
   }
   if (argc != 2 || argv[1][0] == '-') {
     std::fprintf(stderr, "usage: attn-check LIBRARY | attn-check --specs | "
-                         "attn-check --gpu-specs\n");
+                         "attn-check --gpu-specs | attn-check --amx-specs\n");
     return 2;
   }
   attn_module *module = nullptr;
@@ -43,7 +49,10 @@ int main(int argc, char **argv) {
   attn_thread_pool *pool = nullptr;
   attn_thread_pool_create(0, &pool);
   int ran = 0, failed = 0, skipped = 0;
-  for (const attn::ConformanceCase &c : attn::conformanceCases()) {
+  std::vector<attn::ConformanceCase> cases = attn::conformanceCases();
+  for (attn::ConformanceCase &c : attn::amxConformanceCases())
+    cases.push_back(std::move(c));
+  for (const attn::ConformanceCase &c : cases) {
     const attn_kernel_desc *kernel = nullptr;
     if (attn_module_find(module, c.label.c_str(), &kernel) != ATTN_OK)
       continue;

@@ -137,6 +137,12 @@ static cl::opt<bool> llvmUnroll(
     cl::desc("Let LLVM's O3 unroll loops (CPU; default off: the micro-kernels "
              "are unrolled where it pays when they are generated)"),
     cl::init(kDefaults.llvmUnroll), cl::cat(category));
+static cl::opt<bool> emulateAmx(
+    "emulate-amx",
+    cl::desc("Choose the AMX micro-kernel as on a CPU with AMX and run its "
+             "tile operations as scalar loops (CPU; for tests on a CPU "
+             "without AMX: slow)"),
+    cl::init(kDefaults.emulateAmx), cl::cat(category));
 static cl::opt<int64_t>
     vectorWidth("vector-width",
                 cl::desc("f32 lanes per vector (default: from the target)"),
@@ -266,6 +272,7 @@ int main(int argc, char **argv) {
   options.timing = timing;
   options.splitKeys = splitKeys;
   options.llvmUnroll = llvmUnroll;
+  options.emulateAmx = emulateAmx;
   options.librarySymbol = librarySymbol;
   options.cudaToolkit = cudaToolkit;
   if (target != "cpu") {

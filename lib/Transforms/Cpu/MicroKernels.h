@@ -10,10 +10,11 @@
 //   lane-rows  (LaneRowsKernel.cpp) query rows in vector lanes: every step
 //                                   vertical, no horizontal reductions;
 //   direct     (DirectKernel.cpp)   few rows (decoding) read K and V rows in
-//                                   place, the rows of a GQA group at once.
+//                                   place, the rows of a GQA group at once;
 //
-// and each bufferized attn.attention_backward to the backward micro-kernel
-// (BackwardKernel.cpp).
+// the packed path's AMX variant (AmxKernel.cpp) computes a block's Q·Kᵀ
+// and P·V on AMX tiles. And each bufferized attn.attention_backward to the
+// backward micro-kernel (BackwardKernel.cpp).
 //
 // What they share is below them: VectorEmitter (vector builders and the x86
 // details), KernelEmitter (one op's operands, options and band, the score
@@ -71,6 +72,10 @@ struct Scratch {
   // sums, reduced once per op rather than once per key block.
   Value rowSums; // [rowSumRows][lanes]
   int64_t rowSumRows = 0;
+  // AMX path: a block of 16 query rows as tiles see it.
+  Value amxQuery;  // [16][D]        bf16 Q rows (the left tiles of Q·Kᵀ)
+  Value amxScores; // [16][keyBlock] f32 Q·Kᵀ as the score tiles store it
+  Value amxOutput; // [16][DvPad]    f32 P·V of the block
 };
 
 /// The pass's blocking, as resolved for one function.
@@ -95,6 +100,8 @@ struct KernelSite {
   const KernelOptions &options;
   Value diagonal;
   bool bf16Dot;
+  /// Q·Kᵀ and P·V on AMX tiles (the packed path's blocks of 16 rows).
+  bool amx = false;
 };
 
 /// The static bound on the query rows of `op`'s state (its sum is a slice
@@ -112,9 +119,16 @@ bool usesBf16Values(OnlineAttentionOp op);
 /// Whether K or V is 16-bit (the lane-rows path widens their blocks).
 bool hasNarrowKeysOrValues(OnlineAttentionOp op);
 
+/// The rows of an AMX tile (and of the AMX path's row blocks).
+constexpr int64_t kAmxRows = 16;
+
 /// The packed micro-kernel for all rows of query head `head`.
 void emitPackedHead(const KernelSite &site, Value batch, Value head,
                     Value kvHead, Value rows, Value keys);
+/// The packed micro-kernel's AMX variant for all rows of query head
+/// `head` (AmxKernel.cpp).
+void emitAmxHead(const KernelSite &site, Value batch, Value head, Value kvHead,
+                 Value rows, Value keys);
 /// The lane-rows micro-kernel for all rows of query head `head`.
 void emitLaneRowsHead(const KernelSite &site, Value batch, Value head,
                       Value kvHead, Value rows, Value keys);

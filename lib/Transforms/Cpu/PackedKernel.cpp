@@ -15,7 +15,7 @@
 // rows steps over the keys its rows see, `band-key-step` keys at a time.
 //
 //===----------------------------------------------------------------------===//
-#include "lib/Transforms/Cpu/RowAccumulator.h"
+#include "lib/Transforms/Cpu/PackedKernel.h"
 
 #include "lib/Transforms/Passes.h"
 
@@ -27,419 +27,384 @@ using namespace mlir;
 using namespace mlir::attn;
 using namespace mlir::attn::cpu;
 
-namespace {
-
-class PackedKernel : public RowAccumulator {
-public:
-  using RowAccumulator::RowAccumulator;
-
-  /// The packed path: per key block, pack K and V, then blocks of rows. A
-  /// causal or windowed op walks only the keys its rows see and applies
-  /// the band only in the blocks that some row sees in part (an op left
-  /// whole by attn-skip-masked-blocks, as for the lane-rows path); the
-  /// others run without its compares, and bf16 V takes the dot product
-  /// there.
-  void emitPackedHead(Value batch, Value head, Value kvHead, Value rows,
-                      Value keys) {
-    // The rows' sums as vectors of per-lane partial sums (scratch.rowSums)
-    // for the whole key loop: a key block then adds its weights lane by
-    // lane, and the horizontal sum runs once per row and op, not once per
-    // block (bf16 D=64: 1.06x; the sums are rounded in another order).
-    std::optional<int64_t> bound = stateRowBound(op);
-    bool sums = scratch.rowSums && bound && *bound <= scratch.rowSumRows;
-    if (sums)
-      forLoop(cst(0), rows, cst(1), [&](Value row) {
-        Value sum = memref::LoadOp::create(b, op.getSum(),
-                                           ValueRange{batch, head, row});
-        Value partial = vector::InsertOp::create(b, sum, splat(f32Const(0)),
-                                                 ArrayRef<int64_t>{0});
-        vector::StoreOp::create(b, partial, scratch.rowSums,
-                                ValueRange{row, cst(0)});
-      });
-    llvm::SaveAndRestore keepSums(vectorSums, sums);
-    eachBandBlock(
-        cst(0), rows, keys,
-        [&](Value blockStart, Value blockKeys) {
-          packKeys(batch, kvHead, blockStart, blockKeys);
-          packValues(batch, kvHead, blockStart, blockKeys);
-        },
-        [&](Value blockStart, Value blockKeys) {
-          emitPackedBlock(batch, head, rows, blockStart, blockKeys);
-        },
-        batch, head);
-    if (sums)
-      forLoop(cst(0), rows, cst(1), [&](Value row) {
-        Value partial = vector::LoadOp::create(b, vecType, scratch.rowSums,
-                                               ValueRange{row, cst(0)});
-        memref::StoreOp::create(b, horizontalSum(partial), op.getSum(),
-                                ValueRange{batch, head, row});
-      });
-  }
-
-  /// One key block of the packed path, K and V packed: the rows' updates.
-  void emitPackedBlock(Value batch, Value head, Value rows, Value blockStart,
-                       Value blockKeys) {
-    // Blocks of `rowBlock` rows share each K and V vector load. The last
-    // block's slots past the rows repeat the last row (emitRows makes that
-    // harmless): one copy of the micro-kernel, not a second one for the
-    // rows left over (which doubled the code and the compile time).
-    Value lastRow = arith::SubIOp::create(b, rows, cst(1));
-    forLoop(cst(0), rows, cst(rowBlock), [&](Value first) {
-      SmallVector<AccRow> block = {{head, first}};
-      for (int64_t r = 1; r < rowBlock; ++r)
-        block.push_back(
-            {head, arith::MinSIOp::create(
-                       b, arith::AddIOp::create(b, first, cst(r)), lastRow)});
-      if (!bandApplies())
-        return emitRows(batch, block, blockStart, blockKeys, cst(0),
-                        keyBlock / lanes);
-      // A block the band cuts. Rows that see all of it (in a tile larger
-      // than the key block, those past the diagonal block's last row) take
-      // the whole block, without the band's compares; the others only the
-      // keys some row of the block sees, in steps of bandKeyStep keys, so
-      // that rows near the diagonal skip most of what the band would drop.
-      SeenKeys seen =
-          band.keysRowsSee(first, block.back().row, blockStart, blockKeys);
-      Value whole = arith::AndIOp::create(
-          b,
-          arith::CmpIOp::create(b, arith::CmpIPredicate::eq, seen.allFrom,
-                                cst(0)),
-          arith::CmpIOp::create(b, arith::CmpIPredicate::eq, seen.allTo,
-                                blockKeys));
-      auto split = scf::IfOp::create(b, whole, /*withElseRegion=*/true);
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPoint(split.thenBlock()->getTerminator());
-      {
-        llvm::SaveAndRestore inside(blockInsideBand, true);
-        emitRows(batch, block, blockStart, blockKeys, cst(0), keyBlock / lanes);
-      }
-      b.setInsertionPoint(split.elseBlock()->getTerminator());
-      emitBandSteps(batch, block, blockStart, seen);
+void PackedKernel::emitPackedHead(Value batch, Value head, Value kvHead,
+                                  Value rows, Value keys) {
+  // The rows' sums as vectors of per-lane partial sums (scratch.rowSums)
+  // for the whole key loop: a key block then adds its weights lane by
+  // lane, and the horizontal sum runs once per row and op, not once per
+  // block (bf16 D=64: 1.06x; the sums are rounded in another order).
+  std::optional<int64_t> bound = stateRowBound(op);
+  bool sums = scratch.rowSums && bound && *bound <= scratch.rowSumRows;
+  if (sums)
+    forLoop(cst(0), rows, cst(1), [&](Value row) {
+      Value sum =
+          memref::LoadOp::create(b, op.getSum(), ValueRange{batch, head, row});
+      Value partial = vector::InsertOp::create(b, sum, splat(f32Const(0)),
+                                               ArrayRef<int64_t>{0});
+      vector::StoreOp::create(b, partial, scratch.rowSums,
+                              ValueRange{row, cst(0)});
     });
-  }
-
-  /// The rows of `block` over the keys of the block from `blockStart` that
-  /// some of them see (`seen`), in steps of bandKeyStep keys; a last step
-  /// of at most half a step scores half the vectors.
-  void emitBandSteps(Value batch, ArrayRef<AccRow> block, Value blockStart,
-                     const SeenKeys &seen) {
-    Value stepKeys = cst(bandKeyStep), to = seen.anyTo;
-    Value from = arith::MulIOp::create(
-        b, arith::DivUIOp::create(b, seen.anyFrom, stepKeys), stepKeys);
-    int64_t halfStep = bandKeyStep / 2;
-    forLoop(from, to, stepKeys, [&](Value step) {
-      Value start = arith::AddIOp::create(b, blockStart, step);
-      Value left = arith::SubIOp::create(b, to, step);
-      auto wholeStep = [&] {
-        emitRows(batch, block, start, arith::MinSIOp::create(b, left, stepKeys),
-                 step, bandKeyStep / lanes);
-      };
-      if (halfStep % lanes != 0)
-        return wholeStep();
-      // A last step of at most half a step: half the score vectors.
-      Value short_ = arith::CmpIOp::create(b, arith::CmpIPredicate::sle, left,
-                                           cst(halfStep));
-      auto choice = scf::IfOp::create(b, short_, /*withElseRegion=*/true);
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPoint(choice.thenBlock()->getTerminator());
-      emitRows(batch, block, start, left, step, halfStep / lanes);
-      b.setInsertionPoint(choice.elseBlock()->getTerminator());
-      wholeStep();
+  llvm::SaveAndRestore keepSums(vectorSums, sums);
+  eachBandBlock(
+      cst(0), rows, keys,
+      [&](Value blockStart, Value blockKeys) {
+        packKeys(batch, kvHead, blockStart, blockKeys);
+        packValues(batch, kvHead, blockStart, blockKeys);
+      },
+      [&](Value blockStart, Value blockKeys) {
+        emitPackedBlock(batch, head, rows, blockStart, blockKeys);
+      },
+      batch, head);
+  if (sums)
+    forLoop(cst(0), rows, cst(1), [&](Value row) {
+      Value partial = vector::LoadOp::create(b, vecType, scratch.rowSums,
+                                             ValueRange{row, cst(0)});
+      memref::StoreOp::create(b, horizontalSum(partial), op.getSum(),
+                              ValueRange{batch, head, row});
     });
-  }
+}
 
-  /// Scores, online update and P·V for a block of query rows that share
-  /// every packed K and V vector they load.
-  ///
-  /// The keys are [blockStart, blockStart + blockKeys), at column `packed`
-  /// of the packed block, scored `scoreVectors` vectors at a time (a step
-  /// of a block the band cuts may take fewer than the block's).
-  void emitRows(Value batch, ArrayRef<AccRow> block, Value blockStart,
-                Value blockKeys, Value packed, int64_t scoreVectors) {
-    Value head = block.front().head;
-    SmallVector<Value> rows;
-    for (const AccRow &row : block)
-      rows.push_back(row.row);
-    int64_t numRows = rows.size();
-    Value zeroVec = splat(f32Const(0));
-    auto column = [&](int64_t v) {
-      return arith::AddIOp::create(b, packed, cst(v * lanes));
-    };
-
-    // Scores: s[r][v] += Q[row r][d] * KT[d][packed + v*lanes ...].
-    SmallVector<Value> inits(numRows * scoreVectors, zeroVec);
-    SmallVector<Value> scores =
-        bf16Dot
-            ? scoresByBf16Dot(batch, head, rows, packed, inits)
-            : forLoopWith(
-                  cst(0), cst(headDim), cst(1), inits,
-                  [&](Value d, ValueRange acc) -> SmallVector<Value> {
-                    SmallVector<Value> keys;
-                    for (int64_t v = 0; v < scoreVectors; ++v)
-                      keys.push_back(vector::LoadOp::create(
-                          b, vecType, scratch.keysT, ValueRange{d, column(v)}));
-                    SmallVector<Value> next;
-                    for (int64_t r = 0; r < numRows; ++r) {
-                      Value q = splat(
-                          loadF32(op.getQuery(), {batch, head, rows[r], d}));
-                      for (int64_t v = 0; v < scoreVectors; ++v)
-                        next.push_back(vector::FMAOp::create(
-                            b, q, keys[v], acc[r * scoreVectors + v]));
-                    }
-                    return next;
-                  });
-
-    // Per row: the softmax statistics; p goes to probs[r]. Every slot
-    // loads its row's max and sum before any slot stores, as P·V loads
-    // every accumulator before it stores: a slot that repeats a row (the
-    // last block's) then computes from the same old values as the row's
-    // own slot, and the two store the same update.
-    SmallVector<RowStatistics> old;
-    for (const AccRow &row : block)
-      old.push_back(loadStatistics(batch, row));
-    SmallVector<Value> alphas;
-    for (int64_t r = 0; r < numRows; ++r)
-      alphas.push_back(updateRowStatistics(
-          batch, block[r], old[r], r,
-          MutableArrayRef<Value>(scores).slice(r * scoreVectors, scoreVectors),
-          blockStart, blockKeys, /*storePairs=*/bf16Values));
-
-    // acc[r] = alpha[r] * acc[r] + sum_j p[r][j] * VP[j]: bf16 V by the
-    // dot product on the keys that every row of the block sees, which in a
-    // block the band cuts leaves at most rowBlock keys at either end to
-    // f32 FMAs that drop the keys a row does not see.
-    auto value = [&](Value j, int64_t c) {
-      Value key = arith::AddIOp::create(b, packed, j);
-      return bf16Values ? pairedValue(key, c) : packedValue(key, c);
-    };
-    if (!bf16Values || !bandApplies())
-      return accumulateRows(batch, block, alphas, blockKeys, bf16Values, value);
-    SeenKeys seen = band.keysRowsSee(block.front().row, block.back().row,
-                                     blockStart, blockKeys);
-    Value pairRow = arith::DivUIOp::create(b, packed, cst(2));
-    SmallVector<KeyRun, 3> runs;
-    if (band.left)
-      runs.push_back({seen.anyFrom,
-                      arith::MinSIOp::create(b, seen.allFrom, seen.anyTo),
-                      false, true, pairRow});
-    runs.push_back({seen.allFrom, seen.allTo, true, false, pairRow});
-    if (band.right)
-      runs.push_back({arith::MaxSIOp::create(b, seen.allTo, seen.anyFrom),
-                      seen.anyTo, false, true, pairRow});
-    accumulateRows(batch, block, alphas, runs, value);
-  }
-
-  /// Scores of the rows by vdpbf16ps: per pair of head dims, the rows'
-  /// query pairs broadcast against the block's packed key pairs.
-  SmallVector<Value> scoresByBf16Dot(Value batch, Value head,
-                                     ArrayRef<Value> rows, Value packed,
-                                     ArrayRef<Value> inits) {
-    int64_t scoreVectors = inits.size() / rows.size();
-    Value packedPairs = arith::MulIOp::create(b, packed, cst(2));
-    auto pairVec = VectorType::get({2 * lanes}, b.getBF16Type());
-    return forLoopWith(
-        cst(0), cst(llvm::divideCeil(headDim, 2)), cst(1), inits,
-        [&](Value p, ValueRange acc) -> SmallVector<Value> {
-          SmallVector<Value> keys;
-          for (int64_t v = 0; v < scoreVectors; ++v)
-            keys.push_back(vector::LoadOp::create(
-                b, pairVec, scratch.keyPairs,
-                ValueRange{p, arith::AddIOp::create(b, packedPairs,
-                                                    cst(2 * v * lanes))}));
-          Value d0 = arith::MulIOp::create(b, p, cst(2));
-          // An odd D's last pair reads Q[D-1] twice; its key half is 0.
-          Value d1 = arith::MinSIOp::create(
-              b, arith::AddIOp::create(b, d0, cst(1)), cst(headDim - 1));
-          SmallVector<Value> next;
-          for (auto [r, row] : llvm::enumerate(rows)) {
-            Value q = broadcastPair(
-                memref::LoadOp::create(b, op.getQuery(),
-                                       ValueRange{batch, head, row, d0}),
-                memref::LoadOp::create(b, op.getQuery(),
-                                       ValueRange{batch, head, row, d1}));
-            for (int64_t v = 0; v < scoreVectors; ++v)
-              next.push_back(x86vector::DotBF16Op::create(
-                  b, acc[r * scoreVectors + v], q, keys[v]));
-          }
-          return next;
-        });
-  }
-
-  /// KT[d][j] = K[j][d] (or the bf16 pairs KP) for the block's keys.
-  /// 16-lane vectors take 16x16 register transposes where the rows have
-  /// unit stride (LLVM otherwise makes scatters of the element loops).
-  void packKeys(Value batch, Value kvHead, Value blockStart, Value blockKeys) {
-    bool vectors = lanes == 16;
-    // bf16-dot packs K as pairs of head dims; an odd D ends in a half pair.
-    auto elementKeys = [&] {
-      eachKey(blockStart, blockKeys, [&](Value key, Value j) {
-        if (bf16Dot)
-          packKeyPairs(batch, kvHead, key, j);
-        else
-          packKeyColumn(batch, kvHead, key, j);
-      });
-    };
-    if (vectors && (!bf16Dot || headDim % 2 == 0))
-      ifUnitStride(
-          op.getKey(),
-          [&](Value rows) {
-            transposeKeyBlock(rows, batch, kvHead, blockStart, blockKeys,
-                              /*pairs=*/bf16Dot);
-          },
-          elementKeys);
-    else
-      elementKeys();
-  }
-
-  /// VP[j][e] = V[j][e], or for bf16 V the key pairs VP2 that P·V's dot
-  /// product reads, whole vectors where the rows have unit stride.
-  void packValues(Value batch, Value kvHead, Value blockStart,
-                  Value blockKeys) {
-    if (!bf16Values) {
-      Value lastKey = arith::SubIOp::create(
-          b, arith::AddIOp::create(b, blockStart, blockKeys), cst(1));
-      widenRows(op.getValue(), batch, kvHead, blockStart, blockKeys, lastKey,
-                valueDim, scratch.values);
-      return;
+void PackedKernel::emitPackedBlock(Value batch, Value head, Value rows,
+                                   Value blockStart, Value blockKeys) {
+  // Blocks of `rowBlock` rows share each K and V vector load. The last
+  // block's slots past the rows repeat the last row (emitRows makes that
+  // harmless): one copy of the micro-kernel, not a second one for the
+  // rows left over (which doubled the code and the compile time).
+  Value lastRow = arith::SubIOp::create(b, rows, cst(1));
+  forLoop(cst(0), rows, cst(rowBlock), [&](Value first) {
+    SmallVector<AccRow> block = {{head, first}};
+    for (int64_t r = 1; r < rowBlock; ++r)
+      block.push_back(
+          {head, arith::MinSIOp::create(
+                     b, arith::AddIOp::create(b, first, cst(r)), lastRow)});
+    if (!bandApplies())
+      return emitRows(batch, block, blockStart, blockKeys, cst(0),
+                      keyBlock / lanes);
+    // A block the band cuts. Rows that see all of it (in a tile larger
+    // than the key block, those past the diagonal block's last row) take
+    // the whole block, without the band's compares; the others only the
+    // keys some row of the block sees, in steps of bandKeyStep keys, so
+    // that rows near the diagonal skip most of what the band would drop.
+    SeenKeys seen =
+        band.keysRowsSee(first, block.back().row, blockStart, blockKeys);
+    Value whole =
+        arith::AndIOp::create(b,
+                              arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                                                    seen.allFrom, cst(0)),
+                              arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                                                    seen.allTo, blockKeys));
+    auto split = scf::IfOp::create(b, whole, /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(split.thenBlock()->getTerminator());
+    {
+      llvm::SaveAndRestore inside(blockInsideBand, true);
+      emitRows(batch, block, blockStart, blockKeys, cst(0), keyBlock / lanes);
     }
-    auto elementwise = [&] {
-      eachKey(blockStart, blockKeys, [&](Value key, Value j) {
-        packValuePairs(batch, kvHead, key, j);
-      });
-      // An odd count's last pair: its second key is 0, not a stale value.
-      ifOdd(blockKeys, [&] {
-        Value row = arith::DivUIOp::create(b, blockKeys, cst(2));
-        Value zero =
-            arith::ConstantOp::create(b, b.getZeroAttr(b.getBF16Type()));
-        forLoop(cst(0), cst(valueDim), cst(1), [&](Value e) {
-          Value column = arith::AddIOp::create(
-              b, arith::MulIOp::create(b, e, cst(2)), cst(1));
-          memref::StoreOp::create(b, zero, scratch.valuePairs,
-                                  ValueRange{row, column});
-        });
-      });
+    b.setInsertionPoint(split.elseBlock()->getTerminator());
+    emitBandSteps(batch, block, blockStart, seen);
+  });
+}
+
+void PackedKernel::emitBandSteps(Value batch, ArrayRef<AccRow> block,
+                                 Value blockStart, const SeenKeys &seen) {
+  Value stepKeys = cst(bandKeyStep), to = seen.anyTo;
+  Value from = arith::MulIOp::create(
+      b, arith::DivUIOp::create(b, seen.anyFrom, stepKeys), stepKeys);
+  int64_t halfStep = bandKeyStep / 2;
+  forLoop(from, to, stepKeys, [&](Value step) {
+    Value start = arith::AddIOp::create(b, blockStart, step);
+    Value left = arith::SubIOp::create(b, to, step);
+    auto wholeStep = [&] {
+      emitRows(batch, block, start, arith::MinSIOp::create(b, left, stepKeys),
+               step, bandKeyStep / lanes);
     };
-    if (lanes == 16)
-      ifUnitStride(
-          op.getValue(),
-          [&](Value rows) {
-            pairValuesDirect(batch, kvHead, blockStart, blockKeys, rows);
-          },
-          elementwise);
-    else
-      elementwise();
-  }
+    if (halfStep % lanes != 0)
+      return wholeStep();
+    // A last step of at most half a step: half the score vectors.
+    Value short_ = arith::CmpIOp::create(b, arith::CmpIPredicate::sle, left,
+                                         cst(halfStep));
+    auto choice = scf::IfOp::create(b, short_, /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(choice.thenBlock()->getTerminator());
+    emitRows(batch, block, start, left, step, halfStep / lanes);
+    b.setInsertionPoint(choice.elseBlock()->getTerminator());
+    wholeStep();
+  });
+}
 
-  /// KT[d][j] = K[key][d] for one key, element by element.
-  void packKeyColumn(Value batch, Value kvHead, Value key, Value j) {
-    forLoop(cst(0), cst(headDim), cst(1), [&](Value d) {
-      Value k = loadF32(op.getKey(), {batch, kvHead, key, d});
-      memref::StoreOp::create(b, k, scratch.keysT, ValueRange{d, j});
+void PackedKernel::emitRows(Value batch, ArrayRef<AccRow> block,
+                            Value blockStart, Value blockKeys, Value packed,
+                            int64_t scoreVectors) {
+  Value head = block.front().head;
+  SmallVector<Value> rows;
+  for (const AccRow &row : block)
+    rows.push_back(row.row);
+  int64_t numRows = rows.size();
+  Value zeroVec = splat(f32Const(0));
+  auto column = [&](int64_t v) {
+    return arith::AddIOp::create(b, packed, cst(v * lanes));
+  };
+
+  // Scores: s[r][v] += Q[row r][d] * KT[d][packed + v*lanes ...].
+  SmallVector<Value> inits(numRows * scoreVectors, zeroVec);
+  SmallVector<Value> scores =
+      bf16Dot
+          ? scoresByBf16Dot(batch, head, rows, packed, inits)
+          : forLoopWith(
+                cst(0), cst(headDim), cst(1), inits,
+                [&](Value d, ValueRange acc) -> SmallVector<Value> {
+                  SmallVector<Value> keys;
+                  for (int64_t v = 0; v < scoreVectors; ++v)
+                    keys.push_back(vector::LoadOp::create(
+                        b, vecType, scratch.keysT, ValueRange{d, column(v)}));
+                  SmallVector<Value> next;
+                  for (int64_t r = 0; r < numRows; ++r) {
+                    Value q = splat(
+                        loadF32(op.getQuery(), {batch, head, rows[r], d}));
+                    for (int64_t v = 0; v < scoreVectors; ++v)
+                      next.push_back(vector::FMAOp::create(
+                          b, q, keys[v], acc[r * scoreVectors + v]));
+                  }
+                  return next;
+                });
+
+  // Per row: the softmax statistics; p goes to probs[r]. Every slot
+  // loads its row's max and sum before any slot stores, as P·V loads
+  // every accumulator before it stores: a slot that repeats a row (the
+  // last block's) then computes from the same old values as the row's
+  // own slot, and the two store the same update.
+  SmallVector<RowStatistics> old;
+  for (const AccRow &row : block)
+    old.push_back(loadStatistics(batch, row));
+  SmallVector<Value> alphas;
+  for (int64_t r = 0; r < numRows; ++r)
+    alphas.push_back(updateRowStatistics(
+        batch, block[r], old[r], r,
+        MutableArrayRef<Value>(scores).slice(r * scoreVectors, scoreVectors),
+        blockStart, blockKeys, /*storePairs=*/bf16Values));
+
+  accumulateBlock(batch, block, alphas, blockStart, blockKeys, packed);
+}
+
+void PackedKernel::accumulateBlock(Value batch, ArrayRef<AccRow> block,
+                                   ArrayRef<Value> alphas, Value blockStart,
+                                   Value blockKeys, Value packed) {
+  // acc[r] = alpha[r] * acc[r] + sum_j p[r][j] * VP[j]: bf16 V by the
+  // dot product on the keys that every row of the block sees, which in a
+  // block the band cuts leaves at most rowBlock keys at either end to
+  // f32 FMAs that drop the keys a row does not see.
+  auto value = [&](Value j, int64_t c) {
+    Value key = arith::AddIOp::create(b, packed, j);
+    return bf16Values ? pairedValue(key, c) : packedValue(key, c);
+  };
+  if (!bf16Values || !bandApplies())
+    return accumulateRows(batch, block, alphas, blockKeys, bf16Values, value);
+  SeenKeys seen = band.keysRowsSee(block.front().row, block.back().row,
+                                   blockStart, blockKeys);
+  Value pairRow = arith::DivUIOp::create(b, packed, cst(2));
+  SmallVector<KeyRun, 3> runs;
+  if (band.left)
+    runs.push_back({seen.anyFrom,
+                    arith::MinSIOp::create(b, seen.allFrom, seen.anyTo), false,
+                    true, pairRow});
+  runs.push_back({seen.allFrom, seen.allTo, true, false, pairRow});
+  if (band.right)
+    runs.push_back({arith::MaxSIOp::create(b, seen.allTo, seen.anyFrom),
+                    seen.anyTo, false, true, pairRow});
+  accumulateRows(batch, block, alphas, runs, value);
+}
+
+SmallVector<Value> PackedKernel::scoresByBf16Dot(Value batch, Value head,
+                                                 ArrayRef<Value> rows,
+                                                 Value packed,
+                                                 ArrayRef<Value> inits) {
+  int64_t scoreVectors = inits.size() / rows.size();
+  Value packedPairs = arith::MulIOp::create(b, packed, cst(2));
+  auto pairVec = VectorType::get({2 * lanes}, b.getBF16Type());
+  return forLoopWith(
+      cst(0), cst(llvm::divideCeil(headDim, 2)), cst(1), inits,
+      [&](Value p, ValueRange acc) -> SmallVector<Value> {
+        SmallVector<Value> keys;
+        for (int64_t v = 0; v < scoreVectors; ++v)
+          keys.push_back(vector::LoadOp::create(
+              b, pairVec, scratch.keyPairs,
+              ValueRange{p, arith::AddIOp::create(b, packedPairs,
+                                                  cst(2 * v * lanes))}));
+        Value d0 = arith::MulIOp::create(b, p, cst(2));
+        // An odd D's last pair reads Q[D-1] twice; its key half is 0.
+        Value d1 = arith::MinSIOp::create(
+            b, arith::AddIOp::create(b, d0, cst(1)), cst(headDim - 1));
+        SmallVector<Value> next;
+        for (auto [r, row] : llvm::enumerate(rows)) {
+          Value q = broadcastPair(
+              memref::LoadOp::create(b, op.getQuery(),
+                                     ValueRange{batch, head, row, d0}),
+              memref::LoadOp::create(b, op.getQuery(),
+                                     ValueRange{batch, head, row, d1}));
+          for (int64_t v = 0; v < scoreVectors; ++v)
+            next.push_back(x86vector::DotBF16Op::create(
+                b, acc[r * scoreVectors + v], q, keys[v]));
+        }
+        return next;
+      });
+}
+
+void PackedKernel::packKeys(Value batch, Value kvHead, Value blockStart,
+                            Value blockKeys) {
+  bool vectors = lanes == 16;
+  // bf16-dot packs K as pairs of head dims; an odd D ends in a half pair.
+  auto elementKeys = [&] {
+    eachKey(blockStart, blockKeys, [&](Value key, Value j) {
+      if (bf16Dot)
+        packKeyPairs(batch, kvHead, key, j);
+      else
+        packKeyColumn(batch, kvHead, key, j);
     });
-  }
+  };
+  if (vectors && (!bf16Dot || headDim % 2 == 0))
+    ifUnitStride(
+        op.getKey(),
+        [&](Value rows) {
+          transposeKeyBlock(rows, batch, kvHead, blockStart, blockKeys,
+                            /*pairs=*/bf16Dot);
+        },
+        elementKeys);
+  else
+    elementKeys();
+}
 
-  /// KT = the block's K transposed, 16 keys x 16 head dims at a time: 16
-  /// row loads (`keyRows`: K with unit-stride rows), one vector.transpose,
-  /// 16 column stores. With `pairs`, KP for the bf16 dot product instead:
-  /// a pair (K[j][2p], K[j][2p+1]) is one 32-bit word, so KP is the
-  /// transpose of the rows seen as words, 16 keys x 16 pairs at a time.
-  /// Keys past the block repeat its last key (their score lanes are
-  /// excluded later).
-  void transposeKeyBlock(Value keyRows, Value batch, Value kvHead,
-                         Value blockStart, Value blockKeys, bool pairs) {
+void PackedKernel::packValues(Value batch, Value kvHead, Value blockStart,
+                              Value blockKeys) {
+  if (!bf16Values) {
     Value lastKey = arith::SubIOp::create(
         b, arith::AddIOp::create(b, blockStart, blockKeys), cst(1));
-    auto tileType = VectorType::get({lanes, lanes}, f32);
-    // Per key, `lanes` 32-bit words: head dims, or pairs of them.
-    int64_t perWord = pairs ? 2 : 1;
-    int64_t words = headDim / perWord;
-    Value target = pairs ? scratch.keyPairs : scratch.keysT;
-    forLoop(cst(0), blockKeys, cst(lanes), [&](Value first) {
-      Value firstKey = arith::AddIOp::create(b, blockStart, first);
-      Value column = pairs ? arith::MulIOp::create(b, first, cst(2)) : first;
-      // The tile of words [w0, w0 + live): 16 row loads, a register
-      // transpose, `live` column stores.
-      auto transposeTile = [&](Value w0, int64_t live) {
-        Value tile = arith::ConstantOp::create(
-            b, DenseElementsAttr::get(tileType, b.getF32FloatAttr(0)));
-        Value col = pairs ? arith::MulIOp::create(b, w0, cst(2)) : w0;
-        for (int64_t r = 0; r < lanes; ++r) {
-          Value key = arith::MinSIOp::create(
-              b, arith::AddIOp::create(b, firstKey, cst(r)), lastKey);
-          Value row = loadRawChunkAt(keyRows, {batch, kvHead, key}, col,
-                                     live * perWord, lanes * perWord);
-          row = pairs ? Value(vector::BitCastOp::create(b, vecType, row))
-                      : widenToF32(row);
-          tile = vector::InsertOp::create(b, row, tile, ArrayRef<int64_t>{r});
-        }
-        Value columns = vector::TransposeOp::create(b, tile, {1, 0});
-        for (int64_t c = 0; c < live; ++c) {
-          Value word =
-              vector::ExtractOp::create(b, columns, ArrayRef<int64_t>{c});
-          if (pairs)
-            word = vector::BitCastOp::create(
-                b, VectorType::get({2 * lanes}, b.getBF16Type()), word);
-          vector::StoreOp::create(
-              b, word, target,
-              ValueRange{arith::AddIOp::create(b, w0, cst(c)), column});
-        }
-      };
-      // Whole tiles in a loop (unrolled, D = 256 made one 5000-instruction
-      // block that took LLVM's instruction selection a quarter second),
-      // then the partial tile of a D that is not a multiple of 16.
-      int64_t whole = words / lanes * lanes;
-      if (whole > lanes)
-        forLoop(cst(0), cst(whole), cst(lanes),
-                [&](Value w0) { transposeTile(w0, lanes); });
-      else if (whole == lanes)
-        transposeTile(cst(0), lanes);
-      if (words > whole)
-        transposeTile(cst(whole), words - whole);
-    });
+    widenRows(op.getValue(), batch, kvHead, blockStart, blockKeys, lastKey,
+              valueDim, scratch.values);
+    return;
   }
-
-  /// VP2[j/2][2e + j%2] = V[key][e] (bf16, not widened).
-  void packValuePairs(Value batch, Value kvHead, Value key, Value j) {
-    Value row = arith::DivUIOp::create(b, j, cst(2));
-    Value half = arith::RemUIOp::create(b, j, cst(2));
-    forLoop(cst(0), cst(valueDim), cst(1), [&](Value e) {
-      Value v = memref::LoadOp::create(b, op.getValue(),
-                                       ValueRange{batch, kvHead, key, e});
-      Value column =
-          arith::AddIOp::create(b, arith::MulIOp::create(b, e, cst(2)), half);
-      memref::StoreOp::create(b, v, scratch.valuePairs,
-                              ValueRange{row, column});
-    });
-  }
-
-  /// KP[p][2j + i] = K[key][2p + i]; an odd D's last pair ends in 0.
-  void packKeyPairs(Value batch, Value kvHead, Value key, Value j) {
-    Value column = arith::MulIOp::create(b, j, cst(2));
-    Value next = arith::AddIOp::create(b, column, cst(1));
-    forLoop(cst(0), cst(headDim / 2), cst(1), [&](Value p) {
-      Value d = arith::MulIOp::create(b, p, cst(2));
-      Value k0 = memref::LoadOp::create(b, op.getKey(),
-                                        ValueRange{batch, kvHead, key, d});
-      Value k1 = memref::LoadOp::create(
-          b, op.getKey(),
-          ValueRange{batch, kvHead, key, arith::AddIOp::create(b, d, cst(1))});
-      memref::StoreOp::create(b, k0, scratch.keyPairs, ValueRange{p, column});
-      memref::StoreOp::create(b, k1, scratch.keyPairs, ValueRange{p, next});
-    });
-    if (headDim % 2) {
-      Value last = cst(headDim / 2);
-      Value k0 = memref::LoadOp::create(
-          b, op.getKey(), ValueRange{batch, kvHead, key, cst(headDim - 1)});
+  auto elementwise = [&] {
+    eachKey(blockStart, blockKeys,
+            [&](Value key, Value j) { packValuePairs(batch, kvHead, key, j); });
+    // An odd count's last pair: its second key is 0, not a stale value.
+    ifOdd(blockKeys, [&] {
+      Value row = arith::DivUIOp::create(b, blockKeys, cst(2));
       Value zero = arith::ConstantOp::create(b, b.getZeroAttr(b.getBF16Type()));
-      memref::StoreOp::create(b, k0, scratch.keyPairs,
-                              ValueRange{last, column});
-      memref::StoreOp::create(b, zero, scratch.keyPairs,
-                              ValueRange{last, next});
-    }
-  }
-};
+      forLoop(cst(0), cst(valueDim), cst(1), [&](Value e) {
+        Value column = arith::AddIOp::create(
+            b, arith::MulIOp::create(b, e, cst(2)), cst(1));
+        memref::StoreOp::create(b, zero, scratch.valuePairs,
+                                ValueRange{row, column});
+      });
+    });
+  };
+  if (lanes == 16)
+    ifUnitStride(
+        op.getValue(),
+        [&](Value rows) {
+          pairValuesDirect(batch, kvHead, blockStart, blockKeys, rows);
+        },
+        elementwise);
+  else
+    elementwise();
+}
 
-} // namespace
+void PackedKernel::packKeyColumn(Value batch, Value kvHead, Value key,
+                                 Value j) {
+  forLoop(cst(0), cst(headDim), cst(1), [&](Value d) {
+    Value k = loadF32(op.getKey(), {batch, kvHead, key, d});
+    memref::StoreOp::create(b, k, scratch.keysT, ValueRange{d, j});
+  });
+}
+
+void PackedKernel::transposeKeyBlock(Value keyRows, Value batch, Value kvHead,
+                                     Value blockStart, Value blockKeys,
+                                     bool pairs) {
+  Value lastKey = arith::SubIOp::create(
+      b, arith::AddIOp::create(b, blockStart, blockKeys), cst(1));
+  auto tileType = VectorType::get({lanes, lanes}, f32);
+  // Per key, `lanes` 32-bit words: head dims, or pairs of them.
+  int64_t perWord = pairs ? 2 : 1;
+  int64_t words = headDim / perWord;
+  Value target = pairs ? scratch.keyPairs : scratch.keysT;
+  forLoop(cst(0), blockKeys, cst(lanes), [&](Value first) {
+    Value firstKey = arith::AddIOp::create(b, blockStart, first);
+    Value column = pairs ? arith::MulIOp::create(b, first, cst(2)) : first;
+    // The tile of words [w0, w0 + live): 16 row loads, a register
+    // transpose, `live` column stores.
+    auto transposeTile = [&](Value w0, int64_t live) {
+      Value tile = arith::ConstantOp::create(
+          b, DenseElementsAttr::get(tileType, b.getF32FloatAttr(0)));
+      Value col = pairs ? arith::MulIOp::create(b, w0, cst(2)) : w0;
+      for (int64_t r = 0; r < lanes; ++r) {
+        Value key = arith::MinSIOp::create(
+            b, arith::AddIOp::create(b, firstKey, cst(r)), lastKey);
+        Value row = loadRawChunkAt(keyRows, {batch, kvHead, key}, col,
+                                   live * perWord, lanes * perWord);
+        row = pairs ? Value(vector::BitCastOp::create(b, vecType, row))
+                    : widenToF32(row);
+        tile = vector::InsertOp::create(b, row, tile, ArrayRef<int64_t>{r});
+      }
+      Value columns = vector::TransposeOp::create(b, tile, {1, 0});
+      for (int64_t c = 0; c < live; ++c) {
+        Value word =
+            vector::ExtractOp::create(b, columns, ArrayRef<int64_t>{c});
+        if (pairs)
+          word = vector::BitCastOp::create(
+              b, VectorType::get({2 * lanes}, b.getBF16Type()), word);
+        vector::StoreOp::create(
+            b, word, target,
+            ValueRange{arith::AddIOp::create(b, w0, cst(c)), column});
+      }
+    };
+    // Whole tiles in a loop (unrolled, D = 256 made one 5000-instruction
+    // block that took LLVM's instruction selection a quarter second),
+    // then the partial tile of a D that is not a multiple of 16.
+    int64_t whole = words / lanes * lanes;
+    if (whole > lanes)
+      forLoop(cst(0), cst(whole), cst(lanes),
+              [&](Value w0) { transposeTile(w0, lanes); });
+    else if (whole == lanes)
+      transposeTile(cst(0), lanes);
+    if (words > whole)
+      transposeTile(cst(whole), words - whole);
+  });
+}
+
+void PackedKernel::packValuePairs(Value batch, Value kvHead, Value key,
+                                  Value j) {
+  Value row = arith::DivUIOp::create(b, j, cst(2));
+  Value half = arith::RemUIOp::create(b, j, cst(2));
+  forLoop(cst(0), cst(valueDim), cst(1), [&](Value e) {
+    Value v = memref::LoadOp::create(b, op.getValue(),
+                                     ValueRange{batch, kvHead, key, e});
+    Value column =
+        arith::AddIOp::create(b, arith::MulIOp::create(b, e, cst(2)), half);
+    memref::StoreOp::create(b, v, scratch.valuePairs, ValueRange{row, column});
+  });
+}
+
+void PackedKernel::packKeyPairs(Value batch, Value kvHead, Value key, Value j) {
+  Value column = arith::MulIOp::create(b, j, cst(2));
+  Value next = arith::AddIOp::create(b, column, cst(1));
+  forLoop(cst(0), cst(headDim / 2), cst(1), [&](Value p) {
+    Value d = arith::MulIOp::create(b, p, cst(2));
+    Value k0 = memref::LoadOp::create(b, op.getKey(),
+                                      ValueRange{batch, kvHead, key, d});
+    Value k1 = memref::LoadOp::create(
+        b, op.getKey(),
+        ValueRange{batch, kvHead, key, arith::AddIOp::create(b, d, cst(1))});
+    memref::StoreOp::create(b, k0, scratch.keyPairs, ValueRange{p, column});
+    memref::StoreOp::create(b, k1, scratch.keyPairs, ValueRange{p, next});
+  });
+  if (headDim % 2) {
+    Value last = cst(headDim / 2);
+    Value k0 = memref::LoadOp::create(
+        b, op.getKey(), ValueRange{batch, kvHead, key, cst(headDim - 1)});
+    Value zero = arith::ConstantOp::create(b, b.getZeroAttr(b.getBF16Type()));
+    memref::StoreOp::create(b, k0, scratch.keyPairs, ValueRange{last, column});
+    memref::StoreOp::create(b, zero, scratch.keyPairs, ValueRange{last, next});
+  }
+}
 
 void mlir::attn::cpu::emitPackedHead(const KernelSite &site, Value batch,
                                      Value head, Value kvHead, Value rows,

@@ -1,0 +1,271 @@
+//===- AmxKernel.cpp - The packed micro-kernel on AMX tiles ---------------===//
+//
+// The packed path (PackedKernel.cpp) with a block's two products on Intel's
+// AMX tile unit (bf16 Q, K and V; D a multiple of 32, Dv of 16). K and V
+// are packed as the bf16 dot product packs them, which is the layout a
+// tile multiply's right operand takes (VNNI pairs: KP[d/2][2j + d%2] for
+// Q·Kᵀ, VP2[j/2][2e + j%2] for P·V); per block of 16 query rows (a tile's
+// rows):
+//
+//   Q rows -> amxQuery [16][D] bf16          (the left tiles, 16 x 32)
+//   S = Q·Kᵀ: per 16 keys one f32 tile, summed over D in steps of 32
+//             -> amxScores [16][keyBlock]
+//   per row: the softmax's online update in AVX-512 (KernelEmitter), p as
+//            bf16 -> probPairs [16][keyBlock]
+//   P·V: per 16 columns of Dv one f32 tile, summed over the keys in steps
+//        of 32 -> amxOutput [16][Dv]; acc = alpha·acc + amxOutput, per row
+//
+// At most 4 accumulator tiles, one left and one right tile are live (6 of
+// the 8 tile registers: more spill silently, ../shared/notes). The tiles
+// live within one block of straight-line code, never across a loop, so
+// that LLVM's tile configuration (one ldtilecfg per function) and the
+// conversion to LLVM see no tile-typed block arguments.
+//
+// A block the causal or window band cuts keeps the packed path's P·V (f32
+// FMAs at its edges, so that an excluded key's NaN V stays out); so does
+// an op whose V is not paired (a mask operand). Where the tiles multiply a
+// whole block, the pair rows past a partial block's keys are zero: a stale
+// NaN there would reach the row through its weight 0.
+//
+//===----------------------------------------------------------------------===//
+#include "lib/Transforms/Cpu/PackedKernel.h"
+
+#include "mlir/Dialect/AMX/AMXDialect.h"
+
+using namespace mlir;
+using namespace mlir::attn;
+using namespace mlir::attn::cpu;
+
+namespace {
+
+/// Accumulator tiles of one pass (with a left and a right tile: 6 of 8).
+constexpr int64_t kAccumulatorTiles = 4;
+/// bf16 elements of a tile row (64 bytes): a step of the products' sums.
+constexpr int64_t kTileStep = 32;
+
+class AmxKernel : public PackedKernel {
+public:
+  using PackedKernel::PackedKernel;
+
+protected:
+  void packValues(Value batch, Value kvHead, Value blockStart,
+                  Value blockKeys) override {
+    PackedKernel::packValues(batch, kvHead, blockStart, blockKeys);
+    if (!bf16Values)
+      return;
+    // P·V's tiles read whole steps of 32 keys: the pair rows past a
+    // partial block's keys (the last block's) are zero.
+    Value from = arith::CeilDivUIOp::create(b, blockKeys, cst(2));
+    auto zero = vector::BroadcastOp::create(
+        b, VectorType::get({kTileStep}, b.getBF16Type()),
+        arith::ConstantOp::create(b, b.getZeroAttr(b.getBF16Type())));
+    int64_t columns =
+        cast<MemRefType>(scratch.valuePairs.getType()).getDimSize(1);
+    forLoop(from, cst(keyBlock / 2), cst(1), [&](Value row) {
+      for (int64_t c = 0; c < columns; c += kTileStep)
+        vector::StoreOp::create(b, zero, scratch.valuePairs,
+                                ValueRange{row, cst(c)});
+    });
+  }
+
+  void emitRows(Value batch, ArrayRef<AccRow> block, Value blockStart,
+                Value blockKeys, Value packed, int64_t scoreVectors) override {
+    assert(lanes == 16 && block.size() == kAmxRows &&
+           "the AMX path takes AVX-512 and blocks of a tile's 16 rows");
+    copyQueryRows(batch, block);
+    scoreTiles(packed, scoreVectors);
+
+    // The softmax of each row, its statistics and scores loaded as its
+    // update reads them (16 rows' loaded together spilled). A slot that
+    // repeats the previous slot's row (the last block's) takes that slot's
+    // weights and alpha instead of updating the row twice: P·V then gives
+    // both slots the same sums, whichever stores last.
+    SmallVector<Value> alphas;
+    for (int64_t r = 0; r < kAmxRows; ++r) {
+      auto update = [&, r = r] {
+        SmallVector<Value> scores;
+        for (int64_t v = 0; v < scoreVectors; ++v)
+          scores.push_back(
+              vector::LoadOp::create(b, vecType, scratch.amxScores,
+                                     ValueRange{cst(r), cst(v * lanes)}));
+        return updateRowStatistics(batch, block[r],
+                                   loadStatistics(batch, block[r]), r, scores,
+                                   blockStart, blockKeys,
+                                   /*storePairs=*/bf16Values);
+      };
+      if (r == 0) {
+        alphas.push_back(update());
+        continue;
+      }
+      Value fresh = arith::CmpIOp::create(b, arith::CmpIPredicate::ne,
+                                          block[r].row, block[r - 1].row);
+      auto slot = scf::IfOp::create(b, f32, fresh, /*withElseRegion=*/true);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(slot.thenBlock());
+      scf::YieldOp::create(b, update());
+      b.setInsertionPointToStart(slot.elseBlock());
+      copyWeights(r - 1, r, scoreVectors);
+      scf::YieldOp::create(b, alphas[r - 1]);
+      alphas.push_back(slot.getResult(0));
+    }
+
+    if (!bf16Values || bandApplies() || (scoreVectors * lanes) % kTileStep)
+      return accumulateBlock(batch, block, alphas, blockStart, blockKeys,
+                             packed);
+    valueTiles(packed, scoreVectors * lanes);
+    addBlockOutput(batch, block, alphas);
+  }
+
+private:
+  Type bf16Tile() {
+    return amx::TileType::get({kAmxRows, kTileStep}, b.getBF16Type());
+  }
+  Type f32Tile() { return amx::TileType::get({kAmxRows, lanes}, f32); }
+
+  /// amxQuery[r] = the bf16 Q row of slot r: 32-element vector copies where
+  /// Q's rows have unit stride, else element by element.
+  void copyQueryRows(Value batch, ArrayRef<AccRow> block) {
+    auto rowChunk = VectorType::get({kTileStep}, b.getBF16Type());
+    ifUnitStride(
+        op.getQuery(),
+        [&](Value rows) {
+          for (auto [r, at] : llvm::enumerate(block))
+            for (int64_t d = 0; d < headDim; d += kTileStep)
+              vector::StoreOp::create(
+                  b,
+                  vector::LoadOp::create(
+                      b, rowChunk, rows,
+                      ValueRange{batch, at.head, at.row, cst(d)}),
+                  scratch.amxQuery, ValueRange{cst(r), cst(d)});
+        },
+        [&] {
+          for (size_t r = 0; r < block.size(); ++r)
+            forLoop(cst(0), cst(headDim), cst(1), [&](Value d) {
+              memref::StoreOp::create(
+                  b,
+                  memref::LoadOp::create(
+                      b, op.getQuery(),
+                      ValueRange{batch, block[r].head, block[r].row, d}),
+                  scratch.amxQuery, ValueRange{cst(r), d});
+            });
+        });
+  }
+
+  /// amxScores[r][16v + i] = Q[r]·K[packed + 16v + i] for v <
+  /// scoreVectors: per group of 4 key tiles, the sums over D in steps of
+  /// 32 (one Q tile each, shared by the group's K tiles).
+  void scoreTiles(Value packed, int64_t scoreVectors) {
+    Value packedPairs = arith::MulIOp::create(b, packed, cst(2));
+    for (int64_t first = 0; first < scoreVectors; first += kAccumulatorTiles) {
+      int64_t count = std::min(kAccumulatorTiles, scoreVectors - first);
+      SmallVector<Value> sums;
+      for (int64_t t = 0; t < count; ++t)
+        sums.push_back(amx::TileZeroOp::create(b, f32Tile()));
+      for (int64_t d = 0; d < headDim; d += kTileStep) {
+        Value queryTile = amx::TileLoadOp::create(
+            b, bf16Tile(), scratch.amxQuery, ValueRange{cst(0), cst(d)});
+        for (int64_t t = 0; t < count; ++t) {
+          // 16 pair rows (32 head dims) x 16 keys' pairs.
+          Value column = arith::AddIOp::create(b, packedPairs,
+                                               cst(2 * (first + t) * lanes));
+          Value keyTile = amx::TileLoadOp::create(
+              b, bf16Tile(), scratch.keyPairs, ValueRange{cst(d / 2), column});
+          sums[t] = amx::TileMulFOp::create(b, f32Tile(), queryTile, keyTile,
+                                            sums[t]);
+        }
+      }
+      for (int64_t t = 0; t < count; ++t)
+        amx::TileStoreOp::create(b, scratch.amxScores,
+                                 ValueRange{cst(0), cst((first + t) * lanes)},
+                                 sums[t]);
+    }
+  }
+
+  /// amxOutput[r][16c + i] = Σ_j probPairs[r][j]·V[packed + j][16c + i]
+  /// over the block's `keys` (a multiple of 32): per group of 4 column
+  /// tiles, the sums over the keys in steps of 32 (one P tile each).
+  void valueTiles(Value packed, int64_t keys) {
+    Value pairRow = arith::DivUIOp::create(b, packed, cst(2));
+    int64_t columnTiles = valueDim / lanes;
+    for (int64_t first = 0; first < columnTiles; first += kAccumulatorTiles) {
+      int64_t count = std::min(kAccumulatorTiles, columnTiles - first);
+      SmallVector<Value> sums;
+      for (int64_t t = 0; t < count; ++t)
+        sums.push_back(amx::TileZeroOp::create(b, f32Tile()));
+      for (int64_t j = 0; j < keys; j += kTileStep) {
+        Value weightTile = amx::TileLoadOp::create(
+            b, bf16Tile(), scratch.probPairs, ValueRange{cst(0), cst(j)});
+        Value row = arith::AddIOp::create(b, pairRow, cst(j / 2));
+        for (int64_t t = 0; t < count; ++t) {
+          // 16 key pairs x 16 columns' pairs.
+          Value valueTile = amx::TileLoadOp::create(
+              b, bf16Tile(), scratch.valuePairs,
+              ValueRange{row, cst(2 * (first + t) * lanes)});
+          sums[t] = amx::TileMulFOp::create(b, f32Tile(), weightTile, valueTile,
+                                            sums[t]);
+        }
+      }
+      for (int64_t t = 0; t < count; ++t)
+        amx::TileStoreOp::create(b, scratch.amxOutput,
+                                 ValueRange{cst(0), cst((first + t) * lanes)},
+                                 sums[t]);
+    }
+  }
+
+  /// probs[to] = probs[from] (and probPairs) for the scored keys.
+  void copyWeights(int64_t from, int64_t to, int64_t scoreVectors) {
+    for (int64_t v = 0; v < scoreVectors; ++v)
+      vector::StoreOp::create(
+          b,
+          vector::LoadOp::create(b, vecType, scratch.probs,
+                                 ValueRange{cst(from), cst(v * lanes)}),
+          scratch.probs, ValueRange{cst(to), cst(v * lanes)});
+    if (!bf16Values)
+      return;
+    auto pairs = VectorType::get({lanes}, b.getBF16Type());
+    for (int64_t v = 0; v < scoreVectors; ++v)
+      vector::StoreOp::create(
+          b,
+          vector::LoadOp::create(b, pairs, scratch.probPairs,
+                                 ValueRange{cst(from), cst(v * lanes)}),
+          scratch.probPairs, ValueRange{cst(to), cst(v * lanes)});
+  }
+
+  /// acc[r] = alpha[r]·acc[r] + amxOutput[r] for the block's rows; a slot
+  /// that repeats the previous slot's row (the last block's) adds nothing.
+  void addBlockOutput(Value batch, ArrayRef<AccRow> block,
+                      ArrayRef<Value> alphas) {
+    for (auto [r, at] : llvm::enumerate(block)) {
+      auto update = [&, r = r, at = at] {
+        Value alpha = splat(alphas[r]);
+        for (int64_t c = 0; c < valueDim; c += lanes) {
+          SmallVector<Value, 4> index = {batch, at.head, at.row, cst(c)};
+          Value acc = vector::LoadOp::create(b, vecType, op.getAcc(), index);
+          Value block = vector::LoadOp::create(b, vecType, scratch.amxOutput,
+                                               ValueRange{cst(r), cst(c)});
+          vector::StoreOp::create(b,
+                                  vector::FMAOp::create(b, acc, alpha, block),
+                                  op.getAcc(), index);
+        }
+      };
+      if (r == 0) {
+        update();
+        continue;
+      }
+      Value fresh = arith::CmpIOp::create(b, arith::CmpIPredicate::ne, at.row,
+                                          block[r - 1].row);
+      auto guard = scf::IfOp::create(b, fresh);
+      OpBuilder::InsertionGuard insertion(b);
+      b.setInsertionPoint(guard.thenBlock()->getTerminator());
+      update();
+    }
+  }
+};
+
+} // namespace
+
+void mlir::attn::cpu::emitAmxHead(const KernelSite &site, Value batch,
+                                  Value head, Value kvHead, Value rows,
+                                  Value keys) {
+  AmxKernel(site).emitPackedHead(batch, head, kvHead, rows, keys);
+}
