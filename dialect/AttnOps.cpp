@@ -784,14 +784,10 @@ LogicalResult AttentionBackwardOp::verifyGradCaptures() {
                          << " tensors";
   if (partials.empty())
     return success();
-  Region *scoreMod = scoreModOf(*this);
-  if (!scoreMod)
+  if (!scoreModOf(*this))
     return emitOpError("grad_captures are gradients through the score_mod, "
                        "and the op has none");
-  // Which captures the score_mod reads.
-  llvm::SmallDenseSet<int64_t> read;
-  scoreMod->walk(
-      [&](CapturedOp captured) { read.insert(captured.getCapture()); });
+  llvm::SmallDenseSet<int64_t> read = scoreModReads(*this);
   auto query = cast<ShapedType>(getQuery().getType());
   auto key = cast<ShapedType>(getKey().getType());
   int64_t previous = -1;
@@ -1934,6 +1930,14 @@ Region *mlir::attn::maskModOf(Operation *op) {
     if (!region.empty() && region.front().getNumArguments() == 4)
       return &region;
   return nullptr;
+}
+
+llvm::SmallDenseSet<int64_t> mlir::attn::scoreModReads(Operation *op) {
+  llvm::SmallDenseSet<int64_t> read;
+  if (Region *scoreMod = scoreModOf(op))
+    scoreMod->walk(
+        [&](CapturedOp captured) { read.insert(captured.getCapture()); });
+  return read;
 }
 
 void AttentionAttributes::cloneModifiersInto(OperationState &state) const {

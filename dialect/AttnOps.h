@@ -12,6 +12,7 @@
 #include "mlir/Interfaces/DestinationStyleOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Interfaces/TilingInterface.h"
+#include "llvm/ADT/DenseSet.h"
 
 namespace mlir {
 namespace attn {
@@ -102,6 +103,9 @@ struct AttentionAttributes {
 Region *scoreModOf(Operation *op);
 /// An attention-like op's mask_mod region (b, h, q_idx, kv_idx), or null.
 Region *maskModOf(Operation *op);
+/// The numbers of the captures that an attention-like op's score_mod reads
+/// (attn.captured): those a gradient reaches. Empty without a score_mod.
+llvm::SmallDenseSet<int64_t> scoreModReads(Operation *op);
 
 /// How a score_mod op's result changes with the score, for the backward
 /// (docs/spec.md, "Gradients"): ops whose derivative the compiler generates

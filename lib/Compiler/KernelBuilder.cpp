@@ -388,12 +388,10 @@ func::FuncOp buildKernelFunction(OpBuilder &b, Location loc,
     attributes.modifiers = source;
     attributes.blockMask = source->getAttrOfType<DenseI64ArrayAttr>(
         mlir::attn::kBlockMaskAttrName);
-    // A gradient reaches a capture through the score_mod alone.
-    llvm::SmallDenseSet<int64_t> read;
-    if (Region *scoreMod = mlir::attn::scoreModOf(source))
-      scoreMod->walk([&](mlir::attn::CapturedOp captured) {
-        read.insert(captured.getCapture());
-      });
+    // A gradient reaches a capture through the score_mod alone (checked
+    // here, not left to the op's verifier, so that the message names the
+    // user's spec rather than an internal error).
+    llvm::SmallDenseSet<int64_t> read = mlir::attn::scoreModReads(source);
     for (size_t number = 0; number < spec.captures.size(); ++number)
       if ((spec.gradCaptures & (1u << number)) && !read.contains(number)) {
         mlir::emitError(loc)

@@ -718,15 +718,20 @@ class Modifiers:
         # The captures the score_mod reads (those a gradient reaches).
         self.score_reads = _score_mod_reads(self.source) if self.source else set()
 
+    def differentiated(self) -> List[int]:
+        """The captures whose gradient the backward computes: the caller's
+        tensors that require grad and that the score_mod reads (the
+        mask_mod is not differentiated)."""
+        return [n for n, held in enumerate(self._held)
+                if held.requires_grad and n in self.score_reads]
+
     def trained_captures(self) -> List[Tensor]:
-        """The captures with each trained one the score_mod reads as an f32
-        view of the caller's tensor (autograd reaches it through the
-        operator, whose backward kernel computes its gradient); the others
-        as traced."""
+        """The captures with each differentiated one as an f32 view of the
+        caller's tensor (autograd reaches it through the operator, whose
+        backward kernel computes its gradient); the others as traced."""
         tensors = list(self.captures)
-        for n, held in enumerate(self._held):
-            if held.requires_grad and n in self.score_reads:
-                tensors[n] = held.reshape(tensors[n].shape).to(torch.float32)
+        for n in self.differentiated():
+            tensors[n] = self._held[n].reshape(tensors[n].shape).to(torch.float32)
         return tensors
 
 
@@ -1066,8 +1071,7 @@ def _compiled_capture_gradients(query: Tensor, key: Tensor, modifiers) -> bool:
     """Whether the backward kernel computes the captured tensors' gradients
     (their partial sums fit in CAPTURE_PARTIAL_BYTES)."""
     work_items = query.shape[0] * key.shape[1]
-    total = sum(modifiers.captures[n].numel() for n, held in enumerate(modifiers._held)
-                if held.requires_grad and n in modifiers.score_reads)
+    total = sum(modifiers.captures[n].numel() for n in modifiers.differentiated())
     return work_items * total * 4 <= CAPTURE_PARTIAL_BYTES
 
 
