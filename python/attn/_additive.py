@@ -151,50 +151,51 @@ def _weights(torch, scores, mask):
 #: at a time.
 BACKWARD_BLOCK_BYTES = 64 << 20
 
+#: The most bytes of a call's whole [B, Sq, Sk, A] tanh block that training
+#: computes in the forward and keeps for the backward (a decoder step's,
+#: one query per sequence: B·Sk·A floats) instead of calling the kernel and
+#: recomputing the block: the backward reads the block anyway, and a small
+#: one costs less than the kernel's own projection of the keys.
+KEPT_BLOCK_BYTES = 8 << 20
 
-def backward(torch, query, keys, values, w_q, w_k, w_v, mask, grad_output, needed):
-    """The gradients of additive attention's output (f32), by hand: per
-    block of query rows, t = tanh(qp + kp) [B, R, Sk, A] once, the weights
-    P and dS = P·(dP − Δ) from it, then dv_a = Σ dS·t and, reusing t's
-    memory for dS·(1 − t²), the projections' gradients dqp = v·Σ_j and
-    dkp = v·Σ_i, which the projections' matrices carry to the query, the
-    keys and W_q, W_k. `needed`: which of (query, keys, values, w_q, w_k,
-    w_v) want one (None for the others)."""
-    query, keys, values, w_q, w_k, w_v = (
-        t.detach().float() for t in (query, keys, values, w_q, w_k, w_v))
-    grad_output = grad_output.float()
-    batch, seq_q, seq_k = query.shape[0], query.shape[1], keys.shape[1]
+
+def _as_f32(*tensors):
+    return tuple(t.detach().float() for t in tensors)
+
+
+def _block(torch, qp, kp, w_v, mask, out=None):
+    """t = tanh(qp + kp) [B, R, Sk, A] (into `out` when given) and the
+    weights P [B, R, Sk] (mask: broadcast to [B, R, Sk], or None)."""
+    t = torch.add(qp[:, :, None, :], kp[:, None, :, :], out=out).tanh_()
+    return t, _weights(torch, t @ w_v, mask)
+
+
+def _block_gradients(torch, t, p, grad_out, values, output=None, values_grad=True):
+    """One block's part of the gradients from its t and P (t is overwritten):
+    dV = Pᵀ dO (None without values_grad), dv_a = Σ dS·t, and dS·(1 − t²)
+    summed over the keys (dqp of the block's rows) and over the rows (its
+    part of dkp), before the factor v; dS = P·(dP − Δ) with Δ = dO·O (O =
+    P V, computed when not given)."""
+    if output is None:
+        output = p @ values
+    delta = (grad_out * output).sum(-1, keepdim=True)
+    grad_scores = p * (grad_out @ values.transpose(1, 2) - delta)  # [B, R, Sk]
+    grad_values = p.transpose(1, 2) @ grad_out if values_grad else None
+    grad_v = (grad_scores.reshape(1, -1) @ t.reshape(-1, t.shape[-1]))[0]
+    # dS·(1 − t²) = dS − dS·t², in place.
+    u = t.mul_(t).mul_(-grad_scores[..., None]).add_(grad_scores[..., None])
+    return grad_values, grad_v, u.sum(2), u.sum(1)
+
+
+def _input_gradients(query, keys, w_q, w_k, w_v, grad_qp, grad_kp, grad_values,
+                     grad_v, needed):
+    """(dquery, dkeys, dvalues, dW_q, dW_k, dv) from dqp and dkp before the
+    factor v: the projections' matrices carry them back. `needed`: which of
+    the six want one (None for the others)."""
     attn_dim = w_q.shape[0]
-    qp = query @ w_q.transpose(0, 1)  # [B, Sq, A]
-    kp = keys @ w_k.transpose(0, 1)  # [B, Sk, A]
-    grad_qp = torch.empty_like(qp)
-    grad_kp = torch.zeros_like(kp)
-    grad_v = torch.zeros_like(w_v)
-    grad_values = torch.zeros_like(values)
-    if mask is not None:
-        mask = mask.expand(batch, seq_q, seq_k)
-    rows = min(seq_q, max(1, BACKWARD_BLOCK_BYTES // max(1, batch * seq_k * attn_dim * 4)))
-    # One block's memory for every block: a fresh 64 MiB tensor a block
-    # costs its page faults each time.
-    block = torch.empty(batch, rows, seq_k, attn_dim)
-    for lo in range(0, seq_q, rows):
-        hi = min(seq_q, lo + rows)
-        t = block[:, :hi - lo]
-        torch.add(qp[:, lo:hi, None, :], kp[:, None, :, :], out=t)
-        t.tanh_()  # [B, R, Sk, A]
-        p = _weights(torch, t @ w_v, None if mask is None else mask[:, lo:hi])
-        grad_out = grad_output[:, lo:hi]
-        delta = (grad_out * (p @ values)).sum(-1, keepdim=True)
-        grad_scores = p * (grad_out @ values.transpose(1, 2) - delta)  # [B, R, Sk]
-        grad_values += p.transpose(1, 2) @ grad_out
-        grad_v += (grad_scores.reshape(1, -1) @ t.reshape(-1, attn_dim))[0]
-        # dS·(1 − t²) = dS − dS·t², in place.
-        u = t.mul_(t).mul_(-grad_scores[..., None]).add_(grad_scores[..., None])
-        grad_qp[:, lo:hi] = u.sum(2)
-        grad_kp += u.sum(1)
     grad_qp *= w_v
     grad_kp *= w_v
-    grads = (
+    return (
         grad_qp @ w_q if needed[0] else None,
         grad_kp @ w_k if needed[1] else None,
         grad_values if needed[2] else None,
@@ -204,32 +205,112 @@ def backward(torch, query, keys, values, w_q, w_k, w_v, mask, grad_output, neede
         if needed[4] else None,
         grad_v if needed[5] else None,
     )
-    return grads
+
+
+def backward(torch, query, keys, values, w_q, w_k, w_v, mask, grad_output, needed):
+    """The gradients of additive attention's output (f32), by hand: per
+    block of query rows, t = tanh(qp + kp) [B, R, Sk, A] once, the weights
+    P and dS = P·(dP − Δ) from it, then dv_a = Σ dS·t and, reusing t's
+    memory for dS·(1 − t²), the projections' gradients dqp = v·Σ_j and
+    dkp = v·Σ_i, which the projections' matrices carry to the query, the
+    keys and W_q, W_k. `needed`: which of (query, keys, values, w_q, w_k,
+    w_v) want one (None for the others)."""
+    query, keys, values, w_q, w_k, w_v = _as_f32(query, keys, values, w_q, w_k, w_v)
+    grad_output = grad_output.float()
+    batch, seq_q, seq_k = query.shape[0], query.shape[1], keys.shape[1]
+    attn_dim = w_q.shape[0]
+    qp = query @ w_q.transpose(0, 1)  # [B, Sq, A]
+    kp = keys @ w_k.transpose(0, 1)  # [B, Sk, A]
+    grad_qp = torch.empty_like(qp)
+    grad_kp = torch.zeros_like(kp)
+    grad_v = torch.zeros_like(w_v)
+    grad_values = torch.zeros_like(values) if needed[2] else None
+    if mask is not None:
+        mask = mask.expand(batch, seq_q, seq_k)
+    rows = min(seq_q, max(1, BACKWARD_BLOCK_BYTES // max(1, batch * seq_k * attn_dim * 4)))
+    # One block's memory for every block: a fresh 64 MiB tensor a block
+    # costs its page faults each time.
+    block = torch.empty(batch, rows, seq_k, attn_dim)
+    for lo in range(0, seq_q, rows):
+        hi = min(seq_q, lo + rows)
+        t, p = _block(torch, qp[:, lo:hi], kp, w_v,
+                      None if mask is None else mask[:, lo:hi], out=block[:, :hi - lo])
+        dvalues, dv, dqp, dkp = _block_gradients(torch, t, p, grad_output[:, lo:hi],
+                                                 values, values_grad=needed[2])
+        if needed[2]:
+            grad_values += dvalues
+        grad_v += dv
+        grad_qp[:, lo:hi] = dqp
+        grad_kp += dkp
+    return _input_gradients(query, keys, w_q, w_k, w_v, grad_qp, grad_kp, grad_values,
+                            grad_v, needed)
+
+
+def _kept_forward(torch, query, keys, values, w_q, w_k, w_v, mask):
+    """The forward in PyTorch (f32) for a call whose whole block is kept
+    (KEPT_BLOCK_BYTES): O (f32), the weights P, and t, which the backward
+    reads instead of recomputing them."""
+    query, keys, values, w_q, w_k, w_v = _as_f32(query, keys, values, w_q, w_k, w_v)
+    t, p = _block(torch, query @ w_q.transpose(0, 1), keys @ w_k.transpose(0, 1), w_v,
+                  mask)
+    return p @ values, p, t
 
 
 def _autograd_function(torch):
     class AdditiveAttentionFunction(torch.autograd.Function):
-        """Forward: the kernel. Backward: `backward` above, in PyTorch (f32),
-        a block of query rows at a time, so that memory stays O(block) (a
-        compiled backward is the lead)."""
+        """Forward: the kernel, or for a call whose tanh block is at most
+        KEPT_BLOCK_BYTES the block itself in PyTorch, kept. Backward: from
+        the kept block, else `backward` above, in PyTorch (f32), a block of
+        query rows at a time, so that memory stays O(block)."""
 
         @staticmethod
-        def forward(ctx, query, keys, values, w_q, w_k, w_v, mask, spec):
+        def forward(ctx, query, keys, values, w_q, w_k, w_v, mask, spec, need_weights):
+            """The context and, with need_weights, the weights (not
+            differentiable): one kernel call, or for a small call (a
+            decoder step) the block in PyTorch, kept for the backward."""
             from ._torch import _capsule
 
-            output = query.new_empty((query.shape[0], query.shape[1], values.shape[2]))
-            run(spec, _capsule(query), _capsule(keys), _capsule(values), _capsule(w_q),
-                _capsule(w_k), _capsule(w_v), None if mask is None else _capsule(mask),
-                _capsule(output), None)
-            ctx.save_for_backward(query, keys, values, w_q, w_k, w_v, mask)
-            return output
+            batch, seq_q, seq_k = query.shape[0], query.shape[1], keys.shape[1]
+            ctx.kept = batch * seq_q * seq_k * w_q.shape[0] * 4 <= KEPT_BLOCK_BYTES
+            weights = None
+            if ctx.kept:
+                output, weights, t = _kept_forward(torch, query, keys, values, w_q, w_k,
+                                                   w_v, mask)
+                ctx.save_for_backward(query, keys, values, w_q, w_k, w_v, t, weights,
+                                      output)
+                output = output.to(query.dtype, copy=True)
+                weights = weights.clone() if need_weights else None
+            else:
+                output = query.new_empty((batch, seq_q, values.shape[2]))
+                if need_weights:
+                    weights = torch.empty((batch, seq_q, seq_k), dtype=torch.float32)
+                run(spec, _capsule(query), _capsule(keys), _capsule(values),
+                    _capsule(w_q), _capsule(w_k), _capsule(w_v),
+                    None if mask is None else _capsule(mask), _capsule(output),
+                    None if weights is None else _capsule(weights))
+                ctx.save_for_backward(query, keys, values, w_q, w_k, w_v, mask)
+            if weights is not None:
+                ctx.mark_non_differentiable(weights)
+            return output, weights
 
         @staticmethod
-        def backward(ctx, grad_output):
+        @torch.autograd.function.once_differentiable
+        def backward(ctx, grad_output, _grad_weights):
             tensors = ctx.saved_tensors
-            grads = backward(torch, *tensors, grad_output, ctx.needs_input_grad[:6])
+            needed = ctx.needs_input_grad[:6]
+            if ctx.kept:
+                query, keys, values, w_q, w_k, w_v = _as_f32(*tensors[:6])
+                t, p, output = tensors[6:]
+                # A copy of t: the gradients overwrite it, and a second
+                # backward (retain_graph) reads the saved block again.
+                dvalues, dv, dqp, dkp = _block_gradients(
+                    torch, t.clone(), p, grad_output.float(), values, output, needed[2])
+                grads = _input_gradients(query, keys, w_q, w_k, w_v, dqp, dkp, dvalues,
+                                         dv, needed)
+            else:
+                grads = backward(torch, *tensors, grad_output, needed)
             return (*(None if g is None else g.to(t.dtype)
-                      for g, t in zip(grads, tensors[:6])), None, None)
+                      for g, t in zip(grads, tensors[:6])), None, None, None)
 
     return AdditiveAttentionFunction
 
@@ -266,24 +347,23 @@ def additive_attention_torch(query, keys, values, w_q, w_k, w_v, mask, need_weig
             mask = mask != 0
         mask, broadcast = _mask_view(mask, batch, seq_q)
         mask = mask.detach()
-    spec = _spec(query, keys, values, w_q, mask, False, broadcast)
+    spec = _spec(query, keys, values, w_q, mask, need_weights, broadcast)
     if "function" not in _FUNCTION:
         _FUNCTION["function"] = _autograd_function(torch)
     grad = torch.is_grad_enabled() and any(
         t.requires_grad for t in (query, keys, values, w_q, w_k, w_v))
-    weights = None
-    if need_weights or not grad:
-        # One kernel call for both when no gradient is needed.
+    if grad:
+        # The context and the weights from one kernel call either way.
+        output, weights = _FUNCTION["function"].apply(query, keys, values, w_q, w_k, w_v,
+                                                      mask, spec, need_weights)
+    else:
         detached = [t.detach() for t in (query, keys, values, w_q, w_k, w_v)]
         output = query.new_empty((batch, seq_q, values.shape[2]))
-        if need_weights:
-            weights = torch.empty((batch, seq_q, seq_k), dtype=torch.float32)
-        run(_spec(query, keys, values, w_q, mask, need_weights, broadcast),
-            *(_capsule(t) for t in detached), None if mask is None else _capsule(mask),
-            _capsule(output), None if weights is None else _capsule(weights))
-    if grad:
-        output = _FUNCTION["function"].apply(query, keys, values, w_q, w_k, w_v, mask,
-                                             spec)
+        weights = (torch.empty((batch, seq_q, seq_k), dtype=torch.float32)
+                   if need_weights else None)
+        run(spec, *(_capsule(t) for t in detached),
+            None if mask is None else _capsule(mask), _capsule(output),
+            None if weights is None else _capsule(weights))
     if single:
         output = output[:, 0]
         weights = None if weights is None else weights[:, 0]

@@ -196,12 +196,14 @@ def test_bad_arguments_are_refused():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("mask_shape", [None, (2, 37, 53), (1, 37, 53), (2, 53)],
                          ids=lambda s: "none" if s is None else "x".join(map(str, s)))
-@pytest.mark.parametrize("block_bytes", [64 << 20, 1], ids=["whole", "row_by_row"])
-def test_gradients_match_float64_autograd(dtype, mask_shape, block_bytes):
+@pytest.mark.parametrize("kept_bytes, block_bytes", [(8 << 20, 64 << 20), (0, 64 << 20), (0, 1)],
+                         ids=["kept", "whole", "row_by_row"])
+def test_gradients_match_float64_autograd(dtype, mask_shape, kept_bytes, block_bytes):
     # Every input's and parameter's gradient against float64 autograd of the
     # reference: a mask with a row that attends nothing (its gradients 0,
-    # not NaN), a mask shared by the batches, a padding mask [B, Sk], and
-    # the backward's row blocks down to one row each.
+    # not NaN), a mask shared by the batches, a padding mask [B, Sk]; the
+    # block kept from a PyTorch forward (a small call), and the kernel's
+    # forward with the backward's row blocks whole or down to one row each.
     import attn._additive as additive
 
     tensors = [t.requires_grad_() for t in inputs(2, 37, 53, 24, 20, 40, 36, dtype, seed=5)]
@@ -211,13 +213,13 @@ def test_gradients_match_float64_autograd(dtype, mask_shape, block_bytes):
         if len(mask_shape) == 3:
             mask[-1, 7] = False  # a row with nothing to attend
     grad_out = torch.randn(2, 37, 40, generator=torch.Generator().manual_seed(7)).to(dtype)
-    saved = additive.BACKWARD_BLOCK_BYTES
+    saved = additive.BACKWARD_BLOCK_BYTES, additive.KEPT_BLOCK_BYTES
     try:
-        additive.BACKWARD_BLOCK_BYTES = block_bytes
+        additive.BACKWARD_BLOCK_BYTES, additive.KEPT_BLOCK_BYTES = block_bytes, kept_bytes
         out = attn.additive_attention(*tensors, mask)
         out.backward(grad_out)
     finally:
-        additive.BACKWARD_BLOCK_BYTES = saved
+        additive.BACKWARD_BLOCK_BYTES, additive.KEPT_BLOCK_BYTES = saved
     doubles = [t.detach().double().requires_grad_() for t in tensors]
     ref, _ = reference(*doubles, mask)
     ref.backward(grad_out.double())
@@ -226,3 +228,35 @@ def test_gradients_match_float64_autograd(dtype, mask_shape, block_bytes):
                                   tensors, doubles):
         assert ours.grad.dtype == dtype and torch.isfinite(ours.grad).all(), name
         assert relative_error(ours.grad, theirs.grad) <= bound, name
+
+
+@pytest.mark.parametrize("kept_bytes", [8 << 20, 0], ids=["kept", "kernel"])
+def test_training_call_with_weights(kept_bytes):
+    # A training call that also asks for the weights makes them in the same
+    # pass (kernel or kept block), equal to an inference call's and not
+    # differentiable; a second backward through the graph (retain_graph)
+    # gives the same gradients as the first (the kept block is not
+    # overwritten).
+    import attn._additive as additive
+
+    tensors = [t.requires_grad_() for t in inputs(2, 5, 31, 24, 20, 40, 36, torch.float32,
+                                                  seed=9)]
+    saved = additive.KEPT_BLOCK_BYTES
+    try:
+        additive.KEPT_BLOCK_BYTES = kept_bytes
+        out, weights = attn.additive_attention(*tensors, need_weights=True)
+    finally:
+        additive.KEPT_BLOCK_BYTES = saved
+    with torch.no_grad():
+        plain_out, plain_weights = attn.additive_attention(*tensors, need_weights=True)
+    assert not weights.requires_grad
+    torch.testing.assert_close(weights, plain_weights, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(out.detach(), plain_out, rtol=1e-5, atol=1e-6)
+    grad_out = torch.randn_like(out)
+    out.backward(grad_out, retain_graph=True)
+    first = [t.grad.clone() for t in tensors]
+    for t in tensors:
+        t.grad = None
+    out.backward(grad_out)
+    for a, b in zip(first, tensors):
+        torch.testing.assert_close(b.grad, a)
