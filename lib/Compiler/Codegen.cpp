@@ -936,9 +936,10 @@ bool hasBf16Dot(const ::attn::ResolvedTarget &host) {
   return host.vectorWidth == 16 && host.has("avx512bf16");
 }
 
-/// Whether `host` runs AMX tile multiplies of bf16 (with AVX-512).
+/// Whether `host` runs the amx micro-kernel: AMX tile multiplies of bf16,
+/// with AVX-512 BF16 (whose dot product its blocks that a band cuts take).
 bool hasAmx(const ::attn::ResolvedTarget &host) {
-  return host.vectorWidth == 16 && host.has("amx-tile") && host.has("amx-bf16");
+  return hasBf16Dot(host) && host.has("amx-tile") && host.has("amx-bf16");
 }
 
 /// What the kernel choices (lib/Transforms/KernelChoice.h) read of `host`
@@ -1055,6 +1056,12 @@ namespace {
 bool chooseCpuKernels(ModuleOp module, ArrayRef<::attn::KernelSpec> specs,
                       const ::attn::CompileOptions &options,
                       const ::attn::ResolvedTarget &host, std::string &error) {
+  if (options.emulateAmx && !hasBf16Dot(host)) {
+    error = "--emulate-amx needs a target with AVX-512 BF16 (the AMX kernel's "
+            "blocks that a band cuts take its dot product); target '" +
+            host.cpu + "' has not";
+    return false;
+  }
   return ::attn::chooseKernels(
       module, specs, options,
       [&](mlir::attn::AttentionOp op) {
@@ -1076,7 +1083,7 @@ bool checkAmxKernels(ModuleOp module, const ::attn::CompileOptions &options,
   if (!amx || hasAmx(host) || (options.emulateAmx && hasBf16Dot(host)))
     return true;
   error = "the amx micro-kernel needs a target with AMX (amx-tile, amx-bf16 "
-          "and AVX-512: --target-cpu=sapphirerapids, or a host that has "
+          "and AVX-512 BF16: --target-cpu=sapphirerapids, or a host that has "
           "them); target '" +
           host.cpu +
           "' has not. --emulate-amx runs its tile operations as loops (for "

@@ -82,7 +82,8 @@ struct CompileOptions {
   /// Run the amx micro-kernel's tile operations as scalar loops
   /// (attn-emulate-amx) and choose it as on a CPU with AMX: an AMX kernel's
   /// code runs, slowly, on a CPU without AMX (for tests; the target needs
-  /// AVX-512 BF16, which the AMX path's decoding rows use).
+  /// AVX-512 BF16, whose dot product the AMX kernel's blocks that a band
+  /// cuts take).
   bool emulateAmx = false;
   /// Print per-stage timings to stderr: MLIR's passes, translation, LLVM's
   /// optimization and code generation, the link.

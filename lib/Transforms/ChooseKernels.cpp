@@ -94,7 +94,8 @@ bool mlir::attn::resolveCpuTarget(llvm::StringRef cpu, llvm::StringRef features,
   target.vectorWidth = has("avx512f") ? 16 : has("avx") ? 8 : 4;
   target.bf16Dot =
       target.vectorWidth == 16 && has("avx512bf16") && bf16DotPays(cpu);
-  target.amx = target.vectorWidth == 16 && has("amx-tile") && has("amx-bf16");
+  target.amx = target.vectorWidth == 16 && has("avx512bf16") &&
+               has("amx-tile") && has("amx-bf16");
   return true;
 }
 

@@ -27,7 +27,7 @@ struct CpuTarget {
   /// AVX-512 BF16 (with 16 lanes) on a CPU where it pays (bf16DotPays):
   /// bf16 Q·Kᵀ and P·V by vdpbf16ps.
   bool bf16Dot = false;
-  /// AMX tiles with bf16 (amx-tile and amx-bf16, with AVX-512F): bf16
+  /// AMX tiles with bf16 (amx-tile and amx-bf16, with AVX-512 BF16): bf16
   /// Q·Kᵀ and P·V on the tile unit.
   bool amx = false;
 };

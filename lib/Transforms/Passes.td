@@ -372,9 +372,11 @@ def AttnLowerToVectorPass : Pass<"attn-lower-to-vector", "func::FuncOp"> {
     softmax's AVX-512 update, p stored as bf16, and P·V as 16 x 16 f32
     tiles summed over the block's keys 32 at a time, which each row adds
     to its rescaled accumulator. At most 6 tiles are live, none across a
-    loop. A block that a band cuts takes the packed path's P·V. Lower with
-    `convert-vector-to-llvm=enable-amx` and a target with `amx-tile` and
-    `amx-bf16`, or run `attn-emulate-amx` first.
+    loop. A block that a band cuts takes the packed path's P·V (the bf16
+    dot product where every row sees the keys). Lower with
+    `convert-vector-to-llvm="enable-amx enable-x86vector"` and a target
+    with `amx-tile`, `amx-bf16` and `avx512bf16`, or run
+    `attn-emulate-amx` first.
   }];
   let options = [
     Option<"vectorWidth", "vector-width", "int64_t",
