@@ -151,65 +151,70 @@ private:
         });
   }
 
-  /// amxScores[r][16v + i] = Q[r]·K[packed + 16v + i] for v <
-  /// scoreVectors: per group of 4 key tiles, the sums over D in steps of
-  /// 32 (one Q tile each, shared by the group's K tiles).
-  void scoreTiles(Value packed, int64_t scoreVectors) {
-    Value packedPairs = arith::MulIOp::create(b, packed, cst(2));
-    for (int64_t first = 0; first < scoreVectors; first += kAccumulatorTiles) {
-      int64_t count = std::min(kAccumulatorTiles, scoreVectors - first);
+  /// into[r][16c + i] = Σ_s left(s)[r]·right(s, c)[·][i] for c < columns
+  /// (16 f32 columns a tile) over `steps` steps of 32 bf16: per group of 4
+  /// accumulator tiles, each step's left tile loaded once and shared by the
+  /// group's right tiles.
+  void tileProducts(int64_t columns, int64_t steps,
+                    function_ref<Value(int64_t)> left,
+                    function_ref<Value(int64_t, int64_t)> right, Value into) {
+    for (int64_t first = 0; first < columns; first += kAccumulatorTiles) {
+      int64_t count = std::min(kAccumulatorTiles, columns - first);
       SmallVector<Value> sums;
       for (int64_t t = 0; t < count; ++t)
         sums.push_back(amx::TileZeroOp::create(b, f32Tile()));
-      for (int64_t d = 0; d < headDim; d += kTileStep) {
-        Value queryTile = amx::TileLoadOp::create(
-            b, bf16Tile(), scratch.amxQuery, ValueRange{cst(0), cst(d)});
-        for (int64_t t = 0; t < count; ++t) {
-          // 16 pair rows (32 head dims) x 16 keys' pairs.
-          Value column = arith::AddIOp::create(b, packedPairs,
-                                               cst(2 * (first + t) * lanes));
-          Value keyTile = amx::TileLoadOp::create(
-              b, bf16Tile(), scratch.keyPairs, ValueRange{cst(d / 2), column});
-          sums[t] = amx::TileMulFOp::create(b, f32Tile(), queryTile, keyTile,
-                                            sums[t]);
-        }
+      for (int64_t s = 0; s < steps; ++s) {
+        Value leftTile = left(s);
+        for (int64_t t = 0; t < count; ++t)
+          sums[t] = amx::TileMulFOp::create(b, f32Tile(), leftTile,
+                                            right(s, first + t), sums[t]);
       }
       for (int64_t t = 0; t < count; ++t)
-        amx::TileStoreOp::create(b, scratch.amxScores,
-                                 ValueRange{cst(0), cst((first + t) * lanes)},
-                                 sums[t]);
+        amx::TileStoreOp::create(
+            b, into, ValueRange{cst(0), cst((first + t) * lanes)}, sums[t]);
     }
   }
 
+  Value loadTile(Value buffer, Value row, Value column) {
+    return amx::TileLoadOp::create(b, bf16Tile(), buffer,
+                                   ValueRange{row, column});
+  }
+
+  /// amxScores[r][16v + i] = Q[r]·K[packed + 16v + i] for v <
+  /// scoreVectors, summed over D 32 head dims a step: a Q tile (16 rows x
+  /// 32 dims) by a K tile (16 pair rows x 16 keys' pairs).
+  void scoreTiles(Value packed, int64_t scoreVectors) {
+    Value packedPairs = arith::MulIOp::create(b, packed, cst(2));
+    tileProducts(
+        scoreVectors, headDim / kTileStep,
+        [&](int64_t s) {
+          return loadTile(scratch.amxQuery, cst(0), cst(s * kTileStep));
+        },
+        [&](int64_t s, int64_t v) {
+          return loadTile(
+              scratch.keyPairs, cst(s * kTileStep / 2),
+              arith::AddIOp::create(b, packedPairs, cst(2 * v * lanes)));
+        },
+        scratch.amxScores);
+  }
+
   /// amxOutput[r][16c + i] = Σ_j probPairs[r][j]·V[packed + j][16c + i]
-  /// over the block's `keys` (a multiple of 32): per group of 4 column
-  /// tiles, the sums over the keys in steps of 32 (one P tile each).
+  /// over the block's `keys` (a multiple of 32), 32 keys a step: a P tile
+  /// (16 rows x 32 keys) by a V tile (16 key pairs x 16 columns' pairs).
   void valueTiles(Value packed, int64_t keys) {
     Value pairRow = arith::DivUIOp::create(b, packed, cst(2));
-    int64_t columnTiles = valueDim / lanes;
-    for (int64_t first = 0; first < columnTiles; first += kAccumulatorTiles) {
-      int64_t count = std::min(kAccumulatorTiles, columnTiles - first);
-      SmallVector<Value> sums;
-      for (int64_t t = 0; t < count; ++t)
-        sums.push_back(amx::TileZeroOp::create(b, f32Tile()));
-      for (int64_t j = 0; j < keys; j += kTileStep) {
-        Value weightTile = amx::TileLoadOp::create(
-            b, bf16Tile(), scratch.probPairs, ValueRange{cst(0), cst(j)});
-        Value row = arith::AddIOp::create(b, pairRow, cst(j / 2));
-        for (int64_t t = 0; t < count; ++t) {
-          // 16 key pairs x 16 columns' pairs.
-          Value valueTile = amx::TileLoadOp::create(
-              b, bf16Tile(), scratch.valuePairs,
-              ValueRange{row, cst(2 * (first + t) * lanes)});
-          sums[t] = amx::TileMulFOp::create(b, f32Tile(), weightTile, valueTile,
-                                            sums[t]);
-        }
-      }
-      for (int64_t t = 0; t < count; ++t)
-        amx::TileStoreOp::create(b, scratch.amxOutput,
-                                 ValueRange{cst(0), cst((first + t) * lanes)},
-                                 sums[t]);
-    }
+    tileProducts(
+        valueDim / lanes, keys / kTileStep,
+        [&](int64_t s) {
+          return loadTile(scratch.probPairs, cst(0), cst(s * kTileStep));
+        },
+        [&](int64_t s, int64_t c) {
+          return loadTile(
+              scratch.valuePairs,
+              arith::AddIOp::create(b, pairRow, cst(s * kTileStep / 2)),
+              cst(2 * c * lanes));
+        },
+        scratch.amxOutput);
   }
 
   /// probs[to] = probs[from] (and probPairs) for the scored keys.
