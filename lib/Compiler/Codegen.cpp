@@ -1078,7 +1078,8 @@ bool checkAmxKernels(ModuleOp module, const ::attn::CompileOptions &options,
                      const ::attn::ResolvedTarget &host, std::string &error) {
   bool amx = false;
   module.walk([&](mlir::attn::AttentionOp op) {
-    amx |= op.getKernelAttr().getMicroKernel() == mlir::attn::MicroKernel::amx;
+    if (mlir::attn::KernelAttr kernel = op.getKernelAttr())
+      amx |= kernel.getMicroKernel() == mlir::attn::MicroKernel::amx;
   });
   if (!amx || hasAmx(host) || (options.emulateAmx && hasBf16Dot(host)))
     return true;

@@ -169,8 +169,9 @@ public:
              bool laneRows, bool amx)
       : VectorEmitter(b, options.lanes), op(op), scratch(scratch),
         options(options),
-        laneRows(laneRows), site{b,       op,      scratch, options,
-                                 Value(), bf16Dot, amx} {}
+        laneRows(laneRows), site{b, op, scratch, options, Value(), bf16Dot} {
+    site.amx = amx;
+  }
 
   void emit() {
     // An op written with align(...) rather than a diagonal operand (one not
