@@ -244,6 +244,8 @@ std::vector<ConformanceCase> attn::amxConformanceCases() {
   for (ConformanceCase &c : conformanceCases()) {
     std::string error;
     std::optional<KernelSpec> spec = parseKernelSpec(c.spec, error);
+    // A decoding kernel (a static Sq of at most 4 rows, attn-compile's
+    // kCpuDecodeRows) takes no AMX tiles.
     bool decoding =
         spec && spec->staticSizes[3] >= 1 && spec->staticSizes[3] <= 4;
     if (!spec || decoding || spec->headDim % 32 != 0 ||
@@ -257,8 +259,12 @@ std::vector<ConformanceCase> attn::amxConformanceCases() {
         },
         "dtype=bf16");
     std::ostringstream problem;
-    problem << body << c.batch << c.headsQ << c.headsKv << c.seqQ << c.seqK
-            << c.bshd << c.inputScale << c.nans.size();
+    problem << body << ' ' << c.batch << ' ' << c.headsQ << ' ' << c.headsKv
+            << ' ' << c.seqQ << ' ' << c.seqK << ' ' << c.bshd << ' '
+            << c.inputScale << ' ' << c.finiteOnly;
+    for (const NanInput &nan : c.nans)
+      problem << ' ' << nan.tensor << nan.batch << ':' << nan.row << ':'
+              << nan.column;
     if (!seen.insert(problem.str()).second)
       continue;
     c.label = "amx_" + c.label;
