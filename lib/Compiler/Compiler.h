@@ -67,7 +67,8 @@ struct CompileOptions {
   /// f32 lanes per vector; 0 derives it from the target features.
   int64_t vectorWidth = 0;
   /// Bytes of K ahead of the scored row that decoding kernels prefetch
-  /// (K and V rows, into L2); 0 turns prefetching off.
+  /// (K and V rows, into L2; lane-rows kernels prefetch the next key
+  /// block); 0 turns prefetching off.
   int64_t prefetchDistance = ::mlir::attn::defaults::kPrefetchBytes;
   /// Give decoding kernels (a static Sq of at most 4) the key split's
   /// phases (attn-split-keys), with which the runtime spreads a call with

@@ -100,7 +100,8 @@ struct CpuPipelineOptions : public TilingOptions<CpuPipelineOptions> {
   PipelineOption<int64_t> prefetchDistance{
       *this, "prefetch-bytes",
       llvm::cl::desc("Bytes of K ahead of the scored row whose K and V rows "
-                     "decoding kernels prefetch into L2 (0: none)"),
+                     "decoding kernels prefetch into L2; unless 0, lane-rows "
+                     "kernels prefetch the next key block (0: none)"),
       llvm::cl::init(::mlir::attn::defaults::kPrefetchBytes)};
 };
 

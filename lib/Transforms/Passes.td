@@ -341,8 +341,9 @@ def AttnLowerToVectorPass : Pass<"attn-lower-to-vector", "func::FuncOp"> {
     `prefetch-bytes`, the direct path prefetches, while it scores a key,
     the K and V rows of the key that many bytes of K ahead into L2 (the
     hardware prefetcher alone left decoding at 60-70 % of the memory
-    bandwidth). An op's `#attn.kernel` (attn-choose-kernels) gives its
-    micro-kernel (`packed`, `lane_rows` or `amx`), `key_block`, `row_block`,
+    bandwidth), and the lane-rows path, reading f32 K and V in place,
+    prefetches the next key block's rows as P·V steps over its keys. An
+    op's `#attn.kernel` (attn-choose-kernels) gives its micro-kernel (`packed`, `lane_rows` or `amx`), `key_block`, `row_block`,
     `lane_rows` and `bf16_dot` in place of the options; the ops of one
     function share its scratch buffers and must agree on the blocking.
     The micro-kernels are lib/Transforms/Cpu/*Kernel.cpp; the backward,
@@ -401,7 +402,8 @@ def AttnLowerToVectorPass : Pass<"attn-lower-to-vector", "func::FuncOp"> {
     Option<"prefetchDistance", "prefetch-bytes", "int64_t",
            /*default=*/"::mlir::attn::defaults::kPrefetchBytes",
            "Bytes of K ahead of the row being scored whose K and V rows the "
-           "direct path prefetches into L2 (0: none)">,
+           "direct path prefetches into L2; unless 0, the lane-rows path "
+           "prefetches the next key block's f32 K and V rows (0: none)">,
     Option<"laneRows", "lane-rows", "int64_t", /*default=*/"0",
            "Query rows per tile of the lane-rows path (rows in vector "
            "lanes; a multiple of vector-width; 0: off)">,

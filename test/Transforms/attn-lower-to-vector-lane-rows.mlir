@@ -1,6 +1,7 @@
 // RUN: attn-opt %s -split-input-file -attn-lower-to-vector="key-block=32 direct-rows=0 lane-rows=32" -canonicalize | FileCheck %s
 // RUN: not attn-opt %s -split-input-file -attn-lower-to-vector="lane-rows=24" 2>&1 | FileCheck %s --check-prefix=BAD
 // RUN: attn-opt %s -split-input-file -attn-lower-to-vector="vector-width=8 key-block=32 direct-rows=0 lane-rows=24" -canonicalize | FileCheck %s --check-prefix=AVX2
+// RUN: attn-opt %s -split-input-file -attn-lower-to-vector="key-block=32 direct-rows=0 lane-rows=32 prefetch-bytes=0" | FileCheck %s --check-prefix=NOPF
 
 // The lane-rows micro-kernel: a tile of 32 query rows lives in the lanes of
 // two 16-lane vectors. Qᵀ (scaled) and the accumulator Oᵀ are transposed
@@ -9,6 +10,11 @@
 // dimension (each K element broadcast, K read in place: no K or V
 // packing); max, exp and sum run vertically down the keys, and P·V
 // broadcasts each V element against a vector of weights.
+
+// prefetch-bytes=0 turns the P·V loop's prefetches off too.
+// NOPF-LABEL: func @causal_softcap
+//   NOPF-NOT: memref.prefetch
+//       NOPF: return
 
 // BAD: lane-rows must be 0 or a multiple of vector-width up to 256, found 24
 
@@ -118,6 +124,17 @@
 //       CHECK:       arith.mulf %{{.+}}, %[[ALPHA1]]
 //       CHECK:       %[[TO:.+]] = arith.minsi %[[SPLIT]], %{{.+}} : index
 //       CHECK:       %[[PV:.+]]:16 = scf.for %[[JJ:.+]] = %c0 to %[[TO]] step %c1 iter_args(
+// Each step prefetches into L2 the K and V rows of the key one block on
+// (the last key past the end), at this chunk's column of V and K's
+// matching one (of 32 for 20): over the block's chunks, the next block.
+//       CHECK:         %[[KEY:.+]] = arith.addi %[[KB]], %[[JJ]] : index
+//       CHECK:         %[[NEXT:.+]] = arith.addi %[[KEY]], %c32 : index
+//       CHECK:         %[[AHEAD:.+]] = arith.minsi %[[NEXT]], %{{.+}} : index
+//       CHECK:         %[[KCOL:.+]] = arith.muli %[[E]], %c32 : index
+//       CHECK:         %[[KCOLS:.+]] = arith.divui %[[KCOL]], %c20 : index
+//       CHECK:         %[[KC:.+]] = arith.minsi %[[KCOLS]], %c31 : index
+//       CHECK:         memref.prefetch %[[K]][%c0, %c0, %[[AHEAD]], %[[KC]]], read, locality<2>, data
+//       CHECK:         memref.prefetch %[[V]][%c0, %c0, %[[AHEAD]], %[[E]]], read, locality<2>, data
 //       CHECK:         %[[P0:.+]] = vector.load %[[ST]][%[[JJ]], %c0]
 //       CHECK:         %[[IN:.+]] = arith.cmpf une, %[[P0]]
 //       CHECK:         %[[VE:.+]] = memref.load %[[V]]
@@ -211,6 +228,9 @@ func.func @masked_keeps_packing(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf3
 //       CHECK:   scf.for %[[D:.+]] = %c0 to %c16 step %c1 iter_args(
 //       CHECK:     memref.load %[[KW]][%[[SJ]], %[[D]]]
 //       CHECK: memref.load %[[VW]]
+// Widening reads each row once, in order: nothing to prefetch.
+//   CHECK-NOT: memref.prefetch
+//       CHECK: return
 func.func @f16_widened(%q: memref<1x1x?x16xf16>, %k: memref<1x1x?x16xf16>, %v: memref<1x1x?x16xf16>,
                              %acc: memref<1x1x?x16xf32>, %m: memref<1x1x?xf32>, %s: memref<1x1x?xf32>) {
   attn.online_attention ins(%q, %k, %v : memref<1x1x?x16xf16>, memref<1x1x?x16xf16>, memref<1x1x?x16xf16>)

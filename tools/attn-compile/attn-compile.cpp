@@ -123,7 +123,8 @@ static cl::opt<int64_t>
              cl::init(kDefaults.laneRows), cl::cat(category));
 static cl::opt<int64_t> prefetchDistance(
     "prefetch-bytes",
-    cl::desc("Bytes of K ahead that decoding kernels prefetch (CPU; 0: off)"),
+    cl::desc("Bytes of K ahead that decoding kernels prefetch; unless 0, "
+             "lane-rows kernels prefetch the next key block (CPU; 0: off)"),
     cl::init(kDefaults.prefetchDistance), cl::cat(category));
 static cl::opt<bool> splitKeys(
     "split-keys",

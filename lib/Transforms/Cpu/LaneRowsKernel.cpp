@@ -477,6 +477,7 @@ public:
             from, to, cst(1), inits,
             [&](Value j, ValueRange acc) -> SmallVector<Value> {
               Value key = arith::AddIOp::create(b, blockStart, j);
+              prefetchNextBlock(batch, kvHead, key, first, lastKey);
               // select(p != 0, fma, acc): one masked FMA on AVX-512.
               SmallVector<Value> p, included;
               for (int64_t v = vFirst; v < rowVectors; ++v) {
@@ -520,6 +521,33 @@ public:
                     arith::AddIOp::create(b, first, cst(a)), v);
     };
     eachChunk(valueDim, columns, keyStep);
+  }
+
+  /// Prefetching into L2 (where prefetchKeys is on) the next block's K
+  /// and V rows of the key one key block after `key` (the last key past
+  /// the end), at V's column `column` and K's matching one: one line of
+  /// each per step of P·V, spread over the block instead of a burst per
+  /// key step (which cost D = 256 4 %: the fill buffers are what its Qᵀ,
+  /// larger than L1, streams through). A tile walks all its keys, so from
+  /// a K/V head larger than L2 every block came from L3 as it was read.
+  void prefetchNextBlock(Value batch, Value kvHead, Value key, Value column,
+                         Value lastKey) {
+    if (prefetchKeys <= 0 || widensBlocks())
+      return;
+    Value ahead = arith::MinSIOp::create(
+        b, arith::AddIOp::create(b, key, cst(keyBlock)), lastKey);
+    Value keyColumn = column;
+    if (headDim != valueDim)
+      keyColumn = arith::MinSIOp::create(
+          b,
+          arith::DivUIOp::create(
+              b, arith::MulIOp::create(b, column, cst(headDim)), cst(valueDim)),
+          cst(headDim - 1));
+    for (auto [rows, at] :
+         {std::pair(op.getKey(), keyColumn), std::pair(op.getValue(), column)})
+      memref::PrefetchOp::create(b, rows, ValueRange{batch, kvHead, ahead, at},
+                                 /*isWrite=*/false, /*localityHint=*/2,
+                                 /*isDataCache=*/true);
   }
 
   /// Keys per step of a lane-rows score loop over `rowVectors` row
