@@ -78,20 +78,27 @@ public:
   Value load(amx::TileLoadOp op) {
     auto type = cast<amx::TileType>(op.getRes().getType());
     Value tile = buffer(type);
-    forEach(type.getDimSize(0), type.getDimSize(1), [&](Value r, Value c) {
-      Value element =
-          memref::LoadOp::create(b, op.getBase(), at(op.getIndices(), r, c));
-      memref::StoreOp::create(b, element, tile, ValueRange{r, c});
-    });
+    copy(type, op.getBase(), op.getIndices(), tile, /*toMemory=*/false);
     return tile;
   }
 
   void store(amx::TileStoreOp op, Value tile) {
-    amx::TileType type = op.getVal().getType();
+    copy(op.getVal().getType(), op.getBase(), op.getIndices(), tile,
+         /*toMemory=*/true);
+  }
+
+  /// Every element of a tile between its buffer and memory (`base` at
+  /// `indices`), in the direction `toMemory` says.
+  void copy(amx::TileType type, Value base, ValueRange indices, Value tile,
+            bool toMemory) {
     forEach(type.getDimSize(0), type.getDimSize(1), [&](Value r, Value c) {
-      Value element = memref::LoadOp::create(b, tile, ValueRange{r, c});
-      memref::StoreOp::create(b, element, op.getBase(),
-                              at(op.getIndices(), r, c));
+      SmallVector<Value> inMemory = at(indices, r, c), inTile = {r, c};
+      if (toMemory)
+        memref::StoreOp::create(b, memref::LoadOp::create(b, tile, inTile),
+                                base, inMemory);
+      else
+        memref::StoreOp::create(b, memref::LoadOp::create(b, base, inMemory),
+                                tile, inTile);
     });
   }
 

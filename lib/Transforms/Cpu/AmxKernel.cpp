@@ -219,21 +219,16 @@ private:
 
   /// probs[to] = probs[from] (and probPairs) for the scored keys.
   void copyWeights(int64_t from, int64_t to, int64_t scoreVectors) {
-    for (int64_t v = 0; v < scoreVectors; ++v)
-      vector::StoreOp::create(
-          b,
-          vector::LoadOp::create(b, vecType, scratch.probs,
-                                 ValueRange{cst(from), cst(v * lanes)}),
-          scratch.probs, ValueRange{cst(to), cst(v * lanes)});
-    if (!bf16Values)
-      return;
-    auto pairs = VectorType::get({lanes}, b.getBF16Type());
-    for (int64_t v = 0; v < scoreVectors; ++v)
-      vector::StoreOp::create(
-          b,
-          vector::LoadOp::create(b, pairs, scratch.probPairs,
-                                 ValueRange{cst(from), cst(v * lanes)}),
-          scratch.probPairs, ValueRange{cst(to), cst(v * lanes)});
+    std::pair<Value, VectorType> buffers[] = {
+        {scratch.probs, vecType},
+        {scratch.probPairs, VectorType::get({lanes}, b.getBF16Type())}};
+    for (auto [buffer, type] : ArrayRef(buffers).take_front(bf16Values ? 2 : 1))
+      for (int64_t v = 0; v < scoreVectors; ++v)
+        vector::StoreOp::create(
+            b,
+            vector::LoadOp::create(b, type, buffer,
+                                   ValueRange{cst(from), cst(v * lanes)}),
+            buffer, ValueRange{cst(to), cst(v * lanes)});
   }
 
   /// acc[r] = alpha[r]·acc[r] + amxOutput[r] for the block's rows; a slot
