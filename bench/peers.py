@@ -151,6 +151,9 @@ def full_cases() -> list[Case]:
     cases += [
         square("f32", 2048, 80),
         square("f32", 2048, 256),
+        # Long context: K/V heads far larger than L2.
+        square("f32", 8192, 128),
+        square("f32", 8192, 128, True),
         gqa("f32", 2048, 128, 32, 8),
         bottom_right("f32", 512, 4096, 64),
         sliding_window("f32", 8192, 64, 512),
