@@ -67,8 +67,8 @@ def Attn_KernelAttr : AttrDef<Attn_Dialect, "Kernel"> {
 
     - `micro_kernel`: on the CPU `packed` (K and V blocks packed, blocks of
       `row_block` query rows share each load) or `lane_rows` (tiles of
-      `lane_rows` query rows in vector lanes; ops without a mask operand,
-      dropout or the bf16 dot product) or `amx` (bf16 Q, K and V with D a
+      `lane_rows` query rows in vector lanes; ops without the bf16 dot
+      product) or `amx` (bf16 Q, K and V with D a
       multiple of 32 and Dv of 16: the packed path with Q·Kᵀ and P·V on
       AMX tiles, blocks of 16 rows, the softmax in AVX-512 between them);
       on a GPU `mma_sync` (16-bit inputs on tensor cores) or `fma`. CPU ops of at most `attn-lower-to-vector`'s

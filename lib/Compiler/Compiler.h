@@ -60,8 +60,7 @@ struct CompileOptions {
   /// sees; 0 means the largest that divides the key tile up to 64.
   int64_t bandKeyStep = 0;
   /// Query rows per tile of the lane-rows micro-kernel (rows in vector
-  /// lanes, for kernels without a mask operand, dropout or the bf16 dot
-  /// product);
+  /// lanes, for kernels without the bf16 dot product);
   /// -1 chooses: 64 on AVX-512, 24 on AVX2, off (0) otherwise.
   int64_t laneRows = -1;
   /// f32 lanes per vector; 0 derives it from the target features.

@@ -92,6 +92,8 @@ std::vector<ConformanceCase> attn::conformanceCases() {
       {"bias_full", "d=64,mask=bias,lse", 2, 2, 2, 70, 150},
       {"bias_b1h1", "d=64,mask=bias:b1h1,causal=bottom_right", 2, 2, 2, 70,
        150},
+      // A padding bias (broadcast over the rows), in a band.
+      {"bias_q1", "d=64,mask=bias:q1,causal,lse", 2, 2, 2, 70, 150},
       // Grouped-query and multi-query attention.
       {"gqa4", "d=64,gqa=4,causal,lse", 2, 8, 2, 130, 130},
       {"mqa", "d=64,lse", 1, 8, 1, 130, 200},
@@ -138,12 +140,12 @@ std::vector<ConformanceCase> attn::conformanceCases() {
        2, 150, 70},
       {"sinks_decode_group",
        "d=64,causal=bottom_right,sinks,lse,sizes=?:?:?:3:?", 1, 6, 2, 3, 200},
-      {"sinks_decode_split", "dtype=bf16,d=128,sinks,lse,sizes=?:?:?:1:?", 1,
-       6, 1, 1, 1100},
+      {"sinks_decode_split", "dtype=bf16,d=128,sinks,lse,sizes=?:?:?:1:?", 1, 6,
+       1, 1, 1100},
       {"sinks_bf16_gqa_dv", "dtype=bf16,d=80,dv=48,gqa=2,sinks,lse", 1, 4, 2,
        67, 131},
-      {"sinks_f16_mask", "dtype=f16,d=64,mask=bool:b1h1,window=40:10,sinks",
-       2, 4, 4, 70, 150},
+      {"sinks_f16_mask", "dtype=f16,d=64,mask=bool:b1h1,window=40:10,sinks", 2,
+       4, 4, 70, 150},
       {"sinks_sk_0", "d=16,sinks,lse", 1, 4, 2, 5, 0},
   };
   // Strided [B, S, H, D] buffers.

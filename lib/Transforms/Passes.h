@@ -63,16 +63,15 @@ int64_t chosenKeyBlock(OpTy op, int64_t option) {
   return option;
 }
 
-/// Whether attn-lower-to-vector's lane-rows micro-kernel can take `op`: no
-/// mask operand (its rows would be gathered), and not bf16 Q and K where the
-/// bf16 dot product (`bf16Dot`) takes those. Dropout, the modifiers and a
-/// block mask's table run in either path.
+/// Whether attn-lower-to-vector's lane-rows micro-kernel can take `op`: not
+/// bf16 Q and K where the bf16 dot product (`bf16Dot`) takes those. A mask
+/// operand, dropout, the modifiers and a block mask's table run in either
+/// path.
 inline bool laneRowsCandidate(OnlineAttentionOp op, bool bf16Dot) {
   auto isBF16 = [](Value v) {
     return getElementTypeOrSelf(v.getType()).isBF16();
   };
-  return !op.getMask() &&
-         !(bf16Dot && isBF16(op.getQuery()) && isBF16(op.getKey()));
+  return !(bf16Dot && isBF16(op.getQuery()) && isBF16(op.getKey()));
 }
 
 } // namespace attn

@@ -144,11 +144,10 @@ bool backwardTakes(const ModCase &c) {
 }
 
 /// Whether the default forward of a case may take the lane-rows path with a
-/// mask_mod (prefill without a mask operand), so that its packed form is
-/// checked too.
+/// mask_mod (prefill, with or without a mask operand), so that its packed
+/// form is checked too.
 bool packedFormDiffers(const ModCase &c) {
-  return c.mods->maskMod && c.spec.find("sizes=") == std::string::npos &&
-         c.spec.find("mask=") == std::string::npos;
+  return c.mods->maskMod && c.spec.find("sizes=") == std::string::npos;
 }
 
 /// One library per kind for the suite.

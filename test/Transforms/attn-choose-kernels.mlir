@@ -10,8 +10,8 @@
 // RUN: not attn-opt %s --attn-choose-kernels="target=pentium9" 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 
 // The choice attn-choose-kernels records on each attn.attention, per
-// target: the micro-kernel (CPU: lane_rows for ops without a mask operand
-// or the bf16 dot product, else packed; GPU: mma_sync for 16-bit inputs,
+// target: the micro-kernel (CPU: lane_rows for ops without the bf16 dot
+// product, else packed; GPU: mma_sync for 16-bit inputs,
 // else fma) and the blocking. Zen 4 and Sapphire Rapids (both AVX-512 with
 // AVX-512 BF16) choose alike for f32; for bf16 only Zen 4 takes the dot
 // product (vdpbf16ps), which Intel's cores issue once in about three
@@ -81,10 +81,11 @@ func.func @bf16_d128(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?x?x128xbf16>, %v:
   return %r : tensor<?x?x?x128xbf16>
 }
 
-// A mask operand keeps f16 on the packed path; f32 with D > 128 on a GPU
-// takes 32-key tiles (Q, K, V and P in an sm_80 block's shared memory).
+// A mask operand takes the lane-rows path too (its blocks transposed);
+// f32 with D > 128 on a GPU takes 32-key tiles (Q, K, V and P in an sm_80
+// block's shared memory).
 // ZEN4-LABEL: func @f16_masked
-//       ZEN4: kernel <packed, query_tile = 256, key_block = 128, row_block = 2, lane_rows = 64>
+//       ZEN4: kernel <lane_rows, query_tile = 256, key_block = 128, row_block = 2, lane_rows = 64>
 // SM80-LABEL: func @f16_masked
 //       SM80: kernel <mma_sync, query_tile = 64, key_block = 64>
 func.func @f16_masked(%q: tensor<?x?x?x64xf16>, %k: tensor<?x?x?x64xf16>, %v: tensor<?x?x?x64xf16>,

@@ -119,17 +119,19 @@
 // keys up to the split, then the second row vector's over the rest; an
 // excluded key (p = 0) leaves the accumulator as it was (a select that
 // AVX-512 makes a masked FMA).
+//       CHECK:     %[[SHORT:.+]] = arith.subi %{{.+}}, %c32 : index
+//       CHECK:     %[[LATEST:.+]] = arith.minsi %{{.+}}, %[[SHORT]] : index
+//       CHECK:     %[[START:.+]] = arith.maxsi %[[LATEST]], %c0 : index
 //       CHECK:     scf.for %[[E:.+]] = %c0 to %c16 step %c8
 //       CHECK:       arith.mulf %{{.+}}, %[[ALPHA0]]
 //       CHECK:       arith.mulf %{{.+}}, %[[ALPHA1]]
 //       CHECK:       %[[TO:.+]] = arith.minsi %[[SPLIT]], %{{.+}} : index
 //       CHECK:       %[[PV:.+]]:16 = scf.for %[[JJ:.+]] = %c0 to %[[TO]] step %c1 iter_args(
 // Each step prefetches into L2 the K and V rows of the key one block on
-// (the last key past the end), at this chunk's column of V and K's
-// matching one (of 32 for 20): over the block's chunks, the next block.
-//       CHECK:         %[[KEY:.+]] = arith.addi %[[KB]], %[[JJ]] : index
-//       CHECK:         %[[NEXT:.+]] = arith.addi %[[KEY]], %c32 : index
-//       CHECK:         %[[AHEAD:.+]] = arith.minsi %[[NEXT]], %{{.+}} : index
+// (from a start moved back by what the next block lacks of 32 keys), at
+// this chunk's column of V and K's matching one (of 32 for 20): over the
+// block's chunks, the next block.
+//       CHECK:         %[[AHEAD:.+]] = arith.addi %[[START]], %[[JJ]] : index
 //       CHECK:         %[[KCOL:.+]] = arith.muli %[[E]], %c32 : index
 //       CHECK:         %[[KCOLS:.+]] = arith.divui %[[KCOL]], %c20 : index
 //       CHECK:         %[[KC:.+]] = arith.minsi %[[KCOLS]], %c31 : index
@@ -199,16 +201,87 @@ func.func @full(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>, %v: memref<1
 
 // -----
 
-// An op with a mask operand keeps the packed path (K transposed into KT per
-// block): its mask rows would have to be gathered across rows.
-// CHECK-LABEL: func @masked_keeps_packing
-//       CHECK: %[[KT:.+]] = memref.alloca() {alignment = 64 : i64} : memref<16x32xf32>
-//       CHECK: vector.store %{{.+}}, %[[KT]]
-func.func @masked_keeps_packing(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>, %v: memref<1x1x?x16xf32>,
-                                %mask: memref<1x1x?x?xi1>,
-                                %acc: memref<1x1x?x16xf32>, %m: memref<1x1x?xf32>, %s: memref<1x1x?xf32>) {
+// An op with a mask operand: per block, the tile's mask transposed into a
+// [key][row] buffer of f32 biases (a keep mask's false -inf, true 0; rows
+// past the op's read the last row, keys past the block the last key). The
+// score loop takes a key's vector of biases as the scores leave the
+// registers: a -inf bias excludes the key by a select (NaN + -inf is NaN),
+// and P·V leaves an excluded key's accumulators as they were.
+// CHECK-LABEL: func @keep_mask
+//  CHECK-SAME: %[[MASK:[a-z0-9]+]]: memref<1x1x?x?xi1>
+//   CHECK-DAG: %[[NEGINF:.+]] = arith.constant 0xFF800000 : f32
+//   CHECK-DAG: %[[ZERO:.+]] = arith.constant 0.000000e+00 : f32
+//       CHECK: memref.alloca() {alignment = 64 : i64} : memref<2x32xf32>
+//       CHECK: %[[BIAS:.+]] = memref.alloca() {alignment = 64 : i64} : memref<32x32xf32>
+//       CHECK: scf.for %[[TILE:.+]] = %c0 to %{{.+}} step %c32
+//       CHECK:   scf.for %[[KB:.+]] = %c0 to %{{.+}} step %c32
+//       CHECK:     %[[LASTKEY:.+]] = arith.subi %{{.+}}, %c1 : index
+//       CHECK:     %[[ROWS:.+]] = memref.dim %{{.+}}, %c2
+//       CHECK:     %[[LASTROW:.+]] = arith.subi %[[ROWS]], %c1 : index
+// A mask with one row for all (a row stride of 0 or one row: a padding
+// mask as the runtime passes it): one load and splat per key.
+//       CHECK:     %[[STRIDE0:.+]] = arith.cmpi eq, %{{.+}}#2, %c0 : index
+//       CHECK:     %[[ONE:.+]] = arith.cmpi eq, %{{.+}}, %c1 : index
+//       CHECK:     %[[SAME:.+]] = arith.ori %[[STRIDE0]], %[[ONE]] : i1
+//       CHECK:     scf.if %[[SAME]] {
+//       CHECK:       scf.for %[[JK:.+]] = %c0 to %c32 step %c1
+//       CHECK:         %[[KEEP0:.+]] = memref.load %[[MASK]][%c0, %c0, %c0, %{{.+}}] : memref<1x1x?x?xi1>
+//       CHECK:         %[[B0:.+]] = arith.select %[[KEEP0]], %[[ZERO]], %[[NEGINF]] : f32
+//       CHECK:         %[[SPLAT:.+]] = vector.broadcast %[[B0]] : f32 to vector<16xf32>
+//       CHECK:         vector.store %[[SPLAT]], %[[BIAS]][%[[JK]], %c0]
+//       CHECK:         vector.store %[[SPLAT]], %[[BIAS]][%[[JK]], %c16]
+//       CHECK:     } else {
+// Else row by row, so that the mask is read along its rows.
+//       CHECK:     scf.for %[[I:.+]] = %c0 to %c32 step %c1
+//       CHECK:       %[[R:.+]] = arith.addi %[[TILE]], %[[I]] : index
+//       CHECK:       %[[ROW:.+]] = arith.minsi %[[R]], %[[LASTROW]] : index
+//       CHECK:       scf.for %[[J:.+]] = %c0 to %c32 step %c1
+//       CHECK:         %[[K:.+]] = arith.addi %[[KB]], %[[J]] : index
+//       CHECK:         %[[KEY:.+]] = arith.minsi %[[K]], %[[LASTKEY]] : index
+//       CHECK:         %[[KEEP:.+]] = memref.load %[[MASK]][%c0, %c0, %[[ROW]], %[[KEY]]] : memref<1x1x?x?xi1>
+//       CHECK:         %[[B:.+]] = arith.select %[[KEEP]], %[[ZERO]], %[[NEGINF]] : f32
+//       CHECK:         memref.store %[[B]], %[[BIAS]][%[[J]], %[[I]]]
+//       CHECK:     scf.for %[[SJ:.+]] = %c0 to %c32 step %c8 iter_args(
+//       CHECK:       %[[S:.+]]:16 = scf.for
+//       CHECK:       %[[B0:.+]] = vector.load %[[BIAS]][%[[SJ]], %c0]
+//       CHECK:       %[[OUT:.+]] = arith.cmpf oeq, %[[B0]], %{{.+}} : vector<16xf32>
+//       CHECK:       arith.select %[[OUT]], %{{.+}}, %[[S]]#0 : vector<16xi1>, vector<16xf32>
+//       CHECK:     scf.for %[[E:.+]] = %c0 to %c16 step %c8
+//       CHECK:       scf.for %[[JJ:.+]] = %c0 to %{{.+}} step %c1 iter_args(
+//       CHECK:         %[[P0:.+]] = vector.load %{{.+}}[%[[JJ]], %c0]
+//       CHECK:         %[[IN:.+]] = arith.cmpf une, %[[P0]]
+//       CHECK:         %[[F:.+]] = vector.fma %{{.+}}, %[[P0]], %[[OLD:.+]] : vector<16xf32>
+//       CHECK:         arith.select %[[IN]], %[[F]], %[[OLD]]
+func.func @keep_mask(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>, %v: memref<1x1x?x16xf32>,
+                     %mask: memref<1x1x?x?xi1>,
+                     %acc: memref<1x1x?x16xf32>, %m: memref<1x1x?xf32>, %s: memref<1x1x?xf32>) {
   attn.online_attention ins(%q, %k, %v : memref<1x1x?x16xf32>, memref<1x1x?x16xf32>, memref<1x1x?x16xf32>)
       mask(%mask : memref<1x1x?x?xi1>)
+      outs(%acc, %m, %s : memref<1x1x?x16xf32>, memref<1x1x?xf32>, memref<1x1x?xf32>)
+  return
+}
+
+// -----
+
+// A float mask broadcast over the rows (a padding bias, [B, 1, 1, Sk]): no
+// block to transpose; each key's bias is loaded and splat as its scores
+// leave the registers, added to the base-2 scores (times log2(e)) before
+// the -inf test.
+// CHECK-LABEL: func @padding_bias
+//  CHECK-SAME: %[[MASK:[a-z0-9]+]]: memref<1x1x1x?xf32>
+//       CHECK: memref.alloca() {alignment = 64 : i64} : memref<2x32xf32>
+//   CHECK-NOT: memref.alloca
+//       CHECK: %[[S:.+]]:16 = scf.for
+//       CHECK: %[[B:.+]] = memref.load %[[MASK]][%c0, %c0, %c0, %{{.+}}] : memref<1x1x1x?xf32>
+//  CHECK-NEXT: %[[SPLAT:.+]] = vector.broadcast %[[B]] : f32 to vector<16xf32>
+//  CHECK-NEXT: %[[SUM:.+]] = vector.fma %[[SPLAT]], %{{.+}}, %[[S]]#0 : vector<16xf32>
+//  CHECK-NEXT: %[[OUT:.+]] = arith.cmpf oeq, %[[SPLAT]], %{{.+}} : vector<16xf32>
+//  CHECK-NEXT: arith.select %[[OUT]], %{{.+}}, %[[SUM]] : vector<16xi1>, vector<16xf32>
+func.func @padding_bias(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>, %v: memref<1x1x?x16xf32>,
+                        %mask: memref<1x1x1x?xf32>,
+                        %acc: memref<1x1x?x16xf32>, %m: memref<1x1x?xf32>, %s: memref<1x1x?xf32>) {
+  attn.online_attention ins(%q, %k, %v : memref<1x1x?x16xf32>, memref<1x1x?x16xf32>, memref<1x1x?x16xf32>)
+      mask(%mask : memref<1x1x1x?xf32>)
       outs(%acc, %m, %s : memref<1x1x?x16xf32>, memref<1x1x?xf32>, memref<1x1x?xf32>)
   return
 }
@@ -353,6 +426,34 @@ func.func @strided_rows(%q: memref<1x1x?x16xf32>,
                         %v: memref<1x1x?x16xf32, strided<[?, ?, ?, 1], offset: ?>>,
                         %acc: memref<1x1x?x16xf32>, %m: memref<1x1x?xf32>, %s: memref<1x1x?xf32>) {
   attn.online_attention ins(%q, %k, %v : memref<1x1x?x16xf32>, memref<1x1x?x16xf32, strided<[?, ?, ?, 1], offset: ?>>, memref<1x1x?x16xf32, strided<[?, ?, ?, 1], offset: ?>>)
+      outs(%acc, %m, %s : memref<1x1x?x16xf32>, memref<1x1x?xf32>, memref<1x1x?xf32>)
+  return
+}
+
+// -----
+
+// A float mask of every row whose keys have unit stride (checked at run
+// time): per 16 rows and 16 keys, 16 row loads masked to the keys there are
+// (0 past them), one 16x16 transpose (shuffles after canonicalization),
+// 16 stores of a key's 16 rows.
+// CHECK-LABEL: func @bias_mask
+//  CHECK-SAME: %[[MASK:[a-z0-9]+]]: memref<1x1x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>
+//       CHECK: memref.alloca() {alignment = 64 : i64} : memref<2x32xf32>
+//       CHECK: %[[BIAS:.+]] = memref.alloca() {alignment = 64 : i64} : memref<32x32xf32>
+//       CHECK: scf.if
+//       CHECK:   scf.for %[[FIRST:.+]] = %c0 to %c32 step %c16
+//       CHECK:     scf.for %[[C0:.+]] = %c0 to %c32 step %c16
+//       CHECK:       %[[LIVE:.+]] = vector.create_mask %{{.+}} : vector<16xi1>
+// CHECK-COUNT-16:    vector.maskedload %{{.+}}, %[[LIVE]], %{{.+}} : memref<1x1x?x?xf32, strided<[?, ?, ?, 1], offset: ?>>, vector<16xi1>, vector<16xf32> into vector<16xf32>
+//       CHECK:       vector.store %{{.+}}, %[[BIAS]][%[[C0]], %[[FIRST]]]
+//       CHECK: } else {
+//       CHECK:   memref.load %[[MASK]]
+//       CHECK:   memref.store %{{.+}}, %[[BIAS]]
+func.func @bias_mask(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>, %v: memref<1x1x?x16xf32>,
+                     %mask: memref<1x1x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>,
+                     %acc: memref<1x1x?x16xf32>, %m: memref<1x1x?xf32>, %s: memref<1x1x?xf32>) {
+  attn.online_attention ins(%q, %k, %v : memref<1x1x?x16xf32>, memref<1x1x?x16xf32>, memref<1x1x?x16xf32>)
+      mask(%mask : memref<1x1x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>)
       outs(%acc, %m, %s : memref<1x1x?x16xf32>, memref<1x1x?xf32>, memref<1x1x?xf32>)
   return
 }

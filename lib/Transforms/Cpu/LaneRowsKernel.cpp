@@ -8,8 +8,10 @@
 // keys, the rescale multiplies Oᵀ's vectors, and P·V is an FMA of a
 // broadcast V element with a vector of weights. No horizontal reduction, no
 // K or V packing (f32 K and V elements are read in place, as broadcasts;
-// 16-bit blocks are widened once). Ops without a mask operand or the bf16
-// dot product take it, with a score_mod and a mask_mod too (evaluated on
+// 16-bit blocks are widened once). Ops without the bf16 dot product take
+// it: with a mask operand (each block's mask transposed into a [key][row]
+// f32 bias buffer; a padding mask, broadcast over the rows, one splat a
+// key), with a score_mod and a mask_mod too (evaluated on
 // each score vector: its rows in lanes, one key; a block mask's table skips
 // key blocks as in the packed path) and with dropout (one Philox per row
 // vector and 4 keys: its 4 words are the 4 keys' bits); measured on AVX-512
@@ -299,7 +301,14 @@ public:
     bool scoreMod = modifiers.hasScoreMod();
     // The mask_mod, unless the block table declared the block full.
     bool maskMod = modifiers.hasMaskMod() && !maskModOff;
-    bool capAsRead = numSegments > 1 && !scoreMod;
+    // (A mask's bias comes after the cap: the cap must be on the score.)
+    Value mask = op.getMask();
+    bool capAsRead = numSegments > 1 && !scoreMod && !mask;
+    bool keepMask =
+        mask && cast<MemRefType>(mask.getType()).getElementType().isInteger(1);
+    bool keysOnly = mask && maskOfKeysOnly();
+    if (mask && !keysOnly)
+      transposeMaskBlock(batch, head, tileStart, blockStart, lastKey);
     // The modifiers' global indices: the rows of each row vector (lanes),
     // and per key a scalar.
     bool dropout = static_cast<bool>(op.getDropoutP());
@@ -360,9 +369,29 @@ public:
               Value jVec;
               if (!bandLo.empty() || !bandHi.empty())
                 jVec = splat(arith::IndexCastOp::create(b, b.getI32Type(), j));
+              Value keyBias;
+              if (keysOnly)
+                keyBias = splat(maskBias(batch, head, cst(0), keyIndex[a]));
               for (int64_t v = 0; v < vectors; ++v) {
                 Value s = capAsRead ? scores[a * vectors + v]
                                     : softcap(scores[a * vectors + v]);
+                // The mask as in the packed path: a float mask's bias added
+                // (to base 2), and a -inf bias excluding the key by a select
+                // after the modifiers (NaN + -inf is NaN, and no score_mod
+                // brings an excluded score back).
+                Value maskedOut;
+                if (mask) {
+                  Value bias = keysOnly
+                                   ? keyBias
+                                   : rowsAt(scratch.laneBias, j, vFirst + v);
+                  if (!keepMask)
+                    s = vector::FMAOp::create(
+                        b, bias,
+                        splat(f32Const(static_cast<float>(maths.biasScale()))),
+                        s);
+                  maskedOut = arith::CmpFOp::create(
+                      b, arith::CmpFPredicate::OEQ, bias, negInfVec);
+                }
                 SmallVector<Value, 4> indices;
                 if (scoreMod || maskMod)
                   indices = {globalBatch, globalHead, globalRows[vFirst + v],
@@ -374,6 +403,8 @@ public:
                 if (maskMod)
                   s = arith::SelectOp::create(b, modifiers.keep(indices, lanes),
                                               s, negInfVec);
+                if (maskedOut)
+                  s = arith::SelectOp::create(b, maskedOut, negInfVec, s);
                 if (jVec) {
                   Value allowed;
                   auto both = [&](Value c) {
@@ -457,9 +488,12 @@ public:
     }
 
     // Oᵀ[e][rows] = α·Oᵀ[e][rows] + Σ_j V[key j][e] · P[j][rows], keyStep
-    // columns of V at a time. Where keys may be excluded for some rows, an
-    // excluded key (p exactly 0) leaves the accumulator as it is, so that a
-    // NaN in its V row stays out of the rows that do not attend to it.
+    // columns of V at a time. Where keys may be excluded for some rows (the
+    // band, the mask), an excluded key (p exactly 0) leaves the accumulator
+    // as it is, so that a NaN in its V row stays out of the rows that do not
+    // attend to it.
+    bool excludes = banded || mask;
+    Value aheadStart = prefetchStart(blockStart, keys);
     auto columns = [&](Value first, int64_t width) {
       SmallVector<Value> accs;
       for (int64_t a = 0; a < width; ++a) {
@@ -477,12 +511,14 @@ public:
             from, to, cst(1), inits,
             [&](Value j, ValueRange acc) -> SmallVector<Value> {
               Value key = arith::AddIOp::create(b, blockStart, j);
-              prefetchNextBlock(batch, kvHead, key, first, lastKey);
+              if (aheadStart)
+                prefetchRows(batch, kvHead,
+                             arith::AddIOp::create(b, aheadStart, j), first);
               // select(p != 0, fma, acc): one masked FMA on AVX-512.
               SmallVector<Value> p, included;
               for (int64_t v = vFirst; v < rowVectors; ++v) {
                 p.push_back(rowsAt(scratch.laneScores, j, v));
-                if (banded)
+                if (excludes)
                   included.push_back(arith::CmpFOp::create(
                       b, arith::CmpFPredicate::UNE, p.back(), zeroVec));
               }
@@ -493,7 +529,7 @@ public:
                 for (int64_t v = 0; v < vectors; ++v) {
                   Value old = acc[a * vectors + v];
                   Value sum = vector::FMAOp::create(b, value, p[v], old);
-                  if (banded)
+                  if (excludes)
                     sum = arith::SelectOp::create(b, included[v], sum, old);
                   next.push_back(sum);
                 }
@@ -523,19 +559,30 @@ public:
     eachChunk(valueDim, columns, keyStep);
   }
 
-  /// Prefetching into L2 (where prefetchKeys is on) the next block's K
-  /// and V rows of the key one key block after `key` (the last key past
-  /// the end), at V's column `column` and K's matching one: one line of
-  /// each per step of P·V, spread over the block instead of a burst per
-  /// key step (which cost D = 256 4 %: the fill buffers are what its Qᵀ,
-  /// larger than L1, streams through). A tile walks all its keys, so from
-  /// a K/V head larger than L2 every block came from L3 as it was read.
-  void prefetchNextBlock(Value batch, Value kvHead, Value key, Value column,
-                         Value lastKey) {
+  /// The first key whose rows P·V prefetches for the block at
+  /// `blockStart` (where prefetchKeys is on and K/V are read in place):
+  /// the next block's, moved back so that each of this block's keys j has
+  /// a key start + j (a last partial block prefetches the end of this
+  /// one). Once per block, so that the loop's addresses step by a row.
+  Value prefetchStart(Value blockStart, Value keys) {
     if (prefetchKeys <= 0 || widensBlocks())
-      return;
-    Value ahead = arith::MinSIOp::create(
-        b, arith::AddIOp::create(b, key, cst(keyBlock)), lastKey);
+      return Value();
+    return arith::MaxSIOp::create(
+        b,
+        arith::MinSIOp::create(
+            b, arith::AddIOp::create(b, blockStart, cst(keyBlock)),
+            arith::SubIOp::create(b, keys, cst(keyBlock))),
+        cst(0));
+  }
+
+  /// Prefetches into L2 one line of the K and V rows of key `ahead`, at
+  /// V's column `column` and K's matching one: one line of each per step
+  /// of P·V, so that over the block's column chunks the next block comes
+  /// in, spread over the block instead of a burst per key step (which cost
+  /// D = 256 4 %: the fill buffers are what its Qᵀ, larger than L1,
+  /// streams through). A tile walks all its keys, so from a K/V head
+  /// larger than L2 every block came from L3 as it was read.
+  void prefetchRows(Value batch, Value kvHead, Value ahead, Value column) {
     Value keyColumn = column;
     if (headDim != valueDim)
       keyColumn = arith::MinSIOp::create(
@@ -548,6 +595,130 @@ public:
       memref::PrefetchOp::create(b, rows, ValueRange{batch, kvHead, ahead, at},
                                  /*isWrite=*/false, /*localityHint=*/2,
                                  /*isDataCache=*/true);
+  }
+
+  /// Whether the op's mask is broadcast over the rows (a padding mask,
+  /// [B, H, 1, Sk]): its bias is one splat per key, read as the scores are
+  /// made, and there is no block to transpose.
+  bool maskOfKeysOnly() {
+    return cast<MemRefType>(op.getMask().getType()).getDimSize(2) == 1;
+  }
+
+  /// The mask at (row, key) of a query head as an f32 bias: a keep mask's
+  /// false -inf, true 0.
+  Value maskBias(Value batch, Value head, Value row, Value key) {
+    Value mask = op.getMask();
+    auto type = cast<MemRefType>(mask.getType());
+    // A static 1 is a broadcast dimension: always read index 0.
+    auto index = [&](int64_t d, Value full) {
+      return type.getDimSize(d) == 1 ? cst(0) : full;
+    };
+    SmallVector<Value, 4> at = {index(0, batch), index(1, head), index(2, row),
+                                index(3, key)};
+    if (!type.getElementType().isInteger(1))
+      return loadF32(mask, at);
+    return arith::SelectOp::create(b, memref::LoadOp::create(b, mask, at),
+                                   f32Const(0), f32Const(-kInf));
+  }
+
+  /// laneBias[j][i] = maskBias at row i of the tile (its last row past
+  /// the op's rows) and key j of the block (the last key past the keys),
+  /// for a mask that is not maskOfKeysOnly.
+  void transposeMaskBlock(Value batch, Value head, Value tileStart,
+                          Value blockStart, Value lastKey) {
+    Value mask = op.getMask();
+    auto type = cast<MemRefType>(mask.getType());
+    auto index = [&](int64_t d, Value full) {
+      return type.getDimSize(d) == 1 ? cst(0) : full;
+    };
+    Value mb = index(0, batch), mh = index(1, head);
+    Value lastRow = arith::SubIOp::create(
+        b, memref::DimOp::create(b, op.getQuery(), 2), cst(1));
+    auto keyAt = [&](Value j) -> Value {
+      return arith::MinSIOp::create(b, arith::AddIOp::create(b, blockStart, j),
+                                    lastKey);
+    };
+    auto rowAt = [&](Value i) -> Value {
+      return arith::MinSIOp::create(b, arith::AddIOp::create(b, tileStart, i),
+                                    lastRow);
+    };
+    // Element by element, row by row (the mask read along its rows).
+    auto byElement = [&] {
+      forLoop(cst(0), cst(laneRows), cst(1), [&](Value i) {
+        Value row = rowAt(i);
+        forLoop(cst(0), cst(keyBlock), cst(1), [&](Value j) {
+          memref::StoreOp::create(b, maskBias(batch, head, row, keyAt(j)),
+                                  scratch.laneBias, ValueRange{j, i});
+        });
+      });
+    };
+    // A keep mask with one row for all (a padding mask as the runtime
+    // passes it: a row stride of 0, or one row): one load and splat per
+    // key, where element by element it cost bool masks a quarter of the
+    // kernel's time.
+    if (type.getElementType().isInteger(1)) {
+      Value oneRow = arith::OrIOp::create(
+          b,
+          arith::CmpIOp::create(
+              b, arith::CmpIPredicate::eq,
+              memref::ExtractStridedMetadataOp::create(b, mask).getStrides()[2],
+              cst(0)),
+          arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                                memref::DimOp::create(b, mask, 2), cst(1)));
+      auto perKey = scf::IfOp::create(b, oneRow, /*withElseRegion=*/true);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(perKey.thenBlock()->getTerminator());
+      forLoop(cst(0), cst(keyBlock), cst(1), [&](Value j) {
+        Value bias = splat(maskBias(batch, head, cst(0), keyAt(j)));
+        for (int64_t v = 0; v < laneRows / lanes; ++v)
+          vector::StoreOp::create(b, bias, scratch.laneBias,
+                                  ValueRange{j, cst(v * lanes)});
+      });
+      b.setInsertionPoint(perKey.elseBlock()->getTerminator());
+      return byElement();
+    }
+    if (type.getDimSize(3) == 1 || keyBlock % lanes != 0)
+      return byElement();
+    // A float mask whose keys have unit stride: per 16 rows and 16 keys,
+    // 16 row loads (keys past the last masked off, reading 0), one
+    // transpose, 16 key stores (a third of the element loop's time).
+    Value keys = arith::AddIOp::create(b, lastKey, cst(1));
+    ifUnitStride(
+        mask,
+        [&](Value rowsView) {
+          auto chunkType = VectorType::get({lanes}, type.getElementType());
+          Value zero = arith::ConstantOp::create(b, b.getZeroAttr(chunkType));
+          forLoop(cst(0), cst(laneRows), cst(lanes), [&](Value first) {
+            SmallVector<Value> rows;
+            for (int64_t r = 0; r < lanes; ++r)
+              rows.push_back(rowAt(arith::AddIOp::create(b, first, cst(r))));
+            forLoop(cst(0), cst(keyBlock), cst(lanes), [&](Value c0) {
+              Value key = arith::AddIOp::create(b, blockStart, c0);
+              Value count = arith::MaxSIOp::create(
+                  b,
+                  arith::MinSIOp::create(b, arith::SubIOp::create(b, keys, key),
+                                         cst(lanes)),
+                  cst(0));
+              Value live = vector::CreateMaskOp::create(
+                  b, VectorType::get({lanes}, b.getI1Type()), count);
+              SmallVector<Value> chunks;
+              for (Value row : rows) {
+                Value chunk = vector::MaskedLoadOp::create(
+                    b, chunkType, rowsView, ValueRange{mb, mh, row, key}, live,
+                    zero);
+                if (!type.getElementType().isF32())
+                  chunk = arith::ExtFOp::create(b, vecType, chunk);
+                chunks.push_back(chunk);
+              }
+              SmallVector<Value> columns = transposeTile(chunks);
+              for (int64_t c = 0; c < lanes; ++c)
+                vector::StoreOp::create(
+                    b, columns[c], scratch.laneBias,
+                    ValueRange{arith::AddIOp::create(b, c0, cst(c)), first});
+            });
+          });
+        },
+        byElement);
   }
 
   /// Keys per step of a lane-rows score loop over `rowVectors` row

@@ -68,6 +68,7 @@ struct Scratch {
   Value laneStats;  // [2][laneRows]  running max and sum
   Value laneKeys;   // [keyBlock][D]  16-bit K block widened (else unused)
   Value laneValues; // [keyBlock][Dv] 16-bit V block widened
+  Value laneBias;   // [keyBlock][laneRows] the mask of the block, as f32 bias
   // Packed path: each row's running sum as a vector of per-lane partial
   // sums, reduced once per op rather than once per key block.
   Value rowSums; // [rowSumRows][lanes]
