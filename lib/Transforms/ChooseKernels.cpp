@@ -192,9 +192,9 @@ KernelAttr mlir::attn::chooseCpuKernel(AttentionOp op, const CpuTarget &target,
 
   // Rows in lanes for ops without the bf16 dot product: 10-20 % faster
   // than the packed path for f32 prefill on Zen 4, 16-25 % for f16; with a
-  // mask operand (transposed a block at a time) 1.37x (bool) and 1.65x
-  // (float) on Emerald Rapids. The modifiers, dropout and a block mask's
-  // table run in either.
+  // mask operand (transposed a block at a time) 1.26-2.08x on Emerald
+  // Rapids, 1.35-1.51x there with AVX2. The modifiers, dropout and a block
+  // mask's table run in either.
   int64_t laneRows = cpuLaneRows(target, overrides);
   bool lanes = laneRows > 0 && !bf16Dot;
   return KernelAttr::get(op.getContext(),
