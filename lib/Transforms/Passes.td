@@ -343,7 +343,8 @@ def AttnLowerToVectorPass : Pass<"attn-lower-to-vector", "func::FuncOp"> {
     hardware prefetcher alone left decoding at 60-70 % of the memory
     bandwidth), and the lane-rows path, reading f32 K and V in place,
     prefetches the next key block's rows as P·V steps over its keys. An
-    op's `#attn.kernel` (attn-choose-kernels) gives its micro-kernel (`packed`, `lane_rows` or `amx`), `key_block`, `row_block`,
+    op's `#attn.kernel` (attn-choose-kernels) gives its micro-kernel
+    (`packed`, `lane_rows` or `amx`), `key_block`, `row_block`,
     `lane_rows` and `bf16_dot` in place of the options; the ops of one
     function share its scratch buffers and must agree on the blocking.
     The micro-kernels are lib/Transforms/Cpu/*Kernel.cpp; the backward,
@@ -352,9 +353,10 @@ def AttnLowerToVectorPass : Pass<"attn-lower-to-vector", "func::FuncOp"> {
     scores with the keys in vector lanes, AdditiveKernel.cpp) have their
     own.
 
-    With `lane-rows` (a multiple of `vector-width`), ops without a mask
-    operand or the bf16 dot product take the lane-rows micro-kernel (score
-    and mask modifiers and dropout included): a
+    With `lane-rows` (a multiple of `vector-width`), ops without the bf16
+    dot product take the lane-rows micro-kernel (a mask operand, score and
+    mask modifiers and dropout included; each key block's mask transposed
+    into a [key][row] bias buffer): a
     tile of that many query rows lives in vector lanes (Qᵀ scaled and the
     accumulator Oᵀ transposed into stack buffers once per tile), the scores
     of a key block are made transposed, Sᵀ[key][rows], as FMAs of broadcast
