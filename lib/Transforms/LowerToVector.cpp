@@ -664,10 +664,8 @@ struct AttnLowerToVectorPass
         scratch.laneKeys = stackBuffer({keyBlock, maxHeadDim});
         scratch.laneValues = stackBuffer({keyBlock, maxValuePad});
       }
-      // (A mask broadcast over the rows is read a key at a time instead.)
       if (anyOp([](OnlineAttentionOp op, OpChoice c) {
-            return c.laneRows && op.getMask() &&
-                   cast<MemRefType>(op.getMask().getType()).getDimSize(2) != 1;
+            return c.laneRows && op.getMask();
           }))
         scratch.laneBias = stackBuffer({keyBlock, laneRows});
     }

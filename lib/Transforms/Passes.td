@@ -416,7 +416,7 @@ def AttnLowerToVectorPass : Pass<"attn-lower-to-vector", "func::FuncOp"> {
   let dependentDialects = ["vector::VectorDialect", "x86vector::X86VectorDialect",
                            "amx::AMXDialect", "scf::SCFDialect",
                            "memref::MemRefDialect", "arith::ArithDialect",
-                           "math::MathDialect"];
+                           "math::MathDialect", "LLVM::LLVMDialect"];
 }
 
 def AttnEmulateAmxPass : Pass<"attn-emulate-amx", "func::FuncOp"> {

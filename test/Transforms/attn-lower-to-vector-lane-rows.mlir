@@ -209,15 +209,15 @@ func.func @full(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>, %v: memref<1
 // and P·V leaves an excluded key's accumulators as they were.
 // CHECK-LABEL: func @keep_mask
 //  CHECK-SAME: %[[MASK:[a-z0-9]+]]: memref<1x1x?x?xi1>
+//   CHECK-DAG: %[[NEGINFV:.+]] = arith.constant dense<0xFF800000> : vector<16xf32>
+//   CHECK-DAG: %[[ZEROV:.+]] = arith.constant dense<0.000000e+00> : vector<16xf32>
+//   CHECK-DAG: %[[NOBYTES:.+]] = arith.constant dense<0> : vector<16xi8>
 //   CHECK-DAG: %[[NEGINF:.+]] = arith.constant 0xFF800000 : f32
 //   CHECK-DAG: %[[ZERO:.+]] = arith.constant 0.000000e+00 : f32
 //       CHECK: memref.alloca() {alignment = 64 : i64} : memref<2x32xf32>
 //       CHECK: %[[BIAS:.+]] = memref.alloca() {alignment = 64 : i64} : memref<32x32xf32>
 //       CHECK: scf.for %[[TILE:.+]] = %c0 to %{{.+}} step %c32
 //       CHECK:   scf.for %[[KB:.+]] = %c0 to %{{.+}} step %c32
-//       CHECK:     %[[LASTKEY:.+]] = arith.subi %{{.+}}, %c1 : index
-//       CHECK:     %[[ROWS:.+]] = memref.dim %{{.+}}, %c2
-//       CHECK:     %[[LASTROW:.+]] = arith.subi %[[ROWS]], %c1 : index
 // A mask with one row for all (a row stride of 0 or one row: a padding
 // mask as the runtime passes it): one load and splat per key.
 //       CHECK:     %[[STRIDE0:.+]] = arith.cmpi eq, %{{.+}}#2, %c0 : index
@@ -231,16 +231,22 @@ func.func @full(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>, %v: memref<1
 //       CHECK:         vector.store %[[SPLAT]], %[[BIAS]][%[[JK]], %c0]
 //       CHECK:         vector.store %[[SPLAT]], %[[BIAS]][%[[JK]], %c16]
 //       CHECK:     } else {
-// Else row by row, so that the mask is read along its rows.
-//       CHECK:     scf.for %[[I:.+]] = %c0 to %c32 step %c1
-//       CHECK:       %[[R:.+]] = arith.addi %[[TILE]], %[[I]] : index
-//       CHECK:       %[[ROW:.+]] = arith.minsi %[[R]], %[[LASTROW]] : index
-//       CHECK:       scf.for %[[J:.+]] = %c0 to %c32 step %c1
-//       CHECK:         %[[K:.+]] = arith.addi %[[KB]], %[[J]] : index
-//       CHECK:         %[[KEY:.+]] = arith.minsi %[[K]], %[[LASTKEY]] : index
-//       CHECK:         %[[KEEP:.+]] = memref.load %[[MASK]][%c0, %c0, %[[ROW]], %[[KEY]]] : memref<1x1x?x?xi1>
-//       CHECK:         %[[B:.+]] = arith.select %[[KEEP]], %[[ZERO]], %[[NEGINF]] : f32
-//       CHECK:         memref.store %[[B]], %[[BIAS]][%[[J]], %[[I]]]
+// Else (its keys have unit stride: here static) per 16 rows and 16 keys,
+// 16 masked loads of the mask's bytes through a pointer (an i1 vector would
+// be a bit vector in memory), each byte's test a 0 or -inf bias, one 16x16
+// transpose and 16 stores of a key's 16 rows.
+//       CHECK:       %[[BASE:.+]] = memref.extract_aligned_pointer_as_index
+//       CHECK:       scf.for %[[FIRST:.+]] = %c0 to %c32 step %c16
+//       CHECK:         scf.for %[[C0:.+]] = %c0 to %c32 step %c16
+//       CHECK:           %[[LIVE:.+]] = vector.create_mask %{{.+}} : vector<16xi1>
+//       CHECK:           %[[AT:.+]] = arith.addi %[[BASE]], %{{.+}} : index
+//       CHECK:           %[[AT64:.+]] = arith.index_cast %[[AT]] : index to i64
+//       CHECK:           %[[PTR:.+]] = llvm.inttoptr %[[AT64]] : i64 to !llvm.ptr
+//       CHECK:           %[[BYTES:.+]] = llvm.intr.masked.load %[[PTR]], %[[LIVE]], %[[NOBYTES]] {alignment = 1 : i32} : (!llvm.ptr, vector<16xi1>, vector<16xi8>) -> vector<16xi8>
+//       CHECK:           %[[KEEPV:.+]] = arith.cmpi ne, %[[BYTES]], %[[NOBYTES]] : vector<16xi8>
+//       CHECK:           arith.select %[[KEEPV]], %[[ZEROV]], %[[NEGINFV]] : vector<16xi1>, vector<16xf32>
+// CHECK-COUNT-15:        llvm.intr.masked.load
+//       CHECK:           vector.store %{{.+}}, %[[BIAS]][%[[C0]], %[[FIRST]]]
 //       CHECK:     scf.for %[[SJ:.+]] = %c0 to %c32 step %c8 iter_args(
 //       CHECK:       %[[S:.+]]:16 = scf.for
 //       CHECK:       %[[B0:.+]] = vector.load %[[BIAS]][%[[SJ]], %c0]
@@ -263,19 +269,23 @@ func.func @keep_mask(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>, %v: mem
 
 // -----
 
-// A float mask broadcast over the rows (a padding bias, [B, 1, 1, Sk]): no
-// block to transpose; each key's bias is loaded and splat as its scores
-// leave the registers, added to the base-2 scores (times log2(e)) before
-// the -inf test.
+// A float mask broadcast over the rows by its type (a padding bias,
+// [B, 1, 1, Sk]): no run-time test and no transposition; each key's bias
+// is loaded once and splat into the block's bias buffer, which the score
+// loop adds to the base-2 scores (times log2(e)) before the -inf test.
 // CHECK-LABEL: func @padding_bias
 //  CHECK-SAME: %[[MASK:[a-z0-9]+]]: memref<1x1x1x?xf32>
 //       CHECK: memref.alloca() {alignment = 64 : i64} : memref<2x32xf32>
-//   CHECK-NOT: memref.alloca
-//       CHECK: %[[S:.+]]:16 = scf.for
+//       CHECK: %[[BIAS:.+]] = memref.alloca() {alignment = 64 : i64} : memref<32x32xf32>
+//   CHECK-NOT: scf.if
 //       CHECK: %[[B:.+]] = memref.load %[[MASK]][%c0, %c0, %c0, %{{.+}}] : memref<1x1x1x?xf32>
 //  CHECK-NEXT: %[[SPLAT:.+]] = vector.broadcast %[[B]] : f32 to vector<16xf32>
-//  CHECK-NEXT: %[[SUM:.+]] = vector.fma %[[SPLAT]], %{{.+}}, %[[S]]#0 : vector<16xf32>
-//  CHECK-NEXT: %[[OUT:.+]] = arith.cmpf oeq, %[[SPLAT]], %{{.+}} : vector<16xf32>
+//  CHECK-NEXT: vector.store %[[SPLAT]], %[[BIAS]][%[[J:.+]], %c0]
+//  CHECK-NEXT: vector.store %[[SPLAT]], %[[BIAS]][%[[J]], %c16]
+//       CHECK: %[[S:.+]]:16 = scf.for
+//       CHECK: %[[BV:.+]] = vector.load %[[BIAS]]
+//  CHECK-NEXT: %[[SUM:.+]] = vector.fma %[[BV]], %{{.+}}, %[[S]]#0 : vector<16xf32>
+//  CHECK-NEXT: %[[OUT:.+]] = arith.cmpf oeq, %[[BV]], %{{.+}} : vector<16xf32>
 //  CHECK-NEXT: arith.select %[[OUT]], %{{.+}}, %[[SUM]] : vector<16xi1>, vector<16xf32>
 func.func @padding_bias(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>, %v: memref<1x1x?x16xf32>,
                         %mask: memref<1x1x1x?xf32>,

@@ -174,26 +174,28 @@ KernelEmitter::RowStatistics KernelEmitter::loadStatistics(Value batch,
           Value()};
 }
 
+Value KernelEmitter::maskIndex(unsigned dim, Value full) {
+  auto type = cast<MemRefType>(op.getMask().getType());
+  return type.getDimSize(dim) == 1 ? cst(0) : full;
+}
+
+Value KernelEmitter::maskBiasAt(Value batch, Value head, Value row,
+                                Value key) {
+  Value mask = op.getMask();
+  SmallVector<Value, 4> at = {maskIndex(0, batch), maskIndex(1, head),
+                              maskIndex(2, row), maskIndex(3, key)};
+  if (!cast<MemRefType>(mask.getType()).getElementType().isInteger(1))
+    return loadF32(mask, at);
+  return arith::SelectOp::create(b, memref::LoadOp::create(b, mask, at),
+                                 f32Const(0), f32Const(-kInf));
+}
+
 void KernelEmitter::packMaskRow(Value batch, Value head, Value row,
                                 Value blockStart, Value blockKeys) {
-  Value mask = op.getMask();
-  auto type = cast<MemRefType>(mask.getType());
-  // A static 1 is a broadcast dimension: always read index 0.
-  auto index = [&](int64_t d, Value full) {
-    return type.getDimSize(d) == 1 ? cst(0) : full;
-  };
-  Value mb = index(0, batch), mh = index(1, head), mq = index(2, row);
-  bool keepMask = type.getElementType().isInteger(1);
   forLoop(cst(0), blockKeys, cst(1), [&](Value j) {
     Value key = arith::AddIOp::create(b, blockStart, j);
-    Value bias;
-    if (keepMask) {
-      Value keep = memref::LoadOp::create(b, mask, ValueRange{mb, mh, mq, key});
-      bias = arith::SelectOp::create(b, keep, f32Const(0), f32Const(-kInf));
-    } else {
-      bias = loadF32(mask, {mb, mh, mq, key});
-    }
-    memref::StoreOp::create(b, bias, scratch.rowBias, ValueRange{j});
+    memref::StoreOp::create(b, maskBiasAt(batch, head, row, key),
+                            scratch.rowBias, ValueRange{j});
   });
 }
 

@@ -112,6 +112,12 @@ protected:
   Value softcapScore(Value s);
   RowStatistics loadStatistics(Value batch, const AccRow &at);
 
+  /// Index `full` of the op's mask in dimension `dim` (b, h, q, kv), or 0
+  /// where the mask's type has a static 1 there (a broadcast dimension).
+  Value maskIndex(unsigned dim, Value full);
+  /// The op's mask at (batch, head, row, key) (op-local indices) as an f32
+  /// bias: a float mask's value widened, a keep mask's false -inf, true 0.
+  Value maskBiasAt(Value batch, Value head, Value row, Value key);
   /// The mask row of the block as an additive f32 bias in scratch.rowBias.
   void packMaskRow(Value batch, Value head, Value row, Value blockStart,
                    Value blockKeys);

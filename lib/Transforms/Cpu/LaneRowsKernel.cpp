@@ -306,8 +306,7 @@ public:
     bool capAsRead = numSegments > 1 && !scoreMod && !mask;
     bool keepMask =
         mask && cast<MemRefType>(mask.getType()).getElementType().isInteger(1);
-    bool keysOnly = mask && maskOfKeysOnly();
-    if (mask && !keysOnly)
+    if (mask)
       transposeMaskBlock(batch, head, tileStart, blockStart, lastKey);
     // The modifiers' global indices: the rows of each row vector (lanes),
     // and per key a scalar.
@@ -369,9 +368,6 @@ public:
               Value jVec;
               if (!bandLo.empty() || !bandHi.empty())
                 jVec = splat(arith::IndexCastOp::create(b, b.getI32Type(), j));
-              Value keyBias;
-              if (keysOnly)
-                keyBias = splat(maskBias(batch, head, cst(0), keyIndex[a]));
               for (int64_t v = 0; v < vectors; ++v) {
                 Value s = capAsRead ? scores[a * vectors + v]
                                     : softcap(scores[a * vectors + v]);
@@ -381,9 +377,7 @@ public:
                 // brings an excluded score back).
                 Value maskedOut;
                 if (mask) {
-                  Value bias = keysOnly
-                                   ? keyBias
-                                   : rowsAt(scratch.laneBias, j, vFirst + v);
+                  Value bias = rowsAt(scratch.laneBias, j, vFirst + v);
                   if (!keepMask)
                     s = vector::FMAOp::create(
                         b, bias,
@@ -597,41 +591,13 @@ public:
                                  /*isDataCache=*/true);
   }
 
-  /// Whether the op's mask is broadcast over the rows (a padding mask,
-  /// [B, H, 1, Sk]): its bias is one splat per key, read as the scores are
-  /// made, and there is no block to transpose.
-  bool maskOfKeysOnly() {
-    return cast<MemRefType>(op.getMask().getType()).getDimSize(2) == 1;
-  }
-
-  /// The mask at (row, key) of a query head as an f32 bias: a keep mask's
-  /// false -inf, true 0.
-  Value maskBias(Value batch, Value head, Value row, Value key) {
-    Value mask = op.getMask();
-    auto type = cast<MemRefType>(mask.getType());
-    // A static 1 is a broadcast dimension: always read index 0.
-    auto index = [&](int64_t d, Value full) {
-      return type.getDimSize(d) == 1 ? cst(0) : full;
-    };
-    SmallVector<Value, 4> at = {index(0, batch), index(1, head), index(2, row),
-                                index(3, key)};
-    if (!type.getElementType().isInteger(1))
-      return loadF32(mask, at);
-    return arith::SelectOp::create(b, memref::LoadOp::create(b, mask, at),
-                                   f32Const(0), f32Const(-kInf));
-  }
-
-  /// laneBias[j][i] = maskBias at row i of the tile (its last row past
-  /// the op's rows) and key j of the block (the last key past the keys),
-  /// for a mask that is not maskOfKeysOnly.
+  /// laneBias[j][i] = the mask's bias (maskBiasAt) at row i of the tile
+  /// (its last row past the op's rows) and key j of the block (the last
+  /// key past the keys).
   void transposeMaskBlock(Value batch, Value head, Value tileStart,
                           Value blockStart, Value lastKey) {
     Value mask = op.getMask();
     auto type = cast<MemRefType>(mask.getType());
-    auto index = [&](int64_t d, Value full) {
-      return type.getDimSize(d) == 1 ? cst(0) : full;
-    };
-    Value mb = index(0, batch), mh = index(1, head);
     Value lastRow = arith::SubIOp::create(
         b, memref::DimOp::create(b, op.getQuery(), 2), cst(1));
     auto keyAt = [&](Value j) -> Value {
@@ -642,84 +608,140 @@ public:
       return arith::MinSIOp::create(b, arith::AddIOp::create(b, tileStart, i),
                                     lastRow);
     };
+    // A mask with one row for all (a padding mask: a static 1 in its type,
+    // or as the runtime passes it, a row stride of 0 or one row at run
+    // time): one load and splat per key (for a keep mask 1.46x the element
+    // loop's kernel, that loop being a third of its time).
+    auto perKey = [&] {
+      forLoop(cst(0), cst(keyBlock), cst(1), [&](Value j) {
+        Value bias = splat(maskBiasAt(batch, head, cst(0), keyAt(j)));
+        for (int64_t v = 0; v < laneRows / lanes; ++v)
+          vector::StoreOp::create(b, bias, scratch.laneBias,
+                                  ValueRange{j, cst(v * lanes)});
+      });
+    };
+    if (type.getDimSize(2) == 1)
+      return perKey();
     // Element by element, row by row (the mask read along its rows).
     auto byElement = [&] {
       forLoop(cst(0), cst(laneRows), cst(1), [&](Value i) {
         Value row = rowAt(i);
         forLoop(cst(0), cst(keyBlock), cst(1), [&](Value j) {
-          memref::StoreOp::create(b, maskBias(batch, head, row, keyAt(j)),
+          memref::StoreOp::create(b, maskBiasAt(batch, head, row, keyAt(j)),
                                   scratch.laneBias, ValueRange{j, i});
         });
       });
     };
-    // A keep mask with one row for all (a padding mask as the runtime
-    // passes it: a row stride of 0, or one row): one load and splat per
-    // key (1.46x the element loop's kernel: that loop was a third of its
-    // time).
-    if (type.getElementType().isInteger(1)) {
-      Value oneRow = arith::OrIOp::create(
-          b,
-          arith::CmpIOp::create(
-              b, arith::CmpIPredicate::eq,
-              memref::ExtractStridedMetadataOp::create(b, mask).getStrides()[2],
-              cst(0)),
-          arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
-                                memref::DimOp::create(b, mask, 2), cst(1)));
-      auto perKey = scf::IfOp::create(b, oneRow, /*withElseRegion=*/true);
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPoint(perKey.thenBlock()->getTerminator());
-      forLoop(cst(0), cst(keyBlock), cst(1), [&](Value j) {
-        Value bias = splat(maskBias(batch, head, cst(0), keyAt(j)));
-        for (int64_t v = 0; v < laneRows / lanes; ++v)
-          vector::StoreOp::create(b, bias, scratch.laneBias,
-                                  ValueRange{j, cst(v * lanes)});
-      });
-      b.setInsertionPoint(perKey.elseBlock()->getTerminator());
-      return byElement();
-    }
-    if (type.getDimSize(3) == 1 || keyBlock % lanes != 0)
-      return byElement();
-    // A float mask whose keys have unit stride: per 16 rows and 16 keys,
-    // 16 row loads (keys past the last masked off, reading 0), one
-    // transpose, 16 key stores (D = 128: 1.74x the packed path's kernel,
-    // where the element loop's was 1.65x).
+    // Row blocks of 16 rows by 16 keys transposed in registers where the
+    // keys have unit stride.
+    auto byTransposes = [&] {
+      if (type.getDimSize(3) == 1 || keyBlock % lanes != 0)
+        return byElement();
+      ifUnitStride(
+          mask,
+          [&](Value rowsView) {
+            transposeMaskTiles(rowsView, batch, head, blockStart, lastKey,
+                               rowAt);
+          },
+          byElement);
+    };
+    Value oneRow = arith::OrIOp::create(
+        b,
+        arith::CmpIOp::create(
+            b, arith::CmpIPredicate::eq,
+            memref::ExtractStridedMetadataOp::create(b, mask).getStrides()[2],
+            cst(0)),
+        arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                              memref::DimOp::create(b, mask, 2), cst(1)));
+    auto choice = scf::IfOp::create(b, oneRow, /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(choice.thenBlock()->getTerminator());
+    perKey();
+    b.setInsertionPoint(choice.elseBlock()->getTerminator());
+    byTransposes();
+  }
+
+  /// transposeMaskBlock for a mask whose keys have unit stride
+  /// (`rowsView`): per 16 rows and 16 keys, 16 row loads of the keys there
+  /// are, one 16x16 transpose, 16 stores of a key's 16 rows. A float mask's
+  /// rows are masked vector loads (keys past the last read 0: the score
+  /// loop drops them); a keep mask's are masked loads of its bytes through
+  /// a pointer (a vector of i1 is a bit vector in memory, the mask a byte
+  /// an element), a non-zero byte a 0 bias and a zero one -inf. Against the
+  /// packed path's kernel, D = 128: float 1.74x (the element loop 1.65x).
+  void transposeMaskTiles(Value rowsView, Value batch, Value head,
+                          Value blockStart, Value lastKey,
+                          function_ref<Value(Value)> rowAt) {
+    auto type = cast<MemRefType>(op.getMask().getType());
+    bool keepMask = type.getElementType().isInteger(1);
+    Value mb = maskIndex(0, batch), mh = maskIndex(1, head);
     Value keys = arith::AddIOp::create(b, lastKey, cst(1));
-    ifUnitStride(
-        mask,
-        [&](Value rowsView) {
-          auto chunkType = VectorType::get({lanes}, type.getElementType());
-          Value zero = arith::ConstantOp::create(b, b.getZeroAttr(chunkType));
-          forLoop(cst(0), cst(laneRows), cst(lanes), [&](Value first) {
-            SmallVector<Value> rows;
-            for (int64_t r = 0; r < lanes; ++r)
-              rows.push_back(rowAt(arith::AddIOp::create(b, first, cst(r))));
-            forLoop(cst(0), cst(keyBlock), cst(lanes), [&](Value c0) {
-              Value key = arith::AddIOp::create(b, blockStart, c0);
-              Value count = arith::MaxSIOp::create(
-                  b,
-                  arith::MinSIOp::create(b, arith::SubIOp::create(b, keys, key),
-                                         cst(lanes)),
-                  cst(0));
-              Value live = vector::CreateMaskOp::create(
-                  b, VectorType::get({lanes}, b.getI1Type()), count);
-              SmallVector<Value> chunks;
-              for (Value row : rows) {
-                Value chunk = vector::MaskedLoadOp::create(
-                    b, chunkType, rowsView, ValueRange{mb, mh, row, key}, live,
-                    zero);
-                if (!type.getElementType().isF32())
-                  chunk = arith::ExtFOp::create(b, vecType, chunk);
-                chunks.push_back(chunk);
-              }
-              SmallVector<Value> columns = transposeTile(chunks);
-              for (int64_t c = 0; c < lanes; ++c)
-                vector::StoreOp::create(
-                    b, columns[c], scratch.laneBias,
-                    ValueRange{arith::AddIOp::create(b, c0, cst(c)), first});
-            });
-          });
-        },
-        byElement);
+    auto floatType = VectorType::get({lanes}, type.getElementType());
+    auto byteType = VectorType::get({lanes}, b.getI8Type());
+    Value zeroBytes =
+        arith::ConstantOp::create(b, b.getZeroAttr(byteType));
+    Value zeroChunk = keepMask ? Value()
+                               : arith::ConstantOp::create(
+                                     b, b.getZeroAttr(floatType));
+    // A keep mask's bytes: the aligned base, its offset and row strides.
+    Value base;
+    memref::ExtractStridedMetadataOp meta;
+    if (keepMask) {
+      meta = memref::ExtractStridedMetadataOp::create(b, rowsView);
+      base = memref::ExtractAlignedPointerAsIndexOp::create(b, rowsView);
+    }
+    auto keepBytes = [&](Value row, Value key, Value live) -> Value {
+      Value at = meta.getOffset();
+      Value indices[] = {mb, mh, row};
+      for (auto [index, stride] : llvm::zip(indices, meta.getStrides()))
+        at = arith::AddIOp::create(b, at,
+                                   arith::MulIOp::create(b, index, stride));
+      at = arith::AddIOp::create(b, base, arith::AddIOp::create(b, at, key));
+      Value pointer = LLVM::IntToPtrOp::create(
+          b, LLVM::LLVMPointerType::get(b.getContext()),
+          arith::IndexCastOp::create(b, b.getI64Type(), at),
+          /*dereferenceable=*/nullptr);
+      Value bytes = LLVM::MaskedLoadOp::create(
+          b, byteType, pointer, live, zeroBytes, b.getI32IntegerAttr(1),
+          /*nontemporal=*/nullptr);
+      Value keep =
+          arith::CmpIOp::create(b, arith::CmpIPredicate::ne, bytes, zeroBytes);
+      return arith::SelectOp::create(b, keep, splat(f32Const(0)),
+                                     splat(f32Const(-kInf)));
+    };
+    forLoop(cst(0), cst(laneRows), cst(lanes), [&](Value first) {
+      SmallVector<Value> rows;
+      for (int64_t r = 0; r < lanes; ++r)
+        rows.push_back(rowAt(arith::AddIOp::create(b, first, cst(r))));
+      forLoop(cst(0), cst(keyBlock), cst(lanes), [&](Value c0) {
+        Value key = arith::AddIOp::create(b, blockStart, c0);
+        Value count = arith::MaxSIOp::create(
+            b,
+            arith::MinSIOp::create(b, arith::SubIOp::create(b, keys, key),
+                                   cst(lanes)),
+            cst(0));
+        Value live = vector::CreateMaskOp::create(
+            b, VectorType::get({lanes}, b.getI1Type()), count);
+        SmallVector<Value> chunks;
+        for (Value row : rows) {
+          if (keepMask) {
+            chunks.push_back(keepBytes(row, key, live));
+            continue;
+          }
+          Value chunk = vector::MaskedLoadOp::create(
+              b, floatType, rowsView, ValueRange{mb, mh, row, key}, live,
+              zeroChunk);
+          if (!type.getElementType().isF32())
+            chunk = arith::ExtFOp::create(b, vecType, chunk);
+          chunks.push_back(chunk);
+        }
+        SmallVector<Value> columns = transposeTile(chunks);
+        for (int64_t c = 0; c < lanes; ++c)
+          vector::StoreOp::create(
+              b, columns[c], scratch.laneBias,
+              ValueRange{arith::AddIOp::create(b, c0, cst(c)), first});
+      });
+    });
   }
 
   /// Keys per step of a lane-rows score loop over `rowVectors` row
