@@ -18,7 +18,7 @@ def AttnChooseKernelsPass : Pass<"attn-choose-kernels", "func::FuncOp"> {
     `features` on top) the packed or lane-rows micro-kernel, the query
     tile, key block, row block, lane-rows tile and the bf16 dot product
     (AVX-512 BF16, where it outruns widening bf16 to f32: AMD's cores, not
-    Intel's); on a GPU (`target` sm_80, sm_90, ...) mma.sync for
+    Intel's; not for prefill with a keep mask); on a GPU (`target` sm_80, sm_90, ...) mma.sync for
     16-bit inputs or FMA, the thread block's rows and the key tile. The
     tiling and lowering passes after it read the choice and make none of
     their own; a choice already on an op (written by hand) stays. The
