@@ -139,9 +139,9 @@ KernelAttr mlir::attn::chooseCpuKernel(AttentionOp op, const CpuTarget &target,
   bool keepMask =
       op.getMask() &&
       cast<ShapedType>(op.getMask().getType()).getElementType().isInteger(1);
-  bool bf16Dot = target.bf16Dot && bf16 &&
-                 !(keepMask && !shape.decoding &&
-                   cpuLaneRows(target, overrides) > 0);
+  bool bf16Dot =
+      target.bf16Dot && bf16 &&
+      !(keepMask && !shape.decoding && cpuLaneRows(target, overrides) > 0);
 
   // Query rows per work item: each packed K/V block serves that many rows
   // (128 measured 5-15 % faster than 64, 256 another 3-4 % for f32 and 10 %

@@ -179,8 +179,7 @@ Value KernelEmitter::maskIndex(unsigned dim, Value full) {
   return type.getDimSize(dim) == 1 ? cst(0) : full;
 }
 
-Value KernelEmitter::maskBiasAt(Value batch, Value head, Value row,
-                                Value key) {
+Value KernelEmitter::maskBiasAt(Value batch, Value head, Value row, Value key) {
   Value mask = op.getMask();
   SmallVector<Value, 4> at = {maskIndex(0, batch), maskIndex(1, head),
                               maskIndex(2, row), maskIndex(3, key)};

@@ -668,7 +668,8 @@ public:
   /// loop drops them); a keep mask's are masked loads of its bytes through
   /// a pointer (a vector of i1 is a bit vector in memory, the mask a byte
   /// an element), a non-zero byte a 0 bias and a zero one -inf. Against the
-  /// packed path's kernel, D = 128: float 1.74x (the element loop 1.65x).
+  /// packed path's kernel, D = 128: float 1.74x (the element loop 1.65x);
+  /// a keep mask's byte loads 1.37x its element loop (Zen 4).
   void transposeMaskTiles(Value rowsView, Value batch, Value head,
                           Value blockStart, Value lastKey,
                           function_ref<Value(Value)> rowAt) {
@@ -678,11 +679,10 @@ public:
     Value keys = arith::AddIOp::create(b, lastKey, cst(1));
     auto floatType = VectorType::get({lanes}, type.getElementType());
     auto byteType = VectorType::get({lanes}, b.getI8Type());
-    Value zeroBytes =
-        arith::ConstantOp::create(b, b.getZeroAttr(byteType));
-    Value zeroChunk = keepMask ? Value()
-                               : arith::ConstantOp::create(
-                                     b, b.getZeroAttr(floatType));
+    Value zeroBytes = arith::ConstantOp::create(b, b.getZeroAttr(byteType));
+    Value zeroChunk =
+        keepMask ? Value()
+                 : arith::ConstantOp::create(b, b.getZeroAttr(floatType));
     // A keep mask's bytes: the aligned base, its offset and row strides.
     Value base;
     memref::ExtractStridedMetadataOp meta;
