@@ -174,6 +174,12 @@ KernelEmitter::RowStatistics KernelEmitter::loadStatistics(Value batch,
           Value()};
 }
 
+bool KernelEmitter::hasKeepMask() {
+  Value mask = op.getMask();
+  return mask &&
+         cast<MemRefType>(mask.getType()).getElementType().isInteger(1);
+}
+
 Value KernelEmitter::maskIndex(unsigned dim, Value full) {
   auto type = cast<MemRefType>(op.getMask().getType());
   return type.getDimSize(dim) == 1 ? cst(0) : full;
@@ -183,7 +189,7 @@ Value KernelEmitter::maskBiasAt(Value batch, Value head, Value row, Value key) {
   Value mask = op.getMask();
   SmallVector<Value, 4> at = {maskIndex(0, batch), maskIndex(1, head),
                               maskIndex(2, row), maskIndex(3, key)};
-  if (!cast<MemRefType>(mask.getType()).getElementType().isInteger(1))
+  if (!hasKeepMask())
     return loadF32(mask, at);
   return arith::SelectOp::create(b, memref::LoadOp::create(b, mask, at),
                                  f32Const(0), f32Const(-kInf));
@@ -222,8 +228,7 @@ Value KernelEmitter::updateRowStatistics(Value batch, const AccRow &at,
     // key's K row must not reach the row. A keep mask's biases are 0 or
     // -inf, so it takes the select alone.
     packMaskRow(batch, head, row, blockStart, blockKeys);
-    bool keepMask =
-        cast<MemRefType>(op.getMask().getType()).getElementType().isInteger(1);
+    bool keepMask = hasKeepMask();
     for (int64_t v = 0; v < scoreVectors; ++v) {
       Value bias = vector::LoadOp::create(b, vecType, scratch.rowBias,
                                           ValueRange{cst(v * lanes)});

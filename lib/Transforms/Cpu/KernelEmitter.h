@@ -112,6 +112,8 @@ protected:
   Value softcapScore(Value s);
   RowStatistics loadStatistics(Value batch, const AccRow &at);
 
+  /// Whether the op has a keep mask (i1), not none or a float bias.
+  bool hasKeepMask();
   /// Index `full` of the op's mask in dimension `dim` (b, h, q, kv), or 0
   /// where the mask's type has a static 1 there (a broadcast dimension).
   Value maskIndex(unsigned dim, Value full);

@@ -304,8 +304,7 @@ public:
     // (A mask's bias comes after the cap: the cap must be on the score.)
     Value mask = op.getMask();
     bool capAsRead = numSegments > 1 && !scoreMod && !mask;
-    bool keepMask =
-        mask && cast<MemRefType>(mask.getType()).getElementType().isInteger(1);
+    bool keepMask = hasKeepMask();
     if (mask)
       transposeMaskBlock(batch, head, tileStart, blockStart, lastKey);
     // The modifiers' global indices: the rows of each row vector (lanes),
@@ -674,7 +673,7 @@ public:
                           Value blockStart, Value lastKey,
                           function_ref<Value(Value)> rowAt) {
     auto type = cast<MemRefType>(op.getMask().getType());
-    bool keepMask = type.getElementType().isInteger(1);
+    bool keepMask = hasKeepMask();
     Value mb = maskIndex(0, batch), mh = maskIndex(1, head);
     Value keys = arith::AddIOp::create(b, lastKey, cst(1));
     auto floatType = VectorType::get({lanes}, type.getElementType());
