@@ -118,6 +118,9 @@ std::vector<ConformanceCase> attn::conformanceCases() {
       // Unmasked bf16: P·V by the dot product too, V packed as key pairs
       // (an odd Sk ends in a half pair), K as pairs of 40 head dims.
       {"bf16_full_gqa", "dtype=bf16,d=80,lse", 1, 4, 2, 67, 131},
+      // Odd bf16 head dims: the dot product's last pair is half a pair (Q·Kᵀ
+      // forward and backward, dO·Vᵀ in the backward).
+      {"bf16_odd_dims", "dtype=bf16,d=33,dv=17,causal,lse", 1, 4, 2, 70, 90},
       {"f16_window", "dtype=f16,d=80,causal=bottom_right,window=50:0", 1, 2, 2,
        80, 200},
       // Static key counts of at most one key tile (their key loop folds

@@ -454,7 +454,7 @@ struct AttnLowerToVectorPass
   /// linear and additive attention ops.
   template <typename OpTy>
   void lowerBufferized(func::FuncOp func,
-                       void (*emit)(ImplicitLocOpBuilder &, OpTy, int64_t)) {
+                       function_ref<void(ImplicitLocOpBuilder &, OpTy)> emit) {
     SmallVector<OpTy> ops;
     func.walk([&](OpTy op) {
       if (!op.hasPureTensorSemantics())
@@ -462,17 +462,30 @@ struct AttnLowerToVectorPass
     });
     for (OpTy op : ops) {
       ImplicitLocOpBuilder b(op.getLoc(), op);
-      emit(b, op, vectorWidth);
+      emit(b, op);
       op.erase();
     }
   }
 
   void runOnOperation() override {
     func::FuncOp func = getOperation();
-    lowerBufferized<AttentionBackwardOp>(func, cpu::emitBackward);
-    lowerBufferized<AttentionWeightsOp>(func, cpu::emitWeights);
-    lowerBufferized<LinearOp>(func, cpu::emitLinear);
-    lowerBufferized<AdditiveOp>(func, cpu::emitAdditive);
+    int64_t lanes = vectorWidth;
+    lowerBufferized<AttentionBackwardOp>(
+        func, [&](ImplicitLocOpBuilder &b, AttentionBackwardOp op) {
+          cpu::emitBackward(b, op, lanes,
+                            bf16Dot && backwardBf16Dot && lanes == 16);
+        });
+    lowerBufferized<AttentionWeightsOp>(
+        func, [&](ImplicitLocOpBuilder &b, AttentionWeightsOp op) {
+          cpu::emitWeights(b, op, lanes);
+        });
+    lowerBufferized<LinearOp>(func, [&](ImplicitLocOpBuilder &b, LinearOp op) {
+      cpu::emitLinear(b, op, lanes);
+    });
+    lowerBufferized<AdditiveOp>(func,
+                                [&](ImplicitLocOpBuilder &b, AdditiveOp op) {
+                                  cpu::emitAdditive(b, op, lanes);
+                                });
     // A multi-head layer's projections (attn-decompose-mha).
     SmallVector<linalg::MatmulOp> matmuls;
     func.walk([&](linalg::MatmulOp op) {

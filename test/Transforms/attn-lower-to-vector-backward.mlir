@@ -1,4 +1,5 @@
 // RUN: attn-opt %s -split-input-file -attn-lower-to-vector -canonicalize | FileCheck %s
+// RUN: attn-opt %s -split-input-file -attn-lower-to-vector="bf16-dot backward-bf16-dot" -canonicalize | FileCheck %s --check-prefix=DOT
 
 // A bufferized attn.attention_backward (one work item: a batch and a GQA
 // group of two query heads) becomes the backward micro-kernel: the group's
@@ -224,5 +225,49 @@ func.func @backward_grad_captures(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16x
         %r = arith.addf %x, %t : f32
         attn.yield %r : f32
       }
+  return
+}
+
+// -----
+
+// bf16 operands: without backward-bf16-dot, widened to f32 rows and f32
+// FMAs. With it (and bf16-dot), Q's and dO's rows stay bf16 ([Sq][16]),
+// K^T and V^T are packed as key pairs ([16/2][2·64] bf16: lane j of vector
+// v of pair p holds head dims 2p and 2p + 1 of key 16v + j), and S = Q·K^T
+// and dP = dO·V^T take vdpbf16ps: 8 steps of a pair of head dims, each
+// broadcasting a row's pair as one 32-bit word against the 4 key vectors;
+// dV += P^T·dO and dK += dS^T·Q widen the bf16 rows as they copy them.
+
+// CHECK-LABEL: func @backward_bf16
+//   CHECK-NOT: x86vector.avx512.dot
+//       CHECK: memref.alloc(%{{.+}}) {alignment = 64 : i64} : memref<?x16xf32>
+//   CHECK-NOT: x86vector.avx512.dot
+//       CHECK: return
+
+// DOT-LABEL: func @backward_bf16
+//   DOT-DAG: %[[KP:.+]] = memref.alloca() {alignment = 64 : i64} : memref<8x128xbf16>
+//   DOT-DAG: %[[VP:.+]] = memref.alloca() {alignment = 64 : i64} : memref<8x128xbf16>
+//       DOT: %[[QROWS:.+]] = memref.alloc(%{{.+}}) {alignment = 64 : i64} : memref<?x16xbf16>
+//       DOT: %[[DOROWS:.+]] = memref.alloc(%{{.+}}) {alignment = 64 : i64} : memref<?x16xbf16>
+//       DOT: scf.for %{{.+}} = %c0 to %c8 step %c1 iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
+// DOT-COUNT-4:   vector.load %[[KP]][%{{.+}}, %c{{[0-9]+}}] : memref<8x128xbf16>, vector<32xbf16>
+//       DOT:     vector.load %[[QROWS]][%{{.+}}, %{{.+}}] : memref<?x16xbf16>, vector<2xbf16>
+//       DOT:     vector.broadcast %{{.+}} : i32 to vector<16xi32>
+// DOT-COUNT-4:   x86vector.avx512.dot
+//       DOT:     math.exp
+//       DOT: scf.for %{{.+}} = %c0 to %c8 step %c1 iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
+// DOT-COUNT-4:   vector.load %[[VP]][%{{.+}}, %c{{[0-9]+}}] : memref<8x128xbf16>, vector<32xbf16>
+//       DOT:     vector.load %[[DOROWS]][%{{.+}}, %{{.+}}] : memref<?x16xbf16>, vector<2xbf16>
+// DOT-COUNT-4:   x86vector.avx512.dot
+//       DOT: vector.load %[[DOROWS]][%{{.+}}, %c0] : memref<?x16xbf16>, vector<16xbf16>
+//       DOT: arith.extf %{{.+}} : vector<16xbf16> to vector<16xf32>
+func.func @backward_bf16(%q: memref<1x1x?x16xbf16>, %k: memref<1x1x?x16xbf16>, %v: memref<1x1x?x16xbf16>,
+                         %o: memref<1x1x?x16xbf16>, %lse: memref<1x1x?xf32>, %do: memref<1x1x?x16xbf16>,
+                         %dq: memref<1x1x?x16xbf16>, %dk: memref<1x1x?x16xbf16>, %dv: memref<1x1x?x16xbf16>) {
+  attn.attention_backward
+      ins(%q, %k, %v : memref<1x1x?x16xbf16>, memref<1x1x?x16xbf16>, memref<1x1x?x16xbf16>)
+      forward(%o, %lse : memref<1x1x?x16xbf16>, memref<1x1x?xf32>)
+      grads(%do : memref<1x1x?x16xbf16>)
+      outs(%dq, %dk, %dv : memref<1x1x?x16xbf16>, memref<1x1x?x16xbf16>, memref<1x1x?x16xbf16>)
   return
 }

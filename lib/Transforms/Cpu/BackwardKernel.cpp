@@ -37,7 +37,11 @@
 // whatever the thread count. The inputs are read once per work item into
 // f32 rows padded to whole vectors (O(S·D), dynamic, on the heap), so that
 // every inner loop runs on unit-stride f32 whatever the caller's strides and
-// element type. The products use blocks of 16 rows (4 on AVX2, whose 16
+// element type. With AVX-512 BF16's dot product (bf16-dot), bf16 Q and K
+// (and bf16 dO and V) keep their rows as bf16 and their key blocks as
+// pairs, and S = Q·Kᵀ (dP = dO·Vᵀ) takes vdpbf16ps, two head dims a step,
+// exact products of the bf16 inputs summed in f32 as the forward's dot
+// product sums them; the other three products widen the rows to f32. The products use blocks of 16 rows (4 on AVX2, whose 16
 // registers hold no more): S and dP are register tiles of 4 rows (passes
 // over Kᵀ and Vᵀ, each tile stored as P or dS before the next), dK and dV
 // register tiles of 4 keys (2 on AVX2) x 4 column vectors, each
@@ -76,18 +80,26 @@ constexpr int64_t kQueryPass = 8;
 class BackwardLowering : public KeyBlockEmitter {
 public:
   BackwardLowering(ImplicitLocOpBuilder &b, AttentionBackwardOp op,
-                   int64_t lanes)
-      : KeyBlockEmitter(b, op, lanes, backwardRowBlock(lanes)), op(op),
+                   int64_t lanes, bool bf16Dot)
+      : KeyBlockEmitter(b, op, lanes, backwardRowBlock(lanes),
+                        bf16Dot && bf16(op.getQuery()) && bf16(op.getKey())),
+        op(op),
         valueDim(cast<ShapedType>(op.getValue().getType()).getDimSize(3)),
-        valuePad(llvm::alignTo(valueDim, lanes)) {}
+        valuePad(llvm::alignTo(valueDim, lanes)),
+        valuePairs(bf16Dot && bf16(op.getGradOutput()) &&
+                   bf16(op.getValue())) {}
 
   void emit();
 
 private:
+  static bool bf16(Value v) {
+    return cast<ShapedType>(v.getType()).getElementType().isBF16();
+  }
+
   /// The rows of one work item and where their f32 copies live.
   struct Group {
     Value batch, kvHead, firstHead, rows;
-    Value queryRows, gradOutRows; // [G·Sq][pad] f32
+    Value queryRows, gradOutRows; // [G·Sq][pad] f32 (bf16 for the dot)
     Value delta, lseRef;          // [G·Sq] f32
     Value gradQuery;              // [G·Sq][DPad] f32 accumulator
   };
@@ -139,8 +151,10 @@ private:
 
   AttentionBackwardOp op;
   int64_t valueDim, valuePad;
+  /// dP = dO·Vᵀ by the dot product: dO's rows bf16, V's block as pairs.
+  bool valuePairs;
   // The packed value block, K as rows and the accumulators (stack).
-  Value valuesT, keyRows;     // [DvPad][64], [64][DPad]
+  Value valuesT, keyRows;     // [DvPad][64] (or pairs), [64][DPad]
   Value gradKeys, gradValues; // [64][DPad], [64][DvPad]
   // One block of rows: P, dS (first the soft cap's derivative); with
   // grad_mask, the dS that dM takes (before that derivative: `grads`
@@ -157,7 +171,8 @@ private:
 
 void BackwardLowering::emit() {
   keys = dim(key, 2);
-  valuesT = stackBuffer({valuePad, kBlockKeys});
+  valuesT = valuePairs ? pairBuffer(valuePad)
+                       : stackBuffer({valuePad, kBlockKeys});
   keyRows = stackBuffer({kBlockKeys, headPad});
   gradKeys = stackBuffer({kBlockKeys, headPad});
   gradValues = stackBuffer({kBlockKeys, valuePad});
@@ -189,8 +204,12 @@ void BackwardLowering::emit() {
       group.firstHead = arith::MulIOp::create(b, kvHead, groupSize);
       group.rows = dim(query, 2);
       Value groupRows = arith::MulIOp::create(b, groupSize, group.rows);
-      group.queryRows = heapRows(groupRows, headPad);
-      group.gradOutRows = heapRows(groupRows, valuePad);
+      auto rowType = [&](bool pairs) -> Type {
+        return pairs ? b.getBF16Type() : f32;
+      };
+      bool keyPairs = cast<MemRefType>(keysT.getType()).getElementType() != f32;
+      group.queryRows = heapRows(groupRows, headPad, rowType(keyPairs));
+      group.gradOutRows = heapRows(groupRows, valuePad, rowType(valuePairs));
       group.delta = heapRows(groupRows, 0);
       group.lseRef = heapRows(groupRows, 0);
       group.gradQuery = heapRows(groupRows, headPad);
@@ -262,16 +281,10 @@ void BackwardLowering::packKeyBlock(const Group &group, const KeyBlock &block) {
   // Keys past the block's count stay 0 (their P and dS are 0, and 0·0 is
   // what they add).
   packKeys(group.batch, group.kvHead, block, keyRows);
-  zeroRows(valuesT, cst(0), cst(valuePad), kBlockKeys);
+  packBlockT(op.getValue(), group.batch, group.kvHead, block, valuesT,
+             valueDim);
   zeroRows(gradKeys, cst(0), cst(kBlockKeys), headPad);
   zeroRows(gradValues, cst(0), cst(kBlockKeys), valuePad);
-  forLoop(cst(0), block.count, cst(1), [&](Value k) {
-    Value at = arith::AddIOp::create(b, block.start, k);
-    forLoop(cst(0), cst(valueDim), cst(1), [&](Value c) {
-      Value x = loadF32(op.getValue(), {group.batch, group.kvHead, at, c});
-      memref::StoreOp::create(b, x, valuesT, ValueRange{c, k});
-    });
-  });
 }
 
 void BackwardLowering::emitTableRowBlock(const Group &group,
@@ -339,7 +352,7 @@ void BackwardLowering::emitRowBlock(const Group &group, const KeyBlock &block,
   auto accumulateKeys = [&](Value acc, Value weights, Value rows, int64_t pad) {
     for (int64_t r = 0; r < rowCount; ++r)
       for (int64_t c = 0; c < pad; c += lanes)
-        storeVector(finiteOrZero(loadVector(rows, {rowAt[r], cst(c)})),
+        storeVector(finiteOrZero(loadRowF32(rows, rowAt[r], cst(c))),
                     finiteRows, {cst(r), cst(c)});
     auto tiles = [&](Value c, int64_t vectors) {
       forLoop(cst(0), cst(kBlockKeys), cst(kTileKeys), [&](Value k) {
@@ -670,6 +683,7 @@ void BackwardLowering::scatterAdd(Value partial, const Group &group,
 } // namespace
 
 void mlir::attn::cpu::emitBackward(ImplicitLocOpBuilder &b,
-                                   AttentionBackwardOp op, int64_t lanes) {
-  BackwardLowering(b, op, lanes).emit();
+                                   AttentionBackwardOp op, int64_t lanes,
+                                   bool bf16Dot) {
+  BackwardLowering(b, op, lanes, bf16Dot).emit();
 }

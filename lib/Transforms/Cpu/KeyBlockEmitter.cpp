@@ -4,13 +4,14 @@
 
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/X86Vector/X86VectorDialect.h"
 
 using namespace mlir;
 using namespace mlir::attn;
 using namespace mlir::attn::cpu;
 
-void KeyBlockEmitter::allocateBlockState() {
-  keysT = stackBuffer({headPad, kBlockKeys});
+void KeyBlockEmitter::allocateBlockState(bool keyPairs) {
+  keysT = keyPairs ? pairBuffer(headPad) : stackBuffer({headPad, kBlockKeys});
   if (mask || modifiers.hasMaskMod())
     keep = stackBuffer({rowBlock, kBlockKeys});
   if (mask)
@@ -27,11 +28,17 @@ Value KeyBlockEmitter::stackBuffer(ArrayRef<int64_t> shape) {
                                   b.getI64IntegerAttr(64));
 }
 
-Value KeyBlockEmitter::heapRows(Value rows, int64_t cols) {
+Value KeyBlockEmitter::pairBuffer(int64_t pad) {
+  return memref::AllocaOp::create(
+      b, MemRefType::get({pad / 2, 2 * kBlockKeys}, b.getBF16Type()),
+      ValueRange{}, b.getI64IntegerAttr(64));
+}
+
+Value KeyBlockEmitter::heapRows(Value rows, int64_t cols, Type element) {
   SmallVector<int64_t> shape = {ShapedType::kDynamic};
   if (cols > 0)
     shape.push_back(cols);
-  return memref::AllocOp::create(b, MemRefType::get(shape, f32),
+  return memref::AllocOp::create(b, MemRefType::get(shape, element ? element : f32),
                                  ValueRange{rows}, b.getI64IntegerAttr(64));
 }
 
@@ -87,26 +94,70 @@ void KeyBlockEmitter::storeAs(Value value, Value memref, ValueRange at) {
 void KeyBlockEmitter::packRow(Value source, Value batch, Value head,
                               Value row, Value rows, Value r, int64_t width,
                               int64_t pad) {
+  Type elem = cast<MemRefType>(rows.getType()).getElementType();
   forLoop(cst(0), cst(width), cst(1), [&](Value c) {
-    memref::StoreOp::create(b, loadF32(source, {batch, head, row, c}), rows,
-                            ValueRange{r, c});
+    SmallVector<Value> at = {batch, head, row, c};
+    Value x = elem == f32 ? loadF32(source, at)
+                          : Value(memref::LoadOp::create(b, source, at));
+    memref::StoreOp::create(b, x, rows, ValueRange{r, c});
   });
+  Value zero = arith::ConstantOp::create(b, b.getZeroAttr(elem));
   for (int64_t c = width; c < pad; ++c)
-    memref::StoreOp::create(b, f32Const(0.0f), rows, ValueRange{r, cst(c)});
+    memref::StoreOp::create(b, zero, rows, ValueRange{r, cst(c)});
+}
+
+Value KeyBlockEmitter::loadRowF32(Value rows, Value r, Value c) {
+  Type elem = cast<MemRefType>(rows.getType()).getElementType();
+  return widenToF32(vector::LoadOp::create(
+      b, VectorType::get({lanes}, elem), rows, ValueRange{r, c}));
+}
+
+void KeyBlockEmitter::packBlockT(Value source, Value batch, Value kvHead,
+                                 const KeyBlock &block, Value blockT,
+                                 int64_t width) {
+  auto type = cast<MemRefType>(blockT.getType());
+  bool pairs = type.getElementType().isBF16();
+  zeroRows(blockT, cst(0), cst(type.getDimSize(0)), type.getDimSize(1));
+  forLoop(cst(0), block.count, cst(1), [&](Value k) {
+    Value at = arith::AddIOp::create(b, block.start, k);
+    if (!pairs) {
+      forLoop(cst(0), cst(width), cst(1), [&](Value c) {
+        memref::StoreOp::create(b, loadF32(source, {batch, kvHead, at, c}),
+                                blockT, ValueRange{c, k});
+      });
+      return;
+    }
+    // Columns 2p and 2p + 1 of key k at [p][2k] and [p][2k + 1]; an odd
+    // width's last pair keeps its zero half.
+    Value even = arith::MulIOp::create(b, k, cst(2));
+    Value odd = arith::AddIOp::create(b, even, cst(1));
+    auto copy = [&](Value p, Value c, Value column) {
+      memref::StoreOp::create(
+          b, memref::LoadOp::create(b, source, ValueRange{batch, kvHead, at, c}),
+          blockT, ValueRange{p, column});
+    };
+    forLoop(cst(0), cst(width / 2), cst(1), [&](Value p) {
+      Value c = arith::MulIOp::create(b, p, cst(2));
+      copy(p, c, even);
+      copy(p, arith::AddIOp::create(b, c, cst(1)), odd);
+    });
+    if (width % 2)
+      copy(cst(width / 2), cst(width - 1), even);
+  });
 }
 
 void KeyBlockEmitter::packKeys(Value batch, Value kvHead,
                                const KeyBlock &block, Value keyRows) {
-  zeroRows(keysT, cst(0), cst(headPad), kBlockKeys);
-  if (keyRows)
-    zeroRows(keyRows, cst(0), cst(kBlockKeys), headPad);
+  packBlockT(key, batch, kvHead, block, keysT, headDim);
+  if (!keyRows)
+    return;
+  zeroRows(keyRows, cst(0), cst(kBlockKeys), headPad);
   forLoop(cst(0), block.count, cst(1), [&](Value k) {
     Value at = arith::AddIOp::create(b, block.start, k);
     forLoop(cst(0), cst(headDim), cst(1), [&](Value c) {
-      Value x = loadF32(key, {batch, kvHead, at, c});
-      memref::StoreOp::create(b, x, keysT, ValueRange{c, k});
-      if (keyRows)
-        memref::StoreOp::create(b, finiteOrZero(x), keyRows, ValueRange{k, c});
+      memref::StoreOp::create(
+          b, finiteOrZero(loadF32(key, {batch, kvHead, at, c})), keyRows,
+          ValueRange{k, c});
     });
   });
 }
@@ -310,20 +361,36 @@ void KeyBlockEmitter::rowsTimesBlock(
     function_ref<void(int64_t, ArrayRef<Value>)> use) {
   // kRows x keyVectors accumulators fill half the registers: more rows take
   // more passes over the block.
+  bool pairs = cast<MemRefType>(blockT.getType()).getElementType().isBF16();
+  auto pairType = VectorType::get({2 * lanes}, b.getBF16Type());
+  auto rowPairType = VectorType::get({2}, b.getBF16Type());
   for (size_t first = 0; first < rowAt.size(); first += kRows) {
     ArrayRef<Value> tileRows =
         rowAt.slice(first, std::min<size_t>(kRows, rowAt.size() - first));
     SmallVector<Value> zeros(tileRows.size() * keyVectors, zeroVector());
     SmallVector<Value> tile = forLoopWith(
-        cst(0), cst(width), cst(1), zeros,
+        cst(0), cst(pairs ? llvm::divideCeil(width, 2) : width), cst(1), zeros,
         [&](Value c, ValueRange acc) -> SmallVector<Value> {
           SmallVector<Value> columns, next;
           for (int64_t v = 0; v < keyVectors; ++v)
-            columns.push_back(loadVector(blockT, {c, cst(v * lanes)}));
+            columns.push_back(
+                pairs ? Value(vector::LoadOp::create(b, pairType, blockT,
+                                                     ValueRange{c, cst(2 * v * lanes)}))
+                      : loadVector(blockT, {c, cst(v * lanes)}));
+          Value pairColumn = arith::MulIOp::create(b, c, cst(2));
           for (auto [r, at] : llvm::enumerate(tileRows)) {
-            Value x = splat(memref::LoadOp::create(b, rows, ValueRange{at, c}));
-            for (int64_t v = 0; v < keyVectors; ++v)
-              next.push_back(fma(x, columns[v], acc[r * keyVectors + v]));
+            Value x = pairs ? broadcastPair(vector::LoadOp::create(
+                                  b, rowPairType, rows,
+                                  ValueRange{at, pairColumn}))
+                            : splat(memref::LoadOp::create(b, rows,
+                                                           ValueRange{at, c}));
+            for (int64_t v = 0; v < keyVectors; ++v) {
+              Value sum = acc[r * keyVectors + v];
+              next.push_back(
+                  pairs ? Value(x86vector::DotBF16Op::create(b, sum, x,
+                                                             columns[v]))
+                        : fma(x, columns[v], sum));
+            }
           }
           return next;
         });

@@ -3,7 +3,8 @@
 //
 // What the CPU kernels that recompute the softmax's weights block by block
 // share (the backward kernel, the attention weights' kernel): blocks of 64
-// keys packed as f32 Kᵀ, the rows of a block that see one of its keys, the
+// keys packed as f32 Kᵀ (or, for bf16 rows with AVX-512 BF16's dot product,
+// as bf16 key pairs), the rows of a block that see one of its keys, the
 // scores of a block of rows against the block as register tiles of kRows
 // rows, which lanes a
 // row may see (the live keys, the causal/window band, the mask's keep
@@ -39,10 +40,11 @@ protected:
 
   /// For a bufferized attention-like op: its mask, band and dropout; the
   /// diagonal is resolved at the builder's insertion point. Rows are taken
-  /// `rowBlock` at a time (a multiple of kRows).
+  /// `rowBlock` at a time (a multiple of kRows). With `keyPairs`, the key
+  /// block is packed as bf16 pairs for the dot product (Q and K bf16).
   template <typename OpTy>
   KeyBlockEmitter(ImplicitLocOpBuilder &b, OpTy op, int64_t lanes,
-                  int64_t rowBlock = kRows)
+                  int64_t rowBlock = kRows, bool keyPairs = false)
       : VectorEmitter(b, lanes), rowBlock(rowBlock), attention(op),
         captures(op.getCaptures()), query(op.getQuery()), key(op.getKey()),
         mask(op.getMask()), dropoutP(op.getDropoutP()),
@@ -54,18 +56,31 @@ protected:
     diagonal = resolveDiagonal(b, b.getLoc(), op, op.getDiagonal(),
                                [&](Value v, int64_t i) { return dim(v, i); });
     std::tie(left, right) = op.getBandOffsets();
-    allocateBlockState();
+    allocateBlockState(keyPairs);
   }
 
-  /// Key block `block` of key/value head `kvHead` as f32 Kᵀ ([DPad][64],
-  /// keys past the block's count 0) into `keysT`; with `keyRows`, also as
-  /// rows ([64][DPad]) with non-finite elements 0 (finiteOrZero).
+  /// Key block `block` of key/value head `kvHead` into `keysT` (keys past
+  /// the block's count 0); with `keyRows`, also as f32 rows ([64][DPad])
+  /// with non-finite elements 0 (finiteOrZero).
   void packKeys(Value batch, Value kvHead, const KeyBlock &block,
                 Value keyRows = {});
-  /// Row `row` of `source` ([B, H, S, width] at (batch, head)) as f32 into
-  /// row `r` of `rows` ([R][pad]), columns past `width` 0.
+  /// Block `block` of `source` ([B, Hkv, Sk, width] at (batch, kvHead))
+  /// transposed into `blockT`: f32 [pad][64], or bf16 key pairs
+  /// [pad/2][2·64] (lane j of pair p's vector v holds columns 2p and 2p + 1
+  /// of key 16v + j, what vdpbf16ps takes against a row's broadcast pair);
+  /// keys past the count and columns past `width` 0.
+  void packBlockT(Value source, Value batch, Value kvHead,
+                  const KeyBlock &block, Value blockT, int64_t width);
+  /// A [pad / 2][2·64] bf16 buffer of key pairs on the stack.
+  Value pairBuffer(int64_t pad);
+  /// Row `row` of `source` ([B, H, S, width] at (batch, head)) into row `r`
+  /// of `rows` ([R][pad], f32, or bf16 from a bf16 source as stored),
+  /// columns past `width` 0.
   void packRow(Value source, Value batch, Value head, Value row, Value rows,
                Value r, int64_t width, int64_t pad);
+  /// `lanes` elements of row `r` of `rows` (f32 or 16-bit) from column `c`,
+  /// as f32.
+  Value loadRowF32(Value rows, Value r, Value c);
   /// `body(firstRow, count)` over rows [lo, hi): whole blocks of rowBlock
   /// rows, then of kRows, then the rest one by one.
   void forRowBlocks(Value lo, Value hi,
@@ -76,10 +91,12 @@ protected:
   /// the band, the mask's keep bits (loaded by loadMask for row `r`).
   Value allowed(const KeyBlock &block, Value row, int64_t r, int64_t v);
   /// rows[rowAt[r]] · blockᵀ for each row r: `width` columns of the rows
-  /// (f32) against the packed block transposed ([width][64]), as register
-  /// tiles of (up to kRows) rows x key vectors (r-major), each handed to
-  /// `use(firstRow, tile)` before the next is computed: a tile kept live
-  /// through the next one's loop would spill its accumulators there.
+  /// against the packed block transposed (packBlockT's f32 [width][64] for
+  /// f32 rows, its key pairs for bf16 rows: a pair of columns a step by
+  /// vdpbf16ps), as register tiles of (up to kRows) rows x key vectors
+  /// (r-major), each handed to `use(firstRow, tile)` before the next is
+  /// computed: a tile kept live through the next one's loop would spill its
+  /// accumulators there.
   void rowsTimesBlock(Value rows, Value blockT, int64_t width,
                       ArrayRef<Value> rowAt,
                       function_ref<void(int64_t, ArrayRef<Value>)> use);
@@ -120,8 +137,9 @@ protected:
   /// Rounds an f32 to `memref`'s element type and stores it.
   void storeAs(Value value, Value memref, ValueRange at);
   Value stackBuffer(ArrayRef<int64_t> shape);
-  /// A [rows][cols] f32 buffer on the heap ([rows] when cols is 0).
-  Value heapRows(Value rows, int64_t cols);
+  /// A [rows][cols] buffer of `element` (f32 by default) on the heap
+  /// ([rows] when cols is 0).
+  Value heapRows(Value rows, int64_t cols, Type element = {});
   /// The key/value head of query head `head`.
   Value kvHeadOf(Value head);
 
@@ -137,7 +155,7 @@ protected:
   int64_t headDim, headPad, keyVectors;
   Value diagonal; // null without a band
   std::optional<int64_t> left, right;
-  Value keysT; // the packed key block [DPad][64]
+  Value keysT; // the packed key block (packBlockT's layouts)
   // One block of rows: the mask's keep bits and bias, dropout's factors.
   Value keep, bias, dropScale; // [rowBlock][64]
   // Dropout: the threshold of the keep bits and the kept weights' factor.
@@ -148,7 +166,7 @@ protected:
   SmallVector<Value> globalIndices(int64_t r, int64_t v);
 
 private:
-  void allocateBlockState();
+  void allocateBlockState(bool keyPairs);
   /// The mask's keep bits and bias for the row block (loadRowBlock).
   void loadMask(Value batch, const KeyBlock &block, Value head,
                 Value firstRow, int64_t rowCount);

@@ -141,9 +141,11 @@ void emitDirectGroup(const KernelSite &site, Value batch, Value kvHead,
                      Value keyRows, Value valueRows);
 
 /// The backward micro-kernel (BackwardKernel.cpp) in place of a bufferized
-/// attn.attention_backward, with `lanes` f32 lanes per vector.
+/// attn.attention_backward, with `lanes` f32 lanes per vector; with
+/// `bf16Dot`, bf16 operands take AVX-512 BF16's dot product for Q·Kᵀ and
+/// dO·Vᵀ.
 void emitBackward(ImplicitLocOpBuilder &b, AttentionBackwardOp op,
-                  int64_t lanes);
+                  int64_t lanes, bool bf16Dot);
 
 /// The attention weights' kernel (WeightsKernel.cpp) in place of a
 /// bufferized attn.attention_weights.

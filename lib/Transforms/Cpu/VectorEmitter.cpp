@@ -47,10 +47,15 @@ void VectorEmitter::forLoop(Value lb, Value ub, Value step,
 }
 
 void VectorEmitter::zeroRows(Value buffer, Value from, Value to, int64_t cols) {
-  Value zero = zeroVector();
+  // A vector's width of 32-bit words a store: lanes f32, 2·lanes bf16.
+  Type elem = cast<MemRefType>(buffer.getType()).getElementType();
+  int64_t step = lanes * 32 / elem.getIntOrFloatBitWidth();
+  auto type = VectorType::get({step}, elem);
+  Value zero = arith::ConstantOp::create(
+      b, DenseElementsAttr::get(type, b.getZeroAttr(elem)));
   forLoop(from, to, cst(1), [&](Value r) {
-    for (int64_t c = 0; c < cols; c += lanes)
-      storeVector(zero, buffer, {r, cst(c)});
+    for (int64_t c = 0; c < cols; c += step)
+      vector::StoreOp::create(b, zero, buffer, ValueRange{r, cst(c)});
   });
 }
 

@@ -50,8 +50,8 @@ protected:
   void storeVector(Value v, Value memref, ValueRange at) {
     vector::StoreOp::create(b, v, memref, at);
   }
-  /// Zeros rows [from, to) of an f32 buffer, `cols` columns each (a
-  /// multiple of the vector width).
+  /// Zeros rows [from, to) of an f32 or 16-bit buffer, `cols` columns each
+  /// (a multiple of a vector's elements: lanes, or 2·lanes 16-bit ones).
   void zeroRows(Value buffer, Value from, Value to, int64_t cols);
   /// An f32 buffer of `shape` on the heap (64-byte aligned), its dynamic
   /// dims `dynamicSizes`; the caller deallocates it.
