@@ -231,12 +231,16 @@ func.func @backward_grad_captures(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16x
 // -----
 
 // bf16 operands: without backward-bf16-dot, widened to f32 rows and f32
-// FMAs. With it (and bf16-dot), Q's and dO's rows stay bf16 ([Sq][16]),
-// K^T and V^T are packed as key pairs ([16/2][2·64] bf16: lane j of vector
-// v of pair p holds head dims 2p and 2p + 1 of key 16v + j), and S = Q·K^T
-// and dP = dO·V^T take vdpbf16ps: 8 steps of a pair of head dims, each
-// broadcasting a row's pair as one 32-bit word against the 4 key vectors;
-// dV += P^T·dO and dK += dS^T·Q widen the bf16 rows as they copy them.
+// FMAs. With it (and bf16-dot), every product takes vdpbf16ps, a pair a
+// step: Q's and dO's rows stay bf16 ([Sq][16]); S = Q·K^T and dP = dO·V^T
+// over pairs of head dims (8 steps), each broadcasting a row's pair as one
+// 32-bit word against K^T and V^T packed as pairs ([16/2][2·64] bf16: lane
+// j of vector v of pair p holds head dims 2p and 2p + 1 of key 16v + j);
+// dV += P^T·dO and dK += dS^T·Q over pairs of rows: P and dS rounded to
+// bf16 and interleaved two rows at a time ([16/2][2·64]), the rows of dO
+// and Q interleaved the same way with non-finite elements 0 ([8][2·16]),
+// 8 steps per tile; dQ += dS·K over pairs of keys (32 steps): dS's bf16
+// rows ([16][64]) against K packed as pairs of keys ([64/2][2·16]).
 
 // CHECK-LABEL: func @backward_bf16
 //   CHECK-NOT: x86vector.avx512.dot
@@ -247,6 +251,11 @@ func.func @backward_grad_captures(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16x
 // DOT-LABEL: func @backward_bf16
 //   DOT-DAG: %[[KP:.+]] = memref.alloca() {alignment = 64 : i64} : memref<8x128xbf16>
 //   DOT-DAG: %[[VP:.+]] = memref.alloca() {alignment = 64 : i64} : memref<8x128xbf16>
+//   DOT-DAG: %[[KROWS:.+]] = memref.alloca() {alignment = 64 : i64} : memref<32x32xbf16>
+//   DOT-DAG: %[[ROWPAIRS:.+]] = memref.alloca() {alignment = 64 : i64} : memref<8x32xbf16>
+//   DOT-DAG: %[[PP:.+]] = memref.alloca() {alignment = 64 : i64} : memref<8x128xbf16>
+//   DOT-DAG: %[[DSP:.+]] = memref.alloca() {alignment = 64 : i64} : memref<8x128xbf16>
+//   DOT-DAG: %[[DSROWS:.+]] = memref.alloca() {alignment = 64 : i64} : memref<16x64xbf16>
 //       DOT: %[[QROWS:.+]] = memref.alloc(%{{.+}}) {alignment = 64 : i64} : memref<?x16xbf16>
 //       DOT: %[[DOROWS:.+]] = memref.alloc(%{{.+}}) {alignment = 64 : i64} : memref<?x16xbf16>
 //       DOT: scf.for %{{.+}} = %c0 to %c8 step %c1 iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
@@ -259,8 +268,30 @@ func.func @backward_grad_captures(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16x
 // DOT-COUNT-4:   vector.load %[[VP]][%{{.+}}, %c{{[0-9]+}}] : memref<8x128xbf16>, vector<32xbf16>
 //       DOT:     vector.load %[[DOROWS]][%{{.+}}, %{{.+}}] : memref<?x16xbf16>, vector<2xbf16>
 // DOT-COUNT-4:   x86vector.avx512.dot
-//       DOT: vector.load %[[DOROWS]][%{{.+}}, %c0] : memref<?x16xbf16>, vector<16xbf16>
-//       DOT: arith.extf %{{.+}} : vector<16xbf16> to vector<16xf32>
+// P's rows 0 and 1 as pairs, then dS's; dS's rows in bf16.
+//       DOT: arith.truncf %{{.+}} : vector<16xf32> to vector<16xbf16>
+//       DOT: arith.truncf %{{.+}} : vector<16xf32> to vector<16xbf16>
+//       DOT: vector.interleave %{{.+}}, %{{.+}} : vector<16xbf16> -> vector<32xbf16>
+//       DOT: vector.store %{{.+}}, %[[PP]][%c0, %c0] : memref<8x128xbf16>, vector<32xbf16>
+//       DOT: vector.store %{{.+}}, %[[DSP]][%c0, %c0] : memref<8x128xbf16>, vector<32xbf16>
+//       DOT: vector.store %{{.+}}, %[[DSROWS]][%c0, %c0] : memref<16x64xbf16>, vector<16xbf16>
+// dV: dO's rows 14 and 15 interleaved, inf and NaN made 0, then the tiles.
+//       DOT: vector.interleave %{{.+}}, %{{.+}} : vector<16xbf16> -> vector<32xbf16>
+//       DOT: arith.cmpi ult, %{{.+}}, %{{.+}} : vector<32xi16>
+//       DOT: vector.store %{{.+}}, %[[ROWPAIRS]][%c7, %c0] : memref<8x32xbf16>, vector<32xbf16>
+//       DOT: scf.for %{{.+}} = %c0 to %c64 step %c4 {
+//       DOT:   vector.load %[[ROWPAIRS]][%c0, %c0] : memref<8x32xbf16>, vector<32xbf16>
+//       DOT:   vector.load %[[PP]][%c0, %{{.+}}] : memref<8x128xbf16>, vector<2xbf16>
+//       DOT:   x86vector.avx512.dot
+//       DOT:   vector.load %[[ROWPAIRS]][%c7, %c0] : memref<8x32xbf16>, vector<32xbf16>
+//       DOT: scf.for %{{.+}} = %c0 to %c64 step %c4 {
+//       DOT:   vector.load %[[DSP]][%c0, %{{.+}}] : memref<8x128xbf16>, vector<2xbf16>
+// dQ: 32 steps of a pair of keys, two passes of 8 rows.
+//       DOT: scf.for %{{.+}} = %c0 to %c32 step %c1 iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
+//       DOT:   vector.load %[[DSROWS]][%c0, %{{.+}}] : memref<16x64xbf16>, vector<2xbf16>
+//       DOT:   vector.load %[[KROWS]][%{{.+}}, %c0] : memref<32x32xbf16>, vector<32xbf16>
+// DOT-COUNT-8:   x86vector.avx512.dot
+//       DOT: scf.for %{{.+}} = %c0 to %c32 step %c1 iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
 func.func @backward_bf16(%q: memref<1x1x?x16xbf16>, %k: memref<1x1x?x16xbf16>, %v: memref<1x1x?x16xbf16>,
                          %o: memref<1x1x?x16xbf16>, %lse: memref<1x1x?xf32>, %do: memref<1x1x?x16xbf16>,
                          %dq: memref<1x1x?x16xbf16>, %dk: memref<1x1x?x16xbf16>, %dv: memref<1x1x?x16xbf16>) {

@@ -37,11 +37,18 @@
 // whatever the thread count. The inputs are read once per work item into
 // f32 rows padded to whole vectors (O(S·D), dynamic, on the heap), so that
 // every inner loop runs on unit-stride f32 whatever the caller's strides and
-// element type. With AVX-512 BF16's dot product (bf16-dot), bf16 Q and K
-// (and bf16 dO and V) keep their rows as bf16 and their key blocks as
-// pairs, and S = Q·Kᵀ (dP = dO·Vᵀ) takes vdpbf16ps, two head dims a step,
-// exact products of the bf16 inputs summed in f32 as the forward's dot
-// product sums them; the other three products widen the rows to f32. The products use blocks of 16 rows (4 on AVX2, whose 16
+// element type. With AVX-512 BF16's dot product (backward-bf16-dot), bf16
+// Q and K (and bf16 dO and V) keep their rows as bf16 and every product
+// takes vdpbf16ps, a pair a step summed in f32: S = Q·Kᵀ (dP = dO·Vᵀ) over
+// pairs of head dims against the block's Kᵀ (Vᵀ) packed as pairs; dV +=
+// Pᵀ·dO and dK += dSᵀ·Q over pairs of rows, P and dS rounded to bf16 (as
+// FlashAttention rounds them for its tensor cores) and interleaved row
+// pair by row pair, against the rows' pairs made the same way once per
+// row block; dQ += dS·K over pairs of keys, dS's bf16 rows against K
+// packed as pairs of keys. Bit-identical run to run and across thread
+// counts as the f32 form is.
+//
+// The products use blocks of 16 rows (4 on AVX2, whose 16
 // registers hold no more): S and dP are register tiles of 4 rows (passes
 // over Kᵀ and Vᵀ, each tile stored as P or dS before the next), dK and dV
 // register tiles of 4 keys (2 on AVX2) x 4 column vectors, each
@@ -55,6 +62,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/X86Vector/X86VectorDialect.h"
 
 #include <functional>
 
@@ -87,7 +95,8 @@ public:
         valueDim(cast<ShapedType>(op.getValue().getType()).getDimSize(3)),
         valuePad(llvm::alignTo(valueDim, lanes)),
         valuePairs(bf16Dot && bf16(op.getGradOutput()) &&
-                   bf16(op.getValue())) {}
+                   bf16(op.getValue())),
+        keyPairs(bf16(keysT)) {}
 
   void emit();
 
@@ -120,6 +129,23 @@ private:
   /// P·Z into probs).
   void storeGrads(const Group &group, const KeyBlock &keys, int64_t r,
                   Value row, Value rowAt, ArrayRef<Value> gradProbs);
+  /// acc[k] += Σ_r weights[r][k] · rows[rowAt[r]] over the row block's
+  /// rows, for each key k of the block and the rows' `pad` columns: f32
+  /// weights [rowBlock][64] by FMAs, or their bf16 pairs of rows (pairRows)
+  /// by the dot product over pairs of bf16 rows.
+  void accumulateKeys(Value acc, Value weights, Value rows, int64_t pad,
+                      ArrayRef<Value> rowAt);
+  /// dQ += dS·K for rows [first, first + count) of the row block, at
+  /// columns [c, c + chunks·lanes).
+  void accumulateQueries(const Group &group, ArrayRef<Value> rowAt,
+                         int64_t first, int64_t count, Value c, int64_t chunks);
+  /// The first rowCount rows of f32 weights ([rowBlock][64]) as bf16 pairs
+  /// of rows into `weightPairs` ([rowBlock/2][2·64]: row r's key k at
+  /// [r/2][2k + r%2], a row past rowCount 0).
+  void pairRows(Value weights, Value weightPairs, int64_t rowCount);
+  Value toBf16(Value x);
+  /// Pairs (a vector of 2·lanes bf16) with their non-finite elements 0.
+  Value finiteOrZeroBf16(Value pairs);
   void writeKeyBlock(const Group &group, const KeyBlock &keys);
   /// The rows of a register tile of rowsTimesBlock.
   int64_t tileRows(ArrayRef<Value> tile) const {
@@ -151,9 +177,15 @@ private:
 
   AttentionBackwardOp op;
   int64_t valueDim, valuePad;
-  /// dP = dO·Vᵀ by the dot product: dO's rows bf16, V's block as pairs.
+  /// dP = dO·Vᵀ and dV += Pᵀ·dO by the dot product: dO's rows bf16, V's
+  /// block as pairs, P rounded to bf16.
   bool valuePairs;
+  /// S = Q·Kᵀ, dK += dSᵀ·Q and dQ += dS·K by the dot product: Q's rows
+  /// bf16, K's block as pairs (keysT, keyRows), dS rounded to bf16.
+  bool keyPairs;
   // The packed value block, K as rows and the accumulators (stack).
+  // (keyRows: finite K, [64][DPad] f32 or KP2[32][2·DPad] bf16 pairs of
+  // keys.)
   Value valuesT, keyRows;     // [DvPad][64] (or pairs), [64][DPad]
   Value gradKeys, gradValues; // [64][DPad], [64][DvPad]
   // One block of rows: P, dS (first the soft cap's derivative); with
@@ -166,19 +198,39 @@ private:
   SmallVector<Value> capturePartials;
   Value rowBuffer; // [64]: a row of dM for element-wise stores
   Value finiteRows; // [rowBlock][max(DPad, DvPad)]: Q or dO, finite or 0
+  // The dot product's operands: the same rows as bf16 pairs of rows
+  // ([rowBlock/2][2·max]), P and dS as bf16 pairs of rows
+  // ([rowBlock/2][2·64]), dS's rows in bf16 ([rowBlock][64]).
+  Value rowPairs, probPairs, gradRowPairs, gradPairs;
   Value keys;      // Sk
 };
 
 void BackwardLowering::emit() {
+  auto bf16Buffer = [&](int64_t rows, int64_t cols) {
+    return memref::AllocaOp::create(
+        b, MemRefType::get({rows, cols}, b.getBF16Type()), ValueRange{},
+        b.getI64IntegerAttr(64));
+  };
   keys = dim(key, 2);
   valuesT = valuePairs ? pairBuffer(valuePad)
                        : stackBuffer({valuePad, kBlockKeys});
-  keyRows = stackBuffer({kBlockKeys, headPad});
+  keyRows = keyPairs ? bf16Buffer(kBlockKeys / 2, 2 * headPad)
+                     : stackBuffer({kBlockKeys, headPad});
   gradKeys = stackBuffer({kBlockKeys, headPad});
   gradValues = stackBuffer({kBlockKeys, valuePad});
   probs = stackBuffer({rowBlock, kBlockKeys});
   grads = stackBuffer({rowBlock, kBlockKeys});
-  finiteRows = stackBuffer({rowBlock, std::max(headPad, valuePad)});
+  int64_t widest = std::max(headPad, valuePad);
+  if (!keyPairs || !valuePairs)
+    finiteRows = stackBuffer({rowBlock, widest});
+  if (keyPairs || valuePairs)
+    rowPairs = bf16Buffer(rowBlock / 2, 2 * widest);
+  if (valuePairs)
+    probPairs = bf16Buffer(rowBlock / 2, 2 * kBlockKeys);
+  if (keyPairs) {
+    gradRowPairs = bf16Buffer(rowBlock / 2, 2 * kBlockKeys);
+    gradPairs = bf16Buffer(rowBlock, kBlockKeys);
+  }
   if (scoreModOf(op))
     modSlopes = stackBuffer({rowBlock, kBlockKeys});
   if (!op.getGradCaptures().empty()) {
@@ -340,103 +392,212 @@ void BackwardLowering::emitRowBlock(const Group &group, const KeyBlock &block,
                                 gradProbs.slice(t * keyVectors, keyVectors));
                  });
 
-  // acc[k] += Σ_r weights[r][k] · rows[r] for each key k of the block, as
-  // register tiles of kTileKeys keys x up to kTileVectors column vectors
-  // summed down the block's rows: each tile loaded takes rowCount FMAs per
-  // accumulator, and its kTileKeys·kTileVectors sums are independent
-  // chains (an accumulator a key summed down the rows in place was one
-  // chain of rowCount dependent FMAs). The rows are first copied with
-  // non-finite elements 0 (an excluded weight is 0, and 0·inf must add 0),
-  // once per row block instead of once per tile.
-  const int64_t kTileKeys = tileKeys(lanes);
-  auto accumulateKeys = [&](Value acc, Value weights, Value rows, int64_t pad) {
-    for (int64_t r = 0; r < rowCount; ++r)
-      for (int64_t c = 0; c < pad; c += lanes)
-        storeVector(finiteOrZero(loadRowF32(rows, rowAt[r], cst(c))),
-                    finiteRows, {cst(r), cst(c)});
-    auto tiles = [&](Value c, int64_t vectors) {
-      forLoop(cst(0), cst(kBlockKeys), cst(kTileKeys), [&](Value k) {
-        SmallVector<Value> keyAt, colAt, sums;
-        for (int64_t i = 0; i < kTileKeys; ++i)
-          keyAt.push_back(arith::AddIOp::create(b, k, cst(i)));
-        for (int64_t j = 0; j < vectors; ++j)
-          colAt.push_back(arith::AddIOp::create(b, c, cst(j * lanes)));
-        for (Value key : keyAt)
-          for (Value col : colAt)
-            sums.push_back(loadVector(acc, {key, col}));
-        for (int64_t r = 0; r < rowCount; ++r) {
-          SmallVector<Value> x;
-          for (Value col : colAt)
-            x.push_back(loadVector(finiteRows, {cst(r), col}));
-          for (int64_t i = 0; i < kTileKeys; ++i) {
-            Value w = splat(memref::LoadOp::create(
-                b, weights, ValueRange{cst(r), keyAt[i]}));
-            for (int64_t j = 0; j < vectors; ++j)
-              sums[i * vectors + j] = fma(w, x[j], sums[i * vectors + j]);
-          }
-        }
-        for (int64_t i = 0; i < kTileKeys; ++i)
-          for (int64_t j = 0; j < vectors; ++j)
-            storeVector(sums[i * vectors + j], acc, {keyAt[i], colAt[j]});
-      });
-    };
-    int64_t vectorCount = pad / lanes, whole = vectorCount / kTileVectors;
-    if (whole)
-      forLoop(cst(0), cst(whole * kTileVectors * lanes),
-              cst(kTileVectors * lanes),
-              [&](Value c) { tiles(c, kTileVectors); });
-    if (vectorCount % kTileVectors)
-      tiles(cst(whole * kTileVectors * lanes), vectorCount % kTileVectors);
-  };
   // dM = dS at the block's keys of these rows.
   if (gradScores)
     writeGradMask(group, block, head, firstRow, rowCount);
-  accumulateKeys(gradValues, probs, group.gradOutRows, valuePad);
-  accumulateKeys(gradKeys, grads, group.queryRows, headPad);
-
-  // dQ[r] += Σ_k dS[r][k] · K[k]: per K chunk loaded, rowCount FMAs, two
-  // chunks a pass where the head has them. The sums run down the keys, so
-  // rowCount accumulators alone are rowCount chains of dependent FMAs: on
-  // a core with two FMA ports (Intel's) four of them kept one port busy
-  // (the dQ loop then took ~30 % of a D = 64 backward).
-  auto accumulateQueries = [&](int64_t first, int64_t count, Value c,
-                               int64_t chunks) {
-    SmallVector<Value> init;
-    for (int64_t h = 0; h < chunks; ++h)
-      for (int64_t r = first; r < first + count; ++r)
-        init.push_back(loadVector(
-            group.gradQuery,
-            {rowAt[r], arith::AddIOp::create(b, c, cst(h * lanes))}));
-    SmallVector<Value> sums = forLoopWith(
-        cst(0), cst(kBlockKeys), cst(1), init,
-        [&](Value k, ValueRange acc) -> SmallVector<Value> {
-          SmallVector<Value> ds;
-          for (int64_t r = first; r < first + count; ++r)
-            ds.push_back(
-                splat(memref::LoadOp::create(b, grads, ValueRange{cst(r), k})));
-          SmallVector<Value> next;
-          for (int64_t h = 0; h < chunks; ++h) {
-            Value kc = loadVector(
-                keyRows, {k, arith::AddIOp::create(b, c, cst(h * lanes))});
-            for (int64_t r = 0; r < count; ++r)
-              next.push_back(fma(ds[r], kc, acc[h * count + r]));
-          }
-          return next;
-        });
-    for (int64_t h = 0; h < chunks; ++h)
-      for (int64_t r = 0; r < count; ++r)
-        storeVector(
-            sums[h * count + r], group.gradQuery,
-            {rowAt[first + r], arith::AddIOp::create(b, c, cst(h * lanes))});
-  };
+  if (valuePairs)
+    pairRows(probs, probPairs, rowCount);
+  if (keyPairs) {
+    pairRows(grads, gradRowPairs, rowCount);
+    for (int64_t r = 0; r < rowCount; ++r)
+      for (int64_t v = 0; v < keyVectors; ++v)
+        vector::StoreOp::create(
+            b, toBf16(loadVector(grads, {cst(r), cst(v * lanes)})), gradPairs,
+            ValueRange{cst(r), cst(v * lanes)});
+  }
+  accumulateKeys(gradValues, valuePairs ? probPairs : probs, group.gradOutRows,
+                 valuePad, rowAt);
+  accumulateKeys(gradKeys, keyPairs ? gradRowPairs : grads, group.queryRows,
+                 headPad, rowAt);
   // At most kQueryPass rows a pass: two chunks of each are all the
   // accumulators the registers hold beside K's chunks and the weights.
   for (int64_t first = 0; first < rowCount; first += kQueryPass) {
     int64_t count = std::min(kQueryPass, rowCount - first);
     forChunkPairs(headPad, [&](Value c, int64_t chunks) {
-      accumulateQueries(first, count, c, chunks);
+      accumulateQueries(group, rowAt, first, count, c, chunks);
     });
   }
+}
+
+void BackwardLowering::accumulateKeys(Value acc, Value weights, Value rows,
+                                      int64_t pad, ArrayRef<Value> rowAt) {
+  // acc[k] += Σ_r weights[r][k] · rows[r] for each key k of the block, as
+  // register tiles of kTileKeys keys x up to kTileVectors column vectors
+  // summed down the block's rows: each tile loaded takes a step per row (a
+  // pair of rows by the dot product) per accumulator, and its
+  // kTileKeys·kTileVectors sums are independent chains (an accumulator a
+  // key summed down the rows in place was one chain of rowCount dependent
+  // FMAs). The rows are first copied with non-finite elements 0 (an
+  // excluded weight is 0, and 0·inf must add 0), once per row block
+  // instead of once per tile: as f32, or for the dot product as bf16 pairs
+  // of rows (RP[r/2][2c + r%2], against the weights as pairs of rows too).
+  int64_t rowCount = rowAt.size();
+  bool dot = bf16(weights);
+  Value copy = dot ? rowPairs : finiteRows;
+  int64_t steps = dot ? llvm::divideCeil(rowCount, 2) : rowCount;
+  auto chunkType = VectorType::get({lanes}, b.getBF16Type());
+  for (int64_t s = 0; s < steps; ++s)
+    for (int64_t c = 0; c < pad; c += lanes) {
+      if (!dot) {
+        storeVector(finiteOrZero(loadRowF32(rows, rowAt[s], cst(c))), copy,
+                    {cst(s), cst(c)});
+        continue;
+      }
+      auto chunk = [&](int64_t r) -> Value {
+        if (r >= rowCount)
+          return arith::ConstantOp::create(
+              b, DenseElementsAttr::get(chunkType,
+                                        b.getZeroAttr(b.getBF16Type())));
+        return vector::LoadOp::create(b, chunkType, rows,
+                                      ValueRange{rowAt[r], cst(c)});
+      };
+      Value pair =
+          vector::InterleaveOp::create(b, chunk(2 * s), chunk(2 * s + 1));
+      vector::StoreOp::create(b, finiteOrZeroBf16(pair), copy,
+                              ValueRange{cst(s), cst(2 * c)});
+    }
+  const int64_t kTileKeys = tileKeys(lanes);
+  auto pairType = VectorType::get({2 * lanes}, b.getBF16Type());
+  auto rowPairType = VectorType::get({2}, b.getBF16Type());
+  auto tiles = [&](Value c, int64_t vectors) {
+    forLoop(cst(0), cst(kBlockKeys), cst(kTileKeys), [&](Value k) {
+      SmallVector<Value> keyAt, colAt, sums;
+      for (int64_t i = 0; i < kTileKeys; ++i)
+        keyAt.push_back(arith::AddIOp::create(b, k, cst(i)));
+      for (int64_t j = 0; j < vectors; ++j)
+        colAt.push_back(arith::AddIOp::create(b, c, cst(j * lanes)));
+      for (Value key : keyAt)
+        for (Value col : colAt)
+          sums.push_back(loadVector(acc, {key, col}));
+      for (int64_t s = 0; s < steps; ++s) {
+        SmallVector<Value> x;
+        for (Value col : colAt)
+          x.push_back(dot ? Value(vector::LoadOp::create(
+                                b, pairType, copy,
+                                ValueRange{cst(s), arith::MulIOp::create(
+                                                       b, col, cst(2))}))
+                          : loadVector(copy, {cst(s), col}));
+        for (int64_t i = 0; i < kTileKeys; ++i) {
+          Value w = dot ? broadcastPair(vector::LoadOp::create(
+                              b, rowPairType, weights,
+                              ValueRange{cst(s), arith::MulIOp::create(
+                                                     b, keyAt[i], cst(2))}))
+                        : splat(memref::LoadOp::create(
+                              b, weights, ValueRange{cst(s), keyAt[i]}));
+          for (int64_t j = 0; j < vectors; ++j) {
+            Value &sum = sums[i * vectors + j];
+            sum = dot ? Value(x86vector::DotBF16Op::create(b, sum, w, x[j]))
+                      : fma(w, x[j], sum);
+          }
+        }
+      }
+      for (int64_t i = 0; i < kTileKeys; ++i)
+        for (int64_t j = 0; j < vectors; ++j)
+          storeVector(sums[i * vectors + j], acc, {keyAt[i], colAt[j]});
+    });
+  };
+  int64_t vectorCount = pad / lanes, whole = vectorCount / kTileVectors;
+  if (whole)
+    forLoop(cst(0), cst(whole * kTileVectors * lanes),
+            cst(kTileVectors * lanes), [&](Value c) { tiles(c, kTileVectors); });
+  if (vectorCount % kTileVectors)
+    tiles(cst(whole * kTileVectors * lanes), vectorCount % kTileVectors);
+}
+
+void BackwardLowering::accumulateQueries(const Group &group,
+                                         ArrayRef<Value> rowAt, int64_t first,
+                                         int64_t count, Value c,
+                                         int64_t chunks) {
+  // dQ[r] += Σ_k dS[r][k] · K[k]: per K chunk loaded, `count` FMAs (dot
+  // products of a pair of keys: dS's bf16 rows against KP2[k/2][2c + k%2]),
+  // two chunks a pass where the head has them. The sums run down the keys,
+  // so `count` accumulators alone are `count` chains of dependent FMAs: on a
+  // core with two FMA ports (Intel's) four of them kept one port busy (the
+  // dQ loop then took ~30 % of a D = 64 backward).
+  auto column = [&](int64_t h) {
+    return arith::AddIOp::create(b, c, cst(h * lanes));
+  };
+  SmallVector<Value> init;
+  for (int64_t h = 0; h < chunks; ++h)
+    for (int64_t r = first; r < first + count; ++r)
+      init.push_back(loadVector(group.gradQuery, {rowAt[r], column(h)}));
+  auto pairType = VectorType::get({2 * lanes}, b.getBF16Type());
+  auto rowPairType = VectorType::get({2}, b.getBF16Type());
+  int64_t steps = keyPairs ? kBlockKeys / 2 : kBlockKeys;
+  SmallVector<Value> sums = forLoopWith(
+      cst(0), cst(steps), cst(1), init,
+      [&](Value k, ValueRange acc) -> SmallVector<Value> {
+        SmallVector<Value> ds;
+        for (int64_t r = first; r < first + count; ++r)
+          ds.push_back(keyPairs
+                           ? broadcastPair(vector::LoadOp::create(
+                                 b, rowPairType, gradPairs,
+                                 ValueRange{cst(r), arith::MulIOp::create(
+                                                        b, k, cst(2))}))
+                           : splat(memref::LoadOp::create(
+                                 b, grads, ValueRange{cst(r), k})));
+        SmallVector<Value> next;
+        for (int64_t h = 0; h < chunks; ++h) {
+          Value kc =
+              keyPairs
+                  ? Value(vector::LoadOp::create(
+                        b, pairType, keyRows,
+                        ValueRange{k, arith::MulIOp::create(b, column(h),
+                                                            cst(2))}))
+                  : loadVector(keyRows, {k, column(h)});
+          for (int64_t r = 0; r < count; ++r)
+            next.push_back(
+                keyPairs ? Value(x86vector::DotBF16Op::create(
+                               b, acc[h * count + r], ds[r], kc))
+                         : fma(ds[r], kc, acc[h * count + r]));
+        }
+        return next;
+      });
+  for (int64_t h = 0; h < chunks; ++h)
+    for (int64_t r = 0; r < count; ++r)
+      storeVector(sums[h * count + r], group.gradQuery,
+                  {rowAt[first + r], column(h)});
+}
+
+void BackwardLowering::pairRows(Value weights, Value weightPairs,
+                                int64_t rowCount) {
+  // Rows 2p and 2p + 1 rounded to bf16 and interleaved, key by key (a row
+  // past rowCount 0).
+  auto chunkType = VectorType::get({lanes}, b.getBF16Type());
+  Value zero = arith::ConstantOp::create(
+      b, DenseElementsAttr::get(chunkType, b.getZeroAttr(b.getBF16Type())));
+  for (int64_t p = 0; p < llvm::divideCeil(rowCount, 2); ++p)
+    for (int64_t v = 0; v < keyVectors; ++v) {
+      auto row = [&](int64_t r) {
+        return r < rowCount
+                   ? toBf16(loadVector(weights, {cst(r), cst(v * lanes)}))
+                   : zero;
+      };
+      vector::StoreOp::create(
+          b, vector::InterleaveOp::create(b, row(2 * p), row(2 * p + 1)),
+          weightPairs, ValueRange{cst(p), cst(2 * v * lanes)});
+    }
+}
+
+Value BackwardLowering::toBf16(Value x) {
+  return arith::TruncFOp::create(
+      b, VectorType::get({lanes}, b.getBF16Type()), x);
+}
+
+Value BackwardLowering::finiteOrZeroBf16(Value pairs) {
+  // |x| below inf's bits (0x7f80): finite.
+  auto words = VectorType::get({2 * lanes}, b.getI16Type());
+  auto constant = [&](int64_t v) {
+    return arith::ConstantOp::create(
+        b, DenseElementsAttr::get(words, b.getI16IntegerAttr(v)));
+  };
+  Value bits = vector::BitCastOp::create(b, words, pairs);
+  Value finite = arith::CmpIOp::create(
+      b, arith::CmpIPredicate::ult,
+      arith::AndIOp::create(b, bits, constant(0x7fff)), constant(0x7f80));
+  return arith::SelectOp::create(
+      b, finite, pairs,
+      vector::BitCastOp::create(b, pairs.getType(), constant(0)));
 }
 
 void BackwardLowering::storeProbs(const Group &group, const KeyBlock &block,

@@ -151,13 +151,31 @@ void KeyBlockEmitter::packKeys(Value batch, Value kvHead,
   packBlockT(key, batch, kvHead, block, keysT, headDim);
   if (!keyRows)
     return;
-  zeroRows(keyRows, cst(0), cst(kBlockKeys), headPad);
+  auto type = cast<MemRefType>(keyRows.getType());
+  bool pairs = type.getElementType().isBF16();
+  zeroRows(keyRows, cst(0), cst(type.getDimSize(0)), type.getDimSize(1));
   forLoop(cst(0), block.count, cst(1), [&](Value k) {
     Value at = arith::AddIOp::create(b, block.start, k);
+    // Pairs of keys: key k's column c at [k/2][2c + k%2].
+    Value pairRow = arith::DivUIOp::create(b, k, cst(2));
+    Value half = arith::RemUIOp::create(b, k, cst(2));
     forLoop(cst(0), cst(headDim), cst(1), [&](Value c) {
-      memref::StoreOp::create(
-          b, finiteOrZero(loadF32(key, {batch, kvHead, at, c})), keyRows,
-          ValueRange{k, c});
+      SmallVector<Value> from = {batch, kvHead, at, c};
+      if (!pairs) {
+        memref::StoreOp::create(b, finiteOrZero(loadF32(key, from)), keyRows,
+                                ValueRange{k, c});
+        return;
+      }
+      Value x = memref::LoadOp::create(b, key, from);
+      Value finite = arith::CmpFOp::create(
+          b, arith::CmpFPredicate::OLT,
+          math::AbsFOp::create(b, arith::ExtFOp::create(b, f32, x)),
+          f32Const(kInf));
+      Value zero = arith::ConstantOp::create(b, b.getZeroAttr(x.getType()));
+      Value column = arith::AddIOp::create(
+          b, arith::MulIOp::create(b, c, cst(2)), half);
+      memref::StoreOp::create(b, arith::SelectOp::create(b, finite, x, zero),
+                              keyRows, ValueRange{pairRow, column});
     });
   });
 }

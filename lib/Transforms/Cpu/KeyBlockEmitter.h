@@ -60,8 +60,10 @@ protected:
   }
 
   /// Key block `block` of key/value head `kvHead` into `keysT` (keys past
-  /// the block's count 0); with `keyRows`, also as f32 rows ([64][DPad])
-  /// with non-finite elements 0 (finiteOrZero).
+  /// the block's count 0); with `keyRows`, also with non-finite elements 0
+  /// (finiteOrZero) as f32 rows ([64][DPad]) or, for a bf16 `keyRows`, as
+  /// bf16 pairs of keys ([32][2·DPad]: key k's column c at [k/2][2c +
+  /// k%2], what vdpbf16ps takes against a row's broadcast pair of weights).
   void packKeys(Value batch, Value kvHead, const KeyBlock &block,
                 Value keyRows = {});
   /// Block `block` of `source` ([B, Hkv, Sk, width] at (batch, kvHead))
