@@ -94,8 +94,7 @@ public:
         op(op),
         valueDim(cast<ShapedType>(op.getValue().getType()).getDimSize(3)),
         valuePad(llvm::alignTo(valueDim, lanes)),
-        valuePairs(bf16Dot && bf16(op.getGradOutput()) &&
-                   bf16(op.getValue())),
+        valuePairs(bf16Dot && bf16(op.getGradOutput()) && bf16(op.getValue())),
         keyPairs(bf16(keysT)) {}
 
   void emit();
@@ -144,6 +143,12 @@ private:
   /// [r/2][2k + r%2], a row past rowCount 0).
   void pairRows(Value weights, Value weightPairs, int64_t rowCount);
   Value toBf16(Value x);
+  /// acc + w·x: an FMA, or with `dot` vdpbf16ps of bf16 pairs.
+  Value multiplyAdd(bool dot, Value w, Value x, Value acc) {
+    return dot ? Value(x86vector::DotBF16Op::create(b, acc, w, x))
+               : fma(w, x, acc);
+  }
+  Value twice(Value index) { return arith::MulIOp::create(b, index, cst(2)); }
   /// Pairs (a vector of 2·lanes bf16) with their non-finite elements 0.
   Value finiteOrZeroBf16(Value pairs);
   void writeKeyBlock(const Group &group, const KeyBlock &keys);
@@ -212,8 +217,8 @@ void BackwardLowering::emit() {
         b.getI64IntegerAttr(64));
   };
   keys = dim(key, 2);
-  valuesT = valuePairs ? pairBuffer(valuePad)
-                       : stackBuffer({valuePad, kBlockKeys});
+  valuesT =
+      valuePairs ? pairBuffer(valuePad) : stackBuffer({valuePad, kBlockKeys});
   keyRows = keyPairs ? bf16Buffer(kBlockKeys / 2, 2 * headPad)
                      : stackBuffer({kBlockKeys, headPad});
   gradKeys = stackBuffer({kBlockKeys, headPad});
@@ -457,8 +462,6 @@ void BackwardLowering::accumulateKeys(Value acc, Value weights, Value rows,
                               ValueRange{cst(s), cst(2 * c)});
     }
   const int64_t kTileKeys = tileKeys(lanes);
-  auto pairType = VectorType::get({2 * lanes}, b.getBF16Type());
-  auto rowPairType = VectorType::get({2}, b.getBF16Type());
   auto tiles = [&](Value c, int64_t vectors) {
     forLoop(cst(0), cst(kBlockKeys), cst(kTileKeys), [&](Value k) {
       SmallVector<Value> keyAt, colAt, sums;
@@ -472,23 +475,15 @@ void BackwardLowering::accumulateKeys(Value acc, Value weights, Value rows,
       for (int64_t s = 0; s < steps; ++s) {
         SmallVector<Value> x;
         for (Value col : colAt)
-          x.push_back(dot ? Value(vector::LoadOp::create(
-                                b, pairType, copy,
-                                ValueRange{cst(s), arith::MulIOp::create(
-                                                       b, col, cst(2))}))
+          x.push_back(dot ? loadPairs(copy, {cst(s), twice(col)})
                           : loadVector(copy, {cst(s), col}));
         for (int64_t i = 0; i < kTileKeys; ++i) {
-          Value w = dot ? broadcastPair(vector::LoadOp::create(
-                              b, rowPairType, weights,
-                              ValueRange{cst(s), arith::MulIOp::create(
-                                                     b, keyAt[i], cst(2))}))
+          Value w = dot ? broadcastPairAt(weights, {cst(s), twice(keyAt[i])})
                         : splat(memref::LoadOp::create(
                               b, weights, ValueRange{cst(s), keyAt[i]}));
-          for (int64_t j = 0; j < vectors; ++j) {
-            Value &sum = sums[i * vectors + j];
-            sum = dot ? Value(x86vector::DotBF16Op::create(b, sum, w, x[j]))
-                      : fma(w, x[j], sum);
-          }
+          for (int64_t j = 0; j < vectors; ++j)
+            sums[i * vectors + j] =
+                multiplyAdd(dot, w, x[j], sums[i * vectors + j]);
         }
       }
       for (int64_t i = 0; i < kTileKeys; ++i)
@@ -499,7 +494,8 @@ void BackwardLowering::accumulateKeys(Value acc, Value weights, Value rows,
   int64_t vectorCount = pad / lanes, whole = vectorCount / kTileVectors;
   if (whole)
     forLoop(cst(0), cst(whole * kTileVectors * lanes),
-            cst(kTileVectors * lanes), [&](Value c) { tiles(c, kTileVectors); });
+            cst(kTileVectors * lanes),
+            [&](Value c) { tiles(c, kTileVectors); });
   if (vectorCount % kTileVectors)
     tiles(cst(whole * kTileVectors * lanes), vectorCount % kTileVectors);
 }
@@ -521,35 +517,22 @@ void BackwardLowering::accumulateQueries(const Group &group,
   for (int64_t h = 0; h < chunks; ++h)
     for (int64_t r = first; r < first + count; ++r)
       init.push_back(loadVector(group.gradQuery, {rowAt[r], column(h)}));
-  auto pairType = VectorType::get({2 * lanes}, b.getBF16Type());
-  auto rowPairType = VectorType::get({2}, b.getBF16Type());
   int64_t steps = keyPairs ? kBlockKeys / 2 : kBlockKeys;
   SmallVector<Value> sums = forLoopWith(
       cst(0), cst(steps), cst(1), init,
       [&](Value k, ValueRange acc) -> SmallVector<Value> {
         SmallVector<Value> ds;
         for (int64_t r = first; r < first + count; ++r)
-          ds.push_back(keyPairs
-                           ? broadcastPair(vector::LoadOp::create(
-                                 b, rowPairType, gradPairs,
-                                 ValueRange{cst(r), arith::MulIOp::create(
-                                                        b, k, cst(2))}))
-                           : splat(memref::LoadOp::create(
-                                 b, grads, ValueRange{cst(r), k})));
+          ds.push_back(keyPairs ? broadcastPairAt(gradPairs, {cst(r), twice(k)})
+                                : splat(memref::LoadOp::create(
+                                      b, grads, ValueRange{cst(r), k})));
         SmallVector<Value> next;
         for (int64_t h = 0; h < chunks; ++h) {
-          Value kc =
-              keyPairs
-                  ? Value(vector::LoadOp::create(
-                        b, pairType, keyRows,
-                        ValueRange{k, arith::MulIOp::create(b, column(h),
-                                                            cst(2))}))
-                  : loadVector(keyRows, {k, column(h)});
+          Value kc = keyPairs ? loadPairs(keyRows, {k, twice(column(h))})
+                              : loadVector(keyRows, {k, column(h)});
           for (int64_t r = 0; r < count; ++r)
             next.push_back(
-                keyPairs ? Value(x86vector::DotBF16Op::create(
-                               b, acc[h * count + r], ds[r], kc))
-                         : fma(ds[r], kc, acc[h * count + r]));
+                multiplyAdd(keyPairs, ds[r], kc, acc[h * count + r]));
         }
         return next;
       });
@@ -580,8 +563,8 @@ void BackwardLowering::pairRows(Value weights, Value weightPairs,
 }
 
 Value BackwardLowering::toBf16(Value x) {
-  return arith::TruncFOp::create(
-      b, VectorType::get({lanes}, b.getBF16Type()), x);
+  return arith::TruncFOp::create(b, VectorType::get({lanes}, b.getBF16Type()),
+                                 x);
 }
 
 Value BackwardLowering::finiteOrZeroBf16(Value pairs) {

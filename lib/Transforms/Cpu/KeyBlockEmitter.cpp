@@ -38,8 +38,9 @@ Value KeyBlockEmitter::heapRows(Value rows, int64_t cols, Type element) {
   SmallVector<int64_t> shape = {ShapedType::kDynamic};
   if (cols > 0)
     shape.push_back(cols);
-  return memref::AllocOp::create(b, MemRefType::get(shape, element ? element : f32),
-                                 ValueRange{rows}, b.getI64IntegerAttr(64));
+  return memref::AllocOp::create(
+      b, MemRefType::get(shape, element ? element : f32), ValueRange{rows},
+      b.getI64IntegerAttr(64));
 }
 
 Value KeyBlockEmitter::kvHeadOf(Value head) {
@@ -108,8 +109,8 @@ void KeyBlockEmitter::packRow(Value source, Value batch, Value head,
 
 Value KeyBlockEmitter::loadRowF32(Value rows, Value r, Value c) {
   Type elem = cast<MemRefType>(rows.getType()).getElementType();
-  return widenToF32(vector::LoadOp::create(
-      b, VectorType::get({lanes}, elem), rows, ValueRange{r, c}));
+  return widenToF32(vector::LoadOp::create(b, VectorType::get({lanes}, elem),
+                                           rows, ValueRange{r, c}));
 }
 
 void KeyBlockEmitter::packBlockT(Value source, Value batch, Value kvHead,
@@ -133,7 +134,8 @@ void KeyBlockEmitter::packBlockT(Value source, Value batch, Value kvHead,
     Value odd = arith::AddIOp::create(b, even, cst(1));
     auto copy = [&](Value p, Value c, Value column) {
       memref::StoreOp::create(
-          b, memref::LoadOp::create(b, source, ValueRange{batch, kvHead, at, c}),
+          b,
+          memref::LoadOp::create(b, source, ValueRange{batch, kvHead, at, c}),
           blockT, ValueRange{p, column});
     };
     forLoop(cst(0), cst(width / 2), cst(1), [&](Value p) {
@@ -172,8 +174,8 @@ void KeyBlockEmitter::packKeys(Value batch, Value kvHead,
           math::AbsFOp::create(b, arith::ExtFOp::create(b, f32, x)),
           f32Const(kInf));
       Value zero = arith::ConstantOp::create(b, b.getZeroAttr(x.getType()));
-      Value column = arith::AddIOp::create(
-          b, arith::MulIOp::create(b, c, cst(2)), half);
+      Value column =
+          arith::AddIOp::create(b, arith::MulIOp::create(b, c, cst(2)), half);
       memref::StoreOp::create(b, arith::SelectOp::create(b, finite, x, zero),
                               keyRows, ValueRange{pairRow, column});
     });
@@ -380,8 +382,6 @@ void KeyBlockEmitter::rowsTimesBlock(
   // kRows x keyVectors accumulators fill half the registers: more rows take
   // more passes over the block.
   bool pairs = cast<MemRefType>(blockT.getType()).getElementType().isBF16();
-  auto pairType = VectorType::get({2 * lanes}, b.getBF16Type());
-  auto rowPairType = VectorType::get({2}, b.getBF16Type());
   for (size_t first = 0; first < rowAt.size(); first += kRows) {
     ArrayRef<Value> tileRows =
         rowAt.slice(first, std::min<size_t>(kRows, rowAt.size() - first));
@@ -391,23 +391,19 @@ void KeyBlockEmitter::rowsTimesBlock(
         [&](Value c, ValueRange acc) -> SmallVector<Value> {
           SmallVector<Value> columns, next;
           for (int64_t v = 0; v < keyVectors; ++v)
-            columns.push_back(
-                pairs ? Value(vector::LoadOp::create(b, pairType, blockT,
-                                                     ValueRange{c, cst(2 * v * lanes)}))
-                      : loadVector(blockT, {c, cst(v * lanes)}));
+            columns.push_back(pairs ? loadPairs(blockT, {c, cst(2 * v * lanes)})
+                                    : loadVector(blockT, {c, cst(v * lanes)}));
           Value pairColumn = arith::MulIOp::create(b, c, cst(2));
           for (auto [r, at] : llvm::enumerate(tileRows)) {
-            Value x = pairs ? broadcastPair(vector::LoadOp::create(
-                                  b, rowPairType, rows,
-                                  ValueRange{at, pairColumn}))
-                            : splat(memref::LoadOp::create(b, rows,
-                                                           ValueRange{at, c}));
+            Value x =
+                pairs
+                    ? broadcastPairAt(rows, {at, pairColumn})
+                    : splat(memref::LoadOp::create(b, rows, ValueRange{at, c}));
             for (int64_t v = 0; v < keyVectors; ++v) {
               Value sum = acc[r * keyVectors + v];
-              next.push_back(
-                  pairs ? Value(x86vector::DotBF16Op::create(b, sum, x,
-                                                             columns[v]))
-                        : fma(x, columns[v], sum));
+              next.push_back(pairs ? Value(x86vector::DotBF16Op::create(
+                                         b, sum, x, columns[v]))
+                                   : fma(x, columns[v], sum));
             }
           }
           return next;

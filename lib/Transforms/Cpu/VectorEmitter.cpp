@@ -341,6 +341,16 @@ Value VectorEmitter::broadcastPair(Value lo, Value hi) {
       b, VectorType::get({2}, b.getBF16Type()), ValueRange{lo, hi}));
 }
 
+Value VectorEmitter::broadcastPairAt(Value memref, ValueRange at) {
+  return broadcastPair(vector::LoadOp::create(
+      b, VectorType::get({2}, b.getBF16Type()), memref, at));
+}
+
+Value VectorEmitter::loadPairs(Value memref, ValueRange at) {
+  return vector::LoadOp::create(
+      b, VectorType::get({2 * lanes}, b.getBF16Type()), memref, at);
+}
+
 Value VectorEmitter::broadcastPair(Value pair) {
   Value word = vector::ExtractOp::create(
       b,

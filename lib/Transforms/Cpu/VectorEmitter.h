@@ -168,6 +168,11 @@ protected:
   Value broadcastPair(Value lo, Value hi);
   /// A vector<2xbf16> in every 32-bit lane of a dot product operand.
   Value broadcastPair(Value pair);
+  /// The pair of bf16 elements at `at` (the last index a column) of a bf16
+  /// buffer, in every 32-bit lane.
+  Value broadcastPairAt(Value memref, ValueRange at);
+  /// `lanes` pairs (2·lanes bf16 elements) of a bf16 buffer from `at`.
+  Value loadPairs(Value memref, ValueRange at);
 };
 
 } // namespace cpu
