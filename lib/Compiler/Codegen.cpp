@@ -987,10 +987,10 @@ void setCpuPipelineOptions(mlir::attn::CpuPipelineOptions &pipeline,
   // it where it pays; a --kernel may ask for it anyway), and vscalefps for
   // the softmax's exp where it has AVX-512F.
   pipeline.bf16Dot = hasBf16Dot(host);
-  // The backward has no #attn.kernel: its dot product where the forward's
-  // pays (bf16DotPays: off Intel's cores, which issue vdpbf16ps zmm about
-  // once in three cycles).
-  pipeline.backwardBf16Dot = cpuTarget(host, options).bf16Dot;
+  // The backward and weights ops have no #attn.kernel: their dot product
+  // where the forward's pays (bf16DotPays: off Intel's cores, which issue
+  // vdpbf16ps zmm about once in three cycles).
+  pipeline.recomputeBf16Dot = cpuTarget(host, options).bf16Dot;
   pipeline.amx = hasAmx(host);
   pipeline.emulateAmx = options.emulateAmx;
   pipeline.avx512Exp = host.vectorWidth == 16 && host.has("avx512f");

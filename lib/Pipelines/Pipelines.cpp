@@ -68,7 +68,7 @@ void mlir::attn::buildAttnToLLVMCpuPipeline(OpPassManager &pm,
     vector.bandKeyStep = options.bandKeyStep;
     vector.laneRows = options.laneRows;
     vector.bf16Dot = options.bf16Dot;
-    vector.backwardBf16Dot = options.backwardBf16Dot;
+    vector.recomputeBf16Dot = options.recomputeBf16Dot;
     vector.directRows = options.decodeRows;
     vector.prefetchDistance = options.prefetchDistance;
     func.addPass(createAttnLowerToVectorPass(vector));

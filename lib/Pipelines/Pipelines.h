@@ -81,10 +81,11 @@ struct CpuPipelineOptions : public TilingOptions<CpuPipelineOptions> {
       *this, "bf16-dot",
       llvm::cl::desc("bf16 Q·Kᵀ by vdpbf16ps (CPUs with AVX-512 BF16)"),
       llvm::cl::init(false)};
-  PipelineOption<bool> backwardBf16Dot{
-      *this, "backward-bf16-dot",
-      llvm::cl::desc("The backward's bf16 Q·Kᵀ and dO·Vᵀ by vdpbf16ps (with "
-                     "bf16-dot; where the dot product pays)"),
+  PipelineOption<bool> recomputeBf16Dot{
+      *this, "recompute-bf16-dot",
+      llvm::cl::desc("The products of bf16 operands in the kernels that "
+                     "recompute the scores (backward, weights) by vdpbf16ps "
+                     "(with bf16-dot; where the dot product pays)"),
       llvm::cl::init(false)};
   PipelineOption<bool> amx{
       *this, "amx",

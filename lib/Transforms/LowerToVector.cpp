@@ -470,14 +470,14 @@ struct AttnLowerToVectorPass
   void runOnOperation() override {
     func::FuncOp func = getOperation();
     int64_t lanes = vectorWidth;
+    bool recomputeDot = bf16Dot && recomputeBf16Dot && lanes == 16;
     lowerBufferized<AttentionBackwardOp>(
         func, [&](ImplicitLocOpBuilder &b, AttentionBackwardOp op) {
-          cpu::emitBackward(b, op, lanes,
-                            bf16Dot && backwardBf16Dot && lanes == 16);
+          cpu::emitBackward(b, op, lanes, recomputeDot);
         });
     lowerBufferized<AttentionWeightsOp>(
         func, [&](ImplicitLocOpBuilder &b, AttentionWeightsOp op) {
-          cpu::emitWeights(b, op, lanes);
+          cpu::emitWeights(b, op, lanes, recomputeDot);
         });
     lowerBufferized<LinearOp>(func, [&](ImplicitLocOpBuilder &b, LinearOp op) {
       cpu::emitLinear(b, op, lanes);

@@ -351,9 +351,10 @@ def AttnLowerToVectorPass : Pass<"attn-lower-to-vector", "func::FuncOp"> {
     weights, linear and additive attention ops (`attn.linear`: chunkwise
     products over an f32 state, LinearKernel.cpp; `attn.additive`: tanh
     scores with the keys in vector lanes, AdditiveKernel.cpp) have their
-    own; with `backward-bf16-dot` (and `bf16-dot`), the backward's S = Q·Kᵀ
-    and dP = dO·Vᵀ of bf16 operands take vdpbf16ps on bf16 rows against
-    key blocks packed as pairs.
+    own; with `recompute-bf16-dot` (and `bf16-dot`), the two that recompute
+    the scores take vdpbf16ps for bf16 operands: the weights' S = Q·Kᵀ and
+    all five of the backward's products (P and dS rounded to bf16 where
+    they are operands), on bf16 rows and blocks packed as pairs.
 
     With `lane-rows` (a multiple of `vector-width`), ops without the bf16
     dot product take the lane-rows micro-kernel (a mask operand, score and
@@ -414,10 +415,10 @@ def AttnLowerToVectorPass : Pass<"attn-lower-to-vector", "func::FuncOp"> {
     Option<"bf16Dot", "bf16-dot", "bool", /*default=*/"false",
            "Q·Kᵀ of bf16 inputs by AVX-512 BF16's dot product (vdpbf16ps; "
            "x86vector.avx512.dot)">,
-    Option<"backwardBf16Dot", "backward-bf16-dot", "bool", /*default=*/"false",
-           "With bf16-dot and vector-width 16, attn.attention_backward's "
-           "S = Q·Kᵀ (bf16 Q and K) and dP = dO·Vᵀ (bf16 dO and V) by the "
-           "dot product">,
+    Option<"recomputeBf16Dot", "recompute-bf16-dot", "bool", /*default=*/"false",
+           "With bf16-dot and vector-width 16, the products of bf16 "
+           "operands in attn.attention_backward (all five) and "
+           "attn.attention_weights (S = Q·Kᵀ) by the dot product">,
   ];
   let dependentDialects = ["vector::VectorDialect", "x86vector::X86VectorDialect",
                            "amx::AMXDialect", "scf::SCFDialect",

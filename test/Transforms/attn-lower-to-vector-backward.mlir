@@ -1,5 +1,5 @@
 // RUN: attn-opt %s -split-input-file -attn-lower-to-vector -canonicalize | FileCheck %s
-// RUN: attn-opt %s -split-input-file -attn-lower-to-vector="bf16-dot backward-bf16-dot" -canonicalize | FileCheck %s --check-prefix=DOT
+// RUN: attn-opt %s -split-input-file -attn-lower-to-vector="bf16-dot recompute-bf16-dot" -canonicalize | FileCheck %s --check-prefix=DOT
 
 // A bufferized attn.attention_backward (one work item: a batch and a GQA
 // group of two query heads) becomes the backward micro-kernel: the group's
@@ -230,7 +230,7 @@ func.func @backward_grad_captures(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16x
 
 // -----
 
-// bf16 operands: without backward-bf16-dot, widened to f32 rows and f32
+// bf16 operands: without recompute-bf16-dot, widened to f32 rows and f32
 // FMAs. With it (and bf16-dot), every product takes vdpbf16ps, a pair a
 // step: Q's and dO's rows stay bf16 ([Sq][16]); S = Q·K^T and dP = dO·V^T
 // over pairs of head dims (8 steps), each broadcasting a row's pair as one

@@ -1,4 +1,5 @@
 // RUN: attn-opt %s -attn-lower-to-vector -canonicalize | FileCheck %s
+// RUN: attn-opt %s -attn-lower-to-vector="bf16-dot recompute-bf16-dot" -canonicalize | FileCheck %s --check-prefix=DOT
 
 // A bufferized attn.attention_weights (one work item: a batch, a query head,
 // a tile of rows) becomes the weights kernel. Without an LSE operand it
@@ -62,6 +63,18 @@ func.func @own_lse(%q: memref<1x1x?x16xf32, strided<[?, ?, ?, ?], offset: ?>>,
 //       CHECK:   memref.store %{{.+}}, %[[LSE]]
 //   CHECK-NOT: vector.reduction <maximumf>
 //       CHECK: scf.if
+// With recompute-bf16-dot (and bf16-dot), bf16 Q and K take the dot
+// product: Q's rows stay bf16, K^T is packed as pairs of head dims
+// ([16/2][2·64] bf16), and each of the 8 steps broadcasts a row's pair.
+
+// DOT-LABEL: func @given_lse
+//       DOT: %[[KP:.+]] = memref.alloca() {alignment = 64 : i64} : memref<8x128xbf16>
+//       DOT: %[[QROWS:.+]] = memref.alloc(%{{.+}}) {alignment = 64 : i64} : memref<?x16xbf16>
+//       DOT: scf.for %{{.+}} = %c0 to %c8 step %c1 iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
+// DOT-COUNT-4:   vector.load %[[KP]][%{{.+}}, %c{{[0-9]+}}] : memref<8x128xbf16>, vector<32xbf16>
+//       DOT:     vector.load %[[QROWS]][%{{.+}}, %{{.+}}] : memref<?x16xbf16>, vector<2xbf16>
+// DOT-COUNT-4:   x86vector.avx512.dot
+//       DOT: math.exp
 func.func @given_lse(%q: memref<1x1x?x16xbf16, strided<[?, ?, ?, ?], offset: ?>>,
                      %k: memref<1x1x?x16xbf16, strided<[?, ?, ?, ?], offset: ?>>,
                      %lse: memref<1x1x?xf32, strided<[?, ?, ?], offset: ?>>,

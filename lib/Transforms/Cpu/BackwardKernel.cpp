@@ -37,7 +37,7 @@
 // whatever the thread count. The inputs are read once per work item into
 // f32 rows padded to whole vectors (O(S·D), dynamic, on the heap), so that
 // every inner loop runs on unit-stride f32 whatever the caller's strides and
-// element type. With AVX-512 BF16's dot product (backward-bf16-dot), bf16
+// element type. With AVX-512 BF16's dot product (recompute-bf16-dot), bf16
 // Q and K (and bf16 dO and V) keep their rows as bf16 and every product
 // takes vdpbf16ps, a pair a step summed in f32: S = Q·Kᵀ (dP = dO·Vᵀ) over
 // pairs of head dims against the block's Kᵀ (Vᵀ) packed as pairs; dV +=
@@ -90,20 +90,18 @@ public:
   BackwardLowering(ImplicitLocOpBuilder &b, AttentionBackwardOp op,
                    int64_t lanes, bool bf16Dot)
       : KeyBlockEmitter(b, op, lanes, backwardRowBlock(lanes),
-                        bf16Dot && bf16(op.getQuery()) && bf16(op.getKey())),
+                        bf16Dot && isBf16(op.getQuery()) &&
+                            isBf16(op.getKey())),
         op(op),
         valueDim(cast<ShapedType>(op.getValue().getType()).getDimSize(3)),
         valuePad(llvm::alignTo(valueDim, lanes)),
-        valuePairs(bf16Dot && bf16(op.getGradOutput()) && bf16(op.getValue())),
-        keyPairs(bf16(keysT)) {}
+        valuePairs(bf16Dot && isBf16(op.getGradOutput()) &&
+                   isBf16(op.getValue())),
+        keyPairs(isBf16(keysT)) {}
 
   void emit();
 
 private:
-  static bool bf16(Value v) {
-    return cast<ShapedType>(v.getType()).getElementType().isBF16();
-  }
-
   /// The rows of one work item and where their f32 copies live.
   struct Group {
     Value batch, kvHead, firstHead, rows;
@@ -437,7 +435,7 @@ void BackwardLowering::accumulateKeys(Value acc, Value weights, Value rows,
   // instead of once per tile: as f32, or for the dot product as bf16 pairs
   // of rows (RP[r/2][2c + r%2], against the weights as pairs of rows too).
   int64_t rowCount = rowAt.size();
-  bool dot = bf16(weights);
+  bool dot = isBf16(weights);
   Value copy = dot ? rowPairs : finiteRows;
   int64_t steps = dot ? llvm::divideCeil(rowCount, 2) : rowCount;
   auto chunkType = VectorType::get({lanes}, b.getBF16Type());

@@ -144,6 +144,10 @@ protected:
   Value heapRows(Value rows, int64_t cols, Type element = {});
   /// The key/value head of query head `head`.
   Value kvHeadOf(Value head);
+  /// Whether a memref or tensor has bf16 elements.
+  static bool isBf16(Value v) {
+    return cast<ShapedType>(v.getType()).getElementType().isBF16();
+  }
 
   /// Query rows per block (the row buffers' first dimension).
   int64_t rowBlock;

@@ -148,9 +148,10 @@ void emitBackward(ImplicitLocOpBuilder &b, AttentionBackwardOp op,
                   int64_t lanes, bool bf16Dot);
 
 /// The attention weights' kernel (WeightsKernel.cpp) in place of a
-/// bufferized attn.attention_weights.
-void emitWeights(ImplicitLocOpBuilder &b, AttentionWeightsOp op,
-                 int64_t lanes);
+/// bufferized attn.attention_weights; with `bf16Dot`, bf16 Q and K take
+/// AVX-512 BF16's dot product for Q·Kᵀ.
+void emitWeights(ImplicitLocOpBuilder &b, AttentionWeightsOp op, int64_t lanes,
+                 bool bf16Dot);
 
 /// Linear attention's kernel (LinearKernel.cpp) in place of a bufferized
 /// attn.linear.

@@ -5,10 +5,13 @@
 //
 //   W[i,j] = exp(s[i,j] − LSE[i]) · Z[i,j]     (0 where excluded)
 //
-// per head:              Q as f32 rows; LSE from the op, or the rows' own:
+// per head:              Q as f32 rows (bf16 with the dot product); LSE
+//                        from the op, or the rows' own:
 //   [own LSE] per block of 64 keys, per block of rows that see one:
 //                        the online max and sum of the allowed scores
-//   per block of 64 keys: Kᵀ packed as f32
+//   per block of 64 keys: Kᵀ packed as f32 (bf16 pairs with the dot product:
+//                        bf16 Q and K where AVX-512 BF16's dot product
+//                        pays, as the forward and the backward take it)
 //     rows that see none of them: zeros
 //     per block of rows that see one: S = Q·Kᵀ (scale, soft cap, bias),
 //                        W = exp(S − LSE) where allowed (times dropout's Z)
@@ -36,9 +39,12 @@ namespace {
 
 class WeightsLowering : public KeyBlockEmitter {
 public:
-  WeightsLowering(ImplicitLocOpBuilder &b, AttentionWeightsOp op,
-                  int64_t lanes)
-      : KeyBlockEmitter(b, op, lanes), op(op) {}
+  WeightsLowering(ImplicitLocOpBuilder &b, AttentionWeightsOp op, int64_t lanes,
+                  bool bf16Dot)
+      : KeyBlockEmitter(b, op, lanes, kRows,
+                        bf16Dot && isBf16(op.getQuery()) &&
+                            isBf16(op.getKey())),
+        op(op) {}
 
   void emit();
 
@@ -46,7 +52,7 @@ private:
   /// One head's rows and where their f32 copies live.
   struct Head {
     Value batch, head, kvHead, rows;
-    Value queryRows; // [Sq][DPad]
+    Value queryRows; // [Sq][DPad] f32 (bf16 for the dot product)
     Value lseRef;    // [Sq]: the LSE, +inf for a row with no allowed key
   };
 
@@ -82,7 +88,8 @@ void WeightsLowering::emit() {
   forLoop(cst(0), dim(query, 0), cst(1), [&](Value batch) {
     forLoop(cst(0), dim(query, 1), cst(1), [&](Value headIndex) {
       Head head{batch, headIndex, kvHeadOf(headIndex), dim(query, 2)};
-      head.queryRows = heapRows(head.rows, headPad);
+      head.queryRows =
+          heapRows(head.rows, headPad, isBf16(keysT) ? b.getBF16Type() : f32);
       head.lseRef = heapRows(head.rows, 0);
       forLoop(cst(0), head.rows, cst(1), [&](Value row) {
         packRow(query, batch, headIndex, row, head.queryRows, row, headDim,
@@ -272,6 +279,7 @@ void WeightsLowering::storeRow(const Head &head, Value view,
 } // namespace
 
 void mlir::attn::cpu::emitWeights(ImplicitLocOpBuilder &b,
-                                  AttentionWeightsOp op, int64_t lanes) {
-  WeightsLowering(b, op, lanes).emit();
+                                  AttentionWeightsOp op, int64_t lanes,
+                                  bool bf16Dot) {
+  WeightsLowering(b, op, lanes, bf16Dot).emit();
 }
