@@ -95,6 +95,24 @@ def test_bool_mask_with_fully_masked_rows(dtype):
     assert (dq[:, :, 5] == 0).all()
 
 
+@pytest.mark.parametrize("kind", ["bool", "float"])
+def test_masks_whose_keys_are_not_adjacent(kind):
+    # A mask seen through a transposed view (keys strided in memory) takes
+    # the kernels' element-by-element path, a contiguous one the vector
+    # loads: the same gradients, against the reference, for both.
+    q, k, v = random_qkv(seq_q=40, seq_k=90)
+    generator = torch.Generator().manual_seed(6)
+    keys_major = torch.rand(2, 4, 90, 40, generator=generator)
+    mask = keys_major > 0.3 if kind == "bool" else torch.where(
+        keys_major > 0.3, keys_major, torch.tensor(-math.inf))
+    strided = mask.transpose(-1, -2)
+    assert strided.stride(-1) != 1
+    got = check(q, k, v, attn_mask=strided)
+    contiguous = check(q, k, v, attn_mask=strided.contiguous())
+    for a, b in zip(got, contiguous):
+        assert torch.equal(a, b)
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_float_mask_with_minus_inf(dtype):
     q, k, v = random_qkv(seq_q=20, seq_k=50, dtype=dtype)

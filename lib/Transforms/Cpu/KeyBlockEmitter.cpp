@@ -14,7 +14,8 @@ void KeyBlockEmitter::allocateBlockState(bool keyPairs) {
   keysT = keyPairs ? pairBuffer(headPad) : stackBuffer({headPad, kBlockKeys});
   if (mask || modifiers.hasMaskMod())
     keep = stackBuffer({rowBlock, kBlockKeys});
-  if (mask)
+  // A float mask's bias (a keep mask has only its keep bits).
+  if (mask && !cast<MemRefType>(mask.getType()).getElementType().isInteger(1))
     bias = stackBuffer({rowBlock, kBlockKeys});
   if (dropoutP) {
     dropScale = stackBuffer({rowBlock, kBlockKeys});
@@ -219,35 +220,77 @@ Value KeyBlockEmitter::maskIndex(int64_t dimIndex, Value index) {
 
 void KeyBlockEmitter::loadMask(Value batch, const KeyBlock &block, Value head,
                                Value firstRow, int64_t rowCount) {
-  bool isBias = !cast<MemRefType>(mask.getType()).getElementType().isInteger(1);
-  Value zero = zeroVector();
-  for (int64_t r = 0; r < rowCount; ++r) {
-    for (int64_t c = 0; c < kBlockKeys; c += lanes) {
-      storeVector(zero, keep, {cst(r), cst(c)});
-      storeVector(zero, bias, {cst(r), cst(c)});
-    }
-    Value row = arith::AddIOp::create(b, firstRow, cst(r));
-    Value mb = maskIndex(0, batch), mh = maskIndex(1, head),
-          mi = maskIndex(2, row);
-    forLoop(cst(0), block.count, cst(1), [&](Value k) {
-      Value at = arith::AddIOp::create(b, block.start, k);
-      Value kept;
-      if (isBias) {
-        Value x = loadF32(mask, {mb, mh, mi, at});
-        kept = arith::CmpFOp::create(b, arith::CmpFPredicate::ONE, x,
-                                     f32Const(-kInf));
-        // NaN != −inf: a NaN bias is kept, and makes its score NaN.
-        kept = arith::OrIOp::create(
-            b, kept, arith::CmpFOp::create(b, arith::CmpFPredicate::UNO, x, x));
-        memref::StoreOp::create(b, x, bias, ValueRange{cst(r), k});
-      } else {
-        kept = memref::LoadOp::create(b, mask, ValueRange{mb, mh, mi, at});
+  auto type = cast<MemRefType>(mask.getType());
+  bool isBias = !type.getElementType().isInteger(1);
+  Value mb = maskIndex(0, batch), mh = maskIndex(1, head);
+  Value one = splat(f32Const(1.0f)), zero = zeroVector();
+  // A bias element is kept unless it is −inf; NaN != −inf: a NaN bias is
+  // kept, and makes its score NaN.
+  auto keptBias = [&](Value x) -> Value {
+    Value notExcluded = arith::CmpFOp::create(b, arith::CmpFPredicate::ONE, x,
+                                              isa<VectorType>(x.getType())
+                                                  ? splat(f32Const(-kInf))
+                                                  : f32Const(-kInf));
+    return arith::OrIOp::create(
+        b, notExcluded,
+        arith::CmpFOp::create(b, arith::CmpFPredicate::UNO, x, x));
+  };
+  // Unit-stride rows (as the runtime passes masks): a vector of the block's
+  // keys a load, a keep mask's bytes or a bias's elements, keys past the
+  // block's count not read (0 there: `allowed` drops them).
+  auto vectors = [&](Value view) {
+    auto chunkType = VectorType::get({lanes}, type.getElementType());
+    Value zeroChunk =
+        isBias ? arith::ConstantOp::create(b, b.getZeroAttr(chunkType))
+               : Value();
+    for (int64_t r = 0; r < rowCount; ++r) {
+      Value mi = maskIndex(2, arith::AddIOp::create(b, firstRow, cst(r)));
+      for (int64_t v = 0; v < keyVectors; ++v) {
+        Value key = arith::AddIOp::create(b, block.start, cst(v * lanes));
+        Value live = vector::CreateMaskOp::create(
+            b, maskVecType,
+            ValueRange{arith::SubIOp::create(b, block.count, cst(v * lanes))});
+        SmallVector<Value> at = {mb, mh, mi, key};
+        Value kept;
+        if (isBias) {
+          Value x = widenToF32(vector::MaskedLoadOp::create(
+              b, chunkType, view, at, live, zeroChunk));
+          storeVector(x, bias, {cst(r), cst(v * lanes)});
+          kept = keptBias(x);
+        } else {
+          kept = loadKeepBits(view, at, live);
+        }
+        storeVector(arith::SelectOp::create(b, kept, one, zero), keep,
+                    {cst(r), cst(v * lanes)});
       }
-      memref::StoreOp::create(
-          b, arith::SelectOp::create(b, kept, f32Const(1.0f), f32Const(0.0f)),
-          keep, ValueRange{cst(r), k});
-    });
-  }
+    }
+  };
+  // Otherwise element by element.
+  auto elements = [&] {
+    for (int64_t r = 0; r < rowCount; ++r) {
+      for (int64_t c = 0; c < kBlockKeys; c += lanes) {
+        storeVector(zero, keep, {cst(r), cst(c)});
+        if (bias)
+          storeVector(zero, bias, {cst(r), cst(c)});
+      }
+      Value mi = maskIndex(2, arith::AddIOp::create(b, firstRow, cst(r)));
+      forLoop(cst(0), block.count, cst(1), [&](Value k) {
+        Value at = arith::AddIOp::create(b, block.start, k);
+        Value kept;
+        if (isBias) {
+          Value x = loadF32(mask, {mb, mh, mi, at});
+          kept = keptBias(x);
+          memref::StoreOp::create(b, x, bias, ValueRange{cst(r), k});
+        } else {
+          kept = memref::LoadOp::create(b, mask, ValueRange{mb, mh, mi, at});
+        }
+        memref::StoreOp::create(
+            b, arith::SelectOp::create(b, kept, f32Const(1.0f), f32Const(0.0f)),
+            keep, ValueRange{cst(r), k});
+      });
+    }
+  };
+  ifUnitStride(mask, vectors, elements);
 }
 
 Value KeyBlockEmitter::allowed(const KeyBlock &block, Value row, int64_t r,

@@ -677,36 +677,13 @@ public:
     Value mb = maskIndex(0, batch), mh = maskIndex(1, head);
     Value keys = arith::AddIOp::create(b, lastKey, cst(1));
     auto floatType = VectorType::get({lanes}, type.getElementType());
-    auto byteType = VectorType::get({lanes}, b.getI8Type());
-    Value zeroBytes = arith::ConstantOp::create(b, b.getZeroAttr(byteType));
     Value zeroChunk =
         keepMask ? Value()
                  : arith::ConstantOp::create(b, b.getZeroAttr(floatType));
-    // A keep mask's bytes: the aligned base, its offset and row strides.
-    Value base;
-    memref::ExtractStridedMetadataOp meta;
-    if (keepMask) {
-      meta = memref::ExtractStridedMetadataOp::create(b, rowsView);
-      base = memref::ExtractAlignedPointerAsIndexOp::create(b, rowsView);
-    }
     auto keepBytes = [&](Value row, Value key, Value live) -> Value {
-      Value at = meta.getOffset();
-      Value indices[] = {mb, mh, row};
-      for (auto [index, stride] : llvm::zip(indices, meta.getStrides()))
-        at = arith::AddIOp::create(b, at,
-                                   arith::MulIOp::create(b, index, stride));
-      at = arith::AddIOp::create(b, base, arith::AddIOp::create(b, at, key));
-      Value pointer = LLVM::IntToPtrOp::create(
-          b, LLVM::LLVMPointerType::get(b.getContext()),
-          arith::IndexCastOp::create(b, b.getI64Type(), at),
-          /*dereferenceable=*/nullptr);
-      Value bytes = LLVM::MaskedLoadOp::create(
-          b, byteType, pointer, live, zeroBytes, b.getI32IntegerAttr(1),
-          /*nontemporal=*/nullptr);
-      Value keep =
-          arith::CmpIOp::create(b, arith::CmpIPredicate::ne, bytes, zeroBytes);
-      return arith::SelectOp::create(b, keep, splat(f32Const(0)),
-                                     splat(f32Const(-kInf)));
+      return arith::SelectOp::create(
+          b, loadKeepBits(rowsView, {mb, mh, row, key}, live),
+          splat(f32Const(0)), splat(f32Const(-kInf)));
     };
     forLoop(cst(0), cst(laneRows), cst(lanes), [&](Value first) {
       SmallVector<Value> rows;

@@ -141,6 +141,27 @@ void VectorEmitter::ifUnitStride(Value memref, function_ref<void(Value)> fast,
   slow();
 }
 
+Value VectorEmitter::loadKeepBits(Value rowsView, ValueRange at, Value live) {
+  auto meta = memref::ExtractStridedMetadataOp::create(b, rowsView);
+  Value offset = meta.getOffset();
+  for (auto [index, stride] : llvm::zip(at.drop_back(), meta.getStrides()))
+    offset = arith::AddIOp::create(b, offset,
+                                   arith::MulIOp::create(b, index, stride));
+  Value address = arith::AddIOp::create(
+      b, memref::ExtractAlignedPointerAsIndexOp::create(b, rowsView),
+      arith::AddIOp::create(b, offset, at.back()));
+  Value pointer = LLVM::IntToPtrOp::create(
+      b, LLVM::LLVMPointerType::get(b.getContext()),
+      arith::IndexCastOp::create(b, b.getI64Type(), address),
+      /*dereferenceable=*/nullptr);
+  auto byteType = VectorType::get({lanes}, b.getI8Type());
+  Value zeroBytes = arith::ConstantOp::create(b, b.getZeroAttr(byteType));
+  Value bytes = LLVM::MaskedLoadOp::create(b, byteType, pointer, live,
+                                           zeroBytes, b.getI32IntegerAttr(1),
+                                           /*nontemporal=*/nullptr);
+  return arith::CmpIOp::create(b, arith::CmpIPredicate::ne, bytes, zeroBytes);
+}
+
 Value VectorEmitter::innerStride(Value memref) {
   return memref::ExtractStridedMetadataOp::create(b, memref)
       .getStrides()

@@ -135,6 +135,13 @@ protected:
   Value loadRowChunk(Value rowsMemref, ValueRange rowIndex, int64_t col,
                      int64_t limit);
 
+  /// The keep bits of `lanes` elements of a unit-stride i1 row from `at`
+  /// (the last index a column), of which the lanes of `live` are read (the
+  /// others false): a masked load of the row's bytes through its aligned
+  /// pointer (a vector of i1 is a bit vector in memory; an i1 memref holds
+  /// a byte an element), a non-zero byte true.
+  Value loadKeepBits(Value rowsView, ValueRange at, Value live);
+
   /// `columns` (at most `lanes`) elements of a unit-stride row from `at`
   /// (the last index a column), widened to f32; lanes past them read 0.
   Value loadChunkF32(Value rowsView, ArrayRef<Value> at, int64_t columns);
