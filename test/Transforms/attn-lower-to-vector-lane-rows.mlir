@@ -235,10 +235,10 @@ func.func @full(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>, %v: memref<1
 // 16 masked loads of the mask's bytes through a pointer (an i1 vector would
 // be a bit vector in memory), each byte's test a 0 or -inf bias, one 16x16
 // transpose and 16 stores of a key's 16 rows.
-//       CHECK:       %[[BASE:.+]] = memref.extract_aligned_pointer_as_index
 //       CHECK:       scf.for %[[FIRST:.+]] = %c0 to %c32 step %c16
 //       CHECK:         scf.for %[[C0:.+]] = %c0 to %c32 step %c16
 //       CHECK:           %[[LIVE:.+]] = vector.create_mask %{{.+}} : vector<16xi1>
+//       CHECK:           %[[BASE:.+]] = memref.extract_aligned_pointer_as_index
 //       CHECK:           %[[AT:.+]] = arith.addi %[[BASE]], %{{.+}} : index
 //       CHECK:           %[[AT64:.+]] = arith.index_cast %[[AT]] : index to i64
 //       CHECK:           %[[PTR:.+]] = llvm.inttoptr %[[AT64]] : i64 to !llvm.ptr
