@@ -210,9 +210,7 @@ private:
 
 void BackwardLowering::emit() {
   auto bf16Buffer = [&](int64_t rows, int64_t cols) {
-    return memref::AllocaOp::create(
-        b, MemRefType::get({rows, cols}, b.getBF16Type()), ValueRange{},
-        b.getI64IntegerAttr(64));
+    return stackBuffer({rows, cols}, b.getBF16Type());
   };
   keys = dim(key, 2);
   valuesT =
@@ -262,7 +260,6 @@ void BackwardLowering::emit() {
       auto rowType = [&](bool pairs) -> Type {
         return pairs ? b.getBF16Type() : f32;
       };
-      bool keyPairs = cast<MemRefType>(keysT.getType()).getElementType() != f32;
       group.queryRows = heapRows(groupRows, headPad, rowType(keyPairs));
       group.gradOutRows = heapRows(groupRows, valuePad, rowType(valuePairs));
       group.delta = heapRows(groupRows, 0);

@@ -24,15 +24,14 @@ void KeyBlockEmitter::allocateBlockState(bool keyPairs) {
   }
 }
 
-Value KeyBlockEmitter::stackBuffer(ArrayRef<int64_t> shape) {
-  return memref::AllocaOp::create(b, MemRefType::get(shape, f32), ValueRange{},
-                                  b.getI64IntegerAttr(64));
+Value KeyBlockEmitter::stackBuffer(ArrayRef<int64_t> shape, Type element) {
+  return memref::AllocaOp::create(
+      b, MemRefType::get(shape, element ? element : f32), ValueRange{},
+      b.getI64IntegerAttr(64));
 }
 
 Value KeyBlockEmitter::pairBuffer(int64_t pad) {
-  return memref::AllocaOp::create(
-      b, MemRefType::get({pad / 2, 2 * kBlockKeys}, b.getBF16Type()),
-      ValueRange{}, b.getI64IntegerAttr(64));
+  return stackBuffer({pad / 2, 2 * kBlockKeys}, b.getBF16Type());
 }
 
 Value KeyBlockEmitter::heapRows(Value rows, int64_t cols, Type element) {
@@ -116,7 +115,8 @@ Value KeyBlockEmitter::loadRowF32(Value rows, Value r, Value c) {
 
 void KeyBlockEmitter::packBlockT(Value source, Value batch, Value kvHead,
                                  const KeyBlock &block, Value blockT,
-                                 int64_t width) {
+                                 int64_t width,
+                                 function_ref<void(Value, Value, Value)> each) {
   auto type = cast<MemRefType>(blockT.getType());
   bool pairs = type.getElementType().isBF16();
   zeroRows(blockT, cst(0), cst(type.getDimSize(0)), type.getDimSize(1));
@@ -124,8 +124,10 @@ void KeyBlockEmitter::packBlockT(Value source, Value batch, Value kvHead,
     Value at = arith::AddIOp::create(b, block.start, k);
     if (!pairs) {
       forLoop(cst(0), cst(width), cst(1), [&](Value c) {
-        memref::StoreOp::create(b, loadF32(source, {batch, kvHead, at, c}),
-                                blockT, ValueRange{c, k});
+        Value x = loadF32(source, {batch, kvHead, at, c});
+        memref::StoreOp::create(b, x, blockT, ValueRange{c, k});
+        if (each)
+          each(k, c, x);
       });
       return;
     }
@@ -134,10 +136,11 @@ void KeyBlockEmitter::packBlockT(Value source, Value batch, Value kvHead,
     Value even = arith::MulIOp::create(b, k, cst(2));
     Value odd = arith::AddIOp::create(b, even, cst(1));
     auto copy = [&](Value p, Value c, Value column) {
-      memref::StoreOp::create(
-          b,
-          memref::LoadOp::create(b, source, ValueRange{batch, kvHead, at, c}),
-          blockT, ValueRange{p, column});
+      Value x =
+          memref::LoadOp::create(b, source, ValueRange{batch, kvHead, at, c});
+      memref::StoreOp::create(b, x, blockT, ValueRange{p, column});
+      if (each)
+        each(k, c, x);
     };
     forLoop(cst(0), cst(width / 2), cst(1), [&](Value p) {
       Value c = arith::MulIOp::create(b, p, cst(2));
@@ -149,38 +152,27 @@ void KeyBlockEmitter::packBlockT(Value source, Value batch, Value kvHead,
   });
 }
 
-void KeyBlockEmitter::packKeys(Value batch, Value kvHead,
-                               const KeyBlock &block, Value keyRows) {
-  packBlockT(key, batch, kvHead, block, keysT, headDim);
+void KeyBlockEmitter::packKeys(Value batch, Value kvHead, const KeyBlock &block,
+                               Value keyRows) {
   if (!keyRows)
-    return;
+    return packBlockT(key, batch, kvHead, block, keysT, headDim);
+  // Rows of finite K as each element is packed: f32 [k][c], or pairs of
+  // keys, key k's column c at [k/2][2c + k%2].
   auto type = cast<MemRefType>(keyRows.getType());
   bool pairs = type.getElementType().isBF16();
   zeroRows(keyRows, cst(0), cst(type.getDimSize(0)), type.getDimSize(1));
-  forLoop(cst(0), block.count, cst(1), [&](Value k) {
-    Value at = arith::AddIOp::create(b, block.start, k);
-    // Pairs of keys: key k's column c at [k/2][2c + k%2].
-    Value pairRow = arith::DivUIOp::create(b, k, cst(2));
-    Value half = arith::RemUIOp::create(b, k, cst(2));
-    forLoop(cst(0), cst(headDim), cst(1), [&](Value c) {
-      SmallVector<Value> from = {batch, kvHead, at, c};
-      if (!pairs) {
-        memref::StoreOp::create(b, finiteOrZero(loadF32(key, from)), keyRows,
-                                ValueRange{k, c});
-        return;
-      }
-      Value x = memref::LoadOp::create(b, key, from);
-      Value finite = arith::CmpFOp::create(
-          b, arith::CmpFPredicate::OLT,
-          math::AbsFOp::create(b, arith::ExtFOp::create(b, f32, x)),
-          f32Const(kInf));
-      Value zero = arith::ConstantOp::create(b, b.getZeroAttr(x.getType()));
-      Value column =
-          arith::AddIOp::create(b, arith::MulIOp::create(b, c, cst(2)), half);
-      memref::StoreOp::create(b, arith::SelectOp::create(b, finite, x, zero),
-                              keyRows, ValueRange{pairRow, column});
-    });
-  });
+  packBlockT(key, batch, kvHead, block, keysT, headDim,
+             [&](Value k, Value c, Value x) {
+               Value finite = finiteOrZero(
+                   pairs ? Value(arith::ExtFOp::create(b, f32, x)) : x);
+               if (!pairs)
+                 return storeAs(finite, keyRows, {k, c});
+               Value column =
+                   arith::AddIOp::create(b, arith::MulIOp::create(b, c, cst(2)),
+                                         arith::RemUIOp::create(b, k, cst(2)));
+               storeAs(finite, keyRows,
+                       {arith::DivUIOp::create(b, k, cst(2)), column});
+             });
 }
 
 void KeyBlockEmitter::forRowBlocks(Value lo, Value hi,

@@ -70,9 +70,12 @@ protected:
   /// transposed into `blockT`: f32 [pad][64], or bf16 key pairs
   /// [pad/2][2·64] (lane j of pair p's vector v holds columns 2p and 2p + 1
   /// of key 16v + j, what vdpbf16ps takes against a row's broadcast pair);
-  /// keys past the count and columns past `width` 0.
+  /// keys past the count and columns past `width` 0. `each(k, c, x)` sees
+  /// every element x (as loaded: f32, or the bf16 of a pair) of block key k,
+  /// column c.
   void packBlockT(Value source, Value batch, Value kvHead,
-                  const KeyBlock &block, Value blockT, int64_t width);
+                  const KeyBlock &block, Value blockT, int64_t width,
+                  function_ref<void(Value, Value, Value)> each = {});
   /// A [pad / 2][2·64] bf16 buffer of key pairs on the stack.
   Value pairBuffer(int64_t pad);
   /// Row `row` of `source` ([B, H, S, width] at (batch, head)) into row `r`
@@ -138,7 +141,8 @@ protected:
                    ArrayRef<Value> vectors);
   /// Rounds an f32 to `memref`'s element type and stores it.
   void storeAs(Value value, Value memref, ValueRange at);
-  Value stackBuffer(ArrayRef<int64_t> shape);
+  /// A 64-byte aligned buffer of `element` (f32 by default) on the stack.
+  Value stackBuffer(ArrayRef<int64_t> shape, Type element = {});
   /// A [rows][cols] buffer of `element` (f32 by default) on the heap
   /// ([rows] when cols is 0).
   Value heapRows(Value rows, int64_t cols, Type element = {});
