@@ -21,7 +21,7 @@ fresh memory from the kernel (glibc maps such blocks anew, and the first
 write to each page faults and zeroes it), which attn-bench, reusing its
 output buffer, does not pay (PyTorch's own operators pay it alike).
 
-    python bench/call_path.py [--only TEXT] [--rounds N] [--threads N]
+    python bench/call_path.py [--only TEXT] [--repeat N] [--threads N]
 """
 
 from __future__ import annotations
@@ -78,8 +78,7 @@ def bench_milliseconds(library: Path, case: peers.Case, threads: int) -> float:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", default="", help="only cases whose label contains this")
-    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds per case (median)")
-    parser.add_argument("--threads", type=int, default=2, help="threads for every path")
+    peers.add_run_arguments(parser, repeat=5)
     args = parser.parse_args(argv)
     chosen = [c for c in cases() if args.only in c.label]
     if not chosen:
@@ -90,14 +89,14 @@ def main(argv=None) -> int:
     import attn
 
     torch.set_num_threads(args.threads)
-    print(f"machine: {peers.cpu_model()}, {args.threads} threads; median [min] ms of {args.rounds} "
+    print(f"machine: {peers.cpu_model()}, {args.threads} threads; median [min] ms of {args.repeat} "
           "interleaved rounds")
     print("| case | python/openmp | python/attn | attn-bench | openmp / attn-bench | attn / attn-bench "
           "| page faults a call |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as folder:
-        for case in chosen:
-            library = Path(folder) / f"{abs(hash(case.label))}.so"
+        for index, case in enumerate(chosen):
+            library = Path(folder) / f"case{index}.so"
             subprocess.run([str(attn.find_compiler()), f"--spec={spec_of(case)}", "-o", str(library)],
                            check=True)
             q, k, v = peers.make_inputs(case)
@@ -112,7 +111,7 @@ def main(argv=None) -> int:
                 os.environ["ATTN_POOL"] = pool
                 call()
                 calls[pool] = max(1, round(SAMPLE_SECONDS / peers.seconds_per_call(call, 1)))
-            for _ in range(args.rounds):
+            for _ in range(args.repeat):
                 for pool in ("openmp", "attn"):
                     os.environ["ATTN_POOL"] = pool
                     time.sleep(peers.SETTLE_SECONDS)
