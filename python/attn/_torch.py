@@ -112,7 +112,7 @@ def _run(
         dropout=dropout_p > 0.0, sinks=sinks is not None,
     )
     batch, heads, seq_q = query.shape[:3]
-    output = query.new_empty((batch, heads, seq_q, value.shape[3]))
+    output = _output_like(query, value.shape[3])
     lse = query.new_empty((batch, heads, seq_q), dtype=torch.float32) if return_lse else None
     _core.run(
         spec, _capsule(query), _capsule(key), _capsule(value),
@@ -121,6 +121,19 @@ def _run(
         None if sinks is None else _capsule(sinks), gpu=gpu,
     )
     return output, lse
+
+
+def _output_like(query: Tensor, value_dim: int) -> Tensor:
+    """The [B, H, Sq, Dv] output, laid out in memory as the query is: as
+    [B, Sq, H, Dv] (a transposed view) where the query's heads lie within its
+    rows, as in the [B, S, H·D] projections a multi-head module splits, so
+    that merging the heads back (`out.transpose(1, 2).flatten(2)`) is a view
+    and not a copy (ATen's CPU flash attention returns that layout too);
+    contiguous otherwise. The kernels take any output strides."""
+    batch, heads, seq_q = query.shape[:3]
+    if query.stride(1) < query.stride(2):
+        return query.new_empty((batch, seq_q, heads, value_dim)).transpose(1, 2)
+    return query.new_empty((batch, heads, seq_q, value_dim))
 
 
 def _gpu_launch(query, key, value, attn_mask, sinks):
@@ -372,7 +385,7 @@ def _sdpa_fake(
     torch._check(query.dim() == 4, lambda: "attn::sdpa: query must be 4-D [B, H, S, D]")
     torch._check(value.dim() == 4, lambda: "attn::sdpa: value must be 4-D [B, H, S, D]")
     batch, heads, seq_q = query.shape[:3]
-    output = query.new_empty((batch, heads, seq_q, value.shape[3]))
+    output = _output_like(query, value.shape[3])
     lse = query.new_empty((batch, heads, seq_q) if return_lse else (0,), dtype=torch.float32)
     return output, lse
 

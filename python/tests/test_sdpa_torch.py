@@ -126,6 +126,13 @@ def test_bshd_views_run_without_a_copy(dtype):
     v = torch.randn(2, 45, 4, 32, generator=generator).to(dtype).transpose(1, 2)
     assert not q.is_contiguous()
     check(q, k, v, is_causal=True)
+    # The output is laid out as the query: [B, S, H, Dv] in memory, so that
+    # merging the heads is a view; the values are those of dense inputs.
+    out = attn.scaled_dot_product_attention(q, k, v, is_causal=True)
+    assert out.transpose(1, 2).is_contiguous()
+    dense = attn.scaled_dot_product_attention(*(x.contiguous() for x in (q, k, v)),
+                                              is_causal=True)
+    assert dense.is_contiguous() and torch.equal(out, dense)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
