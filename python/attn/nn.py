@@ -10,7 +10,9 @@ Differences from torch, by design:
 - a query row that may attend nothing (every key masked) gives output 0 and
   weights 0, where torch gives NaN;
 - is_causal=True without attn_mask applies a causal mask (torch requires the
-  mask as well and treats is_causal as a hint);
+  mask as well and treats is_causal as a hint); with attn_mask, the hint is
+  checked: the causal kernel runs (skipping the blocks above the diagonal)
+  where the mask is exactly the causal one, the mask as given otherwise;
 - the returned weights are not differentiable (they are for looking at);
   gradients flow through the output as in torch;
 - with dropout in training mode, the weights are dropped by attn's
@@ -158,11 +160,20 @@ class MultiheadAttention(nn.Module):
                 extra += 1
         seq_k = k.shape[2]
 
-        mask = _merge_masks(attn_mask, key_padding_mask, batch, heads, seq_q, seq_k,
-                            extra, q.dtype)
-        causal = bool(is_causal) and attn_mask is None
         # The queries are the sequence's last ones when they follow a cache.
         alignment = "bottom_right" if kv_cache is not None else "top_left"
+        causal = bool(is_causal)
+        if causal and attn_mask is not None:
+            # torch's module wants attn_mask with is_causal, a hint that it is
+            # the causal mask. Where it is, the causal kernel skips the blocks
+            # above the diagonal instead of reading the mask; where it is not,
+            # the mask applies as given (torch may trust a wrong hint).
+            if extra == 0 and _is_causal_mask(attn_mask, seq_q, seq_k, alignment):
+                attn_mask = None
+            else:
+                causal = False
+        mask = _merge_masks(attn_mask, key_padding_mask, batch, heads, seq_q, seq_k,
+                            extra, q.dtype)
         dropout_p = self.dropout if self.training else 0.0
         seed = None
         if dropout_p > 0.0:
@@ -349,6 +360,25 @@ class _Scratch:
 
     def __setstate__(self, state):
         self._local = threading.local()
+
+
+def _is_causal_mask(attn_mask, seq_q, seq_k, alignment) -> bool:
+    """Whether a 2-D attn_mask [L, S] is exactly the causal mask of
+    `alignment` in torch.nn.MultiheadAttention's convention: bool True (or
+    float -inf) above the diagonal, False (or 0) elsewhere. One pass over
+    the mask; False for anything else, for a mask that requires grad (its
+    gradient needs it read), and while torch.compile traces (the answer
+    would depend on the mask's values)."""
+    if (attn_mask.dim() != 2 or tuple(attn_mask.shape) != (seq_q, seq_k)
+            or attn_mask.requires_grad or torch.compiler.is_compiling()):
+        return False
+    offset = seq_k - seq_q if alignment == "bottom_right" else 0
+    above = torch.ones((seq_q, seq_k), dtype=torch.bool,
+                       device=attn_mask.device).triu_(offset + 1)
+    if attn_mask.dtype == torch.bool:
+        return torch.equal(attn_mask, above)
+    causal = torch.zeros((seq_q, seq_k), dtype=attn_mask.dtype, device=attn_mask.device)
+    return torch.equal(attn_mask, causal.masked_fill_(above, -math.inf))
 
 
 def _merge_masks(attn_mask, key_padding_mask, batch, heads, seq_q, seq_k, extra, dtype):

@@ -88,8 +88,9 @@ def test_masks(kind, padding):
     close(got_w, want_w)
 
 
-def test_causal_cross_kdim_bias_kv_zero_attn():
-    ref, ours = pair(kdim=24, vdim=16, add_bias_kv=True, add_zero_attn=True, bias=False)
+@pytest.mark.parametrize("bias", [False, True])
+def test_causal_cross_kdim_bias_kv_zero_attn(bias):
+    ref, ours = pair(kdim=24, vdim=16, add_bias_kv=True, add_zero_attn=True, bias=bias)
     q, k, v = inputs(2, 5, 8, 32, kdim=24, vdim=16)
     mask = nn.Transformer.generate_square_subsequent_mask(8)[:5]
     got, got_w = ours(q, k, v, attn_mask=mask)
@@ -101,6 +102,58 @@ def test_causal_cross_kdim_bias_kv_zero_attn():
     ref2, ours2 = pair(seed=4)
     causal = nn.Transformer.generate_square_subsequent_mask(6)
     close(ours2(x, x, x, is_causal=True)[0], ref2(x, x, x, attn_mask=causal, is_causal=True)[0])
+
+
+@pytest.mark.parametrize("need_weights", [False, True])
+def test_causal_hint_is_checked(monkeypatch, need_weights):
+    # torch's way of asking for causal attention: attn_mask and is_causal.
+    # An exact causal mask (float or bool) runs the causal kernel without
+    # the mask (a key_padding_mask still applies); any other mask applies
+    # as given, whatever the hint says.
+    calls = []
+    sdpa = attn.nn.scaled_dot_product_attention
+
+    def spy(q, k, v, mask, causal, *args):
+        calls.append((mask is None, causal))
+        return sdpa(q, k, v, mask, causal, *args)
+
+    monkeypatch.setattr(attn.nn, "scaled_dot_product_attention", spy)
+    ref, ours = pair(batch_first=True)
+    x, _, _ = inputs(2, 9, 9, 32, batch_first=True)
+    square = nn.Transformer.generate_square_subsequent_mask(9)
+    kpm = torch.zeros(2, 9, dtype=torch.bool)
+    kpm[1, 7:] = True
+    wrong = square.clone()
+    wrong[3, 5] = 0.0  # one position above the diagonal allowed
+    for mask, padding, exact in [(square, None, True), (square.isinf(), None, True),
+                                 (square.isinf(), kpm, True), (wrong, None, False)]:
+        calls.clear()
+        got, got_w = ours(x, x, x, attn_mask=mask, is_causal=True, key_padding_mask=padding,
+                          need_weights=need_weights)
+        want, want_w = ref(x, x, x, attn_mask=mask, key_padding_mask=padding)
+        assert calls == [(exact and padding is None, exact)]
+        close(got, want)
+        if need_weights:
+            close(got_w, want_w)
+    # Extra keys (bias_kv) are allowed to every row: the mask path.
+    ref, ours = pair(batch_first=True, add_bias_kv=True, seed=2)
+    calls.clear()
+    close(ours(x, x, x, attn_mask=square, is_causal=True)[0], ref(x, x, x, attn_mask=square)[0])
+    assert calls == [(False, False)]
+
+
+def test_causal_mask_recognition():
+    top = torch.ones(3, 5, dtype=torch.bool).triu(1)  # True: masked out
+    bottom = torch.ones(3, 5, dtype=torch.bool).triu(3)
+    assert attn.nn._is_causal_mask(top, 3, 5, "top_left")
+    assert not attn.nn._is_causal_mask(top, 3, 5, "bottom_right")
+    assert attn.nn._is_causal_mask(bottom, 3, 5, "bottom_right")
+    as_float = torch.zeros(3, 5, dtype=torch.bfloat16).masked_fill(bottom, -math.inf)
+    assert attn.nn._is_causal_mask(as_float, 3, 5, "bottom_right")
+    assert not attn.nn._is_causal_mask(as_float.masked_fill(bottom, -1e9), 3, 5, "bottom_right")
+    assert not attn.nn._is_causal_mask(top[None], 3, 5, "top_left")  # 3-D: per head
+    learned = torch.zeros(3, 5).masked_fill(top, -math.inf).requires_grad_()
+    assert not attn.nn._is_causal_mask(learned, 3, 5, "top_left")
 
 
 def test_unbatched_and_no_weights():
