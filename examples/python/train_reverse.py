@@ -7,9 +7,10 @@ To write token t of the reversed sequence the decoder must read token
 S - 1 - t of the source: a model that learned the task attends along the
 anti-diagonal, which the heatmap shows and the script checks (the share of
 target positions whose strongest cross-attention, averaged over the heads,
-is on their mirror position); it exits with 1 unless the model reverses
-more than 95 % of held-out tokens and more than 90 % of its strongest
-cross-attention is on the mirror.
+is on their mirror position); it exits with 1 unless the model, decoding
+held-out sequences greedily (each token after its own previous outputs),
+gets more than 95 % of their tokens right and more than 90 % of its
+strongest cross-attention is on the mirror.
 """
 
 from __future__ import annotations
@@ -72,17 +73,28 @@ def train(steps: int = 300, batch: int = 64, seed: int = 0, quiet: bool = False,
 
 @torch.no_grad()
 def evaluate(model, seed: int = 1):
-    """Greedy decoding of one held-out sequence, its cross-attention (the
-    last step's, averaged over heads) and the anti-diagonal's share."""
+    """Greedy decoding of held-out sequences: each output token is the most
+    likely one after the model's own previous outputs (not the true ones).
+    Returns the first sequence, its decoded output, its cross-attention (the
+    last step's, over the whole output, averaged over the heads), the share
+    of tokens right, the share of whole sequences reversed, and the share of
+    output positions whose strongest cross-attention is on the mirror."""
     model.eval()
     generator = torch.Generator().manual_seed(seed)
-    source, target_in, target = batch_of(256, generator)
-    logits, cross = model(source, target_in)
-    accuracy = (logits.argmax(-1) == target).float().mean().item()
+    source, _, target = batch_of(256, generator)
+    memory = model.encode(source)
+    decoded = torch.full((source.size(0), 1), BOS)
+    for _ in range(LENGTH):
+        logits, cross = model.decode(decoded, memory)
+        decoded = torch.cat([decoded, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+    output = decoded[:, 1:]
+    right = output == target
+    accuracy = right.float().mean().item()
+    sequences = right.all(dim=1).float().mean().item()
     mean = cross.mean(dim=1)                       # [B, St, Ss]
     mirror = torch.arange(LENGTH - 1, -1, -1)
     anti_diagonal = (mean.argmax(-1) == mirror).float().mean().item()
-    return source[0], target[0], mean[0], accuracy, anti_diagonal
+    return source[0], output[0], mean[0], accuracy, sequences, anti_diagonal
 
 
 def main(argv=None) -> int:
@@ -91,12 +103,12 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default="reverse_cross_attention.png")
     args = parser.parse_args(argv)
     model, losses = train(args.steps)
-    source, target, weights, accuracy, anti_diagonal = evaluate(model)
-    print(f"loss {losses[0]:.3f} -> {losses[-1]:.3f}; held-out token accuracy "
-          f"{accuracy:.1%}; strongest cross-attention on the mirror position: "
-          f"{anti_diagonal:.1%}")
+    source, output, weights, accuracy, sequences, anti_diagonal = evaluate(model)
+    print(f"loss {losses[0]:.3f} -> {losses[-1]:.3f}; held-out, decoded greedily: "
+          f"{accuracy:.1%} of tokens, {sequences:.1%} of whole sequences reversed; "
+          f"strongest cross-attention on the mirror position: {anti_diagonal:.1%}")
     attn.plot_attention(weights, [str(int(t)) for t in source],
-                        [str(int(t)) for t in target], path=args.out,
+                        [str(int(t)) for t in output], path=args.out,
                         title="cross-attention (target rows, source columns)")
     print(f"wrote {args.out}")
     return 0 if accuracy > 0.95 and anti_diagonal > 0.9 else 1

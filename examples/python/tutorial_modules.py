@@ -199,8 +199,12 @@ class Seq2Seq(nn.Module):
         x = self.embed(source) * self.scale + self.positions[: source.size(1)]
         return self.encoder(x)[0]
 
-    def forward(self, source, target_in):
-        memory = self.encode(source)
+    def decode(self, target_in, memory):
+        """Logits of each next token and the cross-attention weights, for
+        the target's tokens so far (teacher forcing, or a greedy prefix)."""
         y = self.embed(target_in) * self.scale + self.positions[: target_in.size(1)]
         y, _, cross = self.decoder(y, memory)
         return self.out(y), cross
+
+    def forward(self, source, target_in):
+        return self.decode(target_in, self.encode(source))
