@@ -55,13 +55,31 @@ def test_grid_svg_has_labels(weights, tmp_path):
     for token in TOKENS:
         assert token in texts
     assert "head 0" in texts and "head 3" in texts and "head 1" not in texts
+    # Two images side by side, each with its colour bar: a page wider than tall.
+    width, height = (float(re.search(rf'{side}="([0-9.]+)pt"', svg).group(1))
+                     for side in ("width", "height"))
+    assert width > 1.5 * height > 150
+
+
+def test_grid_has_a_colour_bar_per_image(weights):
+    figure = attn.plot_attention(weights[0], TOKENS, ncols=3)
+    image_axes = [ax for ax in figure.axes if ax.images]
+    assert len(image_axes) == 4
+    # One colour bar per image; the grid's two spare cells (2 x 3) blank.
+    bars = [ax for ax in figure.axes if ax.get_label() == "<colorbar>"]
+    spare = [ax for ax in figure.axes if not ax.images and ax not in bars]
+    assert len(bars) == 4 and len(spare) == 2 and not any(ax.axison for ax in spare)
 
 
 def test_all_heads_pdf_no_annotation_when_large(tmp_path):
     path = tmp_path / "heads.pdf"
     large = np.random.default_rng(0).random((3, 20, 30)).astype(np.float32)
     figure = attn.plot_attention(large, path=path, ncols=2)
-    assert path.read_bytes()[:5] == b"%PDF-"
+    data = path.read_bytes()
+    assert data[:5] == b"%PDF-" and data.rstrip().endswith(b"%%EOF")
+    # Two rows of two cells (the fourth empty): the page's MediaBox in points.
+    box = [float(x) for x in re.search(rb"/MediaBox \[ *([0-9. ]+)\]", data).group(1).split()]
+    assert box[2] > 300 and box[3] > 300
     image_axes = [ax for ax in figure.axes if ax.images]
     assert len(image_axes) == 3 and not any(ax.texts for ax in image_axes)
 
@@ -75,6 +93,23 @@ def test_errors(weights, tmp_path):
         attn.plot_attention(weights[0, 0], path=tmp_path / "w.bmp")
     with pytest.raises(attn.Error, match=r"shape \(2, 4, 6, 6\)"):
         attn.plot_attention(torch.zeros(2, 4, 6, 6))
+
+
+def test_without_matplotlib_a_clear_message(tmp_path):
+    # A process where matplotlib cannot be imported: the error names the
+    # extra to install, and nothing is written.
+    code = (
+        "import sys; sys.modules['matplotlib'] = None\n"
+        "import attn, numpy as np\n"
+        "try:\n"
+        f"    attn.plot_attention(np.eye(3, dtype=np.float32), path={str(tmp_path / 'w.png')!r})\n"
+        "except attn.Error as e:\n"
+        "    print(e)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "needs matplotlib: pip install 'attn[viz]'" in done.stdout
+    assert not (tmp_path / "w.png").exists()
 
 
 def test_command(tmp_path):
