@@ -59,13 +59,13 @@ def test_scaled_dot_product_attention_with_dropout():
     keep = torch.from_numpy(tm.attn.dropout_mask(2, 3, 7, 9, p, seed))
     assert 0.5 < keep.double().mean().item() < 0.9  # about 1 - p kept
     scores = (q.double() @ k.double().transpose(-2, -1)) / 4.0
-    want_w = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1) * keep / (1 - p)
+    probs = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+    want_w = probs * keep / (1 - p)
     close(weights, want_w.float())
     close(context, (want_w @ v.double()).float())
     # Another seed, other weights dropped; eval mode drops none.
     assert not torch.equal(ours(q, k, v, mask)[1], weights)
-    close(ours.eval()(q, k, v, mask)[1], torch.softmax(
-        scores.masked_fill(~mask, float("-inf")), dim=-1).float())
+    close(ours.eval()(q, k, v, mask)[1], probs.float())
 
 
 def test_self_attention_with_different_dk_dv():
