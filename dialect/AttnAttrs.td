@@ -75,10 +75,11 @@ def Attn_KernelAttr : AttrDef<Attn_Dialect, "Kernel"> {
       `direct-rows` rows take the direct path at run time whatever the
       choice.
     - `query_tile`: query rows per work item (a CPU thread's unit of work;
-      a GPU thread block, 16 per warp).
+      a GPU thread block, `row_block` per warp).
     - `key_block`: keys per block of the key loop (the key tile).
     - `row_block` (CPU, packed): query rows sharing each packed K/V load
-      (amx: 16, a tile's rows).
+      (amx: 16, a tile's rows); on a GPU the query rows a warp owns, 16
+      (written 0) or 32 (two mma.sync m16 blocks sharing each K/V operand).
     - `lane_rows` (CPU): rows of a lane-rows tile; 0 where the target has
       no lane-rows micro-kernel.
     - `bf16_dot` (CPU): bf16 Q·Kᵀ (and P·V where allowed) by AVX-512 BF16's
@@ -87,6 +88,7 @@ def Attn_KernelAttr : AttrDef<Attn_Dialect, "Kernel"> {
     ```mlir
     #attn.kernel<lane_rows, query_tile = 256, key_block = 64, row_block = 4, lane_rows = 64>
     #attn.kernel<mma_sync, query_tile = 64, key_block = 64>
+    #attn.kernel<mma_sync, query_tile = 128, key_block = 64, row_block = 32>
     ```
   }];
   let parameters = (ins

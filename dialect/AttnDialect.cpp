@@ -55,6 +55,26 @@ KernelAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                          << ", bf16_dot = " << (bf16Dot ? "true" : "false");
     return success();
   }
+  if (microKernel == MicroKernel::mma_sync || microKernel == MicroKernel::fma) {
+    if (laneRows || bf16Dot)
+      return emitError() << "#attn.kernel: lane_rows and bf16_dot are CPU "
+                            "choices; a GPU micro-kernel ("
+                         << stringifyMicroKernel(microKernel)
+                         << ") takes neither";
+    if (rowBlock != 0 && rowBlock != 16 && rowBlock != 32)
+      return emitError() << "#attn.kernel: a GPU micro-kernel's row_block is "
+                            "its query rows a warp, 16 (or 0) or 32, found "
+                         << rowBlock;
+    int64_t rowsPerWarp = rowBlock ? rowBlock : 16;
+    if (queryTile % rowsPerWarp || queryTile > 16 * rowsPerWarp ||
+        keyBlock % 16)
+      return emitError() << "#attn.kernel: a GPU micro-kernel's query_tile "
+                            "must be 1 to 16 warps of "
+                         << rowsPerWarp
+                         << " rows and its key_block a multiple of 16, found "
+                         << queryTile << " and " << keyBlock;
+    return success();
+  }
   if (rowBlock < 0 || rowBlock > 8 || laneRows < 0)
     return emitError() << "#attn.kernel: row_block must be in [0, 8] and "
                           "lane_rows at least 0, found "
@@ -70,17 +90,7 @@ KernelAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return success();
   case MicroKernel::mma_sync:
   case MicroKernel::fma:
-    if (rowBlock || laneRows || bf16Dot)
-      return emitError() << "#attn.kernel: row_block, lane_rows and "
-                            "bf16_dot are CPU choices; a GPU micro-kernel ("
-                         << stringifyMicroKernel(microKernel)
-                         << ") takes none";
-    if (queryTile % 16 || keyBlock % 16)
-      return emitError() << "#attn.kernel: a GPU micro-kernel's query_tile "
-                            "(16 rows a warp) and key_block must be "
-                            "multiples of 16, found "
-                         << queryTile << " and " << keyBlock;
-    return success();
+    break; // above
   }
   return success();
 }

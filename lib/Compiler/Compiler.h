@@ -101,8 +101,11 @@ struct CompileOptions {
   /// means the CPU. targetFeatures then holds PTX features (default: the
   /// PTX version the architecture needs).
   std::string gpuArch;
-  /// Warps per GPU thread block, each owning 16 query rows (1-16).
+  /// Warps per GPU thread block (1-16).
   int64_t gpuWarps = ::mlir::attn::defaults::kGpuWarps;
+  /// Query rows per warp (16 or 32; 32 applies to f16/bf16 kernels with
+  /// Dv <= 128, the others keep 16).
+  int64_t gpuRowsPerWarp = ::mlir::attn::defaults::kGpuRowsPerWarp;
   /// The CUDA toolkit (ptxas) for cubin output; empty: $CUDA_HOME, else
   /// the toolkit found at configure time, else /usr/local/cuda.
   std::string cudaToolkit;

@@ -53,6 +53,7 @@ std::string findCudaToolkit(const CompileOptions &options);
 inline mlir::attn::GpuKernelOverrides gpuOverrides(const CompileOptions &options) {
   mlir::attn::GpuKernelOverrides overrides;
   overrides.warps = options.gpuWarps;
+  overrides.rowsPerWarp = options.gpuRowsPerWarp;
   overrides.keyBlock = options.keyTileSize;
   return overrides;
 }

@@ -77,6 +77,12 @@ bool compileGpuImage(const std::vector<KernelSpec> &specs,
             std::to_string(options.keyTileSize) + " keys";
     return false;
   }
+  if (options.gpuRowsPerWarp != 16 && options.gpuRowsPerWarp != 32) {
+    error = "a GPU warp takes 16 or 32 query rows (one or two mma.sync "
+            "m16 blocks), found " +
+            std::to_string(options.gpuRowsPerWarp);
+    return false;
+  }
   KernelModule kernels(specs);
   if (!kernels.module) {
     error = kernels.diagnostics;
@@ -99,6 +105,7 @@ bool compileGpuImage(const std::vector<KernelSpec> &specs,
   mlir::attn::GpuPipelineOptions pipeline;
   pipeline.chip = options.gpuArch;
   pipeline.warps = options.gpuWarps;
+  pipeline.rowsPerWarp = options.gpuRowsPerWarp;
   pipeline.features = options.targetFeatures.empty()
                           ? defaultPtxFeatures(options.gpuArch)
                           : options.targetFeatures;

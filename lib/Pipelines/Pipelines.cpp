@@ -104,7 +104,7 @@ void mlir::attn::buildAttnToLLVMCpuPipeline(OpPassManager &pm,
 void mlir::attn::buildAttnToNVVMPipeline(OpPassManager &pm,
                                          const GpuPipelineOptions &options) {
   TilingConfig tiling;
-  tiling.queryTileSize = 16 * options.warps;
+  tiling.queryTileSize = options.rowsPerWarp * options.warps;
   tiling.keyTileSize = options.keyTileSize;
   // attn-lower-to-gpu maps one query head to blockIdx.y.
   tiling.decodeRows = 0;
@@ -115,7 +115,10 @@ void mlir::attn::buildAttnToNVVMPipeline(OpPassManager &pm,
   // run has checked aligned ranges yet.
   tiling.alignKeyRanges = false;
   buildAttnTilingPipeline(pm, tiling);
-  pm.addPass(createAttnLowerToGpuPass({options.mma}));
+  AttnLowerToGpuPassOptions lowering;
+  lowering.useMma = options.mma;
+  lowering.rowsPerWarp = options.rowsPerWarp;
+  pm.addPass(createAttnLowerToGpuPass(lowering));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   GpuNVVMAttachTargetOptions target;

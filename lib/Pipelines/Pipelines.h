@@ -120,9 +120,13 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       *this, "features", llvm::cl::desc("PTX features (e.g. +ptx80)"),
       llvm::cl::init("+ptx80")};
   PipelineOption<int64_t> warps{
-      *this, "warps",
-      llvm::cl::desc("Warps per thread block; each owns 16 query rows"),
+      *this, "warps", llvm::cl::desc("Warps per thread block"),
       llvm::cl::init(::mlir::attn::defaults::kGpuWarps)};
+  PipelineOption<int64_t> rowsPerWarp{
+      *this, "rows-per-warp",
+      llvm::cl::desc("Query rows per warp, 16 or 32, for ops without an "
+                     "#attn.kernel (their row_block otherwise)"),
+      llvm::cl::init(::mlir::attn::defaults::kGpuRowsPerWarp)};
   PipelineOption<int64_t> keyTileSize{
       *this, "key-tile-size",
       llvm::cl::desc("Keys per shared-memory tile (a multiple of 16)"),

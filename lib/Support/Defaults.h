@@ -31,9 +31,11 @@ inline constexpr int64_t kDecodeRows = 4;
 inline constexpr int64_t kPrefetchBytes = 4096;
 /// f32 lanes per vector where no target says (AVX-512).
 inline constexpr int64_t kVectorWidth = 16;
-/// Warps per GPU thread block (16 query rows each), and keys per GPU key
-/// tile where a kernel's choice does not say otherwise.
+/// Warps per GPU thread block, query rows per warp (one m16 block; 32 is
+/// two), and keys per GPU key tile where a kernel's choice does not say
+/// otherwise.
 inline constexpr int64_t kGpuWarps = 4;
+inline constexpr int64_t kGpuRowsPerWarp = 16;
 inline constexpr int64_t kGpuKeyBlock = 64;
 
 } // namespace defaults

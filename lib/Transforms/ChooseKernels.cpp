@@ -226,9 +226,17 @@ KernelAttr mlir::attn::chooseGpuKernel(AttentionOp op,
                          ? 32
                          : ::mlir::attn::defaults::kGpuKeyBlock;
   bool mma = overrides.mma && (element.isF16() || element.isBF16());
+  // Two m16 blocks a warp double the accumulator and score registers
+  // (Dv + Bc/2 floats a thread at 32 rows): only tensor-core kernels with
+  // Dv <= 128 stay within 255 registers. row_block 0 is 16 rows.
+  int64_t rowsPerWarp =
+      overrides.rowsPerWarp > 16 && mma && v.getDimSize(3) <= 128
+          ? overrides.rowsPerWarp
+          : 16;
   return KernelAttr::get(op.getContext(),
                          mma ? MicroKernel::mma_sync : MicroKernel::fma,
-                         16 * overrides.warps, keyBlock, /*rowBlock=*/0,
+                         rowsPerWarp * overrides.warps, keyBlock,
+                         /*rowBlock=*/rowsPerWarp == 16 ? 0 : rowsPerWarp,
                          /*laneRows=*/0, /*bf16Dot=*/false);
 }
 
@@ -259,6 +267,7 @@ struct AttnChooseKernelsPass
     if (isGpuTarget(target)) {
       GpuKernelOverrides overrides;
       overrides.warps = warps;
+      overrides.rowsPerWarp = rowsPerWarp;
       overrides.keyBlock = keyBlock;
       overrides.mma = mma;
       choose = [=](AttentionOp op) { return chooseGpuKernel(op, overrides); };

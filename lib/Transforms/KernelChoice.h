@@ -75,8 +75,11 @@ int64_t cpuLaneRows(const CpuTarget &target,
 
 /// Choices a user fixed for a GPU kernel.
 struct GpuKernelOverrides {
-  /// Warps per thread block (16 query rows each).
+  /// Warps per thread block.
   int64_t warps = ::mlir::attn::defaults::kGpuWarps;
+  /// Query rows per warp: 16, or 32 where the kernel's registers allow it
+  /// (16-bit inputs on tensor cores, Dv <= 128; others take 16).
+  int64_t rowsPerWarp = ::mlir::attn::defaults::kGpuRowsPerWarp;
   /// Keys per shared-memory tile (0: chosen).
   int64_t keyBlock = 0;
   /// Tensor cores for 16-bit inputs (else FMA).

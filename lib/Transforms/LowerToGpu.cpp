@@ -23,11 +23,8 @@
 //   - the normalization's linalg.generic bodies are cloned per fragment
 //     element and their results stored.
 //
-// Fragment layout (that of mma.sync m16n8k16's accumulator): warp w owns
-// query rows 16w .. 16w+15 of the tile; lane l holds rows r0 = 16w + l/4
-// and r1 = r0 + 8, and in each group of 8 columns the two columns
-// 2(l%4) and 2(l%4)+1. A [rows x N] tile is N/8 groups of 4 values:
-// (r0,c), (r0,c+1), (r1,c), (r1,c+1). Row statistics are 2 values (r0, r1).
+// Fragment layout: that of mma.sync m16n8k16's accumulator, for each of a
+// warp's 1 or 2 blocks of 16 rows (Gpu/WarpTile.h).
 //
 //===----------------------------------------------------------------------===//
 #include "lib/Transforms/AttentionMath.h"
@@ -66,8 +63,8 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 class KernelConverter : public TilePlan {
 public:
   KernelConverter(func::FuncOp func, scf::ForallOp forall, bool useMma,
-                  bool useAsyncCopy)
-      : TilePlan(forall, useMma, useAsyncCopy), func(func) {}
+                  bool useAsyncCopy, int64_t rowsPerWarp)
+      : TilePlan(forall, useMma, useAsyncCopy, rowsPerWarp), func(func) {}
 
   LogicalResult convert(gpu::GPUModuleOp gpuModule);
 
@@ -119,14 +116,19 @@ void KernelConverter::buildPrologue(gpu::GPUFuncOp kernel) {
     views[arg] = whole;
   }
 
-  // Threads: warp w owns rows 16w.., lane l rows l/4 and l/4 + 8.
+  // Threads: warp w owns rows 16M·w.., lane l rows l/4 and l/4 + 8 of
+  // each of its M blocks of 16.
   tid = gpu::ThreadIdOp::create(b(), gpu::Dimension::x);
   warp = arith::DivUIOp::create(b(), tid, cst(kWarpSize));
   lane = arith::RemUIOp::create(b(), tid, cst(kWarpSize));
   rowInWarp = arith::DivUIOp::create(b(), lane, cst(4));
   colPair = mul(arith::RemUIOp::create(b(), lane, cst(4)), cst(2));
-  row0 = add(mul(warp, cst(kRowsPerWarp)), rowInWarp);
-  row1 = add(row0, cst(kGroup));
+  Value firstRow = add(mul(warp, cst(kMmaRows * rowBlocks)), rowInWarp);
+  for (int64_t m = 0; m < rowBlocks; ++m) {
+    Value r0 = m == 0 ? firstRow : add(firstRow, cst(m * kMmaRows));
+    rows.push_back(r0);
+    rows.push_back(add(r0, cst(kGroup)));
+  }
   microKernel = createGpuMicroKernel(kind, *this, shared);
   microKernel->buildPrologue();
 
@@ -195,7 +197,8 @@ LogicalResult KernelConverter::convertOp(Operation *op) {
   if (auto fill = dyn_cast<linalg::FillOp>(op)) {
     // A state initialized to a constant: every fragment value.
     auto type = cast<ShapedType>(fill.getResult(0).getType());
-    int64_t count = type.getRank() == 4 ? paddedValueDim / kGroup * 4 : 2;
+    int64_t count =
+        type.getRank() == 4 ? fragmentSize(paddedValueDim) : 2 * rowBlocks;
     Value init = mapping.lookupOrDefault(fill.getInputs()[0]);
     states[fill.getResult(0)] = Fragments{SmallVector<Value>(count, init)};
     return success();
@@ -378,8 +381,10 @@ LogicalResult KernelConverter::convertOnline(OnlineAttentionOp op) {
              op.getDiagonal() ? mapping.lookupOrDefault(op.getDiagonal())
                               : Value());
   SmallVector<Value> alphas = updateStatistics(op, scores, max, sum);
+  int64_t blockValues = fragmentSize(paddedValueDim) / rowBlocks;
   for (auto [i, a] : llvm::enumerate(acc))
-    a = arith::MulFOp::create(b(), a, alphas[(i % 4) / 2]);
+    a = arith::MulFOp::create(b(), a,
+                              alphas[2 * (i / blockValues) + (i % 4) / 2]);
   if (asyncCopy) {
     waitForCopies(0);
     gpu::BarrierOp::create(b());
@@ -415,13 +420,16 @@ LogicalResult KernelConverter::convertEpilogue(linalg::GenericOp op) {
     inputs.push_back(&it->second);
   }
   Block &body = op.getRegion().front();
-  auto emitElement = [&](int64_t i, int64_t group, Value row, Value col) {
+  int64_t groups = paddedValueDim / kGroup;
+  // Value i of group `group` of row block m, at (row, col).
+  auto emitElement = [&](int64_t m, int64_t i, int64_t group, Value row,
+                         Value col) {
     IRMapping local = mapping;
     for (auto [arg, input, map] :
          llvm::zip(body.getArguments(), inputs, op.getIndexingMapsArray())) {
       bool perRow = map.getNumResults() == 3;
-      local.map(arg,
-                perRow ? input->values[i / 2] : input->values[group * 4 + i]);
+      local.map(arg, perRow ? input->values[2 * m + i / 2]
+                            : input->values[(m * groups + group) * 4 + i]);
     }
     for (Operation &inner : body.without_terminator())
       b().clone(inner, local);
@@ -432,8 +440,10 @@ LogicalResult KernelConverter::convertEpilogue(linalg::GenericOp op) {
     memref::StoreOp::create(b(), result, globals[out.tensor].data,
                             ValueRange{globalIndex(out, indices)});
   };
-  for (int64_t r = 0; r < 2; ++r) {
-    Value row = r == 0 ? row0 : row1;
+  // Row r of block m: rows[2m + r].
+  for (int64_t at = 0; at < 2 * rowBlocks; ++at) {
+    int64_t m = at / 2, r = at % 2;
+    Value row = rows[at];
     Value rowOk = lt(row, out.sizes[2]);
     if (rank == 3) {
       Value first =
@@ -441,17 +451,17 @@ LogicalResult KernelConverter::convertEpilogue(linalg::GenericOp op) {
       auto guard = scf::IfOp::create(b(), andI(rowOk, first));
       OpBuilder::InsertionGuard g(b());
       b().setInsertionPoint(guard.thenBlock()->getTerminator());
-      emitElement(r * 2, 0, row, Value());
+      emitElement(m, r * 2, 0, row, Value());
       continue;
     }
-    for (int64_t group = 0; group < paddedValueDim / kGroup; ++group)
+    for (int64_t group = 0; group < groups; ++group)
       for (int64_t c = 0; c < 2; ++c) {
         Value col = add(colPair, cst(group * kGroup + c));
         auto guard =
             scf::IfOp::create(b(), andI(rowOk, lt(col, cst(valueDim))));
         OpBuilder::InsertionGuard g(b());
         b().setInsertionPoint(guard.thenBlock()->getTerminator());
-        emitElement(r * 2 + c, group, row, col);
+        emitElement(m, r * 2 + c, group, row, col);
       }
   }
   return success();
@@ -594,7 +604,8 @@ struct AttnLowerToGpuPass
     auto gpuModule =
         gpu::GPUModuleOp::create(b, module.getLoc(), "attn_kernels");
     for (auto [func, forall] : kernels) {
-      KernelConverter converter(func, forall, useMma, useAsyncCopy);
+      KernelConverter converter(func, forall, useMma, useAsyncCopy,
+                                rowsPerWarp);
       if (failed(converter.convert(gpuModule)))
         return signalPassFailure();
       func.erase();

@@ -50,7 +50,11 @@ def AttnChooseKernelsPass : Pass<"attn-choose-kernels", "func::FuncOp"> {
            "CPU: ops of a static Sq up to this are decoding kernels">,
     Option<"warps", "warps", "int64_t",
            /*default=*/"::mlir::attn::GpuKernelOverrides{}.warps",
-           "GPU: warps per thread block (16 query rows each)">,
+           "GPU: warps per thread block">,
+    Option<"rowsPerWarp", "rows-per-warp", "int64_t",
+           /*default=*/"::mlir::attn::GpuKernelOverrides{}.rowsPerWarp",
+           "GPU: query rows per warp, 16 or 32 (32 for 16-bit inputs with "
+           "Dv <= 128 only; others keep 16)">,
     Option<"mma", "mma", "bool",
            /*default=*/"::mlir::attn::GpuKernelOverrides{}.mma",
            "GPU: tensor-core mma.sync for 16-bit inputs (else FMA)">,
@@ -523,10 +527,13 @@ def AttnLowerToGpuPass : Pass<"attn-lower-to-gpu", "ModuleOp"> {
 
     - one thread block per (query tile, query head, batch): grid
       `(ceil(Sq / tile), Hq, B)`, the forall's indices become block ids;
-    - `tile / 16` warps, each owning 16 query rows; every thread holds its
-      rows' scores, running max and sum and its part of the f32
+    - `tile / R` warps, each owning R = 16 or 32 query rows (the kernel's
+      `row_block`, 0 meaning 16; else `rows-per-warp`); every thread holds
+      its rows' scores, running max and sum and its part of the f32
       accumulator in registers, in the fragment layout of the m16n8k16
-      matrix multiply (rows `lane / 4` and `+8`, columns `2 (lane % 4)`);
+      matrix multiply for each block of 16 rows (rows `lane / 4` and `+8`,
+      columns `2 (lane % 4)`); with 32 rows each K and V operand feeds two
+      MMAs;
     - the query tile is staged in shared memory once per key loop, each
       key/value tile once per iteration (dynamic shared memory, rows padded
       against bank conflicts, zero-filled past the sequence and head dims),
@@ -555,6 +562,10 @@ def AttnLowerToGpuPass : Pass<"attn-lower-to-gpu", "ModuleOp"> {
     Option<"useAsyncCopy", "async-copy", "bool", /*default=*/"true",
            "Stage f16/bf16 tiles with cp.async (nvgpu.device_async_copy, "
            "sm_80+) where a tensor's layout allows 16-byte chunks">,
+    Option<"rowsPerWarp", "rows-per-warp", "int64_t", /*default=*/"16",
+           "Query rows per warp, 16 or 32 (two m16 blocks sharing each K/V "
+           "operand), for ops without an #attn.kernel (its row_block "
+           "otherwise)">,
   ];
   let dependentDialects = ["gpu::GPUDialect", "NVVM::NVVMDialect",
                            "nvgpu::NVGPUDialect",

@@ -6,6 +6,7 @@
 // RUN: attn-opt %s --attn-choose-kernels="target=x86-64-v3" | FileCheck %s --check-prefix=AVX2
 // RUN: attn-opt %s --attn-choose-kernels="target=sm_80" | FileCheck %s --check-prefix=SM80
 // RUN: attn-opt %s --attn-choose-kernels="target=sm_90 warps=8" | FileCheck %s --check-prefix=SM90
+// RUN: attn-opt %s --attn-choose-kernels="target=sm_80 rows-per-warp=32" | FileCheck %s --check-prefix=ROWS32
 // RUN: attn-opt %s --attn-choose-kernels="target=znver4 key-block=32 lane-rows=0" | FileCheck %s --check-prefix=FIXED
 // RUN: not attn-opt %s --attn-choose-kernels="target=pentium9" 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 
@@ -32,6 +33,9 @@
 //       SM80: kernel <fma, query_tile = 64, key_block = 64>
 // SM90-LABEL: func @f32_causal
 //       SM90: kernel <fma, query_tile = 128, key_block = 64>
+// 32 rows a warp are for tensor cores: f32 keeps 16.
+// ROWS32-LABEL: func @f32_causal
+//       ROWS32: kernel <fma, query_tile = 64, key_block = 64>
 // FIXED-LABEL: func @f32_causal
 //       FIXED: kernel <packed, query_tile = 128, key_block = 32, row_block = 4>
 func.func @f32_causal(%q: tensor<?x8x?x64xf32>, %k: tensor<?x2x?x64xf32>, %v: tensor<?x2x?x64xf32>,
@@ -59,6 +63,9 @@ func.func @f32_causal(%q: tensor<?x8x?x64xf32>, %k: tensor<?x2x?x64xf32>, %v: te
 //       SM80: kernel <mma_sync, query_tile = 64, key_block = 64>
 // SM90-LABEL: func @bf16_d64
 //       SM90: kernel <mma_sync, query_tile = 128, key_block = 64>
+// Two m16 blocks a warp: 4 warps own 128 rows.
+// ROWS32-LABEL: func @bf16_d64
+//       ROWS32: kernel <mma_sync, query_tile = 128, key_block = 64, row_block = 32>
 func.func @bf16_d64(%q: tensor<?x?x?x64xbf16>, %k: tensor<?x?x?x64xbf16>, %v: tensor<?x?x?x64xbf16>,
                     %o: tensor<?x?x?x64xbf16>) -> tensor<?x?x?x64xbf16> {
   %r = attn.attention ins(%q, %k, %v : tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>)
@@ -74,6 +81,8 @@ func.func @bf16_d64(%q: tensor<?x?x?x64xbf16>, %k: tensor<?x?x?x64xbf16>, %v: te
 //        SPR: kernel <amx, query_tile = 256, key_block = 64, row_block = 16, bf16_dot = true>
 // NOAMX-LABEL: func @bf16_d128
 //       NOAMX: kernel <lane_rows, query_tile = 256, key_block = 128, row_block = 2, lane_rows = 64>
+// ROWS32-LABEL: func @bf16_d128
+//       ROWS32: kernel <mma_sync, query_tile = 128, key_block = 64, row_block = 32>
 func.func @bf16_d128(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?x?x128xbf16>, %v: tensor<?x?x?x128xbf16>,
                      %o: tensor<?x?x?x128xbf16>) -> tensor<?x?x?x128xbf16> {
   %r = attn.attention ins(%q, %k, %v : tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>)
@@ -88,6 +97,8 @@ func.func @bf16_d128(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?x?x128xbf16>, %v:
 //       ZEN4: kernel <lane_rows, query_tile = 256, key_block = 128, row_block = 2, lane_rows = 64>
 // SM80-LABEL: func @f16_masked
 //       SM80: kernel <mma_sync, query_tile = 64, key_block = 64>
+// ROWS32-LABEL: func @f16_masked
+//       ROWS32: kernel <mma_sync, query_tile = 128, key_block = 64, row_block = 32>
 func.func @f16_masked(%q: tensor<?x?x?x64xf16>, %k: tensor<?x?x?x64xf16>, %v: tensor<?x?x?x64xf16>,
                       %m: tensor<1x1x?x?xi1>, %o: tensor<?x?x?x64xf16>) -> tensor<?x?x?x64xf16> {
   %r = attn.attention ins(%q, %k, %v : tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>)
@@ -113,11 +124,24 @@ func.func @bf16_keep_mask(%q: tensor<?x?x?x64xbf16>, %k: tensor<?x?x?x64xbf16>, 
 }
 // SM80-LABEL: func @f32_wide
 //       SM80: kernel <fma, query_tile = 64, key_block = 32>
+// ROWS32-LABEL: func @f32_wide
+//       ROWS32: kernel <fma, query_tile = 64, key_block = 32>
 func.func @f32_wide(%q: tensor<?x?x?x256xf32>, %k: tensor<?x?x?x256xf32>, %v: tensor<?x?x?x256xf32>,
                     %o: tensor<?x?x?x256xf32>) -> tensor<?x?x?x256xf32> {
   %r = attn.attention ins(%q, %k, %v : tensor<?x?x?x256xf32>, tensor<?x?x?x256xf32>, tensor<?x?x?x256xf32>)
       outs(%o : tensor<?x?x?x256xf32>) -> tensor<?x?x?x256xf32>
   return %r : tensor<?x?x?x256xf32>
+}
+
+// Dv > 128 keeps 16 rows a warp: two blocks' accumulators (Dv floats a
+// thread) would not fit 255 registers.
+// ROWS32-LABEL: func @bf16_d256
+//       ROWS32: kernel <mma_sync, query_tile = 64, key_block = 64>
+func.func @bf16_d256(%q: tensor<?x?x?x256xbf16>, %k: tensor<?x?x?x256xbf16>, %v: tensor<?x?x?x256xbf16>,
+                     %o: tensor<?x?x?x256xbf16>) -> tensor<?x?x?x256xbf16> {
+  %r = attn.attention ins(%q, %k, %v : tensor<?x?x?x256xbf16>, tensor<?x?x?x256xbf16>, tensor<?x?x?x256xbf16>)
+      outs(%o : tensor<?x?x?x256xbf16>) -> tensor<?x?x?x256xbf16>
+  return %r : tensor<?x?x?x256xbf16>
 }
 
 // Decoding (a static Sq of at most 4): 128-key blocks by 2 rows, which

@@ -2,7 +2,7 @@
 
 // Warps own 16 rows each: a query tile of 24 rows cannot be split.
 func.func @odd_tile(%q: tensor<?x?x?x64xf16>, %k: tensor<?x?x?x64xf16>, %v: tensor<?x?x?x64xf16>, %o: tensor<?x?x?x64xf16>) -> tensor<?x?x?x64xf16> {
-  // expected-error @below {{query tile of 24 rows: the GPU kernel needs a multiple of 16 up to 256}}
+  // expected-error @below {{query tile of 24 rows: the GPU kernel needs a multiple of 16 (rows a warp) up to 256}}
   %r = attn.attention ins(%q, %k, %v : tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>) outs(%o : tensor<?x?x?x64xf16>) -> tensor<?x?x?x64xf16>
   return %r : tensor<?x?x?x64xf16>
 }

@@ -90,10 +90,14 @@ static cl::opt<int64_t>
                      "GPU: 64, 32 for f32 with D > 128)"),
             cl::init(kDefaults.keyTileSize), cl::cat(category));
 static cl::opt<int64_t>
-    gpuWarps("gpu-warps",
-             cl::desc("Warps per thread block, 16 query rows each (GPU; "
-                      "default 4)"),
+    gpuWarps("gpu-warps", cl::desc("Warps per thread block (GPU; default 4)"),
              cl::init(kDefaults.gpuWarps), cl::cat(category));
+static cl::opt<int64_t> gpuRowsPerWarp(
+    "gpu-rows-per-warp",
+    cl::desc("Query rows per warp (GPU): 16 (default) or 32, two mma.sync "
+             "blocks sharing each K/V operand; 32 applies to f16/bf16 "
+             "kernels with Dv <= 128, the others keep 16"),
+    cl::init(kDefaults.gpuRowsPerWarp), cl::cat(category));
 static cl::opt<int64_t>
     rowBlock("row-block",
              cl::desc("Query rows sharing each packed K/V load (CPU, 1-8; "
@@ -281,8 +285,13 @@ int main(int argc, char **argv) {
       return fail("--target-cpu is for CPU targets, not --target " + target);
     options.gpuArch = target;
     options.gpuWarps = gpuWarps;
-  } else if (gpuWarps.getNumOccurrences() > 0) {
-    return fail("--gpu-warps is for GPU targets (--target sm_NN)");
+    options.gpuRowsPerWarp = gpuRowsPerWarp;
+  } else if (gpuWarps.getNumOccurrences() > 0 ||
+             gpuRowsPerWarp.getNumOccurrences() > 0) {
+    return fail(std::string(gpuWarps.getNumOccurrences()
+                                ? "--gpu-warps"
+                                : "--gpu-rows-per-warp") +
+                " is for GPU targets (--target sm_NN)");
   }
   {
     llvm::StringRef symbol = librarySymbol.getValue();

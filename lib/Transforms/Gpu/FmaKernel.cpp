@@ -32,25 +32,28 @@ public:
 /// The same scores by FMA (f32 inputs, or MMA disabled).
 SmallVector<Value> FmaKernel::scores() {
   int64_t groups = keyTile / kGroup;
-  SmallVector<Value> inits(groups * 4, f32(0));
+  SmallVector<Value> inits(fragmentSize(keyTile), f32(0));
   return forLoopWith(
       cst(0), cst(headDim), cst(1), inits,
       [&](Value d, ValueRange acc) -> SmallVector<Value> {
-        Value q0 = toF32(
-            memref::LoadOp::create(b(), shared.query, ValueRange{row0, d}));
-        Value q1 = toF32(
-            memref::LoadOp::create(b(), shared.query, ValueRange{row1, d}));
-        SmallVector<Value> next;
+        SmallVector<Value, 2 * kMaxRowBlocks> q;
+        for (Value row : rows)
+          q.push_back(toF32(
+              memref::LoadOp::create(b(), shared.query, ValueRange{row, d})));
+        SmallVector<Value> next(acc.size());
         for (int64_t j = 0; j < groups; ++j) {
           Value key = add(colPair, cst(j * kGroup));
-          Value k0 = toF32(
-              memref::LoadOp::create(b(), shared.keys, ValueRange{key, d}));
-          Value k1 = toF32(memref::LoadOp::create(
-              b(), shared.keys, ValueRange{add(key, cst(1)), d}));
-          next.push_back(math::FmaOp::create(b(), q0, k0, acc[j * 4 + 0]));
-          next.push_back(math::FmaOp::create(b(), q0, k1, acc[j * 4 + 1]));
-          next.push_back(math::FmaOp::create(b(), q1, k0, acc[j * 4 + 2]));
-          next.push_back(math::FmaOp::create(b(), q1, k1, acc[j * 4 + 3]));
+          Value k[2] = {
+              toF32(
+                  memref::LoadOp::create(b(), shared.keys, ValueRange{key, d})),
+              toF32(memref::LoadOp::create(b(), shared.keys,
+                                           ValueRange{add(key, cst(1)), d}))};
+          for (int64_t m = 0; m < rowBlocks; ++m)
+            for (int64_t i = 0; i < 4; ++i) {
+              int64_t at = (m * groups + j) * 4 + i;
+              next[at] =
+                  math::FmaOp::create(b(), q[2 * m + i / 2], k[i & 1], acc[at]);
+            }
         }
         return next;
       });
@@ -60,18 +63,22 @@ SmallVector<Value> FmaKernel::scores() {
 /// thread reads its rows' weight of every key.
 void FmaKernel::accumulate(SmallVector<Value> &acc, ArrayRef<Value> probs,
                            Value keys, bool dropExcluded) {
-  for (int64_t j = 0; j < keyTile / kGroup; ++j)
-    for (int64_t i = 0; i < 4; ++i)
-      memref::StoreOp::create(
-          b(), probs[j * 4 + i], shared.probs,
-          ValueRange{fragmentRow(i), add(colPair, cst(j * kGroup + (i & 1)))});
+  int64_t groups = keyTile / kGroup;
+  for (int64_t m = 0; m < rowBlocks; ++m)
+    for (int64_t j = 0; j < groups; ++j)
+      for (int64_t i = 0; i < 4; ++i)
+        memref::StoreOp::create(
+            b(), probs[(m * groups + j) * 4 + i], shared.probs,
+            ValueRange{fragmentRow(m, i),
+                       add(colPair, cst(j * kGroup + (i & 1)))});
   gpu::BarrierOp::create(b());
   acc = forLoopWith(
       cst(0), keys, cst(1), acc,
       [&](Value key, ValueRange state) -> SmallVector<Value> {
-        Value p[2] = {
-            memref::LoadOp::create(b(), shared.probs, ValueRange{row0, key}),
-            memref::LoadOp::create(b(), shared.probs, ValueRange{row1, key})};
+        SmallVector<Value, 2 * kMaxRowBlocks> p;
+        for (Value row : rows)
+          p.push_back(
+              memref::LoadOp::create(b(), shared.probs, ValueRange{row, key}));
         return accumulateKey(state, key, p, dropExcluded);
       });
 }
@@ -82,24 +89,27 @@ SmallVector<Value> GpuMicroKernel::accumulateKey(ValueRange acc, Value key,
   // An excluded key has weight exactly 0; 0 · NaN would still leak a NaN
   // value into a row that does not attend to it.
   Value zero = f32(0);
-  Value excluded[2];
+  SmallVector<Value, 2 * kMaxRowBlocks> excluded;
   if (dropExcluded)
-    for (int r = 0; r < 2; ++r)
-      excluded[r] =
-          arith::CmpFOp::create(b(), arith::CmpFPredicate::OEQ, p[r], zero);
-  SmallVector<Value> next;
-  for (int64_t e = 0; e < paddedValueDim / kGroup; ++e) {
+    for (Value weight : p)
+      excluded.push_back(
+          arith::CmpFOp::create(b(), arith::CmpFPredicate::OEQ, weight, zero));
+  int64_t groups = paddedValueDim / kGroup;
+  SmallVector<Value> next(acc.size());
+  for (int64_t e = 0; e < groups; ++e) {
     Value col = add(colPair, cst(e * kGroup));
     Value v[2] = {
         toF32(memref::LoadOp::create(b(), shared.values, ValueRange{key, col})),
         toF32(memref::LoadOp::create(b(), shared.values,
                                      ValueRange{key, add(col, cst(1))}))};
-    for (int64_t i = 0; i < 4; ++i) {
-      Value value = v[i & 1];
-      if (dropExcluded)
-        value = select(excluded[i / 2], zero, value);
-      next.push_back(math::FmaOp::create(b(), p[i / 2], value, acc[e * 4 + i]));
-    }
+    for (int64_t m = 0; m < rowBlocks; ++m)
+      for (int64_t i = 0; i < 4; ++i) {
+        int64_t row = 2 * m + i / 2, at = (m * groups + e) * 4 + i;
+        Value value = v[i & 1];
+        if (dropExcluded)
+          value = select(excluded[row], zero, value);
+        next[at] = math::FmaOp::create(b(), p[row], value, acc[at]);
+      }
   }
   return next;
 }

@@ -117,26 +117,32 @@ SmallVector<Value, 4> MmaSyncKernel::loadMatrices(Value tile, Value row,
 }
 
 /// Scores of the thread's fragment, S = Q·Kᵀ, on tensor cores. Per 16
-/// columns of D: the warp's 16 x 16 block of Q is one ldmatrix.x4 (the A
-/// operand as is); each ldmatrix.x4 of K gives the B operands of two groups
-/// of 8 keys (K's rows are Kᵀ's columns, the "col" layout B needs).
+/// columns of D: each of the warp's 16 x 16 blocks of Q is one ldmatrix.x4
+/// (the A operand as is); each ldmatrix.x4 of K gives the B operands of two
+/// groups of 8 keys (K's rows are Kᵀ's columns, the "col" layout B needs),
+/// which every row block of the warp multiplies.
 SmallVector<Value> MmaSyncKernel::scores() {
   int64_t groups = keyTile / kGroup;
-  SmallVector<Value> scores(groups * 4, f32(0));
-  Value qRow = add(mul(warp, cst(kRowsPerWarp)), ldRow);
+  SmallVector<Value> scores(fragmentSize(keyTile), f32(0));
+  Value qRow = add(mul(warp, cst(kMmaRows * rowBlocks)), ldRow);
   for (int64_t k = 0; k < paddedHeadDim; k += kMmaK) {
-    SmallVector<Value, 4> a =
-        loadMatrices(shared.query, qRow, add(ldCol, cst(k)), false);
+    SmallVector<SmallVector<Value, 4>, kMaxRowBlocks> a;
+    for (int64_t m = 0; m < rowBlocks; ++m)
+      a.push_back(loadMatrices(shared.query,
+                               m == 0 ? qRow : add(qRow, cst(m * kMmaRows)),
+                               add(ldCol, cst(k)), false));
     for (int64_t j = 0; j < groups; j += 2) {
       SmallVector<Value, 4> bw =
           loadMatrices(shared.keys, add(ldKeyRow, cst(j * kGroup)),
                        add(ldKeyCol, cst(k)), false);
-      for (int64_t g = 0; g < 2; ++g) {
-        Value d = mmaStep(a, ArrayRef(bw).slice(2 * g, 2),
-                          ArrayRef(scores).slice((j + g) * 4, 4));
-        for (int64_t i = 0; i < 4; ++i)
-          scores[(j + g) * 4 + i] = LLVM::ExtractValueOp::create(b(), d, i);
-      }
+      for (int64_t m = 0; m < rowBlocks; ++m)
+        for (int64_t g = 0; g < 2; ++g) {
+          int64_t at = (m * groups + j + g) * 4;
+          Value d = mmaStep(a[m], ArrayRef(bw).slice(2 * g, 2),
+                            ArrayRef(scores).slice(at, 4));
+          for (int64_t i = 0; i < 4; ++i)
+            scores[at + i] = LLVM::ExtractValueOp::create(b(), d, i);
+        }
     }
   }
   return scores;
@@ -162,31 +168,38 @@ void MmaSyncKernel::accumulate(SmallVector<Value> &acc, ArrayRef<Value> probs,
 }
 
 /// acc += P·V on tensor cores: the weights' fragments are already in the
-/// A-operand layout (two 8-column groups make one 16-key step).
+/// A-operand layout (two 8-column groups make one 16-key step); each of V's
+/// B operands serves every row block of the warp.
 void MmaSyncKernel::accumulateByMma(SmallVector<Value> &acc,
                                     ArrayRef<Value> probs) {
   auto round = [&](Value v) {
     return arith::TruncFOp::create(b(), elementType, v).getResult();
   };
+  int64_t keyGroups = keyTile / kGroup, valueGroups = paddedValueDim / kGroup;
   for (int64_t k = 0; k < keyTile / kMmaK; ++k) {
-    ArrayRef<Value> lo = probs.slice(2 * k * 4, 4),
-                    hi = probs.slice((2 * k + 1) * 4, 4);
-    SmallVector<Value, 4> a = {packPair(round(lo[0]), round(lo[1])),
-                               packPair(round(lo[2]), round(lo[3])),
-                               packPair(round(hi[0]), round(hi[1])),
-                               packPair(round(hi[2]), round(hi[3]))};
+    SmallVector<SmallVector<Value, 4>, kMaxRowBlocks> a;
+    for (int64_t m = 0; m < rowBlocks; ++m) {
+      ArrayRef<Value> lo = probs.slice((m * keyGroups + 2 * k) * 4, 4),
+                      hi = probs.slice((m * keyGroups + 2 * k + 1) * 4, 4);
+      a.push_back({packPair(round(lo[0]), round(lo[1])),
+                   packPair(round(lo[2]), round(lo[3])),
+                   packPair(round(hi[0]), round(hi[1])),
+                   packPair(round(hi[2]), round(hi[3]))});
+    }
     // V's B operands pair two keys of one column: ldmatrix.x4.trans of
     // 16 keys x 16 columns gives those of two groups of 8 columns.
     Value keyRow = add(ldRow, cst(k * kMmaK));
-    for (int64_t e = 0; e < paddedValueDim / kGroup; e += 2) {
+    for (int64_t e = 0; e < valueGroups; e += 2) {
       SmallVector<Value, 4> bw = loadMatrices(
           shared.values, keyRow, add(ldCol, cst(e * kGroup)), true);
-      for (int64_t g = 0; g < 2; ++g) {
-        Value d = mmaStep(a, ArrayRef(bw).slice(2 * g, 2),
-                          ArrayRef(acc).slice((e + g) * 4, 4));
-        for (int64_t i = 0; i < 4; ++i)
-          acc[(e + g) * 4 + i] = LLVM::ExtractValueOp::create(b(), d, i);
-      }
+      for (int64_t m = 0; m < rowBlocks; ++m)
+        for (int64_t g = 0; g < 2; ++g) {
+          int64_t at = (m * valueGroups + e + g) * 4;
+          Value d = mmaStep(a[m], ArrayRef(bw).slice(2 * g, 2),
+                            ArrayRef(acc).slice(at, 4));
+          for (int64_t i = 0; i < 4; ++i)
+            acc[at + i] = LLVM::ExtractValueOp::create(b(), d, i);
+        }
     }
   }
 }
@@ -259,18 +272,20 @@ MmaSyncKernel::accumulateDroppingExcluded(ValueRange acc, ArrayRef<Value> probs,
             add(quadLead, arith::DivUIOp::create(b(), inGroup, cst(2))));
         Value width =
             arith::ConstantIntOp::create(b(), gpu_kernel::kWarpSize, 32);
-        Value p[2];
-        for (int r = 0; r < 2; ++r) {
+        int64_t groups = keyTile / kGroup;
+        SmallVector<Value, 2 * kMaxRowBlocks> p;
+        for (int64_t row = 0; row < 2 * rowBlocks; ++row) {
+          int64_t m = row / 2, r = row % 2;
           Value own = zero;
-          for (int64_t j = 0; j < keyTile / kGroup; ++j)
-            own = select(
-                arith::CmpIOp::create(b(), arith::CmpIPredicate::eq, group,
-                                      cst(j)),
-                select(odd, probs[j * 4 + 2 * r + 1], probs[j * 4 + 2 * r]),
-                own);
-          p[r] = gpu::ShuffleOp::create(b(), b().getLoc(), own, source, width,
-                                        gpu::ShuffleMode::IDX)
-                     .getShuffleResult();
+          for (int64_t j = 0; j < groups; ++j) {
+            int64_t at = (m * groups + j) * 4 + 2 * r;
+            own = select(arith::CmpIOp::create(b(), arith::CmpIPredicate::eq,
+                                               group, cst(j)),
+                         select(odd, probs[at + 1], probs[at]), own);
+          }
+          p.push_back(gpu::ShuffleOp::create(b(), b().getLoc(), own, source,
+                                             width, gpu::ShuffleMode::IDX)
+                          .getShuffleResult());
         }
         return accumulateKey(state, key, p, /*dropExcluded=*/true);
       });

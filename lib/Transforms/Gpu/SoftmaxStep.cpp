@@ -1,9 +1,9 @@
 //===- SoftmaxStep.cpp - The online-softmax step on the fragments ---------===//
 //
-// Per thread, the scores of its fragment (two rows, two columns in each
-// group of 8 keys) go through the score function and the online update of
-// AttentionMath; a row's max and sum combine over the 4 lanes that hold it
-// by warp shuffles.
+// Per thread, the scores of its fragment (two rows of each row block, two
+// columns in each group of 8 keys) go through the score function and the online
+// update of AttentionMath; a row's max and sum combine over the 4 lanes that
+// hold it by warp shuffles.
 //
 //===----------------------------------------------------------------------===//
 #include "lib/Transforms/Gpu/TileMemory.h"
@@ -40,11 +40,13 @@ void SoftmaxStep::maskScores(OnlineAttentionOp op, SmallVector<Value> &scores,
 
   const View *mask = op.getMask() ? &views[op.getMask()] : nullptr;
   Value negInf = f32(-kInf), zero = f32(0);
-  for (int64_t j = 0; j < keyTile / kGroup; ++j)
+  // Group g of the fragment: group g % groups of row block g / groups.
+  int64_t groups = keyTile / kGroup;
+  for (int64_t g = 0; g < rowBlocks * groups; ++g)
     for (int64_t i = 0; i < 4; ++i) {
-      Value &s = scores[j * 4 + i];
-      Value row = fragmentRow(i);
-      Value key = add(colPair, cst(j * kGroup + (i & 1)));
+      Value &s = scores[g * 4 + i];
+      Value row = fragmentRow(g / groups, i);
+      Value key = add(colPair, cst(g % groups * kGroup + (i & 1)));
       Value allowed = lt(key, keys);
       if (diagonal && band.banded()) {
         Value center = band.relative(row, Value());
@@ -97,32 +99,36 @@ Value SoftmaxStep::rowReduce(AttentionMath &maths, Value v, bool isMax) {
 }
 
 /// Online update of the rows' max and sum; scores become the weights p.
-/// Returns the rescale factor alpha of row 0 and row 1.
+/// Returns the rescale factor alpha of each of the thread's rows (r0 and
+/// r1 of each row block).
 SmallVector<Value> SoftmaxStep::updateStatistics(OnlineAttentionOp op,
                                                  SmallVector<Value> &scores,
                                                  Fragments &max,
                                                  Fragments &sum) {
   AttentionMath softmax = maths(op);
+  int64_t groups = keyTile / kGroup;
   SmallVector<Value> alphas;
-  for (int64_t r = 0; r < 2; ++r) {
+  for (int64_t row = 0; row < 2 * rowBlocks; ++row) {
+    // Row r of block m: values 2r and 2r + 1 of each of the block's groups.
+    int64_t first = (row / 2) * groups * 4 + (row % 2) * 2;
     Value blockMax = f32(-kInf);
-    for (int64_t j = 0; j < keyTile / kGroup; ++j)
+    for (int64_t j = 0; j < groups; ++j)
       for (int64_t c = 0; c < 2; ++c)
-        blockMax = softmax.max(blockMax, scores[j * 4 + r * 2 + c]);
+        blockMax = softmax.max(blockMax, scores[first + j * 4 + c]);
     blockMax = rowReduce(softmax, blockMax, /*isMax=*/true);
-    Value oldMax = max.values[r];
+    Value oldMax = max.values[row];
     AttentionMath::MaxUpdate update = softmax.updateMax(oldMax, blockMax);
     Value safe = update.reference, alpha = update.alpha;
     Value rowSum = f32(0);
-    for (int64_t j = 0; j < keyTile / kGroup; ++j)
+    for (int64_t j = 0; j < groups; ++j)
       for (int64_t c = 0; c < 2; ++c) {
-        Value &s = scores[j * 4 + r * 2 + c];
+        Value &s = scores[first + j * 4 + c];
         s = softmax.exp(arith::SubFOp::create(b(), s, safe));
         rowSum = arith::AddFOp::create(b(), rowSum, s);
       }
     rowSum = rowReduce(softmax, rowSum, /*isMax=*/false);
-    max.values[r] = update.max;
-    sum.values[r] = softmax.updateSum(sum.values[r], alpha, rowSum);
+    max.values[row] = update.max;
+    sum.values[row] = softmax.updateSum(sum.values[row], alpha, rowSum);
     alphas.push_back(alpha);
   }
   return alphas;

@@ -102,7 +102,7 @@ protected:
   void maskScores(OnlineAttentionOp op, SmallVector<Value> &scores, Value keys,
                   Value diagonalOperand);
   /// The online update of the rows' max and sum; scores become weights.
-  /// Returns the rescale factors of row 0 and row 1.
+  /// Returns the rescale factors of the thread's rows (2 per row block).
   SmallVector<Value> updateStatistics(OnlineAttentionOp op,
                                       SmallVector<Value> &scores,
                                       Fragments &max, Fragments &sum);

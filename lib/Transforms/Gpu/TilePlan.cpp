@@ -34,13 +34,6 @@ LogicalResult TilePlan::analyze() {
     if (alloc.getType().getRank() == 4 && alloc.getType().hasStaticShape())
       blockRows = alloc.getType().getDimSize(2);
   });
-  if (blockRows == 0 || blockRows % kRowsPerWarp != 0 ||
-      blockRows > 16 * kRowsPerWarp)
-    return forall.emitOpError("query tile of ")
-           << blockRows << " rows: the GPU kernel needs a multiple of "
-           << kRowsPerWarp << " up to " << 16 * kRowsPerWarp;
-  warps = blockRows / kRowsPerWarp;
-
   auto accType = cast<ShapedType>(online.front().getAcc().getType());
   auto qType = cast<ShapedType>(online.front().getQuery().getType());
   elementType = qType.getElementType();
@@ -80,10 +73,13 @@ LogicalResult TilePlan::analyze() {
   bool sixteenBit = elementType.isF16() || elementType.isBF16();
   kind = requestMma && sixteenBit ? GpuMicroKernelKind::MmaSync
                                   : GpuMicroKernelKind::Fma;
+  // Rows a warp: the kernel's row_block (0: 16), else the pass's option.
+  int64_t rowsPerWarp = requestRowsPerWarp;
   for (OnlineAttentionOp op : online) {
     KernelAttr kernel = op.getKernelAttr();
     if (!kernel)
       continue;
+    rowsPerWarp = kernel.getRowBlock() ? kernel.getRowBlock() : kMmaRows;
     switch (kernel.getMicroKernel()) {
     case MicroKernel::mma_sync:
       if (!sixteenBit)
@@ -101,6 +97,16 @@ LogicalResult TilePlan::analyze() {
              << "> is a CPU micro-kernel; a GPU takes mma_sync or fma";
     }
   }
+  if (rowsPerWarp % kMmaRows != 0 || rowsPerWarp > kMmaRows * kMaxRowBlocks)
+    return forall.emitOpError("attn-lower-to-gpu: ")
+           << rowsPerWarp << " query rows a warp: a warp takes 16 or 32";
+  if (blockRows == 0 || blockRows % rowsPerWarp != 0 ||
+      blockRows > 16 * rowsPerWarp)
+    return forall.emitOpError("query tile of ")
+           << blockRows << " rows: the GPU kernel needs a multiple of "
+           << rowsPerWarp << " (rows a warp) up to " << 16 * rowsPerWarp;
+  rowBlocks = rowsPerWarp / kMmaRows;
+  warps = blockRows / rowsPerWarp;
   // cp.async for the tensor-core path (16-bit inputs). The f32 FMA path
   // keeps element copies: with them its kernels stay below the register
   // limit (with cp.async ptxas spilled a few f32 kernels).

@@ -2,10 +2,10 @@
 //-*-===//
 //
 // attn-lower-to-gpu reads the tiled tensor IR as a plan: the forall's grid
-// mapping, the query tile's height (warps), the head dims, the key tile of
-// the key loops, the micro-kernel (the ops' #attn.kernel, else the pass's
-// option) and the shared tiles' row pitches. The converter (LowerToGpu.cpp)
-// then builds the kernel from it.
+// mapping, the query tile's height (warps of 16 or 32 rows), the head dims, the
+// key tile of the key loops, the micro-kernel (the ops' #attn.kernel, else the
+// pass's option) and the shared tiles' row pitches. The converter
+// (LowerToGpu.cpp) then builds the kernel from it.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ATTN_TRANSFORMS_GPU_TILEPLAN_H
@@ -22,8 +22,10 @@ namespace gpu_kernel {
 
 class TilePlan : public SoftmaxStep {
 protected:
-  TilePlan(scf::ForallOp forall, bool requestMma, bool useAsyncCopy)
-      : forall(forall), requestMma(requestMma) {
+  TilePlan(scf::ForallOp forall, bool requestMma, bool useAsyncCopy,
+           int64_t requestRowsPerWarp)
+      : forall(forall), requestMma(requestMma),
+        requestRowsPerWarp(requestRowsPerWarp) {
     asyncCopy = useAsyncCopy;
   }
 
@@ -34,6 +36,8 @@ protected:
 
   scf::ForallOp forall;
   bool requestMma;
+  /// Query rows per warp where the ops carry no #attn.kernel (16 or 32).
+  int64_t requestRowsPerWarp;
   /// The micro-kernel the tile takes.
   GpuMicroKernelKind kind = GpuMicroKernelKind::Fma;
   /// The grid dimension of each forall index.

@@ -10,11 +10,16 @@
 //                                 (m16n8k16, operands by ldmatrix);
 //   FMA      (FmaKernel.cpp)      any type, P through shared memory.
 //
-// Fragment layout (that of mma.sync m16n8k16's accumulator): warp w owns
-// query rows 16w .. 16w+15 of the tile; lane l holds rows r0 = 16w + l/4
-// and r1 = r0 + 8, and in each group of 8 columns the two columns
-// 2(l%4) and 2(l%4)+1. A [rows x N] tile is N/8 groups of 4 values:
-// (r0,c), (r0,c+1), (r1,c), (r1,c+1). Row statistics are 2 values (r0, r1).
+// Fragment layout (that of mma.sync m16n8k16's accumulator, once per m16
+// block of rows): warp w owns the R = 16M query rows R·w .. R·w + R-1 of
+// the tile, M = 1 or 2 blocks of 16 rows (row_block 16 or 32 of the
+// #attn.kernel); in block m lane l holds rows r0 = R·w + 16m + l/4 and
+// r1 = r0 + 8, and in each group of 8 columns the two columns 2(l%4) and
+// 2(l%4)+1. A [rows x N] tile is, block after block, N/8 groups of 4
+// values: (r0,c), (r0,c+1), (r1,c), (r1,c+1); value i of group j of block
+// m is at (m·N/8 + j)·4 + i. Row statistics are 2M values (r0, r1 of each
+// block). Two blocks a warp share each K and V operand between two MMAs
+// (FlashAttention-2's 32 rows a warp) at twice the registers.
 //
 // A new micro-kernel (Hopper's wgmma) is a new file implementing
 // GpuMicroKernel and a case in createGpuMicroKernel.
@@ -36,7 +41,9 @@ namespace attn {
 namespace gpu_kernel {
 
 constexpr int64_t kWarpSize = 32;
-constexpr int64_t kRowsPerWarp = 16;
+/// Rows of one mma.sync m16 block; a warp owns 1 or 2 of them.
+constexpr int64_t kMmaRows = 16;
+constexpr int64_t kMaxRowBlocks = 2;
 /// Columns of one fragment group, and of an MMA's reduction step.
 constexpr int64_t kGroup = 8, kMmaK = 16;
 
@@ -54,14 +61,22 @@ protected:
   Type elementType;
   int64_t blockRows = 0, keyTile = 0, headDim = 0, valueDim = 0;
   int64_t paddedHeadDim = 0, paddedValueDim = 0, warps = 0;
+  /// m16 blocks of rows per warp (M in the layout above).
+  int64_t rowBlocks = 1;
   int64_t qPitch = 0, vPitch = 0, pPitch = 0;
 
   // The thread's place in the fragment layout.
   Value tid, warp, lane, rowInWarp, colPair; // colPair = 2 (lane % 4)
-  Value row0, row1;                          // tile rows of this thread
+  /// The tile rows of this thread: r0 and r1 of each block, 2M values.
+  SmallVector<Value, 2 * kMaxRowBlocks> rows;
 
   ImplicitLocOpBuilder &b() { return *builder; }
-  Value fragmentRow(int64_t i) { return i < 2 ? row0 : row1; }
+  /// The row of value i of a group of block m.
+  Value fragmentRow(int64_t m, int64_t i) { return rows[2 * m + i / 2]; }
+  /// Values of a thread's fragment of a [rows x cols] tile.
+  int64_t fragmentSize(int64_t cols) const {
+    return rowBlocks * cols / kGroup * 4;
+  }
 
   //===--- small builders ---------------------------------------------===//
   Value cst(int64_t v) { return arith::ConstantIndexOp::create(b(), v); }
@@ -117,7 +132,7 @@ public:
 
   /// What the kernel's lanes compute once, in the kernel's prologue.
   virtual void buildPrologue() {}
-  /// S = Q·Kᵀ of the thread's fragment (keyTile / 8 groups of 4 values),
+  /// S = Q·Kᵀ of the thread's fragment (fragmentSize(keyTile) values),
   /// from the staged Q and K tiles.
   virtual SmallVector<Value> scores() = 0;
   /// acc += P·V over the tile's `keys` keys, from the staged V tile. With
@@ -128,8 +143,8 @@ public:
 
 protected:
   /// acc + p · V[key] by FMA over the thread's value columns, `p` the
-  /// weights of rows row0 and row1; with `dropExcluded`, a row whose weight
-  /// is 0 takes none of the key's V (0 · NaN would be NaN). In
+  /// weights of the thread's rows (`rows`); with `dropExcluded`, a row whose
+  /// weight is 0 takes none of the key's V (0 · NaN would be NaN). In
   /// FmaKernel.cpp; mma.sync's NaN fallback uses it too.
   SmallVector<Value> accumulateKey(ValueRange acc, Value key, ArrayRef<Value> p,
                                    bool dropExcluded);

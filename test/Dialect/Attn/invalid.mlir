@@ -998,7 +998,17 @@ func.func @kernel_lane_rows_without_tile(%q: tensor<1x4x8x16xf32>, %k: tensor<1x
 
 func.func @kernel_gpu_with_cpu_choices(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
                                        %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>) {
-  // expected-error @+2 {{#attn.kernel: row_block, lane_rows and bf16_dot are CPU choices; a GPU micro-kernel (fma) takes none}}
+  // expected-error @+2 {{#attn.kernel: lane_rows and bf16_dot are CPU choices; a GPU micro-kernel (fma) takes neither}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      outs(%o : tensor<1x4x8x8xf32>) kernel <fma, query_tile = 64, key_block = 64, lane_rows = 8> -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @kernel_gpu_cpu_row_block(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                                    %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>) {
+  // expected-error @+2 {{#attn.kernel: a GPU micro-kernel's row_block is its query rows a warp, 16 (or 0) or 32, found 2}}
   %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
       outs(%o : tensor<1x4x8x8xf32>) kernel <fma, query_tile = 64, key_block = 64, row_block = 2> -> tensor<1x4x8x8xf32>
   return
@@ -1006,9 +1016,19 @@ func.func @kernel_gpu_with_cpu_choices(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x
 
 // -----
 
+func.func @kernel_gpu_tile_not_whole_warps(%q: tensor<1x4x8x16xf16>, %k: tensor<1x2x32x16xf16>,
+                                           %v: tensor<1x2x32x8xf16>, %o: tensor<1x4x8x8xf16>) {
+  // expected-error @+2 {{#attn.kernel: a GPU micro-kernel's query_tile must be 1 to 16 warps of 32 rows and its key_block a multiple of 16, found 48 and 64}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf16>, tensor<1x2x32x16xf16>, tensor<1x2x32x8xf16>)
+      outs(%o : tensor<1x4x8x8xf16>) kernel <mma_sync, query_tile = 48, key_block = 64, row_block = 32> -> tensor<1x4x8x8xf16>
+  return
+}
+
+// -----
+
 func.func @kernel_gpu_odd_tile(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
                                %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>) {
-  // expected-error @+2 {{#attn.kernel: a GPU micro-kernel's query_tile (16 rows a warp) and key_block must be multiples of 16, found 64 and 40}}
+  // expected-error @+2 {{#attn.kernel: a GPU micro-kernel's query_tile must be 1 to 16 warps of 16 rows and its key_block a multiple of 16, found 64 and 40}}
   %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
       outs(%o : tensor<1x4x8x8xf32>) kernel <mma_sync, query_tile = 64, key_block = 40> -> tensor<1x4x8x8xf32>
   return
