@@ -16,6 +16,11 @@ say n/a. FLOPs are the spec's:
     python3 bench/gpu_peers.py --specs          # the kernels to compile
     attn-compile --target sm_90 --spec ... -o bench.so --header /dev/null
     python3 bench/gpu_peers.py --library bench.so --runtime libattn_runtime.so
+    ... --variant rows32=bench_rows32.so          # other builds, same rounds
+
+A --variant is the same kernels compiled with other choices (for example
+attn-compile --gpu-rows-per-warp 32): each is checked like ours and timed in
+the same alternating rounds, its columns after cuDNN's.
 
 attn_run is synchronous (it waits for the kernel), so our time also holds
 the runtime's argument checks and one launch, about 10-20 us; PyTorch's is
@@ -101,15 +106,16 @@ class Runtime:
         return f"{name.value.decode()} (sm_{major.value}{minor.value})"
 
     def kernels(self, library):
+        """Loads a library; returns its module for find()."""
         module = ctypes.c_void_p()
         self.check(self.lib.attn_module_load(library.encode(),
                                              ctypes.byref(module)),
                    f"loading {library}")
-        self.module = module
+        return module
 
-    def find(self, name):
+    def find(self, module, name):
         kernel = ctypes.c_void_p()
-        self.check(self.lib.attn_module_find(self.module, name.encode(),
+        self.check(self.lib.attn_module_find(module, name.encode(),
                                              ctypes.byref(kernel)),
                    f"kernel {name}")
         return kernel
@@ -163,7 +169,19 @@ def main():
     parser.add_argument("--only", metavar="TEXT",
                         help="only the shapes whose label holds TEXT "
                              "(e.g. f16_S8192_D128)")
+    parser.add_argument("--variant", action="append", default=[],
+                        metavar="LABEL=LIBRARY",
+                        help="another build of the same kernels, checked "
+                             "and timed in the same rounds (repeatable)")
     args = parser.parse_args()
+    variants = []
+    for text in args.variant:
+        label, sep, path = text.partition("=")
+        if not sep or not label or not path or label in ("ours", "flash",
+                                                         "cudnn"):
+            parser.error(f"--variant takes LABEL=LIBRARY with a new label, "
+                         f"found '{text}'")
+        variants.append((label, path))
 
     rows = [row for row in shapes(args.quick)
             if args.only is None or args.only in row[0]]
@@ -175,7 +193,9 @@ def main():
 
     runtime = Runtime(args.runtime)
     print(f"attn runtime on {runtime.device()}")
-    runtime.kernels(args.library)
+    modules = {"ours": runtime.kernels(args.library)}
+    for label, path in variants:
+        modules[label] = runtime.kernels(path)
     try:
         import torch
         from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -203,13 +223,21 @@ def main():
     table = []
     failures = 0
     for label, dtype, s, d, causal in rows:
-        kernel = runtime.find(kernel_name(dtype, d, causal))
         q, k, v = (torch.randn(BATCH, HEADS, s, d, device="cuda",
                                dtype=torch_dtype[dtype]) for _ in range(3))
-        out = torch.full_like(q, float("nan"))
 
-        def ours():
-            runtime.run(kernel, q, k, v, out, dtype)
+        def build(module):
+            """Our kernel of this shape in `module`, writing a poisoned
+            output of its own."""
+            kernel = runtime.find(module, kernel_name(dtype, d, causal))
+            out = torch.full_like(q, float("nan"))
+
+            def call():
+                runtime.run(kernel, q, k, v, out, dtype)
+            return call, out
+
+        builds = {name: build(module) for name, module in modules.items()}
+        ours, out = builds["ours"]
 
         def peer(backend):
             def call():
@@ -219,9 +247,12 @@ def main():
 
         peers = {"flash": peer(SDPBackend.FLASH_ATTENTION),
                  "cudnn": peer(SDPBackend.CUDNN_ATTENTION)}
-        ours()
+        for call, _ in builds.values():
+            call()
         ref = reference(torch, q, k, v, causal)
         error = relative_error(torch, out, ref)
+        variant_error = {name: relative_error(torch, builds[name][1], ref)
+                         for name, _ in variants}
         peer_error = {}
         for name, call in list(peers.items()):
             try:
@@ -231,10 +262,12 @@ def main():
                       f"{str(refusal).splitlines()[0]}")
                 del peers[name]
         del ref
-        ok = error <= TOLERANCE[dtype]
+        ok = all(e <= TOLERANCE[dtype]
+                 for e in [error, *variant_error.values()])
         failures += not ok
-        times = {"ours": [], **{name: [] for name in peers}}
-        calls = {"ours": ours, **peers}
+        calls = {"ours": ours, **peers,
+                 **{name: builds[name][0] for name, _ in variants}}
+        times = {name: [] for name in calls}
         for _ in range(3):
             for call in calls.values():
                 call()
@@ -253,16 +286,25 @@ def main():
                           f"{peer_error[name]:.1e}"]
             else:
                 cells += ["n/a"] * 4
+        for name, _ in variants:
+            cells += [f"{ms[name]:.3f}", f"{flops / ms[name] * 1e-9:.1f}",
+                      f"{ms['ours'] / ms[name]:.2f}x",
+                      (f"{ms['flash'] / ms[name]:.2f}x" if "flash" in ms
+                       else "n/a"),
+                      f"{variant_error[name]:.1e}"]
         table.append(f"| {label} | " + " | ".join(cells)
                      + f" | {error:.1e} | {'ok' if ok else 'FAIL'} |")
         print(table[-1], flush=True)
 
     print()
+    extra = "".join(f"| {name} ms | {name} TFLOP/s | {name} / ours (speed) "
+                    f"| {name} / flash (speed) | {name} rel. error "
+                    for name, _ in variants)
     print("| shape | ours ms | ours TFLOP/s | flash ms | flash TFLOP/s "
           "| ours / flash (speed) | flash rel. error | cuDNN ms "
           "| cuDNN TFLOP/s | ours / cuDNN (speed) | cuDNN rel. error "
-          "| ours rel. error | check |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+          + extra + "| ours rel. error | check |")
+    print("|---|" + "---:|" * (11 + 5 * len(variants)) + "---|")
     print("\n".join(table))
     return 1 if failures else 0
 

@@ -33,6 +33,17 @@ while read -r spec; do bench+=(--spec "$spec"); done \
   < <(python3 "$root/bench/gpu_peers.py" --specs)
 "$build/tools/attn-compile" --target "$arch" "${bench[@]}" \
   -o "$out/bench_$arch.so" --header /dev/null
+# The experiment of issue 33 waiting for a GPU: 32 query rows a warp (two
+# m16 blocks sharing each K/V operand) with 64- and 32-key tiles, checked
+# on the whole matrix and timed beside the default in the same rounds.
+"$build/tools/attn-compile" --target "$arch" "${specs[@]}" \
+  --gpu-rows-per-warp 32 -o "$out/conformance_rows32_$arch.so" \
+  --header /dev/null
+"$build/tools/attn-compile" --target "$arch" "${bench[@]}" \
+  --gpu-rows-per-warp 32 -o "$out/bench_rows32_$arch.so" --header /dev/null
+"$build/tools/attn-compile" --target "$arch" "${bench[@]}" \
+  --gpu-rows-per-warp 32 --key-tile-size 32 \
+  -o "$out/bench_rows32_k32_$arch.so" --header /dev/null
 cp "$build/tools/attn-check" "$build/runtime/libattn_runtime.so" \
   "$root/bench/gpu_peers.py" "$out/"
 
@@ -69,7 +80,12 @@ here="\$(cd "\$(dirname "\${BASH_SOURCE[0]}")" && pwd)"
 LD_LIBRARY_PATH="\$here\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}" \\
   "\$here/attn-check" "\$here/conformance_$arch.so"
 matrix=\$?
+LD_LIBRARY_PATH="\$here\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}" \\
+  "\$here/attn-check" "\$here/conformance_rows32_$arch.so"
+matrix=\$((matrix || \$?))
 python3 "\$here/gpu_peers.py" --library "\$here/bench_$arch.so" \\
+  --variant rows32="\$here/bench_rows32_$arch.so" \\
+  --variant rows32_k32="\$here/bench_rows32_k32_$arch.so" \\
   --runtime "\$here/libattn_runtime.so" "\$@"
 bench=\$?
 # The Python package, built from the checkout, on CUDA tensors.

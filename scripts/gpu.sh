@@ -39,5 +39,13 @@ while read -r spec; do bench+=(--spec "$spec"); done \
   < <(python3 "$root/bench/gpu_peers.py" --specs)
 "$build/tools/attn-compile" --target "$arch" "${bench[@]}" \
   -o "$build/bench_$arch.so" --header /dev/null
+# 32 query rows a warp (not yet the default), with 64- and 32-key tiles.
+"$build/tools/attn-compile" --target "$arch" "${bench[@]}" \
+  --gpu-rows-per-warp 32 -o "$build/bench_rows32_$arch.so" --header /dev/null
+"$build/tools/attn-compile" --target "$arch" "${bench[@]}" \
+  --gpu-rows-per-warp 32 --key-tile-size 32 \
+  -o "$build/bench_rows32_k32_$arch.so" --header /dev/null
 python3 "$root/bench/gpu_peers.py" --library "$build/bench_$arch.so" \
+  --variant rows32="$build/bench_rows32_$arch.so" \
+  --variant rows32_k32="$build/bench_rows32_k32_$arch.so" \
   --runtime "$build/runtime/libattn_runtime.so" "$@"
