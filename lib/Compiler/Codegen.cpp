@@ -1283,10 +1283,11 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
               "': kernels with sinks are made for the CPU only so far (the "
               "GPU lowering does not take the sinks' normalization yet)";
       return false;
-    } else if (gpu && !spec.modifiers.empty()) {
+    } else if (gpu && spec.blockTable[0] >= 0) {
       error = "kernel '" + spec.name +
-              "': kernels with a score_mod or mask_mod are made for the CPU "
-              "only so far (no GPU lowering of the modifiers yet)";
+              "': kernels with a block mask's table are made for the CPU only "
+              "so far (no GPU lowering of the table yet; the mask_mod alone "
+              "gives the same result)";
       return false;
     } else if (gpu && spec.weights) {
       error = "kernel '" + spec.name +

@@ -383,6 +383,8 @@ bool attn::cudaTarget(std::string &arch, std::string &description,
 attn::DeviceProblem::~DeviceProblem() {
   for (Buffer *b : {&query, &key, &value, &mask, &output, &lse})
     attn_cuda_free(b->device);
+  for (Buffer &b : captures)
+    attn_cuda_free(b.device);
 }
 
 attn_status attn::DeviceProblem::upload(const ProblemData &data) {
@@ -416,13 +418,24 @@ attn_status attn::DeviceProblem::upload(const ProblemData &data) {
   if (status == ATTN_OK && hasLse)
     status = put(lse, data.lse.data(), data.lse.size() * sizeof(float),
                  data.lseView);
+  captures.resize(data.captureViews.size());
+  captureViews.clear();
+  for (size_t n = 0; n < captures.size() && status == ATTN_OK; ++n) {
+    status = put(captures[n], data.captureBytes[n].data(),
+                 data.captureBytes[n].size(), data.captureViews[n]);
+    captureViews.push_back(captures[n].view);
+  }
   return status;
 }
 
 attn_status attn::DeviceProblem::run(const attn_kernel_desc *kernel) {
-  return attn_run(kernel, &query.view, &key.view, &value.view,
-                  hasMask ? &mask.view : nullptr, &output.view,
-                  hasLse ? &lse.view : nullptr, nullptr);
+  attn_run_options options{};
+  options.struct_size = sizeof(options);
+  options.captures = captureViews.data();
+  options.num_captures = static_cast<int32_t>(captureViews.size());
+  return attn_run_with(kernel, &query.view, &key.view, &value.view,
+                       hasMask ? &mask.view : nullptr, &output.view,
+                       hasLse ? &lse.view : nullptr, &options, nullptr);
 }
 
 attn_status attn::DeviceProblem::download(ProblemData &data) {

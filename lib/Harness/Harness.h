@@ -165,6 +165,9 @@ private:
     attn_tensor view{};
   };
   Buffer query, key, value, mask, output, lse;
+  /// The modifiers' captured tensors, and their device views.
+  std::vector<Buffer> captures;
+  std::vector<attn_tensor> captureViews;
   bool hasMask = false, hasLse = false;
 };
 

@@ -18,6 +18,7 @@
 #include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/MathExtras.h"
 
 #include <cmath>
@@ -48,11 +49,55 @@ Value nvvmExp(ImplicitLocOpBuilder &b, Value x) {
   return nvvmApprox(b, "ex2", arith::MulFOp::create(b, x, log2e));
 }
 
-/// Rewrites scalar f32 exp, log and tanh with NVVM's approximations.
+/// The LLVM intrinsic that NVPTX selects natively for a math op on f32
+/// (convert-gpu-to-nvvm marks the llvm.intr ops illegal, to call libdevice,
+/// which these kernels do not link), or "".
+StringRef nativeIntrinsic(Operation *op) {
+  return llvm::TypeSwitch<Operation *, StringRef>(op)
+      .Case([](math::AbsFOp) { return "llvm.fabs.f32"; })
+      .Case([](math::FloorOp) { return "llvm.floor.f32"; })
+      .Case([](math::CeilOp) { return "llvm.ceil.f32"; })
+      .Case([](math::TruncOp) { return "llvm.trunc.f32"; })
+      .Case([](math::RoundEvenOp) { return "llvm.roundeven.f32"; })
+      .Case([](math::SqrtOp) { return "llvm.sqrt.f32"; })
+      .Case([](math::CopySignOp) { return "llvm.copysign.f32"; })
+      .Default([](Operation *) { return ""; });
+}
+
+/// Rewrites scalar f32 exp, log, log2 and tanh with NVVM's approximations,
+/// rsqrt as 1 / sqrt, and the math ops NVPTX has instructions for as their
+/// LLVM intrinsics.
 void rewriteForNVVM(Operation *root) {
   root->walk([](Operation *op) {
-    if (!isa<math::ExpOp, math::LogOp, math::TanhOp>(op) ||
-        !op->getResult(0).getType().isF32())
+    if (op->getNumResults() != 1 || !op->getResult(0).getType().isF32())
+      return;
+    if (StringRef name = nativeIntrinsic(op); !name.empty()) {
+      ImplicitLocOpBuilder b(op->getLoc(), op);
+      Value result = LLVM::CallIntrinsicOp::create(b, b.getF32Type(),
+                                                   b.getStringAttr(name),
+                                                   op->getOperands())
+                         .getResult(0);
+      op->getResult(0).replaceAllUsesWith(result);
+      op->erase();
+      return;
+    }
+    if (isa<math::RsqrtOp, math::Log2Op>(op)) {
+      ImplicitLocOpBuilder b(op->getLoc(), op);
+      Value x = op->getOperand(0);
+      Value result =
+          isa<math::Log2Op>(op)
+              ? nvvmApprox(b, "lg2", x)
+              : Value(arith::DivFOp::create(
+                    b, arith::ConstantOp::create(b, b.getF32FloatAttr(1.0f)),
+                    LLVM::CallIntrinsicOp::create(
+                        b, b.getF32Type(), b.getStringAttr("llvm.sqrt.f32"),
+                        ValueRange{x})
+                        .getResult(0)));
+      op->getResult(0).replaceAllUsesWith(result);
+      op->erase();
+      return;
+    }
+    if (!isa<math::ExpOp, math::LogOp, math::TanhOp>(op))
       return;
     ImplicitLocOpBuilder b(op->getLoc(), op);
     Value x = op->getOperand(0), result;

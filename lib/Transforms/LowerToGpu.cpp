@@ -86,6 +86,10 @@ private:
   LogicalResult convertSlice(tensor::ExtractSliceOp op);
   LogicalResult convertFor(scf::ForOp op);
   LogicalResult convertOnline(OnlineAttentionOp op);
+  /// A captured tensor (a whole kernel argument) as a memref of its rank
+  /// over the argument's pointer, its sizes and strides: what the
+  /// modifiers' reads take.
+  Value capturedMemref(const View &view);
   LogicalResult convertEpilogue(linalg::GenericOp op);
 };
 
@@ -377,9 +381,27 @@ LogicalResult KernelConverter::convertOnline(OnlineAttentionOp op) {
   gpu::BarrierOp::create(b());
 
   SmallVector<Value> scores = microKernel->scores();
+  SmallVector<Value, 4> origin;
+  for (Value v : op.getOrigin())
+    origin.push_back(mapping.lookupOrDefault(v));
+  // The emitter keeps a reference to the captures: they live as long.
+  SmallVector<Value, 2> captures;
+  std::optional<ModifierEmitter> modifiers;
+  if (hasModifiers(op)) {
+    for (Value capture : op.getCaptures()) {
+      auto it = views.find(capture);
+      if (it == views.end())
+        return op.emitOpError("attn-lower-to-gpu: a captured tensor is not a "
+                              "kernel argument");
+      captures.push_back(capturedMemref(it->second));
+    }
+    modifiers.emplace(b(), b().getLoc(), scoreModOf(op), maskModOf(op),
+                      captures);
+  }
   maskScores(op, scores, keys,
              op.getDiagonal() ? mapping.lookupOrDefault(op.getDiagonal())
-                              : Value());
+                              : Value(),
+             origin, modifiers ? &*modifiers : nullptr);
   SmallVector<Value> alphas = updateStatistics(op, scores, max, sum);
   int64_t blockValues = fragmentSize(paddedValueDim) / rowBlocks;
   for (auto [i, a] : llvm::enumerate(acc))
@@ -396,6 +418,19 @@ LogicalResult KernelConverter::convertOnline(OnlineAttentionOp op) {
   states[op.getResult(1)] = max;
   states[op.getResult(2)] = sum;
   return success();
+}
+
+Value KernelConverter::capturedMemref(const View &view) {
+  const GlobalTensor &g = globals[view.tensor];
+  int64_t rank = g.sizes.size();
+  SmallVector<int64_t> dynamic(rank, ShapedType::kDynamic);
+  auto type = MemRefType::get(
+      dynamic, g.elementType,
+      StridedLayoutAttr::get(b().getContext(), /*offset=*/0, dynamic));
+  SmallVector<OpFoldResult> sizes(g.sizes.begin(), g.sizes.end()),
+      strides(g.strides.begin(), g.strides.end());
+  return memref::ReinterpretCastOp::create(b(), type, g.data,
+                                           b().getIndexAttr(0), sizes, strides);
 }
 
 //===----------------------------------------------------------------------===//
@@ -552,8 +587,30 @@ struct AttnLowerToGpuPass
       }
       auto online = dyn_cast<OnlineAttentionOp>(op);
       if (online && hasModifiers(online)) {
-        op->emitOpError("attn-lower-to-gpu: score_mod and mask_mod have no "
-                        "GPU lowering yet (the CPU lowering has them)");
+        // The math functions with an NVVM lowering that needs no libdevice
+        // (attn-approximate-math{nvvm}); the others are the CPU's only.
+        Operation *unlowered = nullptr;
+        for (Region &region : online.getModifiers())
+          region.walk([&](Operation *inner) {
+            if (isa<math::MathDialect>(inner->getDialect()) &&
+                !isa<math::ExpOp, math::Exp2Op, math::LogOp, math::Log2Op,
+                     math::TanhOp, math::AbsFOp, math::FloorOp, math::CeilOp,
+                     math::TruncOp, math::RoundEvenOp, math::SqrtOp,
+                     math::RsqrtOp, math::CopySignOp, math::FmaOp>(inner))
+              unlowered = inner;
+          });
+        if (unlowered) {
+          op->emitOpError() << "attn-lower-to-gpu: the modifiers' '"
+                            << unlowered->getName()
+                            << "' has no GPU lowering yet (the CPU lowering "
+                               "has it)";
+          return WalkResult::interrupt();
+        }
+      }
+      if (online && online->hasAttr(kBlockMaskAttrName)) {
+        op->emitOpError("attn-lower-to-gpu: a block mask's table has no GPU "
+                        "lowering yet (the CPU lowering has it; without the "
+                        "table the mask_mod alone gives the same result)");
         return WalkResult::interrupt();
       }
       if (online && online.getDropoutP()) {

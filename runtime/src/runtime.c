@@ -242,11 +242,10 @@ static attn_status validate_library(const attn_library *library,
                        origin, k->name);
     if (attn_kernel_num_captures(k) < 0 ||
         attn_kernel_num_captures(k) > ATTN_MAX_CAPTURES ||
-        (attn_kernel_num_captures(k) > 0 &&
-         (!k->captures || device != ATTN_DEVICE_CPU)))
+        (attn_kernel_num_captures(k) > 0 && !k->captures))
       return attn_fail(ATTN_ERROR_LOAD,
                        "%s: kernel '%s' has %" PRId32 " captures (at most %d, "
-                       "described, on the CPU)",
+                       "each described)",
                        origin, k->name, attn_kernel_num_captures(k),
                        ATTN_MAX_CAPTURES);
     if (attn_kernel_has_sinks(k) &&

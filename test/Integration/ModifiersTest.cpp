@@ -17,6 +17,7 @@
 #include "lib/Compiler/Compiler.h"
 #include "lib/Harness/Harness.h"
 #include "lib/Harness/ModifierCases.h"
+#include "test/Integration/Ptxas.h"
 #include "test/Integration/SelectedCases.h"
 
 #include "llvm/Support/FileSystem.h"
@@ -24,10 +25,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <iostream>
 #include <limits>
 #include <map>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -559,5 +562,106 @@ TEST(ModifiersRuntime, CallsWithoutTheCapturesAreRefused) {
   llvm::sys::fs::remove(path);
   llvm::sys::fs::remove(dir);
 }
+
+//===----------------------------------------------------------------------===//
+// GPU
+//===----------------------------------------------------------------------===//
+
+/// The cases whose forward kernels the GPU lowering takes: every one without
+/// a block mask's table (the GPU has no lowering of the table yet).
+std::vector<ModCase> gpuModifierCases() {
+  std::vector<ModCase> cases;
+  for (const ModCase &c : modifierCases()) {
+    KernelSpec spec = specOf(c, Kind::Forward);
+    if (spec.blockTable[0] < 0)
+      cases.push_back(c);
+  }
+  return cases;
+}
+
+/// Every such kernel, as PTX for sm_80, assembles with ptxas for sm_80 and
+/// sm_90, without spilling to local memory.
+TEST(ModifiersGpuCompile, EveryCaseAssemblesForSm80AndSm90WithoutSpills) {
+#ifndef ATTN_PTXAS
+  GTEST_SKIP() << "no CUDA toolkit (ptxas) at configure time";
+#else
+  std::vector<ModCase> cases = gpuModifierCases();
+  std::vector<KernelSpec> specs;
+  for (const ModCase &c : cases)
+    specs.push_back(specOf(c, Kind::Forward));
+  llvm::SmallString<128> dir;
+  ASSERT_FALSE(
+      llvm::sys::fs::createUniqueDirectory("attn-gpu-modifiers", dir));
+  std::string ptx = (dir + "/modifiers.ptx").str();
+  std::string log = (dir + "/ptxas.log").str();
+  CompileOptions options;
+  options.gpuArch = "sm_80";
+  std::string error;
+  ASSERT_TRUE(compileKernels(specs, options, OutputKind::PTX, ptx, error))
+      << error;
+  for (const char *arch : {"sm_80", "sm_90"}) {
+    PtxasReport report;
+    ASSERT_TRUE(assemble(ptx, log, arch, report))
+        << "ptxas " << arch << " failed; see " << log;
+    for (const ModCase &c : cases) {
+      auto it = report.kernels.find(c.label);
+      if (it == report.kernels.end())
+        ADD_FAILURE() << c.label << " missing from ptxas' report for " << arch;
+      else
+        EXPECT_EQ(it->second.second, 0)
+            << c.label << " spills " << it->second.second << " bytes on "
+            << arch;
+    }
+  }
+  llvm::sys::fs::remove(ptx);
+  llvm::sys::fs::remove(log);
+  llvm::sys::fs::remove(dir);
+#endif
+}
+
+/// The same kernels compiled for GPU 0 and checked on it like the CPU's
+/// (the reference, a bit-identical second run); every case is skipped (not
+/// passed) without a GPU.
+class GpuModifiers : public ::testing::TestWithParam<ModCase> {
+public:
+  static void SetUpTestSuite() {
+    std::string arch, description;
+    if (!cudaTarget(arch, description, skipReason))
+      return;
+    std::vector<KernelSpec> specs;
+    for (const ModCase &c : gpuModifierCases())
+      specs.push_back(specOf(c, Kind::Forward));
+    llvm::SmallString<128> dir;
+    ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("attn-gpu-mods", dir));
+    library.directory = dir.str().str();
+    library.path = library.directory + "/modifiers_gpu.so";
+    CompileOptions options;
+    options.gpuArch = arch;
+    std::string error;
+    ASSERT_TRUE(compileKernels(specs, options, OutputKind::SharedLibrary,
+                               library.path, error))
+        << error;
+    ASSERT_EQ(attn_module_load(library.path.c_str(), &library.module), ATTN_OK)
+        << attn_last_error();
+    std::cout << "GPU modifiers on " << description << "\n";
+  }
+  static void TearDownTestSuite() { library.release(); }
+  static std::string skipReason;
+  static Library library;
+};
+std::string GpuModifiers::skipReason;
+Library GpuModifiers::library;
+
+TEST_P(GpuModifiers, ForwardMatchesReference) {
+  if (!skipReason.empty())
+    GTEST_SKIP() << skipReason;
+  const attn_kernel_desc *kernel = library.find(GetParam().label);
+  ASSERT_TRUE(kernel);
+  ASSERT_EQ(attn_kernel_device(kernel), ATTN_DEVICE_CUDA);
+  checkForward(GetParam(), library);
+}
+
+INSTANTIATE_TEST_SUITE_P(Matrix, GpuModifiers,
+                         ::testing::ValuesIn(gpuModifierCases()), caseName);
 
 } // namespace

@@ -38,6 +38,36 @@ func.func @gpu_math(%x: f32) -> (f32, f32, f32) {
   return %e, %l, %t : f32, f32, f32
 }
 
+// What a score_mod may use on the GPU: the functions NVPTX has instructions
+// for become their LLVM intrinsics (convert-gpu-to-nvvm would otherwise
+// call libdevice, which the kernels do not link), rsqrt 1 / sqrt, log2 the
+// lg2 approximation.
+// NVVM-LABEL: func @gpu_modifier_math
+//   NVVM-NOT: math.
+//       NVVM: llvm.call_intrinsic "llvm.fabs.f32"(%arg0)
+//       NVVM: llvm.call_intrinsic "llvm.floor.f32"(%arg0)
+//       NVVM: llvm.call_intrinsic "llvm.ceil.f32"(%arg0)
+//       NVVM: llvm.call_intrinsic "llvm.trunc.f32"(%arg0)
+//       NVVM: llvm.call_intrinsic "llvm.roundeven.f32"(%arg0)
+//       NVVM: llvm.call_intrinsic "llvm.sqrt.f32"(%arg0)
+//       NVVM: llvm.call_intrinsic "llvm.copysign.f32"(%arg0, %arg1)
+//       NVVM: %[[ROOT:.+]] = llvm.call_intrinsic "llvm.sqrt.f32"(%arg1)
+//       NVVM: arith.divf %{{.+}}, %[[ROOT]]
+//       NVVM: llvm.call_intrinsic "llvm.nvvm.lg2.approx.ftz.f"(%arg1)
+//       NVVM: return
+func.func @gpu_modifier_math(%x: f32, %y: f32) -> (f32, f32, f32, f32, f32, f32, f32, f32, f32) {
+  %a = math.absf %x : f32
+  %f = math.floor %x : f32
+  %c = math.ceil %x : f32
+  %t = math.trunc %x : f32
+  %r = math.roundeven %x : f32
+  %s = math.sqrt %x : f32
+  %p = math.copysign %x, %y : f32
+  %q = math.rsqrt %y : f32
+  %l = math.log2 %y : f32
+  return %a, %f, %c, %t, %r, %s, %p, %q, %l : f32, f32, f32, f32, f32, f32, f32, f32, f32
+}
+
 // RUN: attn-opt %s -attn-approximate-math=avx512=1 | FileCheck %s --check-prefix=AVX512
 
 // With avx512, a 16-lane f32 exp is clamped (vmaxps/vminps keep a NaN

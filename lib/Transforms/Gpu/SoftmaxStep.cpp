@@ -21,10 +21,13 @@ namespace {
 constexpr float kInf = std::numeric_limits<float>::infinity();
 } // namespace
 
-/// Scale, soft-cap, bias or keep-mask, causal/window band and the tile's
-/// key count, per score, as the online op defines them.
+/// Scale, soft-cap, bias or keep-mask, score_mod, causal/window band,
+/// mask_mod and the tile's key count, per score, as the online op defines
+/// them (docs/spec.md: the score_mod sees the score after the bias, at the
+/// position's global indices; exclusion comes after it).
 void SoftmaxStep::maskScores(OnlineAttentionOp op, SmallVector<Value> &scores,
-                             Value keys, Value diagonalOperand) {
+                             Value keys, Value diagonalOperand,
+                             ValueRange origin, ModifierEmitter *modifiers) {
   AttentionMath scoreMath = maths(op);
   Value scale = f32(scoreMath.scoreScale());
   for (Value &s : scores)
@@ -40,6 +43,12 @@ void SoftmaxStep::maskScores(OnlineAttentionOp op, SmallVector<Value> &scores,
 
   const View *mask = op.getMask() ? &views[op.getMask()] : nullptr;
   Value negInf = f32(-kInf), zero = f32(0);
+  // The modifiers' batch and query head: the tile's origin (one of each).
+  Value batch, head;
+  if (modifiers) {
+    batch = mlir::attn::globalIndex(b(), b().getLoc(), origin, 0, cst(0));
+    head = mlir::attn::globalIndex(b(), b().getLoc(), origin, 1, cst(0));
+  }
   // Group g of the fragment: group g % groups of row block g / groups.
   int64_t groups = keyTile / kGroup;
   for (int64_t g = 0; g < rowBlocks * groups; ++g)
@@ -81,6 +90,15 @@ void SoftmaxStep::maskScores(OnlineAttentionOp op, SmallVector<Value> &scores,
         allowed =
             andI(allowed, arith::CmpFOp::create(b(), arith::CmpFPredicate::UNE,
                                                 bias, negInf));
+      }
+      if (modifiers) {
+        SmallVector<Value, 4> indices = {
+            batch, head, mlir::attn::globalIndex(b(), b().getLoc(), origin, 2, row),
+            mlir::attn::globalIndex(b(), b().getLoc(), origin, 3, key)};
+        if (modifiers->hasScoreMod())
+          s = modifiers->score(s, indices);
+        if (modifiers->hasMaskMod())
+          allowed = andI(allowed, modifiers->keep(indices, /*lanes=*/0));
       }
       s = select(allowed, s, negInf);
     }

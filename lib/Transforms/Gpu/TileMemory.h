@@ -12,6 +12,7 @@
 #define ATTN_TRANSFORMS_GPU_TILEMEMORY_H
 
 #include "lib/Transforms/Gpu/WarpTile.h"
+#include "lib/Transforms/Modifiers.h"
 
 #include "dialect/AttnOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -97,10 +98,13 @@ protected:
   AttentionMath maths(OnlineAttentionOp op) {
     return AttentionMath(b(), b().getLoc(), op, SoftmaxConvention::gpu());
   }
-  /// Scale, soft cap, mask and band of the fragment's scores, `keys` keys
-  /// in the tile; `diagonalOperand` is the op's diagonal as converted.
+  /// Scale, soft cap, mask, score_mod, band and mask_mod of the fragment's
+  /// scores, `keys` keys in the tile; `diagonalOperand` is the op's
+  /// diagonal and `origin` its global indices (b, h, i, j of the tile's
+  /// first element) as converted; `modifiers` null without modifiers.
   void maskScores(OnlineAttentionOp op, SmallVector<Value> &scores, Value keys,
-                  Value diagonalOperand);
+                  Value diagonalOperand, ValueRange origin,
+                  ModifierEmitter *modifiers);
   /// The online update of the rows' max and sum; scores become weights.
   /// Returns the rescale factors of the thread's rows (2 per row block).
   SmallVector<Value> updateStatistics(OnlineAttentionOp op,

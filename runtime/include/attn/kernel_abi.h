@@ -61,6 +61,7 @@
 #ifndef ATTN_KERNEL_ABI_H
 #define ATTN_KERNEL_ABI_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -458,14 +459,16 @@ typedef struct attn_library {
 
 /* The most parameters a GPU kernel takes: per tensor MLIR's descriptor of a
  * 1-D view (allocated and aligned pointer, offset, size, stride) plus its
- * sizes and strides: 13 for each of five 4-D tensors and 11 for the LSE. */
-#define ATTN_GPU_MAX_PARAMS 76
+ * sizes and strides: 13 for each of five 4-D tensors, 11 for the LSE and up
+ * to 13 for each of ATTN_MAX_CAPTURES captured tensors. */
+#define ATTN_GPU_MAX_PARAMS (76 + 13 * ATTN_MAX_CAPTURES)
 
 /* The parameters of a GPU kernel for `args`, as cuLaunchKernel takes them:
  * `values[i]` holds parameter i (a pointer or an int64), `pointers[i]` points
- * to it. Tensors come in the order query, key, value, [mask], output, [lse];
- * each as (pointer, pointer, 0, elements spanned, 1) then its sizes and its
- * element strides. Returns the number of parameters. */
+ * to it. Tensors come in the order query, key, value, [mask], the modifiers'
+ * captured tensors (kernel->captures' ranks), output, [lse]; each as
+ * (pointer, pointer, 0, elements spanned, 1) then its sizes and its element
+ * strides. Returns the number of parameters. */
 static inline int attn_gpu_kernel_params(const attn_kernel_desc *kernel,
                                          const attn_kernel_args *args,
                                          uint64_t values[ATTN_GPU_MAX_PARAMS],
@@ -480,7 +483,7 @@ static inline int attn_gpu_kernel_params(const attn_kernel_desc *kernel,
     int64_t sizes[4];
     const int64_t *strides;
     int present;
-  } tensors[6] = {
+  } tensors[6 + ATTN_MAX_CAPTURES] = {
       {args->query, 4, {b, hq, sq, d}, args->query_strides, 1},
       {args->key, 4, {b, hkv, sk, d}, args->key_strides, 1},
       {args->value, 4, {b, hkv, sk, dv}, args->value_strides, 1},
@@ -489,10 +492,38 @@ static inline int attn_gpu_kernel_params(const attn_kernel_desc *kernel,
        {b, hq, sq, sk},
        args->mask_strides,
        kernel->mask_kind != ATTN_MASK_NONE},
-      {args->output, 4, {b, hq, sq, dv}, args->output_strides, 1},
-      {args->lse, 3, {b, hq, sq, 0}, args->lse_strides, kernel->has_lse},
   };
-  for (int t = 0; t < 6; ++t) {
+  int count = 4;
+  /* Older descriptors end before the captures' fields: none. */
+  int32_t captures =
+      kernel->struct_size >= offsetof(attn_kernel_desc, captures) +
+                                 sizeof(kernel->captures)
+          ? kernel->num_captures
+          : 0;
+  for (int32_t c = 0; c < captures && c < ATTN_MAX_CAPTURES; ++c, ++count) {
+    tensors[count].data = args->captures[c].data;
+    tensors[count].rank = kernel->captures[c].rank;
+    for (int i = 0; i < 4; ++i)
+      tensors[count].sizes[i] = args->captures[c].sizes[i];
+    tensors[count].strides = args->captures[c].strides;
+    tensors[count].present = 1;
+  }
+  tensors[count].data = args->output;
+  tensors[count].rank = 4;
+  tensors[count].sizes[0] = b;
+  tensors[count].sizes[1] = hq;
+  tensors[count].sizes[2] = sq;
+  tensors[count].sizes[3] = dv;
+  tensors[count].strides = args->output_strides;
+  tensors[count++].present = 1;
+  tensors[count].data = args->lse;
+  tensors[count].rank = 3;
+  tensors[count].sizes[0] = b;
+  tensors[count].sizes[1] = hq;
+  tensors[count].sizes[2] = sq;
+  tensors[count].strides = args->lse_strides;
+  tensors[count++].present = kernel->has_lse;
+  for (int t = 0; t < count; ++t) {
     if (!tensors[t].present)
       continue;
     int64_t span = 1;

@@ -640,6 +640,56 @@ TEST(Gpu, KernelParamsFitTheirArrays) {
   EXPECT_LE(5 * 13 + 11, ATTN_GPU_MAX_PARAMS);
 }
 
+/// A kernel's captured tensors come after the mask and before the output,
+/// each as its own rank's descriptor; the most of them fit the arrays.
+TEST(Gpu, KernelParamsPlaceTheCapturesAfterTheMask) {
+  LinkedGpuLibrary linked;
+  linked.desc.mask_kind = ATTN_MASK_BOOL;
+  linked.desc.has_lse = 1;
+  attn_capture_desc descs[ATTN_MAX_CAPTURES];
+  for (attn_capture_desc &d : descs)
+    d = {ATTN_F32, 4, {-1, -1, -1, -1}};
+  descs[0] = {ATTN_F32, 1, {-1, -1, -1, -1}};
+  descs[1] = {ATTN_I32, 2, {-1, -1, -1, -1}};
+  linked.desc.captures = descs;
+  linked.desc.num_captures = 2;
+  attn_kernel_args args{};
+  args.batch = args.heads_q = args.heads_kv = 1;
+  args.seq_q = args.seq_k = 4;
+  float slopes[8];
+  int32_t ids[3 * 5];
+  args.captures[0] = {slopes, {8}, {1}};
+  args.captures[1] = {ids, {3, 5}, {5, 1}};
+  float output[64];
+  args.output = output;
+  uint64_t values[ATTN_GPU_MAX_PARAMS];
+  void *pointers[ATTN_GPU_MAX_PARAMS];
+  int n = attn_gpu_kernel_params(&linked.desc, &args, values, pointers);
+  EXPECT_EQ(n, 4 * 13 + (5 + 2) + (5 + 4) + 13 + 11);
+  // Capture 0 at 52: pointer twice, offset 0, span 8, stride 1, size, stride.
+  const uint64_t slopesParams[] = {(uint64_t)(uintptr_t)slopes,
+                                   (uint64_t)(uintptr_t)slopes, 0, 8, 1, 8, 1};
+  for (int i = 0; i < 7; ++i)
+    EXPECT_EQ(values[52 + i], slopesParams[i]) << "parameter " << 52 + i;
+  // Capture 1 at 59: span (3 - 1) * 5 + (5 - 1) + 1 = 15, sizes, strides.
+  const uint64_t idsParams[] = {(uint64_t)(uintptr_t)ids,
+                                (uint64_t)(uintptr_t)ids, 0, 15, 1, 3, 5, 5, 1};
+  for (int i = 0; i < 9; ++i)
+    EXPECT_EQ(values[59 + i], idsParams[i]) << "parameter " << 59 + i;
+  // Then the output.
+  EXPECT_EQ(values[68], (uint64_t)(uintptr_t)output);
+  for (int i = 0; i < n; ++i)
+    EXPECT_EQ(pointers[i], &values[i]);
+
+  linked.desc.num_captures = ATTN_MAX_CAPTURES;
+  for (int c = 2; c < ATTN_MAX_CAPTURES; ++c)
+    args.captures[c] = {slopes, {1, 1, 1, 1}, {0, 0, 0, 0}};
+  EXPECT_EQ(attn_gpu_kernel_params(&linked.desc, &args, values, pointers),
+            4 * 13 + (5 + 2) + (5 + 4) + (ATTN_MAX_CAPTURES - 2) * 13 + 13 +
+                11);
+  EXPECT_LE(4 * 13 + ATTN_MAX_CAPTURES * 13 + 13 + 11, ATTN_GPU_MAX_PARAMS);
+}
+
 TEST(Gpu, WithoutAGpuEveryCallSaysSo) {
   if (gpuPresent())
     GTEST_SKIP() << "a GPU is present";
