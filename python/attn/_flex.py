@@ -201,9 +201,6 @@ class _Captures:
         found = self._index.get(id(tensor))
         if found is not None:
             return found
-        if tensor.device.type != "cpu":
-            raise Error(f"{where}: a captured tensor is on {tensor.device} but attn's "
-                        "score and mask modifiers run on the CPU only")
         if tensor.dim() > 4:
             raise Error(f"{where}: a captured tensor has {tensor.dim()} dims; at most 4 are supported")
         if tensor.is_complex():
@@ -736,13 +733,16 @@ class Modifiers:
 
 
 @torch.compiler.disable
-def _traced(score_mod, block_mask) -> Modifiers:
+def _traced(score_mod, block_mask, with_table: bool = True) -> Modifiers:
     """The Modifiers of a call, made eagerly under torch.compile (Dynamo
-    breaks the graph once here instead of inside the tracing)."""
+    breaks the graph once here instead of inside the tracing). Without
+    `with_table` (the GPU kernels, which do not skip blocks yet) the block
+    mask's mask_mod alone: create_block_mask made the table from it, so the
+    result is the same."""
     if block_mask is None:
         return Modifiers(score_mod, None)
     table = block_mask.kernel_table()
-    if block_mask._all_full:  # nothing to skip, nothing to evaluate
+    if block_mask._all_full or not with_table:  # all full: nothing to skip or evaluate
         table = None
     return Modifiers(score_mod, block_mask.mask_mod, table, block_mask.BLOCK_SIZE)
 
@@ -848,9 +848,10 @@ def _on_grid(fn, leading: tuple, batch: int, heads: int, rows: Tensor, columns: 
     """fn(*leading, b, h, q_idx, kv_idx) on the grid [batch, heads, rows,
     columns]: by broadcasting where that gives a tensor `accept` takes, else
     (a function that needs 0-d arguments) with vmap over each index, and
-    over the leading arguments' dims (the scores) alike."""
-    b = torch.arange(batch)[:, None, None, None]
-    h = torch.arange(heads)[None, :, None, None]
+    over the leading arguments' dims (the scores) alike; on rows' device."""
+    device = rows.device
+    b = torch.arange(batch, device=device)[:, None, None, None]
+    h = torch.arange(heads, device=device)[None, :, None, None]
     try:
         result = fn(*leading, b, h, rows[None, None, :, None], columns[None, None, None, :])
         if isinstance(result, Tensor) and accept(result):
@@ -863,7 +864,8 @@ def _on_grid(fn, leading: tuple, batch: int, heads: int, rows: Tensor, columns: 
     for index in (3, 2, 1, 0):  # kv_idx innermost, b outermost
         dims = (0,) * len(leading) + tuple(0 if i == index else None for i in range(4))
         mapped = vmap(mapped, in_dims=dims, out_dims=0)
-    return mapped(*leading, torch.arange(batch), torch.arange(heads), rows, columns)
+    return mapped(*leading, torch.arange(batch, device=device),
+                  torch.arange(heads, device=device), rows, columns)
 
 
 def _evaluate_mask(mask_mod, batch: int, heads: int, rows: Tensor, columns: Tensor) -> Tensor:
@@ -891,12 +893,18 @@ def create_block_mask(mask_mod: Callable, B: Optional[int], H: Optional[int], Q_
     the partial and the full key blocks of each query block. `_compile`:
     evaluate the mask_mod in a compiled kernel (traced as flex_attention
     traces it; the kernel is compiled once and cached) instead of with
-    PyTorch: the same blocks, 5-10x faster on long sequences."""
+    PyTorch: the same blocks, 5-10x faster on long sequences. `device`:
+    where the mask_mod is evaluated (that of the tensors it captures; cpu
+    or cuda); the block lists are kept on the CPU."""
     if not callable(mask_mod):
         raise Error("create_block_mask: mask_mod must be a callable (b, h, q_idx, kv_idx) -> bool")
-    if torch.device(device).type != "cpu":
-        raise Error(f"create_block_mask: device is {device} but attn's block masks "
-                    "run on the CPU only")
+    device = torch.device(device)
+    if device.type not in ("cpu", "cuda"):
+        raise Error(f"create_block_mask: device is {device} but attn runs on the CPU and "
+                    "on NVIDIA GPUs (cuda)")
+    if _compile and device.type != "cpu":
+        raise Error(f"create_block_mask: _compile evaluates the mask_mod in a CPU kernel, "
+                    f"but device is {device}")
     sizes = (BLOCK_SIZE, BLOCK_SIZE) if isinstance(BLOCK_SIZE, int) else tuple(BLOCK_SIZE)
     batch = 1 if B is None else B
     heads = 1 if H is None else H
@@ -913,14 +921,14 @@ def create_block_mask(mask_mod: Callable, B: Optional[int], H: Optional[int], Q_
         return _block_mask(mask_mod, (Q_LEN, KV_LEN), sizes, table == 2, table == 1)
     any_kept = torch.zeros(batch, heads, rows_n, cols_n, dtype=torch.bool)
     all_kept = torch.zeros_like(any_kept)
-    columns = torch.arange(KV_LEN)
+    columns = torch.arange(KV_LEN, device=device)
     # A bounded grid at a time: query blocks whose scores fit in ~16M bools.
     step = max(1, (1 << 24) // max(1, batch * heads * q_block * KV_LEN))
     pad = cols_n * kv_block - KV_LEN
     for first in range(0, rows_n, step):
         last = min(rows_n, first + step)
-        rows = torch.arange(first * q_block, min(Q_LEN, last * q_block))
-        kept = _evaluate_mask(mask_mod, batch, heads, rows, columns)
+        rows = torch.arange(first * q_block, min(Q_LEN, last * q_block), device=device)
+        kept = _evaluate_mask(mask_mod, batch, heads, rows, columns).cpu()
         n = last - first
         row_pad = n * q_block - len(rows)
         # Positions past Q_LEN or KV_LEN count as excluded (as PyTorch's):
@@ -1021,7 +1029,8 @@ def flex_attention(query: Tensor, key: Tensor, value: Tensor,
                         "[B, H, S, D] tensors")
     if block_mask is not None:
         _check_block_mask(block_mask, query, key)
-    modifiers = _traced(score_mod, block_mask)
+    modifiers = _traced(score_mod, block_mask, with_table=query.device.type == "cpu")
+    _check_capture_devices(modifiers.captures, query)
     if sinks is not None and not isinstance(sinks, Tensor):
         sinks = torch.as_tensor(sinks)
     from . import _torch
@@ -1175,6 +1184,16 @@ def _capture_gradients(state, trained, needed, output, lse, grad_output, grad_ls
 # ---------------------------------------------------------------------------
 
 
+def _check_capture_devices(captures: List[Tensor], query: Tensor) -> None:
+    """The kernel reads its captured tensors where it runs: on query's
+    device. Checked before the operator dispatches (a tensor elsewhere, on
+    meta say, would send it to its fake implementation)."""
+    for n, capture in enumerate(captures):
+        if capture.device != query.device:
+            raise Error(f"captures[{n}]: a tensor the score_mod or mask_mod reads is on "
+                        f"{capture.device} but query is on {query.device}")
+
+
 def _capsules(tensors):
     from ._torch import _capsule
 
@@ -1186,14 +1205,14 @@ def _flex_eager(query: Tensor, key: Tensor, value: Tensor, captures: List[Tensor
                 sinks: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
     """The operator: attention with the score and mask modifiers of the
     .mlir text `modifiers`, reading `captures`."""
-    from ._torch import _capsule
+    from ._torch import _capsule, _gpu_launch
 
     query, key, value = query.detach(), key.detach(), value.detach()
     _core.check_shapes(query, key, value, enable_gqa)
-    for name, tensor in (("query", query), ("key", key), ("value", value), ("sinks", sinks)):
-        if tensor is not None and not tensor.is_cpu:
-            raise Error(f"{name}: tensor is on {tensor.device} but attn's flex_attention "
-                        "runs on the CPU only")
+    # On cuda:0 the GPU kernel (its modifiers compiled in), queued on
+    # PyTorch's current stream; the captured tensors on the same device.
+    gpu = _gpu_launch(query, key, value, None, sinks)
+    _check_capture_devices(captures, query)
     if sinks is not None:
         _core.check_sinks(sinks.shape, query.shape[1])
         sinks = sinks.detach().float()
@@ -1205,7 +1224,7 @@ def _flex_eager(query: Tensor, key: Tensor, value: Tensor, captures: List[Tensor
     _core.run(spec, _capsule(query), _capsule(key), _capsule(value), None, _capsule(output),
               _capsule(lse) if return_lse else None, 0.0, 0,
               None if sinks is None else _capsule(sinks), modifiers=modifiers,
-              captures=_capsules(captures))
+              captures=_capsules(captures), gpu=gpu)
     return output, lse
 
 
@@ -1267,6 +1286,9 @@ def _flex_backward_eager(query: Tensor, key: Tensor, value: Tensor, captures: Li
 
     # An LSE the caller did not use gets zeros from autograd: no dLSE then
     # (a kernel without it).
+    if not query.is_cpu:
+        raise Error(f"query: tensor is on {query.device} but attn's gradients run on the "
+                    "CPU only")
     if grad_lse is not None and not bool(grad_lse.any()):
         grad_lse = None
     query, key, value, output, lse, grad_output = (

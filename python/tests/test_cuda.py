@@ -193,10 +193,73 @@ def test_cpu_only_weights_say_so_for_other_devices():
         attn.attention_weights(q, k)
 
 
+#: flex_attention's GPU case: ALiBi as a score_mod reading a slope per head,
+#: document masking as a block mask's mask_mod reading each position's
+#: document, GQA 4/2, Sq != Sk (the GPU kernel takes the mask_mod alone;
+#: the block mask's table is the CPU's block skipping).
+FLEX_SHAPE = (2, 4, 2, 70, 90, 64)
+
+
+def _flex_case(device):
+    batch, hq, hkv, sq, sk, d = FLEX_SHAPE
+    q, k, v = random_qkv(batch, hq, hkv, sq, sk, d, dtype=torch.float16, seed=11)
+    slopes = torch.tensor([2.0 ** -(h + 1) for h in range(hq)])
+    docs = torch.arange(max(sq, sk)) // 23  # documents of 23 tokens
+    slopes, docs = slopes.to(device), docs.to(device)
+
+    def alibi(score, b, h, q_idx, kv_idx):
+        return score + slopes[h] * (kv_idx - q_idx)
+
+    def same_document(b, h, q_idx, kv_idx):
+        return docs[q_idx] == docs[kv_idx]
+
+    block_mask = attn.create_block_mask(same_document, None, None, sq, sk, device=device,
+                                        BLOCK_SIZE=32)
+    return (q, k, v), alibi, block_mask, slopes.cpu(), docs.cpu()
+
+
+def test_gpu_flex_kernel_compiles_through_the_package():
+    # The kernel the GPU test below asks for, compiled here for TARGET (the
+    # cache scripts/gpu-bundle.sh ships): the modifiers as flex_attention
+    # traces them for CUDA tensors (no table), the spec as its operator
+    # makes it.
+    (q, k, v), alibi, block_mask, _, _ = _flex_case("cpu")
+    modifiers = attn._flex._traced(alibi, block_mask, with_table=False)
+    assert "attn.block_mask" not in modifiers.source
+    spec = _core.spec_for(q, k, v, None, False, None, "top_left", None, None, None, False)
+    assert attn._cache.kernel(spec, modifiers.source, TARGET).device == "cuda"
+
+
 @needs_gpu
-def test_gpu_flex_attention_with_modifiers_says_it_runs_on_the_cpu():
-    # Without modifiers flex_attention is plain attention (GPU kernel);
-    # score and mask modifiers have no GPU kernels yet.
-    q, k, v = (t.cuda() for t in _inputs(CASES[0])[:3])
-    with pytest.raises((attn.Error, RuntimeError), match="runs on the CPU only"):
-        attn.flex_attention(q, k, v, score_mod=lambda s, b, h, i, j: s * 2)
+def test_gpu_flex_attention_matches_the_float64_reference():
+    (q, k, v), alibi, block_mask, slopes, docs = _flex_case("cuda")
+    batch, hq, hkv, sq, sk, d = FLEX_SHAPE
+    out = attn.flex_attention(q.cuda(), k.cuda(), v.cuda(), score_mod=alibi,
+                              block_mask=block_mask, enable_gqa=True)
+    assert out.device.type == "cuda" and out.dtype == torch.float16
+    # float64 reference of the same function.
+    qd, kd, vd = (t.double() for t in (q, k, v))
+    kd = kd.repeat_interleave(hq // hkv, dim=1)
+    vd = vd.repeat_interleave(hq // hkv, dim=1)
+    scores = qd @ kd.transpose(-1, -2) / d ** 0.5
+    rows, cols = torch.arange(sq)[:, None], torch.arange(sk)[None, :]
+    scores = scores + slopes.double()[None, :, None, None] * (cols - rows)
+    keep = docs[:sq][:, None] == docs[:sk][None, :]
+    scores = scores.masked_fill(~keep, float("-inf"))
+    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+    ref = weights @ vd
+    assert relative_error(out.cpu(), ref) <= TOLERANCE[torch.float16]
+
+
+@needs_gpu
+def test_gpu_flex_attention_says_what_runs_on_the_cpu_only():
+    (q, k, v), alibi, _, slopes, _ = _flex_case("cuda")
+    q, k, v = (t.cuda() for t in (q, k, v))
+    # A captured tensor on another device than the query's.
+    with pytest.raises(attn.Error, match="captures.*is on cpu but query is on cuda"):
+        attn.flex_attention(q, k, v, score_mod=lambda s, b, h, i, j: s + slopes[h])
+    # The gradient.
+    q.requires_grad_(True)
+    out = attn.flex_attention(q, k, v, score_mod=alibi, enable_gqa=True)
+    with pytest.raises((attn.Error, RuntimeError), match="gradients run on the CPU only"):
+        out.sum().backward()

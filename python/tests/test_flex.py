@@ -792,3 +792,16 @@ def test_captured_tensor_on_another_device_or_rank():
     big = torch.zeros(1, 1, 1, 1, 2)
     with pytest.raises(attn.Error, match="at most 4 are supported"):
         attn.flex_attention(q, k, v, score_mod=lambda s, b, h, i, j: s + big[0, 0, 0, 0, h])
+    elsewhere = torch.zeros(2, device="meta")
+    with pytest.raises(attn.Error, match=r"captures\[0\].*is on meta but query is on cpu"):
+        attn.flex_attention(q, k, v, score_mod=lambda s, b, h, i, j: s + elsewhere[h])
+
+
+def test_block_masks_are_made_on_the_cpu_or_a_gpu():
+    # The mask_mod runs where its tensors are (device=); a compiled table
+    # is the CPU's; other devices are refused.
+    with pytest.raises(attn.Error, match="attn runs on the CPU and on NVIDIA GPUs"):
+        attn.create_block_mask(lambda b, h, i, j: i >= j, None, None, 8, 8, device="meta")
+    with pytest.raises(attn.Error, match="_compile evaluates the mask_mod in a CPU kernel"):
+        attn.create_block_mask(lambda b, h, i, j: i >= j, None, None, 8, 8, device="cuda",
+                               _compile=True)
