@@ -219,15 +219,16 @@ def _flex_case(device):
 
 
 def test_gpu_flex_kernel_compiles_through_the_package():
-    # The kernel the GPU test below asks for, compiled here for TARGET (the
+    # The kernels the GPU tests below ask for, compiled here for TARGET (the
     # cache scripts/gpu-bundle.sh ships): the modifiers as flex_attention
     # traces them for CUDA tensors (no table), the spec as its operator
     # makes it.
     (q, k, v), alibi, block_mask, _, _ = _flex_case("cpu")
     modifiers = attn._flex._traced(alibi, block_mask, with_table=False)
     assert "attn.block_mask" not in modifiers.source
-    spec = _core.spec_for(q, k, v, None, False, None, "top_left", None, None, None, False)
-    assert attn._cache.kernel(spec, modifiers.source, TARGET).device == "cuda"
+    for lse in (False, True):  # True: a forward whose gradient is asked for
+        spec = _core.spec_for(q, k, v, None, False, None, "top_left", None, None, None, lse)
+        assert attn._cache.kernel(spec, modifiers.source, TARGET).device == "cuda"
 
 
 @needs_gpu
