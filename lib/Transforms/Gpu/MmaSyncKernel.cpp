@@ -63,6 +63,8 @@ private:
   Value packPair(Value lo, Value hi);
   Value mmaOperand(Value pair);
   Value mmaStep(ArrayRef<Value> a, ArrayRef<Value> b, ArrayRef<Value> c);
+  void mmaBlocks(ArrayRef<SmallVector<Value, 4>> a, ArrayRef<Value> bw,
+                 SmallVector<Value> &c, int64_t groups, int64_t first);
   SmallVector<Value, 4> loadMatrices(Value tile, Value row, Value col,
                                      bool transpose);
 };
@@ -100,6 +102,21 @@ Value MmaSyncKernel::mmaStep(ArrayRef<Value> a, ArrayRef<Value> bw,
                                      NVVM::MMALayout::col});
 }
 
+/// c += a[m] · B for each of the warp's row blocks m and the two groups of 8
+/// columns whose B operands one ldmatrix.x4 gave (`bw`: 2 each), groups
+/// `first` and `first + 1` of a fragment `c` of `groups` groups a block.
+void MmaSyncKernel::mmaBlocks(ArrayRef<SmallVector<Value, 4>> a,
+                              ArrayRef<Value> bw, SmallVector<Value> &c,
+                              int64_t groups, int64_t first) {
+  for (int64_t m = 0; m < rowBlocks; ++m)
+    for (int64_t g = 0; g < 2; ++g) {
+      int64_t at = (m * groups + first + g) * 4;
+      Value d = mmaStep(a[m], bw.slice(2 * g, 2), ArrayRef(c).slice(at, 4));
+      for (int64_t i = 0; i < 4; ++i)
+        c[at + i] = LLVM::ExtractValueOp::create(b(), d, i);
+    }
+}
+
 /// Four 8x8 matrices of a 16-bit shared-memory tile as MMA operands, by
 /// one ldmatrix.x4 (`.trans`: each matrix transposed); this lane gives the
 /// address of (row, col). Lane l then holds, of matrix m, row l / 4 and
@@ -135,14 +152,7 @@ SmallVector<Value> MmaSyncKernel::scores() {
       SmallVector<Value, 4> bw =
           loadMatrices(shared.keys, add(ldKeyRow, cst(j * kGroup)),
                        add(ldKeyCol, cst(k)), false);
-      for (int64_t m = 0; m < rowBlocks; ++m)
-        for (int64_t g = 0; g < 2; ++g) {
-          int64_t at = (m * groups + j + g) * 4;
-          Value d = mmaStep(a[m], ArrayRef(bw).slice(2 * g, 2),
-                            ArrayRef(scores).slice(at, 4));
-          for (int64_t i = 0; i < 4; ++i)
-            scores[at + i] = LLVM::ExtractValueOp::create(b(), d, i);
-        }
+      mmaBlocks(a, bw, scores, groups, j);
     }
   }
   return scores;
@@ -192,14 +202,7 @@ void MmaSyncKernel::accumulateByMma(SmallVector<Value> &acc,
     for (int64_t e = 0; e < valueGroups; e += 2) {
       SmallVector<Value, 4> bw = loadMatrices(
           shared.values, keyRow, add(ldCol, cst(e * kGroup)), true);
-      for (int64_t m = 0; m < rowBlocks; ++m)
-        for (int64_t g = 0; g < 2; ++g) {
-          int64_t at = (m * valueGroups + e + g) * 4;
-          Value d = mmaStep(a[m], ArrayRef(bw).slice(2 * g, 2),
-                            ArrayRef(acc).slice(at, 4));
-          for (int64_t i = 0; i < 4; ++i)
-            acc[at + i] = LLVM::ExtractValueOp::create(b(), d, i);
-        }
+      mmaBlocks(a, bw, acc, valueGroups, e);
     }
   }
 }
