@@ -1,6 +1,7 @@
 // RUN: attn-opt %s -split-input-file -attn-tiling="query-tile-size=64 key-tile-size=32 block-mapping=true decode-rows=0" -attn-lower-to-gpu="rows-per-warp=32" -canonicalize -cse | FileCheck %s
 // RUN: not attn-opt %s -split-input-file -attn-tiling="query-tile-size=48 key-tile-size=32 block-mapping=true decode-rows=0" -attn-lower-to-gpu="rows-per-warp=32" 2>&1 | FileCheck %s --check-prefix=TILE
 // RUN: not attn-opt %s -split-input-file -attn-tiling="query-tile-size=48 key-tile-size=32 block-mapping=true decode-rows=0" -attn-lower-to-gpu="rows-per-warp=24" 2>&1 | FileCheck %s --check-prefix=ROWS
+// RUN: not attn-opt %s -split-input-file -attn-tiling="query-tile-size=48 key-tile-size=32 block-mapping=true decode-rows=0" -attn-lower-to-gpu="rows-per-warp=0" 2>&1 | FileCheck %s --check-prefix=ZERO
 
 // 32 query rows a warp (FlashAttention-2's tiles): each warp owns two m16
 // blocks of rows, so a 64-row query tile takes 2 warps (64 threads), and
@@ -67,6 +68,7 @@
 // The tile must be whole warps of 32 rows.
 // TILE: query tile of 48 rows: the GPU kernel needs a multiple of 32 (rows a warp) up to 512
 // ROWS: 24 query rows a warp: a warp takes 16 or 32
+// ZERO: 0 query rows a warp: a warp takes 16 or 32
 func.func @full_f16(%q: tensor<?x?x?x64xf16>, %k: tensor<?x?x?x64xf16>, %v: tensor<?x?x?x64xf16>, %o: tensor<?x?x?x64xf16>, %lse: tensor<?x?x?xf32>) -> (tensor<?x?x?x64xf16>, tensor<?x?x?xf32>) {
   %r:2 = attn.attention ins(%q, %k, %v : tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>) outs(%o, %lse : tensor<?x?x?x64xf16>, tensor<?x?x?xf32>) -> tensor<?x?x?x64xf16>, tensor<?x?x?xf32>
   return %r#0, %r#1 : tensor<?x?x?x64xf16>, tensor<?x?x?xf32>

@@ -97,7 +97,8 @@ LogicalResult TilePlan::analyze() {
              << "> is a CPU micro-kernel; a GPU takes mma_sync or fma";
     }
   }
-  if (rowsPerWarp % kMmaRows != 0 || rowsPerWarp > kMmaRows * kMaxRowBlocks)
+  if (rowsPerWarp < kMmaRows || rowsPerWarp % kMmaRows != 0 ||
+      rowsPerWarp > kMmaRows * kMaxRowBlocks)
     return forall.emitOpError("attn-lower-to-gpu: ")
            << rowsPerWarp << " query rows a warp: a warp takes 16 or 32";
   if (blockRows == 0 || blockRows % rowsPerWarp != 0 ||
