@@ -372,51 +372,16 @@ std::vector<Case> thirtyTwoRowCases() {
 /// which must not spill to local memory.
 void assembleCases(const std::vector<Case> &cases, int64_t rowsPerWarp,
                    llvm::function_ref<bool(const Case &)> spillFree) {
-#ifndef ATTN_PTXAS
-  GTEST_SKIP() << "no CUDA toolkit (ptxas) at configure time";
-#else
-  llvm::SmallString<128> dir;
-  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("attn-gpu-compile", dir));
-  std::string ptx = (dir + "/conformance.ptx").str();
-  std::string log = (dir + "/ptxas.log").str();
   CompileOptions options;
   options.gpuArch = "sm_80";
   options.gpuRowsPerWarp = rowsPerWarp;
-  std::vector<KernelSpec> specs = specsOf(cases);
-  std::vector<GpuKernelInfo> kernels;
-  std::string error;
-  ASSERT_TRUE(
-      compileKernels(specs, options, OutputKind::PTX, ptx, error, &kernels))
-      << error;
-  ASSERT_EQ(kernels.size(), specs.size());
-  for (const char *arch : {"sm_80", "sm_90"}) {
-    PtxasReport report;
-    ASSERT_TRUE(assemble(ptx, log, arch, report))
-        << "ptxas " << arch << " failed; see " << log;
-    for (const Case &c : cases) {
-      auto it = report.kernels.find(c.label);
-      if (it == report.kernels.end()) {
-        ADD_FAILURE() << c.label << " missing from ptxas' report for " << arch;
-        continue;
-      }
-      if (spillFree(c))
-        EXPECT_EQ(it->second.second, 0)
-            << c.label << " spills " << it->second.second << " bytes on "
-            << arch;
-    }
-    std::cout << arch << ", " << rowsPerWarp
-              << " rows a warp: " << report.kernels.size()
-              << " kernels assembled, registers per thread (spilled bytes):";
-    for (auto &[name, use] : report.kernels)
-      std::cout << " " << name << "=" << use.first
-                << (use.second ? " (" + std::to_string(use.second) + ")"
-                               : std::string());
-    std::cout << "\n";
-  }
-  llvm::sys::fs::remove(ptx);
-  llvm::sys::fs::remove(log);
-  llvm::sys::fs::remove(dir);
-#endif
+  std::map<std::string, const Case *> byLabel;
+  for (const Case &c : cases)
+    byLabel[c.label] = &c;
+  expectAssembles(
+      specsOf(cases), options,
+      [&](const std::string &name) { return spillFree(*byLabel.at(name)); },
+      std::to_string(rowsPerWarp) + " rows a warp");
 }
 
 /// The kernels as chosen by default (16 rows a warp): none spills.
