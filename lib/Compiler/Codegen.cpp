@@ -876,7 +876,7 @@ llvm::GlobalVariable *emitDescriptor(llvm::Module &module,
       i32(spec.backward && spec.lse),
       orNull(code.backwardWorkItems),
       orNull(code.backwardRun),
-      i32(spec.dropout ? 1 : 0),
+      i32(spec.dropout ? 2 : 0), // 16 keep bits a position
       i32(spec.sinks ? 1 : 0),
       i32(spec.gradMask ? 1 : 0),
       i32(static_cast<int64_t>(spec.captures.size())),

@@ -358,6 +358,18 @@ static void philox(Words &w, Value seed, Value (&c)[4]) {
   }
 }
 
+/// Keys that share a Philox counter: 16 bits of its four words each
+/// (docs/spec.md).
+constexpr int64_t kKeysPerCounter = 8;
+
+/// Key j's 16 bits of its counter's word at the top of an i32: shifted left
+/// by 16 for even j (its low half), as it is for odd j (the high half; the
+/// low half below it cannot change an unsigned comparison with a threshold
+/// whose low half is 0). `even` is 16 for even j, 0 for odd j.
+static Value keyBits(Words &w, Value word, Value even) {
+  return arith::ShLIOp::create(w.b, w.loc, word, even);
+}
+
 Value mlir::attn::dropoutKeep(OpBuilder &b, Location loc, Value seed,
                               Value threshold, Value batch, Value head,
                               Value row, Value key) {
@@ -366,11 +378,14 @@ Value mlir::attn::dropoutKeep(OpBuilder &b, Location loc, Value seed,
     if (isa<VectorType>(v.getType()))
       type = v.getType();
   Words w{b, loc, type};
-  Value c[4] = {arith::ShRUIOp::create(b, loc, w.like(key), w.constant(2)),
-                w.like(row), w.like(head), w.like(batch)};
+  key = w.like(key);
+  Value c[4] = {arith::ShRUIOp::create(b, loc, key, w.constant(3)), w.like(row),
+                w.like(head), w.like(batch)};
   philox(w, seed, c);
-  // Word j mod 4.
-  Value word = arith::AndIOp::create(b, loc, w.like(key), w.constant(3));
+  // Word ⌊(j mod 8) / 2⌋, its half j mod 2.
+  Value word = arith::AndIOp::create(
+      b, loc, arith::ShRUIOp::create(b, loc, key, w.constant(1)),
+      w.constant(3));
   auto is = [&](uint32_t n) {
     return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, word,
                                  w.constant(n));
@@ -380,8 +395,14 @@ Value mlir::attn::dropoutKeep(OpBuilder &b, Location loc, Value seed,
       arith::SelectOp::create(
           b, loc, is(1), c[1],
           arith::SelectOp::create(b, loc, is(2), c[2], c[3])));
-  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge, u,
-                               w.like(threshold));
+  Value even = arith::ShLIOp::create(
+      b, loc,
+      arith::XOrIOp::create(b, loc,
+                            arith::AndIOp::create(b, loc, key, w.constant(1)),
+                            w.constant(1)),
+      w.constant(4));
+  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge,
+                               keyBits(w, u, even), w.like(threshold));
 }
 
 Value mlir::attn::dropoutThreshold(OpBuilder &b, Location loc,
@@ -389,9 +410,10 @@ Value mlir::attn::dropoutThreshold(OpBuilder &b, Location loc,
   Value p64 = arith::ExtFOp::create(b, loc, b.getF64Type(), probability);
   Value scaled = arith::MulFOp::create(
       b, loc, p64,
-      arith::ConstantOp::create(b, loc, b.getF64FloatAttr(4294967296.0)));
-  Value wide = arith::FPToUIOp::create(b, loc, b.getI64Type(), scaled);
-  return arith::TruncIOp::create(b, loc, b.getI32Type(), wide);
+      arith::ConstantOp::create(b, loc, b.getF64FloatAttr(65536.0)));
+  Value bits = arith::FPToUIOp::create(b, loc, b.getI32Type(), scaled);
+  return arith::ShLIOp::create(
+      b, loc, bits, arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(16)));
 }
 
 Value mlir::attn::dropoutKeptScale(OpBuilder &b, Location loc,
@@ -403,18 +425,20 @@ Value mlir::attn::dropoutKeptScale(OpBuilder &b, Location loc,
 }
 
 /// `count` keep vectors of `keepType`: `aligned()`'s where the global key
-/// `firstKey` (i32) is a multiple of 4, so that keys share Philox counters
-/// 4 at a time, else `perKey()`'s.
+/// `firstKey` (i32) is a multiple of `alignment`, so that keys share
+/// Philox counters as the spec groups them, else `perKey()`'s.
 static SmallVector<Value>
-byKeyAlignment(OpBuilder &b, Location loc, Value firstKey, VectorType keepType,
-               int64_t count, function_ref<SmallVector<Value>()> aligned,
+byKeyAlignment(OpBuilder &b, Location loc, Value firstKey, int64_t alignment,
+               VectorType keepType, int64_t count,
+               function_ref<SmallVector<Value>()> aligned,
                function_ref<SmallVector<Value>()> perKey) {
   auto constant = [&](int64_t v) {
     return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
   };
   Value isAligned = arith::CmpIOp::create(
       b, loc, arith::CmpIPredicate::eq,
-      arith::AndIOp::create(b, loc, firstKey, constant(3)), constant(0));
+      arith::AndIOp::create(b, loc, firstKey, constant(alignment - 1)),
+      constant(0));
   auto branch = scf::IfOp::create(b, loc, SmallVector<Type>(count, keepType),
                                   isAligned, /*withElseRegion=*/true);
   OpBuilder::InsertionGuard guard(b);
@@ -425,52 +449,73 @@ byKeyAlignment(OpBuilder &b, Location loc, Value firstKey, VectorType keepType,
   return SmallVector<Value>(branch.getResults());
 }
 
+/// An i32 vector of `lanes` elements: first + 0, first + 1, ...
+static Value lanesFrom(OpBuilder &b, Location loc, Value first, int64_t lanes) {
+  auto type = VectorType::get({lanes}, b.getI32Type());
+  SmallVector<int32_t> iota;
+  for (int64_t l = 0; l < lanes; ++l)
+    iota.push_back(static_cast<int32_t>(l));
+  Value step = arith::ConstantOp::create(
+      b, loc, DenseElementsAttr::get(type, ArrayRef<int32_t>(iota)));
+  return arith::AddIOp::create(
+      b, loc, vector::BroadcastOp::create(b, loc, type, first), step);
+}
+
 SmallVector<Value> mlir::attn::dropoutKeepVectors(
     OpBuilder &b, Location loc, Value seed, Value threshold, Value batch,
     Value head, Value row, Value firstKey, int64_t lanes, int64_t count) {
   auto i32 = b.getI32Type();
   auto idxType = VectorType::get({lanes}, i32);
   auto keepType = VectorType::get({lanes}, b.getI1Type());
-  auto lanesFrom = [&](Value first) {
-    SmallVector<int32_t> iota;
-    for (int64_t l = 0; l < lanes; ++l)
-      iota.push_back(static_cast<int32_t>(l));
-    Value step = arith::ConstantOp::create(
-        b, loc, DenseElementsAttr::get(idxType, ArrayRef<int32_t>(iota)));
-    return arith::AddIOp::create(
-        b, loc, vector::BroadcastOp::create(b, loc, idxType, first), step);
-  };
   auto constant = [&](int64_t v) {
     return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
   };
-  // Aligned: one Philox per counter (4 keys), the words spread to their
-  // keys by shuffles. Counter lane l of a group of 4 vectors holds keys
-  // 4l .. 4l + 3 of the group; key lane l of its vector v wants word l % 4
-  // of counter lane (lanes / 4) v + l / 4.
+  // Aligned: one Philox per vector of counters (8 keys each), its words
+  // spread to their keys by shuffles. A group of 8 key vectors (4 where
+  // fewer are left) is one Philox on vectors · lanes / 8 counters: key k of
+  // the group (vector k / lanes, lane k % lanes) wants 16 bits of word
+  // (k % 8) / 2 of counter lane k / 8, the low half for even k.
   auto aligned = [&] {
     SmallVector<Value> keeps;
-    Value firstCounter = arith::ShRUIOp::create(b, loc, firstKey, constant(2));
-    Words w{b, loc, idxType};
-    for (int64_t group = 0; group < count; group += 4) {
-      Value c[4] = {
-          lanesFrom(arith::AddIOp::create(b, loc, firstCounter,
-                                          constant(group / 4 * lanes))),
-          w.like(row), w.like(head), w.like(batch)};
+    Value firstCounter = arith::ShRUIOp::create(b, loc, firstKey, constant(3));
+    Words keyWords{b, loc, idxType};
+    Value limit = keyWords.like(threshold);
+    Value even;
+    {
+      SmallVector<int32_t> shifts;
+      for (int64_t l = 0; l < lanes; ++l)
+        shifts.push_back(l % 2 ? 0 : 16);
+      even = arith::ConstantOp::create(
+          b, loc, DenseElementsAttr::get(idxType, ArrayRef<int32_t>(shifts)));
+    }
+    for (int64_t group = 0; group < count;) {
+      int64_t vectors = count - group >= 8 ? 8 : 4;
+      int64_t width = vectors * lanes / kKeysPerCounter;
+      Words w{b, loc, VectorType::get({width}, i32)};
+      Value c[4] = {lanesFrom(b, loc,
+                              arith::AddIOp::create(
+                                  b, loc, firstCounter,
+                                  constant(group * lanes / kKeysPerCounter)),
+                              width),
+                    w.like(row), w.like(head), w.like(batch)};
       philox(w, seed, c);
-      for (int64_t v = 0; v < 4 && group + v < count; ++v) {
+      for (int64_t v = 0; v < vectors; ++v) {
         SmallVector<int64_t> low, high, pick;
         for (int64_t l = 0; l < lanes; ++l) {
-          int64_t counter = lanes / 4 * v + l / 4;
-          low.push_back(l % 4 == 1 ? lanes + counter : counter);
-          high.push_back(l % 4 == 3 ? lanes + counter : counter);
-          pick.push_back(l % 4 < 2 ? l : lanes + l);
+          int64_t k = v * lanes + l, counter = k / kKeysPerCounter,
+                  word = k % kKeysPerCounter / 2;
+          low.push_back(word == 1 ? width + counter : counter);
+          high.push_back(word == 3 ? width + counter : counter);
+          pick.push_back(word < 2 ? l : lanes + l);
         }
         Value words01 = vector::ShuffleOp::create(b, loc, c[0], c[1], low);
         Value words23 = vector::ShuffleOp::create(b, loc, c[2], c[3], high);
         Value words = vector::ShuffleOp::create(b, loc, words01, words23, pick);
-        keeps.push_back(arith::CmpIOp::create(
-            b, loc, arith::CmpIPredicate::uge, words, w.like(threshold)));
+        keeps.push_back(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge,
+                                              keyBits(keyWords, words, even),
+                                              limit));
       }
+      group += vectors;
     }
     return keeps;
   };
@@ -478,46 +523,64 @@ SmallVector<Value> mlir::attn::dropoutKeepVectors(
   auto perKey = [&] {
     SmallVector<Value> keeps;
     for (int64_t v = 0; v < count; ++v)
-      keeps.push_back(dropoutKeep(
-          b, loc, seed, threshold, batch, head, row,
-          lanesFrom(arith::AddIOp::create(b, loc, firstKey,
-                                          constant(v * lanes)))));
+      keeps.push_back(
+          dropoutKeep(b, loc, seed, threshold, batch, head, row,
+                      lanesFrom(b, loc,
+                                arith::AddIOp::create(b, loc, firstKey,
+                                                      constant(v * lanes)),
+                                lanes)));
     return keeps;
   };
-  return byKeyAlignment(b, loc, firstKey, keepType, count, aligned, perKey);
+  return byKeyAlignment(b, loc, firstKey, kKeysPerCounter, keepType, count,
+                        aligned, perKey);
 }
 
 SmallVector<Value> mlir::attn::dropoutKeepRows(OpBuilder &b, Location loc,
                                                Value seed, Value threshold,
                                                Value batch, Value head,
-                                               Value rows, Value firstKey) {
+                                               Value rows, Value firstKey,
+                                               int64_t count) {
+  assert((count == 4 || count == 8) && "dropoutKeepRows: 4 or 8 keys");
   auto rowsType = cast<VectorType>(rows.getType());
   auto constant = [&](int64_t v) {
     return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
   };
-  // Aligned: the 4 keys share each row's counter, one Philox's 4 words.
+  Words w{b, loc, rowsType};
+  Value sixteen = w.constant(16), none = w.constant(0);
+  // Aligned: the keys share each row's counter, one Philox; its words in
+  // key order, two keys a word (the low half first). Four keys from the
+  // middle of a counter's eight take its last two words.
   auto aligned = [&] {
-    Words w{b, loc, rowsType};
-    Value c[4] = {w.like(arith::ShRUIOp::create(b, loc, firstKey, constant(2))),
+    Value c[4] = {w.like(arith::ShRUIOp::create(b, loc, firstKey, constant(3))),
                   rows, w.like(head), w.like(batch)};
     philox(w, seed, c);
+    SmallVector<Value> words(std::begin(c), std::end(c));
+    if (count == 4) {
+      Value second = arith::CmpIOp::create(
+          b, loc, arith::CmpIPredicate::ne,
+          arith::AndIOp::create(b, loc, firstKey, constant(4)), constant(0));
+      words = {arith::SelectOp::create(b, loc, second, c[2], c[0]),
+               arith::SelectOp::create(b, loc, second, c[3], c[1])};
+    }
+    Value limit = w.like(threshold);
     SmallVector<Value> keeps;
-    for (Value word : c)
-      keeps.push_back(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge,
-                                            word, w.like(threshold)));
+    for (Value word : words)
+      for (Value half : {sixteen, none})
+        keeps.push_back(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge,
+                                              keyBits(w, word, half), limit));
     return keeps;
   };
   auto perKey = [&] {
     SmallVector<Value> keeps;
-    for (int64_t k = 0; k < 4; ++k)
+    for (int64_t k = 0; k < count; ++k)
       keeps.push_back(
           dropoutKeep(b, loc, seed, threshold, batch, head, rows,
                       arith::AddIOp::create(b, loc, firstKey, constant(k))));
     return keeps;
   };
-  return byKeyAlignment(b, loc, firstKey,
-                        VectorType::get(rowsType.getShape(), b.getI1Type()), 4,
-                        aligned, perKey);
+  return byKeyAlignment(b, loc, firstKey, count,
+                        VectorType::get(rowsType.getShape(), b.getI1Type()),
+                        count, aligned, perKey);
 }
 
 Value mlir::attn::globalIndex(OpBuilder &b, Location loc, ValueRange origin,

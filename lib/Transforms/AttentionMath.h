@@ -179,40 +179,43 @@ private:
 };
 
 /// Dropout's keep bits (docs/spec.md, "The gradient"): Philox 4x32-10
-/// keyed by the 64-bit `seed` (i64) on the counter (⌊j/4⌋, i, h, b), output
-/// word j mod 4, kept iff it is >= `threshold` (i32, ⌊p·2³²⌋). `b`, `h`,
-/// `i`, `j` are i32 global indices, scalars or vectors of one shape (a
-/// scalar index is broadcast to the others' shape); returns i1 of that
-/// shape.
+/// keyed by the 64-bit `seed` (i64) on the counter (⌊j/8⌋, i, h, b), 16
+/// bits of output word ⌊(j mod 8)/2⌋ (the low half for even j), kept iff
+/// they are >= ⌊p·2¹⁶⌋, which `threshold` (i32, dropoutThreshold) holds in
+/// its high half. `b`, `h`, `i`, `j` are i32 global indices, scalars or
+/// vectors of one shape (a scalar index is broadcast to the others' shape);
+/// returns i1 of that shape.
 Value dropoutKeep(OpBuilder &b, Location loc, Value seed, Value threshold,
                   Value batch, Value head, Value row, Value key);
 
 /// The keep bits of `count` vectors of `lanes` keys from `firstKey` (i32
-/// scalars, global) of one row: where firstKey is a multiple of 4 (always,
-/// in the CPU kernels' blocks), one Philox per counter and shuffles (4x
+/// scalars, global) of one row: where firstKey is a multiple of 8 (always,
+/// in the CPU kernels' blocks), one Philox per counter and shuffles (8x
 /// less work than a Philox per lane); else dropoutKeep per lane. `count` a
-/// multiple of 4, `lanes` of 4.
+/// multiple of 4, `lanes` even.
 SmallVector<Value> dropoutKeepVectors(OpBuilder &b, Location loc, Value seed,
                                       Value threshold, Value batch, Value head,
                                       Value row, Value firstKey, int64_t lanes,
                                       int64_t count);
 
-/// The keep bits of keys firstKey .. firstKey + 3 (an i32 scalar, global)
-/// for a vector of rows `rows` (i32, global; `batch` and `head` scalars):
-/// four i1 vectors. Where firstKey is a multiple of 4 the four keys share
-/// each row's counter: one Philox gives all four (its words in key order);
-/// else dropoutKeep per key.
+/// The keep bits of keys firstKey .. firstKey + count - 1 (count 4 or 8,
+/// firstKey an i32 scalar, global) for a vector of rows `rows` (i32,
+/// global; `batch` and `head` scalars): `count` i1 vectors. Where firstKey
+/// is a multiple of `count` the keys share each row's counter: one Philox
+/// gives them all (its words in key order, two keys a word); else
+/// dropoutKeep per key.
 SmallVector<Value> dropoutKeepRows(OpBuilder &b, Location loc, Value seed,
                                    Value threshold, Value batch, Value head,
-                                   Value rows, Value firstKey);
+                                   Value rows, Value firstKey, int64_t count);
 
 /// The global index (i32) of an op's local index `local` along dim `dim`
 /// of (b, h, i, j): plus the op's `origin` where it has one.
 Value globalIndex(OpBuilder &b, Location loc, ValueRange origin, unsigned dim,
                   Value local);
 
-/// The i32 threshold ⌊p·2³²⌋ of an f32 dropout probability p in [0, 1)
-/// (the product taken in f64, exactly).
+/// The i32 threshold ⌊p·2¹⁶⌋·2¹⁶ of an f32 dropout probability p in
+/// [0, 1) (the product taken in f64, exactly): 16 random bits at the top of
+/// an i32 are kept iff they are at least this.
 Value dropoutThreshold(OpBuilder &b, Location loc, Value probability);
 
 /// The f32 factor 1/(1 − p) of a kept weight, p the f32 dropout

@@ -312,24 +312,28 @@ def dropout_mask(batch: int, heads: int, seq_q: int, seq_k: int, dropout_p: floa
                  seed: int):
     """The keep-mask [B, Hq, Sq, Sk] (NumPy bool, True = kept) that attn's
     kernels apply for `dropout_p` and `seed` (docs/spec.md): Philox 4x32-10
-    keyed by the seed on the counter (j // 4, i, h, b), word j % 4, kept iff
-    it is >= floor(p * 2**32) with p rounded to f32. Written here
-    independently of the kernels, in NumPy."""
+    keyed by the seed on the counter (j // 8, i, h, b); key j takes 16 bits
+    of word (j % 8) // 2, the low half for even j, and is kept iff they are
+    >= floor(p * 2**16) with p rounded to f32. Written here independently
+    of the kernels, in NumPy."""
     import numpy as np
 
     if isinstance(dropout_p, bool) or not 0.0 <= dropout_p < 1.0:
         raise Error(f"dropout_p is {dropout_p!r} but must be a probability in [0, 1)")
     seed = seed_bits(seed)
     p32 = float(np.float32(dropout_p))
-    threshold = int(p32 * 2.0**32)  # exact: an f32 times a power of two
+    threshold = int(p32 * 2.0**16)  # exact: an f32 times a power of two
     b, h, i, c = np.meshgrid(np.arange(batch, dtype=np.uint64),
                              np.arange(heads, dtype=np.uint64),
                              np.arange(seq_q, dtype=np.uint64),
-                             np.arange((seq_k + 3) // 4, dtype=np.uint64),
+                             np.arange((seq_k + 7) // 8, dtype=np.uint64),
                              indexing="ij")
     words = philox4x32((c, i, h, b), (seed & 0xFFFFFFFF, seed >> 32))
-    words = np.stack(words, axis=-1).reshape(batch, heads, seq_q, -1)[..., :seq_k]
-    return words >= np.uint64(threshold)
+    # Each word's low then high 16 bits: keys 8c, 8c + 1, ... in order.
+    halves = [part for word in words
+              for part in (word & np.uint64(0xFFFF), word >> np.uint64(16))]
+    bits = np.stack(halves, axis=-1).reshape(batch, heads, seq_q, -1)[..., :seq_k]
+    return bits >= np.uint64(threshold)
 
 
 def philox4x32(counter, key):

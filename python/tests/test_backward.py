@@ -459,6 +459,52 @@ def test_dropout_seeds_and_reproducibility():
     assert torch.equal(f, g)
 
 
+#: Micro-kernels and blockings whose keep bits take each of the generator's
+#: paths (docs/spec.md: 8 keys a Philox counter, 16 bits a key).
+DROPOUT_KERNELS = {
+    # 4 key vectors a block: one Philox on 8 counters.
+    "packed_64": "<packed, query_tile = 32, key_block = 64, row_block = 2>",
+    # 8 key vectors a block: one Philox on 16 counters.
+    "packed_128": "<packed, query_tile = 32, key_block = 128, row_block = 2>",
+    # 2 key vectors a block: a Philox per key.
+    "packed_32": "<packed, query_tile = 32, key_block = 32, row_block = 2>",
+    # Rows in lanes, 8 keys a step: one Philox per row vector.
+    "lane_rows_64": "<lane_rows, query_tile = 64, key_block = 64, row_block = 4, "
+                    "lane_rows = 32>",
+    # 4-lane vectors, 4 keys a step (blocks of 20): half a counter's words,
+    # either half.
+    "lane_rows_20": ("<lane_rows, query_tile = 64, key_block = 20, row_block = 4, "
+                     "lane_rows = 16>", "--vector-width=4"),
+}
+
+
+@pytest.mark.parametrize("kernel", DROPOUT_KERNELS.values(), ids=DROPOUT_KERNELS.keys())
+def test_dropout_bits_on_every_kernel_path(tmp_path, kernel):
+    # The forward of each micro-kernel against float64 with attn.dropout_mask's
+    # bits (Sk = 100: a tail that is not a whole counter's 8 keys).
+    import subprocess
+
+    import numpy as np
+
+    library = tmp_path / "dropout.so"
+    kernel, *options = (kernel,) if isinstance(kernel, str) else kernel
+    subprocess.run([str(attn._cache.find_compiler()), "--spec", "d=32,dropout",
+                    "--kernel", kernel, *options, "-o", str(library)], check=True)
+    (compiled,) = attn.load_library(str(library))
+    rng = np.random.default_rng(4)
+    q, k, v = (rng.standard_normal((2, 3, s, 32), dtype=np.float32)
+               for s in (70, 100, 100))
+    p, seed = 0.3, 0x0123456789ABCDEF
+    out = np.full((2, 3, 70, 32), np.nan, dtype=np.float32)  # poisoned
+    compiled.run(q, k, v, None, out, None, p, seed)
+    scores = q.astype(np.float64) @ k.astype(np.float64).transpose(0, 1, 3, 2) / math.sqrt(32)
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    weights /= weights.sum(-1, keepdims=True)
+    kept = attn.dropout_mask(2, 3, 70, 100, p, seed) / float(1 - np.float32(p))
+    want = (weights * kept) @ v.astype(np.float64)
+    assert np.abs(out - want).max() / np.abs(want).max() <= 1e-5
+
+
 def test_dropout_mask_does_not_depend_on_the_slice():
     # The keep bits are a function of the global indices: a sub-block of a
     # larger mask is the mask of nothing else.

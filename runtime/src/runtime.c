@@ -126,6 +126,12 @@ int attn_kernel_has_dropout(const attn_kernel_desc *kernel) {
          kernel->has_dropout != 0;
 }
 
+int attn_kernel_dropout_bits(const attn_kernel_desc *kernel) {
+  if (!attn_kernel_has_dropout(kernel))
+    return 0;
+  return kernel->has_dropout == 1 ? 32 : 16;
+}
+
 /* Checks a call's dropout against the kernel: a probability in [0, 1) for a
  * kernel with dropout, 0 for one without. */
 static attn_status check_dropout(const attn_kernel_desc *k, float p) {

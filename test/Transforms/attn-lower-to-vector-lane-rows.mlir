@@ -354,28 +354,39 @@ func.func @window(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>, %v: memref
 
 // -----
 
-// Dropout in lane rows: the statistics walk the block's keys 4 at a time;
-// where the first one's global index is a multiple of 4 (always, in tiled
-// kernels) the 4 keys share each row's Philox counter (⌊j/4⌋, row, h, b):
+// Dropout in lane rows: the statistics walk the block's keys 8 at a time;
+// where the first one's global index is a multiple of 8 (always, in tiled
+// kernels) the 8 keys share each row's Philox counter (⌊j/8⌋, row, h, b):
 // one Philox on the row vector (its 32x32-bit products on lane pairs:
-// vector<8xi64>, the halves interleaved back by two shuffles) gives the 4
-// keys' words in order; otherwise a Philox per key. The running sum takes
-// the undropped weight; the weight stored for P·V is kept (1/(1 − p)) or 0.
+// vector<8xi64>, the halves interleaved back by two shuffles) gives the 8
+// keys' 16 bits in order, two a word: the low half shifted to the top for
+// the even key, the word as it is for the odd one, each compared with
+// ⌊p·2¹⁶⌋·2¹⁶; otherwise a Philox per key. The running sum takes the
+// undropped weight; the weight stored for P·V is kept (1/(1 − p)) or 0.
 // CHECK-LABEL: func @dropout
 //  CHECK-SAME: %[[P:[a-z0-9]+]]: f32, %[[SEED:[a-z0-9]+]]: i64
-//       CHECK: %[[STAT:.+]]:2 = scf.for %[[J:.+]] = %c0 to %c32 step %c4 iter_args(%[[S0:.+]] = %{{.+}}, %[[S1:.+]] = %{{.+}}) -> (vector<16xf32>, vector<16xf32>) {
+//       CHECK: %[[P64:.+]] = arith.extf %[[P]] : f32 to f64
+//       CHECK: %[[PS:.+]] = arith.mulf %[[P64]], %{{.+}} : f64
+//       CHECK: %[[T16:.+]] = arith.fptoui %[[PS]] : f64 to i32
+//       CHECK: %[[THRESHOLD:.+]] = arith.shli %[[T16]], %c16_i32 : i32
+//       CHECK: %[[STAT:.+]]:2 = scf.for %[[J:.+]] = %c0 to %c32 step %c8 iter_args(%[[S0:.+]] = %{{.+}}, %[[S1:.+]] = %{{.+}}) -> (vector<16xf32>, vector<16xf32>) {
 //       CHECK:   %[[KEY:.+]] = arith.index_cast %{{.+}} : index to i32
-//       CHECK:   %[[LOW:.+]] = arith.andi %[[KEY]], %c3_i32 : i32
+//       CHECK:   %[[LOW:.+]] = arith.andi %[[KEY]], %c7_i32 : i32
 //       CHECK:   %[[ALIGNED:.+]] = arith.cmpi eq, %[[LOW]], %c0_i32 : i32
-//       CHECK:   %[[KEEP:.+]]:4 = scf.if %[[ALIGNED]] -> (vector<16xi1>, vector<16xi1>, vector<16xi1>, vector<16xi1>) {
-//       CHECK:     arith.shrui %[[KEY]], %c2_i32 : i32
+//       CHECK:   %[[KEEP:.+]]:8 = scf.if %[[ALIGNED]] -> (vector<16xi1>, vector<16xi1>, vector<16xi1>, vector<16xi1>, vector<16xi1>, vector<16xi1>, vector<16xi1>, vector<16xi1>) {
+//       CHECK:     arith.shrui %[[KEY]], %c3_i32 : i32
 //       CHECK:     arith.muli %{{.+}}, %{{.+}} : vector<8xi64>
 //       CHECK:     vector.shuffle %{{.+}}, %{{.+}} [0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30]
 //       CHECK:     vector.shuffle %{{.+}}, %{{.+}} [1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31]
-// CHECK-COUNT-4:   arith.cmpi uge, %{{.+}}, %{{.+}} : vector<16xi32>
+//       CHECK:     %[[LIMIT:.+]] = vector.broadcast %[[THRESHOLD]] : i32 to vector<16xi32>
+//       CHECK:     %[[EVEN:.+]] = arith.shli %[[WORD:.+]], %{{.+}} : vector<16xi32>
+//       CHECK:     arith.cmpi uge, %[[EVEN]], %[[LIMIT]] : vector<16xi32>
+//       CHECK:     arith.cmpi uge, %[[WORD]], %[[LIMIT]] : vector<16xi32>
+// CHECK-COUNT-3:   arith.shli
+//  CHECK-SAME:     vector<16xi32>
 //       CHECK:     scf.yield
 //       CHECK:   } else {
-// CHECK-COUNT-4:   arith.cmpi uge, %{{.+}}, %{{.+}} : vector<16xi32>
+// CHECK-COUNT-8:   arith.cmpi uge, %{{.+}}, %{{.+}} : vector<16xi32>
 //       CHECK:     scf.yield
 //       CHECK:   }
 //       CHECK:   %[[E0:.+]] = math.exp2
@@ -388,6 +399,10 @@ func.func @window(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>, %v: memref
 //       CHECK:   arith.select %[[KEEP]]#1
 //       CHECK:   arith.select %[[KEEP]]#2
 //       CHECK:   arith.select %[[KEEP]]#3
+//       CHECK:   arith.select %[[KEEP]]#4
+//       CHECK:   arith.select %[[KEEP]]#5
+//       CHECK:   arith.select %[[KEEP]]#6
+//       CHECK:   arith.select %[[KEEP]]#7
 func.func @dropout(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>, %v: memref<1x1x?x16xf32>,
                    %acc: memref<1x1x?x16xf32>, %m: memref<1x1x?xf32>, %s: memref<1x1x?xf32>,
                    %p: f32, %seed: i64, %b: index, %h: index, %i: index, %j: index) {

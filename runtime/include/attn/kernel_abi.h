@@ -383,7 +383,11 @@ typedef struct attn_kernel_desc {
   int32_t has_grad_lse; /* 0 or 1 */
   attn_backward_work_items_fn backward_work_items;
   attn_backward_run_fn backward_run;
-  int32_t has_dropout; /* 0 or 1: reads dropout_p and dropout_seed */
+  /* 0: no dropout; else it reads dropout_p and dropout_seed, and draws
+   * docs/spec.md's keep bits: 2, 16 bits a position (8 positions a Philox
+   * counter); 1, kernels compiled before 2026-12-03, a 32-bit word a
+   * position (4 a counter): their bits differ for the same seed. */
+  int32_t has_dropout;
   /* Where struct_size covers it (older kernels have no sinks, and their
    * backward kernels predate the sinks' fields in attn_kernel_args, which
    * attn_backward_args embeds: the runtime refuses those). */

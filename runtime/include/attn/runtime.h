@@ -197,6 +197,13 @@ ATTN_RUNTIME_EXPORT attn_status attn_prepare(
  * attn_run_backward, and refuses attn_run. */
 ATTN_RUNTIME_EXPORT int attn_kernel_has_dropout(const attn_kernel_desc *kernel);
 
+/* The random bits a kernel with dropout compares per position: 16, the
+ * keep bits of docs/spec.md; 32 for kernels compiled before 2026-12-03,
+ * whose bits for a seed differ (pair a forward with a backward of the same
+ * kind); 0 without dropout. */
+ATTN_RUNTIME_EXPORT int
+attn_kernel_dropout_bits(const attn_kernel_desc *kernel);
+
 /* attn_run for a kernel with dropout: each weight is dropped with
  * probability `dropout_p` (in [0, 1)) and the kept ones scaled by
  * 1 / (1 - dropout_p); the keep bits are Philox 4x32-10 of `dropout_seed`

@@ -1023,6 +1023,19 @@ TEST(RunWith, RefusesBadSinks) {
                "them with attn_run_with or attn_prepare_with");
 }
 
+TEST(KernelQueries, DropoutBitsSayWhichKeepBitsAKernelDraws) {
+  // docs/spec.md's 16 bits a position (has_dropout 2), the 32-bit words of
+  // kernels compiled before them (has_dropout 1), none.
+  attn_kernel_desc desc = *fakeKernel("fake_plain");
+  EXPECT_EQ(attn_kernel_dropout_bits(&desc), 0);
+  desc.has_dropout = 2;
+  EXPECT_EQ(attn_kernel_dropout_bits(&desc), 16);
+  desc.has_dropout = 1;
+  EXPECT_EQ(attn_kernel_dropout_bits(&desc), 32);
+  EXPECT_NE(attn_kernel_has_dropout(&desc), 0);
+  EXPECT_EQ(attn_kernel_dropout_bits(nullptr), 0);
+}
+
 TEST(RunWith, RefusesOptionsWithoutTheirSize) {
   const attn_kernel_desc *desc = fakeKernel("fake_plain");
   Problem p(desc, 1, 2, 2, 3, 5);
