@@ -461,78 +461,144 @@ static Value lanesFrom(OpBuilder &b, Location loc, Value first, int64_t lanes) {
       b, loc, vector::BroadcastOp::create(b, loc, type, first), step);
 }
 
-SmallVector<Value> mlir::attn::dropoutKeepVectors(
-    OpBuilder &b, Location loc, Value seed, Value threshold, Value batch,
-    Value head, Value row, Value firstKey, int64_t lanes, int64_t count) {
+SmallVector<Value>
+mlir::attn::dropoutKeepVectors(OpBuilder &b, Location loc, Value seed,
+                               Value threshold, Value batch,
+                               ArrayRef<Value> heads, ArrayRef<Value> rows,
+                               Value firstKey, int64_t lanes, int64_t count) {
+  assert(heads.size() == rows.size() && !rows.empty());
   auto i32 = b.getI32Type();
-  auto idxType = VectorType::get({lanes}, i32);
   auto keepType = VectorType::get({lanes}, b.getI1Type());
   auto constant = [&](int64_t v) {
     return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
   };
-  // Aligned: one Philox per vector of counters (8 keys each), its words
-  // spread to their keys by shuffles. A group of 8 key vectors (4 where
-  // fewer are left) is one Philox on vectors · lanes / 8 counters: key k of
-  // the group (vector k / lanes, lane k % lanes) wants 16 bits of word
-  // (k % 8) / 2 of counter lane k / 8, the low half for even k.
-  auto aligned = [&] {
-    SmallVector<Value> keeps;
-    Value firstCounter = arith::ShRUIOp::create(b, loc, firstKey, constant(3));
-    Words keyWords{b, loc, idxType};
-    Value limit = keyWords.like(threshold);
-    Value even;
-    {
-      SmallVector<int32_t> shifts;
-      for (int64_t l = 0; l < lanes; ++l)
-        shifts.push_back(l % 2 ? 0 : 16);
-      even = arith::ConstantOp::create(
-          b, loc, DenseElementsAttr::get(idxType, ArrayRef<int32_t>(shifts)));
+  Value limit = arith::TruncIOp::create(
+      b, loc, b.getI16Type(),
+      arith::ShRUIOp::create(b, loc, threshold, constant(16)));
+  // Aligned: one Philox per vector of counters (8 keys each). A group of 8
+  // key vectors (4 where fewer are left) of each row is one Philox on
+  // `width` = max(4, rows · vectors · lanes / 8) counters, for one row or
+  // for two where one row's counters fill half a vector (64-key blocks of
+  // 16 lanes), the counters of the rows' keys taken one after the other.
+  // A 4x4 transpose of its four word vectors within each 128-bit lane (two
+  // rounds of unpack shuffles: 8 shuffles for 4 · width words) gives 4
+  // vectors with each counter's words in order: seen as i16 (little-endian,
+  // the low half first) they are the 16 bits of consecutive keys in key
+  // order, and one unsigned i16 comparison decides 2 · width keys (one or
+  // two key vectors). The transpose takes output r's 128-bit lane L from
+  // Philox lane 4L + r, so that lane holds counter r · width / 4 + L.
+  auto philoxGroup = [&](ArrayRef<Value> groupHeads, ArrayRef<Value> groupRows,
+                         Value firstCounter, int64_t vectors) {
+    int64_t together = groupRows.size();
+    int64_t rowCounters = vectors * lanes / kKeysPerCounter;
+    int64_t width = std::max<int64_t>(4, together * rowCounters);
+    auto wordsType = VectorType::get({width}, i32);
+    Words w{b, loc, wordsType};
+    SmallVector<int32_t> counter;
+    SmallVector<bool> second;
+    for (int64_t lane = 0; lane < width; ++lane) {
+      int64_t m = lane % 4 * (width / 4) + lane / 4;
+      counter.push_back(static_cast<int32_t>(m % rowCounters));
+      second.push_back(m >= rowCounters);
     }
+    auto perRow = [&](ArrayRef<Value> values) -> Value {
+      if (values.size() == 1)
+        return w.like(values[0]);
+      auto mask = VectorType::get({width}, b.getI1Type());
+      return arith::SelectOp::create(
+          b, loc,
+          arith::ConstantOp::create(
+              b, loc, DenseElementsAttr::get(mask, ArrayRef<bool>(second))),
+          w.like(values[1]), w.like(values[0]));
+    };
+    Value c[4] = {
+        arith::AddIOp::create(
+            b, loc, w.like(firstCounter),
+            arith::ConstantOp::create(
+                b, loc,
+                DenseElementsAttr::get(wordsType, ArrayRef<int32_t>(counter)))),
+        perRow(groupRows), perRow(groupHeads), w.like(batch)};
+    philox(w, seed, c);
+    // x86's unpack{l,h}{dq,qdq} in each 128-bit lane: runs of `size` words
+    // taken in turn from x and y, from the lane's low or high half.
+    auto unpack = [&](Value x, Value y, bool high, int64_t size) -> Value {
+      SmallVector<int64_t> mask;
+      for (int64_t base = 0; base < width; base += 4)
+        for (int64_t k = 0; k < 4; ++k)
+          mask.push_back((k / size % 2 ? width : 0) + base + (high ? 2 : 0) +
+                         k / (2 * size) * size + k % size);
+      return vector::ShuffleOp::create(b, loc, x, y, mask);
+    };
+    Value t0 = unpack(c[0], c[1], false, 1), t1 = unpack(c[0], c[1], true, 1);
+    Value t2 = unpack(c[2], c[3], false, 1), t3 = unpack(c[2], c[3], true, 1);
+    Value outputs[4] = {unpack(t0, t2, false, 2), unpack(t0, t2, true, 2),
+                        unpack(t1, t3, false, 2), unpack(t1, t3, true, 2)};
+    auto halves = VectorType::get({2 * width}, b.getI16Type());
+    Value limits = vector::BroadcastOp::create(b, loc, halves, limit);
+    Value kept[4] = {};
+    // Key vector v of row r: keys from r · vectors · lanes + v · lanes in
+    // the rows' keys one after the other.
+    SmallVector<Value> keeps;
+    for (int64_t key = 0; key < together * vectors * lanes; key += lanes) {
+      int64_t output = key / (2 * width);
+      if (!kept[output])
+        kept[output] = arith::CmpIOp::create(
+            b, loc, arith::CmpIPredicate::uge,
+            vector::BitCastOp::create(b, loc, halves, outputs[output]), limits);
+      keeps.push_back(lanes == 2 * width
+                          ? kept[output]
+                          : vector::ExtractStridedSliceOp::create(
+                                b, loc, kept[output],
+                                ArrayRef<int64_t>{key % (2 * width)},
+                                ArrayRef<int64_t>{lanes}, ArrayRef<int64_t>{1})
+                                .getResult());
+    }
+    return keeps;
+  };
+  auto aligned = [&] {
+    SmallVector<SmallVector<Value>> perRow(rows.size());
+    Value firstCounter = arith::ShRUIOp::create(b, loc, firstKey, constant(3));
     for (int64_t group = 0; group < count;) {
       int64_t vectors = count - group >= 8 ? 8 : 4;
-      int64_t width = vectors * lanes / kKeysPerCounter;
-      Words w{b, loc, VectorType::get({width}, i32)};
-      Value c[4] = {lanesFrom(b, loc,
-                              arith::AddIOp::create(
-                                  b, loc, firstCounter,
-                                  constant(group * lanes / kKeysPerCounter)),
-                              width),
-                    w.like(row), w.like(head), w.like(batch)};
-      philox(w, seed, c);
-      for (int64_t v = 0; v < vectors; ++v) {
-        SmallVector<int64_t> low, high, pick;
-        for (int64_t l = 0; l < lanes; ++l) {
-          int64_t k = v * lanes + l, counter = k / kKeysPerCounter,
-                  word = k % kKeysPerCounter / 2;
-          low.push_back(word == 1 ? width + counter : counter);
-          high.push_back(word == 3 ? width + counter : counter);
-          pick.push_back(word < 2 ? l : lanes + l);
-        }
-        Value words01 = vector::ShuffleOp::create(b, loc, c[0], c[1], low);
-        Value words23 = vector::ShuffleOp::create(b, loc, c[2], c[3], high);
-        Value words = vector::ShuffleOp::create(b, loc, words01, words23, pick);
-        keeps.push_back(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge,
-                                              keyBits(keyWords, words, even),
-                                              limit));
+      Value groupCounter = arith::AddIOp::create(
+          b, loc, firstCounter, constant(group * lanes / kKeysPerCounter));
+      int64_t together =
+          2 * vectors * lanes / kKeysPerCounter <= std::max<int64_t>(4, lanes)
+              ? 2
+              : 1;
+      for (size_t first = 0; first < rows.size(); first += together) {
+        size_t n = std::min<size_t>(together, rows.size() - first);
+        SmallVector<Value> keeps = philoxGroup(
+            heads.slice(first, n), rows.slice(first, n), groupCounter, vectors);
+        for (size_t r = 0; r < n; ++r)
+          llvm::append_range(perRow[first + r], ArrayRef<Value>(keeps).slice(
+                                                    r * vectors, vectors));
       }
       group += vectors;
     }
+    SmallVector<Value> keeps;
+    for (ArrayRef<Value> row : perRow)
+      llvm::append_range(keeps, row);
     return keeps;
   };
   // Otherwise each lane its own Philox.
   auto perKey = [&] {
     SmallVector<Value> keeps;
-    for (int64_t v = 0; v < count; ++v)
-      keeps.push_back(
-          dropoutKeep(b, loc, seed, threshold, batch, head, row,
-                      lanesFrom(b, loc,
-                                arith::AddIOp::create(b, loc, firstKey,
-                                                      constant(v * lanes)),
-                                lanes)));
+    for (auto [head, row] : llvm::zip(heads, rows))
+      for (int64_t v = 0; v < count; ++v)
+        keeps.push_back(
+            dropoutKeep(b, loc, seed, threshold, batch, head, row,
+                        lanesFrom(b, loc,
+                                  arith::AddIOp::create(b, loc, firstKey,
+                                                        constant(v * lanes)),
+                                  lanes)));
     return keeps;
   };
-  return byKeyAlignment(b, loc, firstKey, kKeysPerCounter, keepType, count,
-                        aligned, perKey);
+  // The transpose wants whole 128-bit lanes of counters.
+  if (lanes < 2 || !llvm::isPowerOf2_64(lanes))
+    return perKey();
+  return byKeyAlignment(b, loc, firstKey, kKeysPerCounter, keepType,
+                        rows.size() * count, aligned, perKey);
 }
 
 SmallVector<Value> mlir::attn::dropoutKeepRows(OpBuilder &b, Location loc,

@@ -189,14 +189,17 @@ Value dropoutKeep(OpBuilder &b, Location loc, Value seed, Value threshold,
                   Value batch, Value head, Value row, Value key);
 
 /// The keep bits of `count` vectors of `lanes` keys from `firstKey` (i32
-/// scalars, global) of one row: where firstKey is a multiple of 8 (always,
-/// in the CPU kernels' blocks), one Philox per counter and shuffles (8x
-/// less work than a Philox per lane); else dropoutKeep per lane. `count` a
-/// multiple of 4, `lanes` even.
+/// scalar, global) of each row (heads[r], rows[r]) (i32 scalars, global):
+/// rows.size() · count i1 vectors, row by row. Where firstKey is a multiple
+/// of 8 (always, in the CPU kernels' blocks), one Philox per counter (8x
+/// less work than a Philox per lane), on whole vectors of counters where
+/// two rows fill one, and a transpose of its words; else dropoutKeep per
+/// lane (also where `lanes` is not a power of 2). `count` a multiple of 4.
 SmallVector<Value> dropoutKeepVectors(OpBuilder &b, Location loc, Value seed,
-                                      Value threshold, Value batch, Value head,
-                                      Value row, Value firstKey, int64_t lanes,
-                                      int64_t count);
+                                      Value threshold, Value batch,
+                                      ArrayRef<Value> heads,
+                                      ArrayRef<Value> rows, Value firstKey,
+                                      int64_t lanes, int64_t count);
 
 /// The keep bits of keys firstKey .. firstKey + count - 1 (count 4 or 8,
 /// firstKey an i32 scalar, global) for a vector of rows `rows` (i32,

@@ -462,12 +462,25 @@ def test_dropout_seeds_and_reproducibility():
 #: Micro-kernels and blockings whose keep bits take each of the generator's
 #: paths (docs/spec.md: 8 keys a Philox counter, 16 bits a key).
 DROPOUT_KERNELS = {
-    # 4 key vectors a block: one Philox on 8 counters.
+    # 4 key vectors a block: one Philox on 16 counters for two rows.
     "packed_64": "<packed, query_tile = 32, key_block = 64, row_block = 2>",
+    # Three rows: a pair's Philox and the third row's on 8 counters.
+    "packed_64_3_rows": "<packed, query_tile = 32, key_block = 64, row_block = 3>",
     # 8 key vectors a block: one Philox on 16 counters.
     "packed_128": "<packed, query_tile = 32, key_block = 128, row_block = 2>",
     # 2 key vectors a block: a Philox per key.
     "packed_32": "<packed, query_tile = 32, key_block = 32, row_block = 2>",
+    # 8-lane vectors (AVX2), 4 a block: one Philox on 4 counters, one
+    # 128-bit lane of words.
+    "packed_32_avx2": ("<packed, query_tile = 32, key_block = 32, row_block = 2>",
+                       "--vector-width=8"),
+    # 4-lane vectors, 8 a block: one Philox on 4 counters, two key vectors
+    # a counter.
+    "packed_32_4_lanes": ("<packed, query_tile = 32, key_block = 32, row_block = 2>",
+                          "--vector-width=4"),
+    # 4-lane vectors, 4 a block: 2 counters' keys from a Philox on 4.
+    "packed_16_4_lanes": ("<packed, query_tile = 32, key_block = 16, row_block = 2>",
+                          "--vector-width=4"),
     # Rows in lanes, 8 keys a step: one Philox per row vector.
     "lane_rows_64": "<lane_rows, query_tile = 64, key_block = 64, row_block = 4, "
                     "lane_rows = 32>",

@@ -208,8 +208,8 @@ Value KernelEmitter::updateRowStatistics(Value batch, const AccRow &at,
                                          RowStatistics old, int64_t slot,
                                          MutableArrayRef<Value> scores,
                                          Value blockStart, Value blockKeys,
-                                         bool storePairs,
-                                         bool scaledAndCapped) {
+                                         bool storePairs, bool scaledAndCapped,
+                                         ArrayRef<Value> dropKeeps) {
   Value head = at.head, row = at.row;
   int64_t scoreVectors = scores.size();
   Value zeroVec = splat(f32Const(0));
@@ -295,16 +295,21 @@ Value KernelEmitter::updateRowStatistics(Value batch, const AccRow &at,
   Value newMax = update.max, safeMax = update.reference, alpha = update.alpha;
   Value safeMaxVec = splat(safeMax);
   Value sumVec = zeroVec;
-  SmallVector<Value> dropFactors;
-  if (op.getDropoutP())
-    dropFactors = dropoutFactors(batch, head, row, blockStart, scoreVectors);
+  SmallVector<Value> ownKeeps;
+  Value dropKept;
+  if (op.getDropoutP()) {
+    if (dropKeeps.empty())
+      dropKeeps = ownKeeps = dropoutKeeps(batch, at, blockStart, scoreVectors);
+    dropKept = splat(dropoutKeptScale(b, b.getLoc(), op.getDropoutP()));
+  }
   for (int64_t v = 0; v < scoreVectors; ++v) {
     Value p = maths.exp(arith::SubFOp::create(b, scores[v], safeMaxVec));
     sumVec = arith::AddFOp::create(b, sumVec, p);
     // Dropout: the sum (and so the LSE) is the undropped softmax's; the
     // weights that reach P·V are kept or 0, and scaled.
-    if (!dropFactors.empty())
-      p = arith::MulFOp::create(b, p, dropFactors[v]);
+    if (!dropKeeps.empty())
+      p = arith::SelectOp::create(
+          b, dropKeeps[v], arith::MulFOp::create(b, p, dropKept), zeroVec);
     vector::StoreOp::create(b, p, scratch.probs,
                             ValueRange{cst(slot), cst(v * lanes)});
     if (storePairs)
@@ -380,25 +385,25 @@ void KernelEmitter::applyModifiers(Value batch, Value head, Value row,
   }
 }
 
-SmallVector<Value> KernelEmitter::dropoutFactors(Value batch, Value head,
-                                                 Value row, Value blockStart,
-                                                 int64_t vectors) {
+SmallVector<Value> KernelEmitter::dropoutKeeps(Value batch,
+                                               ArrayRef<AccRow> rows,
+                                               Value blockStart,
+                                               int64_t vectors) {
   Location loc = b.getLoc();
   Value threshold = dropoutThreshold(b, loc, op.getDropoutP());
-  Value gb = globalIndexOf(0, batch), gh = globalIndexOf(1, head),
-        gi = globalIndexOf(2, row), firstKey = globalIndexOf(3, blockStart);
+  Value gb = globalIndexOf(0, batch), firstKey = globalIndexOf(3, blockStart);
+  SmallVector<Value> heads, globalRows;
+  for (const AccRow &at : rows) {
+    heads.push_back(globalIndexOf(1, at.head));
+    globalRows.push_back(globalIndexOf(2, at.row));
+  }
+  if (vectors % 4 == 0)
+    return dropoutKeepVectors(b, loc, op.getDropoutSeed(), threshold, gb, heads,
+                              globalRows, firstKey, lanes, vectors);
   SmallVector<Value> keeps;
-  if (vectors % 4 == 0) {
-    keeps = dropoutKeepVectors(b, loc, op.getDropoutSeed(), threshold, gb, gh,
-                               gi, firstKey, lanes, vectors);
-  } else {
+  for (auto [gh, gi] : llvm::zip(heads, globalRows))
     for (int64_t v = 0; v < vectors; ++v)
       keeps.push_back(dropoutKeep(b, loc, op.getDropoutSeed(), threshold, gb,
                                   gh, gi, laneIndices(firstKey, v)));
-  }
-  Value kept = splat(dropoutKeptScale(b, loc, op.getDropoutP()));
-  SmallVector<Value> factors;
-  for (Value keep : keeps)
-    factors.push_back(arith::SelectOp::create(b, keep, kept, splat(f32Const(0))));
-  return factors;
+  return keeps;
 }

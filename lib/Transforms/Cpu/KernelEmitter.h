@@ -127,11 +127,14 @@ protected:
   /// Scale, soft-cap, mask and band one row's scores of the block, update
   /// its running max and sum from `old`, store its weights p in
   /// probs[slot] (and as bf16 in probPairs[slot] when `storePairs`) and
-  /// return the rescale factor alpha = exp(m_old - m_new).
+  /// return the rescale factor alpha = exp(m_old - m_new). With dropout,
+  /// the row's keep bits are `dropKeeps` where given (dropoutKeeps of
+  /// several rows at once), else its own dropoutKeeps.
   Value updateRowStatistics(Value batch, const AccRow &at, RowStatistics old,
                             int64_t slot, MutableArrayRef<Value> scores,
                             Value blockStart, Value blockKeys, bool storePairs,
-                            bool scaledAndCapped = false);
+                            bool scaledAndCapped = false,
+                            ArrayRef<Value> dropKeeps = {});
   /// The indices (i32) in the lanes of vector `v` from `first` (i32): the
   /// keys of a row's score vector, or the rows of a lane-rows vector:
   /// first + v·lanes + lane.
@@ -149,11 +152,11 @@ protected:
   void applyModifiers(Value batch, Value head, Value row, Value blockStart,
                       MutableArrayRef<Value> scores,
                       MutableArrayRef<Value> excluded);
-  /// Dropout's factors of a block's `vectors` score vectors for row
-  /// (batch, head, row) (op-local indices; keys from blockStart): 1 / (1 −
-  /// p) where the weight is kept, else 0.
-  SmallVector<Value> dropoutFactors(Value batch, Value head, Value row,
-                                    Value blockStart, int64_t vectors);
+  /// Dropout's keep bits (i1 vectors) of a block's `vectors` score vectors
+  /// for each of `rows` (op-local indices; keys from blockStart): row by
+  /// row, `vectors` a row.
+  SmallVector<Value> dropoutKeeps(Value batch, ArrayRef<AccRow> rows,
+                                  Value blockStart, int64_t vectors);
 };
 
 } // namespace cpu

@@ -401,10 +401,10 @@ SmallVector<Value> KeyBlockEmitter::dropoutFactors(Value batch, Value head,
   auto global = [&](unsigned dim, Value local) {
     return globalIndex(b, b.getLoc(), origin, dim, local);
   };
-  SmallVector<Value> keeps = dropoutKeepVectors(
-      b, b.getLoc(), dropoutSeed, dropThreshold, global(0, batch),
-      global(1, head), global(2, row), global(3, block.start), lanes,
-      keyVectors);
+  SmallVector<Value> keeps =
+      dropoutKeepVectors(b, b.getLoc(), dropoutSeed, dropThreshold,
+                         global(0, batch), {global(1, head)}, {global(2, row)},
+                         global(3, block.start), lanes, keyVectors);
   SmallVector<Value> factors;
   for (Value kept : keeps)
     factors.push_back(arith::SelectOp::create(b, kept, dropKept, zeroVector()));

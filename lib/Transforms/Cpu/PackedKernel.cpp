@@ -176,12 +176,21 @@ void PackedKernel::emitRows(Value batch, ArrayRef<AccRow> block,
   SmallVector<RowStatistics> old;
   for (const AccRow &row : block)
     old.push_back(loadStatistics(batch, row));
+  // Dropout's keep bits of all the rows at once: two rows share a Philox
+  // where one's counters fill half a vector.
+  SmallVector<Value> keeps;
+  if (op.getDropoutP())
+    keeps = dropoutKeeps(batch, block, blockStart, scoreVectors);
   SmallVector<Value> alphas;
   for (int64_t r = 0; r < numRows; ++r)
     alphas.push_back(updateRowStatistics(
         batch, block[r], old[r], r,
         MutableArrayRef<Value>(scores).slice(r * scoreVectors, scoreVectors),
-        blockStart, blockKeys, /*storePairs=*/bf16Values));
+        blockStart, blockKeys, /*storePairs=*/bf16Values,
+        /*scaledAndCapped=*/false,
+        keeps.empty()
+            ? ArrayRef<Value>()
+            : ArrayRef<Value>(keeps).slice(r * scoreVectors, scoreVectors)));
 
   accumulateBlock(batch, block, alphas, blockStart, blockKeys, packed);
 }
