@@ -2,6 +2,7 @@
 // RUN: attn-opt %s -attn-lower-to-vector="key-block=64 row-block=2 direct-rows=0 lane-rows=0" -canonicalize | FileCheck %s --check-prefix=PAIR
 // RUN: attn-opt %s -attn-lower-to-vector="key-block=128 row-block=2 direct-rows=0 lane-rows=0" -canonicalize | FileCheck %s --check-prefix=WIDE
 // RUN: attn-opt %s -attn-lower-to-vector="vector-width=8 key-block=32 row-block=2 direct-rows=0 lane-rows=0" -canonicalize | FileCheck %s --check-prefix=AVX2
+// RUN: attn-opt %s -split-input-file -attn-lower-to-vector -canonicalize | FileCheck %s --check-prefix=BWD
 
 // Dropout's keep bits in the packed micro-kernel (docs/spec.md: Philox
 // 4x32-10 on the counter (⌊j/8⌋, i, h, b), key j taking 16 bits of word
@@ -117,5 +118,34 @@ func.func @dropout(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>, %v: memre
   attn.online_attention ins(%q, %k, %v : memref<1x1x?x16xf32>, memref<1x1x?x16xf32>, memref<1x1x?x16xf32>)
       dropout(%p, %seed) origin(%b, %h, %i, %j)
       outs(%acc, %m, %s : memref<1x1x?x16xf32>, memref<1x1x?xf32>, memref<1x1x?xf32>)
+  return
+}
+
+// -----
+
+// The backward regenerates the forward's bits where it recomputes P: per
+// tile of 4 rows of its 64-key blocks, two Philox on 16 counters, each for
+// a pair of rows (row, then head, selected per lane), and the factors
+// 1 / (1 − p) or 0 stored for dS.
+// BWD-LABEL: func @backward_dropout
+//       BWD: %[[SECOND:.+]] = arith.constant dense<[false, false, true, true, false, false, true, true, false, false, true, true, false, false, true, true]> : vector<16xi1>
+//       BWD: scf.if %{{.+}} -> (vector<16xi1>, vector<16xi1>, vector<16xi1>, vector<16xi1>, vector<16xi1>, vector<16xi1>, vector<16xi1>, vector<16xi1>, vector<16xi1>, vector<16xi1>, vector<16xi1>, vector<16xi1>, vector<16xi1>, vector<16xi1>, vector<16xi1>, vector<16xi1>) {
+//       BWD:   arith.select %[[SECOND]], %{{.+}}, %{{.+}} : vector<16xi1>, vector<16xi32>
+//       BWD:   arith.muli %{{.+}}, %{{.+}} : vector<8xi64>
+//   BWD-NOT:   vector<4xi64>
+// BWD-COUNT-4:   arith.cmpi uge, %{{.+}}, %{{.+}} : vector<32xi16>
+//       BWD:   arith.select %[[SECOND]], %{{.+}}, %{{.+}} : vector<16xi1>, vector<16xi32>
+// BWD-COUNT-4:   arith.cmpi uge, %{{.+}}, %{{.+}} : vector<32xi16>
+//       BWD:   scf.yield
+func.func @backward_dropout(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>, %v: memref<1x1x?x16xf32>,
+                            %o: memref<1x1x?x16xf32>, %lse: memref<1x1x?xf32>, %do: memref<1x1x?x16xf32>,
+                            %dq: memref<1x1x?x16xf32>, %dk: memref<1x1x?x16xf32>, %dv: memref<1x1x?x16xf32>,
+                            %p: f32, %seed: i64, %b: index, %h: index, %i: index, %j: index) {
+  attn.attention_backward
+      ins(%q, %k, %v : memref<1x1x?x16xf32>, memref<1x1x?x16xf32>, memref<1x1x?x16xf32>)
+      dropout(%p, %seed) origin(%b, %h, %i, %j)
+      forward(%o, %lse : memref<1x1x?x16xf32>, memref<1x1x?xf32>)
+      grads(%do : memref<1x1x?x16xf32>)
+      outs(%dq, %dk, %dv : memref<1x1x?x16xf32>, memref<1x1x?x16xf32>, memref<1x1x?x16xf32>)
   return
 }

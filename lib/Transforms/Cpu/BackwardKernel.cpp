@@ -119,9 +119,11 @@ private:
   void emitTableRowBlock(const Group &group, const KeyBlock &keys, Value g,
                          Value firstRow, int64_t rowCount);
   /// P of row `r` of the row block (query `row`, group row `rowAt`) from
-  /// its tile of scores, into probs (dropout's factors into dropScale).
+  /// its tile of scores, into probs (dropout's factors, the row's
+  /// dropoutFactors, into dropScale).
   void storeProbs(const Group &group, const KeyBlock &keys, Value head,
-                  int64_t r, Value row, Value rowAt, ArrayRef<Value> scores);
+                  int64_t r, Value row, Value rowAt, ArrayRef<Value> scores,
+                  ArrayRef<Value> factors);
   /// dS of row `r` from its tile of dP and its P, into grads (with dropout,
   /// P·Z into probs).
   void storeGrads(const Group &group, const KeyBlock &keys, int64_t r,
@@ -376,13 +378,24 @@ void BackwardLowering::emitRowBlock(const Group &group, const KeyBlock &block,
 
   // S = Q·Kᵀ: per column of Q, keyVectors loads of Kᵀ feed the tile's FMAs;
   // P = exp(s − LSE) where allowed, the soft cap's derivative into grads.
-  rowsTimesBlock(group.queryRows, keysT, headDim, rowAt,
-                 [&](int64_t first, ArrayRef<Value> scores) {
-                   for (int64_t t = 0; t < tileRows(scores); ++t)
-                     storeProbs(group, block, head, first + t, row[first + t],
-                                rowAt[first + t],
-                                scores.slice(t * keyVectors, keyVectors));
-                 });
+  rowsTimesBlock(
+      group.queryRows, keysT, headDim, rowAt,
+      [&](int64_t first, ArrayRef<Value> scores) {
+        int64_t rows = tileRows(scores);
+        // Dropout's factors of the tile's rows at once: two
+        // rows share a Philox.
+        SmallVector<Value> factors;
+        if (dropScale)
+          factors =
+              dropoutFactors(group.batch, head,
+                             ArrayRef<Value>(row).slice(first, rows), block);
+        for (int64_t t = 0; t < rows; ++t)
+          storeProbs(group, block, head, first + t, row[first + t],
+                     rowAt[first + t], scores.slice(t * keyVectors, keyVectors),
+                     factors.empty() ? ArrayRef<Value>()
+                                     : ArrayRef<Value>(factors).slice(
+                                           t * keyVectors, keyVectors));
+      });
   // dP = dO·Vᵀ, then dS = P·(dP − Δ) (· the soft cap's derivative).
   rowsTimesBlock(group.gradOutRows, valuesT, valueDim, rowAt,
                  [&](int64_t first, ArrayRef<Value> gradProbs) {
@@ -580,11 +593,9 @@ Value BackwardLowering::finiteOrZeroBf16(Value pairs) {
 
 void BackwardLowering::storeProbs(const Group &group, const KeyBlock &block,
                                   Value head, int64_t r, Value row, Value rowAt,
-                                  ArrayRef<Value> scores) {
+                                  ArrayRef<Value> scores,
+                                  ArrayRef<Value> factors) {
   Value lse = splat(memref::LoadOp::create(b, group.lseRef, ValueRange{rowAt}));
-  SmallVector<Value> factors;
-  if (dropScale)
-    factors = dropoutFactors(group.batch, head, row, block);
   for (int64_t v = 0; v < keyVectors; ++v) {
     Value s = finalScore(scores[v], r, v, grads, modSlopes, modInputs);
     Value p = math.exp(arith::SubFOp::create(b, s, lse));

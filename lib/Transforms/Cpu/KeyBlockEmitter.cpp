@@ -396,17 +396,18 @@ Value KeyBlockEmitter::finalScore(Value score, int64_t r, int64_t v,
 }
 
 SmallVector<Value> KeyBlockEmitter::dropoutFactors(Value batch, Value head,
-                                                   Value row,
+                                                   ArrayRef<Value> rows,
                                                    const KeyBlock &block) {
   auto global = [&](unsigned dim, Value local) {
     return globalIndex(b, b.getLoc(), origin, dim, local);
   };
-  SmallVector<Value> keeps =
-      dropoutKeepVectors(b, b.getLoc(), dropoutSeed, dropThreshold,
-                         global(0, batch), {global(1, head)}, {global(2, row)},
-                         global(3, block.start), lanes, keyVectors);
+  SmallVector<Value> heads(rows.size(), global(1, head)), globalRows;
+  for (Value row : rows)
+    globalRows.push_back(global(2, row));
   SmallVector<Value> factors;
-  for (Value kept : keeps)
+  for (Value kept : dropoutKeepVectors(
+           b, b.getLoc(), dropoutSeed, dropThreshold, global(0, batch), heads,
+           globalRows, global(3, block.start), lanes, keyVectors))
     factors.push_back(arith::SelectOp::create(b, kept, dropKept, zeroVector()));
   return factors;
 }

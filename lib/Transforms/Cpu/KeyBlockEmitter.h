@@ -117,9 +117,11 @@ protected:
   /// scores are for finalScore's score_mod.
   void loadRowBlock(Value batch, const KeyBlock &block, Value head,
                     Value firstRow, int64_t rowCount);
-  /// Dropout's Z of the block's key vectors for row `row` of head `head`
-  /// (op-local indices).
-  SmallVector<Value> dropoutFactors(Value batch, Value head, Value row,
+  /// Dropout's Z of the block's key vectors for each of `rows` of head
+  /// `head` (op-local indices): row by row, keyVectors a row (two rows of
+  /// a 64-key block share a Philox).
+  SmallVector<Value> dropoutFactors(Value batch, Value head,
+                                    ArrayRef<Value> rows,
                                     const KeyBlock &block);
 
   /// x where finite, else 0 (a scalar or a vector): the factor that a

@@ -252,7 +252,7 @@ void WeightsLowering::writeWeights(const Head &head, Value view) {
                 splat(memref::LoadOp::create(b, head.lseRef, ValueRange{row}));
             SmallVector<Value> factors;
             if (dropoutP)
-              factors = dropoutFactors(head.batch, head.head, row, block);
+              factors = dropoutFactors(head.batch, head.head, {row}, block);
             SmallVector<Value> weights;
             for (int64_t v = 0; v < keyVectors; ++v) {
               Value p = math.exp(
