@@ -163,28 +163,38 @@ def _as_f32(*tensors):
     return tuple(t.detach().float() for t in tensors)
 
 
-def _block(torch, qp, kp, w_v, mask, out=None):
-    """t = tanh(qp + kp) [B, R, Sk, A] (into `out` when given) and the
-    weights P [B, R, Sk] (mask: broadcast to [B, R, Sk], or None)."""
-    t = torch.add(qp[:, :, None, :], kp[:, None, :, :], out=out).tanh_()
-    return t, _weights(torch, t @ w_v, mask)
+def _block(torch, qp2, kp2, w_v, mask, out=None):
+    """σ = sigmoid(qp2 + kp2) [B, R, Sk, A] (into `out` when given) and the
+    weights P [B, R, Sk] (mask: broadcast to [B, R, Sk], or None); qp2 and
+    kp2 are the projections times 2, so that t = tanh(qp + kp) = 2σ − 1.
+    The block is kept as σ because PyTorch's CPU sigmoid runs about 6x
+    faster than its tanh (3.8 against 24.5 ms for 64 MiB on a Zen 4), and
+    nothing needs t itself: the scores t·v = σ·2v − Σv, and 1 − t² =
+    4σ(1 − σ)."""
+    sigma = torch.add(qp2[:, :, None, :], kp2[:, None, :, :], out=out).sigmoid_()
+    return sigma, _weights(torch, sigma @ (2 * w_v) - w_v.sum(), mask)
 
 
-def _block_gradients(torch, t, p, grad_out, values, output=None, values_grad=True):
-    """One block's part of the gradients from its t and P (t is overwritten):
-    dV = Pᵀ dO (None without values_grad), dv_a = Σ dS·t, and dS·(1 − t²)
-    summed over the keys (dqp of the block's rows) and over the rows (its
-    part of dkp), before the factor v; dS = P·(dP − Δ) with Δ = dO·O (O =
-    P V, computed when not given)."""
+def _block_gradients(torch, sigma, p, grad_out, values, output=None, values_grad=True):
+    """One block's part of the gradients from its σ (_block: t = 2σ − 1) and
+    P (σ is overwritten): dV = Pᵀ dO (None without values_grad), dv_a = Σ
+    dS·t, and dS·(1 − t²) summed over the keys (dqp of the block's rows) and
+    over the rows (its part of dkp), before the factor v; dS = P·(dP − Δ)
+    with Δ = dO·O (O = P V, computed when not given)."""
     if output is None:
         output = p @ values
     delta = (grad_out * output).sum(-1, keepdim=True)
     grad_scores = p * (grad_out @ values.transpose(1, 2) - delta)  # [B, R, Sk]
     grad_values = p.transpose(1, 2) @ grad_out if values_grad else None
-    grad_v = (grad_scores.reshape(1, -1) @ t.reshape(-1, t.shape[-1]))[0]
-    # dS·(1 − t²) = dS − dS·t², in place.
-    u = t.mul_(t).mul_(-grad_scores[..., None]).add_(grad_scores[..., None])
-    return grad_values, grad_v, u.sum(2), u.sum(1)
+    # Σ dS·t = 2 Σ dS·σ − Σ dS, row by row (a batched product: 1.5x faster
+    # than one [1, B·R·Sk] x [B·R·Sk, A] product).
+    seq_k, attn_dim = sigma.shape[2], sigma.shape[3]
+    grad_v = torch.bmm(grad_scores.reshape(-1, 1, seq_k),
+                       sigma.reshape(-1, seq_k, attn_dim)).sum((0, 1))
+    grad_v = 2 * grad_v - grad_scores.sum()
+    # dS·(1 − t²) = 4·dS·(σ − σ²), in place.
+    u = sigma.addcmul_(sigma, sigma, value=-1).mul_(grad_scores[..., None])
+    return grad_values, grad_v, 4 * u.sum(2), 4 * u.sum(1)
 
 
 def _input_gradients(query, keys, w_q, w_k, w_v, grad_qp, grad_kp, grad_values,
@@ -209,9 +219,10 @@ def _input_gradients(query, keys, w_q, w_k, w_v, grad_qp, grad_kp, grad_values,
 
 def backward(torch, query, keys, values, w_q, w_k, w_v, mask, grad_output, needed):
     """The gradients of additive attention's output (f32), by hand: per
-    block of query rows, t = tanh(qp + kp) [B, R, Sk, A] once, the weights
-    P and dS = P·(dP − Δ) from it, then dv_a = Σ dS·t and, reusing t's
-    memory for dS·(1 − t²), the projections' gradients dqp = v·Σ_j and
+    block of query rows, t = tanh(qp + kp) [B, R, Sk, A] once (as σ, see
+    _block), the weights P and dS = P·(dP − Δ) from it, then dv_a = Σ dS·t
+    and, reusing the block's memory for dS·(1 − t²), the projections'
+    gradients dqp = v·Σ_j and
     dkp = v·Σ_i, which the projections' matrices carry to the query, the
     keys and W_q, W_k. `needed`: which of (query, keys, values, w_q, w_k,
     w_v) want one (None for the others)."""
@@ -219,10 +230,10 @@ def backward(torch, query, keys, values, w_q, w_k, w_v, mask, grad_output, neede
     grad_output = grad_output.float()
     batch, seq_q, seq_k = query.shape[0], query.shape[1], keys.shape[1]
     attn_dim = w_q.shape[0]
-    qp = query @ w_q.transpose(0, 1)  # [B, Sq, A]
-    kp = keys @ w_k.transpose(0, 1)  # [B, Sk, A]
-    grad_qp = torch.empty_like(qp)
-    grad_kp = torch.zeros_like(kp)
+    qp2 = (query @ w_q.transpose(0, 1)).mul_(2)  # [B, Sq, A], times 2 (_block)
+    kp2 = (keys @ w_k.transpose(0, 1)).mul_(2)  # [B, Sk, A]
+    grad_qp = torch.empty_like(qp2)
+    grad_kp = torch.zeros_like(kp2)
     grad_v = torch.zeros_like(w_v)
     grad_values = torch.zeros_like(values) if needed[2] else None
     if mask is not None:
@@ -233,9 +244,10 @@ def backward(torch, query, keys, values, w_q, w_k, w_v, mask, grad_output, neede
     block = torch.empty(batch, rows, seq_k, attn_dim)
     for lo in range(0, seq_q, rows):
         hi = min(seq_q, lo + rows)
-        t, p = _block(torch, qp[:, lo:hi], kp, w_v,
-                      None if mask is None else mask[:, lo:hi], out=block[:, :hi - lo])
-        dvalues, dv, dqp, dkp = _block_gradients(torch, t, p, grad_output[:, lo:hi],
+        sigma, p = _block(torch, qp2[:, lo:hi], kp2, w_v,
+                          None if mask is None else mask[:, lo:hi],
+                          out=block[:, :hi - lo])
+        dvalues, dv, dqp, dkp = _block_gradients(torch, sigma, p, grad_output[:, lo:hi],
                                                  values, values_grad=needed[2])
         if needed[2]:
             grad_values += dvalues
@@ -248,12 +260,12 @@ def backward(torch, query, keys, values, w_q, w_k, w_v, mask, grad_output, neede
 
 def _kept_forward(torch, query, keys, values, w_q, w_k, w_v, mask):
     """The forward in PyTorch (f32) for a call whose whole block is kept
-    (KEPT_BLOCK_BYTES): O (f32), the weights P, and t, which the backward
-    reads instead of recomputing them."""
+    (KEPT_BLOCK_BYTES): O (f32), the weights P, and the block (as σ,
+    _block), which the backward reads instead of recomputing them."""
     query, keys, values, w_q, w_k, w_v = _as_f32(query, keys, values, w_q, w_k, w_v)
-    t, p = _block(torch, query @ w_q.transpose(0, 1), keys @ w_k.transpose(0, 1), w_v,
-                  mask)
-    return p @ values, p, t
+    sigma, p = _block(torch, (query @ w_q.transpose(0, 1)).mul_(2),
+                      (keys @ w_k.transpose(0, 1)).mul_(2), w_v, mask)
+    return p @ values, p, sigma
 
 
 def _autograd_function(torch):
@@ -274,9 +286,9 @@ def _autograd_function(torch):
             ctx.kept = batch * seq_q * seq_k * w_q.shape[0] * 4 <= KEPT_BLOCK_BYTES
             weights = None
             if ctx.kept:
-                output, weights, t = _kept_forward(torch, query, keys, values, w_q, w_k,
-                                                   w_v, mask)
-                ctx.save_for_backward(query, keys, values, w_q, w_k, w_v, t, weights,
+                output, weights, sigma = _kept_forward(torch, query, keys, values, w_q,
+                                                       w_k, w_v, mask)
+                ctx.save_for_backward(query, keys, values, w_q, w_k, w_v, sigma, weights,
                                       output)
                 output = output.to(query.dtype, copy=True)
                 weights = weights.clone() if need_weights else None
@@ -300,11 +312,12 @@ def _autograd_function(torch):
             needed = ctx.needs_input_grad[:6]
             if ctx.kept:
                 query, keys, values, w_q, w_k, w_v = _as_f32(*tensors[:6])
-                t, p, output = tensors[6:]
-                # A copy of t: the gradients overwrite it, and a second
+                sigma, p, output = tensors[6:]
+                # A copy of σ: the gradients overwrite it, and a second
                 # backward (retain_graph) reads the saved block again.
                 dvalues, dv, dqp, dkp = _block_gradients(
-                    torch, t.clone(), p, grad_output.float(), values, output, needed[2])
+                    torch, sigma.clone(), p, grad_output.float(), values, output,
+                    needed[2])
                 grads = _input_gradients(query, keys, w_q, w_k, w_v, dqp, dkp, dvalues,
                                          dv, needed)
             else:
