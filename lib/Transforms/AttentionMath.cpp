@@ -502,7 +502,7 @@ mlir::attn::dropoutKeepVectors(OpBuilder &b, Location loc, Value seed,
       second.push_back(m >= rowCounters);
     }
     auto perRow = [&](ArrayRef<Value> values) -> Value {
-      if (values.size() == 1)
+      if (values.size() == 1 || values[0] == values[1])
         return w.like(values[0]);
       auto mask = VectorType::get({width}, b.getI1Type());
       return arith::SelectOp::create(

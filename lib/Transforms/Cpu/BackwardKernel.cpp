@@ -382,8 +382,8 @@ void BackwardLowering::emitRowBlock(const Group &group, const KeyBlock &block,
       group.queryRows, keysT, headDim, rowAt,
       [&](int64_t first, ArrayRef<Value> scores) {
         int64_t rows = tileRows(scores);
-        // Dropout's factors of the tile's rows at once: two
-        // rows share a Philox.
+        // Dropout's factors of the tile's rows at once: two rows share a
+        // Philox.
         SmallVector<Value> factors;
         if (dropScale)
           factors =
