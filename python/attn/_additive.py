@@ -163,6 +163,11 @@ def _as_f32(*tensors):
     return tuple(t.detach().float() for t in tensors)
 
 
+def _doubled_projections(query, keys, w_q, w_k):
+    """2·qp = 2·query·W_qᵀ [B, Sq, A] and 2·kp [B, Sk, A], what _block takes."""
+    return (query @ w_q.transpose(0, 1)).mul_(2), (keys @ w_k.transpose(0, 1)).mul_(2)
+
+
 def _block(torch, qp2, kp2, w_v, mask, out=None):
     """σ = sigmoid(qp2 + kp2) [B, R, Sk, A] (into `out` when given) and the
     weights P [B, R, Sk] (mask: broadcast to [B, R, Sk], or None); qp2 and
@@ -222,16 +227,14 @@ def backward(torch, query, keys, values, w_q, w_k, w_v, mask, grad_output, neede
     block of query rows, t = tanh(qp + kp) [B, R, Sk, A] once (as σ, see
     _block), the weights P and dS = P·(dP − Δ) from it, then dv_a = Σ dS·t
     and, reusing the block's memory for dS·(1 − t²), the projections'
-    gradients dqp = v·Σ_j and
-    dkp = v·Σ_i, which the projections' matrices carry to the query, the
-    keys and W_q, W_k. `needed`: which of (query, keys, values, w_q, w_k,
-    w_v) want one (None for the others)."""
+    gradients dqp = v·Σ_j and dkp = v·Σ_i, which the projections' matrices
+    carry to the query, the keys and W_q, W_k. `needed`: which of (query,
+    keys, values, w_q, w_k, w_v) want one (None for the others)."""
     query, keys, values, w_q, w_k, w_v = _as_f32(query, keys, values, w_q, w_k, w_v)
     grad_output = grad_output.float()
     batch, seq_q, seq_k = query.shape[0], query.shape[1], keys.shape[1]
     attn_dim = w_q.shape[0]
-    qp2 = (query @ w_q.transpose(0, 1)).mul_(2)  # [B, Sq, A], times 2 (_block)
-    kp2 = (keys @ w_k.transpose(0, 1)).mul_(2)  # [B, Sk, A]
+    qp2, kp2 = _doubled_projections(query, keys, w_q, w_k)
     grad_qp = torch.empty_like(qp2)
     grad_kp = torch.zeros_like(kp2)
     grad_v = torch.zeros_like(w_v)
@@ -263,8 +266,7 @@ def _kept_forward(torch, query, keys, values, w_q, w_k, w_v, mask):
     (KEPT_BLOCK_BYTES): O (f32), the weights P, and the block (as σ,
     _block), which the backward reads instead of recomputing them."""
     query, keys, values, w_q, w_k, w_v = _as_f32(query, keys, values, w_q, w_k, w_v)
-    sigma, p = _block(torch, (query @ w_q.transpose(0, 1)).mul_(2),
-                      (keys @ w_k.transpose(0, 1)).mul_(2), w_v, mask)
+    sigma, p = _block(torch, *_doubled_projections(query, keys, w_q, w_k), w_v, mask)
     return p @ values, p, sigma
 
 
