@@ -151,5 +151,7 @@ void mlir::attn::registerBufferizableOpInterfaceExternalModels(
         MemRefFormBufferization<AttentionWeightsOp>>(*ctx);
     LinearOp::attachInterface<MemRefFormBufferization<LinearOp>>(*ctx);
     AdditiveOp::attachInterface<MemRefFormBufferization<AdditiveOp>>(*ctx);
+    AdditiveBackwardOp::attachInterface<
+        MemRefFormBufferization<AdditiveBackwardOp>>(*ctx);
   });
 }

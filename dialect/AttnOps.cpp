@@ -1675,27 +1675,33 @@ LogicalResult LinearOp::getResultTilePosition(
 // AdditiveOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult AdditiveOp::verify() {
-  Operation *op = *this;
+namespace {
+/// The checks of attn.additive's and attn.additive_backward's shared
+/// operands: the inputs, the network and the keep-mask.
+LogicalResult verifyAdditiveInputs(Operation *op, Value query, Value keys,
+                                   Value values, Value queryWeight,
+                                   Value keyWeight, Value scoreVector,
+                                   Value mask) {
+  auto emitOpError = [&] { return op->emitOpError(); };
   struct Operand {
     const char *name;
     Value value;
     int64_t rank;
     const char *layout;
   };
-  const Operand operands[] = {{"query", getQuery(), 3, "[B, Sq, Dq]"},
-                              {"keys", getKeys(), 3, "[B, Sk, Dk]"},
-                              {"values", getValues(), 3, "[B, Sk, Dv]"},
-                              {"query_weight", getQueryWeight(), 2, "[A, Dq]"},
-                              {"key_weight", getKeyWeight(), 2, "[A, Dk]"},
-                              {"score_vector", getScoreVector(), 1, "[A]"}};
+  const Operand operands[] = {{"query", query, 3, "[B, Sq, Dq]"},
+                              {"keys", keys, 3, "[B, Sk, Dk]"},
+                              {"values", values, 3, "[B, Sk, Dv]"},
+                              {"query_weight", queryWeight, 2, "[A, Dq]"},
+                              {"key_weight", keyWeight, 2, "[A, Dk]"},
+                              {"score_vector", scoreVector, 1, "[A]"}};
   for (const Operand &o : operands)
     if (failed(verifyRank(op, o.name, o.value.getType(), o.rank, o.layout)))
       return failure();
   auto shape = [](Value v) { return cast<ShapedType>(v.getType()); };
-  ShapedType q = shape(getQuery()), k = shape(getKeys()),
-             v = shape(getValues()), wq = shape(getQueryWeight()),
-             wk = shape(getKeyWeight()), va = shape(getScoreVector());
+  ShapedType q = shape(query), k = shape(keys), v = shape(values),
+             wq = shape(queryWeight), wk = shape(keyWeight),
+             va = shape(scoreVector);
   Type elem = q.getElementType();
   if (!isAttentionElementType(elem))
     return emitOpError() << "query element type must be f32, f16 or bf16, "
@@ -1732,7 +1738,7 @@ LogicalResult AdditiveOp::verify() {
       failed(verifyDim(op, "score_vector", va, 0, "A", wq.getDimSize(0),
                        "query_weight's A")))
     return failure();
-  if (Value mask = getMask()) {
+  if (mask) {
     if (failed(
             verifyRank(op, "mask", mask.getType(), 3, "[B or 1, Sq or 1, Sk]")))
       return failure();
@@ -1749,6 +1755,20 @@ LogicalResult AdditiveOp::verify() {
     if (failed(verifyDim(op, "mask", m, 2, "Sk", k.getDimSize(1), "keys' Sk")))
       return failure();
   }
+  return success();
+}
+} // namespace
+
+LogicalResult AdditiveOp::verify() {
+  Operation *op = *this;
+  if (failed(verifyAdditiveInputs(op, getQuery(), getKeys(), getValues(),
+                                  getQueryWeight(), getKeyWeight(),
+                                  getScoreVector(), getMask())))
+    return failure();
+  auto shape = [](Value v) { return cast<ShapedType>(v.getType()); };
+  ShapedType q = shape(getQuery()), k = shape(getKeys()),
+             v = shape(getValues());
+  Type elem = q.getElementType();
   if (getOutputs().size() != 1 && getOutputs().size() != 2)
     return emitOpError() << "outs(...) takes the output, then optionally the "
                             "weights (1 or 2 operands), found "
@@ -1859,6 +1879,220 @@ LogicalResult AdditiveOp::getResultTilePosition(
   resultSizes = {sizes[0], sizes[1],
                  resultNumber == 0 ? dimOf(b, loc, getOutput(), 2)
                                    : dimOf(b, loc, getKeys(), 1)};
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// AdditiveBackwardOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult AdditiveBackwardOp::verify() {
+  Operation *op = *this;
+  if (failed(verifyAdditiveInputs(op, getQuery(), getKeys(), getValues(),
+                                  getQueryWeight(), getKeyWeight(),
+                                  getScoreVector(), getMask())))
+    return failure();
+  auto shape = [](Value v) { return cast<ShapedType>(v.getType()); };
+  ShapedType q = shape(getQuery()), k = shape(getKeys()),
+             v = shape(getValues()), wq = shape(getQueryWeight());
+  if (failed(verifyRank(op, "grad_output", getGradOutput().getType(), 3,
+                        "[B, Sq, Dv]")))
+    return failure();
+  ShapedType dO = shape(getGradOutput());
+  if (dO.getElementType() != q.getElementType())
+    return emitOpError() << "grad_output must have the query's element type "
+                         << q.getElementType() << ", found "
+                         << dO.getElementType();
+  if (failed(verifyDim(op, "grad_output", dO, 0, "B", q.getDimSize(0),
+                       "query's B")) ||
+      failed(verifyDim(op, "grad_output", dO, 1, "Sq", q.getDimSize(1),
+                       "query's Sq")) ||
+      failed(verifyDim(op, "grad_output", dO, 2, "Dv", v.getDimSize(2),
+                       "values' Dv")))
+    return failure();
+  if (getOutputs().size() != 4)
+    return emitOpError() << "outs(...) takes grad_qp, grad_kp, grad_values "
+                            "and grad_v (4 operands), found "
+                         << getOutputs().size();
+  struct Out {
+    const char *name;
+    Value value;
+    int64_t rank;
+    const char *layout;
+  };
+  const Out outs[] = {{"grad_qp", getGradQueryProjection(), 3, "[B, Sq, A]"},
+                      {"grad_kp", getGradKeyProjection(), 4, "[B, P, Sk, A]"},
+                      {"grad_values", getGradValues(), 4, "[B, P, Sk, Dv]"},
+                      {"grad_v", getGradScoreVector(), 3, "[B, P, A]"}};
+  for (const Out &o : outs) {
+    if (failed(verifyRank(op, o.name, o.value.getType(), o.rank, o.layout)))
+      return failure();
+    if (!shape(o.value).getElementType().isF32())
+      return emitOpError() << o.name << " element type must be f32, found "
+                           << shape(o.value).getElementType();
+    if (failed(verifyDim(op, o.name, shape(o.value), 0, "B", q.getDimSize(0),
+                         "query's B")))
+      return failure();
+  }
+  int64_t a = wq.getDimSize(0);
+  ShapedType dqp = shape(outs[0].value), dkp = shape(outs[1].value),
+             dv = shape(outs[2].value), dva = shape(outs[3].value);
+  int64_t parts = dkp.getDimSize(1);
+  if (parts == 0)
+    return emitOpError() << "grad_kp dim 1 (P, the parts of the query rows) "
+                            "must be at least 1, found 0";
+  if (failed(verifyDim(op, "grad_qp", dqp, 1, "Sq", q.getDimSize(1),
+                       "query's Sq")) ||
+      failed(verifyDim(op, "grad_qp", dqp, 2, "A", a, "query_weight's A")) ||
+      failed(verifyDim(op, "grad_kp", dkp, 2, "Sk", k.getDimSize(1),
+                       "keys' Sk")) ||
+      failed(verifyDim(op, "grad_kp", dkp, 3, "A", a, "query_weight's A")) ||
+      failed(verifyDim(op, "grad_values", dv, 1, "P", parts, "grad_kp's P")) ||
+      failed(verifyDim(op, "grad_values", dv, 2, "Sk", k.getDimSize(1),
+                       "keys' Sk")) ||
+      failed(verifyDim(op, "grad_values", dv, 3, "Dv", v.getDimSize(2),
+                       "values' Dv")) ||
+      failed(verifyDim(op, "grad_v", dva, 1, "P", parts, "grad_kp's P")) ||
+      failed(verifyDim(op, "grad_v", dva, 2, "A", a, "query_weight's A")))
+    return failure();
+  return verifyTensorOrMemRefForm(*this);
+}
+
+void AdditiveBackwardOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  memrefEffects(*this, effects);
+}
+
+// attn.additive_backward tiles over batches and parts of the query rows:
+// each part owns its rows' grad_qp and its partial sums over them.
+
+SmallVector<Range> AdditiveBackwardOp::getIterationDomain(OpBuilder &b) {
+  Location loc = getLoc();
+  OpFoldResult zero = b.getIndexAttr(0), one = b.getIndexAttr(1);
+  return {Range{zero, dimOf(b, loc, getQuery(), 0), one},
+          Range{zero, dimOf(b, loc, getGradKeyProjection(), 1), one}};
+}
+
+SmallVector<utils::IteratorType> AdditiveBackwardOp::getLoopIteratorTypes() {
+  return {utils::IteratorType::parallel, utils::IteratorType::parallel};
+}
+
+namespace {
+/// The query rows [offset, offset + size) of the parts tile (offset, size)
+/// of `op`: part p holds [min(Sq, p·R), min(Sq, (p + 1)·R)), R = ⌈Sq / P⌉.
+/// Null where the tile is neither one part nor all of them.
+std::optional<std::pair<OpFoldResult, OpFoldResult>>
+additiveRowsOfParts(OpBuilder &b, AdditiveBackwardOp op, OpFoldResult offset,
+                    OpFoldResult size) {
+  Location loc = op.getLoc();
+  Value parts = op.getGradKeyProjection();
+  if (isFullDim(size, parts, 1))
+    return std::make_pair(OpFoldResult(b.getIndexAttr(0)),
+                          dimOf(b, loc, op.getQuery(), 1));
+  std::optional<int64_t> constant = getConstantIntValue(size);
+  if (!constant || *constant != 1)
+    return std::nullopt;
+  auto value = [&](OpFoldResult v) {
+    return getValueOrCreateConstantIndexOp(b, loc, v);
+  };
+  Value rows = value(dimOf(b, loc, op.getQuery(), 1));
+  Value perPart =
+      arith::CeilDivUIOp::create(b, loc, rows, value(dimOf(b, loc, parts, 1)));
+  Value start = arith::MinUIOp::create(
+      b, loc, arith::MulIOp::create(b, loc, value(offset), perPart), rows);
+  Value end = arith::MinUIOp::create(
+      b, loc, arith::AddIOp::create(b, loc, start, perPart), rows);
+  return std::make_pair(
+      OpFoldResult(start),
+      OpFoldResult(arith::SubIOp::create(b, loc, end, start).getResult()));
+}
+} // namespace
+
+FailureOr<TilingResult>
+AdditiveBackwardOp::getTiledImplementation(OpBuilder &b,
+                                           ArrayRef<OpFoldResult> offsets,
+                                           ArrayRef<OpFoldResult> sizes) {
+  if (!hasPureTensorSemantics()) {
+    emitOpError("tiles only in its tensor form");
+    return failure();
+  }
+  auto rowRange = additiveRowsOfParts(b, *this, offsets[1], sizes[1]);
+  if (!rowRange) {
+    emitOpError("tiles its parts one at a time (or all at once)");
+    return failure();
+  }
+  auto [rowOffset, rowSize] = *rowRange;
+  Location loc = getLoc();
+  OperandTiles tiles;
+  OpFoldResult zero = b.getIndexAttr(0);
+  auto whole = [&](Value v, int64_t d) { return dimOf(b, loc, v, d); };
+  auto slice = [&](Value source, ArrayRef<OpFoldResult> at,
+                   ArrayRef<OpFoldResult> size) {
+    return extractSlice(b, loc, source, at, size, tiles);
+  };
+  auto rowsOf = [&](Value v) {
+    return slice(v, {offsets[0], rowOffset, zero},
+                 {sizes[0], rowSize, whole(v, 2)});
+  };
+  auto batchOf = [&](Value v) {
+    return slice(v, {offsets[0], zero, zero},
+                 {sizes[0], whole(v, 1), whole(v, 2)});
+  };
+  Value mask;
+  if (Value m = getMask()) {
+    auto type = cast<ShapedType>(m.getType());
+    bool batchBroadcast = type.getDimSize(0) == 1,
+         rowBroadcast = type.getDimSize(1) == 1;
+    mask = slice(m,
+                 {batchBroadcast ? zero : offsets[0],
+                  rowBroadcast ? zero : rowOffset, zero},
+                 {batchBroadcast ? b.getIndexAttr(1) : sizes[0],
+                  rowBroadcast ? b.getIndexAttr(1) : rowSize, whole(m, 2)});
+  }
+  auto partOf = [&](Value v) {
+    auto rank = cast<ShapedType>(v.getType()).getRank();
+    SmallVector<OpFoldResult> at = {offsets[0], offsets[1]},
+                              size = {sizes[0], sizes[1]};
+    for (int64_t d = 2; d < rank; ++d) {
+      at.push_back(zero);
+      size.push_back(whole(v, d));
+    }
+    return slice(v, at, size);
+  };
+  SmallVector<Value> outputs = {
+      rowsOf(getGradQueryProjection()), partOf(getGradKeyProjection()),
+      partOf(getGradValues()), partOf(getGradScoreVector())};
+  auto tiled = AdditiveBackwardOp::create(
+      b, loc, ValueRange(outputs).getTypes(), rowsOf(getQuery()),
+      batchOf(getKeys()), batchOf(getValues()), getQueryWeight(),
+      getKeyWeight(), getScoreVector(), rowsOf(getGradOutput()), mask, outputs);
+  return TilingResult{
+      {tiled}, SmallVector<Value>(tiled->getResults()), tiles.slices};
+}
+
+LogicalResult AdditiveBackwardOp::getResultTilePosition(
+    OpBuilder &b, unsigned resultNumber, ArrayRef<OpFoldResult> offsets,
+    ArrayRef<OpFoldResult> sizes, SmallVector<OpFoldResult> &resultOffsets,
+    SmallVector<OpFoldResult> &resultSizes) {
+  Location loc = getLoc();
+  Value out = getOutputs()[resultNumber];
+  OpFoldResult zero = b.getIndexAttr(0);
+  if (resultNumber == 0) {
+    auto rowRange = additiveRowsOfParts(b, *this, offsets[1], sizes[1]);
+    if (!rowRange)
+      return failure();
+    resultOffsets = {offsets[0], rowRange->first, zero};
+    resultSizes = {sizes[0], rowRange->second, dimOf(b, loc, out, 2)};
+    return success();
+  }
+  resultOffsets = {offsets[0], offsets[1]};
+  resultSizes = {sizes[0], sizes[1]};
+  for (int64_t d = 2, rank = cast<ShapedType>(out.getType()).getRank();
+       d < rank; ++d) {
+    resultOffsets.push_back(zero);
+    resultSizes.push_back(dimOf(b, loc, out, d));
+  }
   return success();
 }
 

@@ -674,6 +674,86 @@ def Attn_AdditiveOp : Attn_Op<"additive", [
 }
 
 //===----------------------------------------------------------------------===//
+// attn.additive_backward
+//===----------------------------------------------------------------------===//
+
+def Attn_AdditiveBackwardOp : Attn_Op<"additive_backward", [
+    AttrSizedOperandSegments, DestinationStyleOpInterface,
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
+    DeclareOpInterfaceMethods<TilingInterface, [
+      "getIterationDomain", "getLoopIteratorTypes",
+      "getTiledImplementation", "getResultTilePosition"]>]> {
+  let summary = "the gradients of attn.additive with respect to its projections";
+  let description = [{
+    The backward of `attn.additive` (the section "The gradient of additive
+    attention" of `docs/spec.md`): from the forward's operands and dO
+    `[B, Sq, Dv]` (the gradient of O, the inputs' element type), with
+    `t = tanh(qp + kp)`, P the forward's weights, `dP = dO·valuesᵀ` and
+    `dS = P·(dP − Σ_j P·dP)`:
+
+    ```
+    grad_qp[b,i,a]         = v[a] · Σ_j dS[i,j] · (1 − t[i,j,a]²)
+    grad_kp[b,p,j,a]       = v[a] · Σ_{i in part p} dS[i,j] · (1 − t[i,j,a]²)
+    grad_values[b,p,j,:]   = Σ_{i in part p} P[i,j] · dO[i,:]
+    grad_v[b,p,a]          = Σ_{i in part p} Σ_j dS[i,j] · t[i,j,a]
+    ```
+
+    All four outs are f32. The sums over query rows are split into `P`
+    parts (the outs' dim 1): part `p` holds rows `[p·R, min(Sq, (p+1)·R))`
+    with `R = ⌈Sq / P⌉`, so that parts run in parallel without atomics and
+    the caller sums them in a fixed order (bit-identical whatever the
+    thread count); P = 1 gives the sums themselves. The gradients of the
+    query, the keys and the weights are matrix products of these:
+    `dquery = grad_qp·W_q`, `dW_q = grad_qpᵀ·query` (and the keys' alike).
+    The op tiles over batches and parts.
+
+    ```mlir
+    %r:4 = attn.additive_backward ins(%q, %k, %v, %wq, %wk, %va, %do :
+        tensor<4x?x256xf32>, tensor<4x?x256xf32>, tensor<4x?x256xf32>,
+        tensor<128x256xf32>, tensor<128x256xf32>, tensor<128xf32>,
+        tensor<4x?x256xf32>)
+        outs(%dqp, %dkp, %dv, %dva : tensor<4x?x128xf32>,
+             tensor<4x?x?x128xf32>, tensor<4x?x?x256xf32>, tensor<4x?x128xf32>)
+        -> tensor<4x?x128xf32>, tensor<4x?x?x128xf32>, tensor<4x?x?x256xf32>,
+           tensor<4x?x128xf32>
+    ```
+  }];
+  let arguments = (ins Attn_TensorOrMemRef:$query,
+                       Attn_TensorOrMemRef:$keys,
+                       Attn_TensorOrMemRef:$values,
+                       Attn_TensorOrMemRef:$query_weight,
+                       Attn_TensorOrMemRef:$key_weight,
+                       Attn_TensorOrMemRef:$score_vector,
+                       Attn_TensorOrMemRef:$grad_output,
+                       Optional<Attn_TensorOrMemRef>:$mask,
+                       Variadic<Attn_TensorOrMemRef>:$outputs);
+  let results = (outs Variadic<AnyRankedTensor>:$results);
+  let assemblyFormat = [{
+    `ins` `(` $query `,` $keys `,` $values `,` $query_weight `,` $key_weight `,` $score_vector `,`
+        $grad_output `:` type($query) `,` type($keys) `,` type($values) `,`
+        type($query_weight) `,` type($key_weight) `,` type($score_vector) `,`
+        type($grad_output) `)`
+    (`mask` `(` $mask^ `:` type($mask) `)`)?
+    `outs` `(` $outputs `:` type($outputs) `)`
+    attr-dict custom<ResultTypes>(type($results), ref(type($outputs)))
+  }];
+  let hasVerifier = 1;
+
+  let extraClassDeclaration = [{
+    ::mlir::MutableOperandRange getDpsInitsMutable() {
+      return getOutputsMutable();
+    }
+    ::mlir::Value getGradQueryProjection() { return getOutputs()[0]; }
+    ::mlir::Value getGradKeyProjection() { return getOutputs()[1]; }
+    ::mlir::Value getGradValues() { return getOutputs()[2]; }
+    ::mlir::Value getGradScoreVector() { return getOutputs()[3]; }
+    /// As the softmax's shared maths (AttentionMath) read them.
+    float getEffectiveScale() { return 1.0f; }
+    ::mlir::FloatAttr getSoftcapAttr() { return {}; }
+  }];
+}
+
+//===----------------------------------------------------------------------===//
 // attn.mha
 //===----------------------------------------------------------------------===//
 

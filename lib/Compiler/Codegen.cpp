@@ -160,8 +160,8 @@ namespace {
 //===----------------------------------------------------------------------===//
 
 struct AbiTypes {
-  llvm::StructType *args, *backwardArgs, *linearArgs, *additiveArgs, *mhaArgs,
-      *desc, *library, *gpuKernel;
+  llvm::StructType *args, *backwardArgs, *linearArgs, *additiveArgs,
+      *additiveBackwardArgs, *mhaArgs, *desc, *library, *gpuKernel;
   llvm::StructType *capture, *captureDesc;
   llvm::Type *i32, *i64, *f32, *ptr;
 
@@ -215,6 +215,16 @@ struct AbiTypes {
               arr(i64, 2), arr(i64, 2), arr(i64, 1), arr(i64, 3), arr(i64, 3),
               arr(i64, 3)},
         "attn_additive_args");
+    // attn_additive_backward_args: 12 pointers, 4 sizes, then each tensor's
+    // strides.
+    additiveBackwardArgs = llvm::StructType::create(
+        ctx, {ptr,         ptr,         ptr,         ptr,         ptr,
+              ptr,         ptr,         ptr,         ptr,         ptr,
+              ptr,         ptr,         i64,         i64,         i64,
+              i64,         arr(i64, 3), arr(i64, 3), arr(i64, 3), arr(i64, 2),
+              arr(i64, 2), arr(i64, 1), arr(i64, 3), arr(i64, 3), arr(i64, 3),
+              arr(i64, 4), arr(i64, 4), arr(i64, 3)},
+        "attn_additive_backward_args");
     // attn_mha_args: 11 pointers, 3 sizes, then each tensor's strides.
     mhaArgs = llvm::StructType::create(
         ctx, {ptr,         ptr,         ptr,         ptr,         ptr,
@@ -230,7 +240,7 @@ struct AbiTypes {
          ptr, ptr, ptr,         ptr, ptr, i32,         i32, ptr, ptr, i32, i32,
          i32, i32, ptr,         ptr, ptr, i32,         i32, f32, i32, ptr, ptr,
          i64, i64, i32,         ptr, ptr, i64,         i64, i64, i64, i32, i32,
-         ptr, ptr, i64,         i64, i32, i32},
+         ptr, ptr, i64,         i64, i32, i32,         ptr, ptr},
         "attn_kernel_desc");
     gpuKernel = llvm::StructType::create(
         ctx, {ptr, i32, ptr, i64, ptr, i32, i32, i32}, "attn_gpu_kernel");
@@ -724,6 +734,54 @@ llvm::Function *emitAdditiveEntryPoint(llvm::Module &module,
       });
 }
 
+/// An additive attention backward kernel's entry point:
+/// attn_additive_backward_args unpacked in the order of its function (Q,
+/// K, V, W_q, W_k, v, dO, [mask], grad_qp, grad_kp, grad_values, grad_v).
+llvm::Function *emitAdditiveBackwardEntryPoint(llvm::Module &module,
+                                               const AbiTypes &types,
+                                               const ::attn::KernelSpec &spec,
+                                               llvm::Function *impl,
+                                               bool isRun) {
+  enum : unsigned {
+    kQ,
+    kK,
+    kV,
+    kWq,
+    kWk,
+    kVa,
+    kDo,
+    kMask,
+    kDqp,
+    kDkp,
+    kDv,
+    kDva
+  };
+  return emitStructEntryPoint(
+      module, types, {types.additiveBackwardArgs, 12, 16}, spec.name, impl,
+      isRun,
+      [&](function_ref<llvm::Value *(unsigned)> size,
+          function_ref<void(unsigned, ArrayRef<llvm::Value *>)> memref) {
+        llvm::Value *batch = size(0), *rows = size(1), *keys = size(2),
+                    *parts = size(3);
+        auto c = [&](int64_t v) {
+          return llvm::ConstantInt::get(types.i64, v);
+        };
+        memref(kQ, {batch, rows, c(spec.queryDim)});
+        memref(kK, {batch, keys, c(spec.headDim)});
+        memref(kV, {batch, keys, c(spec.valueDim)});
+        memref(kWq, {c(spec.attnDim), c(spec.queryDim)});
+        memref(kWk, {c(spec.attnDim), c(spec.headDim)});
+        memref(kVa, {c(spec.attnDim)});
+        memref(kDo, {batch, rows, c(spec.valueDim)});
+        if (spec.mask != ::attn::MaskKind::None)
+          memref(kMask, {batch, rows, keys});
+        memref(kDqp, {batch, rows, c(spec.attnDim)});
+        memref(kDkp, {batch, parts, keys, c(spec.attnDim)});
+        memref(kDv, {batch, parts, keys, c(spec.valueDim)});
+        memref(kDva, {batch, parts, c(spec.attnDim)});
+      });
+}
+
 /// A multi-head attention layer's entry point: attn_mha_args unpacked in
 /// the order of its function (query, key, value, W_q, W_k, W_v, [in_bias],
 /// W_o, [out_bias], [mask], output).
@@ -783,6 +841,9 @@ struct KernelCode {
   llvm::Function *linearWorkItems = nullptr, *linearRun = nullptr;
   /// An additive attention kernel's (likewise).
   llvm::Function *additiveWorkItems = nullptr, *additiveRun = nullptr;
+  /// An additive attention backward kernel's (likewise).
+  llvm::Function *additiveBackwardWorkItems = nullptr,
+                 *additiveBackwardRun = nullptr;
   /// A multi-head attention layer's (likewise).
   llvm::Function *mhaWorkItems = nullptr, *mhaRun = nullptr;
   /// The filling of a forward kernel's block table (attn-block-table).
@@ -867,12 +928,13 @@ llvm::GlobalVariable *emitDescriptor(llvm::Module &module,
       orNull(code.partialRun),
       orNull(code.mergeWorkItems),
       orNull(code.mergeRun),
-      i32(spec.backward   ? 1
-          : spec.weights  ? 2
-          : spec.linear   ? 3
-          : spec.additive ? 4
-          : spec.mha      ? 5
-                          : 0),
+      i32(spec.additiveBackward ? 6
+          : spec.backward       ? 1
+          : spec.weights        ? 2
+          : spec.linear         ? 3
+          : spec.additive       ? 4
+          : spec.mha            ? 5
+                                : 0),
       i32(spec.backward && spec.lse),
       orNull(code.backwardWorkItems),
       orNull(code.backwardRun),
@@ -905,7 +967,9 @@ llvm::GlobalVariable *emitDescriptor(llvm::Module &module,
       i64(code.blockTableRun ? spec.blockTable[1] : 0),
       i64(code.blockTableRun ? spec.blockTable[2] : 0),
       i32(code.blockTableRun ? spec.blockTable[0] : -1),
-      i32(spec.backward ? spec.gradCaptures : 0)};
+      i32(spec.backward ? spec.gradCaptures : 0),
+      orNull(code.additiveBackwardWorkItems),
+      orNull(code.additiveBackwardRun)};
   return new llvm::GlobalVariable(module, types.desc, /*isConstant=*/true,
                                   llvm::GlobalValue::ExternalLinkage,
                                   llvm::ConstantStruct::get(types.desc, fields),
@@ -1430,6 +1494,16 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
                                                     countImpl, /*isRun=*/false);
         descs.push_back(
             emitDescriptor(*llvmModule, types, spec, host, rows, code));
+        continue;
+      }
+      if (spec.additiveBackward) {
+        code.additiveBackwardRun = emitAdditiveBackwardEntryPoint(
+            *llvmModule, types, spec, runImpl, /*isRun=*/true);
+        code.additiveBackwardWorkItems = emitAdditiveBackwardEntryPoint(
+            *llvmModule, types, spec, countImpl, /*isRun=*/false);
+        // Its work items are parts of the query rows.
+        descs.push_back(
+            emitDescriptor(*llvmModule, types, spec, host, 1, code));
         continue;
       }
       if (spec.additive) {

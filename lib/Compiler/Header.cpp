@@ -123,10 +123,42 @@ static void linearDeclarations(std::ostringstream &h,
   wholeCall(h, n, "attn_linear_args");
 }
 
+/// An additive attention backward kernel's entry points.
+static void additiveBackwardDeclarations(std::ostringstream &h,
+                                         const attn::KernelSpec &spec) {
+  const std::string &n = spec.name;
+  int64_t a = spec.attnDim;
+  h << "/* " << n << ": " << printKernelSpec(spec) << "\n"
+    << " * Additive attention's gradients (attn_additive_backward_args): "
+       "from query [B,Sq,"
+    << spec.queryDim << "], keys [B,Sk," << spec.headDim << "], values [B,Sk,"
+    << spec.valueDim << "], W_q [" << a << "," << spec.queryDim << "], W_k ["
+    << a << "," << spec.headDim << "], v [" << a << "], dO [B,Sq,"
+    << spec.valueDim << "]"
+    << (spec.mask != attn::MaskKind::None
+            ? ", keep-mask [B,Sq,Sk] (stride 0 on broadcast dims)"
+            : "")
+    << ": grad_qp [B,Sq," << a << "], and per part of the rows grad_kp [B,P,Sk,"
+    << a << "], grad_values [B,P,Sk," << spec.valueDim << "], grad_v [B,P," << a
+    << "], all f32.\n * The args are not checked here: "
+       "attn_run_additive_backward (attn/runtime.h) checks them. */\n";
+  h << "extern const attn_kernel_desc " << n << "_desc;\n";
+  h << "int64_t " << n
+    << "_work_items(const attn_additive_backward_args *args);\n";
+  h << "void " << n
+    << "_run(const attn_additive_backward_args *args, int64_t begin, "
+       "int64_t end);\n";
+  wholeCall(h, n, "attn_additive_backward_args");
+}
+
 /// An additive attention kernel's entry points.
 static void additiveDeclarations(std::ostringstream &h,
                                  const attn::KernelSpec &spec) {
   const std::string &n = spec.name;
+  if (spec.additiveBackward) {
+    additiveBackwardDeclarations(h, spec);
+    return;
+  }
   h << "/* " << n << ": " << printKernelSpec(spec) << "\n"
     << " * Additive attention (attn_additive_args): O [B,Sq," << spec.valueDim
     << "] of query [B,Sq," << spec.queryDim << "], keys [B,Sk," << spec.headDim

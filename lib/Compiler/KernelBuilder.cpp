@@ -53,13 +53,14 @@
 #include "lib/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/IR/Builders.h"
 #include "mlir/IR/AsmState.h"
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
+#include <type_traits>
 
 using namespace mlir;
 
@@ -157,11 +158,24 @@ static func::FuncOp buildAdditiveKernelFunction(OpBuilder &b, Location loc,
                             tensor({spec.attnDim, spec.queryDim}, elem),
                             tensor({spec.attnDim, spec.headDim}, elem),
                             tensor({spec.attnDim}, elem)};
+  // The backward's dO, before the mask (attn.additive_backward's order).
+  if (spec.additiveBackward)
+    args.push_back(tensor({batch, rows, spec.valueDim}, elem));
   if (spec.mask != MaskKind::None)
     args.push_back(tensor({dyn, dyn, dyn}, b.getI1Type()));
-  SmallVector<Type> results = {tensor({batch, rows, spec.valueDim}, elem)};
-  if (spec.additiveWeights)
-    results.push_back(tensor({batch, rows, keys}, b.getF32Type()));
+  Type f32 = b.getF32Type();
+  SmallVector<Type> results;
+  if (spec.additiveBackward) {
+    // grad_qp, then the parts' grad_kp, grad_values and grad_v.
+    results = {tensor({batch, rows, spec.attnDim}, f32),
+               tensor({batch, dyn, keys, spec.attnDim}, f32),
+               tensor({batch, dyn, keys, spec.valueDim}, f32),
+               tensor({batch, dyn, spec.attnDim}, f32)};
+  } else {
+    results = {tensor({batch, rows, spec.valueDim}, elem)};
+    if (spec.additiveWeights)
+      results.push_back(tensor({batch, rows, keys}, f32));
+  }
   args.append(results.begin(), results.end());
   auto func = func::FuncOp::create(b, loc, spec.name + "_impl",
                                    b.getFunctionType(args, results));
@@ -170,14 +184,23 @@ static func::FuncOp buildAdditiveKernelFunction(OpBuilder &b, Location loc,
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(body);
   unsigned next = 6;
+  Value gradOutput =
+      spec.additiveBackward ? body->getArgument(next++) : Value();
   Value mask =
       spec.mask != MaskKind::None ? body->getArgument(next++) : Value();
   ValueRange outputs = body->getArguments().drop_front(next);
-  auto op = mlir::attn::AdditiveOp::create(
-      b, loc, outputs.getTypes(), body->getArgument(0), body->getArgument(1),
-      body->getArgument(2), body->getArgument(3), body->getArgument(4),
-      body->getArgument(5), mask, outputs);
-  func::ReturnOp::create(b, loc, op.getResults());
+  Operation *op;
+  if (spec.additiveBackward)
+    op = mlir::attn::AdditiveBackwardOp::create(
+        b, loc, outputs.getTypes(), body->getArgument(0), body->getArgument(1),
+        body->getArgument(2), body->getArgument(3), body->getArgument(4),
+        body->getArgument(5), gradOutput, mask, outputs);
+  else
+    op = mlir::attn::AdditiveOp::create(
+        b, loc, outputs.getTypes(), body->getArgument(0), body->getArgument(1),
+        body->getArgument(2), body->getArgument(3), body->getArgument(4),
+        body->getArgument(5), mask, outputs);
+  func::ReturnOp::create(b, loc, op->getResults());
   return func;
 }
 
@@ -694,8 +717,9 @@ static void specFromLinearOp(mlir::attn::LinearOp op, KernelSpec &spec) {
   spec.staticSizes[4] = staticOr(k.getDimSize(2));
 }
 
-/// The spec of an attn.additive op.
-static void specFromAdditiveOp(mlir::attn::AdditiveOp op, KernelSpec &spec) {
+/// The spec of an attn.additive or attn.additive_backward op.
+template <typename OpTy>
+static void specFromAdditiveOp(OpTy op, KernelSpec &spec) {
   auto q = cast<ShapedType>(op.getQuery().getType());
   auto k = cast<ShapedType>(op.getKeys().getType());
   Type elem = q.getElementType();
@@ -705,7 +729,10 @@ static void specFromAdditiveOp(mlir::attn::AdditiveOp op, KernelSpec &spec) {
   spec.headDim = k.getDimSize(2);
   spec.valueDim = cast<ShapedType>(op.getValues().getType()).getDimSize(2);
   spec.attnDim = cast<ShapedType>(op.getQueryWeight().getType()).getDimSize(0);
-  spec.additiveWeights = static_cast<bool>(op.getWeights());
+  if constexpr (std::is_same_v<OpTy, mlir::attn::AdditiveOp>)
+    spec.additiveWeights = static_cast<bool>(op.getWeights());
+  else
+    spec.additiveBackward = true;
   if (Value mask = op.getMask()) {
     auto m = cast<ShapedType>(mask.getType());
     spec.mask = MaskKind::Bool;
@@ -774,13 +801,16 @@ bool specsFromMLIRFile(const std::string &path, std::vector<KernelSpec> &specs,
   bool ok = true;
   module->walk([&](Operation *op) {
     if (!ok || !isa<mlir::attn::AttentionOp, mlir::attn::LinearOp,
-                    mlir::attn::AdditiveOp, mlir::attn::MhaOp>(op))
+                    mlir::attn::AdditiveOp, mlir::attn::AdditiveBackwardOp,
+                    mlir::attn::MhaOp>(op))
       return;
     KernelSpec spec;
     if (auto linear = dyn_cast<mlir::attn::LinearOp>(op)) {
       specFromLinearOp(linear, spec);
     } else if (auto additive = dyn_cast<mlir::attn::AdditiveOp>(op)) {
       specFromAdditiveOp(additive, spec);
+    } else if (auto grads = dyn_cast<mlir::attn::AdditiveBackwardOp>(op)) {
+      specFromAdditiveOp(grads, spec);
     } else if (auto mha = dyn_cast<mlir::attn::MhaOp>(op)) {
       if (!specFromMhaOp(mha, spec, error)) {
         ok = false;

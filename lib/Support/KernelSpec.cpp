@@ -175,6 +175,9 @@ const char *const kCLibraryNames[] = {
 // The runtime's identifiers (attn/runtime.h and attn/kernel_abi.h; a unit
 // test checks that this list covers both headers).
 const char *const kRuntimeNames[] = {"attn_additive_args",
+                                     "attn_additive_backward_args",
+                                     "attn_additive_backward_run_fn",
+                                     "attn_additive_backward_work_items_fn",
                                      "attn_additive_run_fn",
                                      "attn_additive_work_items_fn",
                                      "attn_alignment",
@@ -229,6 +232,7 @@ const char *const kRuntimeNames[] = {"attn_additive_args",
                                      "attn_parallel_for_fn",
                                      "attn_prepare",
                                      "attn_prepare_additive",
+                                     "attn_prepare_additive_backward",
                                      "attn_prepare_backward",
                                      "attn_prepare_backward_with",
                                      "attn_prepare_linear",
@@ -237,6 +241,7 @@ const char *const kRuntimeNames[] = {"attn_additive_args",
                                      "attn_prepare_with",
                                      "attn_run",
                                      "attn_run_additive",
+                                     "attn_run_additive_backward",
                                      "attn_run_backward",
                                      "attn_run_backward_with",
                                      "attn_run_dropout",
@@ -775,11 +780,18 @@ bool SpecParser::checkAdditive() {
     return fail("'linear' and 'additive' are two kinds of kernel: a spec "
                 "takes one");
   for (const char *key :
-       {"causal", "align", "window", "lse", "scale", "softcap", "backward",
-        "dropout", "weights", "sinks", "dbias", "gqa"})
+       {"causal", "align", "window", "lse", "scale", "softcap", "dropout",
+        "weights", "sinks", "dbias", "gqa"})
     if (seen(key))
       return fail(std::string("additive attention's kernel takes no '") + key +
                   "' (docs/spec.md, \"Additive attention\")");
+  // 'backward' makes the gradients' kernel (attn.additive_backward), not
+  // the attention backward's.
+  spec.additiveBackward = spec.backward;
+  spec.backward = false;
+  if (spec.additiveBackward && spec.additiveWeights)
+    return fail("additive attention's backward kernel takes no "
+                "'with_weights': the forward's kernel writes them");
   if (spec.mask == MaskKind::Bias)
     return fail("additive attention's mask is a keep-mask: 'mask=bool'");
   if (spec.maskBroadcast[1])
@@ -995,6 +1007,8 @@ std::string attn::printKernelSpec(const KernelSpec &spec) {
     add("attn_dim=" + std::to_string(spec.attnDim));
     if (spec.additiveWeights)
       add("with_weights");
+    if (spec.additiveBackward)
+      add("backward");
   }
   if (spec.mha) {
     add("mha");

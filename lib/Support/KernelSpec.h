@@ -101,6 +101,10 @@ struct KernelSpec {
   int64_t queryDim = 64; // Dq (default: d)
   int64_t attnDim = 64;  // A (default: d)
   bool additiveWeights = false;
+  // The gradients' kernel of additive attention (attn.additive_backward;
+  // spec keys `additive,backward`): from the forward's inputs and dO, the
+  // projections' gradients and the partial sums over parts of the rows.
+  bool additiveBackward = false;
   // A multi-head attention layer's kernel (attn.mha; docs/spec.md,
   // "Multi-head attention layer"): query [B, Sq, E], key [B, Sk, Ek],
   // value [B, Sk, Ev], the projections W_q [E, E], W_k [E, Ek], W_v [E, Ev],

@@ -486,6 +486,10 @@ struct AttnLowerToVectorPass
                                 [&](ImplicitLocOpBuilder &b, AdditiveOp op) {
                                   cpu::emitAdditive(b, op, lanes);
                                 });
+    lowerBufferized<AdditiveBackwardOp>(
+        func, [&](ImplicitLocOpBuilder &b, AdditiveBackwardOp op) {
+          cpu::emitAdditiveBackward(b, op, lanes);
+        });
     // A multi-head layer's projections (attn-decompose-mha).
     SmallVector<linalg::MatmulOp> matmuls;
     func.walk([&](linalg::MatmulOp op) {

@@ -94,6 +94,15 @@ struct AttnTilePass : public mlir::attn::impl::AttnTilePassBase<AttnTilePass> {
                                rewriter.getIndexAttr(queryTileSize)})))
         return signalPassFailure();
     }
+    // attn.additive_backward: one work item per batch and part of the
+    // query rows (each part's partial sums are its own).
+    for (AdditiveBackwardOp op : outermostTensorOps<AdditiveBackwardOp>()) {
+      rewriter.setInsertionPoint(op);
+      if (failed(tileAsForall(
+              rewriter, op,
+              {rewriter.getIndexAttr(1), rewriter.getIndexAttr(1)})))
+        return signalPassFailure();
+    }
   }
 
   /// Whether `op` is in a tile that tiling made: in an scf.forall other

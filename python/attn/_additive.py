@@ -147,9 +147,19 @@ def _weights(torch, scores, mask):
     return e / torch.where(total == 0, torch.ones_like(total), total)
 
 
-#: Bytes of the [B, rows, Sk, A] tanh block that the backward materializes
-#: at a time.
-BACKWARD_BLOCK_BYTES = 64 << 20
+#: The parts of the query rows that the backward kernel's partial sums
+#: split a call into (attn.additive_backward's P; the work items are B·P):
+#: None for the shape's own (backward_parts), else this many. A function
+#: of the shape only, so that the gradients are bit-identical whatever the
+#: thread count.
+BACKWARD_PARTS = None
+
+
+def backward_parts(seq_q: int) -> int:
+    """P for Sq query rows: a part per 128 rows, between 1 and 8 (the
+    partial sums take P·B·Sk·(A + Dv) floats)."""
+    return max(1, min(8, seq_q // 128))
+
 
 #: The most bytes of a call's whole [B, Sq, Sk, A] tanh block that training
 #: computes in the forward and keeps for the backward (a decoder step's,
@@ -202,14 +212,12 @@ def _block_gradients(torch, sigma, p, grad_out, values, output=None, values_grad
     return grad_values, grad_v, 4 * u.sum(2), 4 * u.sum(1)
 
 
-def _input_gradients(query, keys, w_q, w_k, w_v, grad_qp, grad_kp, grad_values,
-                     grad_v, needed):
-    """(dquery, dkeys, dvalues, dW_q, dW_k, dv) from dqp and dkp before the
-    factor v: the projections' matrices carry them back. `needed`: which of
-    the six want one (None for the others)."""
+def _input_gradients(query, keys, w_q, w_k, grad_qp, grad_kp, grad_values, grad_v,
+                     needed):
+    """(dquery, dkeys, dvalues, dW_q, dW_k, dv) from dqp and dkp: the
+    projections' matrices carry them back. `needed`: which of the six want
+    one (None for the others)."""
     attn_dim = w_q.shape[0]
-    grad_qp *= w_v
-    grad_kp *= w_v
     return (
         grad_qp @ w_q if needed[0] else None,
         grad_kp @ w_k if needed[1] else None,
@@ -222,43 +230,33 @@ def _input_gradients(query, keys, w_q, w_k, w_v, grad_qp, grad_kp, grad_values,
     )
 
 
-def backward(torch, query, keys, values, w_q, w_k, w_v, mask, grad_output, needed):
-    """The gradients of additive attention's output (f32), by hand: per
-    block of query rows, t = tanh(qp + kp) [B, R, Sk, A] once (as σ, see
-    _block), the weights P and dS = P·(dP − Δ) from it, then dv_a = Σ dS·t
-    and, reusing the block's memory for dS·(1 − t²), the projections'
-    gradients dqp = v·Σ_j and dkp = v·Σ_i, which the projections' matrices
-    carry to the query, the keys and W_q, W_k. `needed`: which of (query,
+def backward(torch, spec, query, keys, values, w_q, w_k, w_v, mask, grad_output,
+             needed):
+    """The gradients of additive attention's output by the backward kernel
+    (attn.additive_backward, the spec `spec` of the forward's kernel with
+    'backward'): the projections' gradients dqp [B, Sq, A] and, per part of
+    the query rows, the partial sums of dkp, dV and dv (f32), which are
+    summed here in a fixed order; the projections' matrices carry dqp and
+    dkp to the query, the keys and W_q, W_k. `needed`: which of (query,
     keys, values, w_q, w_k, w_v) want one (None for the others)."""
-    query, keys, values, w_q, w_k, w_v = _as_f32(query, keys, values, w_q, w_k, w_v)
-    grad_output = grad_output.float()
+    from ._torch import _capsule
+
     batch, seq_q, seq_k = query.shape[0], query.shape[1], keys.shape[1]
-    attn_dim = w_q.shape[0]
-    qp2, kp2 = _doubled_projections(query, keys, w_q, w_k)
-    grad_qp = torch.empty_like(qp2)
-    grad_kp = torch.zeros_like(kp2)
-    grad_v = torch.zeros_like(w_v)
-    grad_values = torch.zeros_like(values) if needed[2] else None
-    if mask is not None:
-        mask = mask.expand(batch, seq_q, seq_k)
-    rows = min(seq_q, max(1, BACKWARD_BLOCK_BYTES // max(1, batch * seq_k * attn_dim * 4)))
-    # One block's memory for every block: a fresh 64 MiB tensor a block
-    # costs its page faults each time.
-    block = torch.empty(batch, rows, seq_k, attn_dim)
-    for lo in range(0, seq_q, rows):
-        hi = min(seq_q, lo + rows)
-        sigma, p = _block(torch, qp2[:, lo:hi], kp2, w_v,
-                          None if mask is None else mask[:, lo:hi],
-                          out=block[:, :hi - lo])
-        dvalues, dv, dqp, dkp = _block_gradients(torch, sigma, p, grad_output[:, lo:hi],
-                                                 values, values_grad=needed[2])
-        if needed[2]:
-            grad_values += dvalues
-        grad_v += dv
-        grad_qp[:, lo:hi] = dqp
-        grad_kp += dkp
-    return _input_gradients(query, keys, w_q, w_k, w_v, grad_qp, grad_kp, grad_values,
-                            grad_v, needed)
+    attn_dim, value_dim = w_q.shape[0], values.shape[2]
+    parts = BACKWARD_PARTS or backward_parts(seq_q)
+    grad_qp = torch.empty(batch, seq_q, attn_dim)
+    grad_kp = torch.empty(batch, parts, seq_k, attn_dim)
+    grad_values = torch.empty(batch, parts, seq_k, value_dim)
+    grad_v = torch.empty(batch, parts, attn_dim)
+    grad_output = grad_output.to(query.dtype)
+    kernel_spec = spec.replace(",with_weights", "") + ",backward"
+    _cache.kernel(kernel_spec).run_additive_backward(
+        *(_capsule(t.detach()) for t in (query, keys, values, w_q, w_k, w_v)),
+        None if mask is None else _capsule(mask), _capsule(grad_output),
+        _capsule(grad_qp), _capsule(grad_kp), _capsule(grad_values), _capsule(grad_v))
+    query, keys, w_q, w_k = _as_f32(query, keys, w_q, w_k)
+    return _input_gradients(query, keys, w_q, w_k, grad_qp, grad_kp.sum(1),
+                            grad_values.sum(1), grad_v.sum((0, 1)), needed)
 
 
 def _kept_forward(torch, query, keys, values, w_q, w_k, w_v, mask):
@@ -274,8 +272,8 @@ def _autograd_function(torch):
     class AdditiveAttentionFunction(torch.autograd.Function):
         """Forward: the kernel, or for a call whose tanh block is at most
         KEPT_BLOCK_BYTES the block itself in PyTorch, kept. Backward: from
-        the kept block, else `backward` above, in PyTorch (f32), a block of
-        query rows at a time, so that memory stays O(block)."""
+        the kept block, else the backward kernel (`backward` above), whose
+        memory is O(P·B·Sk·(A + Dv))."""
 
         @staticmethod
         def forward(ctx, query, keys, values, w_q, w_k, w_v, mask, spec, need_weights):
@@ -303,6 +301,7 @@ def _autograd_function(torch):
                     None if mask is None else _capsule(mask), _capsule(output),
                     None if weights is None else _capsule(weights))
                 ctx.save_for_backward(query, keys, values, w_q, w_k, w_v, mask)
+                ctx.spec = spec
             if weights is not None:
                 ctx.mark_non_differentiable(weights)
             return output, weights
@@ -320,10 +319,10 @@ def _autograd_function(torch):
                 dvalues, dv, dqp, dkp = _block_gradients(
                     torch, sigma.clone(), p, grad_output.float(), values, output,
                     needed[2])
-                grads = _input_gradients(query, keys, w_q, w_k, w_v, dqp, dkp, dvalues,
-                                         dv, needed)
+                grads = _input_gradients(query, keys, w_q, w_k, dqp * w_v, dkp * w_v,
+                                         dvalues, dv, needed)
             else:
-                grads = backward(torch, *tensors, grad_output, needed)
+                grads = backward(torch, ctx.spec, *tensors, grad_output, needed)
             return (*(None if g is None else g.to(t.dtype)
                       for g, t in zip(grads, tensors[:6])), None, None, None)
 

@@ -516,6 +516,42 @@ struct PyKernel {
     attn::check(status);
   }
 
+  /// An additive attention backward kernel's call: the forward's inputs
+  /// and network, the keep-mask (None unless the kernel takes one), dO, and
+  /// the gradients to write (grad_qp and the parts' grad_kp, grad_values,
+  /// grad_v).
+  void runAdditiveBackward(
+      const InputArray &query, const InputArray &keys, const InputArray &values,
+      const InputArray &queryWeight, const InputArray &keyWeight,
+      const InputArray &scoreVector, const std::optional<InputArray> &mask,
+      const InputArray &gradOutput, const OutputArray &gradQp,
+      const OutputArray &gradKp, const OutputArray &gradValues,
+      const OutputArray &gradV) const {
+    attn_tensor q = toTensor(query, "query");
+    attn_tensor k = toTensor(keys, "keys");
+    attn_tensor v = toTensor(values, "values");
+    attn_tensor wq = toTensor(queryWeight, "query_weight");
+    attn_tensor wk = toTensor(keyWeight, "key_weight");
+    attn_tensor va = toTensor(scoreVector, "score_vector");
+    attn_tensor dO = toTensor(gradOutput, "grad_output");
+    attn_tensor dqp = toTensor(gradQp, "grad_qp");
+    attn_tensor dkp = toTensor(gradKp, "grad_kp");
+    attn_tensor dv = toTensor(gradValues, "grad_values");
+    attn_tensor dva = toTensor(gradV, "grad_v");
+    attn_tensor m{};
+    if (mask)
+      m = toTensor(*mask, "mask");
+    attn_thread_pool *threads = sharedPool();
+    attn_status status;
+    {
+      nb::gil_scoped_release release;
+      status = attn_run_additive_backward(kernel.get(), &q, &k, &v, &wq, &wk,
+                                          &va, mask ? &m : nullptr, &dO, &dqp,
+                                          &dkp, &dv, &dva, threads);
+    }
+    attn::check(status);
+  }
+
   /// A multi-head attention layer's call: the inputs, the projections'
   /// weights (W_q, W_k, W_v, W_o), the biases and the mask (None unless
   /// the kernel takes them), and the output to write.
@@ -714,6 +750,19 @@ NB_MODULE(_ext, m) {
                      return attn_kernel_kind_of(k.kernel.get()) ==
                             ATTN_KERNEL_ADDITIVE;
                    })
+      .def("run_additive_backward", &PyKernel::runAdditiveBackward,
+           nb::arg("query").noconvert(), nb::arg("keys").noconvert(),
+           nb::arg("values").noconvert(), nb::arg("query_weight").noconvert(),
+           nb::arg("key_weight").noconvert(),
+           nb::arg("score_vector").noconvert(),
+           nb::arg("mask").noconvert().none(),
+           nb::arg("grad_output").noconvert(), nb::arg("grad_qp").noconvert(),
+           nb::arg("grad_kp").noconvert(), nb::arg("grad_values").noconvert(),
+           nb::arg("grad_v").noconvert(),
+           "Runs an additive attention backward kernel: writes grad_qp [B, "
+           "Sq, A] and, per part of the query rows (grad_kp's dim 1), "
+           "grad_kp [B, P, Sk, A], grad_values [B, P, Sk, Dv] and grad_v "
+           "[B, P, A] (f32) from the forward's inputs and dO.")
       .def("run_additive", &PyKernel::runAdditive, nb::arg("query").noconvert(),
            nb::arg("keys").noconvert(), nb::arg("values").noconvert(),
            nb::arg("query_weight").noconvert(),

@@ -196,14 +196,16 @@ def test_bad_arguments_are_refused():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("mask_shape", [None, (2, 37, 53), (1, 37, 53), (2, 53)],
                          ids=lambda s: "none" if s is None else "x".join(map(str, s)))
-@pytest.mark.parametrize("kept_bytes, block_bytes", [(8 << 20, 64 << 20), (0, 64 << 20), (0, 1)],
-                         ids=["kept", "whole", "row_by_row"])
-def test_gradients_match_float64_autograd(dtype, mask_shape, kept_bytes, block_bytes):
+@pytest.mark.parametrize("kept_bytes, parts", [(8 << 20, None), (0, None), (0, 5), (0, 50)],
+                         ids=["kept", "kernel", "five_parts", "more_parts_than_rows"])
+def test_gradients_match_float64_autograd(dtype, mask_shape, kept_bytes, parts):
     # Every input's and parameter's gradient against float64 autograd of the
     # reference: a mask with a row that attends nothing (its gradients 0,
     # not NaN), a mask shared by the batches, a padding mask [B, Sk]; the
-    # block kept from a PyTorch forward (a small call), and the kernel's
-    # forward with the backward's row blocks whole or down to one row each.
+    # block kept from a PyTorch forward (a small call), and the kernels
+    # (forward and attn.additive_backward) with the rows' partial sums in
+    # the shape's parts, in 5 (parts of 8 rows and a last of 5), and in
+    # more parts than rows (the last ones empty).
     import attn._additive as additive
 
     tensors = [t.requires_grad_() for t in inputs(2, 37, 53, 24, 20, 40, 36, dtype, seed=5)]
@@ -213,13 +215,13 @@ def test_gradients_match_float64_autograd(dtype, mask_shape, kept_bytes, block_b
         if len(mask_shape) == 3:
             mask[-1, 7] = False  # a row with nothing to attend
     grad_out = torch.randn(2, 37, 40, generator=torch.Generator().manual_seed(7)).to(dtype)
-    saved = additive.BACKWARD_BLOCK_BYTES, additive.KEPT_BLOCK_BYTES
+    saved = additive.BACKWARD_PARTS, additive.KEPT_BLOCK_BYTES
     try:
-        additive.BACKWARD_BLOCK_BYTES, additive.KEPT_BLOCK_BYTES = block_bytes, kept_bytes
+        additive.BACKWARD_PARTS, additive.KEPT_BLOCK_BYTES = parts, kept_bytes
         out = attn.additive_attention(*tensors, mask)
         out.backward(grad_out)
     finally:
-        additive.BACKWARD_BLOCK_BYTES, additive.KEPT_BLOCK_BYTES = saved
+        additive.BACKWARD_PARTS, additive.KEPT_BLOCK_BYTES = saved
     doubles = [t.detach().double().requires_grad_() for t in tensors]
     ref, _ = reference(*doubles, mask)
     ref.backward(grad_out.double())

@@ -1335,6 +1335,59 @@ static attn_status check_additive_mask_dim(const attn_kernel_desc *k,
                        : "");
 }
 
+/* The sizes of additive attention's inputs (attn_prepare_additive's and
+ * attn_prepare_additive_backward's): the dims the kernel was compiled for,
+ * B and Sk shared, the mask's dims, the static sizes. */
+static attn_status check_additive_inputs(
+    const attn_kernel_desc *k, const attn_tensor *query,
+    const attn_tensor *keys, const attn_tensor *values,
+    const attn_tensor *query_weight, const attn_tensor *key_weight,
+    const attn_tensor *score_vector, const attn_tensor *mask) {
+  attn_status s;
+  char compiled_for[160];
+  snprintf(compiled_for, sizeof(compiled_for), "kernel '%s' was compiled for",
+           k->name);
+  const int64_t batch = query->shape[0], seq_q = query->shape[1],
+                seq_k = keys->shape[1];
+  if ((s = expect_size(query, &additive_query_role, 2, compiled_for,
+                       k->query_dim)) ||
+      (s = expect_size(keys, &additive_keys_role, 0, "query's", batch)) ||
+      (s = expect_size(keys, &additive_keys_role, 2, compiled_for,
+                       k->head_dim)) ||
+      (s = expect_size(values, &additive_values_role, 0, "query's", batch)) ||
+      (s = expect_size(values, &additive_values_role, 1, "keys'", seq_k)) ||
+      (s = expect_size(values, &additive_values_role, 2, compiled_for,
+                       k->value_dim)) ||
+      (s = expect_size(query_weight, &query_weight_role, 0, compiled_for,
+                       k->additive_dim)) ||
+      (s = expect_size(query_weight, &query_weight_role, 1, compiled_for,
+                       k->query_dim)) ||
+      (s = expect_size(key_weight, &key_weight_role, 0, compiled_for,
+                       k->additive_dim)) ||
+      (s = expect_size(key_weight, &key_weight_role, 1, compiled_for,
+                       k->head_dim)) ||
+      (s = expect_size(score_vector, &score_vector_role, 0, compiled_for,
+                       k->additive_dim)))
+    return s;
+  if (mask &&
+      ((s = check_additive_mask_dim(k, mask, 0, k->mask_broadcast[0], batch)) ||
+       (s = check_additive_mask_dim(k, mask, 1, k->mask_broadcast[2], seq_q)) ||
+       (s = expect_size(mask, &additive_mask_role, 2, "keys'", seq_k))))
+    return s;
+  static const char *const static_names[5] = {"B", "", "", "Sq", "Sk"};
+  const int64_t actual[5] = {batch, 0, 0, seq_q, seq_k};
+  for (int i = 0; i < 5; ++i)
+    if (i != 1 && i != 2 && k->static_sizes[i] != ATTN_DYNAMIC &&
+        actual[i] != k->static_sizes[i])
+      return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                       "%s is %" PRId64 " but kernel '%s' was compiled for "
+                       "%s=%" PRId64 " only",
+                       static_names[i], actual[i], k->name, static_names[i],
+                       k->static_sizes[i]);
+
+  return ATTN_OK;
+}
+
 attn_status
 attn_prepare_additive(const attn_kernel_desc *k, const attn_tensor *query,
                       const attn_tensor *keys, const attn_tensor *values,
@@ -1394,39 +1447,18 @@ attn_prepare_additive(const attn_kernel_desc *k, const attn_tensor *query,
                             "the attention weights are always"};
   if ((s = check_each(all, all_role, all_dtype, all_why, 9)))
     return s;
+  if ((s = check_additive_inputs(k, query, keys, values, query_weight,
+                                 key_weight, score_vector, mask)))
+    return s;
   char compiled_for[160];
   snprintf(compiled_for, sizeof(compiled_for), "kernel '%s' was compiled for",
            k->name);
   const int64_t batch = query->shape[0], seq_q = query->shape[1],
                 seq_k = keys->shape[1];
-  if ((s = expect_size(query, &additive_query_role, 2, compiled_for,
-                       k->query_dim)) ||
-      (s = expect_size(keys, &additive_keys_role, 0, "query's", batch)) ||
-      (s = expect_size(keys, &additive_keys_role, 2, compiled_for,
-                       k->head_dim)) ||
-      (s = expect_size(values, &additive_values_role, 0, "query's", batch)) ||
-      (s = expect_size(values, &additive_values_role, 1, "keys'", seq_k)) ||
-      (s = expect_size(values, &additive_values_role, 2, compiled_for,
-                       k->value_dim)) ||
-      (s = expect_size(query_weight, &query_weight_role, 0, compiled_for,
-                       k->additive_dim)) ||
-      (s = expect_size(query_weight, &query_weight_role, 1, compiled_for,
-                       k->query_dim)) ||
-      (s = expect_size(key_weight, &key_weight_role, 0, compiled_for,
-                       k->additive_dim)) ||
-      (s = expect_size(key_weight, &key_weight_role, 1, compiled_for,
-                       k->head_dim)) ||
-      (s = expect_size(score_vector, &score_vector_role, 0, compiled_for,
-                       k->additive_dim)) ||
-      (s = expect_size(output, &additive_output_role, 0, "query's", batch)) ||
+  if ((s = expect_size(output, &additive_output_role, 0, "query's", batch)) ||
       (s = expect_size(output, &additive_output_role, 1, "query's", seq_q)) ||
       (s = expect_size(output, &additive_output_role, 2, compiled_for,
                        k->value_dim)))
-    return s;
-  if (mask &&
-      ((s = check_additive_mask_dim(k, mask, 0, k->mask_broadcast[0], batch)) ||
-       (s = check_additive_mask_dim(k, mask, 1, k->mask_broadcast[2], seq_q)) ||
-       (s = expect_size(mask, &additive_mask_role, 2, "keys'", seq_k))))
     return s;
   if (weights &&
       ((s = expect_size(weights, &additive_weights_role, 0, "query's",
@@ -1435,16 +1467,6 @@ attn_prepare_additive(const attn_kernel_desc *k, const attn_tensor *query,
                         seq_q)) ||
        (s = expect_size(weights, &additive_weights_role, 2, "keys'", seq_k))))
     return s;
-  static const char *const static_names[5] = {"B", "", "", "Sq", "Sk"};
-  const int64_t actual[5] = {batch, 0, 0, seq_q, seq_k};
-  for (int i = 0; i < 5; ++i)
-    if (i != 1 && i != 2 && k->static_sizes[i] != ATTN_DYNAMIC &&
-        actual[i] != k->static_sizes[i])
-      return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
-                       "%s is %" PRId64 " but kernel '%s' was compiled for "
-                       "%s=%" PRId64 " only",
-                       static_names[i], actual[i], k->name, static_names[i],
-                       k->static_sizes[i]);
 
   /* Memory: O and the weights share memory with nothing. */
   static const int written[2] = {7, 8}, alias[2] = {-1, -1};
@@ -1480,6 +1502,154 @@ attn_prepare_additive(const attn_kernel_desc *k, const attn_tensor *query,
     args->weights = (float *)weights->data;
     memcpy(args->weights_strides, weights->strides,
            sizeof(args->weights_strides));
+  }
+  return ATTN_OK;
+}
+
+//===----------------------------------------------------------------------===//
+// attn_prepare_additive_backward
+//===----------------------------------------------------------------------===//
+
+static const role additive_grad_output_role = {
+    "grad_output", 3, {"B", "Sq", "Dv", NULL}, "[B, Sq, Dv]"};
+static const role grad_qp_role = {
+    "grad_qp", 3, {"B", "Sq", "A", NULL}, "[B, Sq, A]"};
+static const role grad_kp_role = {
+    "grad_kp", 4, {"B", "P", "Sk", "A"}, "[B, P, Sk, A]"};
+static const role additive_grad_values_role = {
+    "grad_values", 4, {"B", "P", "Sk", "Dv"}, "[B, P, Sk, Dv]"};
+static const role grad_v_role = {
+    "grad_v", 3, {"B", "P", "A", NULL}, "[B, P, A]"};
+
+attn_status attn_prepare_additive_backward(
+    const attn_kernel_desc *k, const attn_tensor *query,
+    const attn_tensor *keys, const attn_tensor *values,
+    const attn_tensor *query_weight, const attn_tensor *key_weight,
+    const attn_tensor *score_vector, const attn_tensor *mask,
+    const attn_tensor *grad_output, const attn_tensor *grad_qp,
+    const attn_tensor *grad_kp, const attn_tensor *grad_values,
+    const attn_tensor *grad_v, attn_additive_backward_args *args) {
+  attn_status s = check_kernel_of_kind(
+      k, args, sizeof(*args), "attn_prepare_additive_backward",
+      ATTN_KERNEL_ADDITIVE_BACKWARD, "an additive attention backward",
+      "additive,backward");
+  if (s != ATTN_OK)
+    return s;
+  const attn_tensor *all[12] = {
+      query,       keys, values,  query_weight, key_weight,  score_vector,
+      grad_output, mask, grad_qp, grad_kp,      grad_values, grad_v};
+  const role *all_role[12] = {&additive_query_role,
+                              &additive_keys_role,
+                              &additive_values_role,
+                              &query_weight_role,
+                              &key_weight_role,
+                              &score_vector_role,
+                              &additive_grad_output_role,
+                              &additive_mask_role,
+                              &grad_qp_role,
+                              &grad_kp_role,
+                              &additive_grad_values_role,
+                              &grad_v_role};
+  const attn_tensor *required[11] = {
+      query,       keys,    values,  query_weight, key_weight, score_vector,
+      grad_output, grad_qp, grad_kp, grad_values,  grad_v};
+  const role *required_role[11] = {
+      &additive_query_role,       &additive_keys_role, &additive_values_role,
+      &query_weight_role,         &key_weight_role,    &score_vector_role,
+      &additive_grad_output_role, &grad_qp_role,       &grad_kp_role,
+      &additive_grad_values_role, &grad_v_role};
+  s = check_required(required, required_role, 11);
+  if (s == ATTN_OK)
+    s = check_mask_presence(k, mask);
+  if (s != ATTN_OK)
+    return s;
+  char takes[160];
+  snprintf(takes, sizeof(takes), "kernel '%s' takes", k->name);
+  const char *f32_why = "the gradients are always";
+  const int32_t all_dtype[12] = {k->dtype, k->dtype, k->dtype, k->dtype,
+                                 k->dtype, k->dtype, k->dtype, ATTN_BOOL,
+                                 ATTN_F32, ATTN_F32, ATTN_F32, ATTN_F32};
+  const char *all_why[12] = {
+      takes,   takes,   takes,   takes,
+      takes,   takes,   takes,   "the keep-mask is always",
+      f32_why, f32_why, f32_why, f32_why};
+  if ((s = check_each(all, all_role, all_dtype, all_why, 12)) ||
+      (s = check_additive_inputs(k, query, keys, values, query_weight,
+                                 key_weight, score_vector, mask)))
+    return s;
+  char compiled_for[160];
+  snprintf(compiled_for, sizeof(compiled_for), "kernel '%s' was compiled for",
+           k->name);
+  const int64_t batch = query->shape[0], seq_q = query->shape[1],
+                seq_k = keys->shape[1], parts = grad_kp->shape[1];
+  if (parts < 1)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "grad_kp: dim 1 (P, the parts of the query rows) is "
+                     "%" PRId64 " but must be at least 1",
+                     parts);
+  if ((s = expect_size(grad_output, &additive_grad_output_role, 0, "query's",
+                       batch)) ||
+      (s = expect_size(grad_output, &additive_grad_output_role, 1, "query's",
+                       seq_q)) ||
+      (s = expect_size(grad_output, &additive_grad_output_role, 2, compiled_for,
+                       k->value_dim)) ||
+      (s = expect_size(grad_qp, &grad_qp_role, 0, "query's", batch)) ||
+      (s = expect_size(grad_qp, &grad_qp_role, 1, "query's", seq_q)) ||
+      (s = expect_size(grad_qp, &grad_qp_role, 2, compiled_for,
+                       k->additive_dim)) ||
+      (s = expect_size(grad_kp, &grad_kp_role, 0, "query's", batch)) ||
+      (s = expect_size(grad_kp, &grad_kp_role, 2, "keys'", seq_k)) ||
+      (s = expect_size(grad_kp, &grad_kp_role, 3, compiled_for,
+                       k->additive_dim)) ||
+      (s = expect_size(grad_values, &additive_grad_values_role, 0, "query's",
+                       batch)) ||
+      (s = expect_size(grad_values, &additive_grad_values_role, 1, "grad_kp's",
+                       parts)) ||
+      (s = expect_size(grad_values, &additive_grad_values_role, 2, "keys'",
+                       seq_k)) ||
+      (s = expect_size(grad_values, &additive_grad_values_role, 3, compiled_for,
+                       k->value_dim)) ||
+      (s = expect_size(grad_v, &grad_v_role, 0, "query's", batch)) ||
+      (s = expect_size(grad_v, &grad_v_role, 1, "grad_kp's", parts)) ||
+      (s = expect_size(grad_v, &grad_v_role, 2, compiled_for, k->additive_dim)))
+    return s;
+
+  /* Memory: the four gradients share memory with nothing. */
+  static const int written[4] = {8, 9, 10, 11}, alias[4] = {-1, -1, -1, -1};
+  if ((s = check_written(all, all_role, 12, written, alias, 4)))
+    return s;
+
+  args->query = query->data;
+  args->keys = keys->data;
+  args->values = values->data;
+  args->query_weight = query_weight->data;
+  args->key_weight = key_weight->data;
+  args->score_vector = score_vector->data;
+  args->grad_output = grad_output->data;
+  args->grad_qp = (float *)grad_qp->data;
+  args->grad_kp = (float *)grad_kp->data;
+  args->grad_values = (float *)grad_values->data;
+  args->grad_v = (float *)grad_v->data;
+  args->batch = batch;
+  args->seq_q = seq_q;
+  args->seq_k = seq_k;
+  args->parts = parts;
+  /* Each tensor's strides, in the struct's order. */
+  int64_t *const strides[12] = {
+      args->query_strides,       args->key_strides,
+      args->value_strides,       args->query_weight_strides,
+      args->key_weight_strides,  args->score_vector_strides,
+      args->grad_output_strides, args->mask_strides,
+      args->grad_qp_strides,     args->grad_kp_strides,
+      args->grad_values_strides, args->grad_v_strides};
+  for (int t = 0; t < 12; ++t)
+    if (all[t])
+      memcpy(strides[t], all[t]->strides,
+             sizeof(int64_t) * (size_t)all_role[t]->rank);
+  if (mask) {
+    args->mask = mask->data;
+    for (int d = 0; d < 3; ++d)
+      args->mask_strides[d] = mask->shape[d] == 1 ? 0 : mask->strides[d];
   }
   return ATTN_OK;
 }

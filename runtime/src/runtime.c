@@ -234,7 +234,8 @@ static attn_status validate_library(const attn_library *library,
     attn_kernel_kind kind = attn_kernel_kind_of(k);
     if (kind != ATTN_KERNEL_FORWARD && kind != ATTN_KERNEL_BACKWARD &&
         kind != ATTN_KERNEL_WEIGHTS && kind != ATTN_KERNEL_LINEAR &&
-        kind != ATTN_KERNEL_ADDITIVE && kind != ATTN_KERNEL_MHA)
+        kind != ATTN_KERNEL_ADDITIVE && kind != ATTN_KERNEL_MHA &&
+        kind != ATTN_KERNEL_ADDITIVE_BACKWARD)
       return attn_fail(ATTN_ERROR_LOAD,
                        "%s: kernel '%s' is of an unknown kind %d", origin,
                        k->name, (int)kind);
@@ -283,6 +284,16 @@ static attn_status validate_library(const attn_library *library,
         return attn_fail(ATTN_ERROR_LOAD,
                          "%s: additive attention kernel '%s' lacks its CPU "
                          "entry points or its dims",
+                         origin, k->name);
+    } else if (kind == ATTN_KERNEL_ADDITIVE_BACKWARD) {
+      if (k->struct_size < offsetof(attn_kernel_desc, additive_backward_run) +
+                               sizeof(k->additive_backward_run) ||
+          device != ATTN_DEVICE_CPU || !k->additive_backward_run ||
+          !k->additive_backward_work_items || k->query_dim < 1 ||
+          k->additive_dim < 1)
+        return attn_fail(ATTN_ERROR_LOAD,
+                         "%s: additive attention backward kernel '%s' lacks "
+                         "its CPU entry points or its dims",
                          origin, k->name);
     } else if (kind == ATTN_KERNEL_MHA) {
       if (k->struct_size <
@@ -1210,6 +1221,55 @@ attn_run_additive(const attn_kernel_desc *kernel, const attn_tensor *query,
   }
   additive_context context = {kernel, &args};
   run_items(pool, items, run_additive_items, &context);
+  unpin(owner);
+  return ATTN_OK;
+}
+
+typedef struct additive_backward_context {
+  const attn_kernel_desc *kernel;
+  const attn_additive_backward_args *args;
+} additive_backward_context;
+
+static void run_additive_backward_items(void *context, int64_t begin,
+                                        int64_t end) {
+  const additive_backward_context *run = context;
+  run->kernel->additive_backward_run(run->args, begin, end);
+}
+
+attn_status attn_run_additive_backward(
+    const attn_kernel_desc *kernel, const attn_tensor *query,
+    const attn_tensor *keys, const attn_tensor *values,
+    const attn_tensor *query_weight, const attn_tensor *key_weight,
+    const attn_tensor *score_vector, const attn_tensor *mask,
+    const attn_tensor *grad_output, const attn_tensor *grad_qp,
+    const attn_tensor *grad_kp, const attn_tensor *grad_values,
+    const attn_tensor *grad_v, attn_thread_pool *pool) {
+  if (!kernel)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT, "kernel is NULL");
+  if (attn_kernel_kind_of(kernel) != ATTN_KERNEL_ADDITIVE_BACKWARD)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "kernel '%s' is not an additive attention backward "
+                     "kernel: attn_run_additive_backward takes one "
+                     "(attn-compile's spec keys 'additive,backward')",
+                     kernel->name);
+  attn_module *owner = pin_owner(kernel);
+  attn_additive_backward_args args;
+  attn_status status = attn_prepare_additive_backward(
+      kernel, query, keys, values, query_weight, key_weight, score_vector, mask,
+      grad_output, grad_qp, grad_kp, grad_values, grad_v, &args);
+  if (status == ATTN_OK)
+    status = attn_kernel_check_cpu(kernel);
+  if (status != ATTN_OK) {
+    unpin(owner);
+    return status;
+  }
+  int64_t items = kernel->additive_backward_work_items(&args);
+  if (items < 0) {
+    unpin(owner);
+    return bad_work_items(kernel, items);
+  }
+  additive_backward_context context = {kernel, &args};
+  run_items(pool, items, run_additive_backward_items, &context);
   unpin(owner);
   return ATTN_OK;
 }

@@ -25,6 +25,26 @@
 // attn-approximate-math) dominates: Sq·Sk·A of them. Nothing of size
 // Sq·Sk·A exists; the keys' projection is made once per work item.
 //
+// attn.additive_backward (a work item: a batch and a part of the query
+// rows) shares the projections and packs V transposed, Vᵀ [Dv][Sk], and
+// the rows' dO; per block of R rows, keys in lanes as above:
+//
+//   pass 1, per block of 16 keys:  s as above into a buffer; the running
+//                 max and sum (the forward's statistics)
+//   pass 2, per block of 16 keys:  P = exp(s − m) / sum, dP = dO·Vᵀ (the
+//                 rows share each Vᵀ load), Δ = Σ P·dP, dV += Pᵀ·dO; then
+//                 dS = P·(dP − Δ) (0 where P is 0)
+//   pass 3, per a, per block of 16 keys:  t = tanh(qp + kpᵀ) again,
+//                 g = dS·(1 − t²): the rows' sums of g down the keys stay
+//                 in registers (grad_qp = v·Σ, one horizontal sum per row
+//                 and a), their sum over the rows adds to dkpᵀ [A][Sk], and
+//                 Σ dS·t to dv's accumulator
+//   per part:     grad_kp = v·dkp (16x16 transposes of dkpᵀ), grad_values,
+//                 grad_v
+//
+// The tanh is computed twice per (row, key, a): once for the scores, once
+// for their gradient (keeping t would take Sk·A floats a row).
+//
 //===----------------------------------------------------------------------===//
 #include "lib/Transforms/AttentionMath.h"
 #include "lib/Transforms/Cpu/MicroKernels.h"
@@ -45,9 +65,12 @@ namespace {
 constexpr int64_t kRows = 4;
 constexpr int64_t kTileVectors = 4;
 
-class AdditiveLowering : public VectorEmitter {
+/// What attn.additive's and attn.additive_backward's kernels share (OpTy
+/// one of them): the network packed, the projections, rows packed as f32,
+/// the keep bits of a block of keys.
+template <typename OpTy> class AdditiveEmitter : public VectorEmitter {
 public:
-  AdditiveLowering(ImplicitLocOpBuilder &b, AdditiveOp op, int64_t lanes)
+  AdditiveEmitter(ImplicitLocOpBuilder &b, OpTy op, int64_t lanes)
       : VectorEmitter(b, lanes), op(op),
         maths(b, b.getLoc(), op, SoftmaxConvention::gpu()) {
     auto size = [](Value v, int64_t d) {
@@ -61,9 +84,7 @@ public:
     valuePad = llvm::alignTo(valueDim, lanes);
   }
 
-  void emit();
-
-private:
+protected:
   Value heap(ArrayRef<int64_t> shape, ValueRange dynamicSizes = {}) {
     return heapBuffer(shape, dynamicSizes);
   }
@@ -80,12 +101,30 @@ private:
                    Value weightT, int64_t dims, Value into, Value intoFirst);
   /// qp [rows][APad] of the tile's rows.
   void projectQueries(Value batch, Value rows);
-  /// V [SkPad][DvPad] of batch `batch` as f32.
-  void packValues(Value batch, Value keys);
-  /// The rows [first, first + count) (count <= kRows) of batch `batch`.
-  void rowBlock(Value batch, Value first, int64_t count, Value keys);
+  /// into [count (or more)][DvPad] = rows [0, count) of `source` [B, n,
+  /// Dv] in batch `batch` as f32 (Dv: the values' dims), zero past them.
+  void packRows(Value source, Value batch, Value count, Value into);
+  /// W_qᵀ, W_kᵀ and v packed (queryWeightT, keyWeightT, scoreVector).
+  void packNetwork();
+  /// Whether each key of the block from `start` is allowed for row `row`:
+  /// `inRange` (the keys before Sk) and, with a mask, its keep bits.
+  Value allowedKeys(Value batch, Value row, Value start, Value keys,
+                    Value inRange);
+  /// Whether each lane's key of the block from `start` is before Sk.
+  Value keysInRange(Value start, Value keys);
+  /// Keys padded to whole tiles of the projection.
+  Value paddedKeys(Value keys) {
+    return arith::MulIOp::create(
+        b, arith::CeilDivUIOp::create(b, keys, cst(kTileVectors * lanes)),
+        cst(kTileVectors * lanes));
+  }
+  /// The heap buffers the two kernels share, for `rows` query rows and
+  /// `keyPad` keys.
+  void allocateShared(Value rows, Value keyPad);
+  /// s[r] = Σ_a v[a] · tanh(qp[first + r, a] + kpᵀ[a, start..]), r < count.
+  SmallVector<Value> blockScores(Value first, int64_t count, Value start);
 
-  AdditiveOp op;
+  OpTy op;
   AttentionMath maths;
   int64_t queryDim, keyDim, valueDim, attnDim, attnPad, valuePad;
   // Per work item (heap).
@@ -96,15 +135,27 @@ private:
   Value keyTile;        // [lanes][APad] kp of 16 keys
   Value projectedRows;  // [rows][APad] qp
   Value values;         // [SkPad][DvPad]
-  Value acc;            // [kRows][DvPad]
-  Value stats;          // [2][kRows]: running max, sum
-  Value probs;          // [kRows][lanes]: a block's weights
   Value keep;           // [lanes]: a block's keep bits as 0 / −inf
-  Value scores;         // [kRows][SkPad]: raw scores (weights out only)
-  Value rowBuffer;      // [max(DvPad, SkPad)] for element-wise stores
+  Value rowBuffer;      // [max(DvPad, SkPad, APad)] for element-wise stores
 };
 
-void AdditiveLowering::projectKeys(Value batch, Value keys) {
+class AdditiveLowering : public AdditiveEmitter<AdditiveOp> {
+public:
+  using AdditiveEmitter::AdditiveEmitter;
+  void emit();
+
+private:
+  /// The rows [first, first + count) (count <= kRows) of batch `batch`.
+  void rowBlock(Value batch, Value first, int64_t count, Value keys);
+
+  Value acc;    // [kRows][DvPad]
+  Value stats;  // [2][kRows]: running max, sum
+  Value probs;  // [kRows][lanes]: a block's weights
+  Value scores; // [kRows][SkPad]: raw scores (weights out only)
+};
+
+template <typename OpTy>
+void AdditiveEmitter<OpTy>::projectKeys(Value batch, Value keys) {
   Value key = op.getKeys();
   Value keyPad = dim(projectedKeysT, 1);
   // The columns past the last group of 16 keys: zero.
@@ -137,8 +188,9 @@ void AdditiveLowering::projectKeys(Value batch, Value keys) {
   });
 }
 
-void AdditiveLowering::packTransposed(Value weight, Value packed,
-                                      int64_t dims) {
+template <typename OpTy>
+void AdditiveEmitter<OpTy>::packTransposed(Value weight, Value packed,
+                                           int64_t dims) {
   ifUnitStride(
       weight,
       [&](Value rowsView) {
@@ -174,9 +226,11 @@ void AdditiveLowering::packTransposed(Value weight, Value packed,
       });
 }
 
-void AdditiveLowering::projectRows(Value source, Value batch, Value first,
-                                   int64_t count, Value weightT, int64_t dims,
-                                   Value into, Value intoFirst) {
+template <typename OpTy>
+void AdditiveEmitter<OpTy>::projectRows(Value source, Value batch, Value first,
+                                        int64_t count, Value weightT,
+                                        int64_t dims, Value into,
+                                        Value intoFirst) {
   for (int64_t col = 0; col < attnPad; col += kTileVectors * lanes) {
     int64_t n = std::min(kTileVectors, (attnPad - col) / lanes);
     SmallVector<Value> acc(count * n, zeroVector());
@@ -193,35 +247,129 @@ void AdditiveLowering::projectRows(Value source, Value batch, Value first,
   }
 }
 
-void AdditiveLowering::projectQueries(Value batch, Value rows) {
+template <typename OpTy>
+void AdditiveEmitter<OpTy>::projectQueries(Value batch, Value rows) {
   forBlocks(cst(0), rows, kRows, [&](Value first, int64_t count) {
     projectRows(op.getQuery(), batch, first, count, queryWeightT, queryDim,
                 projectedRows, first);
   });
 }
 
-void AdditiveLowering::packValues(Value batch, Value keys) {
-  Value value = op.getValues();
-  zeroRows(values, keys, dim(values, 0), valuePad);
+template <typename OpTy>
+void AdditiveEmitter<OpTy>::packRows(Value source, Value batch, Value count,
+                                     Value into) {
+  zeroRows(into, count, dim(into, 0), valuePad);
   ifUnitStride(
-      value,
+      source,
       [&](Value view) {
-        forLoop(cst(0), keys, cst(1), [&](Value j) {
+        forLoop(cst(0), count, cst(1), [&](Value j) {
           for (int64_t c = 0; c < valuePad; c += lanes)
-            storeVector(loadRowChunk(view, {batch, j}, c, valueDim), values,
+            storeVector(loadRowChunk(view, {batch, j}, c, valueDim), into,
                         {j, cst(c)});
         });
       },
       [&] {
-        forLoop(cst(0), keys, cst(1), [&](Value j) {
+        forLoop(cst(0), count, cst(1), [&](Value j) {
           for (int64_t c = 0; c < valuePad; c += lanes)
-            storeVector(zeroVector(), values, {j, cst(c)});
+            storeVector(zeroVector(), into, {j, cst(c)});
           forLoop(cst(0), cst(valueDim), cst(1), [&](Value c) {
-            memref::StoreOp::create(b, loadF32(value, {batch, j, c}), values,
+            memref::StoreOp::create(b, loadF32(source, {batch, j, c}), into,
                                     ValueRange{j, c});
           });
         });
       });
+}
+
+template <typename OpTy> void AdditiveEmitter<OpTy>::packNetwork() {
+  // W_qᵀ, W_kᵀ and v, columns of A past attnDim zero.
+  Value scores0 = op.getScoreVector();
+  packTransposed(op.getQueryWeight(), queryWeightT, queryDim);
+  packTransposed(op.getKeyWeight(), keyWeightT, keyDim);
+  for (int64_t c = 0; c < attnPad; c += lanes)
+    storeVector(zeroVector(), scoreVector, {cst(c)});
+  forLoop(cst(0), cst(attnDim), cst(1), [&](Value a) {
+    memref::StoreOp::create(b, loadF32(scores0, {a}), scoreVector,
+                            ValueRange{a});
+  });
+}
+
+template <typename OpTy>
+void AdditiveEmitter<OpTy>::allocateShared(Value rows, Value keyPad) {
+  queryWeightT = heap({queryDim, attnPad});
+  scoreVector = heap({attnPad});
+  keyWeightT = heap({keyDim, attnPad});
+  projectedKeysT = heap({attnPad, ShapedType::kDynamic}, {keyPad});
+  keyTile = heap({lanes, attnPad});
+  projectedRows = heap({ShapedType::kDynamic, attnPad}, {rows});
+  values = heap({ShapedType::kDynamic, valuePad}, {keyPad});
+  keep = heap({lanes});
+  Value bufferSize =
+      arith::MaxUIOp::create(b, keyPad, cst(std::max(valuePad, attnPad)));
+  rowBuffer = heap({ShapedType::kDynamic}, {bufferSize});
+}
+
+template <typename OpTy>
+SmallVector<Value>
+AdditiveEmitter<OpTy>::blockScores(Value first, int64_t count, Value start) {
+  return forLoopWith(
+      cst(0), cst(attnDim), cst(1), SmallVector<Value>(count, zeroVector()),
+      [&](Value a, ValueRange carried) {
+        Value kp = loadVector(projectedKeysT, {a, start});
+        Value weight =
+            splat(memref::LoadOp::create(b, scoreVector, ValueRange{a}));
+        SmallVector<Value> next;
+        for (int64_t r = 0; r < count; ++r) {
+          Value qp = splat(memref::LoadOp::create(
+              b, projectedRows, ValueRange{add(first, r), a}));
+          Value t = math::TanhOp::create(b, arith::AddFOp::create(b, qp, kp));
+          next.push_back(vector::FMAOp::create(b, weight, t, carried[r]));
+        }
+        return next;
+      });
+}
+
+template <typename OpTy>
+Value AdditiveEmitter<OpTy>::keysInRange(Value start, Value keys) {
+  SmallVector<int32_t> iota(lanes);
+  for (int64_t l = 0; l < lanes; ++l)
+    iota[l] = static_cast<int32_t>(l);
+  auto i32Vec = VectorType::get({lanes}, b.getI32Type());
+  Value lane = arith::ConstantOp::create(
+      b, DenseElementsAttr::get(i32Vec, ArrayRef<int32_t>(iota)));
+  Value keyCount = vector::BroadcastOp::create(
+      b, i32Vec, arith::IndexCastOp::create(b, b.getI32Type(), keys));
+  return arith::CmpIOp::create(
+      b, arith::CmpIPredicate::slt,
+      arith::AddIOp::create(
+          b, lane,
+          vector::BroadcastOp::create(
+              b, i32Vec, arith::IndexCastOp::create(b, b.getI32Type(), start))),
+      keyCount);
+}
+
+template <typename OpTy>
+Value AdditiveEmitter<OpTy>::allowedKeys(Value batch, Value row, Value start,
+                                         Value keys, Value inRange) {
+  Value mask = op.getMask();
+  if (!mask)
+    return inRange;
+  auto maskType = cast<MemRefType>(mask.getType());
+  Value mb = maskType.getDimSize(0) == 1 ? cst(0) : batch;
+  Value mq = maskType.getDimSize(1) == 1 ? cst(0) : row;
+  Value minusInf = f32Const(-kInf);
+  forLoop(cst(0), cst(lanes), cst(1), [&](Value l) {
+    Value key = arith::AddIOp::create(b, start, l);
+    // Lanes past Sk read key Sk - 1's bit: masked by inRange anyway.
+    Value at =
+        arith::MinSIOp::create(b, key, arith::SubIOp::create(b, keys, cst(1)));
+    Value bit = memref::LoadOp::create(b, mask, ValueRange{mb, mq, at});
+    memref::StoreOp::create(
+        b, arith::SelectOp::create(b, bit, f32Const(0.0f), minusInf), keep,
+        ValueRange{l});
+  });
+  Value kept = arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ,
+                                     loadVector(keep, {cst(0)}), zeroVector());
+  return arith::AndIOp::create(b, inRange, kept);
 }
 
 void AdditiveLowering::rowBlock(Value batch, Value first, int64_t count,
@@ -235,66 +383,16 @@ void AdditiveLowering::rowBlock(Value batch, Value first, int64_t count,
       storeVector(zeroVector(), acc, {cst(r), cst(c)});
   }
   Value mask = op.getMask();
-  SmallVector<int32_t> iota(lanes);
-  for (int64_t l = 0; l < lanes; ++l)
-    iota[l] = static_cast<int32_t>(l);
-  auto i32Vec = VectorType::get({lanes}, b.getI32Type());
-  Value lane = arith::ConstantOp::create(
-      b, DenseElementsAttr::get(i32Vec, ArrayRef<int32_t>(iota)));
-  Value keyCount = vector::BroadcastOp::create(
-      b, i32Vec, arith::IndexCastOp::create(b, b.getI32Type(), keys));
 
   forLoop(cst(0), keys, cst(lanes), [&](Value start) {
     // The block's scores: Σ_a v[a] · tanh(qp[i,a] + kpᵀ[a, keys]).
-    SmallVector<Value> s = forLoopWith(
-        cst(0), cst(attnDim), cst(1), SmallVector<Value>(count, zeroVector()),
-        [&](Value a, ValueRange carried) {
-          Value kp = loadVector(projectedKeysT, {a, start});
-          Value weight =
-              splat(memref::LoadOp::create(b, scoreVector, ValueRange{a}));
-          SmallVector<Value> next;
-          for (int64_t r = 0; r < count; ++r) {
-            Value qp = splat(memref::LoadOp::create(
-                b, projectedRows, ValueRange{add(first, r), a}));
-            Value t = math::TanhOp::create(b, arith::AddFOp::create(b, qp, kp));
-            next.push_back(vector::FMAOp::create(b, weight, t, carried[r]));
-          }
-          return next;
-        });
+    SmallVector<Value> s = blockScores(first, count, start);
     // Keys past Sk, and those a false keep bit excludes: −inf by a select
     // (a NaN score of an excluded key stays out).
-    Value inRange = arith::CmpIOp::create(
-        b, arith::CmpIPredicate::slt,
-        arith::AddIOp::create(
-            b, lane,
-            vector::BroadcastOp::create(
-                b, i32Vec,
-                arith::IndexCastOp::create(b, b.getI32Type(), start))),
-        keyCount);
+    Value inRange = keysInRange(start, keys);
     Value minusInfVec = splat(minusInf);
-    MemRefType maskType =
-        mask ? cast<MemRefType>(mask.getType()) : MemRefType();
     for (int64_t r = 0; r < count; ++r) {
-      Value allowed = inRange;
-      if (mask) {
-        Value row = add(first, r);
-        Value mb = maskType.getDimSize(0) == 1 ? cst(0) : batch;
-        Value mq = maskType.getDimSize(1) == 1 ? cst(0) : row;
-        forLoop(cst(0), cst(lanes), cst(1), [&](Value l) {
-          Value key = arith::AddIOp::create(b, start, l);
-          // Lanes past Sk read key Sk - 1's bit: masked by inRange anyway.
-          Value at = arith::MinSIOp::create(
-              b, key, arith::SubIOp::create(b, keys, cst(1)));
-          Value bit = memref::LoadOp::create(b, mask, ValueRange{mb, mq, at});
-          memref::StoreOp::create(
-              b, arith::SelectOp::create(b, bit, f32Const(0.0f), minusInf),
-              keep, ValueRange{l});
-        });
-        Value kept =
-            arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ,
-                                  loadVector(keep, {cst(0)}), zeroVector());
-        allowed = arith::AndIOp::create(b, allowed, kept);
-      }
+      Value allowed = allowedKeys(batch, add(first, r), start, keys, inRange);
       s[r] = arith::SelectOp::create(b, allowed, s[r], minusInfVec);
     }
     // The online softmax of each row, and its P·V.
@@ -417,40 +515,19 @@ void AdditiveLowering::emit() {
   Value query = op.getQuery();
   Value keys = dim(op.getKeys(), 1), rows = dim(query, 1);
   // Keys padded to whole tiles of the projection (zero columns).
-  Value keyPad = arith::MulIOp::create(
-      b, arith::CeilDivUIOp::create(b, keys, cst(kTileVectors * lanes)),
-      cst(kTileVectors * lanes));
-  queryWeightT = heap({queryDim, attnPad});
-  scoreVector = heap({attnPad});
-  keyWeightT = heap({keyDim, attnPad});
-  projectedKeysT = heap({attnPad, ShapedType::kDynamic}, {keyPad});
-  keyTile = heap({lanes, attnPad});
-  projectedRows = heap({ShapedType::kDynamic, attnPad}, {rows});
-  values = heap({ShapedType::kDynamic, valuePad}, {keyPad});
+  Value keyPad = paddedKeys(keys);
+  allocateShared(rows, keyPad);
   acc = heap({kRows, valuePad});
   stats = heap({2, kRows});
   probs = heap({kRows, lanes});
-  keep = heap({lanes});
   if (op.getWeights())
     scores = heap({kRows, ShapedType::kDynamic}, {keyPad});
-  Value bufferSize = arith::MaxUIOp::create(b, keyPad, cst(valuePad));
-  rowBuffer = heap({ShapedType::kDynamic}, {bufferSize});
-
-  // W_qᵀ, W_kᵀ and v, columns of A past attnDim zero.
-  Value scores0 = op.getScoreVector();
-  packTransposed(op.getQueryWeight(), queryWeightT, queryDim);
-  packTransposed(op.getKeyWeight(), keyWeightT, keyDim);
-  for (int64_t c = 0; c < attnPad; c += lanes)
-    storeVector(zeroVector(), scoreVector, {cst(c)});
-  forLoop(cst(0), cst(attnDim), cst(1), [&](Value a) {
-    memref::StoreOp::create(b, loadF32(scores0, {a}), scoreVector,
-                            ValueRange{a});
-  });
+  packNetwork();
 
   forLoop(cst(0), dim(query, 0), cst(1), [&](Value batch) {
     projectKeys(batch, keys);
     projectQueries(batch, rows);
-    packValues(batch, keys);
+    packRows(op.getValues(), batch, keys, values);
     forBlocks(cst(0), rows, kRows, [&](Value first, int64_t count) {
       rowBlock(batch, first, count, keys);
     });
@@ -462,7 +539,299 @@ void AdditiveLowering::emit() {
       memref::DeallocOp::create(b, buffer);
 }
 
+class AdditiveBackwardLowering : public AdditiveEmitter<AdditiveBackwardOp> {
+public:
+  using AdditiveEmitter::AdditiveEmitter;
+  void emit();
+
+private:
+  /// Vᵀ [DvPad][SkPad] from `values` (V packed as f32 rows).
+  void transposeValues(Value keyPad);
+  /// The rows [first, first + count) (count <= kRows) of batch `batch`:
+  /// their grad_qp, and their parts of the partial sums.
+  void rowBlock(Value batch, Value first, int64_t count, Value keys);
+  /// The part's partial sums into grad_kp, grad_values and grad_v.
+  void storePart(Value batch, Value part, Value keys);
+
+  Value valuesT;    // [DvPad][SkPad] Vᵀ
+  Value gradRows;   // [rows][DvPad] dO
+  Value probs;      // [kRows][SkPad] the scores, then P
+  Value grads;      // [kRows][SkPad] dP, then dS
+  Value stats;      // [2][kRows]: running max, sum
+  Value gradKeysT;  // [APad][SkPad] Σ_i g (before the factor v)
+  Value gradValues; // [SkPad][DvPad] Σ_i P·dO
+  Value gradScore;  // [APad] Σ dS·t
+};
+
+void AdditiveBackwardLowering::transposeValues(Value keyPad) {
+  forLoop(cst(0), keyPad, cst(lanes), [&](Value j0) {
+    for (int64_t c0 = 0; c0 < valuePad; c0 += lanes) {
+      SmallVector<Value> rows;
+      for (int64_t r = 0; r < lanes; ++r)
+        rows.push_back(loadVector(values, {add(j0, r), cst(c0)}));
+      for (auto [c, column] : llvm::enumerate(transposeTile(rows)))
+        storeVector(column, valuesT, {cst(c0 + c), j0});
+    }
+  });
+}
+
+void AdditiveBackwardLowering::rowBlock(Value batch, Value first, int64_t count,
+                                        Value keys) {
+  Value minusInf = f32Const(-kInf);
+  for (int64_t r = 0; r < count; ++r) {
+    memref::StoreOp::create(b, minusInf, stats, ValueRange{cst(0), cst(r)});
+    memref::StoreOp::create(b, f32Const(0.0f), stats,
+                            ValueRange{cst(1), cst(r)});
+  }
+  // Pass 1: the scores (kept) and each row's max and sum.
+  forLoop(cst(0), keys, cst(lanes), [&](Value start) {
+    SmallVector<Value> s = blockScores(first, count, start);
+    Value inRange = keysInRange(start, keys);
+    for (int64_t r = 0; r < count; ++r) {
+      Value allowed = allowedKeys(batch, add(first, r), start, keys, inRange);
+      Value score = arith::SelectOp::create(b, allowed, s[r], splat(minusInf));
+      storeVector(score, probs, {cst(r), start});
+      Value oldMax =
+          memref::LoadOp::create(b, stats, ValueRange{cst(0), cst(r)});
+      AttentionMath::MaxUpdate update = maths.updateMax(
+          oldMax, vector::ReductionOp::create(
+                      b, vector::CombiningKind::MAXIMUMF, score));
+      Value p =
+          maths.exp(arith::SubFOp::create(b, score, splat(update.reference)));
+      Value oldSum =
+          memref::LoadOp::create(b, stats, ValueRange{cst(1), cst(r)});
+      memref::StoreOp::create(b, update.max, stats, ValueRange{cst(0), cst(r)});
+      memref::StoreOp::create(
+          b, maths.updateSum(oldSum, update.alpha, {horizontalSum(p)}), stats,
+          ValueRange{cst(1), cst(r)});
+    }
+  });
+  // P = exp(s − m) / sum: 0 at excluded keys (s = −inf) and on a row with
+  // no allowed key (its m is −inf: the reference 0 keeps exp(−inf) = 0).
+  SmallVector<Value> reference, inverse;
+  for (int64_t r = 0; r < count; ++r) {
+    Value max = memref::LoadOp::create(b, stats, ValueRange{cst(0), cst(r)});
+    Value sum = memref::LoadOp::create(b, stats, ValueRange{cst(1), cst(r)});
+    reference.push_back(splat(arith::SelectOp::create(
+        b, arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, max, minusInf),
+        f32Const(0.0f), max)));
+    inverse.push_back(splat(arith::SelectOp::create(
+        b,
+        arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, sum,
+                              f32Const(0.0f)),
+        f32Const(0.0f), arith::DivFOp::create(b, f32Const(1.0f), sum))));
+  }
+  // Pass 2: P, dP = dO·Vᵀ (the rows share each Vᵀ load), Δ = Σ P·dP, and
+  // dV += Pᵀ·dO key by key.
+  SmallVector<Value> delta = forLoopWith(
+      cst(0), keys, cst(lanes), SmallVector<Value>(count, zeroVector()),
+      [&](Value start, ValueRange carried) {
+        SmallVector<Value> p;
+        for (int64_t r = 0; r < count; ++r) {
+          p.push_back(arith::MulFOp::create(
+              b,
+              maths.exp(arith::SubFOp::create(
+                  b, loadVector(probs, {cst(r), start}), reference[r])),
+              inverse[r]));
+          storeVector(p[r], probs, {cst(r), start});
+        }
+        SmallVector<Value> dp = broadcastProduct(
+            cst(0), cst(valueDim), count,
+            [&](int64_t r, Value c) {
+              return memref::LoadOp::create(b, gradRows,
+                                            ValueRange{add(first, r), c});
+            },
+            valuesT, start, SmallVector<Value>(count, zeroVector()));
+        SmallVector<Value> next;
+        for (int64_t r = 0; r < count; ++r) {
+          storeVector(dp[r], grads, {cst(r), start});
+          next.push_back(vector::FMAOp::create(b, p[r], dp[r], carried[r]));
+        }
+        forLoop(cst(0), cst(lanes), cst(1), [&](Value l) {
+          Value j = arith::AddIOp::create(b, start, l);
+          for (int64_t c = 0; c < valuePad; c += kTileVectors * lanes) {
+            int64_t n = std::min(kTileVectors, (valuePad - c) / lanes);
+            SmallVector<Value> rowAcc;
+            for (int64_t v = 0; v < n; ++v)
+              rowAcc.push_back(loadVector(gradValues, {j, cst(c + v * lanes)}));
+            rowAcc = broadcastProduct(
+                first, add(first, count), 1,
+                [&](int64_t, Value i) {
+                  return memref::LoadOp::create(
+                      b, probs,
+                      ValueRange{arith::SubIOp::create(b, i, first), j});
+                },
+                gradRows, cst(c), rowAcc);
+            for (int64_t v = 0; v < n; ++v)
+              storeVector(rowAcc[v], gradValues, {j, cst(c + v * lanes)});
+          }
+        });
+        return next;
+      });
+  // dS = P·(dP − Δ), 0 where P is 0 (an excluded key's dP may be NaN).
+  SmallVector<Value> rowDelta;
+  for (int64_t r = 0; r < count; ++r)
+    rowDelta.push_back(splat(horizontalSum(delta[r])));
+  forLoop(cst(0), keys, cst(lanes), [&](Value start) {
+    for (int64_t r = 0; r < count; ++r) {
+      Value p = loadVector(probs, {cst(r), start});
+      Value ds = arith::MulFOp::create(
+          b, p,
+          arith::SubFOp::create(b, loadVector(grads, {cst(r), start}),
+                                rowDelta[r]));
+      Value dropped =
+          arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, p, zeroVector());
+      storeVector(arith::SelectOp::create(b, dropped, zeroVector(), ds), grads,
+                  {cst(r), start});
+    }
+  });
+  // Pass 3: per a, g = dS·(1 − t²) and dS·t down the keys.
+  bool masked = static_cast<bool>(op.getMask());
+  Value gradQp = op.getGradQueryProjection();
+  forLoop(cst(0), cst(attnDim), cst(1), [&](Value a) {
+    SmallVector<Value> qp;
+    for (int64_t r = 0; r < count; ++r)
+      qp.push_back(splat(memref::LoadOp::create(b, projectedRows,
+                                                ValueRange{add(first, r), a})));
+    SmallVector<Value> sums = forLoopWith(
+        cst(0), keys, cst(lanes), SmallVector<Value>(count + 1, zeroVector()),
+        [&](Value start, ValueRange carried) {
+          Value kp = loadVector(projectedKeysT, {a, start});
+          Value column = zeroVector();
+          SmallVector<Value> next;
+          Value dv = carried[count];
+          for (int64_t r = 0; r < count; ++r) {
+            Value t =
+                math::TanhOp::create(b, arith::AddFOp::create(b, qp[r], kp));
+            Value ds = loadVector(grads, {cst(r), start});
+            Value dt = arith::MulFOp::create(b, ds, t);
+            Value g =
+                vector::FMAOp::create(b, arith::NegFOp::create(b, dt), t, ds);
+            if (masked) {
+              // An excluded key's t may be NaN (a NaN in its keys): its
+              // dS = 0 must give 0.
+              Value live = arith::CmpFOp::create(b, arith::CmpFPredicate::UNE,
+                                                 ds, zeroVector());
+              dt = arith::SelectOp::create(b, live, dt, zeroVector());
+              g = arith::SelectOp::create(b, live, g, zeroVector());
+            }
+            next.push_back(arith::AddFOp::create(b, carried[r], g));
+            column = arith::AddFOp::create(b, column, g);
+            dv = arith::AddFOp::create(b, dv, dt);
+          }
+          storeVector(arith::AddFOp::create(
+                          b, loadVector(gradKeysT, {a, start}), column),
+                      gradKeysT, {a, start});
+          next.push_back(dv);
+          return next;
+        });
+    Value weight = memref::LoadOp::create(b, scoreVector, ValueRange{a});
+    for (int64_t r = 0; r < count; ++r)
+      memref::StoreOp::create(
+          b, arith::MulFOp::create(b, weight, horizontalSum(sums[r])), gradQp,
+          ValueRange{batch, add(first, r), a});
+    memref::StoreOp::create(
+        b,
+        arith::AddFOp::create(
+            b, memref::LoadOp::create(b, gradScore, ValueRange{a}),
+            horizontalSum(sums[count])),
+        gradScore, ValueRange{a});
+  });
+}
+
+void AdditiveBackwardLowering::storePart(Value batch, Value part, Value keys) {
+  Value gradKp = op.getGradKeyProjection();
+  // grad_kp = v·dkp: per 16 keys, 16x16 transposes of dkpᵀ into keyTile's
+  // rows (one key each), then the keys' rows.
+  forLoop(cst(0), keys, cst(lanes), [&](Value j0) {
+    for (int64_t a0 = 0; a0 < attnPad; a0 += lanes) {
+      SmallVector<Value> rows;
+      for (int64_t r = 0; r < lanes; ++r)
+        rows.push_back(loadVector(gradKeysT, {cst(a0 + r), j0}));
+      Value weight = loadVector(scoreVector, {cst(a0)});
+      for (auto [c, column] : llvm::enumerate(transposeTile(rows)))
+        storeVector(arith::MulFOp::create(b, column, weight), keyTile,
+                    {cst(c), cst(a0)});
+    }
+    Value count = arith::MinSIOp::create(b, cst(lanes),
+                                         arith::SubIOp::create(b, keys, j0));
+    forLoop(cst(0), count, cst(1), [&](Value c) {
+      SmallVector<Value> row;
+      for (int64_t a0 = 0; a0 < attnPad; a0 += lanes)
+        row.push_back(loadVector(keyTile, {c, cst(a0)}));
+      storeRowAs(gradKp, {batch, part, arith::AddIOp::create(b, j0, c)}, row,
+                 attnDim, rowBuffer);
+    });
+  });
+  forLoop(cst(0), keys, cst(1), [&](Value j) {
+    SmallVector<Value> row;
+    for (int64_t c = 0; c < valuePad; c += lanes)
+      row.push_back(loadVector(gradValues, {j, cst(c)}));
+    storeRowAs(op.getGradValues(), {batch, part, j}, row, valueDim, rowBuffer);
+  });
+  SmallVector<Value> row;
+  for (int64_t a0 = 0; a0 < attnPad; a0 += lanes)
+    row.push_back(loadVector(gradScore, {cst(a0)}));
+  storeRowAs(op.getGradScoreVector(), {batch, part}, row, attnDim, rowBuffer);
+}
+
+void AdditiveBackwardLowering::emit() {
+  Value query = op.getQuery();
+  Value keys = dim(op.getKeys(), 1), rows = dim(query, 1);
+  Value keyPad = paddedKeys(keys);
+  allocateShared(rows, keyPad);
+  valuesT = heap({valuePad, ShapedType::kDynamic}, {keyPad});
+  gradRows = heap({ShapedType::kDynamic, valuePad}, {rows});
+  probs = heap({kRows, ShapedType::kDynamic}, {keyPad});
+  grads = heap({kRows, ShapedType::kDynamic}, {keyPad});
+  stats = heap({2, kRows});
+  gradKeysT = heap({attnPad, ShapedType::kDynamic}, {keyPad});
+  gradValues = heap({ShapedType::kDynamic, valuePad}, {keyPad});
+  gradScore = heap({attnPad});
+  packNetwork();
+  // Part p holds rows [min(Sq, p·R), min(Sq, (p + 1)·R)), R = ⌈Sq / P⌉.
+  Value parts = dim(op.getGradKeyProjection(), 1);
+  Value perPart = arith::CeilDivUIOp::create(b, rows, parts);
+
+  forLoop(cst(0), dim(query, 0), cst(1), [&](Value batch) {
+    projectKeys(batch, keys);
+    projectQueries(batch, rows);
+    packRows(op.getValues(), batch, keys, values);
+    transposeValues(keyPad);
+    packRows(op.getGradOutput(), batch, rows, gradRows);
+    forLoop(cst(0), parts, cst(1), [&](Value part) {
+      Value lo = arith::MinUIOp::create(
+          b, arith::MulIOp::create(b, part, perPart), rows);
+      Value hi = arith::MinUIOp::create(
+          b, arith::AddIOp::create(b, lo, perPart), rows);
+      forLoop(cst(0), cst(attnPad), cst(1), [&](Value a) {
+        forLoop(cst(0), keyPad, cst(lanes), [&](Value j) {
+          storeVector(zeroVector(), gradKeysT, {a, j});
+        });
+      });
+      zeroRows(gradValues, cst(0), keyPad, valuePad);
+      for (int64_t c = 0; c < attnPad; c += lanes)
+        storeVector(zeroVector(), gradScore, {cst(c)});
+      forBlocks(lo, hi, kRows, [&](Value first, int64_t count) {
+        rowBlock(batch, first, count, keys);
+      });
+      storePart(batch, part, keys);
+    });
+  });
+  for (Value buffer :
+       {queryWeightT, scoreVector, keyWeightT, projectedKeysT, keyTile,
+        projectedRows, values, keep, rowBuffer, valuesT, gradRows, probs, grads,
+        stats, gradKeysT, gradValues, gradScore})
+    memref::DeallocOp::create(b, buffer);
+}
+
 } // namespace
+
+void mlir::attn::cpu::emitAdditiveBackward(ImplicitLocOpBuilder &b,
+                                           AdditiveBackwardOp op,
+                                           int64_t lanes) {
+  AdditiveBackwardLowering(b, op, lanes).emit();
+}
 
 void mlir::attn::cpu::emitAdditive(ImplicitLocOpBuilder &b, AdditiveOp op,
                                    int64_t lanes) {

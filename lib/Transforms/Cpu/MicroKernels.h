@@ -161,6 +161,11 @@ void emitLinear(ImplicitLocOpBuilder &b, LinearOp op, int64_t lanes);
 /// bufferized attn.additive.
 void emitAdditive(ImplicitLocOpBuilder &b, AdditiveOp op, int64_t lanes);
 
+/// Additive attention's backward kernel (AdditiveKernel.cpp) in place of a
+/// bufferized attn.additive_backward.
+void emitAdditiveBackward(ImplicitLocOpBuilder &b, AdditiveBackwardOp op,
+                          int64_t lanes);
+
 /// Whether `op` is a bufferized matmul that emitMatmul takes: B transposed
 /// (linalg.matmul's transpose-B maps), C f32, static K and N.
 bool isVectorMatmul(linalg::MatmulOp op);

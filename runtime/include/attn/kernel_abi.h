@@ -47,6 +47,13 @@
  * `query_dim` Dq and `additive_dim` A; mask_broadcast[0] and [2] say whether
  *its keep-mask may broadcast over B and Sq.
  *
+ * An additive attention backward kernel (`kind` =
+ * ATTN_KERNEL_ADDITIVE_BACKWARD) computes attn.additive_backward
+ * (docs/spec.md, "The gradient of additive attention"): its entry points,
+ * `additive_backward_work_items` and `additive_backward_run`, take an
+ * attn_additive_backward_args; its work items are one per batch and part of
+ * the query rows. Its dims are an additive kernel's.
+ *
  * A multi-head attention layer (`kind` = ATTN_KERNEL_MHA) computes attn.mha
  * (docs/spec.md, "Multi-head attention layer"): its entry points take an
  * attn_mha_args; `work_items` and `run` are NULL. Its work items are one
@@ -224,6 +231,40 @@ typedef struct attn_additive_args {
   int64_t weights_strides[3];
 } attn_additive_args;
 
+/* The arguments of an additive attention backward call
+ * (attn.additive_backward): the forward's inputs and the network (the
+ * kernel's dtype), dO (likewise), the optional keep-mask, and the f32
+ * gradients it writes: grad_qp [B, Sq, A] and per part of the query rows
+ * (`parts` P, dim 1) the partial sums grad_kp [B, P, Sk, A], grad_values
+ * [B, P, Sk, Dv] and grad_v [B, P, A]. */
+typedef struct attn_additive_backward_args {
+  const void *query;        /* [B, Sq, Dq] */
+  const void *keys;         /* [B, Sk, Dk] */
+  const void *values;       /* [B, Sk, Dv] */
+  const void *query_weight; /* W_q [A, Dq] */
+  const void *key_weight;   /* W_k [A, Dk] */
+  const void *score_vector; /* v [A] */
+  const void *grad_output;  /* dO [B, Sq, Dv] */
+  const void *mask;         /* [B, Sq, Sk], or NULL */
+  float *grad_qp;           /* [B, Sq, A] */
+  float *grad_kp;           /* [B, P, Sk, A] */
+  float *grad_values;       /* [B, P, Sk, Dv] */
+  float *grad_v;            /* [B, P, A] */
+  int64_t batch, seq_q, seq_k, parts;
+  int64_t query_strides[3];
+  int64_t key_strides[3];
+  int64_t value_strides[3];
+  int64_t query_weight_strides[2];
+  int64_t key_weight_strides[2];
+  int64_t score_vector_strides[1];
+  int64_t grad_output_strides[3];
+  int64_t mask_strides[3];
+  int64_t grad_qp_strides[3];
+  int64_t grad_kp_strides[4];
+  int64_t grad_values_strides[4];
+  int64_t grad_v_strides[3];
+} attn_additive_backward_args;
+
 /* The arguments of a multi-head attention layer's call (attn.mha): the
  * query [B, Sq, E], key [B, Sk, Ek] and value [B, Sk, Ev] inputs, the
  * projections' weights in torch.nn.Linear's [out, in] layout (a packed
@@ -266,7 +307,8 @@ typedef enum attn_kernel_kind {
   ATTN_KERNEL_WEIGHTS = 2,
   ATTN_KERNEL_LINEAR = 3,
   ATTN_KERNEL_ADDITIVE = 4,
-  ATTN_KERNEL_MHA = 5
+  ATTN_KERNEL_MHA = 5,
+  ATTN_KERNEL_ADDITIVE_BACKWARD = 6
 } attn_kernel_kind;
 
 /* Linear attention's feature map (attn.linear's feature_map). */
@@ -326,6 +368,12 @@ typedef void (*attn_linear_run_fn)(const attn_linear_args *args, int64_t begin,
 typedef int64_t (*attn_additive_work_items_fn)(const attn_additive_args *args);
 typedef void (*attn_additive_run_fn)(const attn_additive_args *args,
                                      int64_t begin, int64_t end);
+/* An additive attention backward kernel's work items (one per batch and
+ * part of the query rows). */
+typedef int64_t (*attn_additive_backward_work_items_fn)(
+    const attn_additive_backward_args *args);
+typedef void (*attn_additive_backward_run_fn)(
+    const attn_additive_backward_args *args, int64_t begin, int64_t end);
 /* A multi-head attention layer's work items (one per batch). */
 typedef int64_t (*attn_mha_work_items_fn)(const attn_mha_args *args);
 typedef void (*attn_mha_run_fn)(const attn_mha_args *args, int64_t begin,
@@ -451,6 +499,10 @@ typedef struct attn_kernel_desc {
    * It fills what was the struct's tail padding, which older kernels'
    * descriptors hold as 0 (none): struct_size did not change. */
   uint32_t grad_captures;
+  /* Where struct_size covers them (older kernels have none): an additive
+   * attention backward kernel's entry points. */
+  attn_additive_backward_work_items_fn additive_backward_work_items;
+  attn_additive_backward_run_fn additive_backward_run;
 } attn_kernel_desc;
 
 typedef struct attn_library {

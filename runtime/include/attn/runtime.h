@@ -438,6 +438,35 @@ ATTN_RUNTIME_EXPORT attn_status attn_prepare_additive(
     const attn_tensor *output, const attn_tensor *weights,
     attn_additive_args *args);
 
+/* Runs an additive attention backward kernel (kind
+ * ATTN_KERNEL_ADDITIVE_BACKWARD; docs/spec.md, "The gradient of additive
+ * attention"): from the forward's `query`, `keys`, `values`, network and
+ * `mask` (as attn_run_additive takes them) and `grad_output` dO [B, Sq, Dv]
+ * (the kernel's dtype), writes `grad_qp` [B, Sq, A] and, per part of the
+ * query rows (P = grad_kp's dim 1, at least 1), `grad_kp` [B, P, Sk, A],
+ * `grad_values` [B, P, Sk, Dv] and `grad_v` [B, P, A], all f32, any
+ * strides. The outputs must not overlap any tensor or each other. Nothing
+ * is written when a check fails. */
+ATTN_RUNTIME_EXPORT attn_status attn_run_additive_backward(
+    const attn_kernel_desc *kernel, const attn_tensor *query,
+    const attn_tensor *keys, const attn_tensor *values,
+    const attn_tensor *query_weight, const attn_tensor *key_weight,
+    const attn_tensor *score_vector, const attn_tensor *mask,
+    const attn_tensor *grad_output, const attn_tensor *grad_qp,
+    const attn_tensor *grad_kp, const attn_tensor *grad_values,
+    const attn_tensor *grad_v, attn_thread_pool *pool);
+
+/* attn_run_additive_backward's checks alone: fills `args` for the kernel's
+ * entry points. */
+ATTN_RUNTIME_EXPORT attn_status attn_prepare_additive_backward(
+    const attn_kernel_desc *kernel, const attn_tensor *query,
+    const attn_tensor *keys, const attn_tensor *values,
+    const attn_tensor *query_weight, const attn_tensor *key_weight,
+    const attn_tensor *score_vector, const attn_tensor *mask,
+    const attn_tensor *grad_output, const attn_tensor *grad_qp,
+    const attn_tensor *grad_kp, const attn_tensor *grad_values,
+    const attn_tensor *grad_v, attn_additive_backward_args *args);
+
 /* Runs a multi-head attention layer (kind ATTN_KERNEL_MHA; docs/spec.md,
  * "Multi-head attention layer"): `output` [B, Sq, E] of `query` [B, Sq, E],
  * `key` [B, Sk, Ek] and `value` [B, Sk, Ev] through the projections

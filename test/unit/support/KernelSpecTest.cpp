@@ -60,6 +60,7 @@ void expectEqualSpecs(const KernelSpec &a, const KernelSpec &b) {
   EXPECT_EQ(a.queryDim, b.queryDim);
   EXPECT_EQ(a.attnDim, b.attnDim);
   EXPECT_EQ(a.additiveWeights, b.additiveWeights);
+  EXPECT_EQ(a.additiveBackward, b.additiveBackward);
   EXPECT_EQ(a.mha, b.mha);
   EXPECT_EQ(a.embedDim, b.embedDim);
   EXPECT_EQ(a.mhaHeads, b.mhaHeads);
@@ -304,6 +305,14 @@ TEST(KernelSpec, AdditiveAttention) {
   EXPECT_EQ(all.staticSizes[3], 1);
   expectEqualSpecs(parseOrDie(printKernelSpec(all)), all);
   expectEqualSpecs(parseOrDie(printKernelSpec(plain)), plain);
+  // 'backward' makes attn.additive_backward's kernel, not the attention
+  // backward's.
+  KernelSpec grads = parseOrDie("additive,backward,dq=24,d=20,dv=40,"
+                                "attn_dim=36,mask=bool:q1");
+  EXPECT_TRUE(grads.additive && grads.additiveBackward && !grads.backward);
+  EXPECT_EQ(printKernelSpec(grads), "dtype=f32,d=20,dv=40,mask=bool:q1,"
+                                    "additive,dq=24,attn_dim=36,backward");
+  expectEqualSpecs(parseOrDie(printKernelSpec(grads)), grads);
 }
 
 TEST(KernelSpec, MultiHeadAttentionLayer) {
@@ -493,9 +502,8 @@ TEST(KernelSpecErrors, AdditiveAttention) {
   expectError("d=64,attn_dim=32", {"'attn_dim'", "needs 'additive'"});
   expectError("d=64,with_weights", {"'with_weights'", "needs 'additive'"});
   expectError("additive,linear,d=64", {"kind"});
-  for (const char *key :
-       {"causal", "lse", "scale=0.5", "softcap=30", "window=8:0", "backward",
-        "dropout", "weights", "sinks", "gqa=2"})
+  for (const char *key : {"causal", "lse", "scale=0.5", "softcap=30",
+                          "window=8:0", "dropout", "weights", "sinks", "gqa=2"})
     expectError(std::string("additive,d=64,") + key,
                 {"additive attention's kernel takes no"});
   expectError("additive,d=64,mask=bias", {"keep-mask", "'mask=bool'"});
@@ -503,6 +511,8 @@ TEST(KernelSpecErrors, AdditiveAttention) {
   expectError("additive,d=64,sizes=1:2:2:8:8", {"no heads"});
   expectError("additive,d=64,attn_dim=0", {"'attn_dim'"});
   expectError("additive,d=64,dq=2000", {"'dq'"});
+  expectError("additive,d=64,backward,with_weights",
+              {"backward kernel takes no 'with_weights'"});
 }
 
 TEST(KernelSpecErrors, NoNameClashesWithTheRuntimesIdentifiers) {
