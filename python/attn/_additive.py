@@ -255,6 +255,12 @@ def backward(torch, spec, query, keys, values, w_q, w_k, w_v, mask, grad_output,
         None if mask is None else _capsule(mask), _capsule(grad_output),
         _capsule(grad_qp), _capsule(grad_kp), _capsule(grad_values), _capsule(grad_v))
     query, keys, w_q, w_k = _as_f32(query, keys, w_q, w_k)
+    if mask is not None:
+        # A row or key that the mask excludes has a zero projection
+        # gradient, which must give 0 in dW_q and dW_k even where its query
+        # or key holds a NaN or inf (allowed ones carry theirs in dqp, dkp).
+        query = torch.where(torch.isfinite(query), query, 0.0)
+        keys = torch.where(torch.isfinite(keys), keys, 0.0)
     return _input_gradients(query, keys, w_q, w_k, grad_qp, grad_kp.sum(1),
                             grad_values.sum(1), grad_v.sum((0, 1)), needed)
 

@@ -193,6 +193,111 @@ def test_bad_arguments_are_refused():
         attn.additive_attention(q, k, v.half(), w_q, w_k, w_v)
 
 
+def _kernel_backward(tensors, mask, grad_out):
+    """The gradients of `tensors` (requires_grad) through the kernels (the
+    forward's and attn.additive_backward's, not the kept block)."""
+    import attn._additive as additive
+
+    saved = additive.KEPT_BLOCK_BYTES
+    try:
+        additive.KEPT_BLOCK_BYTES = 0
+        attn.additive_attention(*tensors, mask).backward(grad_out)
+    finally:
+        additive.KEPT_BLOCK_BYTES = saved
+    return [t.grad for t in tensors]
+
+
+def test_gradients_with_nan_at_a_masked_key_and_row():
+    # A NaN in an excluded key (its keys and values) and in the query of a
+    # row that attends nothing stays out of every gradient (the backward
+    # kernel's selects, the finite copies under dW_q and dW_k): the
+    # gradients are those of the same call with the NaN replaced by 0.
+    tensors = inputs(1, 6, 40, 8, 8, 8, 16, torch.float32, seed=4)
+    mask = torch.ones(1, 6, 40, dtype=torch.bool)
+    mask[:, :, 33] = False
+    mask[:, 4] = False
+    grad_out = torch.randn(1, 6, 8, generator=torch.Generator().manual_seed(3))
+    clean = [t.clone().requires_grad_() for t in tensors]
+    expected = _kernel_backward(clean, mask, grad_out)
+    q, k, v = (t.clone() for t in tensors[:3])
+    k[0, 33, 2], v[0, 33, 5], q[0, 4, 1] = float("nan"), float("nan"), float("inf")
+    dirty = [t.requires_grad_() for t in (q, k, v, *(t.clone() for t in tensors[3:]))]
+    got = _kernel_backward(dirty, mask, grad_out)
+    for name, ours, theirs in zip(("query", "keys", "values", "w_q", "w_k", "w_v"), got,
+                                  expected):
+        assert torch.isfinite(ours).all(), name
+        torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_backward_bit_identical_on_any_thread_count(tmp_path):
+    # The rows' partial sums are per part of the rows, summed in one order:
+    # the gradients do not depend on the thread count.
+    from conftest import results_on_threads
+
+    one, three = results_on_threads(tmp_path, f"""
+import sys, torch, attn
+import attn._additive as additive
+additive.KEPT_BLOCK_BYTES = 0
+g = torch.Generator().manual_seed(11)
+shapes = [(3, 300, 24), (3, 77, 20), (3, 77, 40), (36, 24), (36, 20), (36,)]
+tensors = [(torch.randn(*s, generator=g) * 0.3).requires_grad_() for s in shapes]
+mask = torch.rand(3, 300, 77, generator=g) > 0.2
+attn.additive_attention(*tensors, mask).backward(torch.randn(3, 300, 40, generator=g))
+torch.save([t.grad for t in tensors], sys.argv[1])
+""")
+    assert additive_parts_of(300) > 1
+    for a, b in zip(one, three):
+        assert torch.equal(a, b)
+
+
+def additive_parts_of(seq_q):
+    import attn._additive as additive
+
+    return additive.backward_parts(seq_q)
+
+
+def test_backward_kernel_checks_its_tensors():
+    # attn_run_additive_backward's checks, in the user's terms, through the
+    # binding: nothing is written when one fails.
+    from attn import _cache
+
+    kernel = _cache.kernel("additive,backward,dtype=f32,dq=8,d=6,dv=5,attn_dim=4")
+    f = np.float32
+    q, k, v = np.ones((2, 3, 8), f), np.ones((2, 7, 6), f), np.ones((2, 7, 5), f)
+    w_q, w_k, w_v = np.ones((4, 8), f), np.ones((4, 6), f), np.ones(4, f)
+    grad_out = np.ones((2, 3, 5), f)
+
+    def outs(parts=2, qp_dtype=f):
+        return (np.full((2, 3, 4), 7, qp_dtype), np.full((2, parts, 7, 4), 7, f),
+                np.full((2, parts, 7, 5), 7, f), np.full((2, parts, 4), 7, f))
+
+    good = outs()
+    kernel.run_additive_backward(q, k, v, w_q, w_k, w_v, None, grad_out, *good)
+    assert all(np.isfinite(t).all() for t in good)
+    with pytest.raises(attn.Error, match="grad_output: dim 1 \\(Sq\\) is 2 but query's Sq=3"):
+        kernel.run_additive_backward(q, k, v, w_q, w_k, w_v, None, grad_out[:, :2], *outs())
+    bad = outs()
+    bad = (bad[0], bad[1], np.full((2, 3, 7, 5), 7, f), bad[3])
+    with pytest.raises(attn.Error, match="grad_values: dim 1 \\(P\\) is 3 but grad_kp's P=2"):
+        kernel.run_additive_backward(q, k, v, w_q, w_k, w_v, None, grad_out, *bad)
+    assert all((t == 7).all() for t in bad)
+    with pytest.raises(attn.Error, match="grad_qp: element type is f16"):
+        kernel.run_additive_backward(q, k, v, w_q, w_k, w_v, None, grad_out,
+                                     *outs(qp_dtype=np.float16))
+    with pytest.raises(attn.Error, match="grad_kp: dim 1 \\(P, the parts"):
+        kernel.run_additive_backward(q, k, v, w_q, w_k, w_v, None, grad_out, *outs(parts=0))
+    shared = outs()
+    with pytest.raises(attn.Error, match="overlaps"):
+        kernel.run_additive_backward(q, k, v, w_q, w_k, w_v, None, grad_out, shared[0],
+                                     shared[1], shared[2], shared[1][:, :, 0])
+    with pytest.raises(attn.Error, match="mask: kernel .* takes no mask"):
+        kernel.run_additive_backward(q, k, v, w_q, w_k, w_v, np.ones((2, 3, 7), bool),
+                                     grad_out, *outs())
+    forward = _cache.kernel("additive,dtype=f32,dq=8,d=6,dv=5,attn_dim=4")
+    with pytest.raises(attn.Error, match="is not an additive attention backward kernel"):
+        forward.run_additive_backward(q, k, v, w_q, w_k, w_v, None, grad_out, *outs())
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("mask_shape", [None, (2, 37, 53), (1, 37, 53), (2, 53)],
                          ids=lambda s: "none" if s is None else "x".join(map(str, s)))

@@ -32,8 +32,8 @@
 //   pass 1, per block of 16 keys:  s as above into a buffer; the running
 //                 max and sum (the forward's statistics)
 //   pass 2, per block of 16 keys:  P = exp(s − m) / sum, dP = dO·Vᵀ (the
-//                 rows share each Vᵀ load), Δ = Σ P·dP, dV += Pᵀ·dO; then
-//                 dS = P·(dP − Δ) (0 where P is 0)
+//                 rows share each Vᵀ load; 0 where P is 0), Δ = Σ P·dP,
+//                 dV += Pᵀ·dO; then dS = P·(dP − Δ) (0 where P is 0)
 //   pass 3, per a, per block of 16 keys:  t = tanh(qp + kpᵀ) again,
 //                 g = dS·(1 − t²): the rows' sums of g down the keys stay
 //                 in registers (grad_qp = v·Σ, one horizontal sum per row
@@ -644,6 +644,11 @@ void AdditiveBackwardLowering::rowBlock(Value batch, Value first, int64_t count,
             valuesT, start, SmallVector<Value>(count, zeroVector()));
         SmallVector<Value> next;
         for (int64_t r = 0; r < count; ++r) {
+          // dP = 0 where P is 0: an excluded key's V may hold a NaN, which
+          // must not reach Δ.
+          Value dropped = arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ,
+                                                p[r], zeroVector());
+          dp[r] = arith::SelectOp::create(b, dropped, zeroVector(), dp[r]);
           storeVector(dp[r], grads, {cst(r), start});
           next.push_back(vector::FMAOp::create(b, p[r], dp[r], carried[r]));
         }
@@ -668,7 +673,7 @@ void AdditiveBackwardLowering::rowBlock(Value batch, Value first, int64_t count,
         });
         return next;
       });
-  // dS = P·(dP − Δ), 0 where P is 0 (an excluded key's dP may be NaN).
+  // dS = P·(dP − Δ), 0 where P is 0 (even where Δ is not finite).
   SmallVector<Value> rowDelta;
   for (int64_t r = 0; r < count; ++r)
     rowDelta.push_back(splat(horizontalSum(delta[r])));
@@ -697,7 +702,7 @@ void AdditiveBackwardLowering::rowBlock(Value batch, Value first, int64_t count,
         cst(0), keys, cst(lanes), SmallVector<Value>(count + 1, zeroVector()),
         [&](Value start, ValueRange carried) {
           Value kp = loadVector(projectedKeysT, {a, start});
-          Value column = zeroVector();
+          Value column; // Σ_r g (the first row's g to start)
           SmallVector<Value> next;
           Value dv = carried[count];
           for (int64_t r = 0; r < count; ++r) {
@@ -716,7 +721,8 @@ void AdditiveBackwardLowering::rowBlock(Value batch, Value first, int64_t count,
               g = arith::SelectOp::create(b, live, g, zeroVector());
             }
             next.push_back(arith::AddFOp::create(b, carried[r], g));
-            column = arith::AddFOp::create(b, column, g);
+            column =
+                column ? arith::AddFOp::create(b, column, g).getResult() : g;
             dv = arith::AddFOp::create(b, dv, dt);
           }
           storeVector(arith::AddFOp::create(

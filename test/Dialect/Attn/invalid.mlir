@@ -1859,3 +1859,80 @@ func.func @grad_captures_order(%q: tensor<1x2x8x16xf32>, %k: tensor<1x1x8x16xf32
       -> tensor<1x2x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x2xf32>, tensor<1x1x2xf32>
   return
 }
+
+// -----
+
+// attn.additive_backward: the forward's checks (shared), dO, the outs.
+
+func.func @additive_backward_network(%q: tensor<1x4x8xf32>, %wq: tensor<16x8xf32>,
+                                     %wk: tensor<16x8xf32>, %va: tensor<15xf32>,
+                                     %dqp: tensor<1x4x16xf32>, %dkp: tensor<1x1x4x16xf32>,
+                                     %dv: tensor<1x1x4x8xf32>, %dva: tensor<1x1x16xf32>) {
+  // expected-error @+1 {{score_vector dim 0 (A) must equal query_weight's A = 16, found 15}}
+  %r:4 = attn.additive_backward ins(%q, %q, %q, %wq, %wk, %va, %q : tensor<1x4x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<15xf32>, tensor<1x4x8xf32>)
+      outs(%dqp, %dkp, %dv, %dva : tensor<1x4x16xf32>, tensor<1x1x4x16xf32>, tensor<1x1x4x8xf32>, tensor<1x1x16xf32>)
+      -> tensor<1x4x16xf32>, tensor<1x1x4x16xf32>, tensor<1x1x4x8xf32>, tensor<1x1x16xf32>
+  return
+}
+
+// -----
+
+func.func @additive_backward_grad_output(%q: tensor<1x4x8xf32>, %w: tensor<16x8xf32>,
+                                         %va: tensor<16xf32>, %do: tensor<1x3x8xf32>,
+                                         %dqp: tensor<1x4x16xf32>, %dkp: tensor<1x1x4x16xf32>,
+                                         %dv: tensor<1x1x4x8xf32>, %dva: tensor<1x1x16xf32>) {
+  // expected-error @+1 {{grad_output dim 1 (Sq) must equal query's Sq = 4, found 3}}
+  %r:4 = attn.additive_backward ins(%q, %q, %q, %w, %w, %va, %do : tensor<1x4x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<16xf32>, tensor<1x3x8xf32>)
+      outs(%dqp, %dkp, %dv, %dva : tensor<1x4x16xf32>, tensor<1x1x4x16xf32>, tensor<1x1x4x8xf32>, tensor<1x1x16xf32>)
+      -> tensor<1x4x16xf32>, tensor<1x1x4x16xf32>, tensor<1x1x4x8xf32>, tensor<1x1x16xf32>
+  return
+}
+
+// -----
+
+func.func @additive_backward_f32_outs(%q: tensor<1x4x8xbf16>, %w: tensor<16x8xbf16>,
+                                      %va: tensor<16xbf16>,
+                                      %dqp: tensor<1x4x16xbf16>, %dkp: tensor<1x1x4x16xf32>,
+                                      %dv: tensor<1x1x4x8xf32>, %dva: tensor<1x1x16xf32>) {
+  // expected-error @+1 {{grad_qp element type must be f32, found 'bf16'}}
+  %r:4 = attn.additive_backward ins(%q, %q, %q, %w, %w, %va, %q : tensor<1x4x8xbf16>, tensor<1x4x8xbf16>, tensor<1x4x8xbf16>, tensor<16x8xbf16>, tensor<16x8xbf16>, tensor<16xbf16>, tensor<1x4x8xbf16>)
+      outs(%dqp, %dkp, %dv, %dva : tensor<1x4x16xbf16>, tensor<1x1x4x16xf32>, tensor<1x1x4x8xf32>, tensor<1x1x16xf32>)
+      -> tensor<1x4x16xbf16>, tensor<1x1x4x16xf32>, tensor<1x1x4x8xf32>, tensor<1x1x16xf32>
+  return
+}
+
+// -----
+
+func.func @additive_backward_parts(%q: tensor<1x4x8xf32>, %w: tensor<16x8xf32>,
+                                   %va: tensor<16xf32>,
+                                   %dqp: tensor<1x4x16xf32>, %dkp: tensor<1x2x4x16xf32>,
+                                   %dv: tensor<1x3x4x8xf32>, %dva: tensor<1x2x16xf32>) {
+  // expected-error @+1 {{grad_values dim 1 (P) must equal grad_kp's P = 2, found 3}}
+  %r:4 = attn.additive_backward ins(%q, %q, %q, %w, %w, %va, %q : tensor<1x4x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<16xf32>, tensor<1x4x8xf32>)
+      outs(%dqp, %dkp, %dv, %dva : tensor<1x4x16xf32>, tensor<1x2x4x16xf32>, tensor<1x3x4x8xf32>, tensor<1x2x16xf32>)
+      -> tensor<1x4x16xf32>, tensor<1x2x4x16xf32>, tensor<1x3x4x8xf32>, tensor<1x2x16xf32>
+  return
+}
+
+// -----
+
+func.func @additive_backward_no_parts(%q: tensor<1x4x8xf32>, %w: tensor<16x8xf32>,
+                                      %va: tensor<16xf32>,
+                                      %dqp: tensor<1x4x16xf32>, %dkp: tensor<1x0x4x16xf32>,
+                                      %dv: tensor<1x0x4x8xf32>, %dva: tensor<1x0x16xf32>) {
+  // expected-error @+1 {{grad_kp dim 1 (P, the parts of the query rows) must be at least 1, found 0}}
+  %r:4 = attn.additive_backward ins(%q, %q, %q, %w, %w, %va, %q : tensor<1x4x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<16xf32>, tensor<1x4x8xf32>)
+      outs(%dqp, %dkp, %dv, %dva : tensor<1x4x16xf32>, tensor<1x0x4x16xf32>, tensor<1x0x4x8xf32>, tensor<1x0x16xf32>)
+      -> tensor<1x4x16xf32>, tensor<1x0x4x16xf32>, tensor<1x0x4x8xf32>, tensor<1x0x16xf32>
+  return
+}
+
+// -----
+
+func.func @additive_backward_outs(%q: tensor<1x4x8xf32>, %w: tensor<16x8xf32>,
+                                  %va: tensor<16xf32>, %dqp: tensor<1x4x16xf32>) {
+  // expected-error @+1 {{outs(...) takes grad_qp, grad_kp, grad_values and grad_v (4 operands), found 1}}
+  %r = attn.additive_backward ins(%q, %q, %q, %w, %w, %va, %q : tensor<1x4x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<16xf32>, tensor<1x4x8xf32>)
+      outs(%dqp : tensor<1x4x16xf32>) -> tensor<1x4x16xf32>
+  return
+}

@@ -610,3 +610,22 @@ func.func @mha_separate(%q: tensor<2x?x32xbf16>, %k: tensor<2x?x12xbf16>, %v: te
       -> tensor<2x?x32xbf16>
   return %r : tensor<2x?x32xbf16>
 }
+
+// -----
+
+// attn.additive_backward: the gradients' outs (f32; the parts' partial sums
+// in dim 1), with a mask broadcast over the rows.
+
+// CHECK-LABEL: func @additive_backward
+// CHECK: attn.additive_backward ins({{.*}} : tensor<2x?x24xbf16>, tensor<2x?x20xbf16>, tensor<2x?x40xbf16>, tensor<36x24xbf16>, tensor<36x20xbf16>, tensor<36xbf16>, tensor<2x?x40xbf16>) mask(%{{.+}} : tensor<2x1x?xi1>) outs({{.*}} : tensor<2x?x36xf32>, tensor<2x3x?x36xf32>, tensor<2x3x?x40xf32>, tensor<2x3x36xf32>) -> tensor<2x?x36xf32>, tensor<2x3x?x36xf32>, tensor<2x3x?x40xf32>, tensor<2x3x36xf32>
+func.func @additive_backward(%q: tensor<2x?x24xbf16>, %k: tensor<2x?x20xbf16>, %v: tensor<2x?x40xbf16>,
+                             %wq: tensor<36x24xbf16>, %wk: tensor<36x20xbf16>, %va: tensor<36xbf16>,
+                             %do: tensor<2x?x40xbf16>, %m: tensor<2x1x?xi1>,
+                             %dqp: tensor<2x?x36xf32>, %dkp: tensor<2x3x?x36xf32>,
+                             %dv: tensor<2x3x?x40xf32>, %dva: tensor<2x3x36xf32>) {
+  %r:4 = attn.additive_backward ins(%q, %k, %v, %wq, %wk, %va, %do : tensor<2x?x24xbf16>, tensor<2x?x20xbf16>, tensor<2x?x40xbf16>, tensor<36x24xbf16>, tensor<36x20xbf16>, tensor<36xbf16>, tensor<2x?x40xbf16>)
+      mask(%m : tensor<2x1x?xi1>)
+      outs(%dqp, %dkp, %dv, %dva : tensor<2x?x36xf32>, tensor<2x3x?x36xf32>, tensor<2x3x?x40xf32>, tensor<2x3x36xf32>)
+      -> tensor<2x?x36xf32>, tensor<2x3x?x36xf32>, tensor<2x3x?x40xf32>, tensor<2x3x36xf32>
+  return
+}
