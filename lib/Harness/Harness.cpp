@@ -958,6 +958,21 @@ void attn::makeAdditiveData(const Problem &p, AdditiveData &data) {
   poison(data.output);
   std::fill(data.weights.begin(), data.weights.end(),
             std::numeric_limits<float>::quiet_NaN());
+  data.backward = spec.additiveBackward;
+  if (data.backward) {
+    make(data.gradOutput, {p.batch, p.seqQ, spec.valueDim}, 1.0);
+    data.parts = p.seqQ >= 3 ? 3 : 1;
+    data.gradQpView = denseF32(data.gradQp, {p.batch, p.seqQ, spec.attnDim});
+    data.gradKpView =
+        denseF32(data.gradKp, {p.batch, data.parts, p.seqK, spec.attnDim});
+    data.gradValuesView =
+        denseF32(data.gradValues, {p.batch, data.parts, p.seqK, spec.valueDim});
+    data.gradVView = denseF32(data.gradV, {p.batch, data.parts, spec.attnDim});
+    for (std::vector<float> *grad :
+         {&data.gradQp, &data.gradKp, &data.gradValues, &data.gradV})
+      std::fill(grad->begin(), grad->end(),
+                std::numeric_limits<float>::quiet_NaN());
+  }
 }
 
 attn_status attn::runAdditiveProblem(const attn_kernel_desc *kernel,
@@ -971,16 +986,77 @@ attn_status attn::runAdditiveProblem(const attn_kernel_desc *kernel,
               scoreVector = withoutLeadingDims(data.scoreVector.view, 3),
               mask = withoutLeadingDims(data.mask.view, 1),
               output = withoutLeadingDims(data.output.view, 1);
+  if (data.backward) {
+    attn_tensor gradOutput = withoutLeadingDims(data.gradOutput.view, 1);
+    return attn_run_additive_backward(
+        kernel, &query, &keys, &values, &queryWeight, &keyWeight, &scoreVector,
+        data.hasMask ? &mask : nullptr, &gradOutput, &data.gradQpView,
+        &data.gradKpView, &data.gradValuesView, &data.gradVView, pool);
+  }
   return attn_run_additive(kernel, &query, &keys, &values, &queryWeight,
                            &keyWeight, &scoreVector,
                            data.hasMask ? &mask : nullptr, &output,
                            data.hasWeights ? &data.weightsView : nullptr, pool);
 }
 
+namespace {
+/// The kernel's gradients against computeReferenceAdditiveBackward: each
+/// part-summed (in part order) and compared as a gradient.
+CheckReport checkAdditiveGradients(const Problem &p, const AdditiveData &data,
+                                   const ReferenceAdditiveInputs &in) {
+  CheckReport report;
+  report.tolerance = gradientTolerance(p.spec.elementType);
+  ReferenceAdditiveGradients ref;
+  std::string error;
+  if (!computeReferenceAdditiveBackward(p.spec, in, refView(data.gradOutput),
+                                        ref, error)) {
+    report.message = "reference failed: " + error;
+    return report;
+  }
+  // Sums over the parts (dim 1) of [B, P, inner] into [B, inner] (and over
+  // B too for grad_v).
+  auto sumParts = [&](const std::vector<float> &grad, int64_t inner,
+                      bool overBatch) {
+    int64_t batches = overBatch ? 1 : p.batch;
+    std::vector<double> sum(size_t(batches * inner), 0.0);
+    for (int64_t b = 0; b < p.batch; ++b)
+      for (int64_t part = 0; part < data.parts; ++part)
+        for (int64_t e = 0; e < inner; ++e)
+          sum[size_t((overBatch ? 0 : b) * inner + e)] +=
+              grad[size_t((b * data.parts + part) * inner + e)];
+    return sum;
+  };
+  const int64_t a = p.spec.attnDim;
+  std::vector<double> gradQp(data.gradQp.begin(),
+                             data.gradQp.begin() + ref.gradQp.size());
+  struct Compared {
+    const char *name;
+    std::vector<double> got;
+    const std::vector<double> *want;
+  } compared[] = {
+      {"grad_qp", gradQp, &ref.gradQp},
+      {"grad_kp", sumParts(data.gradKp, p.seqK * a, false), &ref.gradKp},
+      {"grad_values",
+       sumParts(data.gradValues, p.seqK * p.spec.valueDim, false),
+       &ref.gradValues},
+      {"grad_v", sumParts(data.gradV, a, true), &ref.gradV}};
+  std::ostringstream os;
+  report.passed = true;
+  for (const Compared &c : compared) {
+    ErrorStats stats;
+    relativeError(c.got, *c.want, &stats);
+    report.passed = report.passed && stats.within(report.tolerance);
+    describeErrors(os, c.name, stats);
+    os << "; ";
+  }
+  os << data.parts << " parts; tolerance " << report.tolerance;
+  report.message = os.str();
+  return report;
+}
+} // namespace
+
 CheckReport attn::checkAdditiveAgainstReference(const Problem &p,
                                                 const AdditiveData &data) {
-  CheckReport report;
-  report.tolerance = tolerance(p.spec.elementType);
   ReferenceAdditiveInputs in;
   in.query = refView(data.query);
   in.keys = refView(data.keys);
@@ -990,6 +1066,10 @@ CheckReport attn::checkAdditiveAgainstReference(const Problem &p,
   in.scoreVector = refView(data.scoreVector);
   if (data.hasMask)
     in.mask = refView(data.mask);
+  if (data.backward)
+    return checkAdditiveGradients(p, data, in);
+  CheckReport report;
+  report.tolerance = tolerance(p.spec.elementType);
   ReferenceAdditive ref;
   std::string error;
   if (!computeReferenceAdditive(p.spec, in, ref, error)) {

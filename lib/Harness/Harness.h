@@ -264,18 +264,28 @@ CheckReport checkLinearAgainstReference(const Problem &problem,
 /// [B, Sq, Dv] and, for a spec with weights, P [B, Sq, Sk] (f32), both poisoned
 /// with NaN. The tensors are 4-d with leading 1s, as the reference reads them;
 /// the runtime gets views of the ranks above.
+///
+/// For a backward spec (attn.additive_backward) also a random dO [B, Sq, Dv]
+/// and the gradients it writes (f32, NaN-poisoned): grad_qp [B, Sq, A] and,
+/// for `parts` parts of the rows (3 where Sq allows, so that the parts are
+/// uneven), grad_kp [B, P, Sk, A], grad_values [B, P, Sk, Dv], grad_v
+/// [B, P, A].
 struct AdditiveData {
   HostTensor query, keys, values, queryWeight, keyWeight, scoreVector, mask,
-      output;
-  std::vector<float> weights;
-  attn_tensor weightsView{};
-  bool hasMask = false, hasWeights = false;
+      output, gradOutput;
+  std::vector<float> weights, gradQp, gradKp, gradValues, gradV;
+  attn_tensor weightsView{}, gradQpView{}, gradKpView{}, gradValuesView{},
+      gradVView{};
+  int64_t parts = 1;
+  bool hasMask = false, hasWeights = false, backward = false;
 };
 
 void makeAdditiveData(const Problem &problem, AdditiveData &data);
 attn_status runAdditiveProblem(const attn_kernel_desc *kernel,
                                AdditiveData &data, attn_thread_pool *pool);
-/// O (and the weights) against computeReferenceAdditive.
+/// O (and the weights) against computeReferenceAdditive; for a backward
+/// spec the gradients (the parts summed) against
+/// computeReferenceAdditiveBackward.
 CheckReport checkAdditiveAgainstReference(const Problem &problem,
                                           const AdditiveData &data);
 

@@ -83,9 +83,14 @@ int64_t attn::countAllowedPositions(const KernelSpec &spec, int64_t seqQ,
 double attn::flopCount(const KernelSpec &spec, int64_t batch, int64_t headsQ,
                        int64_t seqQ, int64_t seqK) {
   if (spec.additive) {
+    // The backward (docs/spec.md, "The gradient of additive attention"):
+    // the scores twice, dS·(1 − t²) and dS·t, and dP, dV (4A + 2Dv
+    // multiply-adds a pair).
     double a = double(spec.attnDim);
+    double perPair = spec.additiveBackward ? 4.0 * a + 2.0 * spec.valueDim
+                                           : a + double(spec.valueDim);
     return 2.0 * double(batch) *
-           (double(seqQ) * double(seqK) * (a + double(spec.valueDim)) +
+           (double(seqQ) * double(seqK) * perPair +
             (double(seqQ) * double(spec.queryDim) +
              double(seqK) * double(spec.headDim)) *
                 a);
@@ -656,6 +661,23 @@ double attn::relativeError(const std::vector<double> &actual,
 // Additive attention
 //===----------------------------------------------------------------------===//
 
+/// A projection of additive attention, qp [rows][A] (or kp) of batch `b`:
+/// x [1, B, rows, dims] times w [1, 1, A, dims] transposed.
+static std::vector<double> additiveProjection(const RefTensor &x,
+                                              const RefTensor &w, int64_t b,
+                                              int64_t rows, int64_t dims,
+                                              int64_t a) {
+  std::vector<double> p(size_t(rows * a), 0.0);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t k = 0; k < a; ++k) {
+      double sum = 0.0;
+      for (int64_t d = 0; d < dims; ++d)
+        sum += x.at(0, b, r, d) * w.at(0, 0, k, d);
+      p[size_t(r * a + k)] = sum;
+    }
+  return p;
+}
+
 bool attn::computeReferenceAdditive(const KernelSpec &spec,
                                     const ReferenceAdditiveInputs &in,
                                     ReferenceAdditive &out,
@@ -684,18 +706,9 @@ bool attn::computeReferenceAdditive(const KernelSpec &spec,
             std::to_string(spec.valueDim) + ", " + std::to_string(spec.attnDim);
     return false;
   }
-  // The projections, qp [Sq][A] and kp [Sk][A] of one batch at a time.
   auto project = [&](const RefTensor &x, const RefTensor &w, int64_t b,
                      int64_t rows, int64_t dims) {
-    std::vector<double> p(size_t(rows * a), 0.0);
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t k = 0; k < a; ++k) {
-        double sum = 0.0;
-        for (int64_t d = 0; d < dims; ++d)
-          sum += x.at(0, b, r, d) * w.at(0, 0, k, d);
-        p[size_t(r * a + k)] = sum;
-      }
-    return p;
+    return additiveProjection(x, w, b, rows, dims, a);
   };
   out.output.assign(size_t(batch * seqQ * dv), 0.0);
   out.weights.assign(size_t(batch * seqQ * seqK), 0.0);
@@ -739,6 +752,66 @@ bool attn::computeReferenceAdditive(const KernelSpec &spec,
         weights[j] = scores[size_t(j)] / sum;
         for (int64_t e = 0; e < dv; ++e)
           o[e] += weights[j] * in.values.at(0, b, j, e);
+      }
+    }
+  }
+  return true;
+}
+
+bool attn::computeReferenceAdditiveBackward(const KernelSpec &spec,
+                                            const ReferenceAdditiveInputs &in,
+                                            const RefTensor &gradOutput,
+                                            ReferenceAdditiveGradients &out,
+                                            std::string &error) {
+  ReferenceAdditive forward;
+  if (!computeReferenceAdditive(spec, in, forward, error))
+    return false;
+  const int64_t batch = in.query.shape[1], seqQ = in.query.shape[2];
+  const int64_t seqK = in.keys.shape[2], dv = in.values.shape[3];
+  const int64_t a = in.queryWeight.shape[2];
+  if (gradOutput.shape[1] != batch || gradOutput.shape[2] != seqQ ||
+      gradOutput.shape[3] != dv) {
+    error = "additive attention's gradient: dO " + shapeString(gradOutput) +
+            " does not fit O [" + std::to_string(batch) + ", " +
+            std::to_string(seqQ) + ", " + std::to_string(dv) + "]";
+    return false;
+  }
+  out.gradQp.assign(size_t(batch * seqQ * a), 0.0);
+  out.gradKp.assign(size_t(batch * seqK * a), 0.0);
+  out.gradValues.assign(size_t(batch * seqK * dv), 0.0);
+  out.gradV.assign(size_t(a), 0.0);
+  std::vector<double> gradScores(static_cast<size_t>(seqK));
+  for (int64_t b = 0; b < batch; ++b) {
+    std::vector<double> qp = additiveProjection(in.query, in.queryWeight, b,
+                                                seqQ, in.query.shape[3], a);
+    std::vector<double> kp =
+        additiveProjection(in.keys, in.keyWeight, b, seqK, in.keys.shape[3], a);
+    for (int64_t i = 0; i < seqQ; ++i) {
+      const double *p = &forward.weights[size_t((b * seqQ + i) * seqK)];
+      // dS = P·(dP − Δ), 0 where P is 0 (docs/spec.md).
+      double delta = 0.0;
+      for (int64_t j = 0; j < seqK; ++j) {
+        double dp = 0.0;
+        if (p[j] != 0.0)
+          for (int64_t e = 0; e < dv; ++e)
+            dp += gradOutput.at(0, b, i, e) * in.values.at(0, b, j, e);
+        gradScores[size_t(j)] = dp;
+        delta += p[j] * dp;
+      }
+      for (int64_t j = 0; j < seqK; ++j) {
+        if (p[j] == 0.0)
+          continue;
+        double ds = p[j] * (gradScores[size_t(j)] - delta);
+        for (int64_t e = 0; e < dv; ++e)
+          out.gradValues[size_t((b * seqK + j) * dv + e)] +=
+              p[j] * gradOutput.at(0, b, i, e);
+        for (int64_t k = 0; k < a; ++k) {
+          double t = std::tanh(qp[size_t(i * a + k)] + kp[size_t(j * a + k)]);
+          double g = ds * (1.0 - t * t) * in.scoreVector.at(0, 0, 0, k);
+          out.gradQp[size_t((b * seqQ + i) * a + k)] += g;
+          out.gradKp[size_t((b * seqK + j) * a + k)] += g;
+          out.gradV[size_t(k)] += ds * t;
+        }
       }
     }
   }

@@ -185,6 +185,23 @@ bool computeReferenceAdditive(const KernelSpec &spec,
                               const ReferenceAdditiveInputs &in,
                               ReferenceAdditive &out, std::string &error);
 
+/// The gradients of additive attention (docs/spec.md, "The gradient of
+/// additive attention") with respect to the projections, dense: dqp [B, Sq,
+/// A], dkp [B, Sk, A] and dvalues [B, Sk, Dv] (summed over every row), dv
+/// [A] (over every batch, row and key).
+struct ReferenceAdditiveGradients {
+  std::vector<double> gradQp, gradKp, gradValues, gradV;
+};
+
+/// Additive attention's gradients in float64 from the inputs and dO
+/// (`gradOutput`, [1, B, Sq, Dv]). False with `error` when the shapes do
+/// not fit the spec.
+bool computeReferenceAdditiveBackward(const KernelSpec &spec,
+                                      const ReferenceAdditiveInputs &in,
+                                      const RefTensor &gradOutput,
+                                      ReferenceAdditiveGradients &out,
+                                      std::string &error);
+
 /// The accuracy bound of the contract for an element type:
 /// 1e-5 for f32, 1e-2 for f16 and bf16.
 double tolerance(ElementType type);

@@ -695,6 +695,9 @@ int main(int argc, char **argv) {
                      : spec.linear
                          ? " GFLOP/s (FLOPs = 2*(Sq+Sk)*D*Dv per head, plus "
                            "2*Sq*chunk*(D+Dv) causal: "
+                     : spec.additiveBackward
+                         ? " GFLOP/s (FLOPs = 2*Sq*Sk*(4A+2Dv) + "
+                           "2*(Sq*Dq+Sk*Dk)*A per batch, the tanh not counted: "
                      : spec.additive
                          ? " GFLOP/s (FLOPs = 2*Sq*Sk*(A+Dv) + "
                            "2*(Sq*Dq+Sk*Dk)*A per batch, the tanh not counted: "
