@@ -102,7 +102,9 @@ def AttnTilePass : Pass<"attn-tile", "func::FuncOp"> {
     `attn.attention_backward` and `attn.linear` by batch and key/value head
     (a work item owns the key/value head's gradients, or its state, and the
     query heads of its group), `attn.attention_weights` by batch, query head
-    and query tile, `attn.additive` by batch and query tile.
+    and query tile, `attn.additive` by batch and query tile,
+    `attn.additive_backward` by batch and part of the query rows (each
+    part's partial sums its own).
 
     For the GPU (`block-mapping`), the forall carries `#gpu.block<z>`,
     `#gpu.block<y>`, `#gpu.block<x>` for batch, head and query tile: the
@@ -354,7 +356,8 @@ def AttnLowerToVectorPass : Pass<"attn-lower-to-vector", "func::FuncOp"> {
     The micro-kernels are lib/Transforms/Cpu/*Kernel.cpp; the backward,
     weights, linear and additive attention ops (`attn.linear`: chunkwise
     products over an f32 state, LinearKernel.cpp; `attn.additive`: tanh
-    scores with the keys in vector lanes, AdditiveKernel.cpp) have their
+    scores with the keys in vector lanes, and `attn.additive_backward`:
+    the projections' gradients in three passes, AdditiveKernel.cpp) have their
     own; with `recompute-bf16-dot` (and `bf16-dot`), the two that recompute
     the scores take vdpbf16ps for bf16 operands: the weights' S = Q·Kᵀ and
     all five of the backward's products (P and dS rounded to bf16 where
