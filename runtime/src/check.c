@@ -1335,6 +1335,24 @@ static attn_status check_additive_mask_dim(const attn_kernel_desc *k,
                        : "");
 }
 
+/* B, Sq and Sk against the static sizes of a kernel without heads
+ * (additive attention, the mha layer). */
+static attn_status check_headless_static_sizes(const attn_kernel_desc *k,
+                                               int64_t batch, int64_t seq_q,
+                                               int64_t seq_k) {
+  static const char *const static_names[5] = {"B", "", "", "Sq", "Sk"};
+  const int64_t actual[5] = {batch, 0, 0, seq_q, seq_k};
+  for (int i = 0; i < 5; ++i)
+    if (i != 1 && i != 2 && k->static_sizes[i] != ATTN_DYNAMIC &&
+        actual[i] != k->static_sizes[i])
+      return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                       "%s is %" PRId64 " but kernel '%s' was compiled for "
+                       "%s=%" PRId64 " only",
+                       static_names[i], actual[i], k->name, static_names[i],
+                       k->static_sizes[i]);
+  return ATTN_OK;
+}
+
 /* The sizes of additive attention's inputs (attn_prepare_additive's and
  * attn_prepare_additive_backward's): the dims the kernel was compiled for,
  * B and Sk shared, the mask's dims, the static sizes. */
@@ -1374,16 +1392,8 @@ static attn_status check_additive_inputs(
        (s = check_additive_mask_dim(k, mask, 1, k->mask_broadcast[2], seq_q)) ||
        (s = expect_size(mask, &additive_mask_role, 2, "keys'", seq_k))))
     return s;
-  static const char *const static_names[5] = {"B", "", "", "Sq", "Sk"};
-  const int64_t actual[5] = {batch, 0, 0, seq_q, seq_k};
-  for (int i = 0; i < 5; ++i)
-    if (i != 1 && i != 2 && k->static_sizes[i] != ATTN_DYNAMIC &&
-        actual[i] != k->static_sizes[i])
-      return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
-                       "%s is %" PRId64 " but kernel '%s' was compiled for "
-                       "%s=%" PRId64 " only",
-                       static_names[i], actual[i], k->name, static_names[i],
-                       k->static_sizes[i]);
+  if ((s = check_headless_static_sizes(k, batch, seq_q, seq_k)))
+    return s;
 
   return ATTN_OK;
 }
@@ -1780,16 +1790,8 @@ attn_prepare_mha(const attn_kernel_desc *k, const attn_tensor *query,
                (s = check_mask_dim(k, mask, 2, "Sq", seq_q)) ||
                (s = expect_size(mask, &mask_role, 3, "key's", seq_k))))
     return s;
-  static const char *const static_names[5] = {"B", "", "", "Sq", "Sk"};
-  const int64_t actual[5] = {batch, 0, 0, seq_q, seq_k};
-  for (int i = 0; i < 5; ++i)
-    if (i != 1 && i != 2 && k->static_sizes[i] != ATTN_DYNAMIC &&
-        actual[i] != k->static_sizes[i])
-      return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
-                       "%s is %" PRId64 " but kernel '%s' was compiled for "
-                       "%s=%" PRId64 " only",
-                       static_names[i], actual[i], k->name, static_names[i],
-                       k->static_sizes[i]);
+  if ((s = check_headless_static_sizes(k, batch, seq_q, seq_k)))
+    return s;
   /* Memory: the output shares memory with nothing. */
   static const int written[1] = {kY}, alias[1] = {-1};
   if ((s = check_written(all, all_role, kCount, written, alias, 1)))

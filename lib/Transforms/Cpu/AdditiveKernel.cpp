@@ -121,6 +121,16 @@ protected:
   /// The heap buffers the two kernels share, for `rows` query rows and
   /// `keyPad` keys.
   void allocateShared(Value rows, Value keyPad);
+  /// Rows [0, count) of `stats` [2][kRows] as a row block's start: running
+  /// max −inf, sum 0.
+  void startRows(Value stats, int64_t count) {
+    for (int64_t r = 0; r < count; ++r) {
+      memref::StoreOp::create(b, f32Const(-kInf), stats,
+                              ValueRange{cst(0), cst(r)});
+      memref::StoreOp::create(b, f32Const(0.0f), stats,
+                              ValueRange{cst(1), cst(r)});
+    }
+  }
   /// s[r] = Σ_a v[a] · tanh(qp[first + r, a] + kpᵀ[a, start..]), r < count.
   SmallVector<Value> blockScores(Value first, int64_t count, Value start);
 
@@ -375,13 +385,10 @@ Value AdditiveEmitter<OpTy>::allowedKeys(Value batch, Value row, Value start,
 void AdditiveLowering::rowBlock(Value batch, Value first, int64_t count,
                                 Value keys) {
   Value minusInf = f32Const(-kInf);
-  for (int64_t r = 0; r < count; ++r) {
-    memref::StoreOp::create(b, minusInf, stats, ValueRange{cst(0), cst(r)});
-    memref::StoreOp::create(b, f32Const(0.0f), stats,
-                            ValueRange{cst(1), cst(r)});
+  startRows(stats, count);
+  for (int64_t r = 0; r < count; ++r)
     for (int64_t c = 0; c < valuePad; c += lanes)
       storeVector(zeroVector(), acc, {cst(r), cst(c)});
-  }
   Value mask = op.getMask();
 
   forLoop(cst(0), keys, cst(lanes), [&](Value start) {
@@ -578,11 +585,7 @@ void AdditiveBackwardLowering::transposeValues(Value keyPad) {
 void AdditiveBackwardLowering::rowBlock(Value batch, Value first, int64_t count,
                                         Value keys) {
   Value minusInf = f32Const(-kInf);
-  for (int64_t r = 0; r < count; ++r) {
-    memref::StoreOp::create(b, minusInf, stats, ValueRange{cst(0), cst(r)});
-    memref::StoreOp::create(b, f32Const(0.0f), stats,
-                            ValueRange{cst(1), cst(r)});
-  }
+  startRows(stats, count);
   // Pass 1: the scores (kept) and each row's max and sum.
   forLoop(cst(0), keys, cst(lanes), [&](Value start) {
     SmallVector<Value> s = blockScores(first, count, start);
