@@ -84,9 +84,14 @@ def Attn_KernelAttr : AttrDef<Attn_Dialect, "Kernel"> {
       no lane-rows micro-kernel.
     - `bf16_dot` (CPU): bf16 Q·Kᵀ (and P·V where allowed) by AVX-512 BF16's
       dot product.
+    - `block_prefetch` (CPU, lane_rows): whether P·V prefetches the next key
+      block's f32 K and V rows into L2 (where `attn-lower-to-vector`'s
+      `prefetch-bytes` is not 0); true unless written, false where the
+      target's cores run the kernel faster without it (AMD Zen 3).
 
     ```mlir
     #attn.kernel<lane_rows, query_tile = 256, key_block = 64, row_block = 4, lane_rows = 64>
+    #attn.kernel<lane_rows, query_tile = 256, key_block = 128, row_block = 2, lane_rows = 24, block_prefetch = false>
     #attn.kernel<mma_sync, query_tile = 64, key_block = 64>
     #attn.kernel<mma_sync, query_tile = 128, key_block = 64, row_block = 32>
     ```
@@ -97,10 +102,11 @@ def Attn_KernelAttr : AttrDef<Attn_Dialect, "Kernel"> {
     "int64_t":$key_block,
     DefaultValuedParameter<"int64_t", "0">:$row_block,
     DefaultValuedParameter<"int64_t", "0">:$lane_rows,
-    DefaultValuedParameter<"bool", "false">:$bf16_dot);
+    DefaultValuedParameter<"bool", "false">:$bf16_dot,
+    DefaultValuedParameter<"bool", "true">:$block_prefetch);
   let assemblyFormat = [{
     `<` $micro_kernel `,` struct($query_tile, $key_block, $row_block,
-                                 $lane_rows, $bf16_dot) `>`
+                                 $lane_rows, $bf16_dot, $block_prefetch) `>`
   }];
   let genVerifyDecl = 1;
 }

@@ -37,14 +37,20 @@ void AttnDialect::initialize() {
 // #attn.kernel
 //===----------------------------------------------------------------------===//
 
-LogicalResult
-KernelAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                   MicroKernel microKernel, int64_t queryTile, int64_t keyBlock,
-                   int64_t rowBlock, int64_t laneRows, bool bf16Dot) {
+LogicalResult KernelAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                 MicroKernel microKernel, int64_t queryTile,
+                                 int64_t keyBlock, int64_t rowBlock,
+                                 int64_t laneRows, bool bf16Dot,
+                                 bool blockPrefetch) {
   if (queryTile < 1 || keyBlock < 1)
     return emitError() << "#attn.kernel: query_tile and key_block must be "
                           "positive, found "
                        << queryTile << " and " << keyBlock;
+  if (!blockPrefetch && microKernel != MicroKernel::lane_rows)
+    return emitError() << "#attn.kernel: block_prefetch is a choice of the "
+                          "lane_rows micro-kernel, found block_prefetch = "
+                          "false on "
+                       << stringifyMicroKernel(microKernel);
   if (microKernel == MicroKernel::amx) {
     if (rowBlock != 16 || keyBlock % 32 != 0 || !bf16Dot)
       return emitError() << "#attn.kernel: amx takes row_block = 16 (a "

@@ -1014,6 +1014,7 @@ mlir::attn::CpuTarget cpuTarget(const ::attn::ResolvedTarget &host,
   target.vectorWidth = host.vectorWidth;
   target.bf16Dot = hasBf16Dot(host) && mlir::attn::bf16DotPays(host.cpu);
   target.amx = hasAmx(host) || (options.emulateAmx && hasBf16Dot(host));
+  target.blockPrefetch = mlir::attn::blockPrefetchPays(host.cpu);
   return target;
 }
 

@@ -95,6 +95,7 @@ bool mlir::attn::resolveCpuTarget(llvm::StringRef cpu, llvm::StringRef features,
       target.vectorWidth == 16 && has("avx512bf16") && bf16DotPays(cpu);
   target.amx = target.vectorWidth == 16 && has("avx512bf16") &&
                has("amx-tile") && has("amx-bf16");
+  target.blockPrefetch = blockPrefetchPays(cpu);
   return true;
 }
 
@@ -114,6 +115,14 @@ bool mlir::attn::bf16DotPays(llvm::StringRef cpu) {
   default:
     return true;
   }
+}
+
+bool mlir::attn::blockPrefetchPays(llvm::StringRef cpu) {
+  // Measured on Zen 3 (EPYC, family 25 model 1: 32 KiB L1d, 512 KiB L2),
+  // attn-bench --compare against --prefetch-bytes=0. Zen 2 and earlier,
+  // not measured, keep it.
+  return llvm::X86::parseArchX86(cpu, /*Only64Bit=*/true) !=
+         llvm::X86::CK_ZNVER3;
 }
 
 int64_t mlir::attn::cpuLaneRows(const CpuTarget &target,
@@ -199,7 +208,8 @@ KernelAttr mlir::attn::chooseCpuKernel(AttentionOp op, const CpuTarget &target,
                                    overrides.keyBlock % 32 == 0
                                ? overrides.keyBlock
                                : 64,
-                           /*rowBlock=*/16, /*laneRows=*/0, /*bf16Dot=*/true);
+                           /*rowBlock=*/16, /*laneRows=*/0, /*bf16Dot=*/true,
+                           /*blockPrefetch=*/true);
 
   // Rows in lanes for ops without the bf16 dot product: 10-20 % faster
   // than the packed path for f32 prefill on Zen 4, 16-25 % for f16; with a
@@ -210,7 +220,8 @@ KernelAttr mlir::attn::chooseCpuKernel(AttentionOp op, const CpuTarget &target,
   bool lanes = laneRows > 0 && !bf16Dot;
   return KernelAttr::get(op.getContext(),
                          lanes ? MicroKernel::lane_rows : MicroKernel::packed,
-                         queryTile, keyBlock, rowBlock, laneRows, bf16Dot);
+                         queryTile, keyBlock, rowBlock, laneRows, bf16Dot,
+                         /*blockPrefetch=*/!lanes || target.blockPrefetch);
 }
 
 KernelAttr mlir::attn::chooseGpuKernel(AttentionOp op,
@@ -237,7 +248,8 @@ KernelAttr mlir::attn::chooseGpuKernel(AttentionOp op,
                          mma ? MicroKernel::mma_sync : MicroKernel::fma,
                          rowsPerWarp * overrides.warps, keyBlock,
                          /*rowBlock=*/rowsPerWarp == 16 ? 0 : rowsPerWarp,
-                         /*laneRows=*/0, /*bf16Dot=*/false);
+                         /*laneRows=*/0, /*bf16Dot=*/false,
+                         /*blockPrefetch=*/true);
 }
 
 bool mlir::attn::isGpuTarget(llvm::StringRef target) {

@@ -30,6 +30,9 @@ struct CpuTarget {
   /// AMX tiles with bf16 (amx-tile and amx-bf16, with AVX-512 BF16): bf16
   /// Q·Kᵀ and P·V on the tile unit.
   bool amx = false;
+  /// Lane-rows kernels prefetch the next key block during P·V
+  /// (blockPrefetchPays).
+  bool blockPrefetch = true;
 };
 
 /// Whether vdpbf16ps outruns widening bf16 to f32 for FMAs on `cpu` (an
@@ -40,6 +43,13 @@ struct CpuTarget {
 /// attention widens K and V (1.13-2.0x the dot product's speed, prefill;
 /// decoding alike within the noise).
 bool bf16DotPays(llvm::StringRef cpu);
+
+/// Whether the lane-rows kernels' prefetch of the next key block's K and V
+/// rows during P·V pays on `cpu` (an LLVM CPU name). It took f32 D = 128
+/// and 256 at Sk = 8192 1.14-1.65x on Emerald Rapids and left Zen 4
+/// within the noise; on AMD Zen 3 the same kernels ran 1.07-1.30x faster
+/// without it (S = 2048 and 8192, D = 64-256, full and causal).
+bool blockPrefetchPays(llvm::StringRef cpu);
 
 /// Registers LLVM's native target and its assembly printer, once per
 /// process whichever thread asks first (LLVM's own registration races).

@@ -166,11 +166,12 @@ class OpLowering : public VectorEmitter {
 public:
   OpLowering(ImplicitLocOpBuilder &b, OnlineAttentionOp op,
              const Scratch &scratch, const KernelOptions &options, bool bf16Dot,
-             bool laneRows, bool amx)
+             bool laneRows, bool amx, bool blockPrefetch)
       : VectorEmitter(b, options.lanes), op(op), scratch(scratch),
         options(options),
         laneRows(laneRows), site{b, op, scratch, options, Value(), bf16Dot} {
     site.amx = amx;
+    site.blockPrefetch = blockPrefetch;
   }
 
   void emit() {
@@ -398,7 +399,7 @@ struct AttnLowerToVectorPass
 
   /// What one op takes: the bf16 dot product, the lane-rows micro-kernel.
   struct OpChoice {
-    bool bf16Dot = false, laneRows = false, amx = false;
+    bool bf16Dot = false, laneRows = false, amx = false, blockPrefetch = true;
   };
   /// The op's #attn.kernel, else what the pass's options give it: the dot
   /// product for bf16 Q and K with bf16-dot, and lane rows (with a
@@ -442,6 +443,7 @@ struct AttnLowerToVectorPass
     choice.bf16Dot = kernel.getBf16Dot();
     choice.laneRows = microKernel == MicroKernel::lane_rows;
     choice.amx = microKernel == MicroKernel::amx;
+    choice.blockPrefetch = kernel.getBlockPrefetch();
     if (choice.laneRows && !laneRowsCandidate(op, choice.bf16Dot))
       return op.emitOpError()
              << "attn-lower-to-vector: #attn.kernel<lane_rows> takes ops "
@@ -717,7 +719,7 @@ struct AttnLowerToVectorPass
                             laneRows};
       OpChoice choice = choices[op];
       OpLowering(b, op, scratch, options, choice.bf16Dot, choice.laneRows,
-                 choice.amx)
+                 choice.amx, choice.blockPrefetch)
           .emit();
       op.erase();
     }

@@ -4,6 +4,7 @@
 // RUN: attn-opt %s --attn-choose-kernels="target=sapphirerapids features=-amx-bf16" | FileCheck %s --check-prefix=NOAMX
 // RUN: attn-opt %s --attn-choose-kernels="target=x86-64-v4 features=+avx512bf16" | FileCheck %s --check-prefix=V4BF16
 // RUN: attn-opt %s --attn-choose-kernels="target=x86-64-v3" | FileCheck %s --check-prefix=AVX2
+// RUN: attn-opt %s --attn-choose-kernels="target=znver3" | FileCheck %s --check-prefix=ZEN3
 // RUN: attn-opt %s --attn-choose-kernels="target=sm_80" | FileCheck %s --check-prefix=SM80
 // RUN: attn-opt %s --attn-choose-kernels="target=sm_90 warps=8" | FileCheck %s --check-prefix=SM90
 // RUN: attn-opt %s --attn-choose-kernels="target=sm_80 rows-per-warp=32" | FileCheck %s --check-prefix=ROWS32
@@ -19,7 +20,8 @@
 // cycles: Sapphire Rapids takes its AMX tiles (head dims permitting), and
 // without them widens bf16 to f32 as a CPU without the dot product does.
 // A generic CPU given AVX-512 BF16 takes it. AVX2 has 8 lanes: lane-rows
-// tiles of 24 rows, 128-key blocks.
+// tiles of 24 rows, 128-key blocks; on Zen 3 (AVX2) without the P·V
+// prefetch of the next key block, which slows its lane-rows kernels.
 
 // f32 causal prefill: rows in lanes, 64-key blocks by 4 rows, 128-row
 // tiles for a banded op.
@@ -29,6 +31,8 @@
 //        SPR: kernel <lane_rows, query_tile = 128, key_block = 64, row_block = 4, lane_rows = 64>
 // AVX2-LABEL: func @f32_causal
 //       AVX2: kernel <lane_rows, query_tile = 128, key_block = 128, row_block = 2, lane_rows = 24>
+// ZEN3-LABEL: func @f32_causal
+//       ZEN3: kernel <lane_rows, query_tile = 128, key_block = 128, row_block = 2, lane_rows = 24, block_prefetch = false>
 // SM80-LABEL: func @f32_causal
 //       SM80: kernel <fma, query_tile = 64, key_block = 64>
 // SM90-LABEL: func @f32_causal
@@ -59,6 +63,8 @@ func.func @f32_causal(%q: tensor<?x8x?x64xf32>, %k: tensor<?x2x?x64xf32>, %v: te
 //       V4BF16: kernel <packed, query_tile = 256, key_block = 128, row_block = 3, lane_rows = 64, bf16_dot = true>
 // AVX2-LABEL: func @bf16_d64
 //       AVX2: kernel <lane_rows, query_tile = 256, key_block = 128, row_block = 2, lane_rows = 24>
+// ZEN3-LABEL: func @bf16_d64
+//       ZEN3: kernel <lane_rows, query_tile = 256, key_block = 128, row_block = 2, lane_rows = 24, block_prefetch = false>
 // SM80-LABEL: func @bf16_d64
 //       SM80: kernel <mma_sync, query_tile = 64, key_block = 64>
 // SM90-LABEL: func @bf16_d64

@@ -482,3 +482,32 @@ func.func @bias_mask(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>, %v: mem
       outs(%acc, %m, %s : memref<1x1x?x16xf32>, memref<1x1x?xf32>, memref<1x1x?xf32>)
   return
 }
+
+// -----
+
+// #attn.kernel's block_prefetch = false (attn-choose-kernels' choice for
+// AMD Zen 3, whose lane-rows kernels run faster without it): P·V issues no
+// prefetch of the next block, whatever prefetch-bytes says; with the
+// default (true) the same op prefetches a K and a V line a step.
+// CHECK-LABEL: func @no_block_prefetch
+//       CHECK: vector.fma
+//   CHECK-NOT: memref.prefetch
+// CHECK-LABEL: func @block_prefetch
+//       CHECK: memref.prefetch %{{.+}}, read, locality<2>, data
+//       CHECK: memref.prefetch %{{.+}}, read, locality<2>, data
+//       CHECK: vector.fma
+func.func @no_block_prefetch(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>, %v: memref<1x1x?x16xf32>,
+                             %acc: memref<1x1x?x16xf32>, %m: memref<1x1x?xf32>, %s: memref<1x1x?xf32>) {
+  attn.online_attention ins(%q, %k, %v : memref<1x1x?x16xf32>, memref<1x1x?x16xf32>, memref<1x1x?x16xf32>)
+      outs(%acc, %m, %s : memref<1x1x?x16xf32>, memref<1x1x?xf32>, memref<1x1x?xf32>)
+      kernel <lane_rows, query_tile = 64, key_block = 32, lane_rows = 32, block_prefetch = false>
+  return
+}
+
+func.func @block_prefetch(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>, %v: memref<1x1x?x16xf32>,
+                          %acc: memref<1x1x?x16xf32>, %m: memref<1x1x?xf32>, %s: memref<1x1x?xf32>) {
+  attn.online_attention ins(%q, %k, %v : memref<1x1x?x16xf32>, memref<1x1x?x16xf32>, memref<1x1x?x16xf32>)
+      outs(%acc, %m, %s : memref<1x1x?x16xf32>, memref<1x1x?xf32>, memref<1x1x?xf32>)
+      kernel <lane_rows, query_tile = 64, key_block = 32, lane_rows = 32>
+  return
+}

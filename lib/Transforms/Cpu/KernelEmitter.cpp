@@ -26,6 +26,7 @@ KernelEmitter::KernelEmitter(const KernelSite &site)
                      ? std::max<int64_t>(1, prefetchDistance / keyRowBytes)
                      : 0;
   bf16Dot = site.bf16Dot;
+  blockPrefetch = site.blockPrefetch;
   bf16Values = bf16Dot && scratch.valuePairs && usesBf16Values(op);
   valueDim = cast<MemRefType>(op.getValue().getType()).getDimSize(3);
   valueChunks = llvm::divideCeil(valueDim, lanes);

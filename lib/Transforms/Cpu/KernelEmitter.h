@@ -35,6 +35,8 @@ protected:
   int64_t headDim, valueDim, valueChunks;
   /// Q·Kᵀ (bf16Dot) and P·V (bf16Values) by AVX-512 BF16's dot product.
   bool bf16Dot, bf16Values;
+  /// The lane-rows path's P·V prefetches the next key block.
+  bool blockPrefetch;
   /// Set while a kernel emits a key block of a causal or windowed op that
   /// every row of the tile sees whole: no band compares there.
   bool blockInsideBand = false;

@@ -559,12 +559,13 @@ public:
   }
 
   /// The first key whose rows P·V prefetches for the block at
-  /// `blockStart` (where prefetchKeys is on and K/V are read in place):
+  /// `blockStart` (where prefetchKeys and blockPrefetch are on and K/V are
+  /// read in place):
   /// the next block's, moved back so that each of this block's keys j has
   /// a key start + j (a last partial block prefetches the end of this
   /// one). Once per block, so that the loop's addresses step by a row.
   Value prefetchStart(Value blockStart, Value keys) {
-    if (prefetchKeys <= 0 || widensBlocks())
+    if (prefetchKeys <= 0 || !blockPrefetch || widensBlocks())
       return Value();
     return arith::MaxSIOp::create(
         b,

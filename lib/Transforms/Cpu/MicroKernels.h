@@ -103,6 +103,9 @@ struct KernelSite {
   bool bf16Dot;
   /// Q·Kᵀ and P·V on AMX tiles (the packed path's blocks of 16 rows).
   bool amx = false;
+  /// The lane-rows path's P·V prefetches the next key block (where
+  /// options.prefetchDistance is not 0): #attn.kernel's block_prefetch.
+  bool blockPrefetch = true;
 };
 
 /// The static bound on the query rows of `op`'s state (its sum is a slice

@@ -996,6 +996,16 @@ func.func @kernel_lane_rows_without_tile(%q: tensor<1x4x8x16xf32>, %k: tensor<1x
 
 // -----
 
+func.func @kernel_packed_without_block_prefetch(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
+                                               %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>) {
+  // expected-error @+2 {{#attn.kernel: block_prefetch is a choice of the lane_rows micro-kernel, found block_prefetch = false on packed}}
+  %r = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x8xf32>)
+      outs(%o : tensor<1x4x8x8xf32>) kernel <packed, query_tile = 64, key_block = 64, row_block = 2, block_prefetch = false> -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
 func.func @kernel_gpu_with_cpu_choices(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x32x16xf32>,
                                        %v: tensor<1x2x32x8xf32>, %o: tensor<1x4x8x8xf32>) {
   // expected-error @+2 {{#attn.kernel: lane_rows and bf16_dot are CPU choices; a GPU micro-kernel (fma) takes neither}}

@@ -327,10 +327,13 @@ func.func @online_memref(%q: memref<1x2x16x8xf32>, %k: memref<1x2x?x8xf32>,
 // -----
 
 // The micro-kernel and blocking chosen for an op (attn-choose-kernels), with
-// the defaults (row_block = 0, lane_rows = 0, bf16_dot = false) elided.
+// the defaults (row_block = 0, lane_rows = 0, bf16_dot = false,
+// block_prefetch = true) elided.
 // CHECK-LABEL: func @kernel_choice
 // CHECK: attn.attention
 // CHECK-SAME: causal align(top_left) kernel <lane_rows, query_tile = 128, key_block = 64, row_block = 4, lane_rows = 64>
+// CHECK: attn.attention
+// CHECK-SAME: kernel <lane_rows, query_tile = 256, key_block = 128, row_block = 2, lane_rows = 24, block_prefetch = false>
 // CHECK: attn.attention
 // CHECK-SAME: kernel <mma_sync, query_tile = 64, key_block = 64>
 // CHECK: attn.attention
@@ -340,7 +343,11 @@ func.func @kernel_choice(%q: tensor<1x4x8x16xbf16>, %k: tensor<1x2x32x16xbf16>,
     -> (tensor<1x4x8x8xbf16>, tensor<1x4x8x8xbf16>, tensor<1x4x8x8xbf16>) {
   %0 = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xbf16>, tensor<1x2x32x16xbf16>, tensor<1x2x32x8xbf16>)
       outs(%o : tensor<1x4x8x8xbf16>) causal align(top_left)
-      kernel <lane_rows, query_tile = 128, key_block = 64, row_block = 4, lane_rows = 64>
+      kernel <lane_rows, query_tile = 128, key_block = 64, row_block = 4, lane_rows = 64, block_prefetch = true>
+      -> tensor<1x4x8x8xbf16>
+  %3 = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xbf16>, tensor<1x2x32x16xbf16>, tensor<1x2x32x8xbf16>)
+      outs(%o : tensor<1x4x8x8xbf16>)
+      kernel <lane_rows, query_tile = 256, key_block = 128, row_block = 2, lane_rows = 24, block_prefetch = false>
       -> tensor<1x4x8x8xbf16>
   %1 = attn.attention ins(%q, %k, %v : tensor<1x4x8x16xbf16>, tensor<1x2x32x16xbf16>, tensor<1x2x32x8xbf16>)
       outs(%o : tensor<1x4x8x8xbf16>) kernel #attn.kernel<mma_sync, query_tile = 64, key_block = 64>
