@@ -48,12 +48,12 @@
 // packed as pairs of keys. Bit-identical run to run and across thread
 // counts as the f32 form is.
 //
-// The products use blocks of 16 rows (4 on AVX2, whose 16
-// registers hold no more): S and dP are register tiles of 4 rows (passes
-// over Kᵀ and Vᵀ, each tile stored as P or dS before the next), dK and dV
-// register tiles of 4 keys (2 on AVX2) x 4 column vectors, each
-// accumulator loaded taking the block's rows; dQ passes of 8 rows, each
-// accumulator serving 64 keys.
+// The products use blocks of 16 rows: S and dP are register tiles of 4
+// rows (passes over Kᵀ and Vᵀ, each tile stored as P or dS before the next;
+// on AVX2, whose 16 registers do not hold a row's 8 key vectors for 4
+// rows, in slices of 2 vectors), dK and dV register tiles of 4 keys (2 on AVX2)
+// x 4 column vectors, each accumulator loaded taking the block's rows; dQ
+// passes of 8 rows (4 on AVX2), each accumulator serving 64 keys.
 //
 //===----------------------------------------------------------------------===//
 #include "lib/Transforms/Cpu/KeyBlockEmitter.h"
@@ -72,18 +72,20 @@ using namespace mlir::attn::cpu;
 
 namespace {
 
-/// Query rows per block of the backward's products: 16 with AVX-512's 32
-/// registers (each dK/dV accumulator loaded then takes 16 FMAs; against 8
-/// rows 1.05-1.06x at D = 64, 1.03-1.05x at D = 96, alike at D = 128 and
-/// 256 on Emerald Rapids, f32 S = 2048), 4 on AVX2.
-int64_t backwardRowBlock(int64_t lanes) { return lanes >= 16 ? 16 : 4; }
+/// Query rows per block of the backward's products: 16 (each dK/dV
+/// accumulator loaded then takes 16 FMAs; against 8 rows 1.05-1.06x at
+/// D = 64, 1.03-1.05x at D = 96, alike at D = 128 and 256 on Emerald
+/// Rapids, f32 S = 2048). AVX2 took 4 while S and dP were whole row tiles
+/// (4 rows x 8 vectors, spilled); in slices (rowsTimesBlock) 16 there too.
+int64_t backwardRowBlock(int64_t) { return 16; }
 
 /// The dK/dV register tiles: keys x column vectors (16 accumulators, with a
 /// row's vectors and a weight 21 registers: AVX2's 16 take 2 x 4).
 int64_t tileKeys(int64_t lanes) { return lanes >= 16 ? 4 : 2; }
 constexpr int64_t kTileVectors = 4;
-/// Rows a pass of dQ += dS·K (two column chunks each: 16 accumulators).
-constexpr int64_t kQueryPass = 8;
+/// Rows a pass of dQ += dS·K (two column chunks each: 16 accumulators of
+/// AVX-512's 32 registers; 8 of AVX2's 16, beside the rows' weights).
+int64_t queryPass(int64_t lanes) { return lanes >= 16 ? 8 : 4; }
 
 class BackwardLowering : public KeyBlockEmitter {
 public:
@@ -422,10 +424,11 @@ void BackwardLowering::emitRowBlock(const Group &group, const KeyBlock &block,
                  valuePad, rowAt);
   accumulateKeys(gradKeys, keyPairs ? gradRowPairs : grads, group.queryRows,
                  headPad, rowAt);
-  // At most kQueryPass rows a pass: two chunks of each are all the
+  // At most queryPass rows a pass: two chunks of each are all the
   // accumulators the registers hold beside K's chunks and the weights.
-  for (int64_t first = 0; first < rowCount; first += kQueryPass) {
-    int64_t count = std::min(kQueryPass, rowCount - first);
+  int64_t pass = queryPass(lanes);
+  for (int64_t first = 0; first < rowCount; first += pass) {
+    int64_t count = std::min(pass, rowCount - first);
     forChunkPairs(headPad, [&](Value c, int64_t chunks) {
       accumulateQueries(group, rowAt, first, count, c, chunks);
     });

@@ -12,6 +12,8 @@ using namespace mlir::attn::cpu;
 
 void KeyBlockEmitter::allocateBlockState(bool keyPairs) {
   keysT = keyPairs ? pairBuffer(headPad) : stackBuffer({headPad, kBlockKeys});
+  if (kRows * keyVectors > tileAccumulators(lanes))
+    tileScores = stackBuffer({kRows, kBlockKeys});
   if (mask || modifiers.hasMaskMod())
     keep = stackBuffer({rowBlock, kBlockKeys});
   // A float mask's bias (a keep mask has only its keep bits).
@@ -415,35 +417,56 @@ SmallVector<Value> KeyBlockEmitter::dropoutFactors(Value batch, Value head,
 void KeyBlockEmitter::rowsTimesBlock(
     Value rows, Value blockT, int64_t width, ArrayRef<Value> rowAt,
     function_ref<void(int64_t, ArrayRef<Value>)> use) {
-  // kRows x keyVectors accumulators fill half the registers: more rows take
-  // more passes over the block.
+  // kRows x keyVectors accumulators fill half of AVX-512's registers: more
+  // rows take more passes over the block. On AVX2 a row tile takes passes
+  // of `slice` key vectors (4 rows x 2 vectors: tileAccumulators).
   bool pairs = cast<MemRefType>(blockT.getType()).getElementType().isBF16();
+  int64_t slice = tileScores ? tileAccumulators(lanes) / kRows : keyVectors;
   for (size_t first = 0; first < rowAt.size(); first += kRows) {
     ArrayRef<Value> tileRows =
         rowAt.slice(first, std::min<size_t>(kRows, rowAt.size() - first));
-    SmallVector<Value> zeros(tileRows.size() * keyVectors, zeroVector());
-    SmallVector<Value> tile = forLoopWith(
-        cst(0), cst(pairs ? llvm::divideCeil(width, 2) : width), cst(1), zeros,
-        [&](Value c, ValueRange acc) -> SmallVector<Value> {
-          SmallVector<Value> columns, next;
-          for (int64_t v = 0; v < keyVectors; ++v)
-            columns.push_back(pairs ? loadPairs(blockT, {c, cst(2 * v * lanes)})
+    // Key vectors [v0, v0 + count) of the tile's rows (r-major).
+    auto sliceOfTile = [&](int64_t v0, int64_t count) {
+      SmallVector<Value> zeros(tileRows.size() * count, zeroVector());
+      return forLoopWith(
+          cst(0), cst(pairs ? llvm::divideCeil(width, 2) : width), cst(1),
+          zeros, [&](Value c, ValueRange acc) -> SmallVector<Value> {
+            SmallVector<Value> columns, next;
+            for (int64_t v = v0; v < v0 + count; ++v)
+              columns.push_back(pairs
+                                    ? loadPairs(blockT, {c, cst(2 * v * lanes)})
                                     : loadVector(blockT, {c, cst(v * lanes)}));
-          Value pairColumn = arith::MulIOp::create(b, c, cst(2));
-          for (auto [r, at] : llvm::enumerate(tileRows)) {
-            Value x =
-                pairs
-                    ? broadcastPairAt(rows, {at, pairColumn})
-                    : splat(memref::LoadOp::create(b, rows, ValueRange{at, c}));
-            for (int64_t v = 0; v < keyVectors; ++v) {
-              Value sum = acc[r * keyVectors + v];
-              next.push_back(pairs ? Value(x86vector::DotBF16Op::create(
-                                         b, sum, x, columns[v]))
-                                   : fma(x, columns[v], sum));
+            Value pairColumn = arith::MulIOp::create(b, c, cst(2));
+            for (auto [r, at] : llvm::enumerate(tileRows)) {
+              Value x = pairs ? broadcastPairAt(rows, {at, pairColumn})
+                              : splat(memref::LoadOp::create(
+                                    b, rows, ValueRange{at, c}));
+              for (int64_t v = 0; v < count; ++v) {
+                Value sum = acc[r * count + v];
+                next.push_back(pairs ? Value(x86vector::DotBF16Op::create(
+                                           b, sum, x, columns[v]))
+                                     : fma(x, columns[v], sum));
+              }
             }
-          }
-          return next;
-        });
+            return next;
+          });
+    };
+    if (slice >= keyVectors) {
+      use(first, sliceOfTile(0, keyVectors));
+      continue;
+    }
+    for (int64_t v0 = 0; v0 < keyVectors; v0 += slice) {
+      int64_t count = std::min(slice, keyVectors - v0);
+      SmallVector<Value> part = sliceOfTile(v0, count);
+      for (int64_t r = 0; r < static_cast<int64_t>(tileRows.size()); ++r)
+        for (int64_t v = 0; v < count; ++v)
+          storeVector(part[r * count + v], tileScores,
+                      {cst(r), cst((v0 + v) * lanes)});
+    }
+    SmallVector<Value> tile;
+    for (int64_t r = 0; r < static_cast<int64_t>(tileRows.size()); ++r)
+      for (int64_t v = 0; v < keyVectors; ++v)
+        tile.push_back(loadVector(tileScores, {cst(r), cst(v * lanes)}));
     use(first, tile);
   }
 }

@@ -32,6 +32,15 @@ protected:
   /// Keys per block, and query rows per register tile of scores.
   static constexpr int64_t kBlockKeys = 64;
   static constexpr int64_t kRows = 4;
+  /// The accumulators a register tile of scores may hold: half of AVX-512's
+  /// 32 registers (a whole row tile, kRows x 4 vectors); 8 of AVX2's 16,
+  /// whose whole row tile of kRows x 8 vectors spilled half its loads and
+  /// stores (the f32 backward ran at a third of the FMA peak on Zen 3).
+  /// 12 (kRows x 3) left one accumulator spilled in the loop: 1.04-1.08x
+  /// slower than 8 there.
+  static int64_t tileAccumulators(int64_t lanes) {
+    return lanes >= 16 ? 16 : 8;
+  }
 
   /// One block of keys: [start, start + count).
   struct KeyBlock {
@@ -101,7 +110,9 @@ protected:
   /// vdpbf16ps), as register tiles of (up to kRows) rows x key vectors
   /// (r-major), each handed to `use(firstRow, tile)` before the next is
   /// computed: a tile kept live through the next one's loop would spill its
-  /// accumulators there.
+  /// accumulators there. Where a tile's accumulators are more than
+  /// tileAccumulators (AVX2), it is computed in slices of key vectors, each
+  /// stored to tileScores, and `use` gets the whole tile loaded back.
   void rowsTimesBlock(Value rows, Value blockT, int64_t width,
                       ArrayRef<Value> rowAt,
                       function_ref<void(int64_t, ArrayRef<Value>)> use);
@@ -168,6 +179,7 @@ protected:
   Value diagonal; // null without a band
   std::optional<int64_t> left, right;
   Value keysT; // the packed key block (packBlockT's layouts)
+  Value tileScores; // [kRows][64]: a register tile made in slices
   // One block of rows: the mask's keep bits and bias, dropout's factors.
   Value keep, bias, dropScale; // [rowBlock][64]
   // Dropout: the threshold of the keep bits and the kept weights' factor.
