@@ -426,16 +426,20 @@ void KeyBlockEmitter::rowsTimesBlock(
     ArrayRef<Value> tileRows =
         rowAt.slice(first, std::min<size_t>(kRows, rowAt.size() - first));
     // Key vectors [v0, v0 + count) of the tile's rows (r-major).
-    auto sliceOfTile = [&](int64_t v0, int64_t count) {
+    auto sliceOfTile = [&](Value v0, int64_t count) {
       SmallVector<Value> zeros(tileRows.size() * count, zeroVector());
       return forLoopWith(
           cst(0), cst(pairs ? llvm::divideCeil(width, 2) : width), cst(1),
           zeros, [&](Value c, ValueRange acc) -> SmallVector<Value> {
             SmallVector<Value> columns, next;
-            for (int64_t v = v0; v < v0 + count; ++v)
-              columns.push_back(pairs
-                                    ? loadPairs(blockT, {c, cst(2 * v * lanes)})
-                                    : loadVector(blockT, {c, cst(v * lanes)}));
+            for (int64_t v = 0; v < count; ++v) {
+              Value key = arith::MulIOp::create(
+                  b, arith::AddIOp::create(b, v0, cst(v)), cst(lanes));
+              columns.push_back(
+                  pairs ? loadPairs(blockT,
+                                    {c, arith::MulIOp::create(b, key, cst(2))})
+                        : loadVector(blockT, {c, key}));
+            }
             Value pairColumn = arith::MulIOp::create(b, c, cst(2));
             for (auto [r, at] : llvm::enumerate(tileRows)) {
               Value x = pairs ? broadcastPairAt(rows, {at, pairColumn})
@@ -452,17 +456,22 @@ void KeyBlockEmitter::rowsTimesBlock(
           });
     };
     if (slice >= keyVectors) {
-      use(first, sliceOfTile(0, keyVectors));
+      use(first, sliceOfTile(cst(0), keyVectors));
       continue;
     }
-    for (int64_t v0 = 0; v0 < keyVectors; v0 += slice) {
-      int64_t count = std::min(slice, keyVectors - v0);
-      SmallVector<Value> part = sliceOfTile(v0, count);
+    // A loop over the slices, not one copy each: from stores at constant
+    // places LLVM forwarded the slices' sums to the loads below, which kept
+    // them live through the later slices' loops (spilled there).
+    assert(keyVectors % slice == 0 && "slices of a row tile are whole");
+    forLoop(cst(0), cst(keyVectors), cst(slice), [&](Value v0) {
+      SmallVector<Value> part = sliceOfTile(v0, slice);
       for (int64_t r = 0; r < static_cast<int64_t>(tileRows.size()); ++r)
-        for (int64_t v = 0; v < count; ++v)
-          storeVector(part[r * count + v], tileScores,
-                      {cst(r), cst((v0 + v) * lanes)});
-    }
+        for (int64_t v = 0; v < slice; ++v)
+          storeVector(part[r * slice + v], tileScores,
+                      {cst(r), arith::MulIOp::create(
+                                   b, arith::AddIOp::create(b, v0, cst(v)),
+                                   cst(lanes))});
+    });
     SmallVector<Value> tile;
     for (int64_t r = 0; r < static_cast<int64_t>(tileRows.size()); ++r)
       for (int64_t v = 0; v < keyVectors; ++v)
