@@ -1,5 +1,6 @@
 // RUN: attn-opt %s -split-input-file -attn-lower-to-vector -canonicalize | FileCheck %s
 // RUN: attn-opt %s -split-input-file -attn-lower-to-vector="bf16-dot recompute-bf16-dot" -canonicalize | FileCheck %s --check-prefix=DOT
+// RUN: attn-opt %s -split-input-file -attn-lower-to-vector="vector-width=8" -canonicalize | FileCheck %s --check-prefix=AVX2
 
 // A bufferized attn.attention_backward (one work item: a batch and a GQA
 // group of two query heads) becomes the backward micro-kernel: the group's
@@ -56,6 +57,22 @@
 //       CHECK:   scf.for %{{.+}} = %{{.+}} to %{{.+}} step %c1 {
 //       CHECK: memref.dealloc %[[QROWS]]
 //       CHECK: memref.dealloc %[[DQ]]
+// AVX2 (8 lanes, 16 registers): a row tile of S, 4 rows x 8 key vectors,
+// would be 32 accumulators; it is made in slices of 2 key vectors (8
+// accumulators), a loop over the slices storing each to a [4 x 64] buffer,
+// and the whole tile is loaded back for P. Blocks of 16 rows as on AVX-512.
+// AVX2-LABEL: func @backward
+//       AVX2: %[[TILE:.+]] = memref.alloca() {alignment = 64 : i64} : memref<4x64xf32>
+//       AVX2: scf.for %{{.+}} = %{{.+}} to %{{.+}} step %c16 {
+//       AVX2:   scf.for %[[SLICE:.+]] = %c0 to %c8 step %c2 {
+//       AVX2:     %[[S:.+]]:8 = scf.for %{{.+}} = %c0 to %c16 step %c1 iter_args({{.*}}) -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
+//       AVX2:       vector.fma
+//       AVX2:     vector.store %[[S]]#0, %[[TILE]][%c0, %{{.+}}]
+//       AVX2:     vector.store %[[S]]#7, %[[TILE]][%c3, %{{.+}}]
+//       AVX2:   }
+//       AVX2:   vector.load %[[TILE]][%c0, %c0]
+//       AVX2:   vector.load %[[TILE]][%c3, %c56]
+//       AVX2:   math.exp
 func.func @backward(%q: memref<1x2x?x16xf32>, %k: memref<1x1x?x16xf32>, %v: memref<1x1x?x8xf32>,
                     %o: memref<1x2x?x8xf32>, %lse: memref<1x2x?xf32>, %do: memref<1x2x?x8xf32>,
                     %dq: memref<1x2x?x16xf32>, %dk: memref<1x1x?x16xf32>, %dv: memref<1x1x?x8xf32>,
