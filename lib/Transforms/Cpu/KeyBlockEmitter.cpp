@@ -425,6 +425,11 @@ void KeyBlockEmitter::rowsTimesBlock(
   for (size_t first = 0; first < rowAt.size(); first += kRows) {
     ArrayRef<Value> tileRows =
         rowAt.slice(first, std::min<size_t>(kRows, rowAt.size() - first));
+    // The first key of key vector v0 + v.
+    auto keyOf = [&](Value v0, int64_t v) -> Value {
+      return arith::MulIOp::create(b, arith::AddIOp::create(b, v0, cst(v)),
+                                   cst(lanes));
+    };
     // Key vectors [v0, v0 + count) of the tile's rows (r-major).
     auto sliceOfTile = [&](Value v0, int64_t count) {
       SmallVector<Value> zeros(tileRows.size() * count, zeroVector());
@@ -433,8 +438,7 @@ void KeyBlockEmitter::rowsTimesBlock(
           zeros, [&](Value c, ValueRange acc) -> SmallVector<Value> {
             SmallVector<Value> columns, next;
             for (int64_t v = 0; v < count; ++v) {
-              Value key = arith::MulIOp::create(
-                  b, arith::AddIOp::create(b, v0, cst(v)), cst(lanes));
+              Value key = keyOf(v0, v);
               columns.push_back(
                   pairs ? loadPairs(blockT,
                                     {c, arith::MulIOp::create(b, key, cst(2))})
@@ -467,10 +471,7 @@ void KeyBlockEmitter::rowsTimesBlock(
       SmallVector<Value> part = sliceOfTile(v0, slice);
       for (int64_t r = 0; r < static_cast<int64_t>(tileRows.size()); ++r)
         for (int64_t v = 0; v < slice; ++v)
-          storeVector(part[r * slice + v], tileScores,
-                      {cst(r), arith::MulIOp::create(
-                                   b, arith::AddIOp::create(b, v0, cst(v)),
-                                   cst(lanes))});
+          storeVector(part[r * slice + v], tileScores, {cst(r), keyOf(v0, v)});
     });
     SmallVector<Value> tile;
     for (int64_t r = 0; r < static_cast<int64_t>(tileRows.size()); ++r)
