@@ -1,4 +1,5 @@
 // RUN: attn-opt %s -attn-lower-to-vector="key-block=32 direct-rows=4" -canonicalize | FileCheck %s
+// RUN: attn-opt %s -attn-lower-to-vector="key-block=32 direct-rows=4 vector-width=8" -canonicalize | FileCheck %s --check-prefix=AVX2
 
 // Decoding: a tile of at most 4 query rows whose K and V rows have unit
 // stride (checked at run time) reads them in place. The rows of the tile's
@@ -218,5 +219,31 @@ func.func @decode_softcap(%q: memref<1x4x1x20xf32>, %k: memref<1x1x?x20xf32>, %v
                           %acc: memref<1x4x1x20xf32>, %m: memref<1x4x1xf32>, %s: memref<1x4x1xf32>) {
   attn.online_attention ins(%q, %k, %v : memref<1x4x1x20xf32>, memref<1x1x?x20xf32>, memref<1x1x?x20xf32>)
       outs(%acc, %m, %s : memref<1x4x1x20xf32>, memref<1x4x1xf32>, memref<1x4x1xf32>) softcap(30.0)
+  return
+}
+
+// AVX2 (8 lanes, 16 registers): the group's 4 rows take register tiles of
+// 4 rows x 2 keys (8 accumulators, one transposing tree of 7 adds for the
+// 8 scores; three 8-lane chunks for D = 20), and P·V keeps at most 8
+// accumulators: a pair of rows with Dv = 40 (5 chunks each) goes over the
+// block's keys twice, 4 chunks and then 1.
+
+// AVX2-LABEL: func @decode_group_avx2
+//       AVX2: scf.for %{{.+}} = %c0 to %{{.+}} step %c32 {
+//       AVX2:   scf.for %{{.+}} = %c0 to %{{.+}} step %c2 {
+//  AVX2-COUNT-24: vector.fma {{.+}} : vector<8xf32>
+//  AVX2-COUNT-14: vector.shuffle
+//   AVX2-NOT:   vector.reduction
+//       AVX2:   scf.for %{{.+}} = %c0 to %c4 step %c2 {
+//       AVX2:     scf.for {{.+}} iter_args({{.+}}) -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>) {
+//  AVX2-COUNT-8:    vector.fma
+//       AVX2:     scf.for {{.+}} iter_args({{.+}}) -> (vector<8xf32>, vector<8xf32>) {
+//  AVX2-COUNT-2:    vector.fma
+func.func @decode_group_avx2(%q: memref<1x4x1x20xf32, strided<[?, ?, ?, ?], offset: ?>>,
+                             %k: memref<1x1x?x20xf32, strided<[?, ?, ?, ?], offset: ?>>,
+                             %v: memref<1x1x?x40xf32, strided<[?, ?, ?, ?], offset: ?>>,
+                             %acc: memref<1x4x1x40xf32>, %m: memref<1x4x1xf32>, %s: memref<1x4x1xf32>) {
+  attn.online_attention ins(%q, %k, %v : memref<1x4x1x20xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<1x1x?x20xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<1x1x?x40xf32, strided<[?, ?, ?, ?], offset: ?>>)
+      outs(%acc, %m, %s : memref<1x4x1x40xf32>, memref<1x4x1xf32>, memref<1x4x1xf32>)
   return
 }

@@ -6,12 +6,12 @@
 // few rows' arithmetic. The rows of all the tile's heads (a GQA group, as
 // attn-tile makes for decoding kernels) are buffered, 16 at a time, so that
 // each K row is loaded once per key and scored against all of them (a dot
-// product, one horizontal sum each; vdpbf16ps on bf16 rows as stored; 16-bit
-// K takes register tiles of 4 rows x 4 keys instead, whose 16 sums one
-// transposing tree of shuffles makes one vector of scores). P·V takes two
-// rows at a time (16-bit V: four), which share each V vector they load: f32
-// and f16 V rows are read in place (f16 widened as loaded), bf16 V rows
-// become key pairs for the dot product as they are loaded (two rows
+// product, one horizontal sum each; vdpbf16ps on bf16 rows as stored; whole
+// groups of 4 rows take register tiles of 4 rows x lanes / 4 keys instead,
+// whose sums one transposing tree of shuffles makes one vector of scores). P·V
+// takes two rows at a time (16-bit V: four), which share each V vector they
+// load: f32 and f16 V rows are read in place (f16 widened as loaded), bf16 V
+// rows become key pairs for the dot product as they are loaded (two rows
 // unpacked within 128-bit lanes; the accumulators keep the columns in that
 // order for the block), or, where Dv is not a multiple of 2 x lanes, once
 // per block by interleaving two rows. With `prefetch-bytes`, scoring a key
@@ -35,9 +35,9 @@ using namespace mlir::attn::cpu;
 
 namespace {
 
-/// The direct path's score tile: kScoreTile rows x kScoreTile keys, one
-/// vector of scores (16 lanes).
-constexpr int64_t kScoreTile = 4;
+/// Rows of the direct path's score tile: kScoreRows rows x lanes /
+/// kScoreRows keys, one vector of scores (4 x 4 on AVX-512, 4 x 2 on AVX2).
+constexpr int64_t kScoreRows = 4;
 /// Chunks of a row that the direct path's score tiles unroll; longer rows
 /// take a loop over their chunks.
 constexpr int64_t kUnrolledChunks = 8;
@@ -342,13 +342,15 @@ public:
     };
     // Tiles for every K type: bf16/f16 decoding measured 4-8 % faster with
     // them; f32, once P·V prefetched the next block, 2-5 % faster from
-    // memory and 7-15 % from cache (it had been 8-12 % slower before).
-    bool useTiles = tiles && lanes == kScoreTile * kScoreTile;
+    // memory and 7-15 % from cache (it had been 8-12 % slower before). On
+    // AVX2 (4 x 2 tiles), where each row's two accumulator chains had left
+    // the FMAs waiting on their latency: 1.15x from cache (Zen 3).
+    bool useTiles = tiles && lanes % kScoreRows == 0;
     Value tiled = cst(0);
     if (useTiles) {
       tiled = arith::SubIOp::create(
-          b, count, arith::RemUIOp::create(b, count, cst(kScoreTile)));
-      forLoop(cst(0), tiled, cst(kScoreTile), [&](Value firstRow) {
+          b, count, arith::RemUIOp::create(b, count, cst(kScoreRows)));
+      forLoop(cst(0), tiled, cst(kScoreRows), [&](Value firstRow) {
         emitScoreTiles(firstRow, blockStart, blockKeys, chunks, width, queries,
                        queryType, keyChunk, product, prefetchAhead);
       });
@@ -377,11 +379,12 @@ public:
     });
   }
 
-  /// Scores of rows [firstRow, firstRow + 4) against the block's keys, 4
-  /// keys at a time: 16 accumulators (4 rows x 4 keys) take one FMA (or dot
-  /// product) per pair of loaded Q and K chunks, and one transposing tree
-  /// of shuffles and adds (15 adds for the 16 scores, instead of a
-  /// horizontal sum each) leaves the 16 scores in one vector, row-major.
+  /// Scores of rows [firstRow, firstRow + 4) against the block's keys,
+  /// lanes / 4 keys at a time: `lanes` accumulators (4 rows x 4 keys on
+  /// AVX-512, 4 x 2 on AVX2) take one FMA (or dot product) per pair of
+  /// loaded Q and K chunks, and one transposing tree of shuffles and adds
+  /// (15 adds for 16 scores, instead of a horizontal sum each) leaves the
+  /// scores in one vector, row-major.
   /// The last group's keys past the block repeat its last key: their
   /// scores land in columns past blockKeys, which the online update
   /// excludes.
@@ -393,9 +396,10 @@ public:
                       function_ref<void(Value)> prefetchAhead) {
     Value lastKey = arith::SubIOp::create(
         b, arith::AddIOp::create(b, blockStart, blockKeys), cst(1));
-    forLoop(cst(0), blockKeys, cst(kScoreTile), [&](Value j) {
+    int64_t tileKeys = lanes / kScoreRows;
+    forLoop(cst(0), blockKeys, cst(tileKeys), [&](Value j) {
       SmallVector<Value> keys, keyIndex;
-      for (int64_t t = 0; t < kScoreTile; ++t) {
+      for (int64_t t = 0; t < tileKeys; ++t) {
         keys.push_back(arith::AddIOp::create(
             b, arith::AddIOp::create(b, blockStart, j), cst(t)));
         keyIndex.push_back(arith::MinSIOp::create(b, keys.back(), lastKey));
@@ -416,19 +420,18 @@ public:
       auto chunkStep = [&](Value col, int64_t live,
                            ValueRange in) -> SmallVector<Value> {
         SmallVector<Value> k, q, acc(in.begin(), in.end());
-        for (int64_t t = 0; t < kScoreTile; ++t)
+        for (int64_t t = 0; t < tileKeys; ++t)
           k.push_back(keyChunk(keyIndex[t], col, live));
-        for (int64_t r = 0; r < kScoreTile; ++r)
+        for (int64_t r = 0; r < kScoreRows; ++r)
           q.push_back(vector::LoadOp::create(
               b, queryType, queries,
               ValueRange{arith::AddIOp::create(b, firstRow, cst(r)), col}));
-        for (int64_t r = 0; r < kScoreTile; ++r)
-          for (int64_t t = 0; t < kScoreTile; ++t)
-            acc[r * kScoreTile + t] =
-                product(acc[r * kScoreTile + t], q[r], k[t]);
+        for (int64_t r = 0; r < kScoreRows; ++r)
+          for (int64_t t = 0; t < tileKeys; ++t)
+            acc[r * tileKeys + t] = product(acc[r * tileKeys + t], q[r], k[t]);
         return acc;
       };
-      SmallVector<Value> acc(kScoreTile * kScoreTile, splat(f32Const(0)));
+      SmallVector<Value> acc(lanes, splat(f32Const(0)));
       // Up to kUnrolledChunks chunks unrolled; a longer row (f32 D = 256)
       // in a loop over its whole chunks: 16 FMAs an iteration hide the
       // loop's cost, and the code is a sixteenth as long.
@@ -441,12 +444,12 @@ public:
       for (int64_t c = whole; c < chunks; ++c)
         acc = chunkStep(cst(c * width), headDim - c * width, acc);
       Value sums = transposedSum(acc);
-      for (int64_t r = 0; r < kScoreTile; ++r)
+      for (int64_t r = 0; r < kScoreRows; ++r)
         vector::StoreOp::create(
             b,
             vector::ExtractStridedSliceOp::create(
-                b, sums, ArrayRef<int64_t>{r * kScoreTile},
-                ArrayRef<int64_t>{kScoreTile}, ArrayRef<int64_t>{1}),
+                b, sums, ArrayRef<int64_t>{r * tileKeys},
+                ArrayRef<int64_t>{tileKeys}, ArrayRef<int64_t>{1}),
             scratch.groupScores,
             ValueRange{arith::AddIOp::create(b, firstRow, cst(r)), j});
     });

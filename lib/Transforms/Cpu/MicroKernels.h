@@ -44,6 +44,11 @@ constexpr int64_t kDirectRows = 16;
 /// P·V accumulator vectors kept in registers at once (of AVX-512's 32; the
 /// V vectors and the broadcast weights take most of the rest).
 constexpr int64_t kMaxAccumulators = 16;
+/// The same for `lanes` f32 lanes: 8 of AVX2's 16 registers (16 there
+/// spilled in every step of the loop).
+constexpr int64_t maxAccumulators(int64_t lanes) {
+  return lanes >= 16 ? kMaxAccumulators : 8;
+}
 /// Rows of one P·V pass of the direct path over f16 V.
 constexpr int64_t kQuadRows = 4;
 

@@ -12,7 +12,7 @@ void RowAccumulator::accumulateRows(Value batch, ArrayRef<AccRow> rows,
                                     ArrayRef<KeyRun> runs,
                                     function_ref<Value(Value, int64_t)> value) {
   int64_t numRows = rows.size();
-  int64_t groupChunks = std::max<int64_t>(1, kMaxAccumulators / numRows);
+  int64_t groupChunks = std::max<int64_t>(1, maxAccumulators(lanes) / numRows);
   for (int64_t first = 0; first < valueChunks; first += groupChunks)
     accumulateChunks(batch, rows, alphas, runs, value, first,
                      std::min(groupChunks, valueChunks - first));

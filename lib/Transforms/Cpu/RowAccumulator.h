@@ -45,8 +45,8 @@ protected:
   /// which share each V vector they load, over the keys of `runs`; in the
   /// f32 runs `value(j, c)` gives chunk c of key j's V row. The
   /// accumulators stay in registers: wide rows (Dv = 256 in pairs of rows)
-  /// go over the keys once per group of at most kMaxAccumulators / rows
-  /// chunks.
+  /// go over the keys once per group of at most maxAccumulators(lanes) /
+  /// rows chunks.
   void accumulateRows(Value batch, ArrayRef<AccRow> rows,
                       ArrayRef<Value> alphas, ArrayRef<KeyRun> runs,
                       function_ref<Value(Value, int64_t)> value);
