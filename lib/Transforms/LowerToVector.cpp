@@ -678,12 +678,6 @@ struct AttnLowerToVectorPass
       scratch.laneScores = stackBuffer({keyBlock, laneRows});
       scratch.laneStats = stackBuffer({2, laneRows});
       if (anyOp([](OnlineAttentionOp op, OpChoice c) {
-            return c.laneRows && hasNarrowKeysOrValues(op);
-          })) {
-        scratch.laneKeys = stackBuffer({keyBlock, maxHeadDim});
-        scratch.laneValues = stackBuffer({keyBlock, maxValuePad});
-      }
-      if (anyOp([](OnlineAttentionOp op, OpChoice c) {
             return c.laneRows && op.getMask();
           }))
         scratch.laneBias = stackBuffer({keyBlock, laneRows});

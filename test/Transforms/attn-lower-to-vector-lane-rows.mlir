@@ -298,21 +298,41 @@ func.func @padding_bias(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>, %v: 
 
 // -----
 
-// f16 K and V are widened a block at a time into f32 buffers (K: the
-// whole block, repeating its last key; V: the block's keys), which the
-// score and P·V loops then broadcast from.
+// f16 K and V are widened into f32 heap buffers once per chunk of 4 key
+// blocks (K a block further, where the chunk ends at the last key) for
+// all of the head's tiles, when it has more than one tile; each tile then
+// takes the chunk's blocks it sees (its state back to the outs between
+// chunks) and broadcasts from the widened rows at the block's offset. A
+// head of one tile takes one chunk of all its keys and widens each block
+// as it reaches it (K: the whole block, repeating the last key; V: the
+// block's keys) at offset 0.
 // CHECK-LABEL: func @f16_widened
-//       CHECK: memref.alloca() {alignment = 64 : i64} : memref<2x32xf32>
-//       CHECK: %[[KW:.+]] = memref.alloca() {alignment = 64 : i64} : memref<32x16xf32>
-//       CHECK: %[[VW:.+]] = memref.alloca() {alignment = 64 : i64} : memref<32x16xf32>
-//       CHECK: vector.store %{{.+}}, %[[KW]][%{{.+}}, %c0] : memref<32x16xf32>, vector<16xf32>
-//       CHECK: vector.store %{{.+}}, %[[VW]][%{{.+}}, %c0] : memref<32x16xf32>, vector<16xf32>
-//       CHECK: scf.for %[[SJ:.+]] = %c0 to %c32 step %c8 iter_args(
-//       CHECK:   scf.for %[[D:.+]] = %c0 to %c16 step %c1 iter_args(
-//       CHECK:     memref.load %[[KW]][%[[SJ]], %[[D]]]
-//       CHECK: memref.load %[[VW]]
+//       CHECK: %[[KW:.+]] = memref.alloc() {alignment = 64 : i64} : memref<160x16xf32>
+//       CHECK: %[[VW:.+]] = memref.alloc() {alignment = 64 : i64} : memref<160x16xf32>
+//       CHECK: %[[CHUNKED:.+]] = arith.cmpi sgt, %{{.+}}, %c32 : index
+//       CHECK: %[[STEP:.+]] = arith.select %[[CHUNKED]], %c128, %{{.+}} : index
+//       CHECK: scf.for %[[CHUNK:.+]] = %c0 to %{{.+}} step %[[STEP]] {
+//       CHECK:   scf.if %[[CHUNKED]] {
+//       CHECK:     arith.select %{{.+}}, %c32, %c0 : index
+//       CHECK:     vector.store %{{.+}}, %[[KW]][%{{.+}}, %c0] : memref<160x16xf32>, vector<16xf32>
+//       CHECK:     vector.store %{{.+}}, %[[VW]][%{{.+}}, %c0] : memref<160x16xf32>, vector<16xf32>
+//       CHECK:   scf.for %{{.+}} = %c0 to %{{.+}} step %c32 {
+//       CHECK:     scf.if
+//       CHECK:       scf.for %[[KB:.+]] = %{{.+}} to %{{.+}} step %c32 {
+//       CHECK:         %[[REL:.+]] = arith.subi %[[KB]], %[[CHUNK]] : index
+//       CHECK:         %[[OFF:.+]] = arith.select %[[CHUNKED]], %[[REL]], %c0 : index
+//       CHECK:         scf.if
+//       CHECK:           vector.store %{{.+}}, %[[KW]]
+//       CHECK:           vector.store %{{.+}}, %[[VW]]
+//       CHECK:         scf.for %[[SJ:.+]] = %c0 to %c32 step %c8 iter_args(
+//       CHECK:           scf.for %[[D:.+]] = %c0 to %c16 step %c1 iter_args(
+//       CHECK:             %[[ROW:.+]] = arith.addi %[[OFF]], %[[SJ]] : index
+//       CHECK:             memref.load %[[KW]][%[[ROW]], %[[D]]]
+//       CHECK:         memref.load %[[VW]]
 // Widening reads each row once, in order: nothing to prefetch.
 //   CHECK-NOT: memref.prefetch
+//       CHECK: memref.dealloc %[[KW]]
+//       CHECK: memref.dealloc %[[VW]]
 //       CHECK: return
 func.func @f16_widened(%q: memref<1x1x?x16xf16>, %k: memref<1x1x?x16xf16>, %v: memref<1x1x?x16xf16>,
                              %acc: memref<1x1x?x16xf32>, %m: memref<1x1x?xf32>, %s: memref<1x1x?xf32>) {

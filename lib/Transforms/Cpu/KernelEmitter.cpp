@@ -80,9 +80,14 @@ void KernelEmitter::widenRows(Value rowsMemref, Value batch, Value kvHead,
 void KernelEmitter::eachBandBlock(Value firstRow, Value count, Value keys,
                                   function_ref<void(Value, Value)> prologue,
                                   function_ref<void(Value, Value)> body,
-                                  Value batch, Value head) {
+                                  Value batch, Value head, Value from,
+                                  Value to) {
   Value first, last;
   std::tie(first, last) = band.keysSomeRowSees(firstRow, count, keys);
+  if (from) {
+    first = arith::MaxSIOp::create(b, first, from);
+    last = arith::MinSIOp::create(b, last, to);
+  }
   bool table = batch && op->hasAttr(kBlockMaskAttrName);
   forLoop(first, last, cst(keyBlock), [&](Value blockStart) {
     Value blockKeys = arith::MinSIOp::create(

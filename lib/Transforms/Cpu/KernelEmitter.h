@@ -92,11 +92,12 @@ protected:
   /// With `batch` and `head` (rows of one query head) and a block mask's
   /// table on the op (kBlockMaskAttrName), a key block whose table entries
   /// for these rows are all 0 is skipped, prologue included, and one whose
-  /// entries are all 2 (full) runs the body with maskModOff set.
+  /// entries are all 2 (full) runs the body with maskModOff set. With
+  /// `from` and `to`, only the keys of [from, to) among them.
   void eachBandBlock(Value firstRow, Value count, Value keys,
                      function_ref<void(Value, Value)> prologue,
-                     function_ref<void(Value, Value)> body,
-                     Value batch = {}, Value head = {});
+                     function_ref<void(Value, Value)> body, Value batch = {},
+                     Value head = {}, Value from = {}, Value to = {});
 
   /// The factor from raw scores q·k to the base-2 scores the softmax
   /// takes: the op's scale times log2(e), rounded once.

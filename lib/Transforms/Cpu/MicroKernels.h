@@ -49,6 +49,9 @@ constexpr int64_t kMaxAccumulators = 16;
 constexpr int64_t maxAccumulators(int64_t lanes) {
   return lanes >= 16 ? kMaxAccumulators : 8;
 }
+/// Key blocks of a chunk that the lane-rows path widens (16-bit K and V)
+/// once for all the tiles of a head.
+constexpr int64_t kWidenedChunkBlocks = 4;
 /// Rows of one P·V pass of the direct path over f16 V.
 constexpr int64_t kQuadRows = 4;
 
@@ -71,8 +74,6 @@ struct Scratch {
   Value laneAcc;    // [Dv][laneRows] the accumulator transposed
   Value laneScores; // [keyBlock][laneRows] scores, then weights, transposed
   Value laneStats;  // [2][laneRows]  running max and sum
-  Value laneKeys;   // [keyBlock][D]  16-bit K block widened (else unused)
-  Value laneValues; // [keyBlock][Dv] 16-bit V block widened
   Value laneBias;   // [keyBlock][laneRows] the mask of the block, as f32 bias
   // Packed path: each row's running sum as a vector of per-lane partial
   // sums, reduced once per op rather than once per key block.
