@@ -321,7 +321,8 @@ func.func @padding_bias(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>, %v: 
 //       CHECK:       scf.for %[[KB:.+]] = %{{.+}} to %{{.+}} step %c32 {
 //       CHECK:         %[[REL:.+]] = arith.subi %[[KB]], %[[CHUNK]] : index
 //       CHECK:         %[[OFF:.+]] = arith.select %[[CHUNKED]], %[[REL]], %c0 : index
-//       CHECK:         scf.if
+//       CHECK:         scf.if %[[CHUNKED]] {
+//  CHECK-NEXT:         } else {
 //       CHECK:           vector.store %{{.+}}, %[[KW]]
 //       CHECK:           vector.store %{{.+}}, %[[VW]]
 //       CHECK:         scf.for %[[SJ:.+]] = %c0 to %c32 step %c8 iter_args(

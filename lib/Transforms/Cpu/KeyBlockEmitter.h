@@ -18,8 +18,9 @@
 #define ATTN_TRANSFORMS_CPU_KEYBLOCKEMITTER_H
 
 #include "lib/Transforms/AttentionMath.h"
-#include "lib/Transforms/Modifiers.h"
+#include "lib/Transforms/Cpu/MicroKernels.h"
 #include "lib/Transforms/Cpu/VectorEmitter.h"
+#include "lib/Transforms/Modifiers.h"
 
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 
@@ -39,7 +40,7 @@ protected:
   /// 12 (kRows x 3) left one accumulator spilled in the loop: 1.04-1.08x
   /// slower than 8 there.
   static int64_t tileAccumulators(int64_t lanes) {
-    return lanes >= 16 ? 16 : 8;
+    return maxAccumulators(lanes);
   }
 
   /// One block of keys: [start, start + count).

@@ -106,16 +106,23 @@ public:
                             arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
                                                   chunkEnd, last),
                             cst(keyBlock), cst(0));
-      widenRows(op.getKey(), batch, kvHead, chunkStart,
-                arith::AddIOp::create(b, count, pad), lastKey, headDim,
-                wideKeys);
-      widenRows(op.getValue(), batch, kvHead, chunkStart, count, lastKey,
-                valueDim, wideValues);
+      widenKeysAndValues(batch, kvHead, chunkStart,
+                         arith::AddIOp::create(b, count, pad), count, lastKey);
       b.setInsertionPointAfter(ifChunked);
       emitTiles(batch, head, kvHead, rows, keys, chunkStart, chunkEnd);
     });
     memref::DeallocOp::create(b, wideKeys);
     memref::DeallocOp::create(b, wideValues);
+  }
+
+  /// K's rows [start, start + keyRows) and V's [start, start + valueRows)
+  /// into wideKeys and wideValues (rows past lastKey repeat it).
+  void widenKeysAndValues(Value batch, Value kvHead, Value start, Value keyRows,
+                          Value valueRows, Value lastKey) {
+    widenRows(op.getKey(), batch, kvHead, start, keyRows, lastKey, headDim,
+              wideKeys);
+    widenRows(op.getValue(), batch, kvHead, start, valueRows, lastKey, valueDim,
+              wideValues);
   }
 
   /// The tiles of the head's rows over keys [from, to) (all the keys they
@@ -168,18 +175,14 @@ public:
               return;
             wideOffset = arith::SelectOp::create(
                 b, chunked, arith::SubIOp::create(b, blockStart, from), cst(0));
-            auto ifBlock = scf::IfOp::create(
-                b,
-                arith::XOrIOp::create(b, chunked,
-                                      arith::ConstantIntOp::create(b, 1, 1)),
-                /*withElseRegion=*/false);
+            // A head of one tile widens each block as the tile reaches it.
+            auto ifChunked =
+                scf::IfOp::create(b, chunked, /*withElseRegion=*/true);
             OpBuilder::InsertionGuard guard(b);
-            b.setInsertionPoint(ifBlock.thenBlock()->getTerminator());
-            Value lastKey = arith::SubIOp::create(b, keys, cst(1));
-            widenRows(op.getKey(), batch, kvHead, blockStart, cst(keyBlock),
-                      lastKey, headDim, wideKeys);
-            widenRows(op.getValue(), batch, kvHead, blockStart, blockKeys,
-                      lastKey, valueDim, wideValues);
+            b.setInsertionPoint(ifChunked.elseBlock()->getTerminator());
+            widenKeysAndValues(batch, kvHead, blockStart, cst(keyBlock),
+                               blockKeys,
+                               arith::SubIOp::create(b, keys, cst(1)));
           },
           [&](Value blockStart, Value blockKeys) {
             emitLaneRowsBlock(batch, head, kvHead, tileStart, keys,
