@@ -194,7 +194,9 @@ def linear_attention(
             t is not None and t.requires_grad for t in (query, key, value, s0, z0)):
         if "function" not in _FUNCTION:
             _FUNCTION["function"] = _autograd_function(torch)
-        options = _Options(causal, float(eps), feature_map, spec, normalize)
+        options = _Options(causal, float(eps), feature_map, spec, normalize,
+                           _spec(query, value, causal, eps, feature_map, chunk_size,
+                                 True, normalize))
         output, s1, z1 = _FUNCTION["function"].apply(query, key, value, s0, z0,
                                                      options)
     else:
@@ -219,10 +221,13 @@ def _run(spec, wrap, query, key, value, s0, z0, output, s1, z1) -> None:
 class _Options:
     """What the backward needs of the call besides its tensors."""
 
-    def __init__(self, causal, eps, feature_map, spec, normalize):
+    def __init__(self, causal, eps, feature_map, spec, normalize, state_spec):
         self.causal, self.eps, self.feature_map, self.spec = (causal, eps, feature_map,
                                                               spec)
         self.normalize = normalize
+        # The same kernel with the state's operands (the non-causal forward
+        # keeps its final state for the backward).
+        self.state_spec = state_spec
 
 
 #: Rows per chunk of the causal backward's kernel calls (the forward's
@@ -245,27 +250,34 @@ def _autograd_function(torch):
             batch, heads_kv = key.shape[0], key.shape[1]
             d, dv = query.shape[3], value.shape[3]
             output = query.new_empty(query.shape[:3] + (dv,))
+            spec, run_s0, run_z0 = options.spec, s0, z0
             s1 = z1 = None
-            if s0 is not None:
+            # The non-causal backward reads the final state S0 + φ(K)ᵀV and
+            # z0 + Σφ(K): the kernel writes them ([D, Dv] a head) so that the
+            # backward does not recompute a matrix product for them.
+            if s0 is not None or not options.causal:
                 s1 = torch.empty((batch, heads_kv, d, dv), dtype=torch.float32)
                 z1 = torch.empty((batch, heads_kv, d), dtype=torch.float32)
-            _run(options.spec, _capsule, query, key, value, s0, z0, output, s1, z1)
+            if s0 is None and s1 is not None:
+                spec = options.state_spec
+                run_s0, run_z0 = torch.zeros_like(s1), torch.zeros_like(z1)
+            _run(spec, _capsule, query, key, value, run_s0, run_z0, output, s1, z1)
             ctx.options = options
-            ctx.save_for_backward(query, key, value, s0, z0, output)
+            ctx.save_for_backward(query, key, value, s0, z0, output, s1, z1)
             ctx.set_materialize_grads(False)
-            if s1 is not None:
+            if s0 is not None:
                 return output, s1, z1
             return output, None, None
 
         @staticmethod
         @torch.autograd.function.once_differentiable  # O is saved, not recomputed
         def backward(ctx, grad_output, grad_state, grad_normalizer):
-            query, key, value, s0, z0, output = ctx.saved_tensors
+            query, key, value, s0, z0, output, s1, z1 = ctx.saved_tensors
             options = ctx.options
             grads = linear_attention_backward(
                 torch, query, key, value, s0, z0, output, grad_output, grad_state,
                 grad_normalizer, options.causal, options.eps, options.feature_map,
-                options.normalize)
+                options.normalize, None if s1 is None else (s1, z1))
             return (*(None if g is None or not ctx.needs_input_grad[i] else
                       g.to(t.dtype) for i, (g, t) in
                       enumerate(zip(grads, (query, key, value, s0, z0)))), None)
@@ -294,11 +306,15 @@ def _slope_(f, feature_map):
 
 def linear_attention_backward(torch, query, key, value, s0, z0, output, grad_output,
                               grad_state=None, grad_normalizer=None, causal=False,
-                              eps=1e-6, feature_map="elu_plus_one", normalize=True):
+                              eps=1e-6, feature_map="elu_plus_one", normalize=True,
+                              final_state=None):
     """Gradients (dQ, dK, dV, dS0, dz0) in f32 of linear attention with the
     given forward inputs and output (docs/spec.md, "Gradient of linear
     attention"); grad_output, grad_state and grad_normalizer are dO, dS_final
-    and dz_final (None: zero). dS0 and dz0 are None without s0."""
+    and dz_final (None: zero). dS0 and dz0 are None without s0. final_state:
+    the forward's final (S, z), which the non-causal gradient reads (S0 +
+    φ(K)ᵀV and z0 + Σφ(K): the forward's kernel writes them, [D, Dv] a
+    head, rather than the backward recomputing a matrix product)."""
     batch, heads_q, seq_q, d = query.shape
     heads_kv, dv = key.shape[1], value.shape[3]
     group = heads_q // heads_kv
@@ -320,10 +336,7 @@ def linear_attention_backward(torch, query, key, value, s0, z0, output, grad_out
             torch, fq, phi_k, v, state, norm, out, do, final_ds, final_dz, eps,
             s0 is not None, normalize)
     else:
-        f32 = torch.float32
-        if state is None:
-            state = torch.zeros((batch, heads_kv, d, dv), dtype=f32)
-            norm = torch.zeros((batch, heads_kv, d), dtype=f32)
+        state, norm = final_state
         final_ds = torch.zeros_like(state) if final_ds is None else final_ds
         final_dz = torch.zeros_like(norm) if final_dz is None else final_dz
         dfq, dfk, dv_, ds0, dz0 = _full_backward(torch, fq, phi_k, v, state, norm,
@@ -343,6 +356,13 @@ def linear_attention_backward(torch, query, key, value, s0, z0, output, grad_out
 def _row_dots(torch, x, y):
     """Σ over the last dim of x · y, as a batched matrix-vector product."""
     return (x @ y[..., None])[..., 0]
+
+
+def _pair_dots(x, y):
+    """Σ_d x[..., i, d] · y[..., i, d] (broadcasting), as batched products
+    of a row by a column: torch.linalg.vecdot forms x · y first, a fresh
+    tensor as large as x (5x slower at 32 MiB, its pages faulted in)."""
+    return (x[..., None, :] @ y[..., :, None])[..., 0, 0]
 
 
 def _sum_of_products(torch, query, key, value, reverse=False):
@@ -408,8 +428,8 @@ def _causal_backward(torch, fq, fk, v, state, norm, out, do, final_ds, final_dz,
         if norm is not None:
             norm_rows += norm[:, :, None]
         norm_rows = norm_rows[:, :, None]  # [B, Hkv, 1, S, D]
-        g = do / torch.linalg.vecdot(fq, norm_rows).add_(eps)[..., None]
-        c = torch.linalg.vecdot(g, out).neg_()
+        g = do / _pair_dots(fq, norm_rows).add_(eps)[..., None]
+        c = _pair_dots(g, out).neg_()
     # dφ(Q_i) = Σ_{j <= i} (g_i · V_j) φ(K_j) + c_i z_i + g_i S0ᵀ.
     dfq = _sum_of_products(torch, per_head(g), v, fk).reshape(fq.shape)
     if c is not None:
@@ -443,24 +463,22 @@ def _causal_backward(torch, fq, fk, v, state, norm, out, do, final_ds, final_dz,
 
 def _full_backward(torch, fq, fk, v, state, norm, out, do, final_ds, final_dz, eps,
                    normalize=True):
-    """Non-causal: every row sees S = S0 + φ(K)ᵀV, z = z0 + Σφ(K); the
-    rows of a group's heads are one matrix. Unnormalized: g = dO, no c."""
+    """Non-causal: every row sees state = S0 + φ(K)ᵀV and norm = z0 + Σφ(K)
+    (the final state, given); the rows of a group's heads are one matrix.
+    Unnormalized: g = dO, no c."""
     batch, heads_kv, group, seq_q, d = fq.shape
     rows = lambda x: x.reshape(batch, heads_kv, group * seq_q, x.shape[-1])  # noqa: E731
     fq, out, do = rows(fq), rows(out), rows(do)
-    state = (fk.transpose(-1, -2) @ v).add_(state)
-    dfq_norm = dz_rows = None
+    c = dz_rows = None
     if normalize:
-        norm = fk.sum(2).add_(norm)
         g = do / _row_dots(torch, fq, norm).add_(eps)[..., None]
-        c = torch.linalg.vecdot(g, out).neg_()
-        dfq_norm = c[..., None] * norm[:, :, None]
+        c = _pair_dots(g, out).neg_()
         dz_rows = _row_dots(torch, fq.transpose(-1, -2), c)
     else:
         g = do
     dfq = g @ state.transpose(-1, -2)
-    if dfq_norm is not None:
-        dfq += dfq_norm
+    if c is not None:  # in place: no [S, D] product of its own
+        dfq.addcmul_(c[..., None], norm[:, :, None])
     ds = (fq.transpose(-1, -2) @ g).add_(final_ds)
     dz = final_dz.clone() if dz_rows is None else dz_rows.add_(final_dz)
     dfk = (v @ ds.transpose(-1, -2)).add_(dz[:, :, None])
