@@ -1059,6 +1059,10 @@ void setCpuPipelineOptions(mlir::attn::CpuPipelineOptions &pipeline,
   pipeline.amx = hasAmx(host);
   pipeline.emulateAmx = options.emulateAmx;
   pipeline.avx512Exp = host.vectorWidth == 16 && host.has("avx512f");
+  // Rounding to bf16 without an instruction for it: integer operations
+  // rather than LLVM's library call per element.
+  pipeline.bf16ByIntegers =
+      !host.has("avx512bf16") && !host.has("avxneconvert");
 }
 
 /// What `--emit=mlir` shows and attn-opt then lowers the same way: the

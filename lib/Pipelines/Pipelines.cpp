@@ -82,6 +82,7 @@ void mlir::attn::buildAttnToLLVMCpuPipeline(OpPassManager &pm,
   pm.addPass(createCSEPass());
   AttnApproximateMathPassOptions math;
   math.avx512 = options.avx512Exp;
+  math.bf16ByIntegers = options.bf16ByIntegers;
   pm.addNestedPass<func::FuncOp>(createAttnApproximateMathPass(math));
   pm.addPass(createSCFToControlFlowPass());
   ConvertVectorToLLVMPassOptions toLLVM;

@@ -103,6 +103,12 @@ struct CpuPipelineOptions : public TilingOptions<CpuPipelineOptions> {
       llvm::cl::desc("Softmax exponentials by AVX-512's vscalefps and a "
                      "polynomial (CPUs with AVX-512F)"),
       llvm::cl::init(false)};
+  PipelineOption<bool> bf16ByIntegers{
+      *this, "bf16-by-integers",
+      llvm::cl::desc("f32 <-> bf16 conversions by integer operations (CPUs "
+                     "without AVX-512 BF16 or AVX-NE-CONVERT, where LLVM "
+                     "calls a library function per element)"),
+      llvm::cl::init(false)};
   PipelineOption<int64_t> prefetchDistance{
       *this, "prefetch-bytes",
       llvm::cl::desc("Bytes of K ahead of the scored row whose K and V rows "

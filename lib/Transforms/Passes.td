@@ -509,6 +509,12 @@ def AttnApproximateMathPass : Pass<"attn-approximate-math"> {
     on [-126, 0]), and where the op carries `attn.nonpositive` (an operand
     never above 0, as the softmax's s - m') no upper clamp. Other f32 exp2
     become exp(x ln 2).
+
+    With `bf16-by-integers`, conversions between f32 and bf16 (scalar and
+    vector) become integer operations: f32 to bf16 rounds to nearest even
+    (NaN to a quiet NaN), bf16 to f32 is a shift. For CPUs without a bf16
+    conversion instruction (AVX-512 BF16, AVX-NE-CONVERT), where LLVM
+    rounds each element by a call to `__truncsfbf2`.
   }];
   let options = [
     Option<"nvvm", "nvvm", "bool", /*default=*/"false",
@@ -516,6 +522,9 @@ def AttnApproximateMathPass : Pass<"attn-approximate-math"> {
     Option<"avx512", "avx512", "bool", /*default=*/"false",
            "exp of vector<16xf32> by AVX-512's vscalefps (CPUs with "
            "AVX-512F)">,
+    Option<"bf16ByIntegers", "bf16-by-integers", "bool", /*default=*/"false",
+           "f32 <-> bf16 conversions by integer operations (CPUs without "
+           "AVX-512 BF16 or AVX-NE-CONVERT)">,
   ];
   let dependentDialects = ["arith::ArithDialect", "math::MathDialect",
                            "vector::VectorDialect", "LLVM::LLVMDialect"];

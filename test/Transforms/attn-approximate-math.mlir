@@ -130,3 +130,36 @@ func.func @softmax_exp2(%x: vector<16xf32>, %a: f32) -> (vector<16xf32>, vector<
   %alpha = math.exp2 %a {attn.nonpositive} : f32
   return %p, %q, %alpha : vector<16xf32>, vector<16xf32>, f32
 }
+
+// RUN: attn-opt %s -attn-approximate-math=bf16-by-integers=1 | FileCheck %s --check-prefix=BF16
+
+// bf16-by-integers: f32 -> bf16 rounds to nearest even in integers (add
+// 0x7FFF plus the kept part's lowest bit, keep the high half; NaN becomes
+// the quiet NaN 0x7FC0), bf16 -> f32 is a shift; vectors stay vectors.
+// Without the option (CHECK), conversions are left to LLVM.
+// BF16-LABEL: func @round_to_bf16
+//   BF16-NOT: arith.truncf
+//   BF16-NOT: arith.extf
+//       BF16: %[[NAN:.+]] = arith.cmpf une, %[[O:.+]], %[[O]] : vector<8xf32>
+//       BF16: %[[BITS:.+]] = arith.bitcast %[[O]] : vector<8xf32> to vector<8xi32>
+//       BF16: %[[LSB:.+]] = arith.andi
+//       BF16: %[[BIAS:.+]] = arith.addi %[[LSB]], %{{.+}} : vector<8xi32>
+//       BF16: %[[SUM:.+]] = arith.addi %[[BITS]], %[[BIAS]] : vector<8xi32>
+//       BF16: %[[HIGH:.+]] = arith.shrui %[[SUM]], %{{.+}} : vector<8xi32>
+//       BF16: %[[HALF:.+]] = arith.trunci %[[HIGH]] : vector<8xi32> to vector<8xi16>
+//       BF16: %[[SEL:.+]] = arith.select %[[NAN]], %{{.+}}, %[[HALF]] : vector<8xi1>, vector<8xi16>
+//       BF16: arith.bitcast %[[SEL]] : vector<8xi16> to vector<8xbf16>
+//       BF16: arith.extui %{{.+}} : vector<8xi16> to vector<8xi32>
+//       BF16: arith.shli
+//       BF16: arith.trunci %{{.+}} : i32 to i16
+//       BF16: return
+// CHECK-LABEL: func @round_to_bf16
+//       CHECK: arith.truncf %{{.+}} : vector<8xf32> to vector<8xbf16>
+//       CHECK: arith.extf %{{.+}} : vector<8xbf16> to vector<8xf32>
+//       CHECK: arith.truncf %{{.+}} : f32 to bf16
+func.func @round_to_bf16(%o: vector<8xf32>, %k: vector<8xbf16>, %x: f32) -> (vector<8xbf16>, vector<8xf32>, bf16) {
+  %r = arith.truncf %o : vector<8xf32> to vector<8xbf16>
+  %w = arith.extf %k : vector<8xbf16> to vector<8xf32>
+  %s = arith.truncf %x : f32 to bf16
+  return %r, %w, %s : vector<8xbf16>, vector<8xf32>, bf16
+}
