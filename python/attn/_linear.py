@@ -194,9 +194,12 @@ def linear_attention(
             t is not None and t.requires_grad for t in (query, key, value, s0, z0)):
         if "function" not in _FUNCTION:
             _FUNCTION["function"] = _autograd_function(torch)
-        options = _Options(causal, float(eps), feature_map, spec, normalize,
-                           _spec(query, value, causal, eps, feature_map, chunk_size,
-                                 True, normalize))
+        if not (state or causal):
+            # The non-causal training forward keeps its final state for the
+            # backward: the same kernel with the state's operands.
+            spec = _spec(query, value, causal, eps, feature_map, chunk_size, True,
+                         normalize)
+        options = _Options(causal, float(eps), feature_map, spec, normalize)
         output, s1, z1 = _FUNCTION["function"].apply(query, key, value, s0, z0,
                                                      options)
     else:
@@ -221,13 +224,10 @@ def _run(spec, wrap, query, key, value, s0, z0, output, s1, z1) -> None:
 class _Options:
     """What the backward needs of the call besides its tensors."""
 
-    def __init__(self, causal, eps, feature_map, spec, normalize, state_spec):
+    def __init__(self, causal, eps, feature_map, spec, normalize):
         self.causal, self.eps, self.feature_map, self.spec = (causal, eps, feature_map,
                                                               spec)
         self.normalize = normalize
-        # The same kernel with the state's operands (the non-causal forward
-        # keeps its final state for the backward).
-        self.state_spec = state_spec
 
 
 #: Rows per chunk of the causal backward's kernel calls (the forward's
@@ -250,18 +250,19 @@ def _autograd_function(torch):
             batch, heads_kv = key.shape[0], key.shape[1]
             d, dv = query.shape[3], value.shape[3]
             output = query.new_empty(query.shape[:3] + (dv,))
-            spec, run_s0, run_z0 = options.spec, s0, z0
+            run_s0, run_z0 = s0, z0
             s1 = z1 = None
             # The non-causal backward reads the final state S0 + φ(K)ᵀV and
-            # z0 + Σφ(K): the kernel writes them ([D, Dv] a head) so that the
-            # backward does not recompute a matrix product for them.
+            # z0 + Σφ(K): the kernel writes them ([D, Dv] a head; its spec has
+            # the state's operands) so that the backward does not recompute a
+            # matrix product for them.
             if s0 is not None or not options.causal:
                 s1 = torch.empty((batch, heads_kv, d, dv), dtype=torch.float32)
                 z1 = torch.empty((batch, heads_kv, d), dtype=torch.float32)
-            if s0 is None and s1 is not None:
-                spec = options.state_spec
-                run_s0, run_z0 = torch.zeros_like(s1), torch.zeros_like(z1)
-            _run(spec, _capsule, query, key, value, run_s0, run_z0, output, s1, z1)
+                if s0 is None:
+                    run_s0, run_z0 = torch.zeros_like(s1), torch.zeros_like(z1)
+            _run(options.spec, _capsule, query, key, value, run_s0, run_z0, output, s1,
+                 z1)
             ctx.options = options
             ctx.save_for_backward(query, key, value, s0, z0, output, s1, z1)
             ctx.set_materialize_grads(False)
