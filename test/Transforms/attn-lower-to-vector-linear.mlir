@@ -1,4 +1,5 @@
 // RUN: attn-opt %s -attn-lower-to-vector -canonicalize | FileCheck %s
+// RUN: attn-opt %s -attn-lower-to-vector=vector-width=8 -canonicalize | FileCheck %s --check-prefix=AVX2
 
 // A bufferized attn.linear (one work item: a batch and a key/value head with
 // its group of query heads) becomes the linear attention kernel: f32 heap
@@ -122,5 +123,23 @@ func.func @unnormalized(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>,
                         %v: memref<1x1x?x16xf32>, %o: memref<1x1x?x16xf32>) {
   attn.linear ins(%q, %k, %v : memref<1x1x?x16xf32>, memref<1x1x?x16xf32>, memref<1x1x?x16xf32>)
       outs(%o : memref<1x1x?x16xf32>) causal feature_map(identity) unnormalized
+  return
+}
+
+// AVX2 (8 lanes, 16 registers): the register tiles are 4 rows by 2 vectors
+// (8 accumulators), not AVX-512's 4 x 4, which spilled in every step there;
+// Dv = 32 (4 vectors) takes two tiles for the state's update and two for
+// the output rows.
+
+// AVX2-LABEL: func @avx2_tiles
+//   AVX2-NOT: :16 = scf.for
+//       AVX2: %{{.+}}:8 = scf.for
+//       AVX2: %{{.+}}:8 = scf.for
+//   AVX2-NOT: :16 = scf.for
+//       AVX2: return
+func.func @avx2_tiles(%q: memref<1x1x?x8xf32>, %k: memref<1x1x?x8xf32>,
+                      %v: memref<1x1x?x32xf32>, %o: memref<1x1x?x32xf32>) {
+  attn.linear ins(%q, %k, %v : memref<1x1x?x8xf32>, memref<1x1x?x8xf32>, memref<1x1x?x32xf32>)
+      outs(%o : memref<1x1x?x32xf32>)
   return
 }

@@ -17,7 +17,7 @@
 //                                              / (rowsum A + φ(Q_r) z + eps)
 //                then S += φ(K_c)ᵀ V_c,  z += Σ φ(K_c)
 //
-// Every product is a register tile of R rows by up to kTileVectors vectors
+// Every product is a register tile of R rows by up to tileVectors vectors
 // of columns, accumulated by FMAs that broadcast one scalar of the left
 // operand: the state's rows (D) and the values' columns (Dv) are the
 // vector dims, so no product needs a horizontal reduction except the
@@ -38,10 +38,8 @@ using namespace mlir::attn::cpu;
 
 namespace {
 
-/// Rows of a register tile, and its most column vectors: 4 x 4
-/// accumulators leave AVX-512's other registers to the operands.
+/// Rows of a register tile.
 constexpr int64_t kRows = 4;
-constexpr int64_t kTileVectors = 4;
 
 class LinearLowering : public VectorEmitter {
 public:
@@ -52,6 +50,9 @@ public:
     headPad = llvm::alignTo(headDim, lanes);
     valuePad = llvm::alignTo(valueDim, lanes);
     chunk = llvm::alignTo(op.getChunkRows(), lanes);
+    // 4 x 4 accumulators on AVX-512, 4 x 2 in AVX2's 16 registers (4 x 4
+    // spilled there in every step).
+    tileVectors = std::max<int64_t>(1, maxAccumulators(lanes) / kRows);
   }
 
   void emit();
@@ -94,6 +95,8 @@ private:
 
   LinearOp op;
   int64_t headDim, valueDim, headPad, valuePad, chunk;
+  /// Column vectors of a register tile.
+  int64_t tileVectors;
   Value outputRow; // [DvPad]: a row of O for element-wise stores
 };
 
@@ -168,10 +171,10 @@ void LinearLowering::packRows(Value source, Value batch, Value head,
 
 void LinearLowering::updateState(const Buffers &buf, Value count) {
   // S's rows d in blocks of kRows (then one at a time), its columns in
-  // tiles of kTileVectors vectors: S[d] += Σ_j φK[j][d] · V[j].
+  // tiles of tileVectors vectors: S[d] += Σ_j φK[j][d] · V[j].
   forBlocks(cst(0), cst(headDim), kRows, [&](Value first, int64_t rows) {
-    for (int64_t col = 0; col < valuePad; col += kTileVectors * lanes) {
-      int64_t n = std::min(kTileVectors, (valuePad - col) / lanes);
+    for (int64_t col = 0; col < valuePad; col += tileVectors * lanes) {
+      int64_t n = std::min(tileVectors, (valuePad - col) / lanes);
       SmallVector<Value> acc;
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t v = 0; v < n; ++v)
@@ -236,8 +239,8 @@ void LinearLowering::outputRows(const Buffers &buf, Value batch, Value head,
     Value lane = arith::ConstantOp::create(
         b, DenseElementsAttr::get(i32Vec, ArrayRef<int32_t>(iota)));
     SmallVector<Value> rowSums(kRows);
-    for (int64_t col = 0; col < chunk; col += kTileVectors * lanes) {
-      int64_t n = std::min(kTileVectors, (chunk - col) / lanes);
+    for (int64_t col = 0; col < chunk; col += tileVectors * lanes) {
+      int64_t n = std::min(tileVectors, (chunk - col) / lanes);
       SmallVector<Value> acc(kRows * n, zeroVector());
       acc = product(cst(0), cst(headDim), kRows, queryAt, buf.keysT, col, acc);
       for (int64_t r = 0; r < kRows; ++r) {
@@ -271,11 +274,11 @@ void LinearLowering::outputRows(const Buffers &buf, Value batch, Value head,
         b, f32Const(1.0f),
         arith::AddFOp::create(b, den[r], f32Const(op.getEffectiveEps()))));
 
-  // The numerators, tiles of kTileVectors vectors of Dv: A V_c, then
+  // The numerators, tiles of tileVectors vectors of Dv: A V_c, then
   // φ(Q_r) S; divided and stored.
   SmallVector<Value> outputs(kRows * (valuePad / lanes));
-  for (int64_t col = 0; col < valuePad; col += kTileVectors * lanes) {
-    int64_t n = std::min(kTileVectors, (valuePad - col) / lanes);
+  for (int64_t col = 0; col < valuePad; col += tileVectors * lanes) {
+    int64_t n = std::min(tileVectors, (valuePad - col) / lanes);
     SmallVector<Value> acc(kRows * n, zeroVector());
     if (causal) {
       // The keys before the block's rows, then its diagonal: key first + t
