@@ -1,4 +1,5 @@
 // RUN: attn-opt %s -attn-lower-to-vector -canonicalize | FileCheck %s
+// RUN: attn-opt %s -attn-lower-to-vector=vector-width=8 -canonicalize | FileCheck %s --check-prefix=AVX2
 
 // A bufferized attn.additive (one work item: a batch and a tile of query
 // rows) becomes the additive attention kernel. Once per work item W_qᵀ,
@@ -88,6 +89,14 @@
 //       CHECK:     math.exp
 //       CHECK:     vector.maskedstore
 //       CHECK: memref.dealloc %[[WQT]]
+// AVX2 (8 lanes, 16 registers): the projections' register tiles are 4 rows
+// by 2 vectors of A (8 accumulators; 4 x 4 spilled there), the keys' over
+// Dk = 20, the queries' over Dq = 24.
+
+// AVX2-LABEL: func @additive
+//       AVX2: %{{.+}}:8 = scf.for %{{.+}} = %c0 to %c20 step %c1 iter_args
+//       AVX2: %{{.+}}:8 = scf.for %{{.+}} = %c0 to %c24 step %c1 iter_args
+//   AVX2-NOT: :16 = scf.for
 func.func @additive(%q: memref<1x?x24xf32, strided<[?, ?, ?], offset: ?>>, %k: memref<1x?x20xf32, strided<[?, ?, ?], offset: ?>>,
                     %v: memref<1x?x40xf32, strided<[?, ?, ?], offset: ?>>, %wq: memref<36x24xf32>, %wk: memref<36x20xf32>,
                     %va: memref<36xf32>, %m: memref<1x1x?xi1, strided<[?, ?, ?], offset: ?>>,

@@ -1,4 +1,5 @@
 // RUN: attn-opt %s -attn-lower-to-vector -canonicalize -cse -split-input-file | FileCheck %s
+// RUN: attn-opt %s -attn-lower-to-vector=vector-width=8 -canonicalize -cse -split-input-file | FileCheck %s --check-prefix=AVX2
 
 // A layer's projection (attn-decompose-mha): C[M, 72] f32 += A[M, 40] ·
 // W[72, 40]ᵀ, W bf16. Where C's rows have unit stride: Wᵀ is packed as f32
@@ -41,6 +42,14 @@
 //       CHECK:   memref.dealloc %[[P]]
 //       CHECK: } else {
 //       CHECK:   linalg.matmul
+
+// AVX2 (8 lanes, 16 registers): strips of 2 vectors (16 columns, 5 panels
+// for 72), 6 x 2 = 12 accumulators (6 x 4 spilled in every step there).
+
+// AVX2-LABEL: func @projection
+//       AVX2: memref.alloc() {alignment = 64 : i64} : memref<5x40x16xf32>
+//       AVX2: %{{.+}}:12 = scf.for %{{.+}} = %c0 to %c40 step %c1 iter_args({{.*}}) -> (vector<8xf32>,
+//   AVX2-NOT: :24 = scf.for
 func.func @projection(%x: memref<?x40xf32, strided<[?, ?], offset: ?>>,
                       %w: memref<72x40xbf16, strided<[?, ?], offset: ?>>,
                       %c: memref<?x72xf32, strided<[?, ?], offset: ?>>) {

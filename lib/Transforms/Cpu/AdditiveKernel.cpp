@@ -61,7 +61,8 @@ using namespace mlir::attn::cpu;
 namespace {
 
 /// Rows of a block (their scores share each kpᵀ load), and the most column
-/// vectors of a projection's register tile.
+/// vectors a row's P·V accumulates at once (a projection's register tile
+/// takes maxAccumulators(lanes) / kRows).
 constexpr int64_t kRows = 4;
 constexpr int64_t kTileVectors = 4;
 
@@ -241,8 +242,11 @@ void AdditiveEmitter<OpTy>::projectRows(Value source, Value batch, Value first,
                                         int64_t count, Value weightT,
                                         int64_t dims, Value into,
                                         Value intoFirst) {
-  for (int64_t col = 0; col < attnPad; col += kTileVectors * lanes) {
-    int64_t n = std::min(kTileVectors, (attnPad - col) / lanes);
+  // count x n accumulators: 4 x 4 on AVX-512, 4 x 2 in AVX2's 16
+  // registers.
+  int64_t tileVectors = std::max<int64_t>(1, maxAccumulators(lanes) / kRows);
+  for (int64_t col = 0; col < attnPad; col += tileVectors * lanes) {
+    int64_t n = std::min(tileVectors, (attnPad - col) / lanes);
     SmallVector<Value> acc(count * n, zeroVector());
     acc = broadcastProduct(
         cst(0), cst(dims), count,

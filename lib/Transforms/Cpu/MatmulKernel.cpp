@@ -33,9 +33,10 @@ using namespace mlir::attn::cpu;
 namespace {
 
 /// Rows of A per block, and vectors of columns per strip: 24 accumulators,
-/// 4 vectors of Bᵀ and a broadcast in 29 of AVX-512's 32 registers.
+/// 4 vectors of Bᵀ and a broadcast in 29 of AVX-512's 32 registers; on
+/// AVX2 2 vectors (12 accumulators, 2 of Bᵀ and a broadcast in its 16).
 constexpr int64_t kRows = 6;
-constexpr int64_t kStripVectors = 4;
+constexpr int64_t stripVectors(int64_t lanes) { return lanes >= 16 ? 4 : 2; }
 
 class MatmulLowering : public VectorEmitter {
 public:
@@ -48,7 +49,7 @@ public:
     columns = cType.getDimSize(1);
     depth = cast<MemRefType>(a.getType()).getDimSize(1);
     columnPad = llvm::alignTo(columns, lanes);
-    stripWidth = kStripVectors * lanes;
+    stripWidth = stripVectors(lanes) * lanes;
     strips = llvm::divideCeil(columns, stripWidth);
   }
 
@@ -147,7 +148,7 @@ void MatmulLowering::emit() {
         int64_t wholeStrips = columns / stripWidth;
         if (wholeStrips > 0)
           forLoop(cst(0), cst(wholeStrips), cst(1), [&](Value s) {
-            rowsOf(s, kStripVectors, columns == wholeStrips * stripWidth);
+            rowsOf(s, stripVectors(lanes), columns == wholeStrips * stripWidth);
           });
         if (wholeStrips < strips)
           rowsOf(cst(wholeStrips),
