@@ -156,6 +156,8 @@ void mlir::attn::registerBufferizableOpInterfaceExternalModels(
     AttentionWeightsOp::attachInterface<
         MemRefFormBufferization<AttentionWeightsOp>>(*ctx);
     LinearOp::attachInterface<MemRefFormBufferization<LinearOp>>(*ctx);
+    LinearBackwardOp::attachInterface<
+        MemRefFormBufferization<LinearBackwardOp>>(*ctx);
     AdditiveOp::attachInterface<MemRefFormBufferization<AdditiveOp>>(*ctx);
     AdditiveBackwardOp::attachInterface<
         MemRefFormBufferization<AdditiveBackwardOp>>(*ctx);

@@ -18,6 +18,7 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallBitVector.h"
 #include "llvm/ADT/StringSet.h"
@@ -1414,30 +1415,50 @@ LogicalResult AttentionWeightsOp::getResultTilePosition(
 // LinearOp
 //===----------------------------------------------------------------------===//
 
-int64_t LinearOp::getChunkRows() {
-  return getChunk() ? *getChunk() : ::attn::kDefaultLinearChunk;
+namespace {
+/// A linear attention state S [B, Hkv, D, Dv] (or with `normalizer` z
+/// [B, Hkv, D]), f32, against the keys `k` and values `v`.
+LogicalResult verifyLinearState(Operation *op, StringRef name, Value state,
+                                bool normalizer, ShapedType k, ShapedType v) {
+  StringRef layout = normalizer ? "[B, Hkv, D]" : "[B, Hkv, D, Dv]";
+  if (failed(verifyRank(op, name, state.getType(), normalizer ? 3 : 4, layout)))
+    return failure();
+  auto shaped = cast<ShapedType>(state.getType());
+  if (!shaped.getElementType().isF32())
+    return op->emitOpError() << name << " element type must be f32, found "
+                             << shaped.getElementType();
+  if (failed(verifyDim(op, name, shaped, 0, "B", k.getDimSize(0), "key's B")) ||
+      failed(verifyDim(op, name, shaped, 1, "Hkv", k.getDimSize(1),
+                       "key's Hkv")) ||
+      failed(verifyDim(op, name, shaped, 2, "D", k.getDimSize(3), "key's D")))
+    return failure();
+  if (!normalizer && failed(verifyDim(op, name, shaped, 3, "Dv",
+                                      v.getDimSize(3), "value's Dv")))
+    return failure();
+  return success();
 }
 
-LogicalResult LinearOp::verify() {
-  Operation *op = *this;
-  if (failed(
-          verifyRank(op, "query", getQuery().getType(), 4, "[B, Hq, Sq, D]")) ||
-      failed(verifyRank(op, "key", getKey().getType(), 4, "[B, Hkv, Sk, D]")) ||
-      failed(
-          verifyRank(op, "value", getValue().getType(), 4, "[B, Hkv, Sk, Dv]")))
+/// The checks attn.linear and attn.linear_backward share: Q, K and V (ranks,
+/// one element type, matching dims, static head dims within the limit, the
+/// GQA ratio).
+LogicalResult verifyLinearInputs(Operation *op, Value query, Value key,
+                                 Value value) {
+  if (failed(verifyRank(op, "query", query.getType(), 4, "[B, Hq, Sq, D]")) ||
+      failed(verifyRank(op, "key", key.getType(), 4, "[B, Hkv, Sk, D]")) ||
+      failed(verifyRank(op, "value", value.getType(), 4, "[B, Hkv, Sk, Dv]")))
     return failure();
-  auto q = cast<ShapedType>(getQuery().getType());
-  auto k = cast<ShapedType>(getKey().getType());
-  auto v = cast<ShapedType>(getValue().getType());
+  auto q = cast<ShapedType>(query.getType());
+  auto k = cast<ShapedType>(key.getType());
+  auto v = cast<ShapedType>(value.getType());
   Type elem = q.getElementType();
   if (!isAttentionElementType(elem))
-    return emitOpError() << "query element type must be f32, f16 or bf16, "
-                            "found "
-                         << elem;
+    return op->emitOpError() << "query element type must be f32, f16 or bf16, "
+                                "found "
+                             << elem;
   if (k.getElementType() != elem || v.getElementType() != elem)
-    return emitOpError() << "key and value must have the query's element type "
-                         << elem << ", found " << k.getElementType() << " and "
-                         << v.getElementType();
+    return op->emitOpError()
+           << "key and value must have the query's element type " << elem
+           << ", found " << k.getElementType() << " and " << v.getElementType();
   if (failed(verifyDim(op, "key", k, 0, "B", q.getDimSize(0), "query's B")) ||
       failed(verifyDim(op, "key", k, 3, "D", q.getDimSize(3), "query's D")) ||
       failed(verifyDim(op, "value", v, 0, "B", k.getDimSize(0), "key's B")) ||
@@ -1446,23 +1467,61 @@ LogicalResult LinearOp::verify() {
       failed(verifyDim(op, "value", v, 2, "Sk", k.getDimSize(2), "key's Sk")))
     return failure();
   if (q.isDynamicDim(3) || k.isDynamicDim(3) || v.isDynamicDim(3))
-    return emitOpError() << "head dims (D of query and key, Dv of value) "
-                            "must be static, found "
-                         << dimToString(q.getDimSize(3)) << ", "
-                         << dimToString(k.getDimSize(3)) << " and "
-                         << dimToString(v.getDimSize(3));
+    return op->emitOpError() << "head dims (D of query and key, Dv of value) "
+                                "must be static, found "
+                             << dimToString(q.getDimSize(3)) << ", "
+                             << dimToString(k.getDimSize(3)) << " and "
+                             << dimToString(v.getDimSize(3));
   for (auto [name, size] :
        {std::pair<StringRef, int64_t>{"query dim 3 (D)", q.getDimSize(3)},
         {"value dim 3 (Dv)", v.getDimSize(3)}})
     if (size > ::attn::kMaxHeadDim)
-      return emitOpError() << name << " must be at most " << ::attn::kMaxHeadDim
-                           << ", found " << size;
+      return op->emitOpError() << name << " must be at most "
+                               << ::attn::kMaxHeadDim << ", found " << size;
   int64_t hq = q.getDimSize(1), hkv = k.getDimSize(1);
   if (!ShapedType::isDynamic(hq) && !ShapedType::isDynamic(hkv) &&
       (hkv == 0 ? hq != 0 : hq % hkv != 0))
-    return emitOpError() << "query heads (Hq = " << hq
-                         << ") must be a multiple of key/value heads (Hkv = "
-                         << hkv << ")";
+    return op->emitOpError()
+           << "query heads (Hq = " << hq
+           << ") must be a multiple of key/value heads (Hkv = " << hkv << ")";
+  return success();
+}
+
+/// A tensor of the query rows' shape [B, Hq, Sq, width] in the query's
+/// element type (`width`: the dim of `widthFrom` at 3): O and dO (width
+/// Dv), dQ (D).
+LogicalResult verifyRowsLike(Operation *op, StringRef name, Value tensor,
+                             ShapedType q, ShapedType widthFrom,
+                             StringRef widthName) {
+  if (failed(verifyRank(op, name, tensor.getType(), 4,
+                        ("[B, Hq, Sq, " + widthName + "]").str())))
+    return failure();
+  auto t = cast<ShapedType>(tensor.getType());
+  if (t.getElementType() != q.getElementType())
+    return op->emitOpError()
+           << name << " element type must be the query's " << q.getElementType()
+           << ", found " << t.getElementType();
+  if (failed(verifyDim(op, name, t, 0, "B", q.getDimSize(0), "query's B")) ||
+      failed(verifyDim(op, name, t, 1, "Hq", q.getDimSize(1), "query's Hq")) ||
+      failed(verifyDim(op, name, t, 2, "Sq", q.getDimSize(2), "query's Sq")) ||
+      failed(verifyDim(op, name, t, 3, widthName, widthFrom.getDimSize(3),
+                       widthFrom == q ? "query's D" : "value's Dv")))
+    return failure();
+  return success();
+}
+} // namespace
+
+int64_t LinearOp::getChunkRows() {
+  return getChunk() ? *getChunk() : ::attn::kDefaultLinearChunk;
+}
+
+LogicalResult LinearOp::verify() {
+  Operation *op = *this;
+  if (failed(verifyLinearInputs(op, getQuery(), getKey(), getValue())))
+    return failure();
+  auto q = cast<ShapedType>(getQuery().getType());
+  auto k = cast<ShapedType>(getKey().getType());
+  auto v = cast<ShapedType>(getValue().getType());
   if (getCausal() &&
       failed(verifyDim(op, "key", k, 2, "Sk", q.getDimSize(2),
                        "query's Sq (causal linear attention: query i sees "
@@ -1478,44 +1537,11 @@ LogicalResult LinearOp::verify() {
                             "found "
                          << getOutputs().size();
   // O [B, Hq, Sq, Dv] in the inputs' type.
-  Type output = getOutput().getType();
-  if (failed(verifyRank(op, "output", output, 4, "[B, Hq, Sq, Dv]")))
-    return failure();
-  auto o = cast<ShapedType>(output);
-  if (o.getElementType() != elem)
-    return emitOpError() << "output element type must be the query's " << elem
-                         << ", found " << o.getElementType();
-  if (failed(
-          verifyDim(op, "output", o, 0, "B", q.getDimSize(0), "query's B")) ||
-      failed(
-          verifyDim(op, "output", o, 1, "Hq", q.getDimSize(1), "query's Hq")) ||
-      failed(
-          verifyDim(op, "output", o, 2, "Sq", q.getDimSize(2), "query's Sq")) ||
-      failed(
-          verifyDim(op, "output", o, 3, "Dv", v.getDimSize(3), "value's Dv")))
+  if (failed(verifyRowsLike(op, "output", getOutput(), q, v, "Dv")))
     return failure();
   // S [B, Hkv, D, Dv] and z [B, Hkv, D], f32, in and out.
-  Type f32 = Float32Type::get(getContext());
-  auto verifyState = [&](StringRef name, Value state,
-                         bool normalizer) -> LogicalResult {
-    StringRef layout = normalizer ? "[B, Hkv, D]" : "[B, Hkv, D, Dv]";
-    if (failed(
-            verifyRank(op, name, state.getType(), normalizer ? 3 : 4, layout)))
-      return failure();
-    auto shaped = cast<ShapedType>(state.getType());
-    if (shaped.getElementType() != f32)
-      return emitOpError() << name << " element type must be f32, found "
-                           << shaped.getElementType();
-    if (failed(
-            verifyDim(op, name, shaped, 0, "B", k.getDimSize(0), "key's B")) ||
-        failed(verifyDim(op, name, shaped, 1, "Hkv", k.getDimSize(1),
-                         "key's Hkv")) ||
-        failed(verifyDim(op, name, shaped, 2, "D", k.getDimSize(3), "key's D")))
-      return failure();
-    if (!normalizer && failed(verifyDim(op, name, shaped, 3, "Dv",
-                                        v.getDimSize(3), "value's Dv")))
-      return failure();
-    return success();
+  auto verifyState = [&](StringRef name, Value state, bool normalizer) {
+    return verifyLinearState(op, name, state, normalizer, k, v);
   };
   if (Value s = getStateIn())
     if (failed(verifyState("initial state", s, false)) ||
@@ -1574,34 +1600,34 @@ struct LinearTile {
       stateSizes, normalizerSizes;
 };
 
-LinearTile linearTile(OpBuilder &b, LinearOp op, ArrayRef<OpFoldResult> offsets,
+LinearTile linearTile(OpBuilder &b, Location loc, Value query, Value key,
+                      Value value, ArrayRef<OpFoldResult> offsets,
                       ArrayRef<OpFoldResult> sizes) {
-  Location loc = op.getLoc();
-  auto q = cast<ShapedType>(op.getQuery().getType());
-  auto k = cast<ShapedType>(op.getKey().getType());
+  auto q = cast<ShapedType>(query.getType());
+  auto k = cast<ShapedType>(key.getType());
   OpFoldResult group;
   if (!q.isDynamicDim(1) && !k.isDynamicDim(1) && k.getDimSize(1) > 0)
     group = b.getIndexAttr(q.getDimSize(1) / k.getDimSize(1));
   else
-    group = arith::DivUIOp::create(
-                b, loc, tensor::DimOp::create(b, loc, op.getQuery(), 1),
-                tensor::DimOp::create(b, loc, op.getKey(), 1))
-                .getResult();
+    group =
+        arith::DivUIOp::create(b, loc, tensor::DimOp::create(b, loc, query, 1),
+                               tensor::DimOp::create(b, loc, key, 1))
+            .getResult();
   AffineExpr s0, s1;
   bindSymbols(b.getContext(), s0, s1);
   auto times = [&](OpFoldResult x) {
     return affine::makeComposedFoldedAffineApply(b, loc, s0 * s1, {x, group});
   };
   OpFoldResult zero = b.getIndexAttr(0);
-  OpFoldResult d = dimOf(b, loc, op.getKey(), 3);
-  OpFoldResult dv = dimOf(b, loc, op.getValue(), 3);
+  OpFoldResult d = dimOf(b, loc, key, 3);
+  OpFoldResult dv = dimOf(b, loc, value, 3);
   LinearTile t;
   t.query = {offsets[0], times(offsets[1]), zero, zero};
   t.key = {offsets[0], offsets[1], zero, zero};
   t.state = t.key;
   t.normalizer = {offsets[0], offsets[1], zero};
-  OpFoldResult rows = dimOf(b, loc, op.getQuery(), 2);
-  OpFoldResult keys = dimOf(b, loc, op.getKey(), 2);
+  OpFoldResult rows = dimOf(b, loc, query, 2);
+  OpFoldResult keys = dimOf(b, loc, key, 2);
   t.querySizes = {sizes[0], times(sizes[1]), rows, d};
   t.keySizes = {sizes[0], sizes[1], keys, d};
   t.valueSizes = {sizes[0], sizes[1], keys, dv};
@@ -1620,7 +1646,8 @@ LinearOp::getTiledImplementation(OpBuilder &b, ArrayRef<OpFoldResult> offsets,
     return failure();
   }
   Location loc = getLoc();
-  LinearTile t = linearTile(b, *this, offsets, sizes);
+  LinearTile t =
+      linearTile(b, getLoc(), getQuery(), getKey(), getValue(), offsets, sizes);
   OperandTiles tiles;
   auto slice = [&](Value source, ArrayRef<OpFoldResult> at,
                    ArrayRef<OpFoldResult> size) {
@@ -1653,7 +1680,8 @@ LogicalResult LinearOp::getResultTilePosition(
     OpBuilder &b, unsigned resultNumber, ArrayRef<OpFoldResult> offsets,
     ArrayRef<OpFoldResult> sizes, SmallVector<OpFoldResult> &resultOffsets,
     SmallVector<OpFoldResult> &resultSizes) {
-  LinearTile t = linearTile(b, *this, offsets, sizes);
+  LinearTile t =
+      linearTile(b, getLoc(), getQuery(), getKey(), getValue(), offsets, sizes);
   switch (resultNumber) {
   case 0:
     resultOffsets = t.query;
@@ -1664,6 +1692,156 @@ LogicalResult LinearOp::getResultTilePosition(
     resultSizes = t.stateSizes;
     break;
   default:
+    resultOffsets = t.normalizer;
+    resultSizes = t.normalizerSizes;
+    break;
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// LinearBackwardOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult LinearBackwardOp::verify() {
+  Operation *op = *this;
+  if (failed(verifyLinearInputs(op, getQuery(), getKey(), getValue())))
+    return failure();
+  auto q = cast<ShapedType>(getQuery().getType());
+  auto k = cast<ShapedType>(getKey().getType());
+  auto v = cast<ShapedType>(getValue().getType());
+  if (failed(verifyRowsLike(op, "output", getOutput(), q, v, "Dv")) ||
+      failed(verifyRowsLike(op, "grad_output", getGradOutput(), q, v, "Dv")) ||
+      failed(verifyLinearState(op, "state", getState(), false, k, v)) ||
+      failed(verifyLinearState(op, "normalizer", getNormalizer(), true, k, v)))
+    return failure();
+  if (getStateGrads().size() != 0 && getStateGrads().size() != 2)
+    return emitOpError() << "state_grads(...) takes the gradients of the final "
+                            "state and normalizer (2 operands), found "
+                         << getStateGrads().size();
+  if (Value ds = getGradFinalState())
+    if (failed(
+            verifyLinearState(op, "final state's gradient", ds, false, k, v)) ||
+        failed(verifyLinearState(op, "final normalizer's gradient",
+                                 getGradFinalNormalizer(), true, k, v)))
+      return failure();
+  if (getOutputs().size() != 3 && getOutputs().size() != 5)
+    return emitOpError() << "outs(...) takes dQ, dK, dV, then optionally the "
+                            "initial state's and normalizer's gradients (3 or "
+                            "5 operands), found "
+                         << getOutputs().size();
+  if (failed(verifyRowsLike(op, "grad_query", getGradQuery(), q, q, "D")))
+    return failure();
+  // dK and dV: K's and V's shapes and type.
+  for (auto [name, grad, like] :
+       {std::tuple<StringRef, Value, ShapedType>{"grad_key", getGradKey(), k},
+        {"grad_value", getGradValue(), v}}) {
+    auto g = dyn_cast<ShapedType>(grad.getType());
+    if (!g || failed(verifyCompatibleShape(g, like)) ||
+        g.getElementType() != like.getElementType())
+      return emitOpError() << name << " must have the shape and element type "
+                           << "of " << (like == k ? "key" : "value") << " ("
+                           << like << "), found " << grad.getType();
+  }
+  if (Value ds = getGradInitialState())
+    if (failed(verifyLinearState(op, "initial state's gradient", ds, false, k,
+                                 v)) ||
+        failed(verifyLinearState(op, "initial normalizer's gradient",
+                                 getGradInitialNormalizer(), true, k, v)))
+      return failure();
+  float eps = getEffectiveEps();
+  if (!std::isfinite(eps) || eps < 0.0f)
+    return emitOpError() << "eps must be finite and >= 0, found " << eps;
+  if (getUnnormalized() && getEps())
+    return emitOpError() << "eps is the denominator's and an unnormalized "
+                            "op has none: drop eps or unnormalized";
+  return verifyTensorOrMemRefForm(*this);
+}
+
+void LinearBackwardOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  memrefEffects(*this, effects);
+}
+
+// Tiled as attn.linear: a batch and a key/value head a work item, with its
+// group's query heads.
+
+SmallVector<Range> LinearBackwardOp::getIterationDomain(OpBuilder &b) {
+  return leadingDimsDomain(b, getLoc(), getKey());
+}
+
+SmallVector<utils::IteratorType> LinearBackwardOp::getLoopIteratorTypes() {
+  return {utils::IteratorType::parallel, utils::IteratorType::parallel};
+}
+
+FailureOr<TilingResult>
+LinearBackwardOp::getTiledImplementation(OpBuilder &b,
+                                         ArrayRef<OpFoldResult> offsets,
+                                         ArrayRef<OpFoldResult> sizes) {
+  if (!hasPureTensorSemantics()) {
+    emitOpError("tiles only in its tensor form");
+    return failure();
+  }
+  Location loc = getLoc();
+  LinearTile t =
+      linearTile(b, loc, getQuery(), getKey(), getValue(), offsets, sizes);
+  OperandTiles tiles;
+  auto slice = [&](Value source, ArrayRef<OpFoldResult> at,
+                   ArrayRef<OpFoldResult> size) {
+    return extractSlice(b, loc, source, at, size, tiles);
+  };
+  auto state = [&](Value s) { return slice(s, t.state, t.stateSizes); };
+  auto normalizer = [&](Value z) {
+    return slice(z, t.normalizer, t.normalizerSizes);
+  };
+  SmallVector<Value> grads, outputs;
+  if (Value ds = getGradFinalState())
+    grads = {state(ds), normalizer(getGradFinalNormalizer())};
+  outputs = {slice(getGradQuery(), t.query, t.querySizes),
+             slice(getGradKey(), t.key, t.keySizes),
+             slice(getGradValue(), t.key, t.valueSizes)};
+  if (Value ds = getGradInitialState()) {
+    outputs.push_back(state(ds));
+    outputs.push_back(normalizer(getGradInitialNormalizer()));
+  }
+  auto tiled = LinearBackwardOp::create(
+      b, loc, ValueRange(outputs).getTypes(),
+      slice(getQuery(), t.query, t.querySizes),
+      slice(getKey(), t.key, t.keySizes),
+      slice(getValue(), t.key, t.valueSizes),
+      slice(getOutput(), t.query, t.outputSizes),
+      slice(getGradOutput(), t.query, t.outputSizes), state(getState()),
+      normalizer(getNormalizer()), grads, outputs, getEpsAttr(),
+      getFeatureMapAttr(), getUnnormalized());
+  return TilingResult{
+      {tiled}, SmallVector<Value>(tiled->getResults()), tiles.slices};
+}
+
+LogicalResult LinearBackwardOp::getResultTilePosition(
+    OpBuilder &b, unsigned resultNumber, ArrayRef<OpFoldResult> offsets,
+    ArrayRef<OpFoldResult> sizes, SmallVector<OpFoldResult> &resultOffsets,
+    SmallVector<OpFoldResult> &resultSizes) {
+  LinearTile t =
+      linearTile(b, getLoc(), getQuery(), getKey(), getValue(), offsets, sizes);
+  switch (resultNumber) {
+  case 0: // dQ
+    resultOffsets = t.query;
+    resultSizes = t.querySizes;
+    break;
+  case 1: // dK
+    resultOffsets = t.key;
+    resultSizes = t.keySizes;
+    break;
+  case 2: // dV
+    resultOffsets = t.key;
+    resultSizes = t.valueSizes;
+    break;
+  case 3: // dS
+    resultOffsets = t.state;
+    resultSizes = t.stateSizes;
+    break;
+  default: // dz
     resultOffsets = t.normalizer;
     resultSizes = t.normalizerSizes;
     break;

@@ -598,6 +598,109 @@ def Attn_LinearOp : Attn_Op<"linear", [
 }
 
 //===----------------------------------------------------------------------===//
+// attn.linear_backward
+//===----------------------------------------------------------------------===//
+
+def Attn_LinearBackwardOp : Attn_Op<"linear_backward", [
+    AttrSizedOperandSegments, DestinationStyleOpInterface,
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
+    DeclareOpInterfaceMethods<TilingInterface, [
+      "getIterationDomain", "getLoopIteratorTypes",
+      "getTiledImplementation", "getResultTilePosition"]>]> {
+  let summary = "the gradients of non-causal attn.linear";
+  let description = [{
+    The backward of non-causal `attn.linear` (the section "Gradient of
+    linear attention" of `docs/spec.md`): from the forward's Q, K, V, its
+    output O, dO (all of one element type) and the state `S [B, Hkv, D, Dv]`
+    and normalizer `z [B, Hkv, D]` (f32) that every row saw, i.e. the
+    forward's final state, for each key/value head and its group of query
+    heads:
+
+    ```
+    g_i = dO_i / (φ(Q_i)·z + eps),  c_i = −(g_i · O_i)
+    dQ_i = (S·g_i + c_i·z) ∘ φ'(Q_i)
+    dS = dS_fin + Σ_{h,i} φ(Q_i)ᵀ g_i,   dz = dz_fin + Σ_{h,i} c_i φ(Q_i)
+    dK_j = (dS·V_j + dz) ∘ φ'(K_j),      dV_j = dSᵀ·φ(K_j)
+    ```
+
+    `unnormalized`: `g = dO` and `c = 0`. The optional `state_grads(%dS_fin,
+    %dz_fin)` are the gradients of the forward's final state (zero when
+    absent); the optional fourth and fifth outs receive dS and dz, the
+    gradients of the forward's initial state. dQ, dK and dV are of the
+    inputs' element type (rounded once), dS and dz f32. The op tiles over
+    batches and key/value heads, as attn.linear: a work item writes its
+    group's dQ and its own dK, dV, dS and dz, so nothing is summed across
+    work items (no atomics: the same bits whatever the thread count).
+
+    ```mlir
+    %dq, %dk, %dv = attn.linear_backward
+        ins(%q, %k, %v, %o, %do : tensor<1x8x?x64xf32>, tensor<1x8x?x64xf32>,
+            tensor<1x8x?x64xf32>, tensor<1x8x?x64xf32>, tensor<1x8x?x64xf32>)
+        state(%s, %z : tensor<1x8x64x64xf32>, tensor<1x8x64xf32>)
+        outs(%dq0, %dk0, %dv0 : tensor<1x8x?x64xf32>, tensor<1x8x?x64xf32>,
+             tensor<1x8x?x64xf32>)
+        -> tensor<1x8x?x64xf32>, tensor<1x8x?x64xf32>, tensor<1x8x?x64xf32>
+    ```
+  }];
+  let arguments = (ins Attn_TensorOrMemRef:$query,
+                       Attn_TensorOrMemRef:$key,
+                       Attn_TensorOrMemRef:$value,
+                       Attn_TensorOrMemRef:$output,
+                       Attn_TensorOrMemRef:$grad_output,
+                       Attn_TensorOrMemRef:$state,
+                       Attn_TensorOrMemRef:$normalizer,
+                       Variadic<Attn_TensorOrMemRef>:$state_grads,
+                       Variadic<Attn_TensorOrMemRef>:$outputs,
+                       OptionalAttr<F32Attr>:$eps,
+                       OptionalAttr<Attn_FeatureMap>:$feature_map,
+                       UnitAttr:$unnormalized);
+  let results = (outs Variadic<AnyRankedTensor>:$results);
+  let assemblyFormat = [{
+    `ins` `(` $query `,` $key `,` $value `,` $output `,` $grad_output `:`
+        type($query) `,` type($key) `,` type($value) `,` type($output) `,`
+        type($grad_output) `)`
+    `state` `(` $state `,` $normalizer `:` type($state) `,` type($normalizer) `)`
+    (`state_grads` `(` $state_grads^ `:` type($state_grads) `)`)?
+    `outs` `(` $outputs `:` type($outputs) `)`
+    (`eps` `(` $eps^ `)`)?
+    (`feature_map` `(` $feature_map^ `)`)?
+    (`unnormalized` $unnormalized^)?
+    attr-dict custom<ResultTypes>(type($results), ref(type($outputs)))
+  }];
+  let hasVerifier = 1;
+
+  let extraClassDeclaration = [{
+    ::mlir::MutableOperandRange getDpsInitsMutable() {
+      return getOutputsMutable();
+    }
+    ::mlir::Value getGradQuery() { return getOutputs()[0]; }
+    ::mlir::Value getGradKey() { return getOutputs()[1]; }
+    ::mlir::Value getGradValue() { return getOutputs()[2]; }
+    /// The gradients of the final state and normalizer, or null (zero).
+    ::mlir::Value getGradFinalState() {
+      return getStateGrads().empty() ? nullptr : getStateGrads()[0];
+    }
+    ::mlir::Value getGradFinalNormalizer() {
+      return getStateGrads().empty() ? nullptr : getStateGrads()[1];
+    }
+    /// The outs of the initial state's gradients, or null.
+    ::mlir::Value getGradInitialState() {
+      return getOutputs().size() < 5 ? nullptr : getOutputs()[3];
+    }
+    ::mlir::Value getGradInitialNormalizer() {
+      return getOutputs().size() < 5 ? nullptr : getOutputs()[4];
+    }
+    float getEffectiveEps() {
+      return getEps() ? getEps()->convertToFloat() : 1e-6f;
+    }
+    ::mlir::attn::FeatureMap getEffectiveFeatureMap() {
+      return getFeatureMap() ? *getFeatureMap()
+                             : ::mlir::attn::FeatureMap::elu_plus_one;
+    }
+  }];
+}
+
+//===----------------------------------------------------------------------===//
 // attn.additive
 //===----------------------------------------------------------------------===//
 

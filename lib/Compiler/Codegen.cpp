@@ -160,8 +160,9 @@ namespace {
 //===----------------------------------------------------------------------===//
 
 struct AbiTypes {
-  llvm::StructType *args, *backwardArgs, *linearArgs, *additiveArgs,
-      *additiveBackwardArgs, *mhaArgs, *desc, *library, *gpuKernel;
+  llvm::StructType *args, *backwardArgs, *linearArgs, *linearBackwardArgs,
+      *additiveArgs, *additiveBackwardArgs, *mhaArgs, *desc, *library,
+      *gpuKernel;
   llvm::StructType *capture, *captureDesc;
   llvm::Type *i32, *i64, *f32, *ptr;
 
@@ -207,6 +208,17 @@ struct AbiTypes {
               arr(i64, 4), arr(i64, 4), arr(i64, 4), arr(i64, 3), arr(i64, 4),
               arr(i64, 3)},
         "attn_linear_args");
+    // attn_linear_backward_args: Q, K, V, O, dO, S, z, dS1, dz1, dQ, dK, dV,
+    // dS0, dz0, 5 sizes, then each tensor's strides.
+    linearBackwardArgs = llvm::StructType::create(
+        ctx, {ptr,         ptr,         ptr,         ptr,         ptr,
+              ptr,         ptr,         ptr,         ptr,         ptr,
+              ptr,         ptr,         ptr,         ptr,         i64,
+              i64,         i64,         i64,         i64,         arr(i64, 4),
+              arr(i64, 4), arr(i64, 4), arr(i64, 4), arr(i64, 4), arr(i64, 4),
+              arr(i64, 3), arr(i64, 4), arr(i64, 3), arr(i64, 4), arr(i64, 4),
+              arr(i64, 4), arr(i64, 4), arr(i64, 3)},
+        "attn_linear_backward_args");
     // attn_additive_args: 9 pointers, 3 sizes, then each tensor's strides.
     additiveArgs = llvm::StructType::create(
         ctx, {ptr,         ptr,         ptr,         ptr,         ptr,
@@ -240,7 +252,7 @@ struct AbiTypes {
          ptr, ptr, ptr,         ptr, ptr, i32,         i32, ptr, ptr, i32, i32,
          i32, i32, ptr,         ptr, ptr, i32,         i32, f32, i32, ptr, ptr,
          i64, i64, i32,         ptr, ptr, i64,         i64, i64, i64, i32, i32,
-         ptr, ptr, i64,         i64, i32, i32,         ptr, ptr},
+         ptr, ptr, i64,         i64, i32, i32,         ptr, ptr, ptr, ptr},
         "attn_kernel_desc");
     gpuKernel = llvm::StructType::create(
         ctx, {ptr, i32, ptr, i64, ptr, i32, i32, i32}, "attn_gpu_kernel");
@@ -705,6 +717,64 @@ llvm::Function *emitLinearEntryPoint(llvm::Module &module,
       });
 }
 
+/// A linear attention backward kernel's entry point:
+/// attn_linear_backward_args unpacked in the order of its function (Q, K,
+/// V, O, dO, S, z, [dS1, dz1], dQ, dK, dV, [dS0, dz0]).
+llvm::Function *emitLinearBackwardEntryPoint(llvm::Module &module,
+                                             const AbiTypes &types,
+                                             const ::attn::KernelSpec &spec,
+                                             llvm::Function *impl, bool isRun) {
+  enum : unsigned {
+    kQ,
+    kK,
+    kV,
+    kO,
+    kDo,
+    kS,
+    kZ,
+    kDs1,
+    kDz1,
+    kDq,
+    kDk,
+    kDv,
+    kDs0,
+    kDz0
+  };
+  return emitStructEntryPoint(
+      module, types, {types.linearBackwardArgs, 14, 19}, spec.name, impl, isRun,
+      [&](function_ref<llvm::Value *(unsigned)> size,
+          function_ref<void(unsigned, ArrayRef<llvm::Value *>)> memref) {
+        llvm::Value *batch = size(0), *headsQ = size(1), *headsKv = size(2),
+                    *seqQ = size(3), *seqK = size(4);
+        llvm::Value *d = llvm::ConstantInt::get(types.i64, spec.headDim);
+        llvm::Value *dv = llvm::ConstantInt::get(types.i64, spec.valueDim);
+        SmallVector<llvm::Value *> rowsD = {batch, headsQ, seqQ, d},
+                                   rowsDv = {batch, headsQ, seqQ, dv},
+                                   keysD = {batch, headsKv, seqK, d},
+                                   keysDv = {batch, headsKv, seqK, dv},
+                                   state = {batch, headsKv, d, dv},
+                                   normalizer = {batch, headsKv, d};
+        memref(kQ, rowsD);
+        memref(kK, keysD);
+        memref(kV, keysDv);
+        memref(kO, rowsDv);
+        memref(kDo, rowsDv);
+        memref(kS, state);
+        memref(kZ, normalizer);
+        if (spec.linearState) {
+          memref(kDs1, state);
+          memref(kDz1, normalizer);
+        }
+        memref(kDq, rowsD);
+        memref(kDk, keysD);
+        memref(kDv, keysDv);
+        if (spec.linearState) {
+          memref(kDs0, state);
+          memref(kDz0, normalizer);
+        }
+      });
+}
+
 /// An additive attention kernel's entry point: attn_additive_args unpacked
 /// in the order of its function (Q, K, V, W_q, W_k, v, [mask], O, [W]).
 llvm::Function *emitAdditiveEntryPoint(llvm::Module &module,
@@ -839,6 +909,9 @@ struct KernelCode {
   llvm::Function *backwardWorkItems = nullptr, *backwardRun = nullptr;
   /// A linear attention kernel's (then workItems and run are null).
   llvm::Function *linearWorkItems = nullptr, *linearRun = nullptr;
+  /// A linear attention backward kernel's (likewise).
+  llvm::Function *linearBackwardWorkItems = nullptr,
+                 *linearBackwardRun = nullptr;
   /// An additive attention kernel's (likewise).
   llvm::Function *additiveWorkItems = nullptr, *additiveRun = nullptr;
   /// An additive attention backward kernel's (likewise).
@@ -928,13 +1001,14 @@ llvm::GlobalVariable *emitDescriptor(llvm::Module &module,
       orNull(code.partialRun),
       orNull(code.mergeWorkItems),
       orNull(code.mergeRun),
-      i32(spec.additiveBackward ? 6
-          : spec.backward       ? 1
-          : spec.weights        ? 2
-          : spec.linear         ? 3
-          : spec.additive       ? 4
-          : spec.mha            ? 5
-                                : 0),
+      i32(spec.linearBackward     ? 7
+          : spec.additiveBackward ? 6
+          : spec.backward         ? 1
+          : spec.weights          ? 2
+          : spec.linear           ? 3
+          : spec.additive         ? 4
+          : spec.mha              ? 5
+                                  : 0),
       i32(spec.backward && spec.lse),
       orNull(code.backwardWorkItems),
       orNull(code.backwardRun),
@@ -969,7 +1043,9 @@ llvm::GlobalVariable *emitDescriptor(llvm::Module &module,
       i32(code.blockTableRun ? spec.blockTable[0] : -1),
       i32(spec.backward ? spec.gradCaptures : 0),
       orNull(code.additiveBackwardWorkItems),
-      orNull(code.additiveBackwardRun)};
+      orNull(code.additiveBackwardRun),
+      orNull(code.linearBackwardWorkItems),
+      orNull(code.linearBackwardRun)};
   return new llvm::GlobalVariable(module, types.desc, /*isConstant=*/true,
                                   llvm::GlobalValue::ExternalLinkage,
                                   llvm::ConstantStruct::get(types.desc, fields),
@@ -1492,6 +1568,15 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
           llvmModule->getFunction(spec.name + "_impl_merge_work_items");
       bool split = mergeRun && mergeCount;
       KernelCode code;
+      if (spec.linearBackward) {
+        code.linearBackwardRun = emitLinearBackwardEntryPoint(
+            *llvmModule, types, spec, runImpl, /*isRun=*/true);
+        code.linearBackwardWorkItems = emitLinearBackwardEntryPoint(
+            *llvmModule, types, spec, countImpl, /*isRun=*/false);
+        descs.push_back(
+            emitDescriptor(*llvmModule, types, spec, host, rows, code));
+        continue;
+      }
       if (spec.linear) {
         code.linearRun = emitLinearEntryPoint(*llvmModule, types, spec, runImpl,
                                               /*isRun=*/true);

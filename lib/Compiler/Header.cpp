@@ -101,10 +101,39 @@ static void weightsDeclarations(std::ostringstream &h,
   wholeCall(h, n, "attn_kernel_args");
 }
 
+/// A linear attention backward kernel's entry points.
+static void linearBackwardDeclarations(std::ostringstream &h,
+                                       const attn::KernelSpec &spec) {
+  const std::string &n = spec.name;
+  h << "/* " << n << ": " << printKernelSpec(spec) << "\n"
+    << " * Non-causal linear attention's gradients "
+       "(attn_linear_backward_args): dQ [B,Hq,Sq,"
+    << spec.headDim << "], dK [B,Hkv,Sk," << spec.headDim << "], dV [B,Hkv,Sk,"
+    << spec.valueDim << "] of Q, K, V, the forward's O and dO [B,Hq,Sq,"
+    << spec.valueDim << "] and its final state S [B,Hkv,D,Dv], z [B,Hkv,D] f32"
+    << (spec.linearState
+            ? ";\n * reads dS1 [B,Hkv,D,Dv] and dz1 [B,Hkv,D] (the final "
+              "state's gradients), writes dS0 and dz0 (the initial state's)"
+            : "")
+    << ".\n * The args are not checked here: attn_run_linear_backward "
+       "(attn/runtime.h) checks them. */\n";
+  h << "extern const attn_kernel_desc " << n << "_desc;\n";
+  h << "int64_t " << n
+    << "_work_items(const attn_linear_backward_args *args);\n";
+  h << "void " << n
+    << "_run(const attn_linear_backward_args *args, int64_t begin, "
+       "int64_t end);\n";
+  wholeCall(h, n, "attn_linear_backward_args");
+}
+
 /// A linear attention kernel's entry points.
 static void linearDeclarations(std::ostringstream &h,
                                const attn::KernelSpec &spec) {
   const std::string &n = spec.name;
+  if (spec.linearBackward) {
+    linearBackwardDeclarations(h, spec);
+    return;
+  }
   h << "/* " << n << ": " << printKernelSpec(spec) << "\n"
     << " * Linear attention (attn_linear_args): O [B,Hq,Sq," << spec.valueDim
     << "] of Q [B,Hq,Sq," << spec.headDim << "], K [B,Hkv,Sk," << spec.headDim

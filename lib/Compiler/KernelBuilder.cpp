@@ -25,6 +25,13 @@
 //                          %z0: tensor<?x?xDxf32>], %o, [%s1, %z1])
 //       -> (O, [S1, z1])
 //
+// and its backward's around attn.linear_backward (S, z the forward's final
+// state; with `state` the final state's gradients in, the initial's out):
+//
+//   func.func @<name>_impl(%q, %k, %v, %o, %do, %s, %z, [%ds1, %dz1],
+//                          %dq, %dk, %dv, [%ds0, %dz0])
+//       -> (dQ, dK, dV, [dS0, dz0])
+//
 // An additive attention kernel's is around attn.additive:
 //
 //   func.func @<name>_impl(%q: tensor<?x?xDqxT>, %k: tensor<?x?xDkxT>,
@@ -90,6 +97,39 @@ Type captureElementType(MLIRContext *ctx, CaptureType type) {
   return {};
 }
 
+/// The kernel function of a linear attention backward spec (see the file
+/// comment), given its tensor types.
+static func::FuncOp
+buildLinearBackwardKernelFunction(OpBuilder &b, Location loc,
+                                  const KernelSpec &spec, Type q, Type k,
+                                  Type v, Type o, Type state, Type normalizer) {
+  SmallVector<Type> args = {q, k, v, o, o, state, normalizer};
+  if (spec.linearState)
+    args.append({state, normalizer});
+  SmallVector<Type> results = {q, k, v};
+  if (spec.linearState)
+    results.append({state, normalizer});
+  args.append(results.begin(), results.end());
+  auto func = func::FuncOp::create(b, loc, spec.name + "_impl",
+                                   b.getFunctionType(args, results));
+  func->setAttr(mlir::attn::kKernelAttrName, b.getUnitAttr());
+  Block *body = func.addEntryBlock();
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(body);
+  auto arg = [&](unsigned i) { return body->getArgument(i); };
+  ValueRange grads = body->getArguments().slice(7, spec.linearState ? 2 : 0);
+  ValueRange outputs = body->getArguments().drop_front(7 + grads.size());
+  auto op = mlir::attn::LinearBackwardOp::create(
+      b, loc, outputs.getTypes(), arg(0), arg(1), arg(2), arg(3), arg(4),
+      arg(5), arg(6), grads, outputs,
+      spec.unnormalized ? FloatAttr() : b.getF32FloatAttr(spec.eps),
+      mlir::attn::FeatureMapAttr::get(
+          b.getContext(), static_cast<mlir::attn::FeatureMap>(spec.featureMap)),
+      spec.unnormalized ? b.getUnitAttr() : UnitAttr());
+  func::ReturnOp::create(b, loc, op.getResults());
+  return func;
+}
+
 /// The kernel function of a linear attention spec (see the file comment).
 static func::FuncOp buildLinearKernelFunction(OpBuilder &b, Location loc,
                                               const KernelSpec &spec) {
@@ -111,6 +151,9 @@ static func::FuncOp buildLinearKernelFunction(OpBuilder &b, Location loc,
   Type state =
       tensor({batch, kvHeads, spec.headDim, spec.valueDim}, b.getF32Type());
   Type normalizer = tensor({batch, kvHeads, spec.headDim}, b.getF32Type());
+  if (spec.linearBackward)
+    return buildLinearBackwardKernelFunction(b, loc, spec, q, k, v, o, state,
+                                             normalizer);
   SmallVector<Type> args = {q, k, v}, results = {o};
   if (spec.linearState) {
     args.append({state, normalizer, o, state, normalizer});
@@ -694,6 +737,15 @@ bool specFromOp(mlir::attn::AttentionOp op, KernelSpec &spec,
   return true;
 }
 
+/// B, Hq, Hkv, Sq, Sk of a linear op's query and key.
+static void copyStaticSizes(ShapedType q, ShapedType k, KernelSpec &spec) {
+  spec.staticSizes[0] = staticOr(q.getDimSize(0));
+  spec.staticSizes[1] = staticOr(q.getDimSize(1));
+  spec.staticSizes[2] = staticOr(k.getDimSize(1));
+  spec.staticSizes[3] = staticOr(q.getDimSize(2));
+  spec.staticSizes[4] = staticOr(k.getDimSize(2));
+}
+
 /// The spec of an attn.linear op.
 static void specFromLinearOp(mlir::attn::LinearOp op, KernelSpec &spec) {
   auto q = cast<ShapedType>(op.getQuery().getType());
@@ -710,11 +762,26 @@ static void specFromLinearOp(mlir::attn::LinearOp op, KernelSpec &spec) {
   spec.unnormalized = op.getUnnormalized();
   // The kernel reads a state and writes one, or neither.
   spec.linearState = op.getStateIn() || op.getStateOut();
-  spec.staticSizes[0] = staticOr(q.getDimSize(0));
-  spec.staticSizes[1] = staticOr(q.getDimSize(1));
-  spec.staticSizes[2] = staticOr(k.getDimSize(1));
-  spec.staticSizes[3] = staticOr(q.getDimSize(2));
-  spec.staticSizes[4] = staticOr(k.getDimSize(2));
+  copyStaticSizes(q, k, spec);
+}
+
+/// The spec of an attn.linear_backward op.
+static void specFromLinearBackwardOp(mlir::attn::LinearBackwardOp op,
+                                     KernelSpec &spec) {
+  auto q = cast<ShapedType>(op.getQuery().getType());
+  auto k = cast<ShapedType>(op.getKey().getType());
+  spec.elementType = specElementType(q.getElementType());
+  spec.linear = true;
+  spec.linearBackward = true;
+  spec.headDim = q.getDimSize(3);
+  spec.valueDim = cast<ShapedType>(op.getValue().getType()).getDimSize(3);
+  spec.eps = op.getEffectiveEps();
+  spec.featureMap = static_cast<FeatureMap>(op.getEffectiveFeatureMap());
+  spec.unnormalized = op.getUnnormalized();
+  // The kernel reads the final state's gradients and writes the initial
+  // state's, or neither.
+  spec.linearState = op.getGradFinalState() || op.getGradInitialState();
+  copyStaticSizes(q, k, spec);
 }
 
 /// The spec of an attn.additive or attn.additive_backward op.
@@ -801,12 +868,14 @@ bool specsFromMLIRFile(const std::string &path, std::vector<KernelSpec> &specs,
   bool ok = true;
   module->walk([&](Operation *op) {
     if (!ok || !isa<mlir::attn::AttentionOp, mlir::attn::LinearOp,
-                    mlir::attn::AdditiveOp, mlir::attn::AdditiveBackwardOp,
-                    mlir::attn::MhaOp>(op))
+                    mlir::attn::LinearBackwardOp, mlir::attn::AdditiveOp,
+                    mlir::attn::AdditiveBackwardOp, mlir::attn::MhaOp>(op))
       return;
     KernelSpec spec;
     if (auto linear = dyn_cast<mlir::attn::LinearOp>(op)) {
       specFromLinearOp(linear, spec);
+    } else if (auto grads = dyn_cast<mlir::attn::LinearBackwardOp>(op)) {
+      specFromLinearBackwardOp(grads, spec);
     } else if (auto additive = dyn_cast<mlir::attn::AdditiveOp>(op)) {
       specFromAdditiveOp(additive, spec);
     } else if (auto grads = dyn_cast<mlir::attn::AdditiveBackwardOp>(op)) {

@@ -216,6 +216,9 @@ const char *const kRuntimeNames[] = {"attn_additive_args",
                                      "attn_library",
                                      "attn_library_v1",
                                      "attn_linear_args",
+                                     "attn_linear_backward_args",
+                                     "attn_linear_backward_run_fn",
+                                     "attn_linear_backward_work_items_fn",
                                      "attn_linear_run_fn",
                                      "attn_linear_work_items_fn",
                                      "attn_mask_kind",
@@ -236,6 +239,7 @@ const char *const kRuntimeNames[] = {"attn_additive_args",
                                      "attn_prepare_backward",
                                      "attn_prepare_backward_with",
                                      "attn_prepare_linear",
+                                     "attn_prepare_linear_backward",
                                      "attn_prepare_mha",
                                      "attn_prepare_weights",
                                      "attn_prepare_with",
@@ -247,6 +251,7 @@ const char *const kRuntimeNames[] = {"attn_additive_args",
                                      "attn_run_dropout",
                                      "attn_run_fn",
                                      "attn_run_linear",
+                                     "attn_run_linear_backward",
                                      "attn_run_mha",
                                      "attn_run_options",
                                      "attn_run_split",
@@ -746,10 +751,22 @@ bool SpecParser::checkLinear() {
   }
   // What softmax attention has and linear attention does not.
   for (const char *key : {"align", "window", "mask", "lse", "scale", "softcap",
-                          "backward", "dropout", "weights", "sinks", "dbias"})
+                          "dropout", "weights", "sinks", "dbias"})
     if (seen(key))
       return fail(std::string("linear attention's kernel takes no '") + key +
                   "' (docs/spec.md, \"Linear attention\")");
+  // 'backward' makes the gradients' kernel (attn.linear_backward), not the
+  // attention backward's: the non-causal form's.
+  spec.linearBackward = spec.backward;
+  spec.backward = false;
+  if (spec.linearBackward && spec.causal)
+    return fail("linear attention's backward kernel is the non-causal form's "
+                "(attn.linear_backward); the causal gradient is made of "
+                "unnormalized 'identity' kernels (docs/spec.md, \"Gradient of "
+                "linear attention\")");
+  if (spec.linearBackward && seen("chunk"))
+    return fail("'chunk' is the causal forward's: linear attention's "
+                "backward kernel takes none");
   if (spec.causal && spec.alignment != Alignment::TopLeft)
     return fail("causal linear attention has Sq = Sk: its only alignment is "
                 "top_left");
@@ -1035,6 +1052,8 @@ std::string attn::printKernelSpec(const KernelSpec &spec) {
       add("state");
     if (spec.unnormalized)
       add("unnormalized");
+    if (spec.linearBackward)
+      add("backward");
   }
   if (spec.group != -1)
     add("gqa=" + std::to_string(spec.group));

@@ -484,6 +484,10 @@ struct AttnLowerToVectorPass
     lowerBufferized<LinearOp>(func, [&](ImplicitLocOpBuilder &b, LinearOp op) {
       cpu::emitLinear(b, op, lanes);
     });
+    lowerBufferized<LinearBackwardOp>(
+        func, [&](ImplicitLocOpBuilder &b, LinearBackwardOp op) {
+          cpu::emitLinearBackward(b, op, lanes);
+        });
     lowerBufferized<AdditiveOp>(func,
                                 [&](ImplicitLocOpBuilder &b, AdditiveOp op) {
                                   cpu::emitAdditive(b, op, lanes);

@@ -86,6 +86,15 @@ struct AttnTilePass : public mlir::attn::impl::AttnTilePassBase<AttnTilePass> {
               {rewriter.getIndexAttr(1), rewriter.getIndexAttr(1)})))
         return signalPassFailure();
     }
+    // attn.linear_backward: the same work items (its dK, dV, dS and dz
+    // those of a key/value head, its dQ those of the head's group).
+    for (LinearBackwardOp op : outermostTensorOps<LinearBackwardOp>()) {
+      rewriter.setInsertionPoint(op);
+      if (failed(tileAsForall(
+              rewriter, op,
+              {rewriter.getIndexAttr(1), rewriter.getIndexAttr(1)})))
+        return signalPassFailure();
+    }
     // attn.additive: one work item per batch and `queryTileSize` rows.
     for (AdditiveOp op : outermostTensorOps<AdditiveOp>()) {
       rewriter.setInsertionPoint(op);

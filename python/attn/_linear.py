@@ -315,7 +315,13 @@ def linear_attention_backward(torch, query, key, value, s0, z0, output, grad_out
     and dz_final (None: zero). dS0 and dz0 are None without s0. final_state:
     the forward's final (S, z), which the non-causal gradient reads (S0 +
     φ(K)ᵀV and z0 + Σφ(K): the forward's kernel writes them, [D, Dv] a
-    head, rather than the backward recomputing a matrix product)."""
+    head, rather than the backward recomputing a matrix product). Non-causal:
+    by the compiled kernel, dQ, dK, dV of the inputs' dtype; causal: kernel
+    calls and matrix products, f32."""
+    if not causal:
+        return _kernel_backward(torch, query, key, value, s0, output, grad_output,
+                                grad_state, grad_normalizer, eps, feature_map,
+                                normalize, final_state)
     batch, heads_q, seq_q, d = query.shape
     heads_kv, dv = key.shape[1], value.shape[3]
     group = heads_q // heads_kv
@@ -331,18 +337,10 @@ def linear_attention_backward(torch, query, key, value, s0, z0, output, grad_out
     # The state and the final state's gradients as f32, None where absent.
     state, norm, final_ds, final_dz = (None if t is None else t.float() for t in
                                        (s0, z0, grad_state, grad_normalizer))
-    if causal:
-        # What is absent stays out of the products.
-        dfq, dfk, dv_, ds0, dz0 = _causal_backward(
-            torch, fq, phi_k, v, state, norm, out, do, final_ds, final_dz, eps,
-            s0 is not None, normalize)
-    else:
-        state, norm = final_state
-        final_ds = torch.zeros_like(state) if final_ds is None else final_ds
-        final_dz = torch.zeros_like(norm) if final_dz is None else final_dz
-        dfq, dfk, dv_, ds0, dz0 = _full_backward(torch, fq, phi_k, v, state, norm,
-                                                 out, do, final_ds, final_dz, eps,
-                                                 normalize)
+    # What is absent stays out of the products.
+    dfq, dfk, dv_, ds0, dz0 = _causal_backward(
+        torch, fq, phi_k, v, state, norm, out, do, final_ds, final_dz, eps,
+        s0 is not None, normalize)
     dq = dfq.reshape(batch, heads_q, seq_q, d)
     dk = dfk
     if feature_map != "identity":  # φ' = 1: nothing to multiply
@@ -352,11 +350,6 @@ def linear_attention_backward(torch, query, key, value, s0, z0, output, grad_out
     if s0 is None:
         ds0 = dz0 = None
     return dq, dk, dv_, ds0, dz0
-
-
-def _row_dots(torch, x, y):
-    """Σ over the last dim of x · y, as a batched matrix-vector product."""
-    return (x @ y[..., None])[..., 0]
 
 
 def _pair_dots(x, y):
@@ -462,28 +455,50 @@ def _causal_backward(torch, fq, fk, v, state, norm, out, do, final_ds, final_dz,
     return dfq, dfk, dv_, ds0, dz0
 
 
-def _full_backward(torch, fq, fk, v, state, norm, out, do, final_ds, final_dz, eps,
-                   normalize=True):
-    """Non-causal: every row sees state = S0 + φ(K)ᵀV and norm = z0 + Σφ(K)
-    (the final state, given); the rows of a group's heads are one matrix.
-    Unnormalized: g = dO, no c."""
-    batch, heads_kv, group, seq_q, d = fq.shape
-    rows = lambda x: x.reshape(batch, heads_kv, group * seq_q, x.shape[-1])  # noqa: E731
-    fq, out, do = rows(fq), rows(out), rows(do)
-    c = dz_rows = None
-    if normalize:
-        g = do / _row_dots(torch, fq, norm).add_(eps)[..., None]
-        c = _pair_dots(g, out).neg_()
-        dz_rows = _row_dots(torch, fq.transpose(-1, -2), c)
-    else:
-        g = do
-    dfq = g @ state.transpose(-1, -2)
-    if c is not None:  # in place: no [S, D] product of its own
-        dfq.addcmul_(c[..., None], norm[:, :, None])
-    ds = (fq.transpose(-1, -2) @ g).add_(final_ds)
-    dz = final_dz.clone() if dz_rows is None else dz_rows.add_(final_dz)
-    dfk = (v @ ds.transpose(-1, -2)).add_(dz[:, :, None])
-    return dfq, dfk, fk @ ds, ds, dz
+def _kernel_backward(torch, query, key, value, s0, output, grad_output, grad_state,
+                     grad_normalizer, eps, feature_map, normalize, final_state):
+    """Non-causal: the gradients by the compiled kernel (attn.linear_backward),
+    which reads the final state (S, z) every row saw. dQ, dK, dV of the
+    inputs' dtype; dS0 and dz0 (f32) where there is an initial state s0."""
+    from ._torch import _capsule
+
+    batch, heads_kv, d, dv = key.shape[0], key.shape[1], query.shape[3], value.shape[3]
+    state, norm = final_state
+    # The state's gradients go in and out where the call has a state (s0)
+    # or the loss used the final one.
+    with_state = s0 is not None or grad_state is not None or grad_normalizer is not None
+    items = ["linear", "backward", f"dtype={_core.dtype_name(query.dtype)}", f"d={d}",
+             f"dv={dv}"]
+    if normalize and float(eps) != 1e-6:
+        items.append(f"eps={float(eps)!r}")
+    if feature_map != "elu_plus_one":
+        items.append(f"feature_map={feature_map}")
+    if with_state:
+        items.append("state")
+    if not normalize:
+        items.append("unnormalized")
+    if grad_output is None:
+        grad_output = torch.zeros_like(output)
+    elif grad_output.dtype != output.dtype:
+        grad_output = grad_output.to(output.dtype)
+    dq, dk, dv_ = (torch.empty_like(t, memory_format=torch.contiguous_format)
+                   for t in (query, key, value))
+    ds1 = dz1 = ds0 = dz0 = None
+    if with_state:
+        ds1 = torch.zeros_like(state) if grad_state is None else grad_state.float()
+        dz1 = torch.zeros_like(norm) if grad_normalizer is None else grad_normalizer.float()
+        ds0, dz0 = torch.empty_like(state), torch.empty_like(norm)
+
+    def wrap(t):
+        return None if t is None else _capsule(t)
+
+    _cache.kernel(",".join(items)).run_linear_backward(
+        _capsule(query), _capsule(key), _capsule(value), _capsule(output),
+        _capsule(grad_output), _capsule(state), _capsule(norm), wrap(ds1), wrap(dz1),
+        _capsule(dq), _capsule(dk), _capsule(dv_), wrap(ds0), wrap(dz0))
+    if s0 is None:
+        ds0 = dz0 = None
+    return dq, dk, dv_, ds0, dz0
 
 
 def linear_attention_reference(query, key, value, causal=False, eps=1e-6,

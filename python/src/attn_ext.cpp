@@ -484,6 +484,52 @@ struct PyKernel {
     attn::check(status);
   }
 
+  /// A linear attention backward kernel's call: the forward's Q, K, V, O,
+  /// dO and final state (S, z), the final state's gradients (None unless
+  /// the kernel reads them), dQ, dK, dV and the initial state's gradients
+  /// to write (None likewise).
+  void runLinearBackward(
+      const InputArray &query, const InputArray &key, const InputArray &value,
+      const InputArray &output, const InputArray &gradOutput,
+      const InputArray &state, const InputArray &normalizer,
+      const std::optional<InputArray> &gradFinalState,
+      const std::optional<InputArray> &gradFinalNormalizer,
+      const OutputArray &gradQuery, const OutputArray &gradKey,
+      const OutputArray &gradValue,
+      const std::optional<OutputArray> &gradInitialState,
+      const std::optional<OutputArray> &gradInitialNormalizer) const {
+    attn_tensor q = toTensor(query, "query");
+    attn_tensor k = toTensor(key, "key");
+    attn_tensor v = toTensor(value, "value");
+    attn_tensor o = toTensor(output, "output");
+    attn_tensor dO = toTensor(gradOutput, "grad_output");
+    attn_tensor s = toTensor(state, "state");
+    attn_tensor z = toTensor(normalizer, "normalizer");
+    attn_tensor dq = toTensor(gradQuery, "grad_query");
+    attn_tensor dk = toTensor(gradKey, "grad_key");
+    attn_tensor dv = toTensor(gradValue, "grad_value");
+    attn_tensor ds1{}, dz1{}, ds0{}, dz0{};
+    if (gradFinalState)
+      ds1 = toTensor(*gradFinalState, "grad_final_state");
+    if (gradFinalNormalizer)
+      dz1 = toTensor(*gradFinalNormalizer, "grad_final_normalizer");
+    if (gradInitialState)
+      ds0 = toTensor(*gradInitialState, "grad_initial_state");
+    if (gradInitialNormalizer)
+      dz0 = toTensor(*gradInitialNormalizer, "grad_initial_normalizer");
+    attn_thread_pool *threads = sharedPool();
+    attn_status status;
+    {
+      nb::gil_scoped_release release;
+      status = attn_run_linear_backward(
+          kernel.get(), &q, &k, &v, &o, &dO, &s, &z,
+          gradFinalState ? &ds1 : nullptr, gradFinalNormalizer ? &dz1 : nullptr,
+          &dq, &dk, &dv, gradInitialState ? &ds0 : nullptr,
+          gradInitialNormalizer ? &dz0 : nullptr, threads);
+    }
+    attn::check(status);
+  }
+
   /// An additive attention kernel's call: the query rows, keys, values,
   /// W_q, W_k, v, the keep-mask (None unless the kernel takes one), O and
   /// the weights to write (None unless the kernel writes them).
@@ -745,6 +791,20 @@ NB_MODULE(_ext, m) {
            "Runs a linear attention kernel: writes O of Q, K, V (and, for a "
            "kernel with a state, the final state and normalizer from the "
            "initial ones).")
+      .def("run_linear_backward", &PyKernel::runLinearBackward,
+           nb::arg("query").noconvert(), nb::arg("key").noconvert(),
+           nb::arg("value").noconvert(), nb::arg("output").noconvert(),
+           nb::arg("grad_output").noconvert(), nb::arg("state").noconvert(),
+           nb::arg("normalizer").noconvert(),
+           nb::arg("grad_final_state").noconvert().none(),
+           nb::arg("grad_final_normalizer").noconvert().none(),
+           nb::arg("grad_query").noconvert(), nb::arg("grad_key").noconvert(),
+           nb::arg("grad_value").noconvert(),
+           nb::arg("grad_initial_state").noconvert().none(),
+           nb::arg("grad_initial_normalizer").noconvert().none(),
+           "Runs a linear attention backward kernel (non-causal): writes dQ, "
+           "dK, dV (and, for a kernel with a state, the initial state's "
+           "gradients) from the forward's Q, K, V, O, dO and final state.")
       .def_prop_ro("additive",
                    [](const PyKernel &k) {
                      return attn_kernel_kind_of(k.kernel.get()) ==

@@ -439,9 +439,9 @@ static bool same_tensor(const attn_tensor *a, const attn_tensor *b) {
 static attn_status check_written(const attn_tensor *const *all,
                                  const role *const *roles, int count,
                                  const int *written, const int *alias, int n) {
-  extent extents[12];
+  extent extents[16];
   attn_status s;
-  if (count > 12)
+  if (count > 16)
     return attn_fail(ATTN_ERROR_INTERNAL, "check_written: %d tensors", count);
   if ((s = compute_extents(all, roles, extents, count)))
     return s;
@@ -1292,6 +1292,169 @@ attn_status attn_prepare_linear(
     memcpy(args->final_normalizer_strides, final_normalizer->strides,
            sizeof(args->final_normalizer_strides));
   }
+  return ATTN_OK;
+}
+
+//===----------------------------------------------------------------------===//
+// attn_prepare_linear_backward
+//===----------------------------------------------------------------------===//
+
+static const role state_role = {
+    "state", 4, {"B", "Hkv", "D", "Dv"}, "[B, Hkv, D, Dv]"};
+static const role normalizer_role = {
+    "normalizer", 3, {"B", "Hkv", "D", NULL}, "[B, Hkv, D]"};
+static const role grad_final_state_role = {
+    "grad_final_state", 4, {"B", "Hkv", "D", "Dv"}, "[B, Hkv, D, Dv]"};
+static const role grad_final_normalizer_role = {
+    "grad_final_normalizer", 3, {"B", "Hkv", "D", NULL}, "[B, Hkv, D]"};
+static const role grad_initial_state_role = {
+    "grad_initial_state", 4, {"B", "Hkv", "D", "Dv"}, "[B, Hkv, D, Dv]"};
+static const role grad_initial_normalizer_role = {
+    "grad_initial_normalizer", 3, {"B", "Hkv", "D", NULL}, "[B, Hkv, D]"};
+
+/* `t` of `r`'s shape: each dim the same as `like`'s (whose name is
+ * `whose`). */
+static attn_status expect_shape_of(const attn_tensor *t, const role *r,
+                                   const attn_tensor *like, const char *whose) {
+  attn_status s;
+  for (int32_t d = 0; d < r->rank; ++d)
+    if ((s = expect_size(t, r, d, whose, like->shape[d])))
+      return s;
+  return ATTN_OK;
+}
+
+attn_status attn_prepare_linear_backward(
+    const attn_kernel_desc *k, const attn_tensor *query, const attn_tensor *key,
+    const attn_tensor *value, const attn_tensor *output,
+    const attn_tensor *grad_output, const attn_tensor *state,
+    const attn_tensor *normalizer, const attn_tensor *grad_final_state,
+    const attn_tensor *grad_final_normalizer, const attn_tensor *grad_query,
+    const attn_tensor *grad_key, const attn_tensor *grad_value,
+    const attn_tensor *grad_initial_state,
+    const attn_tensor *grad_initial_normalizer,
+    attn_linear_backward_args *args) {
+  attn_status s = check_kernel_of_kind(
+      k, args, sizeof(*args), "attn_prepare_linear_backward",
+      ATTN_KERNEL_LINEAR_BACKWARD, "a linear attention backward",
+      "linear,backward");
+  if (s != ATTN_OK)
+    return s;
+  enum { kQ, kK, kV, kO, kDo, kS, kZ, kDq, kDk, kDv, kDs1, kDz1, kDs0, kDz0 };
+  const attn_tensor *all[14] = {query,
+                                key,
+                                value,
+                                output,
+                                grad_output,
+                                state,
+                                normalizer,
+                                grad_query,
+                                grad_key,
+                                grad_value,
+                                grad_final_state,
+                                grad_final_normalizer,
+                                grad_initial_state,
+                                grad_initial_normalizer};
+  const role *all_role[14] = {&query_role,
+                              &key_role,
+                              &value_role,
+                              &output_role,
+                              &grad_output_role,
+                              &state_role,
+                              &normalizer_role,
+                              &grad_query_role,
+                              &grad_key_role,
+                              &grad_value_role,
+                              &grad_final_state_role,
+                              &grad_final_normalizer_role,
+                              &grad_initial_state_role,
+                              &grad_initial_normalizer_role};
+  s = check_required(all, all_role, k->has_state ? 14 : 10);
+  if (s != ATTN_OK)
+    return s;
+  for (int i = kDs1; i <= kDz0 && !k->has_state; ++i)
+    if (all[i])
+      return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                       "%s: kernel '%s' takes no state gradients but one was "
+                       "given (compile it with the spec key 'state')",
+                       all_role[i]->name, k->name);
+
+  char takes[160];
+  snprintf(takes, sizeof(takes), "kernel '%s' takes", k->name);
+  const char *why_state = "linear attention's state and its gradients are";
+  int32_t all_dtype[14];
+  const char *all_why[14];
+  for (int i = 0; i < 14; ++i) {
+    int f32 = i == kS || i == kZ || i >= kDs1;
+    all_dtype[i] = f32 ? ATTN_F32 : k->dtype;
+    all_why[i] = f32 ? why_state : takes;
+  }
+  if ((s = check_each(all, all_role, all_dtype, all_why, 14)) ||
+      (s = check_shapes(k, query, key, value, NULL, output, NULL)) ||
+      (s = expect_shape_of(grad_output, &grad_output_role, output,
+                           "output's")) ||
+      (s = expect_shape_of(grad_query, &grad_query_role, query, "query's")) ||
+      (s = expect_shape_of(grad_key, &grad_key_role, key, "key's")) ||
+      (s = expect_shape_of(grad_value, &grad_value_role, value, "value's")))
+    return s;
+  const int64_t batch = query->shape[0], heads_kv = key->shape[1];
+  for (int i = kS; i <= kDz0; ++i) {
+    const attn_tensor *t = all[i];
+    const role *r = all_role[i];
+    if (!t || i == kDq || i == kDk || i == kDv)
+      continue;
+    if ((s = expect_size(t, r, 0, "query's", batch)) ||
+        (s = expect_size(t, r, 1, "key's", heads_kv)) ||
+        (s = expect_size(t, r, 2, "the kernel's", k->head_dim)) ||
+        (r->rank == 4 &&
+         (s = expect_size(t, r, 3, "the kernel's", k->value_dim))))
+      return s;
+  }
+
+  /* Memory: what is written shares memory with nothing. */
+  static const int written[5] = {kDq, kDk, kDv, kDs0, kDz0},
+                   alias[5] = {-1, -1, -1, -1, -1};
+  if ((s = check_written(all, all_role, 14, written, alias, 5)))
+    return s;
+
+  args->query = query->data;
+  args->key = key->data;
+  args->value = value->data;
+  args->output = output->data;
+  args->grad_output = grad_output->data;
+  args->state = state->data;
+  args->normalizer = normalizer->data;
+  args->grad_query = grad_query->data;
+  args->grad_key = grad_key->data;
+  args->grad_value = grad_value->data;
+  args->batch = batch;
+  args->heads_q = query->shape[1];
+  args->heads_kv = heads_kv;
+  args->seq_q = query->shape[2];
+  args->seq_k = key->shape[2];
+#define ATTN_COPY_STRIDES(field, tensor)                                       \
+  memcpy(args->field##_strides, (tensor)->strides,                             \
+         sizeof(args->field##_strides))
+  ATTN_COPY_STRIDES(query, query);
+  ATTN_COPY_STRIDES(key, key);
+  ATTN_COPY_STRIDES(value, value);
+  ATTN_COPY_STRIDES(output, output);
+  ATTN_COPY_STRIDES(grad_output, grad_output);
+  ATTN_COPY_STRIDES(state, state);
+  ATTN_COPY_STRIDES(normalizer, normalizer);
+  ATTN_COPY_STRIDES(grad_query, grad_query);
+  ATTN_COPY_STRIDES(grad_key, grad_key);
+  ATTN_COPY_STRIDES(grad_value, grad_value);
+  if (k->has_state) {
+    args->grad_final_state = grad_final_state->data;
+    args->grad_final_normalizer = grad_final_normalizer->data;
+    args->grad_initial_state = grad_initial_state->data;
+    args->grad_initial_normalizer = grad_initial_normalizer->data;
+    ATTN_COPY_STRIDES(grad_final_state, grad_final_state);
+    ATTN_COPY_STRIDES(grad_final_normalizer, grad_final_normalizer);
+    ATTN_COPY_STRIDES(grad_initial_state, grad_initial_state);
+    ATTN_COPY_STRIDES(grad_initial_normalizer, grad_initial_normalizer);
+  }
+#undef ATTN_COPY_STRIDES
   return ATTN_OK;
 }
 

@@ -235,7 +235,8 @@ static attn_status validate_library(const attn_library *library,
     if (kind != ATTN_KERNEL_FORWARD && kind != ATTN_KERNEL_BACKWARD &&
         kind != ATTN_KERNEL_WEIGHTS && kind != ATTN_KERNEL_LINEAR &&
         kind != ATTN_KERNEL_ADDITIVE && kind != ATTN_KERNEL_MHA &&
-        kind != ATTN_KERNEL_ADDITIVE_BACKWARD)
+        kind != ATTN_KERNEL_ADDITIVE_BACKWARD &&
+        kind != ATTN_KERNEL_LINEAR_BACKWARD)
       return attn_fail(ATTN_ERROR_LOAD,
                        "%s: kernel '%s' is of an unknown kind %d", origin,
                        k->name, (int)kind);
@@ -275,6 +276,15 @@ static attn_status validate_library(const attn_library *library,
         return attn_fail(ATTN_ERROR_LOAD,
                          "%s: linear attention kernel '%s' lacks its CPU "
                          "entry points",
+                         origin, k->name);
+    } else if (kind == ATTN_KERNEL_LINEAR_BACKWARD) {
+      if (k->struct_size < offsetof(attn_kernel_desc, linear_backward_run) +
+                               sizeof(k->linear_backward_run) ||
+          device != ATTN_DEVICE_CPU || !k->linear_backward_run ||
+          !k->linear_backward_work_items)
+        return attn_fail(ATTN_ERROR_LOAD,
+                         "%s: linear attention backward kernel '%s' lacks "
+                         "its CPU entry points",
                          origin, k->name);
     } else if (kind == ATTN_KERNEL_ADDITIVE) {
       if (k->struct_size < offsetof(attn_kernel_desc, has_weights) +
@@ -1169,6 +1179,57 @@ attn_run_linear(const attn_kernel_desc *kernel, const attn_tensor *query,
   }
   linear_context context = {kernel, &args};
   run_items(pool, items, run_linear_items, &context);
+  unpin(owner);
+  return ATTN_OK;
+}
+
+typedef struct linear_backward_context {
+  const attn_kernel_desc *kernel;
+  const attn_linear_backward_args *args;
+} linear_backward_context;
+
+static void run_linear_backward_items(void *context, int64_t begin,
+                                      int64_t end) {
+  const linear_backward_context *run = context;
+  run->kernel->linear_backward_run(run->args, begin, end);
+}
+
+attn_status attn_run_linear_backward(
+    const attn_kernel_desc *kernel, const attn_tensor *query,
+    const attn_tensor *key, const attn_tensor *value, const attn_tensor *output,
+    const attn_tensor *grad_output, const attn_tensor *state,
+    const attn_tensor *normalizer, const attn_tensor *grad_final_state,
+    const attn_tensor *grad_final_normalizer, const attn_tensor *grad_query,
+    const attn_tensor *grad_key, const attn_tensor *grad_value,
+    const attn_tensor *grad_initial_state,
+    const attn_tensor *grad_initial_normalizer, attn_thread_pool *pool) {
+  if (!kernel)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT, "kernel is NULL");
+  if (attn_kernel_kind_of(kernel) != ATTN_KERNEL_LINEAR_BACKWARD)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "kernel '%s' is not a linear attention backward kernel: "
+                     "attn_run_linear_backward takes one (attn-compile's "
+                     "spec keys 'linear,backward')",
+                     kernel->name);
+  attn_module *owner = pin_owner(kernel);
+  attn_linear_backward_args args;
+  attn_status status = attn_prepare_linear_backward(
+      kernel, query, key, value, output, grad_output, state, normalizer,
+      grad_final_state, grad_final_normalizer, grad_query, grad_key, grad_value,
+      grad_initial_state, grad_initial_normalizer, &args);
+  if (status == ATTN_OK)
+    status = attn_kernel_check_cpu(kernel);
+  if (status != ATTN_OK) {
+    unpin(owner);
+    return status;
+  }
+  int64_t items = kernel->linear_backward_work_items(&args);
+  if (items < 0) {
+    unpin(owner);
+    return bad_work_items(kernel, items);
+  }
+  linear_backward_context context = {kernel, &args};
+  run_items(pool, items, run_linear_backward_items, &context);
   unpin(owner);
   return ATTN_OK;
 }

@@ -143,3 +143,45 @@ func.func @avx2_tiles(%q: memref<1x1x?x8xf32>, %k: memref<1x1x?x8xf32>,
       outs(%o : memref<1x1x?x32xf32>)
   return
 }
+
+// attn.linear_backward (one work item: a batch, a key/value head and its
+// group of 2 query heads; D = 16, Dv = 24 padded to 32): S loaded
+// transposed and z; per query head and chunk of 16 rows φ(Q), dO and O
+// packed, per block of 4 rows the denominators (a dot product each),
+// their inverses, g = dO / den and c = −(g·O); dQ = (g Sᵀ + c z) ∘ φ'(Q) (4
+// accumulators over Dv, φ' = min(φ, 1) for elu + 1); then dS += φ(Q)ᵀ g by
+// 4 rows of dS x 2 vectors. Then per chunk of keys dK = (V dSᵀ + dz) ∘ φ'(K)
+// and dV = φ(K) dS, stored masked past Dv.
+
+// CHECK-LABEL: func @backward
+//       CHECK: memref.load %arg5[%c0, %c0, %[[D:.+]], %[[E:.+]]] : memref<1x1x16x24xf32>
+//  CHECK-NEXT: memref.store %{{.+}}, %{{.+}}[%[[E]], %[[D]]] : memref<32x16xf32>
+//       CHECK: memref.load %arg6
+//       CHECK: scf.for %{{.+}} = %c0 to %c2 step %c1 {
+//       CHECK:   scf.for %{{.+}} = %c0 to %{{.+}} step %c16 {
+//       CHECK:     math.exp
+//       CHECK:     scf.for %{{.+}} = %c0 to %{{.+}} step %c4 {
+//       CHECK:       vector.reduction <add>
+//       CHECK:       arith.divf
+//       CHECK:       arith.negf
+//       CHECK:       %{{.+}}:4 = scf.for %{{.+}} = %c0 to %c24 step %c1 iter_args
+//       CHECK:       arith.minimumf
+//       CHECK:       vector.store %{{.+}}, %{{.+}} : memref<1x2x?x16xf32, strided<[?, ?, 16, 1]>>, vector<16xf32>
+//       CHECK:     %{{.+}}:8 = scf.for %{{.+}} = %c0 to %{{.+}} step %c1 iter_args
+//       CHECK: scf.for %{{.+}} = %c0 to %{{.+}} step %c16 {
+//       CHECK:   math.exp
+//       CHECK:   %{{.+}}:4 = scf.for %{{.+}} = %c0 to %c24 step %c1 iter_args
+//       CHECK:   arith.minimumf
+//       CHECK:   %{{.+}}:8 = scf.for %{{.+}} = %c0 to %c16 step %c1 iter_args
+//       CHECK:   vector.maskedstore %{{.+}} : memref<1x1x?x24xf32, strided<[?, ?, 24, 1]>>, vector<16xi1>, vector<16xf32>
+//       CHECK: memref.dealloc
+func.func @backward(%q: memref<1x2x?x16xf32>, %k: memref<1x1x?x16xf32>,
+                    %v: memref<1x1x?x24xf32>, %o: memref<1x2x?x24xf32>,
+                    %do: memref<1x2x?x24xf32>, %s: memref<1x1x16x24xf32>,
+                    %z: memref<1x1x16xf32>, %dq: memref<1x2x?x16xf32>,
+                    %dk: memref<1x1x?x16xf32>, %dv: memref<1x1x?x24xf32>) {
+  attn.linear_backward ins(%q, %k, %v, %o, %do : memref<1x2x?x16xf32>, memref<1x1x?x16xf32>, memref<1x1x?x24xf32>, memref<1x2x?x24xf32>, memref<1x2x?x24xf32>)
+      state(%s, %z : memref<1x1x16x24xf32>, memref<1x1x16xf32>)
+      outs(%dq, %dk, %dv : memref<1x2x?x16xf32>, memref<1x1x?x16xf32>, memref<1x1x?x24xf32>)
+  return
+}

@@ -48,3 +48,35 @@ func.func @dynamic_heads(%q: tensor<?x?x?x16xbf16>, %k: tensor<?x?x?x16xbf16>,
       outs(%o : tensor<?x?x?x16xbf16>) -> tensor<?x?x?x16xbf16>
   return %r : tensor<?x?x?x16xbf16>
 }
+
+// attn.linear_backward is tiled as attn.linear: a tile's dQ (and O, dO,
+// Q) are its group's query heads, its dK, dV, state and state gradients its
+// key/value head's.
+
+// CHECK-LABEL: func @backward_gqa
+//       CHECK: scf.forall (%[[B:.+]], %[[H:.+]]) in (2, 2) shared_outs(%[[DQ:.+]] = %{{.+}}, %[[DK:.+]] = %{{.+}}, %[[DV:.+]] = %{{.+}}, %[[DS:.+]] = %{{.+}}, %[[DZ:.+]] = %{{.+}})
+//       CHECK:   %[[QH:.+]] = affine.apply #[[TIMES2]]()[%[[H]]]
+//       CHECK:   tensor.extract_slice %[[DQ]][%[[B]], %[[QH]], 0, 0] [1, 2, %{{.+}}, 64]
+//       CHECK:   tensor.extract_slice %[[DK]][%[[B]], %[[H]], 0, 0] [1, 1, %{{.+}}, 64]
+//       CHECK:   tensor.extract_slice %[[DV]][%[[B]], %[[H]], 0, 0] [1, 1, %{{.+}}, 32]
+//       CHECK:   %[[R:.+]]:5 = attn.linear_backward ins({{.*}} : tensor<1x2x?x64xf32>, tensor<1x1x?x64xf32>, tensor<1x1x?x32xf32>, tensor<1x2x?x32xf32>, tensor<1x2x?x32xf32>) state({{.*}} : tensor<1x1x64x32xf32>, tensor<1x1x64xf32>) state_grads({{.*}} : tensor<1x1x64x32xf32>, tensor<1x1x64xf32>) outs({{.*}}) feature_map(relu)
+//       CHECK:   tensor.parallel_insert_slice %[[R]]#0 into %[[DQ]][%[[B]], %{{.+}}, 0, 0] [1, 2, %{{.+}}, 64]
+//       CHECK:   tensor.parallel_insert_slice %[[R]]#1 into %[[DK]][%[[B]], %[[H]], 0, 0] [1, 1, %{{.+}}, 64]
+//       CHECK:   tensor.parallel_insert_slice %[[R]]#2 into %[[DV]][%[[B]], %[[H]], 0, 0] [1, 1, %{{.+}}, 32]
+//       CHECK:   tensor.parallel_insert_slice %[[R]]#3 into %[[DS]][%[[B]], %[[H]], 0, 0] [1, 1, 64, 32]
+//       CHECK:   tensor.parallel_insert_slice %[[R]]#4 into %[[DZ]][%[[B]], %[[H]], 0] [1, 1, 64]
+func.func @backward_gqa(%q: tensor<2x4x?x64xf32>, %k: tensor<2x2x?x64xf32>,
+                        %v: tensor<2x2x?x32xf32>, %o: tensor<2x4x?x32xf32>,
+                        %s: tensor<2x2x64x32xf32>, %z: tensor<2x2x64xf32>,
+                        %dk: tensor<2x2x?x64xf32>, %dv: tensor<2x2x?x32xf32>,
+                        %ds: tensor<2x2x64x32xf32>, %dz: tensor<2x2x64xf32>)
+    -> (tensor<2x4x?x64xf32>, tensor<2x2x?x64xf32>, tensor<2x2x?x32xf32>,
+        tensor<2x2x64x32xf32>, tensor<2x2x64xf32>) {
+  %r:5 = attn.linear_backward ins(%q, %k, %v, %o, %o : tensor<2x4x?x64xf32>, tensor<2x2x?x64xf32>, tensor<2x2x?x32xf32>, tensor<2x4x?x32xf32>, tensor<2x4x?x32xf32>)
+      state(%s, %z : tensor<2x2x64x32xf32>, tensor<2x2x64xf32>)
+      state_grads(%s, %z : tensor<2x2x64x32xf32>, tensor<2x2x64xf32>)
+      outs(%q, %dk, %dv, %ds, %dz : tensor<2x4x?x64xf32>, tensor<2x2x?x64xf32>, tensor<2x2x?x32xf32>, tensor<2x2x64x32xf32>, tensor<2x2x64xf32>)
+      feature_map(relu)
+      -> tensor<2x4x?x64xf32>, tensor<2x2x?x64xf32>, tensor<2x2x?x32xf32>, tensor<2x2x64x32xf32>, tensor<2x2x64xf32>
+  return %r#0, %r#1, %r#2, %r#3, %r#4 : tensor<2x4x?x64xf32>, tensor<2x2x?x64xf32>, tensor<2x2x?x32xf32>, tensor<2x2x64x32xf32>, tensor<2x2x64xf32>
+}

@@ -331,6 +331,12 @@ int main(int argc, char **argv) {
                 "run yet (it runs attention, linear and additive attention "
                 "kernels): call it through Python (attn.mha) or the C "
                 "runtime (attn_run_mha)");
+  if (spec.linearBackward)
+    return fail("the kernel '" + spec.name +
+                "' is linear attention's backward (attn.linear_backward), "
+                "which attn-run does not run yet: call it through Python "
+                "(attn.linear_attention's gradients) or the C runtime "
+                "(attn_run_linear_backward)");
   if (spec.linear || spec.additive) {
     // What the attention kernels take and these have no use for.
     const char *kind = spec.linear ? "linear attention" : "additive attention";
@@ -338,7 +344,6 @@ int main(int argc, char **argv) {
       bool given, linear, additive;
       const char *flag, *what;
     } unused[] = {
-        {backward, true, true, "--backward", "compiled backward"},
         {weights, true, true, "--weights",
          "attention weights kernel (an additive spec's with_weights key "
          "makes its kernel write them)"},
@@ -351,6 +356,13 @@ int main(int argc, char **argv) {
         {headsKv.getNumOccurrences() > 0, false, true, "--heads-kv", "heads"},
         {layout.getNumOccurrences() > 0, false, true, "--layout",
          "heads, so no layout of them"}};
+    if (backward)
+      return fail(std::string("--backward: the kernel '") + spec.name +
+                  "' computes " + kind +
+                  ", whose gradients' kernel is a spec of its own (the key "
+                  "'backward': '" +
+                  (spec.linear ? "linear" : "additive") + ",backward'" +
+                  (spec.linear ? ", which attn-run does not run yet)" : ")"));
     for (const auto &option : unused)
       if (option.given && (spec.linear ? option.linear : option.additive))
         return fail(std::string(option.flag) + ": the kernel '" + spec.name +

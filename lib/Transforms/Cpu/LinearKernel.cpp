@@ -1,4 +1,4 @@
-//===- LinearKernel.cpp - The CPU kernel of attn.linear -------------------===//
+//===- LinearKernel.cpp - The CPU kernels of attn.linear and its backward -===//
 //
 // One bufferized attn.linear (a work item: a batch and a key/value head,
 // with its group of G query heads, as attn-tile makes it) computes
@@ -22,7 +22,8 @@
 // operand: the state's rows (D) and the values' columns (Dv) are the
 // vector dims, so no product needs a horizontal reduction except the
 // normalizer's dot products (one per row). A chunk's rows past the sequence
-// are zero in every buffer and never stored.
+// are zero in every buffer and never stored. attn.linear_backward's kernel
+// (LinearBackwardLowering, below) is made of the same pieces.
 //
 //===----------------------------------------------------------------------===//
 #include "lib/Transforms/Cpu/MicroKernels.h"
@@ -41,33 +42,22 @@ namespace {
 /// Rows of a register tile.
 constexpr int64_t kRows = 4;
 
-class LinearLowering : public VectorEmitter {
-public:
-  LinearLowering(ImplicitLocOpBuilder &b, LinearOp op, int64_t lanes)
-      : VectorEmitter(b, lanes), op(op) {
-    headDim = cast<MemRefType>(op.getQuery().getType()).getDimSize(3);
-    valueDim = cast<MemRefType>(op.getValue().getType()).getDimSize(3);
+/// What the forward's and the backward's kernels share: the dims, φ, the
+/// packing of rows as f32 and the register-tile products.
+class LinearEmitter : public VectorEmitter {
+protected:
+  LinearEmitter(ImplicitLocOpBuilder &b, int64_t lanes, Value query,
+                Value value, FeatureMap featureMap, int64_t chunkRows)
+      : VectorEmitter(b, lanes), featureMap(featureMap) {
+    headDim = cast<MemRefType>(query.getType()).getDimSize(3);
+    valueDim = cast<MemRefType>(value.getType()).getDimSize(3);
     headPad = llvm::alignTo(headDim, lanes);
     valuePad = llvm::alignTo(valueDim, lanes);
-    chunk = llvm::alignTo(op.getChunkRows(), lanes);
+    chunk = llvm::alignTo(chunkRows, lanes);
     // 4 x 4 accumulators on AVX-512, 4 x 2 in AVX2's 16 registers (4 x 4
     // spilled there in every step).
     tileVectors = std::max<int64_t>(1, maxAccumulators(lanes) / kRows);
   }
-
-  void emit();
-
-private:
-  /// The f32 buffers of one work item (heap: the state alone is D x Dv).
-  struct Buffers {
-    Value queries;    // [C][DPad]  φ(Q_c) of one head
-    Value keys;       // [C][DPad]  φ(K_c)
-    Value keysT;      // [DPad][C]  φ(K_c)ᵀ (causal only)
-    Value values;     // [C][DvPad] V_c
-    Value scores;     // [R][C]     A of a block of rows (causal only)
-    Value state;      // [DPad][DvPad]
-    Value normalizer; // [DPad]
-  };
 
   Value heap(ArrayRef<int64_t> shape) { return heapBuffer(shape); }
 
@@ -85,8 +75,61 @@ private:
                              Value right, int64_t col, ValueRange acc) {
     return broadcastProduct(lo, hi, rows, left, right, cst(col), acc);
   }
+  /// A chunk's sum of outer products into a state: state[d] += Σ_{j <
+  /// count} left[j][d] · right[j] (left [C][DPad], right [C][DvPad], state
+  /// [DPad][DvPad]), and with `normalizer` normalizer += Σ_j w_j · left[j],
+  /// w_j = weights[j] ([C]) or 1 without weights. The forward's S += φ(K)ᵀV,
+  /// z += Σ φ(K); the backward's dS += φ(Q)ᵀg, dz += Σ c φ(Q).
+  void accumulateState(Value left, Value right, Value count, Value state,
+                       Value normalizer, Value weights);
+  /// The rows' vectors of a row block's products, row r's vectors at
+  /// [r * (pad / lanes), (r + 1) * (pad / lanes)).
+  using RowVectors = SmallVector<Value>;
+  /// For the kRows rows from `first` of `left` ([C][depth pad], scalars
+  /// broadcast) times `right` ([depth][pad]): init(r, col) then Σ_k
+  /// left[first + r][k] · right[k][col..] over k < depth, by tiles of
+  /// tileVectors vectors.
+  RowVectors rowsTimes(Value left, Value first, int64_t depth, Value right,
+                       int64_t pad, function_ref<Value(int64_t, int64_t)> init);
+  /// Stores row `first + r` (r < kRows) of a block where it is below
+  /// `count`, at [batch, head, start + first + r] of `memref`.
+  void storeRows(Value memref, Value batch, Value head, Value start,
+                 Value first, Value count, const RowVectors &rows, int64_t pad,
+                 int64_t width);
+
+  FeatureMap featureMap;
+  int64_t headDim, valueDim, headPad, valuePad, chunk;
+  /// Column vectors of a register tile.
+  int64_t tileVectors;
+  Value rowBuffer; // [max(DPad, DvPad)]: a row for element-wise stores
+};
+
+class LinearLowering : public LinearEmitter {
+public:
+  LinearLowering(ImplicitLocOpBuilder &b, LinearOp op, int64_t lanes)
+      : LinearEmitter(b, lanes, op.getQuery(), op.getValue(),
+                      op.getEffectiveFeatureMap(), op.getChunkRows()),
+        op(op) {}
+
+  void emit();
+
+private:
+  /// The f32 buffers of one work item (heap: the state alone is D x Dv).
+  struct Buffers {
+    Value queries;    // [C][DPad]  φ(Q_c) of one head
+    Value keys;       // [C][DPad]  φ(K_c)
+    Value keysT;      // [DPad][C]  φ(K_c)ᵀ (causal only)
+    Value values;     // [C][DvPad] V_c
+    Value scores;     // [R][C]     A of a block of rows (causal only)
+    Value state;      // [DPad][DvPad]
+    Value normalizer; // [DPad]
+  };
+
   /// The state's chunk update: S += φ(K_c)ᵀ V_c, z += Σ_j φ(K_c)[j].
-  void updateState(const Buffers &buf, Value count);
+  void updateState(const Buffers &buf, Value count) {
+    accumulateState(buf.keys, buf.values, count, buf.state, buf.normalizer,
+                    Value());
+  }
   /// O of rows [first, first + kRows) of the chunk at `start` (those below
   /// `count`) for query head `head`: with `causal`, the intra-chunk product
   /// through buf.scores too.
@@ -94,16 +137,12 @@ private:
                   Value first, Value count, bool causal);
 
   LinearOp op;
-  int64_t headDim, valueDim, headPad, valuePad, chunk;
-  /// Column vectors of a register tile.
-  int64_t tileVectors;
-  Value outputRow; // [DvPad]: a row of O for element-wise stores
 };
 
-Value LinearLowering::phi(Value x, int64_t live) {
+Value LinearEmitter::phi(Value x, int64_t live) {
   Value zero = zeroVector();
   Value y;
-  switch (op.getEffectiveFeatureMap()) {
+  switch (featureMap) {
   case FeatureMap::elu_plus_one: {
     // elu(x) + 1 = x + 1 for x > 0, exp(x) otherwise (NaN: exp(NaN)).
     Value positive =
@@ -125,9 +164,9 @@ Value LinearLowering::phi(Value x, int64_t live) {
   return y;
 }
 
-void LinearLowering::packRows(Value source, Value batch, Value head,
-                              Value first, Value count, Value rows,
-                              int64_t width, bool withPhi) {
+void LinearEmitter::packRows(Value source, Value batch, Value head, Value first,
+                             Value count, Value rows, int64_t width,
+                             bool withPhi) {
   int64_t pad = llvm::alignTo(width, lanes);
   auto finish = [&](Value r, ArrayRef<Value> chunks) {
     for (auto [i, v] : llvm::enumerate(chunks)) {
@@ -169,9 +208,11 @@ void LinearLowering::packRows(Value source, Value batch, Value head,
   zeroRows(rows, count, cst(chunk), pad);
 }
 
-void LinearLowering::updateState(const Buffers &buf, Value count) {
-  // S's rows d in blocks of kRows (then one at a time), its columns in
-  // tiles of tileVectors vectors: S[d] += Σ_j φK[j][d] · V[j].
+void LinearEmitter::accumulateState(Value left, Value right, Value count,
+                                    Value state, Value normalizer,
+                                    Value weights) {
+  // The state's rows d in blocks of kRows (then one at a time), its columns
+  // in tiles of tileVectors vectors.
   forBlocks(cst(0), cst(headDim), kRows, [&](Value first, int64_t rows) {
     for (int64_t col = 0; col < valuePad; col += tileVectors * lanes) {
       int64_t n = std::min(tileVectors, (valuePad - col) / lanes);
@@ -179,32 +220,79 @@ void LinearLowering::updateState(const Buffers &buf, Value count) {
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t v = 0; v < n; ++v)
           acc.push_back(
-              loadVector(buf.state, {arith::AddIOp::create(b, first, cst(r)),
-                                     cst(col + v * lanes)}));
+              loadVector(state, {arith::AddIOp::create(b, first, cst(r)),
+                                 cst(col + v * lanes)}));
       acc = product(
           cst(0), count, rows,
           [&](int64_t r, Value j) -> Value {
             return memref::LoadOp::create(
-                b, buf.keys,
+                b, left,
                 ValueRange{j, arith::AddIOp::create(b, first, cst(r))});
           },
-          buf.values, col, acc);
+          right, col, acc);
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t v = 0; v < n; ++v)
           storeVector(
-              acc[r * n + v], buf.state,
+              acc[r * n + v], state,
               {arith::AddIOp::create(b, first, cst(r)), cst(col + v * lanes)});
     }
   });
-  // z += Σ_j φK[j]: vectors along D.
+  if (!normalizer)
+    return;
+  // The normalizer: vectors along D.
   for (int64_t c = 0; c < headPad; c += lanes) {
     SmallVector<Value> sum = forLoopWith(
-        cst(0), count, cst(1), {loadVector(buf.normalizer, {cst(c)})},
+        cst(0), count, cst(1), {loadVector(normalizer, {cst(c)})},
         [&](Value j, ValueRange carried) -> SmallVector<Value> {
-          return {arith::AddFOp::create(b, carried[0],
-                                        loadVector(buf.keys, {j, cst(c)}))};
+          Value row = loadVector(left, {j, cst(c)});
+          if (!weights)
+            return {arith::AddFOp::create(b, carried[0], row)};
+          Value w = splat(memref::LoadOp::create(b, weights, ValueRange{j}));
+          return {vector::FMAOp::create(b, w, row, carried[0])};
         });
-    storeVector(sum[0], buf.normalizer, {cst(c)});
+    storeVector(sum[0], normalizer, {cst(c)});
+  }
+}
+
+LinearEmitter::RowVectors
+LinearEmitter::rowsTimes(Value left, Value first, int64_t depth, Value right,
+                         int64_t pad,
+                         function_ref<Value(int64_t, int64_t)> init) {
+  int64_t vectors = pad / lanes;
+  RowVectors rows(kRows * vectors);
+  auto leftAt = [&](int64_t r, Value k) -> Value {
+    return memref::LoadOp::create(
+        b, left, ValueRange{arith::AddIOp::create(b, first, cst(r)), k});
+  };
+  for (int64_t col = 0; col < pad; col += tileVectors * lanes) {
+    int64_t n = std::min(tileVectors, (pad - col) / lanes);
+    SmallVector<Value> acc;
+    for (int64_t r = 0; r < kRows; ++r)
+      for (int64_t v = 0; v < n; ++v)
+        acc.push_back(init(r, col + v * lanes));
+    acc = product(cst(0), cst(depth), kRows, leftAt, right, col, acc);
+    for (int64_t r = 0; r < kRows; ++r)
+      for (int64_t v = 0; v < n; ++v)
+        rows[r * vectors + col / lanes + v] = acc[r * n + v];
+  }
+  return rows;
+}
+
+void LinearEmitter::storeRows(Value memref, Value batch, Value head,
+                              Value start, Value first, Value count,
+                              const RowVectors &rows, int64_t pad,
+                              int64_t width) {
+  int64_t vectors = pad / lanes;
+  for (int64_t r = 0; r < kRows; ++r) {
+    Value local = arith::AddIOp::create(b, first, cst(r));
+    Value inChunk =
+        arith::CmpIOp::create(b, arith::CmpIPredicate::slt, local, count);
+    auto store = scf::IfOp::create(b, inChunk, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(store.thenBlock()->getTerminator());
+    storeRowAs(memref, {batch, head, arith::AddIOp::create(b, start, local)},
+               ArrayRef<Value>(rows).slice(r * vectors, vectors), width,
+               rowBuffer);
   }
 }
 
@@ -308,19 +396,8 @@ void LinearLowering::outputRows(const Buffers &buf, Value batch, Value head,
             normalized ? arith::MulFOp::create(b, acc[r * n + v], inverse[r])
                        : acc[r * n + v];
   }
-  for (int64_t r = 0; r < kRows; ++r) {
-    Value local = arith::AddIOp::create(b, first, cst(r));
-    Value inChunk =
-        arith::CmpIOp::create(b, arith::CmpIPredicate::slt, local, count);
-    auto store = scf::IfOp::create(b, inChunk, /*withElseRegion=*/false);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPoint(store.thenBlock()->getTerminator());
-    storeRowAs(op.getOutput(),
-               {batch, head, arith::AddIOp::create(b, start, local)},
-               ArrayRef<Value>(outputs).slice(r * (valuePad / lanes),
-                                              valuePad / lanes),
-               valueDim, outputRow);
-  }
+  storeRows(op.getOutput(), batch, head, start, first, count, outputs, valuePad,
+            valueDim);
 }
 
 void LinearLowering::emit() {
@@ -336,7 +413,7 @@ void LinearLowering::emit() {
     buf.keysT = heap({headPad, chunk});
     buf.scores = heap({kRows, chunk});
   }
-  outputRow = heap({valuePad});
+  rowBuffer = heap({std::max(headPad, valuePad)});
 
   forLoop(cst(0), dim(key, 0), cst(1), [&](Value batch) {
     forLoop(cst(0), dim(key, 1), cst(1), [&](Value kvHead) {
@@ -439,7 +516,309 @@ void LinearLowering::emit() {
     });
   });
   for (Value buffer : {buf.queries, buf.keys, buf.values, buf.state,
-                       buf.normalizer, buf.keysT, buf.scores, outputRow})
+                       buf.normalizer, buf.keysT, buf.scores, rowBuffer})
+    if (buffer)
+      memref::DeallocOp::create(b, buffer);
+}
+
+/// attn.linear_backward's kernel (docs/spec.md, "Gradient of linear
+/// attention", non-causal): per work item, with Sᵀ and z in buffers,
+///
+///   per head, per chunk of rows:  g = dO / (φ(Q)·z + eps), c = −(g·O)
+///     (a row at a time), dQ = (g Sᵀ + c z) ∘ φ'(Q) by register tiles,
+///     then dS += φ(Q)ᵀ g, dz += Σ c φ(Q)
+///   per chunk of keys:            dK = (V dSᵀ + dz) ∘ φ'(K), dV = φ(K) dS
+///
+/// so that every product broadcasts a scalar of a row against vectors of
+/// D or Dv, as the forward's.
+class LinearBackwardLowering : public LinearEmitter {
+public:
+  LinearBackwardLowering(ImplicitLocOpBuilder &b, LinearBackwardOp op,
+                         int64_t lanes)
+      : LinearEmitter(b, lanes, op.getQuery(), op.getValue(),
+                      op.getEffectiveFeatureMap(), kDefaultChunk),
+        op(op), normalized(!op.getUnnormalized()) {}
+
+  void emit();
+
+private:
+  /// Rows per chunk (the forward's default).
+  static constexpr int64_t kDefaultChunk = 16;
+
+  /// φ'(x) from φ(x) (a vector): min(φ, 1) for elu + 1 (1 above 0, exp(x)
+  /// = φ below; NaN stays NaN); 1 where φ > 0 or NaN for relu (PyTorch's
+  /// relu backward passes a NaN input's gradient). Not for the identity.
+  Value slope(Value phi);
+  /// A row block's vectors (kRows rows of DPad) times φ' of the rows of
+  /// `rows` (φ, [C][DPad]) from `first`; nothing for the identity (φ' = 1).
+  void timesSlope(RowVectors &block, Value rows, Value first);
+  /// g and c of rows [first, first + kRows) of the packed chunk: the rows
+  /// of `grads` (dO) become g in place, `coeff[row]` = c.
+  void rowFactors(Value first);
+  /// dQ of the rows [first, first + kRows) of the chunk at `start`.
+  void queryGradients(Value batch, Value head, Value start, Value first,
+                      Value count);
+  /// dK and dV of the keys [first, first + kRows) of the chunk at `start`.
+  void keyGradients(Value batch, Value kvHead, Value start, Value first,
+                    Value count);
+  /// `source` [B, Hkv, D, Dv] (or [B, Hkv, D] with `vector`) of the work
+  /// item into `into` ([DPad][DvPad] or [DPad], zeroed first), transposed
+  /// into [DvPad][DPad] with `transpose`.
+  void loadState(Value source, Value batch, Value kvHead, Value into,
+                 bool vector, bool transpose);
+  /// `from` ([DPad][DvPad] or [DPad]) into `out` at [batch, kvHead].
+  void storeState(Value from, Value out, Value batch, Value kvHead,
+                  bool vector);
+
+  LinearBackwardOp op;
+  bool normalized;
+  struct {
+    Value queries;     // [C][DPad]    φ(Q) of a chunk of one head
+    Value grads;       // [C][DvPad]   dO, then g
+    Value outputs;     // [C][DvPad]   O (normalized only)
+    Value coeff;       // [C]          c (normalized only)
+    Value keys;        // [C][DPad]    φ(K) of a chunk
+    Value values;      // [C][DvPad]   V
+    Value stateT;      // [DvPad][DPad] Sᵀ
+    Value normalizer;  // [DPad]      z
+    Value dState;      // [DPad][DvPad] dS
+    Value dStateT;     // [DvPad][DPad] dSᵀ
+    Value dNormalizer; // [DPad]     dz
+  } buf;
+};
+
+Value LinearBackwardLowering::slope(Value phi) {
+  switch (featureMap) {
+  case FeatureMap::elu_plus_one:
+    return arith::MinimumFOp::create(b, phi, splat(f32Const(1.0f)));
+  case FeatureMap::relu: {
+    Value kept =
+        arith::CmpFOp::create(b, arith::CmpFPredicate::UGT, phi, zeroVector());
+    return arith::SelectOp::create(b, kept, splat(f32Const(1.0f)),
+                                   zeroVector());
+  }
+  case FeatureMap::identity:
+    break;
+  }
+  llvm_unreachable("the identity's φ' is 1: no slope to multiply by");
+}
+
+void LinearBackwardLowering::timesSlope(RowVectors &block, Value rows,
+                                        Value first) {
+  if (featureMap == FeatureMap::identity)
+    return;
+  int64_t vectors = headPad / lanes;
+  for (int64_t r = 0; r < kRows; ++r)
+    for (int64_t v = 0; v < vectors; ++v) {
+      Value phi = loadVector(
+          rows, {arith::AddIOp::create(b, first, cst(r)), cst(v * lanes)});
+      block[r * vectors + v] =
+          arith::MulFOp::create(b, block[r * vectors + v], slope(phi));
+    }
+}
+
+void LinearBackwardLowering::rowFactors(Value first) {
+  for (int64_t r = 0; r < kRows; ++r) {
+    Value row = arith::AddIOp::create(b, first, cst(r)), dot;
+    for (int64_t c = 0; c < headPad; c += lanes) {
+      Value term =
+          arith::MulFOp::create(b, loadVector(buf.queries, {row, cst(c)}),
+                                loadVector(buf.normalizer, {cst(c)}));
+      dot = dot ? arith::AddFOp::create(b, dot, term) : term;
+    }
+    Value inverse = splat(arith::DivFOp::create(
+        b, f32Const(1.0f),
+        arith::AddFOp::create(b, horizontalSum(dot),
+                              f32Const(op.getEffectiveEps()))));
+    Value gDotO;
+    for (int64_t c = 0; c < valuePad; c += lanes) {
+      Value g = arith::MulFOp::create(b, loadVector(buf.grads, {row, cst(c)}),
+                                      inverse);
+      storeVector(g, buf.grads, {row, cst(c)});
+      Value term =
+          arith::MulFOp::create(b, g, loadVector(buf.outputs, {row, cst(c)}));
+      gDotO = gDotO ? arith::AddFOp::create(b, gDotO, term) : term;
+    }
+    memref::StoreOp::create(b, arith::NegFOp::create(b, horizontalSum(gDotO)),
+                            buf.coeff, ValueRange{row});
+  }
+}
+
+void LinearBackwardLowering::queryGradients(Value batch, Value head,
+                                            Value start, Value first,
+                                            Value count) {
+  if (normalized)
+    rowFactors(first);
+  // dφ(Q) = g Sᵀ (+ c z), times φ'(Q).
+  RowVectors rows = rowsTimes(
+      buf.grads, first, valueDim, buf.stateT, headPad,
+      [&](int64_t r, int64_t col) -> Value {
+        if (!normalized)
+          return zeroVector();
+        Value c = memref::LoadOp::create(
+            b, buf.coeff, ValueRange{arith::AddIOp::create(b, first, cst(r))});
+        return arith::MulFOp::create(b, splat(c),
+                                     loadVector(buf.normalizer, {cst(col)}));
+      });
+  timesSlope(rows, buf.queries, first);
+  storeRows(op.getGradQuery(), batch, head, start, first, count, rows, headPad,
+            headDim);
+}
+
+void LinearBackwardLowering::keyGradients(Value batch, Value kvHead,
+                                          Value start, Value first,
+                                          Value count) {
+  // dφ(K) = V dSᵀ + dz, times φ'(K).
+  RowVectors keyRows =
+      rowsTimes(buf.values, first, valueDim, buf.dStateT, headPad,
+                [&](int64_t, int64_t col) {
+                  return loadVector(buf.dNormalizer, {cst(col)});
+                });
+  timesSlope(keyRows, buf.keys, first);
+  storeRows(op.getGradKey(), batch, kvHead, start, first, count, keyRows,
+            headPad, headDim);
+  // dV = φ(K) dS.
+  RowVectors valueRows =
+      rowsTimes(buf.keys, first, headDim, buf.dState, valuePad,
+                [&](int64_t, int64_t) { return zeroVector(); });
+  storeRows(op.getGradValue(), batch, kvHead, start, first, count, valueRows,
+            valuePad, valueDim);
+}
+
+void LinearBackwardLowering::loadState(Value source, Value batch, Value kvHead,
+                                       Value into, bool vector,
+                                       bool transpose) {
+  Value zero = zeroVector();
+  if (vector) {
+    for (int64_t c = 0; c < headPad; c += lanes)
+      storeVector(zero, into, {cst(c)});
+  } else {
+    int64_t rows = transpose ? valuePad : headPad;
+    int64_t cols = transpose ? headPad : valuePad;
+    forLoop(cst(0), cst(rows), cst(1), [&](Value r) {
+      for (int64_t c = 0; c < cols; c += lanes)
+        storeVector(zero, into, {r, cst(c)});
+    });
+  }
+  if (!source)
+    return;
+  forLoop(cst(0), cst(headDim), cst(1), [&](Value d) {
+    if (vector) {
+      memref::StoreOp::create(
+          b, memref::LoadOp::create(b, source, ValueRange{batch, kvHead, d}),
+          into, ValueRange{d});
+      return;
+    }
+    forLoop(cst(0), cst(valueDim), cst(1), [&](Value e) {
+      Value x =
+          memref::LoadOp::create(b, source, ValueRange{batch, kvHead, d, e});
+      memref::StoreOp::create(b, x, into,
+                              transpose ? ValueRange{e, d} : ValueRange{d, e});
+    });
+  });
+}
+
+void LinearBackwardLowering::storeState(Value from, Value out, Value batch,
+                                        Value kvHead, bool vector) {
+  forLoop(cst(0), cst(headDim), cst(1), [&](Value d) {
+    if (vector) {
+      memref::StoreOp::create(b, memref::LoadOp::create(b, from, ValueRange{d}),
+                              out, ValueRange{batch, kvHead, d});
+      return;
+    }
+    forLoop(cst(0), cst(valueDim), cst(1), [&](Value e) {
+      memref::StoreOp::create(b,
+                              memref::LoadOp::create(b, from, ValueRange{d, e}),
+                              out, ValueRange{batch, kvHead, d, e});
+    });
+  });
+}
+
+void LinearBackwardLowering::emit() {
+  Value query = op.getQuery(), key = op.getKey();
+  buf.queries = heap({chunk, headPad});
+  buf.grads = heap({chunk, valuePad});
+  buf.keys = heap({chunk, headPad});
+  buf.values = heap({chunk, valuePad});
+  buf.stateT = heap({valuePad, headPad});
+  buf.normalizer = heap({headPad});
+  buf.dState = heap({headPad, valuePad});
+  buf.dStateT = heap({valuePad, headPad});
+  buf.dNormalizer = heap({headPad});
+  if (normalized) {
+    buf.outputs = heap({chunk, valuePad});
+    buf.coeff = heap({chunk});
+  }
+  rowBuffer = heap({std::max(headPad, valuePad)});
+
+  forLoop(cst(0), dim(key, 0), cst(1), [&](Value batch) {
+    forLoop(cst(0), dim(key, 1), cst(1), [&](Value kvHead) {
+      Value group = arith::DivUIOp::create(b, dim(query, 1), dim(key, 1));
+      Value firstHead = arith::MulIOp::create(b, kvHead, group);
+      loadState(op.getState(), batch, kvHead, buf.stateT, false, true);
+      loadState(op.getNormalizer(), batch, kvHead, buf.normalizer, true, false);
+      loadState(op.getGradFinalState(), batch, kvHead, buf.dState, false,
+                false);
+      loadState(op.getGradFinalNormalizer(), batch, kvHead, buf.dNormalizer,
+                true, false);
+      auto forChunks = [&](Value total, function_ref<void(Value, Value)> body) {
+        forLoop(cst(0), total, cst(chunk), [&](Value start) {
+          Value count = arith::MinSIOp::create(
+              b, cst(chunk), arith::SubIOp::create(b, total, start));
+          body(start, count);
+        });
+      };
+      auto forRowBlocks = [&](Value count, function_ref<void(Value)> body) {
+        forLoop(cst(0), count, cst(kRows), body);
+      };
+
+      // The query rows of every head of the group: dQ, and their sums
+      // into dS and dz.
+      forLoop(cst(0), group, cst(1), [&](Value g) {
+        Value head = arith::AddIOp::create(b, firstHead, g);
+        forChunks(dim(query, 2), [&](Value start, Value count) {
+          packRows(query, batch, head, start, count, buf.queries, headDim,
+                   true);
+          packRows(op.getGradOutput(), batch, head, start, count, buf.grads,
+                   valueDim, false);
+          if (normalized)
+            packRows(op.getOutput(), batch, head, start, count, buf.outputs,
+                     valueDim, false);
+          forRowBlocks(count, [&](Value first) {
+            queryGradients(batch, head, start, first, count);
+          });
+          accumulateState(buf.queries, buf.grads, count, buf.dState,
+                          normalized ? buf.dNormalizer : Value(), buf.coeff);
+        });
+      });
+
+      // dSᵀ, then the keys: dK and dV.
+      forLoop(cst(0), cst(headPad), cst(1), [&](Value d) {
+        forLoop(cst(0), cst(valuePad), cst(1), [&](Value e) {
+          memref::StoreOp::create(
+              b, memref::LoadOp::create(b, buf.dState, ValueRange{d, e}),
+              buf.dStateT, ValueRange{e, d});
+        });
+      });
+      forChunks(dim(key, 2), [&](Value start, Value count) {
+        packRows(key, batch, kvHead, start, count, buf.keys, headDim, true);
+        packRows(op.getValue(), batch, kvHead, start, count, buf.values,
+                 valueDim, false);
+        forRowBlocks(count, [&](Value first) {
+          keyGradients(batch, kvHead, start, first, count);
+        });
+      });
+
+      if (Value out = op.getGradInitialState()) {
+        storeState(buf.dState, out, batch, kvHead, false);
+        storeState(buf.dNormalizer, op.getGradInitialNormalizer(), batch,
+                   kvHead, true);
+      }
+    });
+  });
+  for (Value buffer : {buf.queries, buf.grads, buf.outputs, buf.coeff, buf.keys,
+                       buf.values, buf.stateT, buf.normalizer, buf.dState,
+                       buf.dStateT, buf.dNormalizer, rowBuffer})
     if (buffer)
       memref::DeallocOp::create(b, buffer);
 }
@@ -449,4 +828,9 @@ void LinearLowering::emit() {
 void mlir::attn::cpu::emitLinear(ImplicitLocOpBuilder &b, LinearOp op,
                                  int64_t lanes) {
   LinearLowering(b, op, lanes).emit();
+}
+
+void mlir::attn::cpu::emitLinearBackward(ImplicitLocOpBuilder &b,
+                                         LinearBackwardOp op, int64_t lanes) {
+  LinearBackwardLowering(b, op, lanes).emit();
 }

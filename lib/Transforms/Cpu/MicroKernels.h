@@ -165,6 +165,10 @@ void emitWeights(ImplicitLocOpBuilder &b, AttentionWeightsOp op, int64_t lanes,
 /// Linear attention's kernel (LinearKernel.cpp) in place of a bufferized
 /// attn.linear.
 void emitLinear(ImplicitLocOpBuilder &b, LinearOp op, int64_t lanes);
+/// attn.linear_backward's kernel (LinearKernel.cpp): the non-causal
+/// gradients of one work item.
+void emitLinearBackward(ImplicitLocOpBuilder &b, LinearBackwardOp op,
+                        int64_t lanes);
 
 /// Additive attention's kernel (AdditiveKernel.cpp) in place of a
 /// bufferized attn.additive.

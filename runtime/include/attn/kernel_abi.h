@@ -54,6 +54,14 @@
  * attn_additive_backward_args; its work items are one per batch and part of
  * the query rows. Its dims are an additive kernel's.
  *
+ * A linear attention backward kernel (`kind` = ATTN_KERNEL_LINEAR_BACKWARD)
+ * computes attn.linear_backward, the non-causal gradients (docs/spec.md,
+ * "Gradient of linear attention"): its entry points,
+ * `linear_backward_work_items` and `linear_backward_run`, take an
+ * attn_linear_backward_args; its work items are a linear kernel's (one per
+ * batch and key/value head) and `has_state` says whether it reads the final
+ * state's gradients and writes the initial state's.
+ *
  * A multi-head attention layer (`kind` = ATTN_KERNEL_MHA) computes attn.mha
  * (docs/spec.md, "Multi-head attention layer"): its entry points take an
  * attn_mha_args; `work_items` and `run` are NULL. Its work items are one
@@ -205,6 +213,45 @@ typedef struct attn_linear_args {
   int64_t final_normalizer_strides[3];
 } attn_linear_args;
 
+/* The arguments of a linear attention backward call
+ * (attn.linear_backward): the forward's Q, K, V, its output O and dO (the
+ * kernel's dtype), the state S [B, Hkv, D, Dv] and normalizer z [B, Hkv, D]
+ * that its rows saw (the forward's final ones, f32), for a kernel with
+ * has_state the final state's gradients dS1, dz1 (read) and the initial
+ * state's dS0, dz0 (written, f32), and dQ, dK, dV (the kernel's dtype,
+ * written). Any strides. */
+typedef struct attn_linear_backward_args {
+  const void *query;       /* [B, Hq, Sq, D] */
+  const void *key;         /* [B, Hkv, Sk, D] */
+  const void *value;       /* [B, Hkv, Sk, Dv] */
+  const void *output;      /* [B, Hq, Sq, Dv] */
+  const void *grad_output; /* [B, Hq, Sq, Dv] */
+  const float *state;
+  const float *normalizer;
+  const float *grad_final_state;
+  const float *grad_final_normalizer;
+  void *grad_query; /* [B, Hq, Sq, D] */
+  void *grad_key;   /* [B, Hkv, Sk, D] */
+  void *grad_value; /* [B, Hkv, Sk, Dv] */
+  float *grad_initial_state;
+  float *grad_initial_normalizer;
+  int64_t batch, heads_q, heads_kv, seq_q, seq_k;
+  int64_t query_strides[4];
+  int64_t key_strides[4];
+  int64_t value_strides[4];
+  int64_t output_strides[4];
+  int64_t grad_output_strides[4];
+  int64_t state_strides[4];
+  int64_t normalizer_strides[3];
+  int64_t grad_final_state_strides[4];
+  int64_t grad_final_normalizer_strides[3];
+  int64_t grad_query_strides[4];
+  int64_t grad_key_strides[4];
+  int64_t grad_value_strides[4];
+  int64_t grad_initial_state_strides[4];
+  int64_t grad_initial_normalizer_strides[3];
+} attn_linear_backward_args;
+
 /* The arguments of an additive attention call (attn.additive): the query
  * rows, keys and values, the network's W_q, W_k and v (all of the kernel's
  * dtype), the optional keep-mask (bytes, read with mask_strides: 0 on a
@@ -308,7 +355,8 @@ typedef enum attn_kernel_kind {
   ATTN_KERNEL_LINEAR = 3,
   ATTN_KERNEL_ADDITIVE = 4,
   ATTN_KERNEL_MHA = 5,
-  ATTN_KERNEL_ADDITIVE_BACKWARD = 6
+  ATTN_KERNEL_ADDITIVE_BACKWARD = 6,
+  ATTN_KERNEL_LINEAR_BACKWARD = 7
 } attn_kernel_kind;
 
 /* Linear attention's feature map (attn.linear's feature_map). */
@@ -374,6 +422,11 @@ typedef int64_t (*attn_additive_backward_work_items_fn)(
     const attn_additive_backward_args *args);
 typedef void (*attn_additive_backward_run_fn)(
     const attn_additive_backward_args *args, int64_t begin, int64_t end);
+/* A linear attention backward kernel's work items (a linear kernel's). */
+typedef int64_t (*attn_linear_backward_work_items_fn)(
+    const attn_linear_backward_args *args);
+typedef void (*attn_linear_backward_run_fn)(
+    const attn_linear_backward_args *args, int64_t begin, int64_t end);
 /* A multi-head attention layer's work items (one per batch). */
 typedef int64_t (*attn_mha_work_items_fn)(const attn_mha_args *args);
 typedef void (*attn_mha_run_fn)(const attn_mha_args *args, int64_t begin,
@@ -503,6 +556,10 @@ typedef struct attn_kernel_desc {
    * attention backward kernel's entry points. */
   attn_additive_backward_work_items_fn additive_backward_work_items;
   attn_additive_backward_run_fn additive_backward_run;
+  /* Where struct_size covers them (older kernels have none): a linear
+   * attention backward kernel's entry points. */
+  attn_linear_backward_work_items_fn linear_backward_work_items;
+  attn_linear_backward_run_fn linear_backward_run;
 } attn_kernel_desc;
 
 typedef struct attn_library {

@@ -411,6 +411,43 @@ ATTN_RUNTIME_EXPORT attn_status attn_prepare_linear(
     const attn_tensor *output, const attn_tensor *final_state,
     const attn_tensor *final_normalizer, attn_linear_args *args);
 
+/* Runs a linear attention backward kernel (kind ATTN_KERNEL_LINEAR_BACKWARD;
+ * docs/spec.md, "Gradient of linear attention", the non-causal form): from
+ * the forward's `query`, `key`, `value` and `output` O (as attn_run_linear
+ * takes them), `grad_output` dO [B, Hq, Sq, Dv] (the kernel's dtype) and the
+ * state `state` S [B, Hkv, D, Dv] and `normalizer` z [B, Hkv, D] that the
+ * forward's rows saw (its final ones, f32), writes `grad_query`,
+ * `grad_key` and `grad_value` (shaped and typed as Q, K and V). A kernel
+ * compiled with the spec key 'state' also reads `grad_final_state` dS1 and
+ * `grad_final_normalizer` dz1 (the gradients of the forward's final state,
+ * f32; pass zeros when the loss does not use it) and writes
+ * `grad_initial_state` dS0 and `grad_initial_normalizer` dz0 (f32); all
+ * four are NULL for a kernel without. The written tensors must not overlap
+ * any tensor. Nothing is written when a check fails. The result does not
+ * depend on the pool's size. */
+ATTN_RUNTIME_EXPORT attn_status attn_run_linear_backward(
+    const attn_kernel_desc *kernel, const attn_tensor *query,
+    const attn_tensor *key, const attn_tensor *value, const attn_tensor *output,
+    const attn_tensor *grad_output, const attn_tensor *state,
+    const attn_tensor *normalizer, const attn_tensor *grad_final_state,
+    const attn_tensor *grad_final_normalizer, const attn_tensor *grad_query,
+    const attn_tensor *grad_key, const attn_tensor *grad_value,
+    const attn_tensor *grad_initial_state,
+    const attn_tensor *grad_initial_normalizer, attn_thread_pool *pool);
+
+/* attn_run_linear_backward's checks alone: fills `args` for the kernel's
+ * entry points. */
+ATTN_RUNTIME_EXPORT attn_status attn_prepare_linear_backward(
+    const attn_kernel_desc *kernel, const attn_tensor *query,
+    const attn_tensor *key, const attn_tensor *value, const attn_tensor *output,
+    const attn_tensor *grad_output, const attn_tensor *state,
+    const attn_tensor *normalizer, const attn_tensor *grad_final_state,
+    const attn_tensor *grad_final_normalizer, const attn_tensor *grad_query,
+    const attn_tensor *grad_key, const attn_tensor *grad_value,
+    const attn_tensor *grad_initial_state,
+    const attn_tensor *grad_initial_normalizer,
+    attn_linear_backward_args *args);
+
 /* Runs an additive attention kernel (kind ATTN_KERNEL_ADDITIVE;
  * docs/spec.md, "Additive attention"): O [B, Sq, Dv] of `query` [B, Sq, Dq],
  * `keys` [B, Sk, Dk] and `values` [B, Sk, Dv] with the scoring network

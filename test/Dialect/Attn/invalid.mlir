@@ -1946,3 +1946,81 @@ func.func @additive_backward_outs(%q: tensor<1x4x8xf32>, %w: tensor<16x8xf32>,
       outs(%dqp : tensor<1x4x16xf32>) -> tensor<1x4x16xf32>
   return
 }
+
+// -----
+
+// attn.linear_backward: its own operands (O, dO, the state, the state's
+// gradients, dQ, dK, dV) each with the message that names what is wrong.
+
+func.func @linear_backward_grad_output(%q: tensor<1x2x8x16xf32>, %k: tensor<1x1x9x16xf32>,
+                                       %o: tensor<1x2x8x16xf32>, %do: tensor<1x2x7x16xf32>,
+                                       %s: tensor<1x1x16x16xf32>, %z: tensor<1x1x16xf32>) {
+  // expected-error @+1 {{grad_output dim 2 (Sq) must equal query's Sq = 8, found 7}}
+  %r:3 = attn.linear_backward ins(%q, %k, %k, %o, %do : tensor<1x2x8x16xf32>, tensor<1x1x9x16xf32>, tensor<1x1x9x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x7x16xf32>)
+      state(%s, %z : tensor<1x1x16x16xf32>, tensor<1x1x16xf32>)
+      outs(%q, %k, %k : tensor<1x2x8x16xf32>, tensor<1x1x9x16xf32>, tensor<1x1x9x16xf32>)
+      -> tensor<1x2x8x16xf32>, tensor<1x1x9x16xf32>, tensor<1x1x9x16xf32>
+  return
+}
+
+// -----
+
+func.func @linear_backward_state_type(%q: tensor<1x1x8x16xbf16>, %s: tensor<1x1x16x16xbf16>,
+                                      %z: tensor<1x1x16xf32>) {
+  // expected-error @+1 {{state element type must be f32, found 'bf16'}}
+  %r:3 = attn.linear_backward ins(%q, %q, %q, %q, %q : tensor<1x1x8x16xbf16>, tensor<1x1x8x16xbf16>, tensor<1x1x8x16xbf16>, tensor<1x1x8x16xbf16>, tensor<1x1x8x16xbf16>)
+      state(%s, %z : tensor<1x1x16x16xbf16>, tensor<1x1x16xf32>)
+      outs(%q, %q, %q : tensor<1x1x8x16xbf16>, tensor<1x1x8x16xbf16>, tensor<1x1x8x16xbf16>)
+      -> tensor<1x1x8x16xbf16>, tensor<1x1x8x16xbf16>, tensor<1x1x8x16xbf16>
+  return
+}
+
+// -----
+
+func.func @linear_backward_grad_key(%q: tensor<1x1x8x16xf32>, %k: tensor<1x1x9x16xf32>,
+                                    %s: tensor<1x1x16x16xf32>, %z: tensor<1x1x16xf32>) {
+  // expected-error @+1 {{grad_key must have the shape and element type of key ('tensor<1x1x9x16xf32>'), found 'tensor<1x1x8x16xf32>'}}
+  %r:3 = attn.linear_backward ins(%q, %k, %k, %q, %q : tensor<1x1x8x16xf32>, tensor<1x1x9x16xf32>, tensor<1x1x9x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>)
+      state(%s, %z : tensor<1x1x16x16xf32>, tensor<1x1x16xf32>)
+      outs(%q, %q, %k : tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x9x16xf32>)
+      -> tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x9x16xf32>
+  return
+}
+
+// -----
+
+func.func @linear_backward_outs(%q: tensor<1x1x8x16xf32>, %s: tensor<1x1x16x16xf32>,
+                                %z: tensor<1x1x16xf32>) {
+  // expected-error @+1 {{outs(...) takes dQ, dK, dV, then optionally the initial state's and normalizer's gradients (3 or 5 operands), found 4}}
+  %r:4 = attn.linear_backward ins(%q, %q, %q, %q, %q : tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>)
+      state(%s, %z : tensor<1x1x16x16xf32>, tensor<1x1x16xf32>)
+      outs(%q, %q, %q, %s : tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x16x16xf32>)
+      -> tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x16x16xf32>
+  return
+}
+
+// -----
+
+func.func @linear_backward_state_grads(%q: tensor<1x1x8x16xf32>, %s: tensor<1x1x16x16xf32>,
+                                       %z: tensor<1x1x16xf32>) {
+  // expected-error @+1 {{state_grads(...) takes the gradients of the final state and normalizer (2 operands), found 1}}
+  %r:3 = attn.linear_backward ins(%q, %q, %q, %q, %q : tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>)
+      state(%s, %z : tensor<1x1x16x16xf32>, tensor<1x1x16xf32>)
+      state_grads(%s : tensor<1x1x16x16xf32>)
+      outs(%q, %q, %q : tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>)
+      -> tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @linear_backward_unnormalized_eps(%q: tensor<1x1x8x16xf32>, %s: tensor<1x1x16x16xf32>,
+                                            %z: tensor<1x1x16xf32>) {
+  // expected-error @+1 {{eps is the denominator's and an unnormalized op has none: drop eps or unnormalized}}
+  %r:3 = attn.linear_backward ins(%q, %q, %q, %q, %q : tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>)
+      state(%s, %z : tensor<1x1x16x16xf32>, tensor<1x1x16xf32>)
+      outs(%q, %q, %q : tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>)
+      eps(1.0e-3) unnormalized
+      -> tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>
+  return
+}

@@ -636,3 +636,37 @@ func.func @additive_backward(%q: tensor<2x?x24xbf16>, %k: tensor<2x?x20xbf16>, %
       -> tensor<2x?x36xf32>, tensor<2x3x?x36xf32>, tensor<2x3x?x40xf32>, tensor<2x3x36xf32>
   return
 }
+
+// -----
+
+// attn.linear_backward: the minimal form, and the state's gradients in and
+// out with the attributes.
+
+// CHECK-LABEL: func @linear_backward_minimal
+// CHECK: attn.linear_backward ins({{.*}}) state(%{{.+}}, %{{.+}} : tensor<1x2x16x8xf32>, tensor<1x2x16xf32>) outs({{.*}}) -> tensor<1x4x?x16xf32>, tensor<1x2x?x16xf32>, tensor<1x2x?x8xf32>
+func.func @linear_backward_minimal(%q: tensor<1x4x?x16xf32>, %k: tensor<1x2x?x16xf32>,
+                                   %v: tensor<1x2x?x8xf32>, %o: tensor<1x4x?x8xf32>,
+                                   %s: tensor<1x2x16x8xf32>, %z: tensor<1x2x16xf32>,
+                                   %dk: tensor<1x2x?x16xf32>, %dv: tensor<1x2x?x8xf32>)
+    -> (tensor<1x4x?x16xf32>, tensor<1x2x?x16xf32>, tensor<1x2x?x8xf32>) {
+  %r:3 = attn.linear_backward ins(%q, %k, %v, %o, %o : tensor<1x4x?x16xf32>, tensor<1x2x?x16xf32>, tensor<1x2x?x8xf32>, tensor<1x4x?x8xf32>, tensor<1x4x?x8xf32>)
+      state(%s, %z : tensor<1x2x16x8xf32>, tensor<1x2x16xf32>)
+      outs(%q, %dk, %dv : tensor<1x4x?x16xf32>, tensor<1x2x?x16xf32>, tensor<1x2x?x8xf32>)
+      -> tensor<1x4x?x16xf32>, tensor<1x2x?x16xf32>, tensor<1x2x?x8xf32>
+  return %r#0, %r#1, %r#2 : tensor<1x4x?x16xf32>, tensor<1x2x?x16xf32>, tensor<1x2x?x8xf32>
+}
+
+// CHECK-LABEL: func @linear_backward_state
+// CHECK: attn.linear_backward ins({{.*}}) state({{.*}}) state_grads(%{{.+}}, %{{.+}} : tensor<1x1x16x8xf32>, tensor<1x1x16xf32>) outs({{.*}}) feature_map(relu) unnormalized -> tensor<1x1x?x16xbf16>, tensor<1x1x?x16xbf16>, tensor<1x1x?x8xbf16>, tensor<1x1x16x8xf32>, tensor<1x1x16xf32>
+func.func @linear_backward_state(%q: tensor<1x1x?x16xbf16>, %v: tensor<1x1x?x8xbf16>,
+                                 %s: tensor<1x1x16x8xf32>, %z: tensor<1x1x16xf32>)
+    -> (tensor<1x1x?x16xbf16>, tensor<1x1x?x16xbf16>, tensor<1x1x?x8xbf16>,
+        tensor<1x1x16x8xf32>, tensor<1x1x16xf32>) {
+  %r:5 = attn.linear_backward ins(%q, %q, %v, %v, %v : tensor<1x1x?x16xbf16>, tensor<1x1x?x16xbf16>, tensor<1x1x?x8xbf16>, tensor<1x1x?x8xbf16>, tensor<1x1x?x8xbf16>)
+      state(%s, %z : tensor<1x1x16x8xf32>, tensor<1x1x16xf32>)
+      state_grads(%s, %z : tensor<1x1x16x8xf32>, tensor<1x1x16xf32>)
+      outs(%q, %q, %v, %s, %z : tensor<1x1x?x16xbf16>, tensor<1x1x?x16xbf16>, tensor<1x1x?x8xbf16>, tensor<1x1x16x8xf32>, tensor<1x1x16xf32>)
+      feature_map(relu) unnormalized
+      -> tensor<1x1x?x16xbf16>, tensor<1x1x?x16xbf16>, tensor<1x1x?x8xbf16>, tensor<1x1x16x8xf32>, tensor<1x1x16xf32>
+  return %r#0, %r#1, %r#2, %r#3, %r#4 : tensor<1x1x?x16xbf16>, tensor<1x1x?x16xbf16>, tensor<1x1x?x8xbf16>, tensor<1x1x16x8xf32>, tensor<1x1x16xf32>
+}

@@ -61,6 +61,7 @@ void expectEqualSpecs(const KernelSpec &a, const KernelSpec &b) {
   EXPECT_EQ(a.attnDim, b.attnDim);
   EXPECT_EQ(a.additiveWeights, b.additiveWeights);
   EXPECT_EQ(a.additiveBackward, b.additiveBackward);
+  EXPECT_EQ(a.linearBackward, b.linearBackward);
   EXPECT_EQ(a.mha, b.mha);
   EXPECT_EQ(a.embedDim, b.embedDim);
   EXPECT_EQ(a.mhaHeads, b.mhaHeads);
@@ -288,6 +289,14 @@ TEST(KernelSpec, LinearAttention) {
   EXPECT_EQ(printKernelSpec(raw), "dtype=f32,d=16,dv=8,causal=top_left,linear,"
                                   "feature_map=identity,unnormalized");
   expectEqualSpecs(parseOrDie(printKernelSpec(raw)), raw);
+  // 'backward': attn.linear_backward's kernel, not the attention backward.
+  KernelSpec grads = parseOrDie(
+      "linear,backward,dtype=bf16,d=64,dv=32,state,feature_map=relu");
+  EXPECT_TRUE(grads.linear && grads.linearBackward && grads.linearState);
+  EXPECT_FALSE(grads.backward);
+  EXPECT_EQ(printKernelSpec(grads), "dtype=bf16,d=64,dv=32,linear,"
+                                    "feature_map=relu,state,backward");
+  expectEqualSpecs(parseOrDie(printKernelSpec(grads)), grads);
 }
 
 TEST(KernelSpec, AdditiveAttention) {
@@ -462,13 +471,16 @@ TEST(KernelSpecErrors, LinearAttention) {
   // Its options need it, and what softmax attention has it refuses.
   expectError("d=64,chunk=32", {"'chunk'", "needs 'linear'"});
   expectError("d=64,state", {"'state'", "needs 'linear'"});
-  for (const char *key :
-       {"mask=bool", "lse", "scale=0.5", "softcap=30", "window=8:0", "backward",
-        "dropout", "weights", "sinks"})
+  for (const char *key : {"mask=bool", "lse", "scale=0.5", "softcap=30",
+                          "window=8:0", "dropout", "weights", "sinks"})
     expectError(std::string("linear,d=64,") + key,
                 {"linear attention's kernel takes no"});
   expectError("linear,d=64,causal=bottom_right",
               {"only alignment is top_left"});
+  // The gradients' kernel is the non-causal form's, and has no chunks.
+  expectError("linear,backward,causal,d=64",
+              {"backward kernel is the non-causal form's"});
+  expectError("linear,backward,chunk=32,d=64", {"'chunk'", "takes none"});
   expectError("linear,d=64,causal,sizes=1:1:1:8:9", {"Sq = Sk", "Sk = 9"});
   expectError("linear,d=64,chunk=0", {"'chunk'", "[1, 256]"});
   expectError("linear,d=64,chunk=257", {"'chunk'", "[1, 256]"});
