@@ -1487,6 +1487,19 @@ LogicalResult verifyLinearInputs(Operation *op, Value query, Value key,
   return success();
 }
 
+/// eps (finite, >= 0, and absent when unnormalized) of attn.linear or
+/// attn.linear_backward.
+template <typename OpTy>
+LogicalResult verifyLinearEps(OpTy op) {
+  float eps = op.getEffectiveEps();
+  if (!std::isfinite(eps) || eps < 0.0f)
+    return op.emitOpError() << "eps must be finite and >= 0, found " << eps;
+  if (op.getUnnormalized() && op.getEps())
+    return op.emitOpError() << "eps is the denominator's and an unnormalized "
+                               "op has none: drop eps or unnormalized";
+  return success();
+}
+
 /// A tensor of the query rows' shape [B, Hq, Sq, width] in the query's
 /// element type (`width`: the dim of `widthFrom` at 3): O and dO (width
 /// Dv), dQ (D).
@@ -1554,12 +1567,8 @@ LogicalResult LinearOp::verify() {
   if (getChunkRows() < 1 || getChunkRows() > ::attn::kMaxLinearChunk)
     return emitOpError() << "chunk must be in [1, " << ::attn::kMaxLinearChunk
                          << "], found " << getChunkRows();
-  float eps = getEffectiveEps();
-  if (!std::isfinite(eps) || eps < 0.0f)
-    return emitOpError() << "eps must be finite and >= 0, found " << eps;
-  if (getUnnormalized() && getEps())
-    return emitOpError() << "eps is the denominator's and an unnormalized "
-                            "op has none: drop eps or unnormalized";
+  if (failed(verifyLinearEps(*this)))
+    return failure();
   return verifyTensorOrMemRefForm(*this);
 }
 
@@ -1749,12 +1758,8 @@ LogicalResult LinearBackwardOp::verify() {
         failed(verifyLinearState(op, "initial normalizer's gradient",
                                  getGradInitialNormalizer(), true, k, v)))
       return failure();
-  float eps = getEffectiveEps();
-  if (!std::isfinite(eps) || eps < 0.0f)
-    return emitOpError() << "eps must be finite and >= 0, found " << eps;
-  if (getUnnormalized() && getEps())
-    return emitOpError() << "eps is the denominator's and an unnormalized "
-                            "op has none: drop eps or unnormalized";
+  if (failed(verifyLinearEps(*this)))
+    return failure();
   return verifyTensorOrMemRefForm(*this);
 }
 
