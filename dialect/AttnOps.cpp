@@ -1719,6 +1719,11 @@ LogicalResult LinearBackwardOp::verify() {
   auto q = cast<ShapedType>(getQuery().getType());
   auto k = cast<ShapedType>(getKey().getType());
   auto v = cast<ShapedType>(getValue().getType());
+  if (getCausal() &&
+      failed(verifyDim(op, "key", k, 2, "Sk", q.getDimSize(2),
+                       "query's Sq (causal linear attention: query i sees "
+                       "keys 0..i)")))
+    return failure();
   if (failed(verifyRowsLike(op, "output", getOutput(), q, v, "Dv")) ||
       failed(verifyRowsLike(op, "grad_output", getGradOutput(), q, v, "Dv")) ||
       failed(verifyLinearState(op, "state", getState(), false, k, v)) ||
@@ -1817,7 +1822,7 @@ LinearBackwardOp::getTiledImplementation(OpBuilder &b,
       slice(getValue(), t.key, t.valueSizes),
       slice(getOutput(), t.query, t.outputSizes),
       slice(getGradOutput(), t.query, t.outputSizes), state(getState()),
-      normalizer(getNormalizer()), grads, outputs, getEpsAttr(),
+      normalizer(getNormalizer()), grads, outputs, getCausal(), getEpsAttr(),
       getFeatureMapAttr(), getUnnormalized());
   return TilingResult{
       {tiled}, SmallVector<Value>(tiled->getResults()), tiles.slices};

@@ -607,14 +607,14 @@ def Attn_LinearBackwardOp : Attn_Op<"linear_backward", [
     DeclareOpInterfaceMethods<TilingInterface, [
       "getIterationDomain", "getLoopIteratorTypes",
       "getTiledImplementation", "getResultTilePosition"]>]> {
-  let summary = "the gradients of non-causal attn.linear";
+  let summary = "the gradients of attn.linear";
   let description = [{
-    The backward of non-causal `attn.linear` (the section "Gradient of
-    linear attention" of `docs/spec.md`): from the forward's Q, K, V, its
-    output O, dO (all of one element type) and the state `S [B, Hkv, D, Dv]`
-    and normalizer `z [B, Hkv, D]` (f32) that every row saw, i.e. the
-    forward's final state, for each key/value head and its group of query
-    heads:
+    The backward of `attn.linear` (the section "Gradient of linear
+    attention" of `docs/spec.md`): from the forward's Q, K, V, its output
+    O, dO (all of one element type) and a state `S [B, Hkv, D, Dv]` and
+    normalizer `z [B, Hkv, D]` (f32), for each key/value head and its group
+    of query heads. Non-causal, S and z are what every row saw (the
+    forward's final state) and
 
     ```
     g_i = dO_i / (φ(Q_i)·z + eps),  c_i = −(g_i · O_i)
@@ -623,6 +623,10 @@ def Attn_LinearBackwardOp : Attn_Op<"linear_backward", [
     dK_j = (dS·V_j + dz) ∘ φ'(K_j),      dV_j = dSᵀ·φ(K_j)
     ```
 
+    With `causal` (Sq = Sk), S and z are the forward's initial state S₀,
+    z₀ (zeros when it had none): row i saw S_i = S₀ + Σ_{j≤i} φ(K_j)ᵀV_j
+    and z_i likewise, and key j's dS_j, dz_j sum the rows i ≥ j; the kernel
+    computes it in chunks, forward in time for dQ, backward for dK and dV.
     `unnormalized`: `g = dO` and `c = 0`. The optional `state_grads(%dS_fin,
     %dz_fin)` are the gradients of the forward's final state (zero when
     absent); the optional fourth and fifth outs receive dS and dz, the
@@ -651,6 +655,7 @@ def Attn_LinearBackwardOp : Attn_Op<"linear_backward", [
                        Attn_TensorOrMemRef:$normalizer,
                        Variadic<Attn_TensorOrMemRef>:$state_grads,
                        Variadic<Attn_TensorOrMemRef>:$outputs,
+                       UnitAttr:$causal,
                        OptionalAttr<F32Attr>:$eps,
                        OptionalAttr<Attn_FeatureMap>:$feature_map,
                        UnitAttr:$unnormalized);
@@ -662,6 +667,7 @@ def Attn_LinearBackwardOp : Attn_Op<"linear_backward", [
     `state` `(` $state `,` $normalizer `:` type($state) `,` type($normalizer) `)`
     (`state_grads` `(` $state_grads^ `:` type($state_grads) `)`)?
     `outs` `(` $outputs `:` type($outputs) `)`
+    (`causal` $causal^)?
     (`eps` `(` $eps^ `)`)?
     (`feature_map` `(` $feature_map^ `)`)?
     (`unnormalized` $unnormalized^)?

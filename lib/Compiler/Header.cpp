@@ -106,11 +106,14 @@ static void linearBackwardDeclarations(std::ostringstream &h,
                                        const attn::KernelSpec &spec) {
   const std::string &n = spec.name;
   h << "/* " << n << ": " << printKernelSpec(spec) << "\n"
-    << " * Non-causal linear attention's gradients "
-       "(attn_linear_backward_args): dQ [B,Hq,Sq,"
+    << " * " << (spec.causal ? "Causal" : "Non-causal")
+    << " linear attention's gradients (attn_linear_backward_args): dQ "
+       "[B,Hq,Sq,"
     << spec.headDim << "], dK [B,Hkv,Sk," << spec.headDim << "], dV [B,Hkv,Sk,"
     << spec.valueDim << "] of Q, K, V, the forward's O and dO [B,Hq,Sq,"
-    << spec.valueDim << "] and its final state S [B,Hkv,D,Dv], z [B,Hkv,D] f32"
+    << spec.valueDim << "] and its " << (spec.causal ? "initial" : "final")
+    << " state S [B,Hkv,D,Dv], z [B,Hkv,D] f32"
+    << (spec.causal ? " (Sq = Sk)" : "")
     << (spec.linearState
             ? ";\n * reads dS1 [B,Hkv,D,Dv] and dz1 [B,Hkv,D] (the final "
               "state's gradients), writes dS0 and dz0 (the initial state's)"

@@ -122,6 +122,7 @@ buildLinearBackwardKernelFunction(OpBuilder &b, Location loc,
   auto op = mlir::attn::LinearBackwardOp::create(
       b, loc, outputs.getTypes(), arg(0), arg(1), arg(2), arg(3), arg(4),
       arg(5), arg(6), grads, outputs,
+      spec.causal ? b.getUnitAttr() : UnitAttr(),
       spec.unnormalized ? FloatAttr() : b.getF32FloatAttr(spec.eps),
       mlir::attn::FeatureMapAttr::get(
           b.getContext(), static_cast<mlir::attn::FeatureMap>(spec.featureMap)),
@@ -773,6 +774,7 @@ static void specFromLinearBackwardOp(mlir::attn::LinearBackwardOp op,
   spec.elementType = specElementType(q.getElementType());
   spec.linear = true;
   spec.linearBackward = true;
+  spec.causal = op.getCausal();
   spec.headDim = q.getDimSize(3);
   spec.valueDim = cast<ShapedType>(op.getValue().getType()).getDimSize(3);
   spec.eps = op.getEffectiveEps();

@@ -756,17 +756,12 @@ bool SpecParser::checkLinear() {
       return fail(std::string("linear attention's kernel takes no '") + key +
                   "' (docs/spec.md, \"Linear attention\")");
   // 'backward' makes the gradients' kernel (attn.linear_backward), not the
-  // attention backward's: the non-causal form's.
+  // attention backward's.
   spec.linearBackward = spec.backward;
   spec.backward = false;
-  if (spec.linearBackward && spec.causal)
-    return fail("linear attention's backward kernel is the non-causal form's "
-                "(attn.linear_backward); the causal gradient is made of "
-                "unnormalized 'identity' kernels (docs/spec.md, \"Gradient of "
-                "linear attention\")");
   if (spec.linearBackward && seen("chunk"))
-    return fail("'chunk' is the causal forward's: linear attention's "
-                "backward kernel takes none");
+    return fail("'chunk' orders the forward's sums: linear attention's "
+                "backward kernel takes none (it makes its own chunks)");
   if (spec.causal && spec.alignment != Alignment::TopLeft)
     return fail("causal linear attention has Sq = Sk: its only alignment is "
                 "top_left");

@@ -90,11 +90,11 @@ struct KernelSpec {
   FeatureMap featureMap = FeatureMap::EluPlusOne;
   bool linearState = false;
   bool unnormalized = false;
-  // The gradients' kernel of non-causal linear attention
-  // (attn.linear_backward; spec keys `linear,backward`): dQ, dK, dV from
-  // the forward's Q, K, V, O, dO and final state (S, z); with
-  // `linearState` it also reads the final state's gradients and writes
-  // the initial state's.
+  // The gradients' kernel of linear attention (attn.linear_backward; spec
+  // keys `linear,backward`): dQ, dK, dV from the forward's Q, K, V, O, dO
+  // and a state (S, z): the final one non-causal, the initial one with
+  // `causal`; with `linearState` it also reads the final state's gradients
+  // and writes the initial state's.
   bool linearBackward = false;
   // Additive attention's kernel (attn.additive; docs/spec.md, "Additive
   // attention"): query [B, Sq, Dq], keys [B, Sk, Dk = headDim], values

@@ -230,11 +230,6 @@ class _Options:
         self.normalize = normalize
 
 
-#: Rows per chunk of the causal backward's kernel calls (the forward's
-#: chunk_size orders only the forward's sums): 16 measured 1.2-1.4x faster
-#: than 64 for D = Dv = 64.
-BACKWARD_CHUNK = 16
-
 _FUNCTION = {}
 
 
@@ -286,189 +281,51 @@ def _autograd_function(torch):
     return LinearAttentionFunction
 
 
-def _feature_map(torch, x, feature_map):
-    """φ(x) in f32, a new tensor: elu + 1 as the kernel computes it, exp(x)
-    for x <= 0 and x + 1 above, here exp(min(x, 0)) + max(x, 0) (four
-    vectorized passes: torch's elu took twice as long, 2.5 against 1.3 ms
-    for 2M floats on Emerald Rapids)."""
-    if feature_map == "identity":
-        return x.to(torch.float32, copy=True)
-    if feature_map == "relu":
-        return torch.relu(x.float())
-    x = x.float()
-    return torch.clamp(x, max=0.0).exp_().add_(torch.clamp(x, min=0.0))
-
-
-def _slope_(f, feature_map):
-    """φ'(x) from φ(x), in place: min(φ, 1) for elu + 1, sign(φ) for relu
-    (NaN stays NaN)."""
-    return f.sign_() if feature_map == "relu" else f.clamp_(max=1.0)
-
-
 def linear_attention_backward(torch, query, key, value, s0, z0, output, grad_output,
                               grad_state=None, grad_normalizer=None, causal=False,
                               eps=1e-6, feature_map="elu_plus_one", normalize=True,
                               final_state=None):
-    """Gradients (dQ, dK, dV, dS0, dz0) in f32 of linear attention with the
-    given forward inputs and output (docs/spec.md, "Gradient of linear
-    attention"); grad_output, grad_state and grad_normalizer are dO, dS_final
-    and dz_final (None: zero). dS0 and dz0 are None without s0. final_state:
-    the forward's final (S, z), which the non-causal gradient reads (S0 +
-    φ(K)ᵀV and z0 + Σφ(K): the forward's kernel writes them, [D, Dv] a
-    head, rather than the backward recomputing a matrix product). Non-causal:
-    by the compiled kernel, dQ, dK, dV of the inputs' dtype; causal: kernel
-    calls and matrix products, f32."""
-    if not causal:
-        return _kernel_backward(torch, query, key, value, s0, output, grad_output,
-                                grad_state, grad_normalizer, eps, feature_map,
-                                normalize, final_state)
-    batch, heads_q, seq_q, d = query.shape
-    heads_kv, dv = key.shape[1], value.shape[3]
-    group = heads_q // heads_kv
-    phi_q, phi_k = _feature_map(torch, query, feature_map), _feature_map(torch, key,
-                                                                           feature_map)
-    v = value.float()
-    # Query heads of a group side by side: [B, Hkv, G, Sq, ·].
-    fq = phi_q.reshape(batch, heads_kv, group, seq_q, d)
-    out = output.float().reshape(batch, heads_kv, group, seq_q, dv)
-    if grad_output is None:
-        grad_output = torch.zeros_like(out)
-    do = grad_output.float().reshape(batch, heads_kv, group, seq_q, dv)
-    # The state and the final state's gradients as f32, None where absent.
-    state, norm, final_ds, final_dz = (None if t is None else t.float() for t in
-                                       (s0, z0, grad_state, grad_normalizer))
-    # What is absent stays out of the products.
-    dfq, dfk, dv_, ds0, dz0 = _causal_backward(
-        torch, fq, phi_k, v, state, norm, out, do, final_ds, final_dz, eps,
-        s0 is not None, normalize)
-    dq = dfq.reshape(batch, heads_q, seq_q, d)
-    dk = dfk
-    if feature_map != "identity":  # φ' = 1: nothing to multiply
-        # φ's storage becomes φ' once the products are done (fewer fresh pages).
-        dq.mul_(_slope_(phi_q, feature_map))
-        dk.mul_(_slope_(phi_k, feature_map))
-    if s0 is None:
-        ds0 = dz0 = None
-    return dq, dk, dv_, ds0, dz0
-
-
-def _pair_dots(x, y):
-    """Σ_d x[..., i, d] · y[..., i, d] (broadcasting), as batched products
-    of a row by a column: torch.linalg.vecdot forms x · y first, a fresh
-    tensor as large as x (5x slower at 32 MiB, its pages faulted in)."""
-    return (x[..., None, :] @ y[..., :, None])[..., 0, 0]
-
-
-def _sum_of_products(torch, query, key, value, reverse=False):
-    """O[b, h, i] = Σ_{j <= i} (query[b, h, i] · key[b, h / G, j]) value[b, h / G, j]
-    in f32 by the kernel: causal linear attention with the identity feature map
-    and no denominator (docs/spec.md, "Linear attention", step 2). `reverse`:
-    Σ_{j >= i} instead, the same kernel on the sequence reversed, which it
-    reads and writes through views with a negative stride (NumPy's: PyTorch
-    has none), so that nothing is copied."""
-    from ._torch import _capsule
-
-    batch, heads, seq, _ = query.shape
-    spec = _spec(query, value, True, 0.0, "identity", BACKWARD_CHUNK, False, False)
-    output = torch.empty((batch, heads, seq, value.shape[3]), dtype=torch.float32)
-    wrap = _reversed if reverse else _capsule
-    _run(spec, wrap, query, key, value, None, None, output, None, None)
-    return output
-
-
-def _reversed(x):
-    """f32 CPU tensor `x` with its sequence (dim -2) reversed: a NumPy view
-    sharing x's memory."""
-    return x.detach().numpy()[..., ::-1, :]
-
-
-def _causal_backward(torch, fq, fk, v, state, norm, out, do, final_ds, final_dz, eps,
-                     state_grads, normalize=True):
-    """Causal: docs/spec.md's "Gradient of linear attention" through kernel
-    calls of the unnormalized sum of products (forward in time for dφ(Q) and
-    the normalizer, on the reversed sequence for dφ(K) and dV) and the
-    state's matrix products (the reversed sequence as views, not copies). fq, out, do are [B, Hkv, G, S, ·] (the query
-    heads of a group side by side), fk and v [B, Hkv, S, ·]; state, norm,
-    final_ds and final_dz may be None (zero); dS0 and dz0 only with
-    state_grads. Unnormalized (normalize False): g = dO and no c terms."""
-    batch, heads_kv, group, seq, d = fq.shape
-    if seq == 0:
-        zero_ds = torch.zeros((batch, heads_kv, d, v.shape[-1]), dtype=torch.float32)
-        zero_dz = torch.zeros((batch, heads_kv, d), dtype=torch.float32)
-        return (torch.zeros_like(fq), torch.zeros_like(fk), torch.zeros_like(v),
-                zero_ds if final_ds is None else final_ds,
-                zero_dz if final_dz is None else final_dz)
-    heads = heads_kv * group
-
-    def per_head(x):  # [B, Hkv, G, S, ·] as [B, Hq, S, ·]
-        return x.reshape(batch, heads, seq, x.shape[-1])
-
-    def each_head(x):  # [B, Hkv, S, ·] for each head of its group
-        return x if group == 1 else x.repeat_interleave(group, dim=1)
-
-    def group_sum(x):  # [B, Hq, S, ·] summed over each group: [B, Hkv, S, ·]
-        return x if group == 1 else x.reshape(batch, heads_kv, group, seq,
-                                              x.shape[-1]).sum(2)
-
-    def prefix_sums(x, reverse=False):  # Σ_{j <= i} x_j (reverse: j >= i), by
-        # the kernel too (torch.cumsum over a middle dim measured 3-30x slower).
-        ones = x.new_ones(x.shape[:-1] + (1,))
-        return _sum_of_products(torch, ones, ones, x, reverse)
-
-    g, c = do, None
-    if normalize:
-        # z_i = z0 + Σ_{j <= i} φ(K_j), the forward's normalizer at each row.
-        norm_rows = prefix_sums(fk)
-        if norm is not None:
-            norm_rows += norm[:, :, None]
-        norm_rows = norm_rows[:, :, None]  # [B, Hkv, 1, S, D]
-        g = do / _pair_dots(fq, norm_rows).add_(eps)[..., None]
-        c = _pair_dots(g, out).neg_()
-    # dφ(Q_i) = Σ_{j <= i} (g_i · V_j) φ(K_j) + c_i z_i + g_i S0ᵀ.
-    dfq = _sum_of_products(torch, per_head(g), v, fk).reshape(fq.shape)
-    if c is not None:
-        dfq.addcmul_(c[..., None], norm_rows)
-    if state is not None:
-        dfq += g @ state[:, :, None].transpose(-1, -2)
-    # dφ(K_j) = Σ_h Σ_{i >= j} ((V_j · g_i) + c_i) φ(Q_i) + dS_fin V_j + dz_fin.
-    rows_g, rows_fq = per_head(g), per_head(fq)
-    dfk = group_sum(_sum_of_products(torch, each_head(v), rows_g, rows_fq, reverse=True))
-    if c is not None:
-        cq = c[..., None] * fq  # [B, Hkv, G, S, D]
-        dfk += prefix_sums(cq.sum(2) if group > 1 else cq[:, :, 0], reverse=True)
-    if final_ds is not None:
-        dfk += v @ final_ds.transpose(-1, -2)
-    if final_dz is not None:
-        dfk += final_dz[:, :, None]
-    # dV_j = Σ_h Σ_{i >= j} (φ(K_j) · φ(Q_i)) g_i + φ(K_j) dS_fin.
-    dv_ = group_sum(_sum_of_products(torch, each_head(fk), rows_fq, rows_g, reverse=True))
-    if final_ds is not None:
-        dv_ += fk @ final_ds
-    ds0 = dz0 = None
-    if state_grads:  # every row's contribution, and the final state's
-        ds0 = (fq.transpose(-1, -2) @ g).sum(2)
-        dz0 = cq.sum((2, 3)) if c is not None else torch.zeros_like(fk[:, :, 0])
-        if final_ds is not None:
-            ds0 += final_ds
-        if final_dz is not None:
-            dz0 += final_dz
-    return dfq, dfk, dv_, ds0, dz0
+    """Gradients (dQ, dK, dV of the inputs' dtype, dS0 and dz0 in f32) of
+    linear attention with the given forward inputs and output (docs/spec.md,
+    "Gradient of linear attention"), by the compiled kernel
+    (attn.linear_backward); grad_output, grad_state and grad_normalizer are
+    dO, dS_final and dz_final (None: zero). dS0 and dz0 are None without s0.
+    final_state: the forward's final (S, z), which the non-causal gradient
+    reads (every row saw it: S0 + φ(K)ᵀV and z0 + Σφ(K), written by the
+    forward's kernel); the causal one reads the initial state (s0, z0;
+    zeros without) and makes the rows' states itself, chunk by chunk."""
+    if causal:
+        if s0 is None:
+            batch, heads_kv, d, dv = (key.shape[0], key.shape[1], query.shape[3],
+                                      value.shape[3])
+            state = (torch.zeros((batch, heads_kv, d, dv), dtype=torch.float32),
+                     torch.zeros((batch, heads_kv, d), dtype=torch.float32))
+        else:
+            state = (s0.float(), z0.float())
+    else:
+        state = final_state
+    return _kernel_backward(torch, query, key, value, s0, output, grad_output,
+                            grad_state, grad_normalizer, causal, eps, feature_map,
+                            normalize, state)
 
 
 def _kernel_backward(torch, query, key, value, s0, output, grad_output, grad_state,
-                     grad_normalizer, eps, feature_map, normalize, final_state):
-    """Non-causal: the gradients by the compiled kernel (attn.linear_backward),
-    which reads the final state (S, z) every row saw. dQ, dK, dV of the
-    inputs' dtype; dS0 and dz0 (f32) where there is an initial state s0."""
+                     grad_normalizer, causal, eps, feature_map, normalize, state):
+    """The gradients by the compiled kernel (attn.linear_backward), which
+    reads `state` (S, z): the final one non-causal, the initial one causal.
+    dQ, dK, dV of the inputs' dtype; dS0 and dz0 (f32) where there is an
+    initial state s0."""
     from ._torch import _capsule
 
-    batch, heads_kv, d, dv = key.shape[0], key.shape[1], query.shape[3], value.shape[3]
-    state, norm = final_state
+    d, dv = query.shape[3], value.shape[3]
+    state, norm = state
     # The state's gradients go in and out where the call has a state (s0)
     # or the loss used the final one.
     with_state = s0 is not None or grad_state is not None or grad_normalizer is not None
     items = ["linear", "backward", f"dtype={_core.dtype_name(query.dtype)}", f"d={d}",
              f"dv={dv}"]
+    if causal:
+        items.append("causal")
     if normalize and float(eps) != 1e-6:
         items.append(f"eps={float(eps)!r}")
     if feature_map != "elu_plus_one":

@@ -1,7 +1,8 @@
 """Gradients of attn.linear_attention against float64 autograd through the
 quadratic-form reference of docs/spec.md's "Linear attention" (test_linear.py's
 `reference`): the forward is the kernel, the backward is docs/spec.md's
-"Gradient of linear attention", computed chunkwise."""
+"Gradient of linear attention" by attn.linear_backward's kernel (causal:
+chunkwise)."""
 
 import pytest
 
@@ -117,12 +118,11 @@ def test_cross_lengths(sq, sk):
     assert_close(mine, ref, 1e-4)
 
 
-@pytest.mark.parametrize("chunk", [1, 7, 64, 256])
-def test_backward_chunk_sizes(monkeypatch, chunk):
-    # The chunk changes only the order of the sums: 77 rows in 77, 11, 2 and
-    # 1 chunks, with and without padding.
-    monkeypatch.setattr(attn._linear, "BACKWARD_CHUNK", chunk)
-    q, k, v = inputs(1, 2, 2, 77, 77, 16, 16, torch.float32)
+@pytest.mark.parametrize("seq", [1, 15, 16, 17, 77])
+def test_lengths_around_the_kernels_chunk(seq):
+    # The causal kernel works in chunks of 16 rows: lengths below, at and
+    # past one, and several chunks with a partial last one.
+    q, k, v = inputs(1, 2, 2, seq, seq, 16, 16, torch.float32)
     mine, ref = gradients(q, k, v, True, state=states(1, 2, 16, 16), final=True)
     assert_close(mine, ref, 1e-4)
 
@@ -146,8 +146,8 @@ def test_state_carried_across_calls_backpropagates():
 
 
 def test_nan_reaches_only_what_it_touches():
-    # Causal, two chunks of 64: a NaN key at 70 is outside the rows 64..69
-    # of its chunk, so their dQ is what it would be with any finite key
+    # Causal (the kernel's chunks of 16: 64..79 holds both): a NaN key at 70
+    # is outside the rows 64..69 of its chunk, so their dQ is what it would be with any finite key
     # there; a NaN query at 66 is outside the keys after it, so their dV is
     # unchanged.
     q, k, v = inputs(1, 1, 1, 77, 77, 8, 8, torch.float32)
@@ -188,25 +188,6 @@ def test_strided_inputs_and_empty_sequence():
     q, k, v = (t.requires_grad_() for t in inputs(1, 2, 2, 0, 0, 8, 8, torch.float32))
     attn.linear_attention(q, k, v, causal=True).sum().backward()
     assert q.grad.shape == q.shape and k.grad.shape == k.shape
-
-
-@pytest.mark.parametrize("layout", ["contiguous", "bshd"])
-def test_reversed_sums_read_and_write_negative_strides(layout):
-    # The causal backward's sums over i >= j run the kernel on the reversed
-    # sequence through negative-stride views of its inputs and its output:
-    # bit for bit the kernel on flipped copies, flipped back.
-    g = torch.Generator().manual_seed(4)
-    shape = (2, 37, 3, 16) if layout == "bshd" else (2, 3, 37, 16)
-    q, k, v = (torch.randn(*shape, generator=g) for _ in range(3))
-    if layout == "bshd":
-        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
-    sums = attn._linear._sum_of_products
-    flip = lambda t: torch.flip(t, (-2,))  # noqa: E731
-    reversed_ = sums(torch, q, k, v, reverse=True)
-    assert torch.equal(reversed_, flip(sums(torch, flip(q), flip(k), flip(v))))
-    # Each row i sums over j >= i (float64 reference of the same sums).
-    scores = (q.double() @ k.double().transpose(-1, -2)).triu()
-    assert relative_error(reversed_, scores @ v.double()) <= 1e-5
 
 
 def test_a_module_trains():

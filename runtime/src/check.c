@@ -1397,6 +1397,12 @@ attn_status attn_prepare_linear_backward(
       (s = expect_shape_of(grad_value, &grad_value_role, value, "value's")))
     return s;
   const int64_t batch = query->shape[0], heads_kv = key->shape[1];
+  if (k->causal && key->shape[2] != query->shape[2])
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "key: dim 2 (Sk) is %" PRId64 " but kernel '%s' is "
+                     "causal linear attention, where query i sees keys 0..i: "
+                     "Sk must equal query's Sq=%" PRId64,
+                     key->shape[2], k->name, query->shape[2]);
   for (int i = kS; i <= kDz0; ++i) {
     const attn_tensor *t = all[i];
     const role *r = all_role[i];

@@ -31,8 +31,10 @@
 //       CHECK:     vector.store %{{.+}}, %[[KS]]
 //       CHECK:   } else {
 //       CHECK:     memref.store %{{.+}}, %[[KS]]
-// φ(K)ᵀ, then per query head (G = 2) φ(Q) and the blocks of 4 rows.
-//       CHECK:   memref.store %{{.+}}, %[[KT]]
+// φ(K)ᵀ by 16 x 16 register transposes, then per query head (G = 2) φ(Q)
+// and the blocks of 4 rows.
+//       CHECK:   vector.from_elements
+//       CHECK:   vector.store %{{.+}}, %[[KT]]
 //       CHECK:   scf.for %{{.+}} = %c0 to %c2 step %c1 {
 //       CHECK:     vector.store %{{.+}}, %[[QS]]
 //       CHECK:     scf.for %[[ROW:.+]] = %c0 to %{{.+}} step %c4 {
@@ -183,5 +185,34 @@ func.func @backward(%q: memref<1x2x?x16xf32>, %k: memref<1x1x?x16xf32>,
   attn.linear_backward ins(%q, %k, %v, %o, %do : memref<1x2x?x16xf32>, memref<1x1x?x16xf32>, memref<1x1x?x24xf32>, memref<1x2x?x24xf32>, memref<1x2x?x24xf32>)
       state(%s, %z : memref<1x1x16x24xf32>, memref<1x1x16xf32>)
       outs(%dq, %dk, %dv : memref<1x2x?x16xf32>, memref<1x1x?x16xf32>, memref<1x1x?x24xf32>)
+  return
+}
+
+// The causal backward (state operands: the initial state): forward in time,
+// per chunk φ(K) and V packed and transposed by register transposes (left
+// as vector.from_elements by canonicalization), per block of rows the
+// masked A (j <= i: a select on i >= j) whose row sums join each row's
+// denominator, which is kept in a [G][Sq + C] buffer, then B and dQ; then
+// backward in time over the ceil(Sq / 16) chunks, the denominators read
+// back, the rows i >= j of each key (and below the chunk's end: an and of
+// two compares) for dK and dV.
+
+// CHECK-LABEL: func @backward_causal
+//       CHECK: %[[DEN:.+]] = memref.alloc(%{{.+}}) {alignment = 64 : i64} : memref<1x?xf32>
+//       CHECK: scf.for %{{.+}} = %c0 to %{{.+}} step %c16 {
+//       CHECK:   vector.from_elements
+//       CHECK:   arith.cmpi sge, %{{.+}}, %{{.+}} : vector<16xi32>
+//       CHECK:   memref.store %{{.+}}, %[[DEN]][%c0, %{{.+}}] : memref<1x?xf32>
+//  CHECK-NEXT:   arith.divf
+//       CHECK: arith.ceildivui %{{.+}}, %c16 : index
+//       CHECK: memref.load %[[DEN]][%c0, %{{.+}}] : memref<1x?xf32>
+//       CHECK: arith.andi %{{.+}}, %{{.+}} : vector<16xi1>
+//       CHECK: memref.dealloc %[[DEN]]
+func.func @backward_causal(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>,
+                           %v: memref<1x1x?x16xf32>, %s: memref<1x1x16x16xf32>,
+                           %z: memref<1x1x16xf32>, %dq: memref<1x1x?x16xf32>) {
+  attn.linear_backward ins(%q, %k, %v, %v, %v : memref<1x1x?x16xf32>, memref<1x1x?x16xf32>, memref<1x1x?x16xf32>, memref<1x1x?x16xf32>, memref<1x1x?x16xf32>)
+      state(%s, %z : memref<1x1x16x16xf32>, memref<1x1x16xf32>)
+      outs(%dq, %k, %v : memref<1x1x?x16xf32>, memref<1x1x?x16xf32>, memref<1x1x?x16xf32>) causal
   return
 }

@@ -81,7 +81,15 @@ protected:
   /// w_j = weights[j] ([C]) or 1 without weights. The forward's S += φ(K)ᵀV,
   /// z += Σ φ(K); the backward's dS += φ(Q)ᵀg, dz += Σ c φ(Q).
   void accumulateState(Value left, Value right, Value count, Value state,
-                       Value normalizer, Value weights);
+                       Value normalizer, Value weights) {
+    accumulateState(left, right, count, state, normalizer, weights, headDim,
+                    valuePad);
+  }
+  /// The same with left's width `rows` and right's `pad` (the state
+  /// [rows pad][pad]): e.g. Sᵀ += Vᵀ φ(K).
+  void accumulateState(Value left, Value right, Value count, Value state,
+                       Value normalizer, Value weights, int64_t rows,
+                       int64_t pad);
   /// The rows' vectors of a row block's products, row r's vectors at
   /// [r * (pad / lanes), (r + 1) * (pad / lanes)).
   using RowVectors = SmallVector<Value>;
@@ -90,7 +98,28 @@ protected:
   /// left[first + r][k] · right[k][col..] over k < depth, by tiles of
   /// tileVectors vectors.
   RowVectors rowsTimes(Value left, Value first, int64_t depth, Value right,
-                       int64_t pad, function_ref<Value(int64_t, int64_t)> init);
+                       int64_t pad,
+                       function_ref<Value(int64_t, int64_t)> init) {
+    return tileRows(pad, init, [&](int64_t col, SmallVector<Value> acc) {
+      return product(
+          cst(0), cst(depth), kRows,
+          [&](int64_t r, Value k) -> Value {
+            return memref::LoadOp::create(
+                b, left,
+                ValueRange{arith::AddIOp::create(b, first, cst(r)), k});
+          },
+          right, col, acc);
+    });
+  }
+  /// The kRows rows' vectors of `pad` columns by tiles of tileVectors
+  /// vectors: init(r, col) then terms(col, acc), which adds to a tile's
+  /// accumulators (kRows x n at column col) and returns them.
+  RowVectors
+  tileRows(int64_t pad, function_ref<Value(int64_t, int64_t)> init,
+           function_ref<SmallVector<Value>(int64_t, SmallVector<Value>)> terms);
+  /// `from` [C][pad] into `to` [pad][C], by lanes x lanes register
+  /// transposes.
+  void transposeChunk(Value from, Value to, int64_t pad);
   /// Stores row `first + r` (r < kRows) of a block where it is below
   /// `count`, at [batch, head, start + first + r] of `memref`.
   void storeRows(Value memref, Value batch, Value head, Value start,
@@ -210,12 +239,13 @@ void LinearEmitter::packRows(Value source, Value batch, Value head, Value first,
 
 void LinearEmitter::accumulateState(Value left, Value right, Value count,
                                     Value state, Value normalizer,
-                                    Value weights) {
+                                    Value weights, int64_t stateRows,
+                                    int64_t pad) {
   // The state's rows d in blocks of kRows (then one at a time), its columns
   // in tiles of tileVectors vectors.
-  forBlocks(cst(0), cst(headDim), kRows, [&](Value first, int64_t rows) {
-    for (int64_t col = 0; col < valuePad; col += tileVectors * lanes) {
-      int64_t n = std::min(tileVectors, (valuePad - col) / lanes);
+  forBlocks(cst(0), cst(stateRows), kRows, [&](Value first, int64_t rows) {
+    for (int64_t col = 0; col < pad; col += tileVectors * lanes) {
+      int64_t n = std::min(tileVectors, (pad - col) / lanes);
       SmallVector<Value> acc;
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t v = 0; v < n; ++v)
@@ -254,28 +284,35 @@ void LinearEmitter::accumulateState(Value left, Value right, Value count,
   }
 }
 
-LinearEmitter::RowVectors
-LinearEmitter::rowsTimes(Value left, Value first, int64_t depth, Value right,
-                         int64_t pad,
-                         function_ref<Value(int64_t, int64_t)> init) {
+LinearEmitter::RowVectors LinearEmitter::tileRows(
+    int64_t pad, function_ref<Value(int64_t, int64_t)> init,
+    function_ref<SmallVector<Value>(int64_t, SmallVector<Value>)> terms) {
   int64_t vectors = pad / lanes;
   RowVectors rows(kRows * vectors);
-  auto leftAt = [&](int64_t r, Value k) -> Value {
-    return memref::LoadOp::create(
-        b, left, ValueRange{arith::AddIOp::create(b, first, cst(r)), k});
-  };
   for (int64_t col = 0; col < pad; col += tileVectors * lanes) {
     int64_t n = std::min(tileVectors, (pad - col) / lanes);
     SmallVector<Value> acc;
     for (int64_t r = 0; r < kRows; ++r)
       for (int64_t v = 0; v < n; ++v)
         acc.push_back(init(r, col + v * lanes));
-    acc = product(cst(0), cst(depth), kRows, leftAt, right, col, acc);
+    acc = terms(col, acc);
     for (int64_t r = 0; r < kRows; ++r)
       for (int64_t v = 0; v < n; ++v)
         rows[r * vectors + col / lanes + v] = acc[r * n + v];
   }
   return rows;
+}
+
+void LinearEmitter::transposeChunk(Value from, Value to, int64_t pad) {
+  for (int64_t j0 = 0; j0 < chunk; j0 += lanes)
+    forLoop(cst(0), cst(pad), cst(lanes), [&](Value d0) {
+      SmallVector<Value> rows;
+      for (int64_t r = 0; r < lanes; ++r)
+        rows.push_back(loadVector(from, {cst(j0 + r), d0}));
+      for (auto [c, column] : llvm::enumerate(transposeTile(rows)))
+        storeVector(column, to,
+                    {arith::AddIOp::create(b, d0, cst(c)), cst(j0)});
+    });
 }
 
 void LinearEmitter::storeRows(Value memref, Value batch, Value head,
@@ -467,13 +504,7 @@ void LinearLowering::emit() {
         forChunks(keys, [&](Value start, Value count) {
           packKeysValues(start, count);
           // φ(K_c)ᵀ for A's columns.
-          forLoop(cst(0), cst(chunk), cst(1), [&](Value j) {
-            forLoop(cst(0), cst(headPad), cst(1), [&](Value d) {
-              memref::StoreOp::create(
-                  b, memref::LoadOp::create(b, buf.keys, ValueRange{j, d}),
-                  buf.keysT, ValueRange{d, j});
-            });
-          });
+          transposeChunk(buf.keys, buf.keysT, headPad);
           forHeads([&](Value head) {
             packRows(query, batch, head, start, count, buf.queries, headDim,
                      true);
@@ -552,9 +583,32 @@ private:
   /// A row block's vectors (kRows rows of DPad) times φ' of the rows of
   /// `rows` (φ, [C][DPad]) from `first`; nothing for the identity (φ' = 1).
   void timesSlope(RowVectors &block, Value rows, Value first);
-  /// g and c of rows [first, first + kRows) of the packed chunk: the rows
-  /// of `grads` (dO) become g in place, `coeff[row]` = c.
-  void rowFactors(Value first);
+  /// g and c of rows [first, first + kRows) of the packed chunk, given
+  /// each row's denominator (eps included): the rows of `grads` (dO)
+  /// become g in place, `coeff[row]` = c.
+  void rowFactors(Value first, function_ref<Value(int64_t)> denominator);
+  /// φ(Q_r)·z of row `first + r` of the packed chunk (a scalar).
+  Value normalizerDot(Value first, int64_t r);
+
+  //===--- the causal form ------------------------------------------===//
+  /// Per work item: forward in time for dQ (and each row's denominator,
+  /// kept), backward in time for dK, dV and the state's gradients.
+  void emitCausal(Value batch, Value kvHead, Value firstHead, Value group);
+  /// scores[r][i] for the block's kRows rows from `first` of `left` against
+  /// the chunk's columns i of `rightT` ([depth pad][C]): Σ_k left[first +
+  /// r][k] · rightT[k][i] (plus add(r, col), a vector, where given), kept
+  /// where keep(r, i) and 0 elsewhere (a select: a NaN there stays out).
+  void blockScores(Value left, Value first, int64_t depth, Value rightT,
+                   function_ref<Value(int64_t, int64_t)> add,
+                   function_ref<Value(int64_t, Value)> keep, Value into);
+  /// acc (kRows x n vectors at `col`) += Σ_k scores[r][k] · rows[k][col..]
+  /// over the k each row r of the block from `first` pairs with: `lower`,
+  /// k < first then the diagonal k = first + t, t <= r (a query row's keys);
+  /// else k >= first + kRows (below `count`) then t >= r (a key's rows).
+  SmallVector<Value> triangle(Value scores, Value rows, Value first,
+                              Value count, bool lower, int64_t col,
+                              SmallVector<Value> acc);
+
   /// dQ of the rows [first, first + kRows) of the chunk at `start`.
   void queryGradients(Value batch, Value head, Value start, Value first,
                       Value count);
@@ -584,6 +638,13 @@ private:
     Value dState;      // [DPad][DvPad] dS
     Value dStateT;     // [DvPad][DPad] dSᵀ
     Value dNormalizer; // [DPad]     dz
+    // Causal only:
+    Value keysT, valuesT;   // [DPad][C], [DvPad][C]  φ(K_c)ᵀ, V_cᵀ
+    Value queriesT, gradsT; // [DPad][C], [DvPad][C]  φ(Q_c)ᵀ, gᵀ
+    Value scores, scores2;  // [R][C]  a block's A and B (or their ᵀ)
+    Value keyGrads;         // [C][DPad]   dφ(K) of a chunk, summed
+    Value valueGrads;       // [C][DvPad]  dV of a chunk, summed
+    Value denominators;     // [G][Sq + C] each row's, from the first pass
   } buf;
 };
 
@@ -617,19 +678,23 @@ void LinearBackwardLowering::timesSlope(RowVectors &block, Value rows,
     }
 }
 
-void LinearBackwardLowering::rowFactors(Value first) {
+Value LinearBackwardLowering::normalizerDot(Value first, int64_t r) {
+  Value row = arith::AddIOp::create(b, first, cst(r)), dot;
+  for (int64_t c = 0; c < headPad; c += lanes) {
+    Value term =
+        arith::MulFOp::create(b, loadVector(buf.queries, {row, cst(c)}),
+                              loadVector(buf.normalizer, {cst(c)}));
+    dot = dot ? arith::AddFOp::create(b, dot, term) : term;
+  }
+  return horizontalSum(dot);
+}
+
+void LinearBackwardLowering::rowFactors(
+    Value first, function_ref<Value(int64_t)> denominator) {
   for (int64_t r = 0; r < kRows; ++r) {
-    Value row = arith::AddIOp::create(b, first, cst(r)), dot;
-    for (int64_t c = 0; c < headPad; c += lanes) {
-      Value term =
-          arith::MulFOp::create(b, loadVector(buf.queries, {row, cst(c)}),
-                                loadVector(buf.normalizer, {cst(c)}));
-      dot = dot ? arith::AddFOp::create(b, dot, term) : term;
-    }
-    Value inverse = splat(arith::DivFOp::create(
-        b, f32Const(1.0f),
-        arith::AddFOp::create(b, horizontalSum(dot),
-                              f32Const(op.getEffectiveEps()))));
+    Value row = arith::AddIOp::create(b, first, cst(r));
+    Value inverse =
+        splat(arith::DivFOp::create(b, f32Const(1.0f), denominator(r)));
     Value gDotO;
     for (int64_t c = 0; c < valuePad; c += lanes) {
       Value g = arith::MulFOp::create(b, loadVector(buf.grads, {row, cst(c)}),
@@ -648,7 +713,10 @@ void LinearBackwardLowering::queryGradients(Value batch, Value head,
                                             Value start, Value first,
                                             Value count) {
   if (normalized)
-    rowFactors(first);
+    rowFactors(first, [&](int64_t r) -> Value {
+      return arith::AddFOp::create(b, normalizerDot(first, r),
+                                   f32Const(op.getEffectiveEps()));
+    });
   // dφ(Q) = g Sᵀ (+ c z), times φ'(Q).
   RowVectors rows = rowsTimes(
       buf.grads, first, valueDim, buf.stateT, headPad,
@@ -751,10 +819,30 @@ void LinearBackwardLowering::emit() {
   }
   rowBuffer = heap({std::max(headPad, valuePad)});
 
+  bool causal = op.getCausal();
+  Value group = arith::DivUIOp::create(b, dim(query, 1), dim(key, 1));
+  if (causal) {
+    buf.keysT = heap({headPad, chunk});
+    buf.valuesT = heap({valuePad, chunk});
+    buf.queriesT = heap({headPad, chunk});
+    buf.gradsT = heap({valuePad, chunk});
+    buf.scores = heap({kRows, chunk});
+    buf.scores2 = heap({kRows, chunk});
+    buf.keyGrads = heap({chunk, headPad});
+    buf.valueGrads = heap({chunk, valuePad});
+    if (normalized)
+      buf.denominators = heapBuffer(
+          {ShapedType::kDynamic, ShapedType::kDynamic},
+          {group, arith::AddIOp::create(b, dim(query, 2), cst(chunk))});
+  }
+
   forLoop(cst(0), dim(key, 0), cst(1), [&](Value batch) {
     forLoop(cst(0), dim(key, 1), cst(1), [&](Value kvHead) {
-      Value group = arith::DivUIOp::create(b, dim(query, 1), dim(key, 1));
       Value firstHead = arith::MulIOp::create(b, kvHead, group);
+      if (causal) {
+        emitCausal(batch, kvHead, firstHead, group);
+        return;
+      }
       loadState(op.getState(), batch, kvHead, buf.stateT, false, true);
       loadState(op.getNormalizer(), batch, kvHead, buf.normalizer, true, false);
       loadState(op.getGradFinalState(), batch, kvHead, buf.dState, false,
@@ -816,11 +904,320 @@ void LinearBackwardLowering::emit() {
       }
     });
   });
-  for (Value buffer : {buf.queries, buf.grads, buf.outputs, buf.coeff, buf.keys,
-                       buf.values, buf.stateT, buf.normalizer, buf.dState,
-                       buf.dStateT, buf.dNormalizer, rowBuffer})
+  for (Value buffer :
+       {buf.queries, buf.grads,    buf.outputs,     buf.coeff,
+        buf.keys,    buf.values,   buf.stateT,      buf.normalizer,
+        buf.dState,  buf.dStateT,  buf.dNormalizer, buf.keysT,
+        buf.valuesT, buf.queriesT, buf.gradsT,      buf.scores,
+        buf.scores2, buf.keyGrads, buf.valueGrads,  buf.denominators,
+        rowBuffer})
     if (buffer)
       memref::DeallocOp::create(b, buffer);
+}
+
+void LinearBackwardLowering::blockScores(
+    Value left, Value first, int64_t depth, Value rightT,
+    function_ref<Value(int64_t, int64_t)> add,
+    function_ref<Value(int64_t, Value)> keep, Value into) {
+  auto i32Vec = VectorType::get({lanes}, b.getI32Type());
+  SmallVector<int32_t> iota(lanes);
+  for (int64_t l = 0; l < lanes; ++l)
+    iota[l] = static_cast<int32_t>(l);
+  Value lane = arith::ConstantOp::create(
+      b, DenseElementsAttr::get(i32Vec, ArrayRef<int32_t>(iota)));
+  auto leftAt = [&](int64_t r, Value k) -> Value {
+    return memref::LoadOp::create(
+        b, left, ValueRange{arith::AddIOp::create(b, first, cst(r)), k});
+  };
+  for (int64_t col = 0; col < chunk; col += tileVectors * lanes) {
+    int64_t n = std::min(tileVectors, (chunk - col) / lanes);
+    SmallVector<Value> acc(kRows * n, zeroVector());
+    acc = product(cst(0), cst(depth), kRows, leftAt, rightT, col, acc);
+    for (int64_t r = 0; r < kRows; ++r)
+      for (int64_t v = 0; v < n; ++v) {
+        int64_t at = col + v * lanes;
+        Value x = acc[r * n + v];
+        if (add)
+          x = arith::AddFOp::create(b, x, add(r, at));
+        Value index = arith::AddIOp::create(
+            b, lane,
+            vector::BroadcastOp::create(
+                b, i32Vec, arith::ConstantIntOp::create(b, at, 32)));
+        x = arith::SelectOp::create(b, keep(r, index), x, zeroVector());
+        storeVector(x, into, {cst(r), cst(at)});
+      }
+  }
+}
+
+SmallVector<Value> LinearBackwardLowering::triangle(Value scores, Value rows,
+                                                    Value first, Value count,
+                                                    bool lower, int64_t col,
+                                                    SmallVector<Value> acc) {
+  int64_t n = acc.size() / kRows;
+  auto scoreAt = [&](int64_t r, Value k) -> Value {
+    return memref::LoadOp::create(b, scores, ValueRange{cst(r), k});
+  };
+  if (lower)
+    acc = product(cst(0), first, kRows, scoreAt, rows, col, acc);
+  else
+    acc = product(arith::AddIOp::create(b, first, cst(kRows)), count, kRows,
+                  scoreAt, rows, col, acc);
+  // The block's diagonal: only the pairs on the right side of it, so that
+  // a NaN in a row past (or before) a row's own position never meets it
+  // (0 · NaN).
+  for (int64_t t = 0; t < kRows; ++t) {
+    Value k = arith::AddIOp::create(b, first, cst(t));
+    SmallVector<Value> columns;
+    for (int64_t v = 0; v < n; ++v)
+      columns.push_back(loadVector(rows, {k, cst(col + v * lanes)}));
+    for (int64_t r = 0; r < kRows; ++r) {
+      if (lower ? r < t : r > t)
+        continue;
+      Value scalar = splat(scoreAt(r, k));
+      for (int64_t v = 0; v < n; ++v)
+        acc[r * n + v] =
+            vector::FMAOp::create(b, scalar, columns[v], acc[r * n + v]);
+    }
+  }
+  return acc;
+}
+
+void LinearBackwardLowering::emitCausal(Value batch, Value kvHead,
+                                        Value firstHead, Value group) {
+  Value query = op.getQuery(), key = op.getKey();
+  Value seq = dim(query, 2);
+  auto i32Vec = VectorType::get({lanes}, b.getI32Type());
+  auto i32Splat = [&](Value index) -> Value {
+    return vector::BroadcastOp::create(
+        b, i32Vec, arith::IndexCastOp::create(b, b.getI32Type(), index));
+  };
+  auto plus = [&](Value x, int64_t v) -> Value {
+    return arith::AddIOp::create(b, x, cst(v));
+  };
+  auto forHeads = [&](function_ref<void(Value, Value)> body) {
+    forLoop(cst(0), group, cst(1),
+            [&](Value g) { body(g, arith::AddIOp::create(b, firstHead, g)); });
+  };
+  auto forRowBlocks = [&](Value count, function_ref<void(Value)> body) {
+    forLoop(cst(0), count, cst(kRows), body);
+  };
+  auto packKeysValues = [&](Value start, Value count) {
+    packRows(key, batch, kvHead, start, count, buf.keys, headDim, true);
+    packRows(op.getValue(), batch, kvHead, start, count, buf.values, valueDim,
+             false);
+  };
+  auto packRowsOf = [&](Value head, Value start, Value count) {
+    packRows(query, batch, head, start, count, buf.queries, headDim, true);
+    packRows(op.getGradOutput(), batch, head, start, count, buf.grads, valueDim,
+             false);
+    if (normalized)
+      packRows(op.getOutput(), batch, head, start, count, buf.outputs, valueDim,
+               false);
+  };
+  auto coeffAt = [&](Value first, int64_t r) -> Value {
+    return memref::LoadOp::create(b, buf.coeff, ValueRange{plus(first, r)});
+  };
+  auto denominatorAt = [&](Value g, Value start, Value first, int64_t r) {
+    return SmallVector<Value, 2>{
+        g, arith::AddIOp::create(b, start, plus(first, r))};
+  };
+  int64_t keyVectors = headPad / lanes, valueVectors = valuePad / lanes;
+
+  // Forward in time: S₀ and z₀ plus the chunks before (Sᵀ, for g Sᵀ).
+  loadState(op.getState(), batch, kvHead, buf.stateT, false, true);
+  loadState(op.getNormalizer(), batch, kvHead, buf.normalizer, true, false);
+  forLoop(cst(0), seq, cst(chunk), [&](Value start) {
+    Value count = arith::MinSIOp::create(b, cst(chunk),
+                                         arith::SubIOp::create(b, seq, start));
+    packKeysValues(start, count);
+    transposeChunk(buf.keys, buf.keysT, headPad);
+    transposeChunk(buf.values, buf.valuesT, valuePad);
+    forHeads([&](Value g, Value head) {
+      packRowsOf(head, start, count);
+      forRowBlocks(count, [&](Value first) {
+        // The keys j <= i of the chunk.
+        auto seen = [&](int64_t r, Value index) -> Value {
+          return arith::CmpIOp::create(b, arith::CmpIPredicate::sle, index,
+                                       i32Splat(plus(first, r)));
+        };
+        if (normalized) {
+          // den = φ(Q)·z + rowsum A + eps, A = φ(Q) φ(K)ᵀ; kept for the
+          // second pass.
+          blockScores(buf.queries, first, headDim, buf.keysT, {}, seen,
+                      buf.scores);
+          rowFactors(first, [&](int64_t r) -> Value {
+            Value sum;
+            for (int64_t c = 0; c < chunk; c += lanes) {
+              Value a = loadVector(buf.scores, {cst(r), cst(c)});
+              sum = sum ? arith::AddFOp::create(b, sum, a) : a;
+            }
+            Value den = arith::AddFOp::create(
+                b,
+                arith::AddFOp::create(b, normalizerDot(first, r),
+                                      horizontalSum(sum)),
+                f32Const(op.getEffectiveEps()));
+            memref::StoreOp::create(b, den, buf.denominators,
+                                    denominatorAt(g, start, first, r));
+            return den;
+          });
+        }
+        // B = g Vᵀ + c over the keys j <= i; dφ(Q) = B φ(K) + g Sᵀ + c z.
+        blockScores(
+            buf.grads, first, valueDim, buf.valuesT,
+            [&](int64_t r, int64_t) -> Value {
+              return normalized ? splat(coeffAt(first, r)) : zeroVector();
+            },
+            seen, buf.scores2);
+        RowVectors rows = tileRows(
+            headPad,
+            [&](int64_t r, int64_t col) -> Value {
+              if (!normalized)
+                return zeroVector();
+              return arith::MulFOp::create(
+                  b, splat(coeffAt(first, r)),
+                  loadVector(buf.normalizer, {cst(col)}));
+            },
+            [&](int64_t col, SmallVector<Value> acc) {
+              acc = product(
+                  cst(0), cst(valueDim), kRows,
+                  [&](int64_t r, Value e) -> Value {
+                    return memref::LoadOp::create(
+                        b, buf.grads, ValueRange{plus(first, r), e});
+                  },
+                  buf.stateT, col, acc);
+              return triangle(buf.scores2, buf.keys, first, count,
+                              /*lower=*/true, col, acc);
+            });
+        timesSlope(rows, buf.queries, first);
+        storeRows(op.getGradQuery(), batch, head, start, first, count, rows,
+                  headPad, headDim);
+      });
+    });
+    // The chunk joins the state: Sᵀ += Vᵀ φ(K), z += Σ φ(K).
+    accumulateState(buf.values, buf.keys, count, buf.stateT, Value(), Value(),
+                    valueDim, headPad);
+    for (int64_t c = 0; c < headPad; c += lanes) {
+      SmallVector<Value> sum = forLoopWith(
+          cst(0), count, cst(1), {loadVector(buf.normalizer, {cst(c)})},
+          [&](Value j, ValueRange carried) -> SmallVector<Value> {
+            return {arith::AddFOp::create(b, carried[0],
+                                          loadVector(buf.keys, {j, cst(c)}))};
+          });
+      storeVector(sum[0], buf.normalizer, {cst(c)});
+    }
+  });
+
+  // Backward in time: dS and dz of the rows after each chunk (dS_fin and
+  // dz_fin first), as dS and dSᵀ.
+  loadState(op.getGradFinalState(), batch, kvHead, buf.dState, false, false);
+  loadState(op.getGradFinalState(), batch, kvHead, buf.dStateT, false, true);
+  loadState(op.getGradFinalNormalizer(), batch, kvHead, buf.dNormalizer, true,
+            false);
+  Value chunks = arith::CeilDivUIOp::create(b, seq, cst(chunk));
+  forLoop(cst(0), chunks, cst(1), [&](Value n) {
+    Value last = arith::SubIOp::create(b, chunks, cst(1));
+    Value start =
+        arith::MulIOp::create(b, arith::SubIOp::create(b, last, n), cst(chunk));
+    Value count = arith::MinSIOp::create(b, cst(chunk),
+                                         arith::SubIOp::create(b, seq, start));
+    packKeysValues(start, count);
+    // The rows of later chunks: dφ(K) = V dSᵀ + dz, dV = φ(K) dS.
+    forRowBlocks(count, [&](Value first) {
+      RowVectors keyRows =
+          rowsTimes(buf.values, first, valueDim, buf.dStateT, headPad,
+                    [&](int64_t, int64_t col) {
+                      return loadVector(buf.dNormalizer, {cst(col)});
+                    });
+      RowVectors valueRows =
+          rowsTimes(buf.keys, first, headDim, buf.dState, valuePad,
+                    [&](int64_t, int64_t) { return zeroVector(); });
+      for (int64_t r = 0; r < kRows; ++r) {
+        for (int64_t v = 0; v < keyVectors; ++v)
+          storeVector(keyRows[r * keyVectors + v], buf.keyGrads,
+                      {plus(first, r), cst(v * lanes)});
+        for (int64_t v = 0; v < valueVectors; ++v)
+          storeVector(valueRows[r * valueVectors + v], buf.valueGrads,
+                      {plus(first, r), cst(v * lanes)});
+      }
+    });
+    // Each head's rows of the chunk: the keys' pairs with rows i >= j.
+    forHeads([&](Value g, Value head) {
+      packRowsOf(head, start, count);
+      if (normalized)
+        forRowBlocks(count, [&](Value first) {
+          rowFactors(first, [&](int64_t r) -> Value {
+            return memref::LoadOp::create(b, buf.denominators,
+                                          denominatorAt(g, start, first, r));
+          });
+        });
+      transposeChunk(buf.queries, buf.queriesT, headPad);
+      transposeChunk(buf.grads, buf.gradsT, valuePad);
+      forRowBlocks(count, [&](Value first) {
+        // The rows i >= j (and below count) of key j = first + r.
+        auto seenBy = [&](int64_t r, Value index) -> Value {
+          Value after = arith::CmpIOp::create(b, arith::CmpIPredicate::sge,
+                                              index, i32Splat(plus(first, r)));
+          Value inside = arith::CmpIOp::create(b, arith::CmpIPredicate::slt,
+                                               index, i32Splat(count));
+          return arith::AndIOp::create(b, after, inside);
+        };
+        // Aᵀ = φ(K) φ(Q)ᵀ and Bᵀ = V gᵀ + c; dφ(K) += Bᵀ φ(Q), dV += Aᵀ g.
+        blockScores(buf.keys, first, headDim, buf.queriesT, {}, seenBy,
+                    buf.scores);
+        blockScores(
+            buf.values, first, valueDim, buf.gradsT,
+            [&](int64_t, int64_t col) -> Value {
+              return normalized ? loadVector(buf.coeff, {cst(col)})
+                                : zeroVector();
+            },
+            seenBy, buf.scores2);
+        auto addTo = [&](Value sums, Value scores, Value rows, int64_t pad) {
+          RowVectors block = tileRows(
+              pad,
+              [&](int64_t r, int64_t col) {
+                return loadVector(sums, {plus(first, r), cst(col)});
+              },
+              [&](int64_t col, SmallVector<Value> acc) {
+                return triangle(scores, rows, first, count, /*lower=*/false,
+                                col, acc);
+              });
+          for (int64_t r = 0; r < kRows; ++r)
+            for (int64_t v = 0; v < pad / lanes; ++v)
+              storeVector(block[r * (pad / lanes) + v], sums,
+                          {plus(first, r), cst(v * lanes)});
+        };
+        addTo(buf.keyGrads, buf.scores2, buf.queries, headPad);
+        addTo(buf.valueGrads, buf.scores, buf.grads, valuePad);
+      });
+      // The chunk's rows join dS, dSᵀ and dz.
+      accumulateState(buf.queries, buf.grads, count, buf.dState,
+                      normalized ? buf.dNormalizer : Value(), buf.coeff);
+      accumulateState(buf.grads, buf.queries, count, buf.dStateT, Value(),
+                      Value(), valueDim, headPad);
+    });
+    // dK = dφ(K) ∘ φ'(K) and dV of the chunk's keys.
+    forRowBlocks(count, [&](Value first) {
+      RowVectors keyRows(kRows * keyVectors), valueRows(kRows * valueVectors);
+      for (int64_t r = 0; r < kRows; ++r) {
+        for (int64_t v = 0; v < keyVectors; ++v)
+          keyRows[r * keyVectors + v] =
+              loadVector(buf.keyGrads, {plus(first, r), cst(v * lanes)});
+        for (int64_t v = 0; v < valueVectors; ++v)
+          valueRows[r * valueVectors + v] =
+              loadVector(buf.valueGrads, {plus(first, r), cst(v * lanes)});
+      }
+      timesSlope(keyRows, buf.keys, first);
+      storeRows(op.getGradKey(), batch, kvHead, start, first, count, keyRows,
+                headPad, headDim);
+      storeRows(op.getGradValue(), batch, kvHead, start, first, count,
+                valueRows, valuePad, valueDim);
+    });
+  });
+  if (Value out = op.getGradInitialState()) {
+    storeState(buf.dState, out, batch, kvHead, false);
+    storeState(buf.dNormalizer, op.getGradInitialNormalizer(), batch, kvHead,
+               true);
+  }
 }
 
 } // namespace

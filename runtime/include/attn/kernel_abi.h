@@ -55,8 +55,8 @@
  * the query rows. Its dims are an additive kernel's.
  *
  * A linear attention backward kernel (`kind` = ATTN_KERNEL_LINEAR_BACKWARD)
- * computes attn.linear_backward, the non-causal gradients (docs/spec.md,
- * "Gradient of linear attention"): its entry points,
+ * computes attn.linear_backward, the gradients (docs/spec.md, "Gradient of
+ * linear attention"; `causal` as the forward's): its entry points,
  * `linear_backward_work_items` and `linear_backward_run`, take an
  * attn_linear_backward_args; its work items are a linear kernel's (one per
  * batch and key/value head) and `has_state` says whether it reads the final
@@ -216,7 +216,8 @@ typedef struct attn_linear_args {
 /* The arguments of a linear attention backward call
  * (attn.linear_backward): the forward's Q, K, V, its output O and dO (the
  * kernel's dtype), the state S [B, Hkv, D, Dv] and normalizer z [B, Hkv, D]
- * that its rows saw (the forward's final ones, f32), for a kernel with
+ * (f32: non-causal, the forward's final ones, which every row saw; causal,
+ * its initial ones), for a kernel with
  * has_state the final state's gradients dS1, dz1 (read) and the initial
  * state's dS0, dz0 (written, f32), and dQ, dK, dV (the kernel's dtype,
  * written). Any strides. */

@@ -412,11 +412,12 @@ ATTN_RUNTIME_EXPORT attn_status attn_prepare_linear(
     const attn_tensor *final_normalizer, attn_linear_args *args);
 
 /* Runs a linear attention backward kernel (kind ATTN_KERNEL_LINEAR_BACKWARD;
- * docs/spec.md, "Gradient of linear attention", the non-causal form): from
- * the forward's `query`, `key`, `value` and `output` O (as attn_run_linear
- * takes them), `grad_output` dO [B, Hq, Sq, Dv] (the kernel's dtype) and the
- * state `state` S [B, Hkv, D, Dv] and `normalizer` z [B, Hkv, D] that the
- * forward's rows saw (its final ones, f32), writes `grad_query`,
+ * docs/spec.md, "Gradient of linear attention"): from the forward's
+ * `query`, `key`, `value` and `output` O (as attn_run_linear takes them;
+ * Sq = Sk for a causal kernel), `grad_output` dO [B, Hq, Sq, Dv] (the
+ * kernel's dtype) and the state `state` S [B, Hkv, D, Dv] and `normalizer`
+ * z [B, Hkv, D] (f32: of a non-causal kernel the forward's final ones,
+ * which every row saw; of a causal one its initial ones), writes `grad_query`,
  * `grad_key` and `grad_value` (shaped and typed as Q, K and V). A kernel
  * compiled with the spec key 'state' also reads `grad_final_state` dS1 and
  * `grad_final_normalizer` dz1 (the gradients of the forward's final state,

@@ -2024,3 +2024,15 @@ func.func @linear_backward_unnormalized_eps(%q: tensor<1x1x8x16xf32>, %s: tensor
       -> tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>
   return
 }
+
+// -----
+
+func.func @linear_backward_causal_lengths(%q: tensor<1x1x8x16xf32>, %k: tensor<1x1x9x16xf32>,
+                                          %s: tensor<1x1x16x16xf32>, %z: tensor<1x1x16xf32>) {
+  // expected-error @+1 {{key dim 2 (Sk) must equal query's Sq (causal linear attention: query i sees keys 0..i) = 8, found 9}}
+  %r:3 = attn.linear_backward ins(%q, %k, %k, %q, %q : tensor<1x1x8x16xf32>, tensor<1x1x9x16xf32>, tensor<1x1x9x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>)
+      state(%s, %z : tensor<1x1x16x16xf32>, tensor<1x1x16xf32>)
+      outs(%q, %k, %k : tensor<1x1x8x16xf32>, tensor<1x1x9x16xf32>, tensor<1x1x9x16xf32>) causal
+      -> tensor<1x1x8x16xf32>, tensor<1x1x9x16xf32>, tensor<1x1x9x16xf32>
+  return
+}

@@ -657,7 +657,7 @@ func.func @linear_backward_minimal(%q: tensor<1x4x?x16xf32>, %k: tensor<1x2x?x16
 }
 
 // CHECK-LABEL: func @linear_backward_state
-// CHECK: attn.linear_backward ins({{.*}}) state({{.*}}) state_grads(%{{.+}}, %{{.+}} : tensor<1x1x16x8xf32>, tensor<1x1x16xf32>) outs({{.*}}) feature_map(relu) unnormalized -> tensor<1x1x?x16xbf16>, tensor<1x1x?x16xbf16>, tensor<1x1x?x8xbf16>, tensor<1x1x16x8xf32>, tensor<1x1x16xf32>
+// CHECK: attn.linear_backward ins({{.*}}) state({{.*}}) state_grads(%{{.+}}, %{{.+}} : tensor<1x1x16x8xf32>, tensor<1x1x16xf32>) outs({{.*}}) causal feature_map(relu) unnormalized -> tensor<1x1x?x16xbf16>, tensor<1x1x?x16xbf16>, tensor<1x1x?x8xbf16>, tensor<1x1x16x8xf32>, tensor<1x1x16xf32>
 func.func @linear_backward_state(%q: tensor<1x1x?x16xbf16>, %v: tensor<1x1x?x8xbf16>,
                                  %s: tensor<1x1x16x8xf32>, %z: tensor<1x1x16xf32>)
     -> (tensor<1x1x?x16xbf16>, tensor<1x1x?x16xbf16>, tensor<1x1x?x8xbf16>,
@@ -666,7 +666,7 @@ func.func @linear_backward_state(%q: tensor<1x1x?x16xbf16>, %v: tensor<1x1x?x8xb
       state(%s, %z : tensor<1x1x16x8xf32>, tensor<1x1x16xf32>)
       state_grads(%s, %z : tensor<1x1x16x8xf32>, tensor<1x1x16xf32>)
       outs(%q, %q, %v, %s, %z : tensor<1x1x?x16xbf16>, tensor<1x1x?x16xbf16>, tensor<1x1x?x8xbf16>, tensor<1x1x16x8xf32>, tensor<1x1x16xf32>)
-      feature_map(relu) unnormalized
+      causal feature_map(relu) unnormalized
       -> tensor<1x1x?x16xbf16>, tensor<1x1x?x16xbf16>, tensor<1x1x?x8xbf16>, tensor<1x1x16x8xf32>, tensor<1x1x16xf32>
   return %r#0, %r#1, %r#2, %r#3, %r#4 : tensor<1x1x?x16xbf16>, tensor<1x1x?x16xbf16>, tensor<1x1x?x8xbf16>, tensor<1x1x16x8xf32>, tensor<1x1x16xf32>
 }

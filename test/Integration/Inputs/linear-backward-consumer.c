@@ -1,8 +1,8 @@
-/* A C program on the runtime: loads two non-causal linear attention
- * backward kernels (attn.linear_backward), one with the state's gradients
- * (elu + 1) and one without (relu), runs them on random f32 inputs (GQA,
- * D != Dv, lengths that are not multiples of any chunk or vector, Sq !=
- * Sk) into poisoned gradients, checks dQ, dK, dV, dS0 and dz0 against a
+/* A C program on the runtime: loads three linear attention backward
+ * kernels (attn.linear_backward): non-causal with the state's gradients
+ * (elu + 1) and without (relu), causal with them; runs them on random f32
+ * inputs (GQA, D != Dv, lengths that are not multiples of any chunk or vector,
+ * Sq != Sk) into poisoned gradients, checks dQ, dK, dV, dS0 and dz0 against a
  * float64 reference of docs/spec.md's "Gradient of linear attention"
  * written row by row, that one thread and three give the same bits, and
  * that the runtime refuses bad calls with a message and writes nothing.
@@ -55,6 +55,17 @@ static double slope(double x) {
   return x > 0 ? 1 : exp(x);
 }
 
+static double relative_error(const float *got, const double *want, size_t n) {
+  double worst = 0, scale = 0;
+  for (size_t i = 0; i < n; ++i) {
+    double e = fabs((double)got[i] - want[i]);
+    if (!(e <= worst))
+      worst = e; /* NaN included */
+    scale = fabs(want[i]) > scale ? fabs(want[i]) : scale;
+  }
+  return worst / (scale > 0 ? scale : 1);
+}
+
 /* O of the state the rows see (the forward's, to the f32 it is stored
  * in), as the gradient reads it. */
 static void forward_output(void) {
@@ -72,6 +83,108 @@ static void forward_output(void) {
           o[b][h][i][e] = (float)(num / den);
         }
       }
+}
+
+/* Causal (Sq = Sk = SQ, the first SQ keys): O of the initial state in
+ * `state`, `norm` plus each row's prefix of keys. */
+static double prefix[SQ + 1][D][DV], prefix_norm[SQ + 1][D];
+static void causal_prefix(int b, int g) {
+  for (int d = 0; d < D; ++d) {
+    prefix_norm[0][d] = norm[b][g][d];
+    for (int e = 0; e < DV; ++e)
+      prefix[0][d][e] = state[b][g][d][e];
+  }
+  for (int j = 0; j < SQ; ++j)
+    for (int d = 0; d < D; ++d) {
+      double fk = phi(k[b][g][j][d]);
+      prefix_norm[j + 1][d] = prefix_norm[j][d] + fk;
+      for (int e = 0; e < DV; ++e)
+        prefix[j + 1][d][e] = prefix[j][d][e] + fk * v[b][g][j][e];
+    }
+}
+
+static void causal_forward_output(void) {
+  for (int b = 0; b < B; ++b)
+    for (int g = 0; g < HKV; ++g) {
+      causal_prefix(b, g);
+      for (int h = g * G; h < (g + 1) * G; ++h)
+        for (int i = 0; i < SQ; ++i) {
+          double den = 1e-6;
+          for (int d = 0; d < D; ++d)
+            den += phi(q[b][h][i][d]) * prefix_norm[i + 1][d];
+          for (int e = 0; e < DV; ++e) {
+            double num = 0;
+            for (int d = 0; d < D; ++d)
+              num += phi(q[b][h][i][d]) * prefix[i + 1][d][e];
+            o[b][h][i][e] = (float)(num / den);
+          }
+        }
+    }
+}
+
+/* The causal gradient: row i's dφ(Q) from its prefix state, key j's from
+ * the rows i >= j (suffix sums, run backward in time). */
+static void causal_reference(void) {
+  static double grad[HQ][SQ][DV], coeff[HQ][SQ];
+  for (int b = 0; b < B; ++b)
+    for (int g = 0; g < HKV; ++g) {
+      causal_prefix(b, g);
+      for (int h = g * G; h < (g + 1) * G; ++h)
+        for (int i = 0; i < SQ; ++i) {
+          double den = 1e-6, c = 0;
+          for (int d = 0; d < D; ++d)
+            den += phi(q[b][h][i][d]) * prefix_norm[i + 1][d];
+          for (int e = 0; e < DV; ++e) {
+            grad[h][i][e] = dout[b][h][i][e] / den;
+            c -= grad[h][i][e] * o[b][h][i][e];
+          }
+          coeff[h][i] = c;
+          for (int d = 0; d < D; ++d) {
+            double dphi = c * prefix_norm[i + 1][d];
+            for (int e = 0; e < DV; ++e)
+              dphi += prefix[i + 1][d][e] * grad[h][i][e];
+            rdq[b][h][i][d] = dphi * slope(q[b][h][i][d]);
+          }
+        }
+      for (int d = 0; d < D; ++d) {
+        rdz[b][g][d] = dz1[b][g][d];
+        for (int e = 0; e < DV; ++e)
+          rds[b][g][d][e] = ds1[b][g][d][e];
+      }
+      for (int j = SQ - 1; j >= 0; --j) {
+        for (int h = g * G; h < (g + 1) * G; ++h)
+          for (int d = 0; d < D; ++d) {
+            double fq = phi(q[b][h][j][d]);
+            rdz[b][g][d] += coeff[h][j] * fq;
+            for (int e = 0; e < DV; ++e)
+              rds[b][g][d][e] += fq * grad[h][j][e];
+          }
+        for (int d = 0; d < D; ++d) {
+          double dphi = rdz[b][g][d];
+          for (int e = 0; e < DV; ++e)
+            dphi += rds[b][g][d][e] * v[b][g][j][e];
+          rdk[b][g][j][d] = dphi * slope(k[b][g][j][d]);
+        }
+        for (int e = 0; e < DV; ++e) {
+          double sum = 0;
+          for (int d = 0; d < D; ++d)
+            sum += rds[b][g][d][e] * phi(k[b][g][j][d]);
+          rdv[b][g][j][e] = sum;
+        }
+      }
+    }
+}
+
+/* The worst error of the first SQ rows of a [B, HKV, SK, W] gradient. */
+static double causal_key_error(const float *got, const double *want,
+                               int width) {
+  double worst = 0;
+  for (int bg = 0; bg < B * HKV; ++bg) {
+    size_t at = (size_t)bg * SK * width;
+    double e = relative_error(got + at, want + at, (size_t)SQ * width);
+    worst = e > worst ? e : worst;
+  }
+  return worst;
 }
 
 /* docs/spec.md's gradient, non-causal: every row sees S and z. */
@@ -119,17 +232,6 @@ static void reference(int with_state) {
     }
 }
 
-static double relative_error(const float *got, const double *want, size_t n) {
-  double worst = 0, scale = 0;
-  for (size_t i = 0; i < n; ++i) {
-    double e = fabs((double)got[i] - want[i]);
-    if (!(e <= worst))
-      worst = e; /* NaN included */
-    scale = fabs(want[i]) > scale ? fabs(want[i]) : scale;
-  }
-  return worst / (scale > 0 ? scale : 1);
-}
-
 #define ERROR_OF(got, want)                                                    \
   relative_error(&got[0][0][0][0], &want[0][0][0][0], sizeof(got) / 4)
 
@@ -139,11 +241,12 @@ int main(int argc, char **argv) {
     return 2;
   }
   attn_module *module;
-  const attn_kernel_desc *grads, *plain, *forward;
+  const attn_kernel_desc *grads, *plain, *forward, *causal;
   if (attn_module_load(argv[1], &module) != ATTN_OK ||
       attn_module_find(module, "lin_grad", &grads) != ATTN_OK ||
       attn_module_find(module, "lin_grad_relu", &plain) != ATTN_OK ||
-      attn_module_find(module, "lin_fwd", &forward) != ATTN_OK) {
+      attn_module_find(module, "lin_fwd", &forward) != ATTN_OK ||
+      attn_module_find(module, "lin_grad_causal", &causal) != ATTN_OK) {
     printf("FAIL: load (%s)\n", attn_last_error());
     return 1;
   }
@@ -219,6 +322,36 @@ int main(int argc, char **argv) {
   printf("same bits on 1 and 3 threads: %d\n",
          !memcmp(dq1, dq, sizeof(dq)) && !memcmp(dk1, dk, sizeof(dk)) &&
              !memcmp(dv1, dv, sizeof(dv)));
+
+  /* Causal with the state's gradients: Sq = Sk = SQ (views of the first
+   * SQ keys), the state operands the initial state. */
+  attn_tensor ck = tk, cv = tv, cdk = tdk, cdv = tdv;
+  ck.shape[2] = cv.shape[2] = cdk.shape[2] = cdv.shape[2] = SQ;
+  causal_forward_output();
+  memset(dq, 0xff, sizeof(dq));
+  memset(dk, 0xff, sizeof(dk));
+  memset(dv, 0xff, sizeof(dv));
+  memset(ds0, 0xff, sizeof(ds0));
+  memset(dz0, 0xff, sizeof(dz0));
+  if (attn_run_linear_backward(causal, &tq, &ck, &cv, &to, &tdo, &ts, &tz,
+                               &tds1, &tdz1, &tdq, &cdk, &cdv, &tds0, &tdz0,
+                               pool3) != ATTN_OK)
+    fail("causal");
+  causal_reference();
+  eq = ERROR_OF(dq, rdq);
+  ek = causal_key_error(&dk[0][0][0][0], &rdk[0][0][0][0], D);
+  ev = causal_key_error(&dv[0][0][0][0], &rdv[0][0][0][0], DV);
+  es = ERROR_OF(ds0, rds);
+  ez = relative_error(&dz0[0][0][0], &rdz[0][0][0], sizeof(dz0) / 4);
+  below = eq < 1e-5 && ek < 1e-5 && ev < 1e-5 && es < 1e-5 && ez < 1e-5;
+  printf("causal, state: dQ dK dV dS0 dz0 errors below 1e-5: %d\n", below);
+  if (!below)
+    printf("errors: %g %g %g %g %g\n", eq, ek, ev, es, ez);
+  if (attn_run_linear_backward(causal, &tq, &tk, &tv, &to, &tdo, &ts, &tz,
+                               &tds1, &tdz1, &tdq, &tdk, &tdv, &tds0, &tdz0,
+                               pool3) != ATTN_ERROR_INVALID_ARGUMENT)
+    fail("causal with Sk != Sq was accepted");
+  printf("%s\n", attn_last_error());
 
   /* relu, no state. */
   relu = 1;

@@ -297,6 +297,9 @@ TEST(KernelSpec, LinearAttention) {
   EXPECT_EQ(printKernelSpec(grads), "dtype=bf16,d=64,dv=32,linear,"
                                     "feature_map=relu,state,backward");
   expectEqualSpecs(parseOrDie(printKernelSpec(grads)), grads);
+  KernelSpec causalGrads = parseOrDie("linear,backward,causal,d=16");
+  EXPECT_TRUE(causalGrads.linearBackward && causalGrads.causal);
+  expectEqualSpecs(parseOrDie(printKernelSpec(causalGrads)), causalGrads);
 }
 
 TEST(KernelSpec, AdditiveAttention) {
@@ -477,10 +480,9 @@ TEST(KernelSpecErrors, LinearAttention) {
                 {"linear attention's kernel takes no"});
   expectError("linear,d=64,causal=bottom_right",
               {"only alignment is top_left"});
-  // The gradients' kernel is the non-causal form's, and has no chunks.
-  expectError("linear,backward,causal,d=64",
-              {"backward kernel is the non-causal form's"});
-  expectError("linear,backward,chunk=32,d=64", {"'chunk'", "takes none"});
+  // The gradients' kernel makes its own chunks.
+  expectError("linear,backward,causal,chunk=32,d=64",
+              {"'chunk'", "takes none"});
   expectError("linear,d=64,causal,sizes=1:1:1:8:9", {"Sq = Sk", "Sk = 9"});
   expectError("linear,d=64,chunk=0", {"'chunk'", "[1, 256]"});
   expectError("linear,d=64,chunk=257", {"'chunk'", "[1, 256]"});
