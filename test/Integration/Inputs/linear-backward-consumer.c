@@ -85,6 +85,22 @@ static void forward_output(void) {
       }
 }
 
+/* dK and dV of key j from the state gradients rds, rdz it sees. */
+static void key_gradients(int b, int g, int j) {
+  for (int d = 0; d < D; ++d) {
+    double dphi = rdz[b][g][d];
+    for (int e = 0; e < DV; ++e)
+      dphi += rds[b][g][d][e] * v[b][g][j][e];
+    rdk[b][g][j][d] = dphi * slope(k[b][g][j][d]);
+  }
+  for (int e = 0; e < DV; ++e) {
+    double sum = 0;
+    for (int d = 0; d < D; ++d)
+      sum += rds[b][g][d][e] * phi(k[b][g][j][d]);
+    rdv[b][g][j][e] = sum;
+  }
+}
+
 /* Causal (Sq = Sk = SQ, the first SQ keys): O of the initial state in
  * `state`, `norm` plus each row's prefix of keys. */
 static double prefix[SQ + 1][D][DV], prefix_norm[SQ + 1][D];
@@ -159,18 +175,7 @@ static void causal_reference(void) {
             for (int e = 0; e < DV; ++e)
               rds[b][g][d][e] += fq * grad[h][j][e];
           }
-        for (int d = 0; d < D; ++d) {
-          double dphi = rdz[b][g][d];
-          for (int e = 0; e < DV; ++e)
-            dphi += rds[b][g][d][e] * v[b][g][j][e];
-          rdk[b][g][j][d] = dphi * slope(k[b][g][j][d]);
-        }
-        for (int e = 0; e < DV; ++e) {
-          double sum = 0;
-          for (int d = 0; d < D; ++d)
-            sum += rds[b][g][d][e] * phi(k[b][g][j][d]);
-          rdv[b][g][j][e] = sum;
-        }
+        key_gradients(b, g, j);
       }
     }
 }
@@ -216,18 +221,7 @@ static void reference(int with_state) {
           }
         }
       for (int j = 0; j < SK; ++j) {
-        for (int d = 0; d < D; ++d) {
-          double dphi = rdz[b][g][d];
-          for (int e = 0; e < DV; ++e)
-            dphi += rds[b][g][d][e] * v[b][g][j][e];
-          rdk[b][g][j][d] = dphi * slope(k[b][g][j][d]);
-        }
-        for (int e = 0; e < DV; ++e) {
-          double sum = 0;
-          for (int d = 0; d < D; ++d)
-            sum += rds[b][g][d][e] * phi(k[b][g][j][d]);
-          rdv[b][g][j][e] = sum;
-        }
+        key_gradients(b, g, j);
       }
     }
 }
