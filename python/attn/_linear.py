@@ -238,7 +238,8 @@ def _autograd_function(torch):
 
     class LinearAttentionFunction(torch.autograd.Function):
         """Forward: the kernel. Backward: docs/spec.md's gradient of linear
-        attention (f32) from the saved inputs and output."""
+        attention by attn.linear_backward's kernel, from the saved inputs,
+        output and (non-causal) final state."""
 
         @staticmethod
         def forward(ctx, query, key, value, s0, z0, options):
