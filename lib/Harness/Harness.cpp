@@ -815,32 +815,78 @@ CheckReport attn::checkWeightsAgainstReference(const Problem &p,
 // Linear attention
 //===----------------------------------------------------------------------===//
 
-void attn::makeLinearData(const Problem &p, LinearData &linear) {
+void attn::makeLinearData(const Problem &p, ProblemData &data,
+                          LinearData &linear) {
   linear.hasState = p.spec.linearState;
-  if (!linear.hasState)
-    return;
+  linear.backward = p.spec.linearBackward;
   const int64_t d = p.spec.headDim, dv = p.spec.valueDim;
-  linear.state0View = denseF32(linear.state0, {p.batch, p.headsKv, d, dv});
-  linear.normalizer0View = denseF32(linear.normalizer0, {p.batch, p.headsKv, d});
-  linear.stateView = denseF32(linear.state, {p.batch, p.headsKv, d, dv});
-  linear.normalizerView = denseF32(linear.normalizer, {p.batch, p.headsKv, d});
-  // A state as an earlier call would leave it: S0 of either sign, z0 > 0.
   std::mt19937_64 rng(p.seed ^ 0x5eedULL);
+  // A state as an earlier call would leave it: S of either sign, z > 0
+  // (for the backward's non-causal form, a forward's final state: z of
+  // order Sk).
   std::uniform_real_distribution<float> state(-1.0f, 1.0f), norm(0.5f, 4.0f);
-  for (float &x : linear.state0)
-    x = state(rng);
-  for (float &x : linear.normalizer0)
-    x = norm(rng);
-  std::fill(linear.state.begin(), linear.state.end(),
-            std::numeric_limits<float>::quiet_NaN());
-  std::fill(linear.normalizer.begin(), linear.normalizer.end(),
-            std::numeric_limits<float>::quiet_NaN());
+  float normScale = linear.backward && !p.spec.causal
+                        ? float(std::max<int64_t>(p.seqK, 1))
+                        : 1.0f;
+  if (linear.hasState || linear.backward) {
+    linear.state0View = denseF32(linear.state0, {p.batch, p.headsKv, d, dv});
+    linear.normalizer0View =
+        denseF32(linear.normalizer0, {p.batch, p.headsKv, d});
+    for (float &x : linear.state0)
+      x = state(rng) * normScale;
+    for (float &x : linear.normalizer0)
+      x = norm(rng) * normScale;
+  }
+  if (linear.hasState) {
+    linear.stateView = denseF32(linear.state, {p.batch, p.headsKv, d, dv});
+    linear.normalizerView =
+        denseF32(linear.normalizer, {p.batch, p.headsKv, d});
+    std::fill(linear.state.begin(), linear.state.end(),
+              std::numeric_limits<float>::quiet_NaN());
+    std::fill(linear.normalizer.begin(), linear.normalizer.end(),
+              std::numeric_limits<float>::quiet_NaN());
+  }
+  if (!linear.backward)
+    return;
+  attn_dtype type = dtypeOf(p.spec.elementType);
+  const int64_t q[4] = {p.batch, p.headsQ, p.seqQ, d};
+  const int64_t k[4] = {p.batch, p.headsKv, p.seqK, d};
+  const int64_t v[4] = {p.batch, p.headsKv, p.seqK, dv};
+  const int64_t o[4] = {p.batch, p.headsQ, p.seqQ, dv};
+  fill(data.output, rng, 1.0);
+  allocate(linear.gradOutput, type, o, p.bshd);
+  fill(linear.gradOutput, rng, 1.0);
+  allocate(linear.gradQuery, type, q, p.bshd);
+  allocate(linear.gradKey, type, k, p.bshd);
+  allocate(linear.gradValue, type, v, p.bshd);
+  for (HostTensor *t : {&linear.gradQuery, &linear.gradKey, &linear.gradValue})
+    poison(*t);
+  if (linear.hasState) {
+    linear.gradState1View =
+        denseF32(linear.gradState1, {p.batch, p.headsKv, d, dv});
+    linear.gradNormalizer1View =
+        denseF32(linear.gradNormalizer1, {p.batch, p.headsKv, d});
+    std::uniform_real_distribution<float> small(-0.1f, 0.1f);
+    for (float &x : linear.gradState1)
+      x = small(rng);
+    for (float &x : linear.gradNormalizer1)
+      x = small(rng);
+  }
 }
 
 attn_status attn::runLinearProblem(const attn_kernel_desc *kernel,
                                    ProblemData &data, LinearData &linear,
                                    attn_thread_pool *pool) {
   bool state = linear.hasState;
+  if (linear.backward)
+    return attn_run_linear_backward(
+        kernel, &data.query.view, &data.key.view, &data.value.view,
+        &data.output.view, &linear.gradOutput.view, &linear.state0View,
+        &linear.normalizer0View, state ? &linear.gradState1View : nullptr,
+        state ? &linear.gradNormalizer1View : nullptr, &linear.gradQuery.view,
+        &linear.gradKey.view, &linear.gradValue.view,
+        state ? &linear.stateView : nullptr,
+        state ? &linear.normalizerView : nullptr, pool);
   return attn_run_linear(kernel, &data.query.view, &data.key.view,
                          &data.value.view,
                          state ? &linear.state0View : nullptr,
@@ -849,9 +895,54 @@ attn_status attn::runLinearProblem(const attn_kernel_desc *kernel,
                          state ? &linear.normalizerView : nullptr, pool);
 }
 
+namespace {
+/// The gradients of a linear attention backward problem against
+/// computeReferenceLinearBackward.
+CheckReport checkLinearBackward(const Problem &p, const ProblemData &data,
+                                const LinearData &linear) {
+  CheckReport report;
+  report.tolerance = p.spec.elementType == ElementType::F32 ? 1e-4 : 2e-2;
+  auto doubles = [](const std::vector<float> &v) {
+    return std::vector<double>(v.begin(), v.end());
+  };
+  ReferenceLinearGradients ref;
+  std::string error;
+  if (!computeReferenceLinearBackward(
+          p.spec, referenceInputs(data), outputValues(data),
+          tensorValues(linear.gradOutput), doubles(linear.state0),
+          doubles(linear.normalizer0), doubles(linear.gradState1),
+          doubles(linear.gradNormalizer1), ref, error)) {
+    report.message = "reference failed: " + error;
+    return report;
+  }
+  std::ostringstream os;
+  report.passed = true;
+  auto compare = [&](const char *name, const std::vector<double> &got,
+                     const std::vector<double> &want) {
+    ErrorStats stats;
+    relativeError(got, want, &stats);
+    report.passed = report.passed && stats.within(report.tolerance);
+    os << (os.tellp() > 0 ? "; " : "") << name << ": max rel err "
+       << stats.relative;
+  };
+  compare("dQ", tensorValues(linear.gradQuery), ref.gradQuery);
+  compare("dK", tensorValues(linear.gradKey), ref.gradKey);
+  compare("dV", tensorValues(linear.gradValue), ref.gradValue);
+  if (linear.hasState) {
+    compare("dS0", doubles(linear.state), ref.gradState);
+    compare("dz0", doubles(linear.normalizer), ref.gradNormalizer);
+  }
+  os << "; tolerance " << report.tolerance;
+  report.message = os.str();
+  return report;
+}
+} // namespace
+
 CheckReport attn::checkLinearAgainstReference(const Problem &p,
                                               const ProblemData &data,
                                               const LinearData &linear) {
+  if (linear.backward)
+    return checkLinearBackward(p, data, linear);
   CheckReport report;
   report.tolerance = tolerance(p.spec.elementType);
   std::vector<double> state0(linear.state0.begin(), linear.state0.end()),

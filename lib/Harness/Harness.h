@@ -242,16 +242,31 @@ CheckReport checkWeightsAgainstReference(const Problem &problem,
 /// Linear attention's state, for a kernel with spec.linearState: S0
 /// [B, Hkv, D, Dv] and z0 [B, Hkv, D] (random, f32) and the final S and z
 /// (poisoned), dense.
+///
+/// For a backward spec (attn.linear_backward): state0 and normalizer0 are
+/// the state the op reads (random, z > 0; always present), O is random (the
+/// gradient is defined for any O), dO random, dQ, dK, dV poisoned; with
+/// spec.linearState the final state's gradients dS1, dz1 (random) and
+/// state and normalizer are dS0 and dz0 (poisoned).
 struct LinearData {
   std::vector<float> state0, normalizer0, state, normalizer;
   attn_tensor state0View{}, normalizer0View{}, stateView{}, normalizerView{};
   bool hasState = false;
+  bool backward = false;
+  HostTensor gradOutput, gradQuery, gradKey, gradValue;
+  std::vector<float> gradState1, gradNormalizer1;
+  attn_tensor gradState1View{}, gradNormalizer1View{};
 };
 
-void makeLinearData(const Problem &problem, LinearData &linear);
+/// Fills `linear` (and, for a backward spec, O in `data`) for `problem`
+/// after makeProblemData.
+void makeLinearData(const Problem &problem, ProblemData &data,
+                    LinearData &linear);
 attn_status runLinearProblem(const attn_kernel_desc *kernel, ProblemData &data,
                              LinearData &linear, attn_thread_pool *pool);
-/// O (and the final state) against computeReferenceLinear.
+/// O (and the final state) against computeReferenceLinear; for a backward
+/// spec the gradients against computeReferenceLinearBackward (the
+/// gradients' tolerance: 1e-4 for f32, 2e-2 for f16 and bf16).
 CheckReport checkLinearAgainstReference(const Problem &problem,
                                         const ProblemData &data,
                                         const LinearData &linear);

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lib/Reference/Reference.h"
+#include "lib/Support/Limits.h"
 
 #include <algorithm>
 #include <cmath>
@@ -94,6 +95,17 @@ double attn::flopCount(const KernelSpec &spec, int64_t batch, int64_t headsQ,
             (double(seqQ) * double(spec.queryDim) +
              double(seqK) * double(spec.headDim)) *
                 a);
+  }
+  if (spec.linearBackward) {
+    // dQ and dS over the rows, dK and dV over the keys; causal, per row the
+    // chunk's A, B, B·φ(K) and backward Aᵀ, Bᵀ, Bᵀφ(Q), Aᵀg.
+    double rows = double(batch) * double(headsQ);
+    double count = 4.0 * rows * double(seqQ + seqK) * double(spec.headDim) *
+                   double(spec.valueDim);
+    if (spec.causal)
+      count += 2.0 * rows * double(seqQ) * double(kLinearBackwardChunk) *
+               double(4 * spec.headDim + 3 * spec.valueDim);
+    return count;
   }
   if (spec.linear) {
     double rows = double(batch) * double(headsQ);
@@ -500,6 +512,136 @@ bool attn::computeReferenceLinear(const KernelSpec &spec,
       }
       std::copy(allS.begin(), allS.end(), finalState);
       std::copy(allZ.begin(), allZ.end(), finalNorm);
+    }
+  return true;
+}
+
+bool attn::computeReferenceLinearBackward(
+    const KernelSpec &spec, const ReferenceInputs &in,
+    const std::vector<double> &output, const std::vector<double> &gradOutput,
+    const std::vector<double> &state, const std::vector<double> &normalizer,
+    const std::vector<double> &gradState,
+    const std::vector<double> &gradNormalizer, ReferenceLinearGradients &out,
+    std::string &error) {
+  const int64_t batch = in.query.shape[0], headsQ = in.query.shape[1];
+  const int64_t seqQ = in.query.shape[2], d = in.query.shape[3];
+  const int64_t headsKv = in.key.shape[1], seqK = in.key.shape[2];
+  const int64_t dv = in.value.shape[3];
+  const size_t rowsSize = size_t(batch * headsQ * seqQ * dv);
+  const size_t stateSize = size_t(batch * headsKv * d * dv);
+  const size_t normSize = size_t(batch * headsKv * d);
+  if (d != spec.headDim || in.key.shape[3] != d || dv != spec.valueDim ||
+      headsKv <= 0 || headsQ % headsKv != 0 || (spec.causal && seqQ != seqK) ||
+      output.size() != rowsSize || gradOutput.size() != rowsSize ||
+      state.size() != stateSize || normalizer.size() != normSize ||
+      (!gradState.empty() && gradState.size() != stateSize) ||
+      (!gradNormalizer.empty() && gradNormalizer.size() != normSize)) {
+    error = "linear attention's gradients: the tensors do not fit the "
+            "kernel's D = " +
+            std::to_string(spec.headDim) +
+            ", Dv = " + std::to_string(spec.valueDim) +
+            (spec.causal ? " (causal: Sq = Sk)" : "");
+    return false;
+  }
+  auto phi = [&](double x) {
+    if (spec.featureMap == FeatureMap::Identity)
+      return x;
+    if (spec.featureMap == FeatureMap::Relu)
+      return x > 0 ? x : (std::isnan(x) ? x : 0.0);
+    return x > 0 ? x + 1.0 : std::exp(x);
+  };
+  auto slope = [&](double x) {
+    if (spec.featureMap == FeatureMap::Identity)
+      return 1.0;
+    if (spec.featureMap == FeatureMap::Relu)
+      return x > 0 || std::isnan(x) ? 1.0 : 0.0;
+    return x > 0 ? 1.0 : std::exp(x);
+  };
+  const int64_t group = headsQ / headsKv;
+  out.gradQuery.assign(size_t(batch * headsQ * seqQ * d), 0.0);
+  out.gradKey.assign(size_t(batch * headsKv * seqK * d), 0.0);
+  out.gradValue.assign(size_t(batch * headsKv * seqK * dv), 0.0);
+  out.gradState =
+      gradState.empty() ? std::vector<double>(stateSize, 0.0) : gradState;
+  out.gradNormalizer = gradNormalizer.empty()
+                           ? std::vector<double>(normSize, 0.0)
+                           : gradNormalizer;
+  std::vector<double> g(size_t(std::max<int64_t>(headsQ * seqQ * dv, 1))),
+      c(size_t(std::max<int64_t>(headsQ * seqQ, 1)));
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t kv = 0; kv < headsKv; ++kv) {
+      const double *s0 = &state[size_t((b * headsKv + kv) * d * dv)];
+      const double *z0 = &normalizer[size_t((b * headsKv + kv) * d)];
+      // The state row i sees: S (non-causal) or S0 plus keys 0..i.
+      std::vector<double> s(s0, s0 + d * dv), z(z0, z0 + d);
+      auto addKey = [&](int64_t j) {
+        for (int64_t x = 0; x < d; ++x) {
+          double f = phi(in.key.at(b, kv, j, x));
+          z[size_t(x)] += f;
+          for (int64_t e = 0; e < dv; ++e)
+            s[size_t(x * dv + e)] += f * in.value.at(b, kv, j, e);
+        }
+      };
+      for (int64_t i = 0; i < seqQ; ++i) {
+        if (spec.causal)
+          addKey(i);
+        for (int64_t h = kv * group; h < (kv + 1) * group; ++h) {
+          const size_t row = size_t((b * headsQ + h) * seqQ + i);
+          double den = spec.eps;
+          for (int64_t x = 0; x < d; ++x)
+            den += phi(in.query.at(b, h, i, x)) * z[size_t(x)];
+          double ci = 0;
+          for (int64_t e = 0; e < dv; ++e) {
+            double gi =
+                gradOutput[row * dv + e] / (spec.unnormalized ? 1 : den);
+            g[size_t((h * seqQ + i) * dv + e)] = gi;
+            ci -= gi * output[row * dv + e];
+          }
+          if (spec.unnormalized)
+            ci = 0;
+          c[size_t(h * seqQ + i)] = ci;
+          for (int64_t x = 0; x < d; ++x) {
+            double dphi = ci * z[size_t(x)];
+            for (int64_t e = 0; e < dv; ++e)
+              dphi +=
+                  s[size_t(x * dv + e)] * g[size_t((h * seqQ + i) * dv + e)];
+            out.gradQuery[row * d + x] = dphi * slope(in.query.at(b, h, i, x));
+          }
+        }
+      }
+      // The keys: dS and dz of the rows that see key j (i >= j causal, all
+      // rows otherwise), summed backward in time.
+      double *ds = &out.gradState[size_t((b * headsKv + kv) * d * dv)];
+      double *dz = &out.gradNormalizer[size_t((b * headsKv + kv) * d)];
+      auto addRow = [&](int64_t i) {
+        for (int64_t h = kv * group; h < (kv + 1) * group; ++h)
+          for (int64_t x = 0; x < d; ++x) {
+            double f = phi(in.query.at(b, h, i, x));
+            dz[x] += c[size_t(h * seqQ + i)] * f;
+            for (int64_t e = 0; e < dv; ++e)
+              ds[x * dv + e] += f * g[size_t((h * seqQ + i) * dv + e)];
+          }
+      };
+      if (!spec.causal)
+        for (int64_t i = 0; i < seqQ; ++i)
+          addRow(i);
+      for (int64_t j = seqK - 1; j >= 0; --j) {
+        if (spec.causal)
+          addRow(j);
+        for (int64_t x = 0; x < d; ++x) {
+          double dphi = dz[x];
+          for (int64_t e = 0; e < dv; ++e)
+            dphi += ds[x * dv + e] * in.value.at(b, kv, j, e);
+          out.gradKey[size_t(((b * headsKv + kv) * seqK + j) * d + x)] =
+              dphi * slope(in.key.at(b, kv, j, x));
+        }
+        for (int64_t e = 0; e < dv; ++e) {
+          double sum = 0;
+          for (int64_t x = 0; x < d; ++x)
+            sum += ds[x * dv + e] * phi(in.key.at(b, kv, j, x));
+          out.gradValue[size_t(((b * headsKv + kv) * seqK + j) * dv + e)] = sum;
+        }
+      }
     }
   return true;
 }

@@ -163,6 +163,25 @@ bool computeReferenceLinear(const KernelSpec &spec, const ReferenceInputs &in,
                             const std::vector<double> &normalizer,
                             ReferenceLinear &out, std::string &error);
 
+/// Linear attention's gradients (docs/spec.md, "Gradient of linear
+/// attention"), dense: dQ [B, Hq, Sq, D], dK [B, Hkv, Sk, D], dV [B, Hkv,
+/// Sk, Dv], dS0 [B, Hkv, D, Dv], dz0 [B, Hkv, D].
+struct ReferenceLinearGradients {
+  std::vector<double> gradQuery, gradKey, gradValue, gradState, gradNormalizer;
+};
+
+/// attn.linear_backward in float64, row by row: from the inputs, O and dO
+/// ([B, Hq, Sq, Dv], dense), the state the op reads (dense: the forward's
+/// final one non-causal, its initial one causal) and the final state's
+/// gradients (dense, or empty for zeros). False with `error` on bad shapes.
+bool computeReferenceLinearBackward(
+    const KernelSpec &spec, const ReferenceInputs &in,
+    const std::vector<double> &output, const std::vector<double> &gradOutput,
+    const std::vector<double> &state, const std::vector<double> &normalizer,
+    const std::vector<double> &gradState,
+    const std::vector<double> &gradNormalizer, ReferenceLinearGradients &out,
+    std::string &error);
+
 /// Additive attention's inputs (docs/spec.md, "Additive attention") as 4-d
 /// views with leading 1s: query [1, B, Sq, Dq], keys [1, B, Sk, Dk],
 /// values [1, B, Sk, Dv], W_q [1, 1, A, Dq], W_k [1, 1, A, Dk],

@@ -29,6 +29,9 @@ constexpr int64_t kMaxLinearChunk = 256;
 /// than 32 and 64 from S = 1k to 16k on a Cascade Lake Xeon (the
 /// intra-chunk products shrink with the chunk; the state's do not).
 constexpr int64_t kDefaultLinearChunk = 16;
+/// Rows per chunk of attn.linear_backward's kernel (its own: the forward's
+/// chunk orders only the forward's sums).
+constexpr int64_t kLinearBackwardChunk = 16;
 
 } // namespace attn
 

@@ -331,12 +331,6 @@ int main(int argc, char **argv) {
                 "run yet (it runs attention, linear and additive attention "
                 "kernels): call it through Python (attn.mha) or the C "
                 "runtime (attn_run_mha)");
-  if (spec.linearBackward)
-    return fail("the kernel '" + spec.name +
-                "' is linear attention's backward (attn.linear_backward), "
-                "which attn-run does not run yet: call it through Python "
-                "(attn.linear_attention's gradients) or the C runtime "
-                "(attn_run_linear_backward)");
   if (spec.linear || spec.additive) {
     // What the attention kernels take and these have no use for.
     const char *kind = spec.linear ? "linear attention" : "additive attention";
@@ -361,8 +355,7 @@ int main(int argc, char **argv) {
                   "' computes " + kind +
                   ", whose gradients' kernel is a spec of its own (the key "
                   "'backward': '" +
-                  (spec.linear ? "linear" : "additive") + ",backward'" +
-                  (spec.linear ? ", which attn-run does not run yet)" : ")"));
+                  (spec.linear ? "linear" : "additive") + ",backward'" + ")");
     for (const auto &option : unused)
       if (option.given && (spec.linear ? option.linear : option.additive))
         return fail(std::string(option.flag) + ": the kernel '" + spec.name +
@@ -593,7 +586,7 @@ int main(int argc, char **argv) {
     loaded = false;
   attn::LinearData linearData;
   if (spec.linear)
-    attn::makeLinearData(problem, linearData);
+    attn::makeLinearData(problem, data, linearData);
   attn::AdditiveData additiveData;
   if (spec.additive)
     attn::makeAdditiveData(problem, additiveData);
@@ -704,6 +697,9 @@ int main(int argc, char **argv) {
                  << llvm::format("%.1f", flops / median * 1e-9)
                  << (backward ? " GFLOP/s (FLOPs = 2*(3D+2Dv) per allowed (i, "
                                 "j) per head: "
+                     : spec.linearBackward
+                         ? " GFLOP/s (FLOPs = 4*(Sq+Sk)*D*Dv per head, plus "
+                           "2*Sq*16*(4D+3Dv) causal: "
                      : spec.linear
                          ? " GFLOP/s (FLOPs = 2*(Sq+Sk)*D*Dv per head, plus "
                            "2*Sq*chunk*(D+Dv) causal: "

@@ -26,6 +26,7 @@
 // (LinearBackwardLowering, below) is made of the same pieces.
 //
 //===----------------------------------------------------------------------===//
+#include "lib/Support/Limits.h"
 #include "lib/Transforms/Cpu/MicroKernels.h"
 #include "lib/Transforms/Cpu/VectorEmitter.h"
 
@@ -567,15 +568,13 @@ public:
   LinearBackwardLowering(ImplicitLocOpBuilder &b, LinearBackwardOp op,
                          int64_t lanes)
       : LinearEmitter(b, lanes, op.getQuery(), op.getValue(),
-                      op.getEffectiveFeatureMap(), kDefaultChunk),
+                      op.getEffectiveFeatureMap(),
+                      ::attn::kLinearBackwardChunk),
         op(op), normalized(!op.getUnnormalized()) {}
 
   void emit();
 
 private:
-  /// Rows per chunk (the forward's default).
-  static constexpr int64_t kDefaultChunk = 16;
-
   /// φ'(x) from φ(x) (a vector): min(φ, 1) for elu + 1 (1 above 0, exp(x)
   /// = φ below; NaN stays NaN); 1 where φ > 0 or NaN for relu (PyTorch's
   /// relu backward passes a NaN input's gradient). Not for the identity.
