@@ -139,8 +139,8 @@ def linear_attention(
     the inputs' dtype, or (O, (S, z)) with output_final_state. Gradients
     flow to query, key, value and initial_state from O and the final state
     (docs/spec.md, "Gradient of linear attention"): the forward is the
-    kernel; the backward is f32, causal through five kernel calls of the
-    unnormalized sum of products, non-causal by PyTorch's matrix products.
+    kernel, and so is the backward (attn.linear_backward: f32 inside,
+    gradients of the inputs' dtype).
     """
     causal = bool(causal)
     _check(query, key, value, causal, eps, feature_map, chunk_size, enable_gqa,
