@@ -28,6 +28,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "lib/Transforms/AttentionMath.h"
+#include "lib/Transforms/Gpu/LinearKernel.h"
 #include "lib/Transforms/Gpu/TilePlan.h"
 #include "lib/Transforms/Passes.h"
 
@@ -574,7 +575,8 @@ struct AttnLowerToGpuPass
     // What the CPU lowering has and this one not yet, refused on the op
     // before anything else is said of its function.
     WalkResult unsupported = module.walk([](Operation *op) {
-      if (isa<AttentionBackwardOp, AttentionWeightsOp>(op)) {
+      if (isa<AttentionBackwardOp, AttentionWeightsOp, LinearBackwardOp,
+              AdditiveOp, AdditiveBackwardOp, MhaOp>(op)) {
         op->emitOpError() << "attn-lower-to-gpu: " << op->getName()
                           << " has no GPU lowering yet (the CPU lowering "
                              "has it)";
@@ -623,7 +625,25 @@ struct AttnLowerToGpuPass
     if (unsupported.wasInterrupted())
       return signalPassFailure();
     SmallVector<std::pair<func::FuncOp, scf::ForallOp>> kernels;
+    // A linear attention kernel is built from its op alone (its grid is
+    // its own: Gpu/LinearKernel.cpp), tiled or not.
+    SmallVector<std::pair<func::FuncOp, LinearOp>> linearKernels;
     for (auto func : module.getOps<func::FuncOp>()) {
+      SmallVector<LinearOp> linear(func.getOps<LinearOp>());
+      func.walk([&](scf::ForallOp f) {
+        llvm::append_range(linear, f.getBody()->getOps<LinearOp>());
+      });
+      if (!linear.empty()) {
+        if (linear.size() != 1) {
+          mlir::emitError(func.getLoc())
+              << "@" << func.getName() << " holds " << linear.size()
+              << " attn.linear ops; a GPU kernel computes one: put each in "
+                 "a function of its own";
+          return signalPassFailure();
+        }
+        linearKernels.push_back({func, linear.front()});
+        continue;
+      }
       scf::ForallOp forall;
       unsigned count = 0;
       func.walk([&](scf::ForallOp f) {
@@ -652,7 +672,7 @@ struct AttnLowerToGpuPass
       }
       kernels.push_back({func, forall});
     }
-    if (kernels.empty())
+    if (kernels.empty() && linearKernels.empty())
       return;
     module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
                     UnitAttr::get(module.getContext()));
@@ -664,6 +684,11 @@ struct AttnLowerToGpuPass
       KernelConverter converter(func, forall, useMma, useAsyncCopy,
                                 rowsPerWarp);
       if (failed(converter.convert(gpuModule)))
+        return signalPassFailure();
+      func.erase();
+    }
+    for (auto [func, op] : linearKernels) {
+      if (failed(buildLinearGpuKernel(func, op, gpuModule)))
         return signalPassFailure();
       func.erase();
     }

@@ -563,6 +563,15 @@ def AttnLowerToGpuPass : Pass<"attn-lower-to-gpu", "ModuleOp"> {
     - the normalization's `linalg.generic` bodies are cloned per element
       of the thread's fragment and stored to global memory.
 
+    A function computing `attn.linear` (tiled or not; its arguments the
+    op's operands) becomes a kernel of its own: one block of 256 threads per
+    (32 value columns, key/value head, batch), the state `S [D][32]` and
+    `z [D]` in shared memory, the sequence walked in chunks of the op's
+    `chunk` rows (φ(Q), φ(K), V and, causal, the chunk's masked scores
+    staged in shared memory), f32 FMAs; its `attn.block_rows` are value
+    columns. Other ops without a GPU lowering (the backward ops, the
+    weights, additive attention) are refused on the op.
+
     Each tensor argument of the function becomes a pointer (a
     `memref<?xT>`, i8 for boolean masks) followed by its sizes and element
     strides (i64), in argument order. The kernel carries
