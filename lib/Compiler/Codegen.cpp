@@ -1439,12 +1439,15 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
               "': weights kernels are made for the CPU only so far (no GPU "
               "lowering of attn.attention_weights yet)";
       return false;
-    } else if (gpu && (spec.linear || spec.additive)) {
+    } else if (gpu && spec.linearBackward) {
       error = "kernel '" + spec.name +
-              "': " + (spec.linear ? "linear" : "additive") +
-              " attention kernels are made for the CPU only so far (no GPU "
-              "lowering of attn." +
-              (spec.linear ? "linear" : "additive") + " yet)";
+              "': linear attention's backward kernels are made for the CPU "
+              "only so far (no GPU lowering of attn.linear_backward yet)";
+      return false;
+    } else if (gpu && spec.additive) {
+      error = "kernel '" + spec.name +
+              "': additive attention kernels are made for the CPU only so far "
+              "(no GPU lowering of attn.additive yet)";
       return false;
     } else if (gpu && spec.mha) {
       error = "kernel '" + spec.name +

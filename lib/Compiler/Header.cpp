@@ -17,28 +17,45 @@
 #include "lib/Compiler/KernelAbiText.inc" // generated
 
 /// What a caller launching a CUDA kernel itself needs: the entry name, the
-/// launch shape as a function of the call's sizes, the parameters.
-static void gpuKernelDeclarations(std::ostringstream &h, const std::string &n,
+/// launch shape as a function of the call's sizes, the parameters. An
+/// attention kernel's grid is (query tiles, Hq, B); a linear attention
+/// kernel's (value column tiles, Hkv, B), its "rows" value columns.
+static void gpuKernelDeclarations(std::ostringstream &h,
+                                  const attn::KernelSpec &spec,
                                   const attn::GpuKernelInfo &info) {
+  const std::string &n = spec.name;
+  const char *argsType = spec.linear ? "attn_linear_args" : "attn_kernel_args";
   h << "#define " << n << "_ENTRY \"" << info.name << "\"\n"
     << "#define " << n << "_BLOCK_THREADS " << info.blockThreads << "\n"
-    << "#define " << n << "_BLOCK_ROWS " << info.blockRows << "\n"
+    << "#define " << n << "_BLOCK_" << (spec.linear ? "COLUMNS " : "ROWS ")
+    << info.blockRows << "\n"
     << "/* Dynamic shared memory per block; above 49152 bytes raise the "
        "function's\n * CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES first. "
        "*/\n"
-    << "#define " << n << "_SHARED_BYTES " << info.sharedBytes << "\n"
-    << "/* grid = (ceil(Sq / rows), Hq, B), block = (threads, 1, 1). */\n"
-    << "static inline void " << n
-    << "_launch_shape(const attn_kernel_args *args, unsigned grid[3],\n"
-    << "    unsigned block[3]) {\n"
-    << "  grid[0] = (unsigned)((args->seq_q + " << info.blockRows - 1 << ") / "
-    << info.blockRows << ");\n"
-    << "  grid[1] = (unsigned)args->heads_q;\n"
-    << "  grid[2] = (unsigned)args->batch;\n"
+    << "#define " << n << "_SHARED_BYTES " << info.sharedBytes << "\n";
+  if (spec.linear)
+    h << "/* grid = (ceil(Dv / columns), Hkv, B), block = (threads, 1, 1). "
+         "*/\n";
+  else
+    h << "/* grid = (ceil(Sq / rows), Hq, B), block = (threads, 1, 1). */\n";
+  h << "static inline void " << n << "_launch_shape(const " << argsType
+    << " *args, unsigned grid[3],\n"
+    << "    unsigned block[3]) {\n";
+  if (spec.linear)
+    h << "  grid[0] = " << (spec.valueDim + info.blockRows - 1) / info.blockRows
+      << ";\n"
+      << "  grid[1] = (unsigned)args->heads_kv;\n";
+  else
+    h << "  grid[0] = (unsigned)((args->seq_q + " << info.blockRows - 1
+      << ") / " << info.blockRows << ");\n"
+      << "  grid[1] = (unsigned)args->heads_q;\n";
+  h << "  grid[2] = (unsigned)args->batch;\n"
     << "  block[0] = " << info.blockThreads
     << ";\n  block[1] = 1;\n  block[2] = 1;\n}\n"
     << "/* The kernel's parameters for cuLaunchKernel (device pointers in "
-       "args):\n * attn_gpu_kernel_params(&"
+       "args):\n * "
+    << (spec.linear ? "attn_gpu_linear_kernel_params(&"
+                    : "attn_gpu_kernel_params(&")
     << n << "_desc, args, values, pointers). */\n\n";
 }
 
@@ -129,9 +146,10 @@ static void linearBackwardDeclarations(std::ostringstream &h,
   wholeCall(h, n, "attn_linear_backward_args");
 }
 
-/// A linear attention kernel's entry points.
+/// A linear attention kernel's entry points (a GPU kernel's launch shape).
 static void linearDeclarations(std::ostringstream &h,
-                               const attn::KernelSpec &spec) {
+                               const attn::KernelSpec &spec,
+                               const attn::GpuKernelInfo *gpu) {
   const std::string &n = spec.name;
   if (spec.linearBackward) {
     linearBackwardDeclarations(h, spec);
@@ -149,6 +167,10 @@ static void linearDeclarations(std::ostringstream &h,
     << ".\n * The args are not checked here: attn_run_linear "
        "(attn/runtime.h) checks them. */\n";
   h << "extern const attn_kernel_desc " << n << "_desc;\n";
+  if (gpu) {
+    gpuKernelDeclarations(h, spec, *gpu);
+    return;
+  }
   h << "int64_t " << n << "_work_items(const attn_linear_args *args);\n";
   h << "void " << n
     << "_run(const attn_linear_args *args, int64_t begin, int64_t end);\n";
@@ -276,7 +298,7 @@ std::string attn::kernelHeader(const std::vector<KernelSpec> &specs,
       continue;
     }
     if (spec.linear) {
-      linearDeclarations(h, spec);
+      linearDeclarations(h, spec, gpu ? &(*gpu)[index] : nullptr);
       continue;
     }
     if (spec.additive) {
@@ -305,7 +327,7 @@ std::string attn::kernelHeader(const std::vector<KernelSpec> &specs,
       continue;
     }
     if (gpu) {
-      gpuKernelDeclarations(h, n, (*gpu)[index]);
+      gpuKernelDeclarations(h, spec, (*gpu)[index]);
       continue;
     }
     h << "int64_t " << n << "_work_items(const attn_kernel_args *args);\n";

@@ -348,6 +348,23 @@ void attn_cuda_forget(const attn_library *library) {
   pthread_mutex_unlock(&loaded_lock);
 }
 
+/* Launches `kernel`'s `function` on `grid` with the parameters `pointers`
+ * (attn_gpu_kernel_params' or attn_gpu_linear_kernel_params'). */
+static attn_status launch(const attn_kernel_desc *kernel, CUfunction function,
+                          const unsigned grid[3], void **pointers,
+                          void *stream) {
+  const attn_gpu_kernel *gpu = kernel->gpu;
+  CUresult result = cu.launchKernel(
+      function, grid[0], grid[1], grid[2], (unsigned)gpu->block_threads, 1, 1,
+      (unsigned)gpu->shared_bytes, (CUstream)stream, pointers, NULL);
+  if (result == CUDA_SUCCESS && !stream)
+    result = cu.ctxSynchronize();
+  if (result != CUDA_SUCCESS)
+    return attn_fail(ATTN_ERROR_INTERNAL, "GPU kernel '%s' failed: %s",
+                     kernel->name, cu_error(result));
+  return ATTN_OK;
+}
+
 attn_status attn_cuda_launch(const attn_kernel_desc *kernel,
                              const attn_kernel_args *args, void *stream) {
   attn_status status = use_device();
@@ -367,14 +384,42 @@ attn_status attn_cuda_launch(const attn_kernel_desc *kernel,
   uint64_t values[ATTN_GPU_MAX_PARAMS];
   void *pointers[ATTN_GPU_MAX_PARAMS];
   attn_gpu_kernel_params(kernel, args, values, pointers);
-  CUresult result = cu.launchKernel(
-      function, (unsigned)tiles, (unsigned)args->heads_q, (unsigned)args->batch,
-      (unsigned)gpu->block_threads, 1, 1, (unsigned)gpu->shared_bytes,
-      (CUstream)stream, pointers, NULL);
-  if (result == CUDA_SUCCESS && !stream)
-    result = cu.ctxSynchronize();
-  if (result != CUDA_SUCCESS)
-    return attn_fail(ATTN_ERROR_INTERNAL, "GPU kernel '%s' failed: %s",
-                     kernel->name, cu_error(result));
-  return ATTN_OK;
+  unsigned grid[3] = {(unsigned)tiles, (unsigned)args->heads_q,
+                      (unsigned)args->batch};
+  return launch(kernel, function, grid, pointers, stream);
+}
+
+attn_status attn_cuda_launch_linear(const attn_kernel_desc *kernel,
+                                    const attn_linear_args *args) {
+  const attn_gpu_kernel *gpu = kernel->gpu;
+  int64_t tiles = (kernel->value_dim + gpu->block_rows - 1) / gpu->block_rows;
+  if (args->heads_kv > 65535 || args->batch > 65535)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "kernel '%s': a grid of (%" PRId64 ", %" PRId64
+                     ", %" PRId64 ") blocks exceeds CUDA's limits "
+                     "(2^31-1, 65535, 65535)",
+                     kernel->name, tiles, args->heads_kv, args->batch);
+  /* Every block reads z0 first and the first writes z1 last: in place, a
+   * block could read what another wrote. (S is split by columns: each
+   * block reads and writes only its own.) */
+  if (tiles > 1 && kernel->has_state &&
+      args->final_normalizer == args->initial_normalizer)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "final_normalizer: on the GPU, kernel '%s' (Dv = %" PRId64
+                     ", %" PRId64 " blocks of %d value columns a head) cannot "
+                     "update the normalizer in place: give final_normalizer a "
+                     "buffer of its own",
+                     kernel->name, kernel->value_dim, tiles, gpu->block_rows);
+  attn_status status = use_device();
+  if (status != ATTN_OK)
+    return status;
+  CUfunction function;
+  if ((status = load_function(kernel, &function)) != ATTN_OK)
+    return status;
+  uint64_t values[ATTN_GPU_MAX_PARAMS];
+  void *pointers[ATTN_GPU_MAX_PARAMS];
+  attn_gpu_linear_kernel_params(kernel, args, values, pointers);
+  unsigned grid[3] = {(unsigned)tiles, (unsigned)args->heads_kv,
+                      (unsigned)args->batch};
+  return launch(kernel, function, grid, pointers, NULL);
 }

@@ -1172,6 +1172,13 @@ attn_run_linear(const attn_kernel_desc *kernel, const attn_tensor *query,
     unpin(owner);
     return status;
   }
+  if (attn_kernel_device(kernel) == ATTN_DEVICE_CUDA) {
+    /* An empty grid is no launch: nothing to write but an empty state. */
+    if (args.batch > 0 && args.heads_kv > 0)
+      status = attn_cuda_launch_linear(kernel, &args);
+    unpin(owner);
+    return status;
+  }
   int64_t items = kernel->linear_work_items(&args);
   if (items < 0) {
     unpin(owner);

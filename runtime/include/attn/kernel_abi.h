@@ -38,7 +38,9 @@
  * A linear attention kernel (`kind` = ATTN_KERNEL_LINEAR) computes
  * attn.linear (docs/spec.md, "Linear attention"): its entry points take an
  * attn_linear_args; `work_items` and `run` are NULL. Its work items are one
- * per batch and key/value head.
+ * per batch and key/value head. On the GPU (`gpu` set; no entry points)
+ * its grid is (ceil(Dv / block_rows), Hkv, B), block_rows being value
+ * columns, and attn_gpu_linear_kernel_params lays out its parameters.
  *
  * An additive attention kernel (`kind` = ATTN_KERNEL_ADDITIVE) computes
  * attn.additive (docs/spec.md, "Additive attention"): its entry points take
@@ -577,6 +579,29 @@ typedef struct attn_library {
  * to 13 for each of ATTN_MAX_CAPTURES captured tensors. */
 #define ATTN_GPU_MAX_PARAMS (76 + 13 * ATTN_MAX_CAPTURES)
 
+/* One tensor's parameters from values[n]: MLIR's descriptor of a 1-D view
+ * (pointer, pointer, 0, elements spanned, 1), then its sizes and its
+ * element strides. Returns the next n. */
+static inline int attn_gpu_tensor_params(const void *data, int rank,
+                                         const int64_t *sizes,
+                                         const int64_t *strides,
+                                         uint64_t *values, int n) {
+  int64_t span = 1;
+  for (int i = 0; i < rank; ++i)
+    if (sizes[i] > 1)
+      span += (sizes[i] - 1) * (strides[i] < 0 ? -strides[i] : strides[i]);
+  values[n++] = (uint64_t)(uintptr_t)data;
+  values[n++] = (uint64_t)(uintptr_t)data;
+  values[n++] = 0;
+  values[n++] = (uint64_t)span;
+  values[n++] = 1;
+  for (int i = 0; i < rank; ++i)
+    values[n++] = (uint64_t)sizes[i];
+  for (int i = 0; i < rank; ++i)
+    values[n++] = (uint64_t)strides[i];
+  return n;
+}
+
 /* The parameters of a GPU kernel for `args`, as cuLaunchKernel takes them:
  * `values[i]` holds parameter i (a pointer or an int64), `pointers[i]` points
  * to it. Tensors come in the order query, key, value, [mask], the modifiers'
@@ -637,24 +662,47 @@ static inline int attn_gpu_kernel_params(const attn_kernel_desc *kernel,
   tensors[count].sizes[2] = sq;
   tensors[count].strides = args->lse_strides;
   tensors[count++].present = kernel->has_lse;
-  for (int t = 0; t < count; ++t) {
-    if (!tensors[t].present)
-      continue;
-    int64_t span = 1;
-    for (int i = 0; i < tensors[t].rank; ++i) {
-      int64_t stride = tensors[t].strides[i];
-      if (tensors[t].sizes[i] > 1)
-        span += (tensors[t].sizes[i] - 1) * (stride < 0 ? -stride : stride);
-    }
-    values[n++] = (uint64_t)(uintptr_t)tensors[t].data;
-    values[n++] = (uint64_t)(uintptr_t)tensors[t].data;
-    values[n++] = 0;
-    values[n++] = (uint64_t)span;
-    values[n++] = 1;
-    for (int i = 0; i < tensors[t].rank; ++i)
-      values[n++] = (uint64_t)tensors[t].sizes[i];
-    for (int i = 0; i < tensors[t].rank; ++i)
-      values[n++] = (uint64_t)tensors[t].strides[i];
+  for (int t = 0; t < count; ++t)
+    if (tensors[t].present)
+      n = attn_gpu_tensor_params(tensors[t].data, tensors[t].rank,
+                                 tensors[t].sizes, tensors[t].strides, values,
+                                 n);
+  for (int i = 0; i < n; ++i)
+    pointers[i] = &values[i];
+  return n;
+}
+
+/* The parameters of a linear attention GPU kernel (kind ATTN_KERNEL_LINEAR,
+ * `gpu` set) for `args`, as attn_gpu_kernel_params lays out an attention
+ * kernel's: Q, K, V, [S0, z0], O, [S1, z1] (the state with has_state). Its
+ * grid is (ceil(Dv / block_rows), Hkv, B): a linear kernel's block_rows are
+ * value columns. Returns the number of parameters. */
+static inline int attn_gpu_linear_kernel_params(
+    const attn_kernel_desc *kernel, const attn_linear_args *args,
+    uint64_t values[ATTN_GPU_MAX_PARAMS], void *pointers[ATTN_GPU_MAX_PARAMS]) {
+  const int64_t d = kernel->head_dim, dv = kernel->value_dim;
+  const int64_t b = args->batch, hq = args->heads_q, hkv = args->heads_kv;
+  const int64_t q[4] = {b, hq, args->seq_q, d}, k[4] = {b, hkv, args->seq_k, d};
+  const int64_t v[4] = {b, hkv, args->seq_k, dv},
+                o[4] = {b, hq, args->seq_q, dv};
+  const int64_t s[4] = {b, hkv, d, dv}, z[3] = {b, hkv, d};
+  int n = 0;
+  n = attn_gpu_tensor_params(args->query, 4, q, args->query_strides, values, n);
+  n = attn_gpu_tensor_params(args->key, 4, k, args->key_strides, values, n);
+  n = attn_gpu_tensor_params(args->value, 4, v, args->value_strides, values, n);
+  if (kernel->has_state) {
+    n = attn_gpu_tensor_params(args->initial_state, 4, s,
+                               args->initial_state_strides, values, n);
+    n = attn_gpu_tensor_params(args->initial_normalizer, 3, z,
+                               args->initial_normalizer_strides, values, n);
+  }
+  n = attn_gpu_tensor_params(args->output, 4, o, args->output_strides, values,
+                             n);
+  if (kernel->has_state) {
+    n = attn_gpu_tensor_params(args->final_state, 4, s,
+                               args->final_state_strides, values, n);
+    n = attn_gpu_tensor_params(args->final_normalizer, 3, z,
+                               args->final_normalizer_strides, values, n);
   }
   for (int i = 0; i < n; ++i)
     pointers[i] = &values[i];

@@ -690,6 +690,107 @@ TEST(Gpu, KernelParamsPlaceTheCapturesAfterTheMask) {
   EXPECT_LE(4 * 13 + ATTN_MAX_CAPTURES * 13 + 13 + 11, ATTN_GPU_MAX_PARAMS);
 }
 
+/// A linear attention kernel's parameters: Q, K, V, [S0, z0], O, [S1, z1],
+/// in the order of its function (the state with has_state).
+TEST(Gpu, LinearKernelParamsFollowItsFunction) {
+  LinkedGpuLibrary linked;
+  linked.desc.kind = ATTN_KERNEL_LINEAR;
+  linked.desc.head_dim = 8;
+  linked.desc.value_dim = 4;
+  attn_linear_args args{};
+  args.batch = 2;
+  args.heads_q = 6;
+  args.heads_kv = 3;
+  args.seq_q = args.seq_k = 5;
+  float q, k, v, o, s0, z0, s1, z1;
+  args.query = &q;
+  args.key = &k;
+  args.value = &v;
+  args.output = &o;
+  const int64_t dense[4] = {6 * 5 * 4, 5 * 4, 4, 1};
+  std::copy(dense, dense + 4, args.output_strides);
+  uint64_t values[ATTN_GPU_MAX_PARAMS];
+  void *pointers[ATTN_GPU_MAX_PARAMS];
+  EXPECT_EQ(
+      attn_gpu_linear_kernel_params(&linked.desc, &args, values, pointers),
+      4 * 13);
+  // O at 39: pointer twice, offset 0, span, stride 1, [B, Hq, Sq, Dv].
+  const uint64_t outputParams[] = {(uint64_t)(uintptr_t)&o,
+                                   (uint64_t)(uintptr_t)&o,
+                                   0,
+                                   2 * 6 * 5 * 4,
+                                   1,
+                                   2,
+                                   6,
+                                   5,
+                                   4,
+                                   120,
+                                   20,
+                                   4,
+                                   1};
+  for (int i = 0; i < 13; ++i)
+    EXPECT_EQ(values[39 + i], outputParams[i]) << "parameter " << 39 + i;
+
+  linked.desc.has_state = 1;
+  args.initial_state = &s0;
+  args.initial_normalizer = &z0;
+  args.final_state = &s1;
+  args.final_normalizer = &z1;
+  int n = attn_gpu_linear_kernel_params(&linked.desc, &args, values, pointers);
+  EXPECT_EQ(n, 3 * 13 + (13 + 11) + 13 + (13 + 11));
+  // S0 [B, Hkv, D, Dv] at 39, z0 [B, Hkv, D] at 52, O at 63, S1 at 76, z1
+  // at 89.
+  EXPECT_EQ(values[39], (uint64_t)(uintptr_t)&s0);
+  EXPECT_EQ(values[39 + 5], 2u);
+  EXPECT_EQ(values[39 + 6], 3u);
+  EXPECT_EQ(values[39 + 7], 8u);
+  EXPECT_EQ(values[39 + 8], 4u);
+  EXPECT_EQ(values[52], (uint64_t)(uintptr_t)&z0);
+  EXPECT_EQ(values[52 + 7], 8u);
+  EXPECT_EQ(values[63], (uint64_t)(uintptr_t)&o);
+  EXPECT_EQ(values[76], (uint64_t)(uintptr_t)&s1);
+  EXPECT_EQ(values[89], (uint64_t)(uintptr_t)&z1);
+  for (int i = 0; i < n; ++i)
+    EXPECT_EQ(pointers[i], &values[i]);
+  EXPECT_LE(n, ATTN_GPU_MAX_PARAMS);
+}
+
+/// attn_run_linear launches a GPU linear kernel; the normalizer cannot be
+/// updated in place when a head's value columns take several blocks.
+TEST(Gpu, LinearKernelRunsOnTheGpuOnly) {
+  LinkedGpuLibrary linked;
+  linked.desc.kind = ATTN_KERNEL_LINEAR;
+  linked.desc.dtype = ATTN_F32;
+  linked.desc.head_dim = 4;
+  linked.desc.value_dim = 64; // two blocks of 32 columns
+  linked.desc.has_state = 1;
+  linked.gpu.block_threads = 256;
+  linked.gpu.block_rows = 32;
+  static float q[2 * 3 * 4], v[2 * 3 * 64], o[2 * 3 * 64];
+  static float s0[2 * 4 * 64], z0[2 * 4], s1[2 * 4 * 64], z1[2 * 4];
+  const int64_t qShape[4] = {1, 2, 3, 4}, vShape[4] = {1, 2, 3, 64};
+  const int64_t sShape[4] = {1, 2, 4, 64}, zShape[3] = {1, 2, 4};
+  attn_tensor query = attn_tensor_contiguous(q, ATTN_F32, 4, qShape);
+  attn_tensor value = attn_tensor_contiguous(v, ATTN_F32, 4, vShape);
+  attn_tensor output = attn_tensor_contiguous(o, ATTN_F32, 4, vShape);
+  attn_tensor state0 = attn_tensor_contiguous(s0, ATTN_F32, 4, sShape);
+  attn_tensor norm0 = attn_tensor_contiguous(z0, ATTN_F32, 3, zShape);
+  attn_tensor state1 = attn_tensor_contiguous(s1, ATTN_F32, 4, sShape);
+  attn_tensor norm1 = attn_tensor_contiguous(z1, ATTN_F32, 3, zShape);
+  EXPECT_EQ(attn_run_linear(&linked.desc, &query, &query, &value, &state0,
+                            &norm0, &output, &state1, &norm0, nullptr),
+            ATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(attn_last_error()).find("in place"), std::string::npos)
+      << attn_last_error();
+  if (gpuPresent())
+    return; // host buffers: not for a real launch
+  EXPECT_EQ(attn_run_linear(&linked.desc, &query, &query, &value, &state0,
+                            &norm0, &output, &state1, &norm1, nullptr),
+            ATTN_ERROR_NO_DEVICE);
+  EXPECT_NE(std::string(attn_last_error()).find("no GPU"), std::string::npos)
+      << attn_last_error();
+}
+
 TEST(Gpu, WithoutAGpuEveryCallSaysSo) {
   if (gpuPresent())
     GTEST_SKIP() << "a GPU is present";
