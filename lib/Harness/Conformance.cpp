@@ -235,11 +235,48 @@ std::string respec(const std::string &spec,
                    const std::string &extra);
 } // namespace
 
+std::vector<ConformanceCase> attn::linearGpuConformanceCases() {
+  // Odd lengths (chunks cut short), GQA, Dv not a multiple of a block's 32
+  // value columns, the state in and out, each feature map, unnormalized, a
+  // chunk option, the bshd layout, D = 256 (shared memory past 48 KiB), a
+  // NaN in a key that the causal rows before it must not see.
+  std::vector<ConformanceCase> cases = {
+      {"linear_f32_gqa", "linear,d=64", 2, 4, 2, 100, 77},
+      {"linear_f16_causal_state", "linear,dtype=f16,d=64,dv=40,causal,state", 1,
+       2, 2, 100, 100},
+      {"linear_bf16_causal_relu",
+       "linear,dtype=bf16,d=128,causal,feature_map=relu", 1, 8, 2, 300, 300},
+      {"linear_f32_identity_unnormalized",
+       "linear,d=32,dv=96,state,unnormalized,feature_map=identity", 1, 2, 1, 33,
+       130},
+      {"linear_f32_causal_chunk64_bshd", "linear,d=64,causal,chunk=64", 1, 4, 2,
+       200, 200, /*bshd=*/true},
+      {"linear_f16_d256", "linear,dtype=f16,d=256,dv=64", 1, 2, 2, 65, 1000},
+      {"linear_f32_causal_one_row", "linear,d=64,causal", 1, 2, 2, 1, 1},
+      {"linear_f32_causal_nan",
+       "linear,d=64,causal",
+       1,
+       2,
+       2,
+       70,
+       70,
+       false,
+       1.0,
+       false,
+       {{'k', 0, 40, 5}}},
+  };
+  for (ConformanceCase &c : cases)
+    c.spec = "name=" + c.label + "," + c.spec;
+  return cases;
+}
+
 std::vector<ConformanceCase> attn::gpuConformanceCases() {
   std::vector<ConformanceCase> cases;
   for (ConformanceCase &c : conformanceCases())
     if (!hasItem(c.spec, "sinks"))
       cases.push_back(std::move(c));
+  for (ConformanceCase &c : linearGpuConformanceCases())
+    cases.push_back(std::move(c));
   return cases;
 }
 
@@ -456,6 +493,51 @@ CaseOutcome attn::runWeightsConformanceCase(const ConformanceCase &c,
   return outcome;
 }
 
+namespace {
+/// A linear attention case: O and the final state against the float64
+/// reference, then bit-identical on a second run (one thread on the CPU).
+CaseOutcome runLinearCase(const ConformanceCase &c, const KernelSpec &spec,
+                          const attn_kernel_desc *kernel,
+                          attn_thread_pool *pool) {
+  CaseOutcome outcome;
+  ProblemData data;
+  Problem problem = problemOf(c, spec, data);
+  LinearData linear;
+  makeLinearData(problem, data, linear);
+  if (runLinearProblem(kernel, data, linear, pool) != ATTN_OK) {
+    outcome.message = problem.describe() + ": " + attn_last_error();
+    return outcome;
+  }
+  CheckReport report = checkLinearAgainstReference(problem, data, linear);
+  outcome.message = problem.describe() + ": " + report.message;
+  if (!report.passed)
+    return outcome;
+  auto results = [&] {
+    std::vector<double> values = outputValues(data);
+    values.insert(values.end(), linear.state.begin(), linear.state.end());
+    values.insert(values.end(), linear.normalizer.begin(),
+                  linear.normalizer.end());
+    return values;
+  };
+  std::vector<double> first = results();
+  poisonOutputs(data);
+  std::fill(linear.state.begin(), linear.state.end(), NAN);
+  std::fill(linear.normalizer.begin(), linear.normalizer.end(), NAN);
+  if (runLinearProblem(kernel, data, linear, nullptr) != ATTN_OK) {
+    outcome.message += "; second run: " + std::string(attn_last_error());
+    return outcome;
+  }
+  int64_t differs = firstDifference(first, results());
+  if (differs >= 0) {
+    outcome.message +=
+        "; element " + std::to_string(differs) + " differs between two runs";
+    return outcome;
+  }
+  outcome.passed = true;
+  return outcome;
+}
+} // namespace
+
 CaseOutcome attn::runConformanceCase(const ConformanceCase &c,
                                      const attn_kernel_desc *kernel,
                                      attn_thread_pool *pool,
@@ -467,6 +549,8 @@ CaseOutcome attn::runConformanceCase(const ConformanceCase &c,
     outcome.message = c.spec + ": " + error;
     return outcome;
   }
+  if (spec->linear)
+    return runLinearCase(c, *spec, kernel, pool);
   ProblemData data;
   Problem problem = problemOf(c, *spec, data);
   if (runProblem(kernel, data, pool, keySplits) != ATTN_OK) {

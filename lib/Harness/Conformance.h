@@ -41,8 +41,12 @@ struct ConformanceCase {
 
 std::vector<ConformanceCase> conformanceCases();
 
+/// Linear attention's cases for its GPU kernel (attn.linear; the CPU's are
+/// test/Integration's linear tests and python/tests).
+std::vector<ConformanceCase> linearGpuConformanceCases();
+
 /// The cases the GPU lowering takes: all but those with features it does
-/// not lower yet (attention sinks).
+/// not lower yet (attention sinks), then linearGpuConformanceCases.
 std::vector<ConformanceCase> gpuConformanceCases();
 
 /// The cases the CPU's AMX micro-kernel takes, each as bf16 ("amx_" and
@@ -56,7 +60,8 @@ struct CaseOutcome {
 };
 
 /// Runs `c` with `kernel` (on `pool`, or this thread when null) and checks
-/// it as the header describes.
+/// it as the header describes (a linear attention case: O and the final
+/// state, then bit-identical again).
 /// `keySplits` is attn_run_split's (0: the runtime chooses).
 CaseOutcome runConformanceCase(const ConformanceCase &c,
                                const attn_kernel_desc *kernel,

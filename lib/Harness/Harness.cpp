@@ -380,49 +380,46 @@ bool attn::cudaTarget(std::string &arch, std::string &description,
   return true;
 }
 
-attn::DeviceProblem::~DeviceProblem() {
-  for (Buffer *b : {&query, &key, &value, &mask, &output, &lse})
-    attn_cuda_free(b->device);
-  for (Buffer &b : captures)
-    attn_cuda_free(b.device);
+attn::DeviceBuffer::~DeviceBuffer() { attn_cuda_free(device); }
+
+attn_status attn::DeviceBuffer::upload(const void *host, size_t size,
+                                       const attn_tensor &hostView) {
+  bytes = size;
+  view = hostView;
+  attn_status status = attn_cuda_malloc(bytes, &device);
+  if (status == ATTN_OK)
+    status = attn_cuda_copy(device, host, bytes, ATTN_COPY_TO_DEVICE);
+  // The view's element [0,0,0,0] sits where it sits in the host buffer.
+  view.data = static_cast<uint8_t *>(device) +
+              (static_cast<const uint8_t *>(hostView.data) -
+               static_cast<const uint8_t *>(host));
+  return status;
+}
+
+attn_status attn::DeviceBuffer::download(void *host) const {
+  return attn_cuda_copy(host, device, bytes, ATTN_COPY_TO_HOST);
 }
 
 attn_status attn::DeviceProblem::upload(const ProblemData &data) {
-  auto put = [](Buffer &b, const void *host, size_t bytes,
-                const attn_tensor &view) {
-    b.bytes = bytes;
-    b.view = view;
-    attn_status status = attn_cuda_malloc(bytes, &b.device);
-    if (status == ATTN_OK)
-      status = attn_cuda_copy(b.device, host, bytes, ATTN_COPY_TO_DEVICE);
-    // The view's element [0,0,0,0] sits where it sits in the host buffer.
-    b.view.data = static_cast<uint8_t *>(b.device) +
-                  (static_cast<const uint8_t *>(view.data) -
-                   static_cast<const uint8_t *>(host));
-    return status;
-  };
-  auto putTensor = [&](Buffer &b, const HostTensor &t) {
-    return put(b, t.bytes.data(), t.bytes.size(), t.view);
-  };
   hasMask = data.hasMask;
   hasLse = !data.lse.empty();
-  attn_status status = putTensor(query, data.query);
+  attn_status status = query.upload(data.query);
   if (status == ATTN_OK)
-    status = putTensor(key, data.key);
+    status = key.upload(data.key);
   if (status == ATTN_OK)
-    status = putTensor(value, data.value);
+    status = value.upload(data.value);
   if (status == ATTN_OK && hasMask)
-    status = putTensor(mask, data.mask);
+    status = mask.upload(data.mask);
   if (status == ATTN_OK)
-    status = putTensor(output, data.output);
+    status = output.upload(data.output);
   if (status == ATTN_OK && hasLse)
-    status = put(lse, data.lse.data(), data.lse.size() * sizeof(float),
-                 data.lseView);
-  captures.resize(data.captureViews.size());
+    status = lse.upload(data.lse, data.lseView);
+  captures = std::vector<DeviceBuffer>(data.captureViews.size());
   captureViews.clear();
   for (size_t n = 0; n < captures.size() && status == ATTN_OK; ++n) {
-    status = put(captures[n], data.captureBytes[n].data(),
-                 data.captureBytes[n].size(), data.captureViews[n]);
+    status =
+        captures[n].upload(data.captureBytes[n].data(),
+                           data.captureBytes[n].size(), data.captureViews[n]);
     captureViews.push_back(captures[n].view);
   }
   return status;
@@ -439,11 +436,9 @@ attn_status attn::DeviceProblem::run(const attn_kernel_desc *kernel) {
 }
 
 attn_status attn::DeviceProblem::download(ProblemData &data) {
-  attn_status status = attn_cuda_copy(data.output.bytes.data(), output.device,
-                                      output.bytes, ATTN_COPY_TO_HOST);
+  attn_status status = output.download(data.output.bytes.data());
   if (status == ATTN_OK && hasLse)
-    status = attn_cuda_copy(data.lse.data(), lse.device, lse.bytes,
-                            ATTN_COPY_TO_HOST);
+    status = lse.download(data.lse.data());
   return status;
 }
 
@@ -874,6 +869,45 @@ void attn::makeLinearData(const Problem &p, ProblemData &data,
   }
 }
 
+attn_status attn::DeviceLinearProblem::upload(const ProblemData &data,
+                                              const LinearData &linear) {
+  hasState = linear.hasState;
+  attn_status status = query.upload(data.query);
+  if (status == ATTN_OK)
+    status = key.upload(data.key);
+  if (status == ATTN_OK)
+    status = value.upload(data.value);
+  if (status == ATTN_OK)
+    status = output.upload(data.output);
+  if (status == ATTN_OK && hasState)
+    status = state0.upload(linear.state0, linear.state0View);
+  if (status == ATTN_OK && hasState)
+    status = normalizer0.upload(linear.normalizer0, linear.normalizer0View);
+  if (status == ATTN_OK && hasState)
+    status = state.upload(linear.state, linear.stateView);
+  if (status == ATTN_OK && hasState)
+    status = normalizer.upload(linear.normalizer, linear.normalizerView);
+  return status;
+}
+
+attn_status attn::DeviceLinearProblem::run(const attn_kernel_desc *kernel) {
+  return attn_run_linear(kernel, &query.view, &key.view, &value.view,
+                         hasState ? &state0.view : nullptr,
+                         hasState ? &normalizer0.view : nullptr, &output.view,
+                         hasState ? &state.view : nullptr,
+                         hasState ? &normalizer.view : nullptr, nullptr);
+}
+
+attn_status attn::DeviceLinearProblem::download(ProblemData &data,
+                                                LinearData &linear) {
+  attn_status status = output.download(data.output.bytes.data());
+  if (status == ATTN_OK && hasState)
+    status = state.download(linear.state.data());
+  if (status == ATTN_OK && hasState)
+    status = normalizer.download(linear.normalizer.data());
+  return status;
+}
+
 attn_status attn::runLinearProblem(const attn_kernel_desc *kernel,
                                    ProblemData &data, LinearData &linear,
                                    attn_thread_pool *pool) {
@@ -887,6 +921,15 @@ attn_status attn::runLinearProblem(const attn_kernel_desc *kernel,
         &linear.gradKey.view, &linear.gradValue.view,
         state ? &linear.stateView : nullptr,
         state ? &linear.normalizerView : nullptr, pool);
+  if (attn_kernel_device(kernel) == ATTN_DEVICE_CUDA) {
+    DeviceLinearProblem device;
+    attn_status status = device.upload(data, linear);
+    if (status == ATTN_OK)
+      status = device.run(kernel);
+    if (status == ATTN_OK)
+      status = device.download(data, linear);
+    return status;
+  }
   return attn_run_linear(kernel, &data.query.view, &data.key.view,
                          &data.value.view,
                          state ? &linear.state0View : nullptr,

@@ -145,12 +145,36 @@ bool cudaTarget(std::string &arch, std::string &description,
 
 /// The problem's buffers on the GPU, byte for byte as on the host, for
 /// timing GPU kernels without the copies.
+/// A host buffer's copy in device memory, freed with it.
+struct DeviceBuffer {
+  void *device = nullptr;
+  size_t bytes = 0;
+  /// The host view's tensor, pointing into the device copy.
+  attn_tensor view{};
+  DeviceBuffer() = default;
+  DeviceBuffer(const DeviceBuffer &) = delete;
+  DeviceBuffer &operator=(const DeviceBuffer &) = delete;
+  ~DeviceBuffer();
+  /// Allocates `bytes` and copies `host` there; `hostView` is a view into
+  /// `host`.
+  attn_status upload(const void *host, size_t bytes,
+                     const attn_tensor &hostView);
+  attn_status upload(const HostTensor &t) {
+    return upload(t.bytes.data(), t.bytes.size(), t.view);
+  }
+  attn_status upload(const std::vector<float> &values,
+                     const attn_tensor &hostView) {
+    return upload(values.data(), values.size() * sizeof(float), hostView);
+  }
+  /// Copies the device buffer back to `host` (`bytes` of it).
+  attn_status download(void *host) const;
+};
+
 class DeviceProblem {
 public:
   DeviceProblem() = default;
   DeviceProblem(const DeviceProblem &) = delete;
   DeviceProblem &operator=(const DeviceProblem &) = delete;
-  ~DeviceProblem();
   /// Allocates device buffers and copies every input and (poisoned) output.
   attn_status upload(const ProblemData &data);
   /// One synchronous call of `kernel` on the device buffers.
@@ -159,14 +183,9 @@ public:
   attn_status download(ProblemData &data);
 
 private:
-  struct Buffer {
-    void *device = nullptr;
-    size_t bytes = 0;
-    attn_tensor view{};
-  };
-  Buffer query, key, value, mask, output, lse;
+  DeviceBuffer query, key, value, mask, output, lse;
   /// The modifiers' captured tensors, and their device views.
-  std::vector<Buffer> captures;
+  std::vector<DeviceBuffer> captures;
   std::vector<attn_tensor> captureViews;
   bool hasMask = false, hasLse = false;
 };
@@ -262,6 +281,26 @@ struct LinearData {
 /// after makeProblemData.
 void makeLinearData(const Problem &problem, ProblemData &data,
                     LinearData &linear);
+/// A linear attention forward call's buffers on the GPU (DeviceProblem's
+/// counterpart).
+class DeviceLinearProblem {
+public:
+  /// Copies every input and (poisoned) output to the device.
+  attn_status upload(const ProblemData &data, const LinearData &linear);
+  /// One synchronous call of `kernel` on the device buffers.
+  attn_status run(const attn_kernel_desc *kernel);
+  /// Copies O (and the final state) back.
+  attn_status download(ProblemData &data, LinearData &linear);
+
+private:
+  DeviceBuffer query, key, value, output, state0, normalizer0, state,
+      normalizer;
+  bool hasState = false;
+};
+
+/// Runs a linear attention kernel; a GPU kernel's inputs are copied to the
+/// device and its outputs back (a forward kernel's only: no GPU lowering of
+/// the backward yet).
 attn_status runLinearProblem(const attn_kernel_desc *kernel, ProblemData &data,
                              LinearData &linear, attn_thread_pool *pool);
 /// O (and the final state) against computeReferenceLinear; for a backward

@@ -659,7 +659,10 @@ int main(int argc, char **argv) {
   // Timing: median of repeated runs (outputs re-poisoned is unnecessary);
   // on the GPU with the buffers already in device memory.
   attn::DeviceProblem deviceData;
-  if (!deviceName.empty() && deviceData.upload(data) != ATTN_OK) {
+  attn::DeviceLinearProblem deviceLinear;
+  bool onDevice = !deviceName.empty();
+  if (onDevice && (spec.linear ? deviceLinear.upload(data, linearData)
+                               : deviceData.upload(data)) != ATTN_OK) {
     std::string message = attn_last_error();
     attn_thread_pool_destroy(pool);
     attn_module_unload(module);
@@ -669,8 +672,10 @@ int main(int argc, char **argv) {
   std::vector<double> seconds;
   for (int r = 0; r < std::max(1, static_cast<int>(repeat)); ++r) {
     auto start = std::chrono::steady_clock::now();
-    if (deviceName.empty())
+    if (!onDevice)
       runOnce();
+    else if (spec.linear)
+      deviceLinear.run(kernel);
     else
       deviceData.run(kernel);
     seconds.push_back(
