@@ -493,18 +493,21 @@ CaseOutcome attn::runWeightsConformanceCase(const ConformanceCase &c,
   return outcome;
 }
 
-namespace {
-/// A linear attention case: O and the final state against the float64
-/// reference, then bit-identical on a second run (one thread on the CPU).
-CaseOutcome runLinearCase(const ConformanceCase &c, const KernelSpec &spec,
-                          const attn_kernel_desc *kernel,
-                          attn_thread_pool *pool) {
+CaseOutcome attn::runLinearConformanceCase(
+    const ConformanceCase &c,
+    const std::function<attn_status(ProblemData &, LinearData &, bool)> &run) {
   CaseOutcome outcome;
+  std::string error;
+  std::optional<KernelSpec> spec = parseKernelSpec(c.spec, error);
+  if (!spec) {
+    outcome.message = c.spec + ": " + error;
+    return outcome;
+  }
   ProblemData data;
-  Problem problem = problemOf(c, spec, data);
+  Problem problem = problemOf(c, *spec, data);
   LinearData linear;
   makeLinearData(problem, data, linear);
-  if (runLinearProblem(kernel, data, linear, pool) != ATTN_OK) {
+  if (run(data, linear, /*first=*/true) != ATTN_OK) {
     outcome.message = problem.describe() + ": " + attn_last_error();
     return outcome;
   }
@@ -523,7 +526,7 @@ CaseOutcome runLinearCase(const ConformanceCase &c, const KernelSpec &spec,
   poisonOutputs(data);
   std::fill(linear.state.begin(), linear.state.end(), NAN);
   std::fill(linear.normalizer.begin(), linear.normalizer.end(), NAN);
-  if (runLinearProblem(kernel, data, linear, nullptr) != ATTN_OK) {
+  if (run(data, linear, /*first=*/false) != ATTN_OK) {
     outcome.message += "; second run: " + std::string(attn_last_error());
     return outcome;
   }
@@ -536,7 +539,6 @@ CaseOutcome runLinearCase(const ConformanceCase &c, const KernelSpec &spec,
   outcome.passed = true;
   return outcome;
 }
-} // namespace
 
 CaseOutcome attn::runConformanceCase(const ConformanceCase &c,
                                      const attn_kernel_desc *kernel,
@@ -550,7 +552,10 @@ CaseOutcome attn::runConformanceCase(const ConformanceCase &c,
     return outcome;
   }
   if (spec->linear)
-    return runLinearCase(c, *spec, kernel, pool);
+    return runLinearConformanceCase(
+        c, [&](ProblemData &data, LinearData &linear, bool first) {
+          return runLinearProblem(kernel, data, linear, first ? pool : nullptr);
+        });
   ProblemData data;
   Problem problem = problemOf(c, *spec, data);
   if (runProblem(kernel, data, pool, keySplits) != ATTN_OK) {

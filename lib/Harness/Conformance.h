@@ -14,6 +14,7 @@
 #include "attn/runtime.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,17 @@ struct CaseOutcome {
 CaseOutcome runConformanceCase(const ConformanceCase &c,
                                const attn_kernel_desc *kernel,
                                attn_thread_pool *pool, int64_t keySplits = 0);
+
+struct ProblemData;
+struct LinearData;
+/// A linear attention case whose kernel `run` calls (twice: `first`, then
+/// on one thread): O and the final state against the float64 reference,
+/// then bit-identical on the second run. runConformanceCase's for linear
+/// cases; a test may run the kernel its own way.
+CaseOutcome runLinearConformanceCase(
+    const ConformanceCase &c,
+    const std::function<attn_status(ProblemData &, LinearData &, bool first)>
+        &run);
 
 /// The backward of `c` (`kernel` compiled from c.spec plus "backward"; with
 /// c.spec's lse it takes dLSE): the forward's O and LSE from the float64

@@ -672,6 +672,14 @@ struct AttnLowerToGpuPass
       }
       kernels.push_back({func, forall});
     }
+    if (hostEmulation) {
+      for (auto [func, op] : linearKernels) {
+        if (failed(buildLinearHostEmulation(func, op, module)))
+          return signalPassFailure();
+        func.erase();
+      }
+      linearKernels.clear();
+    }
     if (kernels.empty() && linearKernels.empty())
       return;
     module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),

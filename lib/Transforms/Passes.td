@@ -587,6 +587,11 @@ def AttnLowerToGpuPass : Pass<"attn-lower-to-gpu", "ModuleOp"> {
            "Query rows per warp, 16 or 32 (two m16 blocks sharing each K/V "
            "operand), for ops without an #attn.kernel (its row_block "
            "otherwise)">,
+    Option<"hostEmulation", "host-emulation", "bool", /*default=*/"false",
+           "Build each linear attention kernel as a host func.func of the "
+           "same parameters that runs the grid's blocks one after the other "
+           "on one thread (no barriers, shared memory on the stack): how the "
+           "tests check its arithmetic on a machine without a GPU">,
   ];
   let dependentDialects = ["gpu::GPUDialect", "NVVM::NVVMDialect",
                            "nvgpu::NVGPUDialect",

@@ -1,4 +1,5 @@
 // RUN: attn-opt %s -split-input-file -attn-tiling="query-tile-size=64 decode-rows=0 block-mapping=true" -attn-lower-to-gpu -canonicalize -cse | FileCheck %s
+// RUN: attn-opt %s -split-input-file -attn-lower-to-gpu=host-emulation=1 -canonicalize -cse | FileCheck %s --check-prefix=HOST
 
 // attn.linear becomes its own kernel (Gpu/LinearKernel.cpp), whatever the
 // tiling made of it: a block of 256 threads per (32 value columns, key/value
@@ -83,6 +84,21 @@
 // CHECK: scf.if
 // CHECK:   memref.store {{.+}}, %[[Z1]]
 // CHECK: gpu.return
+// The host emulation (what LinearGpuEmulationTest runs on the CPU): the same
+// parameters and body, the grid as loops over batch, key/value head and
+// column tile (2 of 32 for Dv = 40), one thread (stride 1), no barriers,
+// the tiles in one stack buffer.
+// HOST-LABEL: func.func @causal_state(%arg0: memref<?xf16>,
+// HOST-NOT: gpu.
+// HOST: memref.alloca() : memref<19840xi8>
+// HOST: scf.for %{{.+}} = %c0 to %{{.+}} step %c1 {
+// HOST-NEXT:   scf.for %{{.+}} = %c0 to %{{.+}} step %c1 {
+// HOST-NEXT:     scf.for %[[X:.+]] = %c0 to %c2 step %c1 {
+// HOST-NEXT:       arith.muli %[[X]], %c32
+// HOST:       scf.for %{{.+}} = %c0 to %c2048 step %c1 {
+// HOST-NOT: gpu.
+// HOST: return
+
 func.func @causal_state(%q: tensor<?x4x?x64xf16>, %k: tensor<?x2x?x64xf16>, %v: tensor<?x2x?x40xf16>,
                         %s0: tensor<?x2x64x40xf32>, %z0: tensor<?x2x64xf32>,
                         %o: tensor<?x4x?x40xf16>, %s1: tensor<?x2x64x40xf32>, %z1: tensor<?x2x64xf32>)
@@ -99,6 +115,10 @@ func.func @causal_state(%q: tensor<?x4x?x64xf16>, %k: tensor<?x2x?x64xf16>, %v: 
 // Non-causal, relu, unnormalized: two passes. First the keys' chunks into
 // S (no scores tile), then per query head and query chunk O = φ(Q)·S alone:
 // no division, f32 stored as is.
+
+// HOST-LABEL: func.func @full
+// HOST: memref.alloca() : memref<10496xi8>
+// HOST: scf.for %{{.+}} = %c0 to %c3 step %c1 {
 
 // CHECK-LABEL: gpu.func @full
 // CHECK-SAME: attn.shared_memory_bytes = 10496 : i64

@@ -71,13 +71,20 @@ BlockArgument rootArgument(Value v) {
 
 class LinearGpuKernel : public WarpTile {
 public:
-  explicit LinearGpuKernel(LinearOp op) : op(op) {}
+  LinearGpuKernel(LinearOp op, bool host)
+      : op(op), host(host), threads(host ? 1 : kLinearThreads) {}
 
-  LogicalResult build(func::FuncOp func, gpu::GPUModuleOp gpuModule);
+  /// Builds the kernel (a gpu.func, or the host emulation's func.func) of
+  /// `func` at the end of `into`.
+  LogicalResult build(func::FuncOp func, Block &into);
 
 private:
   LinearOp op;
-  bool causal = false, normalized = true;
+  /// The host emulation: the grid's blocks one after the other, each on
+  /// one thread (no barriers), shared memory on the stack.
+  bool host;
+  int64_t threads;
+  bool causal = false, normalized = true, hasFinal = false;
   FeatureMap featureMap = FeatureMap::elu_plus_one;
   int64_t chunk = 0, pitch = 0;
   /// Q, K, V, [S₀, z₀], O, [S₁, z₁] as the function takes them.
@@ -119,10 +126,13 @@ private:
     memref::StoreOp::create(b(), v, g.data,
                             ValueRange{globalIndex(g, indices)});
   }
-  void barrier() { gpu::BarrierOp::create(b()); }
+  void barrier() {
+    if (!host)
+      gpu::BarrierOp::create(b());
+  }
   /// body(i) for i in [0, count), the block's threads striding.
   void forEach(int64_t count, function_ref<void(Value)> body) {
-    forLoop(tid, cst(count), cst(kLinearThreads), body);
+    forLoop(tid, cst(count), cst(threads), body);
   }
   /// body(r, c) for each cell of a [rows][cols] grid, the threads striding
   /// over the cells row by row (consecutive threads, consecutive columns).
@@ -142,7 +152,18 @@ private:
   }
 
   //===--- the kernel's steps -----------------------------------------===//
-  void buildPrologue(gpu::GPUFuncOp kernel);
+  /// The globals from the function's parameters.
+  void readParameters(Block &entry);
+  /// The shared-memory tiles (phiQ ... normalizer); returns their bytes.
+  int64_t carveShared();
+  void setBlock(Value x, Value y, Value z) {
+    columnTile = x;
+    firstColumn = mul(x, cst(kLinearColumns));
+    kvHead = y;
+    batch = z;
+  }
+  /// One block's work: the state, the chunks, the outputs.
+  void emitBlock();
   /// Rows [first, first + rows) of `g` at head `head` into `tile` ([C][*])
   /// as f32, columns [col0, col0 + width), φ applied when `withPhi`; rows
   /// and columns past the tensor's end zero.
@@ -313,8 +334,7 @@ void LinearGpuKernel::storeOutputs(Value head, Value first, Value rows,
   });
 }
 
-void LinearGpuKernel::buildPrologue(gpu::GPUFuncOp kernel) {
-  Block &entry = kernel.getBody().front();
+void LinearGpuKernel::readParameters(Block &entry) {
   unsigned next = 0;
   for (Global &g : globals) {
     g.data = entry.getArgument(next++);
@@ -323,38 +343,49 @@ void LinearGpuKernel::buildPrologue(gpu::GPUFuncOp kernel) {
         list->push_back(arith::IndexCastOp::create(b(), b().getIndexType(),
                                                    entry.getArgument(next++)));
   }
-  tid = gpu::ThreadIdOp::create(b(), gpu::Dimension::x);
-  columnTile = gpu::BlockIdOp::create(b(), gpu::Dimension::x);
-  firstColumn = mul(columnTile, cst(kLinearColumns));
-  kvHead = gpu::BlockIdOp::create(b(), gpu::Dimension::y);
-  batch = gpu::BlockIdOp::create(b(), gpu::Dimension::z);
-
-  auto workgroup = gpu::AddressSpaceAttr::get(
-      b().getContext(), gpu::GPUDialect::getWorkgroupAddressSpace());
-  auto raw = gpu::DynamicSharedMemoryOp::create(
-      b(), MemRefType::get({ShapedType::kDynamic}, b().getI8Type(),
-                           MemRefLayoutAttrInterface(), workgroup));
-  int64_t offset = 0;
-  auto carve = [&](ArrayRef<int64_t> shape) {
-    auto type = MemRefType::get(shape, b().getF32Type(),
-                                MemRefLayoutAttrInterface(), workgroup);
-    Value view =
-        memref::ViewOp::create(b(), type, raw, cst(offset), ValueRange{});
-    offset += llvm::alignTo(type.getNumElements() * 4, 16);
-    return view;
-  };
-  phiQ = carve({chunk, pitch});
-  phiK = carve({chunk, pitch});
-  values = carve({chunk, kLinearColumns});
-  if (causal)
-    scores = carve({chunk, chunk});
-  state = carve({headDim, kLinearColumns});
-  normalizer = carve({headDim});
-  kernel->setAttr("attn.shared_memory_bytes", b().getI64IntegerAttr(offset));
 }
 
-LogicalResult LinearGpuKernel::build(func::FuncOp func,
-                                     gpu::GPUModuleOp gpuModule) {
+int64_t LinearGpuKernel::carveShared() {
+  // Dynamic shared memory on the GPU; on the host one stack buffer.
+  Attribute space;
+  if (!host)
+    space = gpu::AddressSpaceAttr::get(
+        b().getContext(), gpu::GPUDialect::getWorkgroupAddressSpace());
+  int64_t bytes = 0;
+  auto size = [&](ArrayRef<int64_t> shape) {
+    int64_t n = 4;
+    for (int64_t d : shape)
+      n *= d;
+    return llvm::alignTo(n, 16);
+  };
+  // The tiles and their shapes (A only for the causal form).
+  SmallVector<std::pair<Value *, SmallVector<int64_t, 2>>> tiles = {
+      {&phiQ, {chunk, pitch}},
+      {&phiK, {chunk, pitch}},
+      {&values, {chunk, kLinearColumns}},
+      {&state, {headDim, kLinearColumns}},
+      {&normalizer, {headDim}}};
+  if (causal)
+    tiles.insert(tiles.begin() + 3, {&scores, {chunk, chunk}});
+  for (auto &[tile, shape] : tiles)
+    bytes += size(shape);
+  auto rawType =
+      MemRefType::get({host ? bytes : ShapedType::kDynamic}, b().getI8Type(),
+                      MemRefLayoutAttrInterface(), space);
+  Value raw =
+      host ? memref::AllocaOp::create(b(), rawType).getResult()
+           : gpu::DynamicSharedMemoryOp::create(b(), rawType).getResult();
+  int64_t offset = 0;
+  for (auto &[tile, shape] : tiles) {
+    auto type = MemRefType::get(shape, b().getF32Type(),
+                                MemRefLayoutAttrInterface(), space);
+    *tile = memref::ViewOp::create(b(), type, raw, cst(offset), ValueRange{});
+    offset += size(shape);
+  }
+  return bytes;
+}
+
+LogicalResult LinearGpuKernel::build(func::FuncOp func, Block &into) {
   // The function's arguments must be the op's operands, in order.
   SmallVector<Value> operands(op->getOperands());
   if (func.getNumArguments() != operands.size())
@@ -397,7 +428,7 @@ LogicalResult LinearGpuKernel::build(func::FuncOp func,
     globals.push_back(std::move(g));
   }
   bool hasInitial = op.getStateIn() != nullptr;
-  bool hasFinal = op.getStateOut() != nullptr;
+  hasFinal = op.getStateOut() != nullptr;
   query = &globals[0];
   key = &globals[1];
   value = &globals[2];
@@ -411,24 +442,57 @@ LogicalResult LinearGpuKernel::build(func::FuncOp func,
     normalizer1 = output + 2;
   }
 
-  auto moduleBuilder = OpBuilder::atBlockEnd(gpuModule.getBody());
-  auto kernel =
-      gpu::GPUFuncOp::create(moduleBuilder, func.getLoc(), func.getName(),
-                             FunctionType::get(ctx, params, {}));
-  kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), UnitAttr::get(ctx));
-  kernel.setKnownBlockSizeAttr(DenseI32ArrayAttr::get(
-      ctx, {static_cast<int32_t>(kLinearThreads), 1, 1}));
-  // As the attention kernels: ptxas may use the registers the index
-  // arithmetic wants (aiming at more resident blocks it spilled on sm_90).
-  kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
-                  IntegerAttr::get(IntegerType::get(ctx, 32), 1));
-  // For a linear kernel the launch's "rows" are value columns per block.
-  kernel->setAttr("attn.block_rows", IntegerAttr::get(i64, kLinearColumns));
+  auto moduleBuilder = OpBuilder::atBlockEnd(&into);
+  auto type = FunctionType::get(ctx, params, {});
   ImplicitLocOpBuilder ownedBuilder(op.getLoc(), ctx);
   builder = &ownedBuilder;
-  b().setInsertionPointToStart(&kernel.getBody().front());
-  buildPrologue(kernel);
+  if (host) {
+    auto kernel = func::FuncOp::create(moduleBuilder, func.getLoc(),
+                                       func.getName(), type);
+    b().setInsertionPointToStart(kernel.addEntryBlock());
+    readParameters(kernel.getBody().front());
+    tid = cst(0);
+    carveShared();
+    // The grid, block after block.
+    Value columnTiles = cst(llvm::divideCeil(valueDim, kLinearColumns));
+    forLoop(cst(0), query->sizes[0], cst(1), [&](Value z) {
+      forLoop(cst(0), key->sizes[1], cst(1), [&](Value y) {
+        forLoop(cst(0), columnTiles, cst(1), [&](Value x) {
+          setBlock(x, y, z);
+          emitBlock();
+        });
+      });
+    });
+    func::ReturnOp::create(b());
+  } else {
+    auto kernel = gpu::GPUFuncOp::create(moduleBuilder, func.getLoc(),
+                                         func.getName(), type);
+    kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
+                    UnitAttr::get(ctx));
+    kernel.setKnownBlockSizeAttr(DenseI32ArrayAttr::get(
+        ctx, {static_cast<int32_t>(kLinearThreads), 1, 1}));
+    // As the attention kernels: ptxas may use the registers the index
+    // arithmetic wants (aiming at more resident blocks it spilled on sm_90).
+    kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
+                    IntegerAttr::get(IntegerType::get(ctx, 32), 1));
+    // For a linear kernel the launch's "rows" are value columns per block.
+    kernel->setAttr("attn.block_rows", IntegerAttr::get(i64, kLinearColumns));
+    b().setInsertionPointToStart(&kernel.getBody().front());
+    readParameters(kernel.getBody().front());
+    tid = gpu::ThreadIdOp::create(b(), gpu::Dimension::x);
+    setBlock(gpu::BlockIdOp::create(b(), gpu::Dimension::x),
+             gpu::BlockIdOp::create(b(), gpu::Dimension::y),
+             gpu::BlockIdOp::create(b(), gpu::Dimension::z));
+    kernel->setAttr("attn.shared_memory_bytes",
+                    b().getI64IntegerAttr(carveShared()));
+    emitBlock();
+    gpu::ReturnOp::create(b());
+  }
+  builder = nullptr;
+  return success();
+}
 
+void LinearGpuKernel::emitBlock() {
   Value heads = query->sizes[1], kvHeads = key->sizes[1];
   Value group = arith::DivUIOp::create(b(), heads, kvHeads);
   Value queries = query->sizes[2], keys = key->sizes[2];
@@ -454,31 +518,28 @@ LogicalResult LinearGpuKernel::build(func::FuncOp func,
     });
     if (hasFinal)
       storeState();
-  } else {
-    forLoop(cst(0), keys, cst(chunk), [&](Value first) {
-      Value rows = chunkRows(first, keys);
-      stageRows(phiK, *key, kvHead, first, rows, cst(0), headDim, true);
-      stageRows(values, *value, kvHead, first, rows, firstColumn,
-                kLinearColumns, false);
-      barrier();
-      updateState(rows);
-      barrier();
-    });
-    if (hasFinal)
-      storeState();
-    forLoop(cst(0), group, cst(1), [&](Value g) {
-      forLoop(cst(0), queries, cst(chunk), [&](Value first) {
-        Value rows = chunkRows(first, queries);
-        stageRows(phiQ, *query, headOf(g), first, rows, cst(0), headDim, true);
-        barrier();
-        storeOutputs(headOf(g), first, rows, /*intra=*/false);
-        barrier();
-      });
-    });
+    return;
   }
-  gpu::ReturnOp::create(b());
-  builder = nullptr;
-  return success();
+  forLoop(cst(0), keys, cst(chunk), [&](Value first) {
+    Value rows = chunkRows(first, keys);
+    stageRows(phiK, *key, kvHead, first, rows, cst(0), headDim, true);
+    stageRows(values, *value, kvHead, first, rows, firstColumn, kLinearColumns,
+              false);
+    barrier();
+    updateState(rows);
+    barrier();
+  });
+  if (hasFinal)
+    storeState();
+  forLoop(cst(0), group, cst(1), [&](Value g) {
+    forLoop(cst(0), queries, cst(chunk), [&](Value first) {
+      Value rows = chunkRows(first, queries);
+      stageRows(phiQ, *query, headOf(g), first, rows, cst(0), headDim, true);
+      barrier();
+      storeOutputs(headOf(g), first, rows, /*intra=*/false);
+      barrier();
+    });
+  });
 }
 
 } // namespace
@@ -486,5 +547,11 @@ LogicalResult LinearGpuKernel::build(func::FuncOp func,
 LogicalResult
 mlir::attn::gpu_kernel::buildLinearGpuKernel(func::FuncOp func, LinearOp op,
                                              gpu::GPUModuleOp gpuModule) {
-  return LinearGpuKernel(op).build(func, gpuModule);
+  return LinearGpuKernel(op, /*host=*/false).build(func, *gpuModule.getBody());
+}
+
+LogicalResult
+mlir::attn::gpu_kernel::buildLinearHostEmulation(func::FuncOp func, LinearOp op,
+                                                 ModuleOp module) {
+  return LinearGpuKernel(op, /*host=*/true).build(func, *module.getBody());
 }

@@ -25,6 +25,13 @@ constexpr int64_t kLinearColumns = 32;
 LogicalResult buildLinearGpuKernel(func::FuncOp func, LinearOp op,
                                    gpu::GPUModuleOp gpuModule);
 
+/// The same kernel as a host function of the same parameters, appended to
+/// `module`: the grid's blocks one after the other, each on one thread
+/// (barriers dropped, shared memory on the stack). Tests run it on the CPU
+/// to check the kernel's arithmetic where no GPU is.
+LogicalResult buildLinearHostEmulation(func::FuncOp func, LinearOp op,
+                                       ModuleOp module);
+
 } // namespace gpu_kernel
 } // namespace attn
 } // namespace mlir
