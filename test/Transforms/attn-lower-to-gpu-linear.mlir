@@ -20,7 +20,6 @@
 // CHECK-SAME: attn.block_rows = 32 : i64, attn.shared_memory_bytes = 19840 : i64, known_block_size = array<i32: 256, 1, 1>, nvvm.minctasm = 1 : i32
 // CHECK-DAG: %[[TID:.+]] = gpu.thread_id x
 // CHECK-DAG: %[[BX:.+]] = gpu.block_id x
-// CHECK-DAG: %[[COL0:.+]] = arith.muli %[[BX]], %c32
 // CHECK-DAG: gpu.block_id y
 // CHECK-DAG: gpu.block_id z
 // CHECK: %[[SMEM:.+]] = gpu.dynamic_shared_memory
@@ -30,6 +29,8 @@
 // CHECK: %[[A:.+]] = memref.view %[[SMEM]][%c10368][] {{.+}} to memref<16x16xf32, #gpu.address_space<workgroup>>
 // CHECK: %[[S:.+]] = memref.view %[[SMEM]][%c11392][] {{.+}} to memref<64x32xf32, #gpu.address_space<workgroup>>
 // CHECK: %[[Z:.+]] = memref.view %[[SMEM]][%c19584][] {{.+}} to memref<64xf32, #gpu.address_space<workgroup>>
+// The block's first value column.
+// CHECK: arith.muli %[[BX]], %c32
 // S from S₀ (columns past Dv = 40 zero), the threads striding over [64][32].
 // CHECK: scf.for %{{.+}} = %[[TID]] to %c2048 step %c256
 // CHECK:   scf.if

@@ -27,12 +27,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "lib/Transforms/Gpu/LinearKernel.h"
-#include "lib/Transforms/Gpu/WarpTile.h"
-
-#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
-#include "mlir/Dialect/Math/IR/Math.h"
-#include "mlir/Dialect/MemRef/IR/MemRef.h"
-#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "lib/Transforms/Gpu/BlockKernel.h"
 
 using namespace mlir;
 using namespace mlir::attn;
@@ -40,39 +35,10 @@ using namespace mlir::attn::gpu_kernel;
 
 namespace {
 
-/// A kernel argument in global memory: its pointer, sizes and strides.
-struct Global {
-  Value data;
-  Type elementType;
-  /// z₀ and z₁ are [B, Hkv, D]; the others rank 4.
-  bool normalizerRank = false;
-  SmallVector<Value, 4> sizes, strides;
-};
-
-/// The function argument that `v` is (a slice of): through
-/// tensor.extract_slice and the tiling forall's shared outputs.
-BlockArgument rootArgument(Value v) {
-  while (true) {
-    if (auto slice = v.getDefiningOp<tensor::ExtractSliceOp>()) {
-      v = slice.getSource();
-      continue;
-    }
-    auto arg = dyn_cast<BlockArgument>(v);
-    if (!arg)
-      return {};
-    auto forall = dyn_cast<scf::ForallOp>(arg.getOwner()->getParentOp());
-    if (!forall)
-      return arg;
-    if (arg.getArgNumber() < forall.getRank())
-      return {};
-    v = forall.getTiedOpOperand(arg)->get();
-  }
-}
-
-class LinearGpuKernel : public WarpTile {
+class LinearGpuKernel : public BlockKernel {
 public:
   LinearGpuKernel(LinearOp op, bool host)
-      : op(op), host(host), threads(host ? 1 : kLinearThreads) {}
+      : BlockKernel(host, kLinearThreads), op(op) {}
 
   /// Builds the kernel (a gpu.func, or the host emulation's func.func) of
   /// `func` at the end of `into`.
@@ -80,15 +46,10 @@ public:
 
 private:
   LinearOp op;
-  /// The host emulation: the grid's blocks one after the other, each on
-  /// one thread (no barriers), shared memory on the stack.
-  bool host;
-  int64_t threads;
   bool causal = false, normalized = true, hasFinal = false;
   FeatureMap featureMap = FeatureMap::elu_plus_one;
   int64_t chunk = 0, pitch = 0;
-  /// Q, K, V, [S₀, z₀], O, [S₁, z₁] as the function takes them.
-  SmallVector<Global> globals;
+  /// Of `globals`: Q, K, V, [S₀, z₀], O, [S₁, z₁].
   const Global *query = nullptr, *key = nullptr, *value = nullptr,
                *output = nullptr, *state0 = nullptr, *normalizer0 = nullptr,
                *state1 = nullptr, *normalizer1 = nullptr;
@@ -99,63 +60,10 @@ private:
 
   //===--- small builders ---------------------------------------------===//
   Value phi(Value x);
-  Value fma(Value x, Value y, Value acc) {
-    return math::FmaOp::create(b(), x, y, acc);
-  }
-  Value loadShared(Value tile, ValueRange indices) {
-    return memref::LoadOp::create(b(), tile, indices);
-  }
-  void storeShared(Value v, Value tile, ValueRange indices) {
-    memref::StoreOp::create(b(), v, tile, indices);
-  }
-  Value globalIndex(const Global &g, ArrayRef<Value> indices) {
-    Value index = cst(0);
-    for (auto [i, stride] : llvm::zip(indices, g.strides))
-      index = add(index, mul(i, stride));
-    return index;
-  }
-  /// One element as f32.
-  Value loadGlobal(const Global &g, ArrayRef<Value> indices) {
-    return toF32(memref::LoadOp::create(b(), g.data,
-                                        ValueRange{globalIndex(g, indices)}));
-  }
-  /// `v` (f32) rounded to g's element type.
-  void storeGlobal(Value v, const Global &g, ArrayRef<Value> indices) {
-    if (g.elementType != v.getType())
-      v = arith::TruncFOp::create(b(), g.elementType, v);
-    memref::StoreOp::create(b(), v, g.data,
-                            ValueRange{globalIndex(g, indices)});
-  }
-  void barrier() {
-    if (!host)
-      gpu::BarrierOp::create(b());
-  }
-  /// body(i) for i in [0, count), the block's threads striding.
-  void forEach(int64_t count, function_ref<void(Value)> body) {
-    forLoop(tid, cst(count), cst(threads), body);
-  }
-  /// body(r, c) for each cell of a [rows][cols] grid, the threads striding
-  /// over the cells row by row (consecutive threads, consecutive columns).
-  void forEachCell(int64_t rows, int64_t cols,
-                   function_ref<void(Value, Value)> body) {
-    forEach(rows * cols, [&](Value i) {
-      body(arith::DivUIOp::create(b(), i, cst(cols)),
-           arith::RemUIOp::create(b(), i, cst(cols)));
-    });
-  }
-  /// body under `cond`.
-  void when(Value cond, function_ref<void()> body) {
-    auto guard = scf::IfOp::create(b(), cond);
-    OpBuilder::InsertionGuard g(b());
-    b().setInsertionPoint(guard.thenBlock()->getTerminator());
-    body();
-  }
 
   //===--- the kernel's steps -----------------------------------------===//
-  /// The globals from the function's parameters.
-  void readParameters(Block &entry);
   /// The shared-memory tiles (phiQ ... normalizer); returns their bytes.
-  int64_t carveShared();
+  int64_t carveTiles();
   void setBlock(Value x, Value y, Value z) {
     columnTile = x;
     firstColumn = mul(x, cst(kLinearColumns));
@@ -181,7 +89,7 @@ private:
   /// chunk's causal product A V_c added.
   void storeOutputs(Value head, Value first, Value rows, bool intra);
   Value chunkRows(Value first, Value length) {
-    return arith::MinSIOp::create(b(), cst(chunk), sub(length, first));
+    return BlockKernel::chunkRows(chunk, first, length);
   }
 };
 
@@ -208,13 +116,10 @@ void LinearGpuKernel::stageRows(Value tile, const Global &g, Value head,
   forEachCell(chunk, width, [&](Value r, Value c) {
     Value col = add(col0, c);
     Value inside = andI(lt(r, rows), lt(col, g.sizes[3]));
-    Value v = ifElse(
-        inside, b().getF32Type(),
-        [&] {
-          Value x = loadGlobal(g, {batch, head, add(first, r), col});
-          return withPhi ? phi(x) : x;
-        },
-        [&] { return f32(0.0f); });
+    Value v = orZero(inside, [&] {
+      Value x = loadGlobal(g, {batch, head, add(first, r), col});
+      return withPhi ? phi(x) : x;
+    });
     storeShared(v, tile, {r, c});
   });
 }
@@ -334,72 +239,21 @@ void LinearGpuKernel::storeOutputs(Value head, Value first, Value rows,
   });
 }
 
-void LinearGpuKernel::readParameters(Block &entry) {
-  unsigned next = 0;
-  for (Global &g : globals) {
-    g.data = entry.getArgument(next++);
-    for (SmallVector<Value, 4> *list : {&g.sizes, &g.strides})
-      for (int64_t d = 0; d < (g.normalizerRank ? 3 : 4); ++d)
-        list->push_back(arith::IndexCastOp::create(b(), b().getIndexType(),
-                                                   entry.getArgument(next++)));
-  }
-}
-
-int64_t LinearGpuKernel::carveShared() {
-  // Dynamic shared memory on the GPU; on the host one stack buffer.
-  Attribute space;
-  if (!host)
-    space = gpu::AddressSpaceAttr::get(
-        b().getContext(), gpu::GPUDialect::getWorkgroupAddressSpace());
-  int64_t bytes = 0;
-  auto size = [&](ArrayRef<int64_t> shape) {
-    int64_t n = 4;
-    for (int64_t d : shape)
-      n *= d;
-    return llvm::alignTo(n, 16);
-  };
-  // The tiles and their shapes (A only for the causal form).
-  SmallVector<std::pair<Value *, SmallVector<int64_t, 2>>> tiles = {
-      {&phiQ, {chunk, pitch}},
-      {&phiK, {chunk, pitch}},
-      {&values, {chunk, kLinearColumns}},
-      {&state, {headDim, kLinearColumns}},
-      {&normalizer, {headDim}}};
+int64_t LinearGpuKernel::carveTiles() {
+  SmallVector<SharedTile> tiles = {{&phiQ, {chunk, pitch}},
+                                   {&phiK, {chunk, pitch}},
+                                   {&values, {chunk, kLinearColumns}},
+                                   {&state, {headDim, kLinearColumns}},
+                                   {&normalizer, {headDim}}};
+  // The chunk's scores A only for the causal form.
   if (causal)
     tiles.insert(tiles.begin() + 3, {&scores, {chunk, chunk}});
-  for (auto &[tile, shape] : tiles)
-    bytes += size(shape);
-  auto rawType =
-      MemRefType::get({host ? bytes : ShapedType::kDynamic}, b().getI8Type(),
-                      MemRefLayoutAttrInterface(), space);
-  Value raw =
-      host ? memref::AllocaOp::create(b(), rawType).getResult()
-           : gpu::DynamicSharedMemoryOp::create(b(), rawType).getResult();
-  int64_t offset = 0;
-  for (auto &[tile, shape] : tiles) {
-    auto type = MemRefType::get(shape, b().getF32Type(),
-                                MemRefLayoutAttrInterface(), space);
-    *tile = memref::ViewOp::create(b(), type, raw, cst(offset), ValueRange{});
-    offset += size(shape);
-  }
-  return bytes;
+  return carveShared(tiles);
 }
 
 LogicalResult LinearGpuKernel::build(func::FuncOp func, Block &into) {
-  // The function's arguments must be the op's operands, in order.
-  SmallVector<Value> operands(op->getOperands());
-  if (func.getNumArguments() != operands.size())
-    return op.emitOpError("attn-lower-to-gpu: a linear attention kernel's "
-                          "function takes the op's operands as its arguments "
-                          "(Q, K, V, [S0, z0], O, [S1, z1]), found ")
-           << func.getNumArguments() << " arguments for " << operands.size()
-           << " operands";
-  for (auto [n, operand] : llvm::enumerate(operands))
-    if (rootArgument(operand) != func.getArgument(n))
-      return op.emitOpError("attn-lower-to-gpu: operand ")
-             << n << " is not the function's argument " << n
-             << ": a linear attention kernel's function takes the op's "
-                "operands as its arguments, in order";
+  if (failed(checkArguments(func, op)))
+    return failure();
   auto queryType = cast<RankedTensorType>(func.getArgumentTypes()[0]);
   auto valueType = cast<RankedTensorType>(func.getArgumentTypes()[2]);
   if (queryType.isDynamicDim(3) || valueType.isDynamicDim(3))
@@ -413,82 +267,34 @@ LogicalResult LinearGpuKernel::build(func::FuncOp func, Block &into) {
   featureMap = op.getEffectiveFeatureMap();
   chunk = op.getChunkRows();
   pitch = headDim + 1;
-
-  MLIRContext *ctx = func.getContext();
-  SmallVector<Type> params;
-  Type i64 = IntegerType::get(ctx, 64);
-  for (Type t : func.getArgumentTypes()) {
-    auto tensor = cast<RankedTensorType>(t);
-    params.push_back(
-        MemRefType::get({ShapedType::kDynamic}, tensor.getElementType()));
-    params.append(2 * tensor.getRank(), i64);
-    Global g;
-    g.elementType = tensor.getElementType();
-    g.normalizerRank = tensor.getRank() == 3;
-    globals.push_back(std::move(g));
-  }
   bool hasInitial = op.getStateIn() != nullptr;
   hasFinal = op.getStateOut() != nullptr;
-  query = &globals[0];
-  key = &globals[1];
-  value = &globals[2];
-  if (hasInitial) {
-    state0 = &globals[3];
-    normalizer0 = &globals[4];
-  }
-  output = &globals[hasInitial ? 5 : 3];
-  if (hasFinal) {
-    state1 = output + 1;
-    normalizer1 = output + 2;
-  }
-
-  auto moduleBuilder = OpBuilder::atBlockEnd(&into);
-  auto type = FunctionType::get(ctx, params, {});
-  ImplicitLocOpBuilder ownedBuilder(op.getLoc(), ctx);
-  builder = &ownedBuilder;
-  if (host) {
-    auto kernel = func::FuncOp::create(moduleBuilder, func.getLoc(),
-                                       func.getName(), type);
-    b().setInsertionPointToStart(kernel.addEntryBlock());
-    readParameters(kernel.getBody().front());
-    tid = cst(0);
-    carveShared();
-    // The grid, block after block.
-    Value columnTiles = cst(llvm::divideCeil(valueDim, kLinearColumns));
-    forLoop(cst(0), query->sizes[0], cst(1), [&](Value z) {
-      forLoop(cst(0), key->sizes[1], cst(1), [&](Value y) {
-        forLoop(cst(0), columnTiles, cst(1), [&](Value x) {
-          setBlock(x, y, z);
-          emitBlock();
-        });
+  auto grid = [&]() -> std::array<Value, 3> {
+    return {cst(llvm::divideCeil(valueDim, kLinearColumns)), key->sizes[1],
+            query->sizes[0]};
+  };
+  // For a linear kernel the launch's "rows" are value columns per block.
+  buildKernel(
+      func, into, kLinearColumns, grid,
+      [&] {
+        query = &globals[0];
+        key = &globals[1];
+        value = &globals[2];
+        if (hasInitial) {
+          state0 = &globals[3];
+          normalizer0 = &globals[4];
+        }
+        output = &globals[hasInitial ? 5 : 3];
+        if (hasFinal) {
+          state1 = output + 1;
+          normalizer1 = output + 2;
+        }
+        return carveTiles();
+      },
+      [&](Value x, Value y, Value z) {
+        setBlock(x, y, z);
+        emitBlock();
       });
-    });
-    func::ReturnOp::create(b());
-  } else {
-    auto kernel = gpu::GPUFuncOp::create(moduleBuilder, func.getLoc(),
-                                         func.getName(), type);
-    kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
-                    UnitAttr::get(ctx));
-    kernel.setKnownBlockSizeAttr(DenseI32ArrayAttr::get(
-        ctx, {static_cast<int32_t>(kLinearThreads), 1, 1}));
-    // As the attention kernels: ptxas may use the registers the index
-    // arithmetic wants (aiming at more resident blocks it spilled on sm_90).
-    kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
-                    IntegerAttr::get(IntegerType::get(ctx, 32), 1));
-    // For a linear kernel the launch's "rows" are value columns per block.
-    kernel->setAttr("attn.block_rows", IntegerAttr::get(i64, kLinearColumns));
-    b().setInsertionPointToStart(&kernel.getBody().front());
-    readParameters(kernel.getBody().front());
-    tid = gpu::ThreadIdOp::create(b(), gpu::Dimension::x);
-    setBlock(gpu::BlockIdOp::create(b(), gpu::Dimension::x),
-             gpu::BlockIdOp::create(b(), gpu::Dimension::y),
-             gpu::BlockIdOp::create(b(), gpu::Dimension::z));
-    kernel->setAttr("attn.shared_memory_bytes",
-                    b().getI64IntegerAttr(carveShared()));
-    emitBlock();
-    gpu::ReturnOp::create(b());
-  }
-  builder = nullptr;
   return success();
 }
 
