@@ -28,6 +28,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "lib/Transforms/AttentionMath.h"
+#include "lib/Transforms/Gpu/AdditiveKernel.h"
 #include "lib/Transforms/Gpu/LinearKernel.h"
 #include "lib/Transforms/Gpu/TilePlan.h"
 #include "lib/Transforms/Passes.h"
@@ -576,7 +577,7 @@ struct AttnLowerToGpuPass
     // before anything else is said of its function.
     WalkResult unsupported = module.walk([](Operation *op) {
       if (isa<AttentionBackwardOp, AttentionWeightsOp, LinearBackwardOp,
-              AdditiveOp, AdditiveBackwardOp, MhaOp>(op)) {
+              AdditiveBackwardOp, MhaOp>(op)) {
         op->emitOpError() << "attn-lower-to-gpu: " << op->getName()
                           << " has no GPU lowering yet (the CPU lowering "
                              "has it)";
@@ -625,23 +626,25 @@ struct AttnLowerToGpuPass
     if (unsupported.wasInterrupted())
       return signalPassFailure();
     SmallVector<std::pair<func::FuncOp, scf::ForallOp>> kernels;
-    // A linear attention kernel is built from its op alone (its grid is
-    // its own: Gpu/LinearKernel.cpp), tiled or not.
-    SmallVector<std::pair<func::FuncOp, LinearOp>> linearKernels;
+    // A linear or additive attention kernel is built from its op alone
+    // (its grid is its own: Gpu/LinearKernel.cpp, Gpu/AdditiveKernel.cpp),
+    // tiled or not.
+    SmallVector<std::pair<func::FuncOp, Operation *>> blockKernels;
     for (auto func : module.getOps<func::FuncOp>()) {
-      SmallVector<LinearOp> linear(func.getOps<LinearOp>());
-      func.walk([&](scf::ForallOp f) {
-        llvm::append_range(linear, f.getBody()->getOps<LinearOp>());
+      SmallVector<Operation *> ops;
+      func.walk([&](Operation *op) {
+        if (isa<LinearOp, AdditiveOp>(op))
+          ops.push_back(op);
       });
-      if (!linear.empty()) {
-        if (linear.size() != 1) {
+      if (!ops.empty()) {
+        if (ops.size() != 1) {
           mlir::emitError(func.getLoc())
-              << "@" << func.getName() << " holds " << linear.size()
-              << " attn.linear ops; a GPU kernel computes one: put each in "
-                 "a function of its own";
+              << "@" << func.getName() << " holds " << ops.size()
+              << " linear or additive attention ops; a GPU kernel computes "
+                 "one: put each in a function of its own";
           return signalPassFailure();
         }
-        linearKernels.push_back({func, linear.front()});
+        blockKernels.push_back({func, ops.front()});
         continue;
       }
       scf::ForallOp forall;
@@ -672,15 +675,25 @@ struct AttnLowerToGpuPass
       }
       kernels.push_back({func, forall});
     }
+    // One block kernel, on the GPU or as its host emulation.
+    auto buildBlockKernel = [&](func::FuncOp func, Operation *op,
+                                gpu::GPUModuleOp gpuModule) {
+      if (auto linear = dyn_cast<LinearOp>(op))
+        return hostEmulation ? buildLinearHostEmulation(func, linear, module)
+                             : buildLinearGpuKernel(func, linear, gpuModule);
+      auto additive = cast<AdditiveOp>(op);
+      return hostEmulation ? buildAdditiveHostEmulation(func, additive, module)
+                           : buildAdditiveGpuKernel(func, additive, gpuModule);
+    };
     if (hostEmulation) {
-      for (auto [func, op] : linearKernels) {
-        if (failed(buildLinearHostEmulation(func, op, module)))
+      for (auto [func, op] : blockKernels) {
+        if (failed(buildBlockKernel(func, op, {})))
           return signalPassFailure();
         func.erase();
       }
-      linearKernels.clear();
+      blockKernels.clear();
     }
-    if (kernels.empty() && linearKernels.empty())
+    if (kernels.empty() && blockKernels.empty())
       return;
     module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
                     UnitAttr::get(module.getContext()));
@@ -695,8 +708,8 @@ struct AttnLowerToGpuPass
         return signalPassFailure();
       func.erase();
     }
-    for (auto [func, op] : linearKernels) {
-      if (failed(buildLinearGpuKernel(func, op, gpuModule)))
+    for (auto [func, op] : blockKernels) {
+      if (failed(buildBlockKernel(func, op, gpuModule)))
         return signalPassFailure();
       func.erase();
     }

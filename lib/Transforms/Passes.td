@@ -563,14 +563,17 @@ def AttnLowerToGpuPass : Pass<"attn-lower-to-gpu", "ModuleOp"> {
     - the normalization's `linalg.generic` bodies are cloned per element
       of the thread's fragment and stored to global memory.
 
-    A function computing `attn.linear` (tiled or not; its arguments the
-    op's operands) becomes a kernel of its own: one block of 256 threads per
-    (32 value columns, key/value head, batch), the state `S [D][32]` and
-    `z [D]` in shared memory, the sequence walked in chunks of the op's
-    `chunk` rows (φ(Q), φ(K), V and, causal, the chunk's masked scores
-    staged in shared memory), f32 FMAs; its `attn.block_rows` are value
-    columns. Other ops without a GPU lowering (the backward ops, the
-    weights, additive attention) are refused on the op.
+    A function computing `attn.linear` or `attn.additive` (tiled or not;
+    its arguments the op's operands) becomes a kernel of its own, 256
+    threads striding over shared-memory tiles between barriers, f32 FMAs:
+    linear attention one block per (32 value columns, key/value head,
+    batch), the state `S [D][32]` and `z [D]` in shared memory, the
+    sequence walked in chunks of the op's `chunk` rows (its
+    `attn.block_rows` are value columns); additive attention one block per
+    (32 query rows, batch), the projections, the tanh scores of 32-key
+    tiles and the online softmax in shared memory. `host-emulation` builds
+    those two as host functions instead. Other ops without a GPU lowering
+    (the backward ops, the weights) are refused on the op.
 
     Each tensor argument of the function becomes a pointer (a
     `memref<?xT>`, i8 for boolean masks) followed by its sizes and element
@@ -588,10 +591,11 @@ def AttnLowerToGpuPass : Pass<"attn-lower-to-gpu", "ModuleOp"> {
            "operand), for ops without an #attn.kernel (its row_block "
            "otherwise)">,
     Option<"hostEmulation", "host-emulation", "bool", /*default=*/"false",
-           "Build each linear attention kernel as a host func.func of the "
-           "same parameters that runs the grid's blocks one after the other "
-           "on one thread (no barriers, shared memory on the stack): how the "
-           "tests check its arithmetic on a machine without a GPU">,
+           "Build each linear or additive attention kernel as a host "
+           "func.func of the same parameters that runs the grid's blocks one "
+           "after the other on one thread (no barriers, shared memory on the "
+           "stack): how the tests check its arithmetic on a machine without "
+           "a GPU">,
   ];
   let dependentDialects = ["gpu::GPUDialect", "NVVM::NVVMDialect",
                            "nvgpu::NVGPUDialect",

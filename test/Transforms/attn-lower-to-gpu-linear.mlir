@@ -85,7 +85,7 @@
 // CHECK: scf.if
 // CHECK:   memref.store {{.+}}, %[[Z1]]
 // CHECK: gpu.return
-// The host emulation (what LinearGpuEmulationTest runs on the CPU): the same
+// The host emulation (what GpuEmulationTest runs on the CPU): the same
 // parameters and body, the grid as loops over batch, key/value head and
 // column tile (2 of 32 for Dv = 40), one thread (stride 1), no barriers,
 // the tiles in one stack buffer.

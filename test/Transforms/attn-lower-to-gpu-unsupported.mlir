@@ -79,17 +79,6 @@ func.func @modifier_sin(%q: tensor<?x4x?x32xf16>, %k: tensor<?x4x?x32xf16>, %v: 
 
 // -----
 
-func.func @additive(%q: tensor<1x4x8xf32>, %k: tensor<1x6x8xf32>, %v: tensor<1x6x8xf32>,
-                    %wq: tensor<16x8xf32>, %wk: tensor<16x8xf32>, %w: tensor<16xf32>,
-                    %o: tensor<1x4x8xf32>) -> tensor<1x4x8xf32> {
-  // expected-error @below {{attn-lower-to-gpu: attn.additive has no GPU lowering yet}}
-  %r = attn.additive ins(%q, %k, %v, %wq, %wk, %w : tensor<1x4x8xf32>, tensor<1x6x8xf32>, tensor<1x6x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<16xf32>)
-      outs(%o : tensor<1x4x8xf32>) -> tensor<1x4x8xf32>
-  return %r : tensor<1x4x8xf32>
-}
-
-// -----
-
 // A linear attention kernel's function takes the op's operands, in order.
 func.func @linear_reordered(%k: tensor<1x2x?x16xf32>, %q: tensor<1x2x?x16xf32>, %v: tensor<1x2x?x16xf32>,
                             %o: tensor<1x2x?x16xf32>) -> tensor<1x2x?x16xf32> {
