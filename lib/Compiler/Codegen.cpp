@@ -1444,10 +1444,10 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
               "': linear attention's backward kernels are made for the CPU "
               "only so far (no GPU lowering of attn.linear_backward yet)";
       return false;
-    } else if (gpu && spec.additive) {
+    } else if (gpu && spec.additiveBackward) {
       error = "kernel '" + spec.name +
-              "': additive attention kernels are made for the CPU only so far "
-              "(no GPU lowering of attn.additive yet)";
+              "': additive attention's backward kernels are made for the CPU "
+              "only so far (no GPU lowering of attn.additive_backward yet)";
       return false;
     } else if (gpu && spec.mha) {
       error = "kernel '" + spec.name +

@@ -19,12 +19,15 @@
 /// What a caller launching a CUDA kernel itself needs: the entry name, the
 /// launch shape as a function of the call's sizes, the parameters. An
 /// attention kernel's grid is (query tiles, Hq, B); a linear attention
-/// kernel's (value column tiles, Hkv, B), its "rows" value columns.
+/// kernel's (value column tiles, Hkv, B), its "rows" value columns; an
+/// additive attention kernel's (query tiles, B, 1).
 static void gpuKernelDeclarations(std::ostringstream &h,
                                   const attn::KernelSpec &spec,
                                   const attn::GpuKernelInfo &info) {
   const std::string &n = spec.name;
-  const char *argsType = spec.linear ? "attn_linear_args" : "attn_kernel_args";
+  const char *argsType = spec.linear     ? "attn_linear_args"
+                         : spec.additive ? "attn_additive_args"
+                                         : "attn_kernel_args";
   h << "#define " << n << "_ENTRY \"" << info.name << "\"\n"
     << "#define " << n << "_BLOCK_THREADS " << info.blockThreads << "\n"
     << "#define " << n << "_BLOCK_" << (spec.linear ? "COLUMNS " : "ROWS ")
@@ -36,6 +39,8 @@ static void gpuKernelDeclarations(std::ostringstream &h,
   if (spec.linear)
     h << "/* grid = (ceil(Dv / columns), Hkv, B), block = (threads, 1, 1). "
          "*/\n";
+  else if (spec.additive)
+    h << "/* grid = (ceil(Sq / rows), B, 1), block = (threads, 1, 1). */\n";
   else
     h << "/* grid = (ceil(Sq / rows), Hq, B), block = (threads, 1, 1). */\n";
   h << "static inline void " << n << "_launch_shape(const " << argsType
@@ -44,18 +49,22 @@ static void gpuKernelDeclarations(std::ostringstream &h,
   if (spec.linear)
     h << "  grid[0] = " << (spec.valueDim + info.blockRows - 1) / info.blockRows
       << ";\n"
-      << "  grid[1] = (unsigned)args->heads_kv;\n";
+      << "  grid[1] = (unsigned)args->heads_kv;\n"
+      << "  grid[2] = (unsigned)args->batch;\n";
   else
     h << "  grid[0] = (unsigned)((args->seq_q + " << info.blockRows - 1
       << ") / " << info.blockRows << ");\n"
-      << "  grid[1] = (unsigned)args->heads_q;\n";
-  h << "  grid[2] = (unsigned)args->batch;\n"
-    << "  block[0] = " << info.blockThreads
+      << (spec.additive ? "  grid[1] = (unsigned)args->batch;\n"
+                          "  grid[2] = 1;\n"
+                        : "  grid[1] = (unsigned)args->heads_q;\n"
+                          "  grid[2] = (unsigned)args->batch;\n");
+  h << "  block[0] = " << info.blockThreads
     << ";\n  block[1] = 1;\n  block[2] = 1;\n}\n"
     << "/* The kernel's parameters for cuLaunchKernel (device pointers in "
        "args):\n * "
-    << (spec.linear ? "attn_gpu_linear_kernel_params(&"
-                    : "attn_gpu_kernel_params(&")
+    << (spec.linear     ? "attn_gpu_linear_kernel_params(&"
+        : spec.additive ? "attn_gpu_additive_kernel_params(&"
+                        : "attn_gpu_kernel_params(&")
     << n << "_desc, args, values, pointers). */\n\n";
 }
 
@@ -207,7 +216,8 @@ static void additiveBackwardDeclarations(std::ostringstream &h,
 
 /// An additive attention kernel's entry points.
 static void additiveDeclarations(std::ostringstream &h,
-                                 const attn::KernelSpec &spec) {
+                                 const attn::KernelSpec &spec,
+                                 const attn::GpuKernelInfo *gpu) {
   const std::string &n = spec.name;
   if (spec.additiveBackward) {
     additiveBackwardDeclarations(h, spec);
@@ -226,6 +236,10 @@ static void additiveDeclarations(std::ostringstream &h,
     << ".\n * The args are not checked here: attn_run_additive "
        "(attn/runtime.h) checks them. */\n";
   h << "extern const attn_kernel_desc " << n << "_desc;\n";
+  if (gpu) {
+    gpuKernelDeclarations(h, spec, *gpu);
+    return;
+  }
   h << "int64_t " << n << "_work_items(const attn_additive_args *args);\n";
   h << "void " << n
     << "_run(const attn_additive_args *args, int64_t begin, int64_t end);\n";
@@ -302,7 +316,7 @@ std::string attn::kernelHeader(const std::vector<KernelSpec> &specs,
       continue;
     }
     if (spec.additive) {
-      additiveDeclarations(h, spec);
+      additiveDeclarations(h, spec, gpu ? &(*gpu)[index] : nullptr);
       continue;
     }
     if (spec.mha) {

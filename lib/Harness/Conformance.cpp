@@ -270,12 +270,39 @@ std::vector<ConformanceCase> attn::linearGpuConformanceCases() {
   return cases;
 }
 
+std::vector<ConformanceCase> attn::additiveGpuConformanceCases() {
+  // Sq and Sk not multiples of the 32-row and 32-key tiles, a keep-mask of
+  // each broadcast form (its first row keeps nothing: O and the weights 0),
+  // the weights, each element type, the tutorial's dims.
+  std::vector<ConformanceCase> cases = {
+      {"additive_f32", "additive,d=20,dq=24,dv=40,attn_dim=36", 2, 1, 1, 45,
+       70},
+      {"additive_f16_mask_weights",
+       "additive,dtype=f16,d=64,dq=32,dv=48,attn_dim=40,mask=bool,"
+       "with_weights",
+       2, 1, 1, 33, 100},
+      {"additive_bf16_mask_b1q1",
+       "additive,dtype=bf16,d=64,dq=64,dv=64,attn_dim=64,mask=bool:b1q1", 3, 1,
+       1, 64, 65},
+      {"additive_f32_tutorial",
+       "additive,d=256,dq=256,dv=256,attn_dim=128,mask=bool:q1,with_weights", 1,
+       1, 1, 70, 90},
+      {"additive_f32_one_key", "additive,d=16,dq=16,dv=16,attn_dim=8", 1, 1, 1,
+       5, 1},
+  };
+  for (ConformanceCase &c : cases)
+    c.spec = "name=" + c.label + "," + c.spec;
+  return cases;
+}
+
 std::vector<ConformanceCase> attn::gpuConformanceCases() {
   std::vector<ConformanceCase> cases;
   for (ConformanceCase &c : conformanceCases())
     if (!hasItem(c.spec, "sinks"))
       cases.push_back(std::move(c));
   for (ConformanceCase &c : linearGpuConformanceCases())
+    cases.push_back(std::move(c));
+  for (ConformanceCase &c : additiveGpuConformanceCases())
     cases.push_back(std::move(c));
   return cases;
 }
@@ -540,6 +567,56 @@ CaseOutcome attn::runLinearConformanceCase(
   return outcome;
 }
 
+CaseOutcome attn::runAdditiveConformanceCase(
+    const ConformanceCase &c,
+    const std::function<attn_status(AdditiveData &, bool)> &run) {
+  CaseOutcome outcome;
+  std::string error;
+  std::optional<KernelSpec> spec = parseKernelSpec(c.spec, error);
+  if (!spec) {
+    outcome.message = c.spec + ": " + error;
+    return outcome;
+  }
+  Problem problem;
+  problem.spec = *spec;
+  problem.batch = c.batch;
+  problem.headsQ = problem.headsKv = 1;
+  problem.seqQ = c.seqQ;
+  problem.seqK = c.seqK;
+  problem.inputScale = c.inputScale;
+  problem.seed = std::hash<std::string>()(c.label);
+  AdditiveData data;
+  makeAdditiveData(problem, data);
+  if (run(data, /*first=*/true) != ATTN_OK) {
+    outcome.message = problem.describe() + ": " + attn_last_error();
+    return outcome;
+  }
+  CheckReport report = checkAdditiveAgainstReference(problem, data);
+  outcome.message = problem.describe() + ": " + report.message;
+  if (!report.passed)
+    return outcome;
+  auto results = [&] {
+    std::vector<double> values = tensorValues(data.output);
+    values.insert(values.end(), data.weights.begin(), data.weights.end());
+    return values;
+  };
+  std::vector<double> first = results();
+  poisonTensor(data.output);
+  std::fill(data.weights.begin(), data.weights.end(), NAN);
+  if (run(data, /*first=*/false) != ATTN_OK) {
+    outcome.message += "; second run: " + std::string(attn_last_error());
+    return outcome;
+  }
+  int64_t differs = firstDifference(first, results());
+  if (differs >= 0) {
+    outcome.message +=
+        "; element " + std::to_string(differs) + " differs between two runs";
+    return outcome;
+  }
+  outcome.passed = true;
+  return outcome;
+}
+
 CaseOutcome attn::runConformanceCase(const ConformanceCase &c,
                                      const attn_kernel_desc *kernel,
                                      attn_thread_pool *pool,
@@ -551,6 +628,10 @@ CaseOutcome attn::runConformanceCase(const ConformanceCase &c,
     outcome.message = c.spec + ": " + error;
     return outcome;
   }
+  if (spec->additive)
+    return runAdditiveConformanceCase(c, [&](AdditiveData &data, bool first) {
+      return runAdditiveProblem(kernel, data, first ? pool : nullptr);
+    });
   if (spec->linear)
     return runLinearConformanceCase(
         c, [&](ProblemData &data, LinearData &linear, bool first) {

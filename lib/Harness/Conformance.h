@@ -46,8 +46,12 @@ std::vector<ConformanceCase> conformanceCases();
 /// test/Integration's linear tests and python/tests).
 std::vector<ConformanceCase> linearGpuConformanceCases();
 
+/// Additive attention's cases for its GPU kernel (attn.additive).
+std::vector<ConformanceCase> additiveGpuConformanceCases();
+
 /// The cases the GPU lowering takes: all but those with features it does
-/// not lower yet (attention sinks), then linearGpuConformanceCases.
+/// not lower yet (attention sinks), then linearGpuConformanceCases and
+/// additiveGpuConformanceCases.
 std::vector<ConformanceCase> gpuConformanceCases();
 
 /// The cases the CPU's AMX micro-kernel takes, each as bf16 ("amx_" and
@@ -70,6 +74,7 @@ CaseOutcome runConformanceCase(const ConformanceCase &c,
 
 struct ProblemData;
 struct LinearData;
+struct AdditiveData;
 /// A linear attention case whose kernel `run` calls (twice: `first`, then
 /// on one thread): O and the final state against the float64 reference,
 /// then bit-identical on the second run. runConformanceCase's for linear
@@ -78,6 +83,12 @@ CaseOutcome runLinearConformanceCase(
     const ConformanceCase &c,
     const std::function<attn_status(ProblemData &, LinearData &, bool first)>
         &run);
+
+/// An additive attention case likewise: O (and the weights) against the
+/// float64 reference, then bit-identical on the second run.
+CaseOutcome runAdditiveConformanceCase(
+    const ConformanceCase &c,
+    const std::function<attn_status(AdditiveData &, bool first)> &run);
 
 /// The backward of `c` (`kernel` compiled from c.spec plus "backward"; with
 /// c.spec's lse it takes dLSE): the forward's O and LSE from the float64

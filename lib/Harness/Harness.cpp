@@ -339,6 +339,8 @@ void poison(HostTensor &t) {
 }
 } // namespace
 
+void attn::poisonTensor(HostTensor &tensor) { poison(tensor); }
+
 void attn::poisonOutputs(ProblemData &data) {
   poison(data.output);
   for (float &value : data.lse)
@@ -1109,9 +1111,62 @@ void attn::makeAdditiveData(const Problem &p, AdditiveData &data) {
   }
 }
 
+attn_status attn::DeviceAdditiveProblem::upload(const AdditiveData &data) {
+  hasMask = data.hasMask;
+  hasWeights = data.hasWeights;
+  attn_status status = query.upload(data.query);
+  if (status == ATTN_OK)
+    status = keys.upload(data.keys);
+  if (status == ATTN_OK)
+    status = values.upload(data.values);
+  if (status == ATTN_OK)
+    status = queryWeight.upload(data.queryWeight);
+  if (status == ATTN_OK)
+    status = keyWeight.upload(data.keyWeight);
+  if (status == ATTN_OK)
+    status = scoreVector.upload(data.scoreVector);
+  if (status == ATTN_OK && hasMask)
+    status = mask.upload(data.mask);
+  if (status == ATTN_OK)
+    status = output.upload(data.output);
+  if (status == ATTN_OK && hasWeights)
+    status = weights.upload(data.weights, data.weightsView);
+  return status;
+}
+
+attn_status attn::DeviceAdditiveProblem::run(const attn_kernel_desc *kernel) {
+  attn_tensor q = withoutLeadingDims(query.view, 1),
+              k = withoutLeadingDims(keys.view, 1),
+              v = withoutLeadingDims(values.view, 1),
+              wq = withoutLeadingDims(queryWeight.view, 2),
+              wk = withoutLeadingDims(keyWeight.view, 2),
+              va = withoutLeadingDims(scoreVector.view, 3),
+              m = withoutLeadingDims(mask.view, 1),
+              o = withoutLeadingDims(output.view, 1);
+  return attn_run_additive(kernel, &q, &k, &v, &wq, &wk, &va,
+                           hasMask ? &m : nullptr, &o,
+                           hasWeights ? &weights.view : nullptr, nullptr);
+}
+
+attn_status attn::DeviceAdditiveProblem::download(AdditiveData &data) {
+  attn_status status = output.download(data.output.bytes.data());
+  if (status == ATTN_OK && hasWeights)
+    status = weights.download(data.weights.data());
+  return status;
+}
+
 attn_status attn::runAdditiveProblem(const attn_kernel_desc *kernel,
                                      AdditiveData &data,
                                      attn_thread_pool *pool) {
+  if (attn_kernel_device(kernel) == ATTN_DEVICE_CUDA) {
+    DeviceAdditiveProblem device;
+    attn_status status = device.upload(data);
+    if (status == ATTN_OK)
+      status = device.run(kernel);
+    if (status == ATTN_OK)
+      status = device.download(data);
+    return status;
+  }
   attn_tensor query = withoutLeadingDims(data.query.view, 1),
               keys = withoutLeadingDims(data.keys.view, 1),
               values = withoutLeadingDims(data.values.view, 1),

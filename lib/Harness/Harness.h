@@ -111,6 +111,8 @@ void makeProblemData(const Problem &problem, ProblemData &data);
 
 /// Writes NaN over the outputs again (before a repeated call).
 void poisonOutputs(ProblemData &data);
+/// Writes NaN over one tensor.
+void poisonTensor(HostTensor &tensor);
 
 /// Replaces the values of `tensor` by `values` (logical layout), rounded to
 /// its element type (for tests that craft inputs).
@@ -335,6 +337,24 @@ struct AdditiveData {
 };
 
 void makeAdditiveData(const Problem &problem, AdditiveData &data);
+/// An additive attention forward call's buffers on the GPU (DeviceProblem's
+/// counterpart).
+class DeviceAdditiveProblem {
+public:
+  /// Copies every input and (poisoned) output to the device.
+  attn_status upload(const AdditiveData &data);
+  /// One synchronous call of `kernel` on the device buffers.
+  attn_status run(const attn_kernel_desc *kernel);
+  /// Copies O (and the weights) back.
+  attn_status download(AdditiveData &data);
+
+private:
+  DeviceBuffer query, keys, values, queryWeight, keyWeight, scoreVector, mask,
+      output, weights;
+  bool hasMask = false, hasWeights = false;
+};
+/// Runs an additive attention kernel; a GPU kernel's inputs are copied to
+/// the device and its outputs back (a forward kernel's only).
 attn_status runAdditiveProblem(const attn_kernel_desc *kernel,
                                AdditiveData &data, attn_thread_pool *pool);
 /// O (and the weights) against computeReferenceAdditive; for a backward

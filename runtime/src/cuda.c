@@ -423,3 +423,25 @@ attn_status attn_cuda_launch_linear(const attn_kernel_desc *kernel,
                       (unsigned)args->batch};
   return launch(kernel, function, grid, pointers, NULL);
 }
+
+attn_status attn_cuda_launch_additive(const attn_kernel_desc *kernel,
+                                      const attn_additive_args *args) {
+  const attn_gpu_kernel *gpu = kernel->gpu;
+  int64_t tiles = (args->seq_q + gpu->block_rows - 1) / gpu->block_rows;
+  if (tiles > INT32_MAX || args->batch > 65535)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "kernel '%s': a grid of (%" PRId64 ", %" PRId64
+                     ", 1) blocks exceeds CUDA's limits (2^31-1, 65535, 1)",
+                     kernel->name, tiles, args->batch);
+  attn_status status = use_device();
+  if (status != ATTN_OK)
+    return status;
+  CUfunction function;
+  if ((status = load_function(kernel, &function)) != ATTN_OK)
+    return status;
+  uint64_t values[ATTN_GPU_MAX_PARAMS];
+  void *pointers[ATTN_GPU_MAX_PARAMS];
+  attn_gpu_additive_kernel_params(kernel, args, values, pointers);
+  unsigned grid[3] = {(unsigned)tiles, (unsigned)args->batch, 1};
+  return launch(kernel, function, grid, pointers, NULL);
+}

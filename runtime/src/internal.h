@@ -26,9 +26,12 @@ const char *attn_dtype_name(int32_t dtype);
  * unloaded. */
 attn_status attn_cuda_launch(const attn_kernel_desc *kernel,
                              const attn_kernel_args *args, void *stream);
-/* A linear attention kernel, on the default stream, waiting for it. */
+/* A linear or additive attention kernel, on the default stream, waiting
+ * for it. */
 attn_status attn_cuda_launch_linear(const attn_kernel_desc *kernel,
                                     const attn_linear_args *args);
+attn_status attn_cuda_launch_additive(const attn_kernel_desc *kernel,
+                                      const attn_additive_args *args);
 void attn_cuda_forget(const attn_library *library);
 
 /* The refusal of an entry point that has no sinks to pass (attn_run,

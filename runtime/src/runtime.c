@@ -1282,6 +1282,13 @@ attn_run_additive(const attn_kernel_desc *kernel, const attn_tensor *query,
     unpin(owner);
     return status;
   }
+  if (attn_kernel_device(kernel) == ATTN_DEVICE_CUDA) {
+    /* An empty grid is no launch (Sk = 0 is not: its rows are 0). */
+    if (args.batch > 0 && args.seq_q > 0)
+      status = attn_cuda_launch_additive(kernel, &args);
+    unpin(owner);
+    return status;
+  }
   int64_t items = kernel->additive_work_items(&args);
   if (items < 0) {
     unpin(owner);

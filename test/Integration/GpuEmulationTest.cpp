@@ -1,14 +1,15 @@
-//===- LinearGpuEmulationTest.cpp - The GPU linear kernel, run on the host ===//
+//===- GpuEmulationTest.cpp - GPU block kernels, run on the host ----------===//
 //
-// attn-lower-to-gpu's linear attention kernel built as its host emulation
-// (attn-lower-to-gpu{host-emulation}: the same IR but for the ids, every
-// block after the other on one thread) and run by MLIR's JIT on the cases
-// the GPU runs (linearGpuConformanceCases), its parameters laid out by the
-// runtime's attn_gpu_linear_kernel_params: the kernel's indexing, chunks,
-// GQA, value column tiles, state and NaN rule are checked against the
-// float64 reference on a machine without a GPU. What the emulation cannot
-// check (barriers, 256 threads sharing the tiles) the GPU run of the same
-// cases does (GpuConformance, attn-check in the GPU bundle).
+// attn-lower-to-gpu's linear and additive attention kernels built as their
+// host emulations (attn-lower-to-gpu{host-emulation}: the same IR but for
+// the ids, every block after the other on one thread) and run by MLIR's
+// JIT on the cases the GPU runs (linearGpuConformanceCases,
+// additiveGpuConformanceCases), their parameters laid out by the runtime's
+// attn_gpu_*_kernel_params: the kernels' indexing, tiles, masks, softmax,
+// state and NaN rules are checked against the float64 reference on a
+// machine without a GPU. What the emulation cannot check (barriers, 256
+// threads sharing the tiles) the GPU run of the same cases does
+// (GpuConformance, attn-check in the GPU bundle).
 //
 //===----------------------------------------------------------------------===//
 #include "lib/Compiler/CompilerInternal.h"
@@ -19,6 +20,7 @@
 
 #include "attn/kernel_abi.h"
 #include "mlir/Conversion/ConvertToLLVM/ToLLVMPass.h"
+#include "mlir/Conversion/MathToLibm/MathToLibm.h"
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
 #include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -69,23 +71,63 @@ attn_linear_args linearArgs(ProblemData &data, LinearData &linear) {
   return args;
 }
 
-TEST(GpuEmulation, LinearKernelMatchesTheReferenceOnTheHost) {
-  llvm::InitializeNativeTarget();
-  llvm::InitializeNativeTargetAsmPrinter();
-  std::vector<ConformanceCase> cases = linearGpuConformanceCases();
-  std::vector<KernelSpec> specs;
+/// The additive kernel's arguments for the host buffers of a problem.
+attn_additive_args additiveArgs(AdditiveData &data) {
+  attn_additive_args args{};
+  auto strides = [](const attn_tensor &t, int leading, int64_t *out) {
+    std::copy(t.strides + leading, t.strides + t.rank, out);
+  };
+  args.query = data.query.view.data;
+  args.keys = data.keys.view.data;
+  args.values = data.values.view.data;
+  args.query_weight = data.queryWeight.view.data;
+  args.key_weight = data.keyWeight.view.data;
+  args.score_vector = data.scoreVector.view.data;
+  args.output = data.output.view.data;
+  strides(data.query.view, 1, args.query_strides);
+  strides(data.keys.view, 1, args.key_strides);
+  strides(data.values.view, 1, args.value_strides);
+  strides(data.queryWeight.view, 2, args.query_weight_strides);
+  strides(data.keyWeight.view, 2, args.key_weight_strides);
+  strides(data.scoreVector.view, 3, args.score_vector_strides);
+  strides(data.output.view, 1, args.output_strides);
+  args.batch = data.query.view.shape[1];
+  args.seq_q = data.query.view.shape[2];
+  args.seq_k = data.keys.view.shape[2];
+  if (data.hasMask) {
+    // The runtime's broadcast: stride 0 where the mask has one element.
+    args.mask = data.mask.view.data;
+    for (int d = 0; d < 3; ++d)
+      args.mask_strides[d] =
+          data.mask.view.shape[d + 1] == 1 ? 0 : data.mask.view.strides[d + 1];
+  }
+  if (data.hasWeights) {
+    args.weights = data.weights.data();
+    strides(data.weightsView, 0, args.weights_strides);
+  }
+  return args;
+}
+
+/// The kernels of `cases` as host emulations, JIT-compiled.
+std::unique_ptr<mlir::ExecutionEngine>
+emulate(const std::vector<ConformanceCase> &cases,
+        std::vector<KernelSpec> &specs, KernelModule *&kept) {
   for (const ConformanceCase &c : cases) {
     std::string error;
     std::optional<KernelSpec> spec = parseKernelSpec(c.spec, error);
-    ASSERT_TRUE(spec) << c.spec << ": " << error;
+    EXPECT_TRUE(spec) << c.spec << ": " << error;
+    if (!spec)
+      return nullptr;
     specs.push_back(*spec);
   }
-  KernelModule kernels(specs);
-  ASSERT_TRUE(kernels.module) << kernels.diagnostics;
+  kept = new KernelModule(specs);
+  KernelModule &kernels = *kept;
+  EXPECT_TRUE(kernels.module) << kernels.diagnostics;
+  if (!kernels.module)
+    return nullptr;
   for (auto [spec, func] :
        llvm::zip(specs, kernels.module->getOps<mlir::func::FuncOp>()))
     func.setSymName(spec.name);
-
   mlir::PassManager pm(&kernels.context);
   mlir::attn::AttnLowerToGpuPassOptions lowering;
   lowering.hostEmulation = true;
@@ -96,14 +138,42 @@ TEST(GpuEmulation, LinearKernelMatchesTheReferenceOnTheHost) {
   pm.addPass(mlir::attn::createAttnApproximateMathPass(math));
   pm.addPass(mlir::createSCFToControlFlowPass());
   pm.addPass(mlir::memref::createExpandStridedMetadataPass());
+  pm.addPass(mlir::createConvertMathToLibmPass());
   pm.addPass(mlir::createConvertToLLVMPass());
   pm.addPass(mlir::createReconcileUnrealizedCastsPass());
-  ASSERT_TRUE(mlir::succeeded(pm.run(*kernels.module))) << kernels.diagnostics;
+  EXPECT_TRUE(mlir::succeeded(pm.run(*kernels.module))) << kernels.diagnostics;
   mlir::registerBuiltinDialectTranslation(kernels.context);
   mlir::registerLLVMDialectTranslation(kernels.context);
   auto engine = mlir::ExecutionEngine::create(*kernels.module);
-  ASSERT_TRUE(bool(engine)) << llvm::toString(engine.takeError());
+  if (!engine) {
+    ADD_FAILURE() << llvm::toString(engine.takeError());
+    return nullptr;
+  }
+  return std::move(*engine);
+}
 
+/// Calls kernel `name` of `engine` with the parameters in `pointers`.
+attn_status invoke(mlir::ExecutionEngine &engine, const std::string &name,
+                   void **pointers, int count) {
+  llvm::Error error =
+      engine.invokePacked(name, llvm::MutableArrayRef<void *>(pointers, count));
+  if (error) {
+    ADD_FAILURE() << name << ": " << llvm::toString(std::move(error));
+    return ATTN_ERROR_INTERNAL;
+  }
+  return ATTN_OK;
+}
+
+TEST(GpuEmulation, LinearKernelMatchesTheReferenceOnTheHost) {
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  std::vector<ConformanceCase> cases = linearGpuConformanceCases();
+  std::vector<KernelSpec> specs;
+  KernelModule *module = nullptr;
+  std::unique_ptr<KernelModule> owner;
+  std::unique_ptr<mlir::ExecutionEngine> engine = emulate(cases, specs, module);
+  owner.reset(module);
+  ASSERT_TRUE(engine);
   for (auto [c, spec] : llvm::zip(cases, specs)) {
     attn_kernel_desc desc{};
     desc.head_dim = spec.headDim;
@@ -115,14 +185,39 @@ TEST(GpuEmulation, LinearKernelMatchesTheReferenceOnTheHost) {
           uint64_t values[ATTN_GPU_MAX_PARAMS];
           void *pointers[ATTN_GPU_MAX_PARAMS];
           int n = attn_gpu_linear_kernel_params(&desc, &args, values, pointers);
-          llvm::Error error = (*engine)->invokePacked(
-              c.label, llvm::MutableArrayRef<void *>(pointers, n));
-          if (error) {
-            ADD_FAILURE() << c.label << ": "
-                          << llvm::toString(std::move(error));
-            return ATTN_ERROR_INTERNAL;
-          }
-          return ATTN_OK;
+          return invoke(*engine, c.label, pointers, n);
+        });
+    EXPECT_TRUE(outcome.passed) << c.label << ": " << outcome.message;
+  }
+}
+
+TEST(GpuEmulation, AdditiveKernelMatchesTheReferenceOnTheHost) {
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  std::vector<ConformanceCase> cases = additiveGpuConformanceCases();
+  std::vector<KernelSpec> specs;
+  KernelModule *module = nullptr;
+  std::unique_ptr<KernelModule> owner;
+  std::unique_ptr<mlir::ExecutionEngine> engine = emulate(cases, specs, module);
+  owner.reset(module);
+  ASSERT_TRUE(engine);
+  for (auto [c, spec] : llvm::zip(cases, specs)) {
+    attn_kernel_desc desc{};
+    desc.query_dim = spec.queryDim;
+    desc.head_dim = spec.headDim;
+    desc.value_dim = spec.valueDim;
+    desc.additive_dim = spec.attnDim;
+    desc.mask_kind =
+        spec.mask == MaskKind::None ? ATTN_MASK_NONE : ATTN_MASK_BOOL;
+    desc.has_weights = spec.additiveWeights;
+    CaseOutcome outcome =
+        runAdditiveConformanceCase(c, [&](AdditiveData &data, bool) {
+          attn_additive_args args = additiveArgs(data);
+          uint64_t values[ATTN_GPU_MAX_PARAMS];
+          void *pointers[ATTN_GPU_MAX_PARAMS];
+          int n =
+              attn_gpu_additive_kernel_params(&desc, &args, values, pointers);
+          return invoke(*engine, c.label, pointers, n);
         });
     EXPECT_TRUE(outcome.passed) << c.label << ": " << outcome.message;
   }

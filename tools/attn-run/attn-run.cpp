@@ -660,9 +660,11 @@ int main(int argc, char **argv) {
   // on the GPU with the buffers already in device memory.
   attn::DeviceProblem deviceData;
   attn::DeviceLinearProblem deviceLinear;
+  attn::DeviceAdditiveProblem deviceAdditive;
   bool onDevice = !deviceName.empty();
-  if (onDevice && (spec.linear ? deviceLinear.upload(data, linearData)
-                               : deviceData.upload(data)) != ATTN_OK) {
+  if (onDevice && (spec.linear     ? deviceLinear.upload(data, linearData)
+                   : spec.additive ? deviceAdditive.upload(additiveData)
+                                   : deviceData.upload(data)) != ATTN_OK) {
     std::string message = attn_last_error();
     attn_thread_pool_destroy(pool);
     attn_module_unload(module);
@@ -676,6 +678,8 @@ int main(int argc, char **argv) {
       runOnce();
     else if (spec.linear)
       deviceLinear.run(kernel);
+    else if (spec.additive)
+      deviceAdditive.run(kernel);
     else
       deviceData.run(kernel);
     seconds.push_back(

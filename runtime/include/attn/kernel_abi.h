@@ -47,7 +47,9 @@
  * an attn_additive_args; `work_items` and `run` are NULL. Its work items are
  * one per batch and tile of block_q query rows. `head_dim` is Dk,
  * `query_dim` Dq and `additive_dim` A; mask_broadcast[0] and [2] say whether
- *its keep-mask may broadcast over B and Sq.
+ * its keep-mask may broadcast over B and Sq. On the GPU (`gpu` set; no entry
+ * points) its grid is (ceil(Sq / block_rows), B, 1) and
+ * attn_gpu_additive_kernel_params lays out its parameters.
  *
  * An additive attention backward kernel (`kind` =
  * ATTN_KERNEL_ADDITIVE_BACKWARD) computes attn.additive_backward
@@ -704,6 +706,43 @@ static inline int attn_gpu_linear_kernel_params(
     n = attn_gpu_tensor_params(args->final_normalizer, 3, z,
                                args->final_normalizer_strides, values, n);
   }
+  for (int i = 0; i < n; ++i)
+    pointers[i] = &values[i];
+  return n;
+}
+
+/* The parameters of an additive attention GPU kernel (kind
+ * ATTN_KERNEL_ADDITIVE, `gpu` set) for `args`, as attn_gpu_kernel_params
+ * lays out an attention kernel's: query, keys, values, W_q, W_k, v, [mask]
+ * (mask_kind), O, [weights] (has_weights). Its grid is
+ * (ceil(Sq / block_rows), B, 1). Returns the number of parameters. */
+static inline int attn_gpu_additive_kernel_params(
+    const attn_kernel_desc *kernel, const attn_additive_args *args,
+    uint64_t values[ATTN_GPU_MAX_PARAMS], void *pointers[ATTN_GPU_MAX_PARAMS]) {
+  const int64_t b = args->batch, sq = args->seq_q, sk = args->seq_k;
+  const int64_t a = kernel->additive_dim, dq = kernel->query_dim;
+  const int64_t dk = kernel->head_dim, dv = kernel->value_dim;
+  const int64_t q[3] = {b, sq, dq}, k[3] = {b, sk, dk}, v[3] = {b, sk, dv};
+  const int64_t wq[2] = {a, dq}, wk[2] = {a, dk}, va[1] = {a};
+  const int64_t o[3] = {b, sq, dv}, w[3] = {b, sq, sk};
+  int n = 0;
+  n = attn_gpu_tensor_params(args->query, 3, q, args->query_strides, values, n);
+  n = attn_gpu_tensor_params(args->keys, 3, k, args->key_strides, values, n);
+  n = attn_gpu_tensor_params(args->values, 3, v, args->value_strides, values,
+                             n);
+  n = attn_gpu_tensor_params(args->query_weight, 2, wq,
+                             args->query_weight_strides, values, n);
+  n = attn_gpu_tensor_params(args->key_weight, 2, wk, args->key_weight_strides,
+                             values, n);
+  n = attn_gpu_tensor_params(args->score_vector, 1, va,
+                             args->score_vector_strides, values, n);
+  if (kernel->mask_kind != ATTN_MASK_NONE)
+    n = attn_gpu_tensor_params(args->mask, 3, w, args->mask_strides, values, n);
+  n = attn_gpu_tensor_params(args->output, 3, o, args->output_strides, values,
+                             n);
+  if (kernel->has_weights)
+    n = attn_gpu_tensor_params(args->weights, 3, w, args->weights_strides,
+                               values, n);
   for (int i = 0; i < n; ++i)
     pointers[i] = &values[i];
   return n;

@@ -755,6 +755,57 @@ TEST(Gpu, LinearKernelParamsFollowItsFunction) {
   EXPECT_LE(n, ATTN_GPU_MAX_PARAMS);
 }
 
+/// An additive attention kernel's parameters: query, keys, values, W_q,
+/// W_k, v, [mask], O, [weights] (ranks 3, 3, 3, 2, 2, 1, 3, 3, 3).
+TEST(Gpu, AdditiveKernelParamsFollowItsFunction) {
+  LinkedGpuLibrary linked;
+  linked.desc.kind = ATTN_KERNEL_ADDITIVE;
+  linked.desc.query_dim = 6;
+  linked.desc.head_dim = 5;
+  linked.desc.value_dim = 4;
+  linked.desc.additive_dim = 3;
+  attn_additive_args args{};
+  args.batch = 2;
+  args.seq_q = 7;
+  args.seq_k = 9;
+  float mask, weights, output;
+  args.output = &output;
+  uint64_t values[ATTN_GPU_MAX_PARAMS];
+  void *pointers[ATTN_GPU_MAX_PARAMS];
+  EXPECT_EQ(
+      attn_gpu_additive_kernel_params(&linked.desc, &args, values, pointers),
+      3 * 11 + 2 * 9 + 7 + 11);
+  EXPECT_EQ(values[58], (uint64_t)(uintptr_t)&output);
+  linked.desc.mask_kind = ATTN_MASK_BOOL;
+  linked.desc.has_weights = 1;
+  args.mask = &mask;
+  args.weights = &weights;
+  const int64_t broadcast[3] = {0, 0, 1}; // [1, 1, Sk] over [B, Sq, Sk]
+  std::copy(broadcast, broadcast + 3, args.mask_strides);
+  int n =
+      attn_gpu_additive_kernel_params(&linked.desc, &args, values, pointers);
+  EXPECT_EQ(n, 3 * 11 + 2 * 9 + 7 + 3 * 11);
+  // The mask at 58: [B, Sq, Sk] with its strides (span Sk); O at 69,
+  // the weights at 80.
+  const uint64_t maskParams[] = {(uint64_t)(uintptr_t)&mask,
+                                 (uint64_t)(uintptr_t)&mask,
+                                 0,
+                                 9,
+                                 1,
+                                 2,
+                                 7,
+                                 9,
+                                 0,
+                                 0,
+                                 1};
+  for (int i = 0; i < 11; ++i)
+    EXPECT_EQ(values[58 + i], maskParams[i]) << "parameter " << 58 + i;
+  EXPECT_EQ(values[69], (uint64_t)(uintptr_t)&output);
+  EXPECT_EQ(values[80], (uint64_t)(uintptr_t)&weights);
+  for (int i = 0; i < n; ++i)
+    EXPECT_EQ(pointers[i], &values[i]);
+}
+
 /// attn_run_linear launches a GPU linear kernel; the normalizer cannot be
 /// updated in place when a head's value columns take several blocks.
 TEST(Gpu, LinearKernelRunsOnTheGpuOnly) {
