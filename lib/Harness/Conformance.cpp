@@ -520,40 +520,27 @@ CaseOutcome attn::runWeightsConformanceCase(const ConformanceCase &c,
   return outcome;
 }
 
-CaseOutcome attn::runLinearConformanceCase(
-    const ConformanceCase &c,
-    const std::function<attn_status(ProblemData &, LinearData &, bool)> &run) {
+namespace {
+/// A case's two calls: the first (`run(true)`) checked by `check`, then,
+/// after `poisonAgain`, a second (`run(false)`) whose `results` must equal
+/// the first's bit for bit. `problem` names the case in the message.
+CaseOutcome checkTwice(const std::string &problem,
+                       const std::function<attn_status(bool)> &run,
+                       const std::function<CheckReport()> &check,
+                       const std::function<std::vector<double>()> &results,
+                       const std::function<void()> &poisonAgain) {
   CaseOutcome outcome;
-  std::string error;
-  std::optional<KernelSpec> spec = parseKernelSpec(c.spec, error);
-  if (!spec) {
-    outcome.message = c.spec + ": " + error;
+  if (run(/*first=*/true) != ATTN_OK) {
+    outcome.message = problem + ": " + attn_last_error();
     return outcome;
   }
-  ProblemData data;
-  Problem problem = problemOf(c, *spec, data);
-  LinearData linear;
-  makeLinearData(problem, data, linear);
-  if (run(data, linear, /*first=*/true) != ATTN_OK) {
-    outcome.message = problem.describe() + ": " + attn_last_error();
-    return outcome;
-  }
-  CheckReport report = checkLinearAgainstReference(problem, data, linear);
-  outcome.message = problem.describe() + ": " + report.message;
+  CheckReport report = check();
+  outcome.message = problem + ": " + report.message;
   if (!report.passed)
     return outcome;
-  auto results = [&] {
-    std::vector<double> values = outputValues(data);
-    values.insert(values.end(), linear.state.begin(), linear.state.end());
-    values.insert(values.end(), linear.normalizer.begin(),
-                  linear.normalizer.end());
-    return values;
-  };
   std::vector<double> first = results();
-  poisonOutputs(data);
-  std::fill(linear.state.begin(), linear.state.end(), NAN);
-  std::fill(linear.normalizer.begin(), linear.normalizer.end(), NAN);
-  if (run(data, linear, /*first=*/false) != ATTN_OK) {
+  poisonAgain();
+  if (run(/*first=*/false) != ATTN_OK) {
     outcome.message += "; second run: " + std::string(attn_last_error());
     return outcome;
   }
@@ -566,17 +553,43 @@ CaseOutcome attn::runLinearConformanceCase(
   outcome.passed = true;
   return outcome;
 }
+} // namespace
+
+CaseOutcome attn::runLinearConformanceCase(
+    const ConformanceCase &c,
+    const std::function<attn_status(ProblemData &, LinearData &, bool)> &run) {
+  std::string error;
+  std::optional<KernelSpec> spec = parseKernelSpec(c.spec, error);
+  if (!spec)
+    return {false, c.spec + ": " + error};
+  ProblemData data;
+  Problem problem = problemOf(c, *spec, data);
+  LinearData linear;
+  makeLinearData(problem, data, linear);
+  return checkTwice(
+      problem.describe(), [&](bool first) { return run(data, linear, first); },
+      [&] { return checkLinearAgainstReference(problem, data, linear); },
+      [&] {
+        std::vector<double> values = outputValues(data);
+        values.insert(values.end(), linear.state.begin(), linear.state.end());
+        values.insert(values.end(), linear.normalizer.begin(),
+                      linear.normalizer.end());
+        return values;
+      },
+      [&] {
+        poisonOutputs(data);
+        std::fill(linear.state.begin(), linear.state.end(), NAN);
+        std::fill(linear.normalizer.begin(), linear.normalizer.end(), NAN);
+      });
+}
 
 CaseOutcome attn::runAdditiveConformanceCase(
     const ConformanceCase &c,
     const std::function<attn_status(AdditiveData &, bool)> &run) {
-  CaseOutcome outcome;
   std::string error;
   std::optional<KernelSpec> spec = parseKernelSpec(c.spec, error);
-  if (!spec) {
-    outcome.message = c.spec + ": " + error;
-    return outcome;
-  }
+  if (!spec)
+    return {false, c.spec + ": " + error};
   Problem problem;
   problem.spec = *spec;
   problem.batch = c.batch;
@@ -587,34 +600,18 @@ CaseOutcome attn::runAdditiveConformanceCase(
   problem.seed = std::hash<std::string>()(c.label);
   AdditiveData data;
   makeAdditiveData(problem, data);
-  if (run(data, /*first=*/true) != ATTN_OK) {
-    outcome.message = problem.describe() + ": " + attn_last_error();
-    return outcome;
-  }
-  CheckReport report = checkAdditiveAgainstReference(problem, data);
-  outcome.message = problem.describe() + ": " + report.message;
-  if (!report.passed)
-    return outcome;
-  auto results = [&] {
-    std::vector<double> values = tensorValues(data.output);
-    values.insert(values.end(), data.weights.begin(), data.weights.end());
-    return values;
-  };
-  std::vector<double> first = results();
-  poisonTensor(data.output);
-  std::fill(data.weights.begin(), data.weights.end(), NAN);
-  if (run(data, /*first=*/false) != ATTN_OK) {
-    outcome.message += "; second run: " + std::string(attn_last_error());
-    return outcome;
-  }
-  int64_t differs = firstDifference(first, results());
-  if (differs >= 0) {
-    outcome.message +=
-        "; element " + std::to_string(differs) + " differs between two runs";
-    return outcome;
-  }
-  outcome.passed = true;
-  return outcome;
+  return checkTwice(
+      problem.describe(), [&](bool first) { return run(data, first); },
+      [&] { return checkAdditiveAgainstReference(problem, data); },
+      [&] {
+        std::vector<double> values = tensorValues(data.output);
+        values.insert(values.end(), data.weights.begin(), data.weights.end());
+        return values;
+      },
+      [&] {
+        poisonTensor(data.output);
+        std::fill(data.weights.begin(), data.weights.end(), NAN);
+      });
 }
 
 CaseOutcome attn::runConformanceCase(const ConformanceCase &c,

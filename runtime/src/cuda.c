@@ -348,15 +348,34 @@ void attn_cuda_forget(const attn_library *library) {
   pthread_mutex_unlock(&loaded_lock);
 }
 
-/* Launches `kernel`'s `function` on `grid` with the parameters `pointers`
- * (attn_gpu_kernel_params' or attn_gpu_linear_kernel_params'). */
-static attn_status launch(const attn_kernel_desc *kernel, CUfunction function,
-                          const unsigned grid[3], void **pointers,
-                          void *stream) {
+/* A grid of (x, y, z) blocks, checked against CUDA's limits. */
+static attn_status check_grid(const attn_kernel_desc *kernel,
+                              const int64_t grid[3]) {
+  if (grid[0] > INT32_MAX || grid[1] > 65535 || grid[2] > 65535)
+    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                     "kernel '%s': a grid of (%" PRId64 ", %" PRId64
+                     ", %" PRId64 ") blocks exceeds CUDA's limits "
+                     "(2^31-1, 65535, 65535)",
+                     kernel->name, grid[0], grid[1], grid[2]);
+  return ATTN_OK;
+}
+
+/* Launches `kernel` on `grid` (checked) with the parameters `pointers`
+ * (attn_gpu_kernel_params' or another kind's): on `stream` without
+ * waiting, or on the default stream, waiting for it. */
+static attn_status launch(const attn_kernel_desc *kernel, const int64_t grid[3],
+                          void **pointers, void *stream) {
+  attn_status status = use_device();
+  if (status != ATTN_OK)
+    return status;
+  CUfunction function;
+  if ((status = load_function(kernel, &function)) != ATTN_OK)
+    return status;
   const attn_gpu_kernel *gpu = kernel->gpu;
   CUresult result = cu.launchKernel(
-      function, grid[0], grid[1], grid[2], (unsigned)gpu->block_threads, 1, 1,
-      (unsigned)gpu->shared_bytes, (CUstream)stream, pointers, NULL);
+      function, (unsigned)grid[0], (unsigned)grid[1], (unsigned)grid[2],
+      (unsigned)gpu->block_threads, 1, 1, (unsigned)gpu->shared_bytes,
+      (CUstream)stream, pointers, NULL);
   if (result == CUDA_SUCCESS && !stream)
     result = cu.ctxSynchronize();
   if (result != CUDA_SUCCESS)
@@ -367,81 +386,52 @@ static attn_status launch(const attn_kernel_desc *kernel, CUfunction function,
 
 attn_status attn_cuda_launch(const attn_kernel_desc *kernel,
                              const attn_kernel_args *args, void *stream) {
-  attn_status status = use_device();
+  const int64_t rows = kernel->gpu->block_rows;
+  const int64_t grid[3] = {(args->seq_q + rows - 1) / rows, args->heads_q,
+                           args->batch};
+  attn_status status = check_grid(kernel, grid);
   if (status != ATTN_OK)
-    return status;
-  const attn_gpu_kernel *gpu = kernel->gpu;
-  int64_t tiles = (args->seq_q + gpu->block_rows - 1) / gpu->block_rows;
-  if (tiles > INT32_MAX || args->heads_q > 65535 || args->batch > 65535)
-    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
-                     "kernel '%s': a grid of (%" PRId64 ", %" PRId64
-                     ", %" PRId64 ") blocks exceeds CUDA's limits "
-                     "(2^31-1, 65535, 65535)",
-                     kernel->name, tiles, args->heads_q, args->batch);
-  CUfunction function;
-  if ((status = load_function(kernel, &function)) != ATTN_OK)
     return status;
   uint64_t values[ATTN_GPU_MAX_PARAMS];
   void *pointers[ATTN_GPU_MAX_PARAMS];
   attn_gpu_kernel_params(kernel, args, values, pointers);
-  unsigned grid[3] = {(unsigned)tiles, (unsigned)args->heads_q,
-                      (unsigned)args->batch};
-  return launch(kernel, function, grid, pointers, stream);
+  return launch(kernel, grid, pointers, stream);
 }
 
 attn_status attn_cuda_launch_linear(const attn_kernel_desc *kernel,
                                     const attn_linear_args *args) {
-  const attn_gpu_kernel *gpu = kernel->gpu;
-  int64_t tiles = (kernel->value_dim + gpu->block_rows - 1) / gpu->block_rows;
-  if (args->heads_kv > 65535 || args->batch > 65535)
-    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
-                     "kernel '%s': a grid of (%" PRId64 ", %" PRId64
-                     ", %" PRId64 ") blocks exceeds CUDA's limits "
-                     "(2^31-1, 65535, 65535)",
-                     kernel->name, tiles, args->heads_kv, args->batch);
+  const int64_t columns = kernel->gpu->block_rows;
+  const int64_t grid[3] = {(kernel->value_dim + columns - 1) / columns,
+                           args->heads_kv, args->batch};
+  attn_status status = check_grid(kernel, grid);
+  if (status != ATTN_OK)
+    return status;
   /* Every block reads z0 first and the first writes z1 last: in place, a
    * block could read what another wrote. (S is split by columns: each
    * block reads and writes only its own.) */
-  if (tiles > 1 && kernel->has_state &&
+  if (grid[0] > 1 && kernel->has_state &&
       args->final_normalizer == args->initial_normalizer)
     return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
                      "final_normalizer: on the GPU, kernel '%s' (Dv = %" PRId64
-                     ", %" PRId64 " blocks of %d value columns a head) cannot "
-                     "update the normalizer in place: give final_normalizer a "
-                     "buffer of its own",
-                     kernel->name, kernel->value_dim, tiles, gpu->block_rows);
-  attn_status status = use_device();
-  if (status != ATTN_OK)
-    return status;
-  CUfunction function;
-  if ((status = load_function(kernel, &function)) != ATTN_OK)
-    return status;
+                     ", %" PRId64 " blocks of %" PRId64 " value columns a "
+                     "head) cannot update the normalizer in place: give "
+                     "final_normalizer a buffer of its own",
+                     kernel->name, kernel->value_dim, grid[0], columns);
   uint64_t values[ATTN_GPU_MAX_PARAMS];
   void *pointers[ATTN_GPU_MAX_PARAMS];
   attn_gpu_linear_kernel_params(kernel, args, values, pointers);
-  unsigned grid[3] = {(unsigned)tiles, (unsigned)args->heads_kv,
-                      (unsigned)args->batch};
-  return launch(kernel, function, grid, pointers, NULL);
+  return launch(kernel, grid, pointers, NULL);
 }
 
 attn_status attn_cuda_launch_additive(const attn_kernel_desc *kernel,
                                       const attn_additive_args *args) {
-  const attn_gpu_kernel *gpu = kernel->gpu;
-  int64_t tiles = (args->seq_q + gpu->block_rows - 1) / gpu->block_rows;
-  if (tiles > INT32_MAX || args->batch > 65535)
-    return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
-                     "kernel '%s': a grid of (%" PRId64 ", %" PRId64
-                     ", 1) blocks exceeds CUDA's limits (2^31-1, 65535, 1)",
-                     kernel->name, tiles, args->batch);
-  attn_status status = use_device();
+  const int64_t rows = kernel->gpu->block_rows;
+  const int64_t grid[3] = {(args->seq_q + rows - 1) / rows, args->batch, 1};
+  attn_status status = check_grid(kernel, grid);
   if (status != ATTN_OK)
-    return status;
-  CUfunction function;
-  if ((status = load_function(kernel, &function)) != ATTN_OK)
     return status;
   uint64_t values[ATTN_GPU_MAX_PARAMS];
   void *pointers[ATTN_GPU_MAX_PARAMS];
   attn_gpu_additive_kernel_params(kernel, args, values, pointers);
-  unsigned grid[3] = {(unsigned)tiles, (unsigned)args->batch, 1};
-  return launch(kernel, function, grid, pointers, NULL);
+  return launch(kernel, grid, pointers, NULL);
 }

@@ -108,27 +108,43 @@ attn_additive_args additiveArgs(AdditiveData &data) {
   return args;
 }
 
-/// The kernels of `cases` as host emulations, JIT-compiled.
-std::unique_ptr<mlir::ExecutionEngine>
-emulate(const std::vector<ConformanceCase> &cases,
-        std::vector<KernelSpec> &specs, KernelModule *&kept) {
+/// The kernels of a list of cases as host emulations, JIT-compiled.
+class Emulation {
+public:
+  explicit Emulation(const std::vector<ConformanceCase> &cases);
+  /// Each case with its spec; false where a kernel could not be built.
+  bool ok() const { return engine != nullptr; }
+  const std::vector<KernelSpec> &specs() const { return specsOfCases; }
+  /// Calls kernel `name` with the parameters in `pointers`.
+  attn_status invoke(const std::string &name, void **pointers, int count);
+
+private:
+  std::vector<KernelSpec> specsOfCases;
+  std::unique_ptr<KernelModule> kernels;
+  std::unique_ptr<mlir::ExecutionEngine> engine;
+};
+
+Emulation::Emulation(const std::vector<ConformanceCase> &cases) {
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
   for (const ConformanceCase &c : cases) {
     std::string error;
     std::optional<KernelSpec> spec = parseKernelSpec(c.spec, error);
-    EXPECT_TRUE(spec) << c.spec << ": " << error;
-    if (!spec)
-      return nullptr;
-    specs.push_back(*spec);
+    if (!spec) {
+      ADD_FAILURE() << c.spec << ": " << error;
+      return;
+    }
+    specsOfCases.push_back(*spec);
   }
-  kept = new KernelModule(specs);
-  KernelModule &kernels = *kept;
-  EXPECT_TRUE(kernels.module) << kernels.diagnostics;
-  if (!kernels.module)
-    return nullptr;
+  kernels = std::make_unique<KernelModule>(specsOfCases);
+  if (!kernels->module) {
+    ADD_FAILURE() << kernels->diagnostics;
+    return;
+  }
   for (auto [spec, func] :
-       llvm::zip(specs, kernels.module->getOps<mlir::func::FuncOp>()))
+       llvm::zip(specsOfCases, kernels->module->getOps<mlir::func::FuncOp>()))
     func.setSymName(spec.name);
-  mlir::PassManager pm(&kernels.context);
+  mlir::PassManager pm(&kernels->context);
   mlir::attn::AttnLowerToGpuPassOptions lowering;
   lowering.hostEmulation = true;
   pm.addPass(mlir::attn::createAttnLowerToGpuPass(lowering));
@@ -141,22 +157,24 @@ emulate(const std::vector<ConformanceCase> &cases,
   pm.addPass(mlir::createConvertMathToLibmPass());
   pm.addPass(mlir::createConvertToLLVMPass());
   pm.addPass(mlir::createReconcileUnrealizedCastsPass());
-  EXPECT_TRUE(mlir::succeeded(pm.run(*kernels.module))) << kernels.diagnostics;
-  mlir::registerBuiltinDialectTranslation(kernels.context);
-  mlir::registerLLVMDialectTranslation(kernels.context);
-  auto engine = mlir::ExecutionEngine::create(*kernels.module);
-  if (!engine) {
-    ADD_FAILURE() << llvm::toString(engine.takeError());
-    return nullptr;
+  if (mlir::failed(pm.run(*kernels->module))) {
+    ADD_FAILURE() << kernels->diagnostics;
+    return;
   }
-  return std::move(*engine);
+  mlir::registerBuiltinDialectTranslation(kernels->context);
+  mlir::registerLLVMDialectTranslation(kernels->context);
+  auto created = mlir::ExecutionEngine::create(*kernels->module);
+  if (!created) {
+    ADD_FAILURE() << llvm::toString(created.takeError());
+    return;
+  }
+  engine = std::move(*created);
 }
 
-/// Calls kernel `name` of `engine` with the parameters in `pointers`.
-attn_status invoke(mlir::ExecutionEngine &engine, const std::string &name,
-                   void **pointers, int count) {
-  llvm::Error error =
-      engine.invokePacked(name, llvm::MutableArrayRef<void *>(pointers, count));
+attn_status Emulation::invoke(const std::string &name, void **pointers,
+                              int count) {
+  llvm::Error error = engine->invokePacked(
+      name, llvm::MutableArrayRef<void *>(pointers, count));
   if (error) {
     ADD_FAILURE() << name << ": " << llvm::toString(std::move(error));
     return ATTN_ERROR_INTERNAL;
@@ -165,16 +183,10 @@ attn_status invoke(mlir::ExecutionEngine &engine, const std::string &name,
 }
 
 TEST(GpuEmulation, LinearKernelMatchesTheReferenceOnTheHost) {
-  llvm::InitializeNativeTarget();
-  llvm::InitializeNativeTargetAsmPrinter();
   std::vector<ConformanceCase> cases = linearGpuConformanceCases();
-  std::vector<KernelSpec> specs;
-  KernelModule *module = nullptr;
-  std::unique_ptr<KernelModule> owner;
-  std::unique_ptr<mlir::ExecutionEngine> engine = emulate(cases, specs, module);
-  owner.reset(module);
-  ASSERT_TRUE(engine);
-  for (auto [c, spec] : llvm::zip(cases, specs)) {
+  Emulation emulation(cases);
+  ASSERT_TRUE(emulation.ok());
+  for (auto [c, spec] : llvm::zip(cases, emulation.specs())) {
     attn_kernel_desc desc{};
     desc.head_dim = spec.headDim;
     desc.value_dim = spec.valueDim;
@@ -185,23 +197,17 @@ TEST(GpuEmulation, LinearKernelMatchesTheReferenceOnTheHost) {
           uint64_t values[ATTN_GPU_MAX_PARAMS];
           void *pointers[ATTN_GPU_MAX_PARAMS];
           int n = attn_gpu_linear_kernel_params(&desc, &args, values, pointers);
-          return invoke(*engine, c.label, pointers, n);
+          return emulation.invoke(c.label, pointers, n);
         });
     EXPECT_TRUE(outcome.passed) << c.label << ": " << outcome.message;
   }
 }
 
 TEST(GpuEmulation, AdditiveKernelMatchesTheReferenceOnTheHost) {
-  llvm::InitializeNativeTarget();
-  llvm::InitializeNativeTargetAsmPrinter();
   std::vector<ConformanceCase> cases = additiveGpuConformanceCases();
-  std::vector<KernelSpec> specs;
-  KernelModule *module = nullptr;
-  std::unique_ptr<KernelModule> owner;
-  std::unique_ptr<mlir::ExecutionEngine> engine = emulate(cases, specs, module);
-  owner.reset(module);
-  ASSERT_TRUE(engine);
-  for (auto [c, spec] : llvm::zip(cases, specs)) {
+  Emulation emulation(cases);
+  ASSERT_TRUE(emulation.ok());
+  for (auto [c, spec] : llvm::zip(cases, emulation.specs())) {
     attn_kernel_desc desc{};
     desc.query_dim = spec.queryDim;
     desc.head_dim = spec.headDim;
@@ -217,7 +223,7 @@ TEST(GpuEmulation, AdditiveKernelMatchesTheReferenceOnTheHost) {
           void *pointers[ATTN_GPU_MAX_PARAMS];
           int n =
               attn_gpu_additive_kernel_params(&desc, &args, values, pointers);
-          return invoke(*engine, c.label, pointers, n);
+          return emulation.invoke(c.label, pointers, n);
         });
     EXPECT_TRUE(outcome.passed) << c.label << ": " << outcome.message;
   }
