@@ -97,6 +97,18 @@ Type captureElementType(MLIRContext *ctx, CaptureType type) {
   return {};
 }
 
+/// The empty kernel function `<name>_impl` of `spec` (marked as a kernel,
+/// its entry block made) taking `args` and returning `results`.
+static func::FuncOp kernelFunction(OpBuilder &b, Location loc,
+                                   const KernelSpec &spec, ArrayRef<Type> args,
+                                   ArrayRef<Type> results) {
+  auto func = func::FuncOp::create(b, loc, spec.name + "_impl",
+                                   b.getFunctionType(args, results));
+  func->setAttr(mlir::attn::kKernelAttrName, b.getUnitAttr());
+  func.addEntryBlock();
+  return func;
+}
+
 /// The kernel function of a linear attention backward spec (see the file
 /// comment), given its tensor types.
 static func::FuncOp
@@ -110,10 +122,8 @@ buildLinearBackwardKernelFunction(OpBuilder &b, Location loc,
   if (spec.linearState)
     results.append({state, normalizer});
   args.append(results.begin(), results.end());
-  auto func = func::FuncOp::create(b, loc, spec.name + "_impl",
-                                   b.getFunctionType(args, results));
-  func->setAttr(mlir::attn::kKernelAttrName, b.getUnitAttr());
-  Block *body = func.addEntryBlock();
+  func::FuncOp func = kernelFunction(b, loc, spec, args, results);
+  Block *body = &func.getBody().front();
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(body);
   auto arg = [&](unsigned i) { return body->getArgument(i); };
@@ -162,10 +172,8 @@ static func::FuncOp buildLinearKernelFunction(OpBuilder &b, Location loc,
   } else {
     args.push_back(o);
   }
-  auto func = func::FuncOp::create(b, loc, spec.name + "_impl",
-                                   b.getFunctionType(args, results));
-  func->setAttr(mlir::attn::kKernelAttrName, b.getUnitAttr());
-  Block *body = func.addEntryBlock();
+  func::FuncOp func = kernelFunction(b, loc, spec, args, results);
+  Block *body = &func.getBody().front();
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(body);
   ValueRange initial = body->getArguments().slice(3, spec.linearState ? 2 : 0);
@@ -221,10 +229,8 @@ static func::FuncOp buildAdditiveKernelFunction(OpBuilder &b, Location loc,
       results.push_back(tensor({batch, rows, keys}, f32));
   }
   args.append(results.begin(), results.end());
-  auto func = func::FuncOp::create(b, loc, spec.name + "_impl",
-                                   b.getFunctionType(args, results));
-  func->setAttr(mlir::attn::kKernelAttrName, b.getUnitAttr());
-  Block *body = func.addEntryBlock();
+  func::FuncOp func = kernelFunction(b, loc, spec, args, results);
+  Block *body = &func.getBody().front();
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(body);
   unsigned next = 6;
@@ -299,10 +305,8 @@ static func::FuncOp buildMhaKernelFunction(OpBuilder &b, Location loc,
                           spec.mask == MaskKind::Bool ? b.getI1Type() : elem));
   Type output = tensor({batch, rows, e}, elem);
   args.push_back(output);
-  auto func = func::FuncOp::create(b, loc, spec.name + "_impl",
-                                   b.getFunctionType(args, {output}));
-  func->setAttr(mlir::attn::kKernelAttrName, b.getUnitAttr());
-  Block *body = func.addEntryBlock();
+  func::FuncOp func = kernelFunction(b, loc, spec, args, {output});
+  Block *body = &func.getBody().front();
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(body);
   unsigned next = 6;
@@ -417,10 +421,8 @@ func::FuncOp buildKernelFunction(OpBuilder &b, Location loc,
   // Dropout's probability and seed, last.
   if (spec.dropout)
     args.append({b.getF32Type(), b.getI64Type()});
-  auto func = func::FuncOp::create(b, loc, spec.name + "_impl",
-                                   b.getFunctionType(args, results));
-  func->setAttr(mlir::attn::kKernelAttrName, b.getUnitAttr());
-  Block *body = func.addEntryBlock();
+  func::FuncOp func = kernelFunction(b, loc, spec, args, results);
+  Block *body = &func.getBody().front();
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(body);
 

@@ -121,6 +121,30 @@ protected:
   /// `from` [C][pad] into `to` [pad][C], by lanes x lanes register
   /// transposes.
   void transposeChunk(Value from, Value to, int64_t pad);
+  /// normalizer += Σ_{j < count} w_j · left[j] (left [C][DPad]), w_j =
+  /// weights[j] ([C]) or 1 without weights.
+  void accumulateNormalizer(Value left, Value count, Value normalizer,
+                            Value weights);
+  /// `source` [B, Hkv, D, Dv] (or [B, Hkv, D] with `vector`) of the work
+  /// item into `into` ([DPad][DvPad] or [DPad], zeroed first; zero alone
+  /// without a source), transposed into [DvPad][DPad] with `transpose`.
+  void loadState(Value source, Value batch, Value kvHead, Value into,
+                 bool vector, bool transpose);
+  /// `from` ([DPad][DvPad] or [DPad]) into `out` at [batch, kvHead].
+  void storeState(Value from, Value out, Value batch, Value kvHead,
+                  bool vector);
+  /// body(start, count) for each chunk of C rows of `total`.
+  void forChunks(Value total, function_ref<void(Value, Value)> body) {
+    forLoop(cst(0), total, cst(chunk), [&](Value start) {
+      Value count = arith::MinSIOp::create(
+          b, cst(chunk), arith::SubIOp::create(b, total, start));
+      body(start, count);
+    });
+  }
+  /// body(first) for each block of kRows rows of a chunk's `count`.
+  void forRowBlocks(Value count, function_ref<void(Value)> body) {
+    forLoop(cst(0), count, cst(kRows), body);
+  }
   /// Stores row `first + r` (r < kRows) of a block where it is below
   /// `count`, at [batch, head, start + first + r] of `memref`.
   void storeRows(Value memref, Value batch, Value head, Value start,
@@ -268,9 +292,13 @@ void LinearEmitter::accumulateState(Value left, Value right, Value count,
               {arith::AddIOp::create(b, first, cst(r)), cst(col + v * lanes)});
     }
   });
-  if (!normalizer)
-    return;
-  // The normalizer: vectors along D.
+  if (normalizer)
+    accumulateNormalizer(left, count, normalizer, weights);
+}
+
+void LinearEmitter::accumulateNormalizer(Value left, Value count,
+                                         Value normalizer, Value weights) {
+  // Vectors along D.
   for (int64_t c = 0; c < headPad; c += lanes) {
     SmallVector<Value> sum = forLoopWith(
         cst(0), count, cst(1), {loadVector(normalizer, {cst(c)})},
@@ -458,39 +486,11 @@ void LinearLowering::emit() {
       Value group = arith::DivUIOp::create(b, dim(query, 1), dim(key, 1));
       Value firstHead = arith::MulIOp::create(b, kvHead, group);
       // S₀ and z₀, or 0; pad rows and columns 0.
-      Value zero = zeroVector();
-      forLoop(cst(0), cst(headPad), cst(1), [&](Value d) {
-        for (int64_t c = 0; c < valuePad; c += lanes)
-          storeVector(zero, buf.state, {d, cst(c)});
-      });
-      for (int64_t c = 0; c < headPad; c += lanes)
-        storeVector(zero, buf.normalizer, {cst(c)});
-      if (Value s0 = op.getStateIn()) {
-        Value z0 = op.getNormalizerIn();
-        forLoop(cst(0), cst(headDim), cst(1), [&](Value d) {
-          forLoop(cst(0), cst(valueDim), cst(1), [&](Value c) {
-            memref::StoreOp::create(
-                b,
-                memref::LoadOp::create(b, s0, ValueRange{batch, kvHead, d, c}),
-                buf.state, ValueRange{d, c});
-          });
-          memref::StoreOp::create(
-              b, memref::LoadOp::create(b, z0, ValueRange{batch, kvHead, d}),
-              buf.normalizer, ValueRange{d});
-        });
-      }
+      loadState(op.getStateIn(), batch, kvHead, buf.state, false, false);
+      loadState(op.getNormalizerIn(), batch, kvHead, buf.normalizer, true,
+                false);
 
       Value keys = dim(key, 2), rows = dim(query, 2);
-      auto forChunks = [&](Value total, function_ref<void(Value, Value)> body) {
-        forLoop(cst(0), total, cst(chunk), [&](Value start) {
-          Value count = arith::MinSIOp::create(
-              b, cst(chunk), arith::SubIOp::create(b, total, start));
-          body(start, count);
-        });
-      };
-      auto forRowBlocks = [&](Value count, function_ref<void(Value)> body) {
-        forLoop(cst(0), count, cst(kRows), body);
-      };
       auto packKeysValues = [&](Value start, Value count) {
         packRows(key, batch, kvHead, start, count, buf.keys, headDim, true);
         packRows(value, batch, kvHead, start, count, buf.values, valueDim,
@@ -533,17 +533,8 @@ void LinearLowering::emit() {
 
       // The final state, where asked.
       if (Value s1 = op.getStateOut()) {
-        Value z1 = op.getNormalizerOut();
-        forLoop(cst(0), cst(headDim), cst(1), [&](Value d) {
-          forLoop(cst(0), cst(valueDim), cst(1), [&](Value c) {
-            memref::StoreOp::create(
-                b, memref::LoadOp::create(b, buf.state, ValueRange{d, c}), s1,
-                ValueRange{batch, kvHead, d, c});
-          });
-          memref::StoreOp::create(
-              b, memref::LoadOp::create(b, buf.normalizer, ValueRange{d}), z1,
-              ValueRange{batch, kvHead, d});
-        });
+        storeState(buf.state, s1, batch, kvHead, false);
+        storeState(buf.normalizer, op.getNormalizerOut(), batch, kvHead, true);
       }
     });
   });
@@ -614,15 +605,6 @@ private:
   /// dK and dV of the keys [first, first + kRows) of the chunk at `start`.
   void keyGradients(Value batch, Value kvHead, Value start, Value first,
                     Value count);
-  /// `source` [B, Hkv, D, Dv] (or [B, Hkv, D] with `vector`) of the work
-  /// item into `into` ([DPad][DvPad] or [DPad], zeroed first), transposed
-  /// into [DvPad][DPad] with `transpose`.
-  void loadState(Value source, Value batch, Value kvHead, Value into,
-                 bool vector, bool transpose);
-  /// `from` ([DPad][DvPad] or [DPad]) into `out` at [batch, kvHead].
-  void storeState(Value from, Value out, Value batch, Value kvHead,
-                  bool vector);
-
   LinearBackwardOp op;
   bool normalized;
   struct {
@@ -752,9 +734,8 @@ void LinearBackwardLowering::keyGradients(Value batch, Value kvHead,
             valuePad, valueDim);
 }
 
-void LinearBackwardLowering::loadState(Value source, Value batch, Value kvHead,
-                                       Value into, bool vector,
-                                       bool transpose) {
+void LinearEmitter::loadState(Value source, Value batch, Value kvHead,
+                              Value into, bool vector, bool transpose) {
   Value zero = zeroVector();
   if (vector) {
     for (int64_t c = 0; c < headPad; c += lanes)
@@ -785,8 +766,8 @@ void LinearBackwardLowering::loadState(Value source, Value batch, Value kvHead,
   });
 }
 
-void LinearBackwardLowering::storeState(Value from, Value out, Value batch,
-                                        Value kvHead, bool vector) {
+void LinearEmitter::storeState(Value from, Value out, Value batch, Value kvHead,
+                               bool vector) {
   forLoop(cst(0), cst(headDim), cst(1), [&](Value d) {
     if (vector) {
       memref::StoreOp::create(b, memref::LoadOp::create(b, from, ValueRange{d}),
@@ -848,16 +829,6 @@ void LinearBackwardLowering::emit() {
                 false);
       loadState(op.getGradFinalNormalizer(), batch, kvHead, buf.dNormalizer,
                 true, false);
-      auto forChunks = [&](Value total, function_ref<void(Value, Value)> body) {
-        forLoop(cst(0), total, cst(chunk), [&](Value start) {
-          Value count = arith::MinSIOp::create(
-              b, cst(chunk), arith::SubIOp::create(b, total, start));
-          body(start, count);
-        });
-      };
-      auto forRowBlocks = [&](Value count, function_ref<void(Value)> body) {
-        forLoop(cst(0), count, cst(kRows), body);
-      };
 
       // The query rows of every head of the group: dQ, and their sums
       // into dS and dz.
@@ -997,9 +968,6 @@ void LinearBackwardLowering::emitCausal(Value batch, Value kvHead,
     forLoop(cst(0), group, cst(1),
             [&](Value g) { body(g, arith::AddIOp::create(b, firstHead, g)); });
   };
-  auto forRowBlocks = [&](Value count, function_ref<void(Value)> body) {
-    forLoop(cst(0), count, cst(kRows), body);
-  };
   auto packKeysValues = [&](Value start, Value count) {
     packRows(key, batch, kvHead, start, count, buf.keys, headDim, true);
     packRows(op.getValue(), batch, kvHead, start, count, buf.values, valueDim,
@@ -1025,9 +993,7 @@ void LinearBackwardLowering::emitCausal(Value batch, Value kvHead,
   // Forward in time: S₀ and z₀ plus the chunks before (Sᵀ, for g Sᵀ).
   loadState(op.getState(), batch, kvHead, buf.stateT, false, true);
   loadState(op.getNormalizer(), batch, kvHead, buf.normalizer, true, false);
-  forLoop(cst(0), seq, cst(chunk), [&](Value start) {
-    Value count = arith::MinSIOp::create(b, cst(chunk),
-                                         arith::SubIOp::create(b, seq, start));
+  forChunks(seq, [&](Value start, Value count) {
     packKeysValues(start, count);
     transposeChunk(buf.keys, buf.keysT, headPad);
     transposeChunk(buf.values, buf.valuesT, valuePad);
@@ -1095,15 +1061,7 @@ void LinearBackwardLowering::emitCausal(Value batch, Value kvHead,
     // The chunk joins the state: Sᵀ += Vᵀ φ(K), z += Σ φ(K).
     accumulateState(buf.values, buf.keys, count, buf.stateT, Value(), Value(),
                     valueDim, headPad);
-    for (int64_t c = 0; c < headPad; c += lanes) {
-      SmallVector<Value> sum = forLoopWith(
-          cst(0), count, cst(1), {loadVector(buf.normalizer, {cst(c)})},
-          [&](Value j, ValueRange carried) -> SmallVector<Value> {
-            return {arith::AddFOp::create(b, carried[0],
-                                          loadVector(buf.keys, {j, cst(c)}))};
-          });
-      storeVector(sum[0], buf.normalizer, {cst(c)});
-    }
+    accumulateNormalizer(buf.keys, count, buf.normalizer, Value());
   });
 
   // Backward in time: dS and dz of the rows after each chunk (dS_fin and
