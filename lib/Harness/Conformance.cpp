@@ -273,7 +273,7 @@ std::vector<ConformanceCase> attn::linearGpuConformanceCases() {
 std::vector<ConformanceCase> attn::additiveGpuConformanceCases() {
   // Sq and Sk not multiples of the 32-row and 32-key tiles, a keep-mask of
   // each broadcast form (its first row keeps nothing: O and the weights 0),
-  // the weights, each element type, the tutorial's dims.
+  // the weights, each element type, the tutorial's dims, NaNs.
   std::vector<ConformanceCase> cases = {
       {"additive_f32", "additive,d=20,dq=24,dv=40,attn_dim=36", 2, 1, 1, 45,
        70},
@@ -289,6 +289,19 @@ std::vector<ConformanceCase> attn::additiveGpuConformanceCases() {
        1, 1, 70, 90},
       {"additive_f32_one_key", "additive,d=16,dq=16,dv=16,attn_dim=8", 1, 1, 1,
        5, 1},
+      // A NaN query row (its weights NaN at its allowed keys, 0 at the
+      // masked ones) and a NaN value (the rows that allow its key).
+      {"additive_nan_weights",
+       "additive,d=16,dq=16,dv=24,attn_dim=12,mask=bool,with_weights",
+       2,
+       1,
+       1,
+       40,
+       50,
+       false,
+       1.0,
+       false,
+       {{'q', 0, 3, 2}, {'v', 1, 45, 7}}},
   };
   for (ConformanceCase &c : cases)
     c.spec = "name=" + c.label + "," + c.spec;
@@ -600,6 +613,17 @@ CaseOutcome attn::runAdditiveConformanceCase(
   problem.seed = std::hash<std::string>()(c.label);
   AdditiveData data;
   makeAdditiveData(problem, data);
+  // NaNs as problemOf places them: the tensors are [1, B, S, D].
+  for (const NanInput &nan : c.nans) {
+    HostTensor &tensor = nan.tensor == 'q'   ? data.query
+                         : nan.tensor == 'k' ? data.keys
+                                             : data.values;
+    const int64_t *shape = tensor.view.shape;
+    std::vector<double> values = tensor.values;
+    values[(nan.batch * shape[2] + nan.row) * shape[3] + nan.column] =
+        std::numeric_limits<double>::quiet_NaN();
+    setValues(tensor, values);
+  }
   return checkTwice(
       problem.describe(), [&](bool first) { return run(data, first); },
       [&] { return checkAdditiveAgainstReference(problem, data); },

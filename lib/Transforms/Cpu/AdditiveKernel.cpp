@@ -492,11 +492,17 @@ void AdditiveLowering::rowBlock(Value batch, Value first, int64_t count,
         f32Const(0.0f), max);
     Value weights = op.getWeights();
     forLoop(cst(0), keys, cst(lanes), [&](Value start) {
+      Value s = loadVector(scores, {cst(r), start});
       Value w = arith::MulFOp::create(
-          b,
-          maths.exp(arith::SubFOp::create(
-              b, loadVector(scores, {cst(r), start}), splat(reference))),
+          b, maths.exp(arith::SubFOp::create(b, s, splat(reference))),
           splat(inverse));
+      // An excluded key's weight is 0 even in a NaN row (exp(−inf − NaN)
+      // would be NaN).
+      w = arith::SelectOp::create(
+          b,
+          arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, s,
+                                splat(minusInf)),
+          zeroVector(), w);
       Value live = arith::SubIOp::create(b, keys, start);
       ifUnitStride(
           weights,

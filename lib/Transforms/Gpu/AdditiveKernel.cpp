@@ -66,6 +66,8 @@ private:
   /// The scores of the R x C tile's cells into `probs` (-inf where
   /// excluded), the keys [first, first + count) projected in kp.
   Value score(Value i, Value j, Value first, Value count);
+  /// Σ_a v[a] tanh(qp[i][a] + kp[j][a]).
+  Value tanhSum(Value i, Value j);
   /// Whether (row i of the tile, key first + j) is allowed.
   Value allowed(Value i, Value j, Value first, Value count);
   /// The online softmax's update of each row from the tile's scores.
@@ -122,20 +124,21 @@ Value AdditiveGpuKernel::allowed(Value i, Value j, Value first, Value count) {
       [&] { return arith::ConstantIntOp::create(b(), 0, 1).getResult(); });
 }
 
+Value AdditiveGpuKernel::tanhSum(Value i, Value j) {
+  return forLoopWith(cst(0), cst(attnDim), cst(1), ValueRange{f32(0.0f)},
+                     [&](Value a, ValueRange sum) -> SmallVector<Value> {
+                       Value t = math::TanhOp::create(
+                           b(),
+                           arith::AddFOp::create(b(), loadShared(qp, {i, a}),
+                                                 loadShared(kp, {j, a})));
+                       return {fma(loadShared(scoreWeights, {a}), t, sum[0])};
+                     })[0];
+}
+
 Value AdditiveGpuKernel::score(Value i, Value j, Value first, Value count) {
   return ifElse(
       allowed(i, j, first, count), b().getF32Type(),
-      [&] {
-        return forLoopWith(
-            cst(0), cst(attnDim), cst(1), ValueRange{f32(0.0f)},
-            [&](Value a, ValueRange sum) -> SmallVector<Value> {
-              Value t = math::TanhOp::create(
-                  b(), arith::AddFOp::create(b(), loadShared(qp, {i, a}),
-                                             loadShared(kp, {j, a})));
-              return {fma(loadShared(scoreWeights, {a}), t, sum[0])};
-            })[0];
-      },
-      [&] { return f32(-kInf); });
+      [&] { return tanhSum(i, j); }, [&] { return f32(-kInf); });
 }
 
 void AdditiveGpuKernel::updateRows() {
@@ -206,10 +209,11 @@ void AdditiveGpuKernel::storeWeights() {
     barrier();
     forEachCell(rowTile, keyTile, [&](Value i, Value j) {
       when(andI(lt(i, rows), lt(j, count)), [&] {
-        Value w = orZero(hasKeys(i), [&] {
-          Value s = score(i, j, first, count);
+        // 0 at an excluded key, even in a NaN row.
+        Value w = orZero(allowed(i, j, first, count), [&] {
           Value p = math::ExpOp::create(
-              b(), arith::SubFOp::create(b(), s, loadShared(rowMax, {i})));
+              b(), arith::SubFOp::create(b(), tanhSum(i, j),
+                                         loadShared(rowMax, {i})));
           return arith::DivFOp::create(b(), p, loadShared(rowSum, {i}));
         });
         storeGlobal(w, *weights, {batch, add(firstRow, i), add(first, j)});
