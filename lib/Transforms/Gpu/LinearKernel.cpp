@@ -103,7 +103,7 @@ Value LinearGpuKernel::phi(Value x) {
                   math::ExpOp::create(b(), x));
   }
   case FeatureMap::relu:
-    return arith::MaximumFOp::create(b(), x, f32(0.0f));
+    return maxF(x, f32(0.0f));
   case FeatureMap::identity:
     return x;
   }
@@ -128,9 +128,7 @@ void LinearGpuKernel::loadState() {
   forEachCell(headDim, kLinearColumns, [&](Value d, Value e) {
     Value col = add(firstColumn, e);
     auto initial = [&] { return loadGlobal(*state0, {batch, kvHead, d, col}); };
-    Value s = state0 ? ifElse(lt(col, cst(valueDim)), b().getF32Type(), initial,
-                              [&] { return f32(0.0f); })
-                     : f32(0.0f);
+    Value s = state0 ? orZero(lt(col, cst(valueDim)), initial) : f32(0.0f);
     storeShared(s, state, {d, e});
   });
   forEach(headDim, [&](Value d) {
@@ -183,17 +181,13 @@ void LinearGpuKernel::computeScores(Value rows) {
     Value seen =
         andI(lt(i, rows),
              arith::CmpIOp::create(b(), arith::CmpIPredicate::ule, j, i));
-    Value a = ifElse(
-        seen, b().getF32Type(),
-        [&] {
-          return forLoopWith(
-              cst(0), cst(headDim), cst(1), ValueRange{f32(0.0f)},
-              [&](Value d, ValueRange acc) -> SmallVector<Value> {
-                return {fma(loadShared(phiQ, {i, d}), loadShared(phiK, {j, d}),
-                            acc[0])};
-              })[0];
-        },
-        [&] { return f32(0.0f); });
+    Value a = orZero(seen, [&] {
+      return forLoopWith(cst(0), cst(headDim), cst(1), ValueRange{f32(0.0f)},
+                         [&](Value d, ValueRange acc) -> SmallVector<Value> {
+                           return {fma(loadShared(phiQ, {i, d}),
+                                       loadShared(phiK, {j, d}), acc[0])};
+                         })[0];
+    });
     storeShared(a, scores, {i, j});
   });
 }
