@@ -262,7 +262,30 @@ static attn_status validate_library(const attn_library *library,
                        "%s: kernel '%s' takes sinks but is not a CPU forward "
                        "kernel",
                        origin, k->name);
-    if (kind == ATTN_KERNEL_BACKWARD) {
+    if (device == ATTN_DEVICE_CUDA && kind != ATTN_KERNEL_FORWARD) {
+      /* The kinds the GPU lowering makes besides the forward: their
+       * record, and what their kind needs other than CPU entry points. */
+      if (kind != ATTN_KERNEL_BACKWARD && kind != ATTN_KERNEL_LINEAR &&
+          kind != ATTN_KERNEL_ADDITIVE)
+        return attn_fail(ATTN_ERROR_LOAD,
+                         "%s: kernel '%s' runs on the GPU, but its kind has "
+                         "CPU kernels only",
+                         origin, k->name);
+      attn_status status = validate_gpu_kernel(k, origin);
+      if (status != ATTN_OK)
+        return status;
+      if ((kind == ATTN_KERNEL_BACKWARD && !k->has_lse) ||
+          (kind == ATTN_KERNEL_LINEAR &&
+           k->struct_size <
+               offsetof(attn_kernel_desc, chunk) + sizeof(k->chunk)) ||
+          (kind == ATTN_KERNEL_ADDITIVE &&
+           (k->struct_size < offsetof(attn_kernel_desc, has_weights) +
+                                 sizeof(k->has_weights) ||
+            k->query_dim < 1 || k->additive_dim < 1)))
+        return attn_fail(ATTN_ERROR_LOAD,
+                         "%s: GPU kernel '%s' lacks the fields of its kind",
+                         origin, k->name);
+    } else if (kind == ATTN_KERNEL_BACKWARD) {
       if (device != ATTN_DEVICE_CPU || !k->backward_run ||
           !k->backward_work_items || !k->has_lse)
         return attn_fail(ATTN_ERROR_LOAD,
@@ -315,10 +338,6 @@ static attn_status validate_library(const attn_library *library,
                          "%s: multi-head attention layer '%s' lacks its CPU "
                          "entry points or its dims",
                          origin, k->name);
-    } else if (kind == ATTN_KERNEL_WEIGHTS && device != ATTN_DEVICE_CPU) {
-      return attn_fail(ATTN_ERROR_LOAD,
-                       "%s: weights kernel '%s' is not a CPU kernel", origin,
-                       k->name);
     } else if (device == ATTN_DEVICE_CUDA) {
       attn_status status = validate_gpu_kernel(k, origin);
       if (status != ATTN_OK)

@@ -569,6 +569,38 @@ TEST(Gpu, KernelLoadsAndReportsItsDevice) {
   EXPECT_EQ(attn_kernel_device(fakeKernel("fake_plain")), ATTN_DEVICE_CPU);
 }
 
+/// The GPU kernels of the other kinds the GPU lowering makes (backward,
+/// linear, additive) load without CPU entry points; a kind with CPU
+/// kernels only (the weights, say) is refused as a GPU kernel.
+TEST(Gpu, KernelsOfEveryGpuKindLoad) {
+  for (attn_kernel_kind kind :
+       {ATTN_KERNEL_BACKWARD, ATTN_KERNEL_LINEAR, ATTN_KERNEL_ADDITIVE}) {
+    LinkedGpuLibrary linked;
+    linked.desc.kind = kind;
+    linked.desc.query_dim = linked.desc.head_dim;
+    linked.desc.additive_dim = 8;
+    attn_module *module = nullptr;
+    ASSERT_EQ(linked.load(&module), ATTN_OK)
+        << "kind " << kind << ": " << attn_last_error();
+    EXPECT_EQ(attn_module_unload(module), ATTN_OK);
+  }
+  LinkedGpuLibrary weights;
+  weights.desc.kind = ATTN_KERNEL_WEIGHTS;
+  attn_module *module = nullptr;
+  EXPECT_EQ(weights.load(&module), ATTN_ERROR_LOAD);
+  EXPECT_NE(std::string(attn_last_error()).find("has CPU kernels only"),
+            std::string::npos)
+      << attn_last_error();
+  // An additive GPU kernel still needs its dims.
+  LinkedGpuLibrary additive;
+  additive.desc.kind = ATTN_KERNEL_ADDITIVE;
+  additive.desc.additive_dim = 0;
+  EXPECT_EQ(additive.load(&module), ATTN_ERROR_LOAD);
+  EXPECT_NE(std::string(attn_last_error()).find("lacks the fields of its kind"),
+            std::string::npos)
+      << attn_last_error();
+}
+
 TEST(Gpu, OlderDescriptorWithoutDeviceFieldIsACpuKernel) {
   LinkedLibrary linked;
   linked.desc.struct_size = offsetof(attn_kernel_desc, device);
