@@ -1418,10 +1418,10 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
               "': dropout kernels are made for the CPU only so far (no GPU "
               "lowering of dropout yet)";
       return false;
-    } else if (gpu && spec.backward) {
+    } else if (gpu && spec.backward && spec.gradCaptures) {
       error = "kernel '" + spec.name +
-              "': backward kernels are made for the CPU only so far (no GPU "
-              "lowering of attn.attention_backward yet)";
+              "': backward kernels with the gradients of captured tensors "
+              "(dcaptures) are made for the CPU only so far";
       return false;
     } else if (gpu && spec.sinks) {
       error = "kernel '" + spec.name +

@@ -20,13 +20,15 @@
 /// launch shape as a function of the call's sizes, the parameters. An
 /// attention kernel's grid is (query tiles, Hq, B); a linear attention
 /// kernel's (value column tiles, Hkv, B), its "rows" value columns; an
-/// additive attention kernel's (query tiles, B, 1).
+/// additive attention kernel's (query tiles, B, 1); a backward kernel's
+/// (key tiles + G query tiles, Hkv, B).
 static void gpuKernelDeclarations(std::ostringstream &h,
                                   const attn::KernelSpec &spec,
                                   const attn::GpuKernelInfo &info) {
   const std::string &n = spec.name;
   const char *argsType = spec.linear     ? "attn_linear_args"
                          : spec.additive ? "attn_additive_args"
+                         : spec.backward ? "attn_backward_args"
                                          : "attn_kernel_args";
   h << "#define " << n << "_ENTRY \"" << info.name << "\"\n"
     << "#define " << n << "_BLOCK_THREADS " << info.blockThreads << "\n"
@@ -41,6 +43,10 @@ static void gpuKernelDeclarations(std::ostringstream &h,
          "*/\n";
   else if (spec.additive)
     h << "/* grid = (ceil(Sq / rows), B, 1), block = (threads, 1, 1). */\n";
+  else if (spec.backward)
+    h << "/* grid = (ceil(Sk / rows) + Hq / Hkv * ceil(Sq / rows), Hkv, B), "
+         "block = (threads,\n * 1, 1): blocks of `rows` keys (dK, dV), then "
+         "of `rows` query rows (dQ). */\n";
   else
     h << "/* grid = (ceil(Sq / rows), Hq, B), block = (threads, 1, 1). */\n";
   h << "static inline void " << n << "_launch_shape(const " << argsType
@@ -51,6 +57,15 @@ static void gpuKernelDeclarations(std::ostringstream &h,
       << ";\n"
       << "  grid[1] = (unsigned)args->heads_kv;\n"
       << "  grid[2] = (unsigned)args->batch;\n";
+  else if (spec.backward)
+    h << "  const attn_kernel_args *f = &args->forward;\n"
+      << "  const int64_t rows = " << info.blockRows << ";\n"
+      << "  const int64_t group = f->heads_kv > 0 ? f->heads_q / f->heads_kv "
+         ": 0;\n"
+      << "  grid[0] = (unsigned)((f->seq_k + rows - 1) / rows +\n"
+      << "                       group * ((f->seq_q + rows - 1) / rows));\n"
+      << "  grid[1] = (unsigned)f->heads_kv;\n"
+      << "  grid[2] = (unsigned)f->batch;\n";
   else
     h << "  grid[0] = (unsigned)((args->seq_q + " << info.blockRows - 1
       << ") / " << info.blockRows << ");\n"
@@ -64,6 +79,7 @@ static void gpuKernelDeclarations(std::ostringstream &h,
        "args):\n * "
     << (spec.linear     ? "attn_gpu_linear_kernel_params(&"
         : spec.additive ? "attn_gpu_additive_kernel_params(&"
+        : spec.backward ? "attn_gpu_backward_kernel_params(&"
                         : "attn_gpu_kernel_params(&")
     << n << "_desc, args, values, pointers). */\n\n";
 }
@@ -89,7 +105,8 @@ static void wholeCall(std::ostringstream &h, const std::string &n,
 
 /// A backward kernel's entry points and a helper that runs a whole call.
 static void backwardDeclarations(std::ostringstream &h,
-                                 const attn::KernelSpec &spec) {
+                                 const attn::KernelSpec &spec,
+                                 const attn::GpuKernelInfo *gpu) {
   const std::string &n = spec.name;
   h << "/* The gradients dQ, dK, dV (attn_backward_args: the forward's call "
        "with its\n * O and LSE, dO"
@@ -101,6 +118,10 @@ static void backwardDeclarations(std::ostringstream &h,
         << "'s gradient, one row of its elements per work item "
            "(b * Hkv + hkv),\n * written (sum the rows)";
   h << ". */\n";
+  if (gpu) {
+    gpuKernelDeclarations(h, spec, *gpu);
+    return;
+  }
   h << "int64_t " << n << "_work_items(const attn_backward_args *args);\n";
   h << "void " << n
     << "_run(const attn_backward_args *args, int64_t begin, int64_t end);\n";
@@ -337,7 +358,7 @@ std::string attn::kernelHeader(const std::vector<KernelSpec> &specs,
          "them. */\n";
     h << "extern const attn_kernel_desc " << n << "_desc;\n";
     if (spec.backward) {
-      backwardDeclarations(h, spec);
+      backwardDeclarations(h, spec, gpu ? &(*gpu)[index] : nullptr);
       continue;
     }
     if (gpu) {

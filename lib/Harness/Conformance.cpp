@@ -317,6 +317,59 @@ std::vector<ConformanceCase> attn::gpuConformanceCases() {
     cases.push_back(std::move(c));
   for (ConformanceCase &c : additiveGpuConformanceCases())
     cases.push_back(std::move(c));
+  for (ConformanceCase &c : backwardGpuConformanceCases())
+    cases.push_back(std::move(c));
+  return cases;
+}
+
+std::vector<ConformanceCase> attn::backwardGpuConformanceCases() {
+  // Of the forward's matrix: Sq against Sk, both causal alignments, windows
+  // (one unbounded side), keep-masks and biases broadcast (the bias's
+  // gradient dM), GQA and MQA, odd and unequal head dims up to 256, the
+  // soft cap, each element type, the [B, S, H, D] layout, empty sequences
+  // and heads, huge logits and NaNs; with `lse` in the spec the kernel
+  // takes dLSE. Lengths are not multiples of the kernels' tiles.
+  static const std::set<std::string> labels = {"plain",
+                                               "sq_lt_sk",
+                                               "causal_tl_sq_lt_sk",
+                                               "causal_br_sq_gt_sk",
+                                               "causal_br_decode",
+                                               "decode_group_no_heads",
+                                               "window_both",
+                                               "window_right",
+                                               "mask_b1",
+                                               "mask_q1",
+                                               "bias_b1h1",
+                                               "bias_q1",
+                                               "gqa4",
+                                               "mqa",
+                                               "d2_dv4",
+                                               "d256",
+                                               "dv_tail",
+                                               "softcap",
+                                               "bf16",
+                                               "f16",
+                                               "bf16_odd_dims",
+                                               "f16_window",
+                                               "sk_0",
+                                               "sq_0",
+                                               "bshd_bias",
+                                               "logits_1e4_bf16",
+                                               "nan_keep_f32",
+                                               "nan_bias_bf16",
+                                               "nan_window_stale"};
+  std::vector<ConformanceCase> cases;
+  for (ConformanceCase &c : conformanceCases()) {
+    if (!labels.count(c.label))
+      continue;
+    std::string body = respec(
+        backwardSpec(c),
+        [](const std::string &item) { return item.rfind("name=", 0) == 0; },
+        "");
+    c.label = "backward_" + c.label;
+    c.spec = "name=" + c.label + "," + body.substr(0, body.size() - 1);
+    cases.push_back(std::move(c));
+  }
   return cases;
 }
 
@@ -421,6 +474,8 @@ int64_t firstDifference(const std::vector<double> &a,
 // the forward's LSE (the weights kernel then needs it: `lse`).
 
 std::string attn::backwardSpec(const ConformanceCase &c) {
+  if (hasItem(c.spec, "backward"))
+    return c.spec;
   // An additive bias gets its gradient checked too.
   bool bias = false;
   std::stringstream items(c.spec);
@@ -434,6 +489,16 @@ std::string attn::backwardSpec(const ConformanceCase &c) {
 CaseOutcome attn::runBackwardConformanceCase(const ConformanceCase &c,
                                              const attn_kernel_desc *kernel,
                                              attn_thread_pool *pool) {
+  return runBackwardConformanceCase(c, [&](ProblemData &data,
+                                           BackwardData &backward, bool first) {
+    return runBackwardProblem(kernel, data, backward, first ? pool : nullptr);
+  });
+}
+
+CaseOutcome attn::runBackwardConformanceCase(
+    const ConformanceCase &c,
+    const std::function<attn_status(ProblemData &, BackwardData &, bool first)>
+        &run) {
   CaseOutcome outcome;
   std::string error;
   std::optional<KernelSpec> spec = parseKernelSpec(backwardSpec(c), error);
@@ -448,7 +513,7 @@ CaseOutcome attn::runBackwardConformanceCase(const ConformanceCase &c,
     outcome.message = problem.describe() + ": reference failed: " + error;
     return outcome;
   }
-  if (runBackwardProblem(kernel, data, backward, pool) != ATTN_OK) {
+  if (run(data, backward, /*first=*/true) != ATTN_OK) {
     outcome.message = problem.describe() + ": " + attn_last_error();
     return outcome;
   }
@@ -467,16 +532,16 @@ CaseOutcome attn::runBackwardConformanceCase(const ConformanceCase &c,
   } else if (!report.passed) {
     return outcome;
   }
-  // Once more on this thread alone: the same bits.
+  // Once more (on this thread alone, for a CPU kernel): the same bits.
   poisonGradients(backward);
-  if (runBackwardProblem(kernel, data, backward, nullptr) != ATTN_OK) {
+  if (run(data, backward, /*first=*/false) != ATTN_OK) {
     outcome.message += "; second run: " + std::string(attn_last_error());
     return outcome;
   }
   int64_t differs = firstDifference(first, gradientValues(backward));
   if (differs >= 0) {
     outcome.message += "; gradient element " + std::to_string(differs) +
-                       " differs between 2 threads and 1";
+                       " differs between the first run and the second";
     return outcome;
   }
   outcome.passed = true;
@@ -653,6 +718,8 @@ CaseOutcome attn::runConformanceCase(const ConformanceCase &c,
     return runAdditiveConformanceCase(c, [&](AdditiveData &data, bool first) {
       return runAdditiveProblem(kernel, data, first ? pool : nullptr);
     });
+  if (spec->backward)
+    return runBackwardConformanceCase(c, kernel, pool);
   if (spec->linear)
     return runLinearConformanceCase(
         c, [&](ProblemData &data, LinearData &linear, bool first) {

@@ -49,9 +49,14 @@ std::vector<ConformanceCase> linearGpuConformanceCases();
 /// Additive attention's cases for its GPU kernel (attn.additive).
 std::vector<ConformanceCase> additiveGpuConformanceCases();
 
+/// The backward's cases for its GPU kernel (attn.attention_backward): a
+/// part of conformanceCases, each named "backward_" and its label, its spec
+/// backwardSpec's (runConformanceCase runs it as runBackwardConformanceCase).
+std::vector<ConformanceCase> backwardGpuConformanceCases();
+
 /// The cases the GPU lowering takes: all but those with features it does
-/// not lower yet (attention sinks), then linearGpuConformanceCases and
-/// additiveGpuConformanceCases.
+/// not lower yet (attention sinks), then linearGpuConformanceCases,
+/// additiveGpuConformanceCases and backwardGpuConformanceCases.
 std::vector<ConformanceCase> gpuConformanceCases();
 
 /// The cases the CPU's AMX micro-kernel takes, each as bf16 ("amx_" and
@@ -66,7 +71,8 @@ struct CaseOutcome {
 
 /// Runs `c` with `kernel` (on `pool`, or this thread when null) and checks
 /// it as the header describes (a linear attention case: O and the final
-/// state, then bit-identical again).
+/// state, then bit-identical again; a backward case's spec: the
+/// gradients, as runBackwardConformanceCase).
 /// `keySplits` is attn_run_split's (0: the runtime chooses).
 CaseOutcome runConformanceCase(const ConformanceCase &c,
                                const attn_kernel_desc *kernel,
@@ -99,7 +105,15 @@ CaseOutcome runBackwardConformanceCase(const ConformanceCase &c,
                                        const attn_kernel_desc *kernel,
                                        attn_thread_pool *pool);
 
-/// c.spec's backward kernel spec.
+struct BackwardData;
+/// The backward of `c` whose kernel `run` calls (twice: `first`, then
+/// again): the checks above, the kernel run its own way.
+CaseOutcome runBackwardConformanceCase(
+    const ConformanceCase &c,
+    const std::function<attn_status(ProblemData &, BackwardData &, bool first)>
+        &run);
+
+/// c.spec's backward kernel spec (c.spec itself where it is one).
 std::string backwardSpec(const ConformanceCase &c);
 
 /// The weights of `c` (`kernel` compiled from weightsSpec(c); with c.spec's

@@ -638,9 +638,64 @@ void attn::poisonGradients(BackwardData &backward) {
             std::numeric_limits<float>::quiet_NaN());
 }
 
+attn_status attn::DeviceBackwardProblem::upload(const ProblemData &data,
+                                                const BackwardData &backward) {
+  hasGradLse = backward.hasGradLse;
+  hasGradMask = backward.hasGradMask;
+  attn_status status = DeviceProblem::upload(data);
+  if (status == ATTN_OK)
+    status = forwardLse.upload(backward.lse, backward.lseView);
+  if (status == ATTN_OK)
+    status = gradOutput.upload(backward.gradOutput);
+  if (status == ATTN_OK && hasGradLse)
+    status = gradLse.upload(backward.gradLse, backward.gradLseView);
+  if (status == ATTN_OK)
+    status = gradQuery.upload(backward.gradQuery);
+  if (status == ATTN_OK)
+    status = gradKey.upload(backward.gradKey);
+  if (status == ATTN_OK)
+    status = gradValue.upload(backward.gradValue);
+  if (status == ATTN_OK && hasGradMask)
+    status = gradMask.upload(backward.gradMask, backward.gradMaskView);
+  return status;
+}
+
+attn_status attn::DeviceBackwardProblem::run(const attn_kernel_desc *kernel) {
+  attn_run_options options{};
+  options.struct_size = sizeof(options);
+  options.grad_mask = hasGradMask ? &gradMask.view : nullptr;
+  options.captures = captureViews.data();
+  options.num_captures = static_cast<int32_t>(captureViews.size());
+  return attn_run_backward_with(
+      kernel, &query.view, &key.view, &value.view,
+      hasMask ? &mask.view : nullptr, &output.view, &forwardLse.view,
+      &gradOutput.view, hasGradLse ? &gradLse.view : nullptr, &gradQuery.view,
+      &gradKey.view, &gradValue.view, &options, nullptr);
+}
+
+attn_status attn::DeviceBackwardProblem::download(BackwardData &backward) {
+  attn_status status = gradQuery.download(backward.gradQuery.bytes.data());
+  if (status == ATTN_OK)
+    status = gradKey.download(backward.gradKey.bytes.data());
+  if (status == ATTN_OK)
+    status = gradValue.download(backward.gradValue.bytes.data());
+  if (status == ATTN_OK && hasGradMask)
+    status = gradMask.download(backward.gradMask.data());
+  return status;
+}
+
 attn_status attn::runBackwardProblem(const attn_kernel_desc *kernel,
                                      ProblemData &data, BackwardData &backward,
                                      attn_thread_pool *pool) {
+  if (attn_kernel_device(kernel) == ATTN_DEVICE_CUDA) {
+    DeviceBackwardProblem device;
+    attn_status status = device.upload(data, backward);
+    if (status == ATTN_OK)
+      status = device.run(kernel);
+    if (status == ATTN_OK)
+      status = device.download(backward);
+    return status;
+  }
   attn_run_options options{};
   options.struct_size = sizeof(options);
   options.grad_mask = backward.hasGradMask ? &backward.gradMaskView : nullptr;

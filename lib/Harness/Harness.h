@@ -184,7 +184,7 @@ public:
   /// Copies the outputs (O, LSE) back into `data`.
   attn_status download(ProblemData &data);
 
-private:
+protected:
   DeviceBuffer query, key, value, mask, output, lse;
   /// The modifiers' captured tensors, and their device views.
   std::vector<DeviceBuffer> captures;
@@ -210,13 +210,31 @@ struct BackwardData {
   bool hasGradMask = false;
 };
 
+/// A backward call's buffers on the GPU: the forward's (DeviceProblem's;
+/// its O the forward's output) and the backward's.
+class DeviceBackwardProblem : public DeviceProblem {
+public:
+  /// Copies every input and (poisoned) gradient to the device.
+  attn_status upload(const ProblemData &data, const BackwardData &backward);
+  /// One synchronous call of `kernel` on the device buffers.
+  attn_status run(const attn_kernel_desc *kernel);
+  /// Copies dQ, dK, dV (and dM) back into `backward`.
+  attn_status download(BackwardData &backward);
+
+private:
+  DeviceBuffer forwardLse, gradOutput, gradLse, gradQuery, gradKey, gradValue,
+      gradMask;
+  bool hasGradLse = false, hasGradMask = false;
+};
+
 /// Fills `data.output` and `backward` for `problem` (after makeProblemData);
 /// false with `error` when the reference cannot compute the forward.
 bool makeBackwardData(const Problem &problem, ProblemData &data,
                       BackwardData &backward, std::string &error);
 /// Writes NaN over the gradients again (before a repeated call).
 void poisonGradients(BackwardData &backward);
-/// Runs a backward kernel once through the runtime (CPU).
+/// Runs a backward kernel once through the runtime (a GPU kernel on device
+/// copies).
 attn_status runBackwardProblem(const attn_kernel_desc *kernel,
                                ProblemData &data, BackwardData &backward,
                                attn_thread_pool *pool);

@@ -29,6 +29,7 @@
 //===----------------------------------------------------------------------===//
 #include "lib/Transforms/AttentionMath.h"
 #include "lib/Transforms/Gpu/AdditiveKernel.h"
+#include "lib/Transforms/Gpu/BackwardKernel.h"
 #include "lib/Transforms/Gpu/LinearKernel.h"
 #include "lib/Transforms/Gpu/TilePlan.h"
 #include "lib/Transforms/Passes.h"
@@ -576,8 +577,8 @@ struct AttnLowerToGpuPass
     // What the CPU lowering has and this one not yet, refused on the op
     // before anything else is said of its function.
     WalkResult unsupported = module.walk([](Operation *op) {
-      if (isa<AttentionBackwardOp, AttentionWeightsOp, LinearBackwardOp,
-              AdditiveBackwardOp, MhaOp>(op)) {
+      if (isa<AttentionWeightsOp, LinearBackwardOp, AdditiveBackwardOp, MhaOp>(
+              op)) {
         op->emitOpError() << "attn-lower-to-gpu: " << op->getName()
                           << " has no GPU lowering yet (the CPU lowering "
                              "has it)";
@@ -589,12 +590,18 @@ struct AttnLowerToGpuPass
         return WalkResult::interrupt();
       }
       auto online = dyn_cast<OnlineAttentionOp>(op);
-      if (online && hasModifiers(online)) {
+      // The modifiers of an online step or of a backward.
+      SmallVector<Region *, 2> modifierRegions;
+      if (isa<OnlineAttentionOp, AttentionBackwardOp>(op))
+        for (Region *region : {scoreModOf(op), maskModOf(op)})
+          if (region)
+            modifierRegions.push_back(region);
+      {
         // The math functions with an NVVM lowering that needs no libdevice
         // (attn-approximate-math{nvvm}); the others are the CPU's only.
         Operation *unlowered = nullptr;
-        for (Region &region : online.getModifiers())
-          region.walk([&](Operation *inner) {
+        for (Region *region : modifierRegions)
+          region->walk([&](Operation *inner) {
             if (isa<math::MathDialect>(inner->getDialect()) &&
                 !isa<math::ExpOp, math::Exp2Op, math::LogOp, math::Log2Op,
                      math::TanhOp, math::AbsFOp, math::FloorOp, math::CeilOp,
@@ -626,22 +633,23 @@ struct AttnLowerToGpuPass
     if (unsupported.wasInterrupted())
       return signalPassFailure();
     SmallVector<std::pair<func::FuncOp, scf::ForallOp>> kernels;
-    // A linear or additive attention kernel is built from its op alone
-    // (its grid is its own: Gpu/LinearKernel.cpp, Gpu/AdditiveKernel.cpp),
+    // A linear or additive attention kernel and a backward kernel are
+    // built from their op alone (their grids are their own:
+    // Gpu/LinearKernel.cpp, Gpu/AdditiveKernel.cpp, Gpu/BackwardKernel.cpp),
     // tiled or not.
     SmallVector<std::pair<func::FuncOp, Operation *>> blockKernels;
     for (auto func : module.getOps<func::FuncOp>()) {
       SmallVector<Operation *> ops;
       func.walk([&](Operation *op) {
-        if (isa<LinearOp, AdditiveOp>(op))
+        if (isa<LinearOp, AdditiveOp, AttentionBackwardOp>(op))
           ops.push_back(op);
       });
       if (!ops.empty()) {
         if (ops.size() != 1) {
           mlir::emitError(func.getLoc())
               << "@" << func.getName() << " holds " << ops.size()
-              << " linear or additive attention ops; a GPU kernel computes "
-                 "one: put each in a function of its own";
+              << " linear, additive or backward attention ops; a GPU kernel "
+                 "computes one: put each in a function of its own";
           return signalPassFailure();
         }
         blockKernels.push_back({func, ops.front()});
@@ -681,6 +689,10 @@ struct AttnLowerToGpuPass
       if (auto linear = dyn_cast<LinearOp>(op))
         return hostEmulation ? buildLinearHostEmulation(func, linear, module)
                              : buildLinearGpuKernel(func, linear, gpuModule);
+      if (auto backward = dyn_cast<AttentionBackwardOp>(op))
+        return hostEmulation
+                   ? buildBackwardHostEmulation(func, backward, module)
+                   : buildBackwardGpuKernel(func, backward, gpuModule);
       auto additive = cast<AdditiveOp>(op);
       return hostEmulation ? buildAdditiveHostEmulation(func, additive, module)
                            : buildAdditiveGpuKernel(func, additive, gpuModule);

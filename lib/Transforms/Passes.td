@@ -571,9 +571,16 @@ def AttnLowerToGpuPass : Pass<"attn-lower-to-gpu", "ModuleOp"> {
     sequence walked in chunks of the op's `chunk` rows (its
     `attn.block_rows` are value columns); additive attention one block per
     (32 query rows, batch), the projections, the tanh scores of 32-key
-    tiles and the online softmax in shared memory. `host-emulation` builds
-    those two as host functions instead. Other ops without a GPU lowering
-    (the backward ops, the weights) are refused on the op.
+    tiles and the online softmax in shared memory. A function computing
+    `attn.attention_backward` (tiled or not; every tensor it reads or
+    writes an argument) likewise: blocks of T keys accumulate dK and dV over
+    the row tiles of their GQA group that see them, blocks of T rows of one
+    query head accumulate dQ over the key tiles they see, both recomputing
+    P and dS from the saved LSE (deterministic, no atomics; dM written by
+    the key blocks). `host-emulation` builds those three as host functions
+    instead. Other ops without a GPU lowering (the linear and additive
+    backward, the weights, dropout, the captured tensors' gradients) are
+    refused on the op.
 
     Each tensor argument of the function becomes a pointer (a
     `memref<?xT>`, i8 for boolean masks) followed by its sizes and element
@@ -591,7 +598,7 @@ def AttnLowerToGpuPass : Pass<"attn-lower-to-gpu", "ModuleOp"> {
            "operand), for ops without an #attn.kernel (its row_block "
            "otherwise)">,
     Option<"hostEmulation", "host-emulation", "bool", /*default=*/"false",
-           "Build each linear or additive attention kernel as a host "
+           "Build each linear, additive or backward attention kernel as a host "
            "func.func of the same parameters that runs the grid's blocks one "
            "after the other on one thread (no barriers, shared memory on the "
            "stack): how the tests check its arithmetic on a machine without "

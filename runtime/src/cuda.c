@@ -435,3 +435,26 @@ attn_status attn_cuda_launch_additive(const attn_kernel_desc *kernel,
   attn_gpu_additive_kernel_params(kernel, args, values, pointers);
   return launch(kernel, grid, pointers, NULL);
 }
+
+attn_status attn_cuda_launch_backward(const attn_kernel_desc *kernel,
+                                      const attn_backward_args *args,
+                                      void *stream) {
+  const attn_kernel_args *f = &args->forward;
+  const int64_t rows = kernel->gpu->block_rows;
+  /* Blocks of `rows` keys (dK, dV of a key/value head), then of `rows`
+   * query rows of each of its G query heads (dQ). */
+  const int64_t group = f->heads_kv > 0 ? f->heads_q / f->heads_kv : 0;
+  const int64_t grid[3] = {(f->seq_k + rows - 1) / rows +
+                               group * ((f->seq_q + rows - 1) / rows),
+                           f->heads_kv, f->batch};
+  attn_status status = check_grid(kernel, grid);
+  if (status != ATTN_OK)
+    return status;
+  /* Nothing to compute or write (no batch, no head, no key and no row). */
+  if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0)
+    return ATTN_OK;
+  uint64_t values[ATTN_GPU_MAX_PARAMS];
+  void *pointers[ATTN_GPU_MAX_PARAMS];
+  attn_gpu_backward_kernel_params(kernel, args, values, pointers);
+  return launch(kernel, grid, pointers, stream);
+}

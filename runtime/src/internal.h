@@ -32,6 +32,10 @@ attn_status attn_cuda_launch_linear(const attn_kernel_desc *kernel,
                                     const attn_linear_args *args);
 attn_status attn_cuda_launch_additive(const attn_kernel_desc *kernel,
                                       const attn_additive_args *args);
+/* A backward kernel, on `stream` as attn_cuda_launch. */
+attn_status attn_cuda_launch_backward(const attn_kernel_desc *kernel,
+                                      const attn_backward_args *args,
+                                      void *stream);
 void attn_cuda_forget(const attn_library *library);
 
 /* The refusal of an entry point that has no sinks to pass (attn_run,

@@ -1037,6 +1037,16 @@ attn_status attn_run_backward_with(
   attn_status status = attn_prepare_backward_with(
       kernel, query, key, value, mask, output, lse, grad_output, grad_lse,
       grad_query, grad_key, grad_value, options, &args);
+  if (status == ATTN_OK && attn_kernel_device(kernel) == ATTN_DEVICE_CUDA) {
+    /* The kernel writes every gradient, dK and dV of a call without query
+     * heads included (its key blocks then see no row). */
+    attn_run_options read;
+    status = read_options(options, &read);
+    if (status == ATTN_OK)
+      status = attn_cuda_launch_backward(kernel, &args, read.cuda_stream);
+    unpin(owner);
+    return status;
+  }
   if (status == ATTN_OK)
     status = attn_kernel_check_cpu(kernel);
   if (status != ATTN_OK) {

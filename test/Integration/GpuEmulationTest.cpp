@@ -1,10 +1,11 @@
 //===- GpuEmulationTest.cpp - GPU block kernels, run on the host ----------===//
 //
-// attn-lower-to-gpu's linear and additive attention kernels built as their
-// host emulations (attn-lower-to-gpu{host-emulation}: the same IR but for
-// the ids, every block after the other on one thread) and run by MLIR's
-// JIT on the cases the GPU runs (linearGpuConformanceCases,
-// additiveGpuConformanceCases), their parameters laid out by the runtime's
+// attn-lower-to-gpu's block kernels (linear and additive attention, the
+// backward) built as their host emulations (attn-lower-to-gpu{host-emulation}:
+// the same IR but for the ids, every block after the other on one thread)
+// and run by MLIR's JIT on the cases the GPU runs
+// (linearGpuConformanceCases, additiveGpuConformanceCases,
+// backwardGpuConformanceCases), their parameters laid out by the runtime's
 // attn_gpu_*_kernel_params: the kernels' indexing, tiles, masks, softmax,
 // state and NaN rules are checked against the float64 reference on a
 // machine without a GPU. What the emulation cannot check (barriers, 256
@@ -12,30 +13,12 @@
 // (GpuConformance, attn-check in the GPU bundle).
 //
 //===----------------------------------------------------------------------===//
-#include "lib/Compiler/CompilerInternal.h"
-#include "lib/Harness/Conformance.h"
-#include "lib/Harness/Harness.h"
-#include "lib/Support/KernelSpec.h"
-#include "lib/Transforms/Passes.h"
-
-#include "attn/kernel_abi.h"
-#include "mlir/Conversion/ConvertToLLVM/ToLLVMPass.h"
-#include "mlir/Conversion/MathToLibm/MathToLibm.h"
-#include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
-#include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/MemRef/Transforms/Passes.h"
-#include "mlir/ExecutionEngine/ExecutionEngine.h"
-#include "mlir/Pass/PassManager.h"
-#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
-#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
-#include "llvm/Support/TargetSelect.h"
-
-#include <gtest/gtest.h>
+#include "test/Integration/GpuEmulation.h"
 
 #include <algorithm>
 
 using namespace attn;
+using attn::emulation::Emulation;
 
 namespace {
 
@@ -108,80 +91,6 @@ attn_additive_args additiveArgs(AdditiveData &data) {
   return args;
 }
 
-/// The kernels of a list of cases as host emulations, JIT-compiled.
-class Emulation {
-public:
-  explicit Emulation(const std::vector<ConformanceCase> &cases);
-  /// Each case with its spec; false where a kernel could not be built.
-  bool ok() const { return engine != nullptr; }
-  const std::vector<KernelSpec> &specs() const { return specsOfCases; }
-  /// Calls kernel `name` with the parameters in `pointers`.
-  attn_status invoke(const std::string &name, void **pointers, int count);
-
-private:
-  std::vector<KernelSpec> specsOfCases;
-  std::unique_ptr<KernelModule> kernels;
-  std::unique_ptr<mlir::ExecutionEngine> engine;
-};
-
-Emulation::Emulation(const std::vector<ConformanceCase> &cases) {
-  llvm::InitializeNativeTarget();
-  llvm::InitializeNativeTargetAsmPrinter();
-  for (const ConformanceCase &c : cases) {
-    std::string error;
-    std::optional<KernelSpec> spec = parseKernelSpec(c.spec, error);
-    if (!spec) {
-      ADD_FAILURE() << c.spec << ": " << error;
-      return;
-    }
-    specsOfCases.push_back(*spec);
-  }
-  kernels = std::make_unique<KernelModule>(specsOfCases);
-  if (!kernels->module) {
-    ADD_FAILURE() << kernels->diagnostics;
-    return;
-  }
-  for (auto [spec, func] :
-       llvm::zip(specsOfCases, kernels->module->getOps<mlir::func::FuncOp>()))
-    func.setSymName(spec.name);
-  mlir::PassManager pm(&kernels->context);
-  mlir::attn::AttnLowerToGpuPassOptions lowering;
-  lowering.hostEmulation = true;
-  pm.addPass(mlir::attn::createAttnLowerToGpuPass(lowering));
-  // bf16 rounding without libgcc's __truncsfbf2, which the JIT may not find.
-  mlir::attn::AttnApproximateMathPassOptions math;
-  math.bf16ByIntegers = true;
-  pm.addPass(mlir::attn::createAttnApproximateMathPass(math));
-  pm.addPass(mlir::createSCFToControlFlowPass());
-  pm.addPass(mlir::memref::createExpandStridedMetadataPass());
-  pm.addPass(mlir::createConvertMathToLibmPass());
-  pm.addPass(mlir::createConvertToLLVMPass());
-  pm.addPass(mlir::createReconcileUnrealizedCastsPass());
-  if (mlir::failed(pm.run(*kernels->module))) {
-    ADD_FAILURE() << kernels->diagnostics;
-    return;
-  }
-  mlir::registerBuiltinDialectTranslation(kernels->context);
-  mlir::registerLLVMDialectTranslation(kernels->context);
-  auto created = mlir::ExecutionEngine::create(*kernels->module);
-  if (!created) {
-    ADD_FAILURE() << llvm::toString(created.takeError());
-    return;
-  }
-  engine = std::move(*created);
-}
-
-attn_status Emulation::invoke(const std::string &name, void **pointers,
-                              int count) {
-  llvm::Error error = engine->invokePacked(
-      name, llvm::MutableArrayRef<void *>(pointers, count));
-  if (error) {
-    ADD_FAILURE() << name << ": " << llvm::toString(std::move(error));
-    return ATTN_ERROR_INTERNAL;
-  }
-  return ATTN_OK;
-}
-
 TEST(GpuEmulation, LinearKernelMatchesTheReferenceOnTheHost) {
   std::vector<ConformanceCase> cases = linearGpuConformanceCases();
   Emulation emulation(cases);
@@ -226,6 +135,28 @@ TEST(GpuEmulation, AdditiveKernelMatchesTheReferenceOnTheHost) {
           return emulation.invoke(c.label, pointers, n);
         });
     EXPECT_TRUE(outcome.passed) << c.label << ": " << outcome.message;
+  }
+}
+
+TEST(GpuEmulation, BackwardKernelMatchesTheReferenceOnTheHost) {
+  std::vector<ConformanceCase> cases = backwardGpuConformanceCases();
+  Emulation emulation(cases);
+  ASSERT_TRUE(emulation.ok());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const std::string &name = cases[i].label;
+    std::vector<attn_capture_desc> captures;
+    attn_kernel_desc desc =
+        emulation::backwardDesc(emulation.specs()[i], captures);
+    CaseOutcome outcome = runBackwardConformanceCase(
+        cases[i], [&](ProblemData &data, BackwardData &backward, bool) {
+          attn_backward_args args = emulation::backwardArgs(data, backward);
+          uint64_t values[ATTN_GPU_MAX_PARAMS];
+          void *pointers[ATTN_GPU_MAX_PARAMS];
+          int n =
+              attn_gpu_backward_kernel_params(&desc, &args, values, pointers);
+          return emulation.invoke(name, pointers, n);
+        });
+    EXPECT_TRUE(outcome.passed) << name << ": " << outcome.message;
   }
 }
 

@@ -17,6 +17,7 @@
 #include "lib/Compiler/Compiler.h"
 #include "lib/Harness/Harness.h"
 #include "lib/Harness/ModifierCases.h"
+#include "test/Integration/GpuEmulation.h"
 #include "test/Integration/Ptxas.h"
 #include "test/Integration/SelectedCases.h"
 
@@ -25,6 +26,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <iostream>
 #include <limits>
 #include <map>
@@ -314,22 +316,30 @@ TEST_P(Modifiers, WeightsMatchReference) {
   EXPECT_TRUE(report.passed) << p.describe() << ": " << report.message;
 }
 
-TEST_P(Modifiers, BackwardMatchesReferenceGradient) {
-  const ModCase &c = GetParam();
-  if (!backwardTakes(c))
-    GTEST_SKIP() << "a decoding spec: its forward is what is checked";
-  Problem p = problemOf(c, Kind::Backward);
-  const attn_kernel_desc *kernel = backward.find(c.label);
-  ASSERT_TRUE(kernel);
+/// The backward of `c` run by `run` against the float64 reference gradient.
+void checkBackward(
+    const ModCase &c,
+    const std::function<attn_status(ProblemData &, BackwardData &)> &run) {
+  Problem p = Modifiers::problemOf(c, Kind::Backward);
   ProblemData data;
   makeProblemData(p, data);
   BackwardData grads;
   std::string error;
   ASSERT_TRUE(makeBackwardData(p, data, grads, error)) << error;
-  ASSERT_EQ(runBackwardProblem(kernel, data, grads, pool), ATTN_OK)
-      << attn_last_error();
+  ASSERT_EQ(run(data, grads), ATTN_OK) << attn_last_error();
   BackwardReport report = checkBackwardAgainstReference(p, data, grads);
   EXPECT_TRUE(report.passed) << p.describe() << ": " << report.message;
+}
+
+TEST_P(Modifiers, BackwardMatchesReferenceGradient) {
+  const ModCase &c = GetParam();
+  if (!backwardTakes(c))
+    GTEST_SKIP() << "a decoding spec: its forward is what is checked";
+  const attn_kernel_desc *kernel = backward.find(c.label);
+  ASSERT_TRUE(kernel);
+  checkBackward(c, [&](ProblemData &data, BackwardData &grads) {
+    return runBackwardProblem(kernel, data, grads, pool);
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(Matrix, Modifiers,
@@ -579,16 +589,62 @@ std::vector<ModCase> gpuModifierCases() {
   return cases;
 }
 
+/// The backward kernel of a case for the GPU ("backward_" and its label,
+/// beside its forward in one library).
+KernelSpec gpuBackwardSpec(const ModCase &c) {
+  KernelSpec spec = specOf(c, Kind::Backward);
+  spec.name = "backward_" + c.label;
+  return spec;
+}
+
+/// The forward kernels of gpuModifierCases and the backward kernels of
+/// those that have one.
+std::vector<KernelSpec> gpuModifierSpecs() {
+  std::vector<KernelSpec> specs;
+  for (const ModCase &c : gpuModifierCases()) {
+    specs.push_back(specOf(c, Kind::Forward));
+    if (backwardTakes(c))
+      specs.push_back(gpuBackwardSpec(c));
+  }
+  return specs;
+}
+
 /// Every such kernel, as PTX for sm_80, assembles with ptxas for sm_80 and
 /// sm_90, without spilling to local memory.
 TEST(ModifiersGpuCompile, EveryCaseAssemblesForSm80AndSm90WithoutSpills) {
-  std::vector<KernelSpec> specs;
-  for (const ModCase &c : gpuModifierCases())
-    specs.push_back(specOf(c, Kind::Forward));
   CompileOptions options;
   options.gpuArch = "sm_80";
   expectAssembles(
-      specs, options, [](const std::string &) { return true; }, "modifiers");
+      gpuModifierSpecs(), options, [](const std::string &) { return true; },
+      "modifiers");
+}
+
+/// The backward kernels' host emulations (GpuEmulation.h): the score_mod's
+/// derivative and the captured tensors read at global indices, checked
+/// against the reference gradient on a machine without a GPU.
+TEST(ModifiersGpuEmulation, BackwardMatchesReferenceGradient) {
+  std::vector<ModCase> cases;
+  std::vector<KernelSpec> specs;
+  for (const ModCase &c : gpuModifierCases())
+    if (backwardTakes(c)) {
+      cases.push_back(c);
+      specs.push_back(gpuBackwardSpec(c));
+    }
+  emulation::Emulation kernels(specs);
+  ASSERT_TRUE(kernels.ok());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE(cases[i].label);
+    const std::string &name = specs[i].name;
+    std::vector<attn_capture_desc> captures;
+    attn_kernel_desc desc = emulation::backwardDesc(specs[i], captures);
+    checkBackward(cases[i], [&](ProblemData &data, BackwardData &grads) {
+      attn_backward_args args = emulation::backwardArgs(data, grads);
+      uint64_t values[ATTN_GPU_MAX_PARAMS];
+      void *pointers[ATTN_GPU_MAX_PARAMS];
+      int n = attn_gpu_backward_kernel_params(&desc, &args, values, pointers);
+      return kernels.invoke(name, pointers, n);
+    });
+  }
 }
 
 /// The same kernels compiled for GPU 0 and checked on it like the CPU's
@@ -600,9 +656,7 @@ public:
     std::string arch, description;
     if (!cudaTarget(arch, description, skipReason))
       return;
-    std::vector<KernelSpec> specs;
-    for (const ModCase &c : gpuModifierCases())
-      specs.push_back(specOf(c, Kind::Forward));
+    std::vector<KernelSpec> specs = gpuModifierSpecs();
     llvm::SmallString<128> dir;
     ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("attn-gpu-mods", dir));
     library.directory = dir.str().str();
@@ -631,6 +685,20 @@ TEST_P(GpuModifiers, ForwardMatchesReference) {
   ASSERT_TRUE(kernel);
   ASSERT_EQ(attn_kernel_device(kernel), ATTN_DEVICE_CUDA);
   checkForward(GetParam(), library);
+}
+
+TEST_P(GpuModifiers, BackwardMatchesReferenceGradient) {
+  if (!skipReason.empty())
+    GTEST_SKIP() << skipReason;
+  const ModCase &c = GetParam();
+  if (!backwardTakes(c))
+    GTEST_SKIP() << "a decoding spec: its forward is what is checked";
+  const attn_kernel_desc *kernel = library.find("backward_" + c.label);
+  ASSERT_TRUE(kernel);
+  ASSERT_EQ(attn_kernel_device(kernel), ATTN_DEVICE_CUDA);
+  checkBackward(c, [&](ProblemData &data, BackwardData &grads) {
+    return runBackwardProblem(kernel, data, grads, nullptr);
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(Matrix, GpuModifiers,

@@ -56,6 +56,8 @@ int main(int argc, char **argv) {
     cases.push_back(std::move(c));
   for (attn::ConformanceCase &c : attn::additiveGpuConformanceCases())
     cases.push_back(std::move(c));
+  for (attn::ConformanceCase &c : attn::backwardGpuConformanceCases())
+    cases.push_back(std::move(c));
   for (const attn::ConformanceCase &c : cases) {
     const attn_kernel_desc *kernel = nullptr;
     if (attn_module_find(module, c.label.c_str(), &kernel) != ATTN_OK)

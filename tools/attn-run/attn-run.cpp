@@ -116,7 +116,7 @@ static cl::opt<bool> backward(
     "backward",
     cl::desc("Run the spec's backward kernel (dQ, dK, dV for a random dO, "
              "and dLSE with lse) and check the gradients against the float64 "
-             "reference (default: false; CPU)"),
+             "reference (default: false; on the CPU or --device=cuda)"),
     cl::init(false), cl::cat(category));
 static cl::opt<bool> weights(
     "weights",
@@ -390,9 +390,6 @@ int main(int argc, char **argv) {
   }
 
   if (backward) {
-    if (!deviceName.empty())
-      return fail("--backward: backward kernels run on the CPU only so far "
-                  "(no GPU lowering of attn.attention_backward yet)");
     if (!saveOutput.empty() || !saveLse.empty())
       return fail("--backward: --save-output and --save-lse write the "
                   "forward's results; run without --backward for them");
@@ -661,8 +658,10 @@ int main(int argc, char **argv) {
   attn::DeviceProblem deviceData;
   attn::DeviceLinearProblem deviceLinear;
   attn::DeviceAdditiveProblem deviceAdditive;
+  attn::DeviceBackwardProblem deviceBackward;
   bool onDevice = !deviceName.empty();
-  if (onDevice && (spec.linear     ? deviceLinear.upload(data, linearData)
+  if (onDevice && (backward        ? deviceBackward.upload(data, gradients)
+                   : spec.linear   ? deviceLinear.upload(data, linearData)
                    : spec.additive ? deviceAdditive.upload(additiveData)
                                    : deviceData.upload(data)) != ATTN_OK) {
     std::string message = attn_last_error();
@@ -676,6 +675,8 @@ int main(int argc, char **argv) {
     auto start = std::chrono::steady_clock::now();
     if (!onDevice)
       runOnce();
+    else if (backward)
+      deviceBackward.run(kernel);
     else if (spec.linear)
       deviceLinear.run(kernel);
     else if (spec.additive)

@@ -7,6 +7,7 @@
 
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/IRMapping.h"
 
 using namespace mlir;
 using namespace mlir::attn;
@@ -30,6 +31,51 @@ static BlockArgument rootArgument(Value v) {
       return {};
     v = forall.getTiedOpOperand(arg)->get();
   }
+}
+
+int BlockKernel::argumentOf(Value v) {
+  BlockArgument arg = rootArgument(v);
+  if (!arg || !isa<func::FuncOp>(arg.getOwner()->getParentOp()))
+    return -1;
+  return static_cast<int>(arg.getArgNumber());
+}
+
+Value BlockKernel::rebuildScalar(Value v, Operation *user) {
+  if (auto dim = v.getDefiningOp<tensor::DimOp>()) {
+    std::optional<int64_t> index = dim.getConstantIndex();
+    int arg = argumentOf(dim.getSource());
+    // A dim of a slice is the argument's only where the slice spans it;
+    // the tiling's diagonal reads the arguments themselves.
+    if (index && arg >= 0 && isa<BlockArgument>(dim.getSource()))
+      return globals[arg].sizes[*index];
+  }
+  Operation *def = v.getDefiningOp();
+  if (def && def->getNumRegions() == 0 && def->getNumResults() == 1 &&
+      isa<arith::ArithDialect>(def->getDialect())) {
+    IRMapping mapping;
+    for (Value operand : def->getOperands()) {
+      Value rebuilt = rebuildScalar(operand, user);
+      if (!rebuilt)
+        return {};
+      mapping.map(operand, rebuilt);
+    }
+    return b().clone(*def, mapping)->getResult(0);
+  }
+  user->emitOpError("attn-lower-to-gpu: a scalar operand the kernel cannot "
+                    "compute from its arguments' sizes");
+  return {};
+}
+
+Value BlockKernel::globalMemref(const Global &g) {
+  int64_t rank = g.sizes.size();
+  SmallVector<int64_t> dynamic(rank, ShapedType::kDynamic);
+  auto type = MemRefType::get(
+      dynamic, cast<MemRefType>(g.data.getType()).getElementType(),
+      StridedLayoutAttr::get(b().getContext(), /*offset=*/0, dynamic));
+  SmallVector<OpFoldResult> sizes(g.sizes.begin(), g.sizes.end()),
+      strides(g.strides.begin(), g.strides.end());
+  return memref::ReinterpretCastOp::create(b(), type, g.data,
+                                           b().getIndexAttr(0), sizes, strides);
 }
 
 LogicalResult BlockKernel::checkArguments(func::FuncOp func, Operation *op) {

@@ -1,8 +1,9 @@
 //===- BlockKernel.h - GPU kernels as loops of a block's threads -*- C++
 //-*-===//
 //
-// The base of attn-lower-to-gpu's kernels for the ops other than attention
-// (Gpu/LinearKernel.cpp, Gpu/AdditiveKernel.cpp): a block's threads stride
+// The base of attn-lower-to-gpu's kernels for the ops other than the
+// forward's attention (Gpu/LinearKernel.cpp, Gpu/AdditiveKernel.cpp,
+// Gpu/BackwardKernel.cpp): a block's threads stride
 // over the cells of shared-memory tiles in loops separated by barriers, and
 // no value of one thread crosses a barrier. That shape gives the host
 // emulation for free: the same body on one thread (stride 1, no barriers),
@@ -59,6 +60,19 @@ protected:
   /// Whether `op`'s operands are `func`'s arguments in order (through the
   /// tiling's slices and shared outputs); else an error on `op`.
   static LogicalResult checkArguments(func::FuncOp func, Operation *op);
+  /// The number of the function argument that `v` is (a slice of), through
+  /// the tiling's slices and shared outputs; -1 if none.
+  static int argumentOf(Value v);
+
+  /// Scalar `v` of the function (index arithmetic on its arguments' sizes,
+  /// as the tiling computes a causal diagonal) rebuilt in the kernel, a
+  /// `tensor.dim` of an argument read from its size parameter; null (and an
+  /// error on `user`) for anything else.
+  Value rebuildScalar(Value v, Operation *user);
+  /// The whole argument `g` as a memref of its rank (its sizes and
+  /// strides over its pointer): what the modifiers' reads of a captured
+  /// tensor take.
+  Value globalMemref(const Global &g);
 
   /// Builds the kernel of `func` at the end of `into` and fills `globals`:
   /// a gpu.func of `blockThreads` threads whose block ids (x, y, z) go to

@@ -577,9 +577,10 @@ typedef struct attn_library {
 
 /* The most parameters a GPU kernel takes: per tensor MLIR's descriptor of a
  * 1-D view (allocated and aligned pointer, offset, size, stride) plus its
- * sizes and strides: 13 for each of five 4-D tensors, 11 for the LSE and up
+ * sizes and strides: a backward kernel's 13 for each of ten 4-D tensors
+ * (Q, K, V, mask, O, dO, dQ, dK, dV, dM), 11 each for LSE and dLSE, and up
  * to 13 for each of ATTN_MAX_CAPTURES captured tensors. */
-#define ATTN_GPU_MAX_PARAMS (76 + 13 * ATTN_MAX_CAPTURES)
+#define ATTN_GPU_MAX_PARAMS (152 + 13 * ATTN_MAX_CAPTURES)
 
 /* One tensor's parameters from values[n]: MLIR's descriptor of a 1-D view
  * (pointer, pointer, 0, elements spanned, 1), then its sizes and its
@@ -604,17 +605,14 @@ static inline int attn_gpu_tensor_params(const void *data, int rank,
   return n;
 }
 
-/* The parameters of a GPU kernel for `args`, as cuLaunchKernel takes them:
- * `values[i]` holds parameter i (a pointer or an int64), `pointers[i]` points
- * to it. Tensors come in the order query, key, value, [mask], the modifiers'
- * captured tensors (kernel->captures' ranks), output, [lse]; each as
- * (pointer, pointer, 0, elements spanned, 1) then its sizes and its element
- * strides. Returns the number of parameters. */
-static inline int attn_gpu_kernel_params(const attn_kernel_desc *kernel,
-                                         const attn_kernel_args *args,
-                                         uint64_t values[ATTN_GPU_MAX_PARAMS],
-                                         void *pointers[ATTN_GPU_MAX_PARAMS]) {
-  int n = 0;
+/* The tensors of an attention call's parameters from values[n], as
+ * attn_gpu_kernel_params lays them out: query, key, value, [mask], the
+ * modifiers' captured tensors (kernel->captures' ranks), output, and the
+ * LSE where `with_lse`. Returns the next n. */
+static inline int
+attn_gpu_attention_tensor_params(const attn_kernel_desc *kernel,
+                                 const attn_kernel_args *args, int with_lse,
+                                 uint64_t values[ATTN_GPU_MAX_PARAMS], int n) {
   const int64_t d = kernel->head_dim, dv = kernel->value_dim;
   const int64_t b = args->batch, hq = args->heads_q, hkv = args->heads_kv;
   const int64_t sq = args->seq_q, sk = args->seq_k;
@@ -663,12 +661,64 @@ static inline int attn_gpu_kernel_params(const attn_kernel_desc *kernel,
   tensors[count].sizes[1] = hq;
   tensors[count].sizes[2] = sq;
   tensors[count].strides = args->lse_strides;
-  tensors[count++].present = kernel->has_lse;
+  tensors[count++].present = with_lse;
   for (int t = 0; t < count; ++t)
     if (tensors[t].present)
       n = attn_gpu_tensor_params(tensors[t].data, tensors[t].rank,
                                  tensors[t].sizes, tensors[t].strides, values,
                                  n);
+  return n;
+}
+
+/* The parameters of a GPU kernel for `args`, as cuLaunchKernel takes them:
+ * `values[i]` holds parameter i (a pointer or an int64), `pointers[i]` points
+ * to it. Tensors come in the order query, key, value, [mask], the modifiers'
+ * captured tensors (kernel->captures' ranks), output, [lse]; each as
+ * (pointer, pointer, 0, elements spanned, 1) then its sizes and its element
+ * strides. Returns the number of parameters. */
+static inline int attn_gpu_kernel_params(const attn_kernel_desc *kernel,
+                                         const attn_kernel_args *args,
+                                         uint64_t values[ATTN_GPU_MAX_PARAMS],
+                                         void *pointers[ATTN_GPU_MAX_PARAMS]) {
+  int n = attn_gpu_attention_tensor_params(kernel, args, kernel->has_lse,
+                                           values, 0);
+  for (int i = 0; i < n; ++i)
+    pointers[i] = &values[i];
+  return n;
+}
+
+/* The parameters of a backward GPU kernel (kind ATTN_KERNEL_BACKWARD, `gpu`
+ * set) for `args`, as attn_gpu_kernel_params lays out an attention
+ * kernel's: the forward's query, key, value, [mask], captured tensors, O and
+ * LSE, then dO, [dLSE] (has_grad_lse), dQ, dK, dV, [dM] (has_grad_mask).
+ * Its grid is (ceil(Sk / block_rows) + G * ceil(Sq / block_rows), Hkv, B)
+ * with G = Hq / Hkv: blocks of block_rows keys (dK, dV), then of block_rows
+ * query rows (dQ). Returns the number of parameters. */
+static inline int attn_gpu_backward_kernel_params(
+    const attn_kernel_desc *kernel, const attn_backward_args *args,
+    uint64_t values[ATTN_GPU_MAX_PARAMS], void *pointers[ATTN_GPU_MAX_PARAMS]) {
+  const attn_kernel_args *f = &args->forward;
+  const int64_t d = kernel->head_dim, dv = kernel->value_dim;
+  const int64_t b = f->batch, hq = f->heads_q, hkv = f->heads_kv;
+  const int64_t sq = f->seq_q, sk = f->seq_k;
+  const int64_t o[4] = {b, hq, sq, dv}, row[3] = {b, hq, sq};
+  const int64_t q[4] = {b, hq, sq, d}, k[4] = {b, hkv, sk, d};
+  const int64_t v[4] = {b, hkv, sk, dv}, m[4] = {b, hq, sq, sk};
+  int n = attn_gpu_attention_tensor_params(kernel, f, 1, values, 0);
+  n = attn_gpu_tensor_params(args->grad_output, 4, o, args->grad_output_strides,
+                             values, n);
+  if (kernel->has_grad_lse)
+    n = attn_gpu_tensor_params(args->grad_lse, 3, row, args->grad_lse_strides,
+                               values, n);
+  n = attn_gpu_tensor_params(args->grad_query, 4, q, args->grad_query_strides,
+                             values, n);
+  n = attn_gpu_tensor_params(args->grad_key, 4, k, args->grad_key_strides,
+                             values, n);
+  n = attn_gpu_tensor_params(args->grad_value, 4, v, args->grad_value_strides,
+                             values, n);
+  if (kernel->has_grad_mask)
+    n = attn_gpu_tensor_params(args->grad_mask, 4, m, args->grad_mask_strides,
+                               values, n);
   for (int i = 0; i < n; ++i)
     pointers[i] = &values[i];
   return n;

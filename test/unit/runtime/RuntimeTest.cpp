@@ -1286,6 +1286,98 @@ struct BackwardTensors {
   }
 };
 
+/// A backward kernel's GPU parameters: the forward's Q, K, V, [mask], O
+/// and LSE, then dO, [dLSE], dQ, dK, dV, [dM], in the order of its
+/// function; with every optional tensor and the most captures they fit the
+/// arrays.
+TEST(Gpu, BackwardKernelParamsFollowItsFunction) {
+  LinkedGpuLibrary linked;
+  linked.desc.kind = ATTN_KERNEL_BACKWARD;
+  linked.desc.head_dim = 8;
+  linked.desc.value_dim = 4;
+  linked.desc.mask_kind = ATTN_MASK_NONE;
+  linked.desc.has_lse = 1; // the forward's, always read
+  linked.desc.has_grad_lse = 0;
+  attn_backward_args args{};
+  attn_kernel_args &f = args.forward;
+  f.batch = 2;
+  f.heads_q = 4;
+  f.heads_kv = 2;
+  f.seq_q = 3;
+  f.seq_k = 5;
+  float mask, output, lse, dout, dlse, dq, dk, dv, dm;
+  f.output = &output;
+  f.lse = &lse;
+  args.grad_output = &dout;
+  args.grad_query = &dq;
+  args.grad_key = &dk;
+  args.grad_value = &dv;
+  uint64_t values[ATTN_GPU_MAX_PARAMS];
+  void *pointers[ATTN_GPU_MAX_PARAMS];
+  EXPECT_EQ(
+      attn_gpu_backward_kernel_params(&linked.desc, &args, values, pointers),
+      4 * 13 + 11 + 13 + 3 * 13);
+  const std::pair<int, const float *> plain[] = {
+      {39, &output}, {52, &lse}, {63, &dout}, {76, &dq}, {89, &dk}, {102, &dv}};
+  for (auto [at, pointer] : plain)
+    EXPECT_EQ(values[at], (uint64_t)(uintptr_t)pointer) << "parameter " << at;
+
+  linked.desc.mask_kind = ATTN_MASK_BIAS;
+  linked.desc.has_grad_lse = 1;
+  linked.desc.has_grad_mask = 1;
+  f.mask = &mask;
+  args.grad_lse = &dlse;
+  args.grad_mask = &dm;
+  const int64_t dlseStrides[3] = {12, 3, 1};
+  std::copy(dlseStrides, dlseStrides + 3, args.grad_lse_strides);
+  int n =
+      attn_gpu_backward_kernel_params(&linked.desc, &args, values, pointers);
+  EXPECT_EQ(n, 5 * 13 + 11 + 13 + 11 + 4 * 13);
+  const std::pair<int, const float *> all[] = {
+      {39, &mask}, {52, &output}, {65, &lse}, {76, &dout}, {89, &dlse},
+      {100, &dq},  {113, &dk},    {126, &dv}, {139, &dm}};
+  for (auto [at, pointer] : all)
+    EXPECT_EQ(values[at], (uint64_t)(uintptr_t)pointer) << "parameter " << at;
+  // dLSE [B, Hq, Sq] with its strides.
+  const uint64_t dlseParams[] = {2, 4, 3, 12, 3, 1};
+  for (int i = 0; i < 6; ++i)
+    EXPECT_EQ(values[89 + 5 + i], dlseParams[i]) << "parameter " << 94 + i;
+  for (int i = 0; i < n; ++i)
+    EXPECT_EQ(pointers[i], &values[i]);
+  EXPECT_LE(n + ATTN_MAX_CAPTURES * 13, ATTN_GPU_MAX_PARAMS);
+}
+
+/// attn_run_backward_with launches a GPU backward kernel (a CUDA stream is
+/// its to take); without a GPU a well-formed call stops at the device.
+TEST(Gpu, BackwardKernelRunsOnTheGpuOnly) {
+  if (gpuPresent())
+    GTEST_SKIP() << "a GPU is present (host buffers: not for a real launch)";
+  LinkedGpuLibrary linked;
+  linked.desc.kind = ATTN_KERNEL_BACKWARD;
+  attn_module *module = nullptr;
+  ASSERT_EQ(linked.load(&module), ATTN_OK) << attn_last_error();
+  Problem p(&linked.desc, 1, 2, 2, 5, 7);
+  BackwardTensors g(p);
+  int notAStream = 0;
+  attn_run_options options{};
+  options.struct_size = sizeof(options);
+  options.cuda_stream = &notAStream;
+  EXPECT_EQ(attn_run_backward_with(&linked.desc, &p.Q, &p.K, &p.V, nullptr,
+                                   &p.O, &p.L, &g.dO, nullptr, &g.dQ, &g.dK,
+                                   &g.dV, &options, nullptr),
+            ATTN_ERROR_NO_DEVICE);
+  EXPECT_NE(std::string(attn_last_error()).find("no GPU"), std::string::npos)
+      << attn_last_error();
+  // The checks come first: a dO of the wrong shape is refused as on the CPU.
+  attn_tensor wrong = g.dO;
+  wrong.shape[2] = 4;
+  EXPECT_EQ(attn_run_backward_with(&linked.desc, &p.Q, &p.K, &p.V, nullptr,
+                                   &p.O, &p.L, &wrong, nullptr, &g.dQ, &g.dK,
+                                   &g.dV, &options, nullptr),
+            ATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(attn_module_unload(module), ATTN_OK);
+}
+
 TEST(BackwardWith, HandsDMToTheKernelAndRefusesBadOnes) {
   GradMaskKernel kernel;
   const attn_kernel_desc *desc = &kernel.desc;
