@@ -279,14 +279,16 @@ def check_sinks(sinks_shape: Sequence[int], heads_q: int) -> None:
 def run_backward(spec: str, query, key, value, mask, output, lse, grad_output,
                  grad_lse, grad_query, grad_key, grad_value, dropout_p: float = 0.0,
                  dropout_seed: int = 0, grad_mask=None, modifiers: Optional[str] = None,
-                 captures=(), grad_captures=()) -> None:
+                 captures=(), grad_captures=(),
+                 gpu: Optional[Tuple[str, int]] = None) -> None:
     """Runs the backward kernel of `spec` (compiling it on first use);
     `grad_captures`: the [B * Hkv, N] f32 partials of the captures the
-    spec's dcaptures names, in order."""
-    _cache.kernel(spec, modifiers).run_backward(
+    spec's dcaptures names, in order; `gpu` as run's."""
+    target, stream = gpu if gpu else (None, 0)
+    _cache.kernel(spec, modifiers, target).run_backward(
         query, key, value, mask, output, lse, grad_output, grad_lse,
         grad_query, grad_key, grad_value, dropout_p, seed_bits(dropout_seed),
-        grad_mask, list(captures), list(grad_captures),
+        grad_mask, list(captures), list(grad_captures), stream,
     )
 
 

@@ -17,8 +17,8 @@ SDPA: the floating inputs are cast to the autocast dtype first.
 
 On tensors on cuda:0 it runs attn's GPU kernel, compiled for the GPU's
 architecture (cached like the CPU kernels) and queued on PyTorch's current
-stream, with no copy and no synchronization; the backward runs on the CPU
-only, so a gradient of GPU tensors is refused with a message saying so.
+stream, with no copy and no synchronization, and so does the backward
+(attn's GPU backward kernel; dropout has no GPU kernel yet).
 
 Its autograd formula is attn's backward kernel (docs/spec.md, "The
 gradient"): gradients flow to query, key and value, and through the returned
@@ -271,8 +271,9 @@ def _sdpa_backward_eager(
     for the incoming gradient dO and, when not None, the LSE's gradient; and
     with mask_grad dS [B, Hq, Sq, Sk] f32 (else an empty tensor)."""
     # An LSE the caller did not use gets zeros from autograd: no dLSE then
-    # (a kernel without it).
-    if grad_lse is not None and not bool(grad_lse.any()):
+    # (a kernel without it). On a GPU the test would wait for the stream:
+    # the dLSE of zeros goes to the kernel instead.
+    if grad_lse is not None and query.is_cpu and not bool(grad_lse.any()):
         grad_lse = None
     return sdpa_backward(query, key, value, attn_mask, output, lse, grad_output,
                          grad_lse, is_causal, scale, enable_gqa, causal_alignment,
@@ -289,11 +290,11 @@ def sdpa_backward(query, key, value, attn_mask, output, lse, grad_output,
     forward's dropout probability and seed; and dS [B, Hq, Sq, Sk] f32 with
     mask_grad (an additive mask's gradient before its broadcast dims are
     summed), else an empty tensor."""
-    if query.device.type != "cpu":
+    gpu = _gpu_launch(query, key, value, attn_mask, None)
+    if gpu and dropout_p > 0.0:
         raise _core.Error(
-            f"query: tensor is on {query.device}, and attn's gradients run on the CPU "
-            "only: its GPU kernels compute the forward (for training on the GPU use "
-            "torch.nn.functional.scaled_dot_product_attention)")
+            f"dropout_p: is {dropout_p} on {query.device}, but attn's GPU kernels have "
+            "no dropout yet (its CPU kernels do)")
     query, key, value, output, lse, grad_output = (
         t.detach() for t in (query, key, value, output, lse, grad_output))
     if attn_mask is not None:
@@ -331,6 +332,7 @@ def sdpa_backward(query, key, value, attn_mask, output, lse, grad_output,
         None if grad_lse is None else _capsule(grad_lse),
         _capsule(grad_query), _capsule(grad_key), _capsule(grad_value),
         dropout_p, dropout_seed, _capsule(grad_scores) if mask_grad else None,
+        gpu=gpu,
     )
     return grad_query, grad_key, grad_value, grad_scores
 

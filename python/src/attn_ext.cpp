@@ -326,7 +326,8 @@ struct PyKernel {
   }
 
   /// A backward kernel's call: the forward's tensors (O and LSE read), dO,
-  /// dLSE (None unless the kernel takes it), and dQ, dK, dV to write.
+  /// dLSE (None unless the kernel takes it), and dQ, dK, dV to write; a GPU
+  /// kernel's on cuda:0, queued on `stream`.
   void runBackward(
       const InputArray &query, const InputArray &key, const InputArray &value,
       const std::optional<InputArray> &mask, const InputArray &output,
@@ -335,29 +336,31 @@ struct PyKernel {
       const OutputArray &gradKey, const OutputArray &gradValue, float dropoutP,
       uint64_t dropoutSeed, const std::optional<OutputArray> &gradMask,
       const std::vector<InputArray> &captures,
-      const std::vector<OutputArray> &gradCaptures) const {
-    attn_tensor q = toTensor(query, "query");
-    attn_tensor k = toTensor(key, "key");
-    attn_tensor v = toTensor(value, "value");
-    attn_tensor o = toTensor(output, "output");
-    attn_tensor l = toTensor(lse, "lse");
-    attn_tensor dO = toTensor(gradOutput, "grad_output");
-    attn_tensor dQ = toTensor(gradQuery, "grad_query");
-    attn_tensor dK = toTensor(gradKey, "grad_key");
-    attn_tensor dV = toTensor(gradValue, "grad_value");
+      const std::vector<OutputArray> &gradCaptures, uintptr_t stream) const {
+    bool gpu = onGpu();
+    attn_tensor q = toTensor(query, "query", false, gpu);
+    attn_tensor k = toTensor(key, "key", false, gpu);
+    attn_tensor v = toTensor(value, "value", false, gpu);
+    attn_tensor o = toTensor(output, "output", false, gpu);
+    attn_tensor l = toTensor(lse, "lse", false, gpu);
+    attn_tensor dO = toTensor(gradOutput, "grad_output", false, gpu);
+    attn_tensor dQ = toTensor(gradQuery, "grad_query", false, gpu);
+    attn_tensor dK = toTensor(gradKey, "grad_key", false, gpu);
+    attn_tensor dV = toTensor(gradValue, "grad_value", false, gpu);
     attn_tensor m{}, dL{}, dM{};
     if (mask)
-      m = toTensor(*mask, "mask");
+      m = toTensor(*mask, "mask", false, gpu);
     if (gradLse)
-      dL = toTensor(*gradLse, "grad_lse");
+      dL = toTensor(*gradLse, "grad_lse", false, gpu);
     if (gradMask)
-      dM = toTensor(*gradMask, "grad_mask");
+      dM = toTensor(*gradMask, "grad_mask", false, gpu);
     attn_run_options options{};
     options.struct_size = sizeof(options);
     options.dropout_p = dropoutP;
     options.dropout_seed = dropoutSeed;
     options.grad_mask = gradMask ? &dM : nullptr;
-    Captures captured(captures);
+    options.cuda_stream = reinterpret_cast<void *>(stream);
+    Captures captured(captures, gpu);
     captured.into(options);
     // The partials, in capture order, at their captures' places.
     uint32_t bits = attn_kernel_grad_captures(kernel.get());
@@ -379,7 +382,7 @@ struct PyKernel {
               std::to_string(gradCaptures.size()) + " were given");
     if (next > 0)
       options.grad_captures = partials.data();
-    attn_thread_pool *threads = sharedPool();
+    attn_thread_pool *threads = gpu ? nullptr : sharedPool();
     attn_status status;
     {
       nb::gil_scoped_release release;
@@ -737,12 +740,14 @@ NB_MODULE(_ext, m) {
            nb::arg("grad_mask").noconvert().none() = nb::none(),
            nb::arg("captures") = std::vector<InputArray>(),
            nb::arg("grad_captures") = std::vector<OutputArray>(),
+           nb::arg("cuda_stream") = 0,
            "Runs a backward kernel: writes the gradients dQ, dK, dV of the "
            "forward whose inputs, O and LSE are given, for the incoming dO "
            "(and dLSE where the kernel takes it); with grad_captures (one "
            "[B * Hkv, N] f32 array per capture in the kernel's "
            "grad_captures, in order), each work item's partial gradient of "
-           "those captures.")
+           "those captures. A GPU kernel takes tensors on cuda:0 and is "
+           "queued on `cuda_stream` (0: the default stream, waited for).")
       .def_prop_ro("grad_captures",
                    [](const PyKernel &k) {
                      std::vector<int> numbers;

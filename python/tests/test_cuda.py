@@ -4,11 +4,13 @@ Everywhere: every GPU case's kernel compiles through the package for an
 sm_90 target (the same cache entries a GPU machine uses; this is also how
 scripts/gpu-bundle.sh fills the kernel cache it ships), and what can be
 checked without a GPU is (device mix-ups, a stream for a CPU kernel, a GPU
-kernel given CPU tensors, gradients of GPU tensors). The tests that need a
+kernel given CPU tensors, gradients of tensors on other devices). The tests
+that need a
 CPU kernel have "cpu_kernel" in their names: gpu-bundle/run.sh leaves them
 out on a GPU machine without the compiler. With a GPU (cuda:0):
-each case against the float64 reference, the launch on PyTorch's current
-stream without waiting, torch.compile and torch.autocast("cuda").
+each case against the float64 reference, its gradients against float64
+autograd, the launch on PyTorch's current stream without waiting,
+torch.compile and torch.autocast("cuda").
 """
 
 import pytest
@@ -70,6 +72,27 @@ def test_gpu_kernel_compiles_through_the_package(case):
     assert attn.kernel(_spec(case), target=TARGET).device == "cuda"
 
 
+#: The cases whose gradients the GPU tests check (their forwards have the
+#: LSE: CASES[0]'s is VARIANTS[1]).
+GRAD_CASES = [CASES[0], CASES[1], CASES[2], CASES[4]]
+
+
+def _backward_spec(case, grad_lse):
+    _, _, _, _, _, _, _, causal, alignment, _ = case
+    q, k, v, mask = _inputs(case)
+    return _core.spec_for(q, k, v, mask, causal, None, alignment, None, None, None,
+                          grad_lse, backward=True)
+
+
+@pytest.mark.parametrize("case", GRAD_CASES, ids=[c[0] for c in GRAD_CASES])
+def test_gpu_backward_kernel_compiles_through_the_package(case):
+    # With and without dLSE: on a GPU a returned LSE's gradient (zeros when
+    # the loss does not read it) goes to the kernel as it is.
+    for grad_lse in (False, True):
+        kernel = attn.kernel(_backward_spec(case, grad_lse), target=TARGET)
+        assert kernel.device == "cuda" and kernel.backward
+
+
 def test_cpu_kernel_is_the_cpu_one():
     assert attn.kernel(_spec(CASES[0])).device == "cpu"
 
@@ -103,11 +126,12 @@ def test_devices_must_match_and_be_cpu_or_cuda_before_any_kernel():
         attn.scaled_dot_product_attention(*meta)
 
 
-def test_gradients_of_gpu_tensors_are_refused_with_a_reason():
-    # The backward runs on the CPU only; a GPU tensor's gradient says so
-    # (meta tensors stand in for GPU ones here: the check is the device's).
+def test_gradients_of_tensors_on_other_devices_are_refused_with_a_reason():
+    # The backward runs on the CPU and on cuda:0; a meta tensor's gradient
+    # says so before any kernel.
     q, k, v = (t.to("meta") for t in _inputs(CASES[0])[:3])
-    with pytest.raises(attn.Error, match="attn's gradients run on the CPU only"):
+    with pytest.raises(attn.Error, match="query: tensor is on meta but attn runs on the "
+                                         r"CPU and on NVIDIA GPUs \(cuda\)"):
         attn._torch.sdpa_backward(q, k, v, None, q, q[..., 0].float(), q, None,
                                   False, None, False, "top_left", None, None, None)
 
@@ -175,13 +199,23 @@ def test_gpu_under_torch_compile_and_autocast():
 
 
 @needs_gpu
-def test_gpu_gradient_is_refused_with_a_reason():
-    q, k, v, _ = _inputs(CASES[0])
-    q = q.cuda().requires_grad_()
-    out = attn.scaled_dot_product_attention(q, k.cuda(), v.cuda())
-    with pytest.raises((attn.Error, RuntimeError),
-                       match="attn's gradients run on the CPU only"):
-        out.sum().backward()  # the forward was VARIANTS[1]
+@pytest.mark.parametrize("case", GRAD_CASES, ids=[c[0] for c in GRAD_CASES])
+def test_gpu_gradients_match_float64_autograd(case):
+    label, dtype, _, _, _, _, _, causal, alignment, _ = case
+    q, k, v, mask = _inputs(case, seed=11)
+    leaves = [t.cuda().requires_grad_() for t in (q, k, v)]
+    out = attn.scaled_dot_product_attention(
+        *leaves, attn_mask=None if mask is None else mask.cuda(), is_causal=causal,
+        causal_alignment=alignment, enable_gqa=True)
+    grad = torch.randn(out.shape, generator=torch.Generator().manual_seed(3)).to(dtype)
+    out.backward(grad.cuda())
+    refs = [t.double().requires_grad_() for t in (q, k, v)]
+    ref, _ = naive_attention(*refs, mask=mask, is_causal=causal, alignment=alignment)
+    ref.backward(grad.double())
+    for name, got, want in zip(("dq", "dk", "dv"), leaves, refs):
+        assert got.grad.device == got.device and got.grad.dtype == dtype, name
+        error = relative_error(got.grad.cpu(), want.grad)
+        assert error <= 2e-2, f"{label} {name}: relative error {error:.3g}"
 
 
 
