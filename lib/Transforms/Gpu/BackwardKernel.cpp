@@ -104,6 +104,10 @@ private:
   /// Whether some row of the row tile sees some key of the key tile (the
   /// band's test; true without a band).
   Value tilesMeet();
+  /// Rows [first, first + count) of head `sourceHead` of argument `source`
+  /// (its `width` elements) into the shared tile `into`, 0 past them.
+  void stageTile(Value into, int source, Value sourceHead, Value first,
+                 Value count, int64_t width);
   /// K_c and V_c of keys [keyStart, keyStart + keys), 0 past them.
   void stageKeys();
   /// Q_r, dO_r, LSE_r and Δ_r of rows [rowStart, rowStart + rows) of
@@ -119,7 +123,7 @@ private:
   void accumulateRows();
   /// Σ_e a[i][e] · b[j][e] over `width` elements of two shared tiles.
   Value dot(Value a, Value i, Value bTile, Value j, int64_t width);
-  /// acc[cell] + Σ_n w(n) · x(n) over the tile, skipping weights of 0.
+  /// start + Σ_n w(n) · x(n) over the tile, skipping weights of 0.
   Value weightedSum(Value start, function_ref<Value(Value)> weight,
                     function_ref<Value(Value)> x);
 };
@@ -167,30 +171,24 @@ Value BackwardGpuKernel::tilesMeet() {
   return andI(lt(first, add(keyStart, keys)), lt(keyStart, last));
 }
 
-void BackwardGpuKernel::stageKeys() {
-  auto stage = [&](Value into, int sourceArg, int64_t width) {
-    forEachCell(tile, width, [&](Value j, Value e) {
-      Value v = orZero(lt(j, keys), [&] {
-        return loadGlobal(arg(sourceArg), {batch, kvHead, add(keyStart, j), e});
-      });
-      storeShared(v, into, {j, e});
+void BackwardGpuKernel::stageTile(Value into, int source, Value sourceHead,
+                                  Value first, Value count, int64_t width) {
+  forEachCell(tile, width, [&](Value r, Value e) {
+    Value v = orZero(lt(r, count), [&] {
+      return loadGlobal(arg(source), {batch, sourceHead, add(first, r), e});
     });
-  };
-  stage(kTile, key, headDim);
-  stage(vTile, value, valueDim);
+    storeShared(v, into, {r, e});
+  });
+}
+
+void BackwardGpuKernel::stageKeys() {
+  stageTile(kTile, key, kvHead, keyStart, keys, headDim);
+  stageTile(vTile, value, kvHead, keyStart, keys, valueDim);
 }
 
 void BackwardGpuKernel::stageRows() {
-  auto stage = [&](Value into, int sourceArg, int64_t width) {
-    forEachCell(tile, width, [&](Value i, Value e) {
-      Value v = orZero(lt(i, rows), [&] {
-        return loadGlobal(arg(sourceArg), {batch, head, add(rowStart, i), e});
-      });
-      storeShared(v, into, {i, e});
-    });
-  };
-  stage(qTile, query, headDim);
-  stage(doTile, gradOutput, valueDim);
+  stageTile(qTile, query, head, rowStart, rows, headDim);
+  stageTile(doTile, gradOutput, head, rowStart, rows, valueDim);
   forEach(tile, [&](Value i) {
     Value row = add(rowStart, i), inside = lt(i, rows);
     Value rowLse = ifElse(
