@@ -1423,11 +1423,6 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
               "': backward kernels with the gradients of captured tensors "
               "(dcaptures) are made for the CPU only so far";
       return false;
-    } else if (gpu && spec.sinks) {
-      error = "kernel '" + spec.name +
-              "': kernels with sinks are made for the CPU only so far (the "
-              "GPU lowering does not take the sinks' normalization yet)";
-      return false;
     } else if (gpu && spec.blockTable[0] >= 0) {
       error = "kernel '" + spec.name +
               "': kernels with a block mask's table are made for the CPU only "

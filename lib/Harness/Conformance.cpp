@@ -309,10 +309,7 @@ std::vector<ConformanceCase> attn::additiveGpuConformanceCases() {
 }
 
 std::vector<ConformanceCase> attn::gpuConformanceCases() {
-  std::vector<ConformanceCase> cases;
-  for (ConformanceCase &c : conformanceCases())
-    if (!hasItem(c.spec, "sinks"))
-      cases.push_back(std::move(c));
+  std::vector<ConformanceCase> cases = conformanceCases();
   for (ConformanceCase &c : linearGpuConformanceCases())
     cases.push_back(std::move(c));
   for (ConformanceCase &c : additiveGpuConformanceCases())

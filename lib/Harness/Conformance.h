@@ -54,9 +54,9 @@ std::vector<ConformanceCase> additiveGpuConformanceCases();
 /// backwardSpec's (runConformanceCase runs it as runBackwardConformanceCase).
 std::vector<ConformanceCase> backwardGpuConformanceCases();
 
-/// The cases the GPU lowering takes: all but those with features it does
-/// not lower yet (attention sinks), then linearGpuConformanceCases,
-/// additiveGpuConformanceCases and backwardGpuConformanceCases.
+/// The cases the GPU lowering takes: every one of conformanceCases, then
+/// linearGpuConformanceCases, additiveGpuConformanceCases and
+/// backwardGpuConformanceCases.
 std::vector<ConformanceCase> gpuConformanceCases();
 
 /// The cases the CPU's AMX micro-kernel takes, each as bf16 ("amx_" and

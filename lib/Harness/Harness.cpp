@@ -416,6 +416,9 @@ attn_status attn::DeviceProblem::upload(const ProblemData &data) {
     status = output.upload(data.output);
   if (status == ATTN_OK && hasLse)
     status = lse.upload(data.lse, data.lseView);
+  hasSinks = data.sinksView.data != nullptr;
+  if (status == ATTN_OK && hasSinks)
+    status = sinks.upload(data.sinks, data.sinksView);
   captures = std::vector<DeviceBuffer>(data.captureViews.size());
   captureViews.clear();
   for (size_t n = 0; n < captures.size() && status == ATTN_OK; ++n) {
@@ -432,6 +435,7 @@ attn_status attn::DeviceProblem::run(const attn_kernel_desc *kernel) {
   options.struct_size = sizeof(options);
   options.captures = captureViews.data();
   options.num_captures = static_cast<int32_t>(captureViews.size());
+  options.sinks = hasSinks ? &sinks.view : nullptr;
   return attn_run_with(kernel, &query.view, &key.view, &value.view,
                        hasMask ? &mask.view : nullptr, &output.view,
                        hasLse ? &lse.view : nullptr, &options, nullptr);

@@ -185,11 +185,11 @@ public:
   attn_status download(ProblemData &data);
 
 protected:
-  DeviceBuffer query, key, value, mask, output, lse;
+  DeviceBuffer query, key, value, mask, output, lse, sinks;
   /// The modifiers' captured tensors, and their device views.
   std::vector<DeviceBuffer> captures;
   std::vector<attn_tensor> captureViews;
-  bool hasMask = false, hasLse = false;
+  bool hasMask = false, hasLse = false, hasSinks = false;
 };
 
 /// A backward call's buffers (problem.spec a backward kernel's): the

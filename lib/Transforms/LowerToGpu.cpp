@@ -441,37 +441,87 @@ Value KernelConverter::capturedMemref(const View &view) {
 //===----------------------------------------------------------------------===//
 
 LogicalResult KernelConverter::convertEpilogue(linalg::GenericOp op) {
-  if (op.getNumDpsInits() != 1 || !views.count(op.getDpsInits()[0]) ||
+  if (op.getNumDpsInits() != 1 ||
       !op.getRegion().front().getArgument(op.getNumDpsInputs()).use_empty())
     return op.emitOpError("attn-lower-to-gpu: the normalization must write "
-                          "one output slice without reading it");
-  const View &out = views[op.getDpsInits()[0]];
+                          "one output without reading it");
+  // An output slice of a kernel argument is stored; a temporary (the row
+  // statistics that attention sinks fold in, say) becomes state that later
+  // generics read.
+  Value init = op.getDpsInits()[0];
+  auto outView = views.find(init);
+  bool toState = outView == views.end();
+  if (toState && !states.count(init))
+    return op.emitOpError("attn-lower-to-gpu: the normalization must write "
+                          "an output slice or a temporary tile");
   int64_t rank = op.getNumLoops();
-  // Per fragment element (rank 4: rows x columns) or per row (rank 3: one
-  // lane of the four that share a row stores it).
+  // Each input: online-softmax state (per fragment element or per row), or
+  // a slice of a kernel argument read at the tile's batch and head (the
+  // sinks' logit), whatever the row and column.
   SmallVector<Fragments *> inputs;
-  for (OpOperand *input : op.getDpsInputOperands()) {
-    auto it = states.find(input->get());
-    if (it == states.end())
-      return op.emitOpError("attn-lower-to-gpu: normalization input is not "
-                            "online-softmax state");
-    inputs.push_back(&it->second);
+  SmallVector<const View *> viewInputs;
+  for (auto [input, map] :
+       llvm::zip(op.getDpsInputOperands(), op.getIndexingMapsArray())) {
+    auto state = states.find(input->get());
+    auto view = views.find(input->get());
+    bool perTile = llvm::all_of(map.getResults(), [](AffineExpr e) {
+      auto dim = dyn_cast<AffineDimExpr>(e);
+      return dim && dim.getPosition() < 2;
+    });
+    if (state != states.end()) {
+      inputs.push_back(&state->second);
+      viewInputs.push_back(nullptr);
+    } else if (view != views.end() && perTile) {
+      inputs.push_back(nullptr);
+      viewInputs.push_back(&view->second);
+    } else {
+      return op.emitOpError("attn-lower-to-gpu: a normalization input must "
+                            "be online-softmax state or a slice read once "
+                            "per batch and head");
+    }
   }
   Block &body = op.getRegion().front();
   int64_t groups = paddedValueDim / kGroup;
-  // Value i of group `group` of row block m, at (row, col).
-  auto emitElement = [&](int64_t m, int64_t i, int64_t group, Value row,
-                         Value col) {
+  // Value i of group `group` of row block m (at row, col: col null per row).
+  auto emitElement = [&](int64_t m, int64_t i, int64_t group) -> Value {
     IRMapping local = mapping;
-    for (auto [arg, input, map] :
-         llvm::zip(body.getArguments(), inputs, op.getIndexingMapsArray())) {
+    for (auto [arg, input, view, map] :
+         llvm::zip(body.getArguments(), inputs, viewInputs,
+                   op.getIndexingMapsArray())) {
+      if (view) {
+        // Its indices are the tile's batch and head, 0 in tile coordinates.
+        SmallVector<Value, 4> indices(map.getNumResults(), cst(0));
+        Value v =
+            memref::LoadOp::create(b(), globals[view->tensor].data,
+                                   ValueRange{globalIndex(*view, indices)});
+        local.map(arg, toF32(v));
+        continue;
+      }
       bool perRow = map.getNumResults() == 3;
       local.map(arg, perRow ? input->values[2 * m + i / 2]
                             : input->values[(m * groups + group) * 4 + i]);
     }
     for (Operation &inner : body.without_terminator())
       b().clone(inner, local);
-    Value result = local.lookupOrDefault(body.getTerminator()->getOperand(0));
+    return local.lookupOrDefault(body.getTerminator()->getOperand(0));
+  };
+  if (toState) {
+    // Every lane computes its rows' (or fragment elements') values.
+    SmallVector<Value> values;
+    if (rank == 3) {
+      for (int64_t at = 0; at < 2 * rowBlocks; ++at)
+        values.push_back(emitElement(at / 2, (at % 2) * 2, 0));
+    } else {
+      for (int64_t m = 0; m < rowBlocks; ++m)
+        for (int64_t group = 0; group < groups; ++group)
+          for (int64_t i = 0; i < 4; ++i)
+            values.push_back(emitElement(m, i, group));
+    }
+    states[op.getResult(0)] = Fragments{values};
+    return success();
+  }
+  const View &out = outView->second;
+  auto store = [&](Value result, Value row, Value col) {
     SmallVector<Value, 4> indices = {cst(0), cst(0), row};
     if (col)
       indices.push_back(col);
@@ -484,12 +534,13 @@ LogicalResult KernelConverter::convertEpilogue(linalg::GenericOp op) {
     Value row = rows[at];
     Value rowOk = lt(row, out.sizes[2]);
     if (rank == 3) {
+      // One lane of the four that share a row stores it.
       Value first =
           arith::CmpIOp::create(b(), arith::CmpIPredicate::eq, colPair, cst(0));
       auto guard = scf::IfOp::create(b(), andI(rowOk, first));
       OpBuilder::InsertionGuard g(b());
       b().setInsertionPoint(guard.thenBlock()->getTerminator());
-      emitElement(m, r * 2, 0, row, Value());
+      store(emitElement(m, r * 2, 0), row, Value());
       continue;
     }
     for (int64_t group = 0; group < groups; ++group)
@@ -499,7 +550,7 @@ LogicalResult KernelConverter::convertEpilogue(linalg::GenericOp op) {
             scf::IfOp::create(b(), andI(rowOk, lt(col, cst(valueDim))));
         OpBuilder::InsertionGuard g(b());
         b().setInsertionPoint(guard.thenBlock()->getTerminator());
-        emitElement(m, r * 2 + c, group, row, col);
+        store(emitElement(m, r * 2 + c, group), row, col);
       }
   }
   return success();
@@ -582,11 +633,6 @@ struct AttnLowerToGpuPass
         op->emitOpError() << "attn-lower-to-gpu: " << op->getName()
                           << " has no GPU lowering yet (the CPU lowering "
                              "has it)";
-        return WalkResult::interrupt();
-      }
-      if (op->hasAttr(kSinksAttrName)) {
-        op->emitOpError("attn-lower-to-gpu: attention sinks have no GPU "
-                        "lowering yet (the CPU lowering has them)");
         return WalkResult::interrupt();
       }
       auto online = dyn_cast<OnlineAttentionOp>(op);

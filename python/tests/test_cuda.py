@@ -93,6 +93,21 @@ def test_gpu_backward_kernel_compiles_through_the_package(case):
         assert kernel.device == "cuda" and kernel.backward
 
 
+def _sinks_case():
+    q, k, v = random_qkv(2, 4, 2, 70, 90, 64, dtype=torch.bfloat16, seed=13)
+    # A moderate sink, none (-inf), a dominant one, a negative one.
+    sinks = torch.tensor([0.5, float("-inf"), 8.0, -3.0])
+    return q, k, v, sinks
+
+
+def test_gpu_sinks_kernel_compiles_through_the_package():
+    q, k, v, _ = _sinks_case()
+    for lse in (False, True):
+        spec = _core.spec_for(q, k, v, None, True, None, "bottom_right", None, None, None,
+                              lse, sinks=True)
+        assert attn.kernel(spec, target=TARGET).device == "cuda"
+
+
 def test_cpu_kernel_is_the_cpu_one():
     assert attn.kernel(_spec(CASES[0])).device == "cpu"
 
@@ -154,6 +169,18 @@ def test_gpu_matches_the_float64_reference(case):
         finite = torch.isfinite(ref_lse)
         assert torch.equal(torch.isfinite(out_lse.cpu()), finite)
         assert torch.allclose(out_lse.cpu().double()[finite], ref_lse[finite], atol=1e-3)
+
+
+@needs_gpu
+def test_gpu_sinks_match_the_float64_reference():
+    q, k, v, sinks = _sinks_case()
+    ref, ref_lse = naive_attention(q, k, v, is_causal=True, alignment="bottom_right",
+                                   sinks=sinks)
+    out, lse = attn.scaled_dot_product_attention(
+        q.cuda(), k.cuda(), v.cuda(), is_causal=True, causal_alignment="bottom_right",
+        enable_gqa=True, return_lse=True, sinks=sinks.cuda())
+    assert relative_error(out.cpu(), ref) <= TOLERANCE[torch.bfloat16]
+    assert torch.allclose(lse.cpu().double(), ref_lse, rtol=1e-3, atol=1e-3)
 
 
 @needs_gpu

@@ -256,10 +256,9 @@ static attn_status validate_library(const attn_library *library,
                        "each described)",
                        origin, k->name, attn_kernel_num_captures(k),
                        ATTN_MAX_CAPTURES);
-    if (attn_kernel_has_sinks(k) &&
-        (kind != ATTN_KERNEL_FORWARD || device != ATTN_DEVICE_CPU))
+    if (attn_kernel_has_sinks(k) && kind != ATTN_KERNEL_FORWARD)
       return attn_fail(ATTN_ERROR_LOAD,
-                       "%s: kernel '%s' takes sinks but is not a CPU forward "
+                       "%s: kernel '%s' takes sinks but is not a forward "
                        "kernel",
                        origin, k->name);
     if (device == ATTN_DEVICE_CUDA && kind != ATTN_KERNEL_FORWARD) {

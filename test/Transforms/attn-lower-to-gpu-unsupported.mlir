@@ -1,7 +1,7 @@
 // RUN: attn-opt %s -split-input-file -verify-diagnostics -attn-tiling="query-tile-size=64 decode-rows=0" -attn-lower-to-gpu
 
-// No GPU lowering of dropout (forward or backward), of the weights, of
-// sinks or of a block mask's table yet: refused on the op.
+// No GPU lowering of dropout (forward or backward), of the weights or of
+// a block mask's table yet: refused on the op.
 func.func @dropout(%q: tensor<?x?x?x64xf16>, %k: tensor<?x?x?x64xf16>, %v: tensor<?x?x?x64xf16>, %o: tensor<?x?x?x64xf16>, %p: f32, %s: i64) -> tensor<?x?x?x64xf16> {
   // expected-error @below {{attn-lower-to-gpu: dropout has no GPU lowering yet}}
   %r = attn.attention ins(%q, %k, %v : tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>) dropout(%p, %s) outs(%o : tensor<?x?x?x64xf16>) -> tensor<?x?x?x64xf16>
@@ -32,16 +32,6 @@ func.func @weights(%q: tensor<1x2x?x64xf16>, %k: tensor<1x2x?x64xf16>,
   %r = attn.attention_weights ins(%q, %k : tensor<1x2x?x64xf16>, tensor<1x2x?x64xf16>)
       outs(%w : tensor<1x2x?x?xf32>) -> tensor<1x2x?x?xf32>
   return %r : tensor<1x2x?x?xf32>
-}
-
-// -----
-
-func.func @sinks(%q: tensor<1x2x?x64xf16>, %k: tensor<1x2x?x64xf16>, %v: tensor<1x2x?x64xf16>,
-                 %s: tensor<2xf32>, %o: tensor<1x2x?x64xf16>) -> tensor<1x2x?x64xf16> {
-  // expected-error @below {{attn-lower-to-gpu: attention sinks have no GPU lowering yet}}
-  %r = attn.attention ins(%q, %k, %v : tensor<1x2x?x64xf16>, tensor<1x2x?x64xf16>, tensor<1x2x?x64xf16>)
-      sinks(%s : tensor<2xf32>) outs(%o : tensor<1x2x?x64xf16>) -> tensor<1x2x?x64xf16>
-  return %r : tensor<1x2x?x64xf16>
 }
 
 // -----

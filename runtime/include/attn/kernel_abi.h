@@ -579,7 +579,8 @@ typedef struct attn_library {
  * 1-D view (allocated and aligned pointer, offset, size, stride) plus its
  * sizes and strides: a backward kernel's 13 for each of ten 4-D tensors
  * (Q, K, V, mask, O, dO, dQ, dK, dV, dM), 11 each for LSE and dLSE, and up
- * to 13 for each of ATTN_MAX_CAPTURES captured tensors. */
+ * to 13 for each of ATTN_MAX_CAPTURES captured tensors (a forward kernel's
+ * sinks, 7, fit in the backward's dO and dQ). */
 #define ATTN_GPU_MAX_PARAMS (152 + 13 * ATTN_MAX_CAPTURES)
 
 /* One tensor's parameters from values[n]: MLIR's descriptor of a 1-D view
@@ -607,8 +608,8 @@ static inline int attn_gpu_tensor_params(const void *data, int rank,
 
 /* The tensors of an attention call's parameters from values[n], as
  * attn_gpu_kernel_params lays them out: query, key, value, [mask], the
- * modifiers' captured tensors (kernel->captures' ranks), output, and the
- * LSE where `with_lse`. Returns the next n. */
+ * modifiers' captured tensors (kernel->captures' ranks), [sinks]
+ * (has_sinks), output, and the LSE where `with_lse`. Returns the next n. */
 static inline int
 attn_gpu_attention_tensor_params(const attn_kernel_desc *kernel,
                                  const attn_kernel_args *args, int with_lse,
@@ -622,7 +623,7 @@ attn_gpu_attention_tensor_params(const attn_kernel_desc *kernel,
     int64_t sizes[4];
     const int64_t *strides;
     int present;
-  } tensors[6 + ATTN_MAX_CAPTURES] = {
+  } tensors[7 + ATTN_MAX_CAPTURES] = {
       {args->query, 4, {b, hq, sq, d}, args->query_strides, 1},
       {args->key, 4, {b, hkv, sk, d}, args->key_strides, 1},
       {args->value, 4, {b, hkv, sk, dv}, args->value_strides, 1},
@@ -647,6 +648,15 @@ attn_gpu_attention_tensor_params(const attn_kernel_desc *kernel,
     tensors[count].strides = args->captures[c].strides;
     tensors[count].present = 1;
   }
+  /* Older descriptors end before has_sinks: none. */
+  tensors[count].data = args->sinks;
+  tensors[count].rank = 1;
+  tensors[count].sizes[0] = hq;
+  tensors[count].strides = args->sinks_strides;
+  tensors[count++].present =
+      kernel->struct_size >=
+          offsetof(attn_kernel_desc, has_sinks) + sizeof(kernel->has_sinks) &&
+      kernel->has_sinks;
   tensors[count].data = args->output;
   tensors[count].rank = 4;
   tensors[count].sizes[0] = b;
@@ -673,7 +683,7 @@ attn_gpu_attention_tensor_params(const attn_kernel_desc *kernel,
 /* The parameters of a GPU kernel for `args`, as cuLaunchKernel takes them:
  * `values[i]` holds parameter i (a pointer or an int64), `pointers[i]` points
  * to it. Tensors come in the order query, key, value, [mask], the modifiers'
- * captured tensors (kernel->captures' ranks), output, [lse]; each as
+ * captured tensors (kernel->captures' ranks), [sinks], output, [lse]; each as
  * (pointer, pointer, 0, elements spanned, 1) then its sizes and its element
  * strides. Returns the number of parameters. */
 static inline int attn_gpu_kernel_params(const attn_kernel_desc *kernel,

@@ -1629,10 +1629,35 @@ TEST(Module, FromLibraryRefusesSinksOnOtherKinds) {
   attn_module *module = nullptr;
   EXPECT_EQ(linked.load(&module), ATTN_ERROR_LOAD);
   EXPECT_NE(std::string(attn_last_error())
-                .find("kernel 'linked' takes sinks but is not a CPU forward "
+                .find("kernel 'linked' takes sinks but is not a forward "
                       "kernel"),
             std::string::npos)
       << attn_last_error();
+  // A GPU forward kernel takes them (its parameters place them after the
+  // captures, before the output).
+  LinkedGpuLibrary gpu;
+  gpu.desc.has_sinks = 1;
+  gpu.desc.has_lse = 1;
+  gpu.desc.mask_kind = ATTN_MASK_NONE;
+  ASSERT_EQ(gpu.load(&module), ATTN_OK) << attn_last_error();
+  EXPECT_EQ(attn_module_unload(module), ATTN_OK);
+  attn_kernel_args args{};
+  args.batch = args.heads_q = args.heads_kv = 1;
+  args.heads_q = 6;
+  args.seq_q = args.seq_k = 4;
+  float sinks[6], output;
+  args.sinks = sinks;
+  args.sinks_strides[0] = 1;
+  args.output = &output;
+  uint64_t values[ATTN_GPU_MAX_PARAMS];
+  void *pointers[ATTN_GPU_MAX_PARAMS];
+  EXPECT_EQ(attn_gpu_kernel_params(&gpu.desc, &args, values, pointers),
+            3 * 13 + 7 + 13 + 11);
+  const uint64_t sinksParams[] = {
+      (uint64_t)(uintptr_t)sinks, (uint64_t)(uintptr_t)sinks, 0, 6, 1, 6, 1};
+  for (int i = 0; i < 7; ++i)
+    EXPECT_EQ(values[39 + i], sinksParams[i]) << "parameter " << 39 + i;
+  EXPECT_EQ(values[46], (uint64_t)(uintptr_t)&output);
 }
 
 //===----------------------------------------------------------------------===//
