@@ -1282,14 +1282,15 @@ def _flex_backward_eager(query: Tensor, key: Tensor, value: Tensor, captures: Li
     (its O and LSE given) for dO and, when not None, dLSE; and the gradient
     of each capture numbered in `trained` (f32, shaped as the capture; 0
     for one that only the mask_mod reads)."""
-    from ._torch import _capsule
+    from ._torch import _capsule, _gpu_launch
 
+    # On cuda:0 the GPU backward kernel, queued on PyTorch's current stream.
+    gpu = _gpu_launch(query, key, value, None, None)
+    _check_capture_devices(captures, query)
     # An LSE the caller did not use gets zeros from autograd: no dLSE then
-    # (a kernel without it).
-    if not query.is_cpu:
-        raise Error(f"query: tensor is on {query.device} but attn's gradients run on the "
-                    "CPU only")
-    if grad_lse is not None and not bool(grad_lse.any()):
+    # (a kernel without it). On a GPU the test would wait for the stream:
+    # the dLSE of zeros goes to the kernel instead.
+    if grad_lse is not None and gpu is None and not bool(grad_lse.any()):
         grad_lse = None
     query, key, value, output, lse, grad_output = (
         t.detach() for t in (query, key, value, output, lse, grad_output))
@@ -1300,6 +1301,10 @@ def _flex_backward_eager(query: Tensor, key: Tensor, value: Tensor, captures: Li
     # key/value head) from the kernel, summed here in row order.
     reads = _score_mod_reads(modifiers)
     compiled = [n for n in trained if n in reads]
+    if compiled and gpu:
+        raise Error(f"captures[{compiled[0]}]: the gradient of a captured tensor that the "
+                    f"score_mod reads runs on the CPU only (query is on {query.device}); "
+                    "the GPU computes the gradients of query, key and value")
     work_items = query.shape[0] * key.shape[1]
     partials = [torch.empty(work_items, captures[n].numel()) for n in compiled]
     if compiled:
@@ -1312,8 +1317,9 @@ def _flex_backward_eager(query: Tensor, key: Tensor, value: Tensor, captures: Li
                        None if grad_lse is None else _capsule(grad_lse.detach().float()),
                        _capsule(grad_query), _capsule(grad_key), _capsule(grad_value),
                        modifiers=modifiers, captures=_capsules(captures),
-                       grad_captures=_capsules(partials))
-    grads = {n: torch.zeros(captures[n].shape) for n in trained}
+                       grad_captures=_capsules(partials), gpu=gpu)
+    grads = {n: torch.zeros(captures[n].shape, device=captures[n].device)
+             for n in trained}
     for n, partial in zip(compiled, partials):
         total = grads[n].view(-1)
         for row in partial:  # in work-item order: the same bits on any thread count

@@ -290,6 +290,11 @@ def test_gpu_flex_kernel_compiles_through_the_package():
     for lse in (False, True):  # True: a forward whose gradient is asked for
         spec = _core.spec_for(q, k, v, None, False, None, "top_left", None, None, None, lse)
         assert attn._cache.kernel(spec, modifiers.source, TARGET).device == "cuda"
+        # Its backward, with and without dLSE.
+        spec = _core.spec_for(q, k, v, None, False, None, "top_left", None, None, None, lse,
+                              backward=True)
+        kernel = attn._cache.kernel(spec, modifiers.source, TARGET)
+        assert kernel.device == "cuda" and kernel.backward
 
 
 @needs_gpu
@@ -320,8 +325,34 @@ def test_gpu_flex_attention_says_what_runs_on_the_cpu_only():
     # A captured tensor on another device than the query's.
     with pytest.raises(attn.Error, match="captures.*is on cpu but query is on cuda"):
         attn.flex_attention(q, k, v, score_mod=lambda s, b, h, i, j: s + slopes[h])
-    # The gradient.
-    q.requires_grad_(True)
-    out = attn.flex_attention(q, k, v, score_mod=alibi, enable_gqa=True)
-    with pytest.raises((attn.Error, RuntimeError), match="gradients run on the CPU only"):
+    # The gradient of a captured tensor that the score_mod reads.
+    trained = slopes.cuda().requires_grad_()
+    out = attn.flex_attention(q, k, v, score_mod=lambda s, b, h, i, j: s + trained[h],
+                              enable_gqa=True)
+    with pytest.raises((attn.Error, RuntimeError),
+                       match="gradient of a captured tensor .* runs on the CPU only"):
         out.sum().backward()
+
+
+@needs_gpu
+def test_gpu_flex_gradients_match_float64_autograd():
+    (q, k, v), alibi, block_mask, slopes, docs = _flex_case("cuda")
+    batch, hq, hkv, sq, sk, d = FLEX_SHAPE
+    leaves = [t.cuda().requires_grad_() for t in (q, k, v)]
+    out = attn.flex_attention(*leaves, score_mod=alibi, block_mask=block_mask,
+                              enable_gqa=True)
+    grad = torch.randn(out.shape, generator=torch.Generator().manual_seed(5)).half()
+    out.backward(grad.cuda())
+    refs = [t.double().requires_grad_() for t in (q, k, v)]
+    kd = refs[1].repeat_interleave(hq // hkv, dim=1)
+    vd = refs[2].repeat_interleave(hq // hkv, dim=1)
+    scores = refs[0] @ kd.transpose(-1, -2) / d ** 0.5
+    rows, cols = torch.arange(sq)[:, None], torch.arange(sk)[None, :]
+    scores = scores + slopes.double()[None, :, None, None] * (cols - rows)
+    keep = docs[:sq][:, None] == docs[:sk][None, :]
+    weights = torch.softmax(scores.masked_fill(~keep, float("-inf")), dim=-1)
+    (weights.nan_to_num(0.0) @ vd).backward(grad.double())
+    for name, got, want in zip(("dq", "dk", "dv"), leaves, refs):
+        assert got.grad.device.type == "cuda", name
+        error = relative_error(got.grad.cpu(), want.grad)
+        assert error <= 2e-2, f"{name}: relative error {error:.3g}"
