@@ -17,6 +17,13 @@ say n/a. FLOPs are the spec's:
     attn-compile --target sm_90 --spec ... -o bench.so --header /dev/null
     python3 bench/gpu_peers.py --library bench.so --runtime libattn_runtime.so
     ... --variant rows32=bench_rows32.so          # other builds, same rounds
+    ... --backward                                 # the gradients instead
+
+With --backward the same library's backward kernels (--specs lists them
+too) compute dQ, dK, dV from the forward's O and LSE (PyTorch's, float32
+statistics) for a random dO, checked against PyTorch's flash backward on
+the same inputs and timed next to it (its backward alone, in alternating
+rounds); FLOPs 2.5 times the forward's.
 
 A --variant is the same kernels compiled with other choices (for example
 attn-compile --gpu-rows-per-warp 32): each is checked like ours and timed in
@@ -58,12 +65,14 @@ def kernel_name(dtype, d, causal):
 
 
 def specs():
-    """attn-compile specs of the kernels that shapes() (quick or not) use."""
+    """attn-compile specs of the kernels that shapes() (quick or not) use,
+    forward and backward."""
     names = {}
     for _, dtype, _, d, causal in shapes(False) + shapes(True):
         name = kernel_name(dtype, d, causal)
-        names[name] = (f"name={name},dtype={dtype},d={d},dv={d}"
-                       + (",causal" if causal else ""))
+        spec = f"dtype={dtype},d={d},dv={d}" + (",causal" if causal else "")
+        names[name] = f"name={name}," + spec
+        names["backward_" + name] = f"name=backward_{name},{spec},backward"
     return list(names.values())
 
 
@@ -77,7 +86,7 @@ class Tensor(ctypes.Structure):
 class Runtime:
     """The few calls of libattn_runtime.so this script makes."""
 
-    DTYPE = {"f16": 1, "bf16": 2}
+    DTYPE = {"f32": 0, "f16": 1, "bf16": 2}
 
     def __init__(self, path):
         lib = ctypes.CDLL(path)
@@ -87,6 +96,9 @@ class Runtime:
         lib.attn_module_find.argtypes = [ctypes.c_void_p, ctypes.c_char_p,
                                          ctypes.POINTER(ctypes.c_void_p)]
         lib.attn_run.argtypes = [ctypes.c_void_p] + [ctypes.c_void_p] * 7
+        lib.attn_run_backward.argtypes = (
+            [ctypes.c_void_p] * 12 + [ctypes.c_float, ctypes.c_uint64,
+                                      ctypes.c_void_p])
         lib.attn_cuda_device.argtypes = [
             ctypes.c_char_p, ctypes.c_size_t,
             ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_int32)]
@@ -133,6 +145,19 @@ class Runtime:
         self.check(self.lib.attn_run(kernel, refs[0], refs[1], refs[2], None,
                                      refs[3], None, None), "attn_run")
 
+    def run_backward(self, kernel, q, k, v, out, lse, dout, dq, dk, dv,
+                     dtype):
+        """attn_run_backward: no mask, no dLSE, no dropout."""
+        views = [self.tensor(t, dtype) for t in (q, k, v, out)]
+        views.append(self.tensor(lse, "f32"))
+        views += [self.tensor(t, dtype) for t in (dout, dq, dk, dv)]
+        q_, k_, v_, o_, l_, do_, dq_, dk_, dv_ = (ctypes.byref(view)
+                                                  for view in views)
+        self.check(self.lib.attn_run_backward(
+            kernel, q_, k_, v_, None, o_, l_, do_, None, dq_, dk_, dv_,
+            ctypes.c_float(0.0), ctypes.c_uint64(0), None),
+            "attn_run_backward")
+
 
 def reference(torch, q, k, v, causal):
     """float64 attention, one head at a time (the score matrix of a head
@@ -149,6 +174,94 @@ def reference(torch, q, k, v, causal):
             scores = scores.masked_fill(~keep, float("-inf"))
             out[b, h] = torch.softmax(scores, dim=-1) @ v[b, h].double()
     return out
+
+
+def statistics_f32(torch, q, k, causal):
+    """The forward's LSE [B, H, S] in float32, one head at a time."""
+    lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
+    scale = q.shape[-1] ** -0.5
+    s = q.shape[2]
+    keep = torch.ones(s, s, dtype=torch.bool, device=q.device)
+    if causal:
+        keep = torch.tril(keep)
+    for b in range(q.shape[0]):
+        for h in range(q.shape[1]):
+            scores = (q[b, h].float() @ k[b, h].float().T) * scale
+            lse[b, h] = torch.logsumexp(scores.masked_fill(~keep, float("-inf")),
+                                        dim=-1)
+    return lse
+
+
+def backward_rows(args, runtime, module, torch, sdpa, backend, torch_dtype):
+    """The --backward table: ours against PyTorch's flash backward."""
+    rows = [row for row in shapes(args.quick)
+            if (args.only is None or args.only in row[0]) and row[2] <= 4096]
+    repeat = min(args.repeat, 10)  # our FMA backward takes seconds a call
+    table, failures = [], 0
+
+    def timed(call):
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        call()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end)
+
+    for label, dtype, s, d, causal in rows:
+        q, k, v = (torch.randn(BATCH, HEADS, s, d, device="cuda",
+                               dtype=torch_dtype[dtype]) for _ in range(3))
+        dout = torch.randn_like(q)
+        leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+        with sdpa_kernel_of(torch, backend):
+            out = sdpa(*leaves, is_causal=causal)
+        lse = statistics_f32(torch, q, k, causal)
+        kernel = runtime.find(module, "backward_" + kernel_name(dtype, d,
+                                                                causal))
+        grads = [torch.full_like(t, float("nan")) for t in (q, k, v)]
+
+        def ours():
+            runtime.run_backward(kernel, q, k, v, out.detach(), lse, dout,
+                                 *grads, dtype)
+
+        def flash():
+            torch.autograd.grad(out, leaves, dout, retain_graph=True)
+
+        ours()
+        want = torch.autograd.grad(out, leaves, dout, retain_graph=True)
+        errors = [relative_error(torch, g, w.double())
+                  for g, w in zip(grads, want)]
+        ok = all(e <= 3 * TOLERANCE[dtype] + 1e-2 for e in errors)
+        failures += not ok
+        times = {"ours": [], "flash": []}
+        for _ in range(2):
+            ours()
+            flash()
+        for _ in range(repeat):
+            times["ours"].append(timed(ours))
+            times["flash"].append(timed(flash))
+        flops = 2.5 * 4.0 * BATCH * HEADS * s * s * d
+        if causal:
+            flops *= (s + 1) / (2 * s)
+        ms = {name: statistics.median(t) for name, t in times.items()}
+        table.append(
+            f"| {label} | {ms['ours']:.3f} | {flops / ms['ours'] * 1e-9:.1f} "
+            f"| {ms['flash']:.3f} | {flops / ms['flash'] * 1e-9:.1f} "
+            f"| {ms['flash'] / ms['ours']:.2f}x | "
+            + " ".join(f"{e:.1e}" for e in errors)
+            + f" | {'ok' if ok else 'FAIL'} |")
+        print(table[-1], flush=True)
+    print()
+    print("| shape | ours ms | ours TFLOP/s | flash bwd ms | flash TFLOP/s "
+          "| ours / flash (speed) | dq dk dv vs flash (rel.) | check |")
+    print("|---|---:|---:|---:|---:|---:|---|---|")
+    print("\n".join(table))
+    return 1 if failures else 0
+
+
+def sdpa_kernel_of(torch, backend):
+    from torch.nn.attention import sdpa_kernel
+    return sdpa_kernel(backend)
 
 
 def relative_error(torch, out, ref):
@@ -169,6 +282,10 @@ def main():
     parser.add_argument("--only", metavar="TEXT",
                         help="only the shapes whose label holds TEXT "
                              "(e.g. f16_S8192_D128)")
+    parser.add_argument("--backward", action="store_true",
+                        help="the gradients: our backward kernels next to "
+                             "PyTorch's flash backward (S <= 4096, at most "
+                             "10 rounds)")
     parser.add_argument("--variant", action="append", default=[],
                         metavar="LABEL=LIBRARY",
                         help="another build of the same kernels, checked "
@@ -210,6 +327,9 @@ def main():
           f"median of {args.repeat} alternating rounds")
     sdpa = torch.nn.functional.scaled_dot_product_attention
     torch_dtype = {"f16": torch.float16, "bf16": torch.bfloat16}
+    if args.backward:
+        return backward_rows(args, runtime, modules["ours"], torch, sdpa,
+                             SDPBackend.FLASH_ATTENTION, torch_dtype)
 
     def timed(call):
         start = torch.cuda.Event(enable_timing=True)

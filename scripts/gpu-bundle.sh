@@ -88,6 +88,10 @@ python3 "\$here/gpu_peers.py" --library "\$here/bench_$arch.so" \\
   --variant rows32_k32="\$here/bench_rows32_k32_$arch.so" \\
   --runtime "\$here/libattn_runtime.so" "\$@"
 bench=\$?
+# The gradients: our backward kernels next to PyTorch's flash backward.
+python3 "\$here/gpu_peers.py" --library "\$here/bench_$arch.so" \\
+  --runtime "\$here/libattn_runtime.so" --backward "\$@"
+bench=\$((bench || \$?))
 # The Python package, built from the checkout, on CUDA tensors.
 touch -m -d @1800000000 "\$here/attn-compile"
 site="\$(mktemp -d)"

@@ -49,3 +49,6 @@ python3 "$root/bench/gpu_peers.py" --library "$build/bench_$arch.so" \
   --variant rows32="$build/bench_rows32_$arch.so" \
   --variant rows32_k32="$build/bench_rows32_k32_$arch.so" \
   --runtime "$build/runtime/libattn_runtime.so" "$@"
+# The gradients: our backward kernels next to PyTorch's flash backward.
+python3 "$root/bench/gpu_peers.py" --library "$build/bench_$arch.so" \
+  --runtime "$build/runtime/libattn_runtime.so" --backward "$@"
