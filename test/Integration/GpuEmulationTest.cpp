@@ -96,6 +96,7 @@ TEST(GpuEmulation, LinearKernelMatchesTheReferenceOnTheHost) {
   Emulation emulation(cases);
   ASSERT_TRUE(emulation.ok());
   for (auto [c, spec] : llvm::zip(cases, emulation.specs())) {
+    const std::string &name = c.label; // a lambda may not capture c
     attn_kernel_desc desc{};
     desc.head_dim = spec.headDim;
     desc.value_dim = spec.valueDim;
@@ -106,7 +107,7 @@ TEST(GpuEmulation, LinearKernelMatchesTheReferenceOnTheHost) {
           uint64_t values[ATTN_GPU_MAX_PARAMS];
           void *pointers[ATTN_GPU_MAX_PARAMS];
           int n = attn_gpu_linear_kernel_params(&desc, &args, values, pointers);
-          return emulation.invoke(c.label, pointers, n);
+          return emulation.invoke(name, pointers, n);
         });
     EXPECT_TRUE(outcome.passed) << c.label << ": " << outcome.message;
   }
@@ -117,6 +118,7 @@ TEST(GpuEmulation, AdditiveKernelMatchesTheReferenceOnTheHost) {
   Emulation emulation(cases);
   ASSERT_TRUE(emulation.ok());
   for (auto [c, spec] : llvm::zip(cases, emulation.specs())) {
+    const std::string &name = c.label; // a lambda may not capture c
     attn_kernel_desc desc{};
     desc.query_dim = spec.queryDim;
     desc.head_dim = spec.headDim;
@@ -132,7 +134,7 @@ TEST(GpuEmulation, AdditiveKernelMatchesTheReferenceOnTheHost) {
           void *pointers[ATTN_GPU_MAX_PARAMS];
           int n =
               attn_gpu_additive_kernel_params(&desc, &args, values, pointers);
-          return emulation.invoke(c.label, pointers, n);
+          return emulation.invoke(name, pointers, n);
         });
     EXPECT_TRUE(outcome.passed) << c.label << ": " << outcome.message;
   }
