@@ -117,15 +117,20 @@ private:
   void computeCells(bool storeGradMask);
   /// The tile pair's dM where no row sees a key: 0.
   void zeroGradMask();
-  /// The key block's dV += Pᵀ dO and dK += dSᵀ Q.
-  void accumulateKeys();
-  /// The row block's dQ += dS K.
-  void accumulateRows();
+  /// into[c][e] += Σ_n w[c][n] · x[n][e] over the tile, `w` read as the
+  /// transpose of `weights` where `transposed` (the key block's Pᵀ, dSᵀ),
+  /// a weight of 0 skipped; `width` columns.
+  void addProduct(Value into, int64_t width, Value weights, bool transposed,
+                  Value x);
+  /// 0 into every cell of a [tile][width] shared tile.
+  void zeroTile(Value into, int64_t width);
+  /// Rows [0, count) of shared tile `from` (times `scale` where given) to
+  /// rows [first, first + count) of head `targetHead` of argument `target`:
+  /// stageTile's way back.
+  void storeTile(Value from, int64_t width, Value scale, int target,
+                 Value targetHead, Value first, Value count);
   /// Σ_e a[i][e] · b[j][e] over `width` elements of two shared tiles.
   Value dot(Value a, Value i, Value bTile, Value j, int64_t width);
-  /// start + Σ_n w(n) · x(n) over the tile, skipping weights of 0.
-  Value weightedSum(Value start, function_ref<Value(Value)> weight,
-                    function_ref<Value(Value)> x);
 };
 
 int64_t BackwardGpuKernel::carveTiles() {
@@ -148,20 +153,6 @@ Value BackwardGpuKernel::dot(Value a, Value i, Value bTile, Value j,
       [&](Value e, ValueRange sum) -> SmallVector<Value> {
         return {fma(loadShared(a, {i, e}), loadShared(bTile, {j, e}), sum[0])};
       })[0];
-}
-
-Value BackwardGpuKernel::weightedSum(Value start,
-                                     function_ref<Value(Value)> weight,
-                                     function_ref<Value(Value)> x) {
-  return forLoopWith(cst(0), cst(tile), cst(1), ValueRange{start},
-                     [&](Value n, ValueRange sum) -> SmallVector<Value> {
-                       // A weight of 0 (an excluded position) adds nothing: 0 ·
-                       // NaN would.
-                       Value w = weight(n);
-                       Value zero = arith::CmpFOp::create(
-                           b(), arith::CmpFPredicate::OEQ, w, f32(0.0f));
-                       return {select(zero, sum[0], fma(w, x(n), sum[0]))};
-                     })[0];
 }
 
 Value BackwardGpuKernel::tilesMeet() {
@@ -317,42 +308,40 @@ void BackwardGpuKernel::zeroGradMask() {
   });
 }
 
-void BackwardGpuKernel::accumulateKeys() {
-  forEachCell(tile, valueDim, [&](Value j, Value e) {
-    Value sum = weightedSum(
-        loadShared(accValue, {j, e}),
-        [&](Value i) {
-          return loadShared(probs, {i, j});
-        },
-        [&](Value i) {
-          return loadShared(doTile, {i, e});
-        });
-    storeShared(sum, accValue, {j, e});
-  });
-  forEachCell(tile, headDim, [&](Value j, Value e) {
-    Value sum = weightedSum(
-        loadShared(acc, {j, e}),
-        [&](Value i) {
-          return loadShared(grads, {i, j});
-        },
-        [&](Value i) {
-          return loadShared(qTile, {i, e});
-        });
-    storeShared(sum, acc, {j, e});
+void BackwardGpuKernel::addProduct(Value into, int64_t width, Value weights,
+                                   bool transposed, Value x) {
+  forEachCell(tile, width, [&](Value c, Value e) {
+    Value sum = forLoopWith(
+        cst(0), cst(tile), cst(1), ValueRange{loadShared(into, {c, e})},
+        [&](Value n, ValueRange acc) -> SmallVector<Value> {
+          // A weight of 0 (an excluded position) adds nothing: 0 · NaN
+          // would.
+          Value w = loadShared(weights, transposed ? ValueRange{n, c}
+                                                   : ValueRange{c, n});
+          Value zero = arith::CmpFOp::create(b(), arith::CmpFPredicate::OEQ, w,
+                                             f32(0.0f));
+          return {select(zero, acc[0], fma(w, loadShared(x, {n, e}), acc[0]))};
+        })[0];
+    storeShared(sum, into, {c, e});
   });
 }
 
-void BackwardGpuKernel::accumulateRows() {
-  forEachCell(tile, headDim, [&](Value i, Value e) {
-    Value sum = weightedSum(
-        loadShared(acc, {i, e}),
-        [&](Value j) {
-          return loadShared(grads, {i, j});
-        },
-        [&](Value j) {
-          return loadShared(kTile, {j, e});
-        });
-    storeShared(sum, acc, {i, e});
+void BackwardGpuKernel::zeroTile(Value into, int64_t width) {
+  forEachCell(tile, width, [&](Value r, Value e) {
+    storeShared(f32(0.0f), into, {r, e});
+  });
+}
+
+void BackwardGpuKernel::storeTile(Value from, int64_t width, Value scale,
+                                  int target, Value targetHead, Value first,
+                                  Value count) {
+  forEachCell(tile, width, [&](Value r, Value e) {
+    when(lt(r, count), [&] {
+      Value v = loadShared(from, {r, e});
+      if (scale)
+        v = arith::MulFOp::create(b(), v, scale);
+      storeGlobal(v, arg(target), {batch, targetHead, add(first, r), e});
+    });
   });
 }
 
@@ -360,12 +349,8 @@ void BackwardGpuKernel::emitKeyBlock(Value keyTileIndex) {
   keyStart = mul(keyTileIndex, cst(tile));
   keys = chunkRows(tile, keyStart, seqK());
   stageKeys();
-  forEachCell(tile, headDim, [&](Value j, Value e) {
-    storeShared(f32(0.0f), acc, {j, e});
-  });
-  forEachCell(tile, valueDim, [&](Value j, Value e) {
-    storeShared(f32(0.0f), accValue, {j, e});
-  });
+  zeroTile(acc, headDim);
+  zeroTile(accValue, valueDim);
   forLoop(cst(0), group, cst(1), [&](Value member) {
     head = add(mul(kvHead, group), member);
     forLoop(cst(0), seqQ(), cst(tile), [&](Value first) {
@@ -378,7 +363,8 @@ void BackwardGpuKernel::emitKeyBlock(Value keyTileIndex) {
         barrier();
         computeCells(gradMask >= 0);
         barrier();
-        accumulateKeys();
+        addProduct(accValue, valueDim, probs, /*transposed=*/true, doTile);
+        addProduct(acc, headDim, grads, /*transposed=*/true, qTile);
       });
       if (gradMask >= 0)
         when(arith::XOrIOp::create(b(), meet,
@@ -387,19 +373,9 @@ void BackwardGpuKernel::emitKeyBlock(Value keyTileIndex) {
     });
   });
   barrier();
-  Value scale = f32(math->scoreScale());
-  forEachCell(tile, headDim, [&](Value j, Value e) {
-    when(lt(j, keys), [&] {
-      storeGlobal(arith::MulFOp::create(b(), loadShared(acc, {j, e}), scale),
-                  arg(gradKey), {batch, kvHead, add(keyStart, j), e});
-    });
-  });
-  forEachCell(tile, valueDim, [&](Value j, Value e) {
-    when(lt(j, keys), [&] {
-      storeGlobal(loadShared(accValue, {j, e}), arg(gradValue),
-                  {batch, kvHead, add(keyStart, j), e});
-    });
-  });
+  storeTile(acc, headDim, f32(math->scoreScale()), gradKey, kvHead, keyStart,
+            keys);
+  storeTile(accValue, valueDim, Value(), gradValue, kvHead, keyStart, keys);
 }
 
 void BackwardGpuKernel::emitRowBlock(Value rowTileIndex) {
@@ -410,9 +386,7 @@ void BackwardGpuKernel::emitRowBlock(Value rowTileIndex) {
       mul(arith::RemUIOp::create(b(), rowTileIndex, rowTiles), cst(tile));
   rows = chunkRows(tile, rowStart, seqQ());
   stageRows();
-  forEachCell(tile, headDim, [&](Value i, Value e) {
-    storeShared(f32(0.0f), acc, {i, e});
-  });
+  zeroTile(acc, headDim);
   forLoop(cst(0), seqK(), cst(tile), [&](Value first) {
     keyStart = first;
     keys = chunkRows(tile, keyStart, seqK());
@@ -422,17 +396,12 @@ void BackwardGpuKernel::emitRowBlock(Value rowTileIndex) {
       barrier();
       computeCells(/*storeGradMask=*/false);
       barrier();
-      accumulateRows();
+      addProduct(acc, headDim, grads, /*transposed=*/false, kTile);
     });
   });
   barrier();
-  Value scale = f32(math->scoreScale());
-  forEachCell(tile, headDim, [&](Value i, Value e) {
-    when(lt(i, rows), [&] {
-      storeGlobal(arith::MulFOp::create(b(), loadShared(acc, {i, e}), scale),
-                  arg(gradQuery), {batch, head, add(rowStart, i), e});
-    });
-  });
+  storeTile(acc, headDim, f32(math->scoreScale()), gradQuery, head, rowStart,
+            rows);
 }
 
 void BackwardGpuKernel::emitBlock(Value x, Value y, Value z) {
