@@ -425,15 +425,7 @@ LogicalResult KernelConverter::convertOnline(OnlineAttentionOp op) {
 
 Value KernelConverter::capturedMemref(const View &view) {
   const GlobalTensor &g = globals[view.tensor];
-  int64_t rank = g.sizes.size();
-  SmallVector<int64_t> dynamic(rank, ShapedType::kDynamic);
-  auto type = MemRefType::get(
-      dynamic, g.elementType,
-      StridedLayoutAttr::get(b().getContext(), /*offset=*/0, dynamic));
-  SmallVector<OpFoldResult> sizes(g.sizes.begin(), g.sizes.end()),
-      strides(g.strides.begin(), g.strides.end());
-  return memref::ReinterpretCastOp::create(b(), type, g.data,
-                                           b().getIndexAttr(0), sizes, strides);
+  return argumentMemref(b(), b().getLoc(), g.data, g.sizes, g.strides);
 }
 
 //===----------------------------------------------------------------------===//

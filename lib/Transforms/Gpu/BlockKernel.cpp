@@ -66,18 +66,6 @@ Value BlockKernel::rebuildScalar(Value v, Operation *user) {
   return {};
 }
 
-Value BlockKernel::globalMemref(const Global &g) {
-  int64_t rank = g.sizes.size();
-  SmallVector<int64_t> dynamic(rank, ShapedType::kDynamic);
-  auto type = MemRefType::get(
-      dynamic, cast<MemRefType>(g.data.getType()).getElementType(),
-      StridedLayoutAttr::get(b().getContext(), /*offset=*/0, dynamic));
-  SmallVector<OpFoldResult> sizes(g.sizes.begin(), g.sizes.end()),
-      strides(g.strides.begin(), g.strides.end());
-  return memref::ReinterpretCastOp::create(b(), type, g.data,
-                                           b().getIndexAttr(0), sizes, strides);
-}
-
 LogicalResult BlockKernel::checkArguments(func::FuncOp func, Operation *op) {
   if (func.getNumArguments() != op->getNumOperands())
     return op->emitOpError("attn-lower-to-gpu: the kernel's function takes "

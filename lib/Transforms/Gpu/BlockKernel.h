@@ -69,10 +69,10 @@ protected:
   /// `tensor.dim` of an argument read from its size parameter; null (and an
   /// error on `user`) for anything else.
   Value rebuildScalar(Value v, Operation *user);
-  /// The whole argument `g` as a memref of its rank (its sizes and
-  /// strides over its pointer): what the modifiers' reads of a captured
-  /// tensor take.
-  Value globalMemref(const Global &g);
+  /// The whole argument `g` as a memref of its rank (argumentMemref).
+  Value globalMemref(const Global &g) {
+    return argumentMemref(b(), b().getLoc(), g.data, g.sizes, g.strides);
+  }
 
   /// Builds the kernel of `func` at the end of `into` and fills `globals`:
   /// a gpu.func of `blockThreads` threads whose block ids (x, y, z) go to

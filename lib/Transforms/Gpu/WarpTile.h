@@ -31,6 +31,7 @@
 #include "lib/Transforms/AttentionMath.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 
@@ -39,6 +40,22 @@
 namespace mlir {
 namespace attn {
 namespace gpu_kernel {
+
+/// A whole kernel argument (its 1-D memref parameter `data`, its sizes and
+/// element strides) as a memref of its rank: what the modifiers' reads of a
+/// captured tensor take.
+inline Value argumentMemref(OpBuilder &b, Location loc, Value data,
+                            ArrayRef<Value> sizes, ArrayRef<Value> strides) {
+  SmallVector<int64_t> dynamic(sizes.size(), ShapedType::kDynamic);
+  auto type = MemRefType::get(
+      dynamic, cast<MemRefType>(data.getType()).getElementType(),
+      StridedLayoutAttr::get(b.getContext(), /*offset=*/0, dynamic));
+  SmallVector<OpFoldResult> sizeFolds(sizes.begin(), sizes.end()),
+      strideFolds(strides.begin(), strides.end());
+  return memref::ReinterpretCastOp::create(b, loc, type, data,
+                                           b.getIndexAttr(0), sizeFolds,
+                                           strideFolds);
+}
 
 constexpr int64_t kWarpSize = 32;
 /// Rows of one mma.sync m16 block; a warp owns 1 or 2 of them.
