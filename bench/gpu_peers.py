@@ -159,15 +159,30 @@ class Runtime:
             "attn_run_backward")
 
 
+def timed(torch, call):
+    """The milliseconds of call() on the GPU, by CUDA events."""
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    start.record()
+    call()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end)
+
+
+def allowed(torch, q, causal):
+    """The [S, S] positions a row sees: all, or the causal triangle."""
+    s = q.shape[2]
+    keep = torch.ones(s, s, dtype=torch.bool, device=q.device)
+    return torch.tril(keep) if causal else keep
+
+
 def reference(torch, q, k, v, causal):
     """float64 attention, one head at a time (the score matrix of a head
     fits; all of them at S=4096 would not be small)."""
     out = torch.empty(q.shape, dtype=torch.float64, device=q.device)
     scale = q.shape[-1] ** -0.5
-    s = q.shape[2]
-    keep = torch.ones(s, s, dtype=torch.bool, device=q.device)
-    if causal:
-        keep = torch.tril(keep)
+    keep = allowed(torch, q, causal)
     for b in range(q.shape[0]):
         for h in range(q.shape[1]):
             scores = (q[b, h].double() @ k[b, h].double().T) * scale
@@ -180,10 +195,7 @@ def statistics_f32(torch, q, k, causal):
     """The forward's LSE [B, H, S] in float32, one head at a time."""
     lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
     scale = q.shape[-1] ** -0.5
-    s = q.shape[2]
-    keep = torch.ones(s, s, dtype=torch.bool, device=q.device)
-    if causal:
-        keep = torch.tril(keep)
+    keep = allowed(torch, q, causal)
     for b in range(q.shape[0]):
         for h in range(q.shape[1]):
             scores = (q[b, h].float() @ k[b, h].float().T) * scale
@@ -192,28 +204,20 @@ def statistics_f32(torch, q, k, causal):
     return lse
 
 
-def backward_rows(args, runtime, module, torch, sdpa, backend, torch_dtype):
+def backward_rows(args, runtime, module, torch, sdpa, flash_only,
+                  torch_dtype):
     """The --backward table: ours against PyTorch's flash backward."""
     rows = [row for row in shapes(args.quick)
             if (args.only is None or args.only in row[0]) and row[2] <= 4096]
     repeat = min(args.repeat, 10)  # our FMA backward takes seconds a call
     table, failures = [], 0
 
-    def timed(call):
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        start.record()
-        call()
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end)
-
     for label, dtype, s, d, causal in rows:
         q, k, v = (torch.randn(BATCH, HEADS, s, d, device="cuda",
                                dtype=torch_dtype[dtype]) for _ in range(3))
         dout = torch.randn_like(q)
         leaves = [t.clone().requires_grad_() for t in (q, k, v)]
-        with sdpa_kernel_of(torch, backend):
+        with flash_only():
             out = sdpa(*leaves, is_causal=causal)
         lse = statistics_f32(torch, q, k, causal)
         kernel = runtime.find(module, "backward_" + kernel_name(dtype, d,
@@ -238,8 +242,8 @@ def backward_rows(args, runtime, module, torch, sdpa, backend, torch_dtype):
             ours()
             flash()
         for _ in range(repeat):
-            times["ours"].append(timed(ours))
-            times["flash"].append(timed(flash))
+            times["ours"].append(timed(torch, ours))
+            times["flash"].append(timed(torch, flash))
         flops = 2.5 * 4.0 * BATCH * HEADS * s * s * d
         if causal:
             flops *= (s + 1) / (2 * s)
@@ -257,11 +261,6 @@ def backward_rows(args, runtime, module, torch, sdpa, backend, torch_dtype):
     print("|---|---:|---:|---:|---:|---:|---|---|")
     print("\n".join(table))
     return 1 if failures else 0
-
-
-def sdpa_kernel_of(torch, backend):
-    from torch.nn.attention import sdpa_kernel
-    return sdpa_kernel(backend)
 
 
 def relative_error(torch, out, ref):
@@ -328,17 +327,9 @@ def main():
     sdpa = torch.nn.functional.scaled_dot_product_attention
     torch_dtype = {"f16": torch.float16, "bf16": torch.bfloat16}
     if args.backward:
-        return backward_rows(args, runtime, modules["ours"], torch, sdpa,
-                             SDPBackend.FLASH_ATTENTION, torch_dtype)
-
-    def timed(call):
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        start.record()
-        call()
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end)
+        return backward_rows(
+            args, runtime, modules["ours"], torch, sdpa,
+            lambda: sdpa_kernel(SDPBackend.FLASH_ATTENTION), torch_dtype)
 
     table = []
     failures = 0
@@ -393,7 +384,7 @@ def main():
                 call()
         for _ in range(args.repeat):
             for name, call in calls.items():
-                times[name].append(timed(call))
+                times[name].append(timed(torch, call))
         flops = 4.0 * BATCH * HEADS * s * s * d
         if causal:
             flops *= (s + 1) / (2 * s)
