@@ -6,6 +6,12 @@
 # build/tools/attn-compile is not there), a venv (build-py/venv, or
 # $ATTN_PY_VENV), and numpy, pytest, pytest-xdist, nanobind,
 # scikit-build-core, torch and matplotlib (the heatmaps' tests) from PyPI.
+# Those dependencies go in a venv of their own that every checkout of the
+# user shares ($ATTN_PY_DEPS, by default ~/.cache/attn/python-deps-<tag>,
+# <tag> the interpreter's, such as cpython-311), which the checkout's venv
+# reads through a .pth file: PyPI's torch brings its CUDA libraries, 5.6 GB
+# installed and 8.5 GB while pip unpacks them, and a second clone (CI's, a
+# review's) should not need them again.
 # Kernels compiled by the tests are kept in build-py/kernel-cache (or
 # $ATTN_CACHE_DIR); their cache key includes the compiler, so a rebuilt
 # attn-compile never reuses stale ones. The tests run in one worker process
@@ -27,11 +33,12 @@ compiler="${ATTN_COMPILE:-$root/build/tools/attn-compile}"
 [ -x "$compiler" ] || stage "build attn-compile" "$root/scripts/setup.sh" "$root/build"
 export ATTN_COMPILE="$compiler"
 
-dependencies() {
-  [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
+deps="${ATTN_PY_DEPS:-${XDG_CACHE_HOME:-$HOME/.cache}/attn/python-deps-$(
+  "$python" -c 'import sys; print(sys.implementation.cache_tag)')}"
+
+missing_packages() { # the dependencies that the checkout's venv cannot import
   # find_spec, not import: importing torch alone takes seconds.
-  local missing
-  missing=($("$venv/bin/python" - <<'PY'
+  "$venv/bin/python" - <<'PY'
 import importlib.util
 for pkg in ("numpy", "pytest", "pytest-xdist", "nanobind", "scikit-build-core", "torch",
             "matplotlib"):
@@ -39,21 +46,36 @@ for pkg in ("numpy", "pytest", "pytest-xdist", "nanobind", "scikit-build-core", 
     if importlib.util.find_spec(module) is None:
         print(pkg)
 PY
-  ))
-  if ((${#missing[@]})); then
-    echo "python-test: installing ${missing[*]}"
-    # PyPI's torch brings its CUDA libraries: about 5 GB once installed. Say
-    # so before pip fails half-way with "No space left on device".
+}
+
+dependencies() {
+  [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
+  local missing
+  missing=($(missing_packages))
+  ((${#missing[@]})) || return 0
+  # The shared venv, and the .pth line that puts its site-packages on the
+  # checkout's venv's path (after the venv's own, which take precedence).
+  mkdir -p "$deps"
+  (
+    flock 9 # one install at a time when two checkouts test at once
+    [ -x "$deps/bin/python" ] || "$python" -m venv "$deps"
+    "$deps/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))' \
+      >"$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/attn-python-deps.pth"
+    missing=($(missing_packages))
+    ((${#missing[@]})) || exit 0
+    echo "python-test: installing ${missing[*]} into $deps"
+    # Say how much torch needs before pip fails half-way with "No space left
+    # on device".
     local free_kb
-    free_kb=$(df -Pk "$venv" | awk 'NR == 2 { print $4 }')
-    if ((free_kb < 6 * 1024 * 1024)); then
-      echo "python-test: warning: only $((free_kb / 1024)) MiB free under $venv;" \
-        "installing torch needs about 6 GiB (set ATTN_PY_VENV to a venv" \
-        "elsewhere, or free space)" >&2
+    free_kb=$(df -Pk "$deps" | awk 'NR == 2 { print $4 }')
+    if ((free_kb < 9 * 1024 * 1024)); then
+      echo "python-test: warning: only $((free_kb / 1024)) MiB free under $deps;" \
+        "installing torch needs about 9 GiB while it unpacks (set ATTN_PY_DEPS" \
+        "to a folder elsewhere, or free space)" >&2
     fi
-    "$venv/bin/python" -m pip install -q --no-cache-dir \
+    "$deps/bin/python" -m pip install -q --no-cache-dir \
       --disable-pip-version-check "${missing[@]}"
-  fi
+  ) 9>"$deps.lock"
 }
 stage "venv and dependencies" dependencies
 
