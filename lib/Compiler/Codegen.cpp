@@ -1413,12 +1413,7 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
   }
   bool gpu = !options.gpuArch.empty();
   for (const KernelSpec &spec : specs)
-    if (gpu && spec.dropout) {
-      error = "kernel '" + spec.name +
-              "': dropout kernels are made for the CPU only so far (no GPU "
-              "lowering of dropout yet)";
-      return false;
-    } else if (gpu && spec.backward && spec.gradCaptures) {
+    if (gpu && spec.backward && spec.gradCaptures) {
       error = "kernel '" + spec.name +
               "': backward kernels with the gradients of captured tensors "
               "(dcaptures) are made for the CPU only so far";

@@ -405,6 +405,32 @@ Value mlir::attn::dropoutKeep(OpBuilder &b, Location loc, Value seed,
                                keyBits(w, u, even), w.like(threshold));
 }
 
+std::pair<Value, Value> mlir::attn::dropoutKeepPair(OpBuilder &b, Location loc,
+                                                    Value seed, Value threshold,
+                                                    Value batch, Value head,
+                                                    Value row, Value groupKey,
+                                                    Value pair) {
+  Words w{b, loc, b.getI32Type()};
+  Value c[4] = {arith::ShRUIOp::create(b, loc, groupKey, w.constant(3)), row,
+                head, batch};
+  philox(w, seed, c);
+  auto is = [&](uint32_t n) {
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, pair,
+                                 w.constant(n));
+  };
+  Value u = arith::SelectOp::create(
+      b, loc, is(0), c[0],
+      arith::SelectOp::create(
+          b, loc, is(1), c[1],
+          arith::SelectOp::create(b, loc, is(2), c[2], c[3])));
+  auto kept = [&](Value bits) -> Value {
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge, bits,
+                                 threshold);
+  };
+  return {kept(keyBits(w, u, w.constant(16))),
+          kept(keyBits(w, u, w.constant(0)))};
+}
+
 Value mlir::attn::dropoutThreshold(OpBuilder &b, Location loc,
                                    Value probability) {
   Value p64 = arith::ExtFOp::create(b, loc, b.getF64Type(), probability);

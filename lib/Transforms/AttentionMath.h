@@ -211,6 +211,15 @@ SmallVector<Value> dropoutKeepRows(OpBuilder &b, Location loc, Value seed,
                                    Value threshold, Value batch, Value head,
                                    Value rows, Value firstKey, int64_t count);
 
+/// The keep bits of keys j and j + 1 of one row, j = 8·⌊key/8⌋ + 2·`pair`
+/// (`groupKey` an i32 multiple of 8, `pair` i32 in 0..3, `batch`, `head`,
+/// `row` i32; all scalars): one Philox for both, its word `pair`'s low and
+/// high halves. The GPU's fragments hold such pairs.
+std::pair<Value, Value> dropoutKeepPair(OpBuilder &b, Location loc, Value seed,
+                                        Value threshold, Value batch,
+                                        Value head, Value row, Value groupKey,
+                                        Value pair);
+
 /// The global index (i32) of an op's local index `local` along dim `dim`
 /// of (b, h, i, j): plus the op's `origin` where it has one.
 Value globalIndex(OpBuilder &b, Location loc, ValueRange origin, unsigned dim,

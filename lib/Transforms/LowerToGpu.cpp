@@ -104,7 +104,11 @@ void KernelConverter::buildPrologue(gpu::GPUFuncOp kernel) {
   Block &entry = kernel.getBody().front();
   unsigned next = 0;
   for (BlockArgument arg : func.getArguments()) {
-    auto type = cast<RankedTensorType>(arg.getType());
+    auto type = dyn_cast<RankedTensorType>(arg.getType());
+    if (!type) { // a scalar (dropout's probability and seed): itself
+      mapping.map(arg, entry.getArgument(next++));
+      continue;
+    }
     GlobalTensor g;
     g.elementType = type.getElementType();
     g.data = entry.getArgument(next++);
@@ -406,6 +410,9 @@ LogicalResult KernelConverter::convertOnline(OnlineAttentionOp op) {
                               : Value(),
              origin, modifiers ? &*modifiers : nullptr);
   SmallVector<Value> alphas = updateStatistics(op, scores, max, sum);
+  if (op.getDropoutP())
+    dropWeights(scores, mapping.lookupOrDefault(op.getDropoutP()),
+                mapping.lookupOrDefault(op.getDropoutSeed()), origin);
   int64_t blockValues = fragmentSize(paddedValueDim) / rowBlocks;
   for (auto [i, a] : llvm::enumerate(acc))
     a = arith::MulFOp::create(b(), a,
@@ -561,8 +568,13 @@ LogicalResult KernelConverter::convert(gpu::GPUModuleOp gpuModule) {
   Type i64 = IntegerType::get(ctx, 64);
   for (Type t : func.getArgumentTypes()) {
     auto tensor = dyn_cast<RankedTensorType>(t);
+    if (!tensor && (t.isF32() || t.isInteger(64))) {
+      params.push_back(t); // dropout's probability or seed, as is
+      continue;
+    }
     if (!tensor)
-      return func.emitOpError("attn-lower-to-gpu: arguments must be tensors");
+      return func.emitOpError("attn-lower-to-gpu: arguments must be tensors, "
+                              "f32 or i64 scalars");
     Type elem = tensor.getElementType();
     if (elem.isInteger(1))
       elem = IntegerType::get(ctx, 8);
@@ -659,11 +671,6 @@ struct AttnLowerToGpuPass
         op->emitOpError("attn-lower-to-gpu: a block mask's table has no GPU "
                         "lowering yet (the CPU lowering has it; without the "
                         "table the mask_mod alone gives the same result)");
-        return WalkResult::interrupt();
-      }
-      if (online && online.getDropoutP()) {
-        op->emitOpError("attn-lower-to-gpu: dropout has no GPU lowering yet "
-                        "(the CPU lowering has it)");
         return WalkResult::interrupt();
       }
       return WalkResult::advance();

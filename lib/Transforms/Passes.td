@@ -578,13 +578,17 @@ def AttnLowerToGpuPass : Pass<"attn-lower-to-gpu", "ModuleOp"> {
     query head accumulate dQ over the key tiles they see, both recomputing
     P and dS from the saved LSE (deterministic, no atomics; dM written by
     the key blocks). `host-emulation` builds those three as host functions
-    instead. Other ops without a GPU lowering (the linear and additive
-    backward, the weights, dropout, the captured tensors' gradients) are
-    refused on the op.
+    instead. Dropout (forward and backward) multiplies each weight by
+    Z = keep / (1 - p) after the online update has summed it undropped, the
+    keep bits Philox's at the weight's global indices (one Philox for a
+    lane's two keys where the key tile starts at a multiple of 8). Other
+    ops without a GPU lowering (the linear and additive backward, the
+    weights, the captured tensors' gradients) are refused on the op.
 
     Each tensor argument of the function becomes a pointer (a
     `memref<?xT>`, i8 for boolean masks) followed by its sizes and element
-    strides (i64), in argument order. The kernel carries
+    strides (i64), in argument order; a scalar argument (dropout's f32
+    probability and i64 seed) is a parameter as itself. The kernel carries
     `attn.block_rows` and `attn.shared_memory_bytes` for the launcher.
   }];
   let options = [

@@ -13,9 +13,10 @@
 //     per query head h of the group, per tile of T rows that sees a key of
 //     the block (the causal/window band's tiles only):
 //       Q_r, dO_r, LSE_r staged; Δ_r = dO·O − dLSE
-//       per cell (i, j): P = exp(s − LSE), dS = P·(dP − Δ)·(derivatives)
-//                        (0 where excluded or the row is fully masked)
-//       dV[j] += Σ_i P[i][j] dO[i]      dK[j] += Σ_i dS[i][j] Q[i]
+//       per cell (i, j): P = exp(s − LSE), dS = P·(Z·dP − Δ)·(derivatives)
+//                        (0 where excluded or the row is fully masked; Z
+//                        dropout's keep / (1 − p), 1 without)
+//       dV[j] += Σ_i P[i][j] Z[i][j] dO[i]      dK[j] += Σ_i dS[i][j] Q[i]
 //     dK·scale, dV → memory
 //   row block (the others): the tile of T rows of query head yG + h
 //     Q_r, dO_r, LSE_r, Δ_r staged once; dQ = 0
@@ -78,6 +79,8 @@ private:
   int query = -1, key = -1, value = -1, mask = -1, output = -1, lse = -1,
       gradOutput = -1, gradLse = -1, gradQuery = -1, gradKey = -1,
       gradValue = -1, gradMask = -1;
+  /// Dropout's probability and seed (scalar arguments), or -1.
+  int dropoutP = -1, dropoutSeed = -1;
   SmallVector<int> captureArgs;
 
   // Per block.
@@ -87,6 +90,8 @@ private:
   std::optional<AttentionMath> math;
   SmallVector<Value, 2> captures; // the modifiers' memrefs
   std::optional<ModifierEmitter> modifiers;
+  /// Dropout's keep threshold and kept weights' factor 1 / (1 - p).
+  Value dropThreshold, dropKept;
   // Shared memory.
   Value qTile, doTile, kTile, vTile, probs, grads, acc, accValue, lseTile,
       deltaTile;
@@ -266,6 +271,20 @@ void BackwardGpuKernel::computeCells(bool storeGradMask) {
         s = modifiers->score(s, indices, &slope);
       Value p = math::ExpOp::create(b(), arith::SubFOp::create(b(), s, rowLse));
       Value dp = dot(doTile, i, vTile, j, valueDim);
+      // Dropout: dS = P·(Z·dP − Δ), and dV's weight is P·Z (the probs
+      // tile), Z = keep / (1 − p) with the forward's keep bit.
+      Value weight = p;
+      if (dropoutP >= 0) {
+        auto i32 = [&](Value index) -> Value {
+          return arith::IndexCastOp::create(b(), b().getI32Type(), index);
+        };
+        Value keep =
+            dropoutKeep(b(), b().getLoc(), arg(dropoutSeed).data, dropThreshold,
+                        i32(batch), i32(head), i32(row), i32(column));
+        Value z = select(keep, dropKept, zero);
+        dp = arith::MulFOp::create(b(), dp, z);
+        weight = arith::MulFOp::create(b(), p, z);
+      }
       Value ds = arith::MulFOp::create(
           b(), p, arith::SubFOp::create(b(), dp, loadShared(deltaTile, {i})));
       if (slope) {
@@ -285,7 +304,7 @@ void BackwardGpuKernel::computeCells(bool storeGradMask) {
             arith::SubFOp::create(b(), f32(1.0f),
                                   arith::MulFOp::create(b(), ratio, ratio)));
       }
-      scf::YieldOp::create(b(), ValueRange{p, dsCapped, ds});
+      scf::YieldOp::create(b(), ValueRange{weight, dsCapped, ds});
       b().setInsertionPointAfter(weightIf);
       scf::YieldOp::create(b(), weightIf.getResults());
     }
@@ -420,9 +439,6 @@ void BackwardGpuKernel::emitBlock(Value x, Value y, Value z) {
 }
 
 LogicalResult BackwardGpuKernel::mapOperands(func::FuncOp func) {
-  if (op.getDropoutP())
-    return op.emitOpError("attn-lower-to-gpu: dropout has no GPU lowering "
-                          "yet (the CPU lowering has it)");
   if (!op.getGradCaptures().empty())
     return op.emitOpError("attn-lower-to-gpu: the gradients of captured "
                           "tensors have no GPU lowering yet (the CPU "
@@ -458,10 +474,19 @@ LogicalResult BackwardGpuKernel::mapOperands(func::FuncOp func) {
     if (failed(argument(capture, captureArgs.back())))
       return failure();
   }
-  for (Type t : func.getArgumentTypes())
-    if (!isa<RankedTensorType>(t))
+  if (op.getDropoutP()) {
+    dropoutP = argumentOf(op.getDropoutP());
+    dropoutSeed = argumentOf(op.getDropoutSeed());
+    if (dropoutP < 0 || dropoutSeed < 0)
+      return op.emitOpError("attn-lower-to-gpu: dropout's probability and "
+                            "seed must be arguments of the function (the "
+                            "kernel's parameters)");
+  }
+  for (auto [n, t] : llvm::enumerate(func.getArgumentTypes()))
+    if (!isa<RankedTensorType>(t) && static_cast<int>(n) != dropoutP &&
+        static_cast<int>(n) != dropoutSeed)
       return op.emitOpError("attn-lower-to-gpu: the kernel's function "
-                            "takes tensors, found ")
+                            "takes tensors (and dropout's scalars), found ")
              << t;
   auto type = [&](int n) {
     return cast<RankedTensorType>(func.getArgumentTypes()[n]);
@@ -509,6 +534,11 @@ LogicalResult BackwardGpuKernel::build(func::FuncOp func, Block &into) {
               });
         }
         band.emplace(b(), b().getLoc(), op, diagonal);
+        if (dropoutP >= 0) {
+          dropThreshold =
+              dropoutThreshold(b(), b().getLoc(), arg(dropoutP).data);
+          dropKept = dropoutKeptScale(b(), b().getLoc(), arg(dropoutP).data);
+        }
         if (hasModifiers(op)) {
           captures.clear();
           for (int n : captureArgs)

@@ -95,7 +95,14 @@ void BlockKernel::buildKernel(func::FuncOp func, Block &into, int64_t blockRows,
   Type i64 = IntegerType::get(ctx, 64);
   globals.clear();
   for (Type t : func.getArgumentTypes()) {
-    auto tensor = cast<RankedTensorType>(t);
+    auto tensor = dyn_cast<RankedTensorType>(t);
+    if (!tensor) { // a scalar (dropout's probability or seed), as is
+      params.push_back(t);
+      Global g;
+      g.elementType = t;
+      globals.push_back(std::move(g));
+      continue;
+    }
     Type elem = tensor.getElementType();
     params.push_back(
         MemRefType::get({ShapedType::kDynamic},
@@ -133,8 +140,11 @@ void BlockKernel::buildKernel(func::FuncOp func, Block &into, int64_t blockRows,
   b().setInsertionPointToStart(entry);
   unsigned next = 0;
   for (auto [g, t] : llvm::zip(globals, func.getArgumentTypes())) {
-    int64_t rank = cast<RankedTensorType>(t).getRank();
+    auto tensor = dyn_cast<RankedTensorType>(t);
     g.data = entry->getArgument(next++);
+    if (!tensor)
+      continue;
+    int64_t rank = tensor.getRank();
     for (SmallVector<Value, 4> *list : {&g.sizes, &g.strides})
       for (int64_t d = 0; d < rank; ++d)
         list->push_back(arith::IndexCastOp::create(b(), b().getIndexType(),

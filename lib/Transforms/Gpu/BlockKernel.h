@@ -11,7 +11,8 @@
 // tests lower to LLVM and run on a machine without a GPU.
 //
 // Parameters as the attention kernels': per tensor argument of the function
-// a 1-D memref, its sizes and its element strides (i64).
+// a 1-D memref, its sizes and its element strides (i64); a scalar argument
+// (f32 or i64) as itself.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ATTN_TRANSFORMS_GPU_BLOCKKERNEL_H
@@ -30,7 +31,8 @@ namespace mlir {
 namespace attn {
 namespace gpu_kernel {
 
-/// A kernel argument in global memory: its pointer, sizes and strides.
+/// A kernel argument in global memory: its pointer, sizes and strides; or
+/// a scalar argument (dropout's probability or seed): `data` alone.
 struct Global {
   Value data;
   Type elementType; // i1 for a keep-mask (stored as i8)

@@ -104,6 +104,72 @@ void SoftmaxStep::maskScores(OnlineAttentionOp op, SmallVector<Value> &scores,
     }
 }
 
+void SoftmaxStep::dropWeights(SmallVector<Value> &weights, Value dropoutP,
+                              Value seed, ValueRange origin) {
+  Location loc = b().getLoc();
+  Value threshold = dropoutThreshold(b(), loc, dropoutP);
+  Value kept = dropoutKeptScale(b(), loc, dropoutP), zero = f32(0);
+  Value batch = mlir::attn::globalIndex(b(), loc, origin, 0, cst(0));
+  Value head = mlir::attn::globalIndex(b(), loc, origin, 1, cst(0));
+  int64_t groups = keyTile / kGroup;
+  auto row = [&](int64_t g, int64_t i) {
+    return mlir::attn::globalIndex(b(), loc, origin, 2,
+                                   fragmentRow(g / groups, i));
+  };
+  auto drop = [&](Value w, Value keep) -> Value {
+    return arith::MulFOp::create(b(), w, select(keep, kept, zero));
+  };
+  // Where the tile starts at a multiple of 8 keys (every tile but those a
+  // window's band starts mid-group), a lane's two keys of a group,
+  // 2(l % 4) and the next, share a Philox counter and its word l % 4: one
+  // Philox a row and group.
+  auto byPairs = [&]() -> SmallVector<Value> {
+    SmallVector<Value> dropped(weights);
+    Value pair = arith::IndexCastOp::create(
+        b(), b().getI32Type(), arith::DivUIOp::create(b(), colPair, cst(2)));
+    for (int64_t g = 0; g < rowBlocks * groups; ++g)
+      for (int64_t r = 0; r < 2; ++r) {
+        Value groupKey = mlir::attn::globalIndex(b(), loc, origin, 3,
+                                                 cst(g % groups * kGroup));
+        auto [keepEven, keepOdd] =
+            dropoutKeepPair(b(), loc, seed, threshold, batch, head,
+                            row(g, 2 * r), groupKey, pair);
+        dropped[g * 4 + 2 * r] = drop(dropped[g * 4 + 2 * r], keepEven);
+        dropped[g * 4 + 2 * r + 1] = drop(dropped[g * 4 + 2 * r + 1], keepOdd);
+      }
+    return dropped;
+  };
+  // Else one Philox a weight.
+  auto byKeys = [&]() -> SmallVector<Value> {
+    SmallVector<Value> dropped(weights);
+    for (int64_t g = 0; g < rowBlocks * groups; ++g)
+      for (int64_t i = 0; i < 4; ++i) {
+        Value key = mlir::attn::globalIndex(
+            b(), loc, origin, 3,
+            add(colPair, cst(g % groups * kGroup + (i & 1))));
+        dropped[g * 4 + i] =
+            drop(dropped[g * 4 + i], dropoutKeep(b(), loc, seed, threshold,
+                                                 batch, head, row(g, i), key));
+      }
+    return dropped;
+  };
+  if (origin.empty()) {
+    weights = byPairs();
+    return;
+  }
+  Value aligned = arith::CmpIOp::create(
+      b(), arith::CmpIPredicate::eq,
+      arith::RemUIOp::create(b(), origin[3], cst(kGroup)), cst(0));
+  auto choice = scf::IfOp::create(b(), ValueRange(weights).getTypes(), aligned,
+                                  /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b());
+  b().setInsertionPointToStart(choice.thenBlock());
+  scf::YieldOp::create(b(), byPairs());
+  b().setInsertionPointToStart(choice.elseBlock());
+  scf::YieldOp::create(b(), byKeys());
+  weights = SmallVector<Value>(choice.getResults());
+}
+
 /// The 4 lanes of a row combine their partial max or sum.
 Value SoftmaxStep::rowReduce(AttentionMath &maths, Value v, bool isMax) {
   for (int32_t offset : {1, 2}) {

@@ -110,6 +110,12 @@ protected:
   SmallVector<Value> updateStatistics(OnlineAttentionOp op,
                                       SmallVector<Value> &scores,
                                       Fragments &max, Fragments &sum);
+  /// Dropout on the weights (after the online update, which sums them
+  /// undropped): each becomes P·Z, Z = keep / (1 - p) with the keep bit of
+  /// its global (b, h, i, j); `dropoutP` and `seed` are the op's operands
+  /// as converted.
+  void dropWeights(SmallVector<Value> &weights, Value dropoutP, Value seed,
+                   ValueRange origin);
   /// The 4 lanes of a row combine their partial max or sum.
   Value rowReduce(AttentionMath &maths, Value v, bool isMax);
 };

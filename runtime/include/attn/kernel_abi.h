@@ -82,6 +82,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -580,8 +581,9 @@ typedef struct attn_library {
  * sizes and strides: a backward kernel's 13 for each of ten 4-D tensors
  * (Q, K, V, mask, O, dO, dQ, dK, dV, dM), 11 each for LSE and dLSE, and up
  * to 13 for each of ATTN_MAX_CAPTURES captured tensors (a forward kernel's
- * sinks, 7, fit in the backward's dO and dQ). */
-#define ATTN_GPU_MAX_PARAMS (152 + 13 * ATTN_MAX_CAPTURES)
+ * sinks, 7, fit in the backward's dO and dQ), and dropout's probability
+ * and seed. */
+#define ATTN_GPU_MAX_PARAMS (154 + 13 * ATTN_MAX_CAPTURES)
 
 /* One tensor's parameters from values[n]: MLIR's descriptor of a 1-D view
  * (pointer, pointer, 0, elements spanned, 1), then its sizes and its
@@ -680,18 +682,37 @@ attn_gpu_attention_tensor_params(const attn_kernel_desc *kernel,
   return n;
 }
 
+/* Dropout's parameters from values[n] for a kernel with dropout (none
+ * without): the probability, an f32 in the low 4 bytes of its slot, then
+ * the 64-bit seed. Returns the next n. */
+static inline int attn_gpu_dropout_params(const attn_kernel_desc *kernel,
+                                          const attn_kernel_args *args,
+                                          uint64_t *values, int n) {
+  if (kernel->struct_size < offsetof(attn_kernel_desc, has_dropout) +
+                                sizeof(kernel->has_dropout) ||
+      !kernel->has_dropout)
+    return n;
+  uint32_t bits;
+  memcpy(&bits, &args->dropout_p, sizeof(bits));
+  values[n++] = bits;
+  values[n++] = args->dropout_seed;
+  return n;
+}
+
 /* The parameters of a GPU kernel for `args`, as cuLaunchKernel takes them:
  * `values[i]` holds parameter i (a pointer or an int64), `pointers[i]` points
  * to it. Tensors come in the order query, key, value, [mask], the modifiers'
  * captured tensors (kernel->captures' ranks), [sinks], output, [lse]; each as
  * (pointer, pointer, 0, elements spanned, 1) then its sizes and its element
- * strides. Returns the number of parameters. */
+ * strides; then, with dropout, its probability and seed
+ * (attn_gpu_dropout_params). Returns the number of parameters. */
 static inline int attn_gpu_kernel_params(const attn_kernel_desc *kernel,
                                          const attn_kernel_args *args,
                                          uint64_t values[ATTN_GPU_MAX_PARAMS],
                                          void *pointers[ATTN_GPU_MAX_PARAMS]) {
   int n = attn_gpu_attention_tensor_params(kernel, args, kernel->has_lse,
                                            values, 0);
+  n = attn_gpu_dropout_params(kernel, args, values, n);
   for (int i = 0; i < n; ++i)
     pointers[i] = &values[i];
   return n;
@@ -700,7 +721,8 @@ static inline int attn_gpu_kernel_params(const attn_kernel_desc *kernel,
 /* The parameters of a backward GPU kernel (kind ATTN_KERNEL_BACKWARD, `gpu`
  * set) for `args`, as attn_gpu_kernel_params lays out an attention
  * kernel's: the forward's query, key, value, [mask], captured tensors, O and
- * LSE, then dO, [dLSE] (has_grad_lse), dQ, dK, dV, [dM] (has_grad_mask).
+ * LSE, then dO, [dLSE] (has_grad_lse), dQ, dK, dV, [dM] (has_grad_mask),
+ * and dropout's probability and seed where it has dropout.
  * Its grid is (ceil(Sk / block_rows) + G * ceil(Sq / block_rows), Hkv, B)
  * with G = Hq / Hkv: blocks of block_rows keys (dK, dV), then of block_rows
  * query rows (dQ). Returns the number of parameters. */
@@ -729,6 +751,7 @@ static inline int attn_gpu_backward_kernel_params(
   if (kernel->has_grad_mask)
     n = attn_gpu_tensor_params(args->grad_mask, 4, m, args->grad_mask_strides,
                                values, n);
+  n = attn_gpu_dropout_params(kernel, f, values, n);
   for (int i = 0; i < n; ++i)
     pointers[i] = &values[i];
   return n;
