@@ -150,6 +150,18 @@ std::vector<ConformanceCase> attn::conformanceCases() {
       {"sinks_f16_mask", "dtype=f16,d=64,mask=bool:b1h1,window=40:10,sinks", 2,
        4, 4, 70, 150},
       {"sinks_sk_0", "d=16,sinks,lse", 1, 4, 2, 5, 0},
+      // Dropout (p = 0.25, Problem's seed): the keep bits at global
+      // indices under GQA, a causal band, a window and a keep-mask, a bias
+      // (its gradient too), the soft cap and D != Dv, in each element type,
+      // lengths off every tile.
+      {"dropout_gqa", "d=64,dropout,lse", 2, 4, 2, 100, 150},
+      {"dropout_bf16_causal", "dtype=bf16,d=64,causal=bottom_right,dropout,lse",
+       1, 2, 2, 70, 130},
+      {"dropout_f16_window",
+       "dtype=f16,d=48,dv=32,mask=bool:b1h1,window=30:5,dropout", 2, 2, 2, 60,
+       90},
+      {"dropout_bias_softcap", "d=32,mask=bias:h1,softcap=10,dropout,lse", 1, 2,
+       2, 45, 77},
   };
   // Strided [B, S, H, D] buffers.
   cases.push_back({"bshd", "d=64,causal,gqa=2,lse", 2, 4, 2, 90, 90, true});
@@ -354,7 +366,11 @@ std::vector<ConformanceCase> attn::backwardGpuConformanceCases() {
                                                "logits_1e4_bf16",
                                                "nan_keep_f32",
                                                "nan_bias_bf16",
-                                               "nan_window_stale"};
+                                               "nan_window_stale",
+                                               "dropout_gqa",
+                                               "dropout_bf16_causal",
+                                               "dropout_f16_window",
+                                               "dropout_bias_softcap"};
   std::vector<ConformanceCase> cases;
   for (ConformanceCase &c : conformanceCases()) {
     if (!labels.count(c.label))

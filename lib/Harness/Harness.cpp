@@ -293,6 +293,8 @@ void attn::makeProblemData(const Problem &p, ProblemData &data) {
     data.sinksView.strides[0] = 1;
   }
   data.modifiers = p.modifiers;
+  data.dropoutP = p.spec.dropout ? p.dropoutP : 0.0f;
+  data.dropoutSeed = p.spec.dropout ? p.dropoutSeed : 0;
   data.captureValues.clear();
   data.captureBytes.clear();
   data.captureViews.clear();
@@ -417,6 +419,8 @@ attn_status attn::DeviceProblem::upload(const ProblemData &data) {
   if (status == ATTN_OK && hasLse)
     status = lse.upload(data.lse, data.lseView);
   hasSinks = data.sinksView.data != nullptr;
+  dropoutP = data.dropoutP;
+  dropoutSeed = data.dropoutSeed;
   if (status == ATTN_OK && hasSinks)
     status = sinks.upload(data.sinks, data.sinksView);
   captures = std::vector<DeviceBuffer>(data.captureViews.size());
@@ -435,6 +439,8 @@ attn_status attn::DeviceProblem::run(const attn_kernel_desc *kernel) {
   options.struct_size = sizeof(options);
   options.captures = captureViews.data();
   options.num_captures = static_cast<int32_t>(captureViews.size());
+  options.dropout_p = dropoutP;
+  options.dropout_seed = dropoutSeed;
   options.sinks = hasSinks ? &sinks.view : nullptr;
   return attn_run_with(kernel, &query.view, &key.view, &value.view,
                        hasMask ? &mask.view : nullptr, &output.view,
@@ -465,6 +471,8 @@ attn_status attn::runProblem(const attn_kernel_desc *kernel, ProblemData &data,
   options.key_splits = keySplits;
   options.captures = data.captureViews.data();
   options.num_captures = static_cast<int32_t>(data.captureViews.size());
+  options.dropout_p = data.dropoutP;
+  options.dropout_seed = data.dropoutSeed;
   return attn_run_with(
       kernel, &data.query.view, &data.key.view, &data.value.view,
       data.hasMask ? &data.mask.view : nullptr, &data.output.view,
@@ -523,6 +531,8 @@ ReferenceInputs referenceInputs(const ProblemData &data) {
   inputs.value = denseView(data.value);
   if (data.hasMask)
     inputs.mask = denseView(data.mask);
+  inputs.dropoutP = data.dropoutP;
+  inputs.dropoutSeed = data.dropoutSeed;
   inputs.sinks.assign(data.sinks.begin(), data.sinks.end());
   inputs.sinks.resize(data.sinksView.data ? data.sinksView.shape[0] : 0);
   if (const ModifierCase *m = data.modifiers.get()) {
@@ -670,6 +680,8 @@ attn_status attn::DeviceBackwardProblem::run(const attn_kernel_desc *kernel) {
   options.grad_mask = hasGradMask ? &gradMask.view : nullptr;
   options.captures = captureViews.data();
   options.num_captures = static_cast<int32_t>(captureViews.size());
+  options.dropout_p = dropoutP;
+  options.dropout_seed = dropoutSeed;
   return attn_run_backward_with(
       kernel, &query.view, &key.view, &value.view,
       hasMask ? &mask.view : nullptr, &output.view, &forwardLse.view,
@@ -705,6 +717,8 @@ attn_status attn::runBackwardProblem(const attn_kernel_desc *kernel,
   options.grad_mask = backward.hasGradMask ? &backward.gradMaskView : nullptr;
   options.captures = data.captureViews.data();
   options.num_captures = static_cast<int32_t>(data.captureViews.size());
+  options.dropout_p = data.dropoutP;
+  options.dropout_seed = data.dropoutSeed;
   return attn_run_backward_with(
       kernel, &data.query.view, &data.key.view, &data.value.view,
       data.hasMask ? &data.mask.view : nullptr, &data.output.view,
@@ -826,6 +840,8 @@ attn_status attn::runWeightsProblem(const attn_kernel_desc *kernel,
   options.struct_size = sizeof(options);
   options.captures = data.captureViews.data();
   options.num_captures = static_cast<int32_t>(data.captureViews.size());
+  options.dropout_p = data.dropoutP;
+  options.dropout_seed = data.dropoutSeed;
   return attn_run_weights_with(kernel, &data.query.view, &data.key.view,
                                data.hasMask ? &data.mask.view : nullptr,
                                weights.hasLse ? &weights.lseView : nullptr,

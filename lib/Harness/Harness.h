@@ -67,6 +67,10 @@ struct Problem {
   bool sinks = false;
   /// The modifiers its kernel was compiled with, or null.
   std::shared_ptr<const ModifierCase> modifiers;
+  /// Dropout's probability and seed, for a kernel with dropout (a backward
+  /// kernel's problem takes its forward's).
+  float dropoutP = 0.25f;
+  uint64_t dropoutSeed = 0x243F6A8885A308D3u;
 
   bool hasSinks() const { return sinks || spec.sinks; }
 
@@ -99,6 +103,9 @@ struct ProblemData {
   std::vector<std::vector<uint8_t>> captureBytes;
   std::vector<attn_tensor> captureViews;
   std::shared_ptr<const ModifierCase> modifiers;
+  /// Dropout's probability and seed where the kernel has dropout (else 0).
+  float dropoutP = 0.0f;
+  uint64_t dropoutSeed = 0;
 };
 
 /// The host memory that makeProblemData and checkAgainstReference take for
@@ -190,6 +197,8 @@ protected:
   std::vector<DeviceBuffer> captures;
   std::vector<attn_tensor> captureViews;
   bool hasMask = false, hasLse = false, hasSinks = false;
+  float dropoutP = 0.0f;
+  uint64_t dropoutSeed = 0;
 };
 
 /// A backward call's buffers (problem.spec a backward kernel's): the

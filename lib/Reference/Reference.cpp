@@ -367,6 +367,47 @@ void rowSoftmax(const ScoredRow &row, double *p) {
 
 } // namespace
 
+bool attn::dropoutKeeps(float p, uint64_t seed, int64_t b, int64_t h, int64_t i,
+                        int64_t j) {
+  // Philox 4x32-10 (Salmon et al., Random123) on the counter
+  // (j / 8, i, h, b) under the key (seed mod 2^32, seed >> 32).
+  uint32_t ctr[4] = {static_cast<uint32_t>(j / 8), static_cast<uint32_t>(i),
+                     static_cast<uint32_t>(h), static_cast<uint32_t>(b)};
+  uint32_t k0 = static_cast<uint32_t>(seed),
+           k1 = static_cast<uint32_t>(seed >> 32);
+  for (int round = 0; round < 10; ++round) {
+    if (round > 0) {
+      k0 += 0x9E3779B9u;
+      k1 += 0xBB67AE85u;
+    }
+    uint64_t p0 = uint64_t{0xD2511F53u} * ctr[0];
+    uint64_t p1 = uint64_t{0xCD9E8D57u} * ctr[2];
+    uint32_t next[4] = {static_cast<uint32_t>(p1 >> 32) ^ ctr[1] ^ k0,
+                        static_cast<uint32_t>(p1),
+                        static_cast<uint32_t>(p0 >> 32) ^ ctr[3] ^ k1,
+                        static_cast<uint32_t>(p0)};
+    std::copy(next, next + 4, ctr);
+  }
+  // 16 bits of word (j mod 8) / 2, its low half for even j; kept iff they
+  // reach floor(p * 2^16) (the product exact in double).
+  uint32_t word = ctr[(j % 8) / 2];
+  uint32_t bits = j % 2 ? word >> 16 : word & 0xFFFFu;
+  return bits >= static_cast<uint32_t>(static_cast<double>(p) * 65536.0);
+}
+
+namespace {
+/// Dropout's factor Z of (b, h, i, j): keep / (1 - p), 1/(1 - p) rounded
+/// to f32 as the kernels take it; 1 without dropout.
+double dropoutFactor(const KernelSpec &spec, const ReferenceInputs &in,
+                     int64_t b, int64_t h, int64_t i, int64_t j) {
+  if (!spec.dropout)
+    return 1.0;
+  if (!dropoutKeeps(in.dropoutP, in.dropoutSeed, b, h, i, j))
+    return 0.0;
+  return static_cast<double>(1.0f / (1.0f - in.dropoutP));
+}
+} // namespace
+
 bool attn::computeReference(const KernelSpec &spec, const ReferenceInputs &in,
                             ReferenceOutputs &out, std::string &error) {
   if (!checkShapes(spec, in, error))
@@ -387,6 +428,7 @@ bool attn::computeReference(const KernelSpec &spec, const ReferenceInputs &in,
   out.lse.assign(static_cast<size_t>(batch * heads * seqQ), 0.0);
 
   ScoredRow row;
+  std::vector<double> z(static_cast<size_t>(seqK)); // dropout's factors
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t h = 0; h < heads; ++h) {
       const int64_t kvHead = h / group;
@@ -411,11 +453,14 @@ bool attn::computeReference(const KernelSpec &spec, const ReferenceInputs &in,
 
         // Step 5: exact softmax over the allowed positions and the sink.
         Normalizer n = normalizerOf(row);
+        for (int64_t j = 0; j < seqK; ++j)
+          z[j] = dropoutFactor(spec, in, b, h, i, j);
         for (int64_t d = 0; d < valueDim; ++d) {
           double acc = 0.0;
           for (int64_t j = 0; j < seqK; ++j)
             if (row.allowed[j])
-              acc += std::exp(row.scores[j] - n.max) * v.at(b, kvHead, j, d);
+              acc += std::exp(row.scores[j] - n.max) * z[j] *
+                     v.at(b, kvHead, j, d);
           o[d] = acc / n.sum;
         }
         lse = n.max + std::log(n.sum);
@@ -660,9 +705,15 @@ bool attn::computeReferenceWeights(const KernelSpec &spec,
     for (int64_t h = 0; h < heads; ++h)
       for (int64_t i = 0; i < seqQ; ++i) {
         scoreRow(spec, in, b, h, i, row);
-        if (row.anyAllowed)
-          rowSoftmax(row, &weights[static_cast<size_t>(
-                              ((b * heads + h) * seqQ + i) * seqK)]);
+        if (!row.anyAllowed)
+          continue;
+        // The weights that multiply V: P·Z with dropout.
+        double *w =
+            &weights[static_cast<size_t>(((b * heads + h) * seqQ + i) * seqK)];
+        rowSoftmax(row, w);
+        if (spec.dropout)
+          for (int64_t j = 0; j < seqK; ++j)
+            w[j] *= dropoutFactor(spec, in, b, h, i, j);
       }
   return true;
 }
@@ -724,7 +775,9 @@ bool attn::computeReferenceBackward(const KernelSpec &spec,
           double dp = 0.0;
           for (int64_t e = 0; e < valueDim; ++e)
             dp += gradOutput.at(b, h, i, e) * v.at(b, kvHead, j, e);
-          double ds = p[j] * (dp - delta);
+          // Dropout: dS = P·(Z·dP − Δ), and dV's weights are P·Z.
+          double z = dropoutFactor(spec, in, b, h, i, j);
+          double ds = p[j] * (z * dp - delta);
           if (in.scoreMod && p[j] != 0.0)
             ds *= row.modSlope[j];
           if (spec.gradMask)
@@ -735,7 +788,7 @@ bool attn::computeReferenceBackward(const KernelSpec &spec,
           double *dk = at(out.key, b, kvHeads, kvHead, seqK, j, headDim);
           double *dv = at(out.value, b, kvHeads, kvHead, seqK, j, valueDim);
           for (int64_t e = 0; e < valueDim; ++e)
-            dv[e] += p[j] * gradOutput.at(b, h, i, e);
+            dv[e] += p[j] * z * gradOutput.at(b, h, i, e);
           for (int64_t d = 0; d < headDim; ++d) {
             dq[d] += scale * ds * k.at(b, kvHead, j, d);
             dk[d] += scale * ds * q.at(b, h, i, d);

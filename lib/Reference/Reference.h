@@ -62,7 +62,16 @@ struct ReferenceInputs {
   /// (b, h, i, j), and whether (b, h, i, j) is kept. Empty: none.
   std::function<double(double, int64_t, int64_t, int64_t, int64_t)> scoreMod;
   std::function<bool(int64_t, int64_t, int64_t, int64_t)> maskMod;
+  /// Dropout (docs/spec.md, "Dropout"), read where spec.dropout: the f32
+  /// probability the kernel receives and the 64-bit seed.
+  float dropoutP = 0.0f;
+  uint64_t dropoutSeed = 0;
 };
+
+/// Dropout's keep bit of (b, h, i, j) for probability `p` and `seed`
+/// (docs/spec.md): Philox 4x32-10, written here apart from the kernels'.
+bool dropoutKeeps(float p, uint64_t seed, int64_t b, int64_t h, int64_t i,
+                  int64_t j);
 
 struct ReferenceOutputs {
   int64_t batch = 0, headsQ = 0, seqQ = 0, valueDim = 0;

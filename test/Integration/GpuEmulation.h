@@ -57,6 +57,8 @@ inline attn_backward_args backwardArgs(ProblemData &data,
   strides(data.value.view, f.value_strides);
   strides(data.output.view, f.output_strides);
   strides(backward.lseView, f.lse_strides);
+  f.dropout_p = data.dropoutP;
+  f.dropout_seed = data.dropoutSeed;
   f.batch = data.query.view.shape[0];
   f.heads_q = data.query.view.shape[1];
   f.seq_q = data.query.view.shape[2];
@@ -109,6 +111,7 @@ inline attn_kernel_desc backwardDesc(const KernelSpec &spec,
   desc.has_lse = 1; // a backward kernel reads the forward's LSE
   desc.has_grad_lse = spec.lse;
   desc.has_grad_mask = spec.gradMask;
+  desc.has_dropout = spec.dropout ? 2 : 0; // 16 keep bits a position
   captures.assign(spec.captures.size(), attn_capture_desc{});
   for (size_t n = 0; n < spec.captures.size(); ++n)
     captures[n].rank = spec.captures[n].rank;
