@@ -18,7 +18,8 @@ SDPA: the floating inputs are cast to the autocast dtype first.
 On tensors on cuda:0 it runs attn's GPU kernel, compiled for the GPU's
 architecture (cached like the CPU kernels) and queued on PyTorch's current
 stream, with no copy and no synchronization, and so does the backward
-(attn's GPU backward kernel; dropout has no GPU kernel yet).
+(attn's GPU backward kernel), dropout included (the same keep bits as on
+the CPU for a seed).
 
 Its autograd formula is attn's backward kernel (docs/spec.md, "The
 gradient"): gradients flow to query, key and value, and through the returned
@@ -291,10 +292,6 @@ def sdpa_backward(query, key, value, attn_mask, output, lse, grad_output,
     mask_grad (an additive mask's gradient before its broadcast dims are
     summed), else an empty tensor."""
     gpu = _gpu_launch(query, key, value, attn_mask, None)
-    if gpu and dropout_p > 0.0:
-        raise _core.Error(
-            f"dropout_p: is {dropout_p} on {query.device}, but attn's GPU kernels have "
-            "no dropout yet (its CPU kernels do)")
     query, key, value, output, lse, grad_output = (
         t.detach() for t in (query, key, value, output, lse, grad_output))
     if attn_mask is not None:

@@ -93,6 +93,42 @@ def test_gpu_backward_kernel_compiles_through_the_package(case):
         assert kernel.device == "cuda" and kernel.backward
 
 
+def test_gpu_dropout_kernels_compile_through_the_package():
+    # Dropout's probability and seed are the kernels' last parameters, the
+    # forward's and the backward's.
+    q, k, v, _ = _inputs(CASES[1])
+    for backward in (False, True):
+        spec = _core.spec_for(q, k, v, None, True, None, "top_left", None, None, None,
+                              True, backward=backward, dropout=True)
+        kernel = attn.kernel(spec, target=TARGET)
+        assert kernel.device == "cuda" and kernel.backward == backward
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_gpu_dropout_matches_the_cpu_bits_and_float64_autograd(dtype):
+    # The keep bits are the seed's and the position's alone: the GPU drops
+    # what attn.dropout_mask says, forward and backward.
+    p, seed = 0.3, 0x5EED5EED
+    q, k, v = random_qkv(2, 4, 2, 70, 90, 64, dtype=dtype, seed=21)
+    keep = torch.from_numpy(attn.dropout_mask(2, 4, 70, 90, p, seed))
+    leaves = [t.cuda().requires_grad_() for t in (q, k, v)]
+    out = attn.scaled_dot_product_attention(
+        *leaves, dropout_p=p, dropout_seed=seed, is_causal=True,
+        causal_alignment="bottom_right", enable_gqa=True)
+    grad = torch.randn(out.shape, generator=torch.Generator().manual_seed(4)).to(dtype)
+    out.backward(grad.cuda())
+    refs = [t.double().requires_grad_() for t in (q, k, v)]
+    ref, _ = naive_attention(*refs, is_causal=True, alignment="bottom_right", keep=keep,
+                             dropout_p=p)
+    ref.backward(grad.double())
+    tolerance = 1e-4 if dtype == torch.float32 else 2e-2
+    assert relative_error(out.detach().cpu(), ref.detach()) <= tolerance
+    for name, got, want in zip(("dq", "dk", "dv"), leaves, refs):
+        error = relative_error(got.grad.cpu(), want.grad)
+        assert error <= tolerance, f"{dtype} {name}: relative error {error:.3g}"
+
+
 def _sinks_case():
     q, k, v = random_qkv(2, 4, 2, 70, 90, 64, dtype=torch.bfloat16, seed=13)
     # A moderate sink, none (-inf), a dominant one, a negative one.
