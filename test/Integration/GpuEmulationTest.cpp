@@ -14,8 +14,14 @@
 //
 //===----------------------------------------------------------------------===//
 #include "test/Integration/GpuEmulation.h"
+#include "lib/Pipelines/Registration.h"
+#include "lib/Transforms/AttentionMath.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
 
 #include <algorithm>
+#include <array>
+#include <random>
 
 using namespace attn;
 using attn::emulation::Emulation;
@@ -163,3 +169,84 @@ TEST(GpuEmulation, BackwardKernelMatchesTheReferenceOnTheHost) {
 }
 
 } // namespace
+
+/// The keep bits of the GPU forward's fragments (dropoutKeepPair: a lane's
+/// two keys of a group from one Philox word) and of one key (dropoutKeep,
+/// the path of tiles that start mid-group), JIT-compiled for the host, are
+/// the reference's (Reference.cpp's Philox, written apart) for random
+/// positions, seeds and probabilities: the forward kernel itself runs only
+/// on a GPU, its keep bits are checked here.
+TEST(GpuEmulation, DropoutKeepBitsOfTheFragmentsMatchTheReference) {
+  mlir::DialectRegistry registry;
+  mlir::attn::registerAttnDialects(registry);
+  mlir::MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  mlir::OpBuilder b(&context);
+  mlir::Location loc = b.getUnknownLoc();
+  mlir::OwningOpRef<mlir::ModuleOp> module = mlir::ModuleOp::create(b, loc);
+  b.setInsertionPointToEnd(module->getBody());
+  mlir::Type i32 = b.getI32Type();
+  // @keeps(seed, p, b, h, i, j) -> bits: 1 and 2 those of keys 2k and 2k + 1
+  // of j's group by one Philox (k = (j mod 8) / 2), 4 that of key j alone.
+  auto func = mlir::func::FuncOp::create(
+      b, loc, "keeps",
+      b.getFunctionType({b.getI64Type(), b.getF32Type(), i32, i32, i32, i32},
+                        {i32}));
+  mlir::Block *entry = func.addEntryBlock();
+  b.setInsertionPointToStart(entry);
+  auto args = entry->getArguments();
+  auto constant = [&](int32_t v) -> mlir::Value {
+    return mlir::arith::ConstantIntOp::create(b, loc, v, 32);
+  };
+  mlir::Value threshold = mlir::attn::dropoutThreshold(b, loc, args[1]);
+  mlir::Value groupKey =
+      mlir::arith::AndIOp::create(b, loc, args[5], constant(~7));
+  mlir::Value pair = mlir::arith::AndIOp::create(
+      b, loc, mlir::arith::ShRUIOp::create(b, loc, args[5], constant(1)),
+      constant(3));
+  auto [even, odd] = mlir::attn::dropoutKeepPair(
+      b, loc, args[0], threshold, args[2], args[3], args[4], groupKey, pair);
+  mlir::Value single = mlir::attn::dropoutKeep(
+      b, loc, args[0], threshold, args[2], args[3], args[4], args[5]);
+  mlir::Value bits = constant(0);
+  for (auto [bit, keep] : llvm::enumerate(std::array{even, odd, single}))
+    bits = mlir::arith::OrIOp::create(
+        b, loc, bits,
+        mlir::arith::ShLIOp::create(
+            b, loc, mlir::arith::ExtUIOp::create(b, loc, i32, keep),
+            constant(static_cast<int32_t>(bit))));
+  mlir::func::ReturnOp::create(b, loc, bits);
+  mlir::PassManager pm(&context);
+  pm.addPass(mlir::createConvertToLLVMPass());
+  pm.addPass(mlir::createReconcileUnrealizedCastsPass());
+  ASSERT_TRUE(mlir::succeeded(pm.run(*module)));
+  mlir::registerBuiltinDialectTranslation(context);
+  mlir::registerLLVMDialectTranslation(context);
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  auto engine = mlir::ExecutionEngine::create(*module);
+  ASSERT_TRUE(static_cast<bool>(engine)) << llvm::toString(engine.takeError());
+
+  std::mt19937_64 rng(7);
+  int checked = 0;
+  for (uint64_t seed :
+       {uint64_t{0}, uint64_t{0x243F6A8885A308D3}, ~uint64_t{0}, uint64_t{5}})
+    for (float p : {0.1f, 0.25f, 0.5f, 0.9f})
+      for (int n = 0; n < 200; ++n, ++checked) {
+        int32_t batch = rng() % 4, head = rng() % 64, row = rng() % 100000,
+                key = rng() % 100000, result = -1;
+        uint64_t seedArg = seed;
+        float pArg = p;
+        void *packed[] = {&seedArg, &pArg, &batch, &head, &row, &key, &result};
+        ASSERT_FALSE(
+            static_cast<bool>((*engine)->invokePacked("keeps", packed)));
+        int32_t first = (key & ~7) + 2 * ((key >> 1) & 3);
+        int32_t want = dropoutKeeps(p, seed, batch, head, row, first) |
+                       dropoutKeeps(p, seed, batch, head, row, first + 1) << 1 |
+                       dropoutKeeps(p, seed, batch, head, row, key) << 2;
+        ASSERT_EQ(result, want)
+            << "seed " << seed << " p " << p << " at (" << batch << ", " << head
+            << ", " << row << ", " << key << ")";
+      }
+  EXPECT_EQ(checked, 3200);
+}
