@@ -93,15 +93,22 @@ def test_gpu_backward_kernel_compiles_through_the_package(case):
         assert kernel.device == "cuda" and kernel.backward
 
 
-def test_gpu_dropout_kernels_compile_through_the_package():
-    # Dropout's probability and seed are the kernels' last parameters, the
-    # forward's and the backward's.
-    q, k, v, _ = _inputs(CASES[1])
+def _dropout_case(dtype):
+    return random_qkv(2, 4, 2, 70, 90, 64, dtype=dtype, seed=21)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_gpu_dropout_kernels_compile_through_the_package(dtype):
+    # The kernels of the GPU dropout test below (forward with and without
+    # the LSE, backward with and without dLSE): dropout's probability and
+    # seed are their last parameters.
+    q, k, v = _dropout_case(dtype)
     for backward in (False, True):
-        spec = _core.spec_for(q, k, v, None, True, None, "top_left", None, None, None,
-                              True, backward=backward, dropout=True)
-        kernel = attn.kernel(spec, target=TARGET)
-        assert kernel.device == "cuda" and kernel.backward == backward
+        for lse in (False, True):
+            spec = _core.spec_for(q, k, v, None, True, None, "bottom_right", None, None,
+                                  None, lse, backward=backward, dropout=True)
+            kernel = attn.kernel(spec, target=TARGET)
+            assert kernel.device == "cuda" and kernel.backward == backward
 
 
 @needs_gpu
@@ -110,7 +117,7 @@ def test_gpu_dropout_matches_the_cpu_bits_and_float64_autograd(dtype):
     # The keep bits are the seed's and the position's alone: the GPU drops
     # what attn.dropout_mask says, forward and backward.
     p, seed = 0.3, 0x5EED5EED
-    q, k, v = random_qkv(2, 4, 2, 70, 90, 64, dtype=dtype, seed=21)
+    q, k, v = _dropout_case(dtype)
     keep = torch.from_numpy(attn.dropout_mask(2, 4, 70, 90, p, seed))
     leaves = [t.cuda().requires_grad_() for t in (q, k, v)]
     out = attn.scaled_dot_product_attention(
