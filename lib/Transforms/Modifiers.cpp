@@ -4,6 +4,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/TypeUtilities.h"
@@ -362,4 +363,65 @@ Value ModifierEmitter::derivativeOf(Operation &op, ValueRange operands,
                              "of scoreDerivativeOf's Generated list");
           });
   return orZero(derivative);
+}
+
+std::pair<Value, Value>
+mlir::attn::blockTableEntries(OpBuilder &b, Location loc, Operation *op,
+                              ValueRange captures, ValueRange origin,
+                              Value batch, Value head, Value firstRow,
+                              Value count, Value blockStart, Value blockKeys) {
+  auto cst = [&](int64_t v) -> Value {
+    return arith::ConstantIndexOp::create(b, loc, v);
+  };
+  auto table = op->getAttrOfType<DenseI64ArrayAttr>(kBlockMaskAttrName);
+  Value entries = captures[table[0]];
+  auto global = [&](unsigned dim, Value local) -> Value {
+    return origin.empty() ? local
+                          : arith::AddIOp::create(b, loc, origin[dim], local);
+  };
+  // An index clamped into dim `dim` of the table (a dim of 1 broadcasts).
+  auto clamp = [&](Value index, int64_t dim) -> Value {
+    Value size = memref::DimOp::create(b, loc, entries, dim);
+    Value last = arith::SubIOp::create(b, loc, size, cst(1));
+    return arith::MaxSIOp::create(
+        b, loc, arith::MinSIOp::create(b, loc, index, last), cst(0));
+  };
+  auto blocks = [&](Value first, Value n, int64_t blockSize, int64_t dim) {
+    Value lastIndex = arith::SubIOp::create(
+        b, loc, arith::AddIOp::create(b, loc, first, n), cst(1));
+    Value from = arith::DivUIOp::create(b, loc, first, cst(blockSize));
+    Value to = arith::DivUIOp::create(b, loc, lastIndex, cst(blockSize));
+    return std::make_pair(
+        clamp(from, dim),
+        arith::AddIOp::create(b, loc, clamp(to, dim), cst(1)));
+  };
+  Value tb = clamp(global(0, batch), 0), th = clamp(global(1, head), 1);
+  auto [rowFrom, rowTo] = blocks(global(2, firstRow), count, table[1], 2);
+  std::pair<Value, Value> keyBlocks =
+      blocks(global(3, blockStart), blockKeys, table[2], 3);
+  Value zero = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0));
+  Value two = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(2));
+  Value no = arith::ConstantOp::create(b, loc, b.getBoolAttr(false));
+  Value yes = arith::ConstantOp::create(b, loc, b.getBoolAttr(true));
+  // (some entry kept, every entry full) over the covered entries.
+  auto rows = scf::ForOp::create(
+      b, loc, rowFrom, rowTo, cst(1), ValueRange{no, yes},
+      [&](OpBuilder &rb, Location loc, Value qb, ValueRange rowState) {
+        auto keysLoop = scf::ForOp::create(
+            rb, loc, keyBlocks.first, keyBlocks.second, cst(1), rowState,
+            [&](OpBuilder &kb, Location loc, Value kblock, ValueRange state) {
+              Value entry = memref::LoadOp::create(
+                  kb, loc, entries, ValueRange{tb, th, qb, kblock});
+              Value kept = arith::CmpIOp::create(
+                  kb, loc, arith::CmpIPredicate::ne, entry, zero);
+              Value full = arith::CmpIOp::create(
+                  kb, loc, arith::CmpIPredicate::eq, entry, two);
+              scf::YieldOp::create(
+                  kb, loc,
+                  ValueRange{arith::OrIOp::create(kb, loc, state[0], kept),
+                             arith::AndIOp::create(kb, loc, state[1], full)});
+            });
+        scf::YieldOp::create(rb, loc, keysLoop.getResults());
+      });
+  return {rows.getResult(0), rows.getResult(1)};
 }

@@ -34,6 +34,21 @@ struct FlatElements {
 FlatElements flatElements(OpBuilder &b, Location loc, Value memref,
                           ArrayRef<Value> indices, int64_t lanes);
 
+/// Whether the block mask's table of attention-like `op` (its captures, as
+/// memrefs, and origin given) keeps any score of keys [blockStart,
+/// blockStart + blockKeys) for rows [firstRow, firstRow + count) of `head`
+/// in `batch` (op-local indices), and whether it declares them all kept (i1
+/// each): over the table entries they cover (at most a few; 0 none kept, 2
+/// all kept), indices clamped to the table. The CPU's micro-kernels and the
+/// GPU's kernels skip a block on the first and leave out the mask_mod on the
+/// second.
+std::pair<Value, Value> blockTableEntries(OpBuilder &b, Location loc,
+                                          Operation *op, ValueRange captures,
+                                          ValueRange origin, Value batch,
+                                          Value head, Value firstRow,
+                                          Value count, Value blockStart,
+                                          Value blockKeys);
+
 class ModifierEmitter {
 public:
   /// For an attention-like op after bufferization (its captures memrefs).

@@ -1,5 +1,6 @@
 //===- VectorEmitter.cpp - Vector builders of the CPU micro-kernels -------===//
 #include "lib/Transforms/Cpu/VectorEmitter.h"
+#include "lib/Transforms/Modifiers.h"
 
 #include "lib/Transforms/Passes.h"
 #include "lib/Transforms/Views.h"
@@ -386,53 +387,7 @@ VectorEmitter::blockTableEntries(Operation *op, ValueRange captures,
                                  ValueRange origin, Value batch, Value head,
                                  Value firstRow, Value count, Value blockStart,
                                  Value blockKeys) {
-  auto table = op->getAttrOfType<DenseI64ArrayAttr>(kBlockMaskAttrName);
-  Value entries = captures[table[0]];
-  auto global = [&](unsigned dim, Value local) -> Value {
-    return origin.empty() ? local
-                          : arith::AddIOp::create(b, origin[dim], local);
-  };
-  // An index clamped into dim `dim` of the table (a dim of 1 broadcasts).
-  auto clamp = [&](Value index, int64_t dim) -> Value {
-    Value size = memref::DimOp::create(b, entries, dim);
-    Value last = arith::SubIOp::create(b, size, cst(1));
-    return arith::MaxSIOp::create(b, arith::MinSIOp::create(b, index, last),
-                                  cst(0));
-  };
-  auto blocks = [&](Value first, Value n, int64_t blockSize, int64_t dim) {
-    Value lastIndex =
-        arith::SubIOp::create(b, arith::AddIOp::create(b, first, n), cst(1));
-    Value from = arith::DivUIOp::create(b, first, cst(blockSize));
-    Value to = arith::DivUIOp::create(b, lastIndex, cst(blockSize));
-    return std::make_pair(clamp(from, dim),
-                          arith::AddIOp::create(b, clamp(to, dim), cst(1)));
-  };
-  Value tb = clamp(global(0, batch), 0), th = clamp(global(1, head), 1);
-  auto [rowFrom, rowTo] = blocks(global(2, firstRow), count, table[1], 2);
-  auto [keyFrom, keyTo] = blocks(global(3, blockStart), blockKeys, table[2], 3);
-  Value zero = arith::ConstantOp::create(b, b.getI32IntegerAttr(0));
-  Value two = arith::ConstantOp::create(b, b.getI32IntegerAttr(2));
-  Value no = arith::ConstantOp::create(b, b.getBoolAttr(false));
-  Value yes = arith::ConstantOp::create(b, b.getBoolAttr(true));
-  // (some entry kept, every entry full) over the covered entries.
-  auto rows = scf::ForOp::create(
-      b, rowFrom, rowTo, cst(1), ValueRange{no, yes},
-      [&](OpBuilder &rb, Location loc, Value qb, ValueRange rowState) {
-        auto keysLoop = scf::ForOp::create(
-            rb, loc, keyFrom, keyTo, cst(1), rowState,
-            [&](OpBuilder &kb, Location loc, Value kblock, ValueRange state) {
-              Value entry = memref::LoadOp::create(
-                  kb, loc, entries, ValueRange{tb, th, qb, kblock});
-              Value kept = arith::CmpIOp::create(
-                  kb, loc, arith::CmpIPredicate::ne, entry, zero);
-              Value full = arith::CmpIOp::create(
-                  kb, loc, arith::CmpIPredicate::eq, entry, two);
-              scf::YieldOp::create(
-                  kb, loc,
-                  ValueRange{arith::OrIOp::create(kb, loc, state[0], kept),
-                             arith::AndIOp::create(kb, loc, state[1], full)});
-            });
-        scf::YieldOp::create(rb, loc, keysLoop.getResults());
-      });
-  return {rows.getResult(0), rows.getResult(1)};
+  return mlir::attn::blockTableEntries(b, b.getLoc(), op, captures, origin,
+                                       batch, head, firstRow, count, blockStart,
+                                       blockKeys);
 }
