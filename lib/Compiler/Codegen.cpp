@@ -1418,12 +1418,6 @@ bool compileKernels(const std::vector<KernelSpec> &specs,
               "': backward kernels with the gradients of captured tensors "
               "(dcaptures) are made for the CPU only so far";
       return false;
-    } else if (gpu && spec.blockTable[0] >= 0) {
-      error = "kernel '" + spec.name +
-              "': kernels with a block mask's table are made for the CPU only "
-              "so far (no GPU lowering of the table yet; the mask_mod alone "
-              "gives the same result)";
-      return false;
     } else if (gpu && spec.weights) {
       error = "kernel '" + spec.name +
               "': weights kernels are made for the CPU only so far (no GPU "

@@ -378,52 +378,89 @@ LogicalResult KernelConverter::convertOnline(OnlineAttentionOp op) {
   }
   const View &keyView = views[op.getKey()];
   Value keys = keyView.sizes[2];
-  gpu::BarrierOp::create(b()); // the previous tile's readers are done
-  stageTile(shared.keys, keyView, keys, headDim, paddedHeadDim);
-  stageTile(shared.values, views[op.getValue()], keys, valueDim,
-            paddedValueDim);
-  // The V tile's copies go on while the scores and the softmax statistics
-  // are computed; only K's must have landed first.
-  waitForCopies(1);
-  gpu::BarrierOp::create(b());
-
-  SmallVector<Value> scores = microKernel->scores();
   SmallVector<Value, 4> origin;
   for (Value v : op.getOrigin())
     origin.push_back(mapping.lookupOrDefault(v));
-  // The emitter keeps a reference to the captures: they live as long.
+  // The captured tensors (the modifiers' and the block table), whole. The
+  // emitter keeps a reference to them: they live as long.
   SmallVector<Value, 2> captures;
-  std::optional<ModifierEmitter> modifiers;
-  if (hasModifiers(op)) {
-    for (Value capture : op.getCaptures()) {
-      auto it = views.find(capture);
-      if (it == views.end())
-        return op.emitOpError("attn-lower-to-gpu: a captured tensor is not a "
-                              "kernel argument");
-      captures.push_back(capturedMemref(it->second));
-    }
-    modifiers.emplace(b(), b().getLoc(), scoreModOf(op), maskModOf(op),
-                      captures);
+  for (Value capture : op.getCaptures()) {
+    auto it = views.find(capture);
+    if (it == views.end())
+      return op.emitOpError("attn-lower-to-gpu: a captured tensor is not a "
+                            "kernel argument");
+    captures.push_back(capturedMemref(it->second));
   }
-  maskScores(op, scores, keys,
-             op.getDiagonal() ? mapping.lookupOrDefault(op.getDiagonal())
-                              : Value(),
-             origin, modifiers ? &*modifiers : nullptr);
-  SmallVector<Value> alphas = updateStatistics(op, scores, max, sum);
-  if (op.getDropoutP())
-    dropWeights(scores, mapping.lookupOrDefault(op.getDropoutP()),
-                mapping.lookupOrDefault(op.getDropoutSeed()), origin);
-  int64_t blockValues = fragmentSize(paddedValueDim) / rowBlocks;
-  for (auto [i, a] : llvm::enumerate(acc))
-    a = arith::MulFOp::create(b(), a,
-                              alphas[2 * (i / blockValues) + (i % 4) / 2]);
-  if (asyncCopy) {
-    waitForCopies(0);
-    gpu::BarrierOp::create(b());
-  }
-  bool masked = op.getMask() || op.getCausal() || op.getWindow();
-  microKernel->accumulate(acc, scores, keys, masked);
+  // A block mask's table: whether it keeps any score of this tile (the
+  // tile is skipped, uniformly over the block, where it keeps none), and
+  // whether it declares every one kept (the mask_mod is then left out).
+  Value blockKept, blockFull;
+  if (op->hasAttr(kBlockMaskAttrName))
+    std::tie(blockKept, blockFull) = blockTableEntries(
+        b(), b().getLoc(), op, captures, origin, cst(0), cst(0), cst(0),
+        views[op.getQuery()].sizes[2], cst(0), keys);
 
+  // The tile's step: acc, max and sum in, the same out.
+  auto step = [&](SmallVector<Value> acc, Fragments max,
+                  Fragments sum) -> SmallVector<Value> {
+    gpu::BarrierOp::create(b()); // the previous tile's readers are done
+    stageTile(shared.keys, keyView, keys, headDim, paddedHeadDim);
+    stageTile(shared.values, views[op.getValue()], keys, valueDim,
+              paddedValueDim);
+    // The V tile's copies go on while the scores and the softmax
+    // statistics are computed; only K's must have landed first.
+    waitForCopies(1);
+    gpu::BarrierOp::create(b());
+
+    SmallVector<Value> scores = microKernel->scores();
+    std::optional<ModifierEmitter> modifiers;
+    if (hasModifiers(op))
+      modifiers.emplace(b(), b().getLoc(), scoreModOf(op), maskModOf(op),
+                        captures);
+    maskScores(op, scores, keys,
+               op.getDiagonal() ? mapping.lookupOrDefault(op.getDiagonal())
+                                : Value(),
+               origin, modifiers ? &*modifiers : nullptr, blockFull);
+    SmallVector<Value> alphas = updateStatistics(op, scores, max, sum);
+    if (op.getDropoutP())
+      dropWeights(scores, mapping.lookupOrDefault(op.getDropoutP()),
+                  mapping.lookupOrDefault(op.getDropoutSeed()), origin);
+    int64_t blockValues = fragmentSize(paddedValueDim) / rowBlocks;
+    for (auto [i, a] : llvm::enumerate(acc))
+      a = arith::MulFOp::create(b(), a,
+                                alphas[2 * (i / blockValues) + (i % 4) / 2]);
+    if (asyncCopy) {
+      waitForCopies(0);
+      gpu::BarrierOp::create(b());
+    }
+    bool masked = op.getMask() || op.getCausal() || op.getWindow();
+    microKernel->accumulate(acc, scores, keys, masked);
+    SmallVector<Value> state = acc;
+    state.append(max.values);
+    state.append(sum.values);
+    return state;
+  };
+  SmallVector<Value> state;
+  if (blockKept) {
+    SmallVector<Value> before = acc;
+    before.append(max.values);
+    before.append(sum.values);
+    auto skip = scf::IfOp::create(b(), ValueRange(before).getTypes(), blockKept,
+                                  /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard guard(b());
+    b().setInsertionPointToStart(skip.thenBlock());
+    scf::YieldOp::create(b(), step(acc, max, sum));
+    b().setInsertionPointToStart(skip.elseBlock());
+    scf::YieldOp::create(b(), before);
+    state.assign(skip.getResults().begin(), skip.getResults().end());
+  } else {
+    state = step(acc, max, sum);
+  }
+  ArrayRef<Value> all(state);
+  acc.assign(all.begin(), all.begin() + acc.size());
+  max.values.assign(all.begin() + acc.size(),
+                    all.begin() + acc.size() + max.values.size());
+  sum.values.assign(all.end() - sum.values.size(), all.end());
   states[op.getResult(0)] = Fragments{acc};
   states[op.getResult(1)] = max;
   states[op.getResult(2)] = sum;
@@ -666,12 +703,6 @@ struct AttnLowerToGpuPass
                                "has it)";
           return WalkResult::interrupt();
         }
-      }
-      if (online && online->hasAttr(kBlockMaskAttrName)) {
-        op->emitOpError("attn-lower-to-gpu: a block mask's table has no GPU "
-                        "lowering yet (the CPU lowering has it; without the "
-                        "table the mask_mod alone gives the same result)");
-        return WalkResult::interrupt();
       }
       return WalkResult::advance();
     });

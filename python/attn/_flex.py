@@ -733,16 +733,14 @@ class Modifiers:
 
 
 @torch.compiler.disable
-def _traced(score_mod, block_mask, with_table: bool = True) -> Modifiers:
+def _traced(score_mod, block_mask, device=None) -> Modifiers:
     """The Modifiers of a call, made eagerly under torch.compile (Dynamo
-    breaks the graph once here instead of inside the tracing). Without
-    `with_table` (the GPU kernels, which do not skip blocks yet) the block
-    mask's mask_mod alone: create_block_mask made the table from it, so the
-    result is the same."""
+    breaks the graph once here instead of inside the tracing); the block
+    mask's table on `device` (the query's), where the kernel reads it."""
     if block_mask is None:
         return Modifiers(score_mod, None)
-    table = block_mask.kernel_table()
-    if block_mask._all_full or not with_table:  # all full: nothing to skip or evaluate
+    table = block_mask.kernel_table(device)
+    if block_mask._all_full:  # all full: nothing to skip or evaluate
         table = None
     return Modifiers(score_mod, block_mask.mask_mod, table, block_mask.BLOCK_SIZE)
 
@@ -817,12 +815,14 @@ class BlockMask:
         return (self._listed(self.kv_num_blocks, self.kv_indices)
                 + self._listed(self.full_kv_num_blocks, self.full_kv_indices))
 
-    def kernel_table(self) -> Tensor:
+    def kernel_table(self, device=None) -> Tensor:
         """The table the kernels take (docs/spec.md, "Score and mask
         modifiers" 7): 0 for a block to skip, 1 partial (the mask_mod
-        decides each score), 2 full (every score kept). Made once for the
-        block lists as they are (a list replaced or changed in place makes
-        it again): every call with the mask reads it."""
+        decides each score), 2 full (every score kept), on `device` (the
+        CPU's by default; a GPU kernel reads it on its GPU). Made once for
+        the block lists as they are (a list replaced or changed in place
+        makes it again), and copied once to each device: every call with the
+        mask reads it."""
         lists = (self.kv_num_blocks, self.kv_indices, self.full_kv_num_blocks,
                  self.full_kv_indices)
         key = tuple((id(t), t._version) for t in lists)
@@ -831,7 +831,13 @@ class BlockMask:
                            + 2 * self._listed(self.full_kv_num_blocks, self.full_kv_indices))
             self._all_full = bool((self._table == 2).all())
             self._table_key = key
-        return self._table
+            self._device_tables = {}
+        device = torch.device("cpu" if device is None else device)
+        if device.type == "cpu":
+            return self._table
+        if device not in self._device_tables:
+            self._device_tables[device] = self._table.to(device)
+        return self._device_tables[device]
 
     def sparsity(self) -> float:
         """The percentage of blocks skipped (neither partial nor full)."""
@@ -1029,7 +1035,7 @@ def flex_attention(query: Tensor, key: Tensor, value: Tensor,
                         "[B, H, S, D] tensors")
     if block_mask is not None:
         _check_block_mask(block_mask, query, key)
-    modifiers = _traced(score_mod, block_mask, with_table=query.device.type == "cpu")
+    modifiers = _traced(score_mod, block_mask, query.device)
     _check_capture_devices(modifiers.captures, query)
     if sinks is not None and not isinstance(sinks, Tensor):
         sinks = torch.as_tensor(sinks)

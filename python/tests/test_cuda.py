@@ -299,8 +299,8 @@ def test_cpu_only_weights_say_so_for_other_devices():
 
 #: flex_attention's GPU case: ALiBi as a score_mod reading a slope per head,
 #: document masking as a block mask's mask_mod reading each position's
-#: document, GQA 4/2, Sq != Sk (the GPU kernel takes the mask_mod alone;
-#: the block mask's table is the CPU's block skipping).
+#: document, GQA 4/2, Sq != Sk; the GPU kernels skip the key tiles the
+#: block mask's table keeps nothing of, as the CPU's do.
 FLEX_SHAPE = (2, 4, 2, 70, 90, 64)
 
 
@@ -325,11 +325,11 @@ def _flex_case(device):
 def test_gpu_flex_kernel_compiles_through_the_package():
     # The kernels the GPU tests below ask for, compiled here for TARGET (the
     # cache scripts/gpu-bundle.sh ships): the modifiers as flex_attention
-    # traces them for CUDA tensors (no table), the spec as its operator
-    # makes it.
+    # traces them (the table a captured tensor, on the query's device), the
+    # spec as its operator makes it.
     (q, k, v), alibi, block_mask, _, _ = _flex_case("cpu")
-    modifiers = attn._flex._traced(alibi, block_mask, with_table=False)
-    assert "attn.block_mask" not in modifiers.source
+    modifiers = attn._flex._traced(alibi, block_mask)
+    assert "attn.block_mask" in modifiers.source
     for lse in (False, True):  # True: a forward whose gradient is asked for
         spec = _core.spec_for(q, k, v, None, False, None, "top_left", None, None, None, lse)
         assert attn._cache.kernel(spec, modifiers.source, TARGET).device == "cuda"

@@ -577,17 +577,9 @@ TEST(ModifiersRuntime, CallsWithoutTheCapturesAreRefused) {
 // GPU
 //===----------------------------------------------------------------------===//
 
-/// The cases whose forward kernels the GPU lowering takes: every one without
-/// a block mask's table (the GPU has no lowering of the table yet).
-std::vector<ModCase> gpuModifierCases() {
-  std::vector<ModCase> cases;
-  for (const ModCase &c : modifierCases()) {
-    KernelSpec spec = specOf(c, Kind::Forward);
-    if (spec.blockTable[0] < 0)
-      cases.push_back(c);
-  }
-  return cases;
-}
+/// The cases whose kernels the GPU lowering takes: every one (those with a
+/// block mask's table skip the tiles it keeps nothing of).
+std::vector<ModCase> gpuModifierCases() { return modifierCases(); }
 
 /// The backward kernel of a case for the GPU ("backward_" and its label,
 /// beside its forward in one library).

@@ -1,34 +1,12 @@
 // RUN: attn-opt %s -split-input-file -verify-diagnostics -attn-tiling="query-tile-size=64 decode-rows=0" -attn-lower-to-gpu
 
-// No GPU lowering of the weights or of a block mask's table yet: refused on
-// the op.
+// No GPU lowering of the weights yet: refused on the op.
 func.func @weights(%q: tensor<1x2x?x64xf16>, %k: tensor<1x2x?x64xf16>,
                    %w: tensor<1x2x?x?xf32>) -> tensor<1x2x?x?xf32> {
   // expected-error @below {{attn-lower-to-gpu: attn.attention_weights has no GPU lowering yet}}
   %r = attn.attention_weights ins(%q, %k : tensor<1x2x?x64xf16>, tensor<1x2x?x64xf16>)
       outs(%w : tensor<1x2x?x?xf32>) -> tensor<1x2x?x?xf32>
   return %r : tensor<1x2x?x?xf32>
-}
-
-// -----
-
-// The CPU skips blocks with the table; without it the mask_mod alone gives
-// the same result, but the table is the call's to honour.
-func.func @documents_table(%q: tensor<?x4x?x32xf16>, %k: tensor<?x2x?x32xf16>, %v: tensor<?x2x?x32xf16>,
-                           %docs: tensor<?xi32>, %table: tensor<?x?x?x?xi32>, %o: tensor<?x4x?x32xf16>) -> tensor<?x4x?x32xf16> {
-  // expected-error @below {{attn-lower-to-gpu: a block mask's table has no GPU lowering yet}}
-  %r = attn.attention
-      ins(%q, %k, %v : tensor<?x4x?x32xf16>, tensor<?x2x?x32xf16>, tensor<?x2x?x32xf16>)
-      captures(%docs, %table : tensor<?xi32>, tensor<?x?x?x?xi32>)
-      outs(%o : tensor<?x4x?x32xf16>)
-      mask_mod {
-      ^bb0(%b: index, %h: index, %i: index, %j: index):
-        %di = attn.captured 0 [%i] : i32
-        %dj = attn.captured 0 [%j] : i32
-        %same = arith.cmpi eq, %di, %dj : i32
-        attn.yield %same : i1
-      } {attn.block_mask = array<i64: 1, 64, 64>} -> tensor<?x4x?x32xf16>
-  return %r : tensor<?x4x?x32xf16>
 }
 
 // -----

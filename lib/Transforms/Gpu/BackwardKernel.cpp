@@ -29,10 +29,12 @@
 // never stored beyond a T x T tile; Δ is recomputed per row tile (Dv FMAs
 // a row against the tile's T·(D + Dv)). With grad_mask the key blocks also
 // write dM = dS before the soft cap's derivative (0 where excluded) at
-// every position of their keys. The score function is the forward's
-// (AttentionMath, BandArithmetic, ModifierEmitter with the score_mod's
-// derivative), at global indices. A position of weight 0 (excluded, or a
-// fully masked row) adds nothing to dK, dV and dQ, whatever its Q, K, V or
+// every position of their keys. With a block mask's table, a pair of
+// tiles it keeps nothing of is skipped (dM written 0 there), and where it
+// declares every score kept the mask_mod is left out. The score function
+// is the forward's (AttentionMath, BandArithmetic, ModifierEmitter with the
+// score_mod's derivative), at global indices. A position of weight 0 (excluded,
+// or a fully masked row) adds nothing to dK, dV and dQ, whatever its Q, K, V or
 // dO hold; a NaN at an allowed position reaches the gradients it feeds.
 //
 // Shared memory: Q_r [T][D+1], dO_r [T][Dv+1], K_c [T][D+1], V_c [T][Dv+1]
@@ -88,7 +90,10 @@ private:
   Value diagonal;
   std::optional<BandArithmetic> band;
   std::optional<AttentionMath> math;
-  SmallVector<Value, 2> captures; // the modifiers' memrefs
+  SmallVector<Value, 2> captures; // the modifiers' and the table's memrefs
+  /// The block table's promise that the current tiles' scores are all kept
+  /// (i1, set by tilesMeet), or null without a table.
+  Value fullBlock;
   std::optional<ModifierEmitter> modifiers;
   /// Dropout's keep threshold and kept weights' factor 1 / (1 - p).
   Value dropThreshold, dropKept;
@@ -161,10 +166,22 @@ Value BackwardGpuKernel::dot(Value a, Value i, Value bTile, Value j,
 }
 
 Value BackwardGpuKernel::tilesMeet() {
-  if (!diagonal || !band->banded())
-    return arith::ConstantIntOp::create(b(), 1, 1);
-  auto [first, last] = band->keysSomeRowSees(rowStart, rows, seqK());
-  return andI(lt(first, add(keyStart, keys)), lt(keyStart, last));
+  Value meet = arith::ConstantIntOp::create(b(), 1, 1);
+  if (diagonal && band->banded()) {
+    auto [first, last] = band->keysSomeRowSees(rowStart, rows, seqK());
+    meet = andI(lt(first, add(keyStart, keys)), lt(keyStart, last));
+  }
+  fullBlock = Value();
+  if (op->hasAttr(kBlockMaskAttrName)) {
+    // The block table's entries over the two tiles (global indices: no
+    // origin): none kept skips them, all full leaves the mask_mod out.
+    Value kept;
+    std::tie(kept, fullBlock) =
+        blockTableEntries(b(), b().getLoc(), op, captures, ValueRange(), batch,
+                          head, rowStart, rows, keyStart, keys);
+    meet = andI(meet, kept);
+  }
+  return meet;
 }
 
 void BackwardGpuKernel::stageTile(Value into, int source, Value sourceHead,
@@ -251,8 +268,12 @@ void BackwardGpuKernel::computeCells(bool storeGradMask) {
         }
       }
       SmallVector<Value, 4> indices = {batch, head, row, column};
-      if (modifiers && modifiers->hasMaskMod())
-        allowed = andI(allowed, modifiers->keep(indices, /*lanes=*/0));
+      if (modifiers && modifiers->hasMaskMod()) {
+        Value keep = modifiers->keep(indices, /*lanes=*/0);
+        if (fullBlock) // the table's promise: every score kept
+          keep = arith::OrIOp::create(b(), keep, fullBlock);
+        allowed = andI(allowed, keep);
+      }
       Value rowLse = loadShared(lseTile, {i});
       Value weighted =
           andI(allowed, arith::CmpFOp::create(b(), arith::CmpFPredicate::UNE,
@@ -443,11 +464,6 @@ LogicalResult BackwardGpuKernel::mapOperands(func::FuncOp func) {
     return op.emitOpError("attn-lower-to-gpu: the gradients of captured "
                           "tensors have no GPU lowering yet (the CPU "
                           "lowering has them)");
-  if (op->hasAttr(kBlockMaskAttrName))
-    return op.emitOpError("attn-lower-to-gpu: a block mask's table has no "
-                          "GPU lowering yet (the CPU lowering has it; "
-                          "without the table the mask_mod alone gives the "
-                          "same result)");
   auto argument = [&](Value v, int &into) -> LogicalResult {
     if (!v)
       return success();
@@ -539,10 +555,10 @@ LogicalResult BackwardGpuKernel::build(func::FuncOp func, Block &into) {
               dropoutThreshold(b(), b().getLoc(), arg(dropoutP).data);
           dropKept = dropoutKeptScale(b(), b().getLoc(), arg(dropoutP).data);
         }
+        captures.clear();
+        for (int n : captureArgs)
+          captures.push_back(globalMemref(arg(n)));
         if (hasModifiers(op)) {
-          captures.clear();
-          for (int n : captureArgs)
-            captures.push_back(globalMemref(arg(n)));
           modifiers.emplace(b(), b().getLoc(), scoreModOf(op), maskModOf(op),
                             captures);
         }

@@ -27,7 +27,8 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 /// position's global indices; exclusion comes after it).
 void SoftmaxStep::maskScores(OnlineAttentionOp op, SmallVector<Value> &scores,
                              Value keys, Value diagonalOperand,
-                             ValueRange origin, ModifierEmitter *modifiers) {
+                             ValueRange origin, ModifierEmitter *modifiers,
+                             Value fullBlock) {
   AttentionMath scoreMath = maths(op);
   Value scale = f32(scoreMath.scoreScale());
   for (Value &s : scores)
@@ -97,8 +98,12 @@ void SoftmaxStep::maskScores(OnlineAttentionOp op, SmallVector<Value> &scores,
             mlir::attn::globalIndex(b(), b().getLoc(), origin, 3, key)};
         if (modifiers->hasScoreMod())
           s = modifiers->score(s, indices);
-        if (modifiers->hasMaskMod())
-          allowed = andI(allowed, modifiers->keep(indices, /*lanes=*/0));
+        if (modifiers->hasMaskMod()) {
+          Value keep = modifiers->keep(indices, /*lanes=*/0);
+          if (fullBlock)
+            keep = arith::OrIOp::create(b(), keep, fullBlock);
+          allowed = andI(allowed, keep);
+        }
       }
       s = select(allowed, s, negInf);
     }

@@ -101,10 +101,12 @@ protected:
   /// Scale, soft cap, mask, score_mod, band and mask_mod of the fragment's
   /// scores, `keys` keys in the tile; `diagonalOperand` is the op's
   /// diagonal and `origin` its global indices (b, h, i, j of the tile's
-  /// first element) as converted; `modifiers` null without modifiers.
+  /// first element) as converted; `modifiers` null without modifiers;
+  /// `fullBlock` (i1, or null) a block table's promise that the mask_mod
+  /// keeps every score of the tile, which then is not applied.
   void maskScores(OnlineAttentionOp op, SmallVector<Value> &scores, Value keys,
                   Value diagonalOperand, ValueRange origin,
-                  ModifierEmitter *modifiers);
+                  ModifierEmitter *modifiers, Value fullBlock = Value());
   /// The online update of the rows' max and sum; scores become weights.
   /// Returns the rescale factors of the thread's rows (2 per row block).
   SmallVector<Value> updateStatistics(OnlineAttentionOp op,
