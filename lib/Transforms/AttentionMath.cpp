@@ -358,6 +358,19 @@ static void philox(Words &w, Value seed, Value (&c)[4]) {
   }
 }
 
+/// Output word `index` (0..3, `w`'s type) of Philox's words `c`.
+static Value philoxWord(Words &w, Value (&c)[4], Value index) {
+  auto is = [&](uint32_t n) {
+    return arith::CmpIOp::create(w.b, w.loc, arith::CmpIPredicate::eq, index,
+                                 w.constant(n));
+  };
+  return arith::SelectOp::create(
+      w.b, w.loc, is(0), c[0],
+      arith::SelectOp::create(
+          w.b, w.loc, is(1), c[1],
+          arith::SelectOp::create(w.b, w.loc, is(2), c[2], c[3])));
+}
+
 /// Keys that share a Philox counter: 16 bits of its four words each
 /// (docs/spec.md).
 constexpr int64_t kKeysPerCounter = 8;
@@ -383,18 +396,11 @@ Value mlir::attn::dropoutKeep(OpBuilder &b, Location loc, Value seed,
                 w.like(head), w.like(batch)};
   philox(w, seed, c);
   // Word ⌊(j mod 8) / 2⌋, its half j mod 2.
-  Value word = arith::AndIOp::create(
-      b, loc, arith::ShRUIOp::create(b, loc, key, w.constant(1)),
-      w.constant(3));
-  auto is = [&](uint32_t n) {
-    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, word,
-                                 w.constant(n));
-  };
-  Value u = arith::SelectOp::create(
-      b, loc, is(0), c[0],
-      arith::SelectOp::create(
-          b, loc, is(1), c[1],
-          arith::SelectOp::create(b, loc, is(2), c[2], c[3])));
+  Value u =
+      philoxWord(w, c,
+                 arith::AndIOp::create(
+                     b, loc, arith::ShRUIOp::create(b, loc, key, w.constant(1)),
+                     w.constant(3)));
   Value even = arith::ShLIOp::create(
       b, loc,
       arith::XOrIOp::create(b, loc,
@@ -414,15 +420,7 @@ std::pair<Value, Value> mlir::attn::dropoutKeepPair(OpBuilder &b, Location loc,
   Value c[4] = {arith::ShRUIOp::create(b, loc, groupKey, w.constant(3)), row,
                 head, batch};
   philox(w, seed, c);
-  auto is = [&](uint32_t n) {
-    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, pair,
-                                 w.constant(n));
-  };
-  Value u = arith::SelectOp::create(
-      b, loc, is(0), c[0],
-      arith::SelectOp::create(
-          b, loc, is(1), c[1],
-          arith::SelectOp::create(b, loc, is(2), c[2], c[3])));
+  Value u = philoxWord(w, c, pair);
   auto kept = [&](Value bits) -> Value {
     return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge, bits,
                                  threshold);
