@@ -1345,6 +1345,32 @@ TEST(Gpu, BackwardKernelParamsFollowItsFunction) {
   for (int i = 0; i < n; ++i)
     EXPECT_EQ(pointers[i], &values[i]);
   EXPECT_LE(n + ATTN_MAX_CAPTURES * 13, ATTN_GPU_MAX_PARAMS);
+
+  // Dropout's probability (an f32 in the low 4 bytes of its slot) and seed
+  // come last; with every capture the list still fits.
+  linked.desc.has_dropout = 2;
+  f.dropout_p = 0.25f;
+  f.dropout_seed = 0x0123456789ABCDEFu;
+  EXPECT_EQ(
+      attn_gpu_backward_kernel_params(&linked.desc, &args, values, pointers),
+      n + 2);
+  float p;
+  std::memcpy(&p, &values[n], sizeof(p));
+  EXPECT_EQ(p, 0.25f);
+  EXPECT_EQ(values[n] >> 32, 0u);
+  EXPECT_EQ(values[n + 1], 0x0123456789ABCDEFu);
+  EXPECT_EQ(pointers[n + 1], &values[n + 1]);
+  EXPECT_LE(n + 2 + ATTN_MAX_CAPTURES * 13, ATTN_GPU_MAX_PARAMS);
+  // The forward's likewise, after its LSE.
+  linked.desc.kind = ATTN_KERNEL_FORWARD;
+  int forward = attn_gpu_kernel_params(&linked.desc, &f, values, pointers);
+  EXPECT_EQ(forward, 5 * 13 + 11 + 2);
+  EXPECT_EQ(values[forward - 2], 0x3E800000u); // 0.25f
+  EXPECT_EQ(values[forward - 1], 0x0123456789ABCDEFu);
+  // A kernel without dropout takes neither.
+  linked.desc.has_dropout = 0;
+  EXPECT_EQ(attn_gpu_kernel_params(&linked.desc, &f, values, pointers),
+            forward - 2);
 }
 
 /// attn_run_backward_with launches a GPU backward kernel (a CUDA stream is
