@@ -18,6 +18,7 @@ say n/a. FLOPs are the spec's:
     python3 bench/gpu_peers.py --library bench.so --runtime libattn_runtime.so
     ... --variant rows32=bench_rows32.so          # other builds, same rounds
     ... --backward                                 # the gradients instead
+    ... --dropout 0.1                              # what dropout costs
 
 With --backward the same library's backward kernels (--specs lists them
 too) compute dQ, dK, dV from the forward's O and LSE (PyTorch's, float32
@@ -73,6 +74,9 @@ def specs():
         spec = f"dtype={dtype},d={d},dv={d}" + (",causal" if causal else "")
         names[name] = f"name={name}," + spec
         names["backward_" + name] = f"name=backward_{name},{spec},backward"
+        names["dropout_" + name] = f"name=dropout_{name},{spec},lse,dropout"
+        names["backward_dropout_" + name] = (
+            f"name=backward_dropout_{name},{spec},backward,dropout")
     return list(names.values())
 
 
@@ -99,6 +103,9 @@ class Runtime:
         lib.attn_run_backward.argtypes = (
             [ctypes.c_void_p] * 12 + [ctypes.c_float, ctypes.c_uint64,
                                       ctypes.c_void_p])
+        lib.attn_run_dropout.argtypes = (
+            [ctypes.c_void_p] * 7 + [ctypes.c_float, ctypes.c_uint64,
+                                     ctypes.c_void_p])
         lib.attn_cuda_device.argtypes = [
             ctypes.c_char_p, ctypes.c_size_t,
             ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_int32)]
@@ -145,9 +152,18 @@ class Runtime:
         self.check(self.lib.attn_run(kernel, refs[0], refs[1], refs[2], None,
                                      refs[3], None, None), "attn_run")
 
+    def run_dropout(self, kernel, q, k, v, out, lse, dtype, p, seed):
+        """attn_run_dropout: no mask, with the LSE (the backward's input)."""
+        views = [self.tensor(t, dtype) for t in (q, k, v, out)]
+        views.append(self.tensor(lse, "f32"))
+        q_, k_, v_, o_, l_ = (ctypes.byref(view) for view in views)
+        self.check(self.lib.attn_run_dropout(
+            kernel, q_, k_, v_, None, o_, l_, ctypes.c_float(p),
+            ctypes.c_uint64(seed), None), "attn_run_dropout")
+
     def run_backward(self, kernel, q, k, v, out, lse, dout, dq, dk, dv,
-                     dtype):
-        """attn_run_backward: no mask, no dLSE, no dropout."""
+                     dtype, p=0.0, seed=0):
+        """attn_run_backward: no mask, no dLSE; dropout where p > 0."""
         views = [self.tensor(t, dtype) for t in (q, k, v, out)]
         views.append(self.tensor(lse, "f32"))
         views += [self.tensor(t, dtype) for t in (dout, dq, dk, dv)]
@@ -155,7 +171,7 @@ class Runtime:
                                                   for view in views)
         self.check(self.lib.attn_run_backward(
             kernel, q_, k_, v_, None, o_, l_, do_, None, dq_, dk_, dv_,
-            ctypes.c_float(0.0), ctypes.c_uint64(0), None),
+            ctypes.c_float(p), ctypes.c_uint64(seed), None),
             "attn_run_backward")
 
 
@@ -263,6 +279,121 @@ def backward_rows(args, runtime, module, torch, sdpa, flash_only,
     return 1 if failures else 0
 
 
+def dropout_rows(args, runtime, module, torch, sdpa, flash_only,
+                 torch_dtype):
+    """The --dropout table: what dropout costs ours and PyTorch's flash
+    attention, forward and backward (S <= 4096, at most 10 rounds), each
+    with and without it in alternating rounds. Our dropped output (batch 0,
+    heads 0 and 1) is checked against the float64 reference with
+    attn.dropout_mask's keep bits where the attn package imports (else
+    'unchecked'); PyTorch's mask is its own."""
+    try:
+        import attn
+        keep_mask = attn.dropout_mask
+    except ImportError:
+        keep_mask = None
+    p, seed = args.dropout, 0x5EED
+    rows = [row for row in shapes(args.quick)
+            if (args.only is None or args.only in row[0]) and row[2] <= 4096]
+    repeat = min(args.repeat, 10)
+    table, failures = [], 0
+    for label, dtype, s, d, causal in rows:
+        q, k, v = (torch.randn(BATCH, HEADS, s, d, device="cuda",
+                               dtype=torch_dtype[dtype]) for _ in range(3))
+        dout = torch.randn_like(q)
+        name = kernel_name(dtype, d, causal)
+        plain = runtime.find(module, name)
+        dropped = runtime.find(module, "dropout_" + name)
+        backward = runtime.find(module, "backward_" + name)
+        backward_dropped = runtime.find(module, "backward_dropout_" + name)
+        out = torch.full_like(q, float("nan"))
+        out_dropped = torch.full_like(q, float("nan"))
+        lse = torch.empty(q.shape[:3], dtype=torch.float32, device="cuda")
+        grads = [torch.empty_like(t) for t in (q, k, v)]
+        leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+        with flash_only():
+            flash_out = sdpa(*leaves, is_causal=causal)
+            flash_dropped = sdpa(*leaves, is_causal=causal, dropout_p=p)
+
+        def flash(dropout):
+            def call():
+                with flash_only():
+                    sdpa(q, k, v, is_causal=causal,
+                         dropout_p=p if dropout else 0.0)
+            return call
+
+        def flash_backward(result):
+            return lambda: torch.autograd.grad(result, leaves, dout,
+                                               retain_graph=True)
+
+        calls = {
+            "ours": lambda: runtime.run(plain, q, k, v, out, dtype),
+            "ours dropout": lambda: runtime.run_dropout(
+                dropped, q, k, v, out_dropped, lse, dtype, p, seed),
+            "ours bwd": lambda: runtime.run_backward(
+                backward, q, k, v, out, lse, dout, *grads, dtype),
+            "ours bwd dropout": lambda: runtime.run_backward(
+                backward_dropped, q, k, v, out_dropped, lse, dout, *grads,
+                dtype, p, seed),
+            "flash": flash(False), "flash dropout": flash(True),
+            "flash bwd": flash_backward(flash_out),
+            "flash bwd dropout": flash_backward(flash_dropped)}
+        calls["ours dropout"]()
+        check = "unchecked"
+        if keep_mask is not None:
+            # Batch 0, heads 0 and 1: the bits depend on the indices alone,
+            # and the whole mask would take seconds of NumPy a shape.
+            keep = torch.from_numpy(keep_mask(1, 2, s, s, p, seed))
+            ref = reference_dropped(torch, q[:1, :2], k[:1, :2], v[:1, :2],
+                                    causal, keep.cuda(), p)
+            error = relative_error(torch, out_dropped[:1, :2], ref)
+            ok = error <= TOLERANCE[dtype]
+            failures += not ok
+            check = f"{error:.1e} {'ok' if ok else 'FAIL'}"
+            del ref, keep
+        times = {name: [] for name in calls}
+        for _ in range(2):
+            for call in calls.values():
+                call()
+        for _ in range(repeat):
+            for name, call in calls.items():
+                times[name].append(timed(torch, call))
+        ms = {name: statistics.median(t) for name, t in times.items()}
+        cells = []
+        for who in ("ours", "flash"):
+            for step in ("", " bwd"):
+                base, with_dropout = ms[who + step], ms[who + step + " dropout"]
+                cells += [f"{base:.3f}", f"{with_dropout:.3f}",
+                          f"{with_dropout / base:.2f}x"]
+        table.append(f"| {label} | " + " | ".join(cells) + f" | {check} |")
+        print(table[-1], flush=True)
+    print()
+    print(f"dropout_p = {p}; ms, median of {repeat} alternating rounds")
+    print("| shape | ours fwd | ours fwd dropout | cost | ours bwd "
+          "| ours bwd dropout | cost | flash fwd | flash fwd dropout | cost "
+          "| flash bwd | flash bwd dropout | cost | ours dropped O vs "
+          "reference |")
+    print("|---|" + "---:|" * 12 + "---|")
+    print("\n".join(table))
+    return 1 if failures else 0
+
+
+def reference_dropped(torch, q, k, v, causal, keep, p):
+    """float64 attention with the weights times keep / (1 - p), p rounded
+    to f32 as the kernels take it (docs/spec.md, "Dropout")."""
+    out = torch.empty(q.shape, dtype=torch.float64, device=q.device)
+    scale = q.shape[-1] ** -0.5
+    kept = 1.0 / (1.0 - float(torch.tensor(p, dtype=torch.float32)))
+    allow = allowed(torch, q, causal)
+    for b in range(q.shape[0]):
+        for h in range(q.shape[1]):
+            scores = (q[b, h].double() @ k[b, h].double().T) * scale
+            weights = torch.softmax(scores.masked_fill(~allow, float("-inf")),
+                                    dim=-1)
+            out[b, h] = (weights * keep[b, h] * kept) @ v[b, h].double()
+    return out
+
+
 def relative_error(torch, out, ref):
     diff = out.double() - ref
     if not torch.isfinite(out).all():
@@ -285,6 +416,10 @@ def main():
                         help="the gradients: our backward kernels next to "
                              "PyTorch's flash backward (S <= 4096, at most "
                              "10 rounds)")
+    parser.add_argument("--dropout", type=float, metavar="P",
+                        help="what dropout with probability P costs ours "
+                             "and PyTorch's flash attention, forward and "
+                             "backward (S <= 4096, at most 10 rounds)")
     parser.add_argument("--variant", action="append", default=[],
                         metavar="LABEL=LIBRARY",
                         help="another build of the same kernels, checked "
@@ -326,6 +461,12 @@ def main():
           f"median of {args.repeat} alternating rounds")
     sdpa = torch.nn.functional.scaled_dot_product_attention
     torch_dtype = {"f16": torch.float16, "bf16": torch.bfloat16}
+    if args.dropout is not None:
+        if not 0.0 < args.dropout < 1.0:
+            parser.error("--dropout takes a probability in (0, 1)")
+        return dropout_rows(
+            args, runtime, modules["ours"], torch, sdpa,
+            lambda: sdpa_kernel(SDPBackend.FLASH_ATTENTION), torch_dtype)
     if args.backward:
         return backward_rows(
             args, runtime, modules["ours"], torch, sdpa,

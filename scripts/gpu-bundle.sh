@@ -101,6 +101,12 @@ python3 -m pip install -q --no-build-isolation --no-deps --no-index \\
   ATTN_CACHE_DIR="\$here/kernel-cache" python3 -m pytest -q -p no:cacheprovider \\
   -k "not cpu_kernel" "\$here/../python/tests/test_cuda.py"
 python=\$?
+# What dropout costs ours and PyTorch's flash attention (our dropped output
+# checked with the package's attn.dropout_mask).
+PYTHONPATH="\$site" python3 "\$here/gpu_peers.py" \\
+  --library "\$here/bench_$arch.so" --runtime "\$here/libattn_runtime.so" \\
+  --dropout 0.1 "\$@"
+bench=\$((bench || \$?))
 exit \$((matrix || bench || python))
 RUN
 chmod +x "$out/run.sh"

@@ -52,3 +52,6 @@ python3 "$root/bench/gpu_peers.py" --library "$build/bench_$arch.so" \
 # The gradients: our backward kernels next to PyTorch's flash backward.
 python3 "$root/bench/gpu_peers.py" --library "$build/bench_$arch.so" \
   --runtime "$build/runtime/libattn_runtime.so" --backward "$@"
+# What dropout costs ours and PyTorch's flash attention.
+python3 "$root/bench/gpu_peers.py" --library "$build/bench_$arch.so" \
+  --runtime "$build/runtime/libattn_runtime.so" --dropout 0.1 "$@"
