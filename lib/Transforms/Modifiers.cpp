@@ -30,11 +30,17 @@ Value ModifierEmitter::score(Value score, ArrayRef<Value> indices,
   return emit(*scoreMod, arguments, lanesOf(score), derivative);
 }
 
-Value ModifierEmitter::keep(ArrayRef<Value> indices, int64_t lanes) {
+Value ModifierEmitter::keep(ArrayRef<Value> indices, int64_t lanes,
+                            Value promised) {
   SmallVector<Value> arguments;
   for (Value index : indices)
     arguments.push_back(asIndex(index));
-  return emit(*maskMod, arguments, lanes);
+  Value kept = emit(*maskMod, arguments, lanes);
+  if (!promised)
+    return kept;
+  if (auto vector = dyn_cast<VectorType>(kept.getType()))
+    promised = vector::BroadcastOp::create(b, loc, vector, promised);
+  return arith::OrIOp::create(b, loc, kept, promised);
 }
 
 void ModifierEmitter::captureReads(

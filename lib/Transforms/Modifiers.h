@@ -76,8 +76,11 @@ public:
   Value score(Value score, ArrayRef<Value> indices,
               Value *derivative = nullptr);
   /// The mask_mod at the global indices: i1, or a vector of i1 of `lanes`
-  /// lanes where `lanes` > 0 (a scalar result is then broadcast).
-  Value keep(ArrayRef<Value> indices, int64_t lanes);
+  /// lanes where `lanes` > 0 (a scalar result is then broadcast). With
+  /// `promised` (i1), true wherever it holds: a block table's promise that
+  /// every score of the block is kept, which the CPU honours by leaving the
+  /// mask_mod out and the GPU kernels by this OR.
+  Value keep(ArrayRef<Value> indices, int64_t lanes, Value promised = Value());
 
   /// A read of a captured f32 tensor by the score_mod, as the gradient of
   /// that tensor needs it: which capture, the element's indices (clamped as

@@ -268,12 +268,9 @@ void BackwardGpuKernel::computeCells(bool storeGradMask) {
         }
       }
       SmallVector<Value, 4> indices = {batch, head, row, column};
-      if (modifiers && modifiers->hasMaskMod()) {
-        Value keep = modifiers->keep(indices, /*lanes=*/0);
-        if (fullBlock) // the table's promise: every score kept
-          keep = arith::OrIOp::create(b(), keep, fullBlock);
-        allowed = andI(allowed, keep);
-      }
+      if (modifiers && modifiers->hasMaskMod())
+        allowed =
+            andI(allowed, modifiers->keep(indices, /*lanes=*/0, fullBlock));
       Value rowLse = loadShared(lseTile, {i});
       Value weighted =
           andI(allowed, arith::CmpFOp::create(b(), arith::CmpFPredicate::UNE,

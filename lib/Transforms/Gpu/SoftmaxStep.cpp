@@ -98,12 +98,9 @@ void SoftmaxStep::maskScores(OnlineAttentionOp op, SmallVector<Value> &scores,
             mlir::attn::globalIndex(b(), b().getLoc(), origin, 3, key)};
         if (modifiers->hasScoreMod())
           s = modifiers->score(s, indices);
-        if (modifiers->hasMaskMod()) {
-          Value keep = modifiers->keep(indices, /*lanes=*/0);
-          if (fullBlock)
-            keep = arith::OrIOp::create(b(), keep, fullBlock);
-          allowed = andI(allowed, keep);
-        }
+        if (modifiers->hasMaskMod())
+          allowed =
+              andI(allowed, modifiers->keep(indices, /*lanes=*/0, fullBlock));
       }
       s = select(allowed, s, negInf);
     }
