@@ -434,13 +434,23 @@ attn_status attn::DeviceProblem::upload(const ProblemData &data) {
   return status;
 }
 
-attn_status attn::DeviceProblem::run(const attn_kernel_desc *kernel) {
+namespace {
+/// A call's options that every kind of call takes: the captured tensors
+/// and dropout's probability and seed.
+attn_run_options callOptions(const std::vector<attn_tensor> &captures,
+                             float dropoutP, uint64_t dropoutSeed) {
   attn_run_options options{};
   options.struct_size = sizeof(options);
-  options.captures = captureViews.data();
-  options.num_captures = static_cast<int32_t>(captureViews.size());
+  options.captures = captures.data();
+  options.num_captures = static_cast<int32_t>(captures.size());
   options.dropout_p = dropoutP;
   options.dropout_seed = dropoutSeed;
+  return options;
+}
+} // namespace
+
+attn_status attn::DeviceProblem::run(const attn_kernel_desc *kernel) {
+  attn_run_options options = callOptions(captureViews, dropoutP, dropoutSeed);
   options.sinks = hasSinks ? &sinks.view : nullptr;
   return attn_run_with(kernel, &query.view, &key.view, &value.view,
                        hasMask ? &mask.view : nullptr, &output.view,
@@ -465,14 +475,10 @@ attn_status attn::runProblem(const attn_kernel_desc *kernel, ProblemData &data,
       status = device.download(data);
     return status;
   }
-  attn_run_options options{};
-  options.struct_size = sizeof(options);
+  attn_run_options options =
+      callOptions(data.captureViews, data.dropoutP, data.dropoutSeed);
   options.sinks = data.sinksView.data ? &data.sinksView : nullptr;
   options.key_splits = keySplits;
-  options.captures = data.captureViews.data();
-  options.num_captures = static_cast<int32_t>(data.captureViews.size());
-  options.dropout_p = data.dropoutP;
-  options.dropout_seed = data.dropoutSeed;
   return attn_run_with(
       kernel, &data.query.view, &data.key.view, &data.value.view,
       data.hasMask ? &data.mask.view : nullptr, &data.output.view,
@@ -675,13 +681,8 @@ attn_status attn::DeviceBackwardProblem::upload(const ProblemData &data,
 }
 
 attn_status attn::DeviceBackwardProblem::run(const attn_kernel_desc *kernel) {
-  attn_run_options options{};
-  options.struct_size = sizeof(options);
+  attn_run_options options = callOptions(captureViews, dropoutP, dropoutSeed);
   options.grad_mask = hasGradMask ? &gradMask.view : nullptr;
-  options.captures = captureViews.data();
-  options.num_captures = static_cast<int32_t>(captureViews.size());
-  options.dropout_p = dropoutP;
-  options.dropout_seed = dropoutSeed;
   return attn_run_backward_with(
       kernel, &query.view, &key.view, &value.view,
       hasMask ? &mask.view : nullptr, &output.view, &forwardLse.view,
@@ -712,13 +713,9 @@ attn_status attn::runBackwardProblem(const attn_kernel_desc *kernel,
       status = device.download(backward);
     return status;
   }
-  attn_run_options options{};
-  options.struct_size = sizeof(options);
+  attn_run_options options =
+      callOptions(data.captureViews, data.dropoutP, data.dropoutSeed);
   options.grad_mask = backward.hasGradMask ? &backward.gradMaskView : nullptr;
-  options.captures = data.captureViews.data();
-  options.num_captures = static_cast<int32_t>(data.captureViews.size());
-  options.dropout_p = data.dropoutP;
-  options.dropout_seed = data.dropoutSeed;
   return attn_run_backward_with(
       kernel, &data.query.view, &data.key.view, &data.value.view,
       data.hasMask ? &data.mask.view : nullptr, &data.output.view,
@@ -836,12 +833,8 @@ bool attn::makeWeightsData(const Problem &p, ProblemData &data,
 attn_status attn::runWeightsProblem(const attn_kernel_desc *kernel,
                                     ProblemData &data, WeightsData &weights,
                                     attn_thread_pool *pool) {
-  attn_run_options options{};
-  options.struct_size = sizeof(options);
-  options.captures = data.captureViews.data();
-  options.num_captures = static_cast<int32_t>(data.captureViews.size());
-  options.dropout_p = data.dropoutP;
-  options.dropout_seed = data.dropoutSeed;
+  attn_run_options options =
+      callOptions(data.captureViews, data.dropoutP, data.dropoutSeed);
   return attn_run_weights_with(kernel, &data.query.view, &data.key.view,
                                data.hasMask ? &data.mask.view : nullptr,
                                weights.hasLse ? &weights.lseView : nullptr,
