@@ -20,9 +20,12 @@
 //       CHECK: %[[DELTA:.+]] = memref.alloc(%{{.+}}) {alignment = 64 : i64} : memref<?xf32>
 //       CHECK: %[[LSE:.+]] = memref.alloc(%{{.+}}) {alignment = 64 : i64} : memref<?xf32>
 //       CHECK: %[[DQ:.+]] = memref.alloc(%{{.+}}) {alignment = 64 : i64} : memref<?x16xf32>
-// The rows: Δ = dO·O (8 columns), the LSE with −inf as +inf.
-//       CHECK: scf.for %{{.+}} = %c0 to %c8 step %c1 iter_args
-//       CHECK: memref.store %{{.+}}, %[[DELTA]]
+// The rows: Δ = dO·O (the packed row of dO against O's 8 columns, a lane
+// sum), the LSE with −inf as +inf.
+//       CHECK: vector.maskedload
+//       CHECK: vector.fma
+//       CHECK: %[[SUM:.+]] = vector.reduction <add>
+//       CHECK: memref.store %[[SUM]], %[[DELTA]]
 //       CHECK: arith.select %{{.+}}, %cst{{.*}}, %{{.+}} : f32
 //       CHECK: memref.store %{{.+}}, %[[LSE]]
 // The key blocks, and in each the rows that see it by blocks of 16: S as
@@ -31,10 +34,19 @@
 // spills), then dP the same way; dV += P^T·dO and dK += dS^T·Q as register
 // tiles of 4 keys x the rows' vectors summed down the 16 rows (from copies
 // of the rows with non-finite elements 0); dQ += dS·K in two passes of 8
-// rows; then blocks of 4 rows, then one by one.
+// rows; then blocks of 4 rows, then one by one. On the causal band's edge
+// the products stop at the last key vector a row sees: each tile of S and
+// dP switches on how many of the 4 key vectors its rows see (a loop of 4,
+// 8, 12 accumulators, the rest 0; by default 16), and the loops of dV, dK
+// and dQ end at the row block's last one.
 //       CHECK: scf.for %{{.+}} = %c0 to %{{.+}} step %c64 {
 //       CHECK:   scf.for %{{.+}} = %{{.+}} to %{{.+}} step %c16 {
-//       CHECK:     scf.for %{{.+}} = %c0 to %c16 step %c1 iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
+//       CHECK:     scf.index_switch
+//  CHECK-NEXT:     case 1 {
+//  CHECK-NEXT:       scf.for %{{.+}} = %c0 to %c16 step %c1 iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
+//       CHECK:     case 3 {
+//       CHECK:     default {
+//  CHECK-NEXT:       scf.for %{{.+}} = %c0 to %c16 step %c1 iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
 //       CHECK:       vector.load %[[KT]]
 //       CHECK:       vector.fma
 //       CHECK:     math.tanh
@@ -44,15 +56,15 @@
 //       CHECK:     math.exp
 // CHECK-COUNT-4:     scf.for %{{.+}} = %c0 to %c8 step %c1 iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
 //       CHECK:     vector.store %{{.+}}, %[[FINITE:.+]][%c15, %c0] : memref<16x16xf32>
-//       CHECK:     scf.for %{{.+}} = %c0 to %c64 step %c4 {
+//       CHECK:     scf.for %{{.+}} = %c0 to %[[KEYEND:.+]] step %c4 {
 // CHECK-COUNT-4:       vector.load %[[DV:.+]][%{{.+}}, %c0] : memref<64x16xf32>
 //       CHECK:       vector.load %[[FINITE]][%c0, %c0]
 // CHECK-COUNT-4:       vector.fma
 //       CHECK:       vector.load %[[FINITE]][%c15, %c0]
 // CHECK-COUNT-4:       vector.fma
 // CHECK-COUNT-4:       vector.store %{{.+}}, %[[DV]][%{{.+}}, %c0] : memref<64x16xf32>
-//       CHECK:     scf.for %{{.+}} = %c0 to %c64 step %c4 {
-// CHECK-COUNT-2:     scf.for %{{.+}} = %c0 to %c64 step %c1 iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
+//       CHECK:     scf.for %{{.+}} = %c0 to %[[KEYEND]] step %c4 {
+// CHECK-COUNT-2:     scf.for %{{.+}} = %c0 to %[[KEYEND]] step %c1 iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
 //       CHECK:   scf.for %{{.+}} = %{{.+}} to %{{.+}} step %c4 {
 //       CHECK:   scf.for %{{.+}} = %{{.+}} to %{{.+}} step %c1 {
 //       CHECK: memref.dealloc %[[QROWS]]

@@ -9,7 +9,9 @@
 //                             dQ_r = 0
 //   per block of 64 keys:     Kᵀ, Vᵀ and K packed as f32; dK, dV = 0
 //     per block of rows that see a key of it (the band's rows only, and
-//     with a block mask the rows whose table entries keep a score there):
+//     with a block mask the rows whose table entries keep a score there;
+//     on the band's edge, the products stop at the last key vector that a
+//     row of the block sees):
 //       S  = Q·Kᵀ (scale, soft cap, bias, score_mod)
 //       P  = exp(S − LSE), 0 if excluded
 //       dP = dO·Vᵀ            dS = P·(dP − Δ)·score_mod'(·)·(1 − (s/c)²)
@@ -131,15 +133,17 @@ private:
   void storeGrads(const Group &group, const KeyBlock &keys, int64_t r,
                   Value row, Value rowAt, ArrayRef<Value> gradProbs);
   /// acc[k] += Σ_r weights[r][k] · rows[rowAt[r]] over the row block's
-  /// rows, for each key k of the block and the rows' `pad` columns: f32
+  /// rows, for each key k < keyEnd of the block (the weights of the others
+  /// are 0) and the rows' `pad` columns: f32
   /// weights [rowBlock][64] by FMAs, or their bf16 pairs of rows (pairRows)
   /// by the dot product over pairs of bf16 rows.
   void accumulateKeys(Value acc, Value weights, Value rows, int64_t pad,
-                      ArrayRef<Value> rowAt);
+                      ArrayRef<Value> rowAt, Value keyEnd);
   /// dQ += dS·K for rows [first, first + count) of the row block, at
-  /// columns [c, c + chunks·lanes).
+  /// columns [c, c + chunks·lanes), over the keys before keyEnd.
   void accumulateQueries(const Group &group, ArrayRef<Value> rowAt,
-                         int64_t first, int64_t count, Value c, int64_t chunks);
+                         int64_t first, int64_t count, Value c, int64_t chunks,
+                         Value keyEnd);
   /// The first rowCount rows of f32 weights ([rowBlock][64]) as bf16 pairs
   /// of rows into `weightPairs` ([rowBlock/2][2·64]: row r's key k at
   /// [r/2][2k + r%2], a row past rowCount 0).
@@ -310,16 +314,38 @@ void BackwardLowering::packRows(Group &group, Value g, Value row) {
   packRow(query, group.batch, head, row, group.queryRows, r, headDim, headPad);
   packRow(op.getGradOutput(), group.batch, head, row, group.gradOutRows, r,
           valueDim, valuePad);
-  // Δ = dO·O − dLSE, in f32 in column order.
-  Value dot = forLoopWith(cst(0), cst(valueDim), cst(1), {f32Const(0.0f)},
-                          [&](Value c, ValueRange acc) -> SmallVector<Value> {
-                            SmallVector<Value> from = at;
-                            from.push_back(c);
-                            Value product = arith::MulFOp::create(
-                                b, loadF32(op.getGradOutput(), from),
-                                loadF32(op.getOutput(), from));
-                            return {arith::AddFOp::create(b, acc[0], product)};
-                          })[0];
+  // Δ = dO·O − dLSE in f32: where O's rows have unit stride, the packed
+  // row of dO against O's chunks, a vector of partial sums added up at the
+  // end (the scalar chain of dependent adds was a tenth of a backward at
+  // short key lengths); else column by column.
+  Value output = op.getOutput();
+  auto deltaIf =
+      scf::IfOp::create(b, f32,
+                        arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                                              innerStride(output), cst(1)),
+                        /*withElseRegion=*/true);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(deltaIf.thenBlock());
+    Value view = unitStrideRows(output);
+    Value sum = zeroVector();
+    for (int64_t c = 0; c < valuePad; c += lanes)
+      sum = fma(loadRowF32(group.gradOutRows, r, cst(c)),
+                loadRowChunk(view, at, c, valueDim), sum);
+    scf::YieldOp::create(b, horizontalSum(sum));
+    b.setInsertionPointToStart(deltaIf.elseBlock());
+    Value dot = forLoopWith(
+        cst(0), cst(valueDim), cst(1), {f32Const(0.0f)},
+        [&](Value c, ValueRange acc) -> SmallVector<Value> {
+          SmallVector<Value> from = at;
+          from.push_back(c);
+          Value product = arith::MulFOp::create(
+              b, loadF32(op.getGradOutput(), from), loadF32(output, from));
+          return {arith::AddFOp::create(b, acc[0], product)};
+        })[0];
+    scf::YieldOp::create(b, dot);
+  }
+  Value dot = deltaIf.getResult(0);
   if (Value gradLse = op.getGradLse())
     dot = arith::SubFOp::create(b, dot, loadF32(gradLse, at));
   memref::StoreOp::create(b, dot, group.delta, ValueRange{r});
@@ -377,6 +403,15 @@ void BackwardLowering::emitRowBlock(const Group &group, const KeyBlock &block,
     row.push_back(arith::AddIOp::create(b, firstRow, cst(r)));
   }
   loadRowBlock(group.batch, block, head, firstRow, rowCount);
+  // On a band's edge the products skip the key vectors that no row of the
+  // block (of a register tile, for S and dP) sees: their P and dS are 0.
+  auto seenVectors = [&](int64_t first, int64_t count) {
+    return seenKeyVectors(block, arith::AddIOp::create(b, firstRow, cst(first)),
+                          count);
+  };
+  Value seen = seenVectors(0, rowCount);
+  Value keyEnd =
+      seen ? arith::MulIOp::create(b, seen, cst(lanes)) : cst(kBlockKeys);
 
   // S = Q·Kᵀ: per column of Q, keyVectors loads of Kᵀ feed the tile's FMAs;
   // P = exp(s − LSE) where allowed, the soft cap's derivative into grads.
@@ -397,15 +432,17 @@ void BackwardLowering::emitRowBlock(const Group &group, const KeyBlock &block,
                      factors.empty() ? ArrayRef<Value>()
                                      : ArrayRef<Value>(factors).slice(
                                            t * keyVectors, keyVectors));
-      });
+      },
+      seenVectors);
   // dP = dO·Vᵀ, then dS = P·(dP − Δ) (· the soft cap's derivative).
-  rowsTimesBlock(group.gradOutRows, valuesT, valueDim, rowAt,
-                 [&](int64_t first, ArrayRef<Value> gradProbs) {
-                   for (int64_t t = 0; t < tileRows(gradProbs); ++t)
-                     storeGrads(group, block, first + t, row[first + t],
-                                rowAt[first + t],
-                                gradProbs.slice(t * keyVectors, keyVectors));
-                 });
+  rowsTimesBlock(
+      group.gradOutRows, valuesT, valueDim, rowAt,
+      [&](int64_t first, ArrayRef<Value> gradProbs) {
+        for (int64_t t = 0; t < tileRows(gradProbs); ++t)
+          storeGrads(group, block, first + t, row[first + t], rowAt[first + t],
+                     gradProbs.slice(t * keyVectors, keyVectors));
+      },
+      seenVectors);
 
   // dM = dS at the block's keys of these rows.
   if (gradScores)
@@ -421,22 +458,23 @@ void BackwardLowering::emitRowBlock(const Group &group, const KeyBlock &block,
             ValueRange{cst(r), cst(v * lanes)});
   }
   accumulateKeys(gradValues, valuePairs ? probPairs : probs, group.gradOutRows,
-                 valuePad, rowAt);
+                 valuePad, rowAt, keyEnd);
   accumulateKeys(gradKeys, keyPairs ? gradRowPairs : grads, group.queryRows,
-                 headPad, rowAt);
+                 headPad, rowAt, keyEnd);
   // At most queryPass rows a pass: two chunks of each are all the
   // accumulators the registers hold beside K's chunks and the weights.
   int64_t pass = queryPass(lanes);
   for (int64_t first = 0; first < rowCount; first += pass) {
     int64_t count = std::min(pass, rowCount - first);
     forChunkPairs(headPad, [&](Value c, int64_t chunks) {
-      accumulateQueries(group, rowAt, first, count, c, chunks);
+      accumulateQueries(group, rowAt, first, count, c, chunks, keyEnd);
     });
   }
 }
 
 void BackwardLowering::accumulateKeys(Value acc, Value weights, Value rows,
-                                      int64_t pad, ArrayRef<Value> rowAt) {
+                                      int64_t pad, ArrayRef<Value> rowAt,
+                                      Value keyEnd) {
   // acc[k] += Σ_r weights[r][k] · rows[r] for each key k of the block, as
   // register tiles of kTileKeys keys x up to kTileVectors column vectors
   // summed down the block's rows: each tile loaded takes a step per row (a
@@ -474,7 +512,7 @@ void BackwardLowering::accumulateKeys(Value acc, Value weights, Value rows,
     }
   const int64_t kTileKeys = tileKeys(lanes);
   auto tiles = [&](Value c, int64_t vectors) {
-    forLoop(cst(0), cst(kBlockKeys), cst(kTileKeys), [&](Value k) {
+    forLoop(cst(0), keyEnd, cst(kTileKeys), [&](Value k) {
       SmallVector<Value> keyAt, colAt, sums;
       for (int64_t i = 0; i < kTileKeys; ++i)
         keyAt.push_back(arith::AddIOp::create(b, k, cst(i)));
@@ -513,8 +551,8 @@ void BackwardLowering::accumulateKeys(Value acc, Value weights, Value rows,
 
 void BackwardLowering::accumulateQueries(const Group &group,
                                          ArrayRef<Value> rowAt, int64_t first,
-                                         int64_t count, Value c,
-                                         int64_t chunks) {
+                                         int64_t count, Value c, int64_t chunks,
+                                         Value keyEnd) {
   // dQ[r] += Σ_k dS[r][k] · K[k]: per K chunk loaded, `count` FMAs (dot
   // products of a pair of keys: dS's bf16 rows against KP2[k/2][2c + k%2]),
   // two chunks a pass where the head has them. The sums run down the keys,
@@ -528,9 +566,9 @@ void BackwardLowering::accumulateQueries(const Group &group,
   for (int64_t h = 0; h < chunks; ++h)
     for (int64_t r = first; r < first + count; ++r)
       init.push_back(loadVector(group.gradQuery, {rowAt[r], column(h)}));
-  int64_t steps = keyPairs ? kBlockKeys / 2 : kBlockKeys;
+  Value steps = keyPairs ? arith::DivUIOp::create(b, keyEnd, cst(2)) : keyEnd;
   SmallVector<Value> sums = forLoopWith(
-      cst(0), cst(steps), cst(1), init,
+      cst(0), steps, cst(1), init,
       [&](Value k, ValueRange acc) -> SmallVector<Value> {
         SmallVector<Value> ds;
         for (int64_t r = first; r < first + count; ++r)

@@ -414,9 +414,29 @@ SmallVector<Value> KeyBlockEmitter::dropoutFactors(Value batch, Value head,
   return factors;
 }
 
+Value KeyBlockEmitter::seenKeyVectors(const KeyBlock &block, Value firstRow,
+                                      int64_t count) {
+  if (!diagonal || !right)
+    return Value();
+  // The last row's last key in block coordinates: row + d + right − start.
+  Value last = arith::SubIOp::create(
+      b,
+      arith::AddIOp::create(
+          b, arith::AddIOp::create(b, firstRow, cst(count - 1 + *right)),
+          diagonal),
+      block.start);
+  Value vectors = arith::AddIOp::create(
+      b,
+      arith::DivUIOp::create(b, arith::MaxSIOp::create(b, last, cst(0)),
+                             cst(lanes)),
+      cst(1));
+  return arith::MinSIOp::create(b, vectors, cst(keyVectors));
+}
+
 void KeyBlockEmitter::rowsTimesBlock(
     Value rows, Value blockT, int64_t width, ArrayRef<Value> rowAt,
-    function_ref<void(int64_t, ArrayRef<Value>)> use) {
+    function_ref<void(int64_t, ArrayRef<Value>)> use,
+    function_ref<Value(int64_t, int64_t)> seenVectors) {
   // kRows x keyVectors accumulators fill half of AVX-512's registers: more
   // rows take more passes over the block. On AVX2 a row tile takes passes
   // of `slice` key vectors (4 rows x 2 vectors: tileAccumulators).
@@ -459,8 +479,34 @@ void KeyBlockEmitter::rowsTimesBlock(
             return next;
           });
     };
-    if (slice >= keyVectors) {
+    Value seen = seenVectors ? seenVectors(first, tileRows.size()) : Value();
+    if (slice >= keyVectors && !seen) {
       use(first, sliceOfTile(cst(0), keyVectors));
+      continue;
+    }
+    if (slice >= keyVectors) {
+      // On a band's edge, the vectors the rows see (a case each count),
+      // the others 0: their lanes are excluded for every row of the tile.
+      SmallVector<Type> types(tileRows.size() * keyVectors, vecType);
+      SmallVector<int64_t> counts;
+      for (int64_t n = 1; n < keyVectors; ++n)
+        counts.push_back(n);
+      auto seenSwitch =
+          scf::IndexSwitchOp::create(b, types, seen, counts, counts.size());
+      auto emitCase = [&](Region &region, int64_t count) {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(&region.emplaceBlock());
+        SmallVector<Value> part = sliceOfTile(cst(0), count), tile;
+        for (size_t r = 0; r < tileRows.size(); ++r)
+          for (int64_t v = 0; v < keyVectors; ++v)
+            tile.push_back(v < count ? part[r * count + v] : zeroVector());
+        scf::YieldOp::create(b, tile);
+      };
+      for (auto [i, count] : llvm::enumerate(counts))
+        emitCase(seenSwitch.getCaseRegions()[i], count);
+      emitCase(seenSwitch.getDefaultRegion(), keyVectors);
+      SmallVector<Value> tile(seenSwitch.getResults());
+      use(first, tile);
       continue;
     }
     // A loop over the slices, not one copy each: from stores at constant

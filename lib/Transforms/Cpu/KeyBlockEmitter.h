@@ -114,9 +114,17 @@ protected:
   /// accumulators there. Where a tile's accumulators are more than
   /// tileAccumulators (AVX2), it is computed in slices of key vectors, each
   /// stored to tileScores, and `use` gets the whole tile loaded back.
-  void rowsTimesBlock(Value rows, Value blockT, int64_t width,
-                      ArrayRef<Value> rowAt,
-                      function_ref<void(int64_t, ArrayRef<Value>)> use);
+  /// With `seenVectors(first, count)` (the key vectors that tile rows
+  /// [first, first + count) see, or null for all of them), a whole tile
+  /// computes only those, its other vectors 0.
+  void
+  rowsTimesBlock(Value rows, Value blockT, int64_t width, ArrayRef<Value> rowAt,
+                 function_ref<void(int64_t, ArrayRef<Value>)> use,
+                 function_ref<Value(int64_t, int64_t)> seenVectors = nullptr);
+  /// How many of the block's key vectors (from its first) rows [firstRow,
+  /// firstRow + count) may see: with the band's right edge, up to the last
+  /// row's last key (in [1, keyVectors]); null without one (all).
+  Value seenKeyVectors(const KeyBlock &block, Value firstRow, int64_t count);
   /// The final scores s of register tile `scores` of row `r` (the scale,
   /// the soft cap, the bias loaded by loadMask): vector `v`'s. With
   /// `capDerivative`, stores 1 − (s/c)² there (the soft cap's derivative);
