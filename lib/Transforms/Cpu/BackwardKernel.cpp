@@ -155,8 +155,6 @@ private:
                : fma(w, x, acc);
   }
   Value twice(Value index) { return arith::MulIOp::create(b, index, cst(2)); }
-  /// Pairs (a vector of 2·lanes bf16) with their non-finite elements 0.
-  Value finiteOrZeroBf16(Value pairs);
   void writeKeyBlock(const Group &group, const KeyBlock &keys);
   /// The rows of a register tile of rowsTimesBlock.
   int64_t tileRows(ArrayRef<Value> tile) const {
@@ -614,22 +612,6 @@ void BackwardLowering::pairRows(Value weights, Value weightPairs,
 Value BackwardLowering::toBf16(Value x) {
   return arith::TruncFOp::create(b, VectorType::get({lanes}, b.getBF16Type()),
                                  x);
-}
-
-Value BackwardLowering::finiteOrZeroBf16(Value pairs) {
-  // |x| below inf's bits (0x7f80): finite.
-  auto words = VectorType::get({2 * lanes}, b.getI16Type());
-  auto constant = [&](int64_t v) {
-    return arith::ConstantOp::create(
-        b, DenseElementsAttr::get(words, b.getI16IntegerAttr(v)));
-  };
-  Value bits = vector::BitCastOp::create(b, words, pairs);
-  Value finite = arith::CmpIOp::create(
-      b, arith::CmpIPredicate::ult,
-      arith::AndIOp::create(b, bits, constant(0x7fff)), constant(0x7f80));
-  return arith::SelectOp::create(
-      b, finite, pairs,
-      vector::BitCastOp::create(b, pairs.getType(), constant(0)));
 }
 
 void BackwardLowering::storeProbs(const Group &group, const KeyBlock &block,

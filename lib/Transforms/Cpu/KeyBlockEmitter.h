@@ -86,6 +86,19 @@ protected:
   void packBlockT(Value source, Value batch, Value kvHead,
                   const KeyBlock &block, Value blockT, int64_t width,
                   function_ref<void(Value, Value, Value)> each = {});
+  /// packBlockT element by element (any strides, any vector width).
+  void packBlockTElementwise(Value source, Value batch, Value kvHead,
+                             const KeyBlock &block, Value blockT, int64_t width,
+                             function_ref<void(Value, Value, Value)> each);
+  /// Whether packBlockT transposes rows with unit stride into `blockT` by
+  /// registers (bf16 pairs on AVX-512) rather than element by element.
+  bool transposesPairs(Value blockT) const;
+  /// packKeys' bf16 pairs of keys from K with unit-stride rows (`rows`), a
+  /// vector of 16 columns of two keys a step.
+  void pairKeyRows(Value rows, Value batch, Value kvHead, const KeyBlock &block,
+                   Value keyRows);
+  /// Zeros a 2-D stack buffer.
+  void zeroBuffer(Value buffer);
   /// A [pad / 2][2·64] bf16 buffer of key pairs on the stack.
   Value pairBuffer(int64_t pad);
   /// Row `row` of `source` ([B, H, S, width] at (batch, head)) into row `r`
@@ -150,6 +163,8 @@ protected:
   /// there); where a position is excluded, its 0 weight must give 0, not
   /// 0·NaN.
   Value finiteOrZero(Value x);
+  /// Pairs (a vector of 2·lanes bf16) with their non-finite elements 0.
+  Value finiteOrZeroBf16(Value pairs);
   Value fma(Value a, Value x, Value acc) {
     return vector::FMAOp::create(b, a, x, acc);
   }

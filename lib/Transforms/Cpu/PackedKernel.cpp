@@ -274,8 +274,11 @@ void PackedKernel::packKeys(Value batch, Value kvHead, Value blockStart,
     ifUnitStride(
         op.getKey(),
         [&](Value rows) {
-          transposeKeyBlock(rows, batch, kvHead, blockStart, blockKeys,
-                            /*pairs=*/bf16Dot);
+          // Keys past the block repeat its last key: their score lanes
+          // are excluded later.
+          transposeRows(rows, {batch, kvHead}, blockStart, blockKeys, headDim,
+                        bf16Dot ? scratch.keyPairs : scratch.keysT,
+                        /*zeroPast=*/false);
         },
         elementKeys);
   else
@@ -322,60 +325,6 @@ void PackedKernel::packKeyColumn(Value batch, Value kvHead, Value key,
   forLoop(cst(0), cst(headDim), cst(1), [&](Value d) {
     Value k = loadF32(op.getKey(), {batch, kvHead, key, d});
     memref::StoreOp::create(b, k, scratch.keysT, ValueRange{d, j});
-  });
-}
-
-void PackedKernel::transposeKeyBlock(Value keyRows, Value batch, Value kvHead,
-                                     Value blockStart, Value blockKeys,
-                                     bool pairs) {
-  Value lastKey = arith::SubIOp::create(
-      b, arith::AddIOp::create(b, blockStart, blockKeys), cst(1));
-  auto tileType = VectorType::get({lanes, lanes}, f32);
-  // Per key, `lanes` 32-bit words: head dims, or pairs of them.
-  int64_t perWord = pairs ? 2 : 1;
-  int64_t words = headDim / perWord;
-  Value target = pairs ? scratch.keyPairs : scratch.keysT;
-  forLoop(cst(0), blockKeys, cst(lanes), [&](Value first) {
-    Value firstKey = arith::AddIOp::create(b, blockStart, first);
-    Value column = pairs ? arith::MulIOp::create(b, first, cst(2)) : first;
-    // The tile of words [w0, w0 + live): 16 row loads, a register
-    // transpose, `live` column stores.
-    auto transposeTile = [&](Value w0, int64_t live) {
-      Value tile = arith::ConstantOp::create(
-          b, DenseElementsAttr::get(tileType, b.getF32FloatAttr(0)));
-      Value col = pairs ? arith::MulIOp::create(b, w0, cst(2)) : w0;
-      for (int64_t r = 0; r < lanes; ++r) {
-        Value key = arith::MinSIOp::create(
-            b, arith::AddIOp::create(b, firstKey, cst(r)), lastKey);
-        Value row = loadRawChunkAt(keyRows, {batch, kvHead, key}, col,
-                                   live * perWord, lanes * perWord);
-        row = pairs ? Value(vector::BitCastOp::create(b, vecType, row))
-                    : widenToF32(row);
-        tile = vector::InsertOp::create(b, row, tile, ArrayRef<int64_t>{r});
-      }
-      Value columns = vector::TransposeOp::create(b, tile, {1, 0});
-      for (int64_t c = 0; c < live; ++c) {
-        Value word =
-            vector::ExtractOp::create(b, columns, ArrayRef<int64_t>{c});
-        if (pairs)
-          word = vector::BitCastOp::create(
-              b, VectorType::get({2 * lanes}, b.getBF16Type()), word);
-        vector::StoreOp::create(
-            b, word, target,
-            ValueRange{arith::AddIOp::create(b, w0, cst(c)), column});
-      }
-    };
-    // Whole tiles in a loop (unrolled, D = 256 made one 5000-instruction
-    // block that took LLVM's instruction selection a quarter second),
-    // then the partial tile of a D that is not a multiple of 16.
-    int64_t whole = words / lanes * lanes;
-    if (whole > lanes)
-      forLoop(cst(0), cst(whole), cst(lanes),
-              [&](Value w0) { transposeTile(w0, lanes); });
-    else if (whole == lanes)
-      transposeTile(cst(0), lanes);
-    if (words > whole)
-      transposeTile(cst(whole), words - whole);
   });
 }
 

@@ -74,16 +74,6 @@ protected:
   /// KT[d][j] = K[key][d] for one key, element by element.
   void packKeyColumn(Value batch, Value kvHead, Value key, Value j);
 
-  /// KT = the block's K transposed, 16 keys x 16 head dims at a time: 16
-  /// row loads (`keyRows`: K with unit-stride rows), one vector.transpose,
-  /// 16 column stores. With `pairs`, KP for the bf16 dot product instead:
-  /// a pair (K[j][2p], K[j][2p+1]) is one 32-bit word, so KP is the
-  /// transpose of the rows seen as words, 16 keys x 16 pairs at a time.
-  /// Keys past the block repeat its last key (their score lanes are
-  /// excluded later).
-  void transposeKeyBlock(Value keyRows, Value batch, Value kvHead,
-                         Value blockStart, Value blockKeys, bool pairs);
-
   /// VP2[j/2][2e + j%2] = V[key][e] (bf16, not widened).
   void packValuePairs(Value batch, Value kvHead, Value key, Value j);
 

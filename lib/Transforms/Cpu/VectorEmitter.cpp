@@ -309,6 +309,90 @@ SmallVector<Value> VectorEmitter::transposeTile(ArrayRef<Value> rows) {
   return columns;
 }
 
+void VectorEmitter::transposeRows(Value rowsView, ValueRange prefix,
+                                  Value start, Value count, int64_t width,
+                                  Value target, bool zeroPast) {
+  bool pairs = cast<MemRefType>(target.getType()).getElementType().isBF16();
+  int64_t perWord = pairs ? 2 : 1;
+  int64_t words = llvm::divideCeil(width, perWord);
+  Value lastRow =
+      arith::SubIOp::create(b, arith::AddIOp::create(b, start, count), cst(1));
+  auto tileType = VectorType::get({lanes, lanes}, f32);
+  forLoop(cst(0), count, cst(lanes), [&](Value first) {
+    Value firstRow = arith::AddIOp::create(b, start, first);
+    Value column = pairs ? arith::MulIOp::create(b, first, cst(2)) : first;
+    if (zeroPast) {
+      // The next group's rows, while this one's are transposed (the tiles
+      // read 16 rows a cache line each, which the hardware prefetcher
+      // follows less well than rows read in order).
+      for (int64_t r = 0; r < lanes; ++r) {
+        SmallVector<Value, 4> index(prefix.begin(), prefix.end());
+        index.push_back(arith::MinSIOp::create(
+            b, arith::AddIOp::create(b, firstRow, cst(lanes + r)), lastRow));
+        prefetchRow(rowsView, index, width);
+      }
+    }
+    // The tile of words [w0, w0 + live), `elements` of each row from w0's
+    // (a half pair at an odd end): `lanes` row loads, a register transpose,
+    // `live` column stores.
+    auto transposeTile = [&](Value w0, int64_t live, int64_t elements) {
+      Value tile = arith::ConstantOp::create(
+          b, DenseElementsAttr::get(tileType, b.getF32FloatAttr(0)));
+      Value col = pairs ? arith::MulIOp::create(b, w0, cst(2)) : w0;
+      for (int64_t r = 0; r < lanes; ++r) {
+        Value rowIndex = arith::AddIOp::create(b, firstRow, cst(r));
+        Value at = arith::MinSIOp::create(b, rowIndex, lastRow);
+        SmallVector<Value, 4> index(prefix.begin(), prefix.end());
+        index.push_back(at);
+        Value row;
+        if (!zeroPast) {
+          row = loadRawChunkAt(rowsView, index, col, elements, lanes * perWord);
+        } else {
+          // A row past the count: no lane read.
+          Value alive = arith::CmpIOp::create(b, arith::CmpIPredicate::sle,
+                                              rowIndex, lastRow);
+          Value read = arith::SelectOp::create(b, alive, cst(elements), cst(0));
+          Type elem = cast<MemRefType>(rowsView.getType()).getElementType();
+          auto type = VectorType::get({lanes * perWord}, elem);
+          index.push_back(col);
+          row = vector::MaskedLoadOp::create(
+              b, type, rowsView, index,
+              vector::CreateMaskOp::create(
+                  b, VectorType::get({lanes * perWord}, b.getI1Type()),
+                  ValueRange{read}),
+              vector::BroadcastOp::create(
+                  b, type, arith::ConstantOp::create(b, b.getZeroAttr(elem))));
+        }
+        row = pairs ? Value(vector::BitCastOp::create(b, vecType, row))
+                    : widenToF32(row);
+        tile = vector::InsertOp::create(b, row, tile, ArrayRef<int64_t>{r});
+      }
+      Value columns = vector::TransposeOp::create(b, tile, {1, 0});
+      for (int64_t c = 0; c < live; ++c) {
+        Value word =
+            vector::ExtractOp::create(b, columns, ArrayRef<int64_t>{c});
+        if (pairs)
+          word = vector::BitCastOp::create(
+              b, VectorType::get({2 * lanes}, b.getBF16Type()), word);
+        vector::StoreOp::create(
+            b, word, target,
+            ValueRange{arith::AddIOp::create(b, w0, cst(c)), column});
+      }
+    };
+    // Whole tiles in a loop (unrolled, D = 256 made one 5000-instruction
+    // block that took LLVM's instruction selection a quarter second),
+    // then the partial tile of a width that is not a multiple of 16 words.
+    int64_t whole = words / lanes * lanes;
+    if (whole > lanes)
+      forLoop(cst(0), cst(whole), cst(lanes),
+              [&](Value w0) { transposeTile(w0, lanes, lanes * perWord); });
+    else if (whole == lanes)
+      transposeTile(cst(0), lanes, lanes * perWord);
+    if (words > whole)
+      transposeTile(cst(whole), words - whole, width - whole * perWord);
+  });
+}
+
 Value VectorEmitter::transposedSum(ArrayRef<Value> vectors) {
   SmallVector<Value> level(vectors.begin(), vectors.end());
   for (int64_t length = lanes; length > 1; length /= 2) {

@@ -155,6 +155,19 @@ protected:
   /// lowers to a tree of shuffles.
   SmallVector<Value> transposeTile(ArrayRef<Value> rows);
 
+  /// Rows [start, start + count) of a [..., rows, width] memref with unit-
+  /// stride rows (`rowsView` at `prefix`, its leading indices) transposed
+  /// into `target`, `lanes` rows x `lanes` 32-bit words at a time (row
+  /// loads, one vector.transpose, column stores): an f32 target [width][N]
+  /// gets row j's column c at [c][j]; a bf16 target [words][2N] gets the
+  /// pairs of 16-bit columns as words, row j's columns 2p and 2p + 1 at
+  /// [p][2j] and [p][2j + 1] (an odd width's last pair ends in 0). In the
+  /// last group of `lanes` rows, the rows past the count read as 0
+  /// (`zeroPast`, which also prefetches each next group's rows while a
+  /// group is transposed) or as the last row again.
+  void transposeRows(Value rowsView, ValueRange prefix, Value start,
+                     Value count, int64_t width, Value target, bool zeroPast);
+
   /// Lane n of the result = the sum of vectors[n]'s lanes (as many vectors
   /// as lanes): each level adds the two halves of every segment of a pair
   /// of vectors, gathered by two shuffles, halving the segments' length and
