@@ -96,6 +96,7 @@ bool mlir::attn::resolveCpuTarget(llvm::StringRef cpu, llvm::StringRef features,
   target.amx = target.vectorWidth == 16 && has("avx512bf16") &&
                has("amx-tile") && has("amx-bf16");
   target.blockPrefetch = blockPrefetchPays(cpu);
+  target.smallBf16Blocks = smallBf16BlocksPay(cpu);
   return true;
 }
 
@@ -123,6 +124,13 @@ bool mlir::attn::blockPrefetchPays(llvm::StringRef cpu) {
   // not measured, keep it.
   return llvm::X86::parseArchX86(cpu, /*Only64Bit=*/true) !=
          llvm::X86::CK_ZNVER3;
+}
+
+bool mlir::attn::smallBf16BlocksPay(llvm::StringRef cpu) {
+  // Measured on Zen 5 (EPYC, family 26 model 2: 48 KiB L1d), attn-bench
+  // --compare against --key-tile-size=64 --row-block=4, S = 1024-4096.
+  return llvm::X86::parseArchX86(cpu, /*Only64Bit=*/true) ==
+         llvm::X86::CK_ZNVER5;
 }
 
 int64_t mlir::attn::cpuLaneRows(const CpuTarget &target,
@@ -175,16 +183,18 @@ KernelAttr mlir::attn::chooseCpuKernel(AttentionOp op, const CpuTarget &target,
   //   V panels (bf16, 256 (D + Dv) bytes) would not fit a 48 KiB L1d
   //   (Zen 5's and recent Xeons'): D = Dv >= 112 (measured on Zen 5,
   //   D = 112-256 full, causal, windowed and masked: 1.11-1.25x against
-  //   128 x 2; D = 96, whose panels just fit, 0.96x). Else 3 rows where
-  //   their P·V accumulators fit one pass (3 x Dv/16 <= 16 vectors, Dv <=
-  //   80): 24 score accumulators for 128 keys; 4-8 % faster than 2 rows at
-  //   D = 64 on Zen 4, full and causal.
+  //   128 x 2; D = 96, whose panels just fit, 0.96x), and at every D on
+  //   Zen 5 (smallBf16BlocksPay). Else 3 rows where their P·V accumulators
+  //   fit one pass (3 x Dv/16 <= 16 vectors, Dv <= 80): 24 score
+  //   accumulators for 128 keys; 4-8 % faster than 2 rows at D = 64 on
+  //   Zen 4, full and causal.
   int64_t keyBlock = ::mlir::attn::defaults::kKeyBlock,
           rowBlock = ::mlir::attn::defaults::kRowBlock;
   if (target.vectorWidth == 16 && !shape.decoding) {
     constexpr int64_t kL1Bytes = 48 * 1024;
     bool panelsFit = 128 * (shape.headDim + shape.valueDim) * 2 <= kL1Bytes;
-    if (shape.element.isF32() || (bf16Dot && !panelsFit)) {
+    if (shape.element.isF32() ||
+        (bf16Dot && (!panelsFit || target.smallBf16Blocks))) {
       keyBlock = 64;
       rowBlock = 4;
     } else if (bf16Dot && 3 * llvm::divideCeil(shape.valueDim, 16) <= 16) {

@@ -33,6 +33,10 @@ struct CpuTarget {
   /// Lane-rows kernels prefetch the next key block during P·V
   /// (blockPrefetchPays).
   bool blockPrefetch = true;
+  /// With the bf16 dot product, prefill takes 64-key blocks by 4 rows at
+  /// every head dim, not only where 128 keys' panels overflow the L1d
+  /// (smallBf16BlocksPay).
+  bool smallBf16Blocks = false;
 };
 
 /// Whether vdpbf16ps outruns widening bf16 to f32 for FMAs on `cpu` (an
@@ -50,6 +54,15 @@ bool bf16DotPays(llvm::StringRef cpu);
 /// within the noise; on AMD Zen 3 the same kernels ran 1.07-1.30x faster
 /// without it (S = 2048 and 8192, D = 64-256, full and causal).
 bool blockPrefetchPays(llvm::StringRef cpu);
+
+/// Whether bf16 prefill by the dot product runs faster in 64-key blocks by
+/// 4 rows (16 score accumulators) than in 128-key blocks by 3 or 2 rows
+/// (24 or 16) on `cpu` (an LLVM CPU name), where 128 keys' K and V panels
+/// fit the L1d. On Zen 5 it does at D = 32, 64 and 96 (1.08-1.11x, full and
+/// causal; D = 80 0.99-1.02x): 3 rows x 8 score vectors, 8 K vectors and
+/// the query pair are 33 registers, one accumulator spilled in the loop.
+/// Zen 4, not measured, keeps 128-key blocks.
+bool smallBf16BlocksPay(llvm::StringRef cpu);
 
 /// Registers LLVM's native target and its assembly printer, once per
 /// process whichever thread asks first (LLVM's own registration races).

@@ -16,6 +16,7 @@
 #include "lib/Harness/Conformance.h"
 #include "lib/Compiler/Compiler.h"
 #include "lib/Harness/Harness.h"
+#include "lib/Transforms/KernelChoice.h"
 #include "test/Integration/Ptxas.h"
 #include "test/Integration/SelectedCases.h"
 
@@ -202,35 +203,57 @@ INSTANTIATE_TEST_SUITE_P(Matrix, Backward,
 INSTANTIATE_TEST_SUITE_P(Matrix, Weights,
                          ::testing::ValuesIn(conformanceCases()), caseName);
 
-/// The CPU's AMX micro-kernel on every case it takes (amxConformanceCases:
-/// the prefill cases in bf16). AmxEmulated chooses it as on a CPU with AMX
-/// and runs its tile operations as loops (--emulate-amx), which checks its
-/// code on any CPU with AVX-512 BF16; Amx compiles for the host, whose
-/// choice is the AMX kernel where the CPU has AMX, and is SKIPPED (not
-/// passed) where it has none.
-template <bool Emulated>
-class AmxKernels : public ::testing::TestWithParam<Case> {
+/// Other micro-kernels and blockings than the host's choice, on the prefill
+/// cases in bf16 (amxConformanceCases):
+/// - AmxEmulated: the CPU's AMX micro-kernel chosen as on a CPU with AMX,
+///   its tile operations run as loops (--emulate-amx), which checks its
+///   code on any CPU with AVX-512 BF16;
+/// - Amx: compiled for the host, whose choice is the AMX kernel where the
+///   CPU has AMX; SKIPPED (not passed) where it has none;
+/// - Bf16Blocks128: the dot product's 128-key blocks by 3 rows, which Zen 4
+///   takes where 128 keys' panels fit its L1d and Zen 5 (smallBf16Blocks)
+///   does not: checked on any CPU whose choice is the dot product.
+enum class Prefill { AmxEmulated, Amx, Bf16Blocks128 };
+
+template <Prefill Variant>
+class PrefillKernels : public ::testing::TestWithParam<Case> {
 public:
   static void SetUpTestSuite() {
     std::string error;
     ResolvedTarget host;
     ASSERT_TRUE(resolveTarget(CompileOptions(), host, error)) << error;
-    bool amx =
-        host.vectorWidth == 16 && host.has("amx-tile") && host.has("amx-bf16");
-    if (Emulated && !(host.vectorWidth == 16 && host.has("avx512bf16")))
-      skipReason = "the emulated AMX kernels take AVX-512 BF16, which this "
-                   "CPU (" +
-                   host.cpu + ") has not";
-    else if (!Emulated && !amx)
-      skipReason = "this CPU (" + host.cpu +
-                   ") has no AMX (amx-tile, amx-bf16): its kernels would not "
-                   "take the AMX micro-kernel";
+    bool bf16 = host.vectorWidth == 16 && host.has("avx512bf16");
+    bool amx = bf16 && host.has("amx-tile") && host.has("amx-bf16");
+    CompileOptions options;
+    switch (Variant) {
+    case Prefill::AmxEmulated:
+      if (!bf16)
+        skipReason = "the emulated AMX kernels take AVX-512 BF16, which this "
+                     "CPU (" +
+                     host.cpu + ") has not";
+      options.emulateAmx = true;
+      break;
+    case Prefill::Amx:
+      if (!amx)
+        skipReason = "this CPU (" + host.cpu +
+                     ") has no AMX (amx-tile, amx-bf16): its kernels would "
+                     "not take the AMX micro-kernel";
+      break;
+    case Prefill::Bf16Blocks128:
+      if (!bf16 || amx || !mlir::attn::bf16DotPays(host.cpu))
+        skipReason = "this CPU (" + host.cpu +
+                     ") does not take bf16's dot product (no AVX-512 BF16, "
+                     "AMX tiles, or Intel's slow vdpbf16ps)";
+      options.keyTileSize = 128;
+      options.rowBlock = 3;
+      break;
+    }
     if (!skipReason.empty())
       return;
-    CompileOptions options;
-    options.emulateAmx = Emulated;
-    state.build(Emulated ? "attn-amx-emulated" : "attn-amx", forwardSpec,
-                selectedCases(), amxConformanceCases(), options);
+    static const char *names[] = {"attn-amx-emulated", "attn-amx",
+                                  "attn-bf16-blocks-128"};
+    state.build(names[static_cast<int>(Variant)], forwardSpec, selectedCases(),
+                amxConformanceCases(), options);
     module = state.module;
     pool = state.pool;
   }
@@ -252,15 +275,19 @@ public:
   static inline std::string skipReason;
 };
 
-using AmxEmulated = AmxKernels<true>;
-using Amx = AmxKernels<false>;
+using AmxEmulated = PrefillKernels<Prefill::AmxEmulated>;
+using Amx = PrefillKernels<Prefill::Amx>;
+using Bf16Blocks128 = PrefillKernels<Prefill::Bf16Blocks128>;
 
 TEST_P(AmxEmulated, MatchesReference) { check(); }
 TEST_P(Amx, MatchesReference) { check(); }
+TEST_P(Bf16Blocks128, MatchesReference) { check(); }
 
 INSTANTIATE_TEST_SUITE_P(Matrix, AmxEmulated,
                          ::testing::ValuesIn(amxConformanceCases()), caseName);
 INSTANTIATE_TEST_SUITE_P(Matrix, Amx,
+                         ::testing::ValuesIn(amxConformanceCases()), caseName);
+INSTANTIATE_TEST_SUITE_P(Matrix, Bf16Blocks128,
                          ::testing::ValuesIn(amxConformanceCases()), caseName);
 
 /// The decoding cases, whose kernels have the key split's phases.

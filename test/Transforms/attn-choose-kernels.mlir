@@ -1,4 +1,5 @@
 // RUN: attn-opt %s --attn-choose-kernels="target=znver4" | FileCheck %s --check-prefix=ZEN4
+// RUN: attn-opt %s --attn-choose-kernels="target=znver5" | FileCheck %s --check-prefix=ZEN5
 // RUN: attn-opt %s --attn-choose-kernels="target=sapphirerapids" | FileCheck %s --check-prefix=SPR
 // RUN: attn-opt %s --attn-choose-kernels="target=emeraldrapids" | FileCheck %s --check-prefix=SPR
 // RUN: attn-opt %s --attn-choose-kernels="target=sapphirerapids features=-amx-bf16" | FileCheck %s --check-prefix=NOAMX
@@ -27,6 +28,8 @@
 // tiles for a banded op.
 // ZEN4-LABEL: func @f32_causal
 //       ZEN4: kernel <lane_rows, query_tile = 128, key_block = 64, row_block = 4, lane_rows = 64>
+// ZEN5-LABEL: func @f32_causal
+//       ZEN5: kernel <lane_rows, query_tile = 128, key_block = 64, row_block = 4, lane_rows = 64>
 //  SPR-LABEL: func @f32_causal
 //        SPR: kernel <lane_rows, query_tile = 128, key_block = 64, row_block = 4, lane_rows = 64>
 // AVX2-LABEL: func @f32_causal
@@ -50,11 +53,15 @@ func.func @f32_causal(%q: tensor<?x8x?x64xf32>, %k: tensor<?x2x?x64xf32>, %v: te
 }
 
 // bf16 on AVX-512 BF16 where the dot product pays: the packed path, 3 rows
-// where their P·V accumulators fit (Dv <= 80); Sapphire Rapids takes AMX
+// where their P·V accumulators fit (Dv <= 80); Zen 5 takes 64 keys by 4
+// rows at every head dim (3 rows x 8 score vectors spilled there);
+// Sapphire Rapids takes AMX
 // tiles (blocks of 16 rows, 64 keys), and without AMX widens bf16 on the
 // lane-rows path as an AVX2 CPU does; a GPU takes tensor cores.
 // ZEN4-LABEL: func @bf16_d64
 //       ZEN4: kernel <packed, query_tile = 256, key_block = 128, row_block = 3, lane_rows = 64, bf16_dot = true>
+// ZEN5-LABEL: func @bf16_d64
+//       ZEN5: kernel <packed, query_tile = 256, key_block = 64, row_block = 4, lane_rows = 64, bf16_dot = true>
 //  SPR-LABEL: func @bf16_d64
 //        SPR: kernel <amx, query_tile = 256, key_block = 64, row_block = 16, bf16_dot = true>
 // NOAMX-LABEL: func @bf16_d64
@@ -83,6 +90,8 @@ func.func @bf16_d64(%q: tensor<?x?x?x64xbf16>, %k: tensor<?x?x?x64xbf16>, %v: te
 // so 64-key blocks by 4 rows.
 // ZEN4-LABEL: func @bf16_d128
 //       ZEN4: kernel <packed, query_tile = 256, key_block = 64, row_block = 4, lane_rows = 64, bf16_dot = true>
+// ZEN5-LABEL: func @bf16_d128
+//       ZEN5: kernel <packed, query_tile = 256, key_block = 64, row_block = 4, lane_rows = 64, bf16_dot = true>
 //  SPR-LABEL: func @bf16_d128
 //        SPR: kernel <amx, query_tile = 256, key_block = 64, row_block = 16, bf16_dot = true>
 // NOAMX-LABEL: func @bf16_d128
