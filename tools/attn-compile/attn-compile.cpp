@@ -85,8 +85,8 @@ static cl::opt<int64_t>
     keyTile("key-tile-size",
             cl::desc("Keys per tile of the key loop (default: chosen per "
                      "kernel; CPU: 64 for f32 prefill on AVX-512 and for "
-                     "bf16 prefill with AVX-512 BF16 and D + Dv > 192, "
-                     "else 128; "
+                     "bf16 prefill with AVX-512 BF16 and D + Dv > 192 (on "
+                     "Zen 5 at any D), else 128; "
                      "GPU: 64, 32 for f32 with D > 128)"),
             cl::init(kDefaults.keyTileSize), cl::cat(category));
 static cl::opt<int64_t>
@@ -103,8 +103,8 @@ static cl::opt<int64_t>
              cl::desc("Query rows sharing each packed K/V load (CPU, 1-8; "
                       "default: chosen per kernel, 4 for f32 prefill on "
                       "AVX-512 and for bf16 prefill with AVX-512 BF16 and "
-                      "D + Dv > 192, 3 for the latter with Dv <= 80, else "
-                      "2)"),
+                      "D + Dv > 192 (on Zen 5 at any D), 3 for the latter "
+                      "with Dv <= 80, else 2)"),
              cl::init(kDefaults.rowBlock), cl::cat(category));
 static cl::opt<std::string> kernelChoice(
     "kernel",
