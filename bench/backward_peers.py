@@ -8,7 +8,9 @@ threads: attn's forward (with the LSE the backward needs), attn's backward
 forward and PyTorch's backward (``torch.autograd.grad`` on a retained graph:
 the backward alone, as ATen's CPU flash-attention kernel computes it). Each
 figure is the median of --repeat samples. Before timing, attn's gradients
-are checked against PyTorch's in float64 on the same inputs.
+are checked against PyTorch's in float64 on the same inputs. "bwd/fwd per
+round" is attn's backward time over its forward time from the two samples
+of each round, median and range (the host's drift between rounds cancels).
 
 FLOPs are the spec's (docs/spec.md): 2*(D + Dv) per allowed (query, key)
 pair for the forward, 2*(3D + 2Dv) for the backward (five products), so a
@@ -92,8 +94,8 @@ def main(argv=None):
     print("# GFLOP/s (spec FLOPs); ratios of times: torch/attn for the "
           "backward, attn backward/attn forward")
     print("| case | attn fwd | attn bwd | torch fwd | torch bwd | bwd speedup "
-          "| bwd/fwd | bwd % of peak |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| bwd/fwd | bwd/fwd per round | bwd % of peak |")
+    print("|---|---|---|---|---|---|---|---|---|")
     dtypes = {"f32": torch.float32, "bf16": torch.bfloat16}
     for case in cases(args.quick):
         if args.only and args.only not in label(case):
@@ -149,6 +151,10 @@ def main(argv=None):
                 time.sleep(peers.SETTLE_SECONDS)
                 samples[name].append(peers.seconds_per_call(run, 1))
         t = {name: statistics.median(s) for name, s in samples.items()}
+        # The same ratio from the two samples of each round (taken one after
+        # the other), median and range: the host's drift between rounds
+        # cancels in it.
+        rounds = sorted(b / f for f, b in zip(samples["attn fwd"], samples["attn bwd"]))
         gf = lambda flops, seconds: flops / seconds / 1e9  # noqa: E731
         print(f"| {label(case)} | {gf(fwd_flops, t['attn fwd']):.0f} "
               f"| {gf(bwd_flops, t['attn bwd']):.0f} "
@@ -156,6 +162,7 @@ def main(argv=None):
               f"| {gf(bwd_flops, t['torch bwd']):.0f} "
               f"| {t['torch bwd'] / t['attn bwd']:.2f}x "
               f"| {t['attn bwd'] / t['attn fwd']:.2f} "
+              f"| {statistics.median(rounds):.2f} ({rounds[0]:.2f}–{rounds[-1]:.2f}) "
               f"| {100 * gf(bwd_flops, t['attn bwd']) / peak:.0f} % |", flush=True)
 
 
