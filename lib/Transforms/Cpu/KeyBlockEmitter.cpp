@@ -144,11 +144,17 @@ void KeyBlockEmitter::packBlockT(Value source, Value batch, Value kvHead,
   ifUnitStride(
       source,
       [&](Value rows) {
-        zeroBuffer(blockT);
-        transposeRows(rows, {batch, kvHead}, block.start, block.count, width,
-                      blockT, /*zeroPast=*/true);
+        transposeBlock(rows, batch, kvHead, block, blockT, width);
       },
       elementwise);
+}
+
+void KeyBlockEmitter::transposeBlock(Value rows, Value batch, Value kvHead,
+                                     const KeyBlock &block, Value blockT,
+                                     int64_t width) {
+  zeroBuffer(blockT);
+  transposeRows(rows, {batch, kvHead}, block.start, block.count, width, blockT,
+                /*zeroPast=*/true);
 }
 
 bool KeyBlockEmitter::transposesPairs(Value blockT) const {
@@ -230,9 +236,7 @@ void KeyBlockEmitter::packKeys(Value batch, Value kvHead, const KeyBlock &block,
   ifUnitStride(
       key,
       [&](Value rows) {
-        zeroBuffer(keysT);
-        transposeRows(rows, {batch, kvHead}, block.start, block.count, headDim,
-                      keysT, /*zeroPast=*/true);
+        transposeBlock(rows, batch, kvHead, block, keysT, headDim);
         pairKeyRows(rows, batch, kvHead, block, keyRows);
       },
       elementwise);

@@ -93,6 +93,10 @@ protected:
   /// Whether packBlockT transposes rows with unit stride into `blockT` by
   /// registers (bf16 pairs on AVX-512) rather than element by element.
   bool transposesPairs(Value blockT) const;
+  /// packBlockT by register transposes, from `source` seen with unit-stride
+  /// rows (`rows`): `blockT` zeroed, then the block's rows transposed.
+  void transposeBlock(Value rows, Value batch, Value kvHead,
+                      const KeyBlock &block, Value blockT, int64_t width);
   /// packKeys' bf16 pairs of keys from K with unit-stride rows (`rows`), a
   /// vector of 16 columns of two keys a step.
   void pairKeyRows(Value rows, Value batch, Value kvHead, const KeyBlock &block,

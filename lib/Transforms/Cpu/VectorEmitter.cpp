@@ -269,6 +269,21 @@ Value VectorEmitter::loadRawChunkAt(Value rowsMemref, ValueRange rowIndex,
       pass);
 }
 
+Value VectorEmitter::loadRawChunkAt(Value rowsMemref, ValueRange rowIndex,
+                                    Value col, Value live, int64_t width) {
+  Type elem = cast<MemRefType>(rowsMemref.getType()).getElementType();
+  auto type = VectorType::get({width}, elem);
+  SmallVector<Value, 4> at(rowIndex.begin(), rowIndex.end());
+  at.push_back(col);
+  Value pass = vector::BroadcastOp::create(
+      b, type, arith::ConstantOp::create(b, b.getZeroAttr(elem)));
+  return vector::MaskedLoadOp::create(
+      b, type, rowsMemref, at,
+      vector::CreateMaskOp::create(b, VectorType::get({width}, b.getI1Type()),
+                                   ValueRange{live}),
+      pass);
+}
+
 Value VectorEmitter::loadRowChunk(Value rowsMemref, ValueRange rowIndex,
                                   int64_t col, int64_t limit) {
   return widenToF32(loadRawChunk(rowsMemref, rowIndex, col, limit, lanes));
@@ -351,17 +366,10 @@ void VectorEmitter::transposeRows(Value rowsView, ValueRange prefix,
           // A row past the count: no lane read.
           Value alive = arith::CmpIOp::create(b, arith::CmpIPredicate::sle,
                                               rowIndex, lastRow);
-          Value read = arith::SelectOp::create(b, alive, cst(elements), cst(0));
-          Type elem = cast<MemRefType>(rowsView.getType()).getElementType();
-          auto type = VectorType::get({lanes * perWord}, elem);
-          index.push_back(col);
-          row = vector::MaskedLoadOp::create(
-              b, type, rowsView, index,
-              vector::CreateMaskOp::create(
-                  b, VectorType::get({lanes * perWord}, b.getI1Type()),
-                  ValueRange{read}),
-              vector::BroadcastOp::create(
-                  b, type, arith::ConstantOp::create(b, b.getZeroAttr(elem))));
+          row = loadRawChunkAt(
+              rowsView, index, col,
+              arith::SelectOp::create(b, alive, cst(elements), cst(0)),
+              lanes * perWord);
         }
         row = pairs ? Value(vector::BitCastOp::create(b, vecType, row))
                     : widenToF32(row);

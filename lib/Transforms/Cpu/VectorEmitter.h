@@ -130,6 +130,10 @@ protected:
   /// first `live` are read (the others are 0).
   Value loadRawChunkAt(Value rowsMemref, ValueRange rowIndex, Value col,
                        int64_t live, int64_t width);
+  /// The same with the count read known at run time: `live` elements
+  /// (an index), the others 0.
+  Value loadRawChunkAt(Value rowsMemref, ValueRange rowIndex, Value col,
+                       Value live, int64_t width);
   /// `lanes` elements of a unit-stride row from column `col` (masked past
   /// `limit` columns), widened to f32.
   Value loadRowChunk(Value rowsMemref, ValueRange rowIndex, int64_t col,
