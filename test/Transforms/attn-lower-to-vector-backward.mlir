@@ -269,7 +269,11 @@ func.func @backward_grad_captures(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16x
 // bf16 and interleaved two rows at a time ([16/2][2·64]), the rows of dO
 // and Q interleaved the same way with non-finite elements 0 ([8][2·16]),
 // 8 steps per tile; dQ += dS·K over pairs of keys (32 steps): dS's bf16
-// rows ([16][64]) against K packed as pairs of keys ([64/2][2·16]).
+// rows ([16][64]) against K packed as pairs of keys ([64/2][2·16]). K^T's
+// pairs are packed by register transposes of 16 keys x 16 words: the next
+// 16 keys' rows prefetched, 16 row loads (masked: a key past the block's
+// count reads nothing), the 8 words of the head's 16 dims stored as pairs;
+// K's pairs of keys as two rows interleaved, non-finite elements 0.
 
 // CHECK-LABEL: func @backward_bf16
 //   CHECK-NOT: x86vector.avx512.dot
@@ -287,6 +291,15 @@ func.func @backward_grad_captures(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16x
 //   DOT-DAG: %[[DSROWS:.+]] = memref.alloca() {alignment = 64 : i64} : memref<16x64xbf16>
 //       DOT: %[[QROWS:.+]] = memref.alloc(%{{.+}}) {alignment = 64 : i64} : memref<?x16xbf16>
 //       DOT: %[[DOROWS:.+]] = memref.alloc(%{{.+}}) {alignment = 64 : i64} : memref<?x16xbf16>
+//       DOT: scf.for %{{.+}} = %c0 to %{{.+}} step %c64 {
+//       DOT:   scf.for %{{.+}} = %c0 to %{{.+}} step %c16 {
+//       DOT:     memref.prefetch
+// DOT-COUNT-16:    vector.maskedload %{{.+}} : memref<1x1x?x16xbf16, strided<[?, ?, 16, 1]>>, vector<32xi1>, vector<32xbf16> into vector<32xbf16>
+//       DOT:     vector.store %{{.+}}, %{{.+}}[%c7, %{{.+}}] : memref<8x128xbf16>, vector<32xbf16>
+//       DOT:   scf.for
+//       DOT:     vector.interleave %{{.+}}, %{{.+}} : vector<16xbf16> -> vector<32xbf16>
+//       DOT:     arith.cmpi ult, %{{.+}}, %{{.+}} : vector<32xi16>
+//       DOT:     vector.store %{{.+}}, %[[KROWS]][%{{.+}}, %c0] : memref<32x32xbf16>, vector<32xbf16>
 //       DOT: scf.for %{{.+}} = %c0 to %c8 step %c1 iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
 // DOT-COUNT-4:   vector.load %[[KP]][%{{.+}}, %c{{[0-9]+}}] : memref<8x128xbf16>, vector<32xbf16>
 //       DOT:     vector.load %[[QROWS]][%{{.+}}, %{{.+}}] : memref<?x16xbf16>, vector<2xbf16>
