@@ -1086,11 +1086,10 @@ bool hasAmx(const ::attn::ResolvedTarget &host) {
 /// (with --emulate-amx, AMX as if it had it).
 mlir::attn::CpuTarget cpuTarget(const ::attn::ResolvedTarget &host,
                                 const ::attn::CompileOptions &options) {
-  mlir::attn::CpuTarget target;
-  target.vectorWidth = host.vectorWidth;
-  target.bf16Dot = hasBf16Dot(host) && mlir::attn::bf16DotPays(host.cpu);
-  target.amx = hasAmx(host) || (options.emulateAmx && hasBf16Dot(host));
-  target.blockPrefetch = mlir::attn::blockPrefetchPays(host.cpu);
+  mlir::attn::CpuTarget target = mlir::attn::cpuTargetOf(
+      host.cpu, host.vectorWidth,
+      [&](llvm::StringRef feature) { return host.has(feature.str()); });
+  target.amx |= options.emulateAmx && hasBf16Dot(host);
   return target;
 }
 

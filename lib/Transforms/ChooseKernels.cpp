@@ -90,14 +90,22 @@ bool mlir::attn::resolveCpuTarget(llvm::StringRef cpu, llvm::StringRef features,
         return info->getFeatureBits().test(feature.Value);
     return false;
   };
-  target.vectorWidth = has("avx512f") ? 16 : has("avx") ? 8 : 4;
+  target = cpuTargetOf(cpu, has("avx512f") ? 16 : has("avx") ? 8 : 4, has);
+  return true;
+}
+
+CpuTarget
+mlir::attn::cpuTargetOf(llvm::StringRef cpu, int64_t vectorWidth,
+                        llvm::function_ref<bool(llvm::StringRef)> has) {
+  CpuTarget target;
+  target.vectorWidth = vectorWidth;
   target.bf16Dot =
       target.vectorWidth == 16 && has("avx512bf16") && bf16DotPays(cpu);
   target.amx = target.vectorWidth == 16 && has("avx512bf16") &&
                has("amx-tile") && has("amx-bf16");
   target.blockPrefetch = blockPrefetchPays(cpu);
   target.smallBf16Blocks = smallBf16BlocksPay(cpu);
-  return true;
+  return target;
 }
 
 bool mlir::attn::bf16DotPays(llvm::StringRef cpu) {

@@ -14,6 +14,7 @@
 
 #include "dialect/AttnOps.h"
 #include "lib/Support/Defaults.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 
 #include <string>
 
@@ -63,6 +64,13 @@ bool blockPrefetchPays(llvm::StringRef cpu);
 /// the query pair are 33 registers, one accumulator spilled in the loop.
 /// Zen 4, not measured, keeps 128-key blocks.
 bool smallBf16BlocksPay(llvm::StringRef cpu);
+
+/// What the choices read of LLVM CPU `cpu` with `vectorWidth` f32 lanes
+/// whose features `has` tells (by LLVM's names: "avx512bf16", "amx-tile",
+/// ...). The pass's target option (resolveCpuTarget) and attn-compile's
+/// host both go through it, so that a choice made per CPU reaches both.
+CpuTarget cpuTargetOf(llvm::StringRef cpu, int64_t vectorWidth,
+                      llvm::function_ref<bool(llvm::StringRef)> has);
 
 /// Registers LLVM's native target and its assembly printer, once per
 /// process whichever thread asks first (LLVM's own registration races).
