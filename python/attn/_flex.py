@@ -740,8 +740,10 @@ def _traced(score_mod, block_mask, device=None) -> Modifiers:
     if block_mask is None:
         return Modifiers(score_mod, None)
     table = block_mask.kernel_table(device)
-    if block_mask._all_full:  # all full: nothing to skip or evaluate
-        table = None
+    if block_mask._all_full:
+        # Every block full: nothing to skip, and (as in full blocks
+        # anywhere) no mask_mod to evaluate.
+        return Modifiers(score_mod, None)
     return Modifiers(score_mod, block_mask.mask_mod, table, block_mask.BLOCK_SIZE)
 
 

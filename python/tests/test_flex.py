@@ -605,6 +605,25 @@ def test_block_mask_changed_after_a_call():
     assert torch.equal(attn.flex_attention(q, k, v, block_mask=block_mask), first)
 
 
+def test_block_mask_all_full_leaves_the_mask_mod_out():
+    # A block mask that declares every block full promises that its
+    # mask_mod keeps every score: the kernel neither reads a table nor
+    # evaluates the mask_mod (as in any full block), so a mask_mod that
+    # reads a tensor costs nothing there.
+    ids = torch.arange(40, dtype=torch.int32)
+
+    def reads_ids(b, h, q_idx, kv_idx):
+        return ids[q_idx] >= 0
+
+    block_mask = attn.create_block_mask(reads_ids, None, None, 40, 40, BLOCK_SIZE=8)
+    assert bool((block_mask.kernel_table() == 2).all())
+    modifiers = attn._flex._traced(None, block_mask)
+    assert modifiers.source is None
+    q, k, v = random_qkv(1, 2, 2, 40, 40, 16, 16, torch.float32, seed=23)
+    out = attn.flex_attention(q, k, v, block_mask=block_mask)
+    assert torch.equal(out, attn.flex_attention(q, k, v))
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_block_sparse_skipping_per_batch_and_head(dtype):
     # The kernel skips the key blocks the block mask's table leaves out
