@@ -23,24 +23,76 @@ int64_t lanesOf(Value v) {
 } // namespace
 
 Value ModifierEmitter::score(Value score, ArrayRef<Value> indices,
-                             Value *derivative) {
+                             Value *derivative, const KeyReads *reads) {
   SmallVector<Value> arguments = {score};
   for (Value index : indices)
     arguments.push_back(asIndex(index));
-  return emit(*scoreMod, arguments, lanesOf(score), derivative);
+  return emit(*scoreMod, arguments, lanesOf(score), derivative,
+              /*seed=*/nullptr, /*seedIndices=*/nullptr, reads);
 }
 
 Value ModifierEmitter::keep(ArrayRef<Value> indices, int64_t lanes,
-                            Value promised) {
+                            Value promised, const KeyReads *reads) {
   SmallVector<Value> arguments;
   for (Value index : indices)
     arguments.push_back(asIndex(index));
-  Value kept = emit(*maskMod, arguments, lanes);
+  Value kept = emit(*maskMod, arguments, lanes, /*derivative=*/nullptr,
+                    /*seed=*/nullptr, /*seedIndices=*/nullptr, reads);
   if (!promised)
     return kept;
   if (auto vector = dyn_cast<VectorType>(kept.getType()))
     promised = vector::BroadcastOp::create(b, loc, vector, promised);
   return arith::OrIOp::create(b, loc, kept, promised);
+}
+
+ModifierEmitter::KeyReads ModifierEmitter::keyReads(Value keys) {
+  KeyReads reads;
+  int64_t lanes = lanesOf(keys);
+  for (Region *region : {scoreMod, maskMod}) {
+    if (!region)
+      continue;
+    // The values that depend on kv_idx (the last argument) and on nothing
+    // else of the position (constants included): computed once per vector
+    // of keys if a read of a captured tensor varies among them.
+    Block &block = region->front();
+    BlockArgument key = block.getArgument(block.getNumArguments() - 1);
+    DenseSet<Value> keyOnly = {key}, byKey = {key};
+    SmallVector<Operation *> ops;
+    bool anyRead = false;
+    for (Operation &op : block.without_terminator()) {
+      if (op.getNumRegions() != 0 ||
+          !llvm::all_of(op.getOperands(),
+                        [&](Value v) { return keyOnly.contains(v); }))
+        continue;
+      keyOnly.insert(op.result_begin(), op.result_end());
+      ops.push_back(&op);
+      if (llvm::none_of(op.getOperands(),
+                        [&](Value v) { return byKey.contains(v); }))
+        continue;
+      byKey.insert(op.result_begin(), op.result_end());
+      anyRead |= isa<CapturedOp>(op);
+    }
+    if (!anyRead)
+      continue;
+    IRMapping mapping;
+    mapping.map(key, asIndex(keys));
+    for (Operation *op : ops) {
+      SmallVector<Value> operands;
+      for (Value operand : op->getOperands())
+        operands.push_back(mapping.lookup(operand));
+      if (auto captured = dyn_cast<CapturedOp>(op)) {
+        bool varies = llvm::any_of(
+            operands, [](Value v) { return isa<VectorType>(v.getType()); });
+        Value element = read(captured.getCapture(), operands,
+                             captured.getType(), varies ? lanes : 0);
+        mapping.map(captured.getResult(), element);
+        reads[captured.getResult()] = element;
+        continue;
+      }
+      emitOp(*op, operands, lanes, mapping);
+    }
+  }
+  return reads;
 }
 
 void ModifierEmitter::captureReads(
@@ -86,9 +138,29 @@ Value ModifierEmitter::broadcast(Value v, int64_t lanes) {
                                      VectorType::get({lanes}, v.getType()), v);
 }
 
+Operation *ModifierEmitter::emitOp(Operation &op, ArrayRef<Value> operands,
+                                   int64_t lanes, IRMapping &mapping) {
+  if (!llvm::any_of(operands,
+                    [](Value v) { return isa<VectorType>(v.getType()); }))
+    return b.clone(op, mapping);
+  // The op on vectors: its scalar operands broadcast, its results vectors
+  // of the same element types.
+  IRMapping lanesMapping;
+  for (auto [operand, value] : llvm::zip(op.getOperands(), operands))
+    lanesMapping.map(operand, broadcast(value, lanes));
+  Operation *vectorOp = b.clone(op, lanesMapping);
+  for (auto [result, vectorResult] :
+       llvm::zip(op.getResults(), vectorOp->getResults())) {
+    vectorResult.setType(VectorType::get({lanes}, result.getType()));
+    mapping.map(result, vectorResult);
+  }
+  return vectorOp;
+}
+
 Value ModifierEmitter::emit(Region &region, ArrayRef<Value> arguments,
                             int64_t lanes, Value *derivative, Operation *seed,
-                            SmallVectorImpl<Value> *seedIndices) {
+                            SmallVectorImpl<Value> *seedIndices,
+                            const KeyReads *reads) {
   Block &block = region.front();
   IRMapping mapping;
   for (auto [argument, value] : llvm::zip(block.getArguments(), arguments))
@@ -127,6 +199,13 @@ Value ModifierEmitter::emit(Region &region, ArrayRef<Value> arguments,
     }
     if (auto captured = dyn_cast<CapturedOp>(op)) {
       bool seeded = &op == seed;
+      // Read ahead for these keys (keyReads), unless the derivative in
+      // this read's element needs its clamped indices.
+      if (Value ahead = reads && !seeded ? reads->lookup(captured.getResult())
+                                         : Value()) {
+        mapping.map(captured.getResult(), ahead);
+        continue;
+      }
       Value element = read(captured.getCapture(), operands, captured.getType(),
                            varies ? lanes : 0, seeded ? seedIndices : nullptr);
       mapping.map(captured.getResult(), element);
@@ -135,25 +214,9 @@ Value ModifierEmitter::emit(Region &region, ArrayRef<Value> arguments,
             floatConstant(element.getType(), 1.0);
       continue;
     }
-    if (!varies) {
-      Operation *scalarOp = b.clone(op, mapping);
-      if (derivative)
-        differentiate(op, scalarOp);
-      continue;
-    }
-    // The op on vectors: its scalar operands broadcast, its results
-    // vectors of the same element types.
-    IRMapping lanesMapping;
-    for (auto [operand, value] : llvm::zip(op.getOperands(), operands))
-      lanesMapping.map(operand, broadcast(value, lanes));
-    Operation *vectorOp = b.clone(op, lanesMapping);
-    for (auto [result, vectorResult] :
-         llvm::zip(op.getResults(), vectorOp->getResults())) {
-      vectorResult.setType(VectorType::get({lanes}, result.getType()));
-      mapping.map(result, vectorResult);
-    }
+    Operation *emitted = emitOp(op, operands, lanes, mapping);
     if (derivative)
-      differentiate(op, vectorOp);
+      differentiate(op, emitted);
   }
   Value yielded = mapping.lookup(block.getTerminator()->getOperand(0));
   if (derivative) {

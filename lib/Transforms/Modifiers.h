@@ -20,6 +20,7 @@
 
 #include "dialect/AttnOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
 
 namespace mlir {
 namespace attn {
@@ -63,6 +64,10 @@ public:
       : b(b), loc(loc), scoreMod(scoreMod), maskMod(maskMod),
         captures(captures) {}
 
+  /// Region values evaluated ahead for one vector of keys (keyReads): the
+  /// region's value -> the value emitted for it.
+  using KeyReads = DenseMap<Value, Value>;
+
   bool hasScoreMod() const { return scoreMod; }
   bool hasMaskMod() const { return maskMod; }
 
@@ -73,14 +78,23 @@ public:
   /// derivative in the score (of the score's type): forward-mode
   /// differentiation of the region's ops, which the backward's verifier
   /// admitted (undifferentiableScoreOp).
-  Value score(Value score, ArrayRef<Value> indices,
-              Value *derivative = nullptr);
+  Value score(Value score, ArrayRef<Value> indices, Value *derivative = nullptr,
+              const KeyReads *reads = nullptr);
   /// The mask_mod at the global indices: i1, or a vector of i1 of `lanes`
   /// lanes where `lanes` > 0 (a scalar result is then broadcast). With
   /// `promised` (i1), true wherever it holds: a block table's promise that
   /// every score of the block is kept, which the CPU honours by leaving the
   /// mask_mod out and the GPU kernels by this OR.
-  Value keep(ArrayRef<Value> indices, int64_t lanes, Value promised = Value());
+  Value keep(ArrayRef<Value> indices, int64_t lanes, Value promised = Value(),
+             const KeyReads *reads = nullptr);
+
+  /// The reads of captured tensors in either region whose indices depend
+  /// on kv_idx alone (a table of per-key values: a document id, a key
+  /// bias), emitted here for global keys `keys` (a vector of integers) so
+  /// that score() and keep() of the rows that score these keys take them
+  /// as `reads` instead of gathering them again, row after row. Empty where
+  /// no read varies with the key alone.
+  KeyReads keyReads(Value keys);
 
   /// A read of a captured f32 tensor by the score_mod, as the gradient of
   /// that tensor needs it: which capture, the element's indices (clamped as
@@ -109,7 +123,13 @@ private:
   /// `seedIndices`.
   Value emit(Region &region, ArrayRef<Value> arguments, int64_t lanes,
              Value *derivative = nullptr, Operation *seed = nullptr,
-             SmallVectorImpl<Value> *seedIndices = nullptr);
+             SmallVectorImpl<Value> *seedIndices = nullptr,
+             const KeyReads *reads = nullptr);
+  /// `op` (not an attn.captured) on the emitted `operands`: on scalars
+  /// where none is a vector, else on vectors of `lanes` (scalar operands
+  /// broadcast); its results mapped in `mapping`.
+  Operation *emitOp(Operation &op, ArrayRef<Value> operands, int64_t lanes,
+                    IRMapping &mapping);
   /// The derivative of `op`'s (float) result `result` (emitted, on
   /// `operands`) from its operands' derivatives (null: 0).
   Value derivativeOf(Operation &op, ValueRange operands, Value result,

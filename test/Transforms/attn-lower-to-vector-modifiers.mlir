@@ -3,31 +3,37 @@
 // The modifiers in the packed micro-kernel (docs/spec.md, "Score and mask
 // modifiers"): each vector of 16 keys gets its global key indices (the
 // origin's j plus the block's start plus the lane), the row's global
-// indices are scalars. The score_mod's ops run on vectors where they
-// involve a key index and on scalars where not (the head's slope is one
-// clamped scalar load); it takes the score in natural units (the base-2
-// score times ln 2) and gives it back times log2(e). The mask_mod gathers
-// the keys' document ids (clamped into the capture) and its false lanes
-// join the exclusions, applied after the score_mod.
+// indices are scalars. What reads a captured tensor by the key alone (the
+// keys' document ids: a clamped gather) is read once per key block, before
+// its rows. The score_mod's ops run on vectors where they involve a key
+// index and on scalars where not (the head's slope is one clamped scalar
+// load); it takes the score in natural units (the base-2 score times ln 2)
+// and gives it back times log2(e). The mask_mod compares the row's
+// document id with the keys' and its false lanes join the exclusions,
+// applied after the score_mod.
 
 // CHECK-LABEL: func @alibi_documents_tile
 //  CHECK-SAME: (%{{.+}}, %{{.+}}, %{{.+}}, %[[SLOPES:[a-z0-9]+]]: memref<?xf32>, %[[DOCS:[a-z0-9]+]]: memref<?xi32>, %[[B:[a-z0-9]+]]: index, %[[H:[a-z0-9]+]]: index, %[[I:[a-z0-9]+]]: index, %[[J:[a-z0-9]+]]: index,
-//       CHECK: %[[ROW:.+]] = arith.addi %[[I]], %{{.+}} : index
-//       CHECK: %[[KEY0:.+]] = arith.addi %[[J]], %{{.+}} : index
-//       CHECK: %[[KEYS:.+]] = arith.addi %{{.+}}, %{{.+}} : vector<16xi32>
-//       CHECK: %[[NATURAL:.+]] = arith.mulf %{{.+}}, %{{.+}} : vector<16xf32>
-//       CHECK: %[[KEYSX:.+]] = arith.index_cast %[[KEYS]] : vector<16xi32> to vector<16xindex>
-//       CHECK: %[[HC:.+]] = arith.minsi %{{.+}}, %{{.+}} : index
-//       CHECK: %[[SLOPE:.+]] = memref.load %[[SLOPES]][%[[HC]]] : memref<?xf32>
-//       CHECK: %[[D:.+]] = arith.subi %[[KEYSX]], %{{.+}} : vector<16xindex>
-//       CHECK: arith.sitofp %{{.+}} : vector<16xi64> to vector<16xf32>
-//       CHECK: %[[BIAS:.+]] = arith.mulf %{{.+}}, %{{.+}} : vector<16xf32>
-//       CHECK: %[[MODDED:.+]] = arith.addf %[[NATURAL]], %[[BIAS]] : vector<16xf32>
-//       CHECK: arith.mulf %[[MODDED]], %{{.+}} : vector<16xf32>
-//       CHECK: %[[DI:.+]] = memref.load %[[DOCS]][%{{.+}}] : memref<?xi32>
-//       CHECK: %[[JC:.+]] = arith.minsi %{{.+}}, %{{.+}} : vector<16xindex>
-//       CHECK: %[[DJ:.+]] = vector.gather %{{.+}}[%c0] [%[[JC]]], %{{.+}}, %{{.+}} : memref<?xi32, strided<[1], offset: ?>>, vector<16xindex>, vector<16xi1>, vector<16xi32> into vector<16xi32>
-//       CHECK: arith.cmpi eq, %{{.+}}, %[[DJ]] : vector<16xi32>
+//       CHECK: scf.for %[[KB:.+]] = %c0 to %{{.+}} step %c64 {
+//       CHECK:   %[[KEY0:.+]] = arith.addi %[[J]], %[[KB]] : index
+//       CHECK:   %[[KEYS:.+]] = arith.addi %{{.+}}, %{{.+}} : vector<16xi32>
+//       CHECK:   %[[KEYSX:.+]] = arith.index_cast %[[KEYS]] : vector<16xi32> to vector<16xindex>
+//       CHECK:   %[[JC:.+]] = arith.minsi %{{.+}}, %{{.+}} : vector<16xindex>
+//       CHECK:   %[[DJ:.+]] = vector.gather %{{.+}}[%c0] [%[[JC]]], %{{.+}}, %{{.+}} : memref<?xi32, strided<[1], offset: ?>>, vector<16xindex>, vector<16xi1>, vector<16xi32> into vector<16xi32>
+// CHECK-COUNT-3:   vector.gather
+//       CHECK:   scf.for %{{.+}} = %c0 to %c64 step %c2 {
+//       CHECK:     %[[ROW:.+]] = arith.addi %[[I]], %{{.+}} : index
+//       CHECK:     %[[NATURAL:.+]] = arith.mulf %{{.+}}, %{{.+}} : vector<16xf32>
+//       CHECK:     %[[HC:.+]] = arith.minsi %{{.+}}, %{{.+}} : index
+//       CHECK:     %[[SLOPE:.+]] = memref.load %[[SLOPES]][%[[HC]]] : memref<?xf32>
+//       CHECK:     %[[D:.+]] = arith.subi %[[KEYSX]], %{{.+}} : vector<16xindex>
+//       CHECK:     arith.sitofp %{{.+}} : vector<16xi64> to vector<16xf32>
+//       CHECK:     %[[BIAS:.+]] = arith.mulf %{{.+}}, %{{.+}} : vector<16xf32>
+//       CHECK:     %[[MODDED:.+]] = arith.addf %[[NATURAL]], %[[BIAS]] : vector<16xf32>
+//       CHECK:     arith.mulf %[[MODDED]], %{{.+}} : vector<16xf32>
+//       CHECK:     %[[DI:.+]] = memref.load %[[DOCS]][%{{.+}}] : memref<?xi32>
+//   CHECK-NOT:     vector.gather
+//       CHECK:     arith.cmpi eq, %{{.+}}, %[[DJ]] : vector<16xi32>
 func.func @alibi_documents_tile(%q: memref<1x1x64x16xf32>, %k: memref<1x1x?x16xf32>, %v: memref<1x1x?x16xf32>,
                       %slopes: memref<?xf32>, %docs: memref<?xi32>,
                       %b: index, %h: index, %i: index, %j: index,
@@ -61,8 +67,10 @@ func.func @alibi_documents_tile(%q: memref<1x1x64x16xf32>, %k: memref<1x1x?x16xf
 // entries its rows and keys cover (the tile's global rows / 128, the
 // block's global keys / 32, each clamped into the table: a [1, 1, ...]
 // table broadcasts): where all are 0 it skips the block, K/V packing
-// included; where all are 2 (full) it runs the block without the mask_mod
-// (no gather), else with it.
+// included. Then each block of rows reads its own entries: where all are
+// 0 it skips the rows; where all are 2 (full) it runs them without the
+// mask_mod (no compare with the keys' ids, gathered once per key block),
+// else with it.
 // CHECK-LABEL: func @block_table_tile
 //  CHECK-SAME: %[[TABLE:[a-z0-9]+]]: memref<?x?x?x?xi32>
 //       CHECK: scf.for %[[KB:.+]] =
@@ -74,10 +82,15 @@ func.func @alibi_documents_tile(%q: memref<1x1x64x16xf32>, %k: memref<1x1x?x16xf
 //       CHECK:       arith.ori %[[ANY]], %[[NZ]] : i1
 //       CHECK:       arith.andi %[[ALL]], %[[FULL]] : i1
 //       CHECK:   scf.if %[[ENTRIES]]#0 {
-//       CHECK:     scf.if %[[ENTRIES]]#1 {
-//   CHECK-NOT:       vector.gather
-//       CHECK:     } else {
-//       CHECK:       vector.gather
+//       CHECK:     %[[DJ:.+]] = vector.gather
+//       CHECK:     scf.for %[[FIRST:.+]] = %c0 to %c64 step %c2 {
+//       CHECK:       %[[ROWS:.+]]:2 = scf.for %{{.+}} iter_args(%{{.+}} = %false, %{{.+}} = %true) -> (i1, i1) {
+//       CHECK:         memref.load %[[TABLE]]
+//       CHECK:       scf.if %[[ROWS]]#0 {
+//       CHECK:         scf.if %[[ROWS]]#1 {
+//   CHECK-NOT:           arith.cmpi eq, %{{.+}}, %[[DJ]]
+//       CHECK:         } else {
+//       CHECK:           arith.cmpi eq, %{{.+}}, %[[DJ]]
 func.func @block_table_tile(%q: memref<1x1x64x16xf32>, %k: memref<1x1x?x16xf32>, %v: memref<1x1x?x16xf32>,
                       %docs: memref<?xi32>, %table: memref<?x?x?x?xi32>,
                       %b: index, %h: index, %i: index, %j: index,

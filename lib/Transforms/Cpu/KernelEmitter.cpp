@@ -1,6 +1,8 @@
 //===- KernelEmitter.cpp - What the CPU micro-kernels of one op share -----===//
 #include "lib/Transforms/Cpu/KernelEmitter.h"
 
+#include "llvm/Support/SaveAndRestore.h"
+
 #include "lib/Transforms/Passes.h"
 
 #include "llvm/Support/MathExtras.h"
@@ -92,21 +94,6 @@ void KernelEmitter::eachBandBlock(Value firstRow, Value count, Value keys,
   forLoop(first, last, cst(keyBlock), [&](Value blockStart) {
     Value blockKeys = arith::MinSIOp::create(
         b, arith::SubIOp::create(b, last, blockStart), cst(keyBlock));
-    // A key block the block mask leaves out: nothing to pack or compute.
-    // One it declares full: no mask_mod to evaluate.
-    std::optional<OpBuilder::InsertionGuard> inTable;
-    Value full;
-    if (table) {
-      auto [kept, allFull] =
-          blockTableEntries(op, op.getCaptures(), op.getOrigin(), batch, head,
-                            firstRow, count, blockStart, blockKeys);
-      auto keptIf = scf::IfOp::create(b, kept, /*withElseRegion=*/false);
-      inTable.emplace(b);
-      b.setInsertionPoint(keptIf.thenBlock()->getTerminator());
-      if (modifiers.hasMaskMod())
-        full = allFull;
-    }
-    prologue(blockStart, blockKeys);
     auto bandBody = [&] {
       if (!op.getCausal() && !op.getWindow())
         return body(blockStart, blockKeys);
@@ -121,17 +108,41 @@ void KernelEmitter::eachBandBlock(Value firstRow, Value count, Value keys,
       b.setInsertionPoint(inBand.elseBlock()->getTerminator());
       body(blockStart, blockKeys);
     };
-    if (!full)
+    if (!table) {
+      prologue(blockStart, blockKeys);
       return bandBody();
-    auto fullIf = scf::IfOp::create(b, full, /*withElseRegion=*/true);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPoint(fullIf.thenBlock()->getTerminator());
-    maskModOff = true;
-    bandBody();
-    maskModOff = false;
-    b.setInsertionPoint(fullIf.elseBlock()->getTerminator());
-    bandBody();
+    }
+    keptByTable(
+        batch, head, firstRow, count, blockStart, blockKeys,
+        [&] { prologue(blockStart, blockKeys); }, bandBody,
+        /*splitFull=*/!tableByRowBlocks);
   });
+}
+
+void KernelEmitter::keptByTable(Value batch, Value head, Value firstRow,
+                                Value count, Value blockStart, Value blockKeys,
+                                function_ref<void()> prologue,
+                                function_ref<void()> body, bool splitFull) {
+  // A key block the block mask leaves out: nothing to pack or compute.
+  // One it declares full: no mask_mod to evaluate.
+  auto [kept, allFull] =
+      blockTableEntries(op, op.getCaptures(), op.getOrigin(), batch, head,
+                        firstRow, count, blockStart, blockKeys);
+  auto keptIf = scf::IfOp::create(b, kept, /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(keptIf.thenBlock()->getTerminator());
+  if (prologue)
+    prologue();
+  if (!splitFull || !modifiers.hasMaskMod())
+    return body();
+  auto fullIf = scf::IfOp::create(b, allFull, /*withElseRegion=*/true);
+  b.setInsertionPoint(fullIf.thenBlock()->getTerminator());
+  {
+    llvm::SaveAndRestore off(maskModOff, true);
+    body();
+  }
+  b.setInsertionPoint(fullIf.elseBlock()->getTerminator());
+  body();
 }
 
 Value KernelEmitter::horizontalMax(Value vec) {
@@ -357,14 +368,30 @@ Value KernelEmitter::globalIndexOf(unsigned dim, Value local) {
   return globalIndex(b, b.getLoc(), op.getOrigin(), dim, local);
 }
 
-Value KernelEmitter::scoreModInBase2(Value s, ArrayRef<Value> indices) {
+SmallVector<ModifierEmitter::KeyReads>
+KernelEmitter::readByKey(Value blockStart, int64_t vectors) {
+  SmallVector<ModifierEmitter::KeyReads> reads;
+  if (!modifiers.hasScoreMod() && !modifiers.hasMaskMod())
+    return reads;
+  Value firstKey = globalIndexOf(3, blockStart);
+  for (int64_t v = 0; v < vectors; ++v) {
+    reads.push_back(modifiers.keyReads(laneIndices(firstKey, v)));
+    if (reads.back().empty())
+      return {};
+  }
+  return reads;
+}
+
+Value KernelEmitter::scoreModInBase2(Value s, ArrayRef<Value> indices,
+                                     const ModifierEmitter::KeyReads *reads) {
   auto factor = [&](double f) {
     Value c = f32Const(static_cast<float>(f));
     return isa<VectorType>(s.getType()) ? splat(c) : c;
   };
   return arith::MulFOp::create(
       b,
-      modifiers.score(arith::MulFOp::create(b, s, factor(M_LN2)), indices),
+      modifiers.score(arith::MulFOp::create(b, s, factor(M_LN2)), indices,
+                      /*derivative=*/nullptr, reads),
       factor(M_LOG2E));
 }
 
@@ -376,13 +403,16 @@ void KernelEmitter::applyModifiers(Value batch, Value head, Value row,
     return;
   Value gb = globalIndexOf(0, batch), gh = globalIndexOf(1, head),
         gi = globalIndexOf(2, row), firstKey = globalIndexOf(3, blockStart);
+  bool readAhead = blockStart == keyReadsStart;
   for (auto [v, score] : llvm::enumerate(scores)) {
     SmallVector<Value> indices = {gb, gh, gi, laneIndices(firstKey, v)};
+    const ModifierEmitter::KeyReads *reads =
+        readAhead && v < keyReads.size() ? &keyReads[v] : nullptr;
     if (modifiers.hasScoreMod())
-      score = scoreModInBase2(score, indices);
+      score = scoreModInBase2(score, indices, reads);
     if (modifiers.hasMaskMod() && !maskModOff) {
       Value dropped = arith::XOrIOp::create(
-          b, modifiers.keep(indices, lanes),
+          b, modifiers.keep(indices, lanes, Value(), reads),
           splat(arith::ConstantOp::create(b, b.getBoolAttr(true))));
       excluded[v] = excluded[v]
                         ? arith::OrIOp::create(b, excluded[v], dropped)

@@ -43,6 +43,16 @@ protected:
   /// Set while emitting a key block that the block table declares full:
   /// applyModifiers leaves the mask_mod out.
   bool maskModOff = false;
+  /// Set by a kernel that consults the block table per block of rows
+  /// (keptByTable in its body): eachBandBlock then only skips the key
+  /// blocks that no row of the tile keeps, and leaves full blocks to it.
+  bool tableByRowBlocks = false;
+  /// The modifiers' reads by key alone (ModifierEmitter::keyReads) of the
+  /// score vectors of the keys from keyReadsStart (op-local), one per
+  /// vector, while a kernel's rows score them: applyModifiers takes them
+  /// for these keys (the same Value) instead of reading again.
+  SmallVector<ModifierEmitter::KeyReads> keyReads;
+  Value keyReadsStart;
   /// Set while the packed path keeps the rows' sums in scratch.rowSums.
   bool vectorSums = false;
   Value diagonal; // set when the op is causal or windowed
@@ -92,12 +102,23 @@ protected:
   /// With `batch` and `head` (rows of one query head) and a block mask's
   /// table on the op (kBlockMaskAttrName), a key block whose table entries
   /// for these rows are all 0 is skipped, prologue included, and one whose
-  /// entries are all 2 (full) runs the body with maskModOff set. With
+  /// entries are all 2 (full) runs the body with maskModOff set (unless
+  /// tableByRowBlocks leaves that to the body). With
   /// `from` and `to`, only the keys of [from, to) among them.
   void eachBandBlock(Value firstRow, Value count, Value keys,
                      function_ref<void(Value, Value)> prologue,
                      function_ref<void(Value, Value)> body, Value batch = {},
                      Value head = {}, Value from = {}, Value to = {});
+
+  /// `prologue()` then `body()` if the block table keeps any score of keys
+  /// [blockStart, blockStart + blockKeys) for rows [firstRow, firstRow +
+  /// count) of `head`; with `splitFull` and a mask_mod, `body()` twice,
+  /// under an scf.if on whether the table declares them all full: with
+  /// maskModOff set (then), and clear (else).
+  void keptByTable(Value batch, Value head, Value firstRow, Value count,
+                   Value blockStart, Value blockKeys,
+                   function_ref<void()> prologue, function_ref<void()> body,
+                   bool splitFull = true);
 
   /// The factor from raw scores q·k to the base-2 scores the softmax
   /// takes: the op's scale times log2(e), rounded once.
@@ -148,13 +169,20 @@ protected:
   /// The score_mod of base-2 score `s` (a scalar or a vector) at global
   /// `indices` (i32 scalars or lane vectors): the region takes natural
   /// units, the base-2 score times ln 2, and its result times log2(e).
-  Value scoreModInBase2(Value s, ArrayRef<Value> indices);
+  Value scoreModInBase2(Value s, ArrayRef<Value> indices,
+                        const ModifierEmitter::KeyReads *reads = nullptr);
   /// The score_mod of a row's score vectors (base 2) of the block from
   /// blockStart, and the mask_mod's exclusions or'ed into `excluded`
   /// (vectors of i1, null where nothing is excluded yet); op-local indices.
   void applyModifiers(Value batch, Value head, Value row, Value blockStart,
                       MutableArrayRef<Value> scores,
                       MutableArrayRef<Value> excluded);
+  /// The modifiers' reads by key alone of `vectors` score vectors of keys
+  /// from blockStart (op-local), for keyReads; empty where they read
+  /// nothing by key alone.
+  SmallVector<ModifierEmitter::KeyReads> readByKey(Value blockStart,
+                                                   int64_t vectors);
+
   /// Dropout's keep bits (i1 vectors) of a block's `vectors` score vectors
   /// for each of `rows` (op-local indices; keys from blockStart): row by
   /// row, `vectors` a row.

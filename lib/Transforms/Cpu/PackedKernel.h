@@ -34,6 +34,11 @@ protected:
   void emitPackedBlock(Value batch, Value head, Value rows, Value blockStart,
                        Value blockKeys);
 
+  /// The block of rowBlock rows from `first` (the rows past `lastRow`
+  /// repeating it) over the key block.
+  void emitRowBlock(Value batch, Value head, Value first, Value lastRow,
+                    Value blockStart, Value blockKeys);
+
   /// The rows of `block` over the keys of the block from `blockStart` that
   /// some of them see (`seen`), in steps of bandKeyStep keys; a last step
   /// of at most half a step scores half the vectors.
