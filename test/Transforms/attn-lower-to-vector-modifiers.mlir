@@ -5,10 +5,11 @@
 // origin's j plus the block's start plus the lane), the row's global
 // indices are scalars. What reads a captured tensor by the key alone (the
 // keys' document ids: a clamped gather) is read once per key block, before
-// its rows. The score_mod's ops run on vectors where they involve a key
-// index and on scalars where not (the head's slope is one clamped scalar
-// load); it takes the score in natural units (the base-2 score times ln 2)
-// and gives it back times log2(e). The mask_mod compares the row's
+// its rows. Before the products, a block of rows to which the mask_mod
+// leaves no key is skipped (its keep bits or'ed). The score_mod's ops run
+// on vectors where they involve a key index and on scalars where not (the
+// head's slope is one clamped scalar load); it takes the score in natural
+// units (the base-2 score times ln 2) and gives it back times log2(e). The mask_mod compares the row's
 // document id with the keys' and its false lanes join the exclusions,
 // applied after the score_mod.
 
@@ -22,18 +23,23 @@
 //       CHECK:   %[[DJ:.+]] = vector.gather %{{.+}}[%c0] [%[[JC]]], %{{.+}}, %{{.+}} : memref<?xi32, strided<[1], offset: ?>>, vector<16xindex>, vector<16xi1>, vector<16xi32> into vector<16xi32>
 // CHECK-COUNT-3:   vector.gather
 //       CHECK:   scf.for %{{.+}} = %c0 to %c64 step %c2 {
-//       CHECK:     %[[ROW:.+]] = arith.addi %[[I]], %{{.+}} : index
-//       CHECK:     %[[NATURAL:.+]] = arith.mulf %{{.+}}, %{{.+}} : vector<16xf32>
-//       CHECK:     %[[HC:.+]] = arith.minsi %{{.+}}, %{{.+}} : index
-//       CHECK:     %[[SLOPE:.+]] = memref.load %[[SLOPES]][%[[HC]]] : memref<?xf32>
-//       CHECK:     %[[D:.+]] = arith.subi %[[KEYSX]], %{{.+}} : vector<16xindex>
-//       CHECK:     arith.sitofp %{{.+}} : vector<16xi64> to vector<16xf32>
-//       CHECK:     %[[BIAS:.+]] = arith.mulf %{{.+}}, %{{.+}} : vector<16xf32>
-//       CHECK:     %[[MODDED:.+]] = arith.addf %[[NATURAL]], %[[BIAS]] : vector<16xf32>
-//       CHECK:     arith.mulf %[[MODDED]], %{{.+}} : vector<16xf32>
-//       CHECK:     %[[DI:.+]] = memref.load %[[DOCS]][%{{.+}}] : memref<?xi32>
-//   CHECK-NOT:     vector.gather
-//       CHECK:     arith.cmpi eq, %{{.+}}, %[[DJ]] : vector<16xi32>
+//       CHECK:     %[[DI0:.+]] = memref.load %[[DOCS]][%{{.+}}] : memref<?xi32>
+//       CHECK:     %[[DIS:.+]] = vector.broadcast %[[DI0]] : i32 to vector<16xi32>
+//       CHECK:     arith.cmpi eq, %[[DIS]], %[[DJ]] : vector<16xi32>
+//       CHECK:     %[[ANY:.+]] = vector.reduction <or>, %{{.+}} : vector<16xi1> into i1
+//       CHECK:     scf.if %[[ANY]] {
+//       CHECK:       %[[SCALED:.+]] = arith.mulf %{{.+}}#0, %{{.+}} : vector<16xf32>
+//       CHECK:       %[[NATURAL:.+]] = arith.mulf %[[SCALED]], %{{.+}} : vector<16xf32>
+//       CHECK:       %[[HC:.+]] = arith.minsi %{{.+}}, %{{.+}} : index
+//       CHECK:       %[[SLOPE:.+]] = memref.load %[[SLOPES]][%[[HC]]] : memref<?xf32>
+//       CHECK:       %[[D:.+]] = arith.subi %[[KEYSX]], %{{.+}} : vector<16xindex>
+//       CHECK:       arith.sitofp %{{.+}} : vector<16xi64> to vector<16xf32>
+//       CHECK:       %[[BIAS:.+]] = arith.mulf %{{.+}}, %{{.+}} : vector<16xf32>
+//       CHECK:       %[[MODDED:.+]] = arith.addf %[[NATURAL]], %[[BIAS]] : vector<16xf32>
+//       CHECK:       arith.mulf %[[MODDED]], %{{.+}} : vector<16xf32>
+//       CHECK:       %[[DI:.+]] = memref.load %[[DOCS]][%{{.+}}] : memref<?xi32>
+//   CHECK-NOT:       vector.gather
+//       CHECK:       arith.cmpi eq, %{{.+}}, %[[DJ]] : vector<16xi32>
 func.func @alibi_documents_tile(%q: memref<1x1x64x16xf32>, %k: memref<1x1x?x16xf32>, %v: memref<1x1x?x16xf32>,
                       %slopes: memref<?xf32>, %docs: memref<?xi32>,
                       %b: index, %h: index, %i: index, %j: index,

@@ -421,6 +421,25 @@ void KernelEmitter::applyModifiers(Value batch, Value head, Value row,
   }
 }
 
+Value KernelEmitter::anyKeptByMaskMod(Value batch, ArrayRef<AccRow> rows,
+                                      Value blockStart, int64_t vectors) {
+  Value gb = globalIndexOf(0, batch), firstKey = globalIndexOf(3, blockStart);
+  bool readAhead = blockStart == keyReadsStart;
+  Value any;
+  for (const AccRow &at : rows) {
+    Value gh = globalIndexOf(1, at.head), gi = globalIndexOf(2, at.row);
+    for (int64_t v = 0; v < vectors; ++v) {
+      const ModifierEmitter::KeyReads *reads =
+          readAhead && v < static_cast<int64_t>(keyReads.size()) ? &keyReads[v]
+                                                                 : nullptr;
+      Value kept = modifiers.keep({gb, gh, gi, laneIndices(firstKey, v)}, lanes,
+                                  Value(), reads);
+      any = any ? arith::OrIOp::create(b, any, kept).getResult() : kept;
+    }
+  }
+  return vector::ReductionOp::create(b, vector::CombiningKind::OR, any);
+}
+
 SmallVector<Value> KernelEmitter::dropoutKeeps(Value batch,
                                                ArrayRef<AccRow> rows,
                                                Value blockStart,

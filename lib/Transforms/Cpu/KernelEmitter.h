@@ -183,6 +183,12 @@ protected:
   SmallVector<ModifierEmitter::KeyReads> readByKey(Value blockStart,
                                                    int64_t vectors);
 
+  /// Whether the mask_mod keeps any of the `vectors` score vectors of keys
+  /// from blockStart (op-local) for any of `rows` (i1): the keep bits
+  /// applyModifiers computes for them (which LLVM then reuses), or'ed.
+  Value anyKeptByMaskMod(Value batch, ArrayRef<AccRow> rows, Value blockStart,
+                         int64_t vectors);
+
   /// Dropout's keep bits (i1 vectors) of a block's `vectors` score vectors
   /// for each of `rows` (op-local indices; keys from blockStart): row by
   /// row, `vectors` a row.

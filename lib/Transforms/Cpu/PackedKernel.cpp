@@ -103,6 +103,16 @@ void PackedKernel::emitRowBlock(Value batch, Value head, Value first,
     block.push_back(
         {head, arith::MinSIOp::create(
                    b, arith::AddIOp::create(b, first, cst(r)), lastRow)});
+  // Rows to which the mask_mod leaves no key of the block (most blocks of
+  // rows in a block table's partial blocks, for short documents): nothing
+  // to score, update or accumulate.
+  OpBuilder::InsertionGuard guard(b);
+  if (modifiers.hasMaskMod() && !maskModOff) {
+    auto anyKept = scf::IfOp::create(
+        b, anyKeptByMaskMod(batch, block, blockStart, keyBlock / lanes),
+        /*withElseRegion=*/false);
+    b.setInsertionPoint(anyKept.thenBlock()->getTerminator());
+  }
   if (!bandApplies())
     return emitRows(batch, block, blockStart, blockKeys, cst(0),
                     keyBlock / lanes);
@@ -119,7 +129,6 @@ void PackedKernel::emitRowBlock(Value batch, Value head, Value first,
       arith::CmpIOp::create(b, arith::CmpIPredicate::eq, seen.allTo,
                             blockKeys));
   auto split = scf::IfOp::create(b, whole, /*withElseRegion=*/true);
-  OpBuilder::InsertionGuard guard(b);
   b.setInsertionPoint(split.thenBlock()->getTerminator());
   {
     llvm::SaveAndRestore inside(blockInsideBand, true);
