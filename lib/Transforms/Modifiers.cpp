@@ -45,17 +45,19 @@ Value ModifierEmitter::keep(ArrayRef<Value> indices, int64_t lanes,
   return arith::OrIOp::create(b, loc, kept, promised);
 }
 
-ModifierEmitter::KeyReads ModifierEmitter::keyReads(Value keys) {
+ModifierEmitter::KeyReads ModifierEmitter::readsBy(unsigned fromEnd,
+                                                   Value indices) {
   KeyReads reads;
-  int64_t lanes = lanesOf(keys);
+  int64_t lanes = lanesOf(indices);
   for (Region *region : {scoreMod, maskMod}) {
     if (!region)
       continue;
-    // The values that depend on kv_idx (the last argument) and on nothing
-    // else of the position (constants included): computed once per vector
-    // of keys if a read of a captured tensor varies among them.
+    // The values that depend on that index argument (kv_idx, the last, or
+    // q_idx) and on nothing else of the position (constants included):
+    // computed once per vector of indices if a read of a captured tensor
+    // varies among them.
     Block &block = region->front();
-    BlockArgument key = block.getArgument(block.getNumArguments() - 1);
+    BlockArgument key = block.getArgument(block.getNumArguments() - fromEnd);
     DenseSet<Value> keyOnly = {key}, byKey = {key};
     SmallVector<Operation *> ops;
     bool anyRead = false;
@@ -75,7 +77,7 @@ ModifierEmitter::KeyReads ModifierEmitter::keyReads(Value keys) {
     if (!anyRead)
       continue;
     IRMapping mapping;
-    mapping.map(key, asIndex(keys));
+    mapping.map(key, asIndex(indices));
     for (Operation *op : ops) {
       SmallVector<Value> operands;
       for (Value operand : op->getOperands())

@@ -64,8 +64,8 @@ public:
       : b(b), loc(loc), scoreMod(scoreMod), maskMod(maskMod),
         captures(captures) {}
 
-  /// Region values evaluated ahead for one vector of keys (keyReads): the
-  /// region's value -> the value emitted for it.
+  /// Region values evaluated ahead for one vector of keys (keyReads) or of
+  /// rows (queryReads): the region's value -> the value emitted for it.
   using KeyReads = DenseMap<Value, Value>;
 
   bool hasScoreMod() const { return scoreMod; }
@@ -94,7 +94,10 @@ public:
   /// that score() and keep() of the rows that score these keys take them
   /// as `reads` instead of gathering them again, row after row. Empty where
   /// no read varies with the key alone.
-  KeyReads keyReads(Value keys);
+  KeyReads keyReads(Value keys) { return readsBy(/*fromEnd=*/1, keys); }
+  /// The same for the reads whose indices depend on q_idx alone, for the
+  /// global rows `rows` (a vector of integers, rows in lanes).
+  KeyReads queryReads(Value rows) { return readsBy(/*fromEnd=*/2, rows); }
 
   /// A read of a captured f32 tensor by the score_mod, as the gradient of
   /// that tensor needs it: which capture, the element's indices (clamped as
@@ -125,6 +128,9 @@ private:
              Value *derivative = nullptr, Operation *seed = nullptr,
              SmallVectorImpl<Value> *seedIndices = nullptr,
              const KeyReads *reads = nullptr);
+  /// keyReads (the index argument `fromEnd` from the last: 1 kv_idx, 2
+  /// q_idx) and queryReads.
+  KeyReads readsBy(unsigned fromEnd, Value indices);
   /// `op` (not an attn.captured) on the emitted `operands`: on scalars
   /// where none is a vector, else on vectors of `lanes` (scalar operands
   /// broadcast); its results mapped in `mapping`.

@@ -166,7 +166,10 @@ func.func @alibi_lane_rows_tile(%q: memref<1x1x64x16xf32>, %k: memref<1x1x?x16xf
 // key's a scalar load, broadcast; the false lanes score -inf before the
 // keys past the block are excluded. The block mask's table works as in
 // the packed kernel, per lane-rows tile: a key block whose entries are all
-// 0 is skipped, one whose entries are all 2 runs without the mask_mod.
+// 0 is skipped, one whose entries are all 2 runs without the mask_mod. In
+// the others the rows' document ids are gathered once, then the mask_mod
+// runs over the block's keys for every row until one is kept: a block it
+// leaves no key of is skipped too.
 // CHECK-LABEL: func @documents_lane_rows_tile
 //  CHECK-SAME: %[[DOCS:[a-z0-9]+]]: memref<?xi32>, %[[TABLE:[a-z0-9]+]]: memref<?x?x?x?xi32>
 //       CHECK: %[[ENTRIES:.+]]:2 = scf.for
@@ -176,11 +179,20 @@ func.func @alibi_lane_rows_tile(%q: memref<1x1x64x16xf32>, %k: memref<1x1x?x16xf
 //   CHECK-NOT:     vector.gather
 //       CHECK:   } else {
 //       CHECK:     %[[DI:.+]] = vector.gather %{{.+}}[%c0] [%{{.+}}], %{{.+}}, %{{.+}} : memref<?xi32, strided<[1], offset: ?>>, vector<16xindex>, vector<16xi1>, vector<16xi32> into vector<16xi32>
-//       CHECK:     %[[DJ:.+]] = memref.load %[[DOCS]][%{{.+}}] : memref<?xi32>
-//       CHECK:     %[[DJV:.+]] = vector.broadcast %[[DJ]] : i32 to vector<16xi32>
-//       CHECK:     %[[SAME:.+]] = arith.cmpi eq, %[[DI]], %[[DJV]] : vector<16xi32>
-//       CHECK:     %[[KEPT:.+]] = arith.select %[[SAME]], %{{.+}}, %[[NEGINF:.+]] : vector<16xi1>, vector<16xf32>
-//       CHECK:     arith.select %{{.+}}, %[[KEPT]], %[[NEGINF]] : vector<16xf32>
+// CHECK-COUNT-3:     vector.gather
+//       CHECK:     %[[SEEN:.+]]:2 = scf.while (%{{.+}} = %c0, %{{.+}} = %false) : (index, i1) -> (index, i1) {
+//       CHECK:     } do {
+//   CHECK-NOT:       vector.gather
+//       CHECK:       memref.load %[[DOCS]]
+//       CHECK:       arith.cmpi eq, %[[DI]], %{{.+}} : vector<16xi32>
+//       CHECK:       vector.reduction <or>, %{{.+}} : vector<16xi1> into i1
+//       CHECK:     scf.if %[[SEEN]]#1 {
+//   CHECK-NOT:       vector.gather
+//       CHECK:       %[[DJ:.+]] = memref.load %[[DOCS]][%{{.+}}] : memref<?xi32>
+//       CHECK:       %[[DJV:.+]] = vector.broadcast %[[DJ]] : i32 to vector<16xi32>
+//       CHECK:       %[[SAME:.+]] = arith.cmpi eq, %[[DI]], %[[DJV]] : vector<16xi32>
+//       CHECK:       %[[KEPT:.+]] = arith.select %[[SAME]], %{{.+}}, %[[NEGINF:.+]] : vector<16xi1>, vector<16xf32>
+//       CHECK:       arith.select %{{.+}}, %[[KEPT]], %[[NEGINF]] : vector<16xf32>
 func.func @documents_lane_rows_tile(%q: memref<1x1x64x16xf32>, %k: memref<1x1x?x16xf32>, %v: memref<1x1x?x16xf32>,
                       %docs: memref<?xi32>, %table: memref<?x?x?x?xi32>,
                       %b: index, %h: index, %i: index, %j: index,

@@ -420,6 +420,57 @@ public:
       for (int64_t v = 0; v < rowVectors; ++v)
         globalRows.push_back(laneIndices(firstRow, v));
     }
+    // What the modifiers read by the row alone (a query's document id),
+    // once per block for each row vector, not once per key.
+    SmallVector<ModifierEmitter::KeyReads> rowReads;
+    if (scoreMod || maskMod)
+      for (Value rows : globalRows)
+        rowReads.push_back(modifiers.queryReads(rows));
+    // A block of which the mask_mod leaves no key to any row of the tile
+    // (most blocks of short documents, inside a block table's partial
+    // ones): nothing to score, update or accumulate. The search stops at
+    // the first key some row keeps (its first key in a mostly kept block).
+    OpBuilder::InsertionGuard skipGuard(b);
+    if (maskMod) {
+      Value no = arith::ConstantOp::create(b, b.getBoolAttr(false));
+      auto search = scf::WhileOp::create(
+          b, b.getLoc(), TypeRange{b.getIndexType(), b.getI1Type()},
+          ValueRange{cst(0), no},
+          [&](OpBuilder &, Location loc, ValueRange state) {
+            OpBuilder::InsertionGuard guard(b);
+            b.setInsertionPointToEnd(state.front().getParentBlock());
+            Value more = arith::AndIOp::create(
+                b,
+                arith::CmpIOp::create(b, arith::CmpIPredicate::slt, state[0],
+                                      blockKeys),
+                arith::XOrIOp::create(
+                    b, state[1],
+                    arith::ConstantOp::create(b, b.getBoolAttr(true))));
+            scf::ConditionOp::create(b, loc, more, state);
+          },
+          [&](OpBuilder &, Location loc, ValueRange state) {
+            OpBuilder::InsertionGuard guard(b);
+            b.setInsertionPointToEnd(state.front().getParentBlock());
+            Value j = state[0];
+            Value globalKey =
+                globalIndexOf(3, arith::AddIOp::create(b, blockStart, j));
+            Value kept;
+            for (int64_t v = 0; v < rowVectors; ++v) {
+              Value rows = modifiers.keep(
+                  {globalBatch, globalHead, globalRows[v], globalKey}, lanes,
+                  Value(), &rowReads[v]);
+              kept = kept ? arith::OrIOp::create(b, kept, rows) : rows;
+            }
+            scf::YieldOp::create(
+                b, loc,
+                ValueRange{arith::AddIOp::create(b, j, cst(1)),
+                           vector::ReductionOp::create(
+                               b, vector::CombiningKind::OR, kept)});
+          });
+      Value any = search.getResult(1);
+      auto anyKept = scf::IfOp::create(b, any, /*withElseRegion=*/false);
+      b.setInsertionPoint(anyKept.thenBlock()->getTerminator());
+    }
 
     // Sᵀ[j][rows] = Σ_d K[key j][d] · Qᵀ[d][rows] for keys [from, to) and
     // row vectors [vFirst, rowVectors), `step` keys at a time; keys past
@@ -491,12 +542,15 @@ public:
                   indices = {globalBatch, globalHead, globalRows[vFirst + v],
                              globalKey};
                 if (scoreMod)
-                  s = scoreModInBase2(s, indices);
+                  s = scoreModInBase2(s, indices, &rowReads[vFirst + v]);
                 // The mask_mod after the score_mod: its false lanes score
                 // -inf whatever the score_mod made of them (NaN included).
                 if (maskMod)
-                  s = arith::SelectOp::create(b, modifiers.keep(indices, lanes),
-                                              s, negInfVec);
+                  s = arith::SelectOp::create(
+                      b,
+                      modifiers.keep(indices, lanes, Value(),
+                                     &rowReads[vFirst + v]),
+                      s, negInfVec);
                 if (maskedOut)
                   s = arith::SelectOp::create(b, maskedOut, negInfVec, s);
                 if (jVec) {
