@@ -400,7 +400,21 @@ void BackwardLowering::emitRowBlock(const Group &group, const KeyBlock &block,
     rowAt.push_back(arith::AddIOp::create(b, groupRow, cst(r)));
     row.push_back(arith::AddIOp::create(b, firstRow, cst(r)));
   }
-  loadRowBlock(group.batch, block, head, firstRow, rowCount);
+  // Rows to which the mask_mod leaves no key of the block (most blocks of
+  // rows of short documents, inside a block table's partial blocks): P and
+  // dS are 0 there, and nothing is added but their d(bias), 0.
+  OpBuilder::InsertionGuard skipGuard(b);
+  if (Value any = loadRowBlock(group.batch, block, head, firstRow, rowCount)) {
+    auto anyIf =
+        scf::IfOp::create(b, any,
+                          /*withElseRegion=*/static_cast<bool>(gradScores));
+    if (gradScores) {
+      b.setInsertionPoint(anyIf.elseBlock()->getTerminator());
+      zeroGradMask(group, block, head, firstRow,
+                   arith::AddIOp::create(b, firstRow, cst(rowCount)));
+    }
+    b.setInsertionPoint(anyIf.thenBlock()->getTerminator());
+  }
   // On a band's edge the products skip the key vectors that no row of the
   // block (of a register tile, for S and dP) sees: their P and dS are 0.
   auto seenVectors = [&](int64_t first, int64_t count) {

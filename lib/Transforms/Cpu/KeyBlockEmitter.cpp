@@ -422,29 +422,31 @@ Value KeyBlockEmitter::allowed(const KeyBlock &block, Value row, int64_t r,
   return live;
 }
 
-void KeyBlockEmitter::loadRowBlock(Value batch, const KeyBlock &block,
-                                   Value head, Value firstRow,
-                                   int64_t rowCount) {
+Value KeyBlockEmitter::loadRowBlock(Value batch, const KeyBlock &block,
+                                    Value head, Value firstRow,
+                                    int64_t rowCount) {
   if (mask)
     loadMask(batch, block, head, firstRow, rowCount);
   if (!modifiers.hasScoreMod() && !modifiers.hasMaskMod())
-    return;
+    return Value();
   Location loc = b.getLoc();
   globalBatch = globalIndex(b, loc, origin, 0, batch);
   globalHead = globalIndex(b, loc, origin, 1, head);
   globalFirstRow = globalIndex(b, loc, origin, 2, firstRow);
   globalFirstKey = globalIndex(b, loc, origin, 3, block.start);
   if (!modifiers.hasMaskMod())
-    return;
+    return Value();
   // keep = (the mask's keep bit, 1 without a mask) where the mask_mod keeps.
-  Value one = splat(f32Const(1.0f)), zero = zeroVector();
+  Value one = splat(f32Const(1.0f)), zero = zeroVector(), any;
   for (int64_t r = 0; r < rowCount; ++r)
     for (int64_t v = 0; v < keyVectors; ++v) {
       Value kept = modifiers.keep(globalIndices(r, v), lanes);
       Value bits = mask ? loadVector(keep, {cst(r), cst(v * lanes)}) : one;
       storeVector(arith::SelectOp::create(b, kept, bits, zero), keep,
                   {cst(r), cst(v * lanes)});
+      any = any ? arith::OrIOp::create(b, any, kept).getResult() : kept;
     }
+  return vector::ReductionOp::create(b, vector::CombiningKind::OR, any);
 }
 
 SmallVector<Value> KeyBlockEmitter::globalIndices(int64_t r, int64_t v) {

@@ -151,9 +151,11 @@ protected:
                    Value modDerivative = {}, Value modInput = {});
   /// Fills `keep` (and `bias`) for rows [firstRow, firstRow + rowCount) of
   /// head `head` from the mask and the mask_mod, and sets where the block's
-  /// scores are for finalScore's score_mod.
-  void loadRowBlock(Value batch, const KeyBlock &block, Value head,
-                    Value firstRow, int64_t rowCount);
+  /// scores are for finalScore's score_mod. Returns whether the mask_mod
+  /// keeps any of the block's scores for these rows (i1; null without a
+  /// mask_mod).
+  Value loadRowBlock(Value batch, const KeyBlock &block, Value head,
+                     Value firstRow, int64_t rowCount);
   /// Dropout's Z of the block's key vectors for each of `rows` of head
   /// `head` (op-local indices): row by row, keyVectors a row (two rows of
   /// a 64-key block share a Philox).
