@@ -145,6 +145,23 @@ Operation *ModifierEmitter::emitOp(Operation &op, ArrayRef<Value> operands,
   if (!llvm::any_of(operands,
                     [](Value v) { return isa<VectorType>(v.getType()); }))
     return b.clone(op, mapping);
+  // A comparison of two indices cast from one integer type (a traced
+  // mask_mod's `ids[q_idx] == ids[kv_idx]`) compares the integers: sign
+  // extension keeps equality and both orders, and 16 lanes of i32 are one
+  // register where 16 of index are two.
+  if (auto compare = dyn_cast<arith::CmpIOp>(op)) {
+    auto lhs = compare.getLhs().getDefiningOp<arith::IndexCastOp>();
+    auto rhs = compare.getRhs().getDefiningOp<arith::IndexCastOp>();
+    if (lhs && rhs && lhs.getIn().getType() == rhs.getIn().getType() &&
+        isa<IntegerType>(lhs.getIn().getType())) {
+      auto narrow =
+          arith::CmpIOp::create(b, loc, compare.getPredicate(),
+                                broadcast(mapping.lookup(lhs.getIn()), lanes),
+                                broadcast(mapping.lookup(rhs.getIn()), lanes));
+      mapping.map(compare.getResult(), narrow.getResult());
+      return narrow;
+    }
+  }
   // The op on vectors: its scalar operands broadcast, its results vectors
   // of the same element types.
   IRMapping lanesMapping;

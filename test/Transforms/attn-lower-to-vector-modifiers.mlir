@@ -210,3 +210,33 @@ func.func @documents_lane_rows_tile(%q: memref<1x1x64x16xf32>, %k: memref<1x1x?x
       } {attn.block_mask = array<i64: 1, 128, 32>}
   return
 }
+
+// A mask_mod as the Python package traces it compares the ids cast to
+// index; on vectors the comparison takes the i32 ids themselves (sign
+// extension keeps equality and order), one register of 16 lanes, not two
+// of 16 i64.
+// CHECK-LABEL: func @documents_as_index_tile
+//       CHECK: %[[DJ:.+]] = vector.gather {{.+}} into vector<16xi32>
+//       CHECK: scf.for %{{.+}} = %c0 to %c64 step %c2 {
+//       CHECK:   arith.cmpi eq, %{{.+}}, %[[DJ]] : vector<16xi32>
+//   CHECK-NOT:   arith.cmpi {{.+}} : vector<16xindex>
+//       CHECK: return
+func.func @documents_as_index_tile(%q: memref<1x1x64x16xf32>, %k: memref<1x1x?x16xf32>, %v: memref<1x1x?x16xf32>,
+                      %docs: memref<?xi32>,
+                      %b: index, %h: index, %i: index, %j: index,
+                      %acc: memref<1x1x64x16xf32>, %max: memref<1x1x64xf32>, %sum: memref<1x1x64xf32>) {
+  attn.online_attention ins(%q, %k, %v : memref<1x1x64x16xf32>, memref<1x1x?x16xf32>, memref<1x1x?x16xf32>)
+      origin(%b, %h, %i, %j) captures(%docs : memref<?xi32>)
+      outs(%acc, %max, %sum : memref<1x1x64x16xf32>, memref<1x1x64xf32>, memref<1x1x64xf32>)
+      kernel <packed, query_tile = 64, key_block = 64, row_block = 2>
+      mask_mod {
+      ^bb0(%bb: index, %hh: index, %ii: index, %jj: index):
+        %di = attn.captured 0 [%ii] : i32
+        %dix = arith.index_cast %di : i32 to index
+        %dj = attn.captured 0 [%jj] : i32
+        %djx = arith.index_cast %dj : i32 to index
+        %same = arith.cmpi eq, %dix, %djx : index
+        attn.yield %same : i1
+      }
+  return
+}
