@@ -23,7 +23,7 @@ int64_t lanesOf(Value v) {
 } // namespace
 
 Value ModifierEmitter::score(Value score, ArrayRef<Value> indices,
-                             Value *derivative, const KeyReads *reads) {
+                             Value *derivative, const ReadsAhead *reads) {
   SmallVector<Value> arguments = {score};
   for (Value index : indices)
     arguments.push_back(asIndex(index));
@@ -32,7 +32,7 @@ Value ModifierEmitter::score(Value score, ArrayRef<Value> indices,
 }
 
 Value ModifierEmitter::keep(ArrayRef<Value> indices, int64_t lanes,
-                            Value promised, const KeyReads *reads) {
+                            Value promised, const ReadsAhead *reads) {
   SmallVector<Value> arguments;
   for (Value index : indices)
     arguments.push_back(asIndex(index));
@@ -45,9 +45,9 @@ Value ModifierEmitter::keep(ArrayRef<Value> indices, int64_t lanes,
   return arith::OrIOp::create(b, loc, kept, promised);
 }
 
-ModifierEmitter::KeyReads ModifierEmitter::readsBy(unsigned fromEnd,
-                                                   Value indices) {
-  KeyReads reads;
+ModifierEmitter::ReadsAhead ModifierEmitter::readsBy(unsigned fromEnd,
+                                                     Value indices) {
+  ReadsAhead reads;
   int64_t lanes = lanesOf(indices);
   for (Region *region : {scoreMod, maskMod}) {
     if (!region)
@@ -57,27 +57,27 @@ ModifierEmitter::KeyReads ModifierEmitter::readsBy(unsigned fromEnd,
     // computed once per vector of indices if a read of a captured tensor
     // varies among them.
     Block &block = region->front();
-    BlockArgument key = block.getArgument(block.getNumArguments() - fromEnd);
-    DenseSet<Value> keyOnly = {key}, byKey = {key};
+    BlockArgument index = block.getArgument(block.getNumArguments() - fromEnd);
+    DenseSet<Value> indexOnly = {index}, byIndex = {index};
     SmallVector<Operation *> ops;
     bool anyRead = false;
     for (Operation &op : block.without_terminator()) {
       if (op.getNumRegions() != 0 ||
           !llvm::all_of(op.getOperands(),
-                        [&](Value v) { return keyOnly.contains(v); }))
+                        [&](Value v) { return indexOnly.contains(v); }))
         continue;
-      keyOnly.insert(op.result_begin(), op.result_end());
+      indexOnly.insert(op.result_begin(), op.result_end());
       ops.push_back(&op);
       if (llvm::none_of(op.getOperands(),
-                        [&](Value v) { return byKey.contains(v); }))
+                        [&](Value v) { return byIndex.contains(v); }))
         continue;
-      byKey.insert(op.result_begin(), op.result_end());
+      byIndex.insert(op.result_begin(), op.result_end());
       anyRead |= isa<CapturedOp>(op);
     }
     if (!anyRead)
       continue;
     IRMapping mapping;
-    mapping.map(key, asIndex(indices));
+    mapping.map(index, asIndex(indices));
     for (Operation *op : ops) {
       SmallVector<Value> operands;
       for (Value operand : op->getOperands())
@@ -179,7 +179,7 @@ Operation *ModifierEmitter::emitOp(Operation &op, ArrayRef<Value> operands,
 Value ModifierEmitter::emit(Region &region, ArrayRef<Value> arguments,
                             int64_t lanes, Value *derivative, Operation *seed,
                             SmallVectorImpl<Value> *seedIndices,
-                            const KeyReads *reads) {
+                            const ReadsAhead *reads) {
   Block &block = region.front();
   IRMapping mapping;
   for (auto [argument, value] : llvm::zip(block.getArguments(), arguments))
@@ -218,7 +218,7 @@ Value ModifierEmitter::emit(Region &region, ArrayRef<Value> arguments,
     }
     if (auto captured = dyn_cast<CapturedOp>(op)) {
       bool seeded = &op == seed;
-      // Read ahead for these keys (keyReads), unless the derivative in
+      // Read ahead (keyReads, queryReads), unless the derivative in
       // this read's element needs its clamped indices.
       if (Value ahead = reads && !seeded ? reads->lookup(captured.getResult())
                                          : Value()) {

@@ -66,7 +66,7 @@ public:
 
   /// Region values evaluated ahead for one vector of keys (keyReads) or of
   /// rows (queryReads): the region's value -> the value emitted for it.
-  using KeyReads = DenseMap<Value, Value>;
+  using ReadsAhead = DenseMap<Value, Value>;
 
   bool hasScoreMod() const { return scoreMod; }
   bool hasMaskMod() const { return maskMod; }
@@ -79,14 +79,14 @@ public:
   /// differentiation of the region's ops, which the backward's verifier
   /// admitted (undifferentiableScoreOp).
   Value score(Value score, ArrayRef<Value> indices, Value *derivative = nullptr,
-              const KeyReads *reads = nullptr);
+              const ReadsAhead *reads = nullptr);
   /// The mask_mod at the global indices: i1, or a vector of i1 of `lanes`
   /// lanes where `lanes` > 0 (a scalar result is then broadcast). With
   /// `promised` (i1), true wherever it holds: a block table's promise that
   /// every score of the block is kept, which the CPU honours by leaving the
   /// mask_mod out and the GPU kernels by this OR.
   Value keep(ArrayRef<Value> indices, int64_t lanes, Value promised = Value(),
-             const KeyReads *reads = nullptr);
+             const ReadsAhead *reads = nullptr);
 
   /// The reads of captured tensors in either region whose indices depend
   /// on kv_idx alone (a table of per-key values: a document id, a key
@@ -94,10 +94,10 @@ public:
   /// that score() and keep() of the rows that score these keys take them
   /// as `reads` instead of gathering them again, row after row. Empty where
   /// no read varies with the key alone.
-  KeyReads keyReads(Value keys) { return readsBy(/*fromEnd=*/1, keys); }
+  ReadsAhead keyReads(Value keys) { return readsBy(/*fromEnd=*/1, keys); }
   /// The same for the reads whose indices depend on q_idx alone, for the
   /// global rows `rows` (a vector of integers, rows in lanes).
-  KeyReads queryReads(Value rows) { return readsBy(/*fromEnd=*/2, rows); }
+  ReadsAhead queryReads(Value rows) { return readsBy(/*fromEnd=*/2, rows); }
 
   /// A read of a captured f32 tensor by the score_mod, as the gradient of
   /// that tensor needs it: which capture, the element's indices (clamped as
@@ -127,10 +127,10 @@ private:
   Value emit(Region &region, ArrayRef<Value> arguments, int64_t lanes,
              Value *derivative = nullptr, Operation *seed = nullptr,
              SmallVectorImpl<Value> *seedIndices = nullptr,
-             const KeyReads *reads = nullptr);
+             const ReadsAhead *reads = nullptr);
   /// keyReads (the index argument `fromEnd` from the last: 1 kv_idx, 2
   /// q_idx) and queryReads.
-  KeyReads readsBy(unsigned fromEnd, Value indices);
+  ReadsAhead readsBy(unsigned fromEnd, Value indices);
   /// `op` (not an attn.captured) on the emitted `operands`: on scalars
   /// where none is a vector, else on vectors of `lanes` (scalar operands
   /// broadcast); its results mapped in `mapping`.

@@ -368,9 +368,9 @@ Value KernelEmitter::globalIndexOf(unsigned dim, Value local) {
   return globalIndex(b, b.getLoc(), op.getOrigin(), dim, local);
 }
 
-SmallVector<ModifierEmitter::KeyReads>
+SmallVector<ModifierEmitter::ReadsAhead>
 KernelEmitter::readByKey(Value blockStart, int64_t vectors) {
-  SmallVector<ModifierEmitter::KeyReads> reads;
+  SmallVector<ModifierEmitter::ReadsAhead> reads;
   if (!modifiers.hasScoreMod() && !modifiers.hasMaskMod())
     return reads;
   Value firstKey = globalIndexOf(3, blockStart);
@@ -383,7 +383,7 @@ KernelEmitter::readByKey(Value blockStart, int64_t vectors) {
 }
 
 Value KernelEmitter::scoreModInBase2(Value s, ArrayRef<Value> indices,
-                                     const ModifierEmitter::KeyReads *reads) {
+                                     const ModifierEmitter::ReadsAhead *reads) {
   auto factor = [&](double f) {
     Value c = f32Const(static_cast<float>(f));
     return isa<VectorType>(s.getType()) ? splat(c) : c;
@@ -406,7 +406,7 @@ void KernelEmitter::applyModifiers(Value batch, Value head, Value row,
   bool readAhead = blockStart == keyReadsStart;
   for (auto [v, score] : llvm::enumerate(scores)) {
     SmallVector<Value> indices = {gb, gh, gi, laneIndices(firstKey, v)};
-    const ModifierEmitter::KeyReads *reads =
+    const ModifierEmitter::ReadsAhead *reads =
         readAhead && v < keyReads.size() ? &keyReads[v] : nullptr;
     if (modifiers.hasScoreMod())
       score = scoreModInBase2(score, indices, reads);
@@ -429,7 +429,7 @@ Value KernelEmitter::anyKeptByMaskMod(Value batch, ArrayRef<AccRow> rows,
   for (const AccRow &at : rows) {
     Value gh = globalIndexOf(1, at.head), gi = globalIndexOf(2, at.row);
     for (int64_t v = 0; v < vectors; ++v) {
-      const ModifierEmitter::KeyReads *reads =
+      const ModifierEmitter::ReadsAhead *reads =
           readAhead && v < static_cast<int64_t>(keyReads.size()) ? &keyReads[v]
                                                                  : nullptr;
       Value kept = modifiers.keep({gb, gh, gi, laneIndices(firstKey, v)}, lanes,

@@ -51,7 +51,7 @@ protected:
   /// score vectors of the keys from keyReadsStart (op-local), one per
   /// vector, while a kernel's rows score them: applyModifiers takes them
   /// for these keys (the same Value) instead of reading again.
-  SmallVector<ModifierEmitter::KeyReads> keyReads;
+  SmallVector<ModifierEmitter::ReadsAhead> keyReads;
   Value keyReadsStart;
   /// Set while the packed path keeps the rows' sums in scratch.rowSums.
   bool vectorSums = false;
@@ -170,7 +170,7 @@ protected:
   /// `indices` (i32 scalars or lane vectors): the region takes natural
   /// units, the base-2 score times ln 2, and its result times log2(e).
   Value scoreModInBase2(Value s, ArrayRef<Value> indices,
-                        const ModifierEmitter::KeyReads *reads = nullptr);
+                        const ModifierEmitter::ReadsAhead *reads = nullptr);
   /// The score_mod of a row's score vectors (base 2) of the block from
   /// blockStart, and the mask_mod's exclusions or'ed into `excluded`
   /// (vectors of i1, null where nothing is excluded yet); op-local indices.
@@ -180,8 +180,8 @@ protected:
   /// The modifiers' reads by key alone of `vectors` score vectors of keys
   /// from blockStart (op-local), for keyReads; empty where they read
   /// nothing by key alone.
-  SmallVector<ModifierEmitter::KeyReads> readByKey(Value blockStart,
-                                                   int64_t vectors);
+  SmallVector<ModifierEmitter::ReadsAhead> readByKey(Value blockStart,
+                                                     int64_t vectors);
 
   /// Whether the mask_mod keeps any of the `vectors` score vectors of keys
   /// from blockStart (op-local) for any of `rows` (i1): the keep bits

@@ -422,7 +422,7 @@ public:
     }
     // What the modifiers read by the row alone (a query's document id),
     // once per block for each row vector, not once per key.
-    SmallVector<ModifierEmitter::KeyReads> rowReads;
+    SmallVector<ModifierEmitter::ReadsAhead> rowReads;
     if (scoreMod || maskMod)
       for (Value rows : globalRows)
         rowReads.push_back(modifiers.queryReads(rows));
