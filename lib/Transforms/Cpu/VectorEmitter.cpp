@@ -252,36 +252,40 @@ Value VectorEmitter::loadRawChunk(Value rowsMemref, ValueRange rowIndex,
   return loadRawChunkAt(rowsMemref, rowIndex, cst(col), limit - col, width);
 }
 
-Value VectorEmitter::loadRawChunkAt(Value rowsMemref, ValueRange rowIndex,
-                                    Value col, int64_t live, int64_t width) {
+/// The elements of a row of `rowsMemref` from column `col` where `mask`
+/// (i1 lanes, as many as read) is set, 0 elsewhere.
+static Value maskedChunk(ImplicitLocOpBuilder &b, Value rowsMemref,
+                         ValueRange rowIndex, Value col, Value mask) {
   Type elem = cast<MemRefType>(rowsMemref.getType()).getElementType();
-  auto type = VectorType::get({width}, elem);
+  auto type =
+      VectorType::get(cast<VectorType>(mask.getType()).getShape(), elem);
   SmallVector<Value, 4> at(rowIndex.begin(), rowIndex.end());
   at.push_back(col);
-  if (live >= width)
-    return vector::LoadOp::create(b, type, rowsMemref, at);
   Value pass = vector::BroadcastOp::create(
       b, type, arith::ConstantOp::create(b, b.getZeroAttr(elem)));
-  return vector::MaskedLoadOp::create(
-      b, type, rowsMemref, at,
-      vector::ConstantMaskOp::create(b, VectorType::get({width}, b.getI1Type()),
-                                     ArrayRef<int64_t>{live}),
-      pass);
+  return vector::MaskedLoadOp::create(b, type, rowsMemref, at, mask, pass);
+}
+
+Value VectorEmitter::loadRawChunkAt(Value rowsMemref, ValueRange rowIndex,
+                                    Value col, int64_t live, int64_t width) {
+  auto maskType = VectorType::get({width}, b.getI1Type());
+  if (live < width)
+    return maskedChunk(
+        b, rowsMemref, rowIndex, col,
+        vector::ConstantMaskOp::create(b, maskType, ArrayRef<int64_t>{live}));
+  Type elem = cast<MemRefType>(rowsMemref.getType()).getElementType();
+  SmallVector<Value, 4> at(rowIndex.begin(), rowIndex.end());
+  at.push_back(col);
+  return vector::LoadOp::create(b, VectorType::get({width}, elem), rowsMemref,
+                                at);
 }
 
 Value VectorEmitter::loadRawChunkAt(Value rowsMemref, ValueRange rowIndex,
                                     Value col, Value live, int64_t width) {
-  Type elem = cast<MemRefType>(rowsMemref.getType()).getElementType();
-  auto type = VectorType::get({width}, elem);
-  SmallVector<Value, 4> at(rowIndex.begin(), rowIndex.end());
-  at.push_back(col);
-  Value pass = vector::BroadcastOp::create(
-      b, type, arith::ConstantOp::create(b, b.getZeroAttr(elem)));
-  return vector::MaskedLoadOp::create(
-      b, type, rowsMemref, at,
+  return maskedChunk(
+      b, rowsMemref, rowIndex, col,
       vector::CreateMaskOp::create(b, VectorType::get({width}, b.getI1Type()),
-                                   ValueRange{live}),
-      pass);
+                                   ValueRange{live}));
 }
 
 Value VectorEmitter::loadRowChunk(Value rowsMemref, ValueRange rowIndex,
