@@ -1,11 +1,10 @@
 //===- KernelEmitter.cpp - What the CPU micro-kernels of one op share -----===//
 #include "lib/Transforms/Cpu/KernelEmitter.h"
 
-#include "llvm/Support/SaveAndRestore.h"
-
 #include "lib/Transforms/Passes.h"
 
 #include "llvm/Support/MathExtras.h"
+#include "llvm/Support/SaveAndRestore.h"
 
 using namespace mlir;
 using namespace mlir::attn;
@@ -382,6 +381,12 @@ KernelEmitter::readByKey(Value blockStart, int64_t vectors) {
   return reads;
 }
 
+const ModifierEmitter::ReadsAhead *KernelEmitter::readsAhead(Value blockStart,
+                                                             size_t v) const {
+  return blockStart == keyReadsStart && v < keyReads.size() ? &keyReads[v]
+                                                            : nullptr;
+}
+
 Value KernelEmitter::scoreModInBase2(Value s, ArrayRef<Value> indices,
                                      const ModifierEmitter::ReadsAhead *reads) {
   auto factor = [&](double f) {
@@ -403,11 +408,9 @@ void KernelEmitter::applyModifiers(Value batch, Value head, Value row,
     return;
   Value gb = globalIndexOf(0, batch), gh = globalIndexOf(1, head),
         gi = globalIndexOf(2, row), firstKey = globalIndexOf(3, blockStart);
-  bool readAhead = blockStart == keyReadsStart;
   for (auto [v, score] : llvm::enumerate(scores)) {
     SmallVector<Value> indices = {gb, gh, gi, laneIndices(firstKey, v)};
-    const ModifierEmitter::ReadsAhead *reads =
-        readAhead && v < keyReads.size() ? &keyReads[v] : nullptr;
+    const ModifierEmitter::ReadsAhead *reads = readsAhead(blockStart, v);
     if (modifiers.hasScoreMod())
       score = scoreModInBase2(score, indices, reads);
     if (modifiers.hasMaskMod() && !maskModOff) {
@@ -424,16 +427,12 @@ void KernelEmitter::applyModifiers(Value batch, Value head, Value row,
 Value KernelEmitter::anyKeptByMaskMod(Value batch, ArrayRef<AccRow> rows,
                                       Value blockStart, int64_t vectors) {
   Value gb = globalIndexOf(0, batch), firstKey = globalIndexOf(3, blockStart);
-  bool readAhead = blockStart == keyReadsStart;
   Value any;
   for (const AccRow &at : rows) {
     Value gh = globalIndexOf(1, at.head), gi = globalIndexOf(2, at.row);
     for (int64_t v = 0; v < vectors; ++v) {
-      const ModifierEmitter::ReadsAhead *reads =
-          readAhead && v < static_cast<int64_t>(keyReads.size()) ? &keyReads[v]
-                                                                 : nullptr;
       Value kept = modifiers.keep({gb, gh, gi, laneIndices(firstKey, v)}, lanes,
-                                  Value(), reads);
+                                  Value(), readsAhead(blockStart, v));
       any = any ? arith::OrIOp::create(b, any, kept).getResult() : kept;
     }
   }

@@ -182,6 +182,10 @@ protected:
   /// nothing by key alone.
   SmallVector<ModifierEmitter::ReadsAhead> readByKey(Value blockStart,
                                                      int64_t vectors);
+  /// keyReads' entry for score vector `v` of the keys from blockStart where
+  /// they were read ahead for those keys (the same Value), else null.
+  const ModifierEmitter::ReadsAhead *readsAhead(Value blockStart,
+                                                size_t v) const;
 
   /// Whether the mask_mod keeps any of the `vectors` score vectors of keys
   /// from blockStart (op-local) for any of `rows` (i1): the keep bits
