@@ -154,8 +154,8 @@ def dropout_mask(batch: int, heads: int, seq_q: int, seq_k: int, dropout_p: floa
 from ._plot import plot_attention  # noqa: E402
 
 
-_FLEX_NAMES = ("flex_attention", "create_block_mask", "BlockMask", "and_masks",
-               "or_masks", "noop_mask")
+_FLEX_NAMES = ("flex_attention", "create_block_mask", "create_mask", "BlockMask",
+               "AuxRequest", "AuxOutput", "and_masks", "or_masks", "noop_mask")
 
 
 def __getattr__(name):
@@ -177,8 +177,11 @@ __all__ = [
     "additive_attention",
     "and_masks",
     "attention_weights",
+    "AuxOutput",
+    "AuxRequest",
     "BlockMask",
     "create_block_mask",
+    "create_mask",
     "flex_attention",
     "noop_mask",
     "or_masks",

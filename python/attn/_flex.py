@@ -28,7 +28,9 @@ document ids) or a new sequence length runs the same kernel.
 What a modifier may use: + - * / // % ** (a constant exponent), unary -,
 abs, comparisons, & | ^ ~, torch.where, torch.clamp / clip, minimum,
 maximum, exp, exp2, log, log2, tanh, sigmoid, sqrt, rsqrt, floor, ceil,
-conversions (.float(), .int(), .long(), .bool(), .to(dtype)), and
+conversions (.float(), .int(), .long(), .bool(), .to(dtype)), constants
+made like an argument (``b.new_ones((), dtype=torch.bool)`` as PyTorch's
+``noop_mask`` writes it, ``torch.zeros_like``, ``torch.full_like``), and
 indexing a captured tensor by traced integers (``table[h, bucket]``).
 Anything else (Python control flow on the arguments, other functions) is an
 attn.Error that names the construct.
@@ -49,7 +51,7 @@ import math
 import operator
 import re
 import struct
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, List, NamedTuple, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -241,10 +243,14 @@ _SUPPORTED = (
     "+ - * / // % ** (constant exponent), unary -, abs, comparisons, & | ^ ~, "
     "torch.where, clamp/clip, minimum, maximum, exp, exp2, log, log2, tanh, "
     "sigmoid, sqrt, rsqrt, floor, ceil, .float()/.int()/.long()/.bool()/.to(dtype), "
+    "constants made like a value (.new_ones(()), zeros_like, full_like, ...), "
     "and indexing a captured tensor by traced integers"
 )
 
 
+#: Constants made like a traced value (Region.filled).
+_FILLED = ("new_ones", "new_zeros", "new_full", "new_tensor", "ones_like", "zeros_like",
+           "full_like")
 _UNARY = ("exp", "exp2", "log", "log2", "tanh", "sqrt", "rsqrt", "floor", "ceil", "sigmoid")
 _COMPARE = {"eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge",
             "greater": "gt", "less": "lt", "greater_equal": "ge", "less_equal": "le",
@@ -561,6 +567,30 @@ class _Region:
             return self.apply(name[3:-2], (args[1], args[0]), kwargs, func)
         return self.apply(name.strip("_"), args, kwargs, func)
 
+    def filled(self, name: str, args, kwargs):
+        """A constant made like a traced value (x.new_ones((), dtype=...),
+        torch.zeros_like(x), torch.full_like(x, v), ...: PyTorch's
+        noop_mask is one), of its kind or the dtype asked for."""
+        like, rest = args[0], list(args[1:])
+        if name.startswith("new_"):
+            size = kwargs.get("size", rest.pop(0) if rest else None)
+            if size is None or tuple(size) != ():
+                raise Error(f"{self.site}: .{name}() makes a value per score only with "
+                            "size ()")
+        fill = {"ones": 1, "zeros": 0}.get(name.replace("new_", "").replace("_like", ""))
+        if fill is None:
+            key = "data" if name == "new_tensor" else "fill_value"
+            fill = kwargs.get(key, rest.pop(0) if rest else None)
+        if isinstance(fill, Tensor) and fill.dim() == 0:
+            fill = fill.item()
+        if not isinstance(fill, (bool, int, float)):
+            raise Error(f"{self.site}: .{name}()'s value must be a number")
+        dtype = kwargs.get("dtype")
+        kind = self.kind_of(like) if dtype is None else (
+            _I1 if dtype == torch.bool else _F32 if dtype.is_floating_point else _INDEX)
+        value = bool(fill) if kind == _I1 else float(fill) if kind == _F32 else int(fill)
+        return self.constant(value, kind)
+
     def apply(self, name: str, args, kwargs, func=None):
         """One operation of a modifier on traced values, held tensors and
         numbers: its MLIR in this region, or the error that names it."""
@@ -623,6 +653,8 @@ class _Region:
             dtype = kwargs.get("dtype", args[1] if len(args) > 1 else None)
             if isinstance(dtype, torch.dtype):
                 return self.convert(args[0], dtype)
+        if name in _FILLED:
+            return self.filled(name, args, kwargs)
         if func is not None and getattr(func, "__module__", None) in ("torch", "torch.functional"):
             what = f"torch.{getattr(func, '__name__', name)}"
         else:
@@ -698,12 +730,14 @@ class Modifiers:
         self.has_score_mod = any(r.startswith("score_mod") for r in regions)
         self._held = captures._held
         if block_table is not None and any(r.startswith("mask_mod") for r in regions):
-            if len(captures.tensors) >= 8:
-                raise Error("the modifiers capture 8 tensors: no room for the block mask's "
-                            "table (the kernels take at most 8)")
-            index = len(captures.tensors)
-            captures.tensors.append(block_table)
-            captures.types.append("tensor<?x?x?x?xi32>")
+            index = captures._index.get(id(block_table))
+            if index is None:  # (a mask_mod that reads the table has it already)
+                if len(captures.tensors) >= 8:
+                    raise Error("the modifiers capture 8 tensors: no room for the block "
+                                "mask's table (the kernels take at most 8)")
+                index = len(captures.tensors)
+                captures.tensors.append(block_table)
+                captures.types.append("tensor<?x?x?x?xi32>")
             regions.append(f"{{attn.block_mask = array<i64: {index}, {block_size[0]}, "
                            f"{block_size[1]}>}}")
         self.captures = captures.tensors
@@ -744,7 +778,10 @@ def _traced(score_mod, block_mask, device=None) -> Modifiers:
         # Every block full: nothing to skip, and (as in full blocks
         # anywhere) no mask_mod to evaluate.
         return Modifiers(score_mod, None)
-    return Modifiers(score_mod, block_mask.mask_mod, table, block_mask.BLOCK_SIZE)
+    mask_mod = block_mask.mask_mod
+    if not block_mask._promises_hold(device):
+        mask_mod = _as_listed(mask_mod, table, block_mask.BLOCK_SIZE)
+    return Modifiers(score_mod, mask_mod, table, block_mask.BLOCK_SIZE)
 
 
 def _module_text(regions: List[str], types: List[str]) -> str:
@@ -772,29 +809,126 @@ def _module_text(regions: List[str], types: List[str]) -> str:
 BLOCK_SIZE = 128
 
 
+class AuxRequest(NamedTuple):
+    """Which auxiliary outputs flex_attention returns (FlexAttention's
+    AuxRequest): `lse`, each row's log-sum-exp; `max_scores` is not
+    computed by attn's kernels."""
+
+    lse: bool = False
+    max_scores: bool = False
+
+
+class AuxOutput(NamedTuple):
+    """flex_attention's auxiliary outputs: each requested one, else None."""
+
+    lse: Optional[Tensor] = None
+    max_scores: Optional[Tensor] = None
+
+
 class BlockMask:
     """Which key blocks each query block attends, in FlexAttention's layout:
     for each [b, h, query block], `kv_num_blocks` partial blocks (some
     scores kept: mask_mod decides each) listed first in `kv_indices`, and
-    `full_kv_num_blocks` full ones (every score kept) in `full_kv_indices`;
-    the `q_*` lists are the same by key block. Made by create_block_mask.
+    `full_kv_num_blocks` full ones (every score kept) in `full_kv_indices`
+    (None: no block is known full); the `q_*` lists are the same by key
+    block. Made by create_block_mask or from_kv_blocks; flex_attention also
+    takes PyTorch's own BlockMask.
     """
 
     def __init__(self, seq_lengths, block_size, mask_mod, kv_num_blocks, kv_indices,
-                 full_kv_num_blocks, full_kv_indices, q_num_blocks, q_indices,
-                 full_q_num_blocks, full_q_indices):
-        self.seq_lengths = tuple(seq_lengths)
+                 full_kv_num_blocks=None, full_kv_indices=None, q_num_blocks=None,
+                 q_indices=None, full_q_num_blocks=None, full_q_indices=None):
+        if (full_kv_num_blocks is None) != (full_kv_indices is None):
+            raise Error("BlockMask: full_kv_num_blocks and full_kv_indices are given together "
+                        "or not at all")
+        self.seq_lengths = tuple(int(n) for n in seq_lengths)
         self.BLOCK_SIZE = tuple(block_size)
-        self.mask_mod = mask_mod
+        self.mask_mod = noop_mask if mask_mod is None else mask_mod
         self.kv_num_blocks, self.kv_indices = kv_num_blocks, kv_indices
         self.full_kv_num_blocks, self.full_kv_indices = full_kv_num_blocks, full_kv_indices
         self.q_num_blocks, self.q_indices = q_num_blocks, q_indices
         self.full_q_num_blocks, self.full_q_indices = full_q_num_blocks, full_q_indices
+        # Whether the lists were made from mask_mod (create_block_mask):
+        # then they agree with it and the kernels take the table as the
+        # promise it is. Lists from elsewhere (from_kv_blocks, PyTorch's
+        # BlockMask, indexing) decide as FlexAttention's do: a block not
+        # listed is left out and a full one kept whatever mask_mod says.
+        self._from_mask_mod = False
+
+    @classmethod
+    def from_kv_blocks(cls, kv_num_blocks: Tensor, kv_indices: Tensor,
+                       full_kv_num_blocks: Optional[Tensor] = None,
+                       full_kv_indices: Optional[Tensor] = None, BLOCK_SIZE=128,
+                       mask_mod: Optional[Callable] = None, seq_lengths=None,
+                       compute_q_blocks: bool = True) -> "BlockMask":
+        """FlexAttention's BlockMask.from_kv_blocks: a block mask from its key
+        block lists ([B, H, query blocks] counts, [B, H, query blocks, n]
+        indices, the listed ones first), BLOCK_SIZE an int or (query, key)
+        sizes, mask_mod deciding the scores of the partial blocks (None:
+        every score of a listed block kept), seq_lengths (Q_LEN, KV_LEN)
+        (None: whole blocks, query blocks × BLOCK_SIZE by key blocks ×
+        BLOCK_SIZE)."""
+        for name, tensor in (("kv_num_blocks", kv_num_blocks), ("kv_indices", kv_indices),
+                             ("full_kv_num_blocks", full_kv_num_blocks),
+                             ("full_kv_indices", full_kv_indices)):
+            if tensor is not None and not isinstance(tensor, Tensor):
+                raise Error(f"BlockMask.from_kv_blocks: {name} must be a tensor, "
+                            f"not {type(tensor).__name__}")
+        if kv_indices.dim() < 2:
+            raise Error("BlockMask.from_kv_blocks: kv_indices must have at least 2 dims "
+                        "(query blocks, listed key blocks)")
+        sizes = _block_sizes("BlockMask.from_kv_blocks", BLOCK_SIZE)
+        # Leading dims as FlexAttention's: [B, H] (missing ones are 1).
+        lead = 4 - kv_indices.dim()
+        if lead < 0:
+            raise Error(f"BlockMask.from_kv_blocks: kv_indices has {kv_indices.dim()} dims; "
+                        "at most 4 ([B, H, query blocks, listed key blocks])")
+
+        def as4(t, dims):
+            return None if t is None else t.reshape((1,) * (dims - t.dim()) + tuple(t.shape))
+
+        kv_num_blocks, kv_indices = as4(kv_num_blocks, 3), as4(kv_indices, 4)
+        full_kv_num_blocks = as4(full_kv_num_blocks, 3)
+        full_kv_indices = as4(full_kv_indices, 4)
+        if seq_lengths is None:
+            seq_lengths = (kv_indices.shape[-2] * sizes[0], kv_indices.shape[-1] * sizes[1])
+        mask = cls(seq_lengths, sizes, mask_mod, kv_num_blocks, kv_indices,
+                   full_kv_num_blocks, full_kv_indices)
+        mask._check_lists()
+        if compute_q_blocks:
+            mask._fill_q_lists()
+        return mask
+
+    @classmethod
+    def _of_torch(cls, mask) -> "BlockMask":
+        """attn's BlockMask of PyTorch's (torch.nn.attention.flex_attention
+        .BlockMask): its key block lists, block sizes, lengths and mask_mod;
+        made once per PyTorch mask and remade when its lists change."""
+        lists = (mask.kv_num_blocks, mask.kv_indices, mask.full_kv_num_blocks,
+                 mask.full_kv_indices)
+        key = tuple((id(t), t._version) if t is not None else None for t in lists)
+        cached = getattr(mask, "_attn_block_mask", None)
+        if cached is not None and cached[0] == key and cached[1].mask_mod is mask.mask_mod \
+                and cached[1].seq_lengths == tuple(mask.seq_lengths):
+            return cached[1]
+        ours = cls.from_kv_blocks(
+            *(None if t is None else t.cpu() for t in lists),
+            BLOCK_SIZE=tuple(mask.BLOCK_SIZE), mask_mod=mask.mask_mod,
+            seq_lengths=tuple(mask.seq_lengths), compute_q_blocks=False)
+        try:
+            mask._attn_block_mask = (key, ours)
+        except AttributeError:  # a mask that takes no new attributes
+            pass
+        return ours
 
     @property
     def shape(self) -> Tuple[int, int, int, int]:
         batch, heads = self.kv_num_blocks.shape[:2]
         return (batch, heads, *self.seq_lengths)
+
+    def numel(self) -> int:
+        """The number of scores the mask covers (B · H · Q_LEN · KV_LEN)."""
+        return math.prod(self.shape)
 
     def as_tuple(self):
         return (self.seq_lengths[0], self.seq_lengths[1], self.kv_num_blocks, self.kv_indices,
@@ -802,20 +936,71 @@ class BlockMask:
                 self.q_indices, self.full_q_num_blocks, self.full_q_indices,
                 self.BLOCK_SIZE[0], self.BLOCK_SIZE[1], self.mask_mod)
 
-    def _listed(self, counts: Tensor, indices: Tensor) -> Tensor:
-        """[B, H, query blocks, key blocks] int32: 1 where `indices` lists
-        a block (its first `counts` entries)."""
+    def _blocks(self) -> Tuple[int, int]:
+        """(query blocks, key blocks) of the lengths."""
+        return tuple(-(-n // size) for n, size in zip(self.seq_lengths, self.BLOCK_SIZE))
+
+    def _check_lists(self) -> None:
+        """Errors for lists that do not fit the lengths (a key block past
+        KV_LEN, a count past the list, a row count other than the query
+        blocks')."""
+        rows, columns = self._blocks()
+        for counts, indices, name in ((self.kv_num_blocks, self.kv_indices, "kv"),
+                                      (self.full_kv_num_blocks, self.full_kv_indices,
+                                       "full_kv")):
+            if counts is None:
+                continue
+            if indices.dim() != 4 or counts.dim() != 3 \
+                    or tuple(counts.shape) != tuple(indices.shape[:3]):
+                raise Error(f"BlockMask: {name}_num_blocks {list(counts.shape)} and "
+                            f"{name}_indices {list(indices.shape)} must be [B, H, query blocks] "
+                            "and [B, H, query blocks, n]")
+            if indices.shape[2] != rows:
+                raise Error(f"BlockMask: {name}_indices has {indices.shape[2]} query blocks but "
+                            f"Q_LEN = {self.seq_lengths[0]} in blocks of {self.BLOCK_SIZE[0]} "
+                            f"makes {rows}")
+            if counts.numel() and (int(counts.min()) < 0
+                                   or int(counts.max()) > indices.shape[-1]):
+                raise Error(f"BlockMask: {name}_num_blocks must be in [0, "
+                            f"{indices.shape[-1]}] (the length of {name}_indices' rows)")
+            listed = torch.arange(indices.shape[-1], device=indices.device) < counts[..., None]
+            chosen = indices[listed]
+            if chosen.numel() and (int(chosen.min()) < 0 or int(chosen.max()) >= columns):
+                raise Error(f"BlockMask: {name}_indices lists key block {int(chosen.max())} "
+                            f"(or a negative one) but KV_LEN = {self.seq_lengths[1]} in blocks "
+                            f"of {self.BLOCK_SIZE[1]} makes {columns}")
+
+    def _fill_q_lists(self) -> None:
+        """The q_* lists (the same blocks by key block) of the kv_* lists."""
+        partial = self._listed(self.kv_num_blocks, self.kv_indices).bool()
+        self.q_num_blocks, self.q_indices = _block_lists(partial.transpose(-1, -2))
+        if self.full_kv_num_blocks is not None:
+            full = self._listed(self.full_kv_num_blocks, self.full_kv_indices).bool()
+            self.full_q_num_blocks, self.full_q_indices = _block_lists(full.transpose(-1, -2))
+
+    def _listed(self, counts: Optional[Tensor], indices: Optional[Tensor]) -> Tensor:
+        """[B, H, query blocks, key blocks] int32 on the lists' device: 1
+        where `indices` lists a block (its first `counts` entries); 0
+        everywhere for lists that are None."""
+        columns = self._blocks()[1]
+        if counts is None:
+            batch, heads, rows = self.kv_num_blocks.shape
+            return torch.zeros(batch, heads, rows, columns, dtype=torch.int32,
+                               device=self.kv_num_blocks.device)
         batch, heads, rows = counts.shape
-        columns = indices.shape[-1]
-        dense = torch.zeros(batch, heads, rows, columns, dtype=torch.int32)
-        keep = torch.arange(columns)[None, None, None, :] < counts[..., None]
-        return dense.scatter_add_(-1, indices.long(), keep.to(torch.int32))
+        device = counts.device
+        dense = torch.zeros(batch, heads, rows, columns, dtype=torch.int32, device=device)
+        keep = torch.arange(indices.shape[-1], device=device)[None, None, None, :] \
+            < counts[..., None]
+        # Entries past a row's count may hold anything: read as block 0, add 0.
+        listed = torch.where(keep, indices.long(), 0)
+        return dense.scatter_add_(-1, listed, keep.to(torch.int32))
 
     def to_dense(self) -> Tensor:
         """[B, H, query blocks, key blocks] int32: 1 where a block is
         computed (partial or full), else 0."""
         return (self._listed(self.kv_num_blocks, self.kv_indices)
-                + self._listed(self.full_kv_num_blocks, self.full_kv_indices))
+                | self._listed(self.full_kv_num_blocks, self.full_kv_indices))
 
     def kernel_table(self, device=None) -> Tensor:
         """The table the kernels take (docs/spec.md, "Score and mask
@@ -827,10 +1012,20 @@ class BlockMask:
         mask reads it."""
         lists = (self.kv_num_blocks, self.kv_indices, self.full_kv_num_blocks,
                  self.full_kv_indices)
-        key = tuple((id(t), t._version) for t in lists)
+        key = tuple((id(t), t._version) if t is not None else None for t in lists)
         if getattr(self, "_table_key", None) != key:
-            self._table = (self._listed(self.kv_num_blocks, self.kv_indices)
-                           + 2 * self._listed(self.full_kv_num_blocks, self.full_kv_indices))
+            full = self._listed(self.full_kv_num_blocks, self.full_kv_indices)
+            partial = self._listed(self.kv_num_blocks, self.kv_indices) & (1 - full)
+            if _is_noop(self.mask_mod):
+                # Listed blocks that mask_mod keeps whole are full, but for
+                # those cut by a length (as create_block_mask's).
+                cut = torch.zeros_like(partial)
+                if self.seq_lengths[0] % self.BLOCK_SIZE[0]:
+                    cut[:, :, -1] = 1
+                if self.seq_lengths[1] % self.BLOCK_SIZE[1]:
+                    cut[..., -1] = 1
+                full, partial = full | (partial & (1 - cut)), partial & cut
+            self._table = (partial + 2 * full).cpu()
             self._all_full = bool((self._table == 2).all())
             self._table_key = key
             self._device_tables = {}
@@ -841,14 +1036,166 @@ class BlockMask:
             self._device_tables[device] = self._table.to(device)
         return self._device_tables[device]
 
+    def _promises_hold(self, device=None) -> bool:
+        """Whether the kernel table's promises hold for mask_mod (docs/spec.md,
+        "Score and mask modifiers" 7: nothing kept in a block it leaves
+        out, everything in a full one), so that the kernels may take it
+        with mask_mod as it is. True for lists made from mask_mod; lists
+        from elsewhere are checked once against create_block_mask's of
+        mask_mod (its compiled kernel where mask_mod traces, else PyTorch on
+        `device`), and again when they change. Where they do not hold (or
+        mask_mod cannot be evaluated), flex_attention applies mask_mod under
+        the lists as FlexAttention's kernels do (_as_listed)."""
+        if self._from_mask_mod:
+            return True
+        table = self.kernel_table()
+        key = (self._table_key, self.mask_mod)
+        if getattr(self, "_promise_key", None) != key:
+            self._promise_key, self._promise = key, False
+            batch, heads = table.shape[:2]
+            for compiled in (True, False):
+                try:
+                    mine = create_block_mask(self.mask_mod, batch, heads, *self.seq_lengths,
+                                             device="cpu" if compiled or device is None
+                                             else device, BLOCK_SIZE=self.BLOCK_SIZE,
+                                             _compile=compiled).kernel_table()
+                except Exception:  # not traceable, or not evaluable at all
+                    continue
+                self._promise = bool((((table == 0) & (mine != 0)) |
+                                      ((table == 2) & (mine != 2))).logical_not().all())
+                break
+        return self._promise
+
     def sparsity(self) -> float:
         """The percentage of blocks skipped (neither partial nor full)."""
         dense = self.to_dense()
         return 100.0 * (1.0 - float(dense.sum()) / max(dense.numel(), 1))
 
+    def to(self, device) -> "BlockMask":
+        """A BlockMask with the block lists on `device` (the kernels take
+        the table on the query's device whatever the lists' device)."""
+        moved = [None if t is None else t.to(device) for t in self.as_tuple()[2:10]]
+        mask = BlockMask(self.seq_lengths, self.BLOCK_SIZE, self.mask_mod, *moved)
+        mask._from_mask_mod = self._from_mask_mod
+        return mask
+
+    def __getitem__(self, index) -> "BlockMask":
+        """The block mask of some batches, heads and query blocks
+        (FlexAttention's BlockMask indexing: `mask[b]`, `mask[b, h]`,
+        `mask[:, :, i]` — query *blocks*, an int kept as a length-1 dim).
+        Its mask_mod cannot be used (its indices would be those of the whole
+        mask): set a new one for the selected positions where partial blocks
+        remain."""
+        index = index if isinstance(index, tuple) else (index,)
+        if len(index) > 3:
+            raise Error("BlockMask indexing takes at most 3 indices: batch, head, query block")
+        index = tuple(index) + (slice(None),) * (3 - len(index))
+        normal = []
+        for i, n in zip(index, self.kv_num_blocks.shape):
+            if isinstance(i, int):
+                if not -n <= i < n:
+                    raise Error(f"BlockMask index {i} is out of range for a dim of {n}")
+                i %= n
+                i = slice(i, i + 1)
+            normal.append(i)
+        index = tuple(normal)
+
+        def pick(t):
+            return None if t is None else t[index]
+
+        rows = index[2]
+        if isinstance(rows, slice):
+            first, stop, step = rows.indices(self.kv_num_blocks.shape[2])
+            if step != 1:
+                raise Error("BlockMask indexing takes a contiguous range of query blocks")
+            seq_q = max(0, min(stop * self.BLOCK_SIZE[0], self.seq_lengths[0])
+                        - first * self.BLOCK_SIZE[0])
+        else:
+            seq_q = pick(self.kv_num_blocks).shape[2] * self.BLOCK_SIZE[0]
+        return BlockMask.from_kv_blocks(
+            pick(self.kv_num_blocks), pick(self.kv_indices), pick(self.full_kv_num_blocks),
+            pick(self.full_kv_indices), BLOCK_SIZE=self.BLOCK_SIZE, mask_mod=_sliced_mask_mod,
+            seq_lengths=(seq_q, self.seq_lengths[1]), compute_q_blocks=self.q_indices is not None)
+
+    def to_string(self, grid_size=(20, 20), limit: int = 4) -> str:
+        """The blocks of up to `limit` [b, h] pairs as text (as PyTorch's
+        BlockMask.to_string), one character pair per cell of a grid of at
+        most `grid_size` cells (an int, a (rows, columns) pair, or -1 for
+        every block): '██' where every block of the cell is computed, '░░'
+        where some are, '  ' where none."""
+        dense = self.to_dense()
+        batch, heads, rows, columns = dense.shape
+        if grid_size == -1:
+            grid_size = (rows, columns)
+        elif isinstance(grid_size, int):
+            grid_size = (grid_size, grid_size)
+        row_step = max(1, -(-rows // grid_size[0]))
+        column_step = max(1, -(-columns // grid_size[1]))
+        parts = []
+        for n, (b, h) in enumerate((b, h) for b in range(batch) for h in range(heads)):
+            if n == limit:
+                parts += ["...", "To print out more, set BlockMask.to_string(limit=N)",
+                          "You can also index (BlockMask[batch, head]) to choose a specific "
+                          "batch or head"]
+                break
+            text = f"{(b, h)}\n"
+            for r in range(0, rows, row_step):
+                for c in range(0, columns, column_step):
+                    share = float(dense[b, h, r:r + row_step, c:c + column_step].float().mean())
+                    text += "██" if share == 1 else "  " if share == 0 else "░░"
+                text += "\n"
+            parts.append(text)
+        return "\n".join(parts)
+
+    def __str__(self) -> str:
+        return (f"BlockMask(shape={self.shape}, sparsity={self.sparsity():.2f}%, \n"
+                f"{self.to_string().strip()}\n)")
+
     def __repr__(self) -> str:
         return (f"BlockMask(shape={self.shape}, sparsity={self.sparsity():.2f}%, "
                 f"BLOCK_SIZE={self.BLOCK_SIZE}, mask_mod={getattr(self.mask_mod, '__name__', self.mask_mod)})")
+
+
+def _is_noop(mask_mod) -> bool:
+    """Whether mask_mod is attn's or PyTorch's noop_mask."""
+    if mask_mod is noop_mask:
+        return True
+    try:
+        from torch.nn.attention.flex_attention import noop_mask as torch_noop
+    except ImportError:
+        return False
+    return mask_mod is torch_noop
+
+
+def _as_listed(mask_mod: Callable, table: Tensor, block_size) -> Callable:
+    """mask_mod as FlexAttention applies it under a block mask's lists: kept
+    in a full block (table entry 2), mask_mod's bit in a partial one (1),
+    excluded in a block not listed (0). The kernels evaluate it only where
+    their own blocks meet entries of different kinds."""
+    rows, keys = block_size
+
+    def listed(b, h, q_idx, kv_idx):
+        entry = table[b, h, q_idx // rows, kv_idx // keys]
+        return (entry == 2) | ((entry == 1) & mask_mod(b, h, q_idx, kv_idx))
+
+    return listed
+
+
+def _sliced_mask_mod(b, h, q_idx, kv_idx):
+    """The mask_mod of an indexed BlockMask, until the caller sets one."""
+    raise Error("this BlockMask was indexed (mask[...]): its mask_mod would read the indices "
+                "of the whole mask; set block_mask.mask_mod to one for the selected positions")
+
+
+def _block_sizes(where: str, BLOCK_SIZE) -> Tuple[int, int]:
+    """(query, key) block sizes of an int or a pair, each a positive int."""
+    sizes = (BLOCK_SIZE, BLOCK_SIZE) if isinstance(BLOCK_SIZE, int) else tuple(BLOCK_SIZE)
+    if len(sizes) != 2:
+        raise Error(f"{where}: BLOCK_SIZE is an int or a (query, key) pair")
+    for value in sizes:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise Error(f"{where}: BLOCK_SIZE is {value!r} but must be a positive integer")
+    return sizes
 
 
 def _on_grid(fn, leading: tuple, batch: int, heads: int, rows: Tensor, columns: Tensor,
@@ -894,7 +1241,9 @@ def _block_lists(blocks: Tensor) -> Tuple[Tensor, Tensor]:
 
 def create_block_mask(mask_mod: Callable, B: Optional[int], H: Optional[int], Q_LEN: int,
                       KV_LEN: int, device="cpu", BLOCK_SIZE=BLOCK_SIZE,
-                      _compile: bool = False) -> BlockMask:
+                      _compile: bool = False, separate_full_blocks: bool = True,
+                      compute_dq_write_order: bool = False,
+                      dq_kv_order: bool = True) -> BlockMask:
     """FlexAttention's create_block_mask: evaluates `mask_mod(b, h, q_idx,
     kv_idx)` over [B, H, Q_LEN, KV_LEN] (B or H None: broadcast over it) and
     lists, per block of BLOCK_SIZE (an int, or (query, key) block sizes),
@@ -903,7 +1252,11 @@ def create_block_mask(mask_mod: Callable, B: Optional[int], H: Optional[int], Q_
     traces it; the kernel is compiled once and cached) instead of with
     PyTorch: the same blocks, 5-10x faster on long sequences. `device`:
     where the mask_mod is evaluated (that of the tensors it captures; cpu
-    or cuda); the block lists are kept on the CPU."""
+    or cuda); the block lists are kept on the CPU. `separate_full_blocks`
+    False lists every kept block as partial (the mask_mod evaluated in all
+    of them). `compute_dq_write_order` and `dq_kv_order` order the work of
+    PyTorch's GPU backward; attn's backward is deterministic without them,
+    and they change nothing here."""
     if not callable(mask_mod):
         raise Error("create_block_mask: mask_mod must be a callable (b, h, q_idx, kv_idx) -> bool")
     device = torch.device(device)
@@ -913,20 +1266,18 @@ def create_block_mask(mask_mod: Callable, B: Optional[int], H: Optional[int], Q_
     if _compile and device.type != "cpu":
         raise Error(f"create_block_mask: _compile evaluates the mask_mod in a CPU kernel, "
                     f"but device is {device}")
-    sizes = (BLOCK_SIZE, BLOCK_SIZE) if isinstance(BLOCK_SIZE, int) else tuple(BLOCK_SIZE)
+    sizes = _block_sizes("create_block_mask", BLOCK_SIZE)
     batch = 1 if B is None else B
     heads = 1 if H is None else H
-    for name, value in (("B", batch), ("H", heads), ("Q_LEN", Q_LEN), ("KV_LEN", KV_LEN),
-                        ("BLOCK_SIZE", sizes[0]), ("BLOCK_SIZE", sizes[-1])):
+    for name, value in (("B", batch), ("H", heads), ("Q_LEN", Q_LEN), ("KV_LEN", KV_LEN)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise Error(f"create_block_mask: {name} is {value!r} but must be a positive integer")
-    if len(sizes) != 2:
-        raise Error("create_block_mask: BLOCK_SIZE is an int or a (query, key) pair")
     q_block, kv_block = sizes
     rows_n, cols_n = -(-Q_LEN // q_block), -(-KV_LEN // kv_block)
     if _compile:
         table = _compiled_table(mask_mod, batch, heads, Q_LEN, KV_LEN, sizes)
-        return _block_mask(mask_mod, (Q_LEN, KV_LEN), sizes, table == 2, table == 1)
+        return _block_mask(mask_mod, (Q_LEN, KV_LEN), sizes, table == 2, table == 1,
+                           separate_full_blocks)
     any_kept = torch.zeros(batch, heads, rows_n, cols_n, dtype=torch.bool)
     all_kept = torch.zeros_like(any_kept)
     columns = torch.arange(KV_LEN, device=device)
@@ -945,18 +1296,59 @@ def create_block_mask(mask_mod: Callable, B: Optional[int], H: Optional[int], Q_
         grid = padded.reshape(batch, heads, n, q_block, cols_n, kv_block)
         any_kept[:, :, first:last] = grid.any(5).any(3)
         all_kept[:, :, first:last] = grid.all(5).all(3)
-    return _block_mask(mask_mod, (Q_LEN, KV_LEN), sizes, all_kept, any_kept & ~all_kept)
+    return _block_mask(mask_mod, (Q_LEN, KV_LEN), sizes, all_kept, any_kept & ~all_kept,
+                       separate_full_blocks)
 
 
-def _block_mask(mask_mod, lengths, sizes, full: Tensor, partial: Tensor) -> BlockMask:
+def _block_mask(mask_mod, lengths, sizes, full: Tensor, partial: Tensor,
+                separate_full_blocks: bool = True) -> BlockMask:
     """The BlockMask of the full and the partial blocks (bool [B, H, query
-    blocks, key blocks])."""
-    kv_num, kv_idx = _block_lists(partial)
-    full_kv_num, full_kv_idx = _block_lists(full)
-    q_num, q_idx = _block_lists(partial.transpose(-1, -2))
-    full_q_num, full_q_idx = _block_lists(full.transpose(-1, -2))
-    return BlockMask(lengths, sizes, mask_mod, kv_num, kv_idx, full_kv_num, full_kv_idx,
-                     q_num, q_idx, full_q_num, full_q_idx)
+    blocks, key blocks]); without `separate_full_blocks` the full ones are
+    listed as partial."""
+    if not separate_full_blocks:
+        mask = BlockMask(lengths, sizes, mask_mod, *_block_lists(partial | full), None, None,
+                         *_block_lists((partial | full).transpose(-1, -2)))
+    else:
+        mask = BlockMask(lengths, sizes, mask_mod, *_block_lists(partial), *_block_lists(full),
+                         *_block_lists(partial.transpose(-1, -2)),
+                         *_block_lists(full.transpose(-1, -2)))
+    mask._from_mask_mod = True
+    return mask
+
+
+def create_mask(mod_fn: Callable, B: Optional[int], H: Optional[int], Q_LEN: int, KV_LEN: int,
+                device="cpu") -> Tensor:
+    """FlexAttention's create_mask: the bool [B, H, Q_LEN, KV_LEN] mask of a
+    mask_mod (True where it keeps the score), or of a score_mod (True where
+    it leaves a 0 score finite, False where it gives -inf); B or H None
+    makes that dim 1."""
+    if not callable(mod_fn):
+        raise Error("create_mask: mod_fn must be a mask_mod or a score_mod (a callable)")
+    batch = 1 if B is None else B
+    heads = 1 if H is None else H
+    for name, value in (("B", batch), ("H", heads), ("Q_LEN", Q_LEN), ("KV_LEN", KV_LEN)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise Error(f"create_mask: {name} is {value!r} but must be a positive integer")
+    rows = torch.arange(Q_LEN, device=device)
+    columns = torch.arange(KV_LEN, device=device)
+    if _positional_arguments(mod_fn) == 5:
+        zeros = torch.zeros(batch, heads, Q_LEN, KV_LEN, device=device)
+        scores = _on_grid(mod_fn, (zeros,), batch, heads, rows, columns,
+                          lambda t: t.is_floating_point())
+        return ~torch.isneginf(scores.expand(batch, heads, Q_LEN, KV_LEN))
+    return _evaluate_mask(mod_fn, batch, heads, rows, columns)
+
+
+def _positional_arguments(fn: Callable) -> Optional[int]:
+    """How many arguments `fn` needs (those without defaults), or None."""
+    import inspect
+
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    return sum(1 for p in parameters if p.default is inspect.Parameter.empty
+               and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
 
 
 def _compiled_table(mask_mod, batch: int, heads: int, seq_q: int, seq_k: int,
@@ -989,10 +1381,23 @@ def _compiled_table(mask_mod, batch: int, heads: int, seq_q: int, seq_k: int,
 # ---------------------------------------------------------------------------
 
 
-def _check_block_mask(block_mask, query: Tensor, key: Tensor) -> None:
+def _torch_block_mask_type():
+    try:
+        from torch.nn.attention.flex_attention import BlockMask as TorchBlockMask
+    except ImportError:  # a PyTorch without FlexAttention
+        return None
+    return TorchBlockMask
+
+
+def _checked_block_mask(block_mask, query: Tensor, key: Tensor) -> BlockMask:
+    """attn's BlockMask for the call (PyTorch's converted), checked against
+    its shapes."""
+    torch_type = _torch_block_mask_type()
+    if torch_type is not None and isinstance(block_mask, torch_type):
+        block_mask = BlockMask._of_torch(block_mask)
     if not isinstance(block_mask, BlockMask):
-        raise Error("block_mask must be an attn BlockMask (from attn.create_block_mask), "
-                    f"not {type(block_mask).__name__}")
+        raise Error("block_mask must be a BlockMask (from attn.create_block_mask or PyTorch's "
+                    f"create_block_mask), not {type(block_mask).__name__}")
     seq_q, seq_k = int(query.shape[-2]), int(key.shape[-2])
     if block_mask.seq_lengths != (seq_q, seq_k):
         raise Error(f"block_mask was made for Q_LEN, KV_LEN = {block_mask.seq_lengths} but the "
@@ -1002,13 +1407,14 @@ def _check_block_mask(block_mask, query: Tensor, key: Tensor) -> None:
         raise Error(f"block_mask was made for B, H = ({batch}, {heads}) but the call has "
                     f"B = {int(query.shape[0])} and {int(query.shape[1])} query heads "
                     "(B and H must match or be 1/None)")
+    return block_mask
 
 
 def flex_attention(query: Tensor, key: Tensor, value: Tensor,
                    score_mod: Optional[Callable] = None, block_mask: Optional[BlockMask] = None,
                    scale: Optional[float] = None, enable_gqa: bool = False,
                    return_lse: bool = False, kernel_options: Optional[dict] = None, *,
-                   sinks: Optional[Tensor] = None):
+                   return_aux: Optional[AuxRequest] = None, sinks: Optional[Tensor] = None):
     """torch.nn.attention.flex_attention.flex_attention on attn's kernels.
 
     query [B, Hq, L, E], key [B, Hkv, S, E], value [B, Hkv, S, Ev] (CPU
@@ -1018,7 +1424,10 @@ def flex_attention(query: Tensor, key: Tensor, value: Tensor,
     defaults to 1/sqrt(E). sinks: one logit per query head [Hq] (docs/spec.md,
     "Attention sinks"). Returns the output [B, Hq, L, Ev] (and with
     return_lse the log-sum-exp [B, Hq, L] f32: -inf on a row with nothing
-    kept, whose output is 0). Differentiable in query, key, value and sinks,
+    kept, whose output is 0); with return_aux (an AuxRequest, attn's or
+    PyTorch's) the output and an AuxOutput holding the LSE if it asks for
+    it (return_lse is then ignored, as in PyTorch); max_scores is not
+    computed (nor by PyTorch's CPU FlexAttention). Differentiable in query, key, value and sinks,
     through the score_mod too (the compiler differentiates it), and in the
     tensors the score_mod captures that require grad (a trained bias table
     or slopes: the backward kernel computes their gradient beside dQ, dK
@@ -1029,6 +1438,18 @@ def flex_attention(query: Tensor, key: Tensor, value: Tensor,
     if kernel_options:
         raise Error("kernel_options are FlexAttention's Triton tuning knobs; attn chooses each "
                     "kernel's blocking itself (pass None)")
+    if return_aux is not None:
+        if not all(hasattr(return_aux, f) for f in AuxRequest._fields):
+            raise Error("return_aux must be an AuxRequest(lse=..., max_scores=...), not "
+                        f"{type(return_aux).__name__}")
+        if return_aux.max_scores:
+            raise Error("return_aux: max_scores is not computed by attn's kernels (nor by "
+                        "PyTorch's FlexAttention on the CPU); ask for AuxRequest(lse=True)")
+        output = flex_attention(query, key, value, score_mod, block_mask, scale, enable_gqa,
+                                bool(return_aux.lse), sinks=sinks)
+        if return_aux.lse:
+            return output[0], AuxOutput(lse=output[1])
+        return output, AuxOutput()
     for name, tensor in (("query", query), ("key", key), ("value", value)):
         if not isinstance(tensor, Tensor):
             raise Error(f"{name} must be a torch.Tensor, not {type(tensor).__name__}")
@@ -1036,7 +1457,7 @@ def flex_attention(query: Tensor, key: Tensor, value: Tensor,
             raise Error(f"{name}: shape is {list(tensor.shape)} but flex_attention takes 4-D "
                         "[B, H, S, D] tensors")
     if block_mask is not None:
-        _check_block_mask(block_mask, query, key)
+        block_mask = _checked_block_mask(block_mask, query, key)
     modifiers = _traced(score_mod, block_mask, query.device)
     _check_capture_devices(modifiers.captures, query)
     if sinks is not None and not isinstance(sinks, Tensor):

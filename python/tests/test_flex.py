@@ -734,8 +734,207 @@ def test_block_mask_shape_must_match_the_call():
         attn.flex_attention(q, k, v, block_mask=attn.create_block_mask(causal, None, None, 16, 32))
     with pytest.raises(attn.Error, match="B, H = \\(3, 1\\)"):
         attn.flex_attention(q, k, v, block_mask=attn.create_block_mask(causal, 3, None, 32, 32))
-    with pytest.raises(attn.Error, match="must be an attn BlockMask"):
+    with pytest.raises(attn.Error, match="must be a BlockMask"):
         attn.flex_attention(q, k, v, block_mask=causal)
+
+
+# PyTorch's FlexAttention API beyond the call ------------------------------------
+
+
+def torch_flex():
+    return pytest.importorskip("torch.nn.attention.flex_attention")
+
+
+@pytest.mark.parametrize("separate_full_blocks", [True, False])
+@pytest.mark.parametrize("mask_mod", [document, prefix_lm, window_global],
+                         ids=lambda f: f.__name__)
+def test_pytorch_block_mask_runs_as_ours(mask_mod, separate_full_blocks):
+    # A BlockMask made by PyTorch's create_block_mask (switching only
+    # flex_attention's import) gives what attn's own gives, and the
+    # reference; separate_full_blocks=False (no full lists) too.
+    flex = torch_flex()
+    q, k, v = random_qkv(2, 2, 2, SEQ, SEQ, 16, 16, torch.float32, seed=29)
+    theirs = flex.create_block_mask(mask_mod, 2, None, SEQ, SEQ, device="cpu", BLOCK_SIZE=16,
+                                    separate_full_blocks=separate_full_blocks)
+    ours = attn.create_block_mask(mask_mod, 2, None, SEQ, SEQ, BLOCK_SIZE=16,
+                                  separate_full_blocks=separate_full_blocks)
+    assert (ours.full_kv_num_blocks is None) == (not separate_full_blocks)
+    want = attn.flex_attention(q, k, v, block_mask=ours)
+    assert torch.equal(attn.flex_attention(q, k, v, block_mask=theirs), want)
+    ref, _ = reference(q, k, v, mask_mod=mask_mod)
+    assert relative_error(want, ref) <= TOLERANCE[torch.float32]
+    # Converted once: a second call reads the same kernel table.
+    converted = attn.BlockMask._of_torch(theirs)
+    assert attn.BlockMask._of_torch(theirs) is converted
+    theirs.kv_num_blocks.zero_()  # changed in place: converted again
+    assert attn.BlockMask._of_torch(theirs) is not converted
+
+
+def test_block_mask_from_kv_blocks():
+    # Lists written by hand (each query block of 16 rows attends its own
+    # key block and block 0, without a mask_mod: every score of a listed
+    # block kept) against PyTorch's from_kv_blocks and the dense reference.
+    flex = torch_flex()
+    blocks = -(-SEQ // 16)
+    counts = torch.tensor([[[1] + [2] * (blocks - 1)]], dtype=torch.int32)
+    indices = torch.zeros(1, 1, blocks, blocks, dtype=torch.int32)
+    for r in range(blocks):
+        indices[0, 0, r, 0] = r
+    indices[0, 0, 1:, 1] = 0
+    ours = attn.BlockMask.from_kv_blocks(counts, indices, BLOCK_SIZE=16, seq_lengths=(SEQ, SEQ))
+    theirs = flex.BlockMask.from_kv_blocks(counts, indices, BLOCK_SIZE=16,
+                                           seq_lengths=(SEQ, SEQ))
+    for name in ("q_num_blocks", "q_indices"):
+        assert torch.equal(getattr(ours, name), getattr(theirs, name)), name
+    assert torch.equal(ours.to_dense(), theirs.to_dense())
+    assert ours.sparsity() == pytest.approx(theirs.sparsity())
+    assert ours.numel() == theirs.numel() == SEQ * SEQ
+    assert ours.to_string() == theirs.to_string()
+    assert str(ours) == str(theirs).replace("BlockMask(shape=(1, 1, 70, 70)",
+                                            "BlockMask(shape=(1, 1, 70, 70)")
+
+    def listed(b, h, q_idx, kv_idx):
+        return (kv_idx // 16 == q_idx // 16) | (kv_idx < 16)
+
+    q, k, v = random_qkv(1, 2, 2, SEQ, SEQ, 16, 16, torch.float32, seed=31)
+    ref, _ = reference(q, k, v, mask_mod=listed)
+    out = attn.flex_attention(q, k, v, block_mask=ours)
+    assert relative_error(out, ref) <= TOLERANCE[torch.float32]
+    assert torch.equal(attn.flex_attention(q, k, v, block_mask=theirs), out)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_lists_that_disagree_with_the_mask_mod_decide_as_pytorch(dtype):
+    # Lists from from_kv_blocks (or PyTorch's BlockMask) decide as
+    # FlexAttention's kernels do, whatever the mask_mod says: a block left
+    # out is excluded, a full one kept whole, the mask_mod applied in the
+    # partial ones. (PyTorch's compiled flex_attention gives this; its eager
+    # CPU path evaluates the mask_mod everywhere and ignores the lists.) At
+    # the table's 16 x 16 blocks, finer than the kernels' own (rows of 64
+    # keys, tiles of 256 rows), their blocks meet entries of every kind.
+    flex = torch_flex()
+    seq, size = 150, 16
+    blocks = -(-seq // size)
+    g = torch.Generator().manual_seed(43)
+    kind = torch.randint(0, 3, (1, 2, blocks, blocks), generator=g)  # 0, 1 partial, 2 full
+    kind[0, 1, 3] = 0  # a query block with nothing listed: O = 0, LSE = -inf
+    counts, indices = attn._flex._block_lists(kind == 1)
+    full_counts, full_indices = attn._flex._block_lists(kind == 2)
+    q, k, v = random_qkv(1, 2, 2, seq, seq, 64, 64, dtype, seed=47)
+    for mask_mod in (causal, None):
+        def listed(b, h, q_idx, kv_idx):
+            entry = kind[b, h, q_idx // size, kv_idx // size]
+            return (entry == 2) | ((entry == 1) & (True if mask_mod is None
+                                                    else mask_mod(b, h, q_idx, kv_idx)))
+
+        ref, ref_lse = reference(q, k, v, mask_mod=listed)
+        ours = attn.BlockMask.from_kv_blocks(counts, indices, full_counts, full_indices,
+                                             BLOCK_SIZE=size, mask_mod=mask_mod,
+                                             seq_lengths=(seq, seq))
+        theirs = flex.BlockMask.from_kv_blocks(counts, indices, full_counts, full_indices,
+                                               BLOCK_SIZE=size, mask_mod=mask_mod,
+                                               seq_lengths=(seq, seq))
+        for mask in (ours, theirs):
+            out, lse = attn.flex_attention(q, k, v, block_mask=mask, return_lse=True)
+            assert relative_error(out, ref) <= TOLERANCE[dtype], mask_mod
+            finite = torch.isfinite(ref_lse)
+            assert torch.equal(torch.isfinite(lse), finite)
+            assert (lse.double()[finite] - ref_lse[finite]).abs().max() <= 1e-3
+    # The backward takes the same positions.
+    tensors = [t.detach().float().requires_grad_() for t in (q, k, v)]
+    out = attn.flex_attention(*tensors, block_mask=ours, score_mod=alibi_2)
+    grad_out = torch.randn(out.shape, generator=g)
+    out.backward(grad_out)
+    doubles = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    ref, _ = reference(*doubles, score_mod=alibi_2, mask_mod=listed)
+    ref.backward(grad_out.double())
+    for mine, want in zip(tensors, doubles):
+        assert relative_error(mine.grad, want.grad) <= 1e-4
+
+
+def test_block_mask_lists_that_do_not_fit_are_refused():
+    counts = torch.ones(1, 1, 2, dtype=torch.int32)
+    indices = torch.zeros(1, 1, 2, 2, dtype=torch.int32)
+    with pytest.raises(attn.Error, match="lists key block 2"):
+        attn.BlockMask.from_kv_blocks(counts, indices + 2, BLOCK_SIZE=16)
+    with pytest.raises(attn.Error, match="kv_num_blocks must be in \\[0, 2\\]"):
+        attn.BlockMask.from_kv_blocks(counts * 3, indices, BLOCK_SIZE=16)
+    with pytest.raises(attn.Error, match="has 2 query blocks but Q_LEN = 70"):
+        attn.BlockMask.from_kv_blocks(counts, indices, BLOCK_SIZE=16, seq_lengths=(70, 32))
+    with pytest.raises(attn.Error, match="given together"):
+        attn.BlockMask.from_kv_blocks(counts, indices, counts, BLOCK_SIZE=16)
+    with pytest.raises(attn.Error, match="BLOCK_SIZE is 0"):
+        attn.BlockMask.from_kv_blocks(counts, indices, BLOCK_SIZE=0)
+
+
+def test_block_mask_indexing():
+    # mask[b, h] and mask[:, :, i] as PyTorch's (query *blocks*); the result
+    # has no usable mask_mod until the caller sets one for its positions.
+    flex = torch_flex()
+    ours = attn.create_block_mask(causal, 2, 2, SEQ, SEQ, BLOCK_SIZE=16)
+    theirs = flex.create_block_mask(causal, 2, 2, SEQ, SEQ, device="cpu", BLOCK_SIZE=16)
+    for index in (0, (1, 0), (slice(None), slice(None), 1), (0, 1, slice(2, 5)),
+                  (slice(None), slice(None), -1)):
+        mine, want = ours[index], theirs[index]
+        assert mine.shape == want.shape, index
+        assert torch.equal(mine.to_dense(), want.to_dense()), index
+    chunk = ours[:, :, 1]  # query rows 16..31
+    q, k, v = random_qkv(2, 2, 2, SEQ, SEQ, 16, 16, torch.float32, seed=37)
+    rows = q[:, :, 16:32]
+    with pytest.raises(attn.Error, match="was indexed"):
+        attn.flex_attention(rows, k, v, block_mask=chunk)
+
+    def shifted(b, h, q_idx, kv_idx):
+        return q_idx + 16 >= kv_idx
+
+    chunk.mask_mod = shifted
+    out = attn.flex_attention(rows, k, v, block_mask=chunk)
+    full = attn.flex_attention(q, k, v, block_mask=ours)
+    assert relative_error(out, full[:, :, 16:32]) <= TOLERANCE[torch.float32]
+    with pytest.raises(attn.Error, match="at most 3 indices"):
+        ours[0, 0, 0, 0]
+
+
+def test_block_mask_to_string_and_to():
+    flex = torch_flex()
+    ours = attn.create_block_mask(document, 1, 6, SEQ, SEQ, BLOCK_SIZE=8)
+    theirs = flex.create_block_mask(document, 1, 6, SEQ, SEQ, device="cpu", BLOCK_SIZE=8)
+    for grid, limit in (((20, 20), 4), (4, 2), (-1, 1)):
+        assert ours.to_string(grid, limit) == theirs.to_string(grid, limit)
+    moved = ours.to("cpu")
+    assert moved is not ours and torch.equal(moved.kernel_table(), ours.kernel_table())
+
+
+def test_return_aux():
+    flex = torch_flex()
+    q, k, v = random_qkv(1, 2, 2, SEQ, SEQ, 16, 16, torch.float32, seed=41)
+    out, lse = attn.flex_attention(q, k, v, score_mod=alibi, return_lse=True)
+    for request in (attn.AuxRequest(lse=True), flex.AuxRequest(lse=True)):
+        got, aux = attn.flex_attention(q, k, v, score_mod=alibi, return_aux=request)
+        assert isinstance(aux, attn.AuxOutput) and aux.max_scores is None
+        assert torch.equal(got, out) and torch.equal(aux.lse, lse)
+    # return_aux takes precedence over return_lse, as in PyTorch.
+    got, aux = attn.flex_attention(q, k, v, score_mod=alibi, return_lse=True,
+                                   return_aux=attn.AuxRequest())
+    assert torch.equal(got, out) and aux == attn.AuxOutput()
+    with pytest.raises(attn.Error, match="max_scores is not computed"):
+        attn.flex_attention(q, k, v, return_aux=attn.AuxRequest(lse=True, max_scores=True))
+    with pytest.raises(attn.Error, match="must be an AuxRequest"):
+        attn.flex_attention(q, k, v, return_aux=True)
+
+
+@pytest.mark.parametrize("mod", [causal, document, prefix_lm, alibi, softcap],
+                         ids=lambda f: f.__name__)
+def test_create_mask_matches_pytorch(mod):
+    flex = torch_flex()
+
+    def masked_score(score, b, h, q_idx, kv_idx):  # a score_mod that masks
+        return torch.where(q_idx >= kv_idx, mod(score, b, h, q_idx, kv_idx), float("-inf"))
+
+    fn = masked_score if mod in (alibi, softcap) else mod
+    ours = attn.create_mask(fn, 2, HEADS, SEQ, 50)
+    theirs = flex.create_mask(fn, 2, HEADS, SEQ, 50, device="cpu")
+    assert ours.dtype == torch.bool and torch.equal(ours, theirs)
 
 
 # Caching by structure ------------------------------------------------------------
