@@ -572,7 +572,7 @@ class _Region:
         torch.zeros_like(x), torch.full_like(x, v), ...: PyTorch's
         noop_mask is one), of its kind or the dtype asked for."""
         like, rest = args[0], list(args[1:])
-        if name.startswith("new_"):
+        if name.startswith("new_") and name != "new_tensor":
             size = kwargs.get("size", rest.pop(0) if rest else None)
             if size is None or tuple(size) != ():
                 raise Error(f"{self.site}: .{name}() makes a value per score only with "

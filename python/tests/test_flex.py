@@ -770,6 +770,32 @@ def test_pytorch_block_mask_runs_as_ours(mask_mod, separate_full_blocks):
     assert attn.BlockMask._of_torch(theirs) is not converted
 
 
+def test_constants_made_like_an_argument():
+    q, k, v = random_qkv(1, 2, 2, 30, 30, 16, 16, torch.float32, seed=59)
+
+    def shifted(score, b, h, q_idx, kv_idx):
+        return (score + torch.full_like(score, 0.5) * torch.zeros_like(score)
+                + score.new_tensor(0.25) - q_idx.new_full((), 1).float())
+
+    ref, _ = reference(q, k, v, score_mod=lambda s, b, h, i, j: s + 0.25 - 1.0)
+    assert relative_error(attn.flex_attention(q, k, v, score_mod=shifted), ref) <= 1e-5
+
+
+def test_pytorch_mask_combinators_trace():
+    # PyTorch's and_masks / or_masks / noop_mask start from
+    # b.new_ones((), dtype=torch.bool): traced as a constant.
+    flex = torch_flex()
+    q, k, v = random_qkv(1, 2, 2, SEQ, SEQ, 16, 16, torch.float32, seed=53)
+    for mask_mod in (flex.and_masks(document, causal), flex.or_masks(causal, window_global),
+                     flex.noop_mask):
+        block_mask = flex.create_block_mask(mask_mod, None, None, SEQ, SEQ, device="cpu",
+                                            BLOCK_SIZE=16)
+        ref, _ = reference(q, k, v, mask_mod=lambda b, h, i, j: attn.create_mask(
+            mask_mod, 1, 1, SEQ, SEQ)[0, 0, i, j])
+        out = attn.flex_attention(q, k, v, block_mask=block_mask)
+        assert relative_error(out, ref) <= TOLERANCE[torch.float32], mask_mod.__name__
+
+
 def test_block_mask_from_kv_blocks():
     # Lists written by hand (each query block of 16 rows attends its own
     # key block and block 0, without a mask_mod: every score of a listed
@@ -982,9 +1008,12 @@ def test_identity_modifiers_use_the_plain_kernel():
     (lambda s, b, h, i, j: s ** i, "constant exponent"),
     (lambda s, b, h, i, j: s + math.exp(s), "cannot become a Python number"),
     (lambda s, b, h, i, j: s + float(s), "cannot be traced"),
+    (lambda s, b, h, i, j: s + s.new_ones((2,)), "only with size \\(\\)"),
+    (lambda s, b, h, i, j: s + torch.full_like(s, s), "value must be a number"),
     ("not a function", "must be a callable"),
 ], ids=["sin", "if", "float_index", "partial_index", "extra_index", "negative_index",
-        "zero_division", "traced_exponent", "python_math", "python_float", "not_callable"])
+        "zero_division", "traced_exponent", "python_math", "python_float", "new_ones_shape",
+        "full_like_traced", "not_callable"])
 def test_unsupported_score_mod(score_mod, message):
     q, k, v = random_qkv(1, 2, 2, 8, 8, 16, 16, torch.float32)
     with pytest.raises(attn.Error, match=message):
