@@ -8,7 +8,9 @@ For each modifier, forward (and, where PyTorch has one, forward + backward):
     same functions and PyTorch's own create_block_mask (which it uses to skip
     empty blocks);
   - where an attribute says the same thing (causal), attn's attribute form
-    and PyTorch's SDPA, as the floor.
+    and PyTorch's SDPA, as the floor;
+  - attn.flex_attention with PyTorch's BlockMask (what a user who switched
+    only flex_attention's import runs).
 Both flex implementations are checked against each other first. Medians of
 --repeat samples, interleaved in alternating orders; OMP_WAIT_POLICY=PASSIVE
 (unless set) so that PyTorch's idle OpenMP threads do not spin on the cores
@@ -110,6 +112,9 @@ def rows(repeat: int, only: str, seq: int, backward: bool):
                 "torch flex": lambda: compiled(q, k, v, score_mod=score_mod,
                                                block_mask=theirs_mask),
             }
+            if theirs_mask is not None:
+                runners["attn flex, torch mask"] = lambda: attn.flex_attention(
+                    q, k, v, score_mod=score_mod, block_mask=theirs_mask)
             if attribute is not None:
                 runners["attn attribute"] = lambda: attn.scaled_dot_product_attention(
                     q, k, v, **attribute)
@@ -119,6 +124,8 @@ def rows(repeat: int, only: str, seq: int, backward: bool):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 ours, theirs = runners["attn flex"](), runners["torch flex"]()
+                for key in runners:  # first calls (conversions, compiles) untimed
+                    runners[key]()
             error = (ours.float() - theirs.float()).abs().max().item()
             assert error <= (1e-4 if dtype == torch.float32 else 3e-2), (label, error)
             samples = {key: [] for key in runners}
@@ -183,8 +190,9 @@ def main(argv=None) -> int:
     print(f"# {peers.cpu_model()}, {args.threads} threads, torch {torch.__version__}, "
           f"B=1 H=8 S={args.seq} D=64")
     print("| modifiers | block density | attn flex | vs attn's dense time | torch flex "
-          "(compiled) | speed-up | attn attribute | torch SDPA | attn fwd+bwd | torch fwd+bwd |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "(compiled) | speed-up | attn flex, PyTorch's BlockMask | attn attribute | torch SDPA "
+          "| attn fwd+bwd | torch fwd+bwd |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     dense = {}
     for label, t in rows(args.repeat, args.only, args.seq, args.backward):
         ms = lambda key: f"{t[key] * 1e3:.1f} ms" if key in t else "—"  # noqa: E731
@@ -192,7 +200,8 @@ def main(argv=None) -> int:
         dense.setdefault(dtype, t["attn flex"])  # the first row: no modifiers
         print(f"| {label} | {t['density']:.2f} | {ms('attn flex')} | "
               f"{t['attn flex'] / dense[dtype]:.2f} | {ms('torch flex')} | "
-              f"{t['torch flex'] / t['attn flex']:.2f}× | {ms('attn attribute')} | "
+              f"{t['torch flex'] / t['attn flex']:.2f}× | {ms('attn flex, torch mask')} | "
+              f"{ms('attn attribute')} | "
               f"{ms('torch sdpa')} | {ms('attn flex fwd+bwd')} | {ms('torch flex fwd+bwd')} |")
     return 0
 
