@@ -11,6 +11,7 @@
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <cmath>
+#include <limits>
 
 using namespace mlir;
 using namespace mlir::attn;
@@ -140,28 +141,145 @@ Value ModifierEmitter::broadcast(Value v, int64_t lanes) {
                                      VectorType::get({lanes}, v.getType()), v);
 }
 
+const ModifierEmitter::IndexRanges &ModifierEmitter::rangesOf(Region &region) {
+  auto [it, inserted] = ranges.try_emplace(&region);
+  if (!inserted)
+    return it->second;
+  IndexRanges &found = it->second;
+  Block &block = region.front();
+  // The last four arguments are (b, h, q_idx, kv_idx): global indices, each
+  // below 2³¹ (the runtime refuses larger sizes).
+  ConstantIntRanges index = ConstantIntRanges::fromSigned(
+      APInt::getZero(64), APInt(64, std::numeric_limits<int32_t>::max()));
+  for (BlockArgument argument : block.getArguments().take_back(4))
+    found.try_emplace(argument, index);
+  for (Operation &op : block.without_terminator()) {
+    auto infer = dyn_cast<InferIntRangeInterface>(op);
+    if (!infer || !llvm::all_of(op.getOperandTypes(),
+                                [](Type type) { return type.isIntOrIndex(); }))
+      continue;
+    SmallVector<ConstantIntRanges> operands;
+    for (Value operand : op.getOperands()) {
+      auto known = found.find(operand);
+      operands.push_back(
+          known != found.end()
+              ? known->second
+              : ConstantIntRanges::maxRange(
+                    ConstantIntRanges::getStorageBitwidth(operand.getType())));
+    }
+    infer.inferResultRanges(operands,
+                            [&](Value result, const ConstantIntRanges &range) {
+                              found.insert_or_assign(result, range);
+                            });
+  }
+  return found;
+}
+
+Operation *ModifierEmitter::tryNarrow(Operation &op, ArrayRef<Value> operands,
+                                      int64_t lanes, IRMapping &mapping,
+                                      Narrowing &narrowing) {
+  // Index and i64 values (a traced modifier's integers) whose range lies in
+  // i32's.
+  auto isWide = [](Value v) {
+    return v.getType().isIndex() || v.getType().isInteger(64);
+  };
+  auto fits = [&](Value v) {
+    auto range = narrowing.ranges.find(v);
+    return range != narrowing.ranges.end() &&
+           range->second.smin().getSExtValue() >=
+               std::numeric_limits<int32_t>::min() &&
+           range->second.smax().getSExtValue() <=
+               std::numeric_limits<int32_t>::max();
+  };
+  auto i32Lanes = VectorType::get({lanes}, b.getI32Type());
+  // A wide operand's lanes as i32: made so already, or an extension of i32
+  // lanes (a kernel's indices), else truncated (it fits).
+  auto narrowOf = [&](Value regionValue, Value emitted) -> Value {
+    if (Value known = narrowing.narrow.lookup(regionValue))
+      return known;
+    Operation *def = emitted.getDefiningOp();
+    if (isa_and_nonnull<arith::IndexCastOp, arith::ExtSIOp>(def) &&
+        getElementTypeOrSelf(def->getOperand(0).getType()).isInteger(32))
+      return broadcast(def->getOperand(0), lanes);
+    bool onLanes = isa<VectorType>(emitted.getType());
+    Type i32 = onLanes ? Type(i32Lanes) : b.getI32Type();
+    Value narrow =
+        getElementTypeOrSelf(emitted.getType()).isIndex()
+            ? arith::IndexCastOp::create(b, loc, i32, emitted).getResult()
+            : arith::TruncIOp::create(b, loc, i32, emitted).getResult();
+    return broadcast(narrow, lanes);
+  };
+  // i32 lanes `narrow` standing for the wide region value `result`: the
+  // wide lanes for what takes them (a read's indices; unused, they fold
+  // away).
+  auto widened = [&](Value result, Value narrow) -> Value {
+    narrowing.narrow[result] = narrow;
+    auto wideLanes = VectorType::get({lanes}, result.getType());
+    Value wide =
+        result.getType().isIndex()
+            ? arith::IndexCastOp::create(b, loc, wideLanes, narrow).getResult()
+            : arith::ExtSIOp::create(b, loc, wideLanes, narrow).getResult();
+    mapping.map(result, wide);
+    return wide;
+  };
+  // A cast between index and i64 or i32 of a value that fits: the same
+  // lanes; an integer that fits converted to float: from i32 lanes.
+  if (auto cast = dyn_cast<arith::IndexCastOp>(op)) {
+    if (!fits(cast.getIn()))
+      return nullptr;
+    Value narrow = narrowOf(cast.getIn(), operands[0]);
+    if (cast.getType().isInteger(32)) {
+      mapping.map(cast.getResult(), narrow);
+      return narrow.getDefiningOp() ? narrow.getDefiningOp() : nullptr;
+    }
+    return widened(cast.getResult(), narrow).getDefiningOp();
+  }
+  if (auto convert = dyn_cast<arith::SIToFPOp>(op)) {
+    if (!isWide(convert.getIn()) || !fits(convert.getIn()))
+      return nullptr;
+    auto converted = arith::SIToFPOp::create(
+        b, loc, VectorType::get({lanes}, convert.getType()),
+        narrowOf(convert.getIn(), operands[0]));
+    mapping.map(convert.getResult(), converted.getResult());
+    return converted;
+  }
+  if (!isa<arith::AddIOp, arith::SubIOp, arith::MulIOp, arith::DivSIOp,
+           arith::FloorDivSIOp, arith::CeilDivSIOp, arith::RemSIOp,
+           arith::MinSIOp, arith::MaxSIOp, arith::SelectOp, arith::CmpIOp>(op))
+    return nullptr;
+  if (llvm::none_of(op.getOperands(), isWide) ||
+      !llvm::all_of(op.getOperands(),
+                    [&](Value v) { return !isWide(v) || fits(v); }) ||
+      !llvm::all_of(op.getResults(),
+                    [&](Value v) { return !isWide(v) || fits(v); }))
+    return nullptr;
+  IRMapping lanesMapping;
+  for (auto [operand, value] : llvm::zip(op.getOperands(), operands))
+    lanesMapping.map(operand, isWide(operand) ? narrowOf(operand, value)
+                                              : broadcast(value, lanes));
+  Operation *narrowOp = b.clone(op, lanesMapping);
+  for (auto [result, narrowResult] :
+       llvm::zip(op.getResults(), narrowOp->getResults())) {
+    if (!isWide(result)) {
+      narrowResult.setType(VectorType::get({lanes}, result.getType()));
+      mapping.map(result, narrowResult);
+      continue;
+    }
+    narrowResult.setType(i32Lanes);
+    widened(result, narrowResult);
+  }
+  return narrowOp;
+}
+
 Operation *ModifierEmitter::emitOp(Operation &op, ArrayRef<Value> operands,
-                                   int64_t lanes, IRMapping &mapping) {
+                                   int64_t lanes, IRMapping &mapping,
+                                   Narrowing *narrowing) {
   if (!llvm::any_of(operands,
                     [](Value v) { return isa<VectorType>(v.getType()); }))
     return b.clone(op, mapping);
-  // A comparison of two indices cast from one integer type (a traced
-  // mask_mod's `ids[q_idx] == ids[kv_idx]`) compares the integers: sign
-  // extension keeps equality and both orders, and 16 lanes of i32 are one
-  // register where 16 of index are two.
-  if (auto compare = dyn_cast<arith::CmpIOp>(op)) {
-    auto lhs = compare.getLhs().getDefiningOp<arith::IndexCastOp>();
-    auto rhs = compare.getRhs().getDefiningOp<arith::IndexCastOp>();
-    if (lhs && rhs && lhs.getIn().getType() == rhs.getIn().getType() &&
-        isa<IntegerType>(lhs.getIn().getType())) {
-      auto narrow =
-          arith::CmpIOp::create(b, loc, compare.getPredicate(),
-                                broadcast(mapping.lookup(lhs.getIn()), lanes),
-                                broadcast(mapping.lookup(rhs.getIn()), lanes));
-      mapping.map(compare.getResult(), narrow.getResult());
+  if (narrowing)
+    if (Operation *narrow = tryNarrow(op, operands, lanes, mapping, *narrowing))
       return narrow;
-    }
-  }
   // The op on vectors: its scalar operands broadcast, its results vectors
   // of the same element types.
   IRMapping lanesMapping;
@@ -184,6 +302,7 @@ Value ModifierEmitter::emit(Region &region, ArrayRef<Value> arguments,
   IRMapping mapping;
   for (auto [argument, value] : llvm::zip(block.getArguments(), arguments))
     mapping.map(argument, value);
+  Narrowing narrowing{rangesOf(region), DenseMap<Value, Value>()};
   // With `derivative`: each float value's derivative in the score (the
   // first argument, whose own is 1) or in the element `seed` reads; a value
   // absent from it has 0.
@@ -233,7 +352,7 @@ Value ModifierEmitter::emit(Region &region, ArrayRef<Value> arguments,
             floatConstant(element.getType(), 1.0);
       continue;
     }
-    Operation *emitted = emitOp(op, operands, lanes, mapping);
+    Operation *emitted = emitOp(op, operands, lanes, mapping, &narrowing);
     if (derivative)
       differentiate(op, emitted);
   }

@@ -21,6 +21,7 @@
 #include "dialect/AttnOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/InferIntRangeInterface.h"
 
 namespace mlir {
 namespace attn {
@@ -131,11 +132,29 @@ private:
   /// keyReads (the index argument `fromEnd` from the last: 1 kv_idx, 2
   /// q_idx) and queryReads.
   ReadsAhead readsBy(unsigned fromEnd, Value indices);
+  /// The signed ranges of a region's integer and index values, from its
+  /// index arguments' (0 ≤ index < 2³¹, docs/spec.md) through the ops'
+  /// InferIntRangeInterface; computed once per region.
+  using IndexRanges = DenseMap<Value, ConstantIntRanges>;
+  const IndexRanges &rangesOf(Region &region);
+  /// Index arithmetic on lanes in i32 (`narrow`: a region value -> its
+  /// lanes as i32, where they were made so).
+  struct Narrowing {
+    const IndexRanges &ranges;
+    DenseMap<Value, Value> narrow;
+  };
   /// `op` (not an attn.captured) on the emitted `operands`: on scalars
   /// where none is a vector, else on vectors of `lanes` (scalar operands
-  /// broadcast); its results mapped in `mapping`.
+  /// broadcast), and with `narrowing` on i32 lanes where its index values
+  /// all fit (tryNarrow); its results mapped in `mapping`.
   Operation *emitOp(Operation &op, ArrayRef<Value> operands, int64_t lanes,
-                    IRMapping &mapping);
+                    IRMapping &mapping, Narrowing *narrowing = nullptr);
+  /// `op` on i32 lanes if it is index arithmetic or a comparison whose
+  /// index operands and results all lie in i32's range (they compute the
+  /// same values there: 16 lanes a register where index takes two), else
+  /// null.
+  Operation *tryNarrow(Operation &op, ArrayRef<Value> operands, int64_t lanes,
+                       IRMapping &mapping, Narrowing &narrowing);
   /// The derivative of `op`'s (float) result `result` (emitted, on
   /// `operands`) from its operands' derivatives (null: 0).
   Value derivativeOf(Operation &op, ValueRange operands, Value result,
@@ -155,6 +174,7 @@ private:
   Location loc;
   Region *scoreMod, *maskMod;
   ValueRange captures;
+  DenseMap<Region *, IndexRanges> ranges;
 };
 
 } // namespace attn

@@ -16,6 +16,7 @@
 
 #include <inttypes.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -178,6 +179,20 @@ static attn_status check_mask_dim(const attn_kernel_desc *k,
                    may_broadcast ? " or 1" : "");
 }
 
+/* The global indices a kernel computes with (a score_mod's or mask_mod's b,
+ * h, q_idx and kv_idx, dropout's counter) lie below 2^31 (docs/spec.md): a
+ * larger size is refused, never wrapped. */
+static attn_status check_index_range(const int64_t sizes[4]) {
+  static const char *const names[4] = {"B", "Hq", "Sq", "Sk"};
+  for (int d = 0; d < 4; ++d)
+    if (sizes[d] > INT32_MAX)
+      return attn_fail(ATTN_ERROR_INVALID_ARGUMENT,
+                       "%s is %" PRId64 " but attn's kernels index positions "
+                       "below 2^31 (at most %" PRId32 ")",
+                       names[d], sizes[d], INT32_MAX);
+  return ATTN_OK;
+}
+
 /* The shapes of a call against one another and the kernel; V and O may be
  * NULL (a weights call has neither). */
 static attn_status check_shapes(const attn_kernel_desc *k, const attn_tensor *q,
@@ -206,6 +221,9 @@ static attn_status check_shapes(const attn_kernel_desc *k, const attn_tensor *q,
                      " is not a multiple of it",
                      heads_kv, heads_q);
   if ((s = expect_size(key, &key_role, 3, compiled_for, k->head_dim)))
+    return s;
+  const int64_t index_sizes[4] = {batch, heads_q, seq_q, seq_k};
+  if ((s = check_index_range(index_sizes)))
     return s;
 
   if (v && ((s = expect_size(v, &value_role, 0, "query's", batch)) ||
@@ -599,8 +617,9 @@ attn_status attn_prepare_block_table(const attn_kernel_desc *k, int64_t batch,
                        "%" PRId64,
                        names[d], sizes[d], k->name, want);
   }
-  attn_status s = attn_prepare_captures(k, captures, count, NULL, 0, args);
-  if (s != ATTN_OK)
+  attn_status s = check_index_range(sizes);
+  if (s != ATTN_OK ||
+      (s = attn_prepare_captures(k, captures, count, NULL, 0, args)) != ATTN_OK)
     return s;
   int32_t index = k->block_table_capture;
   const attn_tensor *table = &captures[index];

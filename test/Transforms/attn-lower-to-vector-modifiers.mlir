@@ -8,7 +8,8 @@
 // its rows. Before the products, a block of rows to which the mask_mod
 // leaves no key is skipped (its keep bits or'ed). The score_mod's ops run
 // on vectors where they involve a key index and on scalars where not (the
-// head's slope is one clamped scalar load); it takes the score in natural
+// head's slope is one clamped scalar load; the key-minus-row distance is
+// an i32 subtraction, converted to f32 from i32); it takes the score in natural
 // units (the base-2 score times ln 2) and gives it back times log2(e). The mask_mod compares the row's
 // document id with the keys' and its false lanes join the exclusions,
 // applied after the score_mod.
@@ -32,8 +33,8 @@
 //       CHECK:       %[[NATURAL:.+]] = arith.mulf %[[SCALED]], %{{.+}} : vector<16xf32>
 //       CHECK:       %[[HC:.+]] = arith.minsi %{{.+}}, %{{.+}} : index
 //       CHECK:       %[[SLOPE:.+]] = memref.load %[[SLOPES]][%[[HC]]] : memref<?xf32>
-//       CHECK:       %[[D:.+]] = arith.subi %[[KEYSX]], %{{.+}} : vector<16xindex>
-//       CHECK:       arith.sitofp %{{.+}} : vector<16xi64> to vector<16xf32>
+//       CHECK:       %[[D:.+]] = arith.subi %[[KEYS]], %{{.+}} : vector<16xi32>
+//       CHECK:       arith.sitofp %[[D]] : vector<16xi32> to vector<16xf32>
 //       CHECK:       %[[BIAS:.+]] = arith.mulf %{{.+}}, %{{.+}} : vector<16xf32>
 //       CHECK:       %[[MODDED:.+]] = arith.addf %[[NATURAL]], %[[BIAS]] : vector<16xf32>
 //       CHECK:       arith.mulf %[[MODDED]], %{{.+}} : vector<16xf32>
@@ -130,11 +131,12 @@ func.func @block_table_tile(%q: memref<1x1x64x16xf32>, %k: memref<1x1x?x16xf32>,
 //       CHECK: %[[ROW0V:.+]] = vector.broadcast %[[ROW0]] : i32 to vector<16xi32>
 //       CHECK: %[[ROWS:.+]] = arith.addi %[[ROW0V]], %[[LANE32]] : vector<16xi32>
 //       CHECK: %[[KEY:.+]] = arith.addi %[[J]], %{{.+}} : index
+//       CHECK: %[[KEY32:.+]] = arith.index_cast %[[KEY]] : index to i32
 //       CHECK: %[[NATURAL:.+]] = arith.mulf %{{.+}}, %{{.+}} : vector<16xf32>
-//       CHECK: %[[ROWSX:.+]] = arith.index_cast %[[ROWS]] : vector<16xi32> to vector<16xindex>
 //       CHECK: %[[SLOPE:.+]] = memref.load %[[SLOPES]][%{{.+}}] : memref<?xf32>
-//       CHECK: %[[KEYV:.+]] = vector.broadcast %[[KEY]] : index to vector<16xindex>
-//       CHECK: arith.subi %[[KEYV]], %[[ROWSX]] : vector<16xindex>
+//       CHECK: %[[KEYV:.+]] = vector.broadcast %[[KEY32]] : i32 to vector<16xi32>
+//       CHECK: %[[D:.+]] = arith.subi %[[KEYV]], %[[ROWS]] : vector<16xi32>
+//       CHECK: arith.sitofp %[[D]] : vector<16xi32> to vector<16xf32>
 //       CHECK: %[[BIAS:.+]] = arith.mulf %{{.+}}, %{{.+}} : vector<16xf32>
 //       CHECK: %[[MODDED:.+]] = arith.addf %[[NATURAL]], %[[BIAS]] : vector<16xf32>
 //       CHECK: %[[BASE2:.+]] = arith.mulf %[[MODDED]], %{{.+}} : vector<16xf32>
@@ -237,6 +239,39 @@ func.func @documents_as_index_tile(%q: memref<1x1x64x16xf32>, %k: memref<1x1x?x1
         %djx = arith.index_cast %dj : i32 to index
         %same = arith.cmpi eq, %dix, %djx : index
         attn.yield %same : i1
+      }
+  return
+}
+
+// Index arithmetic on lanes runs in i32 where every value it makes lies in
+// i32's range (the indices are below 2³¹: docs/spec.md): a chunked mask's
+// floor divisions and their comparison take 16 lanes a register. A product
+// of two indices may pass 2³¹ and stays on index lanes.
+// CHECK-LABEL: func @index_arithmetic_tile
+//       CHECK: scf.for %{{.+}} = %c0 to %c64 step %c2 {
+//       CHECK:   arith.floordivsi %{{.+}}, %{{.+}} : vector<16xi32>
+//       CHECK:   arith.cmpi eq, %{{.+}}, %{{.+}} : vector<16xi32>
+//       CHECK:   arith.muli %{{.+}}, %{{.+}} : vector<16xindex>
+//       CHECK:   arith.cmpi slt, %{{.+}}, %{{.+}} : vector<16xindex>
+//       CHECK: return
+func.func @index_arithmetic_tile(%q: memref<1x1x64x16xf32>, %k: memref<1x1x?x16xf32>, %v: memref<1x1x?x16xf32>,
+                      %b: index, %h: index, %i: index, %j: index,
+                      %acc: memref<1x1x64x16xf32>, %max: memref<1x1x64xf32>, %sum: memref<1x1x64xf32>) {
+  attn.online_attention ins(%q, %k, %v : memref<1x1x64x16xf32>, memref<1x1x?x16xf32>, memref<1x1x?x16xf32>)
+      origin(%b, %h, %i, %j)
+      outs(%acc, %max, %sum : memref<1x1x64x16xf32>, memref<1x1x64xf32>, memref<1x1x64xf32>)
+      kernel <packed, query_tile = 64, key_block = 64, row_block = 2>
+      mask_mod {
+      ^bb0(%bb: index, %hh: index, %ii: index, %jj: index):
+        %c7 = arith.constant 7 : index
+        %c1000 = arith.constant 1000 : index
+        %ci = arith.floordivsi %ii, %c7 : index
+        %cj = arith.floordivsi %jj, %c7 : index
+        %chunk = arith.cmpi eq, %ci, %cj : index
+        %product = arith.muli %ii, %jj : index
+        %small = arith.cmpi slt, %product, %c1000 : index
+        %keep = arith.ori %chunk, %small : i1
+        attn.yield %keep : i1
       }
   return
 }

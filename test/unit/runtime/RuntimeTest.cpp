@@ -1756,6 +1756,18 @@ TEST_F(Refuses, SizeOverflow) {
                  "element count overflows)");
 }
 
+TEST_F(Refuses, IndicesPast2To31) {
+  // Keys and values broadcast along 2^31 positions (stride 0: few bytes):
+  // the kernels' global indices would pass i32's range.
+  for (attn_tensor *t : {&p.K, &p.V}) {
+    t->shape[2] = int64_t{1} << 31;
+    t->strides[2] = 0;
+  }
+  EXPECT_REFUSED(p, plain, ATTN_ERROR_INVALID_ARGUMENT,
+                 "Sk is 2147483648 but attn's kernels index positions below "
+                 "2^31 (at most 2147483647)");
+}
+
 TEST_F(Refuses, ExtentOverflow) {
   // Few elements, but strides that reach past the address space.
   p.K.strides[0] = std::numeric_limits<int64_t>::max() / 2;
