@@ -87,6 +87,62 @@ ModifierPtr relativeBias() {
   return m;
 }
 
+/// Short tables, which AVX-512 kernels read by a register permute instead of
+/// a gather (ModifierEmitter::read): a bias [Hq, 25] f32 at clamp(j − i,
+/// −12, 12) + 12 (a row of 17-32 elements: two registers) and a keep table
+/// [9] i32 at clamp(j − i, −4, 4) + 4 (at most 16: one register, i32 lanes).
+ModifierPtr shortTables() {
+  auto m = std::make_shared<ModifierCase>();
+  m->regions = R"(score_mod {
+    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+      %lo = arith.constant -12 : index
+      %hi = arith.constant 12 : index
+      %d = arith.subi %j, %i : index
+      %c = arith.maxsi %d, %lo : index
+      %c2 = arith.minsi %c, %hi : index
+      %bucket = arith.addi %c2, %hi : index
+      %bias = attn.captured 0 [%h, %bucket] : f32
+      %r = arith.addf %s, %bias : f32
+      attn.yield %r : f32
+    } mask_mod {
+    ^bb0(%b: index, %h: index, %i: index, %j: index):
+      %lo = arith.constant -4 : index
+      %hi = arith.constant 4 : index
+      %zero = arith.constant 0 : i32
+      %d = arith.subi %j, %i : index
+      %c = arith.maxsi %d, %lo : index
+      %c2 = arith.minsi %c, %hi : index
+      %bucket = arith.addi %c2, %hi : index
+      %kept = attn.captured 1 [%bucket] : i32
+      %keep = arith.cmpi ne, %kept, %zero : i32
+      attn.yield %keep : i1
+    })";
+  m->captureTypes = {"tensor<?x25xf32>", "tensor<?xi32>"};
+  m->captures = [](const Problem &p) {
+    CaptureValues table;
+    table.type = ATTN_F32;
+    table.shape = {p.headsQ, 25};
+    table.values = uniform(p.seed + 7, p.headsQ * 25, -2.0, 2.0);
+    CaptureValues keep;
+    keep.type = ATTN_I32;
+    keep.shape = {9};
+    keep.values = {1, 0, 1, 1, 1, 0, 1, 1, 0};
+    return std::vector<CaptureValues>{table, keep};
+  };
+  auto bucket = [](int64_t i, int64_t j, int64_t reach) {
+    return std::min<int64_t>(std::max<int64_t>(j - i, -reach), reach) + reach;
+  };
+  m->scoreMod = [bucket](const std::vector<CaptureValues> &c, double s, int64_t,
+                         int64_t h, int64_t i, int64_t j) {
+    return s + c[0].values[h * 25 + bucket(i, j, 12)];
+  };
+  m->maskMod = [bucket](const std::vector<CaptureValues> &c, int64_t, int64_t,
+                        int64_t i, int64_t j) {
+    return c[1].values[bucket(i, j, 4)] != 0;
+  };
+  return m;
+}
+
 /// Document masking of packed sequences: a query attends the keys of its
 /// own document (query ids i32 [Sq], key ids i64 [Sk]; runs of 1-40).
 ModifierPtr documents() {
@@ -399,6 +455,10 @@ const std::vector<NamedModifier> &attn::namedModifiers() {
       {"relative_bias",
        "a relative-position bias table [Hq, 33] f32 at clamp(j - i, -16, 16)",
        relativeBias},
+      {"short_tables",
+       "a bias table [Hq, 25] f32 and a keep table [9] i32 at buckets of "
+       "j - i",
+       shortTables},
       {"documents",
        "document masking: query ids [Sq] i32 equal to key ids [Sk] i64",
        documents},

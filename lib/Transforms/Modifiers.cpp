@@ -2,6 +2,7 @@
 #include "lib/Transforms/Modifiers.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -380,8 +381,7 @@ Value ModifierEmitter::read(unsigned number, ArrayRef<Value> indices,
   Value one = arith::ConstantIndexOp::create(b, loc, 1);
   // Each index clamped into [0, size − 1]: a modifier never reads outside
   // its capture (docs/spec.md).
-  SmallVector<Value> clamped;
-  for (auto [dim, index] : llvm::enumerate(indices)) {
+  auto clampOf = [&](unsigned dim, Value index) -> Value {
     Value last = arith::SubIOp::create(
         b, loc, memref::DimOp::create(b, loc, capture, dim), one);
     Value lo = zero, hi = last;
@@ -389,32 +389,122 @@ Value ModifierEmitter::read(unsigned number, ArrayRef<Value> indices,
       lo = broadcast(lo, lanes);
       hi = broadcast(hi, lanes);
     }
-    clamped.push_back(arith::MinSIOp::create(
-        b, loc, arith::MaxSIOp::create(b, loc, index, lo), hi));
-  }
+    return arith::MinSIOp::create(
+        b, loc, arith::MaxSIOp::create(b, loc, index, lo), hi);
+  };
+  unsigned last = indices.size() - 1;
+  // 16 lanes of 32 bits are AVX-512's (CpuTarget::vectorWidth): there a
+  // short contiguous row (a relative-position bias table's, read by a
+  // bucket of kv_idx − q_idx) is two loads and a permute of two registers
+  // (vpermi2ps) instead of a gather of 16 elements, where the row holds at
+  // most 32 (readShortRow).
+  bool byPermute = lanes == 16 && element.getIntOrFloatBitWidth() == 32 &&
+                   !clampedOut && isa<VectorType>(indices[last].getType()) &&
+                   llvm::all_of(indices.drop_back(), [](Value v) {
+                     return !isa<VectorType>(v.getType());
+                   });
+  SmallVector<Value> clamped;
+  for (auto [dim, index] : llvm::enumerate(indices))
+    clamped.push_back(byPermute && dim == last ? Value() : clampOf(dim, index));
   if (clampedOut)
     clampedOut->assign(clamped.begin(), clamped.end());
   if (lanes == 0)
     return memref::LoadOp::create(b, loc, capture, clamped);
 
   // A gather from the capture seen as one dimension.
-  FlatElements elements = flatElements(b, loc, capture, clamped, lanes);
   auto resultType = VectorType::get({lanes}, element);
-  Value allLanes = vector::ConstantMaskOp::create(
-      b, loc, VectorType::get({lanes}, b.getI1Type()),
-      ArrayRef<int64_t>{lanes});
+  auto gather = [&]() -> Value {
+    if (!clamped[last])
+      clamped[last] = clampOf(last, indices[last]);
+    FlatElements elements = flatElements(b, loc, capture, clamped, lanes);
+    Value allLanes = vector::ConstantMaskOp::create(
+        b, loc, VectorType::get({lanes}, b.getI1Type()),
+        ArrayRef<int64_t>{lanes});
+    Value passThrough = arith::ConstantOp::create(b, loc, resultType,
+                                                  b.getZeroAttr(resultType));
+    return vector::GatherOp::create(b, loc, resultType, elements.memref,
+                                    ValueRange{zero}, elements.offsets,
+                                    allLanes, passThrough);
+  };
+  if (!byPermute)
+    return gather();
+  auto metadata = memref::ExtractStridedMetadataOp::create(b, loc, capture);
+  Value rowSize = metadata.getSizes()[last];
+  auto cst = [&](int64_t v) -> Value {
+    return arith::ConstantIndexOp::create(b, loc, v);
+  };
+  Value shortRow = arith::AndIOp::create(
+      b, loc,
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ule, rowSize,
+                            cst(32)),
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                            metadata.getStrides()[last], one));
+  auto ifShort = scf::IfOp::create(b, loc, TypeRange{resultType}, shortRow,
+                                   /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(ifShort.elseBlock());
+  scf::YieldOp::create(b, loc, gather());
+  b.setInsertionPointToStart(ifShort.thenBlock());
+  SmallVector<Value> rowStart(clamped);
+  rowStart[last] = zero;
+  FlatElements row = flatElements(b, loc, capture, rowStart, /*lanes=*/0);
+  auto maskType = VectorType::get({16}, b.getI1Type());
   Value passThrough =
       arith::ConstantOp::create(b, loc, resultType, b.getZeroAttr(resultType));
-  return vector::GatherOp::create(b, loc, resultType, elements.memref,
-                                  ValueRange{zero}, elements.offsets, allLanes,
-                                  passThrough);
+  Value low = vector::MaskedLoadOp::create(
+      b, loc, resultType, row.memref, ValueRange{row.offsets},
+      vector::CreateMaskOp::create(b, loc, maskType, ValueRange{rowSize}),
+      passThrough);
+  // Elements 16..31 where the row has them (else none, from the row's start).
+  Value hasHigh = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ugt,
+                                        rowSize, cst(16));
+  Value highStart = arith::SelectOp::create(
+      b, loc, hasHigh, arith::AddIOp::create(b, loc, row.offsets, cst(16)),
+      row.offsets);
+  Value high = vector::MaskedLoadOp::create(
+      b, loc, resultType, row.memref, ValueRange{highStart},
+      vector::CreateMaskOp::create(
+          b, loc, maskType,
+          ValueRange{arith::SubIOp::create(
+              b, loc, arith::MaxSIOp::create(b, loc, rowSize, cst(16)),
+              cst(16))}),
+      passThrough);
+  // The index clamped into [0, size − 1] on i32 lanes (the row is short):
+  // from the modifier's i32 lanes where it has them (tryNarrow), else from
+  // the index clamped on index lanes.
+  auto i32Lanes = VectorType::get({16}, b.getI32Type());
+  Value which;
+  if (auto cast = indices[last].getDefiningOp<arith::IndexCastOp>();
+      cast && cast.getIn().getType() == i32Lanes) {
+    Value hi = vector::BroadcastOp::create(
+        b, loc, i32Lanes,
+        arith::IndexCastOp::create(
+            b, loc, b.getI32Type(),
+            arith::SubIOp::create(b, loc, rowSize, one)));
+    Value lo =
+        arith::ConstantOp::create(b, loc, i32Lanes, b.getZeroAttr(i32Lanes));
+    which = arith::MinSIOp::create(
+        b, loc, arith::MaxSIOp::create(b, loc, cast.getIn(), lo), hi);
+  } else {
+    which = arith::IndexCastOp::create(b, loc, i32Lanes,
+                                       clampOf(last, indices[last]));
+  }
+  StringRef permute = isa<FloatType>(element)
+                          ? "llvm.x86.avx512.vpermi2var.ps.512"
+                          : "llvm.x86.avx512.vpermi2var.d.512";
+  Value picked = LLVM::CallIntrinsicOp::create(b, loc, resultType,
+                                               b.getStringAttr(permute),
+                                               ValueRange{low, which, high})
+                     .getResult(0);
+  scf::YieldOp::create(b, loc, picked);
+  return ifShort.getResult(0);
 }
 
 FlatElements mlir::attn::flatElements(OpBuilder &b, Location loc, Value memref,
                                       ArrayRef<Value> indices, int64_t lanes) {
   auto indexVector = VectorType::get({lanes}, b.getIndexType());
   auto lanesOf = [&](Value v) -> Value {
-    if (isa<VectorType>(v.getType()))
+    if (lanes == 0 || isa<VectorType>(v.getType()))
       return v;
     return vector::BroadcastOp::create(b, loc, indexVector, v);
   };

@@ -29,7 +29,8 @@ namespace attn {
 /// `memref` seen as one dimension from its first element (unit stride,
 /// spanning every element its strides reach) and the offsets Σ index_d ·
 /// stride_d of `indices` there (index scalars, or vectors of `lanes` index):
-/// a vector of `lanes` index, for a gather or scatter of the lanes' elements.
+/// a vector of `lanes` index, for a gather or scatter of the lanes' elements;
+/// with `lanes` 0 (scalar indices), one index, for a load.
 struct FlatElements {
   Value memref, offsets;
 };

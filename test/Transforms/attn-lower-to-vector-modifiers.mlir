@@ -5,7 +5,9 @@
 // origin's j plus the block's start plus the lane), the row's global
 // indices are scalars. What reads a captured tensor by the key alone (the
 // keys' document ids: a clamped gather) is read once per key block, before
-// its rows. Before the products, a block of rows to which the mask_mod
+// its rows; where the capture's row holds at most 32 elements (known at run
+// time) the read is two masked loads and a permute of two registers, the
+// index clamped on i32 lanes, instead of the gather. Before the products, a block of rows to which the mask_mod
 // leaves no key is skipped (its keep bits or'ed). The score_mod's ops run
 // on vectors where they involve a key index and on scalars where not (the
 // head's slope is one clamped scalar load; the key-minus-row distance is
@@ -20,8 +22,15 @@
 //       CHECK:   %[[KEY0:.+]] = arith.addi %[[J]], %[[KB]] : index
 //       CHECK:   %[[KEYS:.+]] = arith.addi %{{.+}}, %{{.+}} : vector<16xi32>
 //       CHECK:   %[[KEYSX:.+]] = arith.index_cast %[[KEYS]] : vector<16xi32> to vector<16xindex>
-//       CHECK:   %[[JC:.+]] = arith.minsi %{{.+}}, %{{.+}} : vector<16xindex>
-//       CHECK:   %[[DJ:.+]] = vector.gather %{{.+}}[%c0] [%[[JC]]], %{{.+}}, %{{.+}} : memref<?xi32, strided<[1], offset: ?>>, vector<16xindex>, vector<16xi1>, vector<16xi32> into vector<16xi32>
+//       CHECK:   %[[SHORT:.+]] = arith.cmpi ule, %{{.+}}, %c32 : index
+//       CHECK:   %[[DJ:.+]] = scf.if %[[SHORT]] -> (vector<16xi32>) {
+//       CHECK:     %[[LOW:.+]] = vector.maskedload %[[DOCS]][%c0]
+//       CHECK:     %[[HIGH:.+]] = vector.maskedload %[[DOCS]]
+//       CHECK:     %[[JC32:.+]] = arith.minsi %{{.+}}, %{{.+}} : vector<16xi32>
+//       CHECK:     llvm.call_intrinsic "llvm.x86.avx512.vpermi2var.d.512"(%[[LOW]], %[[JC32]], %[[HIGH]])
+//       CHECK:   } else {
+//       CHECK:     %[[JC:.+]] = arith.minsi %{{.+}}, %{{.+}} : vector<16xindex>
+//       CHECK:     vector.gather %{{.+}}[%c0] [%[[JC]]], %{{.+}}, %{{.+}} : memref<?xi32, strided<[1], offset: ?>>, vector<16xindex>, vector<16xi1>, vector<16xi32> into vector<16xi32>
 // CHECK-COUNT-3:   vector.gather
 //       CHECK:   scf.for %{{.+}} = %c0 to %c64 step %c2 {
 //       CHECK:     %[[DI0:.+]] = memref.load %[[DOCS]][%{{.+}}] : memref<?xi32>
@@ -89,7 +98,7 @@ func.func @alibi_documents_tile(%q: memref<1x1x64x16xf32>, %k: memref<1x1x?x16xf
 //       CHECK:       arith.ori %[[ANY]], %[[NZ]] : i1
 //       CHECK:       arith.andi %[[ALL]], %[[FULL]] : i1
 //       CHECK:   scf.if %[[ENTRIES]]#0 {
-//       CHECK:     %[[DJ:.+]] = vector.gather
+//       CHECK:     %[[DJ:.+]] = scf.if %{{.+}} -> (vector<16xi32>) {
 //       CHECK:     scf.for %[[FIRST:.+]] = %c0 to %c64 step %c2 {
 //       CHECK:       %[[ROWS:.+]]:2 = scf.for %{{.+}} iter_args(%{{.+}} = %false, %{{.+}} = %true) -> (i1, i1) {
 //       CHECK:         memref.load %[[TABLE]]
@@ -180,7 +189,8 @@ func.func @alibi_lane_rows_tile(%q: memref<1x1x64x16xf32>, %k: memref<1x1x?x16xf
 //       CHECK:   scf.if %[[ENTRIES]]#1 {
 //   CHECK-NOT:     vector.gather
 //       CHECK:   } else {
-//       CHECK:     %[[DI:.+]] = vector.gather %{{.+}}[%c0] [%{{.+}}], %{{.+}}, %{{.+}} : memref<?xi32, strided<[1], offset: ?>>, vector<16xindex>, vector<16xi1>, vector<16xi32> into vector<16xi32>
+//       CHECK:     %[[DI:.+]] = scf.if %{{.+}} -> (vector<16xi32>) {
+//       CHECK:       vector.gather %{{.+}}[%c0] [%{{.+}}], %{{.+}}, %{{.+}} : memref<?xi32, strided<[1], offset: ?>>, vector<16xindex>, vector<16xi1>, vector<16xi32> into vector<16xi32>
 // CHECK-COUNT-3:     vector.gather
 //       CHECK:     %[[SEEN:.+]]:2 = scf.while (%{{.+}} = %c0, %{{.+}} = %false) : (index, i1) -> (index, i1) {
 //       CHECK:     } do {
@@ -218,7 +228,7 @@ func.func @documents_lane_rows_tile(%q: memref<1x1x64x16xf32>, %k: memref<1x1x?x
 // extension keeps equality and order), one register of 16 lanes, not two
 // of 16 i64.
 // CHECK-LABEL: func @documents_as_index_tile
-//       CHECK: %[[DJ:.+]] = vector.gather {{.+}} into vector<16xi32>
+//       CHECK: %[[DJ:.+]] = scf.if %{{.+}} -> (vector<16xi32>) {
 //       CHECK: scf.for %{{.+}} = %c0 to %c64 step %c2 {
 //       CHECK:   arith.cmpi eq, %{{.+}}, %[[DJ]] : vector<16xi32>
 //   CHECK-NOT:   arith.cmpi {{.+}} : vector<16xindex>

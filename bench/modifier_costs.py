@@ -1,0 +1,121 @@
+"""What a score_mod or mask_mod costs on the CPU (issue 29, point 7): the time
+of attn.flex_attention with each modifier over the plain forward's, in one
+process, interleaved (medians of --repeat rounds). The mask_mods run with
+every block partial (create_block_mask(..., separate_full_blocks=False)), so
+the kernel evaluates them at every score: their cost, not their sparsity.
+
+With --compilers A,B (two attn-compile binaries) each runs in its own
+processes (--processes each, alternating, their own kernel caches) and the
+ratios are set side by side: a compiler change A/B on the same machine.
+
+    python bench/modifier_costs.py [--seq S] [--repeat N] [--compilers A,B]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+
+def ratios(seq: int, repeat: int) -> dict:
+    """{case dtype: time over the plain forward's} in this process."""
+    import time
+
+    import torch
+
+    import attn
+
+    heads = 8
+    slopes = torch.exp2(-8.0 * torch.arange(1, heads + 1) / heads)
+    table = torch.randn(heads, 32, generator=torch.Generator().manual_seed(0))
+    one_document = torch.zeros(seq, dtype=torch.int32)
+
+    def alibi(score, b, h, q_idx, kv_idx):
+        return score - slopes[h] * (q_idx - kv_idx).abs()
+
+    def relative_bias(score, b, h, q_idx, kv_idx):  # T5's 32 buckets' width
+        return score + table[h, torch.clamp(kv_idx - q_idx, -16, 15) + 16]
+
+    def chunked(b, h, q_idx, kv_idx):  # Llama 4's chunked attention, one chunk
+        return q_idx // 8192 == kv_idx // 8192
+
+    def same_document(b, h, q_idx, kv_idx):
+        return one_document[q_idx] == one_document[kv_idx]
+
+    results = {}
+    for dtype in (torch.float32, torch.bfloat16):
+        g = torch.Generator().manual_seed(1)
+        q, k, v = (torch.randn(1, heads, seq, 64, generator=g).to(dtype) for _ in range(3))
+        cases = {"plain": lambda: attn.flex_attention(q, k, v)}
+        for score_mod in (alibi, relative_bias):
+            cases[score_mod.__name__] = (
+                lambda f=score_mod: attn.flex_attention(q, k, v, score_mod=f))
+        for mask_mod in (chunked, same_document):
+            mask = attn.create_block_mask(mask_mod, None, None, seq, seq,
+                                          separate_full_blocks=False)
+            cases[mask_mod.__name__] = (
+                lambda m=mask: attn.flex_attention(q, k, v, block_mask=m))
+        for run in cases.values():
+            run()
+        times = {name: [] for name in cases}
+        for _ in range(repeat):
+            for name, run in cases.items():
+                start = time.perf_counter()
+                run()
+                times[name].append(time.perf_counter() - start)
+        plain = statistics.median(times["plain"])
+        for name in cases:
+            if name != "plain":
+                results[f"{name} {str(dtype).replace('torch.', '')}"] = (
+                    statistics.median(times[name]) / plain)
+    return results
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seq", type=int, default=2048)
+    parser.add_argument("--repeat", type=int, default=9)
+    parser.add_argument("--compilers", default="",
+                        help="A,B: two attn-compile binaries to compare")
+    parser.add_argument("--processes", type=int, default=3)
+    parser.add_argument("--one-process", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.one_process or not args.compilers:
+        found = ratios(args.seq, args.repeat)
+        if args.one_process:
+            print(repr(found))
+            return 0
+        print(f"# S={args.seq} B=1 H=8 D=64, time over the plain forward's")
+        for name, ratio in found.items():
+            print(f"{name:24s} {ratio:.3f}")
+        return 0
+    compilers = args.compilers.split(",")
+    if len(compilers) != 2:
+        parser.error("--compilers takes two attn-compile paths, A,B")
+    samples = {}
+    caches = [tempfile.mkdtemp(prefix=f"attn-modifier-costs-{n}-") for n in range(2)]
+    for _ in range(args.processes):
+        for n, compiler in enumerate(compilers):
+            env = dict(os.environ, ATTN_COMPILE=os.path.abspath(compiler),
+                       ATTN_CACHE_DIR=caches[n])
+            out = subprocess.run([sys.executable, __file__, "--one-process", "--seq",
+                                  str(args.seq), "--repeat", str(args.repeat)],
+                                 env=env, check=True, capture_output=True, text=True)
+            for name, ratio in eval(out.stdout.strip().splitlines()[-1]).items():
+                samples.setdefault(name, ([], []))[n].append(ratio)
+    print(f"# S={args.seq} B=1 H=8 D=64, time over the plain forward's, medians of "
+          f"{args.processes} processes: A={compilers[0]} B={compilers[1]}")
+    print("| modifier | A | B | A / B |")
+    print("|---|---:|---:|---:|")
+    for name, (a, b) in samples.items():
+        a, b = statistics.median(a), statistics.median(b)
+        print(f"| {name} | {a:.3f} | {b:.3f} | {a / b:.3f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
