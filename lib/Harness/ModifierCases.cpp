@@ -55,14 +55,16 @@ ModifierPtr alibi() {
   return m;
 }
 
-/// A relative-position bias table [Hq, 33] indexed by clamp(j − i, −16, 16)
-/// + 16 (T5-style, with one bucket per distance up to 16).
-ModifierPtr relativeBias() {
-  auto m = std::make_shared<ModifierCase>();
-  m->regions = R"(score_mod {
+/// The score_mod s + table[h, clamp(j − i, −reach, reach) + reach] (capture
+/// 0, [Hq, 2·reach + 1] f32).
+std::string relativeBiasRegion(int reach) {
+  std::string r = std::to_string(reach);
+  return R"(score_mod {
     ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
-      %lo = arith.constant -16 : index
-      %hi = arith.constant 16 : index
+      %lo = arith.constant -)" +
+         r + R"( : index
+      %hi = arith.constant )" +
+         r + R"( : index
       %d = arith.subi %j, %i : index
       %c = arith.maxsi %d, %lo : index
       %c2 = arith.minsi %c, %hi : index
@@ -71,6 +73,13 @@ ModifierPtr relativeBias() {
       %r = arith.addf %s, %bias : f32
       attn.yield %r : f32
     })";
+}
+
+/// A relative-position bias table [Hq, 33] indexed by clamp(j − i, −16, 16)
+/// + 16 (T5-style, with one bucket per distance up to 16).
+ModifierPtr relativeBias() {
+  auto m = std::make_shared<ModifierCase>();
+  m->regions = relativeBiasRegion(16);
   m->captureTypes = {"tensor<?x33xf32>"};
   m->captures = [](const Problem &p) {
     CaptureValues table;
@@ -93,18 +102,7 @@ ModifierPtr relativeBias() {
 /// [9] i32 at clamp(j − i, −4, 4) + 4 (at most 16: one register, i32 lanes).
 ModifierPtr shortTables() {
   auto m = std::make_shared<ModifierCase>();
-  m->regions = R"(score_mod {
-    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
-      %lo = arith.constant -12 : index
-      %hi = arith.constant 12 : index
-      %d = arith.subi %j, %i : index
-      %c = arith.maxsi %d, %lo : index
-      %c2 = arith.minsi %c, %hi : index
-      %bucket = arith.addi %c2, %hi : index
-      %bias = attn.captured 0 [%h, %bucket] : f32
-      %r = arith.addf %s, %bias : f32
-      attn.yield %r : f32
-    } mask_mod {
+  m->regions = relativeBiasRegion(12) + R"( mask_mod {
     ^bb0(%b: index, %h: index, %i: index, %j: index):
       %lo = arith.constant -4 : index
       %hi = arith.constant 4 : index
