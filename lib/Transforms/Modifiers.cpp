@@ -143,10 +143,11 @@ Value ModifierEmitter::broadcast(Value v, int64_t lanes) {
 }
 
 const ModifierEmitter::IndexRanges &ModifierEmitter::rangesOf(Region &region) {
-  auto [it, inserted] = ranges.try_emplace(&region);
-  if (!inserted)
-    return it->second;
-  IndexRanges &found = it->second;
+  std::unique_ptr<IndexRanges> &known = ranges[&region];
+  if (known)
+    return *known;
+  known = std::make_unique<IndexRanges>();
+  IndexRanges &found = *known;
   Block &block = region.front();
   // The last four arguments are (b, h, q_idx, kv_idx): global indices, each
   // below 2³¹ (the runtime refuses larger sizes).

@@ -23,6 +23,8 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/InferIntRangeInterface.h"
 
+#include <memory>
+
 namespace mlir {
 namespace attn {
 
@@ -175,7 +177,8 @@ private:
   Location loc;
   Region *scoreMod, *maskMod;
   ValueRange captures;
-  DenseMap<Region *, IndexRanges> ranges;
+  /// rangesOf's, per region (held apart: a reference outlives insertions).
+  DenseMap<Region *, std::unique_ptr<IndexRanges>> ranges;
 };
 
 } // namespace attn
