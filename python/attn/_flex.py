@@ -1117,6 +1117,33 @@ class BlockMask:
             pick(self.full_kv_indices), BLOCK_SIZE=self.BLOCK_SIZE, mask_mod=_sliced_mask_mod,
             seq_lengths=(seq_q, self.seq_lengths[1]), compute_q_blocks=self.q_indices is not None)
 
+    def _adjust(self, new_q_len: int, new_kv_len: int) -> "BlockMask":
+        """The mask cropped to its upper-left new_q_len × new_kv_len corner
+        (PyTorch's BlockMask._adjust, which its error for a mask made for
+        longer sequences suggests): right only where mask_mod means the same
+        there (causal masks do; masks aligned to the end, like a decoding
+        step's, do not)."""
+        for name, value, most in (("new_q_len", new_q_len, self.seq_lengths[0]),
+                                  ("new_kv_len", new_kv_len, self.seq_lengths[1])):
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+                raise Error(f"BlockMask._adjust: {name} is {value!r} but must be an integer "
+                            f"in [1, {most}] (the mask is cropped, never grown)")
+        rows = -(-new_q_len // self.BLOCK_SIZE[0])
+        columns = -(-new_kv_len // self.BLOCK_SIZE[1])
+
+        def cropped(counts, indices):
+            if counts is None:
+                return None, None
+            return _block_lists(self._listed(counts, indices)[:, :, :rows, :columns].bool())
+
+        mask = BlockMask.from_kv_blocks(
+            *cropped(self.kv_num_blocks, self.kv_indices),
+            *cropped(self.full_kv_num_blocks, self.full_kv_indices),
+            BLOCK_SIZE=self.BLOCK_SIZE, mask_mod=self.mask_mod,
+            seq_lengths=(new_q_len, new_kv_len), compute_q_blocks=self.q_indices is not None)
+        mask._from_mask_mod = self._from_mask_mod
+        return mask
+
     def to_string(self, grid_size=(20, 20), limit: int = 4) -> str:
         """The blocks of up to `limit` [b, h] pairs as text (as PyTorch's
         BlockMask.to_string), one character pair per cell of a grid of at
@@ -1401,7 +1428,9 @@ def _checked_block_mask(block_mask, query: Tensor, key: Tensor) -> BlockMask:
     seq_q, seq_k = int(query.shape[-2]), int(key.shape[-2])
     if block_mask.seq_lengths != (seq_q, seq_k):
         raise Error(f"block_mask was made for Q_LEN, KV_LEN = {block_mask.seq_lengths} but the "
-                    f"call has query length {seq_q} and key length {seq_k}")
+                    f"call has query length {seq_q} and key length {seq_k} (make one for these "
+                    "lengths, or crop a longer one with block_mask._adjust(q_len, kv_len) where "
+                    "its mask_mod means the same in the upper-left corner)")
     batch, heads = block_mask.shape[:2]
     if batch not in (1, int(query.shape[0])) or heads not in (1, int(query.shape[1])):
         raise Error(f"block_mask was made for B, H = ({batch}, {heads}) but the call has "

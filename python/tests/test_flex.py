@@ -925,6 +925,22 @@ def test_block_mask_indexing():
         ours[0, 0, 0, 0]
 
 
+def test_block_mask_adjust_crops_as_pytorch():
+    flex = torch_flex()
+    ours = attn.create_block_mask(causal, 2, None, SEQ, SEQ, BLOCK_SIZE=16)
+    theirs = flex.create_block_mask(causal, 2, None, SEQ, SEQ, device="cpu", BLOCK_SIZE=16)
+    cropped = ours._adjust(40, 50)
+    assert cropped.shape == theirs._adjust(40, 50).shape == (2, 1, 40, 50)
+    assert torch.equal(cropped.to_dense(), theirs._adjust(40, 50).to_dense())
+    q, k, v = random_qkv(2, 2, 2, 40, 50, 16, 16, torch.float32, seed=61)
+    ref, _ = reference(q, k, v, mask_mod=causal)
+    assert relative_error(attn.flex_attention(q, k, v, block_mask=cropped), ref) <= 1e-5
+    with pytest.raises(attn.Error, match="cropped, never grown"):
+        ours._adjust(SEQ + 1, SEQ)
+    with pytest.raises(attn.Error, match="_adjust"):
+        attn.flex_attention(q, k, v, block_mask=ours)
+
+
 def test_block_mask_to_string_and_to():
     flex = torch_flex()
     ours = attn.create_block_mask(document, 1, 6, SEQ, SEQ, BLOCK_SIZE=8)
