@@ -97,7 +97,22 @@ def main(argv=None) -> int:
     if len(compilers) != 2:
         parser.error("--compilers takes two attn-compile paths, A,B")
     samples = {}
-    caches = [tempfile.mkdtemp(prefix=f"attn-modifier-costs-{n}-") for n in range(2)]
+    with tempfile.TemporaryDirectory(prefix="attn-modifier-costs-") as scratch:
+        caches = [os.path.join(scratch, str(n)) for n in range(2)]
+        compare(args, compilers, caches, samples)
+    print(f"# S={args.seq} B=1 H=8 D=64, time over the plain forward's, medians of "
+          f"{args.processes} processes: A={compilers[0]} B={compilers[1]}")
+    print("| modifier | A | B | A / B |")
+    print("|---|---:|---:|---:|")
+    for name, (a, b) in samples.items():
+        a, b = statistics.median(a), statistics.median(b)
+        print(f"| {name} | {a:.3f} | {b:.3f} | {a / b:.3f} |")
+    return 0
+
+
+def compare(args, compilers, caches, samples) -> None:
+    """--processes runs of each compiler, alternating, each with its own
+    kernel cache; samples[name] = (A's ratios, B's)."""
     for _ in range(args.processes):
         for n, compiler in enumerate(compilers):
             env = dict(os.environ, ATTN_COMPILE=os.path.abspath(compiler),
@@ -107,14 +122,6 @@ def main(argv=None) -> int:
                                  env=env, check=True, capture_output=True, text=True)
             for name, ratio in eval(out.stdout.strip().splitlines()[-1]).items():
                 samples.setdefault(name, ([], []))[n].append(ratio)
-    print(f"# S={args.seq} B=1 H=8 D=64, time over the plain forward's, medians of "
-          f"{args.processes} processes: A={compilers[0]} B={compilers[1]}")
-    print("| modifier | A | B | A / B |")
-    print("|---|---:|---:|---:|")
-    for name, (a, b) in samples.items():
-        a, b = statistics.median(a), statistics.median(b)
-        print(f"| {name} | {a:.3f} | {b:.3f} | {a / b:.3f} |")
-    return 0
 
 
 if __name__ == "__main__":
