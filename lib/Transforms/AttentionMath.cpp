@@ -268,94 +268,121 @@ struct Words {
   Value xorOf(Value x, Value y) { return arith::XOrIOp::create(b, loc, x, y); }
   /// (hi, lo) of the 64-bit product of `x` and the constant `m`.
   std::pair<Value, Value> mulHiLo(Value x, uint32_t m) {
-    if (auto vec = dyn_cast<VectorType>(type);
-        vec && vec.getNumElements() % 2 == 0)
-      return mulHiLoPairs(x, m, vec);
     Type wide = b.getI64Type();
     if (auto vec = dyn_cast<VectorType>(type))
       wide = VectorType::get(vec.getShape(), wide);
     Value x64 = arith::ExtUIOp::create(b, loc, wide, x);
-    Value m64;
-    if (auto vec = dyn_cast<VectorType>(wide))
-      m64 = arith::ConstantOp::create(
-          b, loc,
-          DenseElementsAttr::get(vec, b.getI64IntegerAttr(int64_t(m))));
-    else
-      m64 = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(int64_t(m)));
-    Value product = arith::MulIOp::create(b, loc, x64, m64);
+    Value product = arith::MulIOp::create(b, loc, x64, constant64(wide, m));
     Value lo = arith::TruncIOp::create(b, loc, type, product);
-    Value shift;
-    if (auto vec = dyn_cast<VectorType>(wide))
-      shift = arith::ConstantOp::create(
-          b, loc, DenseElementsAttr::get(vec, b.getI64IntegerAttr(32)));
-    else
-      shift = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(32));
     Value hi = arith::TruncIOp::create(
-        b, loc, type, arith::ShRUIOp::create(b, loc, product, shift));
+        b, loc, type,
+        arith::ShRUIOp::create(b, loc, product, constant64(wide, 32)));
     return {hi, lo};
   }
-  /// mulHiLo of an even number of lanes, as pairs of lanes in 64-bit
-  /// elements: the even lanes' products and the odd lanes' (each lane
-  /// widened in place, 32x32 -> 64-bit multiplies: vpmuludq), their halves
-  /// interleaved back by two shuffles. Widening all lanes to i64 instead took
-  /// twice the multiplies plus a zero-extension and a truncation per half.
-  std::pair<Value, Value> mulHiLoPairs(Value x, uint32_t m, VectorType vec) {
-    int64_t lanes = vec.getNumElements();
-    auto pairs = VectorType::get({lanes / 2}, b.getI64Type());
-    auto splat64 = [&](uint64_t v) -> Value {
-      return arith::ConstantOp::create(
-          b, loc,
-          DenseElementsAttr::get(pairs, b.getI64IntegerAttr(int64_t(v))));
-    };
-    Value wide = vector::BitCastOp::create(b, loc, pairs, x);
-    Value even = arith::MulIOp::create(
-        b, loc, arith::AndIOp::create(b, loc, wide, splat64(0xFFFFFFFFu)),
-        splat64(m));
-    Value odd = arith::MulIOp::create(
-        b, loc, arith::ShRUIOp::create(b, loc, wide, splat64(32)), splat64(m));
-    // As i32 lanes: even = [lo0, hi0, lo2, hi2, ...], odd = [lo1, hi1, ...].
-    Value evenWords = vector::BitCastOp::create(b, loc, vec, even);
-    Value oddWords = vector::BitCastOp::create(b, loc, vec, odd);
-    SmallVector<int64_t> low, high;
-    for (int64_t l = 0; l < lanes; ++l) {
-      int64_t pair = l / 2 * 2, fromOdd = l % 2 ? lanes : 0;
-      low.push_back(fromOdd + pair);
-      high.push_back(fromOdd + pair + 1);
-    }
-    Value lo = vector::ShuffleOp::create(b, loc, evenWords, oddWords, low);
-    Value hi = vector::ShuffleOp::create(b, loc, evenWords, oddWords, high);
-    return {hi, lo};
+  Value constant64(Type wide, uint64_t v) {
+    Attribute attr = b.getI64IntegerAttr(static_cast<int64_t>(v));
+    if (auto vec = dyn_cast<VectorType>(wide))
+      return arith::ConstantOp::create(b, loc,
+                                       DenseElementsAttr::get(vec, attr));
+    return arith::ConstantOp::create(b, loc, cast<TypedAttr>(attr));
+  }
+};
+
+/// 32-bit words in the low halves of i64 lanes, the high halves don't-care:
+/// a word's 32 x 32 -> 64-bit product is one multiply of the masked low
+/// halves (x86's vpmuludq, which reads only those), its high word a shift and
+/// its low word the product as it is, and a xor keeps the halves apart. So
+/// Philox's rounds on these take no shuffle (words packed 16 to a register
+/// took two a product to part the even lanes' halves from the odd lanes'; the
+/// measurements are in docs/design.md, "The backward", on dropout).
+struct LowWords {
+  OpBuilder &b;
+  Location loc;
+  VectorType type; // vector of i64
+
+  Value splat(uint64_t v) {
+    return arith::ConstantOp::create(
+        b, loc,
+        DenseElementsAttr::get(type,
+                               b.getI64IntegerAttr(static_cast<int64_t>(v))));
+  }
+  /// The i32 scalar `v` in every lane.
+  Value like(Value v) {
+    return vector::BroadcastOp::create(
+        b, loc, type, arith::ExtUIOp::create(b, loc, b.getI64Type(), v));
+  }
+  Value xorOf(Value x, Value y) { return arith::XOrIOp::create(b, loc, x, y); }
+  std::pair<Value, Value> mulHiLo(Value x, uint32_t m) {
+    Value product = arith::MulIOp::create(
+        b, loc, arith::AndIOp::create(b, loc, x, splat(0xFFFFFFFFu)), splat(m));
+    return {arith::ShRUIOp::create(b, loc, product, splat(32)), product};
   }
 };
 } // namespace
 
-/// Philox 4x32-10 (Salmon et al., Random123) of the counter `c` (i32
-/// scalars or vectors of `w`'s type) keyed by the 64-bit `seed`: the four
-/// output words, in place.
-static void philox(Words &w, Value seed, Value (&c)[4]) {
+/// Philox 4x32-10's rounds on the words `c` of `w` (Words or LowWords),
+/// keyed by the i32 scalars `k0` and `k1`.
+template <typename W>
+static void philoxRounds(W &w, Value k0, Value k1, Value (&c)[4]) {
   OpBuilder &b = w.b;
   Location loc = w.loc;
   // The round's multipliers and the key schedule's Weyl constants.
   constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
   constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
-  Value seed32 = arith::TruncIOp::create(b, loc, b.getI32Type(), seed);
-  Value seedHigh = arith::TruncIOp::create(
+  auto bump = [&](Value k, uint32_t by) -> Value {
+    return arith::AddIOp::create(
+        b, loc, k,
+        arith::ConstantOp::create(
+            b, loc, b.getI32IntegerAttr(static_cast<int32_t>(by))));
+  };
+  for (int round = 0; round < 10; ++round) {
+    if (round > 0) {
+      k0 = bump(k0, kW0);
+      k1 = bump(k1, kW1);
+    }
+    auto [hi0, lo0] = w.mulHiLo(c[0], kM0);
+    auto [hi1, lo1] = w.mulHiLo(c[2], kM1);
+    Value next[4] = {w.xorOf(w.xorOf(hi1, c[1]), w.like(k0)), lo1,
+                     w.xorOf(w.xorOf(hi0, c[3]), w.like(k1)), lo0};
+    std::copy(std::begin(next), std::end(next), std::begin(c));
+  }
+}
+
+/// Philox 4x32-10 (Salmon et al., Random123) of the counter `c` (i32
+/// scalars or vectors of `w`'s type) keyed by the 64-bit `seed`: the four
+/// output words, in place. A vector of an even number of lanes runs as its
+/// even lanes and its odd lanes, each in the low halves of i64 lanes
+/// (LowWords), merged back by one shuffle a word at the end.
+static void philox(Words &w, Value seed, Value (&c)[4]) {
+  OpBuilder &b = w.b;
+  Location loc = w.loc;
+  Value k0 = arith::TruncIOp::create(b, loc, b.getI32Type(), seed);
+  Value k1 = arith::TruncIOp::create(
       b, loc, b.getI32Type(),
       arith::ShRUIOp::create(
           b, loc, seed,
           arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(32))));
-  Value k0 = w.like(seed32), k1 = w.like(seedHigh);
-  for (int round = 0; round < 10; ++round) {
-    if (round > 0) {
-      k0 = arith::AddIOp::create(b, loc, k0, w.constant(kW0));
-      k1 = arith::AddIOp::create(b, loc, k1, w.constant(kW1));
-    }
-    auto [hi0, lo0] = w.mulHiLo(c[0], kM0);
-    auto [hi1, lo1] = w.mulHiLo(c[2], kM1);
-    Value next[4] = {w.xorOf(w.xorOf(hi1, c[1]), k0), lo1,
-                     w.xorOf(w.xorOf(hi0, c[3]), k1), lo0};
-    std::copy(std::begin(next), std::end(next), std::begin(c));
+  auto vec = dyn_cast<VectorType>(w.type);
+  if (!vec || vec.getNumElements() % 2 != 0) {
+    philoxRounds(w, k0, k1, c);
+    return;
   }
+  int64_t lanes = vec.getNumElements();
+  LowWords low{b, loc, VectorType::get({lanes / 2}, b.getI64Type())};
+  Value even[4], odd[4];
+  for (int r = 0; r < 4; ++r) {
+    even[r] = vector::BitCastOp::create(b, loc, low.type, c[r]);
+    odd[r] = arith::ShRUIOp::create(b, loc, even[r], low.splat(32));
+  }
+  philoxRounds(low, k0, k1, even);
+  philoxRounds(low, k0, k1, odd);
+  SmallVector<int64_t> interleave;
+  for (int64_t l = 0; l < lanes; ++l)
+    interleave.push_back(l / 2 * 2 + (l % 2 ? lanes : 0));
+  for (int r = 0; r < 4; ++r)
+    c[r] = vector::ShuffleOp::create(
+        b, loc, vector::BitCastOp::create(b, loc, vec, even[r]),
+        vector::BitCastOp::create(b, loc, vec, odd[r]), interleave);
 }
 
 /// Output word `index` (0..3, `w`'s type) of Philox's words `c`.

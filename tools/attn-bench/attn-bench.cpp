@@ -224,9 +224,6 @@ int compareLibraries(attn_thread_pool *pool, double peak) {
       return fail(e.path +
                   ": --compare times forward and backward kernels; its "
                   "first kernel is another kind");
-    if (kind == ATTN_KERNEL_BACKWARD && attn_kernel_has_dropout(e.kernel) != 0)
-      return fail(e.path + ": --compare does not run dropout's backward "
-                           "kernels (compare them without dropout)");
     attn::KernelSpec own = attn::specOfKernel(e.kernel);
     own.name = "compared";
     e.ok = checkKernel(own, e.kernel, pool, e.error);
