@@ -394,19 +394,23 @@ Value ModifierEmitter::read(unsigned number, ArrayRef<Value> indices,
         b, loc, arith::MaxSIOp::create(b, loc, index, lo), hi);
   };
   unsigned last = indices.size() - 1;
-  // 16 lanes of 32 bits are AVX-512's (CpuTarget::vectorWidth): there a
-  // short contiguous row (a relative-position bias table's, read by a
-  // bucket of kv_idx − q_idx) is two loads and a permute of two registers
-  // (vpermi2ps) instead of a gather of 16 elements, where the row holds at
-  // most 32 (readShortRow).
-  bool byPermute = lanes == 16 && element.getIntOrFloatBitWidth() == 32 &&
-                   !clampedOut && isa<VectorType>(indices[last].getType()) &&
-                   llvm::all_of(indices.drop_back(), [](Value v) {
-                     return !isa<VectorType>(v.getType());
-                   });
+  // Where the last index alone varies across the lanes (a row of the
+  // capture read by the keys), a run of consecutive elements inside a
+  // contiguous row (`ids[kv_idx]`, `bias[h, q_idx, kv_idx]`, a relative
+  // bias's interior) is one vector load instead of a gather. 16 lanes of 32
+  // bits are AVX-512's (CpuTarget::vectorWidth): there a short contiguous
+  // row (a relative-position bias table's, read by a bucket of kv_idx −
+  // q_idx) is two loads and a permute of two registers (vpermi2ps) instead,
+  // where the row holds at most 32.
+  bool alongRow =
+      lanes > 0 && !clampedOut && isa<VectorType>(indices[last].getType()) &&
+      llvm::all_of(indices.drop_back(),
+                   [](Value v) { return !isa<VectorType>(v.getType()); });
+  bool byPermute =
+      alongRow && lanes == 16 && element.getIntOrFloatBitWidth() == 32;
   SmallVector<Value> clamped;
   for (auto [dim, index] : llvm::enumerate(indices))
-    clamped.push_back(byPermute && dim == last ? Value() : clampOf(dim, index));
+    clamped.push_back(alongRow && dim == last ? Value() : clampOf(dim, index));
   if (clampedOut)
     clampedOut->assign(clamped.begin(), clamped.end());
   if (lanes == 0)
@@ -427,27 +431,74 @@ Value ModifierEmitter::read(unsigned number, ArrayRef<Value> indices,
                                     ValueRange{zero}, elements.offsets,
                                     allLanes, passThrough);
   };
-  if (!byPermute)
+  if (!alongRow)
     return gather();
   auto metadata = memref::ExtractStridedMetadataOp::create(b, loc, capture);
   Value rowSize = metadata.getSizes()[last];
+  Value contiguous = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                           metadata.getStrides()[last], one);
   auto cst = [&](int64_t v) -> Value {
     return arith::ConstantIndexOp::create(b, loc, v);
   };
+  SmallVector<Value> rowStart(clamped);
+  rowStart[last] = zero;
+  // Lane l reads element first + l of a contiguous row, all inside it:
+  // checked at run time (one compare of the lanes with their first plus
+  // 0, 1, ...), else a gather.
+  auto runOrGather = [&]() -> Value {
+    Value first =
+        vector::ExtractOp::create(b, loc, indices[last], ArrayRef<int64_t>{0});
+    auto indexLanes = VectorType::get({lanes}, b.getIndexType());
+    Value iota = arith::ConstantOp::create(
+        b, loc,
+        DenseElementsAttr::get(indexLanes, llvm::to_vector(llvm::map_range(
+                                               llvm::seq<int64_t>(0, lanes),
+                                               [&](int64_t l) -> Attribute {
+                                                 return b.getIndexAttr(l);
+                                               }))));
+    Value consecutive = vector::ReductionOp::create(
+        b, loc, vector::CombiningKind::AND,
+        arith::CmpIOp::create(
+            b, loc, arith::CmpIPredicate::eq, indices[last],
+            arith::AddIOp::create(b, loc, broadcast(first, lanes), iota)));
+    Value inside = arith::AndIOp::create(
+        b, loc,
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, first, zero),
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle,
+                              arith::AddIOp::create(b, loc, first, cst(lanes)),
+                              rowSize));
+    auto ifRun = scf::IfOp::create(
+        b, loc, TypeRange{resultType},
+        arith::AndIOp::create(
+            b, loc, consecutive,
+            arith::AndIOp::create(b, loc, inside, contiguous)),
+        /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifRun.thenBlock());
+    FlatElements row = flatElements(b, loc, capture, rowStart, /*lanes=*/0);
+    scf::YieldOp::create(
+        b, loc,
+        vector::LoadOp::create(
+            b, loc, resultType, row.memref,
+            ValueRange{arith::AddIOp::create(b, loc, row.offsets, first)})
+            .getResult());
+    b.setInsertionPointToStart(ifRun.elseBlock());
+    scf::YieldOp::create(b, loc, gather());
+    return ifRun.getResult(0);
+  };
+  if (!byPermute)
+    return runOrGather();
   Value shortRow = arith::AndIOp::create(
       b, loc,
       arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ule, rowSize,
                             cst(32)),
-      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
-                            metadata.getStrides()[last], one));
+      contiguous);
   auto ifShort = scf::IfOp::create(b, loc, TypeRange{resultType}, shortRow,
                                    /*withElseRegion=*/true);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(ifShort.elseBlock());
-  scf::YieldOp::create(b, loc, gather());
+  scf::YieldOp::create(b, loc, runOrGather());
   b.setInsertionPointToStart(ifShort.thenBlock());
-  SmallVector<Value> rowStart(clamped);
-  rowStart[last] = zero;
   FlatElements row = flatElements(b, loc, capture, rowStart, /*lanes=*/0);
   auto maskType = VectorType::get({16}, b.getI1Type());
   Value passThrough =

@@ -7,7 +7,10 @@
 // keys' document ids: a clamped gather) is read once per key block, before
 // its rows; where the capture's row holds at most 32 elements (known at run
 // time) the read is two masked loads and a permute of two registers, the
-// index clamped on i32 lanes, instead of the gather. Before the products, a block of rows to which the mask_mod
+// index clamped on i32 lanes, instead of the gather; in a longer contiguous
+// row, 16 consecutive elements inside it (checked at run time: the lanes'
+// indices against the first's plus 0..15) are one vector load, and only
+// other reads gather. Before the products, a block of rows to which the mask_mod
 // leaves no key is skipped (its keep bits or'ed). The score_mod's ops run
 // on vectors where they involve a key index and on scalars where not (the
 // head's slope is one clamped scalar load; the key-minus-row distance is
@@ -29,6 +32,13 @@
 //       CHECK:     %[[JC32:.+]] = arith.minsi %{{.+}}, %{{.+}} : vector<16xi32>
 //       CHECK:     llvm.call_intrinsic "llvm.x86.avx512.vpermi2var.d.512"(%[[LOW]], %[[JC32]], %[[HIGH]])
 //       CHECK:   } else {
+//       CHECK:     %[[FIRST:.+]] = vector.extract %[[KEYSX]][0] : index from vector<16xindex>
+//       CHECK:     %[[STEPS:.+]] = arith.addi %{{.+}}, %{{.+}} : vector<16xindex>
+//       CHECK:     %[[SAME:.+]] = arith.cmpi eq, %[[KEYSX]], %[[STEPS]] : vector<16xindex>
+//       CHECK:     vector.reduction <and>, %[[SAME]] : vector<16xi1> into i1
+//       CHECK:     scf.if %{{.+}} -> (vector<16xi32>) {
+//       CHECK:       vector.load %[[DOCS]][%[[FIRST]]] : memref<?xi32>, vector<16xi32>
+//       CHECK:     } else {
 //       CHECK:     %[[JC:.+]] = arith.minsi %{{.+}}, %{{.+}} : vector<16xindex>
 //       CHECK:     vector.gather %{{.+}}[%c0] [%[[JC]]], %{{.+}}, %{{.+}} : memref<?xi32, strided<[1], offset: ?>>, vector<16xindex>, vector<16xi1>, vector<16xi32> into vector<16xi32>
 // CHECK-COUNT-3:   vector.gather
