@@ -47,10 +47,13 @@ evaluates ``mask_mod`` in the others. Conjuncts of ``mask_mod`` that bound
 
 from __future__ import annotations
 
+import collections
+import functools
 import math
 import operator
 import re
 import struct
+import types
 from typing import Callable, List, NamedTuple, Optional, Tuple
 
 import torch
@@ -207,16 +210,9 @@ class _Captures:
             raise Error(f"{where}: a captured tensor has {tensor.dim()} dims; at most 4 are supported")
         if tensor.is_complex():
             raise Error(f"{where}: a captured tensor is complex ({tensor.dtype})")
-        data = tensor.detach()
-        if data.dim() == 0:
-            data = data.reshape(1)
-        is_bool = data.dtype == torch.bool
-        if data.is_floating_point():
-            data, element = data.to(torch.float32), "f32"
-        elif data.dtype == torch.int64:
-            element = "i64"
-        else:  # bool, uint8, int8, int16, int32
-            data, element = data.to(torch.int32), "i32"
+        is_bool = tensor.dtype == torch.bool
+        data = _capture_data(tensor)
+        element = {torch.float32: "f32", torch.int64: "i64"}.get(data.dtype, "i32")
         index = len(self.tensors)
         if index >= 8:
             raise Error(f"{where}: more than 8 captured tensors (the kernels take at most 8)")
@@ -709,14 +705,177 @@ def _trace(fn: Callable, role: str, captures: _Captures) -> Optional[str]:
             f"    attn.yield {value.name} : {yield_type}\n  }}")
 
 
+#: What tracing may read and what a trace is keyed by (_walk): values
+#: compared as they are, and functions that cannot change.
+_PLAIN = (bool, int, float, complex, str, bytes, type(None), type(Ellipsis),
+          torch.dtype, torch.device, torch.Size)
+
+#: Tensor methods that hand a tensor's values to Python: a trace that calls
+#: one on a tensor it holds depends on those values, and is made again at
+#: every call (_ValueReads).
+_VALUE_READS = frozenset(getattr(Tensor, name) for name in (
+    "item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__",
+    "__complex__", "__array__"))
+
+
+class _ValueReads(torch.overrides.TorchFunctionMode):
+    """Notes whether a modifier read a held tensor's values while it was
+    traced (`if table[0] > 0:`, `.item()`)."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = False
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func in _VALUE_READS:
+            self.seen = True
+        return func(*args, **(kwargs or {}))
+
+
+def _global_names(code: types.CodeType) -> set:
+    """The names `code` and the functions defined in it may read as globals."""
+    names = set(code.co_names)
+    for constant in code.co_consts:
+        if isinstance(constant, types.CodeType):
+            names |= _global_names(constant)
+    return names
+
+
+def _walk(value, key: list, tensors: list, ids: dict, seen: dict) -> bool:
+    """Appends to `key` what tracing a modifier that reads `value` depends
+    on, and to `tensors` the tensors it may capture (each once, in the order
+    found); False where that cannot be told (an object whose attributes a
+    function may read), so that the modifier is traced at every call.
+    Functions count by their code, closure cells, defaults and the globals
+    their code names (read now: a rebound global or cell is seen), tensors
+    by their order of appearance, shape, dtype, device and requires_grad
+    (the trace reads no values; `_ValueReads` notes one that does), other
+    values as they are."""
+    if isinstance(value, _PLAIN):
+        key.append((type(value), value))
+        return True
+    if isinstance(value, Tensor):
+        first = ids.setdefault(id(value), len(tensors))
+        if first == len(tensors):
+            tensors.append(value)
+        key.append(("tensor", first, tuple(value.shape), value.dtype, value.device,
+                    value.requires_grad))
+        return True
+    if isinstance(value, types.ModuleType):
+        key.append(("module", value.__name__))
+        return True
+    if isinstance(value, (tuple, list)):
+        key.append((type(value), len(value)))
+        return all(_walk(item, key, tensors, ids, seen) for item in value)
+    if isinstance(value, dict):
+        key.append((dict, len(value)))
+        return all(_walk(k, key, tensors, ids, seen) and _walk(v, key, tensors, ids, seen)
+                   for k, v in value.items())
+    if isinstance(value, functools.partial):
+        key.append(("partial",))
+        return all(_walk(part, key, tensors, ids, seen)
+                   for part in (value.func, value.args, value.keywords))
+    if isinstance(value, types.BuiltinFunctionType):  # math.exp, operator.and_
+        key.append(("builtin", getattr(value, "__module__", None), value.__qualname__,
+                    id(value.__self__) if isinstance(value.__self__, types.ModuleType) else None))
+        return value.__self__ is None or isinstance(value.__self__, types.ModuleType)
+    if isinstance(value, (types.MethodDescriptorType, types.WrapperDescriptorType)):
+        key.append(("descriptor", value.__objclass__.__qualname__, value.__name__))
+        return True  # torch.Tensor.abs, an unbound method of a built-in type
+    if not isinstance(value, types.FunctionType):
+        return False
+    if id(value) in seen:
+        key.append(("again", seen[id(value)]))
+        return True
+    seen[id(value)] = len(seen)
+    code = value.__code__
+    key.append(("function", code))
+    for cell in value.__closure__ or ():
+        try:
+            contents = cell.cell_contents
+        except ValueError:  # a cell not yet bound
+            key.append(("unbound",))
+            continue
+        if not _walk(contents, key, tensors, ids, seen):
+            return False
+    if not _walk((value.__defaults__, value.__kwdefaults__), key, tensors, ids, seen):
+        return False
+    scope = value.__globals__
+    for name in sorted(_global_names(code)):
+        if name in scope:
+            key.append(name)
+            if not _walk(scope[name], key, tensors, ids, seen):
+                return False
+    return True
+
+
+#: Recent traces, by what they read (_walk): tracing a score_mod or mask_mod
+#: takes about 0.1 ms, which a short call (a decoding step, a small block
+#: mask's) would otherwise pay every time.
+_TRACES: "collections.OrderedDict[tuple, _Trace]" = collections.OrderedDict()
+_TRACES_KEPT = 128
+
+
+class _Trace(NamedTuple):
+    """What tracing a call's modifiers made, less the tensors: the module
+    text, and for each capture where `_walk` found its tensor."""
+
+    source: Optional[str]
+    positions: List[int]
+    score_reads: frozenset
+
+
+def _capture_data(tensor: Tensor) -> Tensor:
+    """A captured tensor as the kernel reads it: floats as f32, 64-bit
+    integers as they are, the other integers and bools (uint8, int8, int16,
+    int32) as i32, at least 1-D."""
+    data = tensor.detach()
+    if data.dim() == 0:
+        data = data.reshape(1)
+    if data.is_floating_point():
+        return data.to(torch.float32)
+    return data if data.dtype == torch.int64 else data.to(torch.int32)
+
+
 class Modifiers:
     """The traced score_mod and mask_mod of a call: the .mlir text the
     kernel is compiled with (its cache key) and the tensors it reads. With
     `block_table` ([B, H, query blocks, key blocks] int32, 0 = no key kept
-    there) and `block_size`, the kernel skips the blocks it leaves out."""
+    there) and `block_size`, the kernel skips the blocks it leaves out.
+    Traced once for what the functions read (_walk), then taken from
+    _TRACES while that stays the same."""
 
     def __init__(self, score_mod: Optional[Callable], mask_mod: Optional[Callable],
                  block_table: Optional[Tensor] = None, block_size=None):
+        key, tensors, ids = [torch.get_default_dtype()], [], {}
+        known = _walk((block_table, score_mod, mask_mod,
+                       None if block_size is None else tuple(block_size)),
+                      key, tensors, ids, {})
+        key = tuple(key) if known else None
+        trace = _TRACES.get(key) if key is not None else None
+        if trace is not None:
+            _TRACES.move_to_end(key)
+            self._held = [tensors[p] for p in trace.positions]
+            self.captures = [_capture_data(t) for t in self._held]
+        else:
+            reads = _ValueReads()
+            with reads:
+                trace, captures = self._trace(score_mod, mask_mod, block_table, block_size)
+            self._held, self.captures = captures._held, captures.tensors
+            positions = [ids.get(id(t)) for t in self._held]
+            if key is not None and not reads.seen and None not in positions:
+                _TRACES[key] = trace._replace(positions=positions)
+                if len(_TRACES) > _TRACES_KEPT:
+                    _TRACES.popitem(last=False)
+        self.source, self.score_reads = trace.source, trace.score_reads
+        # The caller's tensors that require grad (a trained bias table),
+        # which the score_mod reads: their gradient is recomputed.
+        self.trained = [t for t in self._held if t.requires_grad]
+        self.score_mod = score_mod
+
+    @staticmethod
+    def _trace(score_mod, mask_mod, block_table, block_size):
+        """(_Trace, _Captures) of tracing the modifiers now."""
         captures = _Captures()
         regions = []
         if score_mod is not None:
@@ -727,8 +886,6 @@ class Modifiers:
             text = _trace(mask_mod, "mask_mod", captures)
             if text:
                 regions.append(text)
-        self.has_score_mod = any(r.startswith("score_mod") for r in regions)
-        self._held = captures._held
         if block_table is not None and any(r.startswith("mask_mod") for r in regions):
             index = captures._index.get(id(block_table))
             if index is None:  # (a mask_mod that reads the table has it already)
@@ -736,18 +893,16 @@ class Modifiers:
                     raise Error("the modifiers capture 8 tensors: no room for the block "
                                 "mask's table (the kernels take at most 8)")
                 index = len(captures.tensors)
+                captures._index[id(block_table)] = index
+                captures._held.append(block_table)
                 captures.tensors.append(block_table)
                 captures.types.append("tensor<?x?x?x?xi32>")
             regions.append(f"{{attn.block_mask = array<i64: {index}, {block_size[0]}, "
                            f"{block_size[1]}>}}")
-        self.captures = captures.tensors
-        # The caller's tensors that require grad (a trained bias table),
-        # which the score_mod reads: their gradient is recomputed.
-        self.trained = captures.trained()
-        self.score_mod = score_mod
-        self.source = _module_text(regions, captures.types) if regions else None
+        source = _module_text(regions, captures.types) if regions else None
         # The captures the score_mod reads (those a gradient reaches).
-        self.score_reads = _score_mod_reads(self.source) if self.source else set()
+        score_reads = frozenset(_score_mod_reads(source)) if source else frozenset()
+        return _Trace(source, [], score_reads), captures
 
     def differentiated(self) -> List[int]:
         """The captures whose gradient the backward computes: the caller's

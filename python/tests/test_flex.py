@@ -8,6 +8,7 @@ the errors for what a modifier cannot do."""
 
 import inspect
 import math
+import sys
 import warnings
 
 import pytest
@@ -210,6 +211,76 @@ def test_held_scalars_are_captured_values():
         assert relative_error(out, reference(q, k, v, mod)[0]) <= 1e-5
 
 
+def counting_traces(monkeypatch):
+    """The roles of the modifiers traced from now on (a list that grows)."""
+    from attn import _flex
+
+    traced, trace = [], _flex._trace
+    monkeypatch.setattr(_flex, "_trace", lambda fn, role, captures: (
+        traced.append(role), trace(fn, role, captures))[1])
+    return traced
+
+
+def test_traces_are_reused_until_what_they_read_changes(monkeypatch):
+    # A call's modifiers are traced once for what they read (closure cells,
+    # the globals they name, their tensors' shapes and dtypes); their
+    # tensors are read at every call.
+    traced = counting_traces(monkeypatch)
+    q, k, v = random_qkv(1, 2, 2, 40, 40, 16, 16, torch.float32, seed=21)
+    g = torch.Generator().manual_seed(22)
+    bias, width = torch.randn(2, 40, generator=g), 8
+
+    def mod(score, b, h, q_idx, kv_idx):
+        return score + bias[h, kv_idx] * width - SLOPES[h] * (q_idx - kv_idx).abs()
+
+    def run(traces):
+        out = attn.flex_attention(q, k, v, score_mod=mod)
+        assert relative_error(out, reference(q, k, v, mod)[0]) <= 1e-5
+        assert len(traced) == traces
+
+    run(1)
+    run(1)
+    bias.mul_(-1)  # in place
+    run(1)
+    bias = torch.randn(2, 40, generator=g)  # the cell rebound, same shape
+    run(1)
+    monkeypatch.setattr(sys.modules[__name__], "SLOPES", SLOPES.flip(0))  # a global
+    run(1)
+    bias = torch.randn(2, 40, generator=g, dtype=torch.float64)  # another dtype
+    run(2)
+    width = 3  # a number the region holds as a constant
+    run(3)
+    bias = torch.randn(40, generator=g)  # another rank: indexed as before, an error
+    with pytest.raises(attn.Error, match="indices"):
+        attn.flex_attention(q, k, v, score_mod=mod)
+
+
+def test_traces_that_read_values_are_not_reused(monkeypatch):
+    # A modifier that looks at a tensor's values while it is traced is
+    # traced at every call, as is one that makes its tensors itself.
+    traced = counting_traces(monkeypatch)
+    q, k, v = random_qkv(1, 2, 2, 30, 30, 16, 16, torch.float32, seed=23)
+    doubled = torch.tensor(True)
+
+    def mod(score, b, h, q_idx, kv_idx):
+        return score * 2 if doubled else score
+
+    def fresh(b, h, q_idx, kv_idx):
+        return torch.arange(30)[kv_idx] <= q_idx
+
+    for value in (True, False, True):
+        doubled.fill_(value)
+        out = attn.flex_attention(q, k, v, score_mod=mod)
+        assert relative_error(out, reference(q, k, v, mod)[0]) <= 1e-5
+    assert len(traced) == 3
+    mask = attn.create_block_mask(fresh, None, None, 30, 30, BLOCK_SIZE=16)
+    before = len(traced)
+    for _ in range(2):
+        out = attn.flex_attention(q, k, v, block_mask=mask)
+        assert relative_error(out, reference(q, k, v, None, fresh)[0]) <= 1e-5
+    assert len(traced) == before + 2
+
+
 def test_modifiers_that_inspect_their_arguments():
     # Code written for FlexAttention may look at its 0-d arguments.
     q, k, v = random_qkv(1, 2, 2, 20, 20, 16, 16, torch.float32, seed=19)
@@ -229,6 +300,22 @@ def test_chained_indexing_reads_the_same_element():
         q, k, v, score_mod=lambda s, b, h, i, j: s + TABLE[h][(j - i).clamp(-8, 8) + 8])
     indexed = attn.flex_attention(q, k, v, score_mod=relative_bias)
     assert torch.equal(chained, indexed)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_per_position_bias_contiguous_and_strided(dtype):
+    # bias[h, q_idx, kv_idx] along a contiguous row is read by vector loads
+    # where 16 keys fall inside it (a gather at the row's end), along a
+    # strided one (a transposed view) by gathers; both as PyTorch reads it.
+    g = torch.Generator().manual_seed(24)
+    q, k, v = random_qkv(1, 2, 2, 37, 45, 16, 16, dtype, seed=25)
+    rows = torch.randn(2, 37, 45, generator=g)
+    columns = torch.randn(2, 45, 37, generator=g).transpose(1, 2)
+    for bias in (rows, columns):
+        def mod(score, b, h, q_idx, kv_idx):
+            return score + bias[h, q_idx, kv_idx]
+        out = attn.flex_attention(q, k, v, score_mod=mod)
+        assert relative_error(out, reference(q, k, v, mod)[0]) <= TOLERANCE[dtype]
 
 
 def test_bool_and_int64_captures():
