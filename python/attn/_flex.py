@@ -752,7 +752,8 @@ def _walk(value, key: list, tensors: list, ids: dict, seen: dict) -> bool:
     (the trace reads no values; `_ValueReads` notes one that does), other
     values as they are."""
     if isinstance(value, _PLAIN):
-        key.append((type(value), value))
+        # (floats also by their text: 0.0 and -0.0 are equal, not the same)
+        key.append((type(value), value, repr(value) if isinstance(value, float) else None))
         return True
     if isinstance(value, Tensor):
         first = ids.setdefault(id(value), len(tensors))
