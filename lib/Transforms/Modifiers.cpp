@@ -374,131 +374,165 @@ Value ModifierEmitter::emit(Region &region, ArrayRef<Value> arguments,
   return yielded;
 }
 
+Value ModifierEmitter::clampInto(Value capture, unsigned dim, Value index,
+                                 int64_t lanes) {
+  Value one = arith::ConstantIndexOp::create(b, loc, 1);
+  Value lo = arith::ConstantIndexOp::create(b, loc, 0);
+  Value hi = arith::SubIOp::create(
+      b, loc, memref::DimOp::create(b, loc, capture, dim), one);
+  if (isa<VectorType>(index.getType())) {
+    lo = broadcast(lo, lanes);
+    hi = broadcast(hi, lanes);
+  }
+  return arith::MinSIOp::create(b, loc,
+                                arith::MaxSIOp::create(b, loc, index, lo), hi);
+}
+
 Value ModifierEmitter::read(unsigned number, ArrayRef<Value> indices,
                             Type element, int64_t lanes,
                             SmallVectorImpl<Value> *clampedOut) {
   Value capture = captures[number];
-  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
-  Value one = arith::ConstantIndexOp::create(b, loc, 1);
   // Each index clamped into [0, size − 1]: a modifier never reads outside
-  // its capture (docs/spec.md).
-  auto clampOf = [&](unsigned dim, Value index) -> Value {
-    Value last = arith::SubIOp::create(
-        b, loc, memref::DimOp::create(b, loc, capture, dim), one);
-    Value lo = zero, hi = last;
-    if (isa<VectorType>(index.getType())) {
-      lo = broadcast(lo, lanes);
-      hi = broadcast(hi, lanes);
-    }
-    return arith::MinSIOp::create(
-        b, loc, arith::MaxSIOp::create(b, loc, index, lo), hi);
-  };
+  // its capture (docs/spec.md). Where the last index alone varies across
+  // the lanes (a row of the capture read by the keys), readAlongRow clamps
+  // it where it gathers.
   unsigned last = indices.size() - 1;
-  // Where the last index alone varies across the lanes (a row of the
-  // capture read by the keys), a run of consecutive elements inside a
-  // contiguous row (`ids[kv_idx]`, `bias[h, q_idx, kv_idx]`, a relative
-  // bias's interior) is one vector load instead of a gather. 16 lanes of 32
-  // bits are AVX-512's (CpuTarget::vectorWidth): there a short contiguous
-  // row (a relative-position bias table's, read by a bucket of kv_idx −
-  // q_idx) is two loads and a permute of two registers (vpermi2ps) instead,
-  // where the row holds at most 32.
   bool alongRow =
       lanes > 0 && !clampedOut && isa<VectorType>(indices[last].getType()) &&
       llvm::all_of(indices.drop_back(),
                    [](Value v) { return !isa<VectorType>(v.getType()); });
-  bool byPermute =
-      alongRow && lanes == 16 && element.getIntOrFloatBitWidth() == 32;
   SmallVector<Value> clamped;
   for (auto [dim, index] : llvm::enumerate(indices))
-    clamped.push_back(alongRow && dim == last ? Value() : clampOf(dim, index));
+    clamped.push_back(alongRow && dim == last
+                          ? Value()
+                          : clampInto(capture, dim, index, lanes));
   if (clampedOut)
     clampedOut->assign(clamped.begin(), clamped.end());
   if (lanes == 0)
     return memref::LoadOp::create(b, loc, capture, clamped);
-
-  // A gather from the capture seen as one dimension.
   auto resultType = VectorType::get({lanes}, element);
-  auto gather = [&]() -> Value {
-    if (!clamped[last])
-      clamped[last] = clampOf(last, indices[last]);
-    FlatElements elements = flatElements(b, loc, capture, clamped, lanes);
-    Value allLanes = vector::ConstantMaskOp::create(
-        b, loc, VectorType::get({lanes}, b.getI1Type()),
-        ArrayRef<int64_t>{lanes});
-    Value passThrough = arith::ConstantOp::create(b, loc, resultType,
-                                                  b.getZeroAttr(resultType));
-    return vector::GatherOp::create(b, loc, resultType, elements.memref,
-                                    ValueRange{zero}, elements.offsets,
-                                    allLanes, passThrough);
-  };
   if (!alongRow)
-    return gather();
+    return gather(capture, clamped, resultType);
+  return readAlongRow(capture, clamped, indices[last], resultType);
+}
+
+Value ModifierEmitter::gather(Value capture, ArrayRef<Value> clamped,
+                              VectorType resultType) {
+  // From the capture seen as one dimension.
+  int64_t lanes = resultType.getNumElements();
+  FlatElements elements = flatElements(b, loc, capture, clamped, lanes);
+  Value allLanes = vector::ConstantMaskOp::create(
+      b, loc, VectorType::get({lanes}, b.getI1Type()),
+      ArrayRef<int64_t>{lanes});
+  Value passThrough =
+      arith::ConstantOp::create(b, loc, resultType, b.getZeroAttr(resultType));
+  return vector::GatherOp::create(
+      b, loc, resultType, elements.memref,
+      ValueRange{arith::ConstantIndexOp::create(b, loc, 0)}, elements.offsets,
+      allLanes, passThrough);
+}
+
+Value ModifierEmitter::readAlongRow(Value capture, ArrayRef<Value> clamped,
+                                    Value index, VectorType resultType) {
+  // A run of consecutive elements inside a contiguous row (`ids[kv_idx]`,
+  // `bias[h, q_idx, kv_idx]`, a relative bias's interior) is one vector
+  // load instead of a gather (readRun). 16 lanes of 32 bits are AVX-512's
+  // (CpuTarget::vectorWidth): there a short contiguous row (a
+  // relative-position bias table's, read by a bucket of kv_idx − q_idx)
+  // is two loads and a permute of two registers (vpermi2ps) instead,
+  // where the row holds at most 32 (readShortRow).
+  int64_t lanes = resultType.getNumElements();
+  unsigned last = clamped.size() - 1;
   auto metadata = memref::ExtractStridedMetadataOp::create(b, loc, capture);
   Value rowSize = metadata.getSizes()[last];
-  Value contiguous = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
-                                           metadata.getStrides()[last], one);
-  auto cst = [&](int64_t v) -> Value {
-    return arith::ConstantIndexOp::create(b, loc, v);
-  };
+  Value contiguous = arith::CmpIOp::create(
+      b, loc, arith::CmpIPredicate::eq, metadata.getStrides()[last],
+      arith::ConstantIndexOp::create(b, loc, 1));
   SmallVector<Value> rowStart(clamped);
-  rowStart[last] = zero;
-  // Lane l reads element first + l of a contiguous row, all inside it:
-  // checked at run time (one compare of the lanes with their first plus
-  // 0, 1, ...), else a gather.
-  auto runOrGather = [&]() -> Value {
-    Value first =
-        vector::ExtractOp::create(b, loc, indices[last], ArrayRef<int64_t>{0});
-    auto indexLanes = VectorType::get({lanes}, b.getIndexType());
-    Value iota = arith::ConstantOp::create(
-        b, loc,
-        DenseElementsAttr::get(indexLanes, llvm::to_vector(llvm::map_range(
-                                               llvm::seq<int64_t>(0, lanes),
-                                               [&](int64_t l) -> Attribute {
-                                                 return b.getIndexAttr(l);
-                                               }))));
-    Value consecutive = vector::ReductionOp::create(
-        b, loc, vector::CombiningKind::AND,
-        arith::CmpIOp::create(
-            b, loc, arith::CmpIPredicate::eq, indices[last],
-            arith::AddIOp::create(b, loc, broadcast(first, lanes), iota)));
-    Value inside = arith::AndIOp::create(
-        b, loc,
-        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, first, zero),
-        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle,
-                              arith::AddIOp::create(b, loc, first, cst(lanes)),
-                              rowSize));
-    auto ifRun = scf::IfOp::create(
-        b, loc, TypeRange{resultType},
-        arith::AndIOp::create(
-            b, loc, consecutive,
-            arith::AndIOp::create(b, loc, inside, contiguous)),
-        /*withElseRegion=*/true);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(ifRun.thenBlock());
-    FlatElements row = flatElements(b, loc, capture, rowStart, /*lanes=*/0);
-    scf::YieldOp::create(
-        b, loc,
-        vector::LoadOp::create(
-            b, loc, resultType, row.memref,
-            ValueRange{arith::AddIOp::create(b, loc, row.offsets, first)})
-            .getResult());
-    b.setInsertionPointToStart(ifRun.elseBlock());
-    scf::YieldOp::create(b, loc, gather());
-    return ifRun.getResult(0);
+  rowStart[last] = arith::ConstantIndexOp::create(b, loc, 0);
+  auto readRun = [&]() {
+    return this->readRun(capture, clamped, rowStart, index, rowSize, contiguous,
+                         resultType);
   };
-  if (!byPermute)
-    return runOrGather();
+  if (lanes != 16 || resultType.getElementTypeBitWidth() != 32)
+    return readRun();
   Value shortRow = arith::AndIOp::create(
       b, loc,
       arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ule, rowSize,
-                            cst(32)),
+                            arith::ConstantIndexOp::create(b, loc, 2 * lanes)),
       contiguous);
   auto ifShort = scf::IfOp::create(b, loc, TypeRange{resultType}, shortRow,
                                    /*withElseRegion=*/true);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(ifShort.elseBlock());
-  scf::YieldOp::create(b, loc, runOrGather());
+  scf::YieldOp::create(b, loc, readRun());
   b.setInsertionPointToStart(ifShort.thenBlock());
+  scf::YieldOp::create(
+      b, loc, readShortRow(capture, rowStart, index, rowSize, resultType));
+  return ifShort.getResult(0);
+}
+
+Value ModifierEmitter::readRun(Value capture, ArrayRef<Value> clamped,
+                               ArrayRef<Value> rowStart, Value index,
+                               Value rowSize, Value contiguous,
+                               VectorType resultType) {
+  // Lane l reads element first + l of a contiguous row, all inside it:
+  // checked at run time (one compare of the lanes with their first plus
+  // 0, 1, ...), else a gather.
+  int64_t lanes = resultType.getNumElements();
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  Value first = vector::ExtractOp::create(b, loc, index, ArrayRef<int64_t>{0});
+  auto indexLanes = VectorType::get({lanes}, b.getIndexType());
+  Value iota = arith::ConstantOp::create(
+      b, loc,
+      DenseElementsAttr::get(indexLanes, llvm::to_vector(llvm::map_range(
+                                             llvm::seq<int64_t>(0, lanes),
+                                             [&](int64_t l) -> Attribute {
+                                               return b.getIndexAttr(l);
+                                             }))));
+  Value consecutive = vector::ReductionOp::create(
+      b, loc, vector::CombiningKind::AND,
+      arith::CmpIOp::create(
+          b, loc, arith::CmpIPredicate::eq, index,
+          arith::AddIOp::create(b, loc, broadcast(first, lanes), iota)));
+  Value inside = arith::AndIOp::create(
+      b, loc,
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, first, zero),
+      arith::CmpIOp::create(
+          b, loc, arith::CmpIPredicate::sle,
+          arith::AddIOp::create(b, loc, first,
+                                arith::ConstantIndexOp::create(b, loc, lanes)),
+          rowSize));
+  auto ifRun = scf::IfOp::create(
+      b, loc, TypeRange{resultType},
+      arith::AndIOp::create(b, loc, consecutive,
+                            arith::AndIOp::create(b, loc, inside, contiguous)),
+      /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(ifRun.thenBlock());
+  FlatElements row = flatElements(b, loc, capture, rowStart, /*lanes=*/0);
+  scf::YieldOp::create(b, loc,
+                       vector::LoadOp::create(b, loc, resultType, row.memref,
+                                              ValueRange{arith::AddIOp::create(
+                                                  b, loc, row.offsets, first)})
+                           .getResult());
+  b.setInsertionPointToStart(ifRun.elseBlock());
+  SmallVector<Value> gathered(clamped);
+  gathered.back() = clampInto(capture, clamped.size() - 1, index, lanes);
+  scf::YieldOp::create(b, loc, gather(capture, gathered, resultType));
+  return ifRun.getResult(0);
+}
+
+Value ModifierEmitter::readShortRow(Value capture, ArrayRef<Value> rowStart,
+                                    Value index, Value rowSize,
+                                    VectorType resultType) {
+  // The row's elements 0..15 and 16..31 (where it has them) by masked
+  // loads, and lane l's element picked from the two registers by its index
+  // clamped into the row.
+  Value one = arith::ConstantIndexOp::create(b, loc, 1);
+  auto cst = [&](int64_t v) -> Value {
+    return arith::ConstantIndexOp::create(b, loc, v);
+  };
   FlatElements row = flatElements(b, loc, capture, rowStart, /*lanes=*/0);
   auto maskType = VectorType::get({16}, b.getI1Type());
   Value passThrough =
@@ -526,7 +560,7 @@ Value ModifierEmitter::read(unsigned number, ArrayRef<Value> indices,
   // the index clamped on index lanes.
   auto i32Lanes = VectorType::get({16}, b.getI32Type());
   Value which;
-  if (auto cast = indices[last].getDefiningOp<arith::IndexCastOp>();
+  if (auto cast = index.getDefiningOp<arith::IndexCastOp>();
       cast && cast.getIn().getType() == i32Lanes) {
     Value hi = vector::BroadcastOp::create(
         b, loc, i32Lanes,
@@ -538,18 +572,17 @@ Value ModifierEmitter::read(unsigned number, ArrayRef<Value> indices,
     which = arith::MinSIOp::create(
         b, loc, arith::MaxSIOp::create(b, loc, cast.getIn(), lo), hi);
   } else {
-    which = arith::IndexCastOp::create(b, loc, i32Lanes,
-                                       clampOf(last, indices[last]));
+    which = arith::IndexCastOp::create(
+        b, loc, i32Lanes,
+        clampInto(capture, rowStart.size() - 1, index, /*lanes=*/16));
   }
-  StringRef permute = isa<FloatType>(element)
+  StringRef permute = isa<FloatType>(resultType.getElementType())
                           ? "llvm.x86.avx512.vpermi2var.ps.512"
                           : "llvm.x86.avx512.vpermi2var.d.512";
-  Value picked = LLVM::CallIntrinsicOp::create(b, loc, resultType,
-                                               b.getStringAttr(permute),
-                                               ValueRange{low, which, high})
-                     .getResult(0);
-  scf::YieldOp::create(b, loc, picked);
-  return ifShort.getResult(0);
+  return LLVM::CallIntrinsicOp::create(b, loc, resultType,
+                                       b.getStringAttr(permute),
+                                       ValueRange{low, which, high})
+      .getResult(0);
 }
 
 FlatElements mlir::attn::flatElements(OpBuilder &b, Location loc, Value memref,

@@ -166,6 +166,25 @@ private:
   /// clamped indices into `clampedOut` where given).
   Value read(unsigned number, ArrayRef<Value> indices, Type element,
              int64_t lanes, SmallVectorImpl<Value> *clampedOut = nullptr);
+  /// `index` (a scalar or lanes of index) clamped into [0, size − 1] of
+  /// `capture`'s dimension `dim`.
+  Value clampInto(Value capture, unsigned dim, Value index, int64_t lanes);
+  /// The elements at the `clamped` indices (lanes in the last) by a gather.
+  Value gather(Value capture, ArrayRef<Value> clamped, VectorType resultType);
+  /// A read whose last index, `index`, alone varies across the lanes (the
+  /// others `clamped`, the last null): readRun, or readShortRow where the
+  /// row is short.
+  Value readAlongRow(Value capture, ArrayRef<Value> clamped, Value index,
+                     VectorType resultType);
+  /// One vector load where the lanes read consecutive elements inside a
+  /// contiguous row (checked at run time), else a gather.
+  Value readRun(Value capture, ArrayRef<Value> clamped,
+                ArrayRef<Value> rowStart, Value index, Value rowSize,
+                Value contiguous, VectorType resultType);
+  /// A read from a contiguous row of at most 32 elements: two masked loads
+  /// and a permute of the two registers (AVX-512, 16 lanes of 32 bits).
+  Value readShortRow(Value capture, ArrayRef<Value> rowStart, Value index,
+                     Value rowSize, VectorType resultType);
   /// An index argument as `index` (a scalar) or a vector of index.
   Value asIndex(Value v);
   /// A float constant of `type` (a scalar or a vector: splat).
