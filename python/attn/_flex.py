@@ -706,34 +706,47 @@ def _trace(fn: Callable, role: str, captures: _Captures) -> Optional[str]:
 
 
 #: What tracing may read and what a trace is keyed by (_walk): values
-#: compared as they are, and functions that cannot change.
-_PLAIN = (bool, int, float, complex, str, bytes, type(None), type(Ellipsis),
-          torch.dtype, torch.device, torch.Size)
+#: compared as they are (these exact types; a subclass may hash otherwise).
+_PLAIN = frozenset({bool, int, float, complex, str, bytes, type(None), type(Ellipsis),
+                    torch.dtype, torch.device, torch.Size})
 
-#: Tensor methods that hand a tensor's values to Python: a trace that calls
-#: one on a tensor it holds depends on those values, and is made again at
-#: every call (_ValueReads).
-_VALUE_READS = frozenset(getattr(Tensor, name) for name in (
-    "item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__",
-    "__complex__", "__array__"))
+#: Tensor methods and properties that tell a tensor's metadata, not its
+#: values (what the tracer itself asks of the tensors it captures).
+_METADATA = frozenset({"dim", "ndimension", "numel", "nelement", "size", "stride",
+                       "storage_offset", "element_size", "is_floating_point",
+                       "is_complex", "is_signed", "is_contiguous", "get_device", "__len__",
+                       "__get__"})
+
+#: Results that carry a tensor's values into Python.
+_VALUE_RESULTS = (bool, int, float, complex, str, bytes, list)
+
+#: The most parts a trace's key may have: a modifier that names a large
+#: container (a list of a million numbers) is traced at every call instead.
+_KEY_PARTS = 4096
 
 
 class _ValueReads(torch.overrides.TorchFunctionMode):
     """Notes whether a modifier read a held tensor's values while it was
-    traced (`if table[0] > 0:`, `.item()`)."""
+    traced (`if table[0] > 0:`, `.item()`, `torch.equal`, `x in t`): a
+    torch function of a tensor whose result is a Python value other than
+    metadata (a shape, a dtype)."""
 
     def __init__(self):
         super().__init__()
         self.seen = False
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        if func in _VALUE_READS:
+        result = func(*args, **(kwargs or {}))
+        if (isinstance(result, _VALUE_RESULTS)
+                and getattr(func, "__name__", None) not in _METADATA
+                and any(isinstance(a, Tensor) for a in _flatten((args, kwargs)))):
             self.seen = True
-        return func(*args, **(kwargs or {}))
+        return result
 
 
 def _global_names(code: types.CodeType) -> set:
-    """The names `code` and the functions defined in it may read as globals."""
+    """The names `code` and the functions defined in it may read as globals
+    or attributes."""
     names = set(code.co_names)
     for constant in code.co_consts:
         if isinstance(constant, types.CodeType):
@@ -741,19 +754,31 @@ def _global_names(code: types.CodeType) -> set:
     return names
 
 
-def _walk(value, key: list, tensors: list, ids: dict, seen: dict) -> bool:
+def _trusted(value) -> bool:
+    """A function or class of PyTorch or Python itself, which a modifier
+    calls or names but does not change."""
+    module = getattr(value, "__module__", None) or ""
+    return module.split(".")[0] in ("torch", "builtins", "math", "operator", "_operator")
+
+
+def _walk(value, key: list, tensors: list, ids: dict, seen: dict,
+          names: frozenset = frozenset()) -> bool:
     """Appends to `key` what tracing a modifier that reads `value` depends
     on, and to `tensors` the tensors it may capture (each once, in the order
     found); False where that cannot be told (an object whose attributes a
-    function may read), so that the modifier is traced at every call.
-    Functions count by their code, closure cells, defaults and the globals
-    their code names (read now: a rebound global or cell is seen), tensors
-    by their order of appearance, shape, dtype, device and requires_grad
-    (the trace reads no values; `_ValueReads` notes one that does), other
-    values as they are."""
-    if isinstance(value, _PLAIN):
+    function may read, a key past _KEY_PARTS), so that the modifier is
+    traced at every call. Functions count by their code, closure cells,
+    defaults, attributes and the globals their code names (read now: a
+    rebound global or cell is seen); a module by the attributes of it that
+    the code names (`names`); tensors by their order of appearance, shape,
+    dtype, device and requires_grad (the trace reads no values;
+    `_ValueReads` notes one that does); other values as they are."""
+    if len(key) > _KEY_PARTS:
+        return False
+    kind = type(value)
+    if kind in _PLAIN:
         # (floats also by their text: 0.0 and -0.0 are equal, not the same)
-        key.append((type(value), value, repr(value) if isinstance(value, float) else None))
+        key.append((kind, value, repr(value) if kind is float else None))
         return True
     if isinstance(value, Tensor):
         first = ids.setdefault(id(value), len(tensors))
@@ -762,34 +787,45 @@ def _walk(value, key: list, tensors: list, ids: dict, seen: dict) -> bool:
         key.append(("tensor", first, tuple(value.shape), value.dtype, value.device,
                     value.requires_grad))
         return True
-    if isinstance(value, types.ModuleType):
-        key.append(("module", value.__name__))
-        return True
-    if isinstance(value, (tuple, list)):
-        key.append((type(value), len(value)))
-        return all(_walk(item, key, tensors, ids, seen) for item in value)
-    if isinstance(value, dict):
-        key.append((dict, len(value)))
-        return all(_walk(k, key, tensors, ids, seen) and _walk(v, key, tensors, ids, seen)
-                   for k, v in value.items())
-    if isinstance(value, functools.partial):
-        key.append(("partial",))
-        return all(_walk(part, key, tensors, ids, seen)
-                   for part in (value.func, value.args, value.keywords))
-    if isinstance(value, types.BuiltinFunctionType):  # math.exp, operator.and_
-        key.append(("builtin", getattr(value, "__module__", None), value.__qualname__,
-                    id(value.__self__) if isinstance(value.__self__, types.ModuleType) else None))
-        return value.__self__ is None or isinstance(value.__self__, types.ModuleType)
-    if isinstance(value, (types.MethodDescriptorType, types.WrapperDescriptorType)):
-        key.append(("descriptor", value.__objclass__.__qualname__, value.__name__))
-        return True  # torch.Tensor.abs, an unbound method of a built-in type
-    if not isinstance(value, types.FunctionType):
-        return False
-    if id(value) in seen:
+    if id(value) in seen:  # a function, module or container met before
         key.append(("again", seen[id(value)]))
         return True
+    if isinstance(value, (types.BuiltinFunctionType, types.MethodDescriptorType,
+                          types.WrapperDescriptorType)):
+        # math.exp, operator.and_, torch.where; torch.Tensor.abs
+        owner = getattr(value, "__self__", None)
+        key.append(("builtin", getattr(value, "__module__", None), value.__qualname__))
+        return owner is None or isinstance(owner, types.ModuleType)
+    if isinstance(value, type) or (isinstance(value, types.FunctionType)
+                                   and value.__closure__ is None and _trusted(value)):
+        # (a closure, PyTorch's and_masks' say, is walked: its cells differ;
+        # a user's class is not known: its attributes may change)
+        key.append(("trusted", value.__module__, value.__qualname__))
+        return _trusted(value)
     seen[id(value)] = len(seen)
+    if isinstance(value, types.ModuleType):
+        key.append(("module", value.__name__))
+        for name in sorted(names):
+            present = hasattr(value, name)
+            key.append((name, present))
+            if present and not _walk(getattr(value, name), key, tensors, ids, seen, names):
+                return False
+        return True
+    if isinstance(value, (tuple, list)):
+        key.append((kind, len(value)))
+        return all(_walk(item, key, tensors, ids, seen, names) for item in value)
+    if isinstance(value, dict):
+        key.append((dict, len(value)))
+        return all(_walk(k, key, tensors, ids, seen, names)
+                   and _walk(v, key, tensors, ids, seen, names) for k, v in value.items())
+    if isinstance(value, functools.partial):
+        key.append(("partial",))
+        return all(_walk(part, key, tensors, ids, seen, names)
+                   for part in (value.func, value.args, value.keywords))
+    if not isinstance(value, types.FunctionType):
+        return False
     code = value.__code__
+    own = frozenset(_global_names(code))
     key.append(("function", code))
     for cell in value.__closure__ or ():
         try:
@@ -797,16 +833,18 @@ def _walk(value, key: list, tensors: list, ids: dict, seen: dict) -> bool:
         except ValueError:  # a cell not yet bound
             key.append(("unbound",))
             continue
-        if not _walk(contents, key, tensors, ids, seen):
+        if not _walk(contents, key, tensors, ids, seen, own):
             return False
-    if not _walk((value.__defaults__, value.__kwdefaults__), key, tensors, ids, seen):
+    if not _walk((value.__defaults__, value.__kwdefaults__, value.__dict__), key, tensors,
+                 ids, seen, own):
         return False
     scope = value.__globals__
-    for name in sorted(_global_names(code)):
-        if name in scope:
-            key.append(name)
-            if not _walk(scope[name], key, tensors, ids, seen):
-                return False
+    for name in sorted(own):
+        present = name in scope
+        key.append((name, present))
+        if present and not _walk(scope[name], key, tensors, ids, seen, own):
+            return False
+    key.append(("end",))
     return True
 
 
@@ -849,13 +887,19 @@ class Modifiers:
     def __init__(self, score_mod: Optional[Callable], mask_mod: Optional[Callable],
                  block_table: Optional[Tensor] = None, block_size=None):
         key, tensors, ids = [torch.get_default_dtype()], [], {}
-        known = _walk((block_table, score_mod, mask_mod,
-                       None if block_size is None else tuple(block_size)),
-                      key, tensors, ids, {})
-        key = tuple(key) if known else None
-        trace = _TRACES.get(key) if key is not None else None
+        try:
+            known = _walk((block_table, score_mod, mask_mod,
+                           None if block_size is None else tuple(block_size)),
+                          key, tensors, ids, {})
+            key = tuple(key) if known else None
+            trace = _TRACES.get(key) if key is not None else None
+        except (RecursionError, TypeError):  # (something unhashable inside)
+            key = trace = None
         if trace is not None:
-            _TRACES.move_to_end(key)
+            try:
+                _TRACES.move_to_end(key)
+            except KeyError:  # (another thread's call dropped it)
+                pass
             self._held = [tensors[p] for p in trace.positions]
             self.captures = [_capture_data(t) for t in self._held]
         else:
@@ -866,8 +910,11 @@ class Modifiers:
             positions = [ids.get(id(t)) for t in self._held]
             if key is not None and not reads.seen and None not in positions:
                 _TRACES[key] = trace._replace(positions=positions)
-                if len(_TRACES) > _TRACES_KEPT:
-                    _TRACES.popitem(last=False)
+                while len(_TRACES) > _TRACES_KEPT:
+                    try:
+                        _TRACES.popitem(last=False)
+                    except KeyError:
+                        break
         self.source, self.score_reads = trace.source, trace.score_reads
         # The caller's tensors that require grad (a trained bias table),
         # which the score_mod reads: their gradient is recomputed.

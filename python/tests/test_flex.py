@@ -9,6 +9,7 @@ the errors for what a modifier cannot do."""
 import inspect
 import math
 import sys
+import types
 import warnings
 
 import pytest
@@ -255,24 +256,80 @@ def test_traces_are_reused_until_what_they_read_changes(monkeypatch):
         attn.flex_attention(q, k, v, score_mod=mod)
 
 
+CONFIG = types.ModuleType("attn_test_config")
+CONFIG.SCALE = 1.0
+
+
+def test_traces_see_module_and_function_attributes(monkeypatch):
+    traced = counting_traces(monkeypatch)
+    q, k, v = random_qkv(1, 2, 2, 30, 30, 16, 16, torch.float32, seed=26)
+
+    def mod(score, b, h, q_idx, kv_idx):
+        return score * CONFIG.SCALE * mod.factor
+
+    mod.factor = 1.0
+
+    def run(traces):
+        out = attn.flex_attention(q, k, v, score_mod=mod)
+        assert relative_error(out, reference(q, k, v, mod)[0]) <= 1e-5
+        assert len(traced) == traces
+
+    run(1)
+    run(1)
+    monkeypatch.setattr(CONFIG, "SCALE", 2.0)  # an attribute of a module it names
+    run(2)
+    mod.factor = 0.5  # the function's own attribute
+    run(3)
+
+
+def test_modifiers_whose_reads_cannot_be_keyed_still_run(monkeypatch):
+    # A value of a subclass (which may hash otherwise) is not keyed: traced
+    # at every call; a list that holds itself is keyed once.
+    traced = counting_traces(monkeypatch)
+    q, k, v = random_qkv(1, 2, 2, 30, 30, 16, 16, torch.float32, seed=27)
+
+    class Scale(float):
+        __hash__ = None
+
+    scale, cyclic = Scale(2.0), [1.5]
+    cyclic.append(cyclic)
+
+    def unhashable(score, b, h, q_idx, kv_idx):
+        return score * scale
+
+    def self_holding(score, b, h, q_idx, kv_idx):
+        return score * cyclic[0]
+
+    for expected, score_mod in ((2, unhashable), (1, self_holding)):
+        before = len(traced)
+        for _ in range(2):
+            out = attn.flex_attention(q, k, v, score_mod=score_mod)
+            assert relative_error(out, reference(q, k, v, score_mod)[0]) <= 1e-5
+        assert len(traced) - before == expected
+
+
 def test_traces_that_read_values_are_not_reused(monkeypatch):
     # A modifier that looks at a tensor's values while it is traced is
     # traced at every call, as is one that makes its tensors itself.
     traced = counting_traces(monkeypatch)
     q, k, v = random_qkv(1, 2, 2, 30, 30, 16, 16, torch.float32, seed=23)
-    doubled = torch.tensor(True)
+    doubled, true = torch.tensor(True), torch.tensor(True)
 
     def mod(score, b, h, q_idx, kv_idx):
         return score * 2 if doubled else score
+
+    def equal(score, b, h, q_idx, kv_idx):  # a read inside another function
+        return score * 2 if torch.equal(doubled, true) else score
 
     def fresh(b, h, q_idx, kv_idx):
         return torch.arange(30)[kv_idx] <= q_idx
 
     for value in (True, False, True):
         doubled.fill_(value)
-        out = attn.flex_attention(q, k, v, score_mod=mod)
-        assert relative_error(out, reference(q, k, v, mod)[0]) <= 1e-5
-    assert len(traced) == 3
+        for score_mod in (mod, equal):
+            out = attn.flex_attention(q, k, v, score_mod=score_mod)
+            assert relative_error(out, reference(q, k, v, score_mod)[0]) <= 1e-5
+    assert len(traced) == 6
     mask = attn.create_block_mask(fresh, None, None, 30, 30, BLOCK_SIZE=16)
     before = len(traced)
     for _ in range(2):
