@@ -222,6 +222,14 @@ def counting_traces(monkeypatch):
     return traced
 
 
+def check_counted(traced, q, k, v, score_mod, traces):
+    """flex_attention with `score_mod` against the reference, `traces`
+    traced so far."""
+    out = attn.flex_attention(q, k, v, score_mod=score_mod)
+    assert relative_error(out, reference(q, k, v, score_mod)[0]) <= 1e-5
+    assert len(traced) == traces
+
+
 def test_traces_are_reused_until_what_they_read_changes(monkeypatch):
     # A call's modifiers are traced once for what they read (closure cells,
     # the globals they name, their tensors' shapes and dtypes); their
@@ -235,9 +243,7 @@ def test_traces_are_reused_until_what_they_read_changes(monkeypatch):
         return score + bias[h, kv_idx] * width - SLOPES[h] * (q_idx - kv_idx).abs()
 
     def run(traces):
-        out = attn.flex_attention(q, k, v, score_mod=mod)
-        assert relative_error(out, reference(q, k, v, mod)[0]) <= 1e-5
-        assert len(traced) == traces
+        check_counted(traced, q, k, v, mod, traces)
 
     run(1)
     run(1)
@@ -270,9 +276,7 @@ def test_traces_see_module_and_function_attributes(monkeypatch):
     mod.factor = 1.0
 
     def run(traces):
-        out = attn.flex_attention(q, k, v, score_mod=mod)
-        assert relative_error(out, reference(q, k, v, mod)[0]) <= 1e-5
-        assert len(traced) == traces
+        check_counted(traced, q, k, v, mod, traces)
 
     run(1)
     run(1)
