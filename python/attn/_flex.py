@@ -223,11 +223,6 @@ class _Captures:
         self.bool.append(is_bool)
         return index
 
-    def trained(self) -> List[Tensor]:
-        """The captured tensors as the caller holds them, those that
-        require grad."""
-        return [t for t in self._held if t.requires_grad]
-
     def rank(self, index: int) -> int:
         return self.tensors[index].dim()
 
