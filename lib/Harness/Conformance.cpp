@@ -459,17 +459,7 @@ Problem problemOf(const ConformanceCase &c, const KernelSpec &spec,
   problem.seed = std::hash<std::string>()(c.label);
   problem.sinks = hasItem(c.spec, "sinks");
   makeProblemData(problem, data);
-  for (const NanInput &nan : c.nans) {
-    HostTensor &tensor = nan.tensor == 'q'   ? data.query
-                         : nan.tensor == 'k' ? data.key
-                                             : data.value;
-    const int64_t *shape = tensor.view.shape;
-    std::vector<double> values = tensor.values;
-    for (int64_t h = 0; h < shape[1]; ++h)
-      values[((nan.batch * shape[1] + h) * shape[2] + nan.row) * shape[3] +
-             nan.column] = std::numeric_limits<double>::quiet_NaN();
-    setValues(tensor, values);
-  }
+  placeNans(data, c.nans);
   return problem;
 }
 
@@ -714,6 +704,20 @@ CaseOutcome attn::runAdditiveConformanceCase(
         poisonTensor(data.output);
         std::fill(data.weights.begin(), data.weights.end(), NAN);
       });
+}
+
+void attn::placeNans(ProblemData &data, const std::vector<NanInput> &nans) {
+  for (const NanInput &nan : nans) {
+    HostTensor &tensor = nan.tensor == 'q'   ? data.query
+                         : nan.tensor == 'k' ? data.key
+                                             : data.value;
+    const int64_t *shape = tensor.view.shape;
+    std::vector<double> values = tensor.values;
+    for (int64_t h = 0; h < shape[1]; ++h)
+      values[((nan.batch * shape[1] + h) * shape[2] + nan.row) * shape[3] +
+             nan.column] = std::numeric_limits<double>::quiet_NaN();
+    setValues(tensor, values);
+  }
 }
 
 CaseOutcome attn::runConformanceCase(const ConformanceCase &c,

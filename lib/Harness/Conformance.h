@@ -28,6 +28,10 @@ struct NanInput {
   int64_t batch, row, column;
 };
 
+struct ProblemData;
+/// Writes `nans` into data's query, key and value ([B, H, S, D]).
+void placeNans(ProblemData &data, const std::vector<NanInput> &nans);
+
 struct ConformanceCase {
   std::string label; // also the kernel's name
   std::string spec;  // "name=<label>,..."
@@ -78,7 +82,6 @@ CaseOutcome runConformanceCase(const ConformanceCase &c,
                                const attn_kernel_desc *kernel,
                                attn_thread_pool *pool, int64_t keySplits = 0);
 
-struct ProblemData;
 struct LinearData;
 struct AdditiveData;
 /// A linear attention case whose kernel `run` calls (twice: `first`, then

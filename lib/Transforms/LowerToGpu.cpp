@@ -433,7 +433,10 @@ LogicalResult KernelConverter::convertOnline(OnlineAttentionOp op) {
       waitForCopies(0);
       gpu::BarrierOp::create(b());
     }
-    bool masked = op.getMask() || op.getCausal() || op.getWindow();
+    // A key excluded for some rows (a -inf from the score_mod included)
+    // has weight 0, and 0 · NaN would leak its V's NaN into them.
+    bool masked =
+        op.getMask() || op.getCausal() || op.getWindow() || hasModifiers(op);
     microKernel->accumulate(acc, scores, keys, masked);
     SmallVector<Value> state = acc;
     state.append(max.values);

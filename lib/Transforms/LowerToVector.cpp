@@ -93,8 +93,7 @@ bool mlir::attn::cpu::usesBf16Dot(OnlineAttentionOp op) {
 }
 
 bool mlir::attn::cpu::usesBf16Values(OnlineAttentionOp op) {
-  return cast<MemRefType>(op.getValue().getType()).getElementType().isBF16() &&
-         !op.getMask();
+  return cast<MemRefType>(op.getValue().getType()).getElementType().isBF16();
 }
 
 bool mlir::attn::cpu::hasNarrowKeysOrValues(OnlineAttentionOp op) {

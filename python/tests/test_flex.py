@@ -170,6 +170,39 @@ def test_examples_half(name, dtype):
     check(q, k, v, score_mod, mask_mod)
 
 
+def striking_out_every_seventh(score, b, h, q_idx, kv_idx):
+    return torch.where((q_idx + kv_idx) % 7 == 0, float("-inf"), score)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("seq_q", [SEQ, 4], ids=["prefill", "decoding"])
+@pytest.mark.parametrize("case", ["document", "minus_inf"])
+def test_nan_at_excluded_keys_stays_out(case, seq_q, dtype):
+    # A NaN V row at a key that the mask_mod excludes for some rows (or the
+    # score_mod by -inf) reaches exactly the rows that keep the key: an
+    # excluded key's weight 0 must drop its V, not multiply it (0 * NaN).
+    score_mod, mask_mod = ((None, document) if case == "document"
+                           else (striking_out_every_seventh, None))
+    q, k, v = random_qkv(1, HEADS, 2, seq_q, SEQ, 64, 64, dtype, seed=2)
+    nan_key = 25  # the second document; (i + 25) % 7 == 0 for rows 3, 10, ...
+    v[:, :, nan_key] = float("nan")
+    block_mask = None if mask_mod is None else attn.create_block_mask(
+        mask_mod, None, None, seq_q, SEQ, BLOCK_SIZE=16)
+    out = attn.flex_attention(q, k, v, score_mod=score_mod, block_mask=block_mask,
+                              enable_gqa=True)
+    i = torch.arange(seq_q)[:, None]
+    keeps = (mask_mod(0, 0, i, nan_key) if mask_mod is not None
+             else score_mod(torch.zeros(()), 0, 0, i, nan_key) != float("-inf"))
+    keeps = keeps.reshape(seq_q)
+    # Decoding's rows 0-3 are all in the first document: none keeps it.
+    assert not keeps.all() and (keeps.any() or case == "document")
+    assert out[:, :, keeps].isnan().all()
+    clean = v.clone()
+    clean[:, :, nan_key] = 0
+    ref, _ = reference(q, k, clean, score_mod, mask_mod)
+    assert relative_error(out[:, :, ~keeps], ref[:, :, ~keeps]) <= TOLERANCE[dtype]
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_gqa_unequal_lengths_and_dims(dtype):
     # Hq = 2 Hkv, Sq != Sk (neither a multiple of any tile), D != Dv: the

@@ -15,6 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "lib/Compiler/Compiler.h"
+#include "lib/Harness/Conformance.h"
 #include "lib/Harness/Harness.h"
 #include "lib/Harness/ModifierCases.h"
 #include "test/Integration/GpuEmulation.h"
@@ -49,6 +50,8 @@ struct ModCase {
   int64_t batch, headsQ, headsKv, seqQ, seqK;
   Mods mods;
   bool bshd = false;
+  /// NaNs placed in Q, K or V: the reference says which rows they reach.
+  std::vector<NanInput> nans = {};
 };
 
 void PrintTo(const ModCase &c, std::ostream *os) {
@@ -114,6 +117,59 @@ std::vector<ModCase> modifierCases() {
        named("nonlinear")},
       {"nonlinear_bf16_causal_bias", "dtype=bf16,d=64,causal,mask=bias,lse", 1,
        4, 2, 50, 66, named("nonlinear")},
+      // A NaN at a key (or row) that the modifiers exclude for some rows
+      // and keep for others reaches exactly the rows that keep it: an
+      // excluded key's V is dropped, not multiplied by its weight of 0.
+      {"documents_nan_f32",
+       "d=64,lse",
+       1,
+       4,
+       2,
+       130,
+       130,
+       named("documents"),
+       false,
+       {{'v', 0, 20, 3}, {'k', 0, 70, 5}, {'q', 0, 40, 1}}},
+      {"documents_nan_bf16_causal",
+       "dtype=bf16,d=64,causal,lse",
+       1,
+       2,
+       2,
+       150,
+       150,
+       named("documents"),
+       false,
+       {{'v', 0, 20, 3}, {'v', 0, 100, 0}}},
+      {"documents_nan_decode",
+       "dtype=bf16,d=64,lse,sizes=?:?:?:3:?",
+       1,
+       4,
+       1,
+       3,
+       300,
+       named("documents"),
+       false,
+       {{'v', 0, 2, 1}, {'v', 0, 150, 2}}},
+      {"minus_inf_nan_bf16",
+       "dtype=bf16,d=128,lse",
+       1,
+       4,
+       2,
+       60,
+       70,
+       named("minus_inf"),
+       false,
+       {{'v', 0, 10, 4}}},
+      {"minus_inf_nan_f16_gqa",
+       "dtype=f16,d=64,lse",
+       1,
+       4,
+       1,
+       50,
+       66,
+       named("minus_inf"),
+       false,
+       {{'v', 0, 13, 0}}},
   };
 }
 
@@ -271,6 +327,7 @@ void checkForward(const ModCase &c, Library &library) {
             static_cast<int32_t>(c.mods->captureTypes.size()));
   ProblemData data;
   makeProblemData(p, data);
+  placeNans(data, c.nans);
   ASSERT_EQ(runProblem(kernel, data, Modifiers::pool), ATTN_OK)
       << attn_last_error();
   CheckReport report = checkAgainstReference(p, data);
@@ -312,6 +369,7 @@ TEST_P(Modifiers, WeightsMatchReference) {
   ASSERT_TRUE(kernel);
   ProblemData data;
   makeProblemData(p, data);
+  placeNans(data, c.nans);
   WeightsData w;
   std::string error;
   ASSERT_TRUE(makeWeightsData(p, data, w, error)) << error;
@@ -328,6 +386,7 @@ void checkBackward(
   Problem p = Modifiers::problemOf(c, Kind::Backward);
   ProblemData data;
   makeProblemData(p, data);
+  placeNans(data, c.nans);
   BackwardData grads;
   std::string error;
   ASSERT_TRUE(makeBackwardData(p, data, grads, error)) << error;

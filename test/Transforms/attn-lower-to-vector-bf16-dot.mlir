@@ -97,14 +97,34 @@ func.func @bf16_dot_transposed_pairs(%q: memref<1x1x?x40xbf16>, %k: memref<1x1x?
 
 // -----
 
-// A masked op keeps P·V in f32 (an excluded key's V is dropped per row).
+// A masked op may exclude a key for some rows only: its weight is then 0,
+// and 0 · NaN is NaN. The direct path (a call of few rows) takes P·V in f32,
+// dropping each row's excluded keys. The packed path packs V as key pairs
+// and asks once per key block whether they hold an inf or a NaN: the sum of
+// each f32 lane times 0 (the odd key's bf16 as the high half, the even
+// key's shifted up) is NaN exactly then. A finite block takes the dot
+// product; only one with an inf or NaN drops the excluded keys in f32.
 
 // CHECK-LABEL: func @bf16_dot_masked
-//       CHECK: memref<8x64xbf16>
-//   CHECK-NOT: vector.interleave
-//       CHECK: x86vector.avx512.dot
+//       CHECK: %[[VP:.+]] = memref.alloca() {alignment = 64 : i64} : memref<16x32xbf16>
 //       CHECK: arith.cmpf oeq
 //       CHECK: vector.fma
+//       CHECK: vector.interleave
+//       CHECK: %[[PRODUCTS:.+]] = scf.for {{.+}} -> (vector<16xf32>) {
+//       CHECK:   %[[PAIR:.+]] = vector.load %[[VP]][%{{.+}}, %c0] : memref<16x32xbf16>, vector<32xbf16>
+//       CHECK:   %[[WORDS:.+]] = vector.bitcast %[[PAIR]] : vector<32xbf16> to vector<16xi32>
+//       CHECK:   %[[ODD:.+]] = vector.bitcast %[[PAIR]] : vector<32xbf16> to vector<16xf32>
+//       CHECK:   %[[UP:.+]] = arith.shli %[[WORDS]], %{{.+}} : vector<16xi32>
+//       CHECK:   %[[EVEN:.+]] = vector.bitcast %[[UP]] : vector<16xi32> to vector<16xf32>
+//       CHECK:   %[[S1:.+]] = vector.fma %[[ODD]], %[[ZERO:.+]], %{{.+}} : vector<16xf32>
+//       CHECK:   vector.fma %[[EVEN]], %[[ZERO]], %[[S1]] : vector<16xf32>
+//       CHECK: %[[SUM:.+]] = vector.reduction <add>, %[[PRODUCTS]] : vector<16xf32> into f32
+//       CHECK: %[[FINITE:.+]] = arith.cmpf ord, %[[SUM]], %[[SUM]] : f32
+//       CHECK: scf.if %[[FINITE]] -> (vector<16xf32>, vector<16xf32>) {
+//       CHECK:   x86vector.avx512.dot
+//       CHECK: } else {
+//       CHECK:   arith.cmpf oeq
+//       CHECK:   vector.fma
 func.func @bf16_dot_masked(%q: memref<1x1x?x15xbf16>, %k: memref<1x1x?x15xbf16>, %v: memref<1x1x?x16xbf16>,
                            %mask: memref<1x1x?x?xi1>,
                            %acc: memref<1x1x?x16xf32>, %m: memref<1x1x?xf32>, %s: memref<1x1x?xf32>) {

@@ -17,11 +17,20 @@
 // an i32 subtraction, converted to f32 from i32); it takes the score in natural
 // units (the base-2 score times ln 2) and gives it back times log2(e). The mask_mod compares the row's
 // document id with the keys' and its false lanes join the exclusions,
-// applied after the score_mod.
+// applied after the score_mod. As either may exclude a key for some rows
+// only (weight 0, and 0 · NaN is NaN), each key block's packed V is summed
+// times 0 once (NaN exactly where it holds an inf or a NaN): P·V then runs
+// plain FMAs, or, on a block with a non-finite V, drops each row's
+// excluded keys.
 
 // CHECK-LABEL: func @alibi_documents_tile
 //  CHECK-SAME: (%{{.+}}, %{{.+}}, %{{.+}}, %[[SLOPES:[a-z0-9]+]]: memref<?xf32>, %[[DOCS:[a-z0-9]+]]: memref<?xi32>, %[[B:[a-z0-9]+]]: index, %[[H:[a-z0-9]+]]: index, %[[I:[a-z0-9]+]]: index, %[[J:[a-z0-9]+]]: index,
 //       CHECK: scf.for %[[KB:.+]] = %c0 to %{{.+}} step %c64 {
+//       CHECK:   %[[VSUM:.+]] = scf.for {{.+}} -> (vector<16xf32>) {
+//       CHECK:     %[[VROW:.+]] = vector.load %[[VPACKED:.+]][%{{.+}}, %c0] : memref<64x16xf32>, vector<16xf32>
+//       CHECK:     vector.fma %[[VROW]], %[[ZERO:.+]], %{{.+}} : vector<16xf32>
+//       CHECK:   %[[VTOTAL:.+]] = vector.reduction <add>, %[[VSUM]] : vector<16xf32> into f32
+//       CHECK:   %[[FINITE:.+]] = arith.cmpf ord, %[[VTOTAL]], %[[VTOTAL]] : f32
 //       CHECK:   %[[KEY0:.+]] = arith.addi %[[J]], %[[KB]] : index
 //       CHECK:   %[[KEYS:.+]] = arith.addi %{{.+}}, %{{.+}} : vector<16xi32>
 //       CHECK:   %[[KEYSX:.+]] = arith.index_cast %[[KEYS]] : vector<16xi32> to vector<16xindex>
@@ -60,6 +69,13 @@
 //       CHECK:       %[[DI:.+]] = memref.load %[[DOCS]][%{{.+}}] : memref<?xi32>
 //   CHECK-NOT:       vector.gather
 //       CHECK:       arith.cmpi eq, %{{.+}}, %[[DJ]] : vector<16xi32>
+//       CHECK:       scf.if %[[FINITE]] -> (vector<16xf32>, vector<16xf32>) {
+//   CHECK-NOT:         arith.select
+//       CHECK:         vector.fma
+//       CHECK:       } else {
+//       CHECK:         arith.cmpf oeq
+//       CHECK:         arith.select
+//       CHECK:         vector.fma
 func.func @alibi_documents_tile(%q: memref<1x1x64x16xf32>, %k: memref<1x1x?x16xf32>, %v: memref<1x1x?x16xf32>,
                       %slopes: memref<?xf32>, %docs: memref<?xi32>,
                       %b: index, %h: index, %i: index, %j: index,
@@ -141,7 +157,8 @@ func.func @block_table_tile(%q: memref<1x1x64x16xf32>, %k: memref<1x1x?x16xf32>,
 // scalar (the origin's j plus the block's start plus the key). The head's
 // slope is the same clamped scalar load; the score goes to natural units
 // and back as in the packed kernel, before the keys past the block are
-// excluded.
+// excluded. P·V leaves a row's accumulator as it is where the key's weight
+// is 0 (a masked FMA on AVX-512): the score_mod may exclude by −inf.
 // CHECK-LABEL: func @alibi_lane_rows_tile
 //  CHECK-SAME: %[[SLOPES:[a-z0-9]+]]: memref<?xf32>, %{{.+}}: index, %[[H:[a-z0-9]+]]: index, %[[I:[a-z0-9]+]]: index, %[[J:[a-z0-9]+]]: index,
 //       CHECK: %[[ROW0:.+]] = arith.index_cast %[[I]] : index to i32
@@ -160,6 +177,9 @@ func.func @block_table_tile(%q: memref<1x1x64x16xf32>, %k: memref<1x1x?x16xf32>,
 //       CHECK: %[[MODDED:.+]] = arith.addf %[[NATURAL]], %[[BIAS]] : vector<16xf32>
 //       CHECK: %[[BASE2:.+]] = arith.mulf %[[MODDED]], %{{.+}} : vector<16xf32>
 //       CHECK: arith.select %{{.+}}, %[[BASE2]], %{{.+}} : vector<16xf32>
+//       CHECK: %[[KEPT:.+]] = arith.cmpf une, %[[WEIGHT:.+]], %{{.+}} : vector<16xf32>
+//       CHECK: %[[PV:.+]] = vector.fma %{{.+}}, %[[WEIGHT]], %[[OLD:.+]] : vector<16xf32>
+//       CHECK: arith.select %[[KEPT]], %[[PV]], %[[OLD]] : vector<16xi1>, vector<16xf32>
 func.func @alibi_lane_rows_tile(%q: memref<1x1x64x16xf32>, %k: memref<1x1x?x16xf32>, %v: memref<1x1x?x16xf32>,
                       %slopes: memref<?xf32>,
                       %b: index, %h: index, %i: index, %j: index,

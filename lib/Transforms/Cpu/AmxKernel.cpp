@@ -109,7 +109,10 @@ protected:
       alphas.push_back(slot.getResult(0));
     }
 
-    if (!bf16Values || bandApplies() || (scoreVectors * lanes) % kTileStep)
+    // Keys that a row may exclude go through the packed path's P·V, which
+    // keeps an excluded key's V out where the block holds an inf or NaN.
+    if (!bf16Values || bandApplies() || keysMayBeExcluded() ||
+        (scoreVectors * lanes) % kTileStep)
       return accumulateBlock(batch, block, alphas, blockStart, blockKeys,
                              packed);
     valueTiles(packed, scoreVectors * lanes);

@@ -44,7 +44,13 @@ constexpr int64_t kUnrolledChunks = 8;
 
 class DirectKernel : public RowAccumulator {
 public:
-  using RowAccumulator::RowAccumulator;
+  explicit DirectKernel(const KernelSite &site) : RowAccumulator(site) {
+    // P·V reads V in place, each row once per chunk of rows: a pass to
+    // find that a block's V is finite would cost what P·V does. Where a
+    // row may exclude keys, P·V widens V and drops them (0 · NaN is NaN).
+    if (keysMayBeExcluded())
+      bf16Values = false;
+  }
 
   /// The direct path for the `group` heads' rows of one key/value head:
   /// chunks of up to kDirectRows rows (head-major), each over all key

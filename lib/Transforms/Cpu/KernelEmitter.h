@@ -79,6 +79,11 @@ protected:
 
   /// Whether the block being emitted applies the causal/window band.
   bool bandApplies();
+  /// Whether a key may be excluded for some rows and kept for others by
+  /// more than the band: by a mask operand, a mask_mod, or a score_mod
+  /// (whose −inf excludes). Its weight is then 0, and P·V must drop its V
+  /// row, which may hold a NaN (0 · NaN is NaN).
+  bool keysMayBeExcluded() { return op.getMask() || hasModifiers(op); }
   /// The mask of the lanes of value chunk `c` that hold real columns.
   Value chunkMask(int64_t chunk);
 

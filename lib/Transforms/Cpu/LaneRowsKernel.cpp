@@ -638,10 +638,10 @@ public:
 
     // Oᵀ[e][rows] = α·Oᵀ[e][rows] + Σ_j V[key j][e] · P[j][rows], keyStep
     // columns of V at a time. Where keys may be excluded for some rows (the
-    // band, the mask), an excluded key (p exactly 0) leaves the accumulator
-    // as it is, so that a NaN in its V row stays out of the rows that do not
-    // attend to it.
-    bool excludes = banded || mask;
+    // band, the mask, the modifiers), an excluded key (p exactly 0) leaves the
+    // accumulator as it is, so that a NaN in its V row stays out of the rows
+    // that do not attend to it.
+    bool excludes = banded || keysMayBeExcluded();
     Value aheadStart = prefetchStart(blockStart, keys);
     auto columns = [&](Value first, int64_t width) {
       SmallVector<Value> accs;

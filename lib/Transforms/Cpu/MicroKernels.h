@@ -120,10 +120,12 @@ std::optional<int64_t> stateRowBound(OnlineAttentionOp op);
 
 /// Whether the op's Q and K are bf16 (what the dot product takes).
 bool usesBf16Dot(OnlineAttentionOp op);
-/// Whether P·V can take the dot product too: bf16 V and no mask operand.
-/// Where a causal or window band cuts a block, it takes it only on the keys
-/// that every row it serves sees (the packed path's KeyRuns; the direct
-/// path's pairedValues): an excluded key's 0 weight must drop a NaN V,
+/// Whether P·V can take the dot product too: bf16 V. Where a causal or
+/// window band cuts a block, it takes it only on the keys that every row it
+/// serves sees (the packed path's KeyRuns; the direct path's
+/// pairedValues); where a mask or the modifiers may exclude keys, only in
+/// blocks whose V holds no inf or NaN (RowAccumulator's valuesFinite; the
+/// direct path not at all): an excluded key's 0 weight must drop a NaN V,
 /// which the dot product would not.
 bool usesBf16Values(OnlineAttentionOp op);
 /// Whether K or V is 16-bit (the lane-rows path widens their blocks).

@@ -13,6 +13,11 @@
 // A causal or windowed op walks only the keys its rows see and applies the
 // band only in the blocks that some row sees in part; there each block of
 // rows steps over the keys its rows see, `band-key-step` keys at a time.
+// Where a mask or the modifiers may exclude a key for some rows only (its
+// weight 0, and 0 · NaN is NaN), each packed V block is checked for an inf
+// or NaN once: P·V drops the excluded keys only in blocks that hold one,
+// and bf16 V keeps the dot product in the others (bf16 bias masks 1.5-1.9x
+// faster than in f32 with the drops everywhere, Zen 5).
 //
 //===----------------------------------------------------------------------===//
 #include "lib/Transforms/Cpu/PackedKernel.h"
@@ -249,7 +254,8 @@ void PackedKernel::accumulateBlock(Value batch, ArrayRef<AccRow> block,
     runs.push_back({seen.anyFrom,
                     arith::MinSIOp::create(b, seen.allFrom, seen.anyTo), false,
                     true, pairRow});
-  runs.push_back({seen.allFrom, seen.allTo, true, false, pairRow});
+  runs.push_back(
+      {seen.allFrom, seen.allTo, true, keysMayBeExcluded(), pairRow});
   if (band.right)
     runs.push_back({arith::MaxSIOp::create(b, seen.allTo, seen.anyFrom),
                     seen.anyTo, false, true, pairRow});
@@ -320,6 +326,12 @@ void PackedKernel::packKeys(Value batch, Value kvHead, Value blockStart,
 
 void PackedKernel::packValues(Value batch, Value kvHead, Value blockStart,
                               Value blockKeys) {
+  packValueBlock(batch, kvHead, blockStart, blockKeys);
+  valuesFinite = keysMayBeExcluded() ? valuesAllFinite(blockKeys) : Value();
+}
+
+void PackedKernel::packValueBlock(Value batch, Value kvHead, Value blockStart,
+                                  Value blockKeys) {
   if (!bf16Values) {
     Value lastKey = arith::SubIOp::create(
         b, arith::AddIOp::create(b, blockStart, blockKeys), cst(1));

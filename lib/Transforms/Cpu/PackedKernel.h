@@ -71,10 +71,14 @@ protected:
   /// unit stride (LLVM otherwise makes scatters of the element loops).
   void packKeys(Value batch, Value kvHead, Value blockStart, Value blockKeys);
 
-  /// VP[j][e] = V[j][e], or for bf16 V the key pairs VP2 that P·V's dot
-  /// product reads, whole vectors where the rows have unit stride.
+  /// packValueBlock, then (where keysMayBeExcluded) valuesFinite for it.
   virtual void packValues(Value batch, Value kvHead, Value blockStart,
                           Value blockKeys);
+
+  /// VP[j][e] = V[j][e], or for bf16 V the key pairs VP2 that P·V's dot
+  /// product reads, whole vectors where the rows have unit stride.
+  void packValueBlock(Value batch, Value kvHead, Value blockStart,
+                      Value blockKeys);
 
   /// KT[d][j] = K[key][d] for one key, element by element.
   void packKeyColumn(Value batch, Value kvHead, Value key, Value j);

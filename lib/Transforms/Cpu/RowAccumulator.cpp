@@ -23,8 +23,9 @@ void RowAccumulator::accumulateRows(
     bool pairs, function_ref<Value(Value, int64_t)> value,
     const std::function<Value(Value, int64_t)> &rawValues) {
   accumulateRows(batch, rows, alphas,
-                 KeyRun{cst(0), blockKeys, pairs, op.getMask() || bandApplies(),
-                        cst(0), rawValues},
+                 KeyRun{cst(0), blockKeys, pairs,
+                        keysMayBeExcluded() || bandApplies(), cst(0),
+                        rawValues},
                  value);
 }
 
@@ -68,38 +69,34 @@ void RowAccumulator::accumulateChunks(Value batch, ArrayRef<AccRow> rows,
   if (unpacked)
     reorder(true);
   for (const KeyRun &run : runs) {
-    if (run.pairs) {
-      accs = accumulateByBf16Dot(numRows, run, accs, first, chunks);
+    auto byFma = [&](ArrayRef<Value> inits, bool guarded) {
+      return accumulateByFma(run, inits, value, numRows, first, chunks,
+                             guarded);
+    };
+    auto unguarded = [&](ArrayRef<Value> inits) {
+      return run.pairs ? accumulateByBf16Dot(numRows, run, inits, first, chunks)
+                       : byFma(inits, /*guarded=*/false);
+    };
+    if (!run.guarded) {
+      accs = unguarded(accs);
       continue;
     }
-    accs = forLoopWith(
-        run.from, run.to, cst(1), accs,
-        [&](Value j, ValueRange acc) -> SmallVector<Value> {
-          SmallVector<Value> values;
-          for (int64_t c = first; c < first + chunks; ++c)
-            values.push_back(value(j, c));
-          SmallVector<Value> next;
-          for (int64_t r = 0; r < numRows; ++r) {
-            Value pScalar =
-                memref::LoadOp::create(b, scratch.probs, ValueRange{cst(r), j});
-            Value p = splat(pScalar);
-            // Where keys of the block may be excluded, an excluded key's
-            // weight is exactly 0 and 0 * NaN would still leak a NaN value
-            // into a row that does not attend to it: drop such values.
-            Value excluded;
-            if (run.guarded)
-              excluded = splat(arith::CmpFOp::create(
-                  b, arith::CmpFPredicate::OEQ, pScalar, f32Const(0)));
-            for (int64_t c = 0; c < chunks; ++c) {
-              Value v = values[c];
-              if (excluded)
-                v = arith::SelectOp::create(b, excluded, zeroVec, v);
-              next.push_back(
-                  vector::FMAOp::create(b, p, v, acc[r * chunks + c]));
-            }
-          }
-          return next;
-        });
+    if (!valuesFinite) {
+      accs = byFma(accs, /*guarded=*/true);
+      continue;
+    }
+    // A finite V times an excluded key's weight of 0 adds 0: the guards
+    // (and the f32 FMAs they need) only where the block's V holds an inf
+    // or a NaN.
+    auto finite = scf::IfOp::create(b, ValueRange(accs).getTypes(),
+                                    valuesFinite, /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(finite.thenBlock());
+    scf::YieldOp::create(b, unguarded(accs));
+    b.setInsertionPointToStart(finite.elseBlock());
+    scf::YieldOp::create(b, byFma(accs, /*guarded=*/true));
+    b.setInsertionPointAfter(finite);
+    accs = finite.getResults();
   }
   if (unpacked)
     reorder(false);
@@ -112,6 +109,97 @@ void RowAccumulator::accumulateChunks(Value batch, ArrayRef<AccRow> rows,
         vector::MaskedStoreOp::create(b, op.getAcc(), at(r, first + c),
                                       chunkMask(first + c), acc);
     }
+}
+
+SmallVector<Value>
+RowAccumulator::accumulateByFma(const KeyRun &run, ValueRange inits,
+                                function_ref<Value(Value, int64_t)> value,
+                                int64_t numRows, int64_t first, int64_t chunks,
+                                bool guarded) {
+  Value zeroVec = splat(f32Const(0));
+  return forLoopWith(
+      run.from, run.to, cst(1), inits,
+      [&](Value j, ValueRange acc) -> SmallVector<Value> {
+        SmallVector<Value> values;
+        for (int64_t c = first; c < first + chunks; ++c)
+          values.push_back(value(j, c));
+        SmallVector<Value> next;
+        for (int64_t r = 0; r < numRows; ++r) {
+          Value pScalar =
+              memref::LoadOp::create(b, scratch.probs, ValueRange{cst(r), j});
+          Value p = splat(pScalar);
+          // Where keys of the block may be excluded, an excluded key's
+          // weight is exactly 0 and 0 * NaN would still leak a NaN value
+          // into a row that does not attend to it: drop such values.
+          Value excluded;
+          if (guarded)
+            excluded = splat(arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ,
+                                                   pScalar, f32Const(0)));
+          for (int64_t c = 0; c < chunks; ++c) {
+            Value v = values[c];
+            if (excluded)
+              v = arith::SelectOp::create(b, excluded, zeroVec, v);
+            next.push_back(vector::FMAOp::create(b, p, v, acc[r * chunks + c]));
+          }
+        }
+        return next;
+      });
+}
+
+Value RowAccumulator::valuesAllFinite(Value blockKeys) {
+  // x · 0 is NaN exactly where x is an inf or a NaN: the block's products
+  // with 0, summed, are 0 or NaN. (A test of the exponent bits against a
+  // mask took a vector register that LLVM then kept from the row blocks'
+  // loop: its constants went to memory, and ALiBi's bf16 kernel ran 1.15x
+  // slower.) bf16 pairs are f32 lanes: the odd key's bf16 as the high half
+  // (the even key's bits a mantissa, which keeps an inf or NaN one), the
+  // even key's shifted up.
+  auto wordsType = VectorType::get({lanes}, b.getI32Type());
+  Value zero = zeroVector();
+  Value rows =
+      bf16Values ? arith::CeilDivUIOp::create(b, blockKeys, cst(2)) : blockKeys;
+  Value sum =
+      forLoopWith(
+          cst(0), rows, cst(1), ValueRange{zero},
+          [&](Value row, ValueRange acc) -> SmallVector<Value> {
+            Value total = acc[0];
+            for (int64_t c = 0; c < valueChunks; ++c) {
+              // Only the real columns: a pad may hold anything.
+              if (!bf16Values) {
+                Value x = vector::MaskedLoadOp::create(
+                    b, vecType, scratch.values, ValueRange{row, cst(c * lanes)},
+                    chunkMask(c), zero);
+                total = vector::FMAOp::create(b, x, zero, total);
+                continue;
+              }
+              auto pairsType = VectorType::get({2 * lanes}, b.getBF16Type());
+              int64_t live = 2 * std::min(lanes, valueDim - c * lanes);
+              Value words = vector::BitCastOp::create(
+                  b, wordsType,
+                  vector::MaskedLoadOp::create(
+                      b, pairsType, scratch.valuePairs,
+                      ValueRange{row, cst(2 * c * lanes)},
+                      vector::ConstantMaskOp::create(
+                          b, VectorType::get({2 * lanes}, b.getI1Type()),
+                          ArrayRef<int64_t>{live}),
+                      arith::ConstantOp::create(
+                          b, DenseElementsAttr::get(
+                                 pairsType, b.getZeroAttr(b.getBF16Type())))));
+              Value odd = vector::BitCastOp::create(b, vecType, words);
+              Value even = vector::BitCastOp::create(
+                  b, vecType,
+                  arith::ShLIOp::create(
+                      b, words,
+                      arith::ConstantOp::create(
+                          b, DenseElementsAttr::get(wordsType, 16))));
+              total = vector::FMAOp::create(b, odd, zero, total);
+              total = vector::FMAOp::create(b, even, zero, total);
+            }
+            return {total};
+          })
+          .front();
+  Value all = vector::ReductionOp::create(b, vector::CombiningKind::ADD, sum);
+  return arith::CmpFOp::create(b, arith::CmpFPredicate::ORD, all, all);
 }
 
 SmallVector<Value> RowAccumulator::accumulateByBf16Dot(int64_t numRows,

@@ -27,9 +27,11 @@ protected:
   /// Keys [from, to) of a block (block-local, as probs and probPairs
   /// index them) that one loop of P·V takes: by the bf16 dot product on
   /// the key pairs of valuePairs (`pairs`: `from` even, the pairs from row
-  /// `pairRow` of valuePairs), or by f32 FMAs, `guarded` where a row may
+  /// `pairRow` of valuePairs), or by f32 FMAs; `guarded` where a row may
   /// exclude some of the keys (an excluded key's V then stays out, even a
-  /// NaN).
+  /// NaN): f32 FMAs that drop them, unless valuesFinite says the block's V
+  /// holds no inf or NaN (0 · V is then 0, and the run is taken as
+  /// unguarded).
   struct KeyRun {
     Value from, to;
     bool pairs, guarded;
@@ -62,6 +64,13 @@ protected:
                         function_ref<Value(Value, int64_t)> value,
                         int64_t first, int64_t chunks);
 
+  /// The f32 FMA loop of `run` for chunks [first, first + chunks) from the
+  /// accumulators `inits`; `guarded`: a key of weight 0 adds nothing.
+  SmallVector<Value> accumulateByFma(const KeyRun &run, ValueRange inits,
+                                     function_ref<Value(Value, int64_t)> value,
+                                     int64_t numRows, int64_t first,
+                                     int64_t chunks, bool guarded);
+
   /// acc[r] += Σ_j p[r][j] V[j] two keys per step by vdpbf16ps over the
   /// keys of `run`, for V's chunks [first, first + chunks).
   ///
@@ -76,6 +85,17 @@ protected:
   SmallVector<Value> accumulateByBf16Dot(int64_t numRows, const KeyRun &run,
                                          ArrayRef<Value> inits, int64_t first,
                                          int64_t chunks);
+
+  /// Set while a key block whose keys a row may exclude (keysMayBeExcluded)
+  /// is emitted with its V packed: whether the packed rows hold only finite
+  /// values (an i1, valuesAllFinite's). Null elsewhere.
+  Value valuesFinite;
+  /// Whether the block's packed V (valuePairs where bf16Values, else
+  /// values), `blockKeys` keys, holds only finite elements (an i1): the sum
+  /// of its elements times 0 is not NaN. A pass over the block in L1, an
+  /// FMA a vector (two for bf16 pairs), against the P·V of every row of the
+  /// tile.
+  Value valuesAllFinite(Value blockKeys);
 
   /// Chunk c of packed V row j (f32).
   Value packedValue(Value j, int64_t c);
