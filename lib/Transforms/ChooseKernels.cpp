@@ -155,18 +155,14 @@ KernelAttr mlir::attn::chooseCpuKernel(AttentionOp op, const CpuTarget &target,
                                        const CpuKernelOverrides &overrides) {
   OpShape shape = shapeOf(op, overrides.decodeRows);
   bool bf16 = shape.element.isBF16();
-  // A keep mask leaves bf16 prefill in lane rows, widened, even where the
-  // dot product pays: the packed path reads its i1 elements one at a time
-  // for every row, the lane-rows path 16 bytes a load. Zen 4, S = 2048, the
-  // dot product's packed kernel against lane rows: D = 64 bool 1.34x,
-  // [S, S] bool 1.53x, D = 128 1.22x faster in lane rows; a float mask's
-  // rows pack as vectors, and there the two measured alike (0.95-1.06x).
-  bool keepMask =
-      op.getMask() &&
-      cast<ShapedType>(op.getMask().getType()).getElementType().isInteger(1);
-  bool bf16Dot =
-      target.bf16Dot && bf16 &&
-      !(keepMask && !shape.decoding && cpuLaneRows(target, overrides) > 0);
+  // bf16 takes the dot product with a mask too: the packed path reads a
+  // block's mask row by vector loads (16 keep bytes or bias elements a
+  // load) and keeps the dot product in P·V where the block's V is finite.
+  // Zen 5, S = 2048 H = 8, a keep mask's packed kernel against lane rows
+  // (widened, no dot product): D = 64 1.51-1.56x, [S, S] 1.54-1.56x,
+  // D = 128 1.42-1.46x. (Before, reading the mask element by element and
+  // P·V in f32, lane rows were 1.22-1.53x faster on Zen 4.)
+  bool bf16Dot = target.bf16Dot && bf16;
 
   // Query rows per work item: each packed K/V block serves that many rows
   // (128 measured 5-15 % faster than 64, 256 another 3-4 % for f32 and 10 %

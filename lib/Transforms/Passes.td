@@ -332,7 +332,12 @@ def AttnLowerToVectorPass : Pass<"attn-lower-to-vector", "func::FuncOp"> {
     only the keys its rows see, in steps of `band-key-step` keys, and P·V
     takes the dot product on the keys that all its rows see; the few at
     either edge that some of its rows exclude take f32 FMAs that drop an
-    excluded key's V (a NaN stays out). Tiles of at most `direct-rows` rows
+    excluded key's V (a NaN stays out). Where a mask operand or the
+    modifiers may exclude keys, each packed V block is checked once for an
+    inf or NaN (its elements times 0, summed): a finite block takes P·V as
+    an unmasked op does, one with an inf or NaN drops each row's excluded
+    keys in f32; a block's mask row is read by vector loads where the mask's
+    rows have unit stride. Tiles of at most `direct-rows` rows
     (decoding) read K's and V's rows in place when their innermost stride
     is 1 (checked at run time), no
     packing: the rows of all the tile's heads (a GQA group) share each K row

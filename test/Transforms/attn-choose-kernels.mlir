@@ -121,12 +121,11 @@ func.func @f16_masked(%q: tensor<?x?x?x64xf16>, %k: tensor<?x?x?x64xf16>, %v: te
   return %r : tensor<?x?x?x64xf16>
 }
 
-// A keep mask takes bf16 prefill off the dot product on Zen 4 too: the
-// lane-rows path loads its bytes 16 at a time, the packed one reads them
-// one by one. A float mask keeps the dot product (the two paths measured
-// alike there).
+// A keep mask, as a float mask, keeps bf16 prefill on the dot product:
+// the packed path loads a block's mask row 16 keys at a time, and P·V
+// takes the dot product where the block's V is finite.
 // ZEN4-LABEL: func @bf16_keep_mask
-//       ZEN4: kernel <lane_rows, query_tile = 256, key_block = 128, row_block = 2, lane_rows = 64>
+//       ZEN4: kernel <packed, query_tile = 256, key_block = 128, row_block = 3, lane_rows = 64, bf16_dot = true>
 //       ZEN4: kernel <packed, query_tile = 256, key_block = 128, row_block = 3, lane_rows = 64, bf16_dot = true>
 func.func @bf16_keep_mask(%q: tensor<?x?x?x64xbf16>, %k: tensor<?x?x?x64xbf16>, %v: tensor<?x?x?x64xbf16>,
                           %m: tensor<1x1x?x?xi1>, %bias: tensor<1x1x?x?xbf16>,
