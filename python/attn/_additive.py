@@ -289,7 +289,14 @@ def _autograd_function(torch):
             from ._torch import _capsule
 
             batch, seq_q, seq_k = query.shape[0], query.shape[1], keys.shape[1]
-            ctx.kept = batch * seq_q * seq_k * w_q.shape[0] * 4 <= KEPT_BLOCK_BYTES
+            # The kept block's products multiply an excluded key's value
+            # (and differentiate a masked score) by its weight 0, which an
+            # inf or NaN there would turn into NaN: such inputs take the
+            # kernels, which drop excluded keys (docs/spec.md, "Additive
+            # attention", step 4 and the gradient's steps 1 and 3).
+            ctx.kept = (batch * seq_q * seq_k * w_q.shape[0] * 4 <= KEPT_BLOCK_BYTES
+                        and all(bool(torch.isfinite(t).all())
+                                for t in (query, keys, values, w_q, w_k, w_v)))
             weights = None
             if ctx.kept:
                 output, weights, sigma = _kept_forward(torch, query, keys, values, w_q,

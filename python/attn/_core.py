@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
+import struct
 from typing import Optional, Sequence, Tuple
 
 from . import _cache, _ext
@@ -60,6 +62,27 @@ def _check_number(name: str, value, positive: bool) -> None:
         raise Error(f"{name} is {value!r} but must be a finite number > 0")
 
 
+def dropout_probability(dropout_p) -> float:
+    """dropout_p as a float, checked: a real number (a Python or NumPy
+    scalar, or a 0-d tensor or array holding one) in [0, 1) whose float32
+    rounding, which the kernels apply, stays below 1."""
+    value = None
+    zero_dim = (getattr(dropout_p, "ndim", None) == 0
+                and "bool" not in str(getattr(dropout_p, "dtype", "")))
+    if not isinstance(dropout_p, bool) and (isinstance(dropout_p, numbers.Real)
+                                            or zero_dim):
+        try:
+            value = float(dropout_p)
+        except (TypeError, ValueError):
+            value = None
+    if value is None or not 0.0 <= value < 1.0:
+        raise Error(f"dropout_p is {dropout_p!r} but must be a probability in [0, 1)")
+    if struct.unpack("f", struct.pack("f", value))[0] >= 1.0:
+        raise Error(f"dropout_p is {dropout_p!r}, which rounds to 1 in float32 (the "
+                    "kernels' type): it must be a probability in [0, 1)")
+    return value
+
+
 def check_options(
     dropout_p: float,
     causal_alignment: str,
@@ -69,9 +92,7 @@ def check_options(
 ) -> Tuple[Optional[int], Optional[int], bool]:
     """Validates the options that need no tensor; returns the window sides
     (None = unbounded) and whether there is a window at all."""
-    if isinstance(dropout_p, bool) or not isinstance(dropout_p, (int, float)) or not (
-            0.0 <= dropout_p < 1.0):
-        raise Error(f"dropout_p is {dropout_p!r} but must be a probability in [0, 1)")
+    dropout_probability(dropout_p)
     if scale is not None:
         _check_number("scale", scale, positive=False)
     if softcap is not None:
@@ -320,8 +341,7 @@ def dropout_mask(batch: int, heads: int, seq_q: int, seq_k: int, dropout_p: floa
     of the kernels, in NumPy."""
     import numpy as np
 
-    if isinstance(dropout_p, bool) or not 0.0 <= dropout_p < 1.0:
-        raise Error(f"dropout_p is {dropout_p!r} but must be a probability in [0, 1)")
+    dropout_p = dropout_probability(dropout_p)
     seed = seed_bits(seed)
     p32 = float(np.float32(dropout_p))
     threshold = int(p32 * 2.0**16)  # exact: an f32 times a power of two

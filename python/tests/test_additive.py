@@ -229,6 +229,36 @@ def test_gradients_with_nan_at_a_masked_key_and_row():
         torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-6, msg=name)
 
 
+def test_small_training_call_with_nan_at_a_masked_key_and_row():
+    # A small call under autograd (a decoder step) computes its block in
+    # PyTorch and keeps it for the backward; a NaN or inf at a masked key or
+    # in a row that attends nothing must not reach the context or any
+    # gradient there either (0 · NaN): the same output and gradients as the
+    # call with the NaN replaced by 0.
+    tensors = inputs(2, 3, 40, 8, 8, 8, 16, torch.float32, seed=6)
+    mask = torch.ones(2, 3, 40, dtype=torch.bool)
+    mask[:, :, 33] = False
+    mask[1, 2] = False
+    grad_out = torch.randn(2, 3, 8, generator=torch.Generator().manual_seed(3))
+
+    def step(q, k, v):
+        leaves = [t.requires_grad_() for t in (q, k, v, *(t.clone() for t in tensors[3:]))]
+        out = attn.additive_attention(*leaves, mask)
+        out.backward(grad_out)
+        return out.detach(), [t.grad for t in leaves]
+
+    expected_out, expected = step(*(t.clone() for t in tensors[:3]))
+    q, k, v = (t.clone() for t in tensors[:3])
+    k[0, 33, 2], v[1, 33, 5], q[1, 2, 1] = float("nan"), float("inf"), float("nan")
+    out, got = step(q, k, v)
+    assert torch.isfinite(out).all()
+    torch.testing.assert_close(out, expected_out, rtol=1e-5, atol=1e-6)
+    for name, ours, theirs in zip(("query", "keys", "values", "w_q", "w_k", "w_v"), got,
+                                  expected):
+        assert torch.isfinite(ours).all(), name
+        torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-5, msg=name)
+
+
 def test_backward_bit_identical_on_any_thread_count(tmp_path):
     # The rows' partial sums are per part of the rows, summed in one order:
     # the gradients do not depend on the thread count.

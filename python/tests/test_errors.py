@@ -77,9 +77,17 @@ def test_wrong_rank():
 
 def test_bad_options():
     q, k, v = random_qkv()
-    for p in (1.0, -0.1, 1.5, float("nan")):
+    # 1 - 1e-9 is 1 in float32, the kernels' type: refused by the kernels
+    # and by dropout_mask alike, not a mask that drops everything.
+    for p in (1.0, -0.1, 1.5, float("nan"), 1 - 1e-9, True, "0.5", np.array([0.5])):
         with pytest.raises(attn.Error, match="dropout_p"):
             attn.scaled_dot_product_attention(q, k, v, dropout_p=p)
+        with pytest.raises(attn.Error, match="dropout_p"):
+            attn.dropout_mask(1, 1, 4, 8, p, 1)
+    # A probability held by a NumPy scalar or a 0-d array is one.
+    for p in (np.float32(0.25), np.array(0.25)):
+        attn.scaled_dot_product_attention(q, k, v, dropout_p=p, dropout_seed=3)
+        assert attn.dropout_mask(1, 1, 4, 8, p, 1).shape == (1, 1, 4, 8)
     with pytest.raises(attn.Error, match="causal_alignment"):
         attn.scaled_dot_product_attention(q, k, v, causal_alignment="middle")
     with pytest.raises(attn.Error, match="window"):
