@@ -166,25 +166,15 @@ Value RowAccumulator::valuesAllFinite(Value blockKeys) {
             for (int64_t c = 0; c < valueChunks; ++c) {
               // Only the real columns: a pad may hold anything.
               if (!bf16Values) {
-                Value x = vector::MaskedLoadOp::create(
-                    b, vecType, scratch.values, ValueRange{row, cst(c * lanes)},
-                    chunkMask(c), zero);
+                Value x = loadRawChunk(scratch.values, {row}, c * lanes,
+                                       valueDim, lanes);
                 total = vector::FMAOp::create(b, x, zero, total);
                 continue;
               }
-              auto pairsType = VectorType::get({2 * lanes}, b.getBF16Type());
-              int64_t live = 2 * std::min(lanes, valueDim - c * lanes);
               Value words = vector::BitCastOp::create(
                   b, wordsType,
-                  vector::MaskedLoadOp::create(
-                      b, pairsType, scratch.valuePairs,
-                      ValueRange{row, cst(2 * c * lanes)},
-                      vector::ConstantMaskOp::create(
-                          b, VectorType::get({2 * lanes}, b.getI1Type()),
-                          ArrayRef<int64_t>{live}),
-                      arith::ConstantOp::create(
-                          b, DenseElementsAttr::get(
-                                 pairsType, b.getZeroAttr(b.getBF16Type())))));
+                  loadRawChunk(scratch.valuePairs, {row}, 2 * c * lanes,
+                               2 * valueDim, 2 * lanes));
               Value odd = vector::BitCastOp::create(b, vecType, words);
               Value even = vector::BitCastOp::create(
                   b, vecType,
