@@ -23,17 +23,18 @@
 //   CHECK-DAG: %[[TILE:.+]] = memref.alloc() {alignment = 64 : i64} : memref<16x48xf32>
 //   CHECK-DAG: %[[QP:.+]] = memref.alloc(%{{.+}}) {alignment = 64 : i64} : memref<?x48xf32>
 // W_qᵀ: blocks of 16 rows of W_q (A) by 16 columns, transposed in
-// registers (a whole tile's vector.transpose canonicalizes to to_elements /
-// from_elements of its lanes, which LLVM makes a tree of shuffles again);
-// then the last 4 rows of A, a partial tile.
+// registers (four levels of two-vector shuffles: unpacks inside the
+// 128-bit lanes, then the lanes); then the last 4 rows of A, a partial
+// tile (its missing rows zero).
 //       CHECK: %[[WQ:.+]] = memref.reinterpret_cast %arg3
 //       CHECK: scf.for %[[A0:.+]] = %c0 to %c32 step %c16 {
 //       CHECK:   vector.load %[[WQ]][%[[A0]], %c0]
-//       CHECK:   vector.to_elements
-//       CHECK:   vector.from_elements
+//       CHECK:   vector.shuffle %{{.+}}, %{{.+}} [0, 16, 1, 17, 4, 20, 5, 21, 8, 24, 9, 25, 12, 28, 13, 29]
+//       CHECK:   vector.shuffle %{{.+}}, %{{.+}} [0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29]
+//       CHECK:   vector.shuffle %{{.+}}, %{{.+}} [0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27]
 //       CHECK:   vector.store %{{.+}}, %[[WQT]][%c0, %[[A0]]]
 //       CHECK: vector.load %[[WQ]][%c32, %c0]
-//       CHECK: vector.transpose %{{.+}}, [1, 0] : vector<16x16xf32>
+//       CHECK: vector.shuffle
 //       CHECK: vector.store %{{.+}}, %[[WQT]][%c0, %c32]
 // The keys' projection, 16 keys a group: the tile's rows past the keys
 // zero, tiles of 4 keys by 48 of A (3 vectors) into it, then its three
@@ -50,8 +51,7 @@
 //       CHECK:     vector.store %{{.+}}, %[[TILE]][%[[KEY]], %c0]
 //       CHECK:   scf.for %[[BLOCK:.+]] = %c0 to %c48 step %c16 {
 //       CHECK:     vector.load %[[TILE]][%c0, %[[BLOCK]]]
-//       CHECK:     vector.to_elements
-//       CHECK:     vector.from_elements
+//       CHECK:     vector.shuffle
 //       CHECK:     vector.store %{{.+}}, %[[KPT]][%[[BLOCK]], %[[GROUP]]]
 // The rows' projection.
 //       CHECK: scf.for %{{.+}} = %c0 to %{{.+}} step %c4 {

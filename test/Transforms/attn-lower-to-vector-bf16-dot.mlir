@@ -77,8 +77,8 @@ func.func @bf16_dot(%q: memref<1x1x?x15xbf16>, %k: memref<1x1x?x15xbf16>, %v: me
 //       CHECK:   %[[COL:.+]] = arith.muli %[[FIRST]], %c2
 //       CHECK:   vector.load %{{.+}} : memref<1x1x?x40xbf16, strided<[?, ?, 40, 1]>>, vector<32xbf16>
 //       CHECK:   vector.bitcast %{{.+}} : vector<32xbf16> to vector<16xf32>
-// (canonicalization folds the transposes into element shuffles)
-//       CHECK:   vector.to_elements %{{.+}} : vector<16xf32>
+// (the words transposed by shuffles, as f32 vectors)
+//       CHECK:   vector.shuffle %{{.+}}, %{{.+}} [0, 16, 1, 17, 4, 20, 5, 21, 8, 24, 9, 25, 12, 28, 13, 29] : vector<16xf32>, vector<16xf32>
 //       CHECK:   %[[W:.+]] = vector.bitcast %{{.+}} : vector<16xf32> to vector<32xbf16>
 //       CHECK:   vector.store %[[W]], %[[KP]][%c0, %[[COL]]] : memref<20x64xbf16>, vector<32xbf16>
 //       CHECK:   vector.maskedload %{{.+}} : memref<1x1x?x40xbf16, strided<[?, ?, 40, 1]>>, vector<32xi1>, vector<32xbf16> into vector<32xbf16>

@@ -209,6 +209,7 @@ func.func @full(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>, %v: memref<1
 // and P·V leaves an excluded key's accumulators as they were.
 // CHECK-LABEL: func @keep_mask
 //  CHECK-SAME: %[[MASK:[a-z0-9]+]]: memref<1x1x?x?xi1>
+//   CHECK-DAG: %[[ALL:.+]] = arith.constant dense<true> : vector<16xi1>
 //   CHECK-DAG: %[[NEGINFV:.+]] = arith.constant dense<0xFF800000> : vector<16xf32>
 //   CHECK-DAG: %[[ZEROV:.+]] = arith.constant dense<0.000000e+00> : vector<16xf32>
 //   CHECK-DAG: %[[NOBYTES:.+]] = arith.constant dense<0> : vector<16xi8>
@@ -232,21 +233,31 @@ func.func @full(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>, %v: memref<1
 //       CHECK:         vector.store %[[SPLAT]], %[[BIAS]][%[[JK]], %c16]
 //       CHECK:     } else {
 // Else (its keys have unit stride: here static) per 16 rows and 16 keys,
-// 16 masked loads of the mask's bytes through a pointer (an i1 vector would
-// be a bit vector in memory), each byte's test a 0 or -inf bias, one 16x16
-// transpose and 16 stores of a key's 16 rows.
-//       CHECK:       scf.for %[[FIRST:.+]] = %c0 to %c32 step %c16
-//       CHECK:         scf.for %[[C0:.+]] = %c0 to %c32 step %c16
-//       CHECK:           %[[LIVE:.+]] = vector.create_mask %{{.+}} : vector<16xi1>
-//       CHECK:           %[[BASE:.+]] = memref.extract_aligned_pointer_as_index
-//       CHECK:           %[[AT:.+]] = arith.addi %[[BASE]], %{{.+}} : index
-//       CHECK:           %[[AT64:.+]] = arith.index_cast %[[AT]] : index to i64
-//       CHECK:           %[[PTR:.+]] = llvm.inttoptr %[[AT64]] : i64 to !llvm.ptr
-//       CHECK:           %[[BYTES:.+]] = llvm.intr.masked.load %[[PTR]], %[[LIVE]], %[[NOBYTES]] {alignment = 1 : i32} : (!llvm.ptr, vector<16xi1>, vector<16xi8>) -> vector<16xi8>
-//       CHECK:           %[[KEEPV:.+]] = arith.cmpi ne, %[[BYTES]], %[[NOBYTES]] : vector<16xi8>
-//       CHECK:           arith.select %[[KEEPV]], %[[ZEROV]], %[[NEGINFV]] : vector<16xi1>, vector<16xf32>
-// CHECK-COUNT-15:        llvm.intr.masked.load
-//       CHECK:           vector.store %{{.+}}, %[[BIAS]][%[[C0]], %[[FIRST]]]
+// 16 loads of the mask's bytes through a pointer (an i1 vector would be a
+// bit vector in memory), each byte's test a 0 or -inf bias, one 16x16
+// transpose (two-vector shuffles) and 16 stores of a key's 16 rows. A
+// whole block's loads are plain (an all-true mask, which LLVM folds); a
+// partial block's lanes past the last key are masked off.
+//       CHECK:       %[[END:.+]] = arith.addi %[[KB]], %c32 : index
+//       CHECK:       %[[WHOLE:.+]] = arith.cmpi sle, %[[END]], %{{.+}} : index
+//       CHECK:       scf.if %[[WHOLE]] {
+//       CHECK:         scf.for %[[FIRST:.+]] = %c0 to %c32 step %c16
+//       CHECK:           scf.for %[[C0:.+]] = %c0 to %c32 step %c16
+//       CHECK:             %[[BASE:.+]] = memref.extract_aligned_pointer_as_index
+//       CHECK:             %[[AT:.+]] = arith.addi %[[BASE]], %{{.+}} : index
+//       CHECK:             %[[AT64:.+]] = arith.index_cast %[[AT]] : index to i64
+//       CHECK:             %[[PTR:.+]] = llvm.inttoptr %[[AT64]] : i64 to !llvm.ptr
+//       CHECK:             %[[BYTES:.+]] = llvm.intr.masked.load %[[PTR]], %[[ALL]], %[[NOBYTES]] {alignment = 1 : i32} : (!llvm.ptr, vector<16xi1>, vector<16xi8>) -> vector<16xi8>
+//       CHECK:             %[[KEEPV:.+]] = arith.cmpi ne, %[[BYTES]], %[[NOBYTES]] : vector<16xi8>
+//       CHECK:             arith.select %[[KEEPV]], %[[ZEROV]], %[[NEGINFV]] : vector<16xi1>, vector<16xf32>
+// CHECK-COUNT-15:          llvm.intr.masked.load %{{.+}}, %[[ALL]], %[[NOBYTES]]
+//       CHECK:             vector.shuffle %{{.+}}, %{{.+}} [0, 16, 1, 17, 4, 20, 5, 21, 8, 24, 9, 25, 12, 28, 13, 29]
+//       CHECK:             vector.store %{{.+}}, %[[BIAS]][%[[C0]], %[[FIRST]]]
+//       CHECK:       } else {
+//       CHECK:           scf.for %{{.+}} = %c0 to %c32 step %c16
+//       CHECK:             %[[LIVE:.+]] = vector.create_mask %{{.+}} : vector<16xi1>
+//       CHECK:             llvm.intr.masked.load %{{.+}}, %[[LIVE]], %[[NOBYTES]]
+// CHECK-COUNT-15:          llvm.intr.masked.load %{{.+}}, %[[LIVE]], %[[NOBYTES]]
 //       CHECK:     scf.for %[[SJ:.+]] = %c0 to %c32 step %c8 iter_args(
 //       CHECK:       %[[S:.+]]:16 = scf.for
 //       CHECK:       %[[B0:.+]] = vector.load %[[BIAS]][%[[SJ]], %c0]

@@ -33,7 +33,7 @@
 //       CHECK:     memref.store %{{.+}}, %[[KS]]
 // φ(K)ᵀ by 16 x 16 register transposes, then per query head (G = 2) φ(Q)
 // and the blocks of 4 rows.
-//       CHECK:   vector.from_elements
+//       CHECK:   vector.shuffle
 //       CHECK:   vector.store %{{.+}}, %[[KT]]
 //       CHECK:   scf.for %{{.+}} = %c0 to %c2 step %c1 {
 //       CHECK:     vector.store %{{.+}}, %[[QS]]
@@ -189,8 +189,8 @@ func.func @backward(%q: memref<1x2x?x16xf32>, %k: memref<1x1x?x16xf32>,
 }
 
 // The causal backward (state operands: the initial state): forward in time,
-// per chunk φ(K) and V packed and transposed by register transposes (left
-// as vector.from_elements by canonicalization), per block of rows the
+// per chunk φ(K) and V packed and transposed by register transposes
+// (two-vector shuffles), per block of rows the
 // masked A (j <= i: a select on i >= j) whose row sums join each row's
 // denominator, which is kept in a [G][Sq + C] buffer, then B and dQ; then
 // backward in time over the ceil(Sq / 16) chunks, the denominators read
@@ -200,7 +200,7 @@ func.func @backward(%q: memref<1x2x?x16xf32>, %k: memref<1x1x?x16xf32>,
 // CHECK-LABEL: func @backward_causal
 //       CHECK: %[[DEN:.+]] = memref.alloc(%{{.+}}) {alignment = 64 : i64} : memref<1x?xf32>
 //       CHECK: scf.for %{{.+}} = %c0 to %{{.+}} step %c16 {
-//       CHECK:   vector.from_elements
+//       CHECK:   vector.shuffle
 //       CHECK:   arith.cmpi sge, %{{.+}}, %{{.+}} : vector<16xi32>
 //       CHECK:   memref.store %{{.+}}, %[[DEN]][%c0, %{{.+}}] : memref<1x?xf32>
 //  CHECK-NEXT:   arith.divf

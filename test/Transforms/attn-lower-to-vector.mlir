@@ -28,9 +28,10 @@
 //  CHECK-NEXT: memref.store %[[M2]], %[[MAX]]
 // Key blocks up to the last key that some row sees (rows + d, clamped to
 // Sk). Each block packs K transposed (K's rows have unit stride here: a
-// loop over 16x16 tiles of head dims, each 16 row loads, a
-// vector.transpose that canonicalizes to columns built from the rows'
-// elements (LLVM makes shuffles of them) and 16 column stores) and V
+// loop over 16x16 tiles of head dims, each 16 row loads, a register
+// transpose of four levels of two-vector shuffles (unpacks of 32-bit
+// and 64-bit elements inside the 128-bit lanes, then the lanes' even and
+// odd halves twice) and 16 column stores) and V
 // (row vectors, the 20-column tail masked), once, before it branches: a block that every row sees whole (its last
 // key <= d, the first row's reach) runs without the band's compares; a
 // block across the band applies them.
@@ -40,7 +41,9 @@
 //       CHECK:   scf.for %[[J0:.+]] = %c0 to %[[NK]] step %c16
 //       CHECK:     scf.for %[[W0:.+]] = %c0 to %c32 step %c16
 //       CHECK:       vector.load %{{.+}}[%c0, %c0, %{{.+}}, %[[W0]]] {{.+}} vector<16xf32>
-//       CHECK:       vector.from_elements {{.+}} : vector<16xf32>
+//  CHECK-COUNT-8:       vector.shuffle %{{.+}}, %{{.+}} [0, 16, 1, 17, 4, 20, 5, 21, 8, 24, 9, 25, 12, 28, 13, 29] : vector<16xf32>, vector<16xf32>
+//  CHECK-COUNT-8:       vector.shuffle %{{.+}}, %{{.+}} [0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29]
+// CHECK-COUNT-16:       vector.shuffle %{{.+}}, %{{.+}} [0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27]
 //       CHECK:       vector.store %{{.+}}, %[[KT]][%[[W0]], %[[J0]]]
 //       CHECK:   scf.for %[[J:.+]] = %c0 to %[[NK]]
 //   CHECK-NOT:     memref.load %[[K]]

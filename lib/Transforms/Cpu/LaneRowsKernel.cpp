@@ -248,30 +248,28 @@ public:
 
   /// target[c][i] = rows[row(i)][c] (times `scale` when given) for the
   /// tile's laneRows rows and `width` columns: per 16 rows and 16 columns,
-  /// 16 row loads, one vector.transpose, 16 column stores.
+  /// 16 row loads, one transposeTile, 16 column stores.
   void transposeIntoLanes(Value rowsView, Value batch, Value head,
                           function_ref<Value(Value)> rowAt, int64_t width,
                           Value target, Value scale) {
-    auto tileType = VectorType::get({lanes, lanes}, f32);
     forLoop(cst(0), cst(laneRows), cst(lanes), [&](Value first) {
       SmallVector<Value> rows;
       for (int64_t r = 0; r < lanes; ++r)
         rows.push_back(rowAt(arith::AddIOp::create(b, first, cst(r))));
       eachChunk(width, [&](Value c0, int64_t columns) {
-        Value tile = arith::ConstantOp::create(
-            b, DenseElementsAttr::get(tileType, b.getF32FloatAttr(0)));
+        SmallVector<Value> chunks;
         for (int64_t r = 0; r < lanes; ++r) {
           Value chunk =
               loadChunkF32(rowsView, {batch, head, rows[r], c0}, columns);
           if (scale)
             chunk = arith::MulFOp::create(b, chunk, scale);
-          tile = vector::InsertOp::create(b, chunk, tile, ArrayRef<int64_t>{r});
+          chunks.push_back(chunk);
         }
-        Value transposed = vector::TransposeOp::create(b, tile, {1, 0});
+        SmallVector<Value> transposed = transposeTile(chunks);
         for (int64_t c = 0; c < columns; ++c)
           vector::StoreOp::create(
-              b, vector::ExtractOp::create(b, transposed, ArrayRef<int64_t>{c}),
-              target, ValueRange{arith::AddIOp::create(b, c0, cst(c)), first});
+              b, transposed[c], target,
+              ValueRange{arith::AddIOp::create(b, c0, cst(c)), first});
       });
     });
   }
@@ -280,20 +278,15 @@ public:
   /// the inverse of transposeIntoLanes, rows past `count` not stored.
   void transposeOutOfLanes(Value rowsView, Value batch, Value head,
                            Value tileStart, Value count) {
-    auto tileType = VectorType::get({lanes, lanes}, f32);
     forLoop(cst(0), count, cst(lanes), [&](Value first) {
       Value rowsHere = arith::SubIOp::create(b, count, first);
       eachChunk(valueDim, [&](Value c0, int64_t columns) {
-        Value tile = arith::ConstantOp::create(
-            b, DenseElementsAttr::get(tileType, b.getF32FloatAttr(0)));
+        SmallVector<Value> accColumns;
         for (int64_t c = 0; c < columns; ++c)
-          tile = vector::InsertOp::create(
-              b,
-              vector::LoadOp::create(
-                  b, vecType, scratch.laneAcc,
-                  ValueRange{arith::AddIOp::create(b, c0, cst(c)), first}),
-              tile, ArrayRef<int64_t>{c});
-        Value transposed = vector::TransposeOp::create(b, tile, {1, 0});
+          accColumns.push_back(vector::LoadOp::create(
+              b, vecType, scratch.laneAcc,
+              ValueRange{arith::AddIOp::create(b, c0, cst(c)), first}));
+        SmallVector<Value> transposed = transposeTile(accColumns);
         for (int64_t r = 0; r < lanes; ++r) {
           Value here = arith::CmpIOp::create(b, arith::CmpIPredicate::slt,
                                              cst(r), rowsHere);
@@ -302,8 +295,7 @@ public:
           b.setInsertionPoint(ifRow.thenBlock()->getTerminator());
           Value row = arith::AddIOp::create(
               b, tileStart, arith::AddIOp::create(b, first, cst(r)));
-          Value chunk =
-              vector::ExtractOp::create(b, transposed, ArrayRef<int64_t>{r});
+          Value chunk = transposed[r];
           SmallVector<Value, 4> at = {batch, head, row, c0};
           if (columns == lanes)
             vector::StoreOp::create(b, chunk, rowsView, at);
@@ -820,12 +812,12 @@ public:
   /// transposeMaskBlock for a mask whose keys have unit stride
   /// (`rowsView`): per 16 rows and 16 keys, 16 row loads of the keys there
   /// are, one 16x16 transpose, 16 stores of a key's 16 rows. A float mask's
-  /// rows are masked vector loads (keys past the last read 0: the score
-  /// loop drops them); a keep mask's are masked loads of its bytes through
-  /// a pointer (a vector of i1 is a bit vector in memory, the mask a byte
-  /// an element), a non-zero byte a 0 bias and a zero one -inf. Against the
-  /// packed path's kernel, D = 128: float 1.74x (the element loop 1.65x);
-  /// a keep mask's byte loads 1.37x its element loop (Zen 4).
+  /// rows are vector loads (in a partial block masked, keys past the last
+  /// reading 0: the score loop drops them); a keep mask's are loads of its
+  /// bytes through a pointer (a vector of i1 is a bit vector in memory, the
+  /// mask a byte an element), a non-zero byte a 0 bias and a zero one -inf.
+  /// Against the packed path's kernel, D = 128: float 1.74x (the element
+  /// loop 1.65x); a keep mask's byte loads 1.37x its element loop (Zen 4).
   void transposeMaskTiles(Value rowsView, Value batch, Value head,
                           Value blockStart, Value lastKey,
                           function_ref<Value(Value)> rowAt) {
@@ -842,39 +834,62 @@ public:
           b, loadKeepBits(rowsView, {mb, mh, row, key}, live),
           splat(f32Const(0)), splat(f32Const(-kInf)));
     };
-    forLoop(cst(0), cst(laneRows), cst(lanes), [&](Value first) {
-      SmallVector<Value> rows;
-      for (int64_t r = 0; r < lanes; ++r)
-        rows.push_back(rowAt(arith::AddIOp::create(b, first, cst(r))));
-      forLoop(cst(0), cst(keyBlock), cst(lanes), [&](Value c0) {
-        Value key = arith::AddIOp::create(b, blockStart, c0);
-        Value count = arith::MaxSIOp::create(
-            b,
-            arith::MinSIOp::create(b, arith::SubIOp::create(b, keys, key),
-                                   cst(lanes)),
-            cst(0));
-        Value live = vector::CreateMaskOp::create(
-            b, VectorType::get({lanes}, b.getI1Type()), count);
-        SmallVector<Value> chunks;
-        for (Value row : rows) {
-          if (keepMask) {
-            chunks.push_back(keepBytes(row, key, live));
-            continue;
+    auto tiles = [&](bool whole) {
+      forLoop(cst(0), cst(laneRows), cst(lanes), [&](Value first) {
+        SmallVector<Value> rows;
+        for (int64_t r = 0; r < lanes; ++r)
+          rows.push_back(rowAt(arith::AddIOp::create(b, first, cst(r))));
+        forLoop(cst(0), cst(keyBlock), cst(lanes), [&](Value c0) {
+          Value key = arith::AddIOp::create(b, blockStart, c0);
+          Value live;
+          if (whole) {
+            live = vector::ConstantMaskOp::create(b, maskVecType,
+                                                  ArrayRef<int64_t>{lanes});
+          } else {
+            Value count = arith::MaxSIOp::create(
+                b,
+                arith::MinSIOp::create(b, arith::SubIOp::create(b, keys, key),
+                                       cst(lanes)),
+                cst(0));
+            live = vector::CreateMaskOp::create(b, maskVecType, count);
           }
-          Value chunk = vector::MaskedLoadOp::create(
-              b, floatType, rowsView, ValueRange{mb, mh, row, key}, live,
-              zeroChunk);
-          if (!type.getElementType().isF32())
-            chunk = arith::ExtFOp::create(b, vecType, chunk);
-          chunks.push_back(chunk);
-        }
-        SmallVector<Value> columns = transposeTile(chunks);
-        for (int64_t c = 0; c < lanes; ++c)
-          vector::StoreOp::create(
-              b, columns[c], scratch.laneBias,
-              ValueRange{arith::AddIOp::create(b, c0, cst(c)), first});
+          SmallVector<Value> chunks;
+          for (Value row : rows) {
+            if (keepMask) {
+              chunks.push_back(keepBytes(row, key, live));
+              continue;
+            }
+            Value chunk =
+                whole
+                    ? Value(vector::LoadOp::create(
+                          b, floatType, rowsView, ValueRange{mb, mh, row, key}))
+                    : vector::MaskedLoadOp::create(b, floatType, rowsView,
+                                                   ValueRange{mb, mh, row, key},
+                                                   live, zeroChunk);
+            chunks.push_back(widenToF32(chunk));
+          }
+          SmallVector<Value> columns = transposeTile(chunks);
+          for (int64_t c = 0; c < lanes; ++c)
+            vector::StoreOp::create(
+                b, columns[c], scratch.laneBias,
+                ValueRange{arith::AddIOp::create(b, c0, cst(c)), first});
+        });
       });
-    });
+    };
+    // Plain loads where the block is whole: with masked loads (dynamic
+    // lanes) in every block, an f32 [B, H, S, S] bias's kernel ran 1.33x
+    // slower (Zen 5, D = 64; a keep mask's 1.02x).
+    auto whole = scf::IfOp::create(
+        b,
+        arith::CmpIOp::create(
+            b, arith::CmpIPredicate::sle,
+            arith::AddIOp::create(b, blockStart, cst(keyBlock)), keys),
+        /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(whole.thenBlock()->getTerminator());
+    tiles(true);
+    b.setInsertionPoint(whole.elseBlock()->getTerminator());
+    tiles(false);
   }
 
   /// Keys per step of a lane-rows score loop over `rowVectors` row

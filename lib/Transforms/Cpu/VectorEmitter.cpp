@@ -314,18 +314,84 @@ void VectorEmitter::prefetchRow(Value rowsMemref, ValueRange rowIndex,
 }
 
 SmallVector<Value> VectorEmitter::transposeTile(ArrayRef<Value> rows) {
-  auto tileType = VectorType::get({lanes, lanes}, f32);
-  Value tile = arith::ConstantOp::create(
-      b, DenseElementsAttr::get(tileType, b.getF32FloatAttr(0)));
-  for (auto [r, row] : llvm::enumerate(rows))
-    tile =
-        vector::InsertOp::create(b, row, tile, ArrayRef<int64_t>{int64_t(r)});
-  Value transposed = vector::TransposeOp::create(b, tile, {1, 0});
-  SmallVector<Value> columns;
-  for (int64_t c = 0; c < lanes; ++c)
-    columns.push_back(
-        vector::ExtractOp::create(b, transposed, ArrayRef<int64_t>{c}));
-  return columns;
+  auto rowType = cast<VectorType>(rows.front().getType());
+  Value zero = arith::ConstantOp::create(b, b.getZeroAttr(rowType));
+  SmallVector<Value> level(rows.begin(), rows.end());
+  level.resize(lanes, zero);
+  // Widths that are not whole 128-bit lanes of 4 elements: one
+  // vector.transpose (which the canonicalizer turns into element moves).
+  if (lanes % 4 != 0) {
+    auto tileType = VectorType::get({lanes, lanes}, rowType.getElementType());
+    Value tile = arith::ConstantOp::create(b, b.getZeroAttr(tileType));
+    for (auto [r, row] : llvm::enumerate(level))
+      tile =
+          vector::InsertOp::create(b, row, tile, ArrayRef<int64_t>{int64_t(r)});
+    Value transposed = vector::TransposeOp::create(b, tile, {1, 0});
+    SmallVector<Value> columns;
+    for (int64_t c = 0; c < lanes; ++c)
+      columns.push_back(
+          vector::ExtractOp::create(b, transposed, ArrayRef<int64_t>{c}));
+    return columns;
+  }
+  // Shuffles of two rows each, every one a single x86 instruction:
+  // - unpcklps/unpckhps of rows 2k and 2k + 1, then unpcklpd/unpckhpd of
+  //   those 2 apart: each 128-bit lane of vector 4g + i holds column
+  //   4l + i of rows 4g..4g+3 (4 x 4 transposes inside the lanes);
+  // - then the lanes themselves transposed (vshuff32x4 on AVX-512,
+  //   vperm2f128 on AVX2): vectors j and j + s (j & s == 0, s = 4, 8, ...)
+  //   give their even lanes to j and their odd lanes to j + s.
+  // 64 shuffles for 16 x 16. (vector.transpose became 16 x 16 element
+  // extracts and inserts, which LLVM rebuilt from vpermt2ps with constant
+  // index vectors: a third of a masked lane-rows kernel's time.)
+  int64_t n = lanes;
+  auto withinLanes = [&](auto pick) {
+    SmallVector<int64_t> mask;
+    for (int64_t l = 0; l < n / 4; ++l)
+      for (int64_t p = 0; p < 4; ++p)
+        mask.push_back(pick(4 * l, p));
+    return mask;
+  };
+  // Element p of a lane at `base`: unpack low/high of 32- and 64-bit words.
+  SmallVector<int64_t> lo32 = withinLanes(
+      [&](int64_t base, int64_t p) { return base + p / 2 + (p % 2) * n; });
+  SmallVector<int64_t> hi32 = withinLanes(
+      [&](int64_t base, int64_t p) { return base + 2 + p / 2 + (p % 2) * n; });
+  SmallVector<int64_t> lo64 = withinLanes(
+      [&](int64_t base, int64_t p) { return base + p % 2 + (p / 2) * n; });
+  SmallVector<int64_t> hi64 = withinLanes(
+      [&](int64_t base, int64_t p) { return base + 2 + p % 2 + (p / 2) * n; });
+  auto shuffle = [&](Value x, Value y, ArrayRef<int64_t> mask) -> Value {
+    return vector::ShuffleOp::create(b, x, y, mask);
+  };
+  auto pairs = [&](int64_t s, ArrayRef<int64_t> first,
+                   ArrayRef<int64_t> second) {
+    SmallVector<Value> next(n);
+    for (int64_t j = 0; j < n; ++j)
+      if ((j & s) == 0) {
+        next[j] = shuffle(level[j], level[j + s], first);
+        next[j + s] = shuffle(level[j], level[j + s], second);
+      }
+    level = next;
+  };
+  pairs(1, lo32, hi32);
+  // unpcklpd/unpckhpd of vectors 4g + {0, 2} and 4g + {1, 3}.
+  SmallVector<Value> next(n);
+  for (int64_t g = 0; g < n; g += 4)
+    for (int64_t i = 0; i < 2; ++i) {
+      next[g + 2 * i] = shuffle(level[g + i], level[g + i + 2], lo64);
+      next[g + 2 * i + 1] = shuffle(level[g + i], level[g + i + 2], hi64);
+    }
+  level = next;
+  SmallVector<int64_t> evenLanes, oddLanes;
+  for (int64_t half = 0; half < 2; ++half)
+    for (int64_t l = 0; l < n / 4; l += 2)
+      for (int64_t p = 0; p < 4; ++p) {
+        evenLanes.push_back(half * n + 4 * l + p);
+        oddLanes.push_back(half * n + 4 * (l + 1) + p);
+      }
+  for (int64_t s = 4; s < n; s *= 2)
+    pairs(s, evenLanes, oddLanes);
+  return level;
 }
 
 void VectorEmitter::transposeRows(Value rowsView, ValueRange prefix,
@@ -336,7 +402,6 @@ void VectorEmitter::transposeRows(Value rowsView, ValueRange prefix,
   int64_t words = llvm::divideCeil(width, perWord);
   Value lastRow =
       arith::SubIOp::create(b, arith::AddIOp::create(b, start, count), cst(1));
-  auto tileType = VectorType::get({lanes, lanes}, f32);
   forLoop(cst(0), count, cst(lanes), [&](Value first) {
     Value firstRow = arith::AddIOp::create(b, start, first);
     Value column = pairs ? arith::MulIOp::create(b, first, cst(2)) : first;
@@ -354,9 +419,8 @@ void VectorEmitter::transposeRows(Value rowsView, ValueRange prefix,
     // The tile of words [w0, w0 + live), `elements` of each row from w0's
     // (a half pair at an odd end): `lanes` row loads, a register transpose,
     // `live` column stores.
-    auto transposeTile = [&](Value w0, int64_t live, int64_t elements) {
-      Value tile = arith::ConstantOp::create(
-          b, DenseElementsAttr::get(tileType, b.getF32FloatAttr(0)));
+    auto transposeWords = [&](Value w0, int64_t live, int64_t elements) {
+      SmallVector<Value> tileRows;
       Value col = pairs ? arith::MulIOp::create(b, w0, cst(2)) : w0;
       for (int64_t r = 0; r < lanes; ++r) {
         Value rowIndex = arith::AddIOp::create(b, firstRow, cst(r));
@@ -377,12 +441,11 @@ void VectorEmitter::transposeRows(Value rowsView, ValueRange prefix,
         }
         row = pairs ? Value(vector::BitCastOp::create(b, vecType, row))
                     : widenToF32(row);
-        tile = vector::InsertOp::create(b, row, tile, ArrayRef<int64_t>{r});
+        tileRows.push_back(row);
       }
-      Value columns = vector::TransposeOp::create(b, tile, {1, 0});
+      SmallVector<Value> columns = transposeTile(tileRows);
       for (int64_t c = 0; c < live; ++c) {
-        Value word =
-            vector::ExtractOp::create(b, columns, ArrayRef<int64_t>{c});
+        Value word = columns[c];
         if (pairs)
           word = vector::BitCastOp::create(
               b, VectorType::get({2 * lanes}, b.getBF16Type()), word);
@@ -397,11 +460,11 @@ void VectorEmitter::transposeRows(Value rowsView, ValueRange prefix,
     int64_t whole = words / lanes * lanes;
     if (whole > lanes)
       forLoop(cst(0), cst(whole), cst(lanes),
-              [&](Value w0) { transposeTile(w0, lanes, lanes * perWord); });
+              [&](Value w0) { transposeWords(w0, lanes, lanes * perWord); });
     else if (whole == lanes)
-      transposeTile(cst(0), lanes, lanes * perWord);
+      transposeWords(cst(0), lanes, lanes * perWord);
     if (words > whole)
-      transposeTile(cst(whole), words - whole, width - whole * perWord);
+      transposeWords(cst(whole), words - whole, width - whole * perWord);
   });
 }
 

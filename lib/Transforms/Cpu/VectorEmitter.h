@@ -155,8 +155,8 @@ protected:
   void prefetchRow(Value rowsMemref, ValueRange rowIndex, int64_t size);
 
   /// The columns of the `lanes` x `lanes` tile whose rows are `rows` (at
-  /// most `lanes` vectors; missing rows are 0): one vector.transpose, which
-  /// lowers to a tree of shuffles.
+  /// most `lanes` vectors; missing rows are 0): log2(lanes) levels of
+  /// two-vector shuffles, each an x86 unpack or lane shuffle.
   SmallVector<Value> transposeTile(ArrayRef<Value> rows);
 
   /// Rows [start, start + count) of a [..., rows, width] memref with unit-
