@@ -38,8 +38,10 @@
 // the products stop at the last key vector a row sees: each tile of S and
 // dP switches on how many of the 4 key vectors its rows see (a loop of 4,
 // 8, 12 accumulators, the rest 0; by default 16), and the loops of dV, dK
-// and dQ end at the row block's last one.
+// and dQ end at the row block's last one. (V^T is packed by 16 x 16
+// register transposes of the block's rows: unpack shuffles.)
 //       CHECK: scf.for %{{.+}} = %c0 to %{{.+}} step %c64 {
+//       CHECK:   vector.shuffle %{{.+}}, %{{.+}} [0, 16, 1, 17, 4, 20, 5, 21, 8, 24, 9, 25, 12, 28, 13, 29] : vector<16xf32>, vector<16xf32>
 //       CHECK:   scf.for %{{.+}} = %{{.+}} to %{{.+}} step %c16 {
 //       CHECK:     scf.index_switch
 //  CHECK-NEXT:     case 1 {

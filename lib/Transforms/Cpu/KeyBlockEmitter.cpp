@@ -139,7 +139,7 @@ void KeyBlockEmitter::packBlockT(Value source, Value batch, Value kvHead,
     zeroBuffer(blockT);
     packBlockTElementwise(source, batch, kvHead, block, blockT, width, each);
   };
-  if (!transposesPairs(blockT) || each)
+  if (!transposesInRegisters() || each)
     return elementwise();
   ifUnitStride(
       source,
@@ -157,15 +157,15 @@ void KeyBlockEmitter::transposeBlock(Value rows, Value batch, Value kvHead,
                 /*zeroPast=*/true);
 }
 
-bool KeyBlockEmitter::transposesPairs(Value blockT) const {
-  // bf16 pairs by 16 x 16 register transposes of 32-bit words where the
-  // rows have unit stride: element by element they were 6-7 % of a bf16
-  // backward (attn-bench --compare, D = 128 causal, S = 1024: 1.045x). f32
-  // stays element by element, which LLVM vectorizes with scatters that
-  // read the rows in order: the transposes were no faster there, and 0.8x
-  // where K and V come from memory (Sq = 16, Sk = 8192).
-  return lanes == 16 &&
-         cast<MemRefType>(blockT.getType()).getElementType().isBF16();
+bool KeyBlockEmitter::transposesInRegisters() const {
+  // 16 x 16 register transposes where the rows have unit stride (of 32-bit
+  // words: bf16 pairs, or f32): element by element they were 6-7 % of a
+  // bf16 backward (attn-bench --compare, D = 128 causal, S = 1024: 1.045x).
+  // f32 takes them since they are unpack shuffles (4ab0fbe): Zen 5, S =
+  // 2048, 1.00-1.03x, and 1.06x where K and V come from memory (Sq = 16,
+  // Sk = 8192; the transposes that vector.transpose became were 0.8x
+  // there, LLVM's scatters of the element loop reading the rows in order).
+  return lanes == 16;
 }
 
 void KeyBlockEmitter::zeroBuffer(Value buffer) {
@@ -231,7 +231,7 @@ void KeyBlockEmitter::packKeys(Value batch, Value kvHead, const KeyBlock &block,
                          {arith::DivUIOp::create(b, k, cst(2)), column});
                });
   };
-  if (!pairs || !transposesPairs(keysT))
+  if (!pairs || !transposesInRegisters())
     return elementwise();
   ifUnitStride(
       key,

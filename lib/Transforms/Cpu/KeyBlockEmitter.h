@@ -90,9 +90,9 @@ protected:
   void packBlockTElementwise(Value source, Value batch, Value kvHead,
                              const KeyBlock &block, Value blockT, int64_t width,
                              function_ref<void(Value, Value, Value)> each);
-  /// Whether packBlockT transposes rows with unit stride into `blockT` by
-  /// registers (bf16 pairs on AVX-512) rather than element by element.
-  bool transposesPairs(Value blockT) const;
+  /// Whether packBlockT transposes rows with unit stride by registers
+  /// (f32, or bf16 pairs, on AVX-512) rather than element by element.
+  bool transposesInRegisters() const;
   /// packBlockT by register transposes, from `source` seen with unit-stride
   /// rows (`rows`): `blockT` zeroed, then the block's rows transposed.
   void transposeBlock(Value rows, Value batch, Value kvHead,
