@@ -896,12 +896,12 @@ class Modifiers:
             except KeyError:  # (another thread's call dropped it)
                 pass
             self._held = [tensors[p] for p in trace.positions]
-            self.captures = [_capture_data(t) for t in self._held]
+            self._captures = None
         else:
             reads = _ValueReads()
             with reads:
                 trace, captures = self._trace(score_mod, mask_mod, block_table, block_size)
-            self._held, self.captures = captures._held, captures.tensors
+            self._held, self._captures = captures._held, captures.tensors
             positions = [ids.get(id(t)) for t in self._held]
             if key is not None and not reads.seen and None not in positions:
                 _TRACES[key] = trace._replace(positions=positions)
@@ -915,6 +915,15 @@ class Modifiers:
         # which the score_mod reads: their gradient is recomputed.
         self.trained = [t for t in self._held if t.requires_grad]
         self.score_mod = score_mod
+
+    @property
+    def captures(self) -> List[Tensor]:
+        """The captured tensors as the kernel reads them (_capture_data):
+        made at first use, so that a call that takes another path (a bias
+        as a mask) converts no bf16 table to f32."""
+        if self._captures is None:
+            self._captures = [_capture_data(t) for t in self._held]
+        return self._captures
 
     @staticmethod
     def _trace(score_mod, mask_mod, block_table, block_size):
@@ -1686,12 +1695,20 @@ def flex_attention(query: Tensor, key: Tensor, value: Tensor,
     if block_mask is not None:
         block_mask = _checked_block_mask(block_mask, query, key)
     modifiers = _traced(score_mod, block_mask, query.device)
-    _check_capture_devices(modifiers.captures, query)
+    _check_capture_devices(modifiers._held, query)
     if sinks is not None and not isinstance(sinks, Tensor):
         sinks = torch.as_tensor(sinks)
     from . import _torch
 
     with_lse = return_lse or _torch._needs_grad(query, key, value, sinks)
+    bias = _bias_as_mask(modifiers, query, key)
+    if bias is not None:
+        # score + T[b, h, q_idx, kv_idx]: T (a view of it) as an additive
+        # attn_mask, which the kernels read a block of rows at a time by
+        # vector loads; its gradient, where T requires one, is the mask's.
+        return _torch.scaled_dot_product_attention(
+            query, key, value, bias, False, scale, bool(enable_gqa), "top_left", None, None,
+            None, bool(return_lse), 0.0, None, sinks)
     if modifiers.source is None:
         # Plain attention (which computes the LSE itself when a gradient
         # needs it).
@@ -1719,6 +1736,57 @@ def flex_attention(query: Tensor, key: Tensor, value: Tensor,
     output, lse = torch.ops.attn.flex(query, key, value, captures, modifiers.source,
                                       scale, bool(enable_gqa), with_lse, sinks)
     return (output, lse) if return_lse else output
+
+
+#: A score_mod that adds one captured element at (some of b, h in order,
+#: then) q_idx, kv_idx to the score, as _trace writes it.
+_BIAS_SCORE_MOD = re.compile(
+    r"  score_mod \{\n"
+    r"  \^bb0\(%score: f32, %b: index, %h: index, %q_idx: index, %kv_idx: index\):\n"
+    r"    %v0 = attn\.captured 0 \[(?P<indices>(?:%b, )?(?:%h, )?%q_idx, %kv_idx)\] : f32\n"
+    r"    %v1 = arith\.addf (?:%score, %v0|%v0, %score) : f32\n"
+    r"    attn\.yield %v1 : f32\n"
+    r"  \} ->")
+
+#: The attn_mask dim of each index a bias score_mod reads.
+_MASK_DIMS = {"%b": 0, "%h": 1, "%q_idx": 2, "%kv_idx": 3}
+
+
+def _bias_as_mask(modifiers: Modifiers, query: Tensor, key: Tensor) -> Optional[Tensor]:
+    """For a call whose only modifier is `score + T[b, h, q_idx, kv_idx]`
+    (b and h optional; a per-position bias, learned or not), T as the
+    additive [B, H, L, S] attn_mask that computes the same: a view, its dims
+    past the call's sizes cut, a dim of 1 broadcast (as the score_mod's
+    clamped index reads it too). None where that is not exact: T of another
+    dtype than the query's (the score_mod adds it in f32; the mask path
+    takes the query's dtype), a dim of T between 1 and the call's size
+    (whose clamped reads repeat its last element), a mask_mod or block
+    mask. The kernels with a mask read it by vector loads; through the
+    score_mod, f32's rows in lanes read a column of T a key (1.5-2x the
+    time)."""
+    source = modifiers.source
+    if (source is None or len(modifiers._held) != 1 or "mask_mod" in source
+            or "attn.block_mask" in source):
+        return None
+    match = _BIAS_SCORE_MOD.search(source)
+    table = modifiers._held[0]
+    if match is None or table.dtype != query.dtype:
+        return None
+    dims = [_MASK_DIMS[name] for name in match["indices"].split(", ")]
+    sizes = (query.shape[0], query.shape[1], query.shape[2], key.shape[2])
+    if table.dim() != len(dims) or 0 in sizes:
+        return None
+    mask = table
+    for axis, dim in enumerate(dims):
+        have, need = table.shape[axis], sizes[dim]
+        if have > need:
+            mask = mask.narrow(axis, 0, need)
+        elif have not in (need, 1):
+            return None
+    for dim in (0, 1):
+        if dim not in dims:
+            mask = mask.unsqueeze(dim)
+    return mask
 
 
 # ---------------------------------------------------------------------------

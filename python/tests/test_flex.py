@@ -401,15 +401,112 @@ def test_per_position_bias_contiguous_and_strided(dtype):
     # bias[h, q_idx, kv_idx] along a contiguous row is read by vector loads
     # where 16 keys fall inside it (a gather at the row's end), along a
     # strided one (a transposed view) by gathers; both as PyTorch reads it.
+    # (Scaled, so that the kernel reads it: a plain `score + bias[...]` of
+    # the query's dtype becomes an attn_mask, below.)
     g = torch.Generator().manual_seed(24)
     q, k, v = random_qkv(1, 2, 2, 37, 45, 16, 16, dtype, seed=25)
     rows = torch.randn(2, 37, 45, generator=g)
     columns = torch.randn(2, 45, 37, generator=g).transpose(1, 2)
     for bias in (rows, columns):
         def mod(score, b, h, q_idx, kv_idx):
-            return score + bias[h, q_idx, kv_idx]
+            return score + 0.5 * bias[h, q_idx, kv_idx]
         out = attn.flex_attention(q, k, v, score_mod=mod)
         assert relative_error(out, reference(q, k, v, mod)[0]) <= TOLERANCE[dtype]
+
+
+def _spy_masks(monkeypatch):
+    """The attn_mask of each attn.scaled_dot_product_attention call that
+    flex_attention makes (None where it calls none)."""
+    from attn import _torch
+    masks, sdpa = [], _torch.scaled_dot_product_attention
+
+    def spy(query, key, value, attn_mask, *args):
+        masks.append(attn_mask)
+        return sdpa(query, key, value, attn_mask, *args)
+
+    monkeypatch.setattr(_torch, "scaled_dot_product_attention", spy)
+    return masks
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_per_position_bias_runs_as_a_mask(dtype, monkeypatch):
+    # score + T[b?, h?, q_idx, kv_idx] with T of the query's dtype is T as
+    # an additive mask: a view (T's dims past the call's cut, a dim of 1
+    # broadcast, as the score_mod's clamped index reads it), with GQA, the
+    # LSE and sinks; its result is the score_mod's.
+    masks = _spy_masks(monkeypatch)
+    g = torch.Generator().manual_seed(40)
+    q, k, v = random_qkv(2, 4, 2, 37, 45, 16, 24, dtype, seed=41)
+    sinks = torch.randn(4, generator=g)
+    exact = torch.randn(4, 37, 45, generator=g).to(dtype)
+    larger = torch.randn(3, 4, 50, 64, generator=g).to(dtype)
+    one_batch = torch.randn(1, 4, 37, 45, generator=g).to(dtype)
+    shared = torch.randn(37, 45, generator=g).to(dtype)
+    cases = [
+        (lambda s, b, h, i, j: s + exact[h, i, j], None, [1, 4, 37, 45]),
+        (lambda s, b, h, i, j: larger[b, h, i, j] + s, None, [2, 4, 37, 45]),
+        (lambda s, b, h, i, j: s + one_batch[b, h, i, j],
+         lambda s, b, h, i, j: s + one_batch[0, h, i, j], [1, 4, 37, 45]),
+        (lambda s, b, h, i, j: s + shared[i, j], None, [1, 1, 37, 45]),
+    ]
+    for mod, same, shape in cases:
+        masks.clear()
+        if same is None:
+            check(q, k, v, mod, enable_gqa=True, sinks=sinks)
+        else:  # (PyTorch's reference indexes batch 1 of one_batch: out of range)
+            out = attn.flex_attention(q, k, v, score_mod=mod, enable_gqa=True, sinks=sinks)
+            ref, _ = reference(q, k, v, same, sinks=sinks)
+            assert relative_error(out, ref) <= TOLERANCE[dtype]
+        assert len(masks) == 1 and list(masks[0].shape) == shape
+        assert masks[0].dtype == dtype
+
+
+def test_per_position_bias_as_a_mask_trains_the_table(monkeypatch):
+    # A learned per-position bias: its gradient is the mask's (the backward
+    # kernel's d(bias), summed over a broadcast batch), as float64 autograd
+    # through the score_mod gives it.
+    masks = _spy_masks(monkeypatch)
+    g = torch.Generator().manual_seed(42)
+    q, k, v = random_qkv(2, 2, 2, 33, 40, 16, 16, torch.float32, seed=43)
+    table = torch.randn(2, 36, 40, generator=g, requires_grad=True)
+    q.requires_grad_(), k.requires_grad_(), v.requires_grad_()
+
+    def mod(score, b, h, q_idx, kv_idx):
+        return score + table[h, q_idx, kv_idx]
+
+    out = attn.flex_attention(q, k, v, score_mod=mod)
+    grad = torch.randn(out.shape, generator=g)
+    out.backward(grad)
+    assert len(masks) == 1 and masks[0].requires_grad
+    inputs = [x.detach().double().requires_grad_() for x in (q, k, v, table)]
+    qd, kd, vd, td = inputs
+    ref, _ = reference(qd, kd, vd, lambda s, b, h, i, j: s + td[h, i, j])
+    ref.backward(grad.double())
+    assert relative_error(out, ref) <= 1e-5
+    for mine, theirs in zip((q, k, v, table), inputs):
+        assert relative_error(mine.grad, theirs.grad) <= 1e-4
+
+
+def test_bias_that_is_not_a_mask_stays_a_score_mod(monkeypatch):
+    # Where a mask would not compute the same, the kernel reads the table:
+    # f32 under bf16 queries (the score_mod adds it in f32), a table dim
+    # between 1 and the call's length (whose clamped index repeats its last
+    # row), a scaled bias, a mask_mod beside it.
+    masks = _spy_masks(monkeypatch)
+    g = torch.Generator().manual_seed(44)
+    q, k, v = random_qkv(1, 2, 2, 37, 45, 16, 16, torch.bfloat16, seed=45)
+    f32_table = torch.randn(2, 37, 45, generator=g)
+    check(q, k, v, lambda s, b, h, i, j: s + f32_table[h, i, j])
+    qf, kf, vf = (x.float() for x in (q, k, v))
+    short = torch.randn(2, 20, 45, generator=g)
+    out = attn.flex_attention(qf, kf, vf, score_mod=lambda s, b, h, i, j: s + short[h, i, j])
+    ref, _ = reference(qf, kf, vf, lambda s, b, h, i, j: s + short[h, i.clamp(max=19), j])
+    assert relative_error(out, ref) <= 1e-5
+    table = torch.randn(2, 37, 45, generator=g)
+    check(qf, kf, vf, lambda s, b, h, i, j: s - table[h, i, j])
+    check(qf, kf, vf, lambda s, b, h, i, j: s + table[h, i, j],
+          lambda b, h, i, j: i >= j)
+    assert masks == []
 
 
 def test_bool_and_int64_captures():
