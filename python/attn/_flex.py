@@ -911,6 +911,7 @@ class Modifiers:
                     except KeyError:
                         break
         self.source, self.score_reads = trace.source, trace.score_reads
+        self.bias_dims = _bias_dims(self.source, len(self._held))
         # The caller's tensors that require grad (a trained bias table),
         # which the score_mod reads: their gradient is recomputed.
         self.trained = [t for t in self._held if t.requires_grad]
@@ -1752,29 +1753,36 @@ _BIAS_SCORE_MOD = re.compile(
 _MASK_DIMS = {"%b": 0, "%h": 1, "%q_idx": 2, "%kv_idx": 3}
 
 
-def _bias_as_mask(modifiers: Modifiers, query: Tensor, key: Tensor) -> Optional[Tensor]:
-    """For a call whose only modifier is `score + T[b, h, q_idx, kv_idx]`
-    (b and h optional; a per-position bias, learned or not), T as the
-    additive [B, H, L, S] attn_mask that computes the same: a view, its dims
-    past the call's sizes cut, a dim of 1 broadcast (as the score_mod's
-    clamped index reads it too). None where that is not exact: T of another
-    dtype than the query's (the score_mod adds it in f32; the mask path
-    takes the query's dtype), a dim of T between 1 and the call's size
-    (whose clamped reads repeat its last element), a mask_mod or block
-    mask. The kernels with a mask read it by vector loads; through the
-    score_mod, f32's rows in lanes read a column of T a key (1.5-2x the
-    time)."""
-    source = modifiers.source
-    if (source is None or len(modifiers._held) != 1 or "mask_mod" in source
+def _bias_dims(source: Optional[str], captures: int) -> Optional[List[int]]:
+    """For modifiers that are only `score + T[b, h, q_idx, kv_idx]` (b and h
+    optional; a per-position bias, learned or not): the attn_mask dim of
+    each of T's indices. Read from the traced text (as the trace is made,
+    outside torch.compile's graph)."""
+    if (source is None or captures != 1 or "mask_mod" in source
             or "attn.block_mask" in source):
         return None
     match = _BIAS_SCORE_MOD.search(source)
-    table = modifiers._held[0]
-    if match is None or table.dtype != query.dtype:
+    if match is None:
         return None
-    dims = [_MASK_DIMS[name] for name in match["indices"].split(", ")]
+    return [_MASK_DIMS[name] for name in match["indices"].split(", ")]
+
+
+def _bias_as_mask(modifiers: Modifiers, query: Tensor, key: Tensor) -> Optional[Tensor]:
+    """For a call whose modifiers are a per-position bias (_bias_dims), its
+    tensor T as the additive [B, H, L, S] attn_mask that computes the same:
+    a view, its dims past the call's sizes cut, a dim of 1 broadcast (as
+    the score_mod's clamped index reads it too). None where that is not
+    exact: T of another dtype than the query's (the score_mod adds it in
+    f32; the mask path takes the query's dtype), or a dim of T between 1
+    and the call's size (whose clamped reads repeat its last element). The
+    kernels with a mask read it by vector loads; through the score_mod,
+    f32's rows in lanes read a column of T a key (2x the time)."""
+    dims = modifiers.bias_dims
+    if dims is None:
+        return None
+    table = modifiers._held[0]
     sizes = (query.shape[0], query.shape[1], query.shape[2], key.shape[2])
-    if table.dim() != len(dims) or 0 in sizes:
+    if table.dtype != query.dtype or table.dim() != len(dims) or 0 in sizes:
         return None
     mask = table
     for axis, dim in enumerate(dims):

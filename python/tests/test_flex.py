@@ -823,6 +823,34 @@ def test_under_torch_compile():
     assert torch.equal(torch.compile(f)(q, k, v), f(q, k, v))
 
 
+def test_per_position_bias_under_torch_compile():
+    # The bias found in the trace (eager, the one graph break) and the
+    # masked operator compiled: eager mode's bits, gradients included.
+    import torch._dynamo
+
+    table = torch.randn(HEADS, 33, 40, generator=torch.Generator().manual_seed(19),
+                        requires_grad=True)
+
+    def f(q, k, v):
+        return attn.flex_attention(q, k, v, score_mod=lambda s, b, h, i, j: s + table[h, i, j])
+
+    q, k, v = (t.requires_grad_() for t in random_qkv(1, HEADS, HEADS, 33, 40, 16, 16,
+                                                         torch.float32, seed=20))
+    f(q, k, v).sum().backward()
+    eager = [t.grad.clone() for t in (q, k, v, table)]
+    for t in (q, k, v, table):
+        t.grad = None
+    torch._dynamo.reset()
+    explained = torch._dynamo.explain(f)(q, k, v)
+    assert explained.graph_break_count <= 1
+    torch._dynamo.reset()
+    out = torch.compile(f)(q, k, v)
+    assert torch.equal(out, f(q, k, v))
+    out.sum().backward()
+    for name, want, t in zip(("dq", "dk", "dv", "table"), eager, (q, k, v, table)):
+        assert torch.equal(t.grad, want), name
+
+
 def test_training_under_torch_compile():
     # The backward is an operator too (torch.ops.attn.flex_backward, with a
     # fake implementation): AOTAutograd traces it without falling back, and
