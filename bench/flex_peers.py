@@ -34,8 +34,11 @@ sys.path.insert(0, str(ROOT))
 import peers  # noqa: E402  (seconds_per_call, cpu_model)
 
 
-def modifiers(torch, seq: int, heads: int):
+def modifiers(torch, seq: int, heads: int, dtype):
     slopes = torch.exp2(-8.0 * torch.arange(1, heads + 1) / heads)
+    # A per-position bias of the inputs' dtype (attn runs it as the
+    # additive mask it is).
+    bias = torch.randn(heads, seq, seq, generator=torch.Generator().manual_seed(2)).to(dtype)
     documents = (torch.arange(seq) * 4 // seq).to(torch.int32)  # 4 equal documents
     # Packed sequences of 20-199 tokens (fixed seed): unlike the 4 equal
     # documents, most blocks on the diagonal are partial, so the mask_mod
@@ -47,6 +50,9 @@ def modifiers(torch, seq: int, heads: int):
 
     def alibi(score, b, h, q_idx, kv_idx):
         return score - slopes[h] * (q_idx - kv_idx).abs()
+
+    def position_bias(score, b, h, q_idx, kv_idx):
+        return score + bias[h, q_idx, kv_idx]
 
     def causal(b, h, q_idx, kv_idx):
         return q_idx >= kv_idx
@@ -72,6 +78,7 @@ def modifiers(torch, seq: int, heads: int):
         "causal mask_mod": (None, causal, {"is_causal": True}),
         "alibi score_mod": (alibi, None, None),
         "alibi + causal": (alibi, causal, None),
+        "per-position bias": (position_bias, None, {"attn_mask": bias[None]}),
         "documents": (None, document, None),
         "documents + causal": (None, document_causal, None),
         "packed documents 20-199": (None, packed_document, None),
@@ -91,7 +98,8 @@ def rows(repeat: int, only: str, seq: int, backward: bool):
     heads, dim = 8, 64
     results = []
     for dtype in (torch.float32, torch.bfloat16):
-        for name, (score_mod, mask_mod, attribute) in modifiers(torch, seq, heads).items():
+        for name, (score_mod, mask_mod, attribute) in modifiers(torch, seq, heads,
+                                                                 dtype).items():
             label = f"{name} {str(dtype).replace('torch.', '')}"
             if only and only not in label:
                 continue
@@ -120,7 +128,8 @@ def rows(repeat: int, only: str, seq: int, backward: bool):
                     q, k, v, **attribute)
                 if "window" not in attribute:
                     runners["torch sdpa"] = lambda: F.scaled_dot_product_attention(
-                        q, k, v, is_causal=attribute.get("is_causal", False))
+                        q, k, v, attn_mask=attribute.get("attn_mask"),
+                        is_causal=attribute.get("is_causal", False))
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 ours, theirs = runners["attn flex"](), runners["torch flex"]()
