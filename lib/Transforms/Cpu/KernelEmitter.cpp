@@ -211,6 +211,20 @@ Value KernelEmitter::maskBiasAt(Value batch, Value head, Value row, Value key) {
                                  f32Const(0), f32Const(-kInf));
 }
 
+Value KernelEmitter::maskBiasChunk(Value view, ArrayRef<Value> rowIndex,
+                                   Value key, Value live) {
+  if (!hasKeepMask())
+    return widenToF32(live ? loadRawChunkWhere(view, rowIndex, key, live)
+                           : loadRawChunkAt(view, rowIndex, key, lanes, lanes));
+  if (!live)
+    live = vector::ConstantMaskOp::create(b, maskVecType,
+                                          ArrayRef<int64_t>{lanes});
+  SmallVector<Value, 4> at(rowIndex);
+  at.push_back(key);
+  return arith::SelectOp::create(b, loadKeepBits(view, at, live), zeroVector(),
+                                 splat(f32Const(-kInf)));
+}
+
 void KernelEmitter::packMaskRow(Value batch, Value head, Value row,
                                 Value blockStart, Value blockKeys) {
   Value mask = op.getMask();
@@ -234,24 +248,13 @@ void KernelEmitter::packMaskRow(Value batch, Value head, Value row,
                                       maskIndex(2, row)};
     for (int64_t v = 0; v < keyBlock / lanes; ++v) {
       Value key = arith::AddIOp::create(b, blockStart, cst(v * lanes));
-      Value left =
-          whole ? Value() : arith::SubIOp::create(b, blockKeys, cst(v * lanes));
-      Value bias;
-      if (hasKeepMask()) {
-        Value live = whole ? Value(vector::ConstantMaskOp::create(
-                                 b, maskVecType, ArrayRef<int64_t>{lanes}))
-                           : vector::CreateMaskOp::create(b, maskVecType,
-                                                          ValueRange{left});
-        SmallVector<Value, 4> at(rowIndex);
-        at.push_back(key);
-        bias = arith::SelectOp::create(b, loadKeepBits(view, at, live),
-                                       zeroVector(), splat(f32Const(-kInf)));
-      } else {
-        bias = widenToF32(
-            whole ? loadRawChunkAt(view, rowIndex, key, lanes, lanes)
-                  : loadRawChunkAt(view, rowIndex, key, left, lanes));
-      }
-      storeVector(bias, scratch.rowBias, {cst(v * lanes)});
+      Value live = whole ? Value()
+                         : vector::CreateMaskOp::create(
+                               b, maskVecType,
+                               ValueRange{arith::SubIOp::create(
+                                   b, blockKeys, cst(v * lanes))});
+      storeVector(maskBiasChunk(view, rowIndex, key, live), scratch.rowBias,
+                  {cst(v * lanes)});
     }
   };
   ifUnitStride(

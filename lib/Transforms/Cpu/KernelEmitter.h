@@ -149,6 +149,13 @@ protected:
   /// The op's mask at (batch, head, row, key) (op-local indices) as an f32
   /// bias: a float mask's value widened, a keep mask's false -inf, true 0.
   Value maskBiasAt(Value batch, Value head, Value row, Value key);
+  /// maskBiasAt for keys [key, key + lanes) of a mask view whose rows have
+  /// unit stride, at mask indices `rowIndex` (b, h, row: maskIndex's): a
+  /// vector load of a float mask's elements or a keep mask's bytes, only
+  /// the keys where `live` (i1 lanes) is set read (the others 0) where it
+  /// is given.
+  Value maskBiasChunk(Value view, ArrayRef<Value> rowIndex, Value key,
+                      Value live = Value());
   /// The mask row of the block as an additive f32 bias in scratch.rowBias.
   void packMaskRow(Value batch, Value head, Value row, Value blockStart,
                    Value blockKeys);

@@ -821,19 +821,8 @@ public:
   void transposeMaskTiles(Value rowsView, Value batch, Value head,
                           Value blockStart, Value lastKey,
                           function_ref<Value(Value)> rowAt) {
-    auto type = cast<MemRefType>(op.getMask().getType());
-    bool keepMask = hasKeepMask();
     Value mb = maskIndex(0, batch), mh = maskIndex(1, head);
     Value keys = arith::AddIOp::create(b, lastKey, cst(1));
-    auto floatType = VectorType::get({lanes}, type.getElementType());
-    Value zeroChunk =
-        keepMask ? Value()
-                 : arith::ConstantOp::create(b, b.getZeroAttr(floatType));
-    auto keepBytes = [&](Value row, Value key, Value live) -> Value {
-      return arith::SelectOp::create(
-          b, loadKeepBits(rowsView, {mb, mh, row, key}, live),
-          splat(f32Const(0)), splat(f32Const(-kInf)));
-    };
     auto tiles = [&](bool whole) {
       forLoop(cst(0), cst(laneRows), cst(lanes), [&](Value first) {
         SmallVector<Value> rows;
@@ -841,33 +830,15 @@ public:
           rows.push_back(rowAt(arith::AddIOp::create(b, first, cst(r))));
         forLoop(cst(0), cst(keyBlock), cst(lanes), [&](Value c0) {
           Value key = arith::AddIOp::create(b, blockStart, c0);
-          Value live;
-          if (whole) {
-            live = vector::ConstantMaskOp::create(b, maskVecType,
-                                                  ArrayRef<int64_t>{lanes});
-          } else {
-            Value count = arith::MaxSIOp::create(
-                b,
-                arith::MinSIOp::create(b, arith::SubIOp::create(b, keys, key),
-                                       cst(lanes)),
-                cst(0));
-            live = vector::CreateMaskOp::create(b, maskVecType, count);
-          }
+          // (One mask of the keys there are for the 16 rows.)
+          Value live =
+              whole ? Value()
+                    : vector::CreateMaskOp::create(
+                          b, maskVecType,
+                          ValueRange{arith::SubIOp::create(b, keys, key)});
           SmallVector<Value> chunks;
-          for (Value row : rows) {
-            if (keepMask) {
-              chunks.push_back(keepBytes(row, key, live));
-              continue;
-            }
-            Value chunk =
-                whole
-                    ? Value(vector::LoadOp::create(
-                          b, floatType, rowsView, ValueRange{mb, mh, row, key}))
-                    : vector::MaskedLoadOp::create(b, floatType, rowsView,
-                                                   ValueRange{mb, mh, row, key},
-                                                   live, zeroChunk);
-            chunks.push_back(widenToF32(chunk));
-          }
+          for (Value row : rows)
+            chunks.push_back(maskBiasChunk(rowsView, {mb, mh, row}, key, live));
           SmallVector<Value> columns = transposeTile(chunks);
           for (int64_t c = 0; c < lanes; ++c)
             vector::StoreOp::create(

@@ -288,6 +288,11 @@ Value VectorEmitter::loadRawChunkAt(Value rowsMemref, ValueRange rowIndex,
                                    ValueRange{live}));
 }
 
+Value VectorEmitter::loadRawChunkWhere(Value rowsMemref, ValueRange rowIndex,
+                                       Value col, Value mask) {
+  return maskedChunk(b, rowsMemref, rowIndex, col, mask);
+}
+
 Value VectorEmitter::loadRowChunk(Value rowsMemref, ValueRange rowIndex,
                                   int64_t col, int64_t limit) {
   return widenToF32(loadRawChunk(rowsMemref, rowIndex, col, limit, lanes));

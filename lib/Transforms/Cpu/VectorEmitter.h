@@ -134,6 +134,9 @@ protected:
   /// (an index), the others 0.
   Value loadRawChunkAt(Value rowsMemref, ValueRange rowIndex, Value col,
                        Value live, int64_t width);
+  /// The same where `mask` (i1 lanes, as many as read) is set.
+  Value loadRawChunkWhere(Value rowsMemref, ValueRange rowIndex, Value col,
+                          Value mask);
   /// `lanes` elements of a unit-stride row from column `col` (masked past
   /// `limit` columns), widened to f32.
   Value loadRowChunk(Value rowsMemref, ValueRange rowIndex, int64_t col,
