@@ -823,6 +823,22 @@ def test_under_torch_compile():
     assert torch.equal(torch.compile(f)(q, k, v), f(q, k, v))
 
 
+def _eager_gradients(f, tensors):
+    """The gradients of f(q, k, v).sum() in eager mode to `tensors` (q, k,
+    v and a table), whose .grad is then cleared for the compiled run."""
+    f(*tensors[:3]).sum().backward()
+    grads = [t.grad.clone() for t in tensors]
+    for t in tensors:
+        t.grad = None
+    return grads
+
+
+def _assert_gradients(eager, tensors):
+    """The compiled run's gradients are eager mode's bits."""
+    for name, want, t in zip(("dq", "dk", "dv", "table"), eager, tensors):
+        assert torch.equal(t.grad, want), name
+
+
 def test_per_position_bias_under_torch_compile():
     # The bias found in the trace (eager, the one graph break) and the
     # masked operator compiled: eager mode's bits, gradients included.
@@ -836,10 +852,7 @@ def test_per_position_bias_under_torch_compile():
 
     q, k, v = (t.requires_grad_() for t in random_qkv(1, HEADS, HEADS, 33, 40, 16, 16,
                                                          torch.float32, seed=20))
-    f(q, k, v).sum().backward()
-    eager = [t.grad.clone() for t in (q, k, v, table)]
-    for t in (q, k, v, table):
-        t.grad = None
+    eager = _eager_gradients(f, (q, k, v, table))
     torch._dynamo.reset()
     explained = torch._dynamo.explain(f)(q, k, v)
     assert explained.graph_break_count <= 1
@@ -847,8 +860,7 @@ def test_per_position_bias_under_torch_compile():
     out = torch.compile(f)(q, k, v)
     assert torch.equal(out, f(q, k, v))
     out.sum().backward()
-    for name, want, t in zip(("dq", "dk", "dv", "table"), eager, (q, k, v, table)):
-        assert torch.equal(t.grad, want), name
+    _assert_gradients(eager, (q, k, v, table))
 
 
 def test_training_under_torch_compile():
@@ -866,16 +878,12 @@ def test_training_under_torch_compile():
 
     q, k, v = (t.requires_grad_() for t in random_qkv(1, HEADS, HEADS, 33, 40, 16, 16,
                                                          torch.float32, seed=18))
-    f(q, k, v).sum().backward()
-    eager = [t.grad.clone() for t in (q, k, v, table)]
-    for t in (q, k, v, table):
-        t.grad = None
+    eager = _eager_gradients(f, (q, k, v, table))
     torch._dynamo.reset()
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # "Error detected in ...Backward" is a warning
         torch.compile(f)(q, k, v).sum().backward()
-    for name, want, t in zip(("dq", "dk", "dv", "table"), eager, (q, k, v, table)):
-        assert torch.equal(t.grad, want), name
+    _assert_gradients(eager, (q, k, v, table))
 
 
 # Block masks -------------------------------------------------------------------
