@@ -141,6 +141,52 @@ ModifierPtr shortTables() {
   return m;
 }
 
+/// Tensors read at every position, along the keys of each row: a bias
+/// [Hq, Sq, Sk] f32 at [h, i, j] and a keep mask [B, Sq, Sk] i32 at
+/// [b, i, j] (a quarter of it 0), which f32's kernel choice reads with keys
+/// in lanes (readsRowsAlongKeys).
+ModifierPtr positions() {
+  auto m = std::make_shared<ModifierCase>();
+  m->regions = R"(score_mod {
+    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+      %bias = attn.captured 0 [%h, %i, %j] : f32
+      %r = arith.addf %s, %bias : f32
+      attn.yield %r : f32
+    } mask_mod {
+    ^bb0(%b: index, %h: index, %i: index, %j: index):
+      %zero = arith.constant 0 : i32
+      %kept = attn.captured 1 [%b, %i, %j] : i32
+      %keep = arith.cmpi ne, %kept, %zero : i32
+      attn.yield %keep : i1
+    })";
+  m->captureTypes = {"tensor<?x?x?xf32>", "tensor<?x?x?xi32>"};
+  m->captures = [](const Problem &p) {
+    int64_t rows = std::max<int64_t>(p.seqQ, 1),
+            keys = std::max<int64_t>(p.seqK, 1);
+    CaptureValues bias;
+    bias.type = ATTN_F32;
+    bias.shape = {p.headsQ, rows, keys};
+    bias.values = uniform(p.seed + 13, p.headsQ * rows * keys, -2.0, 2.0);
+    CaptureValues keep;
+    keep.type = ATTN_I32;
+    keep.shape = {p.batch, rows, keys};
+    for (double u : uniform(p.seed + 17, p.batch * rows * keys, 0.0, 1.0))
+      keep.values.push_back(u < 0.25 ? 0.0 : 1.0);
+    return std::vector<CaptureValues>{bias, keep};
+  };
+  m->scoreMod = [](const std::vector<CaptureValues> &c, double s, int64_t,
+                   int64_t h, int64_t i, int64_t j) {
+    const std::vector<int64_t> &shape = c[0].shape;
+    return s + c[0].values[(h * shape[1] + i) * shape[2] + j];
+  };
+  m->maskMod = [](const std::vector<CaptureValues> &c, int64_t b, int64_t,
+                  int64_t i, int64_t j) {
+    const std::vector<int64_t> &shape = c[1].shape;
+    return c[1].values[(b * shape[1] + i) * shape[2] + j] != 0;
+  };
+  return m;
+}
+
 /// Document masking of packed sequences: a query attends the keys of its
 /// own document (query ids i32 [Sq], key ids i64 [Sk]; runs of 1-40).
 ModifierPtr documents() {
@@ -457,6 +503,10 @@ const std::vector<NamedModifier> &attn::namedModifiers() {
        "a bias table [Hq, 25] f32 and a keep table [9] i32 at buckets of "
        "j - i",
        shortTables},
+      {"positions",
+       "a bias [Hq, Sq, Sk] f32 at [h, i, j] and a keep mask [B, Sq, Sk] i32 "
+       "at [b, i, j]",
+       positions},
       {"documents",
        "document masking: query ids [Sq] i32 equal to key ids [Sk] i64",
        documents},

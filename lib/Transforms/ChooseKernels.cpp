@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "lib/Transforms/KernelChoice.h"
+#include "lib/Transforms/Modifiers.h"
 #include "lib/Transforms/Passes.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -229,9 +230,14 @@ KernelAttr mlir::attn::chooseCpuKernel(AttentionOp op, const CpuTarget &target,
   // than the packed path for f32 prefill on Zen 4, 16-25 % for f16; with a
   // mask operand (transposed a block at a time) 1.26-2.08x on Emerald
   // Rapids, 1.35-1.51x there with AVX2. The modifiers, dropout and a block
-  // mask's table run in either.
+  // mask's table run in either. But a modifier that reads a captured
+  // tensor along the keys at each row (`mask[b, h, q_idx, kv_idx]`) reads
+  // 16 keys' elements by one load where keys are in lanes and gathers them
+  // where rows are: the packed path there (Zen 5, f32 S = 2048 D = 64, a
+  // mask_mod reading an [8, S, S] int32 tensor: 26.8 against 50.2 ms).
   int64_t laneRows = cpuLaneRows(target, overrides);
-  bool lanes = laneRows > 0 && !bf16Dot;
+  bool lanes = laneRows > 0 && !bf16Dot &&
+               !(overrides.laneRows < 0 && readsRowsAlongKeys(op));
   return KernelAttr::get(op.getContext(),
                          lanes ? MicroKernel::lane_rows : MicroKernel::packed,
                          queryTile, keyBlock, rowBlock, laneRows, bf16Dot,

@@ -747,6 +747,60 @@ Value ModifierEmitter::derivativeOf(Operation &op, ValueRange operands,
   return orZero(derivative);
 }
 
+bool mlir::attn::readsRowsAlongKeys(Operation *op) {
+  for (Region *region : {scoreModOf(op), maskModOf(op)}) {
+    if (!region)
+      continue;
+    Block &block = region->front();
+    unsigned count = block.getNumArguments();
+    BlockArgument row = block.getArgument(count - 2),
+                  key = block.getArgument(count - 1);
+    // Values that vary with q_idx; values that are kv_idx plus a term that
+    // does not vary with it (through index casts, + and −); values that
+    // vary with kv_idx. Results of ops with regions vary with both.
+    DenseSet<Value> byRow = {row}, alongKeys = {key}, byKey = {key};
+    bool found = false;
+    for (Operation &op : block.without_terminator()) {
+      Operation *inner = &op;
+      auto any = [&](const DenseSet<Value> &set) {
+        return inner->getNumRegions() != 0 ||
+               llvm::any_of(inner->getOperands(),
+                            [&](Value v) { return set.contains(v); });
+      };
+      bool rowVaries = any(byRow), keyVaries = any(byKey);
+      if (auto captured = dyn_cast<CapturedOp>(inner)) {
+        ValueRange indices = captured.getIndices();
+        found |= rowVaries && !indices.empty() &&
+                 alongKeys.contains(indices.back()) &&
+                 llvm::none_of(indices.drop_back(),
+                               [&](Value v) { return byKey.contains(v); });
+      }
+      bool along = false;
+      if (isa<arith::IndexCastOp, arith::IndexCastUIOp, arith::ExtSIOp>(inner))
+        along = alongKeys.contains(inner->getOperand(0));
+      else if (isa<arith::AddIOp>(inner))
+        along = (alongKeys.contains(inner->getOperand(0)) &&
+                 !byKey.contains(inner->getOperand(1))) ||
+                (alongKeys.contains(inner->getOperand(1)) &&
+                 !byKey.contains(inner->getOperand(0)));
+      else if (isa<arith::SubIOp>(inner))
+        along = alongKeys.contains(inner->getOperand(0)) &&
+                !byKey.contains(inner->getOperand(1));
+      for (Value result : inner->getResults()) {
+        if (rowVaries)
+          byRow.insert(result);
+        if (keyVaries)
+          byKey.insert(result);
+        if (along)
+          alongKeys.insert(result);
+      }
+    }
+    if (found)
+      return true;
+  }
+  return false;
+}
+
 std::pair<Value, Value>
 mlir::attn::blockTableEntries(OpBuilder &b, Location loc, Operation *op,
                               ValueRange captures, ValueRange origin,

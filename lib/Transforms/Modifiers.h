@@ -54,6 +54,13 @@ std::pair<Value, Value> blockTableEntries(OpBuilder &b, Location loc,
                                           Value count, Value blockStart,
                                           Value blockKeys);
 
+/// Whether a modifier of attention-like `op` reads a captured tensor at
+/// positions that vary with q_idx as well as kv_idx, its last index being
+/// kv_idx plus what does not vary with kv_idx (`mask[b, h, q_idx, kv_idx]`,
+/// `bias[h, kv_idx − q_idx + c]`): with keys in lanes, 16 consecutive
+/// elements of a row (one vector load); with rows in lanes, a gather.
+bool readsRowsAlongKeys(Operation *op);
+
 class ModifierEmitter {
 public:
   /// For an attention-like op after bufferization (its captures memrefs).

@@ -211,6 +211,89 @@ func.func @mask_mod(%q: tensor<?x?x?x64xf32>, %k: tensor<?x?x?x64xf32>, %v: tens
   return %r : tensor<?x?x?x64xf32>
 }
 
+// A modifier that reads a captured tensor along the keys at each row takes
+// the packed micro-kernel (keys in lanes: one load of 16 consecutive
+// elements, where rows in lanes gather them); reads by the key alone, by
+// the row along the last index, or at a clamped distance stay in lane rows.
+// ZEN4-LABEL: func @keep_tensor
+//       ZEN4: kernel <packed, query_tile = 256, key_block = 64, row_block = 4, lane_rows = 64>
+// ZEN4-LABEL: func @relative_positions
+//       ZEN4: kernel <packed,
+// ZEN4-LABEL: func @key_table
+//       ZEN4: kernel <lane_rows,
+// ZEN4-LABEL: func @transposed_tensor
+//       ZEN4: kernel <lane_rows,
+// ZEN4-LABEL: func @clamped_distance
+//       ZEN4: kernel <lane_rows,
+func.func @keep_tensor(%q: tensor<?x?x?x64xf32>, %k: tensor<?x?x?x64xf32>, %v: tensor<?x?x?x64xf32>,
+                       %t: tensor<?x?x?x?xi32>, %o: tensor<?x?x?x64xf32>) -> tensor<?x?x?x64xf32> {
+  %r = attn.attention ins(%q, %k, %v : tensor<?x?x?x64xf32>, tensor<?x?x?x64xf32>, tensor<?x?x?x64xf32>)
+      captures(%t : tensor<?x?x?x?xi32>) outs(%o : tensor<?x?x?x64xf32>)
+      mask_mod {
+      ^bb0(%b: index, %h: index, %i: index, %j: index):
+        %e = attn.captured 0 [%b, %h, %i, %j] : i32
+        %zero = arith.constant 0 : i32
+        %keep = arith.cmpi ne, %e, %zero : i32
+        attn.yield %keep : i1
+      } -> tensor<?x?x?x64xf32>
+  return %r : tensor<?x?x?x64xf32>
+}
+func.func @relative_positions(%q: tensor<?x?x?x64xf32>, %k: tensor<?x?x?x64xf32>, %v: tensor<?x?x?x64xf32>,
+                              %t: tensor<?x?xf32>, %o: tensor<?x?x?x64xf32>) -> tensor<?x?x?x64xf32> {
+  %r = attn.attention ins(%q, %k, %v : tensor<?x?x?x64xf32>, tensor<?x?x?x64xf32>, tensor<?x?x?x64xf32>)
+      captures(%t : tensor<?x?xf32>) outs(%o : tensor<?x?x?x64xf32>)
+      score_mod {
+      ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+        %c = arith.constant 4096 : index
+        %d = arith.subi %j, %i : index
+        %at = arith.addi %d, %c : index
+        %e = attn.captured 0 [%h, %at] : f32
+        %t2 = arith.addf %s, %e : f32
+        attn.yield %t2 : f32
+      } -> tensor<?x?x?x64xf32>
+  return %r : tensor<?x?x?x64xf32>
+}
+func.func @key_table(%q: tensor<?x?x?x64xf32>, %k: tensor<?x?x?x64xf32>, %v: tensor<?x?x?x64xf32>,
+                     %t: tensor<?xf32>, %o: tensor<?x?x?x64xf32>) -> tensor<?x?x?x64xf32> {
+  %r = attn.attention ins(%q, %k, %v : tensor<?x?x?x64xf32>, tensor<?x?x?x64xf32>, tensor<?x?x?x64xf32>)
+      captures(%t : tensor<?xf32>) outs(%o : tensor<?x?x?x64xf32>)
+      score_mod {
+      ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+        %e = attn.captured 0 [%j] : f32
+        %t2 = arith.addf %s, %e : f32
+        attn.yield %t2 : f32
+      } -> tensor<?x?x?x64xf32>
+  return %r : tensor<?x?x?x64xf32>
+}
+func.func @transposed_tensor(%q: tensor<?x?x?x64xf32>, %k: tensor<?x?x?x64xf32>, %v: tensor<?x?x?x64xf32>,
+                             %t: tensor<?x?xi32>, %o: tensor<?x?x?x64xf32>) -> tensor<?x?x?x64xf32> {
+  %r = attn.attention ins(%q, %k, %v : tensor<?x?x?x64xf32>, tensor<?x?x?x64xf32>, tensor<?x?x?x64xf32>)
+      captures(%t : tensor<?x?xi32>) outs(%o : tensor<?x?x?x64xf32>)
+      mask_mod {
+      ^bb0(%b: index, %h: index, %i: index, %j: index):
+        %e = attn.captured 0 [%j, %i] : i32
+        %zero = arith.constant 0 : i32
+        %keep = arith.cmpi ne, %e, %zero : i32
+        attn.yield %keep : i1
+      } -> tensor<?x?x?x64xf32>
+  return %r : tensor<?x?x?x64xf32>
+}
+func.func @clamped_distance(%q: tensor<?x?x?x64xf32>, %k: tensor<?x?x?x64xf32>, %v: tensor<?x?x?x64xf32>,
+                            %t: tensor<?x?xf32>, %o: tensor<?x?x?x64xf32>) -> tensor<?x?x?x64xf32> {
+  %r = attn.attention ins(%q, %k, %v : tensor<?x?x?x64xf32>, tensor<?x?x?x64xf32>, tensor<?x?x?x64xf32>)
+      captures(%t : tensor<?x?xf32>) outs(%o : tensor<?x?x?x64xf32>)
+      score_mod {
+      ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+        %c = arith.constant 16 : index
+        %d = arith.subi %j, %i : index
+        %at = arith.minsi %d, %c : index
+        %e = attn.captured 0 [%h, %at] : f32
+        %t2 = arith.addf %s, %e : f32
+        attn.yield %t2 : f32
+      } -> tensor<?x?x?x64xf32>
+  return %r : tensor<?x?x?x64xf32>
+}
+
 // A choice written by hand stays.
 // ZEN4-LABEL: func @given
 //       ZEN4: kernel <packed, query_tile = 32, key_block = 16, row_block = 1>
