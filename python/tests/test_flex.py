@@ -509,6 +509,59 @@ def test_bias_that_is_not_a_mask_stays_a_score_mod(monkeypatch):
     assert masks == []
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_bool_tensor_mask_mod_runs_as_a_mask(dtype, monkeypatch):
+    # A block mask whose mask_mod returns T[b?, h?, q_idx, kv_idx] of a
+    # bool T is T as a keep mask: a view (T's dims past the call's cut, a
+    # dim of 1 broadcast), with GQA, the LSE (rows with nothing kept: O = 0,
+    # LSE = -inf) and sinks; its result is the mask_mod's.
+    masks = _spy_masks(monkeypatch)
+    g = torch.Generator().manual_seed(48)
+    q, k, v = random_qkv(2, 4, 2, 37, 45, 16, 24, dtype, seed=49)
+    sinks = torch.randn(4, generator=g)
+    larger = torch.rand(3, 4, 50, 64, generator=g) > 0.3
+    larger[1, 2, 5] = False  # a row with nothing kept
+    per_head = torch.rand(4, 37, 45, generator=g) > 0.5
+    per_batch = torch.rand(2, 37, 45, generator=g) > 0.5
+    shared = torch.rand(37, 45, generator=g) > 0.5
+    cases = [
+        (lambda b, h, i, j: larger[b, h, i, j], [2, 4, 37, 45], None),
+        (lambda b, h, i, j: per_head[h, i, j], [1, 4, 37, 45], sinks),
+        (lambda b, h, i, j: per_batch[b, i, j], [2, 1, 37, 45], None),
+        (lambda b, h, i, j: shared[i, j], [1, 1, 37, 45], sinks),
+    ]
+    for mask_mod, shape, with_sinks in cases:
+        masks.clear()
+        check(q, k, v, None, mask_mod, enable_gqa=True, sinks=with_sinks)
+        assert len(masks) == 1 and list(masks[0].shape) == shape
+        assert masks[0].dtype == torch.bool
+
+
+def test_bool_tensor_mask_mod_that_is_not_a_mask_stays_a_mask_mod(monkeypatch):
+    # Where T as a keep mask would not compute the same, the kernel
+    # evaluates the mask_mod: T negated or combined, a score_mod beside it,
+    # an integer T, and lists that do not agree with the mask_mod (a block
+    # left out of them is excluded whatever T says).
+    masks = _spy_masks(monkeypatch)
+    g = torch.Generator().manual_seed(50)
+    q, k, v = random_qkv(1, 2, 2, 37, 45, 16, 16, torch.float32, seed=51)
+    keep = torch.rand(2, 37, 45, generator=g) > 0.3
+    check(q, k, v, None, lambda b, h, i, j: ~keep[h, i, j])
+    check(q, k, v, None, lambda b, h, i, j: keep[h, i, j] & (i >= j))
+    check(q, k, v, lambda s, b, h, i, j: s * 0.5, lambda b, h, i, j: keep[h, i, j])
+    check(q, k, v, None, lambda b, h, i, j: keep.int()[h, i, j] != 0)
+    counts = torch.tensor([[[1, 1, 1]]], dtype=torch.int32)
+    indices = torch.tensor([[[[0, 0, 0], [1, 0, 0], [0, 0, 0]]]], dtype=torch.int32)
+    listed = attn.BlockMask.from_kv_blocks(counts, indices, BLOCK_SIZE=16,
+                                           mask_mod=lambda b, h, i, j: keep[h, i, j],
+                                           seq_lengths=(37, 45))
+    out = attn.flex_attention(q, k, v, block_mask=listed)
+    ref, _ = reference(q, k, v, mask_mod=lambda b, h, i, j: keep[h, i, j] & (
+        j // 16 == torch.tensor([0, 1, 0])[(i // 16).clamp(max=2)]))
+    assert relative_error(out, ref) <= 1e-5
+    assert masks == []
+
+
 def test_bool_and_int64_captures():
     allowed = torch.rand(SEQ, generator=torch.Generator().manual_seed(7)) > 0.3
     documents = DOCUMENTS.long()
