@@ -511,11 +511,17 @@ Value ModifierEmitter::readRun(Value capture, ArrayRef<Value> clamped,
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(ifRun.thenBlock());
   FlatElements row = flatElements(b, loc, capture, rowStart, /*lanes=*/0);
-  scf::YieldOp::create(b, loc,
-                       vector::LoadOp::create(b, loc, resultType, row.memref,
-                                              ValueRange{arith::AddIOp::create(
-                                                  b, loc, row.offsets, first)})
-                           .getResult());
+  Value at = arith::AddIOp::create(b, loc, row.offsets, first);
+  if (runPrefetch > 0)
+    memref::PrefetchOp::create(
+        b, loc, row.memref,
+        ValueRange{arith::AddIOp::create(
+            b, loc, at, arith::ConstantIndexOp::create(b, loc, runPrefetch))},
+        /*isWrite=*/false, /*localityHint=*/3, /*isDataCache=*/true);
+  scf::YieldOp::create(
+      b, loc,
+      vector::LoadOp::create(b, loc, resultType, row.memref, ValueRange{at})
+          .getResult());
   b.setInsertionPointToStart(ifRun.elseBlock());
   SmallVector<Value> gathered(clamped);
   gathered.back() = clampInto(capture, clamped.size() - 1, index, lanes);

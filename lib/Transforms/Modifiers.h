@@ -79,6 +79,16 @@ public:
   /// rows (queryReads): the region's value -> the value emitted for it.
   using ReadsAhead = DenseMap<Value, Value>;
 
+  /// Prefetch, at each read of a run of consecutive elements (readRun),
+  /// the element `elements` further along its row into L1 (0: none). A CPU
+  /// kernel that walks the keys a block at a time, each block for all its
+  /// rows, gives its key block: each row's next block then comes from
+  /// DRAM ahead of its use. (Hundreds of rows a block each make a stream
+  /// of their own, more than the hardware prefetchers follow: a
+  /// `bias[h, q_idx, kv_idx]` read at S = 2048 left f32 at 2.2x the dense
+  /// time, 1.3x with the prefetch.)
+  void prefetchRunsAhead(int64_t elements) { runPrefetch = elements; }
+
   bool hasScoreMod() const { return scoreMod; }
   bool hasMaskMod() const { return maskMod; }
 
@@ -203,6 +213,7 @@ private:
   Location loc;
   Region *scoreMod, *maskMod;
   ValueRange captures;
+  int64_t runPrefetch = 0;
   /// rangesOf's, per region (held apart: a reference outlives insertions).
   DenseMap<Region *, std::unique_ptr<IndexRanges>> ranges;
 };

@@ -9,8 +9,9 @@
 // time) the read is two masked loads and a permute of two registers, the
 // index clamped on i32 lanes, instead of the gather; in a longer contiguous
 // row, 16 consecutive elements inside it (checked at run time: the lanes'
-// indices against the first's plus 0..15) are one vector load, and only
-// other reads gather. Before the products, a block of rows to which the mask_mod
+// indices against the first's plus 0..15) are one vector load, with a
+// prefetch into L1 of the element a key block further (what the row reads
+// at the next block), and only other reads gather. Before the products, a block of rows to which the mask_mod
 // leaves no key is skipped (its keep bits or'ed). The score_mod's ops run
 // on vectors where they involve a key index and on scalars where not (the
 // head's slope is one clamped scalar load; the key-minus-row distance is
@@ -46,6 +47,8 @@
 //       CHECK:     %[[SAME:.+]] = arith.cmpi eq, %[[KEYSX]], %[[STEPS]] : vector<16xindex>
 //       CHECK:     vector.reduction <and>, %[[SAME]] : vector<16xi1> into i1
 //       CHECK:     scf.if %{{.+}} -> (vector<16xi32>) {
+//       CHECK:       %[[AHEAD:.+]] = arith.addi %[[FIRST]], %c64 : index
+//       CHECK:       memref.prefetch %[[DOCS]][%[[AHEAD]]], read, locality<3>, data : memref<?xi32>
 //       CHECK:       vector.load %[[DOCS]][%[[FIRST]]] : memref<?xi32>, vector<16xi32>
 //       CHECK:     } else {
 //       CHECK:     %[[JC:.+]] = arith.minsi %{{.+}}, %{{.+}} : vector<16xindex>

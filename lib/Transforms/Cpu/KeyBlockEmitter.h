@@ -67,6 +67,11 @@ protected:
                                [&](Value v, int64_t i) { return dim(v, i); });
     std::tie(left, right) = op.getBandOffsets();
     allocateBlockState(keyPairs);
+    // Key blocks outside, rows inside: a read along a row's keys fetches
+    // what the row reads at the next block (ModifierEmitter; in time where
+    // the block's rows are a tile's, too early for the backward's long
+    // groups, where it measured neutral).
+    modifiers.prefetchRunsAhead(kBlockKeys);
   }
 
   /// Key block `block` of key/value head `kvHead` into `keysT` (keys past

@@ -50,6 +50,10 @@ void PackedKernel::emitPackedHead(Value batch, Value head, Value kvHead,
                               ValueRange{row, cst(0)});
     });
   llvm::SaveAndRestore keepSums(vectorSums, sums);
+  // Each key block serves every row of the tile: a modifier's read along
+  // a row's keys (bias[h, q_idx, kv_idx]) fetches what the row reads at
+  // the next block.
+  modifiers.prefetchRunsAhead(keyBlock);
   // The block table is consulted per block of rows too: a tile of 256
   // rows spans two of its 128-row blocks, whose keys differ (diagonal
   // blocks of 128: 2.4·d of the dense time with the tile's check alone).
