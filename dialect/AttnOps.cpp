@@ -308,10 +308,12 @@ LogicalResult verifyModifiers(const AttentionView &view) {
     auto type = cast<ShapedType>(capture.getType());
     Type element = type.getElementType();
     if (type.getRank() < 1 || type.getRank() > 4 ||
-        !(element.isF32() || element.isInteger(32) || element.isInteger(64)))
+        !(element.isF32() || element.isInteger(8) || element.isInteger(32) ||
+          element.isInteger(64)))
       return op->emitOpError()
              << "capture " << index
-             << " must be a tensor of rank 1 to 4 of f32, i32 or i64, found "
+             << " must be a tensor of rank 1 to 4 of f32, i8 (bools, a byte "
+                "each), i32 or i64, found "
              << type;
     if (!read.test(index))
       return op->emitOpError()

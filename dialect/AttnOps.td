@@ -964,7 +964,8 @@ def Attn_CapturedOp : Attn_Op<"captured", [Pure]> {
     In a `score_mod` or `mask_mod` region of an attention-like op, reads
     element `indices` of the op's captured operand number `capture`
     (`captures(...)`): a bias table, per-head slopes, document ids. The
-    result type is the capture's element type (f32, i32 or i64) and there is
+    result type is the capture's element type (f32, i8 for bools, i32 or
+    i64) and there is
     one index per dim. An index outside the capture reads the nearest
     element (it is clamped into [0, size − 1]), so that a modifier never
     reads out of bounds (docs/spec.md, "Score and mask modifiers").
@@ -974,7 +975,7 @@ def Attn_CapturedOp : Attn_Op<"captured", [Pure]> {
     ```
   }];
   let arguments = (ins I64Attr:$capture, Variadic<Index>:$indices);
-  let results = (outs AnyTypeOf<[F32, I32, I64]>:$result);
+  let results = (outs AnyTypeOf<[F32, I8, I32, I64]>:$result);
   let assemblyFormat = [{
     $capture `[` $indices `]` attr-dict `:` type($result)
   }];

@@ -305,9 +305,10 @@ std::string attn::kernelHeader(const std::vector<KernelSpec> &specs,
     std::ostringstream text;
     for (auto [index, capture] : llvm::enumerate(spec.captures)) {
       text << " * args->captures[" << index << "]: "
-           << (capture.type == CaptureType::F32   ? "f32"
-               : capture.type == CaptureType::I32 ? "i32"
-                                                  : "i64")
+           << (capture.type == CaptureType::F32    ? "f32"
+               : capture.type == CaptureType::Bool ? "bool (a byte each)"
+               : capture.type == CaptureType::I32  ? "i32"
+                                                   : "i64")
            << " [";
       for (int d = 0; d < capture.rank; ++d)
         text << (d ? ", " : "")

@@ -89,6 +89,8 @@ Type captureElementType(MLIRContext *ctx, CaptureType type) {
   switch (type) {
   case CaptureType::F32:
     return Float32Type::get(ctx);
+  case CaptureType::Bool:
+    return IntegerType::get(ctx, 8);
   case CaptureType::I32:
     return IntegerType::get(ctx, 32);
   case CaptureType::I64:
@@ -599,9 +601,10 @@ bool captureSpecs(mlir::attn::AttentionOp op, KernelSpec &spec,
     auto type = cast<ShapedType>(capture.getType());
     CaptureSpec c;
     Type element = type.getElementType();
-    c.type = element.isF32()          ? CaptureType::F32
+    c.type = element.isF32()         ? CaptureType::F32
+             : element.isInteger(8)  ? CaptureType::Bool
              : element.isInteger(32) ? CaptureType::I32
-                                      : CaptureType::I64;
+                                     : CaptureType::I64;
     c.rank = static_cast<int>(type.getRank());
     for (int d = 0; d < c.rank; ++d)
       c.staticSizes[d] =

@@ -14,7 +14,19 @@ using namespace attn;
 namespace {
 
 size_t elementSize(attn_dtype type) {
-  return type == ATTN_F32 ? 4 : type == ATTN_BOOL ? 1 : 2;
+  switch (type) {
+  case ATTN_BOOL:
+    return 1;
+  case ATTN_F16:
+  case ATTN_BF16:
+    return 2;
+  case ATTN_F32:
+  case ATTN_I32:
+    return 4;
+  case ATTN_I64:
+    return 8;
+  }
+  return 4;
 }
 
 attn_dtype dtypeOf(ElementType type) {
@@ -301,7 +313,7 @@ void attn::makeProblemData(const Problem &p, ProblemData &data) {
   if (p.modifiers && p.modifiers->captures) {
     data.captureValues = p.modifiers->captures(p);
     for (CaptureValues &capture : data.captureValues) {
-      size_t width = capture.type == ATTN_I64 ? 8 : 4;
+      size_t width = elementSize(capture.type);
       std::vector<uint8_t> bytes(std::max<size_t>(capture.values.size(), 1) *
                                  width);
       for (size_t e = 0; e < capture.values.size(); ++e)

@@ -142,9 +142,9 @@ ModifierPtr shortTables() {
 }
 
 /// Tensors read at every position, along the keys of each row: a bias
-/// [Hq, Sq, Sk] f32 at [h, i, j] and a keep mask [B, Sq, Sk] i32 at
-/// [b, i, j] (a quarter of it 0), which f32's kernel choice reads with keys
-/// in lanes (readsRowsAlongKeys).
+/// [Hq, Sq, Sk] f32 at [h, i, j] and a keep mask [B, Sq, Sk] of bools (a
+/// byte each) at [b, i, j] (a quarter of it false), which f32's kernel
+/// choice reads with keys in lanes (readsRowsAlongKeys).
 ModifierPtr positions() {
   auto m = std::make_shared<ModifierCase>();
   m->regions = R"(score_mod {
@@ -154,12 +154,12 @@ ModifierPtr positions() {
       attn.yield %r : f32
     } mask_mod {
     ^bb0(%b: index, %h: index, %i: index, %j: index):
-      %zero = arith.constant 0 : i32
-      %kept = attn.captured 1 [%b, %i, %j] : i32
-      %keep = arith.cmpi ne, %kept, %zero : i32
+      %zero = arith.constant 0 : i8
+      %kept = attn.captured 1 [%b, %i, %j] : i8
+      %keep = arith.cmpi ne, %kept, %zero : i8
       attn.yield %keep : i1
     })";
-  m->captureTypes = {"tensor<?x?x?xf32>", "tensor<?x?x?xi32>"};
+  m->captureTypes = {"tensor<?x?x?xf32>", "tensor<?x?x?xi8>"};
   m->captures = [](const Problem &p) {
     int64_t rows = std::max<int64_t>(p.seqQ, 1),
             keys = std::max<int64_t>(p.seqK, 1);
@@ -168,7 +168,7 @@ ModifierPtr positions() {
     bias.shape = {p.headsQ, rows, keys};
     bias.values = uniform(p.seed + 13, p.headsQ * rows * keys, -2.0, 2.0);
     CaptureValues keep;
-    keep.type = ATTN_I32;
+    keep.type = ATTN_BOOL;
     keep.shape = {p.batch, rows, keys};
     for (double u : uniform(p.seed + 17, p.batch * rows * keys, 0.0, 1.0))
       keep.values.push_back(u < 0.25 ? 0.0 : 1.0);
@@ -504,8 +504,8 @@ const std::vector<NamedModifier> &attn::namedModifiers() {
        "j - i",
        shortTables},
       {"positions",
-       "a bias [Hq, Sq, Sk] f32 at [h, i, j] and a keep mask [B, Sq, Sk] i32 "
-       "at [b, i, j]",
+       "a bias [Hq, Sq, Sk] f32 at [h, i, j] and a keep mask [B, Sq, Sk] of "
+       "bools at [b, i, j]",
        positions},
       {"documents",
        "document masking: query ids [Sq] i32 equal to key ids [Sk] i64",

@@ -27,8 +27,9 @@ namespace attn {
 enum class ElementType { F32, F16, BF16 };
 enum class MaskKind { None, Bool, Bias };
 enum class Alignment { TopLeft, BottomRight };
-/// The element type of a tensor that modifiers capture (attn_dtype's).
-enum class CaptureType { F32 = 0, I32 = 4, I64 = 5 };
+/// The element type of a tensor that modifiers capture (attn_dtype's):
+/// Bool is a byte an element (i8 in the IR, 0 = false).
+enum class CaptureType { F32 = 0, Bool = 3, I32 = 4, I64 = 5 };
 /// Linear attention's feature map (attn.linear's, in the same order).
 enum class FeatureMap { EluPlusOne = 0, Relu = 1, Identity = 2 };
 

@@ -212,7 +212,8 @@ class _Captures:
             raise Error(f"{where}: a captured tensor is complex ({tensor.dtype})")
         is_bool = tensor.dtype == torch.bool
         data = _capture_data(tensor)
-        element = {torch.float32: "f32", torch.int64: "i64"}.get(data.dtype, "i32")
+        element = {torch.float32: "f32", torch.int64: "i64", torch.bool: "i8"}.get(
+            data.dtype, "i32")
         index = len(self.tensors)
         if index >= 8:
             raise Error(f"{where}: more than 8 captured tensors (the kernels take at most 8)")
@@ -860,15 +861,15 @@ class _Trace(NamedTuple):
 
 
 def _capture_data(tensor: Tensor) -> Tensor:
-    """A captured tensor as the kernel reads it: floats as f32, 64-bit
-    integers as they are, the other integers and bools (uint8, int8, int16,
-    int32) as i32, at least 1-D."""
+    """A captured tensor as the kernel reads it: floats as f32, bools and
+    64-bit integers as they are (bools a byte each, i8 in the kernel), the
+    other integers (uint8, int8, int16, int32) as i32, at least 1-D."""
     data = tensor.detach()
     if data.dim() == 0:
         data = data.reshape(1)
     if data.is_floating_point():
         return data.to(torch.float32)
-    return data if data.dtype == torch.int64 else data.to(torch.int32)
+    return data if data.dtype in (torch.int64, torch.bool) else data.to(torch.int32)
 
 
 class Modifiers:
@@ -911,7 +912,7 @@ class Modifiers:
                     except KeyError:
                         break
         self.source, self.score_reads = trace.source, trace.score_reads
-        self.mask_dims = _mask_dims(self.source, self._held)
+        self.bias_dims = _bias_dims(self.source, len(self._held))
         # The caller's tensors that require grad (a trained bias table),
         # which the score_mod reads: their gradient is recomputed.
         self.trained = [t for t in self._held if t.requires_grad]
@@ -1702,14 +1703,13 @@ def flex_attention(query: Tensor, key: Tensor, value: Tensor,
     from . import _torch
 
     with_lse = return_lse or _torch._needs_grad(query, key, value, sinks)
-    mask = _as_attn_mask(modifiers, query, key)
-    if mask is not None:
-        # score + T[b, h, q_idx, kv_idx], or a keep mask T[b, h, q_idx,
-        # kv_idx] of bool T: T (a view of it) as the attn_mask, which the
-        # kernels read a block of rows at a time by vector loads; a bias's
-        # gradient, where T requires one, is the mask's.
+    bias = _bias_as_mask(modifiers, query, key)
+    if bias is not None:
+        # score + T[b, h, q_idx, kv_idx]: T (a view of it) as an additive
+        # attn_mask, which the kernels read a block of rows at a time by
+        # vector loads; its gradient, where T requires one, is the mask's.
         return _torch.scaled_dot_product_attention(
-            query, key, value, mask, False, scale, bool(enable_gqa), "top_left", None, None,
+            query, key, value, bias, False, scale, bool(enable_gqa), "top_left", None, None,
             None, bool(return_lse), 0.0, None, sinks)
     if modifiers.source is None:
         # Plain attention (which computes the LSE itself when a gradient
@@ -1750,63 +1750,40 @@ _BIAS_SCORE_MOD = re.compile(
     r"    attn\.yield %v1 : f32\n"
     r"  \} ->")
 
-#: A mask_mod that returns one element of a captured bool tensor at (some of
-#: b, h in order, then) q_idx, kv_idx, under its block mask's table (the
-#: last capture), as _trace writes it.
-_KEEP_MASK_MOD = re.compile(
-    r"  mask_mod \{\n"
-    r"  \^bb0\(%b: index, %h: index, %q_idx: index, %kv_idx: index\):\n"
-    r"    %v0 = attn\.captured 0 \[(?P<indices>(?:%b, )?(?:%h, )?%q_idx, %kv_idx)\] : i32\n"
-    r"    %v1 = arith\.constant 0 : i32\n"
-    r"    %v2 = arith\.cmpi ne, %v0, %v1 : i32\n"
-    r"    attn\.yield %v2 : i1\n"
-    r"  \} \{attn\.block_mask = ")
-
-#: The attn_mask dim of each index a bias score_mod or keep mask_mod reads.
+#: The attn_mask dim of each index a bias score_mod reads.
 _MASK_DIMS = {"%b": 0, "%h": 1, "%q_idx": 2, "%kv_idx": 3}
 
 
-def _mask_dims(source: Optional[str], held: List[Tensor]) -> Optional[List[int]]:
+def _bias_dims(source: Optional[str], captures: int) -> Optional[List[int]]:
     """For modifiers that are only `score + T[b, h, q_idx, kv_idx]` (b and h
-    optional; a per-position bias, learned or not, and no block mask), or
-    only a block mask whose mask_mod returns `T[b, h, q_idx, kv_idx]` of a
-    bool T (a keep mask as a tensor): the attn_mask dim of each of T's
-    indices. Read from the traced text (as the trace is made, outside
-    torch.compile's graph)."""
-    if source is None or not held:
+    optional; a per-position bias, learned or not): the attn_mask dim of
+    each of T's indices. Read from the traced text (as the trace is made,
+    outside torch.compile's graph)."""
+    if (source is None or captures != 1 or "mask_mod" in source
+            or "attn.block_mask" in source):
         return None
-    if "mask_mod" not in source and len(held) == 1:
-        match = _BIAS_SCORE_MOD.search(source)
-    elif "score_mod" not in source and len(held) == 2 and held[0].dtype == torch.bool:
-        # (A table whose promises do not hold is applied by a mask_mod of
-        # its own, _as_listed: the pattern does not match it.)
-        match = _KEEP_MASK_MOD.search(source)
-    else:
-        return None
+    match = _BIAS_SCORE_MOD.search(source)
     if match is None:
         return None
     return [_MASK_DIMS[name] for name in match["indices"].split(", ")]
 
 
-def _as_attn_mask(modifiers: Modifiers, query: Tensor, key: Tensor) -> Optional[Tensor]:
-    """For a call whose modifiers are a per-position bias or a bool keep
-    mask (_mask_dims), its tensor T as the [B, H, L, S] attn_mask that
-    computes the same: a view, its dims past the call's sizes cut, a dim of
-    1 broadcast (as the modifier's clamped index reads it too). None where
-    that is not exact: a bias T of another dtype than the query's (the
-    score_mod adds it in f32; the mask path takes the query's dtype), or a
-    dim of T between 1 and the call's size (whose clamped reads repeat its
-    last element). The kernels with a mask read it a block of rows at a time
-    by vector loads, a bool mask as its bytes; through the modifiers, a bool
-    tensor is converted to int32 at every call (128 MiB for [8, 2048,
-    2048]), and f32's rows-in-lanes kernel would gather a column of T a key."""
-    dims = modifiers.mask_dims
+def _bias_as_mask(modifiers: Modifiers, query: Tensor, key: Tensor) -> Optional[Tensor]:
+    """For a call whose modifiers are a per-position bias (_bias_dims), its
+    tensor T as the additive [B, H, L, S] attn_mask that computes the same:
+    a view, its dims past the call's sizes cut, a dim of 1 broadcast (as
+    the score_mod's clamped index reads it too). None where that is not
+    exact: T of another dtype than the query's (the score_mod adds it in
+    f32; the mask path takes the query's dtype), or a dim of T between 1
+    and the call's size (whose clamped reads repeat its last element). The
+    kernels with a mask read it by vector loads; through the score_mod,
+    f32's rows in lanes read a column of T a key (2x the time)."""
+    dims = modifiers.bias_dims
     if dims is None:
         return None
     table = modifiers._held[0]
     sizes = (query.shape[0], query.shape[1], query.shape[2], key.shape[2])
-    wanted = torch.bool if table.dtype == torch.bool else query.dtype
-    if table.dtype != wanted or table.dim() != len(dims) or 0 in sizes:
+    if table.dtype != query.dtype or table.dim() != len(dims) or 0 in sizes:
         return None
     mask = table
     for axis, dim in enumerate(dims):

@@ -241,7 +241,7 @@ attn_tensor toTensor(const Array &array, const std::string &role,
         ATTN_ERROR_INVALID_ARGUMENT,
         std::string(role) + ": element type is " + dtypeText(dtype) + " (" +
             std::to_string(dtype.bits) + " bits) but attn takes " +
-            (integers ? "float32, int32 or int64 for captured tensors"
+            (integers ? "float32, bool, int32 or int64 for captured tensors"
                       : "float32, float16, bfloat16 (and bool for masks)"));
   tensor.data = const_cast<void *>(static_cast<const void *>(array.data()));
   tensor.rank = static_cast<int32_t>(array.ndim());

@@ -510,11 +510,13 @@ def test_bias_that_is_not_a_mask_stays_a_score_mod(monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
-def test_bool_tensor_mask_mod_runs_as_a_mask(dtype, monkeypatch):
-    # A block mask whose mask_mod returns T[b?, h?, q_idx, kv_idx] of a
-    # bool T is T as a keep mask: a view (T's dims past the call's cut, a
-    # dim of 1 broadcast), with GQA, the LSE (rows with nothing kept: O = 0,
-    # LSE = -inf) and sinks; its result is the mask_mod's.
+def test_bool_tensor_mask_mod_reads_its_bytes(dtype, monkeypatch):
+    # A mask_mod that returns T[b?, h?, q_idx, kv_idx] of a bool T: the
+    # kernel reads T's bytes as they are (no int32 copy; with keys in lanes,
+    # 16 a load), with GQA, the LSE (rows with nothing kept: O = 0, LSE =
+    # -inf) and sinks, T larger than the call or broadcast over b or h; and
+    # T negated or combined, beside a score_mod, or under lists that do not
+    # agree with it (a block left out of them is excluded whatever T says).
     masks = _spy_masks(monkeypatch)
     g = torch.Generator().manual_seed(48)
     q, k, v = random_qkv(2, 4, 2, 37, 45, 16, 24, dtype, seed=49)
@@ -522,43 +524,28 @@ def test_bool_tensor_mask_mod_runs_as_a_mask(dtype, monkeypatch):
     larger = torch.rand(3, 4, 50, 64, generator=g) > 0.3
     larger[1, 2, 5] = False  # a row with nothing kept
     per_head = torch.rand(4, 37, 45, generator=g) > 0.5
-    per_batch = torch.rand(2, 37, 45, generator=g) > 0.5
     shared = torch.rand(37, 45, generator=g) > 0.5
     cases = [
-        (lambda b, h, i, j: larger[b, h, i, j], [2, 4, 37, 45], None),
-        (lambda b, h, i, j: per_head[h, i, j], [1, 4, 37, 45], sinks),
-        (lambda b, h, i, j: per_batch[b, i, j], [2, 1, 37, 45], None),
-        (lambda b, h, i, j: shared[i, j], [1, 1, 37, 45], sinks),
+        (lambda b, h, i, j: larger[b, h, i, j], None),
+        (lambda b, h, i, j: per_head[h, i, j], sinks),
+        (lambda b, h, i, j: shared[i, j], sinks),
+        (lambda b, h, i, j: ~per_head[h, i, j], None),
+        (lambda b, h, i, j: shared[i, j] & (i >= j), None),
     ]
-    for mask_mod, shape, with_sinks in cases:
-        masks.clear()
+    for mask_mod, with_sinks in cases:
         check(q, k, v, None, mask_mod, enable_gqa=True, sinks=with_sinks)
-        assert len(masks) == 1 and list(masks[0].shape) == shape
-        assert masks[0].dtype == torch.bool
-
-
-def test_bool_tensor_mask_mod_that_is_not_a_mask_stays_a_mask_mod(monkeypatch):
-    # Where T as a keep mask would not compute the same, the kernel
-    # evaluates the mask_mod: T negated or combined, a score_mod beside it,
-    # an integer T, and lists that do not agree with the mask_mod (a block
-    # left out of them is excluded whatever T says).
-    masks = _spy_masks(monkeypatch)
-    g = torch.Generator().manual_seed(50)
-    q, k, v = random_qkv(1, 2, 2, 37, 45, 16, 16, torch.float32, seed=51)
-    keep = torch.rand(2, 37, 45, generator=g) > 0.3
-    check(q, k, v, None, lambda b, h, i, j: ~keep[h, i, j])
-    check(q, k, v, None, lambda b, h, i, j: keep[h, i, j] & (i >= j))
-    check(q, k, v, lambda s, b, h, i, j: s * 0.5, lambda b, h, i, j: keep[h, i, j])
-    check(q, k, v, None, lambda b, h, i, j: keep.int()[h, i, j] != 0)
+    check(q, k, v, lambda s, b, h, i, j: s * 0.5, cases[1][0], enable_gqa=True)
+    block_mask = attn.create_block_mask(cases[0][0], None, None, 37, 45, BLOCK_SIZE=16)
+    captures = attn._flex._traced(None, block_mask).captures
+    assert captures[0].dtype == torch.bool and captures[0].data_ptr() == larger.data_ptr()
     counts = torch.tensor([[[1, 1, 1]]], dtype=torch.int32)
     indices = torch.tensor([[[[0, 0, 0], [1, 0, 0], [0, 0, 0]]]], dtype=torch.int32)
     listed = attn.BlockMask.from_kv_blocks(counts, indices, BLOCK_SIZE=16,
-                                           mask_mod=lambda b, h, i, j: keep[h, i, j],
-                                           seq_lengths=(37, 45))
-    out = attn.flex_attention(q, k, v, block_mask=listed)
-    ref, _ = reference(q, k, v, mask_mod=lambda b, h, i, j: keep[h, i, j] & (
+                                           mask_mod=cases[1][0], seq_lengths=(37, 45))
+    out = attn.flex_attention(q, k, v, block_mask=listed, enable_gqa=True)
+    ref, _ = reference(q, k, v, mask_mod=lambda b, h, i, j: per_head[h, i, j] & (
         j // 16 == torch.tensor([0, 1, 0])[(i // 16).clamp(max=2)]))
-    assert relative_error(out, ref) <= 1e-5
+    assert relative_error(out, ref) <= TOLERANCE[dtype]
     assert masks == []
 
 

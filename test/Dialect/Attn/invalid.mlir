@@ -1352,7 +1352,7 @@ func.func @captures_without_modifiers(%q: tensor<1x1x8x16xf32>, %c: tensor<4xf32
 // -----
 
 func.func @capture_type(%q: tensor<1x1x8x16xf32>, %c: tensor<4xf16>, %o: tensor<1x1x8x16xf32>) -> tensor<1x1x8x16xf32> {
-  // expected-error @+1 {{capture 0 must be a tensor of rank 1 to 4 of f32, i32 or i64, found 'tensor<4xf16>'}}
+  // expected-error @+1 {{capture 0 must be a tensor of rank 1 to 4 of f32, i8 (bools, a byte each), i32 or i64, found 'tensor<4xf16>'}}
   %r = attn.attention ins(%q, %q, %q : tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>)
       captures(%c : tensor<4xf16>)
       outs(%o : tensor<1x1x8x16xf32>)

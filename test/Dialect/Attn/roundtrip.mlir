@@ -461,6 +461,29 @@ func.func @modifiers(%q: tensor<1x8x?x16xf32>, %k: tensor<1x2x?x16xf32>,
 
 // -----
 
+// A bool tensor captured as its bytes (i8, 0 = false).
+// CHECK-LABEL: func @bool_capture
+// CHECK: captures(%{{.+}} : tensor<?x?xi8>)
+// CHECK: %[[KEPT:.+]] = attn.captured 0[%{{.+}}, %{{.+}}] : i8
+// CHECK-NEXT: arith.cmpi ne, %[[KEPT]], %{{.+}} : i8
+func.func @bool_capture(%q: tensor<1x8x?x16xf32>, %k: tensor<1x2x?x16xf32>,
+                        %v: tensor<1x2x?x16xf32>, %keep: tensor<?x?xi8>,
+                        %o: tensor<1x8x?x16xf32>) -> tensor<1x8x?x16xf32> {
+  %r = attn.attention ins(%q, %k, %v : tensor<1x8x?x16xf32>, tensor<1x2x?x16xf32>, tensor<1x2x?x16xf32>)
+      captures(%keep : tensor<?x?xi8>) outs(%o : tensor<1x8x?x16xf32>)
+      mask_mod {
+      ^bb0(%b: index, %h: index, %i: index, %j: index):
+        %zero = arith.constant 0 : i8
+        %kept = attn.captured 0 [%i, %j] : i8
+        %keep_it = arith.cmpi ne, %kept, %zero : i8
+        attn.yield %keep_it : i1
+      }
+      -> tensor<1x8x?x16xf32>
+  return %r : tensor<1x8x?x16xf32>
+}
+
+// -----
+
 // A mask_mod alone on the weights op (on memrefs).
 // CHECK-LABEL: func @weights_mask_mod
 // CHECK: attn.attention_weights ins({{.+}}) outs({{.+}}) mask_mod {
