@@ -47,6 +47,11 @@ def modifiers(torch, seq: int, heads: int, dtype):
                             generator=torch.Generator().manual_seed(1))
     packed = torch.repeat_interleave(torch.arange(len(lengths)), lengths)[:seq]
     packed = packed.to(torch.int32)
+    # A keep mask held as a bool tensor (causal, a tenth of the rest left
+    # out at random): the kernels read its bytes, and skip the blocks above
+    # the diagonal by the block mask.
+    keep = torch.tril(torch.ones(seq, seq, dtype=torch.bool)) & (
+        torch.rand(heads, seq, seq, generator=torch.Generator().manual_seed(3)) > 0.1)
 
     def alibi(score, b, h, q_idx, kv_idx):
         return score - slopes[h] * (q_idx - kv_idx).abs()
@@ -56,6 +61,9 @@ def modifiers(torch, seq: int, heads: int, dtype):
 
     def causal(b, h, q_idx, kv_idx):
         return q_idx >= kv_idx
+
+    def keep_tensor(b, h, q_idx, kv_idx):
+        return keep[h, q_idx, kv_idx]
 
     def document(b, h, q_idx, kv_idx):
         return documents[q_idx] == documents[kv_idx]
@@ -79,6 +87,7 @@ def modifiers(torch, seq: int, heads: int, dtype):
         "alibi score_mod": (alibi, None, None),
         "alibi + causal": (alibi, causal, None),
         "per-position bias": (position_bias, None, {"attn_mask": bias[None]}),
+        "bool tensor mask_mod": (None, keep_tensor, {"attn_mask": keep[None]}),
         "documents": (None, document, None),
         "documents + causal": (None, document_causal, None),
         "packed documents 20-199": (None, packed_document, None),
