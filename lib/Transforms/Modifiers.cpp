@@ -766,11 +766,10 @@ bool mlir::attn::readsRowsAlongKeys(Operation *op) {
     // vary with kv_idx. Results of ops with regions vary with both.
     DenseSet<Value> byRow = {row}, alongKeys = {key}, byKey = {key};
     bool found = false;
-    for (Operation &op : block.without_terminator()) {
-      Operation *inner = &op;
+    for (Operation &inner : block.without_terminator()) {
       auto any = [&](const DenseSet<Value> &set) {
-        return inner->getNumRegions() != 0 ||
-               llvm::any_of(inner->getOperands(),
+        return inner.getNumRegions() != 0 ||
+               llvm::any_of(inner.getOperands(),
                             [&](Value v) { return set.contains(v); });
       };
       bool rowVaries = any(byRow), keyVaries = any(byKey);
@@ -781,18 +780,19 @@ bool mlir::attn::readsRowsAlongKeys(Operation *op) {
                  llvm::none_of(indices.drop_back(),
                                [&](Value v) { return byKey.contains(v); });
       }
+      // kv_idx plus what does not vary with it: first + (1 per key).
+      auto alongPlusFixed = [&](Value along, Value fixed) {
+        return alongKeys.contains(along) && !byKey.contains(fixed);
+      };
       bool along = false;
       if (isa<arith::IndexCastOp, arith::IndexCastUIOp, arith::ExtSIOp>(inner))
-        along = alongKeys.contains(inner->getOperand(0));
+        along = alongKeys.contains(inner.getOperand(0));
       else if (isa<arith::AddIOp>(inner))
-        along = (alongKeys.contains(inner->getOperand(0)) &&
-                 !byKey.contains(inner->getOperand(1))) ||
-                (alongKeys.contains(inner->getOperand(1)) &&
-                 !byKey.contains(inner->getOperand(0)));
+        along = alongPlusFixed(inner.getOperand(0), inner.getOperand(1)) ||
+                alongPlusFixed(inner.getOperand(1), inner.getOperand(0));
       else if (isa<arith::SubIOp>(inner))
-        along = alongKeys.contains(inner->getOperand(0)) &&
-                !byKey.contains(inner->getOperand(1));
-      for (Value result : inner->getResults()) {
+        along = alongPlusFixed(inner.getOperand(0), inner.getOperand(1));
+      for (Value result : inner.getResults()) {
         if (rowVaries)
           byRow.insert(result);
         if (keyVaries)
