@@ -198,7 +198,6 @@ class _Captures:
     def __init__(self):
         self.tensors: List[Tensor] = []
         self.types: List[str] = []
-        self.bool: List[bool] = []
         self._index: dict = {}
         self._held: List[Tensor] = []  # the caller's: each id() unique while tracing
 
@@ -210,7 +209,6 @@ class _Captures:
             raise Error(f"{where}: a captured tensor has {tensor.dim()} dims; at most 4 are supported")
         if tensor.is_complex():
             raise Error(f"{where}: a captured tensor is complex ({tensor.dtype})")
-        is_bool = tensor.dtype == torch.bool
         data = _capture_data(tensor)
         element = {torch.float32: "f32", torch.int64: "i64", torch.bool: "i8"}.get(
             data.dtype, "i32")
@@ -221,7 +219,6 @@ class _Captures:
         self._held.append(tensor)
         self.tensors.append(data)
         self.types.append("tensor<" + "?x" * data.dim() + element + ">")
-        self.bool.append(is_bool)
         return index
 
     def rank(self, index: int) -> int:
@@ -539,7 +536,7 @@ class _Region:
         read = self.emit(f"attn.captured {view.capture} [{names}] : {element}", element)
         if element == _F32:
             return read
-        if self.captures.bool[view.capture]:
+        if element == "i8":  # a bool tensor's bytes: PyTorch's bool(x) is x != 0
             zero = self.emit(f"arith.constant 0 : {element}", element)
             return self.emit(f"arith.cmpi ne, {read.name}, {zero.name} : {element}", _I1)
         return self.emit(f"arith.index_cast {read.name} : {element} to index", _INDEX)
