@@ -10,6 +10,7 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/SaveAndRestore.h"
 
 #include <cmath>
 #include <limits>
@@ -45,6 +46,16 @@ Value ModifierEmitter::keep(ArrayRef<Value> indices, int64_t lanes,
   if (auto vector = dyn_cast<VectorType>(kept.getType()))
     promised = vector::BroadcastOp::create(b, loc, vector, promised);
   return arith::OrIOp::create(b, loc, kept, promised);
+}
+
+void ModifierEmitter::prefetchReads(ArrayRef<Value> indices, int64_t lanes,
+                                    int64_t span) {
+  llvm::SaveAndRestore prefetching(prefetchSpan, span);
+  if (scoreMod)
+    score(floatConstant(VectorType::get({lanes}, b.getF32Type()), 0.0),
+          indices);
+  if (maskMod)
+    keep(indices, lanes);
 }
 
 ModifierEmitter::ReadsAhead ModifierEmitter::readsBy(unsigned fromEnd,
@@ -309,6 +320,11 @@ Value ModifierEmitter::emit(Region &region, ArrayRef<Value> arguments,
   // first argument, whose own is 1) or in the element `seed` reads; a value
   // absent from it has 0.
   DenseMap<Value, Value> derivatives;
+  // prefetchReads: the values that vary with q_idx (the reads of other
+  // values are the same at every row, and in the cache).
+  DenseSet<Value> byRow;
+  if (prefetchSpan > 0)
+    byRow.insert(block.getArgument(block.getNumArguments() - 2));
   if (derivative && !seed)
     derivatives[block.getArgument(0)] =
         floatConstant(arguments[0].getType(), 1.0);
@@ -336,6 +352,19 @@ Value ModifierEmitter::emit(Region &region, ArrayRef<Value> arguments,
     for (Value operand : op.getOperands()) {
       operands.push_back(mapping.lookup(operand));
       varies |= isa<VectorType>(operands.back().getType());
+    }
+    if (prefetchSpan > 0 && llvm::any_of(op.getOperands(), [&](Value v) {
+          return byRow.contains(v);
+        }))
+      byRow.insert(op.result_begin(), op.result_end());
+    if (auto captured = dyn_cast<CapturedOp>(op);
+        captured && prefetchSpan > 0 && !byRow.contains(captured.getResult())) {
+      Type type = captured.getType();
+      if (varies)
+        type = VectorType::get({lanes}, type);
+      mapping.map(captured.getResult(),
+                  arith::ConstantOp::create(b, loc, type, b.getZeroAttr(type)));
+      continue;
     }
     if (auto captured = dyn_cast<CapturedOp>(op)) {
       bool seeded = &op == seed;
@@ -411,6 +440,26 @@ Value ModifierEmitter::read(unsigned number, ArrayRef<Value> indices,
   if (lanes == 0)
     return memref::LoadOp::create(b, loc, capture, clamped);
   auto resultType = VectorType::get({lanes}, element);
+  if (prefetchSpan > 0) {
+    // prefetchReads: the cache lines of the run from the first lane's
+    // element on (clamped into the row); nothing for a gather.
+    if (alongRow) {
+      Value first = vector::ExtractOp::create(b, loc, indices[last],
+                                              ArrayRef<int64_t>{0});
+      int64_t bytes = std::max(1u, element.getIntOrFloatBitWidth() / 8);
+      for (int64_t offset : runLineOffsets(prefetchSpan, bytes)) {
+        clamped[last] = clampInto(
+            capture, last,
+            arith::AddIOp::create(
+                b, loc, first, arith::ConstantIndexOp::create(b, loc, offset)),
+            0);
+        memref::PrefetchOp::create(b, loc, capture, clamped, /*isWrite=*/false,
+                                   /*localityHint=*/2, /*isDataCache=*/true);
+      }
+    }
+    return arith::ConstantOp::create(b, loc, resultType,
+                                     b.getZeroAttr(resultType));
+  }
   if (!alongRow)
     return gather(capture, clamped, resultType);
   return readAlongRow(capture, clamped, indices[last], resultType);
@@ -805,6 +854,18 @@ bool mlir::attn::readsRowsAlongKeys(Operation *op) {
       return true;
   }
   return false;
+}
+
+SmallVector<int64_t> mlir::attn::runLineOffsets(int64_t elements,
+                                                int64_t bytes) {
+  constexpr int64_t kLineBytes = 64;
+  SmallVector<int64_t> offsets;
+  for (int64_t e = 0; e < elements;
+       e += std::max<int64_t>(1, kLineBytes / bytes))
+    offsets.push_back(e);
+  if (elements > 1)
+    offsets.push_back(elements - 1);
+  return offsets;
 }
 
 std::pair<Value, Value>

@@ -54,6 +54,11 @@ std::pair<Value, Value> blockTableEntries(OpBuilder &b, Location loc,
                                           Value count, Value blockStart,
                                           Value blockKeys);
 
+/// The offsets (in elements of `bytes` bytes) at which prefetches fetch the
+/// cache lines of a run of `elements` consecutive elements: one a line, and
+/// the last element (a run that does not start a line ends in one more).
+SmallVector<int64_t> runLineOffsets(int64_t elements, int64_t bytes);
+
 /// Whether a modifier of attention-like `op` reads a captured tensor at
 /// positions that vary with q_idx as well as kv_idx, its last index being
 /// kv_idx plus what does not vary with kv_idx (`mask[b, h, q_idx, kv_idx]`,
@@ -88,6 +93,13 @@ public:
   /// `bias[h, q_idx, kv_idx]` read at S = 2048 left f32 at 2.2x the dense
   /// time, 1.3x with the prefetch.)
   void prefetchRunsAhead(int64_t elements) { runPrefetch = elements; }
+
+  /// Prefetches into L2 the `span` elements from what each of the regions'
+  /// reads along a row of a captured tensor (readRun's) loads at global
+  /// indices `indices` (j a vector of `lanes` keys), loading nothing else:
+  /// the reads whose indices vary with q_idx, for rows that the kernel
+  /// reaches later (KeyBlockEmitter::prefetchRowBlock).
+  void prefetchReads(ArrayRef<Value> indices, int64_t lanes, int64_t span);
 
   bool hasScoreMod() const { return scoreMod; }
   bool hasMaskMod() const { return maskMod; }
@@ -214,6 +226,8 @@ private:
   Region *scoreMod, *maskMod;
   ValueRange captures;
   int64_t runPrefetch = 0;
+  /// prefetchReads' span while it emits the regions (0 otherwise).
+  int64_t prefetchSpan = 0;
   /// rangesOf's, per region (held apart: a reference outlives insertions).
   DenseMap<Region *, std::unique_ptr<IndexRanges>> ranges;
 };

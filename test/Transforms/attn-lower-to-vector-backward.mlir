@@ -148,6 +148,74 @@ func.func @backward_score_mod(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>
 
 // -----
 
+// The backward walks every row of the group for one key block, so each
+// row's run of the block's keys in an [.., Sq, Sk] mask or captured tensor
+// lies in a page of its own, which no hardware prefetcher follows. After a
+// block of 16 rows has read its own (the mask's loads, the score_mod's
+// reads in S), it prefetches into L2 what the next block's rows (16 on,
+// clamped to the last row) read at the block's keys: five prefetches a row
+// of the mask (a cache line of 16 f32 each, and the 64th key: a run that
+// does not start a line ends in one more), keys clamped to the last; then
+// the score_mod's read at the head, the row and the keys it reads, clamped
+// into the capture as the read clamps them. Then dP = dO·V^T.
+
+// CHECK-LABEL: func @backward_prefetch
+//       CHECK: scf.for %[[START:.+]] = %c0 to %{{.+}} step %c64 {
+//       CHECK:   scf.for %[[ROW:.+]] = %c0 to %{{.+}} step %c16 {
+//       CHECK:     math.exp
+//       CHECK:     %[[NEXT:.+]] = arith.addi %[[ROW]], %c16 : index
+//       CHECK:     %[[LASTROW:.+]] = arith.subi %{{.+}}, %c1 : index
+//       CHECK:     %[[R0:.+]] = arith.minsi %[[NEXT]], %[[LASTROW]] : index
+//       CHECK:     %[[M0:.+]] = arith.select %{{.+}}, %c0, %[[R0]] : index
+//       CHECK:     %[[LASTKEY:.+]] = arith.subi %{{.+}}, %c1 : index
+//       CHECK:     %[[K0:.+]] = arith.minsi %[[START]], %[[LASTKEY]] : index
+//       CHECK:     memref.prefetch %arg3[%c0, %c0, %[[M0]], %[[K0]]], read, locality<2>, data
+//       CHECK:     %[[K16:.+]] = arith.addi %[[START]], %c16 : index
+//       CHECK:     %[[K16C:.+]] = arith.minsi %[[K16]], %[[LASTKEY]] : index
+//       CHECK:     memref.prefetch %arg3[%c0, %c0, %[[M0]], %[[K16C]]], read, locality<2>, data
+//       CHECK:     arith.addi %[[START]], %c32 : index
+//       CHECK:     memref.prefetch %arg3[%c0, %c0, %[[M0]], %{{.+}}], read, locality<2>, data
+//       CHECK:     arith.addi %[[START]], %c48 : index
+//       CHECK:     memref.prefetch %arg3[%c0, %c0, %[[M0]], %{{.+}}], read, locality<2>, data
+//       CHECK:     arith.addi %[[START]], %c63 : index
+//       CHECK:     memref.prefetch %arg3[%c0, %c0, %[[M0]], %{{.+}}], read, locality<2>, data
+//       CHECK:     arith.addi %[[ROW]], %c17 : index
+// CHECK-COUNT-5:   memref.prefetch %arg3[%c0, %c0, %{{.+}}, %{{.+}}], read, locality<2>, data
+//       CHECK:     arith.addi %[[ROW]], %c31 : index
+// CHECK-COUNT-5:   memref.prefetch %arg3[%c0, %c0, %{{.+}}, %{{.+}}], read, locality<2>, data
+//       CHECK:     %[[C0:.+]] = arith.minsi %[[NEXT]], %[[LASTROW]] : index
+//       CHECK:     %[[C1:.+]] = arith.maxsi %[[C0]], %c0 : index
+//       CHECK:     %[[CROW:.+]] = arith.minsi %[[C1]], %{{.+}} : index
+//       CHECK:     memref.prefetch %arg4[%{{.+}}, %[[CROW]], %{{.+}}], read, locality<2>, data : memref<?x?x?xf32>
+// CHECK-COUNT-4:   memref.prefetch %arg4[%{{.+}}, %[[CROW]], %{{.+}}], read, locality<2>, data : memref<?x?x?xf32>
+//       CHECK:     memref.prefetch %arg4
+//   CHECK-NOT:     vector.fma
+//       CHECK:     arith.addi %[[ROW]], %c31 : index
+// CHECK-COUNT-5:   memref.prefetch %arg4
+//   CHECK-NOT:     memref.prefetch
+//       CHECK:     vector.fma
+func.func @backward_prefetch(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>, %v: memref<1x1x?x16xf32>,
+                             %mask: memref<1x1x?x?xf32>, %bias: memref<?x?x?xf32>,
+                             %o: memref<1x1x?x16xf32>, %lse: memref<1x1x?xf32>, %do: memref<1x1x?x16xf32>,
+                             %dq: memref<1x1x?x16xf32>, %dk: memref<1x1x?x16xf32>, %dv: memref<1x1x?x16xf32>) {
+  attn.attention_backward
+      ins(%q, %k, %v : memref<1x1x?x16xf32>, memref<1x1x?x16xf32>, memref<1x1x?x16xf32>)
+      mask(%mask : memref<1x1x?x?xf32>)
+      captures(%bias : memref<?x?x?xf32>)
+      forward(%o, %lse : memref<1x1x?x16xf32>, memref<1x1x?xf32>)
+      grads(%do : memref<1x1x?x16xf32>)
+      outs(%dq, %dk, %dv : memref<1x1x?x16xf32>, memref<1x1x?x16xf32>, memref<1x1x?x16xf32>)
+      score_mod {
+      ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+        %x = attn.captured 0 [%h, %i, %j] : f32
+        %r = arith.addf %s, %x : f32
+        attn.yield %r : f32
+      }
+  return
+}
+
+// -----
+
 // With a block mask, each block of 4 rows at a 64-key block reads the table
 // entries it covers (as the forward does) and runs only where one keeps a
 // score; elsewhere the rows add nothing to dQ, dK, dV. Where it runs, the

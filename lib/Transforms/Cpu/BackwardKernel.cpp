@@ -446,6 +446,12 @@ void BackwardLowering::emitRowBlock(const Group &group, const KeyBlock &block,
                                            t * keyVectors, keyVectors));
       },
       seenVectors);
+  // The next row block's mask and captured tensors' elements at these keys
+  // (this one's have been read, by the mask's loads and the scores' reads:
+  // a burst of prefetches before them kept them waiting).
+  prefetchRowBlock(group.batch, block, head,
+                   arith::AddIOp::create(b, firstRow, cst(rowCount)), rowCount,
+                   group.rows);
   // dP = dO·Vᵀ, then dS = P·(dP − Δ) (· the soft cap's derivative).
   rowsTimesBlock(
       group.gradOutRows, valuesT, valueDim, rowAt,

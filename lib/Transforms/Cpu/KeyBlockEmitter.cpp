@@ -449,20 +449,55 @@ Value KeyBlockEmitter::loadRowBlock(Value batch, const KeyBlock &block,
   return vector::ReductionOp::create(b, vector::CombiningKind::OR, any);
 }
 
-SmallVector<Value> KeyBlockEmitter::globalIndices(int64_t r, int64_t v) {
-  auto i32 = [&](int64_t c) {
-    return arith::ConstantOp::create(
-        b, b.getI32IntegerAttr(static_cast<int32_t>(c)));
+void KeyBlockEmitter::prefetchRowBlock(Value batch, const KeyBlock &block,
+                                       Value head, Value firstRow,
+                                       int64_t rowCount, Value rows) {
+  bool modified = modifiers.hasScoreMod() || modifiers.hasMaskMod();
+  if (!mask && !modified)
+    return;
+  Value lastRow = arith::SubIOp::create(b, rows, cst(1));
+  auto rowAt = [&](int64_t r) -> Value {
+    return arith::MinSIOp::create(b, arith::AddIOp::create(b, firstRow, cst(r)),
+                                  lastRow);
   };
-  Value row = arith::AddIOp::create(b, globalFirstRow, i32(r));
+  if (mask) {
+    Value mb = maskIndex(0, batch), mh = maskIndex(1, head);
+    for (int64_t r = 0; r < rowCount; ++r)
+      prefetchRun(mask, {mb, mh, maskIndex(2, rowAt(r))}, block.start,
+                  kBlockKeys);
+  }
+  if (!modified)
+    return;
+  auto global = [&](unsigned dim, Value local) {
+    return globalIndex(b, b.getLoc(), origin, dim, local);
+  };
+  Value gb = global(0, batch), gh = global(1, head);
+  Value firstKey = global(3, block.start);
+  for (int64_t r = 0; r < rowCount; ++r)
+    modifiers.prefetchReads(
+        globalIndicesAt(gb, gh, global(2, rowAt(r)), firstKey, 0), lanes,
+        kBlockKeys);
+}
+
+SmallVector<Value> KeyBlockEmitter::globalIndices(int64_t r, int64_t v) {
+  Value row = arith::AddIOp::create(
+      b, globalFirstRow,
+      arith::ConstantOp::create(b,
+                                b.getI32IntegerAttr(static_cast<int32_t>(r))));
+  return globalIndicesAt(globalBatch, globalHead, row, globalFirstKey, v);
+}
+
+SmallVector<Value> KeyBlockEmitter::globalIndicesAt(Value batch, Value head,
+                                                    Value row, Value firstKey,
+                                                    int64_t v) {
   SmallVector<int32_t> iota;
   for (int64_t l = 0; l < lanes; ++l)
     iota.push_back(static_cast<int32_t>(v * lanes + l));
   Value keys = arith::AddIOp::create(
-      b, splat(globalFirstKey),
+      b, splat(firstKey),
       arith::ConstantOp::create(
           b, DenseElementsAttr::get(idxVecType, ArrayRef<int32_t>(iota))));
-  return {globalBatch, globalHead, row, keys};
+  return {batch, head, row, keys};
 }
 
 Value KeyBlockEmitter::finalScore(Value score, int64_t r, int64_t v,

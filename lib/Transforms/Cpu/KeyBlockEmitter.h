@@ -67,11 +67,6 @@ protected:
                                [&](Value v, int64_t i) { return dim(v, i); });
     std::tie(left, right) = op.getBandOffsets();
     allocateBlockState(keyPairs);
-    // Key blocks outside, rows inside: a read along a row's keys fetches
-    // what the row reads at the next block (ModifierEmitter; in time where
-    // the block's rows are a tile's, too early for the backward's long
-    // groups, where it measured neutral).
-    modifiers.prefetchRunsAhead(kBlockKeys);
   }
 
   /// Key block `block` of key/value head `kvHead` into `keysT` (keys past
@@ -161,6 +156,16 @@ protected:
   /// mask_mod).
   Value loadRowBlock(Value batch, const KeyBlock &block, Value head,
                      Value firstRow, int64_t rowCount);
+  /// Prefetches into L2 (prefetchRun) what loadRowBlock and finalScore
+  /// read from memory for rows [firstRow, firstRow + rowCount) of head
+  /// `head` (rows past `rows` clamped to the last) at the block's keys: the
+  /// mask's elements and the modifiers' reads along rows of captured
+  /// tensors (ModifierEmitter::prefetchReads). A kernel that walks all of a
+  /// head's rows for one key block reads each row's run of the block's
+  /// keys from another page, which no hardware prefetcher follows; it calls
+  /// this for rows further on while it computes the current ones.
+  void prefetchRowBlock(Value batch, const KeyBlock &block, Value head,
+                        Value firstRow, int64_t rowCount, Value rows);
   /// Dropout's Z of the block's key vectors for each of `rows` of head
   /// `head` (op-local indices): row by row, keyVectors a row (two rows of
   /// a 64-key block share a Philox).
@@ -223,6 +228,9 @@ protected:
   /// (b, h, i, j) of register tile (r, v) of the row block (loadRowBlock):
   /// j a vector of the lanes' keys.
   SmallVector<Value> globalIndices(int64_t r, int64_t v);
+  /// The same at global (i32) batch, head, row and first key of the block.
+  SmallVector<Value> globalIndicesAt(Value batch, Value head, Value row,
+                                     Value firstKey, int64_t v);
 
 private:
   void allocateBlockState(bool keyPairs);

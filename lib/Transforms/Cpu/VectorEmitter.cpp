@@ -142,6 +142,23 @@ void VectorEmitter::ifUnitStride(Value memref, function_ref<void(Value)> fast,
   slow();
 }
 
+void VectorEmitter::prefetchRun(Value memref, ArrayRef<Value> rowIndex,
+                                Value first, int64_t elements) {
+  auto type = cast<MemRefType>(memref.getType());
+  // (a keep mask's i1 elements are bytes)
+  int64_t bytes = std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
+  Value last =
+      arith::SubIOp::create(b, dim(memref, type.getRank() - 1), cst(1));
+  SmallVector<Value, 4> at(rowIndex);
+  at.push_back(Value());
+  for (int64_t offset : runLineOffsets(elements, bytes)) {
+    at.back() = arith::MinSIOp::create(
+        b, arith::AddIOp::create(b, first, cst(offset)), last);
+    memref::PrefetchOp::create(b, memref, at, /*isWrite=*/false,
+                               /*localityHint=*/2, /*isDataCache=*/true);
+  }
+}
+
 Value VectorEmitter::loadKeepBits(Value rowsView, ValueRange at, Value live) {
   auto meta = memref::ExtractStridedMetadataOp::create(b, rowsView);
   Value offset = meta.getOffset();

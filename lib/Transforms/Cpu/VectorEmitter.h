@@ -50,6 +50,15 @@ protected:
   void storeVector(Value v, Value memref, ValueRange at) {
     vector::StoreOp::create(b, v, memref, at);
   }
+  /// Prefetches into L2 the cache lines of a run of `elements` elements of
+  /// `memref` along its last dimension, at `rowIndex` (the other dims)
+  /// from `first` (keys clamped to the last; runLineOffsets). The kernels
+  /// prefetch each row's run of the keys that they read next where a tile
+  /// holds more rows than the hardware prefetchers follow streams. (Into
+  /// L2: rows 2^k bytes apart share their L1 sets, 12 ways on Zen 5, and
+  /// evicted each other there.)
+  void prefetchRun(Value memref, ArrayRef<Value> rowIndex, Value first,
+                   int64_t elements);
   /// Zeros rows [from, to) of an f32 or 16-bit buffer, `cols` columns each
   /// (a multiple of a vector's elements: lanes, or 2·lanes 16-bit ones).
   void zeroRows(Value buffer, Value from, Value to, int64_t cols);

@@ -38,6 +38,10 @@ using namespace mlir::attn::cpu;
 namespace {
 
 class WeightsLowering : public KeyBlockEmitter {
+  /// Rows ahead of a block of rows whose reads of the mask and the
+  /// captures it prefetches.
+  static constexpr int64_t kPrefetchRows = 16;
+
 public:
   WeightsLowering(ImplicitLocOpBuilder &b, AttentionWeightsOp op, int64_t lanes,
                   bool bf16Dot)
@@ -145,6 +149,11 @@ SmallVector<Value> WeightsLowering::blockScores(const Head &head,
                      scores.push_back(
                          finalScore(s, first + i / keyVectors, i % keyVectors));
                  });
+  // What the rows kPrefetchRows further read of the mask and the captures
+  // here (the blocks of rows are short: the next one's would come late).
+  prefetchRowBlock(head.batch, block, head.head,
+                   arith::AddIOp::create(b, firstRow, cst(kPrefetchRows)),
+                   count, head.rows);
   return scores;
 }
 
