@@ -492,14 +492,34 @@ func.func @strided_rows(%q: memref<1x1x?x16xf32>,
 // -----
 
 // A float mask of every row whose keys have unit stride (checked at run
-// time): per 16 rows and 16 keys, 16 row loads masked to the keys there are
-// (0 past them), one 16x16 transpose (shuffles after canonicalization),
-// 16 stores of a key's 16 rows.
+// time): per 16 rows and 16 keys, 16 row loads (plain where the block is
+// whole; masked to the keys there are in a partial one, 0 past them), one
+// 16x16 transpose (shuffles after canonicalization), 16 stores of a key's
+// 16 rows. After a whole block's loads of 16 rows, what each of them reads
+// at the next block is prefetched into L2: a line of 16 f32 keys a step,
+// and the block's last key (in a row that does not start a line, one more
+// line), keys clamped to the mask's last.
 // CHECK-LABEL: func @bias_mask
 //  CHECK-SAME: %[[MASK:[a-z0-9]+]]: memref<1x1x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>
 //       CHECK: memref.alloca() {alignment = 64 : i64} : memref<2x32xf32>
 //       CHECK: %[[BIAS:.+]] = memref.alloca() {alignment = 64 : i64} : memref<32x32xf32>
 //       CHECK: scf.if
+//       CHECK:   scf.for %{{.+}} = %c0 to %c32 step %c16
+//       CHECK:     %[[ROW0:.+]] = arith.minsi
+//       CHECK:     scf.for %{{.+}} = %c0 to %c32 step %c16
+// CHECK-COUNT-16:      vector.load %{{.+}} : memref<1x1x?x?xf32, strided<[?, ?, ?, 1], offset: ?>>, vector<16xf32>
+//       CHECK:     }
+//       CHECK:     %[[NEXT:.+]] = arith.addi %[[START:.+]], %c32 : index
+//       CHECK:     %[[LASTKEY:.+]] = arith.subi %{{.+}}, %c1 : index
+//       CHECK:     %[[K0:.+]] = arith.minsi %[[NEXT]], %[[LASTKEY]] : index
+//       CHECK:     memref.prefetch %[[MASK]][%c0, %c0, %[[ROW0]], %[[K0]]], read, locality<2>, data
+//       CHECK:     arith.addi %[[START]], %c48 : index
+//       CHECK:     memref.prefetch %[[MASK]][%c0, %c0, %[[ROW0]], %{{.+}}], read, locality<2>, data
+//       CHECK:     arith.addi %[[START]], %c63 : index
+//       CHECK:     memref.prefetch %[[MASK]][%c0, %c0, %[[ROW0]], %{{.+}}], read, locality<2>, data
+// CHECK-COUNT-45:  memref.prefetch %[[MASK]][%c0, %c0, %{{.+}}, %{{.+}}], read, locality<2>, data
+//   CHECK-NOT:     memref.prefetch
+//       CHECK:   } else {
 //       CHECK:   scf.for %[[FIRST:.+]] = %c0 to %c32 step %c16
 //       CHECK:     scf.for %[[C0:.+]] = %c0 to %c32 step %c16
 //       CHECK:       %[[LIVE:.+]] = vector.create_mask %{{.+}} : vector<16xi1>

@@ -207,11 +207,29 @@ func.func @causal_masked(%q: memref<1x1x?x32xf32>, %k: memref<1x1x?x32xf32>, %v:
 
 // An additive mask: the bias joins the score by an FMA with log2 e (the
 // softmax runs in base 2), and a -inf bias still excludes the key by a
-// select, so that a NaN score there does not reach the row.
+// select, so that a NaN score there does not reach the row. A whole block's
+// row of the mask is read by plain loads, then what the row reads at the
+// next block is prefetched into L2 (a line of 16 f32 keys a step and the
+// block's last key, clamped to the mask's last).
 
 // CHECK-LABEL: func @bias_mask
 //   CHECK-DAG: %[[LOG2EV:.+]] = arith.constant dense<1.44269502> : vector<16xf32>
 //   CHECK-DAG: %[[NEGINF:.+]] = arith.constant dense<0xFF800000> : vector<16xf32>
+//       CHECK: scf.for %[[START:.+]] = %c0 to %{{.+}} step %c32 {
+//       CHECK:   scf.for %[[ROW:.+]] = %c0 to %{{.+}} step %c1 {
+//       CHECK:     scf.if
+//  CHECK-NEXT:       vector.load %{{.+}}[%c0, %c0, %[[ROW]], %[[START]]]
+//       CHECK:       vector.load
+//       CHECK:       %[[NEXT:.+]] = arith.addi %[[START]], %c32 : index
+//       CHECK:       %[[K0:.+]] = arith.minsi %[[NEXT]], %{{.+}} : index
+//       CHECK:       memref.prefetch %arg3[%c0, %c0, %[[ROW]], %[[K0]]], read, locality<2>, data
+//       CHECK:       arith.addi %[[START]], %c48 : index
+//       CHECK:       memref.prefetch %arg3[%c0, %c0, %[[ROW]], %{{.+}}], read, locality<2>, data
+//       CHECK:       arith.addi %[[START]], %c63 : index
+//       CHECK:       memref.prefetch %arg3[%c0, %c0, %[[ROW]], %{{.+}}], read, locality<2>, data
+//       CHECK:     } else {
+//   CHECK-NOT:       memref.prefetch
+//       CHECK:     }
 //       CHECK: %[[B:.+]] = vector.load %{{.+}} : memref<32xf32>, vector<16xf32>
 //       CHECK: %[[BIASED:.+]] = vector.fma %[[B]], %[[LOG2EV]], %{{.+}} : vector<16xf32>
 //       CHECK: %[[EXCL:.+]] = arith.cmpf oeq, %[[B]], %[[NEGINF]] : vector<16xf32>
