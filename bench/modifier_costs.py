@@ -14,11 +14,13 @@ ratios are set side by side: a compiler change A/B on the same machine.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import subprocess
 import sys
-import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import peers  # noqa: E402  (add_compiler_arguments, print_compiler_comparison)
 
 
 def ratios(seq: int, repeat: int) -> dict:
@@ -79,10 +81,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seq", type=int, default=2048)
     parser.add_argument("--repeat", type=int, default=9)
-    parser.add_argument("--compilers", default="",
-                        help="A,B: two attn-compile binaries to compare")
-    parser.add_argument("--processes", type=int, default=3)
-    parser.add_argument("--one-process", action="store_true", help=argparse.SUPPRESS)
+    peers.add_compiler_arguments(parser)
     args = parser.parse_args(argv)
     if args.one_process or not args.compilers:
         found = ratios(args.seq, args.repeat)
@@ -93,35 +92,10 @@ def main(argv=None) -> int:
         for name, ratio in found.items():
             print(f"{name:24s} {ratio:.3f}")
         return 0
-    compilers = args.compilers.split(",")
-    if len(compilers) != 2:
-        parser.error("--compilers takes two attn-compile paths, A,B")
-    samples = {}
-    with tempfile.TemporaryDirectory(prefix="attn-modifier-costs-") as scratch:
-        caches = [os.path.join(scratch, str(n)) for n in range(2)]
-        compare(args, compilers, caches, samples)
-    print(f"# S={args.seq} B=1 H=8 D=64, time over the plain forward's, medians of "
-          f"{args.processes} processes: A={compilers[0]} B={compilers[1]}")
-    print("| modifier | A | B | A / B |")
-    print("|---|---:|---:|---:|")
-    for name, (a, b) in samples.items():
-        a, b = statistics.median(a), statistics.median(b)
-        print(f"| {name} | {a:.3f} | {b:.3f} | {a / b:.3f} |")
+    peers.print_compiler_comparison(
+        parser, args, __file__, ["--seq", str(args.seq), "--repeat", str(args.repeat)],
+        f"S={args.seq} B=1 H=8 D=64, time over the plain forward's", "modifier", 3)
     return 0
-
-
-def compare(args, compilers, caches, samples) -> None:
-    """--processes runs of each compiler, alternating, each with its own
-    kernel cache; samples[name] = (A's ratios, B's)."""
-    for _ in range(args.processes):
-        for n, compiler in enumerate(compilers):
-            env = dict(os.environ, ATTN_COMPILE=os.path.abspath(compiler),
-                       ATTN_CACHE_DIR=caches[n])
-            out = subprocess.run([sys.executable, __file__, "--one-process", "--seq",
-                                  str(args.seq), "--repeat", str(args.repeat)],
-                                 env=env, check=True, capture_output=True, text=True)
-            for name, ratio in eval(out.stdout.strip().splitlines()[-1]).items():
-                samples.setdefault(name, ([], []))[n].append(ratio)
 
 
 if __name__ == "__main__":

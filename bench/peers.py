@@ -537,6 +537,53 @@ def read_bandwidth(gib: float = 1.0, repeat: int = 5) -> float:
     return source.numel() * 4 / statistics.median(times) * 1e-9
 
 
+def compare_compilers(script: str, args: list, compilers: list, processes: int) -> dict:
+    """A compiler change A/B on this machine: `script` run as `python script
+    --one-process ARGS` (it prints a dict {case: number} as its last line)
+    --processes times per attn-compile binary of `compilers`, alternating,
+    each binary with its own kernel cache. Returns {case: ([A's], [B's],
+    ...)}."""
+    import tempfile
+
+    samples: dict = {}
+    with tempfile.TemporaryDirectory(prefix="attn-compare-") as scratch:
+        for _ in range(processes):
+            for n, compiler in enumerate(compilers):
+                env = dict(os.environ, ATTN_COMPILE=os.path.abspath(compiler),
+                           ATTN_CACHE_DIR=os.path.join(scratch, str(n)))
+                out = subprocess.run([sys.executable, script, "--one-process", *args],
+                                     env=env, check=True, capture_output=True, text=True)
+                found = eval(out.stdout.strip().splitlines()[-1])
+                for name, value in found.items():
+                    samples.setdefault(name, tuple([] for _ in compilers))[n].append(value)
+    return samples
+
+
+def add_compiler_arguments(parser: argparse.ArgumentParser) -> None:
+    """--compilers A,B and --processes N (print_compiler_comparison's)."""
+    parser.add_argument("--compilers", default="",
+                        help="A,B: two attn-compile binaries to compare")
+    parser.add_argument("--processes", type=int, default=3)
+    parser.add_argument("--one-process", action="store_true", help=argparse.SUPPRESS)
+
+
+def print_compiler_comparison(parser, args, script: str, script_args: list, what: str,
+                              first_column: str, digits: int) -> None:
+    """compare_compilers of `script` for --compilers A,B, printed as a table
+    of medians (`digits` decimals) and their ratio A / B."""
+    compilers = args.compilers.split(",")
+    if len(compilers) != 2:
+        parser.error("--compilers takes two attn-compile paths, A,B")
+    samples = compare_compilers(script, script_args, compilers, args.processes)
+    print(f"# {what}, medians of {args.processes} processes: A={compilers[0]} "
+          f"B={compilers[1]}")
+    print(f"| {first_column} | A | B | A / B |")
+    print("|---|---:|---:|---:|")
+    for name, (a, b) in samples.items():
+        a, b = statistics.median(a), statistics.median(b)
+        print(f"| {name} | {a:.{digits}f} | {b:.{digits}f} | {a / b:.3f} |")
+
+
 def cpu_model() -> str:
     with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
         for line in cpuinfo:
