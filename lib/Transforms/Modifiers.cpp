@@ -10,7 +10,6 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/TypeSwitch.h"
-#include "llvm/Support/SaveAndRestore.h"
 
 #include <cmath>
 #include <limits>
@@ -50,12 +49,101 @@ Value ModifierEmitter::keep(ArrayRef<Value> indices, int64_t lanes,
 
 void ModifierEmitter::prefetchReads(ArrayRef<Value> indices, int64_t lanes,
                                     int64_t span) {
-  llvm::SaveAndRestore prefetching(prefetchSpan, span);
-  if (scoreMod)
-    score(floatConstant(VectorType::get({lanes}, b.getF32Type()), 0.0),
-          indices);
-  if (maskMod)
-    keep(indices, lanes);
+  for (Region *region : {scoreMod, maskMod}) {
+    if (!region)
+      continue;
+    // The reads to prefetch: those that vary with q_idx (the others are the
+    // same at every row, and cached) and whose indices do not depend on the
+    // score (a score_mod's first argument, not known here).
+    Block &block = region->front();
+    unsigned first = block.getNumArguments() - 4; // (b, h, q_idx, kv_idx)
+    DenseSet<Value> byRow = {block.getArgument(first + 2)}, byScore;
+    if (first == 1)
+      byScore.insert(block.getArgument(0));
+    SetVector<Operation *> targets;
+    for (Operation &op : block.without_terminator()) {
+      auto any = [&](const DenseSet<Value> &set) {
+        return llvm::any_of(op.getOperands(),
+                            [&](Value v) { return set.contains(v); });
+      };
+      bool row = any(byRow), score = any(byScore);
+      if (row)
+        byRow.insert(op.result_begin(), op.result_end());
+      if (score)
+        byScore.insert(op.result_begin(), op.result_end());
+      if (isa<CapturedOp>(op) && row && !score)
+        targets.insert(&op);
+    }
+    if (targets.empty())
+      continue;
+    // What their indices need, emitted as the region emits it (reads
+    // included: real loads at clamped indices, never a placeholder that an
+    // integer division could take); nothing else.
+    DenseSet<Operation *> needed;
+    SmallVector<Value> worklist;
+    for (Operation *target : targets)
+      llvm::append_range(worklist, target->getOperands());
+    while (!worklist.empty()) {
+      Operation *def = worklist.pop_back_val().getDefiningOp();
+      if (def && def->getBlock() == &block && needed.insert(def).second)
+        llvm::append_range(worklist, def->getOperands());
+    }
+    IRMapping mapping;
+    for (auto [n, index] : llvm::enumerate(indices))
+      mapping.map(block.getArgument(first + n), asIndex(index));
+    Narrowing narrowing{rangesOf(*region), DenseMap<Value, Value>()};
+    for (Operation &op : block.without_terminator()) {
+      bool isTarget = targets.contains(&op);
+      if (!isTarget && !needed.contains(&op))
+        continue;
+      SmallVector<Value> operands;
+      bool varies = false;
+      for (Value operand : op.getOperands()) {
+        operands.push_back(mapping.lookup(operand));
+        varies |= isa<VectorType>(operands.back().getType());
+      }
+      auto captured = dyn_cast<CapturedOp>(op);
+      if (isTarget && varies)
+        prefetchRun(captured.getCapture(), operands, captured.getType(), span);
+      if (!needed.contains(&op))
+        continue;
+      if (captured)
+        mapping.map(captured.getResult(),
+                    read(captured.getCapture(), operands, captured.getType(),
+                         varies ? lanes : 0));
+      else
+        emitOp(op, operands, lanes, mapping, &narrowing);
+    }
+  }
+}
+
+void ModifierEmitter::prefetchRun(unsigned number, ArrayRef<Value> indices,
+                                  Type element, int64_t span) {
+  // Only a read whose last index alone varies across the lanes (a run of a
+  // row, readRun's): the lines of `span` elements from the first lane's
+  // element, each index clamped as the read clamps it.
+  Value capture = captures[number];
+  unsigned last = indices.size() - 1;
+  if (!isa<VectorType>(indices[last].getType()) ||
+      llvm::any_of(indices.drop_back(),
+                   [](Value v) { return isa<VectorType>(v.getType()); }))
+    return;
+  SmallVector<Value> at;
+  for (auto [dim, index] : llvm::enumerate(indices.drop_back()))
+    at.push_back(clampInto(capture, dim, index, 0));
+  at.push_back(Value());
+  Value first =
+      vector::ExtractOp::create(b, loc, indices[last], ArrayRef<int64_t>{0});
+  int64_t bytes = std::max(1u, element.getIntOrFloatBitWidth() / 8);
+  for (int64_t offset : runLineOffsets(span, bytes)) {
+    at.back() = clampInto(
+        capture, last,
+        arith::AddIOp::create(b, loc, first,
+                              arith::ConstantIndexOp::create(b, loc, offset)),
+        0);
+    memref::PrefetchOp::create(b, loc, capture, at, /*isWrite=*/false,
+                               /*localityHint=*/2, /*isDataCache=*/true);
+  }
 }
 
 ModifierEmitter::ReadsAhead ModifierEmitter::readsBy(unsigned fromEnd,
@@ -320,11 +408,6 @@ Value ModifierEmitter::emit(Region &region, ArrayRef<Value> arguments,
   // first argument, whose own is 1) or in the element `seed` reads; a value
   // absent from it has 0.
   DenseMap<Value, Value> derivatives;
-  // prefetchReads: the values that vary with q_idx (the reads of other
-  // values are the same at every row, and in the cache).
-  DenseSet<Value> byRow;
-  if (prefetchSpan > 0)
-    byRow.insert(block.getArgument(block.getNumArguments() - 2));
   if (derivative && !seed)
     derivatives[block.getArgument(0)] =
         floatConstant(arguments[0].getType(), 1.0);
@@ -352,19 +435,6 @@ Value ModifierEmitter::emit(Region &region, ArrayRef<Value> arguments,
     for (Value operand : op.getOperands()) {
       operands.push_back(mapping.lookup(operand));
       varies |= isa<VectorType>(operands.back().getType());
-    }
-    if (prefetchSpan > 0 && llvm::any_of(op.getOperands(), [&](Value v) {
-          return byRow.contains(v);
-        }))
-      byRow.insert(op.result_begin(), op.result_end());
-    if (auto captured = dyn_cast<CapturedOp>(op);
-        captured && prefetchSpan > 0 && !byRow.contains(captured.getResult())) {
-      Type type = captured.getType();
-      if (varies)
-        type = VectorType::get({lanes}, type);
-      mapping.map(captured.getResult(),
-                  arith::ConstantOp::create(b, loc, type, b.getZeroAttr(type)));
-      continue;
     }
     if (auto captured = dyn_cast<CapturedOp>(op)) {
       bool seeded = &op == seed;
@@ -440,26 +510,6 @@ Value ModifierEmitter::read(unsigned number, ArrayRef<Value> indices,
   if (lanes == 0)
     return memref::LoadOp::create(b, loc, capture, clamped);
   auto resultType = VectorType::get({lanes}, element);
-  if (prefetchSpan > 0) {
-    // prefetchReads: the cache lines of the run from the first lane's
-    // element on (clamped into the row); nothing for a gather.
-    if (alongRow) {
-      Value first = vector::ExtractOp::create(b, loc, indices[last],
-                                              ArrayRef<int64_t>{0});
-      int64_t bytes = std::max(1u, element.getIntOrFloatBitWidth() / 8);
-      for (int64_t offset : runLineOffsets(prefetchSpan, bytes)) {
-        clamped[last] = clampInto(
-            capture, last,
-            arith::AddIOp::create(
-                b, loc, first, arith::ConstantIndexOp::create(b, loc, offset)),
-            0);
-        memref::PrefetchOp::create(b, loc, capture, clamped, /*isWrite=*/false,
-                                   /*localityHint=*/2, /*isDataCache=*/true);
-      }
-    }
-    return arith::ConstantOp::create(b, loc, resultType,
-                                     b.getZeroAttr(resultType));
-  }
   if (!alongRow)
     return gather(capture, clamped, resultType);
   return readAlongRow(capture, clamped, indices[last], resultType);

@@ -191,6 +191,10 @@ private:
   /// `operands`) from its operands' derivatives (null: 0).
   Value derivativeOf(Operation &op, ValueRange operands, Value result,
                      ArrayRef<Value> operandDerivatives);
+  /// prefetchReads' prefetches of one read of capture `number` at the
+  /// emitted `indices`, where it reads a run of a row.
+  void prefetchRun(unsigned number, ArrayRef<Value> indices, Type element,
+                   int64_t span);
   /// Element `indices` of capture `number`, clamped into its bounds (the
   /// clamped indices into `clampedOut` where given).
   Value read(unsigned number, ArrayRef<Value> indices, Type element,
@@ -226,8 +230,6 @@ private:
   Region *scoreMod, *maskMod;
   ValueRange captures;
   int64_t runPrefetch = 0;
-  /// prefetchReads' span while it emits the regions (0 otherwise).
-  int64_t prefetchSpan = 0;
   /// rangesOf's, per region (held apart: a reference outlives insertions).
   DenseMap<Region *, std::unique_ptr<IndexRanges>> ranges;
 };

@@ -216,6 +216,47 @@ func.func @backward_prefetch(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>,
 
 // -----
 
+// Where a prefetched read's indices need another read (here q_idx divided
+// by a captured stride), that read is made as the scores make it, a load at
+// clamped indices: the prefetch's row is that row's, never one of a
+// stand-in value (a 0 divisor would trap).
+
+// CHECK-LABEL: func @backward_prefetch_divided
+//       CHECK: scf.for %[[ROWS:.+]] = %c0 to %{{.+}} step %c16 {
+//       CHECK:   math.exp
+//       CHECK:   %[[NEXT:.+]] = arith.addi %[[ROWS]], %c16 : index
+//       CHECK:   %[[CLAMPED:.+]] = arith.minsi %[[NEXT]], %{{.+}} : index
+//       CHECK:   %[[N:.+]] = memref.load %arg4[%{{.+}}] : memref<?xi64>
+//  CHECK-NEXT:   %[[D:.+]] = arith.index_cast %[[N]] : i64 to index
+//  CHECK-NEXT:   %[[ROW:.+]] = arith.divsi %[[CLAMPED]], %[[D]] : index
+//       CHECK:   %[[R0:.+]] = arith.maxsi %[[ROW]], %c0 : index
+//  CHECK-NEXT:   %[[R:.+]] = arith.minsi %[[R0]], %{{.+}} : index
+//       CHECK:   memref.prefetch %arg3[%{{.+}}, %[[R]], %{{.+}}], read, locality<2>, data
+func.func @backward_prefetch_divided(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>, %v: memref<1x1x?x16xf32>,
+                                     %bias: memref<?x?x?xf32>, %stride: memref<?xi64>,
+                                     %o: memref<1x1x?x16xf32>, %lse: memref<1x1x?xf32>, %do: memref<1x1x?x16xf32>,
+                                     %dq: memref<1x1x?x16xf32>, %dk: memref<1x1x?x16xf32>, %dv: memref<1x1x?x16xf32>) {
+  attn.attention_backward
+      ins(%q, %k, %v : memref<1x1x?x16xf32>, memref<1x1x?x16xf32>, memref<1x1x?x16xf32>)
+      captures(%bias, %stride : memref<?x?x?xf32>, memref<?xi64>)
+      forward(%o, %lse : memref<1x1x?x16xf32>, memref<1x1x?xf32>)
+      grads(%do : memref<1x1x?x16xf32>)
+      outs(%dq, %dk, %dv : memref<1x1x?x16xf32>, memref<1x1x?x16xf32>, memref<1x1x?x16xf32>)
+      score_mod {
+      ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+        %c0 = arith.constant 0 : index
+        %n = attn.captured 1 [%c0] : i64
+        %d = arith.index_cast %n : i64 to index
+        %row = arith.divsi %i, %d : index
+        %x = attn.captured 0 [%h, %row, %j] : f32
+        %r = arith.addf %s, %x : f32
+        attn.yield %r : f32
+      }
+  return
+}
+
+// -----
+
 // With a block mask, each block of 4 rows at a 64-key block reads the table
 // entries it covers (as the forward does) and runs only where one keeps a
 // score; elsewhere the rows add nothing to dQ, dK, dV. Where it runs, the
