@@ -1,6 +1,7 @@
 """What reading a mask or a captured tensor of [.., S, S] costs on the CPU:
 attn's forward and backward (``loss.backward()``'s kernel alone, on a
-retained graph) with an f32 or bf16 additive mask, a bool mask, a
+retained graph) with an f32 or bf16 additive mask (frozen, or learned: the
+backward then writes its gradient too), a bool mask, a
 FlexAttention score_mod that adds ``bias[h, q_idx, kv_idx]`` (an f32 capture)
 and a mask_mod that reads a bool tensor, next to the same call without them.
 The masks hold 128 MiB (f32 at S = 2048, H = 8): more than this machine's
@@ -46,11 +47,13 @@ def timings(seq: int, repeat: int) -> dict:
 
     kept_blocks = attn.create_block_mask(keep_mod, 1, heads, seq, seq, _compile=True)
 
-    def cases(q, k, v, additive) -> dict:
+    def cases(q, k, v, additive, learned) -> dict:
         return {
             "none": lambda: attn.scaled_dot_product_attention(q, k, v),
             "additive mask [1, H, S, S]": lambda: attn.scaled_dot_product_attention(
                 q, k, v, attn_mask=additive),
+            "additive mask [1, H, S, S] learned": lambda: attn.scaled_dot_product_attention(
+                q, k, v, attn_mask=learned),
             "bool mask [1, H, S, S]": lambda: attn.scaled_dot_product_attention(
                 q, k, v, attn_mask=keep),
             "score + 0.5 bias[h, q, kv]": lambda: attn.flex_attention(
@@ -59,7 +62,7 @@ def timings(seq: int, repeat: int) -> dict:
                 q, k, v, block_mask=kept_blocks),
         }
 
-    def timed(call, q, k, v, grad):
+    def timed(call, tensors, grad):
         """The forward without autograd, and the backward of one forward."""
         def forward():
             with torch.no_grad():
@@ -69,7 +72,8 @@ def timings(seq: int, repeat: int) -> dict:
 
         def backward():
             out.backward(grad, retain_graph=True)
-            q.grad = k.grad = v.grad = None
+            for t in tensors:
+                t.grad = None
 
         return forward, backward
 
@@ -78,9 +82,11 @@ def timings(seq: int, repeat: int) -> dict:
         q, k, v = (torch.randn(1, heads, seq, dim, generator=generator).to(dtype)
                    .requires_grad_() for _ in range(3))
         grad = torch.randn(1, heads, seq, dim, generator=generator).to(dtype)
-        for case, call in cases(q, k, v, bias.unsqueeze(0).to(dtype)).items():
+        additive = bias.unsqueeze(0).to(dtype)
+        learned = additive.clone().requires_grad_()
+        for case, call in cases(q, k, v, additive, learned).items():
             calls[f"{case} {name} fwd"], calls[f"{case} {name} bwd"] = timed(
-                call, q, k, v, grad)
+                call, (q, k, v, learned), grad)
     for call in calls.values():
         call()
     samples = {name: [] for name in calls}
