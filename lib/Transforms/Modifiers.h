@@ -96,9 +96,10 @@ public:
 
   /// Prefetches into L2 the `span` elements from what each of the regions'
   /// reads along a row of a captured tensor (readRun's) loads at global
-  /// indices `indices` (j a vector of `lanes` keys), loading nothing else:
-  /// the reads whose indices vary with q_idx, for rows that the kernel
-  /// reaches later (KeyBlockEmitter::prefetchRowBlock).
+  /// indices `indices` (j a vector of `lanes` keys): the reads whose
+  /// indices vary with q_idx and not with the score, for rows that the
+  /// kernel reaches later (KeyBlockEmitter::prefetchRowBlock). Only what
+  /// their indices need is emitted (other reads there as loads).
   void prefetchReads(ArrayRef<Value> indices, int64_t lanes, int64_t span);
 
   bool hasScoreMod() const { return scoreMod; }
