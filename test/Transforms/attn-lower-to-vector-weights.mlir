@@ -123,3 +123,28 @@ func.func @block_table(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>,
       } {attn.block_mask = array<i64: 1, 128, 128>}
   return
 }
+
+// With a mask of every row, each block of 4 rows prefetches into L2 what
+// the rows 16 further (clamped to the last) read of the mask at the block's
+// keys, after its own scores: five prefetches a row (a line of 16 f32 keys
+// a step and the 64th key), keys clamped to the mask's last; in the LSE's
+// pass and in the weights' pass.
+
+// CHECK-LABEL: func @mask_prefetch
+// CHECK-COUNT-2: scf.for %[[START:.+]] = %c0 to %{{.+}} step %c64 {
+//       CHECK:   scf.for %[[ROW:.+]] = %c0 to %{{.+}} step %c4 {
+//       CHECK:     %[[AHEAD:.+]] = arith.addi %[[ROW]], %c16 : index
+//       CHECK:     %[[LAST:.+]] = arith.subi %{{.+}}, %c1 : index
+//       CHECK:     %[[R0:.+]] = arith.minsi %[[AHEAD]], %[[LAST]] : index
+//       CHECK:     %[[M0:.+]] = arith.select %{{.+}}, %c0, %[[R0]] : index
+//       CHECK:     %[[K0:.+]] = arith.minsi %[[START]], %{{.+}} : index
+//       CHECK:     memref.prefetch %arg2[%c0, %c0, %[[M0]], %[[K0]]], read, locality<2>, data
+// CHECK-COUNT-19:  memref.prefetch %arg2[%c0, %c0, %{{.+}}, %{{.+}}], read, locality<2>, data
+//   CHECK-NOT:     memref.prefetch
+//       CHECK:     math.exp
+func.func @mask_prefetch(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>,
+                         %mask: memref<1x1x?x?xf32>, %w: memref<1x1x?x?xf32>) {
+  attn.attention_weights ins(%q, %k : memref<1x1x?x16xf32>, memref<1x1x?x16xf32>)
+      mask(%mask : memref<1x1x?x?xf32>) outs(%w : memref<1x1x?x?xf32>)
+  return
+}
