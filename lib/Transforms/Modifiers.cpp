@@ -47,54 +47,65 @@ Value ModifierEmitter::keep(ArrayRef<Value> indices, int64_t lanes,
   return arith::OrIOp::create(b, loc, kept, promised);
 }
 
+const ModifierEmitter::PrefetchSlice &
+ModifierEmitter::prefetchSliceOf(Region &region) {
+  std::unique_ptr<PrefetchSlice> &slot = prefetchSlices[&region];
+  if (slot)
+    return *slot;
+  slot = std::make_unique<PrefetchSlice>();
+  // The reads to prefetch: those that vary with q_idx (the others are the
+  // same at every row, and cached) and whose indices do not depend on the
+  // score (a score_mod's first argument, not known here).
+  Block &block = region.front();
+  unsigned first = block.getNumArguments() - 4; // (b, h, q_idx, kv_idx)
+  DenseSet<Value> byRow = {block.getArgument(first + 2)}, byScore;
+  if (first == 1)
+    byScore.insert(block.getArgument(0));
+  for (Operation &op : block.without_terminator()) {
+    auto any = [&](const DenseSet<Value> &set) {
+      return llvm::any_of(op.getOperands(),
+                          [&](Value v) { return set.contains(v); });
+    };
+    bool row = any(byRow), score = any(byScore);
+    if (row)
+      byRow.insert(op.result_begin(), op.result_end());
+    if (score)
+      byScore.insert(op.result_begin(), op.result_end());
+    if (isa<CapturedOp>(op) && row && !score)
+      slot->targets.insert(&op);
+  }
+  // What their indices need, emitted as the region emits it (reads
+  // included: real loads at clamped indices, never a placeholder that an
+  // integer division could take); nothing else.
+  SmallVector<Value> worklist;
+  for (Operation *target : slot->targets)
+    llvm::append_range(worklist, target->getOperands());
+  while (!worklist.empty()) {
+    Operation *def = worklist.pop_back_val().getDefiningOp();
+    if (def && def->getBlock() == &block && slot->needed.insert(def).second)
+      llvm::append_range(worklist, def->getOperands());
+  }
+  return *slot;
+}
+
 void ModifierEmitter::prefetchReads(ArrayRef<Value> indices, int64_t lanes,
                                     int64_t span) {
   for (Region *region : {scoreMod, maskMod}) {
     if (!region)
       continue;
-    // The reads to prefetch: those that vary with q_idx (the others are the
-    // same at every row, and cached) and whose indices do not depend on the
-    // score (a score_mod's first argument, not known here).
+    const PrefetchSlice &slice = prefetchSliceOf(*region);
+    if (slice.targets.empty())
+      continue;
     Block &block = region->front();
     unsigned first = block.getNumArguments() - 4; // (b, h, q_idx, kv_idx)
-    DenseSet<Value> byRow = {block.getArgument(first + 2)}, byScore;
-    if (first == 1)
-      byScore.insert(block.getArgument(0));
-    SetVector<Operation *> targets;
-    for (Operation &op : block.without_terminator()) {
-      auto any = [&](const DenseSet<Value> &set) {
-        return llvm::any_of(op.getOperands(),
-                            [&](Value v) { return set.contains(v); });
-      };
-      bool row = any(byRow), score = any(byScore);
-      if (row)
-        byRow.insert(op.result_begin(), op.result_end());
-      if (score)
-        byScore.insert(op.result_begin(), op.result_end());
-      if (isa<CapturedOp>(op) && row && !score)
-        targets.insert(&op);
-    }
-    if (targets.empty())
-      continue;
-    // What their indices need, emitted as the region emits it (reads
-    // included: real loads at clamped indices, never a placeholder that an
-    // integer division could take); nothing else.
-    DenseSet<Operation *> needed;
-    SmallVector<Value> worklist;
-    for (Operation *target : targets)
-      llvm::append_range(worklist, target->getOperands());
-    while (!worklist.empty()) {
-      Operation *def = worklist.pop_back_val().getDefiningOp();
-      if (def && def->getBlock() == &block && needed.insert(def).second)
-        llvm::append_range(worklist, def->getOperands());
-    }
     IRMapping mapping;
     for (auto [n, index] : llvm::enumerate(indices))
       mapping.map(block.getArgument(first + n), asIndex(index));
     Narrowing narrowing{rangesOf(*region), DenseMap<Value, Value>()};
     for (Operation &op : block.without_terminator()) {
-      bool isTarget = targets.contains(&op);
-      if (!isTarget && !needed.contains(&op))
+      bool isTarget = slice.targets.contains(&op),
+           isNeeded = slice.needed.contains(&op);
+      if (!isTarget && !isNeeded)
         continue;
       SmallVector<Value> operands;
       bool varies = false;
@@ -104,8 +115,8 @@ void ModifierEmitter::prefetchReads(ArrayRef<Value> indices, int64_t lanes,
       }
       auto captured = dyn_cast<CapturedOp>(op);
       if (isTarget && varies)
-        prefetchRun(captured.getCapture(), operands, captured.getType(), span);
-      if (!needed.contains(&op))
+        prefetchRun(captured.getCapture(), operands, span);
+      if (!isNeeded)
         continue;
       if (captured)
         mapping.map(captured.getResult(),
@@ -118,7 +129,7 @@ void ModifierEmitter::prefetchReads(ArrayRef<Value> indices, int64_t lanes,
 }
 
 void ModifierEmitter::prefetchRun(unsigned number, ArrayRef<Value> indices,
-                                  Type element, int64_t span) {
+                                  int64_t span) {
   // Only a read whose last index alone varies across the lanes (a run of a
   // row, readRun's): the lines of `span` elements from the first lane's
   // element, each index clamped as the read clamps it.
@@ -128,22 +139,13 @@ void ModifierEmitter::prefetchRun(unsigned number, ArrayRef<Value> indices,
       llvm::any_of(indices.drop_back(),
                    [](Value v) { return isa<VectorType>(v.getType()); }))
     return;
-  SmallVector<Value> at;
+  SmallVector<Value> row;
   for (auto [dim, index] : llvm::enumerate(indices.drop_back()))
-    at.push_back(clampInto(capture, dim, index, 0));
-  at.push_back(Value());
+    row.push_back(clampInto(capture, dim, index, 0));
   Value first =
       vector::ExtractOp::create(b, loc, indices[last], ArrayRef<int64_t>{0});
-  int64_t bytes = std::max(1u, element.getIntOrFloatBitWidth() / 8);
-  for (int64_t offset : runLineOffsets(span, bytes)) {
-    at.back() = clampInto(
-        capture, last,
-        arith::AddIOp::create(b, loc, first,
-                              arith::ConstantIndexOp::create(b, loc, offset)),
-        0);
-    memref::PrefetchOp::create(b, loc, capture, at, /*isWrite=*/false,
-                               /*localityHint=*/2, /*isDataCache=*/true);
-  }
+  prefetchRunLines(b, loc, capture, row, first, span,
+                   [&](Value key) { return clampInto(capture, last, key, 0); });
 }
 
 ModifierEmitter::ReadsAhead ModifierEmitter::readsBy(unsigned fromEnd,
@@ -916,6 +918,23 @@ SmallVector<int64_t> mlir::attn::runLineOffsets(int64_t elements,
   if (elements > 1)
     offsets.push_back(elements - 1);
   return offsets;
+}
+
+void mlir::attn::prefetchRunLines(OpBuilder &b, Location loc, Value memref,
+                                  ArrayRef<Value> rowIndex, Value first,
+                                  int64_t elements,
+                                  function_ref<Value(Value)> clampKey) {
+  // (a keep mask's i1 elements are bytes)
+  int64_t bytes = std::max<int64_t>(
+      1, cast<MemRefType>(memref.getType()).getElementTypeBitWidth() / 8);
+  SmallVector<Value> at(rowIndex);
+  at.push_back(Value());
+  for (int64_t offset : runLineOffsets(elements, bytes)) {
+    at.back() = clampKey(arith::AddIOp::create(
+        b, loc, first, arith::ConstantIndexOp::create(b, loc, offset)));
+    memref::PrefetchOp::create(b, loc, memref, at, /*isWrite=*/false,
+                               /*localityHint=*/2, /*isDataCache=*/true);
+  }
 }
 
 std::pair<Value, Value>

@@ -22,6 +22,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/InferIntRangeInterface.h"
+#include "llvm/ADT/SetVector.h"
 
 #include <memory>
 
@@ -58,6 +59,14 @@ std::pair<Value, Value> blockTableEntries(OpBuilder &b, Location loc,
 /// cache lines of a run of `elements` consecutive elements: one a line, and
 /// the last element (a run that does not start a line ends in one more).
 SmallVector<int64_t> runLineOffsets(int64_t elements, int64_t bytes);
+
+/// Prefetches into L2 the cache lines of the run of `elements` elements of
+/// `memref` from key `first` along its last dimension, the leading indices
+/// being `rowIndex` (runLineOffsets' offsets; each key passed through
+/// `clampKey`, which keeps it inside the row).
+void prefetchRunLines(OpBuilder &b, Location loc, Value memref,
+                      ArrayRef<Value> rowIndex, Value first, int64_t elements,
+                      function_ref<Value(Value)> clampKey);
 
 /// Whether a modifier of attention-like `op` reads a captured tensor at
 /// positions that vary with q_idx as well as kv_idx, its last index being
@@ -194,8 +203,15 @@ private:
                      ArrayRef<Value> operandDerivatives);
   /// prefetchReads' prefetches of one read of capture `number` at the
   /// emitted `indices`, where it reads a run of a row.
-  void prefetchRun(unsigned number, ArrayRef<Value> indices, Type element,
-                   int64_t span);
+  void prefetchRun(unsigned number, ArrayRef<Value> indices, int64_t span);
+  /// What prefetchReads emits of a region: the reads it prefetches
+  /// (`targets`) and the ops their indices need (`needed`).
+  struct PrefetchSlice {
+    SetVector<Operation *> targets;
+    DenseSet<Operation *> needed;
+  };
+  /// `region`'s PrefetchSlice (analysed once, kept for later rows).
+  const PrefetchSlice &prefetchSliceOf(Region &region);
   /// Element `indices` of capture `number`, clamped into its bounds (the
   /// clamped indices into `clampedOut` where given).
   Value read(unsigned number, ArrayRef<Value> indices, Type element,
@@ -233,6 +249,8 @@ private:
   int64_t runPrefetch = 0;
   /// rangesOf's, per region (held apart: a reference outlives insertions).
   DenseMap<Region *, std::unique_ptr<IndexRanges>> ranges;
+  /// prefetchSliceOf's, per region.
+  DenseMap<Region *, std::unique_ptr<PrefetchSlice>> prefetchSlices;
 };
 
 } // namespace attn

@@ -145,18 +145,11 @@ void VectorEmitter::ifUnitStride(Value memref, function_ref<void(Value)> fast,
 void VectorEmitter::prefetchRun(Value memref, ArrayRef<Value> rowIndex,
                                 Value first, int64_t elements) {
   auto type = cast<MemRefType>(memref.getType());
-  // (a keep mask's i1 elements are bytes)
-  int64_t bytes = std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
   Value last =
       arith::SubIOp::create(b, dim(memref, type.getRank() - 1), cst(1));
-  SmallVector<Value, 4> at(rowIndex);
-  at.push_back(Value());
-  for (int64_t offset : runLineOffsets(elements, bytes)) {
-    at.back() = arith::MinSIOp::create(
-        b, arith::AddIOp::create(b, first, cst(offset)), last);
-    memref::PrefetchOp::create(b, memref, at, /*isWrite=*/false,
-                               /*localityHint=*/2, /*isDataCache=*/true);
-  }
+  prefetchRunLines(
+      b, b.getLoc(), memref, rowIndex, first, elements,
+      [&](Value key) -> Value { return arith::MinSIOp::create(b, key, last); });
 }
 
 Value VectorEmitter::loadKeepBits(Value rowsView, ValueRange at, Value live) {
