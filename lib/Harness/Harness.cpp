@@ -43,7 +43,7 @@ attn_dtype dtypeOf(ElementType type) {
 
 /// Stores `value` rounded to `type` at element `index`; returns the stored
 /// value read back (what the kernel will see).
-double store(std::vector<uint8_t> &bytes, attn_dtype type, int64_t index,
+double store(AlignedVector<uint8_t> &bytes, attn_dtype type, int64_t index,
              double value) {
   switch (type) {
   case ATTN_F32: {
@@ -78,7 +78,8 @@ double store(std::vector<uint8_t> &bytes, attn_dtype type, int64_t index,
   return 0;
 }
 
-double load(const std::vector<uint8_t> &bytes, attn_dtype type, int64_t index) {
+double load(const AlignedVector<uint8_t> &bytes, attn_dtype type,
+            int64_t index) {
   switch (type) {
   case ATTN_F32: {
     float f;
@@ -314,8 +315,8 @@ void attn::makeProblemData(const Problem &p, ProblemData &data) {
     data.captureValues = p.modifiers->captures(p);
     for (CaptureValues &capture : data.captureValues) {
       size_t width = elementSize(capture.type);
-      std::vector<uint8_t> bytes(std::max<size_t>(capture.values.size(), 1) *
-                                 width);
+      AlignedVector<uint8_t> bytes(std::max<size_t>(capture.values.size(), 1) *
+                                   width);
       for (size_t e = 0; e < capture.values.size(); ++e)
         capture.values[e] = store(bytes, capture.type,
                                   static_cast<int64_t>(e), capture.values[e]);

@@ -14,9 +14,11 @@
 #include "lib/Reference/Reference.h"
 #include "lib/Support/KernelSpec.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <new>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,6 +26,28 @@
 namespace attn {
 
 struct Problem;
+
+/// Storage that starts a cache line (64 bytes), as PyTorch's CPU tensors
+/// and most allocators' large blocks do: the kernels then take the paths
+/// that callers' buffers take (whole-line streaming stores included), which
+/// a std::vector's 16-byte alignment would leave untested.
+template <class T> struct CacheLineAllocator {
+  using value_type = T;
+  static constexpr std::align_val_t kAlignment{64};
+  CacheLineAllocator() = default;
+  template <class U> CacheLineAllocator(const CacheLineAllocator<U> &) {}
+  T *allocate(size_t n) {
+    return static_cast<T *>(::operator new(n * sizeof(T), kAlignment));
+  }
+  void deallocate(T *p, size_t) { ::operator delete(p, kAlignment); }
+  template <class U> bool operator==(const CacheLineAllocator<U> &) const {
+    return true;
+  }
+  template <class U> bool operator!=(const CacheLineAllocator<U> &) const {
+    return false;
+  }
+};
+template <class T> using AlignedVector = std::vector<T, CacheLineAllocator<T>>;
 
 /// A tensor that a modifier captures: its element type (ATTN_F32, ATTN_I32
 /// or ATTN_I64), shape and values (dense, row-major).
@@ -82,7 +106,7 @@ struct Problem {
 /// One buffer in the kernel's element type plus the exact values it holds
 /// as doubles in the logical layout (what the reference reads).
 struct HostTensor {
-  std::vector<uint8_t> bytes;
+  AlignedVector<uint8_t> bytes;
   std::vector<double> values; // dense logical [d0, d1, d2, d3]
   attn_tensor view{};
 };
@@ -100,7 +124,7 @@ struct ProblemData {
   /// The modifiers' captured tensors (values, then bytes and views in the
   /// kernel's types), and the modifiers for the reference.
   std::vector<CaptureValues> captureValues;
-  std::vector<std::vector<uint8_t>> captureBytes;
+  std::vector<AlignedVector<uint8_t>> captureBytes;
   std::vector<attn_tensor> captureViews;
   std::shared_ptr<const ModifierCase> modifiers;
   /// Dropout's probability and seed where the kernel has dropout (else 0).
@@ -171,7 +195,8 @@ struct DeviceBuffer {
   attn_status upload(const HostTensor &t) {
     return upload(t.bytes.data(), t.bytes.size(), t.view);
   }
-  attn_status upload(const std::vector<float> &values,
+  template <class Allocator>
+  attn_status upload(const std::vector<float, Allocator> &values,
                      const attn_tensor &hostView) {
     return upload(values.data(), values.size() * sizeof(float), hostView);
   }
@@ -214,7 +239,7 @@ struct BackwardData {
   attn_tensor gradLseView{};
   bool hasGradLse = false;
   /// dM [B, Hq, Sq, Sk] f32, dense, for a kernel with spec.gradMask.
-  std::vector<float> gradMask;
+  AlignedVector<float> gradMask;
   attn_tensor gradMaskView{};
   bool hasGradMask = false;
 };

@@ -129,7 +129,7 @@ attn_module *Reliability::module = nullptr;
 attn_thread_pool *Reliability::pool = nullptr;
 
 std::vector<uint8_t> outputBytes(const ProblemData &data) {
-  return data.output.bytes;
+  return {data.output.bytes.begin(), data.output.bytes.end()};
 }
 
 //===----------------------------------------------------------------------===//
@@ -179,7 +179,7 @@ TEST_F(Reliability, ManyThreadsSameAndDifferentKernelsAreBitIdentical) {
         if (runProblem(kernel(names[k]), mine, call % 2 ? pool : nullptr) !=
             ATTN_OK)
           ++failures;
-        if (mine.output.bytes != expected[k] ||
+        if (outputBytes(mine) != expected[k] ||
             std::memcmp(mine.lse.data(), expectedLse[k].data(),
                         mine.lse.size() * sizeof(float)) != 0)
           ++mismatches;
@@ -440,7 +440,7 @@ TEST_P(EdgeCases, OutputWithInnerStrideTwoMatchesDense) {
     makeProblemData(p, data);
     ASSERT_EQ(runProblem(kernel(p.spec.name), data, pool), ATTN_OK)
         << attn_last_error();
-    std::vector<uint8_t> dense = data.output.bytes;
+    std::vector<uint8_t> dense = outputBytes(data);
     size_t elements = data.output.values.size();
     size_t width = dense.size() / elements;
     constexpr uint8_t kGuard = 0xA5;

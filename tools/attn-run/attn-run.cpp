@@ -265,7 +265,7 @@ bool loadNpyInto(const NpyInput &input, attn::HostTensor &tensor, bool bshd,
   }
   // The buffer was allocated in the file's order: take its bytes as they
   // are, and the exact values in the logical order for the reference.
-  tensor.bytes = array.data;
+  tensor.bytes.assign(array.data.begin(), array.data.end());
   tensor.view.data = tensor.bytes.data();
   tensor.values = attn::tensorValues(tensor);
   return true;
