@@ -233,6 +233,19 @@ def test_bias_gradient_with_causal_window_softcap_gqa():
     assert (got[0, :, ((j > i) | (j < i - 20))] == 0).all()
 
 
+def test_bias_gradient_of_whole_key_blocks():
+    # dM of whole 64-key blocks (Sk = 192, rows of 12 cache lines) is
+    # written by non-temporal stores, the rows outside the band as zeros.
+    q, k, v = random_qkv(1, 2, 2, 70, 192, 32, seed=9)
+    bias = torch.randn(1, 2, 70, 192)
+    got, want = bias_gradient(q, k, v, bias, is_causal=True, causal_alignment="bottom_right",
+                              window=(100, 0))
+    assert relative_error(got, want) <= 1e-4
+    i = torch.arange(70)[:, None] + 192 - 70
+    j = torch.arange(192)[None, :]
+    assert (got[0, :, ((j > i) | (j < i - 100))] == 0).all()
+
+
 def test_learned_relative_position_bias():
     # A T5-style learned bias table indexed by relative position: autograd
     # takes dM back through the indexing to the table.

@@ -169,6 +169,24 @@ def test_every_element_is_written():
     assert (weights.double() - ref).abs().max().item() <= 1e-5
 
 
+@pytest.mark.parametrize("offset", [0, 1, 16], ids=["aligned", "off4B", "off64B"])
+def test_whole_key_blocks_into_any_buffer(offset):
+    # Rows of whole 64-key blocks (Sk = 192) that start a cache line are
+    # written by non-temporal stores, the others (the buffer moved by one
+    # element) by masked stores: the same weights, every element written,
+    # the zeros outside the band included.
+    q, k, _ = random_qkv(1, 2, 2, 70, 192, 16, seed=4)
+    count = 2 * 70 * 192
+    storage = torch.full((count + offset,), math.nan)
+    buffer = storage[offset:].view(1, 2, 70, 192)
+    got = attn.attention_weights(q, k, is_causal=True, causal_alignment="bottom_right",
+                                 window=(100, 0), out=buffer)
+    assert got is buffer
+    ref, _ = naive_weights(q, k, is_causal=True, alignment="bottom_right", window=(100, 0))
+    assert (buffer.double() - ref).abs().max().item() <= 1e-5
+    assert bool((buffer[ref == 0] == 0).all())
+
+
 def test_out():
     q, k, _ = random_qkv(1, 2, 2, 10, 20, 16)
     buffer = torch.full((1, 20, 2, 10), math.nan).permute(0, 2, 3, 1)  # strided

@@ -461,3 +461,50 @@ func.func @backward_bf16(%q: memref<1x1x?x16xbf16>, %k: memref<1x1x?x16xbf16>, %
       outs(%dq, %dk, %dv : memref<1x1x?x16xbf16>, memref<1x1x?x16xbf16>, memref<1x1x?x16xbf16>)
   return
 }
+
+// -----
+
+// With grad_mask, each row block's dS is written to dM at the block's keys
+// after dP (the whole block of 16 rows, row by row). dM is written once and
+// is larger than the caches: a whole block of 64 keys whose row starts a
+// cache line takes non-temporal stores (no read of the lines first), a
+// partial or unaligned one masked stores. A fence after the work item
+// orders the non-temporal stores before its end.
+
+// CHECK-LABEL: func @backward_grad_mask
+//  CHECK-SAME: %[[DM:[a-z0-9]+]]: memref<1x1x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>
+//       CHECK: scf.for %[[START:.+]] = %c0 to %{{.+}} step %c64 {
+//       CHECK:   scf.for %[[ROW:.+]] = %c0 to %{{.+}} step %c16 {
+//       CHECK:     math.exp
+//       CHECK:     %[[VIEW:.+]] = memref.reinterpret_cast %[[DM]]
+//       CHECK:     %[[FULL:.+]] = arith.cmpi eq, %[[COUNT:.+]], %c64 : index
+//       CHECK:     %[[LINE:.+]] = arith.andi %{{.+}}, %c63 : index
+//       CHECK:     %[[ALIGNED:.+]] = arith.cmpi eq, %[[LINE]], %c0 : index
+//       CHECK:     %[[STREAM:.+]] = arith.andi %[[FULL]], %[[ALIGNED]] : i1
+//       CHECK:     scf.if %[[STREAM]] {
+//       CHECK:       vector.store %{{.+}}, %[[VIEW]][%c0, %c0, %[[ROW]], %[[START]]] {alignment = 64 : i64, nontemporal = true}
+// CHECK-COUNT-3:     vector.store %{{.+}}, %[[VIEW]][%c0, %c0, %[[ROW]], %{{.+}}] {alignment = 64 : i64, nontemporal = true}
+//       CHECK:     } else {
+//       CHECK:       vector.create_mask %[[COUNT]] : vector<16xi1>
+//       CHECK:       vector.maskedstore %[[VIEW]][%c0, %c0, %[[ROW]], %[[START]]]
+//       CHECK: memref.dealloc
+//       CHECK: llvm.fence seq_cst
+//  CHECK-NEXT: return
+// AVX2's stores are of 8 lanes, each aligned to its 32 bytes.
+// AVX2-LABEL: func @backward_grad_mask
+//       AVX2: arith.andi %{{.+}}, %c63 : index
+// AVX2-COUNT-8: vector.store %{{.+}} {alignment = 32 : i64, nontemporal = true} : memref<1x1x?x?xf32, strided<[?, ?, ?, 1], offset: ?>>, vector<8xf32>
+func.func @backward_grad_mask(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>, %v: memref<1x1x?x16xf32>,
+                              %mask: memref<1x1x?x?xf32>,
+                              %o: memref<1x1x?x16xf32>, %lse: memref<1x1x?xf32>, %do: memref<1x1x?x16xf32>,
+                              %dq: memref<1x1x?x16xf32>, %dk: memref<1x1x?x16xf32>, %dv: memref<1x1x?x16xf32>,
+                              %dm: memref<1x1x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>) {
+  attn.attention_backward
+      ins(%q, %k, %v : memref<1x1x?x16xf32>, memref<1x1x?x16xf32>, memref<1x1x?x16xf32>)
+      mask(%mask : memref<1x1x?x?xf32>)
+      forward(%o, %lse : memref<1x1x?x16xf32>, memref<1x1x?xf32>)
+      grads(%do : memref<1x1x?x16xf32>)
+      outs(%dq, %dk, %dv : memref<1x1x?x16xf32>, memref<1x1x?x16xf32>, memref<1x1x?x16xf32>
+           grad_mask(%dm : memref<1x1x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>))
+  return
+}

@@ -8,9 +8,13 @@
 // tiles of 16-lane FMAs, the allowed ones' maximum (NaN-propagating) and
 // sum of exponentials, folded into the row's running max and sum; LSE = m +
 // log(l), +inf for a row that saw no key. Then per key block again the rows
-// outside the band get zeros and the others exp(s - LSE), written with
-// masked stores where the weights' rows have unit stride (else element by
-// element).
+// outside the band get zeros and the others exp(s - LSE), written where the
+// weights' rows have unit stride by vector stores (else element by
+// element): a whole block of 64 keys whose row starts a cache line by
+// non-temporal stores (W is written once and larger than the caches: no
+// read of its lines first), a partial or unaligned one by masked stores.
+// A fence at the end orders the non-temporal stores before the work
+// item's end.
 
 // CHECK-LABEL: func @own_lse
 //   CHECK-DAG: %[[KT:.+]] = memref.alloca() {alignment = 64 : i64} : memref<16x64xf32>
@@ -36,14 +40,25 @@
 // The weights: unit-stride rows or not, then per key block the zeros
 // before and after the band and the band's rows by blocks of 4.
 //       CHECK: scf.if
-//       CHECK:   scf.for %{{.+}} = %c0 to %{{.+}} step %c64 {
-//       CHECK:     vector.maskedstore
+//       CHECK:   scf.for %[[START:.+]] = %c0 to %{{.+}} step %c64 {
+//       CHECK:     %[[FULL:.+]] = arith.cmpi eq, %[[COUNT:.+]], %c64 : index
+//       CHECK:     %[[LINE:.+]] = arith.andi %{{.+}}, %c63 : index
+//       CHECK:     %[[ALIGNED:.+]] = arith.cmpi eq, %[[LINE]], %c0 : index
+//       CHECK:     %[[STREAM:.+]] = arith.andi %[[FULL]], %[[ALIGNED]] : i1
+//       CHECK:     scf.if %[[STREAM]] {
+// CHECK-COUNT-4:     vector.store %{{.+}} {alignment = 64 : i64, nontemporal = true} : memref<1x1x?x?xf32, strided<[?, ?, ?, 1], offset: ?>>, vector<16xf32>
+//       CHECK:     } else {
+//       CHECK:       vector.create_mask %[[COUNT]] : vector<16xi1>
+//       CHECK:       vector.maskedstore
 //       CHECK:     scf.for %{{.+}} = %{{.+}} to %{{.+}} step %c4 {
 //       CHECK:       math.exp
+//       CHECK:       vector.store %{{.+}} {alignment = 64 : i64, nontemporal = true}
 //       CHECK:       vector.maskedstore
 //       CHECK: } else {
 //       CHECK:   memref.store %{{.+}}, %{{.+}}[%c0, %c0, %{{.+}}, %{{.+}}] : memref<1x1x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>
 //       CHECK: memref.dealloc %[[QROWS]]
+//       CHECK: llvm.fence seq_cst
+//  CHECK-NEXT: return
 func.func @own_lse(%q: memref<1x1x?x16xf32, strided<[?, ?, ?, ?], offset: ?>>,
                    %k: memref<1x1x?x16xf32, strided<[?, ?, ?, ?], offset: ?>>,
                    %w: memref<1x1x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, %d: index) {
@@ -103,11 +118,14 @@ func.func @given_lse(%q: memref<1x1x?x16xbf16, strided<[?, ?, ?, ?], offset: ?>>
 //       CHECK: scf.for %{{.+}} = %c0 to %{{.+}} step %c64 {
 //       CHECK:   %[[ENTRIES:.+]]:2 = scf.for
 //       CHECK:     memref.load %[[TABLE]]
+// (The zeros by non-temporal stores where the row's block starts a cache
+// line, else masked stores; no exp between them.)
 //       CHECK:   scf.if %[[ENTRIES]]#0 {
 //       CHECK:     math.exp
-//       CHECK:   } else {
+//       CHECK:     vector.store %{{[0-9]+}}, %{{.+}} {alignment = 64 : i64, nontemporal = true}
+//       CHECK:     vector.store %[[ZERO:cst[_0-9]*]], %{{.+}} {alignment = 64 : i64, nontemporal = true}
 //   CHECK-NOT:     math.exp
-//       CHECK:     vector.maskedstore %{{.+}}, %cst
+//       CHECK:     vector.maskedstore %{{.+}}, %[[ZERO]]
 func.func @block_table(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>,
                        %w: memref<1x1x?x?xf32>, %docs: memref<?xi32>,
                        %table: memref<?x?x?x?xi32>) {

@@ -302,6 +302,8 @@ void BackwardLowering::emit() {
         memref::DeallocOp::create(b, buffer);
     });
   });
+  if (op.getGradMask())
+    fenceStreamingStores();
 }
 
 void BackwardLowering::packRows(Group &group, Value g, Value row) {
@@ -728,10 +730,10 @@ void BackwardLowering::writeGradMask(const Group &group, const KeyBlock &block,
       SmallVector<Value> vectors;
       for (int64_t v = 0; v < keyVectors; ++v)
         vectors.push_back(loadVector(gradScores, {cst(r), cst(v * lanes)}));
-      storeKeyRow(gradMask, view, rowBuffer, block,
-                  {group.batch, head,
-                   arith::AddIOp::create(b, firstRow, cst(r))},
-                  vectors);
+      storeKeyRow(
+          gradMask, view, rowBuffer, block,
+          {group.batch, head, arith::AddIOp::create(b, firstRow, cst(r))},
+          vectors, /*streaming=*/true);
     }
   };
   ifUnitStride(
@@ -745,7 +747,7 @@ void BackwardLowering::zeroGradMask(const Group &group, const KeyBlock &block,
   auto write = [&](Value view) {
     forLoop(first, last, cst(1), [&](Value row) {
       storeKeyRow(gradMask, view, rowBuffer, block, {group.batch, head, row},
-                  zeros);
+                  zeros, /*streaming=*/true);
     });
   };
   ifUnitStride(

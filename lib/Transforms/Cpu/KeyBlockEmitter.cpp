@@ -2,6 +2,7 @@
 #include "lib/Transforms/Cpu/KeyBlockEmitter.h"
 #include "lib/Transforms/Cpu/MicroKernels.h"
 
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/X86Vector/X86VectorDialect.h"
@@ -79,7 +80,32 @@ Value KeyBlockEmitter::finiteOrZeroBf16(Value pairs) {
 
 void KeyBlockEmitter::storeKeyRow(Value result, Value view, Value rowBuffer,
                                   const KeyBlock &block, ValueRange at,
-                                  ArrayRef<Value> vectors) {
+                                  ArrayRef<Value> vectors, bool streaming) {
+  if (view && streaming) {
+    // A whole block from a 64-byte aligned address: whole cache lines,
+    // written without reading them first (non-temporal stores, each vector
+    // aligned to its size).
+    Value full = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, block.count,
+                                       cst(keyVectors * lanes));
+    Value address = elementAddress(view, {at[0], at[1], at[2], block.start});
+    Value aligned = arith::CmpIOp::create(
+        b, arith::CmpIPredicate::eq, arith::AndIOp::create(b, address, cst(63)),
+        cst(0));
+    auto choice = scf::IfOp::create(b, arith::AndIOp::create(b, full, aligned),
+                                    /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(choice.thenBlock()->getTerminator());
+    for (int64_t v = 0; v < keyVectors; ++v)
+      vector::StoreOp::create(
+          b, vectors[v], view,
+          ValueRange{at[0], at[1], at[2],
+                     arith::AddIOp::create(b, block.start, cst(v * lanes))},
+          /*nontemporal=*/true, llvm::MaybeAlign(lanes * 4));
+    b.setInsertionPoint(choice.elseBlock()->getTerminator());
+    storeKeyRow(result, view, rowBuffer, block, at, vectors,
+                /*streaming=*/false);
+    return;
+  }
   if (view) {
     // Masked stores: lanes past the block's count are not the row's.
     for (int64_t v = 0; v < keyVectors; ++v) {
@@ -101,6 +127,10 @@ void KeyBlockEmitter::storeKeyRow(Value result, Value view, Value rowBuffer,
         ValueRange{at[0], at[1], at[2],
                    arith::AddIOp::create(b, block.start, k)});
   });
+}
+
+void KeyBlockEmitter::fenceStreamingStores() {
+  LLVM::FenceOp::create(b, LLVM::AtomicOrdering::seq_cst);
 }
 
 void KeyBlockEmitter::storeAs(Value value, Value memref, ValueRange at) {

@@ -188,10 +188,16 @@ protected:
   /// block's keys, from `vectors` (keyVectors of them): masked vector stores
   /// into `view` (the result seen with unit inner stride, see ifUnitStride)
   /// where given, else element by element from `rowBuffer` ([64] f32) into
-  /// `result`.
+  /// `result`. `streaming`: a whole block whose row starts a cache line is
+  /// stored by non-temporal stores (a result larger than the caches, which
+  /// then is not read for ownership first).
   void storeKeyRow(Value result, Value view, Value rowBuffer,
                    const KeyBlock &block, ValueRange at,
-                   ArrayRef<Value> vectors);
+                   ArrayRef<Value> vectors, bool streaming = false);
+  /// A full fence: the streaming stores before it (weakly ordered on x86)
+  /// are visible before anything the work item stores after it, such as the
+  /// runtime's note that the work item is done.
+  void fenceStreamingStores();
   /// Rounds an f32 to `memref`'s element type and stores it.
   void storeAs(Value value, Value memref, ValueRange at);
   /// A 64-byte aligned buffer of `element` (f32 by default) on the stack.

@@ -152,15 +152,23 @@ void VectorEmitter::prefetchRun(Value memref, ArrayRef<Value> rowIndex,
       [&](Value key) -> Value { return arith::MinSIOp::create(b, key, last); });
 }
 
-Value VectorEmitter::loadKeepBits(Value rowsView, ValueRange at, Value live) {
+Value VectorEmitter::elementAddress(Value rowsView, ValueRange at) {
   auto meta = memref::ExtractStridedMetadataOp::create(b, rowsView);
   Value offset = meta.getOffset();
   for (auto [index, stride] : llvm::zip(at.drop_back(), meta.getStrides()))
     offset = arith::AddIOp::create(b, offset,
                                    arith::MulIOp::create(b, index, stride));
-  Value address = arith::AddIOp::create(
-      b, memref::ExtractAlignedPointerAsIndexOp::create(b, rowsView),
-      arith::AddIOp::create(b, offset, at.back()));
+  offset = arith::AddIOp::create(b, offset, at.back());
+  int64_t bytes = std::max<int64_t>(
+      1, cast<MemRefType>(rowsView.getType()).getElementTypeBitWidth() / 8);
+  if (bytes > 1)
+    offset = arith::MulIOp::create(b, offset, cst(bytes));
+  return arith::AddIOp::create(
+      b, memref::ExtractAlignedPointerAsIndexOp::create(b, rowsView), offset);
+}
+
+Value VectorEmitter::loadKeepBits(Value rowsView, ValueRange at, Value live) {
+  Value address = elementAddress(rowsView, at);
   Value pointer = LLVM::IntToPtrOp::create(
       b, LLVM::LLVMPointerType::get(b.getContext()),
       arith::IndexCastOp::create(b, b.getI64Type(), address),

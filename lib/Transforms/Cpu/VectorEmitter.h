@@ -157,6 +157,9 @@ protected:
   /// pointer (a vector of i1 is a bit vector in memory; an i1 memref holds
   /// a byte an element), a non-zero byte true.
   Value loadKeepBits(Value rowsView, ValueRange at, Value live);
+  /// The address (bytes, as an index) of element `at` of a unit-stride
+  /// view (an i1 element a byte).
+  Value elementAddress(Value rowsView, ValueRange at);
 
   /// `columns` (at most `lanes`) elements of a unit-stride row from `at`
   /// (the last index a column), widened to f32; lanes past them read 0.

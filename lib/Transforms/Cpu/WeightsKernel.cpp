@@ -120,6 +120,7 @@ void WeightsLowering::emit() {
       memref::DeallocOp::create(b, head.lseRef);
     });
   });
+  fenceStreamingStores();
 }
 
 void WeightsLowering::forEachKeyBlock(
@@ -282,7 +283,7 @@ void WeightsLowering::storeRow(const Head &head, Value view,
                                const KeyBlock &block, Value row,
                                ArrayRef<Value> vectors) {
   storeKeyRow(op.getWeights(), view, rowBuffer, block,
-              {head.batch, head.head, row}, vectors);
+              {head.batch, head.head, row}, vectors, /*streaming=*/true);
 }
 
 } // namespace
