@@ -495,29 +495,21 @@ func.func @strided_rows(%q: memref<1x1x?x16xf32>,
 // time): per 16 rows and 16 keys, 16 row loads (plain where the block is
 // whole; masked to the keys there are in a partial one, 0 past them), one
 // 16x16 transpose (shuffles after canonicalization), 16 stores of a key's
-// 16 rows. After a whole block's loads of 16 rows, what each of them reads
-// at the next block is prefetched into L2: a line of 16 f32 keys a step,
-// and the block's last key (in a row that does not start a line, one more
-// line), keys clamped to the mask's last.
+// 16 rows. What the tile's rows read at the next block is prefetched into
+// L2 in the P·V loop, a few lines a step: at key j, row j of the tile, the
+// chunks of V's columns taking the lines of its run in turn (here 2
+// chunks, the 3 lines of 32 f32 keys: at keys 0, 16 and 31, the last for
+// a row that does not start a line), keys clamped to the mask's last.
 // CHECK-LABEL: func @bias_mask
 //  CHECK-SAME: %[[MASK:[a-z0-9]+]]: memref<1x1x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>
 //       CHECK: memref.alloca() {alignment = 64 : i64} : memref<2x32xf32>
 //       CHECK: %[[BIAS:.+]] = memref.alloca() {alignment = 64 : i64} : memref<32x32xf32>
+//       CHECK: scf.for %[[TILE:.+]] = %c0 to %{{.+}} step %c32 {
+//       CHECK: scf.for %[[START:.+]] = %c0 to %{{.+}} step %c32 {
 //       CHECK: scf.if
 //       CHECK:   scf.for %{{.+}} = %c0 to %c32 step %c16
-//       CHECK:     %[[ROW0:.+]] = arith.minsi
 //       CHECK:     scf.for %{{.+}} = %c0 to %c32 step %c16
 // CHECK-COUNT-16:      vector.load %{{.+}} : memref<1x1x?x?xf32, strided<[?, ?, ?, 1], offset: ?>>, vector<16xf32>
-//       CHECK:     }
-//       CHECK:     %[[NEXT:.+]] = arith.addi %[[START:.+]], %c32 : index
-//       CHECK:     %[[LASTKEY:.+]] = arith.subi %{{.+}}, %c1 : index
-//       CHECK:     %[[K0:.+]] = arith.minsi %[[NEXT]], %[[LASTKEY]] : index
-//       CHECK:     memref.prefetch %[[MASK]][%c0, %c0, %[[ROW0]], %[[K0]]], read, locality<2>, data
-//       CHECK:     arith.addi %[[START]], %c48 : index
-//       CHECK:     memref.prefetch %[[MASK]][%c0, %c0, %[[ROW0]], %{{.+}}], read, locality<2>, data
-//       CHECK:     arith.addi %[[START]], %c63 : index
-//       CHECK:     memref.prefetch %[[MASK]][%c0, %c0, %[[ROW0]], %{{.+}}], read, locality<2>, data
-// CHECK-COUNT-45:  memref.prefetch %[[MASK]][%c0, %c0, %{{.+}}, %{{.+}}], read, locality<2>, data
 //   CHECK-NOT:     memref.prefetch
 //       CHECK:   } else {
 //       CHECK:   scf.for %[[FIRST:.+]] = %c0 to %c32 step %c16
@@ -528,6 +520,27 @@ func.func @strided_rows(%q: memref<1x1x?x16xf32>,
 //       CHECK: } else {
 //       CHECK:   memref.load %[[MASK]]
 //       CHECK:   memref.store %{{.+}}, %[[BIAS]]
+//   CHECK-NOT: memref.prefetch %[[MASK]]
+//       CHECK: scf.for %[[COLUMN:.+]] = %c0 to %c16 step %c8 {
+//       CHECK:   scf.for %[[J:.+]] = %c0 to %{{.+}} step %c1 iter_args
+//       CHECK:     %[[CHUNK:.+]] = arith.divui %[[COLUMN]], %c8 : index
+//       CHECK:     %[[TILEROW:.+]] = arith.addi %[[TILE]], %[[J]] : index
+//       CHECK:     %[[ROW:.+]] = arith.minsi %[[TILEROW]], %{{.+}} : index
+//       CHECK:     %[[NEXT:.+]] = arith.addi %[[START]], %c32 : index
+//       CHECK:     %[[LINE0:.+]] = arith.muli %[[CHUNK]], %c2 : index
+//       CHECK:     arith.cmpi ult, %[[LINE0]], %c3 : index
+//       CHECK:     scf.if
+//       CHECK:       %[[AT0:.+]] = arith.muli %[[CHUNK]], %c32 : index
+//       CHECK:       %[[OFF0:.+]] = arith.minsi %[[AT0]], %c31 : index
+//       CHECK:       %[[KEY0:.+]] = arith.addi %[[NEXT]], %[[OFF0]] : index
+//       CHECK:       %[[CLAMP0:.+]] = arith.minsi %[[KEY0]], %{{.+}} : index
+//       CHECK:       memref.prefetch %[[MASK]][%c0, %c0, %[[ROW]], %[[CLAMP0]]], read, locality<2>, data
+//       CHECK:     %[[LINE1:.+]] = arith.addi %{{.+}}, %c1 : index
+//       CHECK:     arith.cmpi ult, %[[LINE1]], %c3 : index
+//       CHECK:     scf.if
+//       CHECK:       arith.muli %[[LINE1]], %c16 : index
+//       CHECK:       memref.prefetch %[[MASK]][%c0, %c0, %[[ROW]], %{{.+}}], read, locality<2>, data
+//       CHECK:     vector.fma
 func.func @bias_mask(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>, %v: memref<1x1x?x16xf32>,
                      %mask: memref<1x1x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>,
                      %acc: memref<1x1x?x16xf32>, %m: memref<1x1x?xf32>, %s: memref<1x1x?xf32>) {
