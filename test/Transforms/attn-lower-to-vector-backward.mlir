@@ -153,16 +153,20 @@ func.func @backward_score_mod(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>
 // lies in a page of its own, which no hardware prefetcher follows. After a
 // block of 16 rows has read its own (the mask's loads, the score_mod's
 // reads in S), it prefetches into L2 what the next block's rows (16 on,
-// clamped to the last row) read at the block's keys: five prefetches a row
-// of the mask (a cache line of 16 f32 each, and the 64th key: a run that
-// does not start a line ends in one more), keys clamped to the last; then
-// the score_mod's read at the head, the row and the keys it reads, clamped
-// into the capture as the read clamps them. Then dP = dO·V^T.
+// clamped to the last row) read at the block's keys, a dP tile's 4 rows
+// after each of dP's tiles: five prefetches a row of the mask (a cache
+// line of 16 f32 each, and the 64th key: a run that does not start a line
+// ends in one more), keys clamped to the last; then the score_mod's read
+// at the head, the row and the keys it reads, clamped into the capture as
+// the read clamps them.
 
 // CHECK-LABEL: func @backward_prefetch
 //       CHECK: scf.for %[[START:.+]] = %c0 to %{{.+}} step %c64 {
 //       CHECK:   scf.for %[[ROW:.+]] = %c0 to %{{.+}} step %c16 {
 //       CHECK:     math.exp
+//   CHECK-NOT:     memref.prefetch %arg3
+//       CHECK:     scf.for %{{.+}} = %c0 to %c16 step %c1 iter_args
+//       CHECK:       vector.fma
 //       CHECK:     %[[NEXT:.+]] = arith.addi %[[ROW]], %c16 : index
 //       CHECK:     %[[LASTROW:.+]] = arith.subi %{{.+}}, %c1 : index
 //       CHECK:     %[[R0:.+]] = arith.minsi %[[NEXT]], %[[LASTROW]] : index
@@ -181,7 +185,7 @@ func.func @backward_score_mod(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>
 //       CHECK:     memref.prefetch %arg3[%c0, %c0, %[[M0]], %{{.+}}], read, locality<2>, data
 //       CHECK:     arith.addi %[[ROW]], %c17 : index
 // CHECK-COUNT-5:   memref.prefetch %arg3[%c0, %c0, %{{.+}}, %{{.+}}], read, locality<2>, data
-//       CHECK:     arith.addi %[[ROW]], %c31 : index
+//       CHECK:     arith.addi %[[ROW]], %c19 : index
 // CHECK-COUNT-5:   memref.prefetch %arg3[%c0, %c0, %{{.+}}, %{{.+}}], read, locality<2>, data
 //       CHECK:     %[[C0:.+]] = arith.minsi %[[NEXT]], %[[LASTROW]] : index
 //       CHECK:     %[[C1:.+]] = arith.maxsi %[[C0]], %c0 : index
@@ -190,10 +194,14 @@ func.func @backward_score_mod(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>
 // CHECK-COUNT-4:   memref.prefetch %arg4[%{{.+}}, %[[CROW]], %{{.+}}], read, locality<2>, data : memref<?x?x?xf32>
 //       CHECK:     memref.prefetch %arg4
 //   CHECK-NOT:     vector.fma
-//       CHECK:     arith.addi %[[ROW]], %c31 : index
+//       CHECK:     arith.addi %[[ROW]], %c19 : index
 // CHECK-COUNT-5:   memref.prefetch %arg4
 //   CHECK-NOT:     memref.prefetch
 //       CHECK:     vector.fma
+//       CHECK:     arith.addi %[[ROW]], %c20 : index
+//       CHECK:     memref.prefetch %arg3
+//       CHECK:     arith.addi %[[ROW]], %c31 : index
+// CHECK-COUNT-5:   memref.prefetch %arg4
 func.func @backward_prefetch(%q: memref<1x1x?x16xf32>, %k: memref<1x1x?x16xf32>, %v: memref<1x1x?x16xf32>,
                              %mask: memref<1x1x?x?xf32>, %bias: memref<?x?x?xf32>,
                              %o: memref<1x1x?x16xf32>, %lse: memref<1x1x?xf32>, %do: memref<1x1x?x16xf32>,
