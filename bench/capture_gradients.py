@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import statistics
 import sys
 from pathlib import Path
 
@@ -110,11 +109,7 @@ def main(argv=None) -> int:
             }
             ours, theirs = runners["trained"](), runners["eager"]()
             diff = ((ours - theirs).abs().max() / theirs.abs().max()).item()
-            samples = {key_: [] for key_ in runners}
-            for _ in range(args.repeat):
-                for key_, run in runners.items():
-                    samples[key_].append(peers.seconds_per_call(run, 1))
-            t = {key_: statistics.median(x) for key_, x in samples.items()}
+            t = peers.median_times(runners, args.repeat, warm_up=False)
             params[key].requires_grad_(False)
             print(f"| {name} | {seq} | {t['frozen'] * 1e3:.1f} ms | {t['trained'] * 1e3:.1f} ms "
                   f"| {t['trained'] / t['frozen']:.2f}× | {t['in PyTorch'] * 1e3:.1f} ms | "

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 from pathlib import Path
 
@@ -101,16 +100,6 @@ def cases(torch, args, lengths):
                                          for x in (D, D, DV)]
 
 
-def median_times(runners, repeat):
-    """Seconds per call of each runner: the median of `repeat` interleaved
-    samples."""
-    samples = {key: [] for key in runners}
-    for _ in range(repeat):
-        for key, run in runners.items():
-            samples[key].append(peers.seconds_per_call(run, 1))
-    return {key: statistics.median(x) for key, x in samples.items()}
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     peers.add_run_arguments(parser, repeat=5)
@@ -140,7 +129,7 @@ def main(argv=None) -> int:
         with torch.no_grad():
             ours, theirs = runners["attn"](), runners["torch"]()
             diff = ((ours - theirs).abs().max() / theirs.abs().max()).item()
-            t = median_times(runners, args.repeat)
+            t = peers.median_times(runners, args.repeat, warm_up=False)
         rate = flops(BATCH, HEADS, seq, D, DV, causal) / t["attn"] / 1e9
         print(f"| B={BATCH} H={HEADS} D={D} {name} | {t['attn'] * 1e3:.2f} | "
               f"{rate:.0f} | {100 * rate / peak:.0f} % | "
@@ -170,7 +159,7 @@ def backward_rows(torch, attn, args) -> int:
         ours, theirs = runners["attn"](), runners["torch"]()
         diff = max(((a - b).abs().max() / b.abs().max()).item()
                    for a, b in zip(ours, theirs))
-        t = median_times(runners, args.repeat)
+        t = peers.median_times(runners, args.repeat, warm_up=False)
         print(f"| B={BATCH} H={HEADS} D={D} {name} | {t['attn'] * 1e3:.2f} | "
               f"{t['attn'] / seq * 1e9:.0f} | {t['torch'] * 1e3:.2f} | "
               f"{t['torch'] / t['attn']:.2f}x | {diff:.1e} |")

@@ -17,7 +17,6 @@ each, alternating (peers.compare_compilers).
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from pathlib import Path
 
@@ -28,8 +27,6 @@ import peers  # noqa: E402  (add_compiler_arguments, cpu_model, ...)
 
 def timings(seq: int, repeat: int) -> dict:
     """{"case dtype fwd|bwd": median ms} in this process."""
-    import time
-
     import torch
 
     import attn
@@ -87,15 +84,8 @@ def timings(seq: int, repeat: int) -> dict:
         for case, call in cases(q, k, v, additive, learned).items():
             calls[f"{case} {name} fwd"], calls[f"{case} {name} bwd"] = timed(
                 call, (q, k, v, learned), grad)
-    for call in calls.values():
-        call()
-    samples = {name: [] for name in calls}
-    for _ in range(repeat):
-        for name, call in calls.items():
-            start = time.perf_counter()
-            call()
-            samples[name].append((time.perf_counter() - start) * 1e3)
-    return {name: statistics.median(times) for name, times in samples.items()}
+    return {name: seconds * 1e3
+            for name, seconds in peers.median_times(calls, repeat).items()}
 
 
 def main(argv=None) -> int:

@@ -14,7 +14,6 @@ ratios are set side by side: a compiler change A/B on the same machine.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from pathlib import Path
 
@@ -25,8 +24,6 @@ import peers  # noqa: E402  (add_compiler_arguments, print_compiler_comparison)
 
 def ratios(seq: int, repeat: int) -> dict:
     """{case dtype: time over the plain forward's} in this process."""
-    import time
-
     import torch
 
     import attn
@@ -61,19 +58,11 @@ def ratios(seq: int, repeat: int) -> dict:
                                           separate_full_blocks=False)
             cases[mask_mod.__name__] = (
                 lambda m=mask: attn.flex_attention(q, k, v, block_mask=m))
-        for run in cases.values():
-            run()
-        times = {name: [] for name in cases}
-        for _ in range(repeat):
-            for name, run in cases.items():
-                start = time.perf_counter()
-                run()
-                times[name].append(time.perf_counter() - start)
-        plain = statistics.median(times["plain"])
+        times = peers.median_times(cases, repeat)
         for name in cases:
             if name != "plain":
                 results[f"{name} {str(dtype).replace('torch.', '')}"] = (
-                    statistics.median(times[name]) / plain)
+                    times[name] / times["plain"])
     return results
 
 

@@ -411,6 +411,21 @@ def seconds_per_call(run: Callable[[], object], calls: int) -> float:
     return (time.perf_counter() - start) / calls
 
 
+def median_times(runners: dict, repeat: int, calls: int = 1, warm_up: bool = True) -> dict:
+    """Seconds per call of each runner: the median of `repeat` samples of
+    `calls` calls, the runners interleaved in each round (the machine's
+    drift hits all alike); first one call of each (compile, allocate, fault
+    in) unless `warm_up` is False."""
+    if warm_up:
+        for run in runners.values():
+            run()
+    samples = {name: [] for name in runners}
+    for _ in range(repeat):
+        for name, run in runners.items():
+            samples[name].append(seconds_per_call(run, calls))
+    return {name: statistics.median(times) for name, times in samples.items()}
+
+
 @dataclasses.dataclass
 class Result:
     case: Case

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import statistics
 import sys
 from pathlib import Path
 
@@ -33,16 +32,6 @@ ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
 import peers  # noqa: E402  (seconds_per_call, copy_bandwidth, cpu_model)
-
-
-def median_times(runners: dict, repeat: int, calls: int = 1) -> dict:
-    samples = {name: [] for name in runners}
-    for run in runners.values():
-        run()  # warm up: compile, allocate, fault in
-    for _ in range(repeat):
-        for name, run in runners.items():
-            samples[name].append(peers.seconds_per_call(run, calls))
-    return {name: statistics.median(times) for name, times in samples.items()}
 
 
 def weights_rows(repeat: int, only: str):
@@ -79,7 +68,7 @@ def weights_rows(repeat: int, only: str):
             "attn (own LSE)": lambda: attn.attention_weights(q, k, is_causal=causal),
             "torch softmax(q·kᵀ)": eager,
         }
-        times = median_times(runners, repeat)
+        times = peers.median_times(runners, repeat)
         size = batch * heads * seq * seq * 4
         rows.append((name, {n: size / t * 1e-9 for n, t in times.items()}, error))
     return rows
@@ -110,12 +99,12 @@ def module_rows(repeat: int, only: str):
         for name, make in cases:
             if only and only not in name:
                 continue
-            times = median_times({"attn.nn": make(ours), "torch.nn": make(ref)}, repeat,
+            times = peers.median_times({"attn.nn": make(ours), "torch.nn": make(ref)}, repeat,
                                  calls=20 if "decoding" in name else 3)
             rows.append((name, times))
         name = "MHA decoding step with a KV cache: 1 new token, 512 cached"
         if not only or only in name:
-            rows.append((name, median_times(decoding_with_cache(ours, ref, x, step), repeat,
+            rows.append((name, peers.median_times(decoding_with_cache(ours, ref, x, step), repeat,
                                             calls=20)))
     name = "MHA training step (fwd + bwd) B=8 S=512 E=512 H=8"
     if not only or only in name:
@@ -128,7 +117,7 @@ def module_rows(repeat: int, only: str):
             return run
 
         ours.train(), ref.train()
-        rows.append((name, median_times({"attn.nn": train(ours), "torch.nn": train(ref)},
+        rows.append((name, peers.median_times({"attn.nn": train(ours), "torch.nn": train(ref)},
                                         repeat, calls=3)))
     return rows
 
